@@ -1,0 +1,24 @@
+use std::path::PathBuf;
+
+/// Why a build failed; every message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Model(#[from] models::Error),
+    #[error(transparent)]
+    Ir(#[from] ir::Error),
+    #[error("output {output} {reason}")]
+    Output { output: PathBuf, reason: String },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("unknown execution provider `{ep}`; available: {available}")]
+    UnknownEp { ep: String, available: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

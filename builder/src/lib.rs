@@ -1,0 +1,15 @@
+//! The build pipeline behind `tailor build`: checkpoint -> generic graph -> package folder.
+//!
+//! A package is written into a temporary folder next to the output and renamed into place, so
+//! a failed build never leaves a half-written package and never touches an existing one.
+
+mod demo;
+mod error;
+mod genai;
+mod output;
+mod package;
+
+pub use demo::materialize_demo_checkpoint;
+pub use error::{Error, Result};
+pub use genai::genai_config;
+pub use package::{build, BuildReport, BuildRequest, SUPPORTED_EPS};

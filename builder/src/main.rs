@@ -1,0 +1,112 @@
+//! `tailor`: build ONNX models from Hugging Face checkpoints, tailored to an ONNX Runtime
+//! execution provider.
+
+use builder::{build, materialize_demo_checkpoint, BuildRequest, SUPPORTED_EPS};
+use clap::{Parser, Subcommand};
+use ir::DType;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "tailor",
+    version,
+    about = "Build ONNX models from Hugging Face checkpoints, tailored to an ONNX Runtime execution provider.",
+    long_about = "Build ONNX models from Hugging Face checkpoints, tailored to an ONNX Runtime execution provider.\n\n\
+        A build reads a checkpoint folder (config.json, *.safetensors, tokenizer files), builds one\n\
+        EP-agnostic graph in standard ONNX (opset 24), and writes a package folder that ONNX Runtime\n\
+        and onnxruntime-genai load: model.onnx, model.onnx.data, genai_config.json, tokenizer files.\n\n\
+        Try it with the demo checkpoint built into the binary:\n    tailor build\n\
+        which writes ./tailor-demo."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a package from a checkpoint folder.
+    #[command(after_help = "Examples:\n  tailor build                                   # the demo checkpoint -> ./tailor-demo\n  \
+        tailor build --model ./Qwen2.5-0.5B --output ./qwen-onnx\n  \
+        tailor build --model ./llama --output ./llama-onnx --dtype f16 --force\n\n\
+        The package is written to a temporary folder beside OUTPUT and renamed into place:\n\
+        a failed build leaves nothing behind and never touches an existing OUTPUT.")]
+    Build {
+        /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
+        /// model.safetensors.index.json). Without it, the built-in demo checkpoint is used.
+        #[arg(long, value_name = "DIR")]
+        model: Option<PathBuf>,
+        /// Package folder to write. Defaults to ./tailor-demo for the demo checkpoint.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Execution provider the package is tailored to (`default` = portable standard ONNX).
+        #[arg(long, default_value = "default", value_parser = clap::builder::PossibleValuesParser::new(SUPPORTED_EPS))]
+        ep: String,
+        /// Element type of weights and activations: f32, f16 or bf16.
+        #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+        dtype: DType,
+        /// Replace OUTPUT if it exists and is not empty (only once the new package is complete).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    DType::parse(s)
+        .filter(|d| models::SUPPORTED_DTYPES.contains(d))
+        .ok_or_else(|| format!("unsupported dtype `{s}`; choose one of f32, f16, bf16"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Build { model, output, ep, dtype, force } => {
+            let demo_dir;
+            let (model_dir, output) = match model {
+                Some(m) => {
+                    let Some(out) = output else {
+                        eprintln!("error: --output is required with --model (the folder to write the package to)");
+                        return ExitCode::from(2);
+                    };
+                    (m, out)
+                }
+                None => {
+                    demo_dir = match tempfile::tempdir() {
+                        Ok(d) => d,
+                        Err(e) => {
+                            eprintln!("error: cannot create a temporary folder for the demo checkpoint: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    };
+                    if let Err(e) = materialize_demo_checkpoint(demo_dir.path()) {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                    eprintln!("no --model given: building the built-in demo checkpoint (tiny-llama)");
+                    (demo_dir.path().to_path_buf(), output.unwrap_or_else(|| PathBuf::from("tailor-demo")))
+                }
+            };
+            let req = BuildRequest { model_dir, output, ep, dtype, force };
+            match build(&req, &mut |step| eprintln!("  {step}")) {
+                Ok(r) => {
+                    eprintln!(
+                        "built {} in {:.2} s: {} nodes, {} initializers, model.onnx {} B, model.onnx.data {} B; copied {}",
+                        r.output.display(),
+                        r.seconds,
+                        r.nodes,
+                        r.initializers,
+                        r.model_bytes,
+                        r.data_bytes,
+                        r.copied_files.join(", ")
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! One build: read the checkpoint, build the generic graph, write the package.
+
+use crate::output::{check_output, commit, staging_dir};
+use crate::{genai_config, Error, Result};
+use ir::DType;
+use models::{BuildOptions, Checkpoint};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Execution providers this build knows. `default` is portable standard ONNX.
+pub const SUPPORTED_EPS: &[&str] = &["default"];
+
+/// Files copied from the checkpoint into the package when present.
+const CHECKPOINT_FILES: &[&str] = &[
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "generation_config.json",
+];
+
+#[derive(Clone, Debug)]
+pub struct BuildRequest {
+    pub model_dir: PathBuf,
+    pub output: PathBuf,
+    pub ep: String,
+    pub dtype: DType,
+    pub force: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct BuildReport {
+    pub output: PathBuf,
+    pub nodes: usize,
+    pub initializers: usize,
+    pub model_bytes: u64,
+    pub data_bytes: u64,
+    pub copied_files: Vec<String>,
+    pub seconds: f64,
+}
+
+/// Builds the package described by `req`. On error nothing is left at `req.output` (an
+/// existing folder given with `force` is untouched).
+pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<BuildReport> {
+    let start = Instant::now();
+    if !SUPPORTED_EPS.contains(&req.ep.as_str()) {
+        return Err(Error::UnknownEp { ep: req.ep.clone(), available: SUPPORTED_EPS.join(", ") });
+    }
+    if !models::SUPPORTED_DTYPES.contains(&req.dtype) {
+        return Err(models::Error::Dtype {
+            dtype: req.dtype.to_string(),
+            supported: models::SUPPORTED_DTYPES.map(|d| d.name()).join(", "),
+        }
+        .into());
+    }
+    check_output(&req.output, &req.model_dir, req.force)?;
+
+    progress(&format!("reading checkpoint {}", req.model_dir.display()));
+    let ckpt = Checkpoint::open(&req.model_dir)?;
+    progress(&format!(
+        "building {} graph: {} layers, hidden {}, dtype {}",
+        ckpt.config.model_type, ckpt.config.num_hidden_layers, ckpt.config.hidden_size, req.dtype
+    ));
+    let model = models::tasks::causal_lm::build(&ckpt, &BuildOptions { dtype: req.dtype })?;
+
+    let staging = staging_dir(&req.output)?;
+    progress("writing model.onnx and model.onnx.data");
+    let saved = ir::save_model(&model, staging.path(), "model.onnx")?;
+    let config = genai_config(&ckpt.config, &model.graph, &req.ep);
+    write_json(&staging.path().join("genai_config.json"), &config)?;
+    let copied_files = copy_checkpoint_files(&req.model_dir, staging.path())?;
+    commit(staging, &req.output)?;
+
+    Ok(BuildReport {
+        output: req.output.clone(),
+        nodes: model.graph.nodes.len(),
+        initializers: saved.external_tensors + saved.inline_tensors,
+        model_bytes: saved.model_bytes,
+        data_bytes: saved.data_bytes,
+        copied_files,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
+    std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+}
+
+fn copy_checkpoint_files(from: &Path, to: &Path) -> Result<Vec<String>> {
+    let mut copied = Vec::new();
+    for name in CHECKPOINT_FILES {
+        let src = from.join(name);
+        if src.is_file() {
+            std::fs::copy(&src, to.join(name)).map_err(|e| Error::io(&src, e))?;
+            copied.push(name.to_string());
+        }
+    }
+    Ok(copied)
+}

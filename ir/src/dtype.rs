@@ -1,0 +1,121 @@
+use crate::proto::tensor_proto::DataType;
+use std::fmt;
+
+/// Element types the tool reads, computes with or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    F64,
+    I64,
+    I32,
+    I16,
+    I8,
+    U8,
+    Bool,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 => 2,
+            DType::I8 | DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+    }
+
+    /// The short name used on the command line, in tables and in snapshots.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F64 => "f64",
+            DType::I64 => "i64",
+            DType::I32 => "i32",
+            DType::I16 => "i16",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DType> {
+        Self::ALL.iter().copied().find(|d| d.name() == name)
+    }
+
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I64,
+        DType::I32,
+        DType::I16,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+
+    pub fn to_onnx(self) -> i32 {
+        (match self {
+            DType::F32 => DataType::Float,
+            DType::F16 => DataType::Float16,
+            DType::BF16 => DataType::Bfloat16,
+            DType::F64 => DataType::Double,
+            DType::I64 => DataType::Int64,
+            DType::I32 => DataType::Int32,
+            DType::I16 => DataType::Int16,
+            DType::I8 => DataType::Int8,
+            DType::U8 => DataType::Uint8,
+            DType::Bool => DataType::Bool,
+        }) as i32
+    }
+
+    pub fn from_onnx(code: i32) -> Option<DType> {
+        Some(match DataType::try_from(code).ok()? {
+            DataType::Float => DType::F32,
+            DataType::Float16 => DType::F16,
+            DataType::Bfloat16 => DType::BF16,
+            DataType::Double => DType::F64,
+            DataType::Int64 => DType::I64,
+            DataType::Int32 => DType::I32,
+            DataType::Int16 => DType::I16,
+            DataType::Int8 => DType::I8,
+            DataType::Uint8 => DType::U8,
+            DataType::Bool => DType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The dtype of a safetensors tensor, or `None` for types the tool does not read.
+    pub fn from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
+        use safetensors::Dtype as S;
+        Some(match dtype {
+            S::F32 => DType::F32,
+            S::F16 => DType::F16,
+            S::BF16 => DType::BF16,
+            S::F64 => DType::F64,
+            S::I64 => DType::I64,
+            S::I32 => DType::I32,
+            S::I16 => DType::I16,
+            S::I8 => DType::I8,
+            S::U8 => DType::U8,
+            S::BOOL => DType::Bool,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

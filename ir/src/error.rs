@@ -1,0 +1,28 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong while reading, transforming or writing a model.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a valid safetensors file ({reason}); the file may be truncated or corrupt, re-download it")]
+    Safetensors { path: PathBuf, reason: String },
+    #[error("{path}: tensor `{name}` has dtype {dtype}, which onnx-tailor cannot read")]
+    UnsupportedSourceDtype { path: PathBuf, name: String, dtype: String },
+    #[error("recipe for `{tensor}`: {reason}")]
+    Recipe { tensor: String, reason: String },
+    #[error("cannot cast {from} to {to}: only float <-> float casts are supported for weights")]
+    Cast { from: String, to: String },
+    #[error("{path}: not a valid ONNX model ({reason})")]
+    Decode { path: PathBuf, reason: String },
+    #[error("graph is not valid: {0}")]
+    Graph(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}

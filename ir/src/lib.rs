@@ -1,0 +1,40 @@
+//! The in-memory ONNX model that every other crate works on.
+//!
+//! * [`proto`]: the ONNX protobuf types, generated from the vendored `onnx.proto`.
+//! * [`Graph`], [`Node`], [`Attr`]: a graph of named values, easy to rewrite, with
+//!   topological ordering and dead-node removal.
+//! * [`Recipe`]: initializers are lazy recipes over memory-mapped source tensors (plus
+//!   transforms); nothing is read or converted until the model is written.
+//! * [`save_model`] / [`load_model`]: `model.onnx` plus one external `model.onnx.data`.
+//! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
+
+pub mod proto {
+    //! ONNX protobuf messages (prost), generated at build time from `proto/onnx.proto`.
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+mod dtype;
+mod error;
+mod graph;
+mod layout;
+mod load;
+mod recipe;
+mod save;
+mod source;
+mod text;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
+pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
+pub use load::load_model;
+pub use recipe::{Recipe, TensorData};
+pub use save::{save_model, SaveReport, DATA_FILE_SUFFIX};
+pub use source::{MappedFile, SourceTensor};
+pub use text::{canonical_text, initializer_digests, TextOptions};
+
+/// The default-domain opset every generic graph targets.
+pub const OPSET: i64 = 24;
+/// The ONNX IR version that goes with opset 24 (ONNX 1.19).
+pub const IR_VERSION: i64 = 12;

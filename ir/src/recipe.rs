@@ -1,0 +1,370 @@
+//! Lazy initializers. A recipe names where the bytes come from (a source tensor or computed
+//! data) and the transforms to apply; it is materialized only when the model is written, one
+//! tensor at a time, so a build never holds the whole model in memory.
+
+use crate::{DType, Error, Result, SourceTensor};
+use half::{bf16, f16};
+use std::sync::Arc;
+
+/// Bytes computed by the builder itself (RoPE caches, shape constants), with a label that says
+/// what they are, for snapshots and error messages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorData {
+    pub label: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Recipe {
+    Source(Arc<SourceTensor>),
+    Data(Arc<TensorData>),
+    Transpose { input: Box<Recipe>, perm: Vec<usize> },
+    Concat { inputs: Vec<Recipe>, axis: usize },
+    Slice { input: Box<Recipe>, axis: usize, start: usize, end: usize },
+    Cast { input: Box<Recipe>, to: DType },
+    Reshape { input: Box<Recipe>, shape: Vec<usize> },
+}
+
+impl PartialEq for Recipe {
+    fn eq(&self, other: &Self) -> bool {
+        use Recipe::*;
+        match (self, other) {
+            (Source(a), Source(b)) => {
+                a.name == b.name && a.file.path == b.file.path && a.offset == b.offset && a.len == b.len
+            }
+            (Data(a), Data(b)) => a == b,
+            (Transpose { input: a, perm: p }, Transpose { input: b, perm: q }) => a == b && p == q,
+            (Concat { inputs: a, axis: x }, Concat { inputs: b, axis: y }) => a == b && x == y,
+            (Slice { input: a, axis: x, start: s, end: e }, Slice { input: b, axis: y, start: t, end: f }) => {
+                a == b && x == y && s == t && e == f
+            }
+            (Cast { input: a, to: x }, Cast { input: b, to: y }) => a == b && x == y,
+            (Reshape { input: a, shape: x }, Reshape { input: b, shape: y }) => a == b && x == y,
+            _ => false,
+        }
+    }
+}
+
+fn to_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| f(v)).collect()
+}
+
+impl Recipe {
+    pub fn source(t: SourceTensor) -> Recipe {
+        Recipe::Source(Arc::new(t))
+    }
+
+    pub fn data(label: impl Into<String>, dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Recipe {
+        debug_assert_eq!(shape.iter().product::<usize>() * dtype.size(), bytes.len());
+        Recipe::Data(Arc::new(TensorData { label: label.into(), dtype, shape, bytes }))
+    }
+
+    pub fn from_f32(label: impl Into<String>, shape: Vec<usize>, values: &[f32]) -> Recipe {
+        Self::data(label, DType::F32, shape, to_bytes(values, f32::to_le_bytes))
+    }
+
+    pub fn from_i64(label: impl Into<String>, shape: Vec<usize>, values: &[i64]) -> Recipe {
+        Self::data(label, DType::I64, shape, to_bytes(values, i64::to_le_bytes))
+    }
+
+    pub fn from_i32(label: impl Into<String>, shape: Vec<usize>, values: &[i32]) -> Recipe {
+        Self::data(label, DType::I32, shape, to_bytes(values, i32::to_le_bytes))
+    }
+
+    pub fn transpose(self, perm: Vec<usize>) -> Recipe {
+        Recipe::Transpose { input: Box::new(self), perm }
+    }
+
+    /// Casts to `to`; a cast to the recipe's own dtype is no transform at all.
+    pub fn cast(self, to: DType) -> Recipe {
+        if self.dtype() == to {
+            self
+        } else {
+            Recipe::Cast { input: Box::new(self), to }
+        }
+    }
+
+    pub fn slice(self, axis: usize, start: usize, end: usize) -> Recipe {
+        Recipe::Slice { input: Box::new(self), axis, start, end }
+    }
+
+    pub fn reshape(self, shape: Vec<usize>) -> Recipe {
+        Recipe::Reshape { input: Box::new(self), shape }
+    }
+
+    pub fn concat(inputs: Vec<Recipe>, axis: usize) -> Result<Recipe> {
+        let first = inputs.first().ok_or_else(|| Error::Recipe { tensor: "concat".into(), reason: "no inputs".into() })?;
+        let (d, s) = (first.dtype(), first.shape());
+        for r in &inputs[1..] {
+            let rs = r.shape();
+            let same_rank = rs.len() == s.len() && axis < s.len();
+            let ok = same_rank && r.dtype() == d && (0..s.len()).all(|i| i == axis || rs[i] == s[i]);
+            if !ok {
+                return Err(Error::Recipe {
+                    tensor: r.describe(),
+                    reason: format!("cannot concatenate {}{:?} with {}{:?} on axis {axis}", d, s, r.dtype(), rs),
+                });
+            }
+        }
+        Ok(Recipe::Concat { inputs, axis })
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            Recipe::Source(t) => t.dtype,
+            Recipe::Data(d) => d.dtype,
+            Recipe::Cast { to, .. } => *to,
+            Recipe::Transpose { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
+                input.dtype()
+            }
+            Recipe::Concat { inputs, .. } => inputs[0].dtype(),
+        }
+    }
+
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Recipe::Source(t) => t.shape.clone(),
+            Recipe::Data(d) => d.shape.clone(),
+            Recipe::Cast { input, .. } => input.shape(),
+            Recipe::Transpose { input, perm } => {
+                let s = input.shape();
+                perm.iter().map(|&p| s[p]).collect()
+            }
+            Recipe::Slice { input, axis, start, end } => {
+                let mut s = input.shape();
+                s[*axis] = end - start;
+                s
+            }
+            Recipe::Reshape { shape, .. } => shape.clone(),
+            Recipe::Concat { inputs, axis } => {
+                let mut s = inputs[0].shape();
+                s[*axis] = inputs.iter().map(|r| r.shape()[*axis]).sum();
+                s
+            }
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    pub fn byte_len(&self) -> usize {
+        self.numel() * self.dtype().size()
+    }
+
+    /// Source tensors this recipe reads.
+    pub fn sources(&self) -> Vec<&SourceTensor> {
+        match self {
+            Recipe::Source(t) => vec![t.as_ref()],
+            Recipe::Data(_) => vec![],
+            Recipe::Transpose { input, .. }
+            | Recipe::Slice { input, .. }
+            | Recipe::Cast { input, .. }
+            | Recipe::Reshape { input, .. } => input.sources(),
+            Recipe::Concat { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
+        }
+    }
+
+    /// The transform chain as text, e.g. `transpose[1,0](model.safetensors:lm_head.weight)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Recipe::Source(t) => {
+                let file = t.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("{file}:{}", t.name)
+            }
+            Recipe::Data(d) => format!("computed({})", d.label),
+            Recipe::Transpose { input, perm } => format!("transpose{perm:?}({})", input.describe()),
+            Recipe::Slice { input, axis, start, end } => {
+                format!("slice[axis={axis},{start}..{end}]({})", input.describe())
+            }
+            Recipe::Cast { input, to } => format!("cast[{to}]({})", input.describe()),
+            Recipe::Reshape { input, shape } => format!("reshape{shape:?}({})", input.describe()),
+            Recipe::Concat { inputs, axis } => {
+                let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
+                format!("concat[axis={axis}]({})", parts.join(", "))
+            }
+        }
+    }
+
+    /// Computes the tensor's bytes (little-endian, row-major).
+    pub fn materialize(&self) -> Result<Vec<u8>> {
+        match self {
+            Recipe::Source(t) => {
+                let bytes = t.bytes()?;
+                if bytes.len() != t.numel() * t.dtype.size() {
+                    return Err(Error::Recipe {
+                        tensor: t.name.clone(),
+                        reason: format!("{} bytes stored for {}{:?}", bytes.len(), t.dtype, t.shape),
+                    });
+                }
+                Ok(bytes.to_vec())
+            }
+            Recipe::Data(d) => Ok(d.bytes.clone()),
+            Recipe::Transpose { input, perm } => {
+                let bytes = input.materialize()?;
+                Ok(transpose_bytes(&bytes, &input.shape(), perm, input.dtype().size()))
+            }
+            Recipe::Slice { input, axis, start, end } => {
+                let shape = input.shape();
+                let esize = input.dtype().size();
+                if *end > shape[*axis] || start > end {
+                    return Err(Error::Recipe {
+                        tensor: input.describe(),
+                        reason: format!("slice {start}..{end} out of range for axis {axis} of {shape:?}"),
+                    });
+                }
+                let bytes = input.materialize()?;
+                let outer: usize = shape[..*axis].iter().product();
+                let inner: usize = shape[*axis + 1..].iter().product::<usize>() * esize;
+                let row = shape[*axis] * inner;
+                let mut out = Vec::with_capacity(outer * (end - start) * inner);
+                for o in 0..outer {
+                    out.extend_from_slice(&bytes[o * row + start * inner..o * row + end * inner]);
+                }
+                Ok(out)
+            }
+            Recipe::Cast { input, to } => cast_bytes(&input.materialize()?, input.dtype(), *to),
+            Recipe::Reshape { input, shape } => {
+                if shape.iter().product::<usize>() != input.numel() {
+                    return Err(Error::Recipe {
+                        tensor: input.describe(),
+                        reason: format!("cannot reshape {:?} to {shape:?}", input.shape()),
+                    });
+                }
+                input.materialize()
+            }
+            Recipe::Concat { inputs, axis } => {
+                let esize = inputs[0].dtype().size();
+                let shape0 = inputs[0].shape();
+                let outer: usize = shape0[..*axis].iter().product();
+                let parts: Vec<(Vec<u8>, usize)> = inputs
+                    .iter()
+                    .map(|r| {
+                        let chunk = r.shape()[*axis..].iter().product::<usize>() * esize;
+                        r.materialize().map(|b| (b, chunk))
+                    })
+                    .collect::<Result<_>>()?;
+                let mut out = Vec::with_capacity(parts.iter().map(|(b, _)| b.len()).sum());
+                for o in 0..outer {
+                    for (bytes, chunk) in &parts {
+                        out.extend_from_slice(&bytes[o * chunk..(o + 1) * chunk]);
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Permutes the axes of a row-major tensor of `esize`-byte elements.
+fn transpose_bytes(bytes: &[u8], shape: &[usize], perm: &[usize], esize: usize) -> Vec<u8> {
+    let rank = shape.len();
+    let mut in_strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        in_strides[i] = in_strides[i + 1] * shape[i + 1];
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let strides: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
+    let numel: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(bytes.len());
+    if rank == 2 {
+        // The common case (weight matrices): a plain double loop.
+        let (rows, cols) = (out_shape[0], out_shape[1]);
+        for r in 0..rows {
+            for c in 0..cols {
+                let src = (r * strides[0] + c * strides[1]) * esize;
+                out.extend_from_slice(&bytes[src..src + esize]);
+            }
+        }
+        return out;
+    }
+    let mut index = vec![0usize; rank];
+    for _ in 0..numel {
+        let src: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() * esize;
+        out.extend_from_slice(&bytes[src..src + esize]);
+        for axis in (0..rank).rev() {
+            index[axis] += 1;
+            if index[axis] < out_shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
+}
+
+fn read_floats(bytes: &[u8], from: DType) -> Option<Vec<f32>> {
+    Some(match from {
+        DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+        DType::F16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        DType::BF16 => bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        DType::F64 => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap()) as f32).collect(),
+        _ => return None,
+    })
+}
+
+/// Converts float tensors between f32, f16, bf16 and f64 (round to nearest even).
+pub(crate) fn cast_bytes(bytes: &[u8], from: DType, to: DType) -> Result<Vec<u8>> {
+    if from == to {
+        return Ok(bytes.to_vec());
+    }
+    let err = || Error::Cast { from: from.to_string(), to: to.to_string() };
+    // f16 <-> bf16 through f32 is exact in the widening step, so one rounding only.
+    let values = read_floats(bytes, from).ok_or_else(err)?;
+    Ok(match to {
+        DType::F32 => to_bytes(&values, f32::to_le_bytes),
+        DType::F16 => values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
+        DType::BF16 => values.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
+        DType::F64 => values.iter().flat_map(|&v| (v as f64).to_le_bytes()).collect(),
+        _ => return Err(err()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(bytes: &[u8]) -> Vec<f32> {
+        bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    fn iota(shape: Vec<usize>) -> Recipe {
+        let n: usize = shape.iter().product();
+        Recipe::from_f32("iota", shape, &(0..n).map(|v| v as f32).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn transpose_2d_and_3d() {
+        let t = iota(vec![2, 3]).transpose(vec![1, 0]);
+        assert_eq!(t.shape(), vec![3, 2]);
+        assert_eq!(f32s(&t.materialize().unwrap()), vec![0., 3., 1., 4., 2., 5.]);
+        let t = iota(vec![2, 1, 3]).transpose(vec![2, 0, 1]);
+        assert_eq!(t.shape(), vec![3, 2, 1]);
+        assert_eq!(f32s(&t.materialize().unwrap()), vec![0., 3., 1., 4., 2., 5.]);
+    }
+
+    #[test]
+    fn concat_slice_reshape() {
+        let c = Recipe::concat(vec![iota(vec![2, 2]), iota(vec![2, 1])], 1).unwrap();
+        assert_eq!(c.shape(), vec![2, 3]);
+        assert_eq!(f32s(&c.materialize().unwrap()), vec![0., 1., 0., 2., 3., 1.]);
+        let s = c.clone().slice(1, 1, 3);
+        assert_eq!(f32s(&s.materialize().unwrap()), vec![1., 0., 3., 1.]);
+        assert!(Recipe::concat(vec![iota(vec![2, 2]), iota(vec![3, 1])], 1).is_err());
+        assert!(iota(vec![2, 2]).reshape(vec![3]).materialize().is_err());
+    }
+
+    #[test]
+    fn casts_round_trip_through_halves() {
+        let r = Recipe::from_f32("v", vec![3], &[1.0, -2.5, 65504.0]);
+        let h = r.clone().cast(DType::F16);
+        assert_eq!(h.byte_len(), 6);
+        let back = h.cast(DType::F32).materialize().unwrap();
+        assert_eq!(f32s(&back), vec![1.0, -2.5, 65504.0]);
+        let b = r.cast(DType::BF16).cast(DType::F32).materialize().unwrap();
+        assert_eq!(f32s(&b)[..2], [1.0, -2.5]);
+        assert!(Recipe::from_i64("i", vec![1], &[1]).cast(DType::F32).materialize().is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! Writing a [`Model`] as `model.onnx` plus one external data file.
+
+use crate::proto::{self, tensor_proto::DataLocation};
+use crate::{layout_external_data, AttrValue, DataSlot, Dim, Error, Graph, Model, Recipe, Result, ValueInfo};
+use crate::{INLINE_LIMIT, IR_VERSION};
+use prost::Message;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+
+/// The external data file is named after the model file plus this suffix.
+pub const DATA_FILE_SUFFIX: &str = ".data";
+
+/// What [`save_model`] wrote.
+#[derive(Debug, Default)]
+pub struct SaveReport {
+    pub model_bytes: u64,
+    pub data_bytes: u64,
+    pub external_tensors: usize,
+    pub inline_tensors: usize,
+    /// Initializers that no node reads, dropped without being materialized.
+    pub unused_initializers: Vec<String>,
+}
+
+/// Writes `dir/<file_name>` and `dir/<file_name>.data`. Only initializers that some node (or
+/// a graph output) reads are materialized; the rest are reported and dropped.
+pub fn save_model(model: &Model, dir: &Path, file_name: &str) -> Result<SaveReport> {
+    let data_name = format!("{file_name}{DATA_FILE_SUFFIX}");
+    let data_path = dir.join(&data_name);
+    let mut report = SaveReport::default();
+
+    // Decide which initializers are written, and where.
+    let used = model.graph.used_names();
+    let mut external: Vec<&(String, Recipe)> = Vec::new();
+    for entry in &model.graph.initializers {
+        if !used.contains(&entry.0) {
+            report.unused_initializers.push(entry.0.clone());
+        } else if entry.1.byte_len() >= INLINE_LIMIT {
+            external.push(entry);
+        }
+    }
+    let slots = layout_external_data(&external.iter().map(|(_, r)| r.byte_len() as u64).collect::<Vec<_>>());
+
+    // Stream tensors into the data file, one materialized tensor at a time.
+    let file = std::fs::File::create(&data_path).map_err(|e| Error::io(&data_path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut written = 0u64;
+    let mut placed: BTreeMap<&str, DataSlot> = BTreeMap::new();
+    for ((name, recipe), slot) in external.iter().zip(&slots) {
+        let pad = (slot.offset - written) as usize;
+        out.write_all(&[0u8; 64][..pad]).map_err(|e| Error::io(&data_path, e))?;
+        let bytes = recipe.materialize()?;
+        if bytes.len() as u64 != slot.len {
+            return Err(Error::Recipe {
+                tensor: name.clone(),
+                reason: format!("produced {} bytes, expected {}", bytes.len(), slot.len),
+            });
+        }
+        out.write_all(&bytes).map_err(|e| Error::io(&data_path, e))?;
+        written = slot.offset + slot.len;
+        placed.insert(name.as_str(), *slot);
+    }
+    out.flush().map_err(|e| Error::io(&data_path, e))?;
+    report.data_bytes = written;
+    report.external_tensors = placed.len();
+
+    let graph = graph_to_proto(&model.graph, &placed, &data_name, &used, &mut report)?;
+    let proto = proto::ModelProto {
+        ir_version: Some(IR_VERSION),
+        opset_import: opset_imports(&model.graph)?,
+        producer_name: Some(model.producer.clone()),
+        producer_version: Some(env!("CARGO_PKG_VERSION").into()),
+        graph: Some(graph),
+        metadata_props: model
+            .metadata
+            .iter()
+            .map(|(k, v)| proto::StringStringEntryProto { key: Some(k.clone()), value: Some(v.clone()) })
+            .collect(),
+        ..Default::default()
+    };
+    let model_path = dir.join(file_name);
+    let bytes = proto.encode_to_vec();
+    std::fs::write(&model_path, &bytes).map_err(|e| Error::io(&model_path, e))?;
+    report.model_bytes = bytes.len() as u64;
+    Ok(report)
+}
+
+/// One opset import per domain used; nodes of one domain must agree on its version.
+fn opset_imports(graph: &Graph) -> Result<Vec<proto::OperatorSetIdProto>> {
+    fn visit(g: &Graph, seen: &mut BTreeMap<String, (i64, String)>) -> Result<()> {
+        for n in &g.nodes {
+            if let Some((v, who)) = seen.get(&n.domain) {
+                if *v != n.opset {
+                    return Err(Error::Graph(format!(
+                        "domain `{}` is used at opset {} by `{}` and at opset {} by `{}`",
+                        n.domain, v, who, n.opset, n.name
+                    )));
+                }
+            } else {
+                seen.insert(n.domain.clone(), (n.opset, n.name.clone()));
+            }
+            for sub in n.subgraphs() {
+                visit(sub, seen)?;
+            }
+        }
+        Ok(())
+    }
+    let mut seen = BTreeMap::new();
+    seen.insert(String::new(), (crate::OPSET, "<default>".to_string()));
+    visit(graph, &mut seen)?;
+    Ok(seen
+        .into_iter()
+        .map(|(domain, (version, _))| proto::OperatorSetIdProto { domain: Some(domain), version: Some(version) })
+        .collect())
+}
+
+pub(crate) fn value_info_to_proto(v: &ValueInfo) -> proto::ValueInfoProto {
+    use proto::tensor_shape_proto::{dimension::Value, Dimension};
+    let shape = v.shape.as_ref().map(|dims| proto::TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|d| Dimension {
+                value: Some(match d {
+                    Dim::Fixed(x) => Value::DimValue(*x),
+                    Dim::Sym(s) => Value::DimParam(s.clone()),
+                }),
+                denotation: None,
+            })
+            .collect(),
+    });
+    proto::ValueInfoProto {
+        name: Some(v.name.clone()),
+        r#type: Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(proto::type_proto::Tensor {
+                elem_type: Some(v.dtype.to_onnx()),
+                shape,
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// An initializer stored in the external data file at `slot`.
+pub(crate) fn external_tensor_proto(name: &str, recipe: &Recipe, location: &str, slot: DataSlot) -> proto::TensorProto {
+    let entry = |k: &str, v: String| proto::StringStringEntryProto { key: Some(k.into()), value: Some(v) };
+    proto::TensorProto {
+        name: Some(name.into()),
+        dims: recipe.shape().iter().map(|&d| d as i64).collect(),
+        data_type: Some(recipe.dtype().to_onnx()),
+        data_location: Some(DataLocation::External as i32),
+        external_data: vec![
+            entry("location", location.into()),
+            entry("offset", slot.offset.to_string()),
+            entry("length", slot.len.to_string()),
+        ],
+        ..Default::default()
+    }
+}
+
+pub(crate) fn inline_tensor_proto(name: &str, recipe: &Recipe) -> Result<proto::TensorProto> {
+    Ok(proto::TensorProto {
+        name: Some(name.into()),
+        dims: recipe.shape().iter().map(|&d| d as i64).collect(),
+        data_type: Some(recipe.dtype().to_onnx()),
+        raw_data: Some(recipe.materialize()?),
+        ..Default::default()
+    })
+}
+
+fn graph_to_proto(
+    g: &Graph,
+    placed: &BTreeMap<&str, DataSlot>,
+    location: &str,
+    used: &HashSet<String>,
+    report: &mut SaveReport,
+) -> Result<proto::GraphProto> {
+    let mut initializer = Vec::new();
+    for (name, recipe) in &g.initializers {
+        if !used.contains(name) {
+            continue;
+        }
+        if let Some(slot) = placed.get(name.as_str()) {
+            initializer.push(external_tensor_proto(name, recipe, location, *slot));
+        } else {
+            report.inline_tensors += 1;
+            initializer.push(inline_tensor_proto(name, recipe)?);
+        }
+    }
+    let mut node = Vec::with_capacity(g.nodes.len());
+    for n in &g.nodes {
+        let mut attribute = Vec::with_capacity(n.attrs.len());
+        for a in &n.attrs {
+            attribute.push(attr_to_proto(&a.name, &a.value, placed, location, report)?);
+        }
+        node.push(proto::NodeProto {
+            input: n.inputs.clone(),
+            output: n.outputs.clone(),
+            name: Some(n.name.clone()),
+            op_type: Some(n.op.clone()),
+            domain: Some(n.domain.clone()),
+            attribute,
+            metadata_props: n
+                .metadata
+                .iter()
+                .map(|(k, v)| proto::StringStringEntryProto { key: Some(k.clone()), value: Some(v.clone()) })
+                .collect(),
+            ..Default::default()
+        });
+    }
+    Ok(proto::GraphProto {
+        node,
+        name: Some(g.name.clone()),
+        initializer,
+        input: g.inputs.iter().map(value_info_to_proto).collect(),
+        output: g.outputs.iter().map(value_info_to_proto).collect(),
+        value_info: g.value_info.iter().map(value_info_to_proto).collect(),
+        ..Default::default()
+    })
+}
+
+fn attr_to_proto(
+    name: &str,
+    value: &AttrValue,
+    placed: &BTreeMap<&str, DataSlot>,
+    location: &str,
+    report: &mut SaveReport,
+) -> Result<proto::AttributeProto> {
+    use proto::attribute_proto::AttributeType as T;
+    let mut a = proto::AttributeProto { name: Some(name.into()), ..Default::default() };
+    let ty = match value {
+        AttrValue::Int(v) => {
+            a.i = Some(*v);
+            T::Int
+        }
+        AttrValue::Float(v) => {
+            a.f = Some(*v);
+            T::Float
+        }
+        AttrValue::String(v) => {
+            a.s = Some(v.as_bytes().to_vec());
+            T::String
+        }
+        AttrValue::Ints(v) => {
+            a.ints = v.clone();
+            T::Ints
+        }
+        AttrValue::Floats(v) => {
+            a.floats = v.clone();
+            T::Floats
+        }
+        AttrValue::Strings(v) => {
+            a.strings = v.iter().map(|s| s.as_bytes().to_vec()).collect();
+            T::Strings
+        }
+        AttrValue::Tensor(r) => {
+            a.t = Some(inline_tensor_proto("", r)?);
+            T::Tensor
+        }
+        AttrValue::Graph(g) => {
+            // Subgraph initializers are small by construction; they stay inline.
+            let used = g.used_names();
+            a.g = Some(graph_to_proto(g, placed, location, &used, report)?);
+            T::Graph
+        }
+    };
+    a.r#type = Some(ty as i32);
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn external_entries_carry_64_bit_offsets() {
+        let r = Recipe::from_f32("w", vec![2], &[1.0, 2.0]);
+        let slot = DataSlot { offset: 6 * (1u64 << 30) + 64, len: 8 };
+        let t = external_tensor_proto("w", &r, "model.onnx.data", slot);
+        let get = |k: &str| t.external_data.iter().find(|e| e.key.as_deref() == Some(k)).unwrap().value.clone();
+        assert_eq!(get("offset").unwrap(), "6442451008");
+        assert_eq!(get("length").unwrap(), "8");
+        assert_eq!(t.data_type, Some(DType::F32.to_onnx()));
+        assert!(t.raw_data.is_none());
+    }
+}

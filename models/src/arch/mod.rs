@@ -1,0 +1,38 @@
+//! Architectures: how a checkpoint's `model_type` maps onto components. Each family is a
+//! declarative table (weight names, which optional parts exist) read by one generic builder,
+//! so adding a Llama-like model is adding a table, not code.
+
+mod llama;
+
+pub use llama::{DecoderFamily, NameTable, LLAMA};
+
+use crate::{Checkpoint, GraphBuilder, Result};
+
+/// Values the task hands to an architecture, and the names it expects back.
+pub struct DecoderIo {
+    pub input_ids: String,
+    pub attention_mask: String,
+    pub position_ids: String,
+    /// `(key, value)` past inputs per layer.
+    pub past: Vec<(String, String)>,
+    /// `(key, value)` present output names per layer.
+    pub present: Vec<(String, String)>,
+}
+
+/// The decoder families this build knows, in the order they are listed to users.
+pub const DECODERS: &[&DecoderFamily] = &[&LLAMA];
+
+/// The family that builds `model_type`.
+pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {
+    DECODERS.iter().copied().find(|f| f.model_types.contains(&model_type))
+}
+
+/// All supported `model_type` values, for error messages and `--help`.
+pub fn supported_model_types() -> Vec<&'static str> {
+    DECODERS.iter().flat_map(|f| f.model_types.iter().copied()).collect()
+}
+
+/// Builds the decoder body: embeddings through logits. Returns the logits value name.
+pub fn build_decoder(family: &DecoderFamily, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo) -> Result<String> {
+    family.build(b, ckpt, io)
+}

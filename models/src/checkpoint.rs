@@ -1,0 +1,122 @@
+//! A Hugging Face checkpoint folder: `config.json` plus one or more safetensors files
+//! (sharded through `model.safetensors.index.json`). Tensors are memory-mapped and handed out as
+//! recipes; the checkpoint remembers which were taken, so a test can prove that every tensor
+//! is consumed exactly once.
+
+use crate::{DecoderConfig, Error, Result};
+use ir::{MappedFile, Recipe, SourceTensor};
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+pub struct Checkpoint {
+    pub dir: PathBuf,
+    pub config: DecoderConfig,
+    tensors: BTreeMap<String, SourceTensor>,
+    taken: RefCell<BTreeMap<String, usize>>,
+}
+
+impl Checkpoint {
+    pub fn open(dir: &Path) -> Result<Checkpoint> {
+        if !dir.is_dir() {
+            return Err(Error::Checkpoint {
+                path: dir.to_path_buf(),
+                reason: "not a folder; pass the checkpoint folder that holds config.json and *.safetensors".into(),
+            });
+        }
+        let config = DecoderConfig::load(dir)?;
+        let mut tensors = BTreeMap::new();
+        for file in safetensors_files(dir)? {
+            let mapped = MappedFile::open(&file)?;
+            for t in mapped.safetensors_tensors()? {
+                if let Some(prev) = tensors.insert(t.name.clone(), t) {
+                    return Err(Error::Checkpoint {
+                        path: file.clone(),
+                        reason: format!("tensor `{}` also appears in {}", prev.name, prev.file.path.display()),
+                    });
+                }
+            }
+        }
+        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()) })
+    }
+
+    /// Whether the checkpoint holds `name` (for optional weights such as a tied `lm_head`).
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// The tensor `name`, checked against the shape config.json implies, as a recipe.
+    pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
+        let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
+            path: self.dir.clone(),
+            name: name.to_string(),
+            hint: format!("{} tensors present; is the checkpoint complete and of the declared model_type?", self.tensors.len()),
+        })?;
+        if t.shape != expected {
+            return Err(Error::TensorShape {
+                path: t.file.path.clone(),
+                name: name.into(),
+                found: t.shape.clone(),
+                expected: expected.to_vec(),
+            });
+        }
+        if !t.dtype.is_float() {
+            return Err(Error::TensorDtype { path: t.file.path.clone(), name: name.into(), found: t.dtype.to_string() });
+        }
+        *self.taken.borrow_mut().entry(name.to_string()).or_default() += 1;
+        Ok(Recipe::source(t.clone()))
+    }
+
+    /// All tensor names in the checkpoint.
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// How many times each tensor was taken by [`Checkpoint::tensor`].
+    pub fn taken(&self) -> BTreeMap<String, usize> {
+        self.taken.borrow().clone()
+    }
+}
+
+/// The safetensors files of a checkpoint: the shards named by the index when there is one,
+/// otherwise every `*.safetensors` in the folder, sorted.
+fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.exists() {
+        let text = std::fs::read_to_string(&index)
+            .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("cannot read it: {e}") })?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("not valid JSON: {e}") })?;
+        let map = value.get("weight_map").and_then(Value::as_object).ok_or_else(|| Error::Checkpoint {
+            path: index.clone(),
+            reason: "has no `weight_map` object".into(),
+        })?;
+        let shards: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
+        let mut files = Vec::new();
+        for shard in shards {
+            let path = dir.join(shard);
+            if !path.is_file() || shard.contains("..") || shard.contains('/') {
+                return Err(Error::Checkpoint {
+                    path: index.clone(),
+                    reason: format!("names shard `{shard}`, which is not a file in {}", dir.display()),
+                });
+            }
+            files.push(path);
+        }
+        return Ok(files);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::Checkpoint { path: dir.to_path_buf(), reason: format!("cannot list it: {e}") })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors") && p.is_file())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Checkpoint {
+            path: dir.to_path_buf(),
+            reason: "holds no *.safetensors file (PyTorch .bin checkpoints are not read; convert them to safetensors)".into(),
+        });
+    }
+    Ok(files)
+}

@@ -1,0 +1,39 @@
+use crate::GraphBuilder;
+use ir::Attr;
+
+/// Head counts of one attention block.
+#[derive(Clone, Copy, Debug)]
+pub struct Heads {
+    pub q: usize,
+    pub kv: usize,
+    pub head_dim: usize,
+}
+
+/// Opset-24 `Attention` over `[batch, seq, heads * head_dim]` q/k/v with an explicit boolean
+/// mask and a KV cache: `is_causal = 0` (the mask carries causality, padding and windows), the
+/// default scale `1 / sqrt(head_dim)`. Writes the present key/value to the given names and
+/// returns the attention output `[batch, seq, q_heads * head_dim]`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    b: &mut GraphBuilder,
+    scope: &str,
+    qkv: [&str; 3],
+    mask: &str,
+    past: [&str; 2],
+    present: [&str; 2],
+    heads: Heads,
+) -> String {
+    let out = format!("{scope}/Attention/out");
+    b.node_named(
+        &format!("{scope}/Attention"),
+        "Attention",
+        &[qkv[0], qkv[1], qkv[2], mask, past[0], past[1]],
+        vec![
+            Attr::int("is_causal", 0),
+            Attr::int("kv_num_heads", heads.kv as i64),
+            Attr::int("q_num_heads", heads.q as i64),
+        ],
+        &[&out, present[0], present[1]],
+    );
+    out
+}

@@ -1,0 +1,37 @@
+//! The one attention mask of a decoder graph, built once and shared by every layer.
+//!
+//! `mask[b, 0, i, j] = (j <= past + i) and attention_mask[b, j] == 1`, boolean, shape
+//! `[batch, 1, seq, total]`, where `past = total - seq`. It covers prefill (past = 0), decode
+//! (seq = 1) and padding on either side. A sliding window adds one more `And`.
+
+use crate::GraphBuilder;
+use ir::Attr;
+
+pub fn causal_padding_mask(b: &mut GraphBuilder, input_ids: &str, attention_mask: &str, window: Option<usize>) -> String {
+    let s = "attn_mask";
+    let seq = b.op(&format!("{s}/seq_len"), "Shape", &[input_ids], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let total =
+        b.op(&format!("{s}/total_len"), "Shape", &[attention_mask], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let past = b.op(&format!("{s}/past_len"), "Sub", &[&total, &seq], vec![]);
+    let zero = b.const_i64(&format!("{s}/zero"), &[0]);
+    let one = b.const_i64(&format!("{s}/one"), &[1]);
+    let axes0 = b.const_i64_1d(&format!("{s}/axis0"), &[0]);
+    let total_s = b.op(&format!("{s}/total_scalar"), "Squeeze", &[&total, &axes0], vec![]);
+    let past_s = b.op(&format!("{s}/past_scalar"), "Squeeze", &[&past, &axes0], vec![]);
+    let key_pos = b.op(&format!("{s}/key_positions"), "Range", &[&zero, &total_s, &one], vec![]);
+    let query_pos = b.op(&format!("{s}/query_positions"), "Range", &[&past_s, &total_s, &one], vec![]);
+    let axes1 = b.const_i64_1d(&format!("{s}/axis1"), &[1]);
+    let query_col = b.op(&format!("{s}/query_column"), "Unsqueeze", &[&query_pos, &axes1], vec![]);
+    let mut allowed = b.op(&format!("{s}/causal"), "LessOrEqual", &[&key_pos, &query_col], vec![]);
+    if let Some(w) = window {
+        // Keys strictly inside the last `w` positions: j > i_abs - w.
+        let width = b.const_i64(&format!("{s}/window"), &[w as i64]);
+        let lower = b.op(&format!("{s}/window_start"), "Sub", &[&query_col, &width], vec![]);
+        let inside = b.op(&format!("{s}/in_window"), "Greater", &[&key_pos, &lower], vec![]);
+        allowed = b.op(&format!("{s}/causal_window"), "And", &[&allowed, &inside], vec![]);
+    }
+    let keep = b.op(&format!("{s}/padding"), "Cast", &[attention_mask], vec![Attr::int("to", ir::DType::Bool.to_onnx() as i64)]);
+    let axes12 = b.const_i64_1d(&format!("{s}/axes12"), &[1, 2]);
+    let keep4 = b.op(&format!("{s}/padding_4d"), "Unsqueeze", &[&keep, &axes12], vec![]);
+    b.op(s, "And", &[&allowed, &keep4], vec![])
+}

@@ -1,0 +1,10 @@
+//! Reusable pieces of transformer graphs. Each takes the builder, the checkpoint (for weights)
+//! and value names, and returns the names of the values it produced.
+
+pub mod attention;
+pub mod embedding;
+pub mod linear;
+pub mod mask;
+pub mod mlp;
+pub mod norm;
+pub mod rope;

@@ -1,0 +1,37 @@
+//! EP-agnostic model construction: reusable components (embedding, linear, norms, rotary
+//! embedding, attention, MLP, decoder layer) composed into architectures, wrapped by tasks that
+//! own the graph's I/O contract. The graphs are standard ONNX, default-domain opset 24, and
+//! nothing here knows which execution provider a model is for.
+
+mod builder;
+mod checkpoint;
+mod config;
+mod error;
+
+pub mod arch;
+pub mod components;
+pub mod tasks;
+
+pub use builder::GraphBuilder;
+pub use checkpoint::Checkpoint;
+pub use config::{DecoderConfig, RopeConfig, RopeKind};
+pub use error::{Error, Result};
+
+use ir::DType;
+
+/// What the caller chooses about the generic graph. Structural variants decided at build time
+/// arrive here as named flags, never as an execution provider's name.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// Element type of weights, activations and float inputs/outputs.
+    pub dtype: DType,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { dtype: DType::F32 }
+    }
+}
+
+/// The dtypes a generic graph can be built in.
+pub const SUPPORTED_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];

@@ -1,0 +1,82 @@
+//! `causal-lm`: a decoder with an external KV cache, compatible with onnxruntime-genai.
+//!
+//! Inputs: `input_ids` [batch, sequence_length] i64, `attention_mask` [batch,
+//! total_sequence_length] i64, `position_ids` [batch, sequence_length] i64,
+//! `past_key_values.N.key/.value` [batch, kv_heads, past_sequence_length, head_dim].
+//! Outputs: `logits` [batch, sequence_length, vocab], `present.N.key/.value` [batch, kv_heads,
+//! total_sequence_length, head_dim].
+
+use crate::arch::{self, DecoderIo};
+use crate::{BuildOptions, Checkpoint, Error, GraphBuilder, Result};
+use ir::{DType, Dim, Model};
+
+pub const INPUT_IDS: &str = "input_ids";
+pub const ATTENTION_MASK: &str = "attention_mask";
+pub const POSITION_IDS: &str = "position_ids";
+pub const LOGITS: &str = "logits";
+
+pub fn past_key(i: usize) -> String {
+    format!("past_key_values.{i}.key")
+}
+pub fn past_value(i: usize) -> String {
+    format!("past_key_values.{i}.value")
+}
+pub fn present_key(i: usize) -> String {
+    format!("present.{i}.key")
+}
+pub fn present_value(i: usize) -> String {
+    format!("present.{i}.value")
+}
+
+/// Builds the generic causal-LM graph of `ckpt`.
+pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
+    let c = &ckpt.config;
+    let family = arch::decoder_for(&c.model_type).ok_or_else(|| Error::UnsupportedModel {
+        path: c.path.clone(),
+        model_type: c.model_type.clone(),
+        supported: arch::supported_model_types().join(", "),
+    })?;
+    if !crate::SUPPORTED_DTYPES.contains(&opts.dtype) {
+        return Err(Error::Dtype {
+            dtype: opts.dtype.to_string(),
+            supported: crate::SUPPORTED_DTYPES.map(|d| d.name()).join(", "),
+        });
+    }
+    let float = opts.dtype;
+    let mut b = GraphBuilder::new("main_graph", float);
+    let (batch, seq, total, past) =
+        (Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("total_sequence_length"), Dim::sym("past_sequence_length"));
+    let kv = |len: &Dim| vec![batch.clone(), Dim::Fixed(c.num_key_value_heads as i64), len.clone(), Dim::Fixed(c.head_dim as i64)];
+
+    let input_ids = b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
+    let attention_mask = b.input(ATTENTION_MASK, DType::I64, vec![batch.clone(), total.clone()]);
+    let position_ids = b.input(POSITION_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
+    let mut io_past = Vec::new();
+    let mut io_present = Vec::new();
+    for i in 0..c.num_hidden_layers {
+        let k = b.input(&past_key(i), float, kv(&past));
+        let v = b.input(&past_value(i), float, kv(&past));
+        io_past.push((k, v));
+        io_present.push((present_key(i), present_value(i)));
+    }
+    let io = DecoderIo { input_ids, attention_mask, position_ids, past: io_past, present: io_present.clone() };
+    let logits = arch::build_decoder(family, &mut b, ckpt, &io)?;
+
+    // Name the logits output exactly, then declare every output with its type.
+    let last = b.graph.nodes.iter_mut().rev().find(|n| n.outputs.contains(&logits)).expect("logits has a producer");
+    for o in last.outputs.iter_mut().filter(|o| **o == logits) {
+        *o = LOGITS.to_string();
+    }
+    b.output(LOGITS, float, vec![batch.clone(), seq.clone(), Dim::Fixed(c.vocab_size as i64)]);
+    for (k, v) in &io_present {
+        b.output(k, float, kv(&total));
+        b.output(v, float, kv(&total));
+    }
+    let mut graph = b.finish();
+    graph.toposort()?;
+    let mut model = Model { graph, producer: "onnx-tailor".into(), ..Default::default() };
+    model.metadata.insert("onnx_tailor.model_type".into(), c.model_type.clone());
+    model.metadata.insert("onnx_tailor.task".into(), "causal-lm".into());
+    model.metadata.insert("onnx_tailor.dtype".into(), float.to_string());
+    Ok(model)
+}
