@@ -80,7 +80,7 @@ impl Checkpoint {
 }
 
 /// The safetensors files of a checkpoint: the shards named by the index when there is one,
-/// otherwise every `*.safetensors` in the folder, sorted.
+/// else `model.safetensors`, else every `*.safetensors` in the folder, sorted.
 fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     if index.exists() {
@@ -105,6 +105,10 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
             files.push(path);
         }
         return Ok(files);
+    }
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::Checkpoint { path: dir.to_path_buf(), reason: format!("cannot list it: {e}") })?
