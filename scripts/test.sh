@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test: installs what they need into .venv (ONNX Runtime 1.32.0, onnxruntime-genai
+# 0.18.0, onnx, pytest), points ORT_DYLIB_PATH at that ONNX Runtime, then runs the Rust tests
+# and the Python tests. Safe to run on a fresh machine and again on a used one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt; then
+  echo "error: could not install tests/python/requirements.txt into $venv (is PyPI reachable?)" >&2
+  exit 1
+fi
+site=$("$venv/bin/python" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')
+ORT_DYLIB_PATH=$(ls "$site"/capi/libonnxruntime.so.* | head -n 1)
+export ORT_DYLIB_PATH
+echo "ORT_DYLIB_PATH=$ORT_DYLIB_PATH"
+
+export INSTA_UPDATE=no
+cargo build --workspace --bins
+cargo test --workspace --no-fail-fast
+
+export TAILOR_BIN="$PWD/target/debug/tailor"
+"$venv/bin/python" -m pytest -q tests/python

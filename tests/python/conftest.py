@@ -1,0 +1,37 @@
+"""Shared fixtures for the Python tests: where the `tailor` binary and the fixtures are."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def tailor_bin() -> Path:
+    path = os.environ.get("TAILOR_BIN")
+    if not path or not Path(path).is_file():
+        raise RuntimeError(
+            "TAILOR_BIN must point at a built `tailor` binary; run the tests with scripts/test.sh"
+        )
+    return Path(path)
+
+
+@pytest.fixture(scope="session")
+def build_package(tmp_path_factory):
+    """Builds (once per argument set) a package and returns its folder."""
+    cache = {}
+
+    def build(fixture: str, ep: str = "default", dtype: str = "f32") -> Path:
+        key = (fixture, ep, dtype)
+        if key not in cache:
+            out = tmp_path_factory.mktemp(f"{fixture}-{ep}-{dtype}") / "pkg"
+            cmd = [str(tailor_bin()), "build", "--model", str(FIXTURES / fixture),
+                   "--output", str(out), "--ep", ep, "--dtype", dtype]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+            cache[key] = out
+        return cache[key]
+
+    return build
