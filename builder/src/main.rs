@@ -49,6 +49,10 @@ enum Command {
         /// Replace OUTPUT if it exists and is not empty (only once the new package is complete).
         #[arg(long)]
         force: bool,
+        /// Threads writing model.onnx.data (0 = one per core). The output is byte-identical
+        /// whatever the count; fewer threads use less memory.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        threads: usize,
     },
 }
 
@@ -61,7 +65,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Build { model, output, ep, dtype, force } => {
+        Command::Build { model, output, ep, dtype, force, threads } => {
             let demo_dir;
             let (model_dir, output) = match model {
                 Some(m) => {
@@ -87,7 +91,7 @@ fn main() -> ExitCode {
                     (demo_dir.path().to_path_buf(), output.unwrap_or_else(|| PathBuf::from("tailor-demo")))
                 }
             };
-            let req = BuildRequest { model_dir, output, ep, dtype, force };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, threads };
             match build(&req, &mut |step| eprintln!("  {step}")) {
                 Ok(r) => {
                     eprintln!(

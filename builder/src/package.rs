@@ -30,6 +30,22 @@ pub struct BuildRequest {
     pub ep: String,
     pub dtype: DType,
     pub force: bool,
+    /// Writer threads for model.onnx.data; 0 = one per core. Output is identical either way.
+    pub threads: usize,
+}
+
+impl BuildRequest {
+    /// A request with the defaults of the command line (`default` EP, f32, no force).
+    pub fn new(model_dir: impl Into<PathBuf>, output: impl Into<PathBuf>) -> Self {
+        BuildRequest {
+            model_dir: model_dir.into(),
+            output: output.into(),
+            ep: "default".into(),
+            dtype: DType::F32,
+            force: false,
+            threads: 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -69,7 +85,8 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
     let staging = staging_dir(&req.output)?;
     progress("writing model.onnx and model.onnx.data");
-    let saved = ir::save_model(&model, staging.path(), "model.onnx")?;
+    let write = ir::WriteOptions { threads: req.threads, ..Default::default() };
+    let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write)?;
     let config = genai_config(&ckpt.config, &model.graph, &req.ep);
     write_json(&staging.path().join("genai_config.json"), &config)?;
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path())?;

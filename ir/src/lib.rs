@@ -22,6 +22,7 @@ mod load;
 mod recipe;
 mod save;
 mod source;
+mod stream;
 mod text;
 
 pub use dtype::DType;
@@ -30,7 +31,8 @@ pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
 pub use recipe::{Recipe, TensorData};
-pub use save::{save_model, SaveReport, DATA_FILE_SUFFIX};
+pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};
+pub use stream::WriteOptions;
 pub use source::{MappedFile, SourceTensor};
 pub use text::{canonical_text, initializer_digests, TextOptions};
 

@@ -2,10 +2,10 @@
 
 use crate::proto::{self, tensor_proto::DataLocation};
 use crate::{layout_external_data, AttrValue, DataSlot, Dim, Error, Graph, Model, Recipe, Result, ValueInfo};
+use crate::stream::{write_data_file, WriteOptions};
 use crate::{INLINE_LIMIT, IR_VERSION};
 use prost::Message;
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::path::Path;
 
 /// The external data file is named after the model file plus this suffix.
@@ -25,6 +25,11 @@ pub struct SaveReport {
 /// Writes `dir/<file_name>` and `dir/<file_name>.data`. Only initializers that some node (or
 /// a graph output) reads are materialized; the rest are reported and dropped.
 pub fn save_model(model: &Model, dir: &Path, file_name: &str) -> Result<SaveReport> {
+    save_model_with(model, dir, file_name, WriteOptions::default())
+}
+
+/// [`save_model`] with explicit streaming options (block size, writer threads).
+pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOptions) -> Result<SaveReport> {
     let data_name = format!("{file_name}{DATA_FILE_SUFFIX}");
     let data_path = dir.join(&data_name);
     let mut report = SaveReport::default();
@@ -41,27 +46,12 @@ pub fn save_model(model: &Model, dir: &Path, file_name: &str) -> Result<SaveRepo
     }
     let slots = layout_external_data(&external.iter().map(|(_, r)| r.byte_len() as u64).collect::<Vec<_>>());
 
-    // Stream tensors into the data file, one materialized tensor at a time.
-    let file = std::fs::File::create(&data_path).map_err(|e| Error::io(&data_path, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut written = 0u64;
-    let mut placed: BTreeMap<&str, DataSlot> = BTreeMap::new();
-    for ((name, recipe), slot) in external.iter().zip(&slots) {
-        let pad = (slot.offset - written) as usize;
-        out.write_all(&[0u8; 64][..pad]).map_err(|e| Error::io(&data_path, e))?;
-        let bytes = recipe.materialize()?;
-        if bytes.len() as u64 != slot.len {
-            return Err(Error::Recipe {
-                tensor: name.clone(),
-                reason: format!("produced {} bytes, expected {}", bytes.len(), slot.len),
-            });
-        }
-        out.write_all(&bytes).map_err(|e| Error::io(&data_path, e))?;
-        written = slot.offset + slot.len;
-        placed.insert(name.as_str(), *slot);
-    }
-    out.flush().map_err(|e| Error::io(&data_path, e))?;
-    report.data_bytes = written;
+    // Stream tensors into the data file in bounded blocks, at offsets fixed by the layout.
+    let streamed: Vec<(&str, Recipe, DataSlot)> =
+        external.iter().zip(&slots).map(|((name, r), slot)| (name.as_str(), r.normalized(), *slot)).collect();
+    write_data_file(&data_path, &streamed, opts)?;
+    let placed: BTreeMap<&str, DataSlot> = external.iter().zip(&slots).map(|((n, _), s)| (n.as_str(), *s)).collect();
+    report.data_bytes = slots.last().map(|s| s.offset + s.len).unwrap_or(0);
     report.external_tensors = placed.len();
 
     let graph = graph_to_proto(&model.graph, &placed, &data_name, &used, &mut report)?;

@@ -8,6 +8,10 @@ use std::sync::Arc;
 /// A read-only memory mapping of one file.
 pub struct MappedFile {
     pub path: PathBuf,
+    /// Positional reads (`pread`) for streaming: they do not leave file pages mapped into the
+    /// process, so reading a whole checkpoint does not grow the resident set.
+    file: std::fs::File,
+    /// The mapping serves headers and small random reads.
     map: Option<memmap2::Mmap>,
 }
 
@@ -29,7 +33,15 @@ impl MappedFile {
             // by another process during a build is outside what any builder can guard against.
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
-        Ok(Arc::new(MappedFile { path: path.to_path_buf(), map }))
+        Ok(Arc::new(MappedFile { path: path.to_path_buf(), file, map }))
+    }
+
+    /// Reads `len` bytes at `offset` without touching the mapping.
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset).map_err(|e| Error::io(&self.path, e))?;
+        Ok(buf)
     }
 
     pub fn bytes(&self) -> &[u8] {

@@ -13,6 +13,7 @@ fn tiny_llama_default_f32_matches_transformers() {
         ep: "default".into(),
         dtype: ir::DType::F32,
         force: false,
+        threads: 0,
     };
     build(&req, &mut |_| {}).expect("build succeeds");
     let model = ir::load_model(&pkg.join("model.onnx")).unwrap();

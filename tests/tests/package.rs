@@ -13,6 +13,7 @@ fn build_into(out: &Path) {
         ep: "default".into(),
         dtype: ir::DType::F32,
         force: false,
+        threads: 0,
     };
     build(&req, &mut |_| {}).expect("build succeeds");
 }
@@ -64,4 +65,24 @@ fn external_data_is_aligned_and_unused_recipes_are_not_written() {
     }
     assert_eq!(external, report.external_tensors);
     assert!(external >= 17, "every weight matrix goes to model.onnx.data, found {external}");
+}
+
+#[test]
+fn output_is_byte_identical_with_one_and_two_writer_threads() {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).unwrap();
+    let model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for threads in [1, 2] {
+        let dir = root.path().join(format!("t{threads}"));
+        std::fs::create_dir(&dir).unwrap();
+        // A small block size splits every weight into many blocks and transposes into bands.
+        let opts = ir::WriteOptions { threads, block_bytes: 4096 };
+        ir::save_model_with(&model, &dir, "model.onnx", opts).unwrap();
+        files.push((std::fs::read(dir.join("model.onnx")).unwrap(), std::fs::read(dir.join("model.onnx.data")).unwrap()));
+    }
+    assert!(files[0] == files[1], "model.onnx / model.onnx.data differ between 1 and 2 writer threads");
+    let whole = tempfile::tempdir().unwrap();
+    ir::save_model_with(&model, whole.path(), "model.onnx", ir::WriteOptions { threads: 1, block_bytes: 1 << 30 }).unwrap();
+    assert!(std::fs::read(whole.path().join("model.onnx.data")).unwrap() == files[0].1, "block size changes the bytes");
 }
