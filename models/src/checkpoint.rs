@@ -15,6 +15,7 @@ pub struct Checkpoint {
     pub config: DecoderConfig,
     tensors: BTreeMap<String, SourceTensor>,
     taken: RefCell<BTreeMap<String, usize>>,
+    unused: RefCell<BTreeMap<String, String>>,
 }
 
 impl Checkpoint {
@@ -38,7 +39,7 @@ impl Checkpoint {
                 }
             }
         }
-        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()) })
+        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()), unused: RefCell::new(BTreeMap::new()) })
     }
 
     /// Whether the checkpoint holds `name` (for optional weights such as a tied `lm_head`).
@@ -76,6 +77,22 @@ impl Checkpoint {
     /// How many times each tensor was taken by [`Checkpoint::tensor`].
     pub fn taken(&self) -> BTreeMap<String, usize> {
         self.taken.borrow().clone()
+    }
+
+    /// Records that the graph deliberately does not read `name`, and why.
+    pub fn mark_unused(&self, name: &str, reason: &str) {
+        self.unused.borrow_mut().insert(name.to_string(), reason.to_string());
+    }
+
+    /// Tensors deliberately left out of the graph, with the reason for each.
+    pub fn unused(&self) -> BTreeMap<String, String> {
+        self.unused.borrow().clone()
+    }
+
+    /// Tensors neither taken nor marked unused: weights the graph would silently drop.
+    pub fn unaccounted(&self) -> Vec<String> {
+        let (taken, unused) = (self.taken.borrow(), self.unused.borrow());
+        self.tensors.keys().filter(|n| !taken.contains_key(*n) && !unused.contains_key(*n)).cloned().collect()
     }
 }
 

@@ -5,12 +5,20 @@ use crate::{Error, Result};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-/// How rotary frequencies are scaled.
+/// How rotary frequencies are scaled. Every variant is computed the way transformers computes
+/// it (in f32), so caches match the reference bit for bit where the math allows.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RopeKind {
     Default,
     Linear { factor: f64 },
     Llama3 { factor: f64, low_freq_factor: f64, high_freq_factor: f64, original_max_position_embeddings: f64 },
+    /// YaRN: frequencies blended between interpolated and extrapolated by a ramp over the
+    /// rotary dimensions; cos/sin multiplied by `attention_factor`.
+    Yarn { factor: f64, original_max_position_embeddings: f64, attention_factor: f64, beta_fast: f64, beta_slow: f64, truncate: bool },
+    /// LongRoPE (Phi-3): per-dimension `short_factor` while the total sequence length is at
+    /// most `original_max_position_embeddings`, `long_factor` beyond it; cos/sin multiplied by
+    /// `attention_factor`.
+    LongRope { short_factor: Vec<f64>, long_factor: Vec<f64>, original_max_position_embeddings: f64, attention_factor: f64 },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +29,50 @@ pub struct RopeConfig {
     pub partial_rotary_factor: f64,
 }
 
-/// The hyper-parameters a decoder-only transformer needs, whatever its family.
+/// The hidden activation of the MLP (`hidden_act`, or GPT-2's `activation_function`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// `x * sigmoid(x)` (`silu`, `swish`).
+    Silu,
+    /// Exact erf GELU (`gelu`).
+    Gelu,
+    /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
+    GeluTanh,
+    Relu,
+}
+
+impl Activation {
+    /// The config spellings this tool accepts, for error messages.
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu";
+
+    fn parse(name: &str) -> Option<Activation> {
+        Some(match name {
+            "silu" | "swish" => Activation::Silu,
+            "gelu" => Activation::Gelu,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            _ => return None,
+        })
+    }
+}
+
+/// Sliding-window settings as written in config.json; which layers use a window is decided
+/// by [`DecoderConfig::layer_window`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlidingWindowConfig {
+    /// `sliding_window`: how many keys (the query's own included) a windowed layer sees.
+    pub size: Option<usize>,
+    /// `use_sliding_window` (Qwen2/Qwen3): `false` switches the window off entirely.
+    pub enabled: Option<bool>,
+    /// `max_window_layers` (Qwen2/Qwen3): layers below this index use full attention.
+    pub max_window_layers: Option<usize>,
+    /// `layer_types`: `full_attention` / `sliding_attention` per layer.
+    pub layer_types: Option<Vec<String>>,
+}
+
+/// The hyper-parameters a decoder-only transformer needs, whatever its family. GPT-2's key
+/// spellings (`n_embd`, `n_head`, `n_layer`, `n_positions`, `n_inner`,
+/// `layer_norm_epsilon`, `activation_function`) are read as aliases.
 #[derive(Clone, Debug)]
 pub struct DecoderConfig {
     pub path: PathBuf,
@@ -34,11 +85,13 @@ pub struct DecoderConfig {
     pub head_dim: usize,
     pub vocab_size: usize,
     pub max_position_embeddings: usize,
-    pub rms_norm_eps: f64,
-    pub tie_word_embeddings: bool,
-    pub attention_bias: bool,
-    pub mlp_bias: bool,
+    /// Epsilon of every norm (`rms_norm_eps`, `layer_norm_epsilon` or `layer_norm_eps`).
+    pub norm_eps: f64,
+    /// `tie_word_embeddings`; `None` when absent, so the family's default applies.
+    pub tie_word_embeddings: Option<bool>,
+    pub hidden_act: Activation,
     pub rope: RopeConfig,
+    pub sliding_window: SlidingWindowConfig,
     pub bos_token_id: Option<i64>,
     pub eos_token_id: Vec<i64>,
     pub pad_token_id: Option<i64>,
@@ -58,29 +111,48 @@ impl Reader<'_> {
     fn present(&self, key: &str) -> Option<&Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
-    fn usize_opt(&self, key: &str) -> Result<Option<usize>> {
-        match self.present(key) {
+    /// The first of `keys` that is present (aliases such as GPT-2's `n_embd`).
+    fn first<'k>(&self, keys: &[&'k str]) -> Option<(&'k str, &Value)> {
+        keys.iter().find_map(|k| self.present(k).map(|v| (*k, v)))
+    }
+    fn usize_any(&self, keys: &[&str]) -> Result<Option<usize>> {
+        match self.first(keys) {
             None => Ok(None),
-            Some(v) => v
+            Some((key, v)) => v
                 .as_u64()
-                .filter(|&x| x > 0)
+                .filter(|&x| x > 0 && x <= u32::MAX as u64)
                 .map(|x| Some(x as usize))
                 .ok_or_else(|| self.err(format!("key `{key}` must be a positive integer, found {v}"))),
         }
     }
-    fn usize(&self, key: &str) -> Result<usize> {
-        self.usize_opt(key)?.ok_or_else(|| self.err(format!("required key `{key}` is missing")))
+    fn usize_opt(&self, key: &str) -> Result<Option<usize>> {
+        self.usize_any(&[key])
     }
-    fn f64_opt(&self, key: &str) -> Result<Option<f64>> {
+    /// A required positive integer under any of `keys`; the error names the first spelling.
+    fn usize_req(&self, keys: &[&str]) -> Result<usize> {
+        self.usize_any(keys)?.ok_or_else(|| self.err(format!("required key `{}` is missing", keys[0])))
+    }
+    /// Like [`Reader::usize_any`], but zero is allowed (e.g. `max_window_layers: 0`).
+    fn count_opt(&self, key: &str) -> Result<Option<usize>> {
         match self.present(key) {
             None => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| self.err(format!("key `{key}` must be a number, found {v}"))),
+            Some(v) => v
+                .as_u64()
+                .filter(|&x| x <= u32::MAX as u64)
+                .map(|x| Some(x as usize))
+                .ok_or_else(|| self.err(format!("key `{key}` must be a non-negative integer, found {v}"))),
         }
     }
-    fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+    fn f64_any(&self, keys: &[&str]) -> Result<Option<f64>> {
+        match self.first(keys) {
+            None => Ok(None),
+            Some((key, v)) => v.as_f64().map(Some).ok_or_else(|| self.err(format!("key `{key}` must be a number, found {v}"))),
+        }
+    }
+    fn bool_opt(&self, key: &str) -> Result<Option<bool>> {
         match self.present(key) {
-            None => Ok(default),
-            Some(v) => v.as_bool().ok_or_else(|| self.err(format!("key `{key}` must be true or false, found {v}"))),
+            None => Ok(None),
+            Some(v) => v.as_bool().map(Some).ok_or_else(|| self.err(format!("key `{key}` must be true or false, found {v}"))),
         }
     }
     fn token_ids(&self, key: &str) -> Result<Vec<i64>> {
@@ -91,6 +163,17 @@ impl Reader<'_> {
                 .map(|v| v.as_i64().ok_or_else(|| self.err(format!("key `{key}` must hold integers, found {v}"))))
                 .collect(),
             Some(v) => v.as_i64().map(|x| vec![x]).ok_or_else(|| self.err(format!("key `{key}` must be an integer, found {v}"))),
+        }
+    }
+    fn strings_opt(&self, key: &str) -> Result<Option<Vec<String>>> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_string).ok_or_else(|| self.err(format!("key `{key}` must hold strings, found {v}"))))
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(v) => Err(self.err(format!("key `{key}` must be a list of strings, found {v}"))),
         }
     }
 }
@@ -120,8 +203,8 @@ impl DecoderConfig {
             .and_then(Value::as_str)
             .ok_or_else(|| r.err("required key `model_type` is missing or not a string".into()))?
             .to_string();
-        let hidden_size = r.usize("hidden_size")?;
-        let num_attention_heads = r.usize("num_attention_heads")?;
+        let hidden_size = r.usize_req(&["hidden_size", "n_embd"])?;
+        let num_attention_heads = r.usize_req(&["num_attention_heads", "n_head"])?;
         let num_key_value_heads = r.usize_opt("num_key_value_heads")?.unwrap_or(num_attention_heads);
         if num_attention_heads % num_key_value_heads != 0 {
             return Err(r.err(format!(
@@ -137,7 +220,14 @@ impl DecoderConfig {
                 )))
             }
         };
-        let rope = read_rope(&r)?;
+        // GPT-2 writes `n_inner: null` to mean 4 * hidden.
+        let intermediate_size = match r.usize_any(&["intermediate_size", "n_inner"])? {
+            Some(n) => n,
+            None if map.contains_key("n_inner") => 4 * hidden_size,
+            None => return Err(r.err("required key `intermediate_size` is missing".into())),
+        };
+        let max_position_embeddings = r.usize_any(&["max_position_embeddings", "n_positions"])?.unwrap_or(2048);
+        let rope = read_rope(&r, max_position_embeddings)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -145,21 +235,59 @@ impl DecoderConfig {
                 rope.partial_rotary_factor
             )));
         }
+        if let RopeKind::LongRope { short_factor, long_factor, .. } = &rope.kind {
+            for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                if f.len() != rotary_dim / 2 {
+                    return Err(r.err(format!(
+                        "rope key `{key}` has {} entries; rotary dimension {rotary_dim} needs {}",
+                        f.len(),
+                        rotary_dim / 2
+                    )));
+                }
+            }
+        }
+        let act_key = if r.present("hidden_act").is_some() { "hidden_act" } else { "activation_function" };
+        let hidden_act = match r.present(act_key) {
+            None => Activation::Silu,
+            Some(v) => v.as_str().and_then(Activation::parse).ok_or_else(|| {
+                r.err(format!("key `{act_key}` is {v}, which is not supported; supported: {}", Activation::NAMES))
+            })?,
+        };
+        let num_hidden_layers = r.usize_req(&["num_hidden_layers", "n_layer"])?;
+        let sliding_window = SlidingWindowConfig {
+            size: r.usize_opt("sliding_window")?,
+            enabled: r.bool_opt("use_sliding_window")?,
+            max_window_layers: r.count_opt("max_window_layers")?,
+            layer_types: r.strings_opt("layer_types")?,
+        };
+        if let Some(types) = &sliding_window.layer_types {
+            if types.len() != num_hidden_layers {
+                return Err(r.err(format!(
+                    "key `layer_types` lists {} layers but `num_hidden_layers` is {num_hidden_layers}",
+                    types.len()
+                )));
+            }
+            if let Some(bad) = types.iter().find(|t| *t != "full_attention" && *t != "sliding_attention") {
+                return Err(r.err(format!(
+                    "key `layer_types` holds `{bad}`; supported: full_attention, sliding_attention"
+                )));
+            }
+        }
         Ok(DecoderConfig {
             path: path.to_path_buf(),
             hidden_size,
-            intermediate_size: r.usize("intermediate_size")?,
-            num_hidden_layers: r.usize("num_hidden_layers")?,
+            intermediate_size,
+            num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
-            vocab_size: r.usize("vocab_size")?,
-            max_position_embeddings: r.usize_opt("max_position_embeddings")?.unwrap_or(2048),
-            rms_norm_eps: r.f64_opt("rms_norm_eps")?.unwrap_or(1e-6),
-            tie_word_embeddings: r.bool_or("tie_word_embeddings", false)?,
-            attention_bias: r.bool_or("attention_bias", false)?,
-            mlp_bias: r.bool_or("mlp_bias", false)?,
+            vocab_size: r.usize_req(&["vocab_size"])?,
+            max_position_embeddings,
+            norm_eps: r.f64_any(&["rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"])?.unwrap_or(1e-6),
+            tie_word_embeddings: r.bool_opt("tie_word_embeddings")?,
+            hidden_act,
             rope,
+            sliding_window,
             bos_token_id: r.token_ids("bos_token_id")?.first().copied(),
             eos_token_id: r.token_ids("eos_token_id")?,
             pad_token_id: r.token_ids("pad_token_id")?.first().copied(),
@@ -172,53 +300,167 @@ impl DecoderConfig {
     pub fn rotary_dim(&self) -> usize {
         (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize
     }
+
+    /// A boolean config key, `default` when absent or not a boolean (parse time has already
+    /// checked the keys it knows).
+    pub fn flag(&self, key: &str, default: bool) -> bool {
+        self.raw.get(key).and_then(Value::as_bool).unwrap_or(default)
+    }
+
+    /// The sliding window of layer `i`, or `None` for full attention. A window applies when
+    /// `sliding_window` is set and `use_sliding_window` is not `false` (Qwen2.5 ships a window
+    /// that this flag switches off); then `layer_types` decides per layer when present, else
+    /// `max_window_layers` when present (layers at or above it slide), else every layer slides
+    /// (Mistral applies `sliding_window` as given).
+    pub fn layer_window(&self, i: usize) -> Option<usize> {
+        let w = &self.sliding_window;
+        let size = w.size?;
+        if w.enabled == Some(false) {
+            return None;
+        }
+        let sliding = match (&w.layer_types, w.max_window_layers) {
+            (Some(types), _) => types.get(i).is_some_and(|t| t == "sliding_attention"),
+            (None, Some(first)) => i >= first,
+            (None, None) => true,
+        };
+        sliding.then_some(size)
+    }
 }
 
 /// RoPE settings from either spelling: the legacy top-level `rope_theta` + `rope_scaling`, or
-/// the newer `rope_parameters` object (which carries `rope_theta` itself).
-fn read_rope(r: &Reader) -> Result<RopeConfig> {
-    let params = r.present("rope_parameters").or_else(|| r.present("rope_scaling"));
-    let params = match params {
-        None => None,
-        Some(Value::Object(m)) => Some(m),
-        Some(v) => return Err(r.err(format!("key `rope_scaling`/`rope_parameters` must be an object, found {v}"))),
+/// the newer `rope_parameters` object (which carries `rope_theta` itself). As in transformers,
+/// a top-level `original_max_position_embeddings` (Phi-3) wins over the one inside the
+/// scaling object, and `max_position_embeddings` is the last fallback.
+fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
+    let (params_key, params) = match r.first(&["rope_parameters", "rope_scaling"]) {
+        None => ("rope_scaling", None),
+        Some((k, Value::Object(m))) => (k, Some(m)),
+        Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
             None => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| r.err(format!("rope key `{k}` must be a number, found {v}"))),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| r.err(format!("key `{params_key}.{k}` must be a number, found {v}"))),
         }
     };
     let theta = match num("rope_theta")? {
         Some(t) => t,
-        None => r.f64_opt("rope_theta")?.unwrap_or(10000.0),
+        None => r.f64_any(&["rope_theta"])?.unwrap_or(10000.0),
     };
     let partial_rotary_factor = match num("partial_rotary_factor")? {
         Some(p) => p,
-        None => r.f64_opt("partial_rotary_factor")?.unwrap_or(1.0),
+        None => r.f64_any(&["partial_rotary_factor"])?.unwrap_or(1.0),
     };
-    let kind_name = get("rope_type").or_else(|| get("type")).and_then(Value::as_str).unwrap_or("default");
+    if !(theta > 1.0 && theta.is_finite()) {
+        return Err(r.err(format!("`rope_theta` must be a finite number above 1, found {theta}")));
+    }
+    if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0) {
+        return Err(r.err(format!("`partial_rotary_factor` must lie in (0, 1], found {partial_rotary_factor}")));
+    }
+    let kind_name = match get("rope_type").or_else(|| get("type")) {
+        None => "default",
+        Some(v) => v.as_str().ok_or_else(|| r.err(format!("key `{params_key}.rope_type` must be a string, found {v}")))?,
+    };
     let need = |k: &str| -> Result<f64> {
-        num(k)?.ok_or_else(|| r.err(format!("rope type `{kind_name}` needs the key `{k}`")))
+        num(k)?.ok_or_else(|| r.err(format!("rope type `{kind_name}` needs the key `{params_key}.{k}`")))
+    };
+    let positive = |k: &str, v: f64| -> Result<f64> {
+        if v > 0.0 && v.is_finite() {
+            Ok(v)
+        } else {
+            Err(r.err(format!("key `{params_key}.{k}` must be a positive number, found {v}")))
+        }
+    };
+    let original_max = || -> Result<f64> {
+        let v = match r.f64_any(&["original_max_position_embeddings"])? {
+            Some(v) => v,
+            None => num("original_max_position_embeddings")?.unwrap_or(max_positions as f64),
+        };
+        positive("original_max_position_embeddings", v)
+    };
+    let factors = |k: &str| -> Result<Vec<f64>> {
+        match get(k) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_f64()
+                        .filter(|x| *x > 0.0)
+                        .ok_or_else(|| r.err(format!("key `{params_key}.{k}` must hold positive numbers, found {v}")))
+                })
+                .collect(),
+            Some(v) => Err(r.err(format!("key `{params_key}.{k}` must be a list of numbers, found {v}"))),
+            None => Err(r.err(format!("rope type `{kind_name}` needs the key `{params_key}.{k}`"))),
+        }
     };
     let kind = match kind_name {
         "default" => RopeKind::Default,
-        "linear" => RopeKind::Linear { factor: need("factor")? },
+        "linear" => RopeKind::Linear { factor: positive("factor", need("factor")?)? },
         "llama3" => RopeKind::Llama3 {
-            factor: need("factor")?,
-            low_freq_factor: need("low_freq_factor")?,
-            high_freq_factor: need("high_freq_factor")?,
-            original_max_position_embeddings: need("original_max_position_embeddings")?,
+            factor: positive("factor", need("factor")?)?,
+            low_freq_factor: positive("low_freq_factor", need("low_freq_factor")?)?,
+            high_freq_factor: positive("high_freq_factor", need("high_freq_factor")?)?,
+            original_max_position_embeddings: original_max()?,
         },
-        other => {
+        "yarn" => {
+            let original = original_max()?;
+            let factor = match num("factor")? {
+                Some(f) => positive("factor", f)?,
+                None => max_positions as f64 / original,
+            };
+            let mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+            let attention_factor = match (num("attention_factor")?, num("mscale")?, num("mscale_all_dim")?) {
+                (Some(a), _, _) => a,
+                (None, Some(m), Some(all)) if m != 0.0 && all != 0.0 => mscale(factor, m) / mscale(factor, all),
+                _ => mscale(factor, 1.0),
+            };
+            let truncate = match get("truncate") {
+                None => true,
+                Some(v) => v.as_bool().ok_or_else(|| r.err(format!("key `{params_key}.truncate` must be true or false, found {v}")))?,
+            };
+            RopeKind::Yarn {
+                factor,
+                original_max_position_embeddings: original,
+                attention_factor,
+                // `or` in transformers: a 0 counts as absent.
+                beta_fast: num("beta_fast")?.filter(|b| *b != 0.0).unwrap_or(32.0),
+                beta_slow: num("beta_slow")?.filter(|b| *b != 0.0).unwrap_or(1.0),
+                truncate,
+            }
+        }
+        "longrope" => {
+            let original = original_max()?;
+            let factor = match num("factor")? {
+                Some(f) => f,
+                None => max_positions as f64 / original,
+            };
+            let attention_factor = match num("attention_factor")? {
+                Some(a) => a,
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + factor.ln() / original.ln()).sqrt(),
+            };
+            RopeKind::LongRope {
+                short_factor: factors("short_factor")?,
+                long_factor: factors("long_factor")?,
+                original_max_position_embeddings: original,
+                attention_factor,
+            }
+        }
+        "dynamic" => {
             return Err(r.err(format!(
-                "rope type `{other}` is not supported yet; supported: default, linear, llama3"
+                "rope type `dynamic` (dynamic NTK) is not supported: it recomputes the frequencies from the running \
+                 sequence length once it passes max_position_embeddings, which one precomputed cos/sin cache \
+                 cannot express; supported: {}",
+                SUPPORTED_ROPE_TYPES
             )))
         }
+        other => return Err(r.err(format!("rope type `{other}` is not supported; supported: {SUPPORTED_ROPE_TYPES}"))),
     };
     Ok(RopeConfig { theta, kind, partial_rotary_factor })
 }
+
+/// The `rope_type` values this tool builds.
+pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
 
 #[cfg(test)]
 mod tests {
@@ -255,6 +497,73 @@ mod tests {
         let e = parse("{not json").unwrap_err().to_string();
         assert!(e.contains("not valid JSON"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"linear"}}}}"#)).unwrap_err().to_string();
-        assert!(e.contains("`factor`"), "{e}");
+        assert!(e.contains("`rope_scaling.factor`"), "{e}");
+    }
+
+    #[test]
+    fn phi3_top_level_original_max_wins_and_factor_defaults_to_the_ratio() {
+        let c = parse(&format!(
+            r#"{{{BASE},"max_position_embeddings":64,"original_max_position_embeddings":4,
+            "rope_scaling":{{"type":"longrope","short_factor":[1,1,1,1,1,1,1,1],"long_factor":[2,2,2,2,2,2,2,2],"original_max_position_embeddings":999}}}}"#
+        ))
+        .unwrap();
+        let RopeKind::LongRope { original_max_position_embeddings, attention_factor, .. } = c.rope.kind else { panic!() };
+        assert_eq!(original_max_position_embeddings, 4.0);
+        // factor = 64 / 4 = 16: sqrt(1 + ln 16 / ln 4) = sqrt(3).
+        assert!((attention_factor - 3f64.sqrt()).abs() < 1e-12);
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"longrope","short_factor":[1],"long_factor":[1]}}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("short_factor") && e.contains("needs 8"), "{e}");
+    }
+
+    #[test]
+    fn yarn_defaults_follow_transformers() {
+        let c = parse(&format!(
+            r#"{{{BASE},"max_position_embeddings":128,"rope_scaling":{{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32}}}}"#
+        ))
+        .unwrap();
+        let RopeKind::Yarn { attention_factor, beta_fast, beta_slow, truncate, .. } = c.rope.kind else { panic!() };
+        assert!((attention_factor - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-12);
+        assert_eq!((beta_fast, beta_slow, truncate), (32.0, 1.0, true));
+    }
+
+    #[test]
+    fn dynamic_and_unknown_rope_types_are_refused_with_the_supported_list() {
+        for kind in ["dynamic", "su"] {
+            let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"{kind}","factor":2.0}}}}"#)).unwrap_err().to_string();
+            assert!(e.contains(kind) && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
+        }
+    }
+
+    #[test]
+    fn sliding_window_honours_the_switches() {
+        let windows = |extra: &str| {
+            let c = parse(&format!(r#"{{{BASE},{extra}}}"#)).unwrap();
+            (0..2).map(|i| c.layer_window(i)).collect::<Vec<_>>()
+        };
+        assert_eq!(windows(r#""sliding_window":3"#), vec![Some(3), Some(3)], "mistral: as given");
+        assert_eq!(windows(r#""sliding_window":null"#), vec![None, None]);
+        assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":false,"max_window_layers":0"#), vec![None, None]);
+        assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":true,"max_window_layers":1"#), vec![None, Some(2)]);
+        assert_eq!(
+            windows(r#""sliding_window":2,"use_sliding_window":true,"layer_types":["sliding_attention","full_attention"]"#),
+            vec![Some(2), None]
+        );
+        assert!(parse(&format!(r#"{{{BASE},"layer_types":["full_attention"]}}"#)).is_err());
+    }
+
+    #[test]
+    fn gpt2_spellings_are_aliases() {
+        let c = parse(
+            r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_positions":256,"n_inner":null,"vocab_size":512,
+            "layer_norm_epsilon":1e-5,"activation_function":"gelu_new"}"#,
+        )
+        .unwrap();
+        assert_eq!((c.hidden_size, c.num_attention_heads, c.num_hidden_layers), (64, 4, 2));
+        assert_eq!((c.intermediate_size, c.max_position_embeddings, c.norm_eps), (256, 256, 1e-5));
+        assert_eq!(c.hidden_act, Activation::GeluTanh);
+        let e = parse(&format!(r#"{{{BASE},"hidden_act":"mish"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`hidden_act`") && e.contains("mish"), "{e}");
     }
 }

@@ -14,6 +14,8 @@ pub enum Error {
     TensorShape { path: PathBuf, name: String, found: Vec<usize>, expected: Vec<usize> },
     #[error("{path}: tensor `{name}` has dtype {found}; checkpoints must hold f32, f16 or bf16 weights")]
     TensorDtype { path: PathBuf, name: String, found: String },
+    #[error("{path}: {count} tensor(s) would be ignored by the {model_type} graph: {names}; the checkpoint does not match config.json (check `attention_bias`, `mlp_bias`, `tie_word_embeddings` and `model_type`)")]
+    UnusedTensors { path: PathBuf, model_type: String, count: usize, names: String },
     #[error("{path}: {reason}")]
     Checkpoint { path: PathBuf, reason: String },
     #[error("unsupported dtype {dtype}: choose one of {supported}")]

@@ -14,7 +14,7 @@ pub mod tasks;
 
 pub use builder::GraphBuilder;
 pub use checkpoint::Checkpoint;
-pub use config::{DecoderConfig, RopeConfig, RopeKind};
+pub use config::{Activation, DecoderConfig, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 
 use ir::DType;

@@ -1,10 +1,13 @@
 //! Architectures: how a checkpoint's `model_type` maps onto components. Each family is a
-//! declarative table (weight names, which optional parts exist) read by one generic builder,
-//! so adding a Llama-like model is adding a table, not code.
+//! declarative table (weight names, which optional parts exist, structural variants) read by
+//! one generic builder, so adding a Llama-like model is adding a table, not code.
 
-mod llama;
+mod decoder;
+mod families;
+mod family;
 
-pub use llama::{DecoderFamily, NameTable, LLAMA};
+pub use families::{GPT2, LLAMA, MISTRAL, PHI3, QWEN2, QWEN3};
+pub use family::{AttentionNames, Bias, DecoderFamily, Layout, MlpNames, NameTable, Positions, Unused};
 
 use crate::{Checkpoint, GraphBuilder, Result};
 
@@ -20,7 +23,7 @@ pub struct DecoderIo {
 }
 
 /// The decoder families this build knows, in the order they are listed to users.
-pub const DECODERS: &[&DecoderFamily] = &[&LLAMA];
+pub const DECODERS: &[&DecoderFamily] = &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2];
 
 /// The family that builds `model_type`.
 pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {

@@ -9,9 +9,17 @@ pub struct Heads {
     pub head_dim: usize,
 }
 
+impl Heads {
+    /// The softmax scale when none is given: `1 / sqrt(head_dim)`.
+    pub fn default_scale(&self) -> f64 {
+        1.0 / (self.head_dim as f64).sqrt()
+    }
+}
+
 /// Opset-24 `Attention` over `[batch, seq, heads * head_dim]` q/k/v with an explicit boolean
 /// mask and a KV cache: `is_causal = 0` (the mask carries causality, padding and windows), the
-/// default scale `1 / sqrt(head_dim)`. Writes the present key/value to the given names and
+/// default scale `1 / sqrt(head_dim)` unless `scale` is given (GPT-2's
+/// `scale_attn_by_inverse_layer_idx`, `scale_attn_weights: false`). Writes the present key/value to the given names and
 /// returns the attention output `[batch, seq, q_heads * head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
@@ -22,17 +30,22 @@ pub fn attention(
     past: [&str; 2],
     present: [&str; 2],
     heads: Heads,
+    scale: Option<f32>,
 ) -> String {
+    let mut attrs = vec![
+        Attr::int("is_causal", 0),
+        Attr::int("kv_num_heads", heads.kv as i64),
+        Attr::int("q_num_heads", heads.q as i64),
+    ];
+    if let Some(scale) = scale {
+        attrs.push(Attr::float("scale", scale));
+    }
     let out = format!("{scope}/Attention/out");
     b.node_named(
         &format!("{scope}/Attention"),
         "Attention",
         &[qkv[0], qkv[1], qkv[2], mask, past[0], past[1]],
-        vec![
-            Attr::int("is_causal", 0),
-            Attr::int("kv_num_heads", heads.kv as i64),
-            Attr::int("q_num_heads", heads.q as i64),
-        ],
+        attrs,
         &[&out, present[0], present[1]],
     );
     out

@@ -1,8 +1,17 @@
 use crate::{Checkpoint, GraphBuilder, Result};
 use ir::Recipe;
 
-/// Where a linear layer's weight comes from. Checkpoints store `[out, in]` (torch Linear);
-/// the graph uses `MatMul(x, W)` with `W: [in, out]`, so the recipe transposes.
+/// How a checkpoint stores a projection's weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// `torch.nn.Linear`: `[out, in]`; the graph's `MatMul(x, W)` needs `[in, out]`, so the
+    /// recipe transposes.
+    Linear,
+    /// GPT-2's `Conv1D`: already `[in, out]`; used as stored.
+    Conv1D,
+}
+
+/// Where a linear layer's weight comes from.
 pub struct LinearWeights {
     /// `[in, out]` weight recipe, already in the graph's dtype.
     pub weight: Recipe,
@@ -13,9 +22,55 @@ pub struct LinearWeights {
 impl LinearWeights {
     /// Reads `{scope}.weight` (`[out, in]`) and, when `bias`, `{scope}.bias`.
     pub fn torch(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, out: usize, bias: bool) -> Result<Self> {
-        let weight = ckpt.tensor(&format!("{scope}.weight"), &[out, inp])?.transpose(vec![1, 0]).cast(b.float);
-        let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[out])?.cast(b.float)) } else { None };
-        Ok(LinearWeights { weight, bias })
+        Self::read(ckpt, b, scope, inp, out, bias, WeightLayout::Linear)
+    }
+
+    /// Reads `{scope}.weight` in `layout` and, when `bias`, `{scope}.bias`.
+    pub fn read(
+        ckpt: &Checkpoint,
+        b: &GraphBuilder,
+        scope: &str,
+        inp: usize,
+        out: usize,
+        bias: bool,
+        layout: WeightLayout,
+    ) -> Result<Self> {
+        Ok(Self::read_fused(ckpt, b, scope, inp, &[out], bias, layout)?.remove(0))
+    }
+
+    /// Reads a fused projection (Phi-3's `qkv_proj`/`gate_up_proj`, GPT-2's `c_attn`) whose
+    /// outputs are `parts` stacked along the output axis, and splits it into one weight per
+    /// part with Slice recipes. The tensor is taken from the checkpoint once; the generic graph
+    /// has one MatMul per part (a packing rule may fuse them again).
+    pub fn read_fused(
+        ckpt: &Checkpoint,
+        b: &GraphBuilder,
+        scope: &str,
+        inp: usize,
+        parts: &[usize],
+        bias: bool,
+        layout: WeightLayout,
+    ) -> Result<Vec<Self>> {
+        let total: usize = parts.iter().sum();
+        let name = format!("{scope}.weight");
+        let (weight, out_axis) = match layout {
+            WeightLayout::Linear => (ckpt.tensor(&name, &[total, inp])?, 0),
+            WeightLayout::Conv1D => (ckpt.tensor(&name, &[inp, total])?, 1),
+        };
+        let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[total])?) } else { None };
+        let mut start = 0;
+        let mut out = Vec::with_capacity(parts.len());
+        for &n in parts {
+            let whole = parts.len() == 1;
+            let mut w = if whole { weight.clone() } else { weight.clone().slice(out_axis, start, start + n) };
+            if layout == WeightLayout::Linear {
+                w = w.transpose(vec![1, 0]);
+            }
+            let bias = bias.as_ref().map(|r| if whole { r.clone() } else { r.clone().slice(0, start, start + n) }.cast(b.float));
+            out.push(LinearWeights { weight: w.cast(b.float), bias });
+            start += n;
+        }
+        Ok(out)
     }
 }
 

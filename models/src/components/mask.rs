@@ -7,8 +7,8 @@
 use crate::GraphBuilder;
 use ir::Attr;
 
-pub fn causal_padding_mask(b: &mut GraphBuilder, input_ids: &str, attention_mask: &str, window: Option<usize>) -> String {
-    let s = "attn_mask";
+/// Builds the mask under the node-name scope `s` (`attn_mask` for full attention).
+pub fn causal_padding_mask(b: &mut GraphBuilder, s: &str, input_ids: &str, attention_mask: &str, window: Option<usize>) -> String {
     let seq = b.op(&format!("{s}/seq_len"), "Shape", &[input_ids], vec![Attr::int("start", 1), Attr::int("end", 2)]);
     let total =
         b.op(&format!("{s}/total_len"), "Shape", &[attention_mask], vec![Attr::int("start", 1), Attr::int("end", 2)]);

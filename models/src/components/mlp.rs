@@ -1,36 +1,47 @@
 use super::linear::{linear, LinearWeights};
-use crate::{Checkpoint, GraphBuilder, Result};
+use crate::{Activation, GraphBuilder};
+use ir::Attr;
 
-/// The gated MLP of Llama-style models: `down(silu(gate(x)) * up(x))`, with SiLU written as
-/// `x * Sigmoid(x)` (standard ONNX has no SiLU op at opset 24).
-pub fn swiglu(
-    b: &mut GraphBuilder,
-    scope: &str,
-    x: &str,
-    gate: LinearWeights,
-    up: LinearWeights,
-    down: LinearWeights,
-) -> Result<String> {
-    let g = linear(b, &format!("{scope}.gate_proj"), x, gate);
-    let u = linear(b, &format!("{scope}.up_proj"), x, up);
-    let sig = b.op(&format!("{scope}.act/Sigmoid"), "Sigmoid", &[&g], vec![]);
-    let act = b.op(&format!("{scope}.act/Mul"), "Mul", &[&g, &sig], vec![]);
-    let h = b.op(&format!("{scope}/Mul"), "Mul", &[&act, &u], vec![]);
-    Ok(linear(b, &format!("{scope}.down_proj"), &h, down))
+/// The activation in standard ONNX: SiLU as `x * Sigmoid(x)` (opset 24 has no SiLU op), GELU
+/// as `Gelu` (opset 20+, `approximate="tanh"` for the tanh variant), ReLU as `Relu`.
+pub fn activation(b: &mut GraphBuilder, scope: &str, x: &str, act: Activation) -> String {
+    match act {
+        Activation::Silu => {
+            let sig = b.op(&format!("{scope}/Sigmoid"), "Sigmoid", &[x], vec![]);
+            b.op(&format!("{scope}/Mul"), "Mul", &[x, &sig], vec![])
+        }
+        Activation::Gelu => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![]),
+        Activation::GeluTanh => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![Attr::string("approximate", "tanh")]),
+        Activation::Relu => b.op(&format!("{scope}/Relu"), "Relu", &[x], vec![]),
+    }
 }
 
-/// Reads the three Llama-style projections of an MLP at `scope`.
-pub fn swiglu_weights(
-    ckpt: &Checkpoint,
-    b: &GraphBuilder,
+/// Scopes (checkpoint names) of a gated MLP's three projections.
+pub struct GatedScopes<'a> {
+    pub gate: &'a str,
+    pub up: &'a str,
+    pub down: &'a str,
+}
+
+/// The gated MLP of Llama-style models: `down(act(gate(x)) * up(x))`.
+pub fn gated(
+    b: &mut GraphBuilder,
     scope: &str,
-    hidden: usize,
-    inter: usize,
-    bias: bool,
-) -> Result<(LinearWeights, LinearWeights, LinearWeights)> {
-    Ok((
-        LinearWeights::torch(ckpt, b, &format!("{scope}.gate_proj"), hidden, inter, bias)?,
-        LinearWeights::torch(ckpt, b, &format!("{scope}.up_proj"), hidden, inter, bias)?,
-        LinearWeights::torch(ckpt, b, &format!("{scope}.down_proj"), inter, hidden, bias)?,
-    ))
+    names: GatedScopes,
+    x: &str,
+    [gate, up, down]: [LinearWeights; 3],
+    act: Activation,
+) -> String {
+    let g = linear(b, names.gate, x, gate);
+    let u = linear(b, names.up, x, up);
+    let a = activation(b, &format!("{scope}.act"), &g, act);
+    let h = b.op(&format!("{scope}/Mul"), "Mul", &[&a, &u], vec![]);
+    linear(b, names.down, &h, down)
+}
+
+/// The plain MLP of GPT-2: `down(act(up(x)))`.
+pub fn plain(b: &mut GraphBuilder, scope: &str, up_scope: &str, down_scope: &str, x: &str, [up, down]: [LinearWeights; 2], act: Activation) -> String {
+    let u = linear(b, up_scope, x, up);
+    let a = activation(b, &format!("{scope}.act"), &u, act);
+    linear(b, down_scope, &a, down)
 }

@@ -2,7 +2,6 @@
 //! and value names, and returns the names of the values it produced.
 
 pub mod attention;
-pub mod embedding;
 pub mod linear;
 pub mod mask;
 pub mod mlp;

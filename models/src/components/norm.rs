@@ -1,6 +1,15 @@
 use crate::{Checkpoint, GraphBuilder, Result};
 use ir::Attr;
 
+/// Which normalization a family uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormKind {
+    /// `RMSNormalization` with a weight (Llama, Qwen, Mistral, Phi-3).
+    Rms,
+    /// `LayerNormalization` with a weight and a bias (GPT-2).
+    Layer,
+}
+
 /// `RMSNormalization(x, weight)` over the last axis (opset 23+, computed in f32 internally:
 /// `stash_type` keeps its default of 1).
 pub fn rms_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
@@ -12,4 +21,44 @@ pub fn rms_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, d
         &[x, &w],
         vec![Attr::int("axis", -1), Attr::float("epsilon", eps as f32)],
     ))
+}
+
+/// `LayerNormalization(x, weight, bias)` over the last axis (f32 internally, `stash_type` 1).
+pub fn layer_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
+    let weight = ckpt.tensor(&format!("{scope}.weight"), &[dim])?.cast(b.float);
+    let bias = ckpt.tensor(&format!("{scope}.bias"), &[dim])?.cast(b.float);
+    let w = b.initializer(&format!("{scope}.weight"), weight);
+    let bias = b.initializer(&format!("{scope}.bias"), bias);
+    Ok(b.op(
+        &format!("{scope}/LayerNormalization"),
+        "LayerNormalization",
+        &[x, &w, &bias],
+        vec![Attr::int("axis", -1), Attr::float("epsilon", eps as f32)],
+    ))
+}
+
+/// The family's norm over the last axis.
+pub fn norm(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
+    match kind {
+        NormKind::Rms => rms_norm(b, ckpt, scope, x, dim, eps),
+        NormKind::Layer => layer_norm(b, ckpt, scope, x, dim, eps),
+    }
+}
+
+/// RMSNorm applied per head (Qwen3's `q_norm`/`k_norm`): `[batch, seq, heads * head_dim]` is
+/// reshaped to `[batch, seq, heads, head_dim]`, normalized over `head_dim`, and reshaped back.
+pub fn per_head_rms_norm(
+    b: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    scope: &str,
+    x: &str,
+    heads: usize,
+    head_dim: usize,
+    eps: f64,
+) -> Result<String> {
+    let split = b.const_i64_1d(&format!("{scope}/heads_shape"), &[0, 0, heads as i64, head_dim as i64]);
+    let merged = b.const_i64_1d(&format!("{scope}/merged_shape"), &[0, 0, (heads * head_dim) as i64]);
+    let x4 = b.op(&format!("{scope}/Reshape_heads"), "Reshape", &[x, &split], vec![]);
+    let y4 = rms_norm(b, ckpt, scope, &x4, head_dim, eps)?;
+    Ok(b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![]))
 }

@@ -1,10 +1,26 @@
 //! Rotary position embedding: cos/sin caches computed once per graph (`[max_positions,
 //! rotary_dim / 2]`) and the opset-23 `RotaryEmbedding` op applied to q and k.
+//!
+//! Every scaling variant is folded into the caches at build time: linear, llama3 and yarn
+//! change the inverse frequencies; yarn and longrope also multiply cos/sin by an attention
+//! factor (as transformers does). LongRoPE has two cache pairs, short and long, and the graph
+//! picks one with an `If` on the total sequence length (`attention_mask`'s second dim), so one
+//! graph serves prompts on both sides of `original_max_position_embeddings`. An `If` (not a
+//! `Where`) is used because the `lower.if_to_where` rule expects the longrope selection to be
+//! an `If`, and because it keeps the unused pair out of the computation.
 
 use crate::{GraphBuilder, RopeConfig, RopeKind};
-use ir::{Attr, Recipe};
+use ir::{Attr, DType, Dim, Graph, Node, Recipe, ValueInfo};
+use std::collections::BTreeMap;
 
-/// The names of the shared cos/sin cache initializers.
+/// One set of inverse frequencies and the factor cos/sin are multiplied by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frequencies {
+    pub inv_freq: Vec<f32>,
+    pub attention_scaling: f32,
+}
+
+/// The names of the cos/sin caches the `RotaryEmbedding` nodes read.
 pub struct RopeCache {
     pub cos: String,
     pub sin: String,
@@ -12,59 +28,159 @@ pub struct RopeCache {
     pub head_dim: usize,
 }
 
-/// Inverse frequencies, computed in f32 as transformers does, with the scaling of `kind`.
-pub fn inverse_frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<f32> {
-    let base = rope.theta as f32;
-    let inv: Vec<f32> =
-        (0..rotary_dim / 2).map(|i| 1.0 / base.powf((2 * i) as f32 / rotary_dim as f32)).collect();
+/// `1 / base^(2i / dim)` in f32, as transformers computes it.
+fn base_inverse_frequencies(theta: f64, rotary_dim: usize) -> Vec<f32> {
+    let base = theta as f32;
+    (0..rotary_dim / 2).map(|i| 1.0 / base.powf((2 * i) as f32 / rotary_dim as f32)).collect()
+}
+
+fn llama3(inv: Vec<f32>, factor: f64, low: f64, high: f64, old: f64) -> Vec<f32> {
+    let (factor, low, high, old) = (factor as f32, low as f32, high as f32, old as f32);
+    let low_wavelen = old / low;
+    let high_wavelen = old / high;
+    inv.iter()
+        .map(|&f| {
+            let wavelen = 2.0 * std::f32::consts::PI / f;
+            if wavelen > low_wavelen {
+                f / factor
+            } else if wavelen < high_wavelen {
+                f
+            } else {
+                let smooth = (old / wavelen - low) / (high - low);
+                (1.0 - smooth) * f / factor + smooth * f
+            }
+        })
+        .collect()
+}
+
+/// YaRN: a ramp over the rotary dimensions blends extrapolated (unscaled) and interpolated
+/// (divided by `factor`) frequencies; the ramp's bounds come from the rotation counts
+/// `beta_fast`/`beta_slow` at the pre-training length, in f64 as transformers does.
+fn yarn(theta: f64, rotary_dim: usize, factor: f64, original: f64, beta_fast: f64, beta_slow: f64, truncate: bool) -> Vec<f32> {
+    let dim = rotary_dim as f64;
+    let correction_dim =
+        |rotations: f64| dim * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
+    let (mut low, mut high) = (correction_dim(beta_fast), correction_dim(beta_slow));
+    if truncate {
+        low = low.floor();
+        high = high.ceil();
+    }
+    let low = low.max(0.0);
+    let mut high = high.min(dim - 1.0);
+    if low == high {
+        high += 0.001;
+    }
+    let base = theta as f32;
+    (0..rotary_dim / 2)
+        .map(|i| {
+            let pos_freq = base.powf((2 * i) as f32 / rotary_dim as f32);
+            let extrapolation = 1.0 / pos_freq;
+            let interpolation = 1.0 / (factor as f32 * pos_freq);
+            let ramp = ((i as f32 - low as f32) / (high as f32 - low as f32)).clamp(0.0, 1.0);
+            let extrapolation_factor = 1.0 - ramp;
+            interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor
+        })
+        .collect()
+}
+
+fn longrope(theta: f64, rotary_dim: usize, ext: &[f64]) -> Vec<f32> {
+    let base = theta as f32;
+    (0..rotary_dim / 2).map(|i| 1.0 / (ext[i] as f32 * base.powf((2 * i) as f32 / rotary_dim as f32))).collect()
+}
+
+/// The frequency sets of `rope`: one, or two for LongRoPE (short first, then long).
+pub fn frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<Frequencies> {
+    let one = |inv_freq: Vec<f32>, scaling: f64| vec![Frequencies { inv_freq, attention_scaling: scaling as f32 }];
     match &rope.kind {
-        RopeKind::Default => inv,
-        RopeKind::Linear { factor } => inv.iter().map(|f| f / *factor as f32).collect(),
-        RopeKind::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
-            let (factor, low, high, old) =
-                (*factor as f32, *low_freq_factor as f32, *high_freq_factor as f32, *original_max_position_embeddings as f32);
-            let low_wavelen = old / low;
-            let high_wavelen = old / high;
-            inv.iter()
-                .map(|&f| {
-                    let wavelen = 2.0 * std::f32::consts::PI / f;
-                    if wavelen > low_wavelen {
-                        f / factor
-                    } else if wavelen < high_wavelen {
-                        f
-                    } else {
-                        let smooth = (old / wavelen - low) / (high - low);
-                        (1.0 - smooth) * f / factor + smooth * f
-                    }
-                })
-                .collect()
+        RopeKind::Default => one(base_inverse_frequencies(rope.theta, rotary_dim), 1.0),
+        RopeKind::Linear { factor } => {
+            one(base_inverse_frequencies(rope.theta, rotary_dim).iter().map(|f| f / *factor as f32).collect(), 1.0)
         }
+        RopeKind::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => one(
+            llama3(
+                base_inverse_frequencies(rope.theta, rotary_dim),
+                *factor,
+                *low_freq_factor,
+                *high_freq_factor,
+                *original_max_position_embeddings,
+            ),
+            1.0,
+        ),
+        RopeKind::Yarn { factor, original_max_position_embeddings, attention_factor, beta_fast, beta_slow, truncate } => one(
+            yarn(rope.theta, rotary_dim, *factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate),
+            *attention_factor,
+        ),
+        RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => vec![
+            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, short_factor), attention_scaling: *attention_factor as f32 },
+            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, long_factor), attention_scaling: *attention_factor as f32 },
+        ],
     }
 }
 
-impl RopeCache {
-    pub fn build(b: &mut GraphBuilder, rope: &RopeConfig, head_dim: usize, rotary_dim: usize, max_positions: usize) -> Self {
-        let inv = inverse_frequencies(rope, rotary_dim);
-        let half = rotary_dim / 2;
-        let mut cos = Vec::with_capacity(max_positions * half);
-        let mut sin = Vec::with_capacity(max_positions * half);
-        for p in 0..max_positions {
-            for &f in &inv {
-                let angle = p as f32 * f;
+/// Inverse frequencies of the first (or only) set; kept for callers that only need those.
+pub fn inverse_frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<f32> {
+    frequencies(rope, rotary_dim).swap_remove(0).inv_freq
+}
+
+/// cos and sin tables `[max_positions * half]` for one frequency set, computed in f32 with
+/// the attention scaling applied after cos/sin, as transformers does.
+fn tables(freqs: &Frequencies, max_positions: usize) -> (Vec<f32>, Vec<f32>) {
+    let half = freqs.inv_freq.len();
+    let mut cos = Vec::with_capacity(max_positions * half);
+    let mut sin = Vec::with_capacity(max_positions * half);
+    for p in 0..max_positions {
+        for &f in &freqs.inv_freq {
+            let angle = p as f32 * f;
+            if freqs.attention_scaling == 1.0 {
                 cos.push(angle.cos());
                 sin.push(angle.sin());
+            } else {
+                cos.push(angle.cos() * freqs.attention_scaling);
+                sin.push(angle.sin() * freqs.attention_scaling);
             }
         }
-        let label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+    }
+    (cos, sin)
+}
+
+impl RopeCache {
+    /// Adds the cos/sin caches (and, for LongRoPE, the `If` that picks short or long) and
+    /// returns the names the `RotaryEmbedding` nodes read.
+    pub fn build(
+        b: &mut GraphBuilder,
+        rope: &RopeConfig,
+        head_dim: usize,
+        rotary_dim: usize,
+        max_positions: usize,
+        attention_mask: &str,
+    ) -> Self {
+        let half = rotary_dim / 2;
+        let sets = frequencies(rope, rotary_dim);
         let float = b.float;
-        let cos = b.initializer(
-            "rotary_emb.cos_cache",
-            Recipe::from_f32(format!("cos {label}"), vec![max_positions, half], &cos).cast(float),
-        );
-        let sin = b.initializer(
-            "rotary_emb.sin_cache",
-            Recipe::from_f32(format!("sin {label}"), vec![max_positions, half], &sin).cast(float),
-        );
+        let add = |b: &mut GraphBuilder, prefix: &str, set: &Frequencies| -> (String, String) {
+            let label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+            let label = if prefix.is_empty() { label } else { format!("{prefix} {label}") };
+            let (cos, sin) = tables(set, max_positions);
+            let stem = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
+            let cos = b.initializer(
+                &format!("rotary_emb.{stem}cos_cache"),
+                Recipe::from_f32(format!("cos {label}"), vec![max_positions, half], &cos).cast(float),
+            );
+            let sin = b.initializer(
+                &format!("rotary_emb.{stem}sin_cache"),
+                Recipe::from_f32(format!("sin {label}"), vec![max_positions, half], &sin).cast(float),
+            );
+            (cos, sin)
+        };
+        let (cos, sin) = match (&rope.kind, sets.as_slice()) {
+            (RopeKind::LongRope { original_max_position_embeddings, .. }, [short, long]) => {
+                let short = add(b, "short", short);
+                let long = add(b, "long", long);
+                select_by_length(b, attention_mask, *original_max_position_embeddings as i64, short, long, [max_positions, half])
+            }
+            (_, [only, ..]) => add(b, "", only),
+            (_, []) => unreachable!("frequencies() returns at least one set"),
+        };
         RopeCache { cos, sin, rotary_dim, head_dim }
     }
 
@@ -76,4 +192,58 @@ impl RopeCache {
         }
         b.op(&format!("{scope}/RotaryEmbedding"), "RotaryEmbedding", &[x, &self.cos, &self.sin, position_ids], attrs)
     }
+}
+
+/// `If(total_sequence_length > threshold)` -> the long pair, else the short pair. As in
+/// transformers, the long factors apply once the sequence is longer than the pre-training
+/// length; here "sequence" is the total length (past + current), the attention mask's width.
+fn select_by_length(
+    b: &mut GraphBuilder,
+    attention_mask: &str,
+    threshold: i64,
+    short: (String, String),
+    long: (String, String),
+    shape: [usize; 2],
+) -> (String, String) {
+    let s = "rotary_emb/longrope";
+    let total =
+        b.op(&format!("{s}/total_len"), "Shape", &[attention_mask], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let limit = b.const_i64_1d(&format!("{s}/original_max_position_embeddings"), &[threshold]);
+    let is_long = b.op(&format!("{s}/is_long"), "Greater", &[&total, &limit], vec![]);
+    let dims = vec![Dim::Fixed(shape[0] as i64), Dim::Fixed(shape[1] as i64)];
+    let branch = |name: &str, pair: &(String, String), float: DType| -> Graph {
+        let outputs = [format!("{s}/{name}/cos"), format!("{s}/{name}/sin")];
+        let nodes = [(&pair.0, &outputs[0]), (&pair.1, &outputs[1])]
+            .iter()
+            .enumerate()
+            .map(|(i, (input, output))| Node {
+                name: format!("{s}/{name}/Identity_{i}"),
+                op: "Identity".into(),
+                domain: String::new(),
+                opset: ir::OPSET,
+                inputs: vec![input.to_string()],
+                outputs: vec![output.to_string()],
+                attrs: vec![],
+                metadata: BTreeMap::new(),
+            })
+            .collect();
+        Graph {
+            name: format!("longrope_{name}"),
+            outputs: outputs.iter().map(|o| ValueInfo::new(o.clone(), float, dims.clone())).collect(),
+            nodes,
+            ..Default::default()
+        }
+    };
+    let then_branch = branch("long", &long, b.float);
+    let else_branch = branch("short", &short, b.float);
+    let out = b.node(
+        &format!("{s}/If"),
+        "If",
+        &[&is_long],
+        vec![Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)],
+        2,
+    );
+    b.annotate(&out[0], b.float, dims.clone());
+    b.annotate(&out[1], b.float, dims);
+    (out[0].clone(), out[1].clone())
 }
