@@ -1,0 +1,219 @@
+//! Build benchmark (never run in CI): writes a random checkpoint with the exact tensor names,
+//! shapes and dtype (bf16) of Qwen2.5-0.5B (or Llama-3.2-1B with `--model llama-3.2-1b`), then
+//! times, as child processes, a plain copy of its safetensors file, `tailor build --dtype f16`
+//! and `tailor build --dtype f32`, plus the demo tiny-llama build. Wall times are reported as
+//! ratios to the copy (measured in the same run) and each child's peak RSS (`ru_maxrss`, which
+//! includes file-backed pages) as a fraction of the checkpoint's size.
+//!
+//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b]
+//!        [--workdir DIR] [--runs N]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+struct Shape {
+    name: &'static str,
+    config: serde_json::Value,
+    tensors: Vec<(String, Vec<usize>)>,
+}
+
+fn qwen25_05b() -> Shape {
+    let (h, inter, layers, heads, kv, hd, vocab) = (896, 4864, 24, 14, 2, 64, 151936);
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}");
+        for (n, s) in [
+            ("self_attn.q_proj.weight", vec![heads * hd, h]),
+            ("self_attn.q_proj.bias", vec![heads * hd]),
+            ("self_attn.k_proj.weight", vec![kv * hd, h]),
+            ("self_attn.k_proj.bias", vec![kv * hd]),
+            ("self_attn.v_proj.weight", vec![kv * hd, h]),
+            ("self_attn.v_proj.bias", vec![kv * hd]),
+            ("self_attn.o_proj.weight", vec![h, heads * hd]),
+            ("mlp.gate_proj.weight", vec![inter, h]),
+            ("mlp.up_proj.weight", vec![inter, h]),
+            ("mlp.down_proj.weight", vec![h, inter]),
+            ("input_layernorm.weight", vec![h]),
+            ("post_attention_layernorm.weight", vec![h]),
+        ] {
+            t.push((format!("{p}.{n}"), s));
+        }
+    }
+    t.push(("model.norm.weight".into(), vec![h]));
+    Shape {
+        name: "qwen2.5-0.5b",
+        config: serde_json::json!({
+            "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": h,
+            "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "vocab_size": vocab, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true,
+            "use_sliding_window": false, "sliding_window": 32768, "max_window_layers": 21,
+            "bos_token_id": 151643, "eos_token_id": 151643, "torch_dtype": "bfloat16",
+        }),
+        tensors: t,
+    }
+}
+
+fn llama32_1b() -> Shape {
+    let (h, inter, layers, heads, kv, hd, vocab) = (2048, 8192, 16, 32, 8, 64, 128256);
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}");
+        for (n, s) in [
+            ("self_attn.q_proj.weight", vec![heads * hd, h]),
+            ("self_attn.k_proj.weight", vec![kv * hd, h]),
+            ("self_attn.v_proj.weight", vec![kv * hd, h]),
+            ("self_attn.o_proj.weight", vec![h, heads * hd]),
+            ("mlp.gate_proj.weight", vec![inter, h]),
+            ("mlp.up_proj.weight", vec![inter, h]),
+            ("mlp.down_proj.weight", vec![h, inter]),
+            ("input_layernorm.weight", vec![h]),
+            ("post_attention_layernorm.weight", vec![h]),
+        ] {
+            t.push((format!("{p}.{n}"), s));
+        }
+    }
+    t.push(("model.norm.weight".into(), vec![h]));
+    Shape {
+        name: "llama-3.2-1b",
+        config: serde_json::json!({
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
+            "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "head_dim": hd, "vocab_size": vocab,
+            "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+            "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+            "tie_word_embeddings": true, "bos_token_id": 128000, "eos_token_id": 128001,
+            "torch_dtype": "bfloat16",
+        }),
+        tensors: t,
+    }
+}
+
+/// Writes `model.safetensors` (bf16, random values of moderate magnitude) block by block.
+fn write_checkpoint(shape: &Shape, dir: &Path) -> std::io::Result<u64> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&shape.config).unwrap())?;
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, dims) in &shape.tensors {
+        let len = dims.iter().product::<usize>() * 2;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "BF16", "shape": dims, "data_offsets": [offset, offset + len]}),
+        );
+        offset += len;
+    }
+    let mut text = serde_json::to_string(&header).unwrap();
+    while (8 + text.len()) % 8 != 0 {
+        text.push(' ');
+    }
+    let mut out = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(dir.join("model.safetensors"))?);
+    out.write_all(&(text.len() as u64).to_le_bytes())?;
+    out.write_all(text.as_bytes())?;
+    let mut state = 0x9E3779B97F4A7C15u64;
+    let mut block = vec![0u8; 1 << 20];
+    let mut left = offset;
+    while left > 0 {
+        let n = left.min(block.len());
+        for pair in block[..n].chunks_exact_mut(2) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // sign, exponent 120..=126 (2^-7 .. 2^-1), random mantissa
+            let bits = ((state >> 63) as u16) << 15 | ((120 + (state >> 32) % 7) as u16) << 7 | (state & 0x7f) as u16;
+            pair.copy_from_slice(&bits.to_le_bytes());
+        }
+        out.write_all(&block[..n])?;
+        left -= n;
+    }
+    out.flush()?;
+    Ok((8 + text.len() + offset) as u64)
+}
+
+/// Runs a child to completion and returns (wall seconds, peak RSS bytes).
+fn measure(cmd: &mut Command) -> (f64, u64) {
+    let start = Instant::now();
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child's pid with valid pointers.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let secs = start.elapsed().as_secs_f64();
+    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed (status {status})");
+    (secs, usage.ru_maxrss as u64 * 1024)
+}
+
+fn best_of(runs: usize, mut f: impl FnMut() -> (f64, u64)) -> (f64, u64) {
+    (0..runs).map(|_| f()).fold((f64::INFINITY, 0), |(t, r), (t2, r2)| (t.min(t2), r.max(r2)))
+}
+
+fn tailor_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let tailor = exe.with_file_name("tailor");
+    if !tailor.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = Command::new(cargo).args(["build", "--release", "-p", "builder", "--bin", "tailor"]).status();
+        assert!(ok.map(|s| s.success()).unwrap_or(false), "cannot build the tailor binary");
+    }
+    tailor
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b] [--workdir DIR] [--runs N]");
+        return;
+    }
+    let shape = match arg("--model").as_deref() {
+        None | Some("qwen2.5-0.5b") => qwen25_05b(),
+        Some("llama-3.2-1b") => llama32_1b(),
+        Some(other) => {
+            eprintln!("unknown --model {other}; choose qwen2.5-0.5b or llama-3.2-1b");
+            std::process::exit(2);
+        }
+    };
+    let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(2);
+    let work = PathBuf::from(arg("--workdir").unwrap_or_else(|| std::env::temp_dir().join("tailor-bench").display().to_string()));
+    let tailor = tailor_binary();
+    let ckpt = work.join(shape.name);
+    eprintln!("writing a random {} checkpoint (bf16) to {}", shape.name, ckpt.display());
+    let size = write_checkpoint(&shape, &ckpt).expect("write checkpoint");
+    let src = ckpt.join("model.safetensors");
+    let copy_to = work.join("copy.safetensors");
+
+    // Warm the page cache so every measurement reads the checkpoint from memory alike.
+    measure(Command::new("cp").arg(&src).arg(&copy_to));
+    let copy = best_of(runs, || measure(Command::new("cp").arg(&src).arg(&copy_to)));
+    let _ = std::fs::remove_file(&copy_to);
+    let build = |dtype: &str| {
+        let out = work.join(format!("out-{dtype}"));
+        best_of(runs, || {
+            measure(Command::new(&tailor).args(["build", "--force", "--dtype", dtype]).arg("--model").arg(&ckpt).arg("--output").arg(&out).stderr(std::process::Stdio::null()))
+        })
+    };
+    let f16 = build("f16");
+    let f32 = build("f32");
+    let tiny_out = work.join("tiny");
+    let tiny = best_of(runs.max(3), || {
+        measure(Command::new(&tailor).args(["build", "--force", "--output"]).arg(&tiny_out).stderr(std::process::Stdio::null()))
+    });
+
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    println!("checkpoint: {} ({:.2} GiB bf16)", shape.name, gib(size));
+    println!("copy:      {:7.2} s   peak RSS {:6.3} GiB", copy.0, gib(copy.1));
+    println!("build f16: {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", f16.0, gib(f16.1), f16.0 / copy.0, f16.1 as f64 / size as f64);
+    println!("build f32: {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", f32.0, gib(f32.1), f32.0 / copy.0, f32.1 as f64 / size as f64);
+    println!("tiny-llama demo build: {:.0} ms", tiny.0 * 1000.0);
+    println!(
+        "f16_ratio={:.2} f32_ratio={:.2} f16_rss_fraction={:.3} f32_rss_fraction={:.3} tiny_ms={:.0}",
+        f16.0 / copy.0,
+        f32.0 / copy.0,
+        f16.1 as f64 / size as f64,
+        f32.1 as f64 / size as f64,
+        tiny.0 * 1000.0
+    );
+}
