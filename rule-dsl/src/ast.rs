@@ -1,0 +1,209 @@
+//! The syntax tree of a `.rule` file. Every node keeps the position it came from, so semantic
+//! errors and run-time diagnostics can point back at `file:line:col`.
+
+/// A 1-based line and column in a `.rule` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+}
+
+/// One parsed `.rule` file.
+#[derive(Clone, Debug)]
+pub struct RuleFile {
+    /// The path as it should appear in messages (relative to the crate that owns the rules).
+    pub path: String,
+    pub uses: Vec<UseDecl>,
+    pub rules: Vec<Rule>,
+}
+
+/// `use domain com.microsoft as ms opset 1`
+#[derive(Clone, Debug)]
+pub struct UseDecl {
+    pub domain: String,
+    pub alias: String,
+    pub opset: Option<i64>,
+    pub pos: Pos,
+}
+
+/// One `rule id { ... }` block.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub id: String,
+    pub pos: Pos,
+    /// The `///` lines above the rule, joined with newlines.
+    pub doc: String,
+    pub stage: Option<(String, Pos)>,
+    pub priority: i64,
+    pub before: Vec<(String, Pos)>,
+    pub after: Vec<(String, Pos)>,
+    pub matches: Vec<MatchLine>,
+    pub root: Option<(String, Pos)>,
+    pub checks: Vec<Check>,
+    pub emits: Vec<EmitLine>,
+    pub replaces: Vec<Replace>,
+    /// Where the `emit` block starts (or the rule, when it has none).
+    pub emit_pos: Pos,
+    pub match_pos: Pos,
+}
+
+/// A capture (`?x`) or a wildcard (`_`) in an operand or output position.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Slot {
+    Capture(String, Pos),
+    Wild(Pos),
+}
+
+impl Slot {
+    pub fn capture(&self) -> Option<&str> {
+        match self {
+            Slot::Capture(c, _) => Some(c),
+            Slot::Wild(_) => None,
+        }
+    }
+    pub fn pos(&self) -> Pos {
+        match self {
+            Slot::Capture(_, p) | Slot::Wild(p) => *p,
+        }
+    }
+}
+
+/// `alias.Op`, or a bare `Op` (an error wherever a domain is needed).
+#[derive(Clone, Debug)]
+pub struct OpRef {
+    pub alias: Option<String>,
+    pub name: String,
+    pub pos: Pos,
+}
+
+/// `?out = onnx.RMSNormalization(?sum, ?gamma) [axis: -1 default -1]`
+#[derive(Clone, Debug)]
+pub struct MatchLine {
+    pub outputs: Vec<Slot>,
+    pub op: OpRef,
+    pub args: Vec<Slot>,
+    /// `{a, b}`: the two operands may come in either order.
+    pub commutative: bool,
+    /// `(a, b, ..)`: more inputs may follow and are ignored.
+    pub rest: bool,
+    pub attrs: Vec<AttrPat>,
+    pub pos: Pos,
+}
+
+/// An attribute constraint or capture in a match line.
+#[derive(Clone, Debug)]
+pub struct AttrPat {
+    pub name: String,
+    pub value: AttrVal,
+    /// The value the operator's schema uses when the attribute is absent.
+    pub default: Option<Literal>,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug)]
+pub enum AttrVal {
+    Capture(String, Pos),
+    Lit(Literal, Pos),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Literal {
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Bool(bool),
+    List(Vec<Literal>),
+}
+
+/// `check id: expr else "message {expr}"`
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub id: String,
+    pub pos: Pos,
+    pub expr: Expr,
+    /// The source text of the condition, for docs and records.
+    pub expr_text: String,
+    pub message: Vec<MsgPart>,
+}
+
+#[derive(Clone, Debug)]
+pub enum MsgPart {
+    Text(String),
+    Expr(Expr),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+#[derive(Clone, Debug)]
+pub enum Expr {
+    Capture(String, Pos),
+    Lit(Literal, Pos),
+    Call { name: String, args: Vec<Expr>, pos: Pos },
+    Bin { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, pos: Pos },
+    Not(Box<Expr>, Pos),
+}
+
+impl Expr {
+    pub fn pos(&self) -> Pos {
+        match self {
+            Expr::Capture(_, p) | Expr::Lit(_, p) | Expr::Not(_, p) => *p,
+            Expr::Call { pos, .. } | Expr::Bin { pos, .. } => *pos,
+        }
+    }
+    /// Calls `f` on every capture the expression mentions.
+    pub fn captures<'a>(&'a self, f: &mut dyn FnMut(&'a str, Pos)) {
+        match self {
+            Expr::Capture(c, p) => f(c, *p),
+            Expr::Lit(..) => {}
+            Expr::Call { args, .. } => args.iter().for_each(|a| a.captures(f)),
+            Expr::Bin { lhs, rhs, .. } => {
+                lhs.captures(f);
+                rhs.captures(f);
+            }
+            Expr::Not(e, _) => e.captures(f),
+        }
+    }
+}
+
+/// A line of an `emit` block that creates values.
+#[derive(Clone, Debug)]
+pub enum EmitLine {
+    Op { outputs: Vec<Slot>, op: OpRef, args: Vec<Slot>, attrs: Vec<(String, AttrVal, Pos)>, pos: Pos },
+    Helper { outputs: Vec<Slot>, name: String, args: Vec<Slot>, pos: Pos },
+}
+
+impl EmitLine {
+    pub fn outputs(&self) -> &[Slot] {
+        match self {
+            EmitLine::Op { outputs, .. } | EmitLine::Helper { outputs, .. } => outputs,
+        }
+    }
+    pub fn args(&self) -> &[Slot] {
+        match self {
+            EmitLine::Op { args, .. } | EmitLine::Helper { args, .. } => args,
+        }
+    }
+}
+
+/// `replace ?old with ?new`: every reader of `?old` reads `?new` instead.
+#[derive(Clone, Debug)]
+pub struct Replace {
+    pub old: (String, Pos),
+    pub new: (String, Pos),
+    pub pos: Pos,
+}

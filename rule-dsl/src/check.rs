@@ -1,0 +1,361 @@
+//! Semantic checks of a rule set: everything the grammar accepts but the engine could not
+//! run, or would run wrongly. Each finding says where and how to fix it.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::vocab;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The domain and opset an operator reference resolves to through the file's `use` lines.
+pub fn resolve<'a>(file: &'a RuleFile, op: &OpRef) -> Option<&'a UseDecl> {
+    let alias = op.alias.as_deref()?;
+    file.uses.iter().find(|u| u.alias == alias)
+}
+
+/// Checks every rule of every file, and the set as a whole (ids, ordering).
+pub fn check_set(files: &[RuleFile]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut ids: HashMap<&str, (&str, Pos)> = HashMap::new();
+    for f in files {
+        check_uses(f, &mut out);
+        for r in &f.rules {
+            if let Some((other_file, other)) = ids.get(r.id.as_str()) {
+                out.push(Diagnostic::new(
+                    &f.path,
+                    r.pos,
+                    format!("duplicate rule id `{}`; it is already defined at {other_file}:{}:{}", r.id, other.line, other.col),
+                    "give each rule a unique id",
+                ));
+            } else {
+                ids.insert(&r.id, (&f.path, r.pos));
+            }
+            check_rule(f, r, &mut out);
+        }
+    }
+    for f in files {
+        for r in &f.rules {
+            for (other, p) in r.before.iter().chain(&r.after) {
+                if !ids.contains_key(other.as_str()) {
+                    let known: Vec<&str> = nearest(other, ids.keys().copied());
+                    out.push(Diagnostic::new(
+                        &f.path,
+                        *p,
+                        format!("unknown rule id `{other}` in `{}` of rule `{}`", if r.before.iter().any(|b| &b.0 == other) { "before" } else { "after" }, r.id),
+                        if known.is_empty() { "name a rule defined in the rules directory".to_string() } else { format!("did you mean `{}`?", known.join("`, `")) },
+                    ));
+                }
+            }
+        }
+    }
+    check_cycles(files, &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn nearest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let tail = name.rsplit('.').next().unwrap_or(name);
+    let mut v: Vec<&str> = known.filter(|k| k.contains(tail) || tail.contains(k.rsplit('.').next().unwrap_or(k))).collect();
+    v.sort();
+    v
+}
+
+fn check_uses(f: &RuleFile, out: &mut Vec<Diagnostic>) {
+    let mut seen = HashSet::new();
+    for u in &f.uses {
+        if vocab::ops_of(&u.domain).is_none() {
+            out.push(Diagnostic::new(
+                &f.path,
+                u.pos,
+                format!("unknown domain `{}`", u.domain),
+                format!("use one of `{}`, `{}`", vocab::ONNX, vocab::MICROSOFT),
+            ));
+        }
+        if !seen.insert(&u.alias) {
+            out.push(Diagnostic::new(&f.path, u.pos, format!("alias `{}` is declared twice", u.alias), "give each domain its own alias"));
+        }
+    }
+}
+
+/// The value kind of a capture: tensor values and attribute values never mix.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kind {
+    Value,
+    Attr,
+}
+
+fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
+    let path = f.path.as_str();
+    let mut err = |p: Pos, m: String, h: &str| out.push(Diagnostic::new(path, p, m, h));
+    match &r.stage {
+        None => err(r.pos, format!("rule `{}` has no stage", r.id), "add `stage fuse` (or cleanup, prelower, lower)"),
+        Some((s, p)) if !vocab::STAGES.contains(&s.as_str()) => {
+            err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", vocab::STAGES.join(", ")))
+        }
+        _ => {}
+    }
+
+    // Operators: known domain, known op; emitted ones need an opset too.
+    let check_op = |op: &OpRef, emitted: bool, err: &mut dyn FnMut(Pos, String, &str)| {
+        let Some(alias) = &op.alias else {
+            let what = if emitted { "emitted op" } else { "op" };
+            err(op.pos, format!("{what} `{}` has no domain", op.name), "write it as `alias.Op` and declare the alias with `use domain <domain> as <alias> opset <N>`");
+            return;
+        };
+        let Some(u) = resolve(f, op) else {
+            err(op.pos, format!("unknown domain alias `{alias}` in `{alias}.{}`", op.name), &format!("declare it at the top of the file: `use domain {} as {alias} opset <N>`", if alias == "ms" { vocab::MICROSOFT } else { vocab::ONNX }));
+            return;
+        };
+        if let Some(ops) = vocab::ops_of(&u.domain) {
+            if !ops.contains(&op.name.as_str()) {
+                let close: Vec<&str> = ops.iter().copied().filter(|o| o.eq_ignore_ascii_case(&op.name) || o.to_lowercase().starts_with(&op.name.to_lowercase())).take(3).collect();
+                err(op.pos, format!("unknown op `{}` in domain `{}`", op.name, u.domain), &if close.is_empty() { "check the spelling against the domain's operator list".to_string() } else { format!("did you mean `{}`?", close.join("`, `")) });
+            }
+        }
+        if emitted && u.opset.is_none() {
+            err(op.pos, format!("emitted op `{alias}.{}` has no opset", op.name), &format!("add the opset to its domain: `use domain {} as {alias} opset <N>`", u.domain));
+        }
+    };
+    for m in &r.matches {
+        check_op(&m.op, false, &mut err);
+        if m.commutative && (m.args.len() != 2 || m.rest) {
+            err(m.pos, format!("`{{...}}` operands of `{}` must be exactly two", m.op.name), "write `(a, b, ...)` for ordered operands");
+        }
+    }
+    for e in &r.emits {
+        match e {
+            EmitLine::Op { op, .. } => check_op(op, true, &mut err),
+            EmitLine::Helper { name, args, outputs, pos } => match vocab::HELPERS.iter().find(|h| h.0 == name) {
+                None => err(*pos, format!("unknown helper `{name}`"), &format!("helpers come from a fixed list: {}", vocab::HELPERS.iter().map(|h| h.0).collect::<Vec<_>>().join(", "))),
+                Some(h) => {
+                    if args.len() != h.1 || outputs.len() != h.2 {
+                        err(*pos, format!("helper `{name}` takes {} input(s) and returns {} value(s), not {} and {}", h.1, h.2, args.len(), outputs.len()), "see docs/rule-language.md, section Helpers");
+                    }
+                }
+            },
+        }
+    }
+
+    // Captures: where each is bound, how often it is used, and as what.
+    let mut bound: BTreeMap<&str, (Pos, Kind)> = BTreeMap::new();
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    let mut match_occ: HashMap<&str, usize> = HashMap::new();
+    for m in &r.matches {
+        for s in m.outputs.iter().chain(&m.args) {
+            if let Slot::Capture(c, p) = s {
+                *match_occ.entry(c).or_default() += 1;
+                note_kind(path, c, *p, Kind::Value, &mut bound, out_ref(&mut err));
+            }
+        }
+        for a in &m.attrs {
+            if let AttrVal::Capture(c, p) = &a.value {
+                *match_occ.entry(c).or_default() += 1;
+                note_kind(path, c, *p, Kind::Attr, &mut bound, out_ref(&mut err));
+            }
+        }
+    }
+    // Root: bound as the output of a match line; every line reachable from it.
+    match &r.root {
+        None => err(r.match_pos, format!("rule `{}` has no root", r.id), "add `root ?x` inside `match`, naming the output of the node the rule starts from"),
+        Some((root, p)) => {
+            if !r.matches.iter().any(|m| m.outputs.iter().any(|o| o.capture() == Some(root))) {
+                err(*p, format!("root `?{root}` is not the output of any match line"), "name a capture bound on the left of `=` in the match block");
+            } else {
+                check_connected(r, root, &mut err);
+            }
+            if !r.replaces.iter().any(|rp| rp.old.0 == *root) && r.matches.iter().any(|m| m.outputs.iter().any(|o| o.capture() == Some(root))) {
+                err(r.emit_pos, format!("the root `?{root}` is never replaced, so the rule would change nothing"), &format!("add `replace ?{root} with ?new` to the emit block"));
+            }
+        }
+    }
+    // Check ids unique; expressions only use bound captures and known functions.
+    let mut check_ids: HashMap<&str, Pos> = HashMap::new();
+    for c in &r.checks {
+        if let Some(first) = check_ids.get(c.id.as_str()) {
+            err(c.pos, format!("duplicate check id `{}` in rule `{}` (first at {}:{})", c.id, r.id, first.line, first.col), "give each check its own id: reports count failures by check id");
+        } else {
+            check_ids.insert(&c.id, c.pos);
+        }
+        let mut exprs = vec![&c.expr];
+        exprs.extend(c.message.iter().filter_map(|m| match m {
+            MsgPart::Expr(e) => Some(e),
+            MsgPart::Text(_) => None,
+        }));
+        for e in exprs {
+            check_expr(e, &mut err);
+            e.captures(&mut |cap, p| {
+                *uses.entry(cap).or_default() += 1;
+                if !bound.contains_key(cap) {
+                    err(p, format!("capture `?{cap}` is not bound by the match block"), "bind it in `match`, or fix the spelling");
+                }
+            });
+        }
+    }
+    // Emit: arguments bound (by match or an earlier emit line), outputs new.
+    let match_bound = bound.clone();
+    for e in &r.emits {
+        for a in e.args() {
+            if let Slot::Capture(c, p) = a {
+                *uses.entry(c).or_default() += 1;
+                match bound.get(c.as_str()) {
+                    None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
+                    Some((_, Kind::Attr)) => err(*p, format!("capture `?{c}` holds an attribute, not a value"), "pass it in the `[...]` attributes instead"),
+                    _ => {}
+                }
+            }
+        }
+        if let EmitLine::Op { attrs, .. } = e {
+            for (_, v, _) in attrs {
+                if let AttrVal::Capture(c, p) = v {
+                    *uses.entry(c).or_default() += 1;
+                    match bound.get(c.as_str()) {
+                        None => err(*p, format!("capture `?{c}` is not bound by the match block"), "capture the attribute in `match` with `[name: ?{c}]`"),
+                        Some((_, Kind::Value)) => err(*p, format!("capture `?{c}` holds a value, not an attribute"), "pass it as an operand instead"),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for o in e.outputs() {
+            if let Slot::Capture(c, p) = o {
+                if let Some((first, _)) = bound.get(c.as_str()) {
+                    err(*p, format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "emit outputs need fresh names");
+                } else {
+                    bound.insert(c, (*p, Kind::Value));
+                }
+            }
+        }
+    }
+    for rp in &r.replaces {
+        *uses.entry(&rp.old.0).or_default() += 1;
+        *uses.entry(&rp.new.0).or_default() += 1;
+        match match_bound.get(rp.old.0.as_str()) {
+            Some((_, Kind::Value)) => {}
+            _ => err(rp.old.1, format!("`replace ?{}`: only values bound by the match block can be replaced", rp.old.0), "name a value captured in `match`"),
+        }
+        let emitted = r.emits.iter().any(|e| e.outputs().iter().any(|o| o.capture() == Some(rp.new.0.as_str())));
+        if !emitted {
+            err(rp.new.1, format!("`with ?{}`: the replacement must be a value created in the emit block", rp.new.0), "bind it on the left of an emit line");
+        }
+    }
+    // Unused: bound once and never read.
+    for (c, (p, _)) in &bound {
+        let in_match = match_occ.get(c).copied().unwrap_or(0);
+        let used = uses.get(c).copied().unwrap_or(0);
+        let is_root = r.root.as_ref().is_some_and(|(root, _)| root == c);
+        if used == 0 && in_match <= 1 && !is_root {
+            err(*p, format!("capture `?{c}` is bound but never used"), "write `_` instead, or use it in a check or in emit");
+        }
+    }
+}
+
+fn out_ref<'a>(f: &'a mut dyn FnMut(Pos, String, &str)) -> &'a mut dyn FnMut(Pos, String, &str) {
+    f
+}
+
+fn note_kind<'a>(_path: &str, c: &'a str, p: Pos, k: Kind, bound: &mut BTreeMap<&'a str, (Pos, Kind)>, err: &mut dyn FnMut(Pos, String, &str)) {
+    match bound.get(c) {
+        Some((_, k0)) if *k0 != k => err(p, format!("capture `?{c}` is used both as a value and as an attribute"), "use two different captures"),
+        Some(_) => {}
+        None => {
+            bound.insert(c, (p, k));
+        }
+    }
+}
+
+/// Every match line must be reachable from the root by following operands to producers.
+fn check_connected(r: &Rule, root: &str, err: &mut dyn FnMut(Pos, String, &str)) {
+    let mut reached: HashSet<usize> = HashSet::new();
+    let mut values: Vec<&str> = vec![root];
+    let mut known: HashSet<&str> = HashSet::new();
+    while let Some(v) = values.pop() {
+        if !known.insert(v) {
+            continue;
+        }
+        for (i, m) in r.matches.iter().enumerate() {
+            if m.outputs.iter().any(|o| o.capture() == Some(v)) && reached.insert(i) {
+                values.extend(m.args.iter().filter_map(Slot::capture));
+                values.extend(m.outputs.iter().filter_map(Slot::capture));
+            }
+        }
+    }
+    for (i, m) in r.matches.iter().enumerate() {
+        if !reached.contains(&i) {
+            err(m.pos, format!("this `{}` is not connected to the root", m.op.name), "its output must be an operand of a line reachable from `root`");
+        }
+    }
+    for (i, m) in r.matches.iter().enumerate() {
+        if m.outputs.iter().all(|o| o.capture().is_none()) {
+            err(m.pos, format!("match line {} binds no output", i + 1), "name at least one output with a capture");
+        }
+    }
+}
+
+fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
+    match e {
+        Expr::Call { name, args, pos } => {
+            match vocab::FUNCTIONS.iter().find(|f| f.0 == name) {
+                None => err(*pos, format!("unknown function `{name}`"), &format!("checks may call: {}", vocab::FUNCTIONS.iter().map(|f| f.0).collect::<Vec<_>>().join(", "))),
+                Some(f) if f.1 != args.len() => err(*pos, format!("`{name}` takes {} argument(s), not {}", f.1, args.len()), f.2),
+                Some(_) => {}
+            }
+            args.iter().for_each(|a| check_expr(a, err));
+        }
+        Expr::Bin { lhs, rhs, .. } => {
+            check_expr(lhs, err);
+            check_expr(rhs, err);
+        }
+        Expr::Not(e, _) => check_expr(e, err),
+        _ => {}
+    }
+}
+
+fn check_cycles(files: &[RuleFile], out: &mut Vec<Diagnostic>) {
+    // Edges a -> b mean "a runs before b".
+    let mut edges: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut at: HashMap<&str, (&str, Pos)> = HashMap::new();
+    for f in files {
+        for r in &f.rules {
+            at.insert(&r.id, (&f.path, r.pos));
+            for (b, _) in &r.before {
+                edges.entry(&r.id).or_default().push(b);
+            }
+            for (a, _) in &r.after {
+                edges.entry(a).or_default().push(&r.id);
+            }
+        }
+    }
+    let mut state: HashMap<&str, u8> = HashMap::new();
+    fn visit<'a>(n: &'a str, edges: &HashMap<&'a str, Vec<&'a str>>, state: &mut HashMap<&'a str, u8>, stack: &mut Vec<&'a str>) -> Option<Vec<&'a str>> {
+        match state.get(n) {
+            Some(1) => {
+                let start = stack.iter().position(|s| *s == n).unwrap_or(0);
+                let mut cyc = stack[start..].to_vec();
+                cyc.push(n);
+                return Some(cyc);
+            }
+            Some(2) => return None,
+            _ => {}
+        }
+        state.insert(n, 1);
+        stack.push(n);
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, state, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state.insert(n, 2);
+        None
+    }
+    let mut ids: Vec<&str> = at.keys().copied().collect();
+    ids.sort();
+    for id in ids {
+        let mut stack = Vec::new();
+        if let Some(cyc) = visit(id, &edges, &mut state, &mut stack) {
+            let (file, pos) = at[cyc[0]];
+            out.push(Diagnostic::new(file, pos, format!("`before`/`after` form a cycle: {}", cyc.join(" -> ")), "remove one of the orderings"));
+            return;
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
+//! every position.
+
+use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::diag::Diagnostic;
+use pest::iterators::Pair;
+use pest::Parser;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "grammar.pest"]
+struct RuleParser;
+
+fn pos(p: &Pair<Rule>) -> Pos {
+    let (line, col) = p.as_span().start_pos().line_col();
+    Pos { line, col }
+}
+
+/// Parses one file. `path` is how the file is named in messages.
+pub fn parse_file(path: &str, src: &str) -> Result<RuleFile, Diagnostic> {
+    let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(path, e))?;
+    let file = pairs.next().expect("the file rule always yields one pair");
+    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new() };
+    for item in file.into_inner() {
+        match item.as_rule() {
+            Rule::use_decl => out.uses.push(use_decl(item)),
+            Rule::rule => out.rules.push(rule(path, item)?),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn syntax_error(path: &str, e: pest::error::Error<Rule>) -> Diagnostic {
+    let (line, col) = match e.line_col {
+        pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
+    };
+    let expected = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => {
+            let mut names: Vec<String> = positives.iter().map(|r| describe(*r)).collect();
+            names.sort();
+            names.dedup();
+            names.join(", ")
+        }
+        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+    };
+    Diagnostic::new(
+        path,
+        Pos { line, col },
+        format!("syntax error: expected {expected}"),
+        "see docs/rule-language.md for the grammar of each construct",
+    )
+}
+
+fn describe(r: Rule) -> String {
+    match r {
+        Rule::capture => "a capture like `?x`".into(),
+        Rule::slot => "a capture `?x` or `_`".into(),
+        Rule::ident => "a name".into(),
+        Rule::rule_id => "a rule id like `fuse.gqa`".into(),
+        Rule::expr | Rule::or_expr | Rule::primary | Rule::unary => "an expression".into(),
+        Rule::string => "a string \"...\"".into(),
+        Rule::op_ref => "an operator like `onnx.Add`".into(),
+        Rule::EOI => "end of file".into(),
+        other => format!("`{other:?}`"),
+    }
+}
+
+fn use_decl(p: Pair<Rule>) -> UseDecl {
+    let at = pos(&p);
+    let mut it = p.into_inner();
+    let domain = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
+    let alias = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
+    let opset = it.next().and_then(|o| o.into_inner().next()).and_then(|i| i.as_str().parse().ok());
+    UseDecl { domain, alias, opset, pos: at }
+}
+
+fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
+    let at = pos(&p);
+    let mut r = Rule_ {
+        id: String::new(),
+        pos: at,
+        doc: String::new(),
+        stage: None,
+        priority: 0,
+        before: vec![],
+        after: vec![],
+        matches: vec![],
+        root: None,
+        checks: vec![],
+        emits: vec![],
+        replaces: vec![],
+        emit_pos: at,
+        match_pos: at,
+    };
+    let mut docs = Vec::new();
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::doc => docs.push(item.as_str().trim_start_matches("///").trim().to_string()),
+            Rule::rule_id => {
+                r.id = item.as_str().to_string();
+                r.pos = pos(&item);
+            }
+            Rule::stage_decl => r.stage = item.into_inner().next().map(|i| (i.as_str().to_string(), pos(&i))),
+            Rule::priority_decl => {
+                let i = item.into_inner().next().expect("grammar: priority has an int");
+                r.priority = i.as_str().parse().map_err(|_| {
+                    Diagnostic::new(path, pos(&i), "priority does not fit in 64 bits", "use a smaller number")
+                })?;
+            }
+            Rule::before_decl => r.before.extend(item.into_inner().map(|i| (i.as_str().to_string(), pos(&i)))),
+            Rule::after_decl => r.after.extend(item.into_inner().map(|i| (i.as_str().to_string(), pos(&i)))),
+            Rule::match_block => {
+                r.match_pos = pos(&item);
+                for line in item.into_inner() {
+                    match line.as_rule() {
+                        Rule::root_decl => {
+                            let c = line.into_inner().next().expect("grammar: root has a capture");
+                            r.root = Some((cap_name(&c), pos(&c)));
+                        }
+                        _ => r.matches.push(match_line(path, line)?),
+                    }
+                }
+            }
+            Rule::check_decl => r.checks.push(check(path, item)?),
+            Rule::emit_block => {
+                r.emit_pos = pos(&item);
+                for line in item.into_inner() {
+                    match line.as_rule() {
+                        Rule::replace_line => {
+                            let at = pos(&line);
+                            let mut it = line.into_inner();
+                            let old = it.next().expect("grammar");
+                            let new = it.next().expect("grammar");
+                            r.replaces.push(Replace {
+                                old: (cap_name(&old), pos(&old)),
+                                new: (cap_name(&new), pos(&new)),
+                                pos: at,
+                            });
+                        }
+                        _ => r.emits.push(emit_line(path, line)?),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    r.doc = docs.join("\n");
+    Ok(r)
+}
+
+type Rule_ = crate::ast::Rule;
+
+fn cap_name(p: &Pair<Rule>) -> String {
+    p.as_str().trim_start_matches('?').to_string()
+}
+
+fn slot(p: Pair<Rule>) -> Slot {
+    let inner = p.into_inner().next().expect("grammar: slot has one child");
+    match inner.as_rule() {
+        Rule::capture => Slot::Capture(cap_name(&inner), pos(&inner)),
+        _ => Slot::Wild(pos(&inner)),
+    }
+}
+
+fn outputs(p: Pair<Rule>) -> Vec<Slot> {
+    p.into_inner().map(slot).collect()
+}
+
+fn op_ref(p: Pair<Rule>) -> OpRef {
+    let at = pos(&p);
+    let parts: Vec<String> = p.into_inner().map(|i| i.as_str().to_string()).collect();
+    match parts.as_slice() {
+        [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at },
+        [name] => OpRef { alias: None, name: name.clone(), pos: at },
+        _ => OpRef { alias: None, name: String::new(), pos: at },
+    }
+}
+
+fn match_line(path: &str, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
+    let at = pos(&p);
+    let mut it = p.into_inner();
+    let outs = outputs(it.next().expect("grammar: outputs"));
+    let op = op_ref(it.next().expect("grammar: op"));
+    let args_pair = it.next().expect("grammar: args");
+    let commutative = args_pair.as_rule() == Rule::commutative_args;
+    let mut args = Vec::new();
+    let mut rest = false;
+    for a in args_pair.into_inner().next().expect("grammar: arg_list").into_inner() {
+        match a.as_rule() {
+            Rule::rest => rest = true,
+            _ => args.push(slot(a)),
+        }
+    }
+    let mut attrs = Vec::new();
+    if let Some(ap) = it.next() {
+        for a in ap.into_inner() {
+            let at = pos(&a);
+            let mut ai = a.into_inner();
+            let name = ai.next().expect("grammar").as_str().to_string();
+            let value = attr_val(path, ai.next().expect("grammar"))?;
+            let default = ai.next().map(|l| literal(path, l)).transpose()?;
+            attrs.push(AttrPat { name, value, default, pos: at });
+        }
+    }
+    Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at })
+}
+
+fn attr_val(path: &str, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
+    let inner = p.into_inner().next().expect("grammar: attr value");
+    let at = pos(&inner);
+    Ok(match inner.as_rule() {
+        Rule::capture => AttrVal::Capture(cap_name(&inner), at),
+        _ => AttrVal::Lit(literal(path, inner)?, at),
+    })
+}
+
+fn literal(path: &str, p: Pair<Rule>) -> Result<Literal, Diagnostic> {
+    let p = if p.as_rule() == Rule::literal { p.into_inner().next().expect("grammar: literal") } else { p };
+    let at = pos(&p);
+    let bad = |what: &str| Diagnostic::new(path, at, format!("{what} `{}` is out of range", p.as_str()), "use a smaller value");
+    Ok(match p.as_rule() {
+        Rule::int => Literal::Int(p.as_str().parse().map_err(|_| bad("integer"))?),
+        Rule::float => Literal::Float(p.as_str().parse().map_err(|_| bad("number"))?),
+        Rule::boolean => Literal::Bool(p.as_str() == "true"),
+        Rule::string => Literal::Str(unescape(p.into_inner().next().map(|s| s.as_str()).unwrap_or(""))),
+        Rule::list => Literal::List(p.into_inner().map(|l| literal(path, l)).collect::<Result<_, _>>()?),
+        _ => return Err(Diagnostic::new(path, at, "expected a literal", "write a number, a string or a list")),
+    })
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => out.push(other),
+                None => {}
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn check(path: &str, p: Pair<Rule>) -> Result<Check, Diagnostic> {
+    let mut it = p.into_inner();
+    let id_pair = it.next().expect("grammar: check id");
+    let e = it.next().expect("grammar: check expr");
+    let expr_text = e.as_str().trim().to_string();
+    let expr_ = expr(path, e)?;
+    let msg = it.next().expect("grammar: check message");
+    let message = message(path, msg)?;
+    Ok(Check { id: id_pair.as_str().to_string(), pos: pos(&id_pair), expr: expr_, expr_text, message })
+}
+
+/// Splits a message into text and `{expr}` parts; `{{` and `}}` are literal braces.
+fn message(path: &str, p: Pair<Rule>) -> Result<Vec<MsgPart>, Diagnostic> {
+    let start = pos(&p);
+    let raw = p.into_inner().next().map(|s| s.as_str()).unwrap_or("");
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let bytes: Vec<char> = raw.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == '{' && bytes.get(i + 1) == Some(&'{') {
+            text.push('{');
+            i += 2;
+        } else if c == '}' && bytes.get(i + 1) == Some(&'}') {
+            text.push('}');
+            i += 2;
+        } else if c == '{' {
+            let close = (i + 1..bytes.len()).find(|&j| bytes[j] == '}');
+            let at = Pos { line: start.line, col: start.col + 1 + i };
+            let Some(close) = close else {
+                return Err(Diagnostic::new(path, at, "unclosed `{` in message", "close it with `}`, or write `{{` for a brace"));
+            };
+            let inner: String = bytes[i + 1..close].iter().collect();
+            let mut pairs = RuleParser::parse(Rule::expr_only, &inner).map_err(|_| {
+                Diagnostic::new(path, at, format!("`{{{inner}}}` in the message is not an expression"), "write an expression such as `{shape(?x)}`, or `{{` for a brace")
+            })?;
+            let e = pairs.next().and_then(|p| p.into_inner().next()).expect("grammar: expr_only has expr");
+            if !text.is_empty() {
+                parts.push(MsgPart::Text(std::mem::take(&mut text)));
+            }
+            parts.push(MsgPart::Expr(shift(expr(path, e)?, at)));
+            i = close + 1;
+        } else {
+            text.push(c);
+            i += 1;
+        }
+    }
+    if !text.is_empty() {
+        parts.push(MsgPart::Text(unescape(&text)));
+    }
+    Ok(parts)
+}
+
+/// Positions inside a message's `{...}` are relative to the braces; make them absolute.
+fn shift(e: Expr, at: Pos) -> Expr {
+    let mv = |p: Pos| Pos { line: at.line, col: at.col + p.col };
+    match e {
+        Expr::Capture(c, p) => Expr::Capture(c, mv(p)),
+        Expr::Lit(l, p) => Expr::Lit(l, mv(p)),
+        Expr::Call { name, args, pos } => Expr::Call { name, args: args.into_iter().map(|a| shift(a, at)).collect(), pos: mv(pos) },
+        Expr::Bin { op, lhs, rhs, pos } => Expr::Bin { op, lhs: Box::new(shift(*lhs, at)), rhs: Box::new(shift(*rhs, at)), pos: mv(pos) },
+        Expr::Not(e, p) => Expr::Not(Box::new(shift(*e, at)), mv(p)),
+    }
+}
+
+fn expr(path: &str, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
+    let at = pos(&p);
+    match p.as_rule() {
+        Rule::expr | Rule::primary => expr(path, p.into_inner().next().expect("grammar: one child")),
+        Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::prod_expr | Rule::cmp_expr => {
+            let fixed = match p.as_rule() {
+                Rule::or_expr => Some(BinOp::Or),
+                Rule::and_expr => Some(BinOp::And),
+                _ => None,
+            };
+            let mut it = p.into_inner();
+            let mut lhs = expr(path, it.next().expect("grammar: operand"))?;
+            while let Some(next) = it.next() {
+                let (op, rhs) = match fixed {
+                    Some(op) => (op, next),
+                    None => (bin_op(next.as_str()), it.next().expect("grammar: operand after operator")),
+                };
+                lhs = Expr::Bin { op, lhs: Box::new(lhs), rhs: Box::new(expr(path, rhs)?), pos: at };
+            }
+            Ok(lhs)
+        }
+        Rule::unary => {
+            let mut nots = 0;
+            let mut inner = None;
+            for c in p.into_inner() {
+                if c.as_rule() == Rule::not_op {
+                    nots += 1;
+                } else {
+                    inner = Some(expr(path, c)?);
+                }
+            }
+            let mut e = inner.expect("grammar: unary has an operand");
+            for _ in 0..nots {
+                e = Expr::Not(Box::new(e), at);
+            }
+            Ok(e)
+        }
+        Rule::call => {
+            let mut it = p.into_inner();
+            let name = it.next().expect("grammar: call name").as_str().to_string();
+            let args = it.map(|a| expr(path, a)).collect::<Result<_, _>>()?;
+            Ok(Expr::Call { name, args, pos: at })
+        }
+        Rule::capture => Ok(Expr::Capture(cap_name(&p), at)),
+        Rule::literal => Ok(Expr::Lit(literal(path, p)?, at)),
+        _ => Err(Diagnostic::new(path, at, "expected an expression", "see docs/rule-language.md, section Checks")),
+    }
+}
+
+fn bin_op(s: &str) -> BinOp {
+    match s {
+        "==" => BinOp::Eq,
+        "!=" => BinOp::Ne,
+        "<" => BinOp::Lt,
+        "<=" => BinOp::Le,
+        ">" => BinOp::Gt,
+        ">=" => BinOp::Ge,
+        "+" => BinOp::Add,
+        "-" => BinOp::Sub,
+        "*" => BinOp::Mul,
+        "/" => BinOp::Div,
+        _ => BinOp::Rem,
+    }
+}
+
+fn emit_line(path: &str, p: Pair<Rule>) -> Result<EmitLine, Diagnostic> {
+    let at = pos(&p);
+    let mut it = p.into_inner();
+    let outs = outputs(it.next().expect("grammar: outputs"));
+    let call = it.next().expect("grammar: call");
+    match call.as_rule() {
+        Rule::helper_call => {
+            let mut ci = call.into_inner();
+            let name = ci.next().expect("grammar").as_str().to_string();
+            Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(slot).collect(), pos: at })
+        }
+        _ => {
+            let mut ci = call.into_inner();
+            let op = op_ref(ci.next().expect("grammar"));
+            let mut args = Vec::new();
+            let mut attrs = Vec::new();
+            for c in ci {
+                match c.as_rule() {
+                    Rule::slot => args.push(slot(c)),
+                    _ => {
+                        for a in c.into_inner() {
+                            let ap = pos(&a);
+                            let mut ai = a.into_inner();
+                            let name = ai.next().expect("grammar").as_str().to_string();
+                            attrs.push((name, attr_val(path, ai.next().expect("grammar"))?, ap));
+                        }
+                    }
+                }
+            }
+            Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at })
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The fixed vocabularies a `.rule` file is checked against: domains and their operators,
+//! stages, the functions a check may call and the native helpers an `emit` may call.
+
+/// The ONNX default domain. `""` and `ai.onnx` name the same domain.
+pub const ONNX: &str = "ai.onnx";
+pub const MICROSOFT: &str = "com.microsoft";
+
+/// Operators of the default ONNX domain (opset 24).
+pub const ONNX_OPS: &[&str] = &[
+    "Abs", "Acos", "Acosh", "Add", "AffineGrid", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh",
+    "Attention", "AveragePool", "BatchNormalization", "Bernoulli", "BitShift", "BitwiseAnd", "BitwiseNot",
+    "BitwiseOr", "BitwiseXor", "BlackmanWindow", "Cast", "CastLike", "Ceil", "Celu", "CenterCropPad", "Clip",
+    "Col2Im", "Compress", "Concat", "ConcatFromSequence", "Constant", "ConstantOfShape", "Conv", "ConvInteger",
+    "ConvTranspose", "Cos", "Cosh", "CumSum", "DFT", "DeformConv", "DepthToSpace", "DequantizeLinear", "Det",
+    "Div", "Dropout", "DynamicQuantizeLinear", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike",
+    "Flatten", "Floor", "GRU", "Gather", "GatherElements", "GatherND", "Gelu", "Gemm", "GlobalAveragePool",
+    "GlobalLpPool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "GridSample", "GroupNormalization",
+    "HammingWindow", "HannWindow", "HardSigmoid", "HardSwish", "Hardmax", "Identity", "If", "ImageDecoder",
+    "InstanceNormalization", "IsInf", "IsNaN", "LRN", "LSTM", "LayerNormalization", "LeakyRelu", "Less",
+    "LessOrEqual", "Log", "LogSoftmax", "Loop", "LpNormalization", "LpPool", "MatMul", "MatMulInteger", "Max",
+    "MaxPool", "MaxRoiPool", "MaxUnpool", "Mean", "MeanVarianceNormalization", "MelWeightMatrix", "Min", "Mish",
+    "Mod", "Mul", "Multinomial", "Neg", "NegativeLogLikelihoodLoss", "NonMaxSuppression", "NonZero", "Not",
+    "OneHot", "Optional", "OptionalGetElement", "OptionalHasElement", "Or", "PRelu", "Pad", "Pow", "QLinearConv",
+    "QLinearMatMul", "QuantizeLinear", "RMSNormalization", "RNN", "RandomNormal", "RandomNormalLike",
+    "RandomUniform", "RandomUniformLike", "Range", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+    "RegexFullMatch", "Relu", "Reshape", "Resize", "ReverseSequence", "RoiAlign", "RotaryEmbedding", "Round",
+    "STFT", "Scan", "Scatter", "ScatterElements", "ScatterND", "Selu", "SequenceAt", "SequenceConstruct",
+    "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "Shape", "Shrink",
+    "Sigmoid", "Sign", "Sin", "Sinh", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
+    "Softsign", "SpaceToDepth", "Split", "SplitToSequence", "Sqrt", "Squeeze", "StringConcat", "StringNormalizer",
+    "StringSplit", "Sub", "Sum", "Swish", "Tan", "Tanh", "TensorScatter", "TfIdfVectorizer", "ThresholdedRelu",
+    "Tile", "TopK", "Transpose", "Trilu", "Unique", "Unsqueeze", "Upsample", "Where", "Xor",
+];
+
+/// Operators of ONNX Runtime's `com.microsoft` domain that rules may match or emit.
+pub const MICROSOFT_OPS: &[&str] = &[
+    "Attention", "BiasAdd", "BiasGelu", "BiasSplitGelu", "DecoderMaskedMultiHeadAttention", "DequantizeLinear",
+    "DynamicQuantizeMatMul", "EmbedLayerNormalization", "FastGelu", "FusedMatMul", "GatherBlockQuantized",
+    "Gelu", "GemmFastGelu", "GroupQueryAttention", "MatMulNBits", "MultiHeadAttention", "PackedAttention",
+    "QuickGelu", "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+    "SkipSimplifiedLayerNormalization", "SparseAttention", "QuantizeLinear",
+];
+
+/// The operators a domain defines, or `None` for an unknown domain.
+pub fn ops_of(domain: &str) -> Option<&'static [&'static str]> {
+    match domain {
+        ONNX | "" => Some(ONNX_OPS),
+        MICROSOFT => Some(MICROSOFT_OPS),
+        _ => None,
+    }
+}
+
+/// The stages, in the order the engine runs them.
+pub const STAGES: &[&str] = &["cleanup", "prelower", "fuse", "lower"];
+
+/// Functions a check or message may call: name, number of arguments, what it returns.
+pub const FUNCTIONS: &[(&str, usize, &str)] = &[
+    ("shape", 1, "the value's shape, e.g. [batch, seq, 64]"),
+    ("rank", 1, "the value's rank"),
+    ("dim", 2, "dimension i of the value (negative i counts from the end); fails when symbolic"),
+    ("dtype", 1, "the value's element type as a string, e.g. \"f32\""),
+    ("is_graph_input", 1, "whether the value is an input of the graph being rewritten"),
+    ("is_graph_output", 1, "whether the value is an output of the graph being rewritten"),
+    ("is_initializer", 1, "whether the value is an initializer (a constant weight)"),
+    ("producer", 1, "the operator producing the value, e.g. \"ai.onnx.MatMul\", or \"graph input\""),
+    ("uses", 1, "how many nodes read the value"),
+    ("name", 1, "the value's name"),
+];
+
+/// The native helpers an `emit` block may call: name, inputs, outputs. The list is fixed; a
+/// helper takes bound values and returns new values, and never decides whether a rule applies.
+pub const HELPERS: &[(&str, usize, usize, &str)] = &[
+    (
+        "gqa_seqlens",
+        1,
+        2,
+        "GroupQueryAttention's seqlens_k (int32 [batch] = sum(attention_mask, 1) - 1) and total_sequence_length (int32 scalar), built once per graph from the 2-D attention_mask",
+    ),
+    (
+        "concat_weights",
+        3,
+        1,
+        "one initializer whose recipe concatenates three initializers' recipes on their last axis (packing Q, K, V weights)",
+    ),
+];
