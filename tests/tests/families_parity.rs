@@ -1,0 +1,42 @@
+//! Every shared decoder fixture, built for the `default` EP in f32, computes what transformers
+//! computed, on ONNX Runtime's CPU EP: prefill logits, every present tensor, the decode step,
+//! the short prompt and both padded batches, within atol 1e-4.
+
+use builder::{build, BuildRequest};
+use tailor_tests::*;
+
+fn check(name: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let pkg = out.path().join("pkg");
+    let req = BuildRequest::new(fixture(name), &pkg);
+    build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: build failed: {e}"));
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    let shape = DecoderShape::of(&model);
+    let mut s = session(&pkg.join("model.onnx"));
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture(name)), Cases::ALL);
+    assert_eq!(diffs.len(), 1 + 2 * shape.layers + 4, "every reference case is compared");
+    let worst = diffs.iter().map(|(_, d)| *d).fold(0f32, f32::max);
+    eprintln!("{name} default f32: max abs diff {worst:.3e}");
+    assert_within(&format!("{name} default f32"), &diffs, 1e-4);
+}
+
+macro_rules! parity {
+    ($($test:ident => $fixture:literal),* $(,)?) => {
+        $(#[test] fn $test() { check($fixture); })*
+    };
+}
+
+parity! {
+    tiny_llama => "tiny-llama",
+    tiny_qwen2 => "tiny-qwen2",
+    tiny_qwen3 => "tiny-qwen3",
+    tiny_phi3 => "tiny-phi3",
+    tiny_mistral => "tiny-mistral",
+    tiny_llama3_rope => "tiny-llama3-rope",
+    tiny_qwen2_yarn => "tiny-qwen2-yarn",
+    tiny_phi3_longrope => "tiny-phi3-longrope",
+    tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
+    tiny_mistral_sw => "tiny-mistral-sw",
+    tiny_llama_sharded => "tiny-llama-sharded",
+    tiny_gpt2 => "tiny-gpt2",
+}
