@@ -1,0 +1,79 @@
+//! For every decoder fixture: each checkpoint tensor is taken exactly once (fused tensors are
+//! taken once and split by Slice recipes; a tied embedding is taken once and read by both the
+//! Gather and the lm_head recipes) or is listed as intentionally unused with a reason, and
+//! every recipe in the graph names a tensor that exists in the checkpoint, in the file it
+//! claims.
+
+use models::{tasks::causal_lm, BuildOptions, Checkpoint};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
+}
+
+fn check(name: &str) {
+    let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+    let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let taken = ckpt.taken();
+    let unused = ckpt.unused();
+    for tensor in ckpt.tensor_names() {
+        match (taken.get(tensor), unused.get(tensor)) {
+            (Some(1), None) => {}
+            (None, Some(reason)) => assert!(!reason.trim().is_empty(), "{name}: `{tensor}` unused without a reason"),
+            (t, u) => panic!("{name}: tensor `{tensor}` taken {t:?} times, unused reason {u:?}"),
+        }
+    }
+    // Every source a recipe reads is a checkpoint tensor with that file, dtype and shape.
+    let mut readers: BTreeMap<String, usize> = BTreeMap::new();
+    for (init, recipe) in &model.graph.initializers {
+        for src in recipe.sources() {
+            assert!(ckpt.has(&src.name), "{name}: initializer `{init}` reads `{}`, not in the checkpoint", src.name);
+            assert!(src.file.path.starts_with(fixture(name)), "{name}: `{}` read from {}", src.name, src.file.path.display());
+            *readers.entry(src.name.clone()).or_default() += 1;
+        }
+    }
+    for tensor in ckpt.tensor_names() {
+        let n = readers.get(tensor).copied().unwrap_or(0);
+        if unused.contains_key(tensor) {
+            assert_eq!(n, 0, "{name}: `{tensor}` is listed unused but {n} recipes read it");
+        } else {
+            assert!(n >= 1, "{name}: `{tensor}` was taken but no initializer recipe reads it");
+        }
+    }
+}
+
+macro_rules! accounting {
+    ($($test:ident => $fixture:literal),* $(,)?) => {
+        $(#[test] fn $test() { check($fixture); })*
+    };
+}
+
+accounting! {
+    tiny_llama => "tiny-llama",
+    tiny_qwen2 => "tiny-qwen2",
+    tiny_qwen3 => "tiny-qwen3",
+    tiny_phi3 => "tiny-phi3",
+    tiny_mistral => "tiny-mistral",
+    tiny_llama3_rope => "tiny-llama3-rope",
+    tiny_qwen2_yarn => "tiny-qwen2-yarn",
+    tiny_phi3_longrope => "tiny-phi3-longrope",
+    tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
+    tiny_mistral_sw => "tiny-mistral-sw",
+    tiny_llama_sharded => "tiny-llama-sharded",
+    tiny_gpt2 => "tiny-gpt2",
+}
+
+/// A tensor the table does not expect (here, a q_proj bias in a config without
+/// `attention_bias`) fails the build and is named, instead of being silently dropped.
+#[test]
+fn an_unexpected_tensor_fails_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("tiny-qwen2");
+    std::fs::copy(src.join("model.safetensors"), dir.path().join("model.safetensors")).unwrap();
+    let config = std::fs::read_to_string(src.join("config.json")).unwrap().replace("\"qwen2\"", "\"llama\"");
+    std::fs::write(dir.path().join("config.json"), config).unwrap();
+    let ckpt = Checkpoint::open(dir.path()).unwrap();
+    let e = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("model.layers.0.self_attn.k_proj.bias") && e.contains("attention_bias"), "{e}");
+}
