@@ -2,6 +2,9 @@
 //! `ORT_DYLIB_PATH`, never skipped), feeding and reading tensors, and checking a decoder
 //! package against the transformers reference outputs of a fixture.
 
+pub mod checkpoints;
+pub mod f16;
+
 use ndarray::{ArrayD, IxDyn};
 use ort::session::Session;
 use ort::value::Tensor;

@@ -1,0 +1,54 @@
+//! Derived checkpoints for tests: a fixture rewritten with every float tensor in another
+//! dtype (to test f16 and bf16 sources), everything else copied as is.
+
+use half::{bf16, f16};
+use std::path::Path;
+
+fn convert(data: &[u8], from: safetensors::Dtype, to: ir::DType) -> Vec<u8> {
+    let values: Vec<f32> = match from {
+        safetensors::Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+        safetensors::Dtype::F16 => data.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        safetensors::Dtype::BF16 => data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        other => panic!("fixture tensor of dtype {other:?}"),
+    };
+    match to {
+        ir::DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ir::DType::F16 => values.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect(),
+        ir::DType::BF16 => values.iter().flat_map(|v| bf16::from_f32(*v).to_le_bytes()).collect(),
+        other => panic!("cannot convert to {other}"),
+    }
+}
+
+/// Copies the checkpoint at `src` into `dst` with every float tensor of every safetensors file
+/// stored as `to`.
+pub fn convert_checkpoint(src: &Path, dst: &Path, to: ir::DType) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        let is_weights = path.extension().is_some_and(|e| e == "safetensors") && name != "reference.safetensors";
+        if !is_weights {
+            std::fs::copy(&path, dst.join(name)).unwrap();
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let st_dtype = match to {
+            ir::DType::F32 => safetensors::Dtype::F32,
+            ir::DType::F16 => safetensors::Dtype::F16,
+            ir::DType::BF16 => safetensors::Dtype::BF16,
+            other => panic!("cannot convert to {other}"),
+        };
+        let converted: Vec<(String, Vec<usize>, Vec<u8>)> = st
+            .tensors()
+            .into_iter()
+            .map(|(n, v)| (n, v.shape().to_vec(), convert(v.data(), v.dtype(), to)))
+            .collect();
+        let views: Vec<(String, safetensors::tensor::TensorView)> = converted
+            .iter()
+            .map(|(n, shape, data)| (n.clone(), safetensors::tensor::TensorView::new(st_dtype, shape.clone(), data).unwrap()))
+            .collect();
+        let out = safetensors::serialize(views, None).unwrap();
+        std::fs::write(dst.join(name), out).unwrap();
+    }
+}
