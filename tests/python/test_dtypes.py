@@ -1,0 +1,26 @@
+"""Every decoder fixture builds in f32, f16 and bf16 and each package passes the ONNX checker
+with full_check (the bf16 structural checks themselves live in tests/tests/dtypes.rs)."""
+import onnx
+import pytest
+
+DECODERS = [
+    "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-llama3-rope",
+    "tiny-qwen2-yarn", "tiny-phi3-longrope", "tiny-qwen2-tied-mqa", "tiny-mistral-sw",
+    "tiny-llama-sharded", "tiny-gpt2",
+]
+ELEM = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16, "bf16": onnx.TensorProto.BFLOAT16}
+FLOATS = set(ELEM.values()) | {onnx.TensorProto.DOUBLE}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("fixture", DECODERS)
+def test_passes_the_checker_in_every_dtype(build_package, fixture, dtype):
+    pkg = build_package(fixture, "default", dtype)
+    onnx.checker.check_model(str(pkg / "model.onnx"), full_check=True)
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    g = model.graph
+    for v in list(g.input) + list(g.output):
+        t = v.type.tensor_type.elem_type
+        assert t not in FLOATS or t == ELEM[dtype], f"{v.name} has elem_type {t}"
+    for init in g.initializer:
+        assert init.data_type not in FLOATS or init.data_type == ELEM[dtype], f"{init.name}: {init.data_type}"
