@@ -1,0 +1,104 @@
+//! The on-disk form of a table, as serde reads it.
+//!
+//! These types mirror the TOML one to one and keep `toml::Spanned` wrappers on the values a
+//! linter needs to point at (rule names, exclusions, kernels). `table.rs` turns them into the
+//! public, span-carrying model.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTable {
+    pub ep: RawEp,
+    #[serde(default)]
+    pub dtype: BTreeMap<String, Spanned<RawPlan>>,
+    #[serde(default)]
+    pub exclude: Vec<Spanned<RawExclude>>,
+    #[serde(default)]
+    pub ops: BTreeMap<String, BTreeMap<String, Vec<Spanned<RawKernel>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEp {
+    pub name: Spanned<String>,
+    pub provider: String,
+    #[serde(default)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub genai: Option<RawGenai>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGenai {
+    pub name: String,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPlan {
+    #[serde(default)]
+    pub cleanup: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub prefuse: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub fuse: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub lower: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub fold: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub required: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub optional: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub forbidden_ops: Vec<Spanned<RawForbidden>>,
+    #[serde(default)]
+    pub flags: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub limits: BTreeMap<String, i64>,
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawForbidden {
+    pub op: String,
+    #[serde(default)]
+    pub why: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExclude {
+    pub rule: Spanned<String>,
+    #[serde(default)]
+    pub why: Option<String>,
+    #[serde(default)]
+    pub dtype: Option<Spanned<String>>,
+}
+
+/// One kernel registration. Type constraints are free keys (`T`, `M`, `T_CACHE`, ...), so
+/// they are collected with `flatten`; a misspelt fixed key shows up as a constraint whose
+/// value is not a list and fails to parse.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawKernel {
+    pub since: i64,
+    #[serde(default)]
+    pub until: Option<i64>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(flatten)]
+    pub types: BTreeMap<String, Vec<String>>,
+}

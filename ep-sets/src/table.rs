@@ -1,0 +1,345 @@
+//! The public model of one EP table.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::error::{Error, Location, Result};
+use crate::schema::{RawKernel, RawTable};
+
+/// The pipeline stages, in the order the builder runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// EP-agnostic tidying of the generic graph.
+    Cleanup,
+    /// Lowerings that a fusion depends on (e.g. `lower.if_to_where` before the GQA fusions).
+    Prefuse,
+    /// Fusions into the EP's contrib ops.
+    Fuse,
+    /// Lowerings the EP needs after fusion (e.g. `lower.int64_to_int32`).
+    Lower,
+    /// Constant folding and dead-node removal.
+    Fold,
+}
+
+impl Stage {
+    /// All stages in pipeline order.
+    pub const ALL: [Stage; 5] = [Stage::Cleanup, Stage::Prefuse, Stage::Fuse, Stage::Lower, Stage::Fold];
+
+    /// The key the stage's list has in a `[dtype.*]` section.
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Cleanup => "cleanup",
+            Stage::Prefuse => "prefuse",
+            Stage::Fuse => "fuse",
+            Stage::Lower => "lower",
+            Stage::Fold => "fold",
+        }
+    }
+}
+
+/// A rule id as written in a table, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRef {
+    pub id: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// An op that must not appear in the optimized graph, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forbidden {
+    /// Domain, `""` for the default ONNX domain.
+    pub domain: String,
+    pub op: String,
+    pub why: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// What the table says for one dtype: the ordered rule lists per stage and what to expect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DtypePlan {
+    pub dtype: String,
+    pub stages: BTreeMap<Stage, Vec<RuleRef>>,
+    /// Fusions that must fire on every candidate root (a miss fails the build).
+    pub required: Vec<RuleRef>,
+    /// Fusions that apply only where their pattern occurs, each with the check ids whose
+    /// failure means "the pattern is not here" rather than "the fusion broke".
+    pub optional: BTreeMap<String, Vec<String>>,
+    pub forbidden: Vec<Forbidden>,
+    /// Structural flags handed to the task by name (e.g. `concrete_dims`).
+    pub flags: Vec<RuleRef>,
+    /// Numeric limits some rules read (e.g. `max_context` for `lower.int64_to_int32`).
+    pub limits: BTreeMap<String, i64>,
+    pub notes: Option<String>,
+    pub span: Option<Range<usize>>,
+}
+
+impl DtypePlan {
+    /// The ordered rule list of one stage (empty when the table gives none).
+    pub fn stage(&self, stage: Stage) -> &[RuleRef] {
+        self.stages.get(&stage).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Every rule of the plan in pipeline order, with its stage.
+    pub fn pipeline(&self) -> impl Iterator<Item = (Stage, &RuleRef)> {
+        Stage::ALL.into_iter().flat_map(move |s| self.stage(s).iter().map(move |r| (s, r)))
+    }
+
+    /// Is `rule` in any stage list?
+    pub fn runs(&self, rule: &str) -> bool {
+        self.pipeline().any(|(_, r)| r.id == rule)
+    }
+
+    /// Is `rule` a required fusion?
+    pub fn is_required(&self, rule: &str) -> bool {
+        self.required.iter().any(|r| r.id == rule)
+    }
+
+    /// The forbidden entry for `domain`/`op`, if that op is forbidden.
+    pub fn forbids(&self, domain: &str, op: &str) -> Option<&Forbidden> {
+        let domain = normalize_domain(domain);
+        self.forbidden.iter().find(|f| f.domain == domain && (f.op == op || f.op == "*"))
+    }
+
+    /// Does the plan carry structural flag `flag`?
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f.id == flag)
+    }
+}
+
+/// A rule the EP leaves out, and why (every exclusion must say why).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusion {
+    pub rule: String,
+    pub why: String,
+    /// `None`: excluded for every dtype.
+    pub dtype: Option<String>,
+    pub span: Option<Range<usize>>,
+}
+
+/// One kernel registration: opset range and the element types per type constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    pub since: i64,
+    /// Inclusive; `None` means open-ended.
+    pub until: Option<i64>,
+    /// Type constraint name (`T`, `M`, ...) -> short dtype names. A constraint the kernel
+    /// does not list is not checked, as in ONNX Runtime's own kernel matching.
+    pub types: BTreeMap<String, Vec<String>>,
+    /// Where in ONNX Runtime the registration is (file and registration, version read).
+    pub source: String,
+    pub note: Option<String>,
+    pub span: Option<Range<usize>>,
+}
+
+impl Kernel {
+    /// Does the kernel's opset range contain `opset`?
+    pub fn covers(&self, opset: i64) -> bool {
+        self.since <= opset && self.until.is_none_or(|u| opset <= u)
+    }
+
+    /// `opset 13+ T=[f32, f16]` — how messages describe a kernel.
+    pub fn describe(&self) -> String {
+        let range = match self.until {
+            None => format!("{}+", self.since),
+            Some(u) if u == self.since => format!("{u}"),
+            Some(u) => format!("[{}, {}]", self.since, u),
+        };
+        let types: Vec<String> =
+            self.types.iter().map(|(k, v)| format!("{k}=[{}]", v.join(", "))).collect();
+        if types.is_empty() {
+            format!("opset {range}")
+        } else {
+            format!("opset {range} {}", types.join(" "))
+        }
+    }
+}
+
+/// The provider entry for `genai_config.json` (`"provider_options": [{"cuda": {}}]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenaiProvider {
+    pub name: String,
+    pub options: BTreeMap<String, String>,
+    pub source: Option<String>,
+}
+
+/// One EP's table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpTable {
+    pub name: String,
+    /// ONNX Runtime's provider name, e.g. `CUDAExecutionProvider`.
+    pub provider: String,
+    pub notes: Option<String>,
+    /// The file the table came from (file name for builtin tables).
+    pub file: String,
+    pub(crate) text: String,
+    pub(crate) name_span: Option<Range<usize>>,
+    pub(crate) genai: Option<GenaiProvider>,
+    pub(crate) plans: BTreeMap<String, DtypePlan>,
+    pub(crate) exclusions: Vec<Exclusion>,
+    /// (domain, op) -> kernels; domain `""` is the default ONNX domain.
+    pub(crate) ops: BTreeMap<(String, String), Vec<Kernel>>,
+}
+
+impl EpTable {
+    /// The plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
+    pub fn dtype(&self, d: &str) -> Option<&DtypePlan> {
+        self.plans.get(d)
+    }
+
+    /// The dtypes the table has a plan for.
+    pub fn dtypes(&self) -> impl Iterator<Item = &str> {
+        self.plans.keys().map(|s| s.as_str())
+    }
+
+    /// The structural flags of dtype `d` (empty when the dtype is not listed).
+    pub fn flags(&self, d: &str) -> Vec<&str> {
+        self.dtype(d).map_or_else(Vec::new, |p| p.flags.iter().map(|f| f.id.as_str()).collect())
+    }
+
+    /// What goes into `genai_config.json`'s `provider_options`; `None` for CPU, which
+    /// onnxruntime-genai runs without a provider entry.
+    pub fn genai_provider_options(&self) -> Option<&GenaiProvider> {
+        self.genai.as_ref()
+    }
+
+    /// Every exclusion, for every dtype.
+    pub fn exclusions(&self) -> &[Exclusion] {
+        &self.exclusions
+    }
+
+    /// The exclusion of `rule` that applies to dtype `d`, if any.
+    pub fn excluded(&self, rule: &str, d: &str) -> Option<&Exclusion> {
+        self.exclusions
+            .iter()
+            .find(|e| e.rule == rule && e.dtype.as_deref().is_none_or(|x| x == d))
+    }
+
+    /// Every (domain, op) the table claims.
+    pub fn ops(&self) -> impl Iterator<Item = (&str, &str, &[Kernel])> {
+        self.ops.iter().map(|((d, o), k)| (d.as_str(), o.as_str(), k.as_slice()))
+    }
+
+    /// The kernels claimed for `domain`/`op`.
+    pub fn kernels(&self, domain: &str, op: &str) -> &[Kernel] {
+        self.ops
+            .get(&(normalize_domain(domain).to_string(), op.to_string()))
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    /// A location in this table for `span`.
+    pub fn location(&self, span: Option<Range<usize>>) -> Location {
+        Location::at(self.file.clone(), &self.text, span)
+    }
+
+    /// The source text the table was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// `ai.onnx` and `""` are the same domain; tables and lookups use `""`.
+pub fn normalize_domain(domain: &str) -> &str {
+    if domain == "ai.onnx" { "" } else { domain }
+}
+
+/// Split `"com.microsoft:GroupQueryAttention"` into domain and op; a bare op is default domain.
+pub(crate) fn split_op(qualified: &str) -> (String, String) {
+    match qualified.rsplit_once(':') {
+        Some((d, o)) => (normalize_domain(d).to_string(), o.to_string()),
+        None => (String::new(), qualified.to_string()),
+    }
+}
+
+/// Parse one table. Only the shape of the TOML is checked here; `validate` checks the rest.
+pub fn parse(file: &str, text: &str) -> Result<EpTable> {
+    let raw: RawTable = toml::from_str(text).map_err(|e| Error::Parse {
+        location: Location::at(file, text, e.span()),
+        message: e.message().to_string(),
+    })?;
+    let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
+        v.into_iter()
+            .map(|s| {
+                let span = s.span();
+                RuleRef { id: s.into_inner(), span: Some(span) }
+            })
+            .collect()
+    };
+    let mut plans = BTreeMap::new();
+    for (dtype, plan) in raw.dtype {
+        let span = plan.span();
+        let p = plan.into_inner();
+        let mut stages = BTreeMap::new();
+        for (stage, list) in [
+            (Stage::Cleanup, p.cleanup),
+            (Stage::Prefuse, p.prefuse),
+            (Stage::Fuse, p.fuse),
+            (Stage::Lower, p.lower),
+            (Stage::Fold, p.fold),
+        ] {
+            stages.insert(stage, rules(list));
+        }
+        let forbidden = p
+            .forbidden_ops
+            .into_iter()
+            .map(|f| {
+                let span = f.span();
+                let f = f.into_inner();
+                let (domain, op) = split_op(&f.op);
+                Forbidden { domain, op, why: f.why.unwrap_or_default(), span: Some(span) }
+            })
+            .collect();
+        plans.insert(
+            dtype.clone(),
+            DtypePlan {
+                dtype,
+                stages,
+                required: rules(p.required),
+                optional: p.optional,
+                forbidden,
+                flags: rules(p.flags),
+                limits: p.limits,
+                notes: p.notes,
+                span: Some(span),
+            },
+        );
+    }
+    let exclusions = raw
+        .exclude
+        .into_iter()
+        .map(|e| {
+            let span = e.span();
+            let e = e.into_inner();
+            Exclusion {
+                rule: e.rule.into_inner(),
+                why: e.why.unwrap_or_default(),
+                dtype: e.dtype.map(|d| d.into_inner()),
+                span: Some(span),
+            }
+        })
+        .collect();
+    let mut ops: BTreeMap<(String, String), Vec<Kernel>> = BTreeMap::new();
+    for (domain, by_op) in raw.ops {
+        let domain = normalize_domain(&domain).to_string();
+        for (op, kernels) in by_op {
+            let entry = ops.entry((domain.clone(), op)).or_default();
+            entry.extend(kernels.into_iter().map(|k| {
+                let span = k.span();
+                let RawKernel { since, until, source, note, types } = k.into_inner();
+                Kernel { since, until, types, source: source.unwrap_or_default(), note, span: Some(span) }
+            }));
+        }
+    }
+    let name_span = raw.ep.name.span();
+    Ok(EpTable {
+        name: raw.ep.name.into_inner(),
+        provider: raw.ep.provider,
+        notes: raw.ep.notes,
+        file: file.to_string(),
+        text: text.to_string(),
+        name_span: Some(name_span),
+        genai: raw.ep.genai.map(|g| GenaiProvider { name: g.name, options: g.options, source: g.source }),
+        plans,
+        exclusions,
+        ops,
+    })
+}

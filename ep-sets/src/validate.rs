@@ -1,0 +1,169 @@
+//! Checks one table on its own (no rule registry needed), so `ruleck` and the tests can run
+//! them without building anything. Cross-checks against the rules crate (does `fuse.gqa`
+//! exist, which ops does it emit) belong to `ruleck`, which has both.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::dtype::{is_plan_dtype, is_tensor_dtype, PLAN_DTYPES};
+use crate::error::Problem;
+use crate::table::{EpTable, Stage};
+
+/// Structural flags a task understands. A flag is a contract with builder/task code, so a
+/// new one is added here together with the code that reads it; a typo is caught here.
+pub const KNOWN_FLAGS: &[&str] = &["concrete_dims"];
+
+/// Fusion / lowering pairs where the lowering undoes the fusion. A (EP, dtype) that lists the
+/// fusion must not also list the lowering: "never fuse what the same (EP, dtype) later
+/// decomposes". Kept here until rules carry this as metadata `ruleck` can read.
+pub const UNDOES: &[(&str, &str)] = &[
+    ("fuse.pack_qkv", "lower.unpack_qkv"),
+    ("fuse.skip_layer_norm", "lower.decompose_skip_layer_norm"),
+    ("fuse.gqa_rotary", "lower.separate_rope"),
+    ("fuse.gqa_rotary", "lower.decompose_rotary_embedding"),
+];
+
+fn rule_id_ok(id: &str) -> bool {
+    let Some((prefix, rest)) = id.split_once('.') else { return false };
+    matches!(prefix, "fuse" | "lower" | "cleanup" | "fold")
+        && !rest.is_empty()
+        && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Which rule-id prefixes a stage accepts.
+fn stage_accepts(stage: Stage, id: &str) -> bool {
+    let prefix = id.split('.').next().unwrap_or("");
+    match stage {
+        Stage::Cleanup => prefix == "cleanup",
+        Stage::Prefuse | Stage::Lower => prefix == "lower",
+        Stage::Fuse => prefix == "fuse",
+        Stage::Fold => prefix == "fold" || prefix == "cleanup",
+    }
+}
+
+/// ORT names constraints `T`, `T1`, `T_CACHE`, ... but also after an input (`shape` on Reshape).
+fn constraint_name_ok(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl EpTable {
+    /// Every problem with this table, each with its location. Empty means valid.
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut problem = |span: Option<std::ops::Range<usize>>, message: String| {
+            out.push(Problem { location: self.location(span), message });
+        };
+
+        let stem = self.file.rsplit(['/', '\\']).next().unwrap_or(&self.file);
+        let stem = stem.strip_suffix(".toml").unwrap_or(stem);
+        if stem != self.name {
+            problem(self.name_span.clone(), format!("EP name `{}` differs from the file name `{stem}.toml`", self.name));
+        }
+        if self.provider.trim().is_empty() {
+            problem(self.name_span.clone(), "ep.provider is empty".into());
+        }
+        if self.plans.is_empty() {
+            problem(self.name_span.clone(), "the table lists no [dtype.*] section".into());
+        }
+
+        for (dtype, plan) in &self.plans {
+            if !is_plan_dtype(dtype) {
+                problem(plan.span.clone(), format!("unknown dtype `{dtype}` (expected one of {})", PLAN_DTYPES.join(", ")));
+            }
+            let mut seen: BTreeMap<&str, Stage> = BTreeMap::new();
+            for (stage, rule) in plan.pipeline() {
+                if !rule_id_ok(&rule.id) {
+                    problem(rule.span.clone(), format!("`{}` is not a rule id (expected fuse.x, lower.x, cleanup.x or fold.x)", rule.id));
+                } else if !stage_accepts(stage, &rule.id) {
+                    problem(rule.span.clone(), format!("`{}` does not belong in the `{}` list of dtype {dtype}", rule.id, stage.key()));
+                }
+                if let Some(prev) = seen.insert(&rule.id, stage) {
+                    problem(rule.span.clone(), format!("`{}` is listed twice in dtype {dtype} (in `{}` and `{}`)", rule.id, prev.key(), stage.key()));
+                }
+                if let Some(ex) = self.excluded(&rule.id, dtype) {
+                    problem(rule.span.clone(), format!("`{}` is listed for dtype {dtype} but excluded: {}", rule.id, ex.why));
+                }
+            }
+            let fusing: BTreeSet<&str> = plan
+                .stage(Stage::Fuse)
+                .iter()
+                .chain(plan.stage(Stage::Prefuse))
+                .map(|r| r.id.as_str())
+                .collect();
+            for r in &plan.required {
+                if !fusing.contains(r.id.as_str()) {
+                    problem(r.span.clone(), format!("required `{}` is not in the fuse or prefuse list of dtype {dtype}", r.id));
+                }
+            }
+            for rule in plan.optional.keys() {
+                if !fusing.contains(rule.as_str()) {
+                    problem(plan.span.clone(), format!("optional `{rule}` is not in the fuse or prefuse list of dtype {dtype}"));
+                }
+                if plan.is_required(rule) {
+                    problem(plan.span.clone(), format!("`{rule}` is both required and optional in dtype {dtype}"));
+                }
+            }
+            for r in plan.stage(Stage::Fuse) {
+                if !plan.is_required(&r.id) && !plan.optional.contains_key(&r.id) {
+                    problem(r.span.clone(), format!("fusion `{}` of dtype {dtype} is neither required nor optional: say which", r.id));
+                }
+            }
+            for (fusion, lowering) in UNDOES {
+                if plan.runs(fusion) && plan.runs(lowering) {
+                    let span = plan.pipeline().find(|(_, r)| r.id == *lowering).and_then(|(_, r)| r.span.clone());
+                    problem(span, format!("dtype {dtype} fuses with `{fusion}` and then undoes it with `{lowering}`"));
+                }
+            }
+            for f in &plan.forbidden {
+                if f.why.trim().is_empty() {
+                    problem(f.span.clone(), format!("forbidden op `{}` of dtype {dtype} has no `why`", f.op));
+                }
+            }
+            for flag in &plan.flags {
+                if !KNOWN_FLAGS.contains(&flag.id.as_str()) {
+                    problem(flag.span.clone(), format!("unknown structural flag `{}` (known: {})", flag.id, KNOWN_FLAGS.join(", ")));
+                }
+            }
+        }
+
+        for ex in &self.exclusions {
+            if ex.why.trim().is_empty() {
+                problem(ex.span.clone(), format!("exclusion of `{}` has no `why`", ex.rule));
+            }
+            if !rule_id_ok(&ex.rule) {
+                problem(ex.span.clone(), format!("exclusion names `{}`, which is not a rule id", ex.rule));
+            }
+            if let Some(d) = &ex.dtype {
+                if !self.plans.contains_key(d) {
+                    problem(ex.span.clone(), format!("exclusion of `{}` names dtype `{d}`, which the table does not list", ex.rule));
+                }
+            }
+        }
+
+        for ((domain, op), kernels) in &self.ops {
+            for k in kernels {
+                let what = if domain.is_empty() { op.clone() } else { format!("{domain}.{op}") };
+                if k.source.trim().is_empty() {
+                    problem(k.span.clone(), format!("claim of {what} has no `source`"));
+                }
+                if k.since < 1 || k.until.is_some_and(|u| u < k.since) {
+                    problem(k.span.clone(), format!("claim of {what} has an empty opset range {}", k.describe()));
+                }
+                for (name, dtypes) in &k.types {
+                    if !constraint_name_ok(name) {
+                        problem(k.span.clone(), format!("claim of {what}: `{name}` is not a type-constraint name"));
+                    }
+                    if dtypes.is_empty() {
+                        problem(k.span.clone(), format!("claim of {what}: constraint {name} lists no dtype"));
+                    }
+                    for d in dtypes {
+                        if !is_tensor_dtype(d) {
+                            problem(k.span.clone(), format!("claim of {what}: unknown dtype `{d}` in {name}"));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}

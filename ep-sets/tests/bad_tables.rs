@@ -1,0 +1,106 @@
+//! Bad tables give errors that name the file and the line.
+
+use ep_sets::{EpSets, Error};
+
+const GOOD_HEAD: &str = r#"[ep]
+name = "toy"
+provider = "ToyExecutionProvider"
+
+[dtype.f16]
+fuse = ["fuse.gqa"]
+required = ["fuse.gqa"]
+"#;
+
+fn load(text: &str) -> Result<EpSets, Error> {
+    EpSets::from_sources([("toy.toml".to_string(), text.to_string())])
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match load(text) {
+        Err(Error::Invalid { problems }) => problems.iter().map(|p| p.to_string()).collect(),
+        Err(e) => panic!("expected validation problems, got {e}"),
+        Ok(_) => panic!("expected validation problems, got a valid table"),
+    }
+}
+
+#[test]
+fn good_toy_table_is_valid() {
+    let s = load(GOOD_HEAD).unwrap();
+    assert_eq!(s.pairs(), [("toy", "f16")]);
+}
+
+#[test]
+fn exclusion_without_why_names_file_and_line() {
+    let text = format!("{GOOD_HEAD}\n[[exclude]]\nrule = \"fuse.pack_qkv\"\n");
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].starts_with("toy.toml:9:") && p[0].contains("no `why`"), "{p:?}");
+}
+
+#[test]
+fn unknown_dtype_names_file_and_line() {
+    let text = format!("{GOOD_HEAD}\n[dtype.f8]\nfuse = []\n");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.starts_with("toy.toml:") && m.contains("unknown dtype `f8`")), "{p:?}");
+    let line: usize = p[0].split(':').nth(1).unwrap().parse().unwrap();
+    assert!((9..=11).contains(&line), "{p:?}");
+}
+
+#[test]
+fn rule_in_fuse_and_lower_points_at_the_second() {
+    let text = GOOD_HEAD.replace("required", "lower = [\"fuse.gqa\"]\nrequired");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.starts_with("toy.toml:7:") && m.contains("listed twice")), "{p:?}");
+}
+
+#[test]
+fn required_rule_must_be_fused() {
+    let text = GOOD_HEAD.replace("required = [\"fuse.gqa\"]", "required = [\"fuse.gqa\", \"fuse.skip_rms_norm\"]");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.starts_with("toy.toml:7:") && m.contains("required `fuse.skip_rms_norm`")), "{p:?}");
+}
+
+#[test]
+fn fuse_then_undo_is_rejected() {
+    let text = GOOD_HEAD
+        .replace("fuse = [\"fuse.gqa\"]", "fuse = [\"fuse.gqa\", \"fuse.pack_qkv\"]\nlower = [\"lower.unpack_qkv\"]")
+        .replace("required = [\"fuse.gqa\"]", "required = [\"fuse.gqa\", \"fuse.pack_qkv\"]");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.contains("undoes it with `lower.unpack_qkv`")), "{p:?}");
+}
+
+#[test]
+fn claim_without_source_and_bad_dtype() {
+    let text = format!("{GOOD_HEAD}\n[[ops.\"\".MatMul]]\nsince = 13\nT = [\"float\"]\n");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.contains("no `source`")), "{p:?}");
+    assert!(p.iter().any(|m| m.contains("unknown dtype `float`")), "{p:?}");
+}
+
+#[test]
+fn unknown_flag_and_stage_mismatch() {
+    let text = GOOD_HEAD.replace("required", "flags = [\"concrete_dimz\"]\nprefuse = [\"fuse.rms_norm\"]\nrequired");
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.contains("unknown structural flag `concrete_dimz`")), "{p:?}");
+    assert!(p.iter().any(|m| m.contains("does not belong in the `prefuse` list")), "{p:?}");
+}
+
+#[test]
+fn syntax_error_names_file_and_line() {
+    let err = load("[ep]\nname = \"toy\"\nprovider = \n").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.starts_with("toy.toml:3:"), "{msg}");
+}
+
+#[test]
+fn unknown_key_is_a_parse_error() {
+    let err = load(&GOOD_HEAD.replace("required", "requried")).unwrap_err();
+    assert!(matches!(err, Error::Parse { .. }), "{err}");
+    assert!(err.to_string().starts_with("toy.toml:"), "{err}");
+}
+
+#[test]
+fn file_name_must_match_ep_name() {
+    let err = EpSets::from_sources([("other.toml".to_string(), GOOD_HEAD.to_string())]).unwrap_err();
+    assert!(err.to_string().contains("differs from the file name"), "{err}");
+}

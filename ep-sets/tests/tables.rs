@@ -1,0 +1,185 @@
+//! The builtin tables parse, validate, and encode the decisions of issue 7.
+
+use std::collections::BTreeMap;
+
+use ep_sets::{Claim, EpSets, Error, Stage};
+
+fn sets() -> EpSets {
+    EpSets::builtin().unwrap_or_else(|e| panic!("builtin tables are invalid:\n{e}"))
+}
+
+fn types(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn ids(list: &[ep_sets::RuleRef]) -> Vec<&str> {
+    list.iter().map(|r| r.id.as_str()).collect()
+}
+
+#[test]
+fn builtin_tables_parse_and_validate() {
+    let s = sets();
+    let names: Vec<&str> = s.names().collect();
+    assert_eq!(names, ["cpu", "cuda", "default", "dml", "trt-rtx", "webgpu"]);
+    for name in names {
+        assert!(s.get(name).unwrap().validate().is_empty());
+    }
+}
+
+#[test]
+fn load_dir_reads_the_same_tables() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tables");
+    let s = EpSets::load_dir(dir).unwrap();
+    assert_eq!(s.pairs().len(), sets().pairs().len());
+}
+
+#[test]
+fn unknown_pair_is_refused_naming_the_pairs_that_exist() {
+    let s = sets();
+    let err = s.plan("cuda", "f32").unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::UnknownPair { .. }));
+    assert!(msg.contains("cuda/f16") && msg.contains("cpu/f32") && msg.contains("webgpu/f32"), "{msg}");
+    assert!(s.plan("cuda", "bf16").is_ok());
+    assert!(s.plan("nope", "f16").is_err());
+}
+
+#[test]
+fn default_is_standard_onnx_only() {
+    let s = sets();
+    let t = s.get("default").unwrap();
+    for (domain, op, _) in t.ops() {
+        assert_eq!(domain, "", "default claims {domain}.{op}");
+        assert_ne!(op, "SimplifiedLayerNormalization");
+    }
+    let p = t.dtype("f32").unwrap();
+    assert!(p.stage(Stage::Fuse).is_empty());
+    assert!(p.forbids("com.microsoft", "GroupQueryAttention").is_some());
+    assert!(t.claims("", "Attention", 24, &types(&[("T1", "f32"), ("T2", "f32"), ("U", "bool")])).is_yes());
+    assert!(t.genai_provider_options().is_none());
+}
+
+#[test]
+fn cpu_f32_requires_gqa_rotary_and_skip_rms_norm() {
+    let s = sets();
+    let t = s.get("cpu").unwrap();
+    let p = t.dtype("f32").unwrap();
+    assert!(p.is_required("fuse.gqa_rotary") && p.is_required("fuse.skip_rms_norm"));
+    assert!(p.runs("fuse.pack_qkv") && p.optional.contains_key("fuse.pack_qkv"));
+    assert_eq!(ids(p.stage(Stage::Prefuse)), ["lower.if_to_where"]);
+    assert!(t.dtype("f16").is_none());
+    assert!(t.genai_provider_options().is_none());
+    // Facts read from the ORT 1.32.0 CPU registry.
+    let gqa = types(&[("T", "f32"), ("M", "i32")]);
+    assert!(t.claims("com.microsoft", "GroupQueryAttention", 1, &gqa).is_yes());
+    assert!(t.claims("com.microsoft", "GroupQueryAttention", 1, &types(&[("T", "f16"), ("M", "i32")])).is_yes());
+    assert!(!t.claims("com.microsoft", "GroupQueryAttention", 1, &types(&[("T", "bf16")])).is_yes());
+    assert!(t.claims("com.microsoft", "SkipSimplifiedLayerNormalization", 1, &types(&[("T", "f32")])).is_yes());
+    assert!(t.claims("ai.onnx", "RotaryEmbedding", 24, &types(&[("T", "f16"), ("M", "i64")])).is_yes());
+    assert!(!t.claims("", "RotaryEmbedding", 22, &types(&[("T", "f32")])).is_yes());
+    assert!(!t.claims("", "MatMul", 24, &types(&[("T", "f16")])).is_yes());
+}
+
+#[test]
+fn claim_no_names_what_is_claimed() {
+    let s = sets();
+    let t = s.get("cuda").unwrap();
+    match t.claims("com.microsoft", "GroupQueryAttention", 1, &types(&[("T", "f32")])) {
+        Claim::No { reason } => {
+            assert!(reason.contains("T=[bf16, f16]") && reason.contains("T=f32"), "{reason}");
+        }
+        Claim::Yes { .. } => panic!("CUDA GQA has no float kernel"),
+    }
+    match t.claims("", "NoSuchOp", 24, &BTreeMap::new()) {
+        Claim::No { reason } => assert!(reason.contains("no kernel for NoSuchOp"), "{reason}"),
+        Claim::Yes { .. } => panic!(),
+    }
+}
+
+#[test]
+fn cuda_f16_and_bf16_use_the_cpu_fusions() {
+    let s = sets();
+    let t = s.get("cuda").unwrap();
+    let cpu = s.get("cpu").unwrap().dtype("f32").unwrap();
+    for d in ["f16", "bf16"] {
+        let p = t.dtype(d).unwrap();
+        assert_eq!(ids(p.stage(Stage::Fuse)), ids(cpu.stage(Stage::Fuse)), "{d}");
+        assert_eq!(ids(&p.required), ids(&cpu.required));
+    }
+    assert_eq!(t.genai_provider_options().unwrap().name, "cuda");
+}
+
+#[test]
+fn dml_keeps_rope_separate_and_qkv_unpacked() {
+    let s = sets();
+    let t = s.get("dml").unwrap();
+    let p = t.dtype("f16").unwrap();
+    assert!(p.runs("fuse.gqa") && !p.runs("fuse.gqa_rotary"));
+    assert!(p.stage(Stage::Lower).iter().any(|r| r.id == "lower.separate_rope"));
+    assert!(!p.runs("fuse.pack_qkv") && t.excluded("fuse.pack_qkv", "f16").is_some());
+    assert!(p.forbids("", "If").is_some());
+    assert!(t.claims("com.microsoft", "RotaryEmbedding", 1, &types(&[("T", "f16"), ("M", "i64")])).is_yes());
+    assert!(!t.claims("", "RotaryEmbedding", 24, &types(&[("T", "f16")])).is_yes());
+}
+
+#[test]
+fn webgpu_lowers_int64_and_fixes_dims() {
+    let s = sets();
+    let t = s.get("webgpu").unwrap();
+    for d in ["f16", "f32"] {
+        let p = t.dtype(d).unwrap();
+        assert!(p.is_required("fuse.gqa_rotary"));
+        assert!(p.stage(Stage::Lower).iter().any(|r| r.id == "lower.int64_to_int32"));
+        assert!(p.has_flag("concrete_dims"));
+        assert!(p.forbids("ai.onnx", "If").is_some());
+        assert!(p.limits.contains_key("max_context"));
+    }
+    assert_eq!(t.flags("f16"), ["concrete_dims"]);
+}
+
+#[test]
+fn trt_rtx_has_no_skip_norms() {
+    let s = sets();
+    let t = s.get("trt-rtx").unwrap();
+    for d in ["f16", "bf16"] {
+        let p = t.dtype(d).unwrap();
+        assert!(p.forbids("com.microsoft", "SkipSimplifiedLayerNormalization").is_some());
+        assert!(p.forbids("com.microsoft", "SkipLayerNormalization").is_some());
+        assert!(!p.runs("fuse.skip_rms_norm") && !p.runs("fuse.skip_layer_norm"));
+        assert!(p.forbids("", "If").is_some());
+        assert!(p.runs("fuse.gqa_rotary") || p.runs("fuse.gqa"));
+    }
+    assert_eq!(t.genai_provider_options().unwrap().name, "NvTensorRtRtx");
+}
+
+#[test]
+fn if_to_where_precedes_every_gqa_fusion() {
+    let s = sets();
+    for (ep, d) in s.pairs() {
+        let p = s.get(ep).unwrap().dtype(d).unwrap();
+        if p.runs("fuse.gqa_rotary") || p.runs("fuse.gqa") {
+            assert!(p.stage(Stage::Prefuse).iter().any(|r| r.id == "lower.if_to_where"), "{ep}/{d}");
+        }
+    }
+}
+
+#[test]
+fn no_table_fuses_what_it_later_decomposes() {
+    let s = sets();
+    for (ep, d) in s.pairs() {
+        let p = s.get(ep).unwrap().dtype(d).unwrap();
+        for (fusion, lowering) in ep_sets::UNDOES {
+            assert!(!(p.runs(fusion) && p.runs(lowering)), "{ep}/{d}: {fusion} then {lowering}");
+        }
+    }
+}
+
+#[test]
+fn every_claim_has_a_source() {
+    let s = sets();
+    for ep in s.names() {
+        for (_, _, kernels) in s.get(ep).unwrap().ops() {
+            assert!(kernels.iter().all(|k| !k.source.trim().is_empty()));
+        }
+    }
+}
