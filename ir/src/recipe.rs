@@ -295,31 +295,54 @@ fn transpose_bytes(bytes: &[u8], shape: &[usize], perm: &[usize], esize: usize) 
     out
 }
 
-fn read_floats(bytes: &[u8], from: DType) -> Option<Vec<f32>> {
-    Some(match from {
-        DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
-        DType::F16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        DType::BF16 => bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        DType::F64 => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap()) as f32).collect(),
-        _ => return None,
-    })
+/// Decodes little-endian floats of `from` into `out` (same element count).
+fn decode_floats(bytes: &[u8], from: DType, out: &mut [f32]) {
+    match from {
+        DType::F32 => out.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        DType::F16 => out.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = f16::from_le_bytes([c[0], c[1]]).to_f32()),
+        // bf16 is the top half of an f32: a shift, exact.
+        DType::BF16 => out.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)),
+        DType::F64 => out.iter_mut().zip(bytes.chunks_exact(8)).for_each(|(o, c)| *o = f64::from_le_bytes(c.try_into().unwrap()) as f32),
+        _ => unreachable!("checked by the caller"),
+    }
 }
 
-/// Converts float tensors between f32, f16, bf16 and f64 (round to nearest even).
+/// Encodes `values` as little-endian `to` into `out`.
+fn encode_floats(values: &[f32], to: DType, out: &mut [u8]) {
+    match to {
+        DType::F32 => out.chunks_exact_mut(4).zip(values).for_each(|(o, v)| o.copy_from_slice(&v.to_le_bytes())),
+        DType::F16 => {
+            // The slice conversion uses the CPU's f16c instructions where present.
+            use half::slice::HalfFloatSliceExt;
+            let mut halves = vec![f16::ZERO; values.len()];
+            halves.convert_from_f32_slice(values);
+            out.copy_from_slice(bytemuck::cast_slice(&halves));
+        }
+        DType::BF16 => out.chunks_exact_mut(2).zip(values).for_each(|(o, v)| o.copy_from_slice(&bf16::from_f32(*v).to_le_bytes())),
+        DType::F64 => out.chunks_exact_mut(8).zip(values).for_each(|(o, v)| o.copy_from_slice(&(*v as f64).to_le_bytes())),
+        _ => unreachable!("checked by the caller"),
+    }
+}
+
+/// Converts float tensors between f32, f16, bf16 and f64 (round to nearest even), through f32
+/// in small chunks (exact for the widening step, so one rounding only).
 pub(crate) fn cast_bytes(bytes: &[u8], from: DType, to: DType) -> Result<Vec<u8>> {
     if from == to {
         return Ok(bytes.to_vec());
     }
-    let err = || Error::Cast { from: from.to_string(), to: to.to_string() };
-    // f16 <-> bf16 through f32 is exact in the widening step, so one rounding only.
-    let values = read_floats(bytes, from).ok_or_else(err)?;
-    Ok(match to {
-        DType::F32 => to_bytes(&values, f32::to_le_bytes),
-        DType::F16 => values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect(),
-        DType::BF16 => values.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect(),
-        DType::F64 => values.iter().flat_map(|&v| (v as f64).to_le_bytes()).collect(),
-        _ => return Err(err()),
-    })
+    if !from.is_float() || !to.is_float() {
+        return Err(Error::Cast { from: from.to_string(), to: to.to_string() });
+    }
+    const CHUNK: usize = 4096;
+    let n = bytes.len() / from.size();
+    let mut out = vec![0u8; n * to.size()];
+    let mut tmp = vec![0f32; CHUNK.min(n)];
+    for (src, dst) in bytes.chunks(CHUNK * from.size()).zip(out.chunks_mut(CHUNK * to.size())) {
+        let k = src.len() / from.size();
+        decode_floats(src, from, &mut tmp[..k]);
+        encode_floats(&tmp[..k], to, dst);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

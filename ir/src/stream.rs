@@ -220,21 +220,34 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
         .num_threads(opts.threads)
         .build()
         .map_err(|e| Error::Graph(format!("cannot start writer threads: {e}")))?;
-    pool.install(|| tasks.par_iter().try_for_each(run))?;
-    file.sync_data().map_err(|e| Error::io(path, e))
+    // No fsync: like compilers and package managers, the build leaves write-back to the OS;
+    // atomicity comes from renaming the finished package folder into place.
+    pool.install(|| tasks.par_iter().try_for_each(run))
 }
 
 /// `[h, w]` -> `[w, h]` for `esize`-byte elements, in cache-friendly tiles.
 fn transpose_band(src: &[u8], h: usize, w: usize, esize: usize) -> Vec<u8> {
+    match esize {
+        1 => transpose_fixed::<1>(src, h, w),
+        2 => transpose_fixed::<2>(src, h, w),
+        4 => transpose_fixed::<4>(src, h, w),
+        8 => transpose_fixed::<8>(src, h, w),
+        _ => unreachable!("element sizes are 1, 2, 4 or 8 bytes"),
+    }
+}
+
+/// The transpose with the element size known at compile time, so each element moves as one
+/// load and store instead of a `memmove` call.
+fn transpose_fixed<const N: usize>(src: &[u8], h: usize, w: usize) -> Vec<u8> {
     const TILE: usize = 32;
     let mut out = vec![0u8; src.len()];
     for i0 in (0..h).step_by(TILE) {
         for j0 in (0..w).step_by(TILE) {
             for i in i0..(i0 + TILE).min(h) {
+                let row = &src[i * w * N..(i + 1) * w * N];
                 for j in j0..(j0 + TILE).min(w) {
-                    let s = (i * w + j) * esize;
-                    let d = (j * h + i) * esize;
-                    out[d..d + esize].copy_from_slice(&src[s..s + esize]);
+                    let e: [u8; N] = row[j * N..j * N + N].try_into().expect("N bytes");
+                    out[(j * h + i) * N..(j * h + i) * N + N].copy_from_slice(&e);
                 }
             }
         }

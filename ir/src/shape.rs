@@ -1,0 +1,139 @@
+//! Type and shape inference for the operators the generic graphs and the rewrite rules use.
+//! Rules ask questions such as "do these two operands have the same shape?"; this answers them
+//! from graph inputs, initializers and value_info, propagated through the nodes in order.
+//! Anything it does not know stays unknown (`None` shape), never guessed.
+
+use crate::{DType, Dim, Graph, Node, ValueInfo};
+use std::collections::HashMap;
+
+/// Every value's inferred type, by name. Subgraphs are not entered.
+pub fn infer_types(graph: &Graph) -> HashMap<String, ValueInfo> {
+    let mut known: HashMap<String, ValueInfo> = HashMap::new();
+    for v in graph.inputs.iter().chain(&graph.value_info) {
+        known.insert(v.name.clone(), v.clone());
+    }
+    for (name, r) in &graph.initializers {
+        known.insert(name.clone(), ValueInfo::new(name, r.dtype(), r.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect()));
+    }
+    for node in &graph.nodes {
+        let outs = infer_node(node, &known);
+        for (name, vi) in node.outputs.iter().zip(outs) {
+            if name.is_empty() || known.contains_key(name) {
+                continue;
+            }
+            if let Some((dtype, shape)) = vi {
+                known.insert(name.clone(), ValueInfo { name: name.clone(), dtype, shape });
+            }
+        }
+    }
+    for v in &graph.outputs {
+        known.entry(v.name.clone()).or_insert_with(|| v.clone());
+    }
+    known
+}
+
+type Out = Option<(DType, Option<Vec<Dim>>)>;
+
+fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
+    let get = |i: usize| n.input(i).and_then(|x| known.get(x));
+    let same = |i: usize| get(i).map(|v| (v.dtype, v.shape.clone()));
+    let dt = |i: usize| get(i).map(|v| v.dtype);
+    let domain = if n.domain == "ai.onnx" { "" } else { n.domain.as_str() };
+    match (domain, n.op.as_str()) {
+        ("", "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min") => vec![broadcast(get(0), get(1), None)],
+        ("", "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor") => {
+            vec![broadcast(get(0), get(1), Some(DType::Bool))]
+        }
+        ("", "Where") => vec![broadcast(get(1), get(2), None)],
+        ("", "Sigmoid" | "Tanh" | "Relu" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
+        | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal") => vec![same(0)],
+        ("com.microsoft", "RotaryEmbedding" | "SimplifiedLayerNormalization" | "FastGelu" | "QuickGelu") => vec![same(0)],
+        ("com.microsoft", "SkipSimplifiedLayerNormalization" | "SkipLayerNormalization") => {
+            vec![same(0), None, None, same(0)]
+        }
+        ("", "Cast") => {
+            let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32));
+            vec![to.map(|t| (t, get(0).and_then(|v| v.shape.clone())))]
+        }
+        ("", "Shape") => {
+            let rank = get(0).and_then(|v| v.shape.as_ref()).map(|s| s.len() as i64);
+            let len = rank.map(|r| {
+                let clamp = |x: i64| if x < 0 { (x + r).max(0) } else { x.min(r) };
+                let start = clamp(n.attr_int("start").unwrap_or(0));
+                let end = clamp(n.attr_int("end").unwrap_or(r));
+                (end - start).max(0)
+            });
+            vec![Some((DType::I64, len.map(|l| vec![Dim::Fixed(l)])))]
+        }
+        ("", "Gather") => {
+            let axis = n.attr_int("axis").unwrap_or(0);
+            let shape = match (get(0).and_then(|v| v.shape.clone()), get(1).and_then(|v| v.shape.clone())) {
+                (Some(data), Some(idx)) => {
+                    let a = if axis < 0 { axis + data.len() as i64 } else { axis } as usize;
+                    (a < data.len()).then(|| [&data[..a], &idx[..], &data[a + 1..]].concat())
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, shape))]
+        }
+        ("", "MatMul") => {
+            let shape = match (get(0).and_then(|v| v.shape.clone()), get(1).and_then(|v| v.shape.clone())) {
+                (Some(a), Some(b)) if a.len() >= 2 && b.len() == 2 => {
+                    let mut s = a[..a.len() - 1].to_vec();
+                    s.push(b[1].clone());
+                    Some(s)
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, shape))]
+        }
+        ("", "Attention") => {
+            // 3-D q [B, S, Nq*H] with 3-D v [B, S, Nkv*Hv]: output [B, S, Nq*Hv].
+            let q = get(0).and_then(|v| v.shape.clone());
+            let v = get(2).and_then(|v| v.shape.clone());
+            let nq = n.attr_int("q_num_heads");
+            let nkv = n.attr_int("kv_num_heads");
+            let out = match (q, v, nq, nkv) {
+                (Some(q), Some(v), Some(nq), Some(nkv)) if q.len() == 3 && v.len() == 3 => match &v[2] {
+                    Dim::Fixed(hv) => Some(vec![q[0].clone(), q[1].clone(), Dim::Fixed(nq * (hv / nkv.max(1)))]),
+                    _ => None,
+                },
+                (Some(q), _, _, _) if q.len() == 4 => None,
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, out)), None, None]
+        }
+        ("com.microsoft", "GroupQueryAttention") => vec![same(0), None, None],
+        _ => Vec::new(),
+    }
+}
+
+/// Numpy-style broadcast of two shapes; `None` when either is unknown or they clash.
+fn broadcast(a: Option<&ValueInfo>, b: Option<&ValueInfo>, dtype: Option<DType>) -> Out {
+    let (a, b) = (a?, b?);
+    let d = dtype.unwrap_or(a.dtype);
+    let shape = match (&a.shape, &b.shape) {
+        (Some(x), Some(y)) => {
+            let r = x.len().max(y.len());
+            let mut out = Vec::with_capacity(r);
+            let mut ok = true;
+            for i in 0..r {
+                let dx = (i + x.len()).checked_sub(r).map(|j| &x[j]);
+                let dy = (i + y.len()).checked_sub(r).map(|j| &y[j]);
+                out.push(match (dx, dy) {
+                    (Some(p), None) | (None, Some(p)) => p.clone(),
+                    (Some(p), Some(q)) if p == q => p.clone(),
+                    (Some(Dim::Fixed(1)), Some(q)) => q.clone(),
+                    (Some(p), Some(Dim::Fixed(1))) => p.clone(),
+                    _ => {
+                        ok = false;
+                        Dim::Fixed(-1)
+                    }
+                });
+            }
+            ok.then_some(out)
+        }
+        _ => None,
+    };
+    Some((d, shape))
+}
