@@ -1,0 +1,120 @@
+//! The rewrite rules and the engine that applies them.
+//!
+//! Rules live in `rules/*.rule` and are compiled into Rust matchers by `rule_macros` at build
+//! time (see docs/rule-language.md). The builder calls [`apply`] with the rule ids an EP
+//! table lists; the [`Report`] says, per rule and graph, how many candidates there were, how
+//! many fired, and which named check failed for the others (docs/diagnostics.md).
+//!
+//! * [`registry`]: every compiled rule with its id, stage, ordering, file and line, steps.
+//! * [`apply`] / [`run_stage`]: the engine.
+//! * [`helpers::ALLOWED`]: the fixed list of native helpers rules may call.
+//! * [`generated_source`]: the code the macro generated, for reading.
+
+mod diag;
+mod emit;
+mod engine;
+mod error;
+pub mod helpers;
+pub mod rt;
+
+pub use diag::{FailCount, Outcome, Record, Report, RuleReport};
+pub use emit::Emitter;
+pub use engine::{apply, order, run_stage, select, Options};
+pub use error::Error;
+
+rule_macros::include_rules!("rules");
+
+/// The stages, in the order [`apply`] runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Stage {
+    /// Removes what no EP wants (identities, dead branches).
+    Cleanup,
+    /// Lowerings that a fusion depends on (e.g. If -> Where before GQA fusion).
+    Prelower,
+    /// Fusions into EP-specific operators.
+    Fuse,
+    /// Lowerings of what the EP lacks.
+    Lower,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Cleanup, Stage::Prelower, Stage::Fuse, Stage::Lower];
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Cleanup => "cleanup",
+            Stage::Prelower => "prelower",
+            Stage::Fuse => "fuse",
+            Stage::Lower => "lower",
+        }
+    }
+}
+
+/// Whether a step of a rule is a pattern line or a named check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum StepKind {
+    Pattern,
+    Check,
+}
+
+/// One step of a rule, in the order the matcher tries them.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct StepInfo {
+    /// The check id, or `match.<capture>` for a pattern line.
+    pub id: &'static str,
+    pub kind: StepKind,
+    pub line: u32,
+    pub col: u32,
+    /// The condition's source text, or the operator a pattern line matches.
+    pub text: &'static str,
+}
+
+/// Everything known about a rule without running it.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RuleInfo {
+    pub id: &'static str,
+    pub doc: &'static str,
+    pub stage: Stage,
+    pub priority: i64,
+    pub before: &'static [&'static str],
+    pub after: &'static [&'static str],
+    /// The `.rule` file, relative to the workspace.
+    pub file: &'static str,
+    pub line: u32,
+    /// The root's domain (`""` for ai.onnx) and operator: candidates are nodes of this op.
+    pub root_domain: &'static str,
+    pub root_op: &'static str,
+    pub steps: &'static [StepInfo],
+    /// Native helpers the rule's emit block calls.
+    pub helpers: &'static [&'static str],
+    /// `(domain, op, opset)` of every node the rule creates (helpers' nodes not included).
+    pub emits: &'static [(&'static str, &'static str, i64)],
+}
+
+impl RuleInfo {
+    /// The named checks, in order.
+    pub fn checks(&self) -> impl Iterator<Item = &StepInfo> {
+        self.steps.iter().filter(|s| s.kind == StepKind::Check)
+    }
+}
+
+/// A compiled rule: its facts, its matcher and its emitter.
+pub struct RuleDef {
+    pub info: RuleInfo,
+    pub matcher: fn(&rt::Cx, usize) -> Result<rt::Binds, rt::Failure>,
+    pub emitter: fn(&mut Emitter, &rt::Binds) -> Result<(), Error>,
+}
+
+/// Every compiled rule.
+pub fn registry() -> &'static [RuleDef] {
+    generated::RULES
+}
+
+/// The rule with this id.
+pub fn rule(id: &str) -> Option<&'static RuleDef> {
+    registry().iter().find(|r| r.info.id == id)
+}
+
+/// The Rust code `include_rules!` generated from the `.rule` files.
+pub fn generated_source() -> &'static str {
+    generated::SOURCE
+}

@@ -1,0 +1,393 @@
+//! Rust code for a checked rule set. Generated code calls the small runtime in `rules::rt`
+//! (look up a producer, bind an operand, compare an attribute) with every operator name,
+//! operand slot, attribute and check of the rule spelled out in the code.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+use rule_dsl::ast::*;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+/// One step of a rule's matcher: a match line or a check, in the order they are tried.
+struct Step {
+    id: String,
+    kind: &'static str,
+    pos: Pos,
+    text: String,
+}
+
+pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
+    let mut tracked = Vec::new();
+    let mut modules = Vec::new();
+    let mut entries = Vec::new();
+    let mut n = 0usize;
+    for (abs, file) in files {
+        let abs_s = abs.display().to_string();
+        tracked.push(quote! { const _: &[u8] = include_bytes!(#abs_s); });
+        for rule in &file.rules {
+            let m = format_ident!("rule_{}", n);
+            let (module, info) = rule_module(file, rule);
+            modules.push(quote! { pub mod #m { #module } });
+            entries.push(quote! { crate::RuleDef { info: #info, matcher: #m::matcher, emitter: #m::emit } });
+            n += 1;
+        }
+    }
+    let body = quote! {
+        #(#modules)*
+        /// Every compiled rule, in file order.
+        pub static RULES: &[crate::RuleDef] = &[#(#entries),*];
+    };
+    let source = body.to_string();
+    quote! {
+        #(#tracked)*
+        #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
+        pub mod generated {
+            #body
+            /// The code above as text (one line; run it through rustfmt to read it).
+            pub const SOURCE: &str = #source;
+        }
+    }
+}
+
+fn lit_tokens(l: &Literal_) -> TokenStream {
+    match l {
+        Literal_::Int(v) => quote! { crate::rt::Lit::Int(#v) },
+        Literal_::Float(v) => quote! { crate::rt::Lit::Float(#v) },
+        Literal_::Str(s) => quote! { crate::rt::Lit::Str(#s) },
+        Literal_::Bool(b) => quote! { crate::rt::Lit::Bool(#b) },
+        Literal_::List(items) => {
+            let items: Vec<TokenStream> = items.iter().map(lit_tokens).collect();
+            quote! { crate::rt::Lit::List(&[#(#items),*]) }
+        }
+    }
+}
+
+type Literal_ = rule_dsl::ast::Literal;
+
+fn domain_of(file: &RuleFile, op: &OpRef) -> (String, i64) {
+    match rule_dsl::resolve(file, op) {
+        Some(u) => {
+            let d = if u.domain == rule_dsl::vocab::ONNX { String::new() } else { u.domain.clone() };
+            (d, u.opset.unwrap_or(0))
+        }
+        None => (String::new(), 0),
+    }
+}
+
+fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
+    // Capture indices.
+    let mut caps: BTreeMap<String, usize> = BTreeMap::new();
+    let mut add = |c: &str| {
+        let n = caps.len();
+        caps.entry(c.to_string()).or_insert(n);
+    };
+    for m in &rule.matches {
+        m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
+        for a in &m.attrs {
+            if let AttrVal::Capture(c, _) = &a.value {
+                add(c);
+            }
+        }
+    }
+    for e in &rule.emits {
+        e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
+    }
+    let ncaps = caps.len();
+    let cap = |c: &str| -> usize { caps[c] };
+
+    // Line order: breadth first from the root, following operands to their producers.
+    let root = rule.root.as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    let mut order: Vec<(usize, Option<(String, usize)>)> = Vec::new();
+    let mut done: HashSet<usize> = HashSet::new();
+    let root_line = rule.matches.iter().position(|m| m.outputs.iter().any(|o| o.capture() == Some(&root))).unwrap_or(0);
+    order.push((root_line, None));
+    done.insert(root_line);
+    let mut bound: Vec<String> = Vec::new();
+    let mut qi = 0;
+    while qi < order.len() {
+        let m = &rule.matches[order[qi].0];
+        for c in m.outputs.iter().chain(&m.args).filter_map(Slot::capture) {
+            if !bound.iter().any(|b| b == c) {
+                bound.push(c.to_string());
+            }
+        }
+        for c in m.args.iter().filter_map(Slot::capture) {
+            for (j, other) in rule.matches.iter().enumerate() {
+                if done.contains(&j) {
+                    continue;
+                }
+                if let Some(slot) = other.outputs.iter().position(|o| o.capture() == Some(c)) {
+                    done.insert(j);
+                    order.push((j, Some((c.to_string(), slot))));
+                }
+            }
+        }
+        qi += 1;
+    }
+
+    let mut steps: Vec<Step> = Vec::new();
+    let mut line_code = Vec::new();
+    let mut bit = 0u32;
+    for (line_no, (li, via)) in order.iter().enumerate() {
+        let m = &rule.matches[*li];
+        let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).unwrap_or("_"));
+        let (domain, _) = domain_of(file, &m.op);
+        let shown_domain = if domain.is_empty() { "ai.onnx".to_string() } else { domain.clone() };
+        steps.push(Step { id: sid, kind: "pattern", pos: m.pos, text: format!("{}.{}", shown_domain, m.op.name) });
+        let step = line_no;
+        let op = &m.op.name;
+        let find = match via {
+            None => quote! { let node = root; },
+            Some((c, slot)) => {
+                let ci = cap(c);
+                quote! { let node = crate::rt::producer(cx, &b, #ci, #slot, #step)?; }
+            }
+        };
+        let nout = m.outputs.len();
+        let mut body = vec![quote! {
+            crate::rt::expect_op(cx, node, #domain, #op, #step)?;
+            crate::rt::expect_outputs(cx, node, #nout, #step)?;
+        }];
+        for (k, o) in m.outputs.iter().enumerate() {
+            if let Slot::Capture(c, _) = o {
+                let ci = cap(c);
+                body.push(quote! { crate::rt::bind_output(cx, &mut b, node, #k, #ci, #step)?; });
+            }
+        }
+        let nargs = m.args.len();
+        let rest = m.rest;
+        body.push(quote! { crate::rt::expect_inputs(cx, node, #nargs, #rest, #step)?; });
+        let slots: Vec<TokenStream> = if m.commutative {
+            let mask = 1u32 << bit;
+            bit += 1;
+            vec![quote! { (if choice & #mask != 0 { 1 } else { 0 }) }, quote! { (if choice & #mask != 0 { 0 } else { 1 }) }]
+        } else {
+            (0..nargs).map(|k| quote! { #k }).collect()
+        };
+        for (a, slot) in m.args.iter().zip(&slots) {
+            match a {
+                Slot::Capture(c, _) => {
+                    let ci = cap(c);
+                    body.push(quote! { crate::rt::bind_input(cx, &mut b, node, #slot, #ci, #step)?; });
+                }
+                Slot::Wild(_) => body.push(quote! { crate::rt::input_present(cx, node, #slot, #step)?; }),
+            }
+        }
+        for a in &m.attrs {
+            let name = &a.name;
+            let default = match &a.default {
+                Some(l) => {
+                    let t = lit_tokens(l);
+                    quote! { Some(&#t) }
+                }
+                None => quote! { None },
+            };
+            match &a.value {
+                AttrVal::Capture(c, _) => {
+                    let ci = cap(c);
+                    body.push(quote! { crate::rt::bind_attr(cx, &mut b, node, #name, #ci, #default, #step)?; });
+                }
+                AttrVal::Lit(l, _) => {
+                    let t = lit_tokens(l);
+                    body.push(quote! { crate::rt::attr_is(cx, node, #name, &#t, #default, #step)?; });
+                }
+            }
+        }
+        line_code.push(quote! { { #find #(#body)* b.nodes.push(node); } });
+    }
+
+    let mut check_code = Vec::new();
+    for c in &rule.checks {
+        let step = steps.len();
+        steps.push(Step { id: c.id.clone(), kind: "check", pos: c.pos, text: c.expr_text.clone() });
+        let cond = expr_tokens(&c.expr, &cap);
+        let parts: Vec<TokenStream> = c
+            .message
+            .iter()
+            .map(|p| match p {
+                MsgPart::Text(t) => quote! { msg.push_str(#t); },
+                MsgPart::Expr(e) => {
+                    let t = expr_tokens(e, &cap);
+                    quote! { msg.push_str(&crate::rt::show((|| -> Result<crate::rt::Val, String> { #t })())); }
+                }
+            })
+            .collect();
+        check_code.push(quote! {
+            crate::rt::check((|| -> Result<crate::rt::Val, String> { #cond })(), #step, || {
+                let mut msg = String::new();
+                #(#parts)*
+                msg
+            })?;
+        });
+    }
+
+    // Emit.
+    let mut emit_code = Vec::new();
+    let mut helpers = Vec::new();
+    let mut emitted_ops = Vec::new();
+    for e in &rule.emits {
+        let args: Vec<TokenStream> = e
+            .args()
+            .iter()
+            .map(|a| match a {
+                Slot::Capture(c, _) => {
+                    let ci = cap(c);
+                    quote! { em.value(&b, #ci)? }
+                }
+                Slot::Wild(_) => quote! { String::new() },
+            })
+            .collect();
+        let call = match e {
+            EmitLine::Helper { name, .. } => {
+                helpers.push(name.clone());
+                let f = format_ident!("{}", name);
+                quote! { crate::helpers::allowed::#f(em, &[#(#args),*])? }
+            }
+            EmitLine::Op { op, attrs, .. } => {
+                let (domain, opset) = domain_of(file, op);
+                let name = &op.name;
+                emitted_ops.push(quote! { (#domain, #name, #opset) });
+                let named: Vec<bool> = e.outputs().iter().map(|o| o.capture().is_some()).collect();
+                let attr_code: Vec<TokenStream> = attrs
+                    .iter()
+                    .map(|(an, v, _)| match v {
+                        AttrVal::Capture(c, _) => {
+                            let ci = cap(c);
+                            quote! { em.attr(&b, #ci, #an)? }
+                        }
+                        AttrVal::Lit(l, _) => {
+                            let t = lit_tokens(l);
+                            quote! { crate::rt::lit_attr(#an, &#t) }
+                        }
+                    })
+                    .collect();
+                quote! { em.node(#domain, #name, #opset, vec![#(#args),*], &[#(#named),*], vec![#(#attr_code),*])? }
+            }
+        };
+        let sets: Vec<TokenStream> = e
+            .outputs()
+            .iter()
+            .enumerate()
+            .filter_map(|(k, o)| o.capture().map(|c| (k, cap(c))))
+            .map(|(k, ci)| quote! { b.caps[#ci] = Some(crate::rt::Bound::Value(outs[#k].clone())); })
+            .collect();
+        emit_code.push(quote! { { let outs: Vec<String> = #call; #(#sets)* } });
+    }
+    for r in &rule.replaces {
+        let (o, n) = (cap(&r.old.0), cap(&r.new.0));
+        emit_code.push(quote! { { let old = em.value(&b, #o)?; let new = em.value(&b, #n)?; em.replace(old, new); } });
+    }
+
+    let choices = 1u32 << bit;
+    let module = quote! {
+        pub fn matcher(cx: &crate::rt::Cx, root: usize) -> Result<crate::rt::Binds, crate::rt::Failure> {
+            let mut best: Option<crate::rt::Failure> = None;
+            for choice in 0u32..#choices {
+                match attempt(cx, root, choice) {
+                    Ok(b) => return Ok(b),
+                    Err(f) => {
+                        if best.as_ref().map_or(true, |x| f.step > x.step) {
+                            best = Some(f);
+                        }
+                    }
+                }
+            }
+            Err(best.expect("at least one attempt"))
+        }
+        fn attempt(cx: &crate::rt::Cx, root: usize, choice: u32) -> Result<crate::rt::Binds, crate::rt::Failure> {
+            let mut b = crate::rt::Binds::new(#ncaps);
+            #(#line_code)*
+            #(#check_code)*
+            Ok(b)
+        }
+        pub fn emit(em: &mut crate::Emitter, b: &crate::rt::Binds) -> Result<(), crate::Error> {
+            let mut b = b.clone();
+            #(#emit_code)*
+            Ok(())
+        }
+    };
+
+    let id = &rule.id;
+    let doc = &rule.doc;
+    let stage = format_ident!("{}", stage_variant(rule.stage.as_ref().map(|s| s.0.as_str()).unwrap_or("fuse")));
+    let priority = rule.priority;
+    let before: Vec<&str> = rule.before.iter().map(|b| b.0.as_str()).collect();
+    let after: Vec<&str> = rule.after.iter().map(|b| b.0.as_str()).collect();
+    let path = &file.path;
+    let line = rule.pos.line as u32;
+    let root_m = &rule.matches[root_line];
+    let (root_domain, _) = domain_of(file, &root_m.op);
+    let root_op = &root_m.op.name;
+    let step_info: Vec<TokenStream> = steps
+        .iter()
+        .map(|s| {
+            let (sid, kind, l, c, text) = (&s.id, s.kind, s.pos.line as u32, s.pos.col as u32, &s.text);
+            let kind = if kind == "check" { quote! { crate::StepKind::Check } } else { quote! { crate::StepKind::Pattern } };
+            quote! { crate::StepInfo { id: #sid, kind: #kind, line: #l, col: #c, text: #text } }
+        })
+        .collect();
+    let _ = Literal::u32_unsuffixed(0);
+    let info = quote! {
+        crate::RuleInfo {
+            id: #id,
+            doc: #doc,
+            stage: crate::Stage::#stage,
+            priority: #priority,
+            before: &[#(#before),*],
+            after: &[#(#after),*],
+            file: #path,
+            line: #line,
+            root_domain: #root_domain,
+            root_op: #root_op,
+            steps: &[#(#step_info),*],
+            helpers: &[#(#helpers),*],
+            emits: &[#(#emitted_ops),*],
+        }
+    };
+    (module, info)
+}
+
+fn stage_variant(s: &str) -> &'static str {
+    match s {
+        "cleanup" => "Cleanup",
+        "prelower" => "Prelower",
+        "lower" => "Lower",
+        _ => "Fuse",
+    }
+}
+
+/// An expression as Rust code of type `Result<Val, String>`.
+fn expr_tokens(e: &Expr, cap: &dyn Fn(&str) -> usize) -> TokenStream {
+    match e {
+        Expr::Capture(c, _) => {
+            let ci = cap(c);
+            let shown = format!("?{c}");
+            quote! { crate::rt::cap_val(cx, &b, #ci, #shown) }
+        }
+        Expr::Lit(l, _) => {
+            let t = lit_tokens(l);
+            quote! { Ok::<crate::rt::Val, String>(crate::rt::Val::from_lit(&#t)) }
+        }
+        Expr::Call { name, args, .. } => {
+            let f = format_ident!("fn_{}", name);
+            let args: Vec<TokenStream> = args.iter().map(|a| expr_tokens(a, cap)).collect();
+            quote! { crate::rt::#f(cx, #((#args)?),*) }
+        }
+        Expr::Not(inner, _) => {
+            let t = expr_tokens(inner, cap);
+            quote! { Ok::<crate::rt::Val, String>(crate::rt::Val::Bool(!crate::rt::truthy(&(#t)?)?)) }
+        }
+        Expr::Bin { op, lhs, rhs, .. } => {
+            let l = expr_tokens(lhs, cap);
+            let r = expr_tokens(rhs, cap);
+            match op {
+                BinOp::And => quote! { (|| -> Result<crate::rt::Val, String> { if crate::rt::truthy(&(#l)?)? { Ok(crate::rt::Val::Bool(crate::rt::truthy(&(#r)?)?)) } else { Ok(crate::rt::Val::Bool(false)) } })() },
+                BinOp::Or => quote! { (|| -> Result<crate::rt::Val, String> { if crate::rt::truthy(&(#l)?)? { Ok(crate::rt::Val::Bool(true)) } else { Ok(crate::rt::Val::Bool(crate::rt::truthy(&(#r)?)?)) } })() },
+                other => {
+                    let f = format_ident!("op_{}", format!("{other:?}").to_lowercase());
+                    quote! { crate::rt::#f((#l)?, (#r)?) }
+                }
+            }
+        }
+    }
+}

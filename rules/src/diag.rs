@@ -1,0 +1,195 @@
+//! Diagnostics: per rule and graph, how many candidates, how many fired, and the failures
+//! counted by check id with a message; on request one record per candidate; for a rule that
+//! never fired, the attempt that got furthest. Text for people, JSON for tools.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Fired,
+    Failed,
+}
+
+/// What happened to one candidate node for one rule (its last attempt; firing is final).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Record {
+    pub graph: String,
+    pub node: String,
+    pub rule: String,
+    pub outcome: Outcome,
+    /// The failed step: a check id, or `match.<capture>` for a pattern line.
+    pub check: Option<String>,
+    pub message: Option<String>,
+    /// How many steps passed before the failure (pattern lines, then checks).
+    pub depth: usize,
+    /// `file:line` of the failed step, or of the rule when it fired.
+    pub location: String,
+}
+
+/// Failures of one check: how many, and the first message.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FailCount {
+    pub count: usize,
+    pub message: String,
+    pub location: String,
+}
+
+/// One rule on one graph.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleReport {
+    pub rule: String,
+    pub graph: String,
+    pub location: String,
+    pub candidates: usize,
+    pub fired: usize,
+    pub failed: BTreeMap<String, FailCount>,
+    /// For a rule that fired zero times: the candidate that passed the most steps.
+    pub furthest: Option<Record>,
+}
+
+/// Everything one `apply` did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub rules: Vec<RuleReport>,
+    /// One record per candidate node; filled only when `Options::explain` is set.
+    pub records: Vec<Record>,
+    /// Passes over each stage until nothing fired, summed over stages and graphs.
+    pub rounds: usize,
+    /// A stage stopped at the iteration cap instead of reaching a fixed point.
+    pub capped: Vec<String>,
+    /// Nodes removed by the final dead-code pass (values no rule output reads any more).
+    pub dead_removed: usize,
+}
+
+impl Report {
+    /// The report of `rule` on `graph`.
+    pub fn rule(&self, rule: &str) -> Option<&RuleReport> {
+        self.rules.iter().find(|r| r.rule == rule)
+    }
+
+    /// Total firings of `rule` over all graphs.
+    pub fn fired(&self, rule: &str) -> usize {
+        self.rules.iter().filter(|r| r.rule == rule).map(|r| r.fired).sum()
+    }
+
+    /// One line per rule and graph, e.g.
+    /// `fuse.gqa  main_graph  candidates=24 fired=0  failed head_size_cpu x24: "..." (file:line)`.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rules {
+            let _ = write!(s, "{}  {}  candidates={} fired={}", r.rule, r.graph, r.candidates, r.fired);
+            for (check, f) in &r.failed {
+                let _ = write!(s, "  failed {check} x{}: {:?} ({})", f.count, f.message, f.location);
+            }
+            s.push('\n');
+            if let Some(best) = &r.furthest {
+                let _ = writeln!(
+                    s,
+                    "    furthest: node `{}` passed {} step(s), then {}: {:?} ({})",
+                    best.node,
+                    best.depth,
+                    best.check.as_deref().unwrap_or("?"),
+                    best.message.as_deref().unwrap_or(""),
+                    best.location
+                );
+            }
+        }
+        for c in &self.capped {
+            let _ = writeln!(s, "warning: {c} reached the iteration cap before a fixed point");
+        }
+        for rec in &self.records {
+            let _ = writeln!(
+                s,
+                "  {} {} {:?}{}",
+                rec.rule,
+                rec.node,
+                rec.outcome,
+                rec.check.as_ref().map(|c| format!(" {c}: {} ({})", rec.message.as_deref().unwrap_or(""), rec.location)).unwrap_or_default()
+            );
+        }
+        s
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+/// Collects outcomes while the engine runs; `finish` turns them into a [`Report`].
+#[derive(Default)]
+pub(crate) struct Collector {
+    /// (graph, rule) in first-seen order, then node -> record.
+    order: Vec<(String, String, String)>,
+    records: BTreeMap<(String, String), BTreeMap<String, Record>>,
+    node_order: BTreeMap<(String, String), Vec<String>>,
+}
+
+impl Collector {
+    pub(crate) fn touch(&mut self, graph: &str, rule: &str, location: &str) {
+        let key = (graph.to_string(), rule.to_string());
+        if !self.records.contains_key(&key) {
+            self.records.insert(key.clone(), BTreeMap::new());
+            self.order.push((graph.to_string(), rule.to_string(), location.to_string()));
+        }
+    }
+
+    pub(crate) fn note(&mut self, rec: Record) {
+        let key = (rec.graph.clone(), rec.rule.clone());
+        let nodes = self.records.entry(key.clone()).or_default();
+        match nodes.get(&rec.node) {
+            Some(old) if old.outcome == Outcome::Fired => {}
+            Some(_) => {
+                nodes.insert(rec.node.clone(), rec);
+            }
+            None => {
+                self.node_order.entry(key).or_default().push(rec.node.clone());
+                nodes.insert(rec.node.clone(), rec);
+            }
+        }
+    }
+
+    pub(crate) fn finish(self, explain: bool, report: &mut Report) {
+        for (graph, rule, location) in &self.order {
+            let key = (graph.clone(), rule.clone());
+            let nodes = &self.records[&key];
+            let order = self.node_order.get(&key).cloned().unwrap_or_default();
+            let mut rr = RuleReport {
+                rule: rule.clone(),
+                graph: graph.clone(),
+                location: location.clone(),
+                candidates: nodes.len(),
+                fired: 0,
+                failed: BTreeMap::new(),
+                furthest: None,
+            };
+            for name in &order {
+                let rec = &nodes[name];
+                match rec.outcome {
+                    Outcome::Fired => rr.fired += 1,
+                    Outcome::Failed => {
+                        let check = rec.check.clone().unwrap_or_default();
+                        let e = rr.failed.entry(check).or_insert_with(|| FailCount {
+                            count: 0,
+                            message: rec.message.clone().unwrap_or_default(),
+                            location: rec.location.clone(),
+                        });
+                        e.count += 1;
+                        if rr.furthest.as_ref().is_none_or(|b| rec.depth > b.depth) {
+                            rr.furthest = Some(rec.clone());
+                        }
+                    }
+                }
+                if explain {
+                    report.records.push(rec.clone());
+                }
+            }
+            if rr.fired > 0 {
+                rr.furthest = None;
+            }
+            report.rules.push(rr);
+        }
+    }
+}

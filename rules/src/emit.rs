@@ -1,0 +1,136 @@
+//! What an `emit` block may do: add nodes and initializers with fresh names, tagged with the
+//! rule's id, and ask for values to be replaced. It cannot look around the graph: it sees the
+//! values the match bound and nothing else (plus the types and recipes of those values).
+
+use crate::rt::{Binds, Bound};
+use crate::Error;
+use ir::{Attr, Graph, Node, Recipe};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Fresh names for one graph: every name in use, plus those handed out.
+#[derive(Default)]
+pub struct Names {
+    taken: HashSet<String>,
+}
+
+impl Names {
+    pub fn of(graph: &Graph) -> Names {
+        let mut taken: HashSet<String> = graph.inputs.iter().chain(&graph.outputs).map(|v| v.name.clone()).collect();
+        taken.extend(graph.initializers.iter().map(|(n, _)| n.clone()));
+        for n in &graph.nodes {
+            taken.insert(n.name.clone());
+            taken.extend(n.outputs.iter().cloned());
+        }
+        Names { taken }
+    }
+    /// `base`, or `base_2`, `base_3`, ... whichever is free first.
+    pub fn fresh(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 2;
+        while self.taken.contains(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        self.taken.insert(name.clone());
+        name
+    }
+}
+
+/// Per-graph state shared by all emits of a pass: names and helper results (so a helper such
+/// as `gqa_seqlens` builds its nodes once per graph).
+#[derive(Default)]
+pub struct GraphState {
+    pub names: Names,
+    pub memo: HashMap<String, Vec<String>>,
+}
+
+/// Collects one firing's additions; the engine commits them or drops them as a whole.
+pub struct Emitter<'a> {
+    pub(crate) graph: &'a Graph,
+    pub(crate) rule: &'static str,
+    pub(crate) base: String,
+    pub(crate) state: &'a mut GraphState,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) initializers: Vec<(String, Recipe)>,
+    pub(crate) replaces: Vec<(String, String)>,
+    pub(crate) memo_new: Vec<(String, Vec<String>)>,
+}
+
+impl<'a> Emitter<'a> {
+    pub(crate) fn new(graph: &'a Graph, rule: &'static str, base: String, state: &'a mut GraphState) -> Self {
+        Emitter { graph, rule, base, state, nodes: vec![], initializers: vec![], replaces: vec![], memo_new: vec![] }
+    }
+
+    fn err(&self, reason: String) -> Error {
+        Error::Emit { rule: self.rule.to_string(), node: self.base.clone(), reason }
+    }
+
+    /// The name of the value bound to capture `cap`.
+    pub fn value(&self, b: &Binds, cap: usize) -> Result<String, Error> {
+        match b.caps.get(cap) {
+            Some(Some(Bound::Value(v))) => Ok(v.clone()),
+            _ => Err(self.err(format!("capture #{cap} holds no value"))),
+        }
+    }
+
+    /// The attribute bound to capture `cap`, under the name `name`.
+    pub fn attr(&self, b: &Binds, cap: usize, name: &str) -> Result<Attr, Error> {
+        match b.caps.get(cap) {
+            Some(Some(Bound::Attr(a))) => Ok(Attr { name: name.to_string(), value: a.clone() }),
+            _ => Err(self.err(format!("capture #{cap} holds no attribute"))),
+        }
+    }
+
+    /// The recipe of an initializer the match bound (for helpers that pack weights).
+    pub fn recipe(&self, value: &str) -> Option<&Recipe> {
+        self.graph.initializer(value)
+    }
+
+    /// Adds a node; returns its output names ("" for outputs the rule leaves unnamed).
+    pub fn node(&mut self, domain: &str, op: &str, opset: i64, inputs: Vec<String>, named: &[bool], attrs: Vec<Attr>) -> Result<Vec<String>, Error> {
+        let name = self.state.names.fresh(&format!("{}/{op}", self.base));
+        let mut outputs: Vec<String> = named
+            .iter()
+            .enumerate()
+            .map(|(k, n)| if *n { self.state.names.fresh(&if k == 0 { format!("{name}/out") } else { format!("{name}/out{k}") }) } else { String::new() })
+            .collect();
+        while outputs.last().is_some_and(|o| o.is_empty()) {
+            outputs.pop();
+        }
+        let mut inputs = inputs;
+        while inputs.last().is_some_and(|i| i.is_empty()) {
+            inputs.pop();
+        }
+        let mut metadata = BTreeMap::new();
+        metadata.insert("rule".to_string(), self.rule.to_string());
+        let mut padded = outputs.clone();
+        padded.resize(named.len(), String::new());
+        self.nodes.push(Node { name, op: op.into(), domain: domain.into(), opset, inputs, outputs, attrs, metadata });
+        Ok(padded)
+    }
+
+    /// Adds an initializer with a fresh name based on `base`.
+    pub fn initializer(&mut self, base: &str, recipe: Recipe) -> String {
+        let name = self.state.names.fresh(base);
+        self.initializers.push((name.clone(), recipe));
+        name
+    }
+
+    /// Every reader of `old` will read `new`.
+    pub fn replace(&mut self, old: String, new: String) {
+        self.replaces.push((old, new));
+    }
+
+    /// A helper's earlier result for the same key in this graph, if any.
+    pub fn memo(&self, key: &str) -> Option<Vec<String>> {
+        self.state.memo.get(key).cloned().or_else(|| self.memo_new.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    }
+
+    pub fn remember(&mut self, key: String, values: Vec<String>) {
+        self.memo_new.push((key, values));
+    }
+
+    pub fn rule(&self) -> &'static str {
+        self.rule
+    }
+}

@@ -1,0 +1,13 @@
+/// What can go wrong while applying rules. A rule that does not match is not an error: it is
+/// a diagnostic (see [`crate::Report`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown rule `{0}`; known rules: {1}")]
+    UnknownRule(String, String),
+    #[error("rule `{rule}`: helper `{helper}` failed: {reason}")]
+    Helper { rule: String, helper: &'static str, reason: String },
+    #[error("rule `{rule}` on node `{node}`: {reason}")]
+    Emit { rule: String, node: String, reason: String },
+    #[error("graph `{graph}` is invalid after stage {stage}: {source}")]
+    Graph { graph: String, stage: String, source: ir::Error },
+}

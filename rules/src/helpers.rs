@@ -1,0 +1,65 @@
+//! Native helpers: what the rule language cannot say, from a fixed allow-list. A helper takes
+//! bound values and returns new values (or initializers); it never walks the graph and never
+//! decides whether a rule applies. `ALLOWED` is the list; a test fails if a rule calls anything
+//! else, and `rule-dsl` rejects unknown helper names at compile time.
+
+use crate::{Emitter, Error};
+use ir::{Attr, DType, Recipe};
+
+/// Every helper a rule may call, with what it does.
+pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights"];
+
+/// The helpers themselves. Generated code calls only functions of this module.
+pub mod allowed {
+    use super::*;
+
+    fn fail(em: &Emitter, helper: &'static str, reason: impl Into<String>) -> Error {
+        Error::Helper { rule: em.rule().to_string(), helper, reason: reason.into() }
+    }
+
+    /// GroupQueryAttention's `seqlens_k` and `total_sequence_length` from a 2-D int64
+    /// `attention_mask` [batch, total]: `seqlens_k = int32(ReduceSum(mask, axis 1) - 1)` (one
+    /// per row: the index of the row's last valid key, right padding assumed) and
+    /// `total_sequence_length = int32(shape(mask)[1])` as a scalar. Built once per graph.
+    pub fn gqa_seqlens(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [mask] = args else { return Err(fail(em, "gqa_seqlens", format!("expects 1 value, got {}", args.len()))) };
+        let key = format!("gqa_seqlens({mask})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done);
+        }
+        let saved = std::mem::replace(&mut em.base, "gqa_seqlens".to_string());
+        let axis1 = em.initializer("gqa_seqlens/axis1", Recipe::from_i64("gqa_seqlens/axis1", vec![1], &[1]));
+        let axis0 = em.initializer("gqa_seqlens/axis0", Recipe::from_i64("gqa_seqlens/axis0", vec![1], &[0]));
+        let one = em.initializer("gqa_seqlens/one", Recipe::from_i64("gqa_seqlens/one", vec![], &[1]));
+        let i32_code = DType::I32.to_onnx() as i64;
+        let sum = em.node("", "ReduceSum", ir::OPSET, vec![mask.clone(), axis1], &[true], vec![Attr::int("keepdims", 0)])?;
+        let last = em.node("", "Sub", ir::OPSET, vec![sum[0].clone(), one], &[true], vec![])?;
+        let seqlens = em.node("", "Cast", ir::OPSET, vec![last[0].clone()], &[true], vec![Attr::int("to", i32_code)])?;
+        let total = em.node("", "Shape", ir::OPSET, vec![mask.clone()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
+        let scalar = em.node("", "Squeeze", ir::OPSET, vec![total[0].clone(), axis0], &[true], vec![])?;
+        let total32 = em.node("", "Cast", ir::OPSET, vec![scalar[0].clone()], &[true], vec![Attr::int("to", i32_code)])?;
+        em.base = saved;
+        let out = vec![seqlens[0].clone(), total32[0].clone()];
+        em.remember(key, out.clone());
+        Ok(out)
+    }
+
+    /// One initializer concatenating three initializers on their last axis (packing Q, K, V
+    /// weights into one MatMul). The recipe stays lazy: nothing is read until the model is saved.
+    pub fn concat_weights(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        if args.len() != 3 {
+            return Err(fail(em, "concat_weights", format!("expects 3 values, got {}", args.len())));
+        }
+        let mut recipes = Vec::new();
+        for a in args {
+            match em.recipe(a) {
+                Some(r) => recipes.push(r.clone()),
+                None => return Err(fail(em, "concat_weights", format!("`{a}` is not an initializer"))),
+            }
+        }
+        let axis = recipes[0].shape().len().saturating_sub(1);
+        let packed = Recipe::concat(recipes, axis).map_err(|e| fail(em, "concat_weights", e.to_string()))?;
+        let name = em.initializer(&format!("{}/packed_weight", args[0]), packed);
+        Ok(vec![name])
+    }
+}
