@@ -16,6 +16,9 @@ pub struct Checkpoint {
     tensors: BTreeMap<String, SourceTensor>,
     taken: RefCell<BTreeMap<String, usize>>,
     unused: RefCell<BTreeMap<String, String>>,
+    /// A name prefix the family's tables use but this checkpoint may lack (see
+    /// [`Checkpoint::set_optional_prefix`]).
+    optional_prefix: RefCell<Option<String>>,
 }
 
 impl Checkpoint {
@@ -39,16 +42,34 @@ impl Checkpoint {
                 }
             }
         }
-        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()), unused: RefCell::new(BTreeMap::new()) })
+        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()), unused: RefCell::new(BTreeMap::new()), optional_prefix: RefCell::new(None) })
+    }
+
+    /// Lets table names carry `prefix` even when the checkpoint stores names without it: GPT-2
+    /// saved from the bare `GPT2Model` (as openai-community/gpt2 ships) has `h.0.attn...`
+    /// where `GPT2LMHeadModel` has `transformer.h.0.attn...`. Applies only when no tensor
+    /// starts with `prefix`.
+    pub fn set_optional_prefix(&self, prefix: Option<&str>) {
+        let strip = prefix.filter(|p| !self.tensors.keys().any(|k| k.starts_with(p)));
+        *self.optional_prefix.borrow_mut() = strip.map(str::to_string);
+    }
+
+    /// The stored name of table name `name`.
+    fn resolve<'a>(&self, name: &'a str) -> &'a str {
+        match self.optional_prefix.borrow().as_deref() {
+            Some(p) => name.strip_prefix(p).unwrap_or(name),
+            None => name,
+        }
     }
 
     /// Whether the checkpoint holds `name` (for optional weights such as a tied `lm_head`).
     pub fn has(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
+        self.tensors.contains_key(self.resolve(name))
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
+        let name = self.resolve(name);
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
             path: self.dir.clone(),
             name: name.to_string(),
@@ -81,6 +102,7 @@ impl Checkpoint {
 
     /// Records that the graph deliberately does not read `name`, and why.
     pub fn mark_unused(&self, name: &str, reason: &str) {
+        let name = self.resolve(name);
         self.unused.borrow_mut().insert(name.to_string(), reason.to_string());
     }
 

@@ -19,9 +19,12 @@ fn convert(data: &[u8], from: safetensors::Dtype, to: ir::DType) -> Vec<u8> {
     }
 }
 
-/// Copies the checkpoint at `src` into `dst` with every float tensor of every safetensors file
-/// stored as `to`.
-pub fn convert_checkpoint(src: &Path, dst: &Path, to: ir::DType) {
+/// One stored tensor: name, dtype, shape, little-endian bytes.
+pub type StoredTensor = (String, safetensors::Dtype, Vec<usize>, Vec<u8>);
+
+/// Copies the checkpoint at `src` into `dst`, passing the tensors of each safetensors file
+/// through `edit` (everything else is copied as is).
+pub fn rewrite_checkpoint(src: &Path, dst: &Path, mut edit: impl FnMut(Vec<StoredTensor>) -> Vec<StoredTensor>) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(src).unwrap() {
         let path = entry.unwrap().path();
@@ -33,22 +36,27 @@ pub fn convert_checkpoint(src: &Path, dst: &Path, to: ir::DType) {
         }
         let bytes = std::fs::read(&path).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-        let st_dtype = match to {
-            ir::DType::F32 => safetensors::Dtype::F32,
-            ir::DType::F16 => safetensors::Dtype::F16,
-            ir::DType::BF16 => safetensors::Dtype::BF16,
-            other => panic!("cannot convert to {other}"),
-        };
-        let converted: Vec<(String, Vec<usize>, Vec<u8>)> = st
-            .tensors()
-            .into_iter()
-            .map(|(n, v)| (n, v.shape().to_vec(), convert(v.data(), v.dtype(), to)))
-            .collect();
-        let views: Vec<(String, safetensors::tensor::TensorView)> = converted
+        let tensors: Vec<StoredTensor> =
+            st.tensors().into_iter().map(|(n, v)| (n, v.dtype(), v.shape().to_vec(), v.data().to_vec())).collect();
+        let edited = edit(tensors);
+        let views: Vec<(String, safetensors::tensor::TensorView)> = edited
             .iter()
-            .map(|(n, shape, data)| (n.clone(), safetensors::tensor::TensorView::new(st_dtype, shape.clone(), data).unwrap()))
+            .map(|(n, dtype, shape, data)| (n.clone(), safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).unwrap()))
             .collect();
-        let out = safetensors::serialize(views, None).unwrap();
-        std::fs::write(dst.join(name), out).unwrap();
+        std::fs::write(dst.join(name), safetensors::serialize(views, None).unwrap()).unwrap();
     }
+}
+
+/// Copies the checkpoint at `src` into `dst` with every float tensor of every safetensors file
+/// stored as `to`.
+pub fn convert_checkpoint(src: &Path, dst: &Path, to: ir::DType) {
+    let st_dtype = match to {
+        ir::DType::F32 => safetensors::Dtype::F32,
+        ir::DType::F16 => safetensors::Dtype::F16,
+        ir::DType::BF16 => safetensors::Dtype::BF16,
+        other => panic!("cannot convert to {other}"),
+    };
+    rewrite_checkpoint(src, dst, |tensors| {
+        tensors.into_iter().map(|(n, d, shape, data)| (n, st_dtype, shape, convert(&data, d, to))).collect()
+    });
 }

@@ -40,3 +40,33 @@ parity! {
     tiny_llama_sharded => "tiny-llama-sharded",
     tiny_gpt2 => "tiny-gpt2",
 }
+
+/// GPT-2 as openai-community/gpt2 ships it: saved from the bare `GPT2Model` (no
+/// `transformer.` prefix) with the `attn.bias` / `attn.masked_bias` buffers. The buffers are
+/// listed as intentionally unused, and the model still matches the reference.
+#[test]
+fn tiny_gpt2_saved_from_the_bare_model() {
+    let src = tempfile::tempdir().unwrap();
+    tailor_tests::checkpoints::rewrite_checkpoint(&fixture("tiny-gpt2"), src.path(), |tensors| {
+        let mut out: Vec<_> = tensors
+            .into_iter()
+            .map(|(n, d, s, b)| (n.strip_prefix("transformer.").unwrap_or(&n).to_string(), d, s, b))
+            .collect();
+        for i in 0..2 {
+            let tril: Vec<u8> = (0..256 * 256).flat_map(|k| if k % 256 <= k / 256 { 1f32 } else { 0f32 }.to_le_bytes()).collect();
+            out.push((format!("h.{i}.attn.bias"), safetensors::Dtype::F32, vec![1, 1, 256, 256], tril));
+            out.push((format!("h.{i}.attn.masked_bias"), safetensors::Dtype::F32, vec![], (-1e4f32).to_le_bytes().to_vec()));
+        }
+        out
+    });
+    let ckpt = models::Checkpoint::open(src.path()).unwrap();
+    let model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let unused = ckpt.unused();
+    assert_eq!(unused.len(), 4, "{unused:?}");
+    assert!(unused.keys().all(|k| k.contains(".attn.bias") || k.contains(".attn.masked_bias")), "{unused:?}");
+    assert!(ckpt.taken().values().all(|&n| n == 1));
+    let shape = DecoderShape::of(&model);
+    let (_dir, mut s) = session_for(&model);
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-gpt2")), Cases::ALL);
+    assert_within("tiny-gpt2 without the transformer. prefix", &diffs, 1e-4);
+}

@@ -19,6 +19,7 @@ impl DecoderFamily {
         let heads = Heads { q: c.num_attention_heads, kv: c.num_key_value_heads, head_dim: c.head_dim };
         let (hidden, q_dim, kv_dim) = (c.hidden_size, heads.q * heads.head_dim, heads.kv * heads.head_dim);
         let eps = c.norm_eps;
+        ckpt.set_optional_prefix(self.optional_prefix);
 
         // Token (and learned position) embeddings. The embedding recipe is kept: a tied
         // lm_head reads the same checkpoint tensor through it, so it is taken once.

@@ -41,7 +41,7 @@ const LLAMA_LAYOUT: Layout = Layout {
 };
 
 pub const LLAMA: DecoderFamily =
-    DecoderFamily { model_types: &["llama"], names: LLAMA_NAMES, layout: LLAMA_LAYOUT, unused: ROTARY_BUFFERS };
+    DecoderFamily { model_types: &["llama"], names: LLAMA_NAMES, layout: LLAMA_LAYOUT, optional_prefix: None, unused: ROTARY_BUFFERS };
 
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
 /// `sliding_window` applies as given.
@@ -49,6 +49,7 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     model_types: &["mistral"],
     names: LLAMA_NAMES,
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
     unused: ROTARY_BUFFERS,
 };
 
@@ -57,6 +58,7 @@ pub const QWEN2: DecoderFamily = DecoderFamily {
     model_types: &["qwen2"],
     names: LLAMA_NAMES,
     layout: Layout { qkv_bias: Bias::Always, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
     unused: ROTARY_BUFFERS,
 };
 
@@ -65,6 +67,7 @@ pub const QWEN3: DecoderFamily = DecoderFamily {
     model_types: &["qwen3"],
     names: NameTable { qk_norm: Some(("self_attn.q_norm", "self_attn.k_norm")), ..LLAMA_NAMES },
     layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
     unused: ROTARY_BUFFERS,
 };
 
@@ -77,6 +80,7 @@ pub const PHI3: DecoderFamily = DecoderFamily {
         ..LLAMA_NAMES
     },
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
     unused: ROTARY_BUFFERS,
 };
 
@@ -106,6 +110,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         mlp_bias: Bias::Always,
         tie_default: true,
     },
+    optional_prefix: Some("transformer."),
     unused: &[
         Unused { suffix: ".attn.bias", reason: "GPT-2's causal-mask buffer; the graph builds its own mask" },
         Unused { suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },

@@ -11,6 +11,9 @@ pub struct DecoderFamily {
     pub model_types: &'static [&'static str],
     pub names: NameTable,
     pub layout: Layout,
+    /// A prefix of the table's names that some checkpoints of the family omit (GPT-2 saved from
+    /// the bare model has no `transformer.`).
+    pub optional_prefix: Option<&'static str>,
     /// Checkpoint tensors the graph deliberately does not read, matched by name suffix.
     pub unused: &'static [Unused],
 }
