@@ -9,6 +9,8 @@ pub enum Error {
     Ir(#[from] ir::Error),
     #[error("output {output} {reason}")]
     Output { output: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    Config { path: PathBuf, reason: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("unknown execution provider `{ep}`; available: {available}")]

@@ -1,15 +1,45 @@
 //! `genai_config.json`: what onnxruntime-genai needs to run a decoder package. Input and
-//! output names are read from the built graph, not assumed.
+//! output names are read from the built graph, not assumed; search defaults come from the
+//! checkpoint's `generation_config.json`; provider options come from the EP table.
 
 use ir::Graph;
 use models::DecoderConfig;
 use serde_json::{json, Map, Value};
 
-/// onnxruntime-genai's model type for a checkpoint `model_type`.
-fn runtime_model_type(model_type: &str) -> &str {
-    match model_type {
-        "llama" | "mistral" | "qwen2" | "qwen3" | "phi3" | "gpt2" | "gemma" | "olmo" | "granite" => model_type,
-        _ => "llama",
+/// Checkpoint `model_type` -> onnxruntime-genai model type, for the types the runtime lists
+/// (read from onnxruntime-genai 0.18's list of decoder types).
+const RUNTIME_TYPES: &[(&str, &str)] = &[
+    ("llama", "llama"),
+    ("mistral", "mistral"),
+    ("qwen2", "qwen2"),
+    ("qwen3", "qwen3"),
+    ("phi3", "phi3"),
+    ("gpt2", "gpt2"),
+    ("gemma", "gemma"),
+    ("gemma2", "gemma2"),
+    ("gemma3_text", "gemma3"),
+    ("granite", "granite"),
+    ("olmo", "olmo"),
+    ("nemotron", "nemotron"),
+    ("smollm3", "smollm3"),
+];
+
+/// The runtime treats every plain decoder the same way once the I/O names are given; for a
+/// checkpoint type it does not list, `llama` is the type whose handling fits (causal LM,
+/// external KV cache, position ids).
+const FALLBACK_TYPE: &str = "llama";
+
+
+/// The runtime model type and, when it is a fallback, a note for the build report.
+pub fn runtime_model_type(model_type: &str) -> (&'static str, Option<String>) {
+    match RUNTIME_TYPES.iter().find(|(m, _)| *m == model_type) {
+        Some((_, t)) => (t, None),
+        None => (
+            FALLBACK_TYPE,
+            Some(format!(
+                "onnxruntime-genai does not list model_type `{model_type}`; genai_config.json uses `{FALLBACK_TYPE}`, whose handling fits a causal decoder with an external KV cache"
+            )),
+        ),
     }
 }
 
@@ -21,7 +51,37 @@ fn layer_pattern(names: &[&str], prefix: &str, suffix: &str) -> Option<String> {
         .then(|| format!("{prefix}%d{suffix}"))
 }
 
-pub fn genai_config(c: &DecoderConfig, graph: &Graph, ep: &str) -> Value {
+/// The `search` section: runtime defaults, overridden by the checkpoint's generation config.
+fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: bool) -> Value {
+    let mut s = Map::new();
+    let get = |k: &str| generation.and_then(|g| g.get(k)).filter(|v| !v.is_null()).cloned();
+    let do_sample = get("do_sample").and_then(|v| v.as_bool()).unwrap_or(false);
+    s.insert("diversity_penalty".into(), get("diversity_penalty").unwrap_or(json!(0.0)));
+    s.insert("do_sample".into(), json!(do_sample));
+    s.insert("early_stopping".into(), get("early_stopping").filter(Value::is_boolean).unwrap_or(json!(true)));
+    s.insert("length_penalty".into(), get("length_penalty").unwrap_or(json!(1.0)));
+    s.insert("max_length".into(), get("max_length").unwrap_or(json!(c.max_position_embeddings)));
+    s.insert("min_length".into(), get("min_length").unwrap_or(json!(0)));
+    s.insert("no_repeat_ngram_size".into(), get("no_repeat_ngram_size").unwrap_or(json!(0)));
+    s.insert("num_beams".into(), get("num_beams").unwrap_or(json!(1)));
+    s.insert("num_return_sequences".into(), get("num_return_sequences").unwrap_or(json!(1)));
+    s.insert("past_present_share_buffer".into(), json!(share_buffer));
+    s.insert("repetition_penalty".into(), get("repetition_penalty").unwrap_or(json!(1.0)));
+    s.insert("temperature".into(), get("temperature").unwrap_or(json!(1.0)));
+    s.insert("top_k".into(), get("top_k").unwrap_or(json!(if do_sample { 50 } else { 1 })));
+    s.insert("top_p".into(), get("top_p").unwrap_or(json!(1.0)));
+    Value::Object(s)
+}
+
+/// Builds `genai_config.json` for a decoder graph. `provider_options` is the EP table's list
+/// (empty for the CPU provider). Returns the config and notes for the build report.
+pub fn genai_config(
+    c: &DecoderConfig,
+    graph: &Graph,
+    provider_options: Vec<Value>,
+    generation: Option<&Value>,
+) -> (Value, Vec<String>) {
+    let mut notes = Vec::new();
     let inputs: Vec<&str> = graph.inputs.iter().map(|v| v.name.as_str()).collect();
     let outputs: Vec<&str> = graph.outputs.iter().map(|v| v.name.as_str()).collect();
     let mut io_in = Map::new();
@@ -46,15 +106,15 @@ pub fn genai_config(c: &DecoderConfig, graph: &Graph, ep: &str) -> Value {
     if let Some(p) = layer_pattern(&outputs, "present.", ".value") {
         io_out.insert("present_value_names".into(), json!(p));
     }
-    let provider_options: Vec<Value> = match ep {
-        "default" | "cpu" => vec![],
-        other => vec![json!({ other: {} })],
-    };
+    // Only GroupQueryAttention reads and writes one shared KV buffer in place.
+    let share_buffer = graph.nodes.iter().any(|n| n.op == "GroupQueryAttention");
     let eos = match c.eos_token_id.as_slice() {
         [one] => json!(one),
         many => json!(many),
     };
-    json!({
+    let (model_type, note) = runtime_model_type(&c.model_type);
+    notes.extend(note);
+    let config = json!({
         "model": {
             "bos_token_id": c.bos_token_id,
             "context_length": c.max_position_embeddings,
@@ -71,24 +131,10 @@ pub fn genai_config(c: &DecoderConfig, graph: &Graph, ep: &str) -> Value {
             },
             "eos_token_id": eos,
             "pad_token_id": c.pad_token_id.or(c.eos_token_id.first().copied()),
-            "type": runtime_model_type(&c.model_type),
+            "type": model_type,
             "vocab_size": c.vocab_size,
         },
-        "search": {
-            "diversity_penalty": 0.0,
-            "do_sample": false,
-            "early_stopping": true,
-            "length_penalty": 1.0,
-            "max_length": c.max_position_embeddings,
-            "min_length": 0,
-            "no_repeat_ngram_size": 0,
-            "num_beams": 1,
-            "num_return_sequences": 1,
-            "past_present_share_buffer": false,
-            "repetition_penalty": 1.0,
-            "temperature": 1.0,
-            "top_k": 1,
-            "top_p": 1.0,
-        },
-    })
+        "search": search_section(c, generation, share_buffer),
+    });
+    (config, notes)
 }

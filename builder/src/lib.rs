@@ -11,5 +11,5 @@ mod package;
 
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
-pub use genai::genai_config;
+pub use genai::{genai_config, runtime_model_type};
 pub use package::{build, BuildReport, BuildRequest, SUPPORTED_EPS};

@@ -104,6 +104,9 @@ fn main() -> ExitCode {
                         r.data_bytes,
                         r.copied_files.join(", ")
                     );
+                    for note in &r.notes {
+                        eprintln!("note: {note}");
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -56,6 +56,8 @@ pub struct BuildReport {
     pub model_bytes: u64,
     pub data_bytes: u64,
     pub copied_files: Vec<String>,
+    /// Things a user should know about the package (e.g. a runtime model-type fallback).
+    pub notes: Vec<String>,
     pub seconds: f64,
 }
 
@@ -87,7 +89,8 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     progress("writing model.onnx and model.onnx.data");
     let write = ir::WriteOptions { threads: req.threads, ..Default::default() };
     let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write)?;
-    let config = genai_config(&ckpt.config, &model.graph, &req.ep);
+    let generation = read_generation_config(&req.model_dir)?;
+    let (config, notes) = genai_config(&ckpt.config, &model.graph, vec![], generation.as_ref());
     write_json(&staging.path().join("genai_config.json"), &config)?;
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path())?;
     commit(staging, &req.output)?;
@@ -99,8 +102,19 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         model_bytes: saved.model_bytes,
         data_bytes: saved.data_bytes,
         copied_files,
+        notes,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The checkpoint's `generation_config.json`, when present.
+fn read_generation_config(dir: &Path) -> Result<Option<serde_json::Value>> {
+    let path = dir.join("generation_config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| Error::Config { path, reason: format!("not valid JSON: {e}") })
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
