@@ -25,3 +25,16 @@ fn every_checkpoint_tensor_is_consumed_once() {
         assert_eq!(taken.get(name), Some(&1), "tensor `{name}` consumed {:?} times", taken.get(name));
     }
 }
+
+/// The other structural variants rules are written against: fused Phi-3 weights split by
+/// Slice recipes plus the LongRoPE `If`, Qwen3's per-head q/k norm, GPT-2's learned positions,
+/// LayerNorm and Gelu, and Mistral's sliding-window mask.
+#[test]
+fn variant_generic_graphs() {
+    for name in ["tiny-phi3-longrope", "tiny-qwen3", "tiny-gpt2", "tiny-mistral-sw"] {
+        let ckpt = Checkpoint::open(&fixture(name)).unwrap();
+        let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();
+        assert!(model.graph.nodes.iter().all(|n| n.domain.is_empty() && n.opset == ir::OPSET), "standard ONNX only");
+        insta::assert_snapshot!(name, ir::canonical_text(&model, ir::TextOptions { recipes: true }));
+    }
+}

@@ -27,23 +27,17 @@ impl DecoderFamily {
         let wte = b.initializer(n.embed_tokens, embed.clone().cast(b.float));
         let scope = n.embed_tokens.trim_end_matches(".weight");
         let mut h = b.op(&format!("{scope}/Gather"), "Gather", &[&wte, &io.input_ids], vec![ir::Attr::int("axis", 0)]);
-        let rope = match (l.positions, n.embed_positions) {
-            (Positions::Learned, Some(wpe_name)) => {
-                let recipe = ckpt.tensor(wpe_name, &[c.max_position_embeddings, hidden])?.cast(b.float);
-                let wpe = b.initializer(wpe_name, recipe);
-                let scope = wpe_name.trim_end_matches(".weight");
-                let pos = b.op(&format!("{scope}/Gather"), "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
-                h = b.op(&format!("{scope}/Add"), "Add", &[&h, &pos], vec![]);
-                None
-            }
-            (Positions::Learned, None) => {
-                return Err(Error::Config {
-                    path: c.path.clone(),
-                    reason: format!("family table for `{}` has learned positions but no embed_positions name", c.model_type),
-                })
-            }
-            (Positions::Rotary, _) => None,
-        };
+        if l.positions == Positions::Learned {
+            let wpe_name = n.embed_positions.ok_or_else(|| Error::Config {
+                path: c.path.clone(),
+                reason: format!("the `{}` family table has learned positions but no embed_positions name", c.model_type),
+            })?;
+            let recipe = ckpt.tensor(wpe_name, &[c.max_position_embeddings, hidden])?.cast(b.float);
+            let wpe = b.initializer(wpe_name, recipe);
+            let scope = wpe_name.trim_end_matches(".weight");
+            let pos = b.op(&format!("{scope}/Gather"), "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
+            h = b.op(&format!("{scope}/Add"), "Add", &[&h, &pos], vec![]);
+        }
 
         // One mask per distinct window, built once and shared by the layers that use it.
         let windows: Vec<Option<usize>> = (0..c.num_hidden_layers).map(|i| c.layer_window(i)).collect();
@@ -62,7 +56,7 @@ impl DecoderFamily {
             Positions::Rotary => {
                 Some(RopeCache::build(b, &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask))
             }
-            Positions::Learned => rope,
+            Positions::Learned => None,
         };
         let (qkv_bias, o_bias, mlp_bias) = (l.qkv_bias.resolve(c), l.o_bias.resolve(c), l.mlp_bias.resolve(c));
         // GPT-2's attention scale keys; absent everywhere else, which means the default.
