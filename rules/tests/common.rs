@@ -1,0 +1,18 @@
+//! Shared by the rules tests: the foundation's tiny-llama generic graph.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
+}
+
+pub fn tiny_llama() -> ir::Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).expect("tiny-llama fixture");
+    models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).expect("generic graph builds")
+}
+
+pub fn count(model: &ir::Model, op: &str) -> usize {
+    model.graph.nodes.iter().filter(|n| n.op == op).count()
+}
