@@ -6,22 +6,24 @@ use ir::Graph;
 use models::DecoderConfig;
 use serde_json::{json, Map, Value};
 
-/// Checkpoint `model_type` -> onnxruntime-genai model type, for the types the runtime lists
-/// (read from onnxruntime-genai 0.18's list of decoder types).
-const RUNTIME_TYPES: &[(&str, &str)] = &[
-    ("llama", "llama"),
-    ("mistral", "mistral"),
-    ("qwen2", "qwen2"),
-    ("qwen3", "qwen3"),
-    ("phi3", "phi3"),
-    ("gpt2", "gpt2"),
-    ("gemma", "gemma"),
-    ("gemma2", "gemma2"),
-    ("gemma3_text", "gemma3"),
-    ("granite", "granite"),
-    ("olmo", "olmo"),
-    ("nemotron", "nemotron"),
-    ("smollm3", "smollm3"),
+/// Checkpoint `model_type` -> onnxruntime-genai model type (from onnxruntime-genai 0.18's
+/// list of decoder types), with the reason when the type differs from the checkpoint's.
+const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
+    ("llama", "llama", None),
+    ("mistral", "mistral", None),
+    ("qwen2", "qwen2", None),
+    ("qwen3", "qwen3", None),
+    ("phi3", "phi3", None),
+    // onnxruntime-genai's `gpt2` type expects the legacy combined `past_%d` cache; our graphs
+    // have separate key/value caches like every other decoder.
+    ("gpt2", "llama", Some("onnxruntime-genai's `gpt2` type expects a combined past_%d KV cache; this package has separate key/value caches, which its `llama` handling runs")),
+    ("gemma", "gemma", None),
+    ("gemma2", "gemma2", None),
+    ("gemma3_text", "gemma3", None),
+    ("granite", "granite", None),
+    ("olmo", "olmo", None),
+    ("nemotron", "nemotron", None),
+    ("smollm3", "smollm3", None),
 ];
 
 /// The runtime treats every plain decoder the same way once the I/O names are given; for a
@@ -32,8 +34,8 @@ const FALLBACK_TYPE: &str = "llama";
 
 /// The runtime model type and, when it is a fallback, a note for the build report.
 pub fn runtime_model_type(model_type: &str) -> (&'static str, Option<String>) {
-    match RUNTIME_TYPES.iter().find(|(m, _)| *m == model_type) {
-        Some((_, t)) => (t, None),
+    match RUNTIME_TYPES.iter().find(|(m, _, _)| *m == model_type) {
+        Some((_, t, why)) => (t, why.map(|w| format!("genai_config.json type `{t}` for model_type `{model_type}`: {w}"))),
         None => (
             FALLBACK_TYPE,
             Some(format!(
@@ -137,4 +139,20 @@ pub fn genai_config(
         "search": search_section(c, generation, share_buffer),
     });
     (config, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_types_record_why_they_differ() {
+        assert_eq!(runtime_model_type("qwen2"), ("qwen2", None));
+        let (t, note) = runtime_model_type("gpt2");
+        assert_eq!(t, "llama");
+        assert!(note.unwrap().contains("past_%d"));
+        let (t, note) = runtime_model_type("brand_new_arch");
+        assert_eq!(t, FALLBACK_TYPE);
+        assert!(note.unwrap().contains("brand_new_arch"));
+    }
 }
