@@ -273,6 +273,11 @@ impl DecoderConfig {
                 )));
             }
         }
+        // Boolean switches read later through `flag`: check their type here, so a typo such as
+        // `"attention_bias": "true"` is an error naming the key, not a silent default.
+        for key in BOOLEAN_KEYS {
+            r.bool_opt(key)?;
+        }
         Ok(DecoderConfig {
             path: path.to_path_buf(),
             hidden_size,
@@ -459,6 +464,10 @@ fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
     Ok(RopeConfig { theta, kind, partial_rotary_factor })
 }
 
+/// Boolean keys the families read through [`DecoderConfig::flag`].
+const BOOLEAN_KEYS: &[&str] =
+    &["attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"];
+
 /// The `rope_type` values this tool builds.
 pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
 
@@ -494,6 +503,8 @@ mod tests {
         assert!(e.contains("`hidden_size`"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"num_key_value_heads":3}}"#)).unwrap_err().to_string();
         assert!(e.contains("num_key_value_heads"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"attention_bias":"yes"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`attention_bias`"), "{e}");
         let e = parse("{not json").unwrap_err().to_string();
         assert!(e.contains("not valid JSON"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"linear"}}}}"#)).unwrap_err().to_string();

@@ -132,6 +132,12 @@ fn bf16_builds_are_bf16_throughout() {
         let model = build_model(&fixture(name), &out.path().join("pkg"), DType::BF16);
         assert_structure(&model.graph, DType::BF16, &format!("{name} bf16"));
     }
+    // From an f16 source too.
+    let src = tempfile::tempdir().unwrap();
+    convert_checkpoint(&fixture("tiny-qwen3"), src.path(), DType::F16);
+    let out = tempfile::tempdir().unwrap();
+    let model = build_model(src.path(), &out.path().join("pkg"), DType::BF16);
+    assert_structure(&model.graph, DType::BF16, "tiny-qwen3 f16 source, bf16 build");
 }
 
 /// Computes what an initializer must hold from the raw source bytes, independently of
