@@ -14,6 +14,7 @@ mod builtin;
 mod claim;
 pub mod dtype;
 mod error;
+mod opschema;
 mod schema;
 mod table;
 mod validate;
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use claim::Claim;
+pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};
 pub use table::{
     normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, RuleRef,

@@ -1,0 +1,92 @@
+//! Operator schemas: which type constraint each formal input and output carries. EP tables
+//! claim kernels by constraint (`T = ["f16"]`, `M = ["i32"]`); validation needs to know that,
+//! say, GroupQueryAttention's input 5 is `M`, to bind a node's dtypes to those names.
+//! `schemas.toml` is generated from ONNX Runtime 1.32's schema registry by
+//! `tools/gen_schemas.py`.
+
+use crate::{Error, Location, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+const BUILTIN: &str = include_str!("../schemas.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpSchema {
+    pub domain: String,
+    pub name: String,
+    pub since: i64,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    #[serde(default)]
+    pub variadic: bool,
+    pub constraints: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct File {
+    op: Vec<OpSchema>,
+}
+
+/// The schemas of every operator an EP table claims.
+#[derive(Debug, Clone)]
+pub struct OpSchemas {
+    by_op: BTreeMap<(String, String), OpSchema>,
+}
+
+impl OpSchemas {
+    pub fn builtin() -> Result<OpSchemas> {
+        let file: File = toml::from_str(BUILTIN)
+            .map_err(|e| Error::Parse { location: Location::file("schemas.toml"), message: e.to_string() })?;
+        let by_op = file.op.into_iter().map(|s| ((s.domain.clone(), s.name.clone()), s)).collect();
+        Ok(OpSchemas { by_op })
+    }
+
+    pub fn get(&self, domain: &str, op: &str) -> Option<&OpSchema> {
+        let domain = if domain == "ai.onnx" { "" } else { domain };
+        self.by_op.get(&(domain.to_string(), op.to_string()))
+    }
+
+    /// Binds constraint names to the dtypes of a node's inputs and outputs (`None` where a slot
+    /// is absent or its type unknown). The first slot that carries a constraint decides it.
+    pub fn bindings(&self, domain: &str, op: &str, inputs: &[Option<String>], outputs: &[Option<String>]) -> Option<BTreeMap<String, String>> {
+        let schema = self.get(domain, op)?;
+        let mut out = BTreeMap::new();
+        let formal = |list: &Vec<String>, i: usize, variadic: bool| -> Option<String> {
+            list.get(i).cloned().or_else(|| if variadic { list.last().cloned() } else { None })
+        };
+        for (i, dtype) in inputs.iter().enumerate() {
+            if let (Some(d), Some(c)) = (dtype, formal(&schema.inputs, i, schema.variadic)) {
+                if schema.constraints.contains(&c) {
+                    out.entry(c).or_insert_with(|| d.clone());
+                }
+            }
+        }
+        for (i, dtype) in outputs.iter().enumerate() {
+            if let (Some(d), Some(c)) = (dtype, formal(&schema.outputs, i, false)) {
+                if schema.constraints.contains(&c) {
+                    out.entry(c).or_insert_with(|| d.clone());
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_gqa_slots_to_their_constraints() {
+        let s = OpSchemas::builtin().unwrap();
+        let f = |x: &str| Some(x.to_string());
+        let inputs = vec![f("f32"), f("f32"), f("f32"), f("f32"), f("f32"), f("i32"), f("i32")];
+        let b = s.bindings("com.microsoft", "GroupQueryAttention", &inputs, &[f("f32")]).unwrap();
+        assert_eq!(b.get("T").map(String::as_str), Some("f32"));
+        assert_eq!(b.get("M").map(String::as_str), Some("i32"));
+        assert_eq!(b.get("T_CACHE").map(String::as_str), Some("f32"));
+        let concat = s.bindings("", "Concat", &[f("f16"), f("f16"), f("f16")], &[]).unwrap();
+        assert_eq!(concat.get("T").map(String::as_str), Some("f16"));
+        assert!(s.get("", "NoSuchOp").is_none());
+    }
+}
