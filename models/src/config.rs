@@ -229,7 +229,7 @@ impl DecoderConfig {
         let max_position_embeddings = r.usize_any(&["max_position_embeddings", "n_positions"])?.unwrap_or(2048);
         let rope = read_rope(&r, max_position_embeddings)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
-        if rotary_dim == 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim {
+        if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
                 "rotary dimension {rotary_dim} (head_dim {head_dim} x partial_rotary_factor {}) must be even and at most head_dim",
                 rope.partial_rotary_factor
