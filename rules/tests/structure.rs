@@ -1,0 +1,118 @@
+//! Structural guarantees: matching is compiled (no parser at run time), rules call only
+//! allow-listed helpers, every rule names its file and line, the generated code is visible.
+
+use std::collections::{HashMap, HashSet};
+
+/// `rules` must not link `pest` or `rule-dsl`: those are compile-time only, reached through the
+/// `rule-macros` proc-macro. Walks the normal dependency graph from `rules` without entering
+/// proc-macro crates (which run in the compiler, not in the binary).
+#[test]
+fn rules_has_no_runtime_dependency_on_the_parser() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let name_of: HashMap<&str, &str> = packages.iter().map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap())).collect();
+    let is_proc_macro: HashSet<&str> = packages
+        .iter()
+        .filter(|p| p["targets"].as_array().unwrap().iter().any(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "proc-macro")))
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    let nodes = meta["resolve"]["nodes"].as_array().unwrap();
+    let deps: HashMap<&str, Vec<&str>> = nodes
+        .iter()
+        .map(|n| {
+            let normal: Vec<&str> = n["deps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+                .map(|d| d["pkg"].as_str().unwrap())
+                .collect();
+            (n["id"].as_str().unwrap(), normal)
+        })
+        .collect();
+    let root = name_of.iter().find(|(_, n)| **n == "rules").map(|(id, _)| *id).unwrap();
+    let mut seen = HashSet::new();
+    let mut stack = vec![root];
+    let mut linked = Vec::new();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        linked.push(name_of[id]);
+        if is_proc_macro.contains(id) {
+            continue;
+        }
+        stack.extend(deps.get(id).into_iter().flatten());
+    }
+    for banned in ["pest", "pest_derive", "rule-dsl"] {
+        assert!(!linked.contains(&banned), "`rules` links `{banned}` at run time: {linked:?}");
+    }
+    assert!(linked.contains(&"rule-macros"), "the walk saw the macro crate: {linked:?}");
+}
+
+#[test]
+fn rules_call_only_allow_listed_helpers() {
+    for r in rules::registry() {
+        for h in r.info.helpers {
+            assert!(rules::helpers::ALLOWED.contains(h), "rule {} calls helper `{h}`, which is not in helpers::ALLOWED", r.info.id);
+        }
+    }
+    // The generated code calls helpers only through `helpers::allowed::`.
+    let src = rules::generated_source();
+    for (i, _) in src.match_indices("helpers ::") {
+        assert!(src[i..].starts_with("helpers :: allowed ::"), "helper call outside the allow-list module: {}", &src[i..i + 60]);
+    }
+}
+
+#[test]
+fn the_compile_time_and_run_time_helper_lists_agree() {
+    let dsl: Vec<&str> = rule_dsl::vocab::HELPERS.iter().map(|h| h.0).collect();
+    assert_eq!(dsl, rules::helpers::ALLOWED);
+}
+
+#[test]
+fn registry_lists_every_rule_file_with_ids_stages_and_lines() {
+    let ids: Vec<&str> = rules::registry().iter().map(|r| r.info.id).collect();
+    for want in ["fuse.gqa_rotary", "fuse.gqa", "fuse.skip_rms_norm"] {
+        assert!(ids.contains(&want), "{ids:?}");
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    let distinct: HashSet<&str> = rules::registry().iter().map(|r| r.info.file).collect();
+    assert_eq!(distinct.len(), files, "one registry file per .rule file");
+    for r in rules::registry() {
+        let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(r.info.file)).unwrap();
+        let line = text.lines().nth(r.info.line as usize - 1).unwrap();
+        assert!(line.contains(&format!("rule {}", r.info.id)), "{}:{} is `{line}`", r.info.file, r.info.line);
+        assert_eq!(r.info.stage, rules::Stage::Fuse);
+    }
+}
+
+#[test]
+fn gqa_rotary_is_ordered_before_gqa() {
+    let picked = rules::select(&["fuse.gqa", "fuse.skip_rms_norm", "fuse.gqa_rotary"]).unwrap();
+    let order: Vec<&str> = rules::order(&picked).iter().map(|r| r.info.id).collect();
+    let pos = |id| order.iter().position(|x| *x == id).unwrap();
+    assert!(pos("fuse.gqa_rotary") < pos("fuse.gqa"), "{order:?}");
+}
+
+#[test]
+fn unknown_rule_ids_are_an_error() {
+    let mut m = ir::Model::default();
+    let err = rules::apply(&mut m, &["fuse.nope"], &rules::Options::default()).unwrap_err();
+    assert!(err.to_string().contains("unknown rule `fuse.nope`"), "{err}");
+}
+
+#[test]
+fn generated_code_is_visible_and_specialised() {
+    let src = rules::generated_source();
+    assert!(src.contains("\"GroupQueryAttention\"") && src.contains("\"SkipSimplifiedLayerNormalization\""));
+    assert!(src.contains("fn matcher"));
+}
