@@ -13,6 +13,12 @@ pub enum Error {
     Config { path: PathBuf, reason: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    EpSets(#[from] ep_sets::Error),
+    #[error("pipeline: {0}")]
+    Pipeline(String),
+    #[error("the {ep} {dtype} build failed validation against ep-sets/tables/{ep}.toml:\n  - {}", problems.join("\n  - "))]
+    Validation { ep: String, dtype: String, problems: Vec<String>, report: Box<crate::pipeline::PipelineReport> },
     #[error("unknown execution provider `{ep}`; available: {available}")]
     UnknownEp { ep: String, available: String },
 }

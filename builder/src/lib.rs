@@ -8,6 +8,7 @@ mod error;
 mod genai;
 mod output;
 mod package;
+pub mod pipeline;
 
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};

@@ -53,6 +53,13 @@ enum Command {
         /// whatever the count; fewer threads use less memory.
         #[arg(long, default_value_t = 0, value_name = "N")]
         threads: usize,
+        /// Print one diagnostic record per candidate node and rule: fired, or which check
+        /// failed and why (also with TAILOR_EXPLAIN=1).
+        #[arg(long)]
+        explain: bool,
+        /// How diagnostics are printed: `text` for people, `json` (on stdout) for tools.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        diag_format: String,
     },
 }
 
@@ -65,7 +72,7 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Build { model, output, ep, dtype, force, threads } => {
+        Command::Build { model, output, ep, dtype, force, threads, explain, diag_format } => {
             let demo_dir;
             let (model_dir, output) = match model {
                 Some(m) => {
@@ -91,9 +98,11 @@ fn main() -> ExitCode {
                     (demo_dir.path().to_path_buf(), output.unwrap_or_else(|| PathBuf::from("tailor-demo")))
                 }
             };
-            let req = BuildRequest { model_dir, output, ep, dtype, force, threads };
+            let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
+            let req = BuildRequest { model_dir, output, ep, dtype, force, threads, explain };
             match build(&req, &mut |step| eprintln!("  {step}")) {
                 Ok(r) => {
+                    print_diagnostics(&r.pipeline, explain, &diag_format);
                     eprintln!(
                         "built {} in {:.2} s: {} nodes, {} initializers, model.onnx {} B, model.onnx.data {} B; copied {}",
                         r.output.display(),
@@ -110,10 +119,35 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
+                    if let builder::Error::Validation { report, .. } = &e {
+                        print_diagnostics(report, explain, &diag_format);
+                    }
                     eprintln!("error: {e}");
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// One line per rule and role on stderr, per-node records with `--explain`, or the whole
+/// pipeline report as JSON on stdout.
+fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool, format: &str) {
+    if format == "json" {
+        println!("{}", serde_json::to_string_pretty(p).expect("reports serialize"));
+        return;
+    }
+    for line in p.diagnostics.text().lines() {
+        eprintln!("  {line}  [{}]", p.role);
+    }
+    if explain {
+        for r in &p.diagnostics.records {
+            let what = match (&r.check, &r.message) {
+                (Some(c), Some(m)) => format!("failed {c}: {m}"),
+                (Some(c), None) => format!("failed {c}"),
+                _ => "fired".to_string(),
+            };
+            eprintln!("    {} {} {}: {what} ({})", p.role, r.rule, r.node, r.location);
         }
     }
 }

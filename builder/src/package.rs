@@ -1,14 +1,17 @@
 //! One build: read the checkpoint, build the generic graph, write the package.
 
 use crate::output::{check_output, commit, staging_dir};
+use crate::pipeline::{optimize, PipelineReport};
 use crate::{genai_config, Error, Result};
+use ep_sets::EpSets;
 use ir::DType;
 use models::{BuildOptions, Checkpoint};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Execution providers this build knows. `default` is portable standard ONNX.
-pub const SUPPORTED_EPS: &[&str] = &["default"];
+/// Execution providers the built-in tables describe (`ep-sets/tables/*.toml`); `default` is
+/// portable standard ONNX.
+pub const SUPPORTED_EPS: &[&str] = &["default", "cpu", "cuda", "dml", "webgpu", "trt-rtx"];
 
 /// Files copied from the checkpoint into the package when present.
 const CHECKPOINT_FILES: &[&str] = &[
@@ -32,6 +35,8 @@ pub struct BuildRequest {
     pub force: bool,
     /// Writer threads for model.onnx.data; 0 = one per core. Output is identical either way.
     pub threads: usize,
+    /// Keep one diagnostic record per candidate node in the report.
+    pub explain: bool,
 }
 
 impl BuildRequest {
@@ -44,6 +49,7 @@ impl BuildRequest {
             dtype: DType::F32,
             force: false,
             threads: 0,
+            explain: false,
         }
     }
 }
@@ -58,6 +64,8 @@ pub struct BuildReport {
     pub copied_files: Vec<String>,
     /// Things a user should know about the package (e.g. a runtime model-type fallback).
     pub notes: Vec<String>,
+    /// What the EP pipeline did and what validation found (also in build_report.json).
+    pub pipeline: PipelineReport,
     pub seconds: f64,
 }
 
@@ -65,9 +73,6 @@ pub struct BuildReport {
 /// existing folder given with `force` is untouched).
 pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<BuildReport> {
     let start = Instant::now();
-    if !SUPPORTED_EPS.contains(&req.ep.as_str()) {
-        return Err(Error::UnknownEp { ep: req.ep.clone(), available: SUPPORTED_EPS.join(", ") });
-    }
     if !models::SUPPORTED_DTYPES.contains(&req.dtype) {
         return Err(models::Error::Dtype {
             dtype: req.dtype.to_string(),
@@ -75,6 +80,12 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         }
         .into());
     }
+    // The (EP, dtype) pair is resolved before any weight is read.
+    let sets = EpSets::builtin()?;
+    if sets.get(&req.ep).is_none() {
+        return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
+    }
+    let (table, plan) = sets.plan(&req.ep, req.dtype.name())?;
     check_output(&req.output, &req.model_dir, req.force)?;
 
     progress(&format!("reading checkpoint {}", req.model_dir.display()));
@@ -83,15 +94,34 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "building {} graph: {} layers, hidden {}, dtype {}",
         ckpt.config.model_type, ckpt.config.num_hidden_layers, ckpt.config.hidden_size, req.dtype
     ));
-    let model = models::tasks::causal_lm::build(&ckpt, &BuildOptions { dtype: req.dtype })?;
+    let mut model = models::tasks::causal_lm::build(&ckpt, &BuildOptions { dtype: req.dtype, ..Default::default() })?;
+    progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
+    let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain)?;
 
     let staging = staging_dir(&req.output)?;
     progress("writing model.onnx and model.onnx.data");
     let write = ir::WriteOptions { threads: req.threads, ..Default::default() };
     let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write)?;
     let generation = read_generation_config(&req.model_dir)?;
-    let (config, notes) = genai_config(&ckpt.config, &model.graph, vec![], generation.as_ref());
+    let provider_options: Vec<serde_json::Value> = table
+        .genai_provider_options()
+        .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
+        .unwrap_or_default();
+    let (config, mut notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
+    notes.extend(pipeline.not_implemented.iter().map(|r| {
+        format!("{}.toml lists `{r}` for {}, which this build does not implement yet; it was skipped", table.name, req.dtype)
+    }));
     write_json(&staging.path().join("genai_config.json"), &config)?;
+    let report = serde_json::json!({
+        "ep": table.name,
+        "provider": table.provider,
+        "dtype": req.dtype.name(),
+        "model_type": ckpt.config.model_type,
+        "notes": notes,
+        "pipeline": [pipeline],
+        "validation": { "ok": true, "problems": [] },
+    });
+    write_json(&staging.path().join("build_report.json"), &report)?;
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path())?;
     commit(staging, &req.output)?;
 
@@ -103,6 +133,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         data_bytes: saved.data_bytes,
         copied_files,
         notes,
+        pipeline,
         seconds: start.elapsed().as_secs_f64(),
     })
 }

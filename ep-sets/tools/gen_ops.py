@@ -1,7 +1,9 @@
 """Emit the [[ops...]] sections of the EP tables.
 
-cpu/default: read from the installed ONNX Runtime's own kernel registry
-(get_all_opkernel_def), so the claims are exactly what that build registers.
+cpu: read from the installed ONNX Runtime's own kernel registry (get_all_opkernel_def), so the
+claims are exactly what that build registers.
+default: the ONNX standard itself (each op's opset-24 schema and its allowed types): the
+portable table promises standard ONNX, not one runtime's kernels.
 cuda/dml/webgpu: from the rows files next to this script, transcribed from
 ONNX Runtime sources (see each file's header).
 
@@ -77,6 +79,26 @@ def cpu(default_only):
         emit(*r)
 
 
+def standard():
+    """The portable table claims what the ONNX standard allows: each op's opset-24 schema
+    (from the onnx package), with every tensor type its constraints admit."""
+    import onnx
+    from onnx import defs
+    for op in sorted(set(ONNX_OPS) - NON_STANDARD):
+        try:
+            schema = defs.get_schema(op, 24, "")
+        except Exception:
+            continue
+        types = {}
+        for c in schema.type_constraints:
+            short = [SHORT[t[len("tensor("):-1]] for t in c.allowed_type_strs
+                     if t.startswith("tensor(") and t[len("tensor("):-1] in SHORT]
+            if short:
+                types[c.type_param_str] = sorted(set(short))
+        emit("", op, schema.since_version, None, types,
+             f"ONNX opset-24 schema of {op} (since version {schema.since_version}), onnx {onnx.__version__} defs")
+
+
 def from_rows(path, source_of):
     with open(path) as fh:
         for line in fh:
@@ -97,8 +119,10 @@ DOC = "docs/OperatorKernels.md @001d12d2 (generated from registered kernels)"
 
 if __name__ == "__main__":
     which = sys.argv[1]
-    if which in ("cpu", "default"):
-        cpu(which == "default")
+    if which == "cpu":
+        cpu(False)
+    elif which == "default":
+        standard()
     elif which == "cuda":
         from_rows(os.path.join(HERE, "cuda_rows.txt"), lambda d, o: f"{DOC}, CUDAExecutionProvider; registered in " + (
             "onnxruntime/contrib_ops/cuda/cuda_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"

@@ -1,0 +1,146 @@
+//! The EP pipeline: the rule lists an EP table gives for a dtype, applied to the generic
+//! graph, then validation of the result against the same table. A miss is a build error that
+//! quotes the failing rule's check messages, never a silently slower model.
+
+use crate::{Error, Result};
+use ep_sets::{Claim, DtypePlan, EpTable, OpSchemas};
+use ir::{Graph, Model};
+use rules::{Outcome, Report};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The role of the graph being optimized (a package may hold several sub-models later).
+pub const DECODER_ROLE: &str = "decoder";
+
+/// What the pipeline did to one sub-model, and what validation found.
+#[derive(Clone, Debug, Serialize)]
+pub struct PipelineReport {
+    pub role: String,
+    /// Rule ids run, in table order.
+    pub rules_run: Vec<String>,
+    /// Rules the table lists that this build does not implement yet (optional ones only;
+    /// a required one is an error).
+    pub not_implemented: Vec<String>,
+    /// Per-rule diagnostics from the engine.
+    pub diagnostics: Report,
+    /// For each required rule: candidates in the generic graph (nodes of its root op) and
+    /// firings.
+    pub required: Vec<RequiredFusion>,
+    pub validation: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RequiredFusion {
+    pub rule: String,
+    pub root: String,
+    pub generic_candidates: usize,
+    pub fired: usize,
+}
+
+fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
+    graph.nodes.iter().filter(|n| n.op == op && n.domain == domain).count()
+}
+
+/// Runs the table's stages on `model` and validates the result.
+pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool) -> Result<PipelineReport> {
+    let mut ids = Vec::new();
+    let mut not_implemented = Vec::new();
+    for (_, rule) in plan.pipeline() {
+        if rules::rule(&rule.id).is_some() {
+            ids.push(rule.id.clone());
+        } else if plan.is_required(&rule.id) {
+            return Err(Error::Pipeline(format!(
+                "{}.toml [dtype.{dtype}] requires rule `{}`, which this build does not implement",
+                table.name, rule.id
+            )));
+        } else {
+            not_implemented.push(rule.id.clone());
+        }
+    }
+    let required: Vec<(&rules::RuleDef, usize)> = plan
+        .required
+        .iter()
+        .filter_map(|r| rules::rule(&r.id))
+        .map(|def| (def, root_count(&model.graph, def.info.root_domain, def.info.root_op)))
+        .collect();
+
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    // Per-candidate records are always kept: validation needs each candidate's outcome.
+    let opts = rules::Options { explain: true, ..Default::default() };
+    let mut diagnostics = rules::apply(model, &id_refs, &opts).map_err(|e| Error::Pipeline(e.to_string()))?;
+
+    let mut problems = Vec::new();
+    let mut required_report = Vec::new();
+    for (def, generic) in &required {
+        let id = def.info.id;
+        required_report.push(RequiredFusion {
+            rule: id.into(),
+            root: format!("{}{}", if def.info.root_domain.is_empty() { "" } else { "com.microsoft." }, def.info.root_op),
+            generic_candidates: *generic,
+            fired: diagnostics.fired(id),
+        });
+        // A candidate whose pattern is not there (a `match.*` step failed) is not a miss; a
+        // candidate that matched and then failed a named check is.
+        for r in diagnostics.records.iter().filter(|r| r.rule == id && r.outcome == Outcome::Failed) {
+            let check = r.check.as_deref().unwrap_or("");
+            let not_applicable = plan.optional.get(id).is_some_and(|checks| checks.iter().any(|c| c == check));
+            if !check.starts_with("match.") && !not_applicable {
+                problems.push(format!(
+                    "required fusion `{id}` missed node `{}` in {}: check `{check}` failed: {} ({})",
+                    r.node,
+                    r.graph,
+                    r.message.as_deref().unwrap_or("no message"),
+                    r.location
+                ));
+            }
+        }
+    }
+    problems.extend(validate_graph(&model.graph, table, plan));
+    if !explain {
+        diagnostics.records.clear();
+    }
+    let report = PipelineReport {
+        role: DECODER_ROLE.into(),
+        rules_run: ids,
+        not_implemented,
+        diagnostics,
+        required: required_report,
+        validation: problems.clone(),
+    };
+    if !problems.is_empty() {
+        return Err(Error::Validation { ep: table.name.clone(), dtype: dtype.into(), problems, report: Box::new(report) });
+    }
+    Ok(report)
+}
+
+/// Every node claimed by the table at its dtypes and opset; no forbidden op present.
+pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Vec<String> {
+    let schemas = match OpSchemas::builtin() {
+        Ok(s) => s,
+        Err(e) => return vec![format!("operator schemas unreadable: {e}")],
+    };
+    let types = ir::infer_types(graph);
+    let dtype_of = |name: &str| -> Option<String> {
+        if name.is_empty() {
+            return None;
+        }
+        types.get(name).map(|v| v.dtype.name().to_string())
+    };
+    let mut problems = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for node in &graph.nodes {
+        if let Some(f) = plan.forbids(&node.domain, &node.op) {
+            problems.push(format!("node `{}` ({}) is forbidden for {}: {}", node.name, node.op, table.name, f.why));
+            continue;
+        }
+        let inputs: Vec<Option<String>> = node.inputs.iter().map(|i| dtype_of(i)).collect();
+        let outputs: Vec<Option<String>> = node.outputs.iter().map(|o| dtype_of(o)).collect();
+        let bindings = schemas.bindings(&node.domain, &node.op, &inputs, &outputs).unwrap_or_default();
+        if let Claim::No { reason } = table.claims(&node.domain, &node.op, node.opset, &bindings) {
+            // One line per distinct reason, with a count, keeps the error readable.
+            *seen.entry(format!("node `{}`: {reason}", node.name)).or_default() += 1;
+        }
+    }
+    problems.extend(seen.into_keys().take(20));
+    problems
+}
