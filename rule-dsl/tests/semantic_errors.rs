@@ -1,0 +1,125 @@
+//! Each semantic error of the language, on a small bad `.rule` file, gives its message, its
+//! fix and its `file:line:col` (insta snapshots of the rendered diagnostics).
+
+const HEAD: &str = "use domain ai.onnx as onnx opset 24\nuse domain com.microsoft as ms opset 1\n";
+
+fn errors(name: &str, body: &str) -> String {
+    let src = format!("{HEAD}{body}");
+    match rule_dsl::check_sources(&[(name, &src)]) {
+        Ok(_) => panic!("{name} should not pass:\n{src}"),
+        Err(d) => rule_dsl::render(&d),
+    }
+}
+
+/// A valid rule, edited by each case.
+const GOOD: &str = r#"
+rule fuse.ok {
+  stage fuse
+  match {
+    ?sum = onnx.Add{?x, ?skip}
+    ?out = onnx.RMSNormalization(?sum, ?gamma) [epsilon: ?eps default 1e-5]
+    root ?out
+  }
+  check same_shape: shape(?x) == shape(?skip) else "shapes differ: {shape(?x)}"
+  emit {
+    (?y, _, _, ?s) = ms.SkipSimplifiedLayerNormalization(?x, ?skip, ?gamma) [epsilon: ?eps]
+    replace ?out with ?y
+    replace ?sum with ?s
+  }
+}
+"#;
+
+fn case(name: &str, from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "case {name}: `{from}` not in the good rule");
+    errors(name, &GOOD.replacen(from, to, 1))
+}
+
+#[test]
+fn the_good_rule_is_good() {
+    rule_dsl::check_sources(&[("good.rule", &format!("{HEAD}{GOOD}"))]).unwrap();
+}
+
+#[test]
+fn unbound_capture() {
+    insta::assert_snapshot!(case("unbound.rule", "shape(?x) == shape(?skip)", "shape(?x) == shape(?skp)"));
+}
+
+#[test]
+fn unused_capture() {
+    insta::assert_snapshot!(case("unused.rule", "?out = onnx.RMSNormalization(?sum, ?gamma) [epsilon: ?eps default 1e-5]", "?out = onnx.RMSNormalization(?sum, ?gamma) [epsilon: ?eps default 1e-5, axis: ?axis]"));
+}
+
+#[test]
+fn unknown_domain_alias() {
+    insta::assert_snapshot!(case("alias.rule", "?sum = onnx.Add", "?sum = ox.Add"));
+}
+
+#[test]
+fn unknown_domain() {
+    insta::assert_snapshot!(errors("domain.rule", "use domain com.example as ex opset 1\n"));
+}
+
+#[test]
+fn unknown_op() {
+    insta::assert_snapshot!(case("op.rule", "onnx.RMSNormalization", "onnx.RmsNormalization"));
+}
+
+#[test]
+fn emitted_op_without_domain() {
+    insta::assert_snapshot!(case("nodomain.rule", "= ms.SkipSimplifiedLayerNormalization", "= SkipSimplifiedLayerNormalization"));
+}
+
+#[test]
+fn emitted_op_without_opset() {
+    let src = format!("use domain ai.onnx as onnx opset 24\nuse domain com.microsoft as ms\n{GOOD}");
+    insta::assert_snapshot!(rule_dsl::render(&rule_dsl::check_sources(&[("noopset.rule", &src)]).unwrap_err()));
+}
+
+#[test]
+fn duplicate_check_id() {
+    insta::assert_snapshot!(case(
+        "dupcheck.rule",
+        "  emit {",
+        "  check same_shape: rank(?gamma) == 1 else \"gamma is not 1-D\"\n  emit {"
+    ));
+}
+
+#[test]
+fn unknown_rule_id_in_ordering() {
+    insta::assert_snapshot!(case("order.rule", "  stage fuse\n", "  stage fuse\n  after fuse.gqa_rotory\n  before fuse.ok2\n"));
+}
+
+#[test]
+fn duplicate_rule_id() {
+    let src = format!("{HEAD}{GOOD}{GOOD}");
+    insta::assert_snapshot!(rule_dsl::render(&rule_dsl::check_sources(&[("duprule.rule", &src)]).unwrap_err()));
+}
+
+#[test]
+fn unknown_stage_and_priority_ordering_cycle() {
+    let two = format!("{}{}", GOOD.replacen("stage fuse", "stage fusion\n  before fuse.two", 1), GOOD.replacen("fuse.ok", "fuse.two", 1).replacen("stage fuse", "stage fuse\n  before fuse.ok", 1));
+    insta::assert_snapshot!(errors("cycle.rule", &two));
+}
+
+#[test]
+fn unknown_function_and_helper() {
+    insta::assert_snapshot!(case(
+        "calls.rule",
+        "shape(?x) == shape(?skip)",
+        "shape(?x) == shapes(?skip)"
+    ) + "\n---\n" + &case("helper.rule", "replace ?out with ?y", "(?z) = helper magic(?x)\n    replace ?out with ?y"));
+}
+
+#[test]
+fn root_never_replaced_and_disconnected_line() {
+    insta::assert_snapshot!(case("root.rule", "    replace ?out with ?y\n", "") + "\n---\n" + &case(
+        "island.rule",
+        "    root ?out",
+        "    ?other = onnx.Mul(?gamma, ?x)\n    root ?out"
+    ));
+}
+
+#[test]
+fn syntax_error_has_a_position() {
+    insta::assert_snapshot!(case("syntax.rule", "root ?out", "root out"));
+}
