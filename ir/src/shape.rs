@@ -16,7 +16,10 @@ pub fn infer_types(graph: &Graph) -> HashMap<String, ValueInfo> {
         known.insert(name.clone(), ValueInfo::new(name, r.dtype(), r.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect()));
     }
     for node in &graph.nodes {
-        let outs = infer_node(node, &known);
+        let mut outs = infer_node(node, &known);
+        if outs.is_empty() {
+            outs = infer_structural(node, &known, graph);
+        }
         for (name, vi) in node.outputs.iter().zip(outs) {
             if name.is_empty() || known.contains_key(name) {
                 continue;
@@ -104,6 +107,98 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             vec![dt(0).map(|d| (d, out)), None, None]
         }
         ("com.microsoft", "GroupQueryAttention") => vec![same(0), None, None],
+        _ => Vec::new(),
+    }
+}
+
+/// The values of a small constant i64 initializer (shapes, axes).
+fn const_i64(graph: &Graph, name: Option<&str>) -> Option<Vec<i64>> {
+    let r = graph.initializer(name?)?;
+    if r.dtype() != DType::I64 || r.numel() > 64 {
+        return None;
+    }
+    let bytes = r.materialize().ok()?;
+    Some(bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+/// Shape-manipulating and control-flow ops: dtypes always, shapes where constants make them
+/// certain (Reshape with a constant shape, Unsqueeze/Squeeze with constant axes, Transpose).
+fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Vec<Out> {
+    let get = |i: usize| n.input(i).and_then(|x| known.get(x));
+    let dt = |i: usize| get(i).map(|v| v.dtype);
+    let shape = |i: usize| get(i).and_then(|v| v.shape.clone());
+    let domain = if n.domain == "ai.onnx" { "" } else { n.domain.as_str() };
+    match (domain, n.op.as_str()) {
+        ("", "Reshape") => {
+            let out = const_i64(graph, n.input(1)).map(|target| {
+                let input = shape(0);
+                target
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &d)| match d {
+                        0 => input.as_ref().and_then(|s| s.get(i).cloned()).unwrap_or(Dim::Sym(String::new())),
+                        -1 => Dim::Sym(String::new()),
+                        d => Dim::Fixed(d),
+                    })
+                    .collect()
+            });
+            vec![dt(0).map(|d| (d, out))]
+        }
+        ("", "Unsqueeze") => {
+            let out = match (shape(0), const_i64(graph, n.input(1))) {
+                (Some(mut s), Some(axes)) => {
+                    let rank = (s.len() + axes.len()) as i64;
+                    let mut axes: Vec<usize> = axes.iter().map(|&a| if a < 0 { a + rank } else { a } as usize).collect();
+                    axes.sort_unstable();
+                    for a in axes {
+                        if a <= s.len() {
+                            s.insert(a, Dim::Fixed(1));
+                        }
+                    }
+                    Some(s)
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, out))]
+        }
+        ("", "Squeeze") => {
+            let out = match (shape(0), const_i64(graph, n.input(1))) {
+                (Some(s), Some(axes)) => {
+                    let rank = s.len() as i64;
+                    let axes: Vec<usize> = axes.iter().map(|&a| if a < 0 { a + rank } else { a } as usize).collect();
+                    Some(s.into_iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| d).collect())
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, out))]
+        }
+        ("", "Transpose") => {
+            let out = shape(0).map(|s| match n.attr("perm") {
+                Some(crate::AttrValue::Ints(p)) => p.iter().map(|&i| s[i as usize].clone()).collect(),
+                _ => s.into_iter().rev().collect(),
+            });
+            vec![dt(0).map(|d| (d, out))]
+        }
+        ("", "Range") => vec![dt(0).map(|d| (d, Some(vec![Dim::Sym(String::new())])))],
+        ("", "Concat" | "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad") => {
+            vec![dt(0).map(|d| (d, None))]
+        }
+        ("", "Split") => n.outputs.iter().map(|_| dt(0).map(|d| (d, None))).collect(),
+        ("", "ConstantOfShape") => {
+            let d = match n.attr("value") {
+                Some(crate::AttrValue::Tensor(r)) => r.dtype(),
+                _ => DType::F32,
+            };
+            vec![Some((d, None))]
+        }
+        ("", "If") => {
+            let then = n.subgraphs().next();
+            n.outputs
+                .iter()
+                .enumerate()
+                .map(|(i, _)| then.and_then(|g| g.outputs.get(i)).map(|v| (v.dtype, v.shape.clone())))
+                .collect()
+        }
         _ => Vec::new(),
     }
 }
