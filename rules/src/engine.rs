@@ -68,7 +68,7 @@ pub fn apply(model: &mut ir::Model, ids: &[&str], opts: &Options) -> Result<Repo
         if in_stage.is_empty() {
             continue;
         }
-        run_stage_in(&mut model.graph, stage, &order(&in_stage), opts, &mut col, &mut report)?;
+        run_stage_in(&mut model.graph, stage, &order(&in_stage), opts, &mut col, &mut report, &HashMap::new())?;
     }
     if opts.remove_dead {
         report.dead_removed = remove_dead_everywhere(&mut model.graph);
@@ -82,7 +82,7 @@ pub fn run_stage(graph: &mut Graph, stage: Stage, ids: &[&str], opts: &Options) 
     let rules: Vec<&'static RuleDef> = select(ids)?.into_iter().filter(|r| r.info.stage == stage).collect();
     let mut report = Report::default();
     let mut col = Collector::default();
-    run_stage_in(graph, stage, &order(&rules), opts, &mut col, &mut report)?;
+    run_stage_in(graph, stage, &order(&rules), opts, &mut col, &mut report, &HashMap::new())?;
     col.finish(opts.explain, &mut report);
     Ok(report)
 }
@@ -99,7 +99,16 @@ fn remove_dead_everywhere(g: &mut Graph) -> usize {
     n
 }
 
-fn run_stage_in(graph: &mut Graph, stage: Stage, rules: &[&'static RuleDef], opts: &Options, col: &mut Collector, report: &mut Report) -> Result<(), Error> {
+#[allow(clippy::too_many_arguments)]
+fn run_stage_in(
+    graph: &mut Graph,
+    stage: Stage,
+    rules: &[&'static RuleDef],
+    opts: &Options,
+    col: &mut Collector,
+    report: &mut Report,
+    outer: &HashMap<String, ir::ValueInfo>,
+) -> Result<(), Error> {
     let mut state = GraphState { names: Names::of(graph), memo: HashMap::new() };
     let gname = if graph.name.is_empty() { "main_graph".to_string() } else { graph.name.clone() };
     for r in rules {
@@ -114,7 +123,7 @@ fn run_stage_in(graph: &mut Graph, stage: Stage, rules: &[&'static RuleDef], opt
         rounds += 1;
         let mut fired = 0;
         for r in rules {
-            fired += pass(graph, &gname, r, &mut state, col)?;
+            fired += pass(graph, &gname, r, &mut state, col, outer)?;
         }
         if fired == 0 {
             break;
@@ -122,10 +131,14 @@ fn run_stage_in(graph: &mut Graph, stage: Stage, rules: &[&'static RuleDef], opt
     }
     report.rounds += rounds;
     graph.toposort().map_err(|source| Error::Graph { graph: gname.clone(), stage: stage.name().into(), source })?;
+    let mut scope = outer.clone();
+    if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
+        scope.extend(ir::infer_types(graph));
+    }
     for node in &mut graph.nodes {
         for a in &mut node.attrs {
             if let AttrValue::Graph(sub) = &mut a.value {
-                run_stage_in(sub, stage, rules, opts, col, report)?;
+                run_stage_in(sub, stage, rules, opts, col, report, &scope)?;
             }
         }
     }
@@ -133,7 +146,14 @@ fn run_stage_in(graph: &mut Graph, stage: Stage, rules: &[&'static RuleDef], opt
 }
 
 /// One pass of one rule over one graph; returns how many times it fired.
-fn pass(graph: &mut Graph, gname: &str, rule: &'static RuleDef, state: &mut GraphState, col: &mut Collector) -> Result<usize, Error> {
+fn pass(
+    graph: &mut Graph,
+    gname: &str,
+    rule: &'static RuleDef,
+    state: &mut GraphState,
+    col: &mut Collector,
+    outer: &HashMap<String, ir::ValueInfo>,
+) -> Result<usize, Error> {
     let info = &rule.info;
     let mut new_nodes = Vec::new();
     let mut new_inits = Vec::new();
@@ -141,7 +161,7 @@ fn pass(graph: &mut Graph, gname: &str, rule: &'static RuleDef, state: &mut Grap
     let mut matched: HashSet<usize> = HashSet::new();
     let mut fired = 0;
     {
-        let cx = Cx::new(graph);
+        let cx = Cx::with_outer(graph, outer);
         let mut consumed: HashSet<usize> = HashSet::new();
         for (i, node) in graph.nodes.iter().enumerate() {
             if node.op != info.root_op || !same_domain(&node.domain, info.root_domain) {

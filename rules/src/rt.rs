@@ -19,6 +19,12 @@ pub struct Cx<'g> {
 
 impl<'g> Cx<'g> {
     pub fn new(graph: &'g Graph) -> Cx<'g> {
+        Self::with_outer(graph, &HashMap::new())
+    }
+
+    /// Indexes for a subgraph: `outer` holds the types of the enclosing scopes' values, which
+    /// the subgraph may read.
+    pub fn with_outer(graph: &'g Graph, outer: &HashMap<String, ValueInfo>) -> Cx<'g> {
         let mut producer = HashMap::new();
         let mut uses: HashMap<&str, usize> = HashMap::new();
         for (i, n) in graph.nodes.iter().enumerate() {
@@ -50,7 +56,11 @@ impl<'g> Cx<'g> {
             graph,
             producer,
             uses: uses_owned,
-            types: ir::infer_types(graph),
+            types: {
+                let mut t = outer.clone();
+                t.extend(ir::infer_types(graph));
+                t
+            },
             inputs: graph.inputs.iter().map(|v| v.name.as_str()).collect(),
             outputs: graph.outputs.iter().map(|v| v.name.as_str()).collect(),
         }

@@ -67,3 +67,56 @@ fn report_text_and_json() {
     let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
     assert_eq!(json["records"].as_array().unwrap().len(), 7);
 }
+
+/// Rules run inside subgraphs too: the residual norm of layer 0, moved into both branches of
+/// an `If`, is fused there, reading the outer scope's values and types.
+#[test]
+fn rules_fire_inside_subgraphs() {
+    let mut m = tiny_llama();
+    let g = &mut m.graph;
+    let take = |g: &mut ir::Graph, name: &str| {
+        let i = g.nodes.iter().position(|n| n.name == name).unwrap();
+        g.nodes.remove(i)
+    };
+    let add = take(g, "model.layers.0.attn_residual/Add");
+    let norm = take(g, "model.layers.0.post_attention_layernorm/RMSNormalization");
+    let sum = add.outputs[0].clone();
+    let normed = norm.outputs[0].clone();
+    let branch = |name: &str| ir::Graph {
+        name: name.into(),
+        nodes: vec![add.clone(), norm.clone()],
+        outputs: vec![
+            ir::ValueInfo { name: sum.clone(), dtype: ir::DType::F32, shape: None },
+            ir::ValueInfo { name: normed.clone(), dtype: ir::DType::F32, shape: None },
+        ],
+        ..Default::default()
+    };
+    g.initializers.push(("cond".into(), ir::Recipe::data("cond", ir::DType::Bool, vec![], vec![1])));
+    let at = g.nodes.iter().position(|n| n.name == "model.layers.0.mlp.gate_proj/MatMul").unwrap();
+    g.nodes.insert(
+        at,
+        ir::Node {
+            name: "branch".into(),
+            op: "If".into(),
+            domain: String::new(),
+            opset: ir::OPSET,
+            inputs: vec!["cond".into()],
+            outputs: vec![sum.clone(), normed.clone()],
+            attrs: vec![ir::Attr::graph("then_branch", branch("then")), ir::Attr::graph("else_branch", branch("else"))],
+            metadata: Default::default(),
+        },
+    );
+    g.toposort().unwrap();
+    let report = apply(&mut m, &["fuse.skip_rms_norm"]);
+    for branch in ["then", "else"] {
+        let r = report.rules.iter().find(|r| r.graph == branch).unwrap_or_else(|| panic!("{}", report.text()));
+        assert_eq!((r.candidates, r.fired), (1, 1), "{}", report.text());
+    }
+    let if_node = m.graph.nodes.iter().find(|n| n.op == "If").unwrap();
+    for sub in if_node.subgraphs() {
+        assert_eq!(sub.nodes.len(), 1, "{:?}", sub.nodes);
+        assert_eq!(sub.nodes[0].op, "SkipSimplifiedLayerNormalization");
+        assert_eq!(sub.nodes[0].outputs[0], normed, "branch outputs keep their names");
+        assert_eq!(sub.nodes[0].outputs[3], sum);
+    }
+}
