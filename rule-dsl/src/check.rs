@@ -163,10 +163,10 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             } else {
                 check_connected(r, root, &mut err);
             }
-            if !r.replaces.iter().any(|rp| rp.old.0 == *root) && r.matches.iter().any(|m| m.outputs.iter().any(|o| o.capture() == Some(root))) {
-                err(r.emit_pos, format!("the root `?{root}` is never replaced, so the rule would change nothing"), &format!("add `replace ?{root} with ?new` to the emit block"));
-            }
         }
+    }
+    if r.replaces.is_empty() {
+        err(r.emit_pos, format!("rule `{}` replaces nothing, so it would change nothing", r.id), "add `replace ?old with ?new` to the emit block (usually `replace ?root with ...`)");
     }
     // Check ids unique; expressions only use bound captures and known functions.
     let mut check_ids: HashMap<&str, Pos> = HashMap::new();

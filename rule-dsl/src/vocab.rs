@@ -83,4 +83,10 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         1,
         "one initializer whose recipe concatenates three initializers' recipes on their last axis (packing Q, K, V weights)",
     ),
+    (
+        "split_sizes",
+        3,
+        1,
+        "an int64 [3] initializer holding the last dimension of each of three initializers (the Split sizes that undo concat_weights)",
+    ),
 ];

@@ -111,8 +111,8 @@ fn unknown_function_and_helper() {
 }
 
 #[test]
-fn root_never_replaced_and_disconnected_line() {
-    insta::assert_snapshot!(case("root.rule", "    replace ?out with ?y\n", "") + "\n---\n" + &case(
+fn nothing_replaced_and_disconnected_line() {
+    insta::assert_snapshot!(case("root.rule", "    replace ?out with ?y\n    replace ?sum with ?s\n", "") + "\n---\n" + &case(
         "island.rule",
         "    root ?out",
         "    ?other = onnx.Mul(?gamma, ?x)\n    root ?out"
