@@ -10,13 +10,13 @@ use tailor_tests::*;
 
 const ATOL: f32 = 1e-5;
 
-fn generic() -> ir::Model {
-    let ckpt = Checkpoint::open(&fixture("tiny-llama")).unwrap();
+fn generic(name: &str) -> ir::Model {
+    let ckpt = Checkpoint::open(&fixture(name)).unwrap();
     causal_lm::build(&ckpt, &BuildOptions::default()).unwrap()
 }
 
-fn rewritten(ids: &[&str]) -> (ir::Model, rules::Report) {
-    let mut m = generic();
+fn rewritten(name: &str, ids: &[&str]) -> (ir::Model, rules::Report) {
+    let mut m = generic(name);
     let report = rules::apply(&mut m, ids, &rules::Options::default()).unwrap();
     (m, report)
 }
@@ -37,11 +37,15 @@ fn diff_outputs(a: &BTreeMap<String, Feed>, b: &BTreeMap<String, Feed>, mask: Op
 }
 
 fn compare(ids: &[&str], expect_op: &str) {
-    let original = generic();
-    let (fused, report) = rewritten(ids);
+    compare_on("tiny-llama", ids, expect_op);
+}
+
+fn compare_on(name: &str, ids: &[&str], expect_op: &str) {
+    let original = generic(name);
+    let (fused, report) = rewritten(name, ids);
     assert!(fused.graph.nodes.iter().any(|n| n.op == expect_op), "{expect_op} missing after {ids:?}:\n{}", report.text());
     let shape = DecoderShape::of(&original);
-    let reference = Reference::load(&fixture("tiny-llama"));
+    let reference = Reference::load(&fixture(name));
     let (_d1, mut s1) = session_for(&original);
     let (_d2, mut s2) = session_for(&fused);
     let mut diffs = Vec::new();
@@ -96,4 +100,20 @@ fn gqa_matches_generic_graph() {
 #[test]
 fn all_three_together_match_generic_graph() {
     compare(&["fuse.gqa_rotary", "fuse.gqa", "fuse.skip_rms_norm"], "SkipSimplifiedLayerNormalization");
+}
+
+/// GPT-2 (no rotary embedding, multi-head attention) takes fuse.gqa.
+#[test]
+fn gqa_on_gpt2_matches_generic_graph() {
+    compare_on("tiny-gpt2", &["fuse.gqa_rotary", "fuse.gqa"], "GroupQueryAttention");
+}
+
+/// Phi-3 LongRoPE picks its cos/sin caches with an `If`, so fuse.gqa_rotary declines
+/// (caches_constant) and fuse.gqa fuses the attention with the RoPE left in place.
+#[test]
+fn gqa_on_phi3_longrope_matches_generic_graph() {
+    let (_, report) = rewritten("tiny-phi3-longrope", &["fuse.gqa_rotary", "fuse.gqa"]);
+    assert_eq!(report.fired("fuse.gqa_rotary"), 0, "{}", report.text());
+    assert!(report.rule("fuse.gqa_rotary").unwrap().failed.contains_key("caches_constant"), "{}", report.text());
+    compare_on("tiny-phi3-longrope", &["fuse.gqa_rotary", "fuse.gqa"], "GroupQueryAttention");
 }
