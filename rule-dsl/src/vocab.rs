@@ -5,7 +5,8 @@
 pub const ONNX: &str = "ai.onnx";
 pub const MICROSOFT: &str = "com.microsoft";
 
-/// Operators of the default ONNX domain (opset 24).
+/// Operators of the default ONNX domain (opset 24), plus SimplifiedLayerNormalization, which
+/// ONNX Runtime registers in the default domain (since opset 1) without it being standard.
 pub const ONNX_OPS: &[&str] = &[
     "Abs", "Acos", "Acosh", "Add", "AffineGrid", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan", "Atanh",
     "Attention", "AveragePool", "BatchNormalization", "Bernoulli", "BitShift", "BitwiseAnd", "BitwiseNot",
@@ -27,7 +28,7 @@ pub const ONNX_OPS: &[&str] = &[
     "RegexFullMatch", "Relu", "Reshape", "Resize", "ReverseSequence", "RoiAlign", "RotaryEmbedding", "Round",
     "STFT", "Scan", "Scatter", "ScatterElements", "ScatterND", "Selu", "SequenceAt", "SequenceConstruct",
     "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength", "SequenceMap", "Shape", "Shrink",
-    "Sigmoid", "Sign", "Sin", "Sinh", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
+    "Sigmoid", "Sign", "SimplifiedLayerNormalization", "Sin", "Sinh", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
     "Softsign", "SpaceToDepth", "Split", "SplitToSequence", "Sqrt", "Squeeze", "StringConcat", "StringNormalizer",
     "StringSplit", "Sub", "Sum", "Swish", "Tan", "Tanh", "TensorScatter", "TfIdfVectorizer", "ThresholdedRelu",
     "Tile", "TopK", "Transpose", "Trilu", "Unique", "Unsqueeze", "Upsample", "Where", "Xor",

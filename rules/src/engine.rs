@@ -30,15 +30,28 @@ impl Default for Options {
     }
 }
 
-/// The registered rules named by `ids`, or an error naming the first unknown id.
+/// The registered rules named by `ids`, each followed by its variants, or an error naming the
+/// first unknown id.
+///
+/// A variant of rule `a.b` is a rule with id `a.b.<name>`: the same rewrite for a second
+/// shape of the pattern (with a bias Add, with a per-head norm in between, ...), which the
+/// language writes as a separate rule because a pattern has no alternatives. EP tables name
+/// the base id only; selecting it selects the variants.
 pub fn select(ids: &[&str]) -> Result<Vec<&'static RuleDef>, Error> {
-    ids.iter()
-        .map(|id| {
-            crate::rule(id).ok_or_else(|| {
-                Error::UnknownRule(id.to_string(), crate::registry().iter().map(|r| r.info.id).collect::<Vec<_>>().join(", "))
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for id in ids {
+        let base = crate::rule(id).ok_or_else(|| {
+            Error::UnknownRule(id.to_string(), crate::registry().iter().map(|r| r.info.id).collect::<Vec<_>>().join(", "))
+        })?;
+        out.push(base);
+        out.extend(variants(id));
+    }
+    Ok(out)
+}
+
+/// The variants of rule `id` (rules whose id is `id.<name>`), in registry order.
+pub fn variants(id: &str) -> impl Iterator<Item = &'static RuleDef> + '_ {
+    crate::registry().iter().filter(move |r| r.info.id.len() > id.len() + 1 && r.info.id.starts_with(id) && r.info.id.as_bytes()[id.len()] == b'.')
 }
 
 /// Orders rules of one stage: `before`/`after` first, then higher priority, then id.

@@ -7,7 +7,7 @@ use crate::{Emitter, Error};
 use ir::{Attr, DType, Recipe};
 
 /// Every helper a rule may call, with what it does.
-pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights"];
+pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes"];
 
 /// The helpers themselves. Generated code calls only functions of this module.
 pub mod allowed {
@@ -60,6 +60,23 @@ pub mod allowed {
         let axis = recipes[0].shape().len().saturating_sub(1);
         let packed = Recipe::concat(recipes, axis).map_err(|e| fail(em, "concat_weights", e.to_string()))?;
         let name = em.initializer(&format!("{}/packed_weight", args[0]), packed);
+        Ok(vec![name])
+    }
+
+    /// The int64 `split` input that cuts a packed projection back into its parts: the last
+    /// dimension of each of three initializers (the Q, K, V weights `concat_weights` packed).
+    pub fn split_sizes(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        if args.len() != 3 {
+            return Err(fail(em, "split_sizes", format!("expects 3 values, got {}", args.len())));
+        }
+        let mut sizes = Vec::new();
+        for a in args {
+            match em.recipe(a).map(|r| r.shape()) {
+                Some(shape) if !shape.is_empty() => sizes.push(shape[shape.len() - 1] as i64),
+                _ => return Err(fail(em, "split_sizes", format!("`{a}` is not an initializer with a shape"))),
+            }
+        }
+        let name = em.initializer(&format!("{}/split_sizes", args[0]), Recipe::from_i64("split_sizes", vec![3], &sizes));
         Ok(vec![name])
     }
 }

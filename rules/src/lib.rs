@@ -19,7 +19,7 @@ pub mod rt;
 
 pub use diag::{FailCount, Outcome, Record, Report, RuleReport};
 pub use emit::Emitter;
-pub use engine::{apply, order, run_stage, select, Options};
+pub use engine::{apply, order, run_stage, select, variants, Options};
 pub use error::Error;
 
 rule_macros::include_rules!("rules");

@@ -1,0 +1,161 @@
+//! Check-harness cases for the rules that do not run on the plain tiny-llama generic graph
+//! (or that need other rules applied first): per rule, the graph a breaker starts from, the
+//! candidate node, and one breaker per step that needs a hand-made one. `check_harness.rs`
+//! consults [`case`] before its own tiny-llama table.
+
+#![allow(dead_code)]
+
+use crate::common::*;
+use ir::{Attr, Dim, Model, Node, Recipe, ValueInfo};
+
+pub type Breaker = fn(&mut Model);
+
+/// Where a rule's harness starts and how each of its steps is broken.
+pub struct Case {
+    pub graph: fn() -> Model,
+    /// The candidate node every breaker targets.
+    pub target: &'static str,
+    pub breaker: fn(&str) -> Option<Breaker>,
+}
+
+pub const GQA0: &str = "model.layers.0.self_attn/Attention/GroupQueryAttention";
+const X0: &str = "model.layers.0.input_layernorm/RMSNormalization/out";
+const WK0: &str = "model.layers.0.self_attn.k_proj.weight";
+const WV0: &str = "model.layers.0.self_attn.v_proj.weight";
+const BK0: &str = "model.layers.0.self_attn.k_proj.bias";
+const KPROJ0: &str = "model.layers.0.self_attn.k_proj/MatMul";
+
+pub fn generic(fixture_name: &str) -> Model {
+    let ckpt = models::Checkpoint::open(&fixture(fixture_name)).expect("fixture");
+    models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).expect("generic graph builds")
+}
+
+/// The fixture's generic graph after the named rules.
+pub fn after(fixture_name: &str, ids: &[&str]) -> Model {
+    let mut m = generic(fixture_name);
+    rules::apply(&mut m, ids, &rules::Options { remove_dead: true, ..Default::default() }).expect("rules apply");
+    m
+}
+
+pub fn node_mut<'a>(m: &'a mut Model, name: &str) -> &'a mut Node {
+    m.graph.nodes.iter_mut().find(|n| n.name == name).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+pub fn set_type(m: &mut Model, value: &str, dtype: ir::DType, shape: &[Dim]) {
+    m.graph.value_info.retain(|v| v.name != value);
+    m.graph.value_info.push(ValueInfo::new(value, dtype, shape.to_vec()));
+}
+
+pub fn set_init(m: &mut Model, name: &str, recipe: Recipe) {
+    let slot = m.graph.initializers.iter_mut().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no initializer {name}"));
+    slot.1 = recipe;
+}
+
+/// A new node `op(inputs) -> output` placed first (toposort happens in the engine).
+pub fn add_node(m: &mut Model, name: &str, op: &str, inputs: &[&str], output: &str) {
+    m.graph.nodes.insert(
+        0,
+        Node {
+            name: name.into(),
+            op: op.into(),
+            domain: String::new(),
+            opset: ir::OPSET,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: vec![output.into()],
+            attrs: vec![],
+            metadata: Default::default(),
+        },
+    );
+}
+
+/// Puts `Identity` between `value` and the node `reader`.
+pub fn identity_before(m: &mut Model, value: &str, reader: &str) {
+    let copy = format!("{value}/copy");
+    for i in node_mut(m, reader).inputs.iter_mut().filter(|i| *i == value) {
+        *i = copy.clone();
+    }
+    add_node(m, &format!("{value}/Identity"), "Identity", &[value], &copy);
+}
+
+/// Breakers shared by the fuse.pack_qkv family (llama, qwen2 and qwen3 name their weights
+/// alike).
+fn pack_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GQA0).inputs.truncate(7),
+        "shared_input" => |m| identity_before(m, X0, KPROJ0),
+        "weights_constant" => |m| identity_before(m, WK0, KPROJ0),
+        "distinct_weights" => |m| node_mut(m, KPROJ0).inputs[1] = WV0.into(),
+        "weight_single_use" => |m| add_node(m, "extra_reader", "Identity", &[WK0], "extra_reader/out"),
+        "weights_stack" => |m| set_init(m, WV0, Recipe::from_f32("narrow v", vec![32, 32], &[0.0; 1024])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn pack_bias_step(step: &str) -> Option<Breaker> {
+    match step {
+        "weight_single_use" => Some(|m| add_node(m, "extra_reader", "Identity", &[BK0], "extra_reader/out")),
+        _ => pack_step(step),
+    }
+}
+
+fn llama_gqa() -> Model {
+    after("tiny-llama", &["fuse.gqa_rotary"])
+}
+fn qwen2_gqa() -> Model {
+    after("tiny-qwen2", &["fuse.gqa_rotary"])
+}
+fn qwen3_gqa() -> Model {
+    after("tiny-qwen3", &["fuse.gqa_rotary"])
+}
+fn llama() -> Model {
+    generic("tiny-llama")
+}
+
+fn separate_rope_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GQA0).set_attr(Attr::int("do_rotary", 0)),
+        "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
+        "positions_int64" => |m| set_type(m, "position_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
+        _ => return None,
+    };
+    Some(b)
+}
+
+const QROT0: &str = "model.layers.0.self_attn.q_rotary/RotaryEmbedding";
+
+fn rotary_to_contrib_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, QROT0).attrs.retain(|a| a.name != "num_heads"),
+        "input_3d" => |m| set_type(m, "model.layers.0.self_attn.q_proj/MatMul/out", ir::DType::F32, &[Dim::sym("b"), Dim::Fixed(4), Dim::sym("s"), Dim::Fixed(16)]),
+        "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
+        "positions_int64" => |m| set_type(m, "position_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
+        _ => return None,
+    };
+    Some(b)
+}
+
+const NORM0: &str = "model.layers.0.input_layernorm/RMSNormalization";
+
+fn rms_to_simplified_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, NORM0).set_attr(Attr::int("stash_type", 0)),
+        "last_axis" => |m| node_mut(m, NORM0).set_attr(Attr::int("axis", 1)),
+        "scale_1d" => |m| set_init(m, "model.layers.0.input_layernorm.weight", Recipe::from_f32("2-D gamma", vec![1, 64], &[1.0; 64])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// The case for `rule`, if this module owns it.
+pub fn case(rule: &str) -> Option<Case> {
+    Some(match rule {
+        "fuse.pack_qkv" => Case { graph: llama_gqa, target: GQA0, breaker: pack_step },
+        "fuse.pack_qkv.bias" => Case { graph: qwen2_gqa, target: GQA0, breaker: pack_bias_step },
+        "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
+        "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
+        "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
+        "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
+        _ => return None,
+    })
+}
