@@ -121,8 +121,47 @@ fn const_i64(graph: &Graph, name: Option<&str>) -> Option<Vec<i64>> {
     Some(bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
 }
 
+/// Reshape's output dims: `0` copies the input dim, `-1` is solved when the input dims it must
+/// absorb are all fixed. `None` when the input is needed and unknown.
+fn reshape_dims(input: Option<Vec<Dim>>, target: &[i64]) -> Option<Vec<Dim>> {
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer_at = None;
+    for (i, &d) in target.iter().enumerate() {
+        match d {
+            0 => out.push(input.as_ref()?.get(i)?.clone()),
+            -1 => {
+                infer_at = Some(i);
+                out.push(Dim::Fixed(-1));
+            }
+            d => out.push(Dim::Fixed(d)),
+        }
+    }
+    if let Some(at) = infer_at {
+        // Cancel input dims copied by a 0 at the same position; the rest must be fixed.
+        let input = input?;
+        let copied: Vec<usize> = target.iter().enumerate().filter(|(_, &d)| d == 0).map(|(i, _)| i).collect();
+        let mut numel = 1i64;
+        for (i, d) in input.iter().enumerate() {
+            if copied.contains(&i) {
+                continue;
+            }
+            match d {
+                Dim::Fixed(v) => numel *= v,
+                Dim::Sym(_) => return None,
+            }
+        }
+        let known: i64 = target.iter().filter(|&&d| d > 0).product();
+        if known == 0 || numel % known != 0 {
+            return None;
+        }
+        out[at] = Dim::Fixed(numel / known);
+    }
+    Some(out)
+}
+
 /// Shape-manipulating and control-flow ops: dtypes always, shapes where constants make them
-/// certain (Reshape with a constant shape, Unsqueeze/Squeeze with constant axes, Transpose).
+/// certain (Reshape with a constant shape, Split with constant sizes, Unsqueeze/Squeeze with
+/// constant axes, Transpose).
 fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Vec<Out> {
     let get = |i: usize| n.input(i).and_then(|x| known.get(x));
     let dt = |i: usize| get(i).map(|v| v.dtype);
@@ -130,18 +169,7 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
     let domain = if n.domain == "ai.onnx" { "" } else { n.domain.as_str() };
     match (domain, n.op.as_str()) {
         ("", "Reshape") => {
-            let out = const_i64(graph, n.input(1)).map(|target| {
-                let input = shape(0);
-                target
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &d)| match d {
-                        0 => input.as_ref().and_then(|s| s.get(i).cloned()).unwrap_or(Dim::Sym(String::new())),
-                        -1 => Dim::Sym(String::new()),
-                        d => Dim::Fixed(d),
-                    })
-                    .collect()
-            });
+            let out = const_i64(graph, n.input(1)).and_then(|target| reshape_dims(shape(0), &target));
             vec![dt(0).map(|d| (d, out))]
         }
         ("", "Unsqueeze") => {
@@ -183,7 +211,29 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
         ("", "Concat" | "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad") => {
             vec![dt(0).map(|d| (d, None))]
         }
-        ("", "Split") => n.outputs.iter().map(|_| dt(0).map(|d| (d, None))).collect(),
+        ("", "Split") => {
+            let sizes = const_i64(graph, n.input(1));
+            let input = shape(0);
+            n.outputs
+                .iter()
+                .enumerate()
+                .map(|(i, _)| {
+                    let out = match (&input, &sizes) {
+                        (Some(s), Some(sizes)) if sizes.len() == n.outputs.len() => {
+                            let axis = n.attr_int("axis").unwrap_or(0);
+                            let a = if axis < 0 { axis + s.len() as i64 } else { axis } as usize;
+                            (a < s.len()).then(|| {
+                                let mut o = s.clone();
+                                o[a] = Dim::Fixed(sizes[i]);
+                                o
+                            })
+                        }
+                        _ => None,
+                    };
+                    dt(0).map(|d| (d, out))
+                })
+                .collect()
+        }
         ("", "ConstantOfShape") => {
             let d = match n.attr("value") {
                 Some(crate::AttrValue::Tensor(r)) => r.dtype(),
@@ -231,4 +281,19 @@ fn broadcast(a: Option<&ValueInfo>, b: Option<&ValueInfo>, dtype: Option<DType>)
         _ => None,
     };
     Some((d, shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_copies_and_solves_dims() {
+        let bs = vec![Dim::sym("b"), Dim::sym("s"), Dim::Fixed(4), Dim::Fixed(16)];
+        assert_eq!(reshape_dims(Some(bs.clone()), &[0, 0, 64]), Some(vec![Dim::sym("b"), Dim::sym("s"), Dim::Fixed(64)]));
+        assert_eq!(reshape_dims(Some(bs.clone()), &[0, 0, -1]), Some(vec![Dim::sym("b"), Dim::sym("s"), Dim::Fixed(64)]));
+        assert_eq!(reshape_dims(Some(bs), &[-1, 64]), None, "a symbolic dim cannot be absorbed");
+        assert_eq!(reshape_dims(None, &[0, 64]), None);
+        assert_eq!(reshape_dims(None, &[2, 32]), Some(vec![Dim::Fixed(2), Dim::Fixed(32)]));
+    }
 }

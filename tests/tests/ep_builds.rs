@@ -1,0 +1,211 @@
+//! Per-EP builds: the optimized graph of every decoder fixture for every (EP, dtype) the tables
+//! list meets the hand-written op expectations in tests/expectations/ops.toml; a broken check
+//! fails the build with that check's message; cpu f32 packages match transformers on ONNX
+//! Runtime's CPU EP.
+
+use builder::pipeline::optimize;
+use ep_sets::EpSets;
+use ir::Model;
+use std::collections::BTreeMap;
+use tailor_tests::*;
+
+fn generic(fixture_name: &str, dtype: ir::DType) -> Model {
+    let ckpt = models::Checkpoint::open(&fixture(fixture_name)).unwrap();
+    models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype, ..Default::default() }).unwrap()
+}
+
+fn optimized(fixture_name: &str, ep: &str, dtype: &str) -> Result<Model, builder::Error> {
+    let sets = EpSets::builtin().unwrap();
+    let (table, plan) = sets.plan(ep, dtype).unwrap();
+    let mut model = generic(fixture_name, ir::DType::parse(dtype).unwrap());
+    optimize(&mut model, table, plan, dtype, false)?;
+    Ok(model)
+}
+
+/// Evaluates "N", "kL", "kL+N", "kL-N" for `layers`.
+fn count(expr: &str, layers: i64) -> i64 {
+    let e = expr.replace(' ', "");
+    let (l_part, rest) = match e.find('L') {
+        Some(i) => (Some(&e[..i]), &e[i + 1..]),
+        None => (None, e.as_str()),
+    };
+    let k = l_part.map(|k| if k.is_empty() { 1 } else { k.parse::<i64>().expect("multiplier") }).unwrap_or(0);
+    let n = if rest.is_empty() { 0 } else { rest.parse::<i64>().expect("constant") };
+    k * layers + n
+}
+
+fn satisfied(expr: &str, found: i64, layers: i64) -> bool {
+    if let Some(e) = expr.strip_prefix(">=") {
+        found >= count(e, layers)
+    } else if let Some(e) = expr.strip_prefix("<=") {
+        found <= count(e, layers)
+    } else {
+        found == count(expr, layers)
+    }
+}
+
+struct Expectations {
+    groups: BTreeMap<String, Vec<String>>,
+    expects: Vec<(String, Vec<String>, Vec<String>, BTreeMap<String, String>)>,
+    pending: BTreeMap<String, String>,
+}
+
+fn expectations() -> Expectations {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("expectations/ops.toml");
+    let v: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let strings = |v: &toml::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    };
+    let groups = v["groups"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), strings(v))).collect();
+    let expects = v["expect"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let ops = e["ops"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+            (e["group"].as_str().unwrap().to_string(), strings(&e["eps"]), strings(&e["dtypes"]), ops)
+        })
+        .collect();
+    let pending = v["pending"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
+    Expectations { groups, expects, pending }
+}
+
+fn op_counts(model: &Model) -> BTreeMap<String, i64> {
+    let mut counts = BTreeMap::new();
+    for n in &model.graph.nodes {
+        *counts.entry(format!("{}:{}", n.domain, n.op)).or_default() += 1;
+    }
+    counts
+}
+
+fn is_pending(ex: &Expectations, ep: &str, dtype: &str, fixture_name: &str) -> bool {
+    ex.pending.contains_key(&format!("{ep}/{dtype} {fixture_name}")) || ex.pending.contains_key(&format!("{ep}/{dtype} *"))
+}
+
+/// Problems of one build against every expectation that applies to it; `None` when no
+/// expectation applies.
+fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str) -> Option<Vec<String>> {
+    let applicable: Vec<&BTreeMap<String, String>> = ex
+        .expects
+        .iter()
+        .filter(|(group, eps, dtypes, _)| {
+            ex.groups[group].iter().any(|f| f == fx) && eps.iter().any(|e| e == ep) && dtypes.iter().any(|d| d == dtype)
+        })
+        .map(|(_, _, _, ops)| ops)
+        .collect();
+    let model = match optimized(fx, ep, dtype) {
+        Ok(m) => m,
+        Err(e) => return Some(vec![format!("{ep}/{dtype} {fx}: build failed: {e}")]),
+    };
+    if applicable.is_empty() {
+        return None;
+    }
+    let layers = DecoderShape::of(&model).layers as i64;
+    let counts = op_counts(&model);
+    let mut problems = Vec::new();
+    for ops in applicable {
+        for (op, expr) in ops {
+            let found = counts.get(op).copied().unwrap_or(0);
+            if !satisfied(expr, found, layers) {
+                problems.push(format!("{ep}/{dtype} {fx}: {op} expected {expr} (L={layers}), found {found}"));
+            }
+        }
+    }
+    Some(problems)
+}
+
+#[test]
+fn optimized_graphs_meet_the_op_expectations() {
+    let ex = expectations();
+    let sets = EpSets::builtin().unwrap();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (ep, dtype) in sets.pairs() {
+        for fx in &ex.groups["all"] {
+            let result = check_build(&ex, ep, dtype, fx);
+            let pending = is_pending(&ex, ep, dtype, fx);
+            match (result, pending) {
+                (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
+                (Some(problems), false) => {
+                    checked += 1;
+                    failures.extend(problems);
+                }
+                (Some(problems), true) if problems.is_empty() => failures.push(format!(
+                    "{ep}/{dtype} {fx}: listed as pending but builds and meets its expectations now; remove it from [pending]"
+                )),
+                (None, true) => {
+                    // A pending build that builds but has no expectation: fine only while it fails.
+                    if optimized(fx, ep, dtype).is_ok() {
+                        failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
+                    }
+                }
+                (Some(_), true) => {}
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} builds were checked against expectations");
+    assert!(failures.is_empty(), "{} problems:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn a_failed_check_fails_the_cpu_build_with_its_message() {
+    let sets = EpSets::builtin().unwrap();
+    let (table, plan) = sets.plan("cpu", "f32").unwrap();
+    let mut model = generic("tiny-llama", ir::DType::F32);
+    // Produce the cos cache with a Mul instead of reading the initializer directly.
+    let one = ("cos_scale".to_string(), ir::Recipe::from_f32("one", vec![], &[1.0]));
+    model.graph.initializers.push(one);
+    let cos = "rotary_emb.cos_cache";
+    let mul = ir::Node {
+        name: "cos_from_mul".into(),
+        op: "Mul".into(),
+        domain: String::new(),
+        opset: ir::OPSET,
+        inputs: vec![cos.into(), "cos_scale".into()],
+        outputs: vec!["cos_from_mul/out".into()],
+        attrs: vec![],
+        metadata: Default::default(),
+    };
+    for n in model.graph.nodes.iter_mut().filter(|n| n.op == "RotaryEmbedding") {
+        n.inputs[1] = "cos_from_mul/out".into();
+    }
+    model.graph.nodes.insert(0, mul);
+    let err = optimize(&mut model, table, plan, "f32", false).expect_err("the cpu build must fail");
+    let text = err.to_string();
+    assert!(text.contains("fuse.gqa_rotary"), "{text}");
+    assert!(text.contains("caches_constant"), "{text}");
+    assert!(text.contains("cos/sin caches come from ai.onnx.Mul"), "{text}");
+}
+
+fn cpu_parity(name: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let pkg = out.path().join("pkg");
+    let req = builder::BuildRequest { ep: "cpu".into(), ..builder::BuildRequest::new(fixture(name), &pkg) };
+    builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: cpu build failed: {e}"));
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    assert!(model.graph.nodes.iter().any(|n| n.op == "GroupQueryAttention"), "{name}: no GQA in the cpu build");
+    let shape = DecoderShape::of(&model);
+    let mut s = session(&pkg.join("model.onnx"));
+    // GroupQueryAttention reads keys as right-padded, so left-padded prefill is not compared.
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture(name)), Cases { left_padding: false, right_padding: true });
+    assert_within(&format!("{name} cpu f32"), &diffs, 1e-4);
+}
+
+macro_rules! cpu_parity {
+    ($($test:ident => $fixture:literal),* $(,)?) => {
+        $(#[test] fn $test() { cpu_parity($fixture); })*
+    };
+}
+
+cpu_parity! {
+    cpu_tiny_llama => "tiny-llama",
+    cpu_tiny_qwen2 => "tiny-qwen2",
+    cpu_tiny_qwen3 => "tiny-qwen3",
+    cpu_tiny_phi3 => "tiny-phi3",
+    cpu_tiny_mistral => "tiny-mistral",
+    cpu_tiny_llama3_rope => "tiny-llama3-rope",
+    cpu_tiny_qwen2_yarn => "tiny-qwen2-yarn",
+    cpu_tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
+    cpu_tiny_llama_sharded => "tiny-llama-sharded",
+    cpu_tiny_gpt2 => "tiny-gpt2",
+}
