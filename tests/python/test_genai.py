@@ -15,10 +15,18 @@ DECODER_FIXTURES = [
     "tiny-qwen2-yarn", "tiny-phi3-longrope", "tiny-qwen2-tied-mqa", "tiny-mistral-sw",
     "tiny-llama-sharded", "tiny-gpt2",
 ]
-EPS = ["default"]
+EPS = ["default", "cpu"]
+# Builds that cannot be made yet, with the reason (strict: an unexpected pass fails the run).
+PENDING = {
+    ("tiny-phi3-longrope", "cpu"): "longrope selects its caches with an If and lower.if_to_where is not implemented yet",
+}
 
 # (fixture, ep) pairs whose packages must generate the reference tokens.
-GENERATION_CASES = [(f, ep) for f in DECODER_FIXTURES for ep in EPS]
+GENERATION_CASES = [
+    pytest.param(f, ep, marks=pytest.mark.xfail(reason=PENDING[(f, ep)], strict=True)) if (f, ep) in PENDING else (f, ep)
+    for f in DECODER_FIXTURES
+    for ep in EPS
+]
 
 
 @pytest.mark.parametrize("fixture,ep", GENERATION_CASES)
