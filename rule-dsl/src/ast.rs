@@ -39,6 +39,8 @@ pub struct Rule {
     pub after: Vec<(String, Pos)>,
     pub matches: Vec<MatchLine>,
     pub root: Option<(String, Pos)>,
+    /// `let ?x = expr`: attributes computed after the pattern matched, before the checks.
+    pub lets: Vec<Let>,
     pub checks: Vec<Check>,
     pub emits: Vec<EmitLine>,
     pub replaces: Vec<Replace>,
@@ -206,4 +208,14 @@ pub struct Replace {
     pub old: (String, Pos),
     pub new: (String, Pos),
     pub pos: Pos,
+}
+
+/// `let ?window = const_int(?width) - 1`: a value computed from the match, usable as an
+/// attribute in checks and emit. Evaluated in order after the pattern, before the checks.
+#[derive(Clone, Debug)]
+pub struct Let {
+    pub name: String,
+    pub pos: Pos,
+    pub expr: Expr,
+    pub expr_text: String,
 }

@@ -168,6 +168,21 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     if r.replaces.is_empty() {
         err(r.emit_pos, format!("rule `{}` replaces nothing, so it would change nothing", r.id), "add `replace ?old with ?new` to the emit block (usually `replace ?root with ...`)");
     }
+    // Lets: their expressions read bound captures; each binds a fresh attribute capture.
+    for l in &r.lets {
+        check_expr(&l.expr, &mut err);
+        l.expr.captures(&mut |cap, p| {
+            *uses.entry(cap).or_default() += 1;
+            if !bound.contains_key(cap) {
+                err(p, format!("capture `?{cap}` is not bound before this `let`"), "bind it in `match` or in an earlier `let`");
+            }
+        });
+        if let Some((first, _)) = bound.get(l.name.as_str()) {
+            err(l.pos, format!("capture `?{}` is already bound at {}:{}", l.name, first.line, first.col), "give the `let` a fresh name");
+        } else {
+            bound.insert(&l.name, (l.pos, Kind::Attr));
+        }
+    }
     // Check ids unique; expressions only use bound captures and known functions.
     let mut check_ids: HashMap<&str, Pos> = HashMap::new();
     for c in &r.checks {

@@ -1,7 +1,7 @@
 //! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
 //! every position.
 
-use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::ast::{AttrPat, Let, AttrVal, BinOp, Check, EmitLine, Expr, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
 use crate::diag::Diagnostic;
 use pest::iterators::Pair;
 use pest::Parser;
@@ -86,6 +86,7 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
         after: vec![],
         matches: vec![],
         root: None,
+        lets: vec![],
         checks: vec![],
         emits: vec![],
         replaces: vec![],
@@ -122,6 +123,13 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
                 }
             }
             Rule::check_decl => r.checks.push(check(path, item)?),
+            Rule::let_decl => {
+                let mut it = item.into_inner();
+                let c = it.next().expect("grammar: let capture");
+                let e = it.next().expect("grammar: let expr");
+                let expr_text = e.as_str().trim().to_string();
+                r.lets.push(Let { name: cap_name(&c), pos: pos(&c), expr: expr(path, e)?, expr_text });
+            }
             Rule::emit_block => {
                 r.emit_pos = pos(&item);
                 for line in item.into_inner() {

@@ -67,6 +67,8 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("producer", 1, "the operator producing the value, e.g. \"ai.onnx.MatMul\", or \"graph input\""),
     ("uses", 1, "how many nodes read the value"),
     ("name", 1, "the value's name"),
+    ("const_int", 1, "the integer held by a one-element computed constant initializer"),
+    ("const_float", 1, "the number held by a one-element f32/f64 constant initializer"),
 ];
 
 /// The native helpers an `emit` block may call: name, inputs, outputs. The list is fixed; a

@@ -89,6 +89,9 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             }
         }
     }
+    for l in &rule.lets {
+        add(&l.name);
+    }
     for e in &rule.emits {
         e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
     }
@@ -197,6 +200,17 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     }
 
     let mut check_code = Vec::new();
+    for l in &rule.lets {
+        let step = steps.len();
+        steps.push(Step { id: format!("let.{}", l.name), kind: "let", pos: l.pos, text: l.expr_text.clone() });
+        let value = expr_tokens(&l.expr, &cap);
+        let ci = cap(&l.name);
+        let shown = format!("?{}", l.name);
+        check_code.push(quote! {
+            let value = (|| -> Result<crate::rt::Val, String> { #value })();
+            crate::rt::bind_let(&mut b, #ci, #shown, value, #step)?;
+        });
+    }
     for c in &rule.checks {
         let step = steps.len();
         steps.push(Step { id: c.id.clone(), kind: "check", pos: c.pos, text: c.expr_text.clone() });
@@ -322,7 +336,11 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         .iter()
         .map(|s| {
             let (sid, kind, l, c, text) = (&s.id, s.kind, s.pos.line as u32, s.pos.col as u32, &s.text);
-            let kind = if kind == "check" { quote! { crate::StepKind::Check } } else { quote! { crate::StepKind::Pattern } };
+            let kind = match kind {
+                "check" => quote! { crate::StepKind::Check },
+                "let" => quote! { crate::StepKind::Let },
+                _ => quote! { crate::StepKind::Pattern },
+            };
             quote! { crate::StepInfo { id: #sid, kind: #kind, line: #l, col: #c, text: #text } }
         })
         .collect();

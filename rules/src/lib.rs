@@ -53,13 +53,15 @@ impl Stage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum StepKind {
     Pattern,
+    /// `let ?x = expr`: fails when the value cannot be computed.
+    Let,
     Check,
 }
 
 /// One step of a rule, in the order the matcher tries them.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct StepInfo {
-    /// The check id, or `match.<capture>` for a pattern line.
+    /// The check id, `match.<capture>` for a pattern line, `let.<capture>` for a `let`.
     pub id: &'static str,
     pub kind: StepKind,
     pub line: u32,

@@ -498,3 +498,47 @@ pub fn dtype_name(d: DType) -> String {
     let _ = write!(s, "{}", d.name());
     s
 }
+
+/// Binds a `let` capture to the attribute value its expression computed.
+pub fn bind_let(b: &mut Binds, cap: usize, shown: &str, v: Result<Val, String>, step: usize) -> Result<(), Failure> {
+    let attr = match v {
+        Ok(Val::Int(i)) => AttrValue::Int(i),
+        Ok(Val::Float(f)) => AttrValue::Float(f as f32),
+        Ok(Val::Bool(x)) => AttrValue::Int(i64::from(x)),
+        Ok(Val::Str(s)) => AttrValue::String(s),
+        Ok(other) => return fail(step, format!("{shown} = {other}, which is not an attribute value")),
+        Err(e) => return fail(step, format!("cannot compute {shown}: {e}")),
+    };
+    b.caps[cap] = Some(Bound::Attr(attr));
+    Ok(())
+}
+
+/// The integer in a one-element computed constant (an initializer the builder made, such as
+/// a sliding window's width).
+pub fn fn_const_int(cx: &Cx, v: Val) -> Result<Val, String> {
+    let n = value_name(&v)?;
+    match cx.graph.initializer(n) {
+        Some(ir::Recipe::Data(d)) if d.shape.iter().product::<usize>() == 1 => match d.dtype {
+            DType::I64 => Ok(Val::Int(i64::from_le_bytes(d.bytes[..8].try_into().map_err(|_| "short data".to_string())?))),
+            DType::I32 => Ok(Val::Int(i32::from_le_bytes(d.bytes[..4].try_into().map_err(|_| "short data".to_string())?) as i64)),
+            other => Err(format!("`{n}` holds {other}, not an integer")),
+        },
+        Some(_) => Err(format!("`{n}` is not a one-element computed constant")),
+        None => Err(format!("`{n}` is not an initializer")),
+    }
+}
+
+/// The number held by a one-element float constant initializer (f32 or f64), for checks on
+/// the literals of a decomposed formula (GELU's 0.5, sqrt(2), 0.044715).
+pub fn fn_const_float(cx: &Cx, v: Val) -> Result<Val, String> {
+    let n = value_name(&v)?;
+    match cx.graph.initializer(n) {
+        Some(ir::Recipe::Data(d)) if d.shape.iter().product::<usize>() == 1 => match d.dtype {
+            DType::F32 => Ok(Val::Float(f32::from_le_bytes(d.bytes[..4].try_into().map_err(|_| "short data".to_string())?) as f64)),
+            DType::F64 => Ok(Val::Float(f64::from_le_bytes(d.bytes[..8].try_into().map_err(|_| "short data".to_string())?))),
+            other => Err(format!("`{n}` holds {other}, not f32/f64")),
+        },
+        Some(_) => Err(format!("`{n}` is not a one-element constant")),
+        None => Err(format!("`{n}` is not an initializer")),
+    }
+}

@@ -117,3 +117,14 @@ fn gqa_on_phi3_longrope_matches_generic_graph() {
     assert!(report.rule("fuse.gqa_rotary").unwrap().failed.contains_key("caches_constant"), "{}", report.text());
     compare_on("tiny-phi3-longrope", &["fuse.gqa_rotary", "fuse.gqa"], "GroupQueryAttention");
 }
+
+/// Sliding-window attention (Mistral, window 3 in the fixture, shorter than the prompt) takes
+/// fuse.gqa_rotary.window, with local_window_size = width - 1.
+#[test]
+fn gqa_rotary_window_on_mistral_sw_matches_generic_graph() {
+    let (fused, report) = rewritten("tiny-mistral-sw", &["fuse.gqa_rotary.window"]);
+    assert_eq!(report.fired("fuse.gqa_rotary.window"), 2, "{}", report.text());
+    let gqa = fused.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
+    assert_eq!(gqa.attr_int("local_window_size"), Some(3));
+    compare_on("tiny-mistral-sw", &["fuse.gqa_rotary.window"], "GroupQueryAttention");
+}
