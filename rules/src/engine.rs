@@ -22,11 +22,14 @@ pub struct Options {
     pub max_rounds: usize,
     /// Remove nodes nothing reads any more after the last stage.
     pub remove_dead: bool,
+    /// Also run each named rule's variants (`id.<name>`, see [`select`]). Off only where one
+    /// exact rule must run alone (the check harness).
+    pub variants: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { explain: false, max_rounds: 16, remove_dead: true }
+        Options { explain: false, max_rounds: 16, remove_dead: true, variants: true }
     }
 }
 
@@ -73,7 +76,10 @@ pub fn order(rules: &[&'static RuleDef]) -> Vec<&'static RuleDef> {
 
 /// Runs the named rules on the model's main graph (and its subgraphs), stage by stage.
 pub fn apply(model: &mut ir::Model, ids: &[&str], opts: &Options) -> Result<Report, Error> {
-    let rules = select(ids)?;
+    let mut rules = select(ids)?;
+    if !opts.variants {
+        rules.retain(|r| ids.contains(&r.info.id));
+    }
     let mut report = Report::default();
     let mut col = Collector::default();
     for stage in Stage::ALL {

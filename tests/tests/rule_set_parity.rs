@@ -110,3 +110,55 @@ fn rms_norm_to_simplified_on_llama_and_qwen3() {
     // qwen3's per-head q/k norms run on [batch, seq, heads, head_dim].
     rule_parity("tiny-qwen3", &[], &["lower.rms_norm_to_simplified"], &[("lower.rms_norm_to_simplified", 9)], "SimplifiedLayerNormalization");
 }
+
+#[path = "../../rules/tests/cases/synth.rs"]
+mod synth;
+
+/// `a` and `b` (one input `x` [2, 5, 8], one output `y`) on the same deterministic input.
+fn synthetic_parity(what: &str, a: &ir::Model, b: &ir::Model) -> f32 {
+    let n = 2 * 5 * synth::HIDDEN;
+    let x = ArrayD::from_shape_vec(IxDyn(&[2, 5, synth::HIDDEN]), (0..n).map(|i| ((i * 37) % n) as f32 / n as f32 * 6.0 - 3.0).collect()).unwrap();
+    let feeds = vec![("x".to_string(), Feed::F32(x))];
+    let (_d1, mut s1) = session_for(a);
+    let (_d2, mut s2) = session_for(b);
+    let d = max_abs_diff(run(&mut s1, &feeds)["y"].f32(), run(&mut s2, &feeds)["y"].f32(), None);
+    eprintln!("{what}: {d}");
+    assert!(d <= ATOL, "{what}: max abs diff {d} > {ATOL}");
+    d
+}
+
+fn synthetic_rule(what: &str, g: fn() -> ir::Model, ids: &[&str], fired: &str, op: &str) {
+    let a = g();
+    let mut b = g();
+    let report = rules::apply(&mut b, ids, &rules::Options::default()).unwrap();
+    assert_eq!(report.fired(fired), 1, "{what}:\n{}", report.text());
+    assert!(count(&b, op) == 1, "{what}: {op} missing");
+    synthetic_parity(what, &a, &b);
+}
+
+#[test]
+fn skip_layer_norm_on_gpt2() {
+    rule_parity("tiny-gpt2", &[], &["fuse.skip_layer_norm"], &[("fuse.skip_layer_norm.bias", 4), ("fuse.skip_layer_norm", 1)], "SkipLayerNormalization");
+    let (m, _) = with_rules("tiny-gpt2", &["fuse.skip_layer_norm"]);
+    assert_eq!(count(&m, "LayerNormalization"), 0);
+}
+
+#[test]
+fn bias_gelu_on_gpt2_and_erf_synthetic() {
+    rule_parity("tiny-gpt2", &[], &["fuse.bias_gelu"], &[("fuse.bias_gelu", 2)], "FastGelu");
+    synthetic_rule("BiasGelu", synth::erf_gelu_with_bias, &["fuse.bias_gelu"], "fuse.bias_gelu.erf", "BiasGelu");
+}
+
+#[test]
+fn gelu_decompositions_synthetic() {
+    synthetic_rule("erf Gelu", synth::gelu_erf, &["fuse.gelu"], "fuse.gelu", "Gelu");
+    synthetic_rule("tanh Gelu", synth::gelu_tanh, &["fuse.gelu"], "fuse.gelu.tanh", "Gelu");
+}
+
+#[test]
+fn gelu_to_contrib_on_gpt2_and_synthetic() {
+    rule_parity("tiny-gpt2", &[], &["lower.gelu_to_contrib"], &[("lower.gelu_to_contrib.tanh", 2)], "FastGelu");
+    synthetic_rule("contrib Gelu", synth::erf_gelu, &["lower.gelu_to_contrib"], "lower.gelu_to_contrib", "Gelu");
+    // Round trip: the contrib lowering of a fused decomposition computes the decomposition.
+    synthetic_rule("fuse.gelu then contrib Gelu", synth::gelu_erf, &["fuse.gelu", "lower.gelu_to_contrib"], "lower.gelu_to_contrib", "Gelu");
+}

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod synth;
+
 use crate::common::*;
 use ir::{Attr, Dim, Model, Node, Recipe, ValueInfo};
 
@@ -147,6 +149,83 @@ fn rms_to_simplified_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+const GPT2_LN2: &str = "transformer.h.0.ln_2/LayerNormalization";
+const GPT2_GELU: &str = "transformer.h.0.mlp.act/Gelu";
+const GPT2_PROJ_BIAS: &str = "transformer.h.0.attn.c_proj.bias";
+
+fn gpt2() -> Model {
+    generic("tiny-gpt2")
+}
+
+fn skip_layer_norm_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GPT2_LN2).set_attr(Attr::int("stash_type", 0)),
+        "same_shape" => |m| set_type(m, "transformer.wpe/Add/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1)]),
+        "gamma_beta_1d" => |m| set_init(m, "transformer.h.0.ln_2.bias", Recipe::from_f32("2-D beta", vec![1, 64], &[0.0; 64])),
+        "bias_1d" => |m| set_init(m, GPT2_PROJ_BIAS, Recipe::from_f32("2-D bias", vec![1, 64], &[0.0; 64])),
+        // Both residual operands are Adds on GPT-2; neither may be a biased projection.
+        "match.biased" => |m| {
+            node_mut(m, "transformer.h.0.attn.c_proj/Add").op = "Identity".into();
+            node_mut(m, "transformer.wpe/Add").op = "Sum".into();
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// For the bias-less rule on GPT-2, the skip operand is the biased projection itself.
+fn skip_layer_norm_plain_step(step: &str) -> Option<Breaker> {
+    match step {
+        "same_shape" => Some(|m| set_type(m, "transformer.h.0.attn.c_proj/Add/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1)])),
+        _ => skip_layer_norm_step(step),
+    }
+}
+
+fn bias_gelu_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GPT2_GELU).set_attr(Attr::string("approximate", "none")),
+        "bias_add_feeds_gelu" => |m| set_init(m, "transformer.h.0.mlp.c_fc.bias", Recipe::from_f32("2-D bias", vec![1, 256], &[0.0; 256])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn bias_gelu_erf_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "gelu").set_attr(Attr::string("approximate", "tanh")),
+        "bias_add_feeds_gelu" => |m| set_init(m, "b", Recipe::from_f32("2-D bias", vec![1, 8], &[0.0; 8])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn gelu_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "gelu/out").inputs.push("x".into()),
+        "gelu_pattern" => |m| set_init(m, "c/half", Recipe::from_f32("c/half", vec![], &[0.25])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn gelu_to_contrib_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "gelu").set_attr(Attr::string("approximate", "tanh")),
+        "float_input" => |m| set_type(m, "x", ir::DType::F64, &[Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(8)]),
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn gelu_to_contrib_tanh_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GPT2_GELU).set_attr(Attr::string("approximate", "none")),
+        "float_input" => |m| set_type(m, "transformer.h.0.mlp.c_fc/Add/out", ir::DType::F64, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(256)]),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -156,6 +235,14 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
+        "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
+        "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
+        "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
+        "fuse.bias_gelu.erf" => Case { graph: synth::erf_gelu_with_bias, target: "gelu", breaker: bias_gelu_erf_step },
+        "fuse.gelu" => Case { graph: synth::gelu_erf, target: "gelu/out", breaker: gelu_step },
+        "fuse.gelu.tanh" => Case { graph: synth::gelu_tanh, target: "gelu/out", breaker: gelu_step },
+        "lower.gelu_to_contrib" => Case { graph: synth::erf_gelu, target: "gelu", breaker: gelu_to_contrib_step },
+        "lower.gelu_to_contrib.tanh" => Case { graph: gpt2, target: GPT2_GELU, breaker: gelu_to_contrib_tanh_step },
         _ => return None,
     })
 }

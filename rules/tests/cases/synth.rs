@@ -1,0 +1,95 @@
+//! Small synthetic graphs for rules whose pattern no built model contains (the GELU
+//! decompositions, erf Gelu with a bias). Shared by the check harness and, through `#[path]`,
+//! by the ORT parity tests in `tests/tests/rule_set_parity.rs`.
+
+#![allow(dead_code)]
+
+use ir::{Attr, DType, Dim, Graph, Model, Node, Recipe, ValueInfo};
+
+pub const HIDDEN: usize = 8;
+
+fn node(name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) -> Node {
+    Node {
+        name: name.into(),
+        op: op.into(),
+        domain: String::new(),
+        opset: ir::OPSET,
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        outputs: vec![format!("{name}/out")],
+        attrs,
+        metadata: Default::default(),
+    }
+}
+
+fn scalar(name: &str, v: f32) -> (String, Recipe) {
+    (name.into(), Recipe::from_f32(name, vec![], &[v]))
+}
+
+/// x: f32 [batch, seq, 8] -> y, with the given nodes (the last one's output is y).
+fn model(mut nodes: Vec<Node>, initializers: Vec<(String, Recipe)>) -> Model {
+    let shape = vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(HIDDEN as i64)];
+    let last = nodes.last_mut().expect("nodes");
+    last.outputs = vec!["y".into()];
+    Model {
+        graph: Graph {
+            name: "synthetic".into(),
+            inputs: vec![ValueInfo::new("x", DType::F32, shape.clone())],
+            outputs: vec![ValueInfo::new("y", DType::F32, shape)],
+            nodes,
+            initializers,
+            value_info: vec![],
+        },
+        ..Default::default()
+    }
+}
+
+/// `(x * 0.5) * (1 + erf(x / sqrt(2)))`; the last node is `gelu/out`.
+pub fn gelu_erf() -> Model {
+    model(
+        vec![
+            node("gelu/div", "Div", &["x", "c/sqrt2"], vec![]),
+            node("gelu/erf", "Erf", &["gelu/div/out"], vec![]),
+            node("gelu/add", "Add", &["gelu/erf/out", "c/one"], vec![]),
+            node("gelu/half_x", "Mul", &["x", "c/half"], vec![]),
+            node("gelu/out", "Mul", &["gelu/half_x/out", "gelu/add/out"], vec![]),
+        ],
+        vec![scalar("c/sqrt2", std::f32::consts::SQRT_2), scalar("c/one", 1.0), scalar("c/half", 0.5)],
+    )
+}
+
+/// `(x * 0.5) * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`; the last node is `gelu/out`.
+pub fn gelu_tanh() -> Model {
+    model(
+        vec![
+            node("gelu/pow", "Pow", &["x", "c/three"], vec![]),
+            node("gelu/cubic", "Mul", &["c/k3", "gelu/pow/out"], vec![]),
+            node("gelu/poly", "Add", &["x", "gelu/cubic/out"], vec![]),
+            node("gelu/inner", "Mul", &["gelu/poly/out", "c/k1"], vec![]),
+            node("gelu/tanh", "Tanh", &["gelu/inner/out"], vec![]),
+            node("gelu/add", "Add", &["c/one", "gelu/tanh/out"], vec![]),
+            node("gelu/half_x", "Mul", &["c/half", "x"], vec![]),
+            node("gelu/out", "Mul", &["gelu/half_x/out", "gelu/add/out"], vec![]),
+        ],
+        vec![
+            scalar("c/three", 3.0),
+            scalar("c/k3", 0.044715),
+            scalar("c/k1", (2.0f64 / std::f64::consts::PI).sqrt() as f32),
+            scalar("c/one", 1.0),
+            scalar("c/half", 0.5),
+        ],
+    )
+}
+
+/// `Gelu(x + b)` (exact erf Gelu) with a [8] bias; the Gelu node is `gelu`.
+pub fn erf_gelu_with_bias() -> Model {
+    let bias: Vec<f32> = (0..HIDDEN).map(|i| i as f32 * 0.1 - 0.3).collect();
+    model(
+        vec![node("bias", "Add", &["x", "b"], vec![]), node("gelu", "Gelu", &["bias/out"], vec![])],
+        vec![("b".into(), Recipe::from_f32("b", vec![HIDDEN], &bias))],
+    )
+}
+
+/// `Gelu(x)` (exact); the node is `gelu`.
+pub fn erf_gelu() -> Model {
+    model(vec![node("gelu", "Gelu", &["x"], vec![])], vec![])
+}
