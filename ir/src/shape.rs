@@ -50,7 +50,9 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
         ("", "Where") => vec![broadcast(get(1), get(2), None)],
         ("", "Sigmoid" | "Tanh" | "Relu" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
         | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal") => vec![same(0)],
-        ("com.microsoft", "RotaryEmbedding" | "SimplifiedLayerNormalization" | "FastGelu" | "QuickGelu") => vec![same(0)],
+        // ONNX Runtime registers SimplifiedLayerNormalization in the default domain too.
+        ("", "SimplifiedLayerNormalization") => vec![same(0)],
+        ("com.microsoft", "RotaryEmbedding" | "SimplifiedLayerNormalization" | "FastGelu" | "QuickGelu" | "Gelu" | "BiasGelu") => vec![same(0)],
         ("com.microsoft", "SkipSimplifiedLayerNormalization" | "SkipLayerNormalization") => {
             vec![same(0), None, None, same(0)]
         }
