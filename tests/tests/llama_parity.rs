@@ -7,14 +7,7 @@ use tailor_tests::*;
 fn tiny_llama_default_f32_matches_transformers() {
     let out = tempfile::tempdir().unwrap();
     let pkg = out.path().join("pkg");
-    let req = BuildRequest {
-        model_dir: fixture("tiny-llama"),
-        output: pkg.clone(),
-        ep: "default".into(),
-        dtype: ir::DType::F32,
-        force: false,
-        threads: 0,
-    };
+    let req = BuildRequest::new(fixture("tiny-llama"), pkg.clone());
     build(&req, &mut |_| {}).expect("build succeeds");
     let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
     let shape = DecoderShape::of(&model);

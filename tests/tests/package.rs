@@ -7,14 +7,7 @@ use std::path::Path;
 use tailor_tests::fixture;
 
 fn build_into(out: &Path) {
-    let req = BuildRequest {
-        model_dir: fixture("tiny-llama"),
-        output: out.to_path_buf(),
-        ep: "default".into(),
-        dtype: ir::DType::F32,
-        force: false,
-        threads: 0,
-    };
+    let req = BuildRequest::new(fixture("tiny-llama"), out.to_path_buf());
     build(&req, &mut |_| {}).expect("build succeeds");
 }
 
