@@ -6,7 +6,9 @@
 //! includes file-backed pages) as a fraction of the checkpoint's size.
 //!
 //! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b]
-//!        [--workdir DIR] [--runs N]
+//!        [--workdir DIR] [--runs N] [--write-only]
+//!
+//! `--write-only` writes the checkpoint and stops (scripts/bench-genai.py uses it).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -165,7 +167,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b] [--workdir DIR] [--runs N]");
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b] [--workdir DIR] [--runs N] [--write-only]");
         return;
     }
     let shape = match arg("--model").as_deref() {
@@ -178,12 +180,16 @@ fn main() {
     };
     let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(2);
     let work = PathBuf::from(arg("--workdir").unwrap_or_else(|| std::env::temp_dir().join("tailor-bench").display().to_string()));
-    let tailor = tailor_binary();
     let ckpt = work.join(shape.name);
     eprintln!("writing a random {} checkpoint (bf16) to {}", shape.name, ckpt.display());
     let size = write_checkpoint(&shape, &ckpt).expect("write checkpoint");
+    if args.iter().any(|a| a == "--write-only") {
+        println!("{}", ckpt.display());
+        return;
+    }
     let src = ckpt.join("model.safetensors");
     let copy_to = work.join("copy.safetensors");
+    let tailor = tailor_binary();
 
     // Warm the page cache so every measurement reads the checkpoint from memory alike.
     measure(Command::new("cp").arg(&src).arg(&copy_to));
