@@ -162,3 +162,21 @@ fn gelu_to_contrib_on_gpt2_and_synthetic() {
     // Round trip: the contrib lowering of a fused decomposition computes the decomposition.
     synthetic_rule("fuse.gelu then contrib Gelu", synth::gelu_erf, &["fuse.gelu", "lower.gelu_to_contrib"], "lower.gelu_to_contrib", "Gelu");
 }
+
+/// Round trips: decompose(fuse(g)) against g, for both skip norms.
+#[test]
+fn decompose_skip_layer_norm_round_trips() {
+    for (fx, fuse, variant, n) in [
+        ("tiny-gpt2", "fuse.skip_layer_norm", "lower.decompose_skip_layer_norm.bias", 4),
+        ("tiny-llama", "fuse.skip_rms_norm", "lower.decompose_skip_layer_norm.simplified", 4),
+    ] {
+        let g = generic(fx);
+        let (b, report) = with_rules(fx, &[fuse, "lower.decompose_skip_layer_norm"]);
+        assert_eq!(report.fired(variant), n, "{fx}:\n{}", report.text());
+        assert_eq!(count(&b, "SkipLayerNormalization") + count(&b, "SkipSimplifiedLayerNormalization"), 0);
+        let d = decoder_parity(fx, &g, &b);
+        eprintln!("{fx} decompose(fuse): {d:?}");
+        assert_within(&format!("{fx}: decompose(fuse(g)) vs g"), &d, ATOL);
+    }
+    rule_parity("tiny-gpt2", &["fuse.skip_layer_norm"], &["lower.decompose_skip_layer_norm"], &[("lower.decompose_skip_layer_norm", 1)], "LayerNormalization");
+}

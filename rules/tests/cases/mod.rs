@@ -226,6 +226,39 @@ fn gelu_to_contrib_tanh_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+fn gpt2_fused() -> Model {
+    after("tiny-gpt2", &["fuse.skip_layer_norm"])
+}
+fn llama_skip_rms() -> Model {
+    after("tiny-llama", &["fuse.skip_rms_norm"])
+}
+const GPT2_SLN_PLAIN: &str = "transformer.h.0.ln_1/LayerNormalization/SkipLayerNormalization";
+const GPT2_SLN_BIAS: &str = "transformer.h.0.ln_2/LayerNormalization/SkipLayerNormalization";
+const LLAMA_SSLN: &str = "model.layers.0.post_attention_layernorm/RMSNormalization/SkipSimplifiedLayerNormalization";
+
+fn no_epsilon(m: &mut Model, node: &str) {
+    node_mut(m, node).attrs.retain(|a| a.name != "epsilon");
+}
+
+fn decompose_plain_step(step: &str) -> Option<Breaker> {
+    match step {
+        "match.out" => Some(|m| no_epsilon(m, GPT2_SLN_PLAIN)),
+        _ => None,
+    }
+}
+fn decompose_bias_step(step: &str) -> Option<Breaker> {
+    match step {
+        "match.out" => Some(|m| no_epsilon(m, GPT2_SLN_BIAS)),
+        _ => None,
+    }
+}
+fn decompose_simplified_step(step: &str) -> Option<Breaker> {
+    match step {
+        "match.out" => Some(|m| no_epsilon(m, LLAMA_SSLN)),
+        _ => None,
+    }
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -243,6 +276,9 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.gelu.tanh" => Case { graph: synth::gelu_tanh, target: "gelu/out", breaker: gelu_step },
         "lower.gelu_to_contrib" => Case { graph: synth::erf_gelu, target: "gelu", breaker: gelu_to_contrib_step },
         "lower.gelu_to_contrib.tanh" => Case { graph: gpt2, target: GPT2_GELU, breaker: gelu_to_contrib_tanh_step },
+        "lower.decompose_skip_layer_norm" => Case { graph: gpt2_fused, target: GPT2_SLN_PLAIN, breaker: decompose_plain_step },
+        "lower.decompose_skip_layer_norm.bias" => Case { graph: gpt2_fused, target: GPT2_SLN_BIAS, breaker: decompose_bias_step },
+        "lower.decompose_skip_layer_norm.simplified" => Case { graph: llama_skip_rms, target: LLAMA_SSLN, breaker: decompose_simplified_step },
         _ => return None,
     })
 }
