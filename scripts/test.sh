@@ -20,6 +20,8 @@ echo "ORT_DYLIB_PATH=$ORT_DYLIB_PATH"
 
 export INSTA_UPDATE=no
 cargo build --workspace --bins
+# Lint the rules and EP tables together before anything runs them (docs/ruleck.md).
+cargo run -q -p rule-dsl --bin ruleck
 cargo test --workspace --no-fail-fast
 
 export TAILOR_BIN="$PWD/target/debug/tailor"

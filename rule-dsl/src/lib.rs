@@ -5,6 +5,8 @@
 pub mod ast;
 mod check;
 mod diag;
+#[cfg(feature = "ruleck")]
+pub mod lint;
 mod parse;
 pub mod vocab;
 

@@ -1,0 +1,112 @@
+//! `ruleck` on example trees (tests/ruleck/<case>/{rules,ep-sets}): each failing case gives
+//! its findings at the right `.rule` / TOML spans (insta snapshots of the text output), the
+//! passing case and the real tree give no error, and the binary's exit status and JSON follow.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rule_dsl::lint::{run, Inputs, Report, Severity};
+
+fn case_dir(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ruleck").join(case)
+}
+
+fn lint(case: &str) -> Report {
+    let dir = case_dir(case);
+    run(&Inputs { rules: dir.join("rules"), ep_sets: dir.join("ep-sets"), base: dir }).expect("the case is readable")
+}
+
+fn codes(r: &Report) -> Vec<(&'static str, Severity)> {
+    r.findings.iter().map(|f| (f.code, f.severity)).collect()
+}
+
+#[test]
+fn pass_case_is_clean() {
+    let r = lint("pass");
+    assert!(r.findings.is_empty(), "{}", r.text());
+    assert_eq!((r.rule_count, r.table_count), (1, 1));
+}
+
+#[test]
+fn gqa_rotary_with_separate_rope_is_flagged_at_both_entries() {
+    let r = lint("gqa_rotary_separate_rope");
+    let f: Vec<_> = r.findings.iter().filter(|f| f.code == "fuse-then-decompose").collect();
+    assert_eq!(f.len(), 1, "{}", r.text());
+    let at: Vec<(&str, usize, usize)> = f[0].labels.iter().map(|l| (l.file.as_str(), l.line, l.col)).collect();
+    // Both table entries (fuse list, lower list), then the emit line and the root line.
+    assert_eq!(&at[..2], &[("ep-sets/gpu.toml", 6, 9), ("ep-sets/gpu.toml", 7, 10)]);
+    assert_eq!(at[2].0, "rules/gqa_rotary.rule");
+    assert_eq!(at[3].0, "rules/separate_rope.rule");
+    assert_eq!(r.errors(), 1, "only this finding (ep-sets' own UNDOES problem is folded into it):\n{}", r.text());
+    insta::assert_snapshot!(r.text());
+}
+
+#[test]
+fn table_mistakes() {
+    let r = lint("bad_table");
+    let c = codes(&r);
+    assert!(c.contains(&("unknown-rule", Severity::Error)), "{}", r.text());
+    assert!(c.contains(&("missing-why", Severity::Error)), "{}", r.text());
+    assert!(c.contains(&("unclaimed-emit", Severity::Error)), "{}", r.text());
+    insta::assert_snapshot!(r.text());
+}
+
+#[test]
+fn rule_set_mistakes() {
+    let r = lint("bad_rules");
+    let c = codes(&r);
+    for want in ["duplicate-rule", "cycle", "overlap"] {
+        assert!(c.contains(&(want, Severity::Error)), "no {want}:\n{}", r.text());
+    }
+    insta::assert_snapshot!(r.text());
+}
+
+#[test]
+fn lowering_after_the_fusion_that_consumes_its_output() {
+    let r = lint("lowering_feeds_fusion");
+    assert_eq!(codes(&r), vec![("lowering-feeds-fusion", Severity::Error)], "{}", r.text());
+    insta::assert_snapshot!(r.text());
+}
+
+/// The workspace's own rules and tables: CI also runs the binary on them (scripts/test.sh).
+#[test]
+fn real_tree_has_no_errors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let r = run(&Inputs { rules: root.join("rules"), ep_sets: root.join("ep-sets"), base: root.clone() }).unwrap();
+    assert_eq!(r.errors(), 0, "{}", r.text());
+    assert!(r.rule_count > 0 && r.table_count > 0);
+}
+
+fn ruleck(case: &str, extra: &[&str]) -> (i32, String) {
+    let dir = case_dir(case);
+    let out = Command::new(env!("CARGO_BIN_EXE_ruleck"))
+        .current_dir(&dir)
+        .args(["--rules", "rules", "--ep-sets", "ep-sets"])
+        .args(extra)
+        .output()
+        .expect("ruleck runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn exit_status_follows_errors() {
+    assert_eq!(ruleck("pass", &[]).0, 0);
+    let (code, text) = ruleck("bad_table", &[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("ep-sets/cpu.toml:10:9"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_ruleck")).arg("--nope").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn json_format() {
+    let (code, text) = ruleck("gqa_rotary_separate_rope", &["--format", "json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(v["errors"], 1);
+    let f = &v["findings"][0];
+    assert_eq!(f["code"], "fuse-then-decompose");
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["labels"][1]["file"], "ep-sets/gpu.toml");
+    assert_eq!(f["labels"][1]["line"], 7);
+}
