@@ -303,3 +303,86 @@ impl Graph {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
+        Node {
+            name: name.into(),
+            op: op.into(),
+            domain: String::new(),
+            opset: crate::OPSET,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attrs: vec![],
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    fn graph(nodes: Vec<Node>, outputs: &[&str]) -> Graph {
+        Graph {
+            inputs: vec![ValueInfo::new("x", DType::F32, vec![Dim::Fixed(2)])],
+            outputs: outputs.iter().map(|o| ValueInfo::new(*o, DType::F32, vec![Dim::Fixed(2)])).collect(),
+            nodes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn toposort_orders_producers_first_and_keeps_valid_order() {
+        let mut g = graph(
+            vec![
+                node("c", "Add", &["a", "b"], &["c"]),
+                node("a", "Neg", &["x"], &["a"]),
+                node("b", "Neg", &["x"], &["b"]),
+            ],
+            &["c"],
+        );
+        g.toposort().unwrap();
+        let order: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(order, ["a", "b", "c"]);
+        g.toposort().unwrap();
+        assert_eq!(g.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"], "stable");
+    }
+
+    #[test]
+    fn toposort_reports_cycles_and_double_producers() {
+        let mut cyc = graph(vec![node("p", "Neg", &["q"], &["p"]), node("q", "Neg", &["p"], &["q"])], &["p"]);
+        assert!(cyc.toposort().unwrap_err().to_string().contains("cycle"));
+        let mut dup = graph(vec![node("p", "Neg", &["x"], &["v"]), node("q", "Neg", &["x"], &["v"])], &["v"]);
+        assert!(dup.toposort().unwrap_err().to_string().contains("more than one node"));
+    }
+
+    #[test]
+    fn subgraph_captures_order_their_producers_first() {
+        let branch = Graph {
+            outputs: vec![ValueInfo::new("y", DType::F32, vec![])],
+            nodes: vec![node("inner", "Identity", &["outer"], &["y"])],
+            ..Default::default()
+        };
+        let mut iff = node("if", "If", &["cond"], &["r"]);
+        iff.attrs.push(Attr::graph("then_branch", branch.clone()));
+        iff.attrs.push(Attr::graph("else_branch", branch));
+        let mut g = graph(vec![iff, node("make_outer", "Neg", &["x"], &["outer"]), node("cond", "Neg", &["x"], &["cond"])], &["r"]);
+        g.toposort().unwrap();
+        let pos = |n: &str| g.nodes.iter().position(|x| x.name == n).unwrap();
+        assert!(pos("make_outer") < pos("if"), "the captured value is produced before the If");
+        assert_eq!(g.remove_dead_nodes(), 0, "a value read only inside a branch is live");
+    }
+
+    #[test]
+    fn dead_nodes_and_their_initializers_are_removed() {
+        let mut g = graph(
+            vec![node("live", "Add", &["x", "w"], &["y"]), node("dead", "Mul", &["x", "unused_w"], &["z"])],
+            &["y"],
+        );
+        g.initializers.push(("w".into(), crate::Recipe::from_f32("w", vec![2], &[1.0, 2.0])));
+        g.initializers.push(("unused_w".into(), crate::Recipe::from_f32("u", vec![2], &[1.0, 2.0])));
+        assert_eq!(g.remove_dead_nodes(), 1);
+        assert_eq!(g.nodes.len(), 1);
+        assert!(g.initializer("w").is_some());
+        assert!(g.initializer("unused_w").is_none());
+    }
+}
