@@ -1,0 +1,102 @@
+//! One insta snapshot per (decoder fixture, EP, dtype) the tables list: the optimized graph in
+//! the text form of [`snapshots::graph_snapshot`], or the build's error message for a build
+//! that fails today, so every cell of the matrix is pinned and any change shows up in review
+//! (`cargo insta review`, docs/snapshots.md). A second test checks that the snapshot files are
+//! exactly that matrix: no cell missing, no stale file left behind.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use ep_sets::EpSets;
+
+/// The shared decoder fixtures (tests/fixtures), each built for every (EP, dtype).
+const DECODERS: &[&str] = &[
+    "tiny-llama",
+    "tiny-qwen2",
+    "tiny-qwen3",
+    "tiny-phi3",
+    "tiny-mistral",
+    "tiny-llama3-rope",
+    "tiny-qwen2-yarn",
+    "tiny-phi3-longrope",
+    "tiny-qwen2-tied-mqa",
+    "tiny-mistral-sw",
+    "tiny-llama-sharded",
+    "tiny-gpt2",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
+}
+
+/// The snapshot name of one cell (insta adds the `graphs__` prefix and `.snap`).
+fn cell(fixture: &str, ep: &str, dtype: &str) -> String {
+    format!("{fixture}@{ep}-{dtype}")
+}
+
+/// The optimized graph's text, or `build failed: <message>`.
+fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
+    let sets = match EpSets::builtin() {
+        Ok(s) => s,
+        Err(e) => return format!("build failed: {e}"),
+    };
+    let result = (|| -> Result<ir::Model, String> {
+        let (table, plan) = sets.plan(ep, dtype).map_err(|e| e.to_string())?;
+        let dt = ir::DType::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
+        let ckpt = models::Checkpoint::open(&fixture(fixture_name)).map_err(|e| e.to_string())?;
+        let mut model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype: dt, ..Default::default() })
+            .map_err(|e| e.to_string())?;
+        builder::pipeline::optimize(&mut model, table, plan, dtype, false).map_err(|e| e.to_string())?;
+        Ok(model)
+    })();
+    match result {
+        Ok(m) => snapshots::graph_snapshot(&m),
+        Err(e) => format!("build failed: {e}\n"),
+    }
+}
+
+fn matrix() -> Vec<(String, String, String)> {
+    let sets = EpSets::builtin().expect("builtin tables are valid");
+    let mut out = Vec::new();
+    for f in DECODERS {
+        for (ep, dtype) in sets.pairs() {
+            out.push((f.to_string(), ep.to_string(), dtype.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn optimized_graphs() {
+    // One assertion per cell. The first mismatch fails the test; `cargo insta test --review`
+    // (or INSTA_FORCE_PASS=1 / INSTA_UPDATE=always) records every changed cell for review.
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(true);
+    settings.set_omit_expression(true);
+    settings.set_snapshot_path("../snapshots");
+    settings.bind(|| {
+        for (f, ep, dtype) in matrix() {
+            let text = build(&f, &ep, &dtype);
+            insta::with_settings!({ description => format!("{f} optimized for {ep} {dtype}") }, {
+                insta::assert_snapshot!(cell(&f, &ep, &dtype), text);
+            });
+        }
+    });
+}
+
+#[test]
+fn snapshot_files_are_the_matrix() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let expected: BTreeSet<String> = matrix().iter().map(|(f, e, d)| format!("graphs__{}.snap", cell(f, e, d))).collect();
+    let found: BTreeSet<String> = std::fs::read_dir(&dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    let missing: Vec<_> = expected.difference(&found).collect();
+    let extra: Vec<_> = found.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype).\n\
+         missing (run `INSTA_UPDATE=always cargo test -p snapshots`, then review): {missing:?}\n\
+         not in the matrix (delete them): {extra:?}"
+    );
+}
