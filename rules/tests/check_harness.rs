@@ -86,25 +86,25 @@ fn breaker(rule: &str, step: &str) -> Option<Breaker> {
             set_type(m, "model.embed_tokens/Gather/out", ir::DType::F64, &bs(&[64]));
             set_type(m, "model.layers.0.self_attn.o_proj/MatMul/out", ir::DType::F64, &bs(&[64]));
         },
-        ("fuse.gqa_rotary.window", "let.window") => |m| set_init(m, WIDTH, Recipe::from_i64("two widths", vec![2], &[3, 3])),
-        ("fuse.gqa_rotary.window", "window_positive") => |m| set_init(m, WIDTH, Recipe::from_i64("zero width", vec![], &[0])),
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "match.out") => |m| node_mut(m, ATTN0).set_attr(ir::Attr::int("is_causal", 1)),
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "mask_from_input") => |m| insert_identity(m, "attention_mask", &|n| n.op == "Cast"),
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "past_from_inputs") => |m| insert_identity(m, "past_key_values.0.key", &|n| n.op == "Attention"),
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "q_3d") => |m| {
+        ("fuse.gqa_rotary.window" | "fuse.gqa.window", "let.window") => |m| set_init(m, WIDTH, Recipe::from_i64("two widths", vec![2], &[3, 3])),
+        ("fuse.gqa_rotary.window" | "fuse.gqa.window", "window_positive") => |m| set_init(m, WIDTH, Recipe::from_i64("zero width", vec![], &[0])),
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "match.out") => |m| node_mut(m, ATTN0).set_attr(ir::Attr::int("is_causal", 1)),
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "mask_from_input") => |m| insert_identity(m, "attention_mask", &|n| n.op == "Cast"),
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "past_from_inputs") => |m| insert_identity(m, "past_key_values.0.key", &|n| n.op == "Attention"),
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "q_3d") => |m| {
             set_type(m, "model.layers.0.self_attn.q_proj/MatMul/out", ir::DType::F32, &bs(&[4, 16]));
             set_type(m, "model.layers.0.self_attn.q_rotary/RotaryEmbedding/out", ir::DType::F32, &bs(&[4, 16]));
         },
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "heads_divide") => |m| {
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "heads_divide") => |m| {
             node_mut(m, ATTN0).set_attr(ir::Attr::int("q_num_heads", 3));
             node_mut(m, "model.layers.0.self_attn.q_rotary/RotaryEmbedding").set_attr(ir::Attr::int("num_heads", 3));
         },
-        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window", "cache_bnsh") => |m| {
+        ("fuse.gqa_rotary" | "fuse.gqa" | "fuse.gqa_rotary.window" | "fuse.gqa.window", "cache_bnsh") => |m| {
             node_mut(m, ATTN0).set_attr(ir::Attr::int("kv_num_heads", 1));
             node_mut(m, "model.layers.0.self_attn.k_rotary/RotaryEmbedding").set_attr(ir::Attr::int("num_heads", 1));
         },
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "head_size_cpu") => |m| set_past_head(m, 8),
-        ("fuse.gqa", "head_size_cpu") => |m| set_past_head(m, 12),
+        ("fuse.gqa" | "fuse.gqa.window", "head_size_cpu") => |m| set_past_head(m, 12),
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "caches_constant") => |m| insert_identity(m, "rotary_emb.cos_cache", &|n| n.op == "RotaryEmbedding"),
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "full_rotary") => |m| {
             for (name, init) in m.graph.initializers.iter_mut() {

@@ -180,3 +180,15 @@ fn decompose_skip_layer_norm_round_trips() {
     }
     rule_parity("tiny-gpt2", &["fuse.skip_layer_norm"], &["lower.decompose_skip_layer_norm"], &[("lower.decompose_skip_layer_norm", 1)], "LayerNormalization");
 }
+
+/// fuse.gqa on a sliding-window graph (RoPE left in place, as dml builds it) takes the
+/// `.window` variant with local_window_size = the window width (3 in tiny-mistral-sw).
+#[test]
+fn gqa_window_on_mistral_sw() {
+    rule_parity("tiny-mistral-sw", &[], &["fuse.gqa"], &[("fuse.gqa.window", 2), ("fuse.gqa", 0)], "GroupQueryAttention");
+    let (m, _) = with_rules("tiny-mistral-sw", &["fuse.gqa"]);
+    assert_eq!(count(&m, "Attention"), 0, "no ONNX Attention left");
+    assert_eq!(count(&m, "RotaryEmbedding"), 4, "RoPE stays in place");
+    let gqa = m.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
+    assert_eq!(gqa.attr_int("local_window_size"), Some(3));
+}
