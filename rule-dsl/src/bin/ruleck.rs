@@ -29,8 +29,10 @@ fn main() -> ExitCode {
             "--rules" => value("--rules").map(|v| rules = cwd.join(v)),
             "--ep-sets" => value("--ep-sets").map(|v| ep_sets = cwd.join(v)),
             "--format" => value("--format").and_then(|v| match v.as_str() {
-                "json" => Ok(json = true),
-                "text" => Ok(json = false),
+                "json" | "text" => {
+                    json = v == "json";
+                    Ok(())
+                }
                 other => Err(format!("unknown format `{other}`")),
             }),
             "-h" | "--help" => {
