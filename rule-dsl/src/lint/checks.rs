@@ -462,6 +462,7 @@ fn overlaps(idx: &Index, out: &mut Vec<Finding>) {
             let (severity, how) = match roots_overlap(fa, a, fb, b) {
                 Overlap::Disjoint => continue,
                 Overlap::Swapped => (Severity::Warning, " if a commutative op's operands are paired the other way round"),
+                Overlap::Unread => (Severity::Warning, " where the outputs past the shorter pattern's tuple are unread"),
                 Overlap::Overlaps => (Severity::Error, ""),
             };
             out.push(Finding {

@@ -12,6 +12,9 @@ use crate::check::resolve;
 pub enum Overlap {
     /// Some structure keeps them apart.
     Disjoint,
+    /// They overlap only on nodes whose outputs past the shorter pattern's tuple are unread
+    /// (a pattern with fewer outputs accepts such nodes, docs/rule-language.md).
+    Unread,
     /// They overlap only if a commutative op's operands are paired the other way round from
     /// how both rules wrote them.
     Swapped,
@@ -97,15 +100,16 @@ fn line_overlap(a: &Side, la: &MatchLine, b: &Side, lb: &MatchLine, depth: usize
     }
     let xs: Vec<&Slot> = la.args.iter().collect();
     let ys: Vec<&Slot> = lb.args.iter().collect();
+    let cap = if la.outputs.len() != lb.outputs.len() { Overlap::Unread } else { Overlap::Overlaps };
     let written = args_overlap(a, &xs, b, &ys, depth);
     if written != Overlap::Disjoint || !(la.commutative || lb.commutative) || ys.len() < 2 {
-        return written;
+        return written.min(cap);
     }
     let mut swapped = ys.clone();
     swapped.swap(0, 1);
     match args_overlap(a, &xs, b, &swapped, depth) {
         Overlap::Disjoint => Overlap::Disjoint,
-        _ => Overlap::Swapped,
+        _ => Overlap::Swapped.min(cap),
     }
 }
 
