@@ -148,8 +148,17 @@ fn measure(cmd: &mut Command) -> (f64, u64) {
     (secs, usage.ru_maxrss as u64 * 1024)
 }
 
-fn best_of(runs: usize, mut f: impl FnMut() -> (f64, u64)) -> (f64, u64) {
-    (0..runs).map(|_| f()).fold((f64::INFINITY, 0), |(t, r), (t2, r2)| (t.min(t2), r.max(r2)))
+/// Best wall time and worst peak RSS of `runs` runs. Before each run (untimed): `prepare`
+/// removes the previous output, then `sync` flushes dirty pages, so every run starts from the
+/// same page-cache state (on these VMs writeback of earlier runs otherwise dominates).
+fn best_of(runs: usize, mut prepare: impl FnMut(), mut f: impl FnMut() -> (f64, u64)) -> (f64, u64) {
+    (0..runs)
+        .map(|_| {
+            prepare();
+            let _ = Command::new("sync").status();
+            f()
+        })
+        .fold((f64::INFINITY, 0), |(t, r), (t2, r2)| (t.min(t2), r.max(r2)))
 }
 
 fn tailor_binary() -> PathBuf {
@@ -193,19 +202,19 @@ fn main() {
 
     // Warm the page cache so every measurement reads the checkpoint from memory alike.
     measure(Command::new("cp").arg(&src).arg(&copy_to));
-    let copy = best_of(runs, || measure(Command::new("cp").arg(&src).arg(&copy_to)));
+    let copy = best_of(runs, || drop(std::fs::remove_file(&copy_to)), || measure(Command::new("cp").arg(&src).arg(&copy_to)));
     let _ = std::fs::remove_file(&copy_to);
     let build = |dtype: &str| {
         let out = work.join(format!("out-{dtype}"));
-        best_of(runs, || {
-            measure(Command::new(&tailor).args(["build", "--force", "--dtype", dtype]).arg("--model").arg(&ckpt).arg("--output").arg(&out).stderr(std::process::Stdio::null()))
+        best_of(runs, || drop(std::fs::remove_dir_all(&out)), || {
+            measure(Command::new(&tailor).args(["build", "--dtype", dtype]).arg("--model").arg(&ckpt).arg("--output").arg(&out).stderr(std::process::Stdio::null()))
         })
     };
     let f16 = build("f16");
     let f32 = build("f32");
     let tiny_out = work.join("tiny");
-    let tiny = best_of(runs.max(3), || {
-        measure(Command::new(&tailor).args(["build", "--force", "--output"]).arg(&tiny_out).stderr(std::process::Stdio::null()))
+    let tiny = best_of(runs.max(3), || drop(std::fs::remove_dir_all(&tiny_out)), || {
+        measure(Command::new(&tailor).args(["build", "--output"]).arg(&tiny_out).stderr(std::process::Stdio::null()))
     });
 
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
