@@ -128,7 +128,7 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             EmitLine::Helper { name, args, outputs, pos } => match vocab::HELPERS.iter().find(|h| h.0 == name) {
                 None => err(*pos, format!("unknown helper `{name}`"), &format!("helpers come from a fixed list: {}", vocab::HELPERS.iter().map(|h| h.0).collect::<Vec<_>>().join(", "))),
                 Some(h) => {
-                    if args.len() != h.1 || outputs.len() != h.2 {
+                    if args.len() != h.1 || (h.2 != vocab::ANY && outputs.len() != h.2) {
                         err(*pos, format!("helper `{name}` takes {} input(s) and returns {} value(s), not {} and {}", h.1, h.2, args.len(), outputs.len()), "see docs/rule-language.md, section Helpers");
                     }
                 }
@@ -209,11 +209,14 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     // Emit: arguments bound (by match or an earlier emit line), outputs new.
     let match_bound = bound.clone();
     for e in &r.emits {
+        let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
         for a in e.args() {
             if let Slot::Capture(c, p) = a {
                 *uses.entry(c).or_default() += 1;
                 match bound.get(c.as_str()) {
                     None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
+                    Some((_, Kind::Attr)) if takes_graphs => {}
+                    Some((_, Kind::Value)) if takes_graphs => err(*p, format!("capture `?{c}` holds a value, but this helper takes a subgraph attribute"), "capture the branch in `match` with `[then_branch: ?g]`"),
                     Some((_, Kind::Attr)) => err(*p, format!("capture `?{c}` holds an attribute, not a value"), "pass it in the `[...]` attributes instead"),
                     _ => {}
                 }

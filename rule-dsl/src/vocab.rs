@@ -69,7 +69,19 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("name", 1, "the value's name"),
     ("const_int", 1, "the integer held by a one-element computed constant initializer"),
     ("const_float", 1, "the number held by a one-element f32/f64 constant initializer"),
+    ("numel", 1, "the element count of a value whose shape is fully fixed"),
+    ("branch_outputs", 1, "how many outputs a subgraph attribute (an If branch) has"),
+    ("branch_dtype", 2, "the declared element type of output i of a subgraph attribute"),
+    ("branch_shape", 2, "the declared shape of output i of a subgraph attribute"),
+    ("nested_graphs", 1, "how many nodes of a subgraph attribute carry subgraphs themselves"),
+    ("fallible_nodes", 1, "names of a subgraph's nodes that can fail on data (Gather, Slice, Reshape, integer Div, ... reading non-constants)"),
 ];
+
+/// Output count of a helper that returns as many values as its input has (`inline_branch`).
+pub const ANY: usize = usize::MAX;
+
+/// Helpers whose inputs are subgraph attribute captures (`[then_branch: ?g]`), not values.
+pub const GRAPH_HELPERS: &[&str] = &["inline_branch"];
 
 /// The native helpers an `emit` block may call: name, inputs, outputs. The list is fixed; a
 /// helper takes bound values and returns new values, and never decides whether a rule applies.
@@ -91,5 +103,11 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         3,
         1,
         "an int64 [3] initializer holding the last dimension of each of three initializers (the Split sizes that undo concat_weights)",
+    ),
+    (
+        "inline_branch",
+        1,
+        ANY,
+        "copies an If branch (a subgraph attribute capture) into the enclosing graph with fresh names for what it defines; returns its outputs",
     ),
 ];

@@ -252,6 +252,20 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             })
             .collect();
         let call = match e {
+            EmitLine::Helper { name, .. } if rule_dsl::vocab::GRAPH_HELPERS.contains(&name.as_str()) => {
+                // Subgraph attributes, borrowed from the binds so the emitter stays writable.
+                helpers.push(name.clone());
+                let f = format_ident!("{}", name);
+                let graphs: Vec<TokenStream> = e
+                    .args()
+                    .iter()
+                    .filter_map(|a| a.capture().map(|c| {
+                        let ci = cap(c);
+                        quote! { em.subgraph(&b, #ci)? }
+                    }))
+                    .collect();
+                quote! { { let graphs: Vec<&ir::Graph> = vec![#(#graphs),*]; crate::helpers::allowed::#f(em, &graphs)? } }
+            }
             EmitLine::Helper { name, .. } => {
                 helpers.push(name.clone());
                 let f = format_ident!("{}", name);
@@ -283,7 +297,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             .iter()
             .enumerate()
             .filter_map(|(k, o)| o.capture().map(|c| (k, cap(c))))
-            .map(|(k, ci)| quote! { b.caps[#ci] = Some(crate::rt::Bound::Value(outs[#k].clone())); })
+            .map(|(k, ci)| quote! { b.caps[#ci] = Some(crate::rt::Bound::Value(outs.get(#k).cloned().ok_or_else(|| em.missing_output(#k, outs.len()))?)); })
             .collect();
         emit_code.push(quote! { { let outs: Vec<String> = #call; #(#sets)* } });
     }

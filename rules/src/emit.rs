@@ -81,6 +81,65 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The subgraph attribute bound to capture `cap` (an If branch), for helpers that inline
+    /// it. The borrow is of the binds, not of the emitter, so the emitter stays writable.
+    pub fn subgraph<'b>(&self, b: &'b Binds, cap: usize) -> Result<&'b Graph, Error> {
+        match b.caps.get(cap) {
+            Some(Some(Bound::Attr(ir::AttrValue::Graph(g)))) => Ok(g),
+            _ => Err(self.err(format!("capture #{cap} holds no subgraph"))),
+        }
+    }
+
+    /// Copies a subgraph's nodes and initializers into the graph being rewritten and returns
+    /// the names its outputs get there, in order. Everything the subgraph defines gets a fresh
+    /// name under this firing's base (two branches that both call their value `cos` must not
+    /// collide, nor shadow an outer value); names it captures from the enclosing scopes keep
+    /// theirs, since those values are visible where the copy lands. Subgraph inputs (a Loop
+    /// body) and nested subgraphs are refused: renaming into them is not done here.
+    pub fn inline(&mut self, g: &Graph) -> Result<Vec<String>, Error> {
+        if !g.inputs.is_empty() {
+            return Err(self.err(format!("subgraph `{}` has inputs; only input-less branches inline", g.name)));
+        }
+        if let Some(n) = g.nodes.iter().find(|n| n.subgraphs().next().is_some()) {
+            return Err(self.err(format!("node `{}` of `{}` has a nested subgraph", n.name, g.name)));
+        }
+        let stem = format!("{}/{}", self.base, if g.name.is_empty() { "branch" } else { g.name.as_str() });
+        let mut renamed: HashMap<String, String> = HashMap::new();
+        for (name, recipe) in &g.initializers {
+            let new = self.state.names.fresh(&format!("{stem}/{name}"));
+            renamed.insert(name.clone(), new.clone());
+            self.initializers.push((new, recipe.clone()));
+        }
+        for n in &g.nodes {
+            for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+                let new = self.state.names.fresh(&format!("{stem}/{o}"));
+                renamed.insert(o.clone(), new);
+            }
+        }
+        let map = |v: &String| if v.is_empty() { String::new() } else { renamed.get(v).cloned().unwrap_or_else(|| v.clone()) };
+        for n in &g.nodes {
+            let mut metadata = n.metadata.clone();
+            metadata.insert("rule".to_string(), self.rule.to_string());
+            let name = self.state.names.fresh(&format!("{stem}/{}", n.name));
+            self.nodes.push(Node {
+                name,
+                op: n.op.clone(),
+                domain: n.domain.clone(),
+                opset: n.opset,
+                inputs: n.inputs.iter().map(map).collect(),
+                outputs: n.outputs.iter().map(map).collect(),
+                attrs: n.attrs.clone(),
+                metadata,
+            });
+        }
+        Ok(g.outputs.iter().map(|o| map(&o.name)).collect())
+    }
+
+    /// The error for an emit line that names more outputs than its helper returned.
+    pub fn missing_output(&self, k: usize, got: usize) -> Error {
+        self.err(format!("the emit line names output {k}, but only {got} value(s) came back"))
+    }
+
     /// The recipe of an initializer the match bound (for helpers that pack weights).
     pub fn recipe(&self, value: &str) -> Option<&Recipe> {
         self.graph.initializer(value)

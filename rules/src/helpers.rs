@@ -7,7 +7,11 @@ use crate::{Emitter, Error};
 use ir::{Attr, DType, Recipe};
 
 /// Every helper a rule may call, with what it does.
-pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes"];
+pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes", "inline_branch"];
+
+/// Helpers whose inputs are subgraph attributes (an If's `then_branch`), not values. They get
+/// `&[&ir::Graph]` instead of value names (`rule_dsl::vocab::GRAPH_HELPERS` mirrors this).
+pub const TAKES_GRAPHS: &[&str] = &["inline_branch"];
 
 /// The helpers themselves. Generated code calls only functions of this module.
 pub mod allowed {
@@ -78,5 +82,13 @@ pub mod allowed {
         }
         let name = em.initializer(&format!("{}/split_sizes", args[0]), Recipe::from_i64("split_sizes", vec![3], &sizes));
         Ok(vec![name])
+    }
+
+    /// The nodes of one If branch, copied into the enclosing graph with fresh names
+    /// ([`Emitter::inline`]); returns the branch's outputs, as many as it has. Whether running
+    /// the branch unconditionally is safe is the rule's checks' business, not this helper's.
+    pub fn inline_branch(em: &mut Emitter, graphs: &[&ir::Graph]) -> Result<Vec<String>, Error> {
+        let [g] = graphs else { return Err(fail(em, "inline_branch", format!("expects 1 subgraph, got {}", graphs.len()))) };
+        em.inline(g)
     }
 }

@@ -10,6 +10,7 @@
 //! * [`helpers::ALLOWED`]: the fixed list of native helpers rules may call.
 //! * [`generated_source`]: the code the macro generated, for reading.
 
+mod branch;
 mod diag;
 mod emit;
 mod engine;

@@ -7,6 +7,8 @@ use ir::{AttrValue, DType, Dim, Graph, Node, ValueInfo};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+pub use crate::branch::{fn_branch_dtype, fn_branch_outputs, fn_branch_shape, fn_fallible_nodes, fn_nested_graphs, fn_numel};
+
 /// Read-only indexes over one graph, built once per pass of a rule.
 pub struct Cx<'g> {
     pub graph: &'g Graph,
@@ -79,7 +81,7 @@ impl<'g> Cx<'g> {
     pub fn is_graph_output(&self, value: &str) -> bool {
         self.outputs.contains(value)
     }
-    fn type_of(&self, value: &str) -> Option<&ValueInfo> {
+    pub(crate) fn type_of(&self, value: &str) -> Option<&ValueInfo> {
         self.types.get(value)
     }
 }
@@ -307,6 +309,8 @@ pub enum Val {
     Shape(Vec<Dim>),
     /// A tensor value of the graph, by name.
     Value(String),
+    /// A subgraph attribute (an If branch), for the `branch_*` functions.
+    Graph(Box<ir::Graph>),
 }
 
 impl Val {
@@ -331,6 +335,7 @@ impl std::fmt::Display for Val {
             Val::List(v) => write!(f, "[{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
             Val::Shape(d) => write!(f, "[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")),
             Val::Value(v) => f.write_str(v),
+            Val::Graph(g) => write!(f, "<graph {}>", g.name),
         }
     }
 }
@@ -345,6 +350,7 @@ pub fn cap_val(_cx: &Cx, b: &Binds, cap: usize, shown: &str) -> Result<Val, Stri
             AttrValue::String(s) => Val::Str(s.clone()),
             AttrValue::Ints(v) => Val::List(v.iter().map(|x| Val::Int(*x)).collect()),
             AttrValue::Floats(v) => Val::List(v.iter().map(|x| Val::Float(*x as f64)).collect()),
+            AttrValue::Graph(g) => Val::Graph(g.clone()),
             other => return Err(format!("{shown} holds {}, which checks cannot read", show_attr(other))),
         }),
         None => Err(format!("{shown} is not bound")),
@@ -376,14 +382,14 @@ pub fn check(v: Result<Val, String>, step: usize, message: impl FnOnce() -> Stri
     }
 }
 
-fn value_name(v: &Val) -> Result<&str, String> {
+pub(crate) fn value_name(v: &Val) -> Result<&str, String> {
     match v {
         Val::Value(n) => Ok(n),
         other => Err(format!("{other} is not a graph value")),
     }
 }
 
-fn shape_of(cx: &Cx, v: &Val) -> Result<Vec<Dim>, String> {
+pub(crate) fn shape_of(cx: &Cx, v: &Val) -> Result<Vec<Dim>, String> {
     let n = value_name(v)?;
     cx.type_of(n).and_then(|t| t.shape.clone()).ok_or_else(|| format!("shape of `{n}` unknown"))
 }

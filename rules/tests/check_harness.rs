@@ -105,7 +105,8 @@ fn breaker(rule: &str, step: &str) -> Option<Breaker> {
         },
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "head_size_cpu") => |m| set_past_head(m, 8),
         ("fuse.gqa" | "fuse.gqa.window", "head_size_cpu") => |m| set_past_head(m, 12),
-        ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "caches_constant") => |m| insert_identity(m, "rotary_emb.cos_cache", &|n| n.op == "RotaryEmbedding"),
+        // A 3-D cos cache (ONNX RotaryEmbedding's per-batch [batch, seq, rotary_dim/2] form).
+        ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "caches_2d") => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "full_rotary") => |m| {
             for (name, init) in m.graph.initializers.iter_mut() {
                 if name == "rotary_emb.cos_cache" || name == "rotary_emb.sin_cache" {

@@ -17,9 +17,7 @@ DECODER_FIXTURES = [
 ]
 EPS = ["default", "cpu"]
 # Builds that cannot be made yet, with the reason (strict: an unexpected pass fails the run).
-PENDING = {
-    ("tiny-phi3-longrope", "cpu"): "longrope selects its caches with an If and lower.if_to_where is not implemented yet",
-}
+PENDING: dict = {}
 
 # (fixture, ep) pairs whose packages must generate the reference tokens.
 GENERATION_CASES = [

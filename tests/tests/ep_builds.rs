@@ -15,11 +15,7 @@ fn generic(fixture_name: &str, dtype: ir::DType) -> Model {
 }
 
 fn optimized(fixture_name: &str, ep: &str, dtype: &str) -> Result<Model, builder::Error> {
-    let sets = EpSets::builtin().unwrap();
-    let (table, plan) = sets.plan(ep, dtype).unwrap();
-    let mut model = generic(fixture_name, ir::DType::parse(dtype).unwrap());
-    optimize(&mut model, table, plan, dtype, false)?;
-    Ok(model)
+    builder::optimized_model(&fixture(fixture_name), ep, ir::DType::parse(dtype).unwrap(), false).map(|(m, _)| m)
 }
 
 /// Evaluates "N", "kL", "kL+N", "kL-N" for `layers`.
@@ -152,8 +148,9 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
     let sets = EpSets::builtin().unwrap();
     let (table, plan) = sets.plan("cpu", "f32").unwrap();
     let mut model = generic("tiny-llama", ir::DType::F32);
-    // Produce the cos cache with a Mul instead of reading the initializer directly.
-    let one = ("cos_scale".to_string(), ir::Recipe::from_f32("one", vec![], &[1.0]));
+    // Produce the cos cache with a Mul that makes it 3-D ([1, max_positions, half]), which
+    // GroupQueryAttention cannot take as its cos_cache.
+    let one = ("cos_scale".to_string(), ir::Recipe::from_f32("one", vec![1, 1, 1], &[1.0]));
     model.graph.initializers.push(one);
     let cos = "rotary_emb.cos_cache";
     let mul = ir::Node {
@@ -173,8 +170,8 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
     let err = optimize(&mut model, table, plan, "f32", false).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("fuse.gqa_rotary"), "{text}");
-    assert!(text.contains("caches_constant"), "{text}");
-    assert!(text.contains("cos/sin caches come from ai.onnx.Mul"), "{text}");
+    assert!(text.contains("caches_2d"), "{text}");
+    assert!(text.contains("(from ai.onnx.Mul); GroupQueryAttention takes them as one [max_positions, rotary_dim/2] pair"), "{text}");
 }
 
 fn cpu_parity(name: &str) {
@@ -202,10 +199,28 @@ cpu_parity! {
     cpu_tiny_qwen2 => "tiny-qwen2",
     cpu_tiny_qwen3 => "tiny-qwen3",
     cpu_tiny_phi3 => "tiny-phi3",
+    cpu_tiny_phi3_longrope => "tiny-phi3-longrope",
     cpu_tiny_mistral => "tiny-mistral",
     cpu_tiny_llama3_rope => "tiny-llama3-rope",
     cpu_tiny_qwen2_yarn => "tiny-qwen2-yarn",
     cpu_tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
     cpu_tiny_llama_sharded => "tiny-llama-sharded",
     cpu_tiny_gpt2 => "tiny-gpt2",
+}
+
+#[test]
+fn concrete_dims_reach_the_task_as_a_named_flag() {
+    let sets = EpSets::builtin().unwrap();
+    for (ep, fixed) in [("webgpu", true), ("cpu", false)] {
+        let plan = sets.plan(ep, "f32").unwrap().1;
+        let options = builder::build_options(plan, ir::DType::F32);
+        let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).unwrap();
+        let model = models::tasks::causal_lm::build(&ckpt, &options).unwrap();
+        let batch = &model.graph.inputs[0].shape.as_ref().unwrap()[0];
+        if fixed {
+            assert_eq!(batch, &ir::Dim::Fixed(plan.limits["batch"]), "{ep}: batch fixed by the table's limits");
+        } else {
+            assert_eq!(batch, &ir::Dim::sym("batch_size"), "{ep}: batch stays symbolic");
+        }
+    }
 }

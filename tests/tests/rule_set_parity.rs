@@ -192,3 +192,38 @@ fn gqa_window_on_mistral_sw() {
     let gqa = m.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
     assert_eq!(gqa.attr_int("local_window_size"), Some(3));
 }
+
+/// lower.if_to_where on Phi-3 LongRoPE's short/long cache choice (a two-output If: the
+/// `.pair` variant), alone and followed by fuse.gqa_rotary (which then reads the caches from
+/// the Wheres), both against the generic graph. The fixture's prompt is longer than
+/// original_max_position_embeddings (4), so the long pair is live; the synthetic test below
+/// takes both paths.
+#[test]
+fn if_to_where_on_phi3_longrope() {
+    rule_parity("tiny-phi3-longrope", &[], &["lower.if_to_where"], &[("lower.if_to_where.pair", 1), ("lower.if_to_where", 0)], "Where");
+    let (m, _) = with_rules("tiny-phi3-longrope", &["lower.if_to_where"]);
+    assert_eq!(count(&m, "If"), 0);
+    assert_eq!(count(&m, "Where"), 2, "one Where per If output");
+    let g = generic("tiny-phi3-longrope");
+    let (b, report) = with_rules("tiny-phi3-longrope", &["lower.if_to_where", "fuse.gqa_rotary"]);
+    assert_eq!(report.fired("fuse.gqa_rotary"), 2, "{}", report.text());
+    let gqa = b.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
+    assert!(gqa.inputs[7].contains("Where"), "cos cache from the Where: {gqa:?}");
+    let d = decoder_parity("tiny-phi3-longrope", &g, &b);
+    eprintln!("phi3-longrope gqa_rotary(if_to_where(g)): {d:?}");
+    assert_within("tiny-phi3-longrope: gqa_rotary(if_to_where(g)) vs g", &d, ATOL);
+}
+
+#[test]
+fn if_to_where_synthetic_both_paths() {
+    for threshold in [3, 9] {
+        let a = synth::if_select(threshold);
+        let mut b = synth::if_select(threshold);
+        let report = rules::apply(&mut b, &["lower.if_to_where"], &rules::Options::default()).unwrap();
+        assert_eq!(report.fired("lower.if_to_where"), 1, "{}", report.text());
+        assert_eq!((count(&b, "If"), count(&b, "Where")), (0, 1));
+        // The else branch's own initializer was carried over under a fresh name.
+        assert!(b.graph.initializers.iter().any(|(n, _)| n.ends_with("/e")), "{:?}", b.graph.initializers.iter().map(|(n, _)| n).collect::<Vec<_>>());
+        synthetic_parity(&format!("If -> Where, threshold {threshold}"), &a, &b);
+    }
+}

@@ -259,6 +259,95 @@ fn decompose_simplified_step(step: &str) -> Option<Breaker> {
     }
 }
 
+/// The branch `attr` (`then_branch` / `else_branch`) of the node `node`.
+pub fn branch_mut<'a>(m: &'a mut Model, node: &str, attr: &str) -> &'a mut ir::Graph {
+    let n = node_mut(m, node);
+    match n.attrs.iter_mut().find(|a| a.name == attr).map(|a| &mut a.value) {
+        Some(ir::AttrValue::Graph(g)) => g,
+        _ => panic!("{node} has no graph attribute {attr}"),
+    }
+}
+
+/// A node `op(inputs)` appended to a branch (its output is `<name>/out`, read by nobody).
+fn push_branch_node(m: &mut Model, node: &str, attr: &str, name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) {
+    branch_mut(m, node, attr).nodes.push(Node {
+        name: name.into(),
+        op: op.into(),
+        domain: String::new(),
+        opset: ir::OPSET,
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        outputs: vec![format!("{name}/out")],
+        attrs,
+        metadata: Default::default(),
+    });
+}
+
+/// A nested If (one Identity per branch) inside `attr` of `node`.
+fn push_nested_if(m: &mut Model, node: &str, attr: &str, cond: &str, value: &str) {
+    let inner = |name: &str| ir::Graph {
+        name: name.into(),
+        outputs: vec![ValueInfo::new(format!("{name}/out"), ir::DType::F32, vec![])],
+        nodes: vec![Node {
+            name: name.into(),
+            op: "Identity".into(),
+            domain: String::new(),
+            opset: ir::OPSET,
+            inputs: vec![value.into()],
+            outputs: vec![format!("{name}/out")],
+            attrs: vec![],
+            metadata: Default::default(),
+        }],
+        ..Default::default()
+    };
+    push_branch_node(m, node, attr, "nested_if", "If", &[cond], vec![Attr::graph("then_branch", inner("nested_then")), Attr::graph("else_branch", inner("nested_else"))]);
+}
+
+fn if_to_where_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.y" => |m| node_mut(m, "if").attrs.retain(|a| a.name != "else_branch"),
+        "cond_one_element" => |m| set_type(m, "cond/out", ir::DType::Bool, &[Dim::Fixed(2)]),
+        "one_output" => |m| {
+            let g = branch_mut(m, "if", "then_branch");
+            let extra = g.outputs[0].clone();
+            g.outputs.push(extra);
+        },
+        "same_dtype" => |m| branch_mut(m, "if", "else_branch").outputs[0].dtype = ir::DType::F64,
+        "same_shape" => |m| branch_mut(m, "if", "else_branch").outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(4)]),
+        "no_nested_control_flow" => |m| push_nested_if(m, "if", "then_branch", "cond/out", "x"),
+        // A Gather whose indices are computed from the data.
+        "total_branches" => |m| {
+            push_branch_node(m, "if", "else_branch", "idx", "Shape", &["x"], vec![]);
+            push_branch_node(m, "if", "else_branch", "pick", "Gather", &["x", "idx/out"], vec![]);
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
+const LONGROPE_IF: &str = "rotary_emb/longrope/If";
+const LONGROPE_COND: &str = "rotary_emb/longrope/is_long/out";
+
+fn phi3_longrope() -> Model {
+    generic("tiny-phi3-longrope")
+}
+
+fn if_to_where_pair_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.y0" => |m| node_mut(m, LONGROPE_IF).attrs.retain(|a| a.name != "else_branch"),
+        "cond_one_element" => |m| set_type(m, LONGROPE_COND, ir::DType::Bool, &[Dim::Fixed(2)]),
+        "two_outputs" => |m| {
+            branch_mut(m, LONGROPE_IF, "then_branch").outputs.pop();
+        },
+        "same_dtype" => |m| branch_mut(m, LONGROPE_IF, "else_branch").outputs[1].dtype = ir::DType::F16,
+        "same_shape" => |m| branch_mut(m, LONGROPE_IF, "else_branch").outputs[1].shape = Some(vec![Dim::Fixed(1), Dim::Fixed(4)]),
+        "no_nested_control_flow" => |m| push_nested_if(m, LONGROPE_IF, "else_branch", LONGROPE_COND, "rotary_emb.short_cos_cache"),
+        // Integer division by the (data-dependent) total length.
+        "total_branches" => |m| push_branch_node(m, LONGROPE_IF, "then_branch", "per_token", "Div", &["rotary_emb/longrope/original_max_position_embeddings", "rotary_emb/longrope/total_len/out"], vec![]),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -279,6 +368,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.decompose_skip_layer_norm" => Case { graph: gpt2_fused, target: GPT2_SLN_PLAIN, breaker: decompose_plain_step },
         "lower.decompose_skip_layer_norm.bias" => Case { graph: gpt2_fused, target: GPT2_SLN_BIAS, breaker: decompose_bias_step },
         "lower.decompose_skip_layer_norm.simplified" => Case { graph: llama_skip_rms, target: LLAMA_SSLN, breaker: decompose_simplified_step },
+        "lower.if_to_where" => Case { graph: synth::if_select_then, target: "if", breaker: if_to_where_step },
+        "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
         _ => return None,
     })
 }

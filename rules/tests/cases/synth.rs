@@ -93,3 +93,36 @@ pub fn erf_gelu_with_bias() -> Model {
 pub fn erf_gelu() -> Model {
     model(vec![node("gelu", "Gelu", &["x"], vec![])], vec![])
 }
+
+/// `y = If(seq > threshold, x * t, x + e)` on x [batch, seq, 8], the If node `if` with a
+/// one-element condition `cond/out` ([1]). The then branch captures `x` and the outer
+/// initializer `t`; the else branch has its own initializer `e`. With the parity input
+/// (seq 5), threshold 3 takes the then branch and 9 the else branch.
+pub fn if_select(threshold: i64) -> Model {
+    let shape = vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(HIDDEN as i64)];
+    let branch = |name: &str, op: &str, operand: &str, inits: Vec<(String, Recipe)>| Graph {
+        name: name.into(),
+        inputs: vec![],
+        outputs: vec![ValueInfo::new(format!("{name}/out"), DType::F32, shape.clone())],
+        nodes: vec![node(name, op, &["x", operand], vec![])],
+        initializers: inits,
+        value_info: vec![],
+    };
+    let e: Vec<f32> = (0..HIDDEN).map(|i| 0.5 - i as f32 * 0.25).collect();
+    let t: Vec<f32> = (0..HIDDEN).map(|i| 1.0 + i as f32 * 0.1).collect();
+    let then_branch = branch("then", "Mul", "t", vec![]);
+    let else_branch = branch("else", "Add", "e", vec![("e".into(), Recipe::from_f32("e", vec![HIDDEN], &e))]);
+    let seq = node("seq", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let cond = node("cond", "Greater", &["seq/out", "threshold"], vec![]);
+    let iff = node("if", "If", &["cond/out"], vec![Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)]);
+    let mut m = model(
+        vec![seq, cond, iff],
+        vec![("t".into(), Recipe::from_f32("t", vec![HIDDEN], &t)), ("threshold".into(), Recipe::from_i64("threshold", vec![1], &[threshold]))],
+    );
+    m.graph.value_info.push(ValueInfo::new("cond/out", DType::Bool, vec![Dim::Fixed(1)]));
+    m
+}
+
+pub fn if_select_then() -> Model {
+    if_select(3)
+}
