@@ -13,4 +13,4 @@ pub mod pipeline;
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, BuildReport, BuildRequest, SUPPORTED_EPS};
+pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, SUPPORTED_EPS};

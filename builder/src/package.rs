@@ -94,7 +94,8 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "building {} graph: {} layers, hidden {}, dtype {}",
         ckpt.config.model_type, ckpt.config.num_hidden_layers, ckpt.config.hidden_size, req.dtype
     ));
-    let mut model = models::tasks::causal_lm::build(&ckpt, &BuildOptions { dtype: req.dtype, ..Default::default() })?;
+    let options = build_options(plan, req.dtype);
+    let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain)?;
 
@@ -136,6 +137,29 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         pipeline,
         seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The optimized, validated model of a checkpoint for an (EP, dtype), in memory: what `build`
+/// writes, for tests and tools that do not need a package.
+pub fn optimized_model(model_dir: &Path, ep: &str, dtype: DType, explain: bool) -> Result<(ir::Model, PipelineReport)> {
+    let sets = EpSets::builtin()?;
+    let (table, plan) = sets.plan(ep, dtype.name())?;
+    let ckpt = Checkpoint::open(model_dir)?;
+    let mut model = models::tasks::causal_lm::build(&ckpt, &build_options(plan, dtype))?;
+    let report = optimize(&mut model, table, plan, dtype.name(), explain)?;
+    Ok((model, report))
+}
+
+/// The task options an EP table's structural flags ask for. Flags reach `models` by name,
+/// never as an EP: `concrete_dims` fixes the dims the table's `limits` give (`batch`).
+pub fn build_options(plan: &ep_sets::DtypePlan, dtype: DType) -> BuildOptions {
+    let mut options = BuildOptions { dtype, ..Default::default() };
+    if plan.has_flag("concrete_dims") {
+        if let Some(&batch) = plan.limits.get("batch") {
+            options.concrete_dims.insert("batch_size".into(), batch);
+        }
+    }
+    options
 }
 
 /// The checkpoint's `generation_config.json`, when present.

@@ -25,11 +25,14 @@ use ir::DType;
 pub struct BuildOptions {
     /// Element type of weights, activations and float inputs/outputs.
     pub dtype: DType,
+    /// `concrete_dims`: symbolic dims fixed to these sizes (by dim name, e.g. `batch_size`),
+    /// for runtimes that compile shapes ahead of time. Empty: every dim stays symbolic.
+    pub concrete_dims: std::collections::BTreeMap<String, i64>,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32 }
+        BuildOptions { dtype: DType::F32, concrete_dims: Default::default() }
     }
 }
 

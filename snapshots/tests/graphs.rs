@@ -41,13 +41,8 @@ fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
         Err(e) => return format!("build failed: {e}"),
     };
     let result = (|| -> Result<ir::Model, String> {
-        let (table, plan) = sets.plan(ep, dtype).map_err(|e| e.to_string())?;
         let dt = ir::DType::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
-        let ckpt = models::Checkpoint::open(&fixture(fixture_name)).map_err(|e| e.to_string())?;
-        let mut model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype: dt, ..Default::default() })
-            .map_err(|e| e.to_string())?;
-        builder::pipeline::optimize(&mut model, table, plan, dtype, false).map_err(|e| e.to_string())?;
-        Ok(model)
+        builder::optimized_model(&fixture(fixture_name), ep, dt, false).map(|(m, _)| m).map_err(|e| e.to_string())
     })();
     match result {
         Ok(m) => snapshots::graph_snapshot(&m),

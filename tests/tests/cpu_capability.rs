@@ -46,13 +46,7 @@ fn pending_cpu() -> BTreeSet<String> {
 }
 
 fn optimized(fixture_name: &str) -> Result<Model, String> {
-    let sets = EpSets::builtin().unwrap();
-    let (table, plan) = sets.plan("cpu", "f32").unwrap();
-    let ckpt = models::Checkpoint::open(&fixture(fixture_name)).map_err(|e| e.to_string())?;
-    let mut model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype: ir::DType::F32, ..Default::default() })
-        .map_err(|e| e.to_string())?;
-    builder::pipeline::optimize(&mut model, table, plan, "f32", false).map_err(|e| e.to_string())?;
-    Ok(model)
+    builder::optimized_model(&fixture(fixture_name), "cpu", ir::DType::F32, false).map(|(m, _)| m).map_err(|e| e.to_string())
 }
 
 fn dtype_of(f: &Feed) -> ir::DType {

@@ -28,6 +28,14 @@ pub fn present_value(i: usize) -> String {
     format!("present.{i}.value")
 }
 
+/// A graph dim: symbolic, unless the `concrete_dims` option fixes it.
+fn dim(opts: &BuildOptions, name: &str) -> Dim {
+    match opts.concrete_dims.get(name) {
+        Some(&v) => Dim::Fixed(v),
+        None => Dim::sym(name),
+    }
+}
+
 /// Builds the generic causal-LM graph of `ckpt`.
 pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     let c = &ckpt.config;
@@ -45,7 +53,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     let float = opts.dtype;
     let mut b = GraphBuilder::new("main_graph", float);
     let (batch, seq, total, past) =
-        (Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("total_sequence_length"), Dim::sym("past_sequence_length"));
+        (dim(opts, "batch_size"), dim(opts, "sequence_length"), dim(opts, "total_sequence_length"), dim(opts, "past_sequence_length"));
     let kv = |len: &Dim| vec![batch.clone(), Dim::Fixed(c.num_key_value_heads as i64), len.clone(), Dim::Fixed(c.head_dim as i64)];
 
     let input_ids = b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
