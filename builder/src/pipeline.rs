@@ -66,7 +66,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
 
     let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     // Per-candidate records are always kept: validation needs each candidate's outcome.
-    let opts = rules::Options { explain: true, ..Default::default() };
+    let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
     let mut diagnostics = rules::apply(model, &id_refs, &opts).map_err(|e| Error::Pipeline(e.to_string()))?;
 
     let mut problems = Vec::new();

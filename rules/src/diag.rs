@@ -48,6 +48,14 @@ pub struct RuleReport {
     pub failed: BTreeMap<String, FailCount>,
     /// For a rule that fired zero times: the candidate that passed the most steps.
     pub furthest: Option<Record>,
+    /// Cast nodes its firings created (retyping rules such as lower.int64_to_int32 report
+    /// how many conversions they cost).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub casts: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Everything one `apply` did.
@@ -81,6 +89,9 @@ impl Report {
         let mut s = String::new();
         for r in &self.rules {
             let _ = write!(s, "{}  {}  candidates={} fired={}", r.rule, r.graph, r.candidates, r.fired);
+            if r.casts > 0 {
+                let _ = write!(s, " casts={}", r.casts);
+            }
             for (check, f) in &r.failed {
                 let _ = write!(s, "  failed {check} x{}: {:?} ({})", f.count, f.message, f.location);
             }
@@ -125,6 +136,7 @@ pub(crate) struct Collector {
     order: Vec<(String, String, String)>,
     records: BTreeMap<(String, String), BTreeMap<String, Record>>,
     node_order: BTreeMap<(String, String), Vec<String>>,
+    casts: BTreeMap<(String, String), usize>,
 }
 
 impl Collector {
@@ -151,6 +163,10 @@ impl Collector {
         }
     }
 
+    pub(crate) fn add_casts(&mut self, graph: &str, rule: &str, n: usize) {
+        *self.casts.entry((graph.to_string(), rule.to_string())).or_default() += n;
+    }
+
     pub(crate) fn finish(self, explain: bool, report: &mut Report) {
         for (graph, rule, location) in &self.order {
             let key = (graph.clone(), rule.clone());
@@ -164,6 +180,7 @@ impl Collector {
                 fired: 0,
                 failed: BTreeMap::new(),
                 furthest: None,
+                casts: self.casts.get(&key).copied().unwrap_or(0),
             };
             for name in &order {
                 let rec = &nodes[name];

@@ -25,11 +25,14 @@ pub struct Options {
     /// Also run each named rule's variants (`id.<name>`, see [`select`]). Off only where one
     /// exact rule must run alone (the check harness).
     pub variants: bool,
+    /// Named bounds from the EP table's `limits` (`batch`, `max_context`, ...), which checks
+    /// read with `limit("name")`: a retyping rule fires only where a bound proves it exact.
+    pub limits: std::collections::BTreeMap<String, i64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { explain: false, max_rounds: 16, remove_dead: true, variants: true }
+        Options { explain: false, max_rounds: 16, remove_dead: true, variants: true, limits: Default::default() }
     }
 }
 
@@ -142,7 +145,7 @@ fn run_stage_in(
         rounds += 1;
         let mut fired = 0;
         for r in rules {
-            fired += pass(graph, &gname, r, &mut state, col, outer)?;
+            fired += pass(graph, &gname, r, &mut state, col, outer, &opts.limits)?;
         }
         if fired == 0 {
             break;
@@ -172,6 +175,7 @@ fn pass(
     state: &mut GraphState,
     col: &mut Collector,
     outer: &HashMap<String, ir::ValueInfo>,
+    limits: &std::collections::BTreeMap<String, i64>,
 ) -> Result<usize, Error> {
     let info = &rule.info;
     let mut new_nodes = Vec::new();
@@ -180,7 +184,7 @@ fn pass(
     let mut matched: HashSet<usize> = HashSet::new();
     let mut fired = 0;
     {
-        let cx = Cx::with_outer(graph, outer);
+        let cx = Cx::with_outer(graph, outer).with_limits(limits);
         let mut consumed: HashSet<usize> = HashSet::new();
         for (i, node) in graph.nodes.iter().enumerate() {
             if node.op != info.root_op || !same_domain(&node.domain, info.root_domain) {
@@ -212,6 +216,10 @@ fn pass(
                 continue; // overlaps an earlier firing of this pass; the next round retries it
             }
             consumed.extend(takes);
+            let casts = em.nodes.iter().filter(|n| n.op == "Cast" && same_domain(&n.domain, "")).count();
+            if casts > 0 {
+                col.add_casts(gname, info.id, casts);
+            }
             matched.extend(binds.nodes.iter().copied());
             new_nodes.append(&mut em.nodes);
             new_inits.append(&mut em.initializers);

@@ -17,6 +17,7 @@ pub struct Cx<'g> {
     types: HashMap<String, ValueInfo>,
     inputs: HashSet<&'g str>,
     outputs: HashSet<&'g str>,
+    limits: std::collections::BTreeMap<String, i64>,
 }
 
 impl<'g> Cx<'g> {
@@ -65,7 +66,14 @@ impl<'g> Cx<'g> {
             },
             inputs: graph.inputs.iter().map(|v| v.name.as_str()).collect(),
             outputs: graph.outputs.iter().map(|v| v.name.as_str()).collect(),
+            limits: Default::default(),
         }
+    }
+
+    /// The EP table's named bounds, for `limit("name")`.
+    pub fn with_limits(mut self, limits: &std::collections::BTreeMap<String, i64>) -> Self {
+        self.limits = limits.clone();
+        self
     }
     pub fn node(&self, i: usize) -> &'g Node {
         &self.graph.nodes[i]
@@ -547,4 +555,11 @@ pub fn fn_const_float(cx: &Cx, v: Val) -> Result<Val, String> {
         Some(_) => Err(format!("`{n}` is not a one-element constant")),
         None => Err(format!("`{n}` is not an initializer")),
     }
+}
+
+/// `limit("name")`: a named bound from the EP table's `limits` (`batch`, `max_context`); an
+/// error (so the check fails) when the table gives none.
+pub fn fn_limit(cx: &Cx, name: Val) -> Result<Val, String> {
+    let Val::Str(n) = &name else { return Err(format!("limit name {name} is not a string")) };
+    cx.limits.get(n).map(|v| Val::Int(*v)).ok_or_else(|| format!("the EP table gives no limit `{n}`"))
 }

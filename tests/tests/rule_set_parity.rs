@@ -227,3 +227,37 @@ fn if_to_where_synthetic_both_paths() {
         synthetic_parity(&format!("If -> Where, threshold {threshold}"), &a, &b);
     }
 }
+
+/// The fixture's generic graph after `ids`, with webgpu's limits (batch 1, max_context 4096).
+fn with_webgpu_limits(fixture_name: &str, ids: &[&str]) -> (ir::Model, rules::Report) {
+    let mut m = generic(fixture_name);
+    let limits = [("batch".to_string(), 1), ("max_context".to_string(), 4096)].into_iter().collect();
+    let report = rules::apply(&mut m, ids, &rules::Options { limits, ..Default::default() }).unwrap();
+    (m, report)
+}
+
+/// lower.int64_to_int32 on tiny-llama (GroupQueryAttention's seqlens_k computed in int32) and
+/// on Phi-3 LongRoPE (`.compare`: the long/short condition in int32), against the graph
+/// before it; without limits it declines.
+#[test]
+fn int64_to_int32_on_llama_and_phi3_longrope() {
+    for (fx, before, fired) in [
+        ("tiny-llama", vec!["fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1)]),
+        ("tiny-phi3-longrope", vec!["lower.if_to_where", "fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.compare", 1)]),
+    ] {
+        let (a, _) = with_rules(fx, &before);
+        let all: Vec<&str> = before.iter().copied().chain(["lower.int64_to_int32"]).collect();
+        let (b, report) = with_webgpu_limits(fx, &all);
+        for (id, n) in &fired {
+            assert_eq!(report.fired(id), *n, "{fx}:\n{}", report.text());
+            assert_eq!(report.rule(id).unwrap().casts, 2 * n, "two Casts per firing:\n{}", report.text());
+        }
+        let i64_arith = b.graph.nodes.iter().filter(|n| matches!(n.op.as_str(), "ReduceSum" | "Sub" | "Greater")).count();
+        assert!(i64_arith > 0);
+        let d = decoder_parity(fx, &a, &b);
+        eprintln!("{fx} int64_to_int32: {d:?}");
+        assert_within(&format!("{fx}: int64_to_int32"), &d, ATOL);
+        let (_, unbounded) = with_rules(fx, &all);
+        assert_eq!(unbounded.fired("lower.int64_to_int32"), 0, "no limits, no narrowing:\n{}", unbounded.text());
+    }
+}

@@ -348,6 +348,36 @@ fn if_to_where_pair_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+const SEQLENS_CAST: &str = "gqa_seqlens/Cast";
+
+/// The harness applies rules without EP limits, so `limit(..)` fails on its own: the breaker
+/// of the bound checks changes nothing (the last check of each rule, so every other step is
+/// reached with the graph intact).
+fn int64_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, SEQLENS_CAST).set_attr(Attr::int("to", 7)),
+        "int64_input" => |m| set_type(m, "attention_mask", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("total_sequence_length")]),
+        "mask_from_input" => |m| identity_before(m, "attention_mask", "gqa_seqlens/ReduceSum"),
+        "context_fits" => |_| {},
+        _ => return None,
+    };
+    Some(b)
+}
+
+const LONGROPE_THRESHOLD: &str = "rotary_emb/longrope/original_max_position_embeddings";
+
+fn int64_compare_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "rotary_emb/longrope/is_long").inputs.push(LONGROPE_THRESHOLD.into()),
+        "int64_input" => |m| set_init(m, LONGROPE_THRESHOLD, Recipe::from_i64("i32 threshold", vec![1], &[4]).cast(ir::DType::I32)),
+        "dims_of_input" => |m| identity_before(m, "attention_mask", "rotary_emb/longrope/total_len"),
+        "threshold_fits" => |m| set_init(m, LONGROPE_THRESHOLD, Recipe::from_i64("huge threshold", vec![1], &[1 << 40])),
+        "dims_fit" => |_| {},
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -370,6 +400,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.decompose_skip_layer_norm.simplified" => Case { graph: llama_skip_rms, target: LLAMA_SSLN, breaker: decompose_simplified_step },
         "lower.if_to_where" => Case { graph: synth::if_select_then, target: "if", breaker: if_to_where_step },
         "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
+        "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
+        "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
         _ => return None,
     })
 }
