@@ -375,15 +375,17 @@ fn fuse_then_decompose(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &m
     }
 }
 
-/// A lowering that emits an op some earlier fusion of the same (EP, dtype) matches: the
-/// fusion has already run, so the lowering's output is never fused.
+/// A lowering that emits the root op of some earlier fusion of the same (EP, dtype): the fusion
+/// has already run, so the lowering's output is never fused. Only the root counts: an op the
+/// fusion matches further up its pattern (say a `Sub` in the mask chain) can only be fused if
+/// the lowering rebuilt the whole chain below a root, which it would have to emit too.
 fn lowering_feeds_fusion(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Finding>) {
     for le in entries.iter().filter(|e| is_lowering(&e.rref.id)) {
         for fe in entries.iter().filter(|e| e.at < le.at && is_fusion(&e.rref.id)) {
             let hit = le.rules.iter().find_map(|(lf, lr)| {
                 emitted(lf, lr).into_iter().find_map(|em| {
                     fe.rules.iter().find_map(|(ff, fr)| {
-                        fr.matches.iter().find(|m| emit_matches(lf, em.line, ff, m)).map(|m| (lf, lr, em.clone(), ff, fr, m))
+                        root_line(fr).filter(|m| emit_matches(lf, em.line, ff, m)).map(|m| (lf, lr, em.clone(), ff, fr, m))
                     })
                 })
             });
