@@ -54,18 +54,20 @@ pub struct Rule {
 pub enum Slot {
     Capture(String, Pos),
     Wild(Pos),
+    /// `-` in a match operand: the optional input must be absent (empty or past the end).
+    Absent(Pos),
 }
 
 impl Slot {
     pub fn capture(&self) -> Option<&str> {
         match self {
             Slot::Capture(c, _) => Some(c),
-            Slot::Wild(_) => None,
+            Slot::Wild(_) | Slot::Absent(_) => None,
         }
     }
     pub fn pos(&self) -> Pos {
         match self {
-            Slot::Capture(_, p) | Slot::Wild(p) => *p,
+            Slot::Capture(_, p) | Slot::Wild(p) | Slot::Absent(p) => *p,
         }
     }
 }
@@ -158,12 +160,14 @@ pub enum Expr {
     Call { name: String, args: Vec<Expr>, pos: Pos },
     Bin { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, pos: Pos },
     Not(Box<Expr>, Pos),
+    /// `[e1, e2, ...]` with computed items (a `let` of integers becomes an ints attribute).
+    List(Vec<Expr>, Pos),
 }
 
 impl Expr {
     pub fn pos(&self) -> Pos {
         match self {
-            Expr::Capture(_, p) | Expr::Lit(_, p) | Expr::Not(_, p) => *p,
+            Expr::Capture(_, p) | Expr::Lit(_, p) | Expr::Not(_, p) | Expr::List(_, p) => *p,
             Expr::Call { pos, .. } | Expr::Bin { pos, .. } => *pos,
         }
     }
@@ -178,6 +182,7 @@ impl Expr {
                 rhs.captures(f);
             }
             Expr::Not(e, _) => e.captures(f),
+            Expr::List(items, _) => items.iter().for_each(|a| a.captures(f)),
         }
     }
 }

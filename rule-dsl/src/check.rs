@@ -121,6 +121,24 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
         if m.commutative && (m.args.len() != 2 || m.rest) {
             err(m.pos, format!("`{{...}}` operands of `{}` must be exactly two", m.op.name), "write `(a, b, ...)` for ordered operands");
         }
+        // `-` (absent input): only an ordered operand before a present one says anything.
+        for o in m.outputs.iter().filter(|o| matches!(o, Slot::Absent(_))) {
+            err(o.pos(), "`-` in an output position".to_string(), "`-` marks an absent input; an output nobody reads is `_`");
+        }
+        if m.commutative {
+            for a in m.args.iter().filter(|a| matches!(a, Slot::Absent(_))) {
+                err(a.pos(), "`-` between `{...}`".to_string(), "an absent input has a fixed slot: write the operands in order `(a, -, ...)`");
+            }
+        } else if let Some(Slot::Absent(p)) = m.args.last() {
+            if !m.rest {
+                err(*p, "trailing `-` says nothing".to_string(), "trailing absent inputs never count: drop it (the operand count already excludes them)");
+            }
+        }
+    }
+    for e in &r.emits {
+        for s in e.outputs().iter().chain(e.args()).filter(|s| matches!(s, Slot::Absent(_))) {
+            err(s.pos(), "`-` in an emit line".to_string(), "an emitted node's omitted input is `_`; `-` only matches absent inputs");
+        }
     }
     for e in &r.emits {
         match e {
@@ -324,6 +342,7 @@ fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
             check_expr(rhs, err);
         }
         Expr::Not(e, _) => check_expr(e, err),
+        Expr::List(items, _) => items.iter().for_each(|a| check_expr(a, err)),
         _ => {}
     }
 }

@@ -166,6 +166,7 @@ fn slot(p: Pair<Rule>) -> Slot {
     let inner = p.into_inner().next().expect("grammar: slot has one child");
     match inner.as_rule() {
         Rule::capture => Slot::Capture(cap_name(&inner), pos(&inner)),
+        Rule::absent => Slot::Absent(pos(&inner)),
         _ => Slot::Wild(pos(&inner)),
     }
 }
@@ -317,6 +318,7 @@ fn shift(e: Expr, at: Pos) -> Expr {
         Expr::Call { name, args, pos } => Expr::Call { name, args: args.into_iter().map(|a| shift(a, at)).collect(), pos: mv(pos) },
         Expr::Bin { op, lhs, rhs, pos } => Expr::Bin { op, lhs: Box::new(shift(*lhs, at)), rhs: Box::new(shift(*rhs, at)), pos: mv(pos) },
         Expr::Not(e, p) => Expr::Not(Box::new(shift(*e, at)), mv(p)),
+        Expr::List(items, p) => Expr::List(items.into_iter().map(|a| shift(a, at)).collect(), mv(p)),
     }
 }
 
@@ -363,6 +365,7 @@ fn expr(path: &str, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
             let args = it.map(|a| expr(path, a)).collect::<Result<_, _>>()?;
             Ok(Expr::Call { name, args, pos: at })
         }
+        Rule::list_expr => Ok(Expr::List(p.into_inner().map(|a| expr(path, a)).collect::<Result<_, _>>()?, at)),
         Rule::capture => Ok(Expr::Capture(cap_name(&p), at)),
         Rule::literal => Ok(Expr::Lit(literal(path, p)?, at)),
         _ => Err(Diagnostic::new(path, at, "expected an expression", "see docs/rule-language.md, section Checks")),

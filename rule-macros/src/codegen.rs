@@ -174,6 +174,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
                     body.push(quote! { crate::rt::bind_input(cx, &mut b, node, #slot, #ci, #step)?; });
                 }
                 Slot::Wild(_) => body.push(quote! { crate::rt::input_present(cx, node, #slot, #step)?; }),
+                Slot::Absent(_) => body.push(quote! { crate::rt::input_absent(cx, node, #slot, #step)?; }),
             }
         }
         for a in &m.attrs {
@@ -248,7 +249,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
                     let ci = cap(c);
                     quote! { em.value(&b, #ci)? }
                 }
-                Slot::Wild(_) => quote! { String::new() },
+                Slot::Wild(_) | Slot::Absent(_) => quote! { String::new() },
             })
             .collect();
         let call = match e {
@@ -404,6 +405,10 @@ fn expr_tokens(e: &Expr, cap: &dyn Fn(&str) -> usize) -> TokenStream {
             let f = format_ident!("fn_{}", name);
             let args: Vec<TokenStream> = args.iter().map(|a| expr_tokens(a, cap)).collect();
             quote! { crate::rt::#f(cx, #((#args)?),*) }
+        }
+        Expr::List(items, _) => {
+            let items: Vec<TokenStream> = items.iter().map(|a| expr_tokens(a, cap)).collect();
+            quote! { (|| -> Result<crate::rt::Val, String> { Ok(crate::rt::Val::List(vec![#((#items)?),*])) })() }
         }
         Expr::Not(inner, _) => {
             let t = expr_tokens(inner, cap);

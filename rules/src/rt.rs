@@ -206,6 +206,15 @@ pub fn input_present(cx: &Cx, node: usize, slot: usize, step: usize) -> Result<(
     }
 }
 
+/// `-` in a pattern: the optional input `slot` must be absent (empty, or past the end).
+pub fn input_absent(cx: &Cx, node: usize, slot: usize, step: usize) -> Result<(), Failure> {
+    let nd = cx.node(node);
+    match nd.input(slot) {
+        None => Ok(()),
+        Some(v) => fail(step, format!("`{}` has input {slot} (`{v}`), the pattern expects it absent", nd.name)),
+    }
+}
+
 pub fn bind_input(cx: &Cx, b: &mut Binds, node: usize, slot: usize, cap: usize, step: usize) -> Result<(), Failure> {
     let nd = cx.node(node);
     match nd.input(slot) {
@@ -520,6 +529,15 @@ pub fn bind_let(b: &mut Binds, cap: usize, shown: &str, v: Result<Val, String>, 
         Ok(Val::Float(f)) => AttrValue::Float(f as f32),
         Ok(Val::Bool(x)) => AttrValue::Int(i64::from(x)),
         Ok(Val::Str(s)) => AttrValue::String(s),
+        // A list of integers (`[0, 0, ?nh, -1]`) becomes an ints attribute, e.g. a Constant's
+        // `value_ints` (a Reshape shape that depends on the match).
+        Ok(Val::List(items)) if items.iter().all(|v| matches!(v, Val::Int(_))) => {
+            AttrValue::Ints(items.iter().map(|v| if let Val::Int(i) = v { *i } else { 0 }).collect())
+        }
+        Ok(Val::List(items)) => {
+            let kinds: Vec<&str> = items.iter().map(|v| if matches!(v, Val::Int(_)) { "int" } else if matches!(v, Val::Float(_)) { "float" } else { "other" }).collect();
+            return fail(step, format!("{shown} is a list of [{}], not of integers only, so it cannot be an ints attribute", kinds.join(", ")));
+        }
         Ok(other) => return fail(step, format!("{shown} = {other}, which is not an attribute value")),
         Err(e) => return fail(step, format!("cannot compute {shown}: {e}")),
     };

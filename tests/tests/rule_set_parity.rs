@@ -104,6 +104,17 @@ fn rotary_to_contrib_on_llama() {
     assert!(b.graph.nodes.iter().filter(|n| n.op == "RotaryEmbedding").all(|n| n.domain == "com.microsoft" && n.inputs[1] == "position_ids"));
 }
 
+/// RotaryEmbedding -> Gather/Reshape/Split/Mul/Concat on tiny-llama (4 rotations) and
+/// tiny-qwen2 (biased projections, a different head layout), against the generic graph.
+#[test]
+fn decompose_rotary_embedding_on_llama_and_qwen2() {
+    for fx in ["tiny-llama", "tiny-qwen2"] {
+        rule_parity(fx, &[], &["lower.decompose_rotary_embedding"], &[("lower.decompose_rotary_embedding", 4)], "Split");
+        let (b, _) = with_rules(fx, &["lower.decompose_rotary_embedding"]);
+        assert_eq!(count(&b, "RotaryEmbedding"), 0, "{fx}: every rotation decomposed");
+    }
+}
+
 #[test]
 fn rms_norm_to_simplified_on_llama_and_qwen3() {
     rule_parity("tiny-llama", &[], &["lower.rms_norm_to_simplified"], &[("lower.rms_norm_to_simplified", 5)], "SimplifiedLayerNormalization");

@@ -67,6 +67,12 @@ struct Side<'a> {
 const MAX_DEPTH: usize = 24;
 
 fn slot_overlap(a: &Side, sa: &Slot, b: &Side, sb: &Slot, depth: usize) -> Overlap {
+    // An absent input (`-`) and a present one (a capture or `_`) never match the same node.
+    match (matches!(sa, Slot::Absent(_)), matches!(sb, Slot::Absent(_))) {
+        (true, true) => return Overlap::Overlaps,
+        (true, false) | (false, true) => return Overlap::Disjoint,
+        _ => {}
+    }
     let (Some(ca), Some(cb)) = (sa.capture(), sb.capture()) else { return Overlap::Overlaps };
     let (Some((la, oa)), Some((lb, ob))) = (producer(a.rule, ca), producer(b.rule, cb)) else {
         return Overlap::Overlaps;

@@ -137,6 +137,23 @@ fn rotary_to_contrib_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// lower.decompose_rotary_embedding on tiny-llama's q rotation (4 heads of 16, caches [256, 8]).
+fn decompose_rotary_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, QROT0).attrs.retain(|a| a.name != "num_heads"),
+        // A float num_heads: the Reshape shape would not be a list of integers.
+        "let.heads" => |m| node_mut(m, QROT0).set_attr(Attr::float("num_heads", 4.0)),
+        "not_interleaved" => |m| node_mut(m, QROT0).set_attr(Attr::int("interleaved", 1)),
+        "input_3d" => |m| set_type(m, "model.layers.0.self_attn.q_proj/MatMul/out", ir::DType::F32, &[Dim::sym("b"), Dim::Fixed(4), Dim::sym("s"), Dim::Fixed(16)]),
+        "heads_divide" => |m| node_mut(m, QROT0).set_attr(Attr::int("num_heads", 3)),
+        "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
+        // Half the head rotated (rotary_embedding_dim 8 of 16).
+        "full_rotary" => |m| node_mut(m, QROT0).set_attr(Attr::int("rotary_embedding_dim", 8)),
+        _ => return None,
+    };
+    Some(b)
+}
+
 const NORM0: &str = "model.layers.0.input_layernorm/RMSNormalization";
 
 fn rms_to_simplified_step(step: &str) -> Option<Breaker> {
@@ -386,6 +403,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
+        "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
