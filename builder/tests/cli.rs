@@ -290,3 +290,49 @@ fn a_good_checkpoint_builds() {
     assert!(r.status.success(), "{}", r.stderr);
     assert!(out.join("model.onnx").is_file());
 }
+
+/// An (EP, dtype) pair no table lists is refused before any weight is read: the checkpoint
+/// here has a corrupt weights file, and the message is about the pair, naming those that exist.
+#[test]
+fn unknown_ep_dtype_pair_is_refused_before_reading_weights() {
+    let root = tempfile::tempdir().unwrap();
+    let model = root.path().join("model");
+    copy_fixture("tiny-llama", &model);
+    std::fs::write(model.join("model.safetensors"), b"not a safetensors file").unwrap();
+    assert_fails(&model, &["--ep", "cuda", "--dtype", "f32"], &["(cuda, f32)", "cpu/f32", "cuda/f16", "default/f32"]);
+}
+
+/// A cpu build reports what its rules did: one line per rule on stderr, per-node records with
+/// `--explain`, JSON on stdout with `--diag-format json`, and build_report.json in the package.
+#[test]
+fn cpu_build_reports_its_rules() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let r = tailor(&fixture("tiny-llama"), &out, &["--ep", "cpu", "--explain", "--diag-format", "json"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let output = Command::new(env!("CARGO_BIN_EXE_tailor"))
+        .args(["build", "--ep", "cpu", "--force", "--diag-format", "json", "--model"])
+        .arg(fixture("tiny-llama"))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let json: Value = serde_json::from_slice(&output.stdout).expect("--diag-format json prints JSON on stdout");
+    let rules = json["diagnostics"]["rules"].as_array().unwrap();
+    let gqa = rules.iter().find(|r| r["rule"] == "fuse.gqa_rotary").expect("fuse.gqa_rotary reported");
+    assert_eq!(gqa["fired"], 2);
+    assert_eq!(gqa["candidates"], 2);
+
+    let text = tailor(&fixture("tiny-llama"), &out, &["--ep", "cpu", "--force", "--explain"]);
+    assert!(text.status.success(), "{}", text.stderr);
+    assert!(text.stderr.contains("fuse.skip_rms_norm") && text.stderr.contains("candidates=5 fired=4"), "{}", text.stderr);
+    assert!(text.stderr.contains("failed match.sum"), "explain shows the failed step: {}", text.stderr);
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!(report["ep"], "cpu");
+    assert_eq!(report["dtype"], "f32");
+    assert_eq!(report["validation"]["ok"], true);
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(out.join("genai_config.json")).unwrap()).unwrap();
+    assert_eq!(config["search"]["past_present_share_buffer"], true, "GQA shares the KV buffer");
+}
