@@ -160,6 +160,23 @@ fn bias_gelu_on_gpt2_and_erf_synthetic() {
     synthetic_rule("BiasGelu", synth::erf_gelu_with_bias, &["fuse.bias_gelu"], "fuse.bias_gelu.erf", "BiasGelu");
 }
 
+/// The four decomposed RMS chains (Pow or x*x; Reciprocal-Mul or Div) -> RMSNormalization,
+/// and the two layer-norm chains -> LayerNormalization, on synthetic graphs.
+#[test]
+fn norm_decompositions_synthetic() {
+    synthetic_rule("RMS pow/recip", synth::rms_norm_pow, &["fuse.rms_norm"], "fuse.rms_norm", "RMSNormalization");
+    synthetic_rule("RMS mul/recip", synth::rms_norm_mul, &["fuse.rms_norm"], "fuse.rms_norm.mul", "RMSNormalization");
+    synthetic_rule("RMS pow/div", synth::rms_norm_div, &["fuse.rms_norm"], "fuse.rms_norm.div", "RMSNormalization");
+    synthetic_rule("RMS mul/div", synth::rms_norm_div_mul, &["fuse.rms_norm"], "fuse.rms_norm.div.mul", "RMSNormalization");
+    synthetic_rule("LN mul", synth::layer_norm_mul, &["fuse.layer_norm"], "fuse.layer_norm", "LayerNormalization");
+    synthetic_rule("LN pow", synth::layer_norm_pow, &["fuse.layer_norm"], "fuse.layer_norm.pow", "LayerNormalization");
+    for g in [synth::rms_norm_pow(), synth::layer_norm_mul()] {
+        let mut b = g.clone();
+        rules::apply(&mut b, &["fuse.rms_norm", "fuse.layer_norm"], &rules::Options::default()).unwrap();
+        assert_eq!(b.graph.nodes.len(), 1, "the whole chain is replaced: {:?}", b.graph.nodes.iter().map(|n| &n.op).collect::<Vec<_>>());
+    }
+}
+
 #[test]
 fn gelu_decompositions_synthetic() {
     synthetic_rule("erf Gelu", synth::gelu_erf, &["fuse.gelu"], "fuse.gelu", "Gelu");

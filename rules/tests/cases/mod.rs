@@ -395,6 +395,32 @@ fn int64_compare_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// The synthetic RMS chains (synth::rms_norm); `square` only exists with `Pow`.
+fn rms_norm_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "rms/out").inputs.push("x".into()),
+        "let.epsilon" => |m| set_init(m, "c/eps", Recipe::from_f32("two epsilons", vec![2], &[1e-5, 1e-6])),
+        "square" => |m| set_init(m, "c/two", Recipe::from_f32("c/two", vec![], &[3.0])),
+        "last_axis" => |m| set_init(m, "c/axes", Recipe::from_i64("first axis", vec![1], &[0])),
+        "scale_1d" => |m| set_init(m, "gamma", Recipe::from_f32("2-D gamma", vec![1, 8], &[1.0; 8])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// The synthetic layer-norm chains (synth::layer_norm).
+fn layer_norm_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "ln/out").inputs.push("x".into()),
+        "let.epsilon" => |m| set_init(m, "c/eps", Recipe::from_f32("two epsilons", vec![2], &[1e-5, 1e-6])),
+        "square" => |m| set_init(m, "c/two", Recipe::from_f32("c/two", vec![], &[3.0])),
+        "last_axis" => |m| set_init(m, "c/var_axes", Recipe::from_i64("first axis", vec![1], &[0])),
+        "gamma_beta_1d" => |m| set_init(m, "beta", Recipe::from_f32("2-D beta", vec![1, 8], &[0.0; 8])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -416,6 +442,12 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.decompose_skip_layer_norm" => Case { graph: gpt2_fused, target: GPT2_SLN_PLAIN, breaker: decompose_plain_step },
         "lower.decompose_skip_layer_norm.bias" => Case { graph: gpt2_fused, target: GPT2_SLN_BIAS, breaker: decompose_bias_step },
         "lower.decompose_skip_layer_norm.simplified" => Case { graph: llama_skip_rms, target: LLAMA_SSLN, breaker: decompose_simplified_step },
+        "fuse.rms_norm" => Case { graph: synth::rms_norm_pow, target: "rms/out", breaker: rms_norm_step },
+        "fuse.rms_norm.mul" => Case { graph: synth::rms_norm_mul, target: "rms/out", breaker: rms_norm_step },
+        "fuse.rms_norm.div" => Case { graph: synth::rms_norm_div, target: "rms/out", breaker: rms_norm_step },
+        "fuse.rms_norm.div.mul" => Case { graph: synth::rms_norm_div_mul, target: "rms/out", breaker: rms_norm_step },
+        "fuse.layer_norm" => Case { graph: synth::layer_norm_mul, target: "ln/out", breaker: layer_norm_step },
+        "fuse.layer_norm.pow" => Case { graph: synth::layer_norm_pow, target: "ln/out", breaker: layer_norm_step },
         "lower.if_to_where" => Case { graph: synth::if_select_then, target: "if", breaker: if_to_where_step },
         "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },

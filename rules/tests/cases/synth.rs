@@ -126,3 +126,89 @@ pub fn if_select(threshold: i64) -> Model {
 pub fn if_select_then() -> Model {
     if_select(3)
 }
+
+fn node_with(name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) -> Node {
+    node(name, op, inputs, attrs)
+}
+
+fn vector(name: &str, f: impl Fn(usize) -> f32) -> (String, Recipe) {
+    let v: Vec<f32> = (0..HIDDEN).map(f).collect();
+    (name.into(), Recipe::from_f32(name, vec![HIDDEN], &v))
+}
+
+fn last_axis(name: &str) -> (String, Recipe) {
+    (name.into(), Recipe::from_i64(name, vec![1], &[-1]))
+}
+
+/// The decomposed RMS norm on x [batch, seq, 8]: `x * Reciprocal(Sqrt(ReduceMean(x^2, [-1]) +
+/// eps)) * gamma` (`div`: `x / Sqrt(..)`; `pow`: the square as `Pow(x, 2)`, else `x * x`).
+/// Nodes `rms/sq`, `rms/mean`, `rms/add`, `rms/sqrt`, [`rms/recip`], `rms/norm`, `rms/out`;
+/// initializers `c/two`, `c/axes`, `c/eps`, `gamma`. gamma is the Mul's first operand.
+pub fn rms_norm(pow: bool, div: bool) -> Model {
+    let keep = || vec![Attr::int("keepdims", 1)];
+    let mut nodes = vec![
+        if pow { node_with("rms/sq", "Pow", &["x", "c/two"], vec![]) } else { node_with("rms/sq", "Mul", &["x", "x"], vec![]) },
+        node_with("rms/mean", "ReduceMean", &["rms/sq/out", "c/axes"], keep()),
+        node_with("rms/add", "Add", &["rms/mean/out", "c/eps"], vec![]),
+        node_with("rms/sqrt", "Sqrt", &["rms/add/out"], vec![]),
+    ];
+    if div {
+        nodes.push(node_with("rms/norm", "Div", &["x", "rms/sqrt/out"], vec![]));
+    } else {
+        nodes.push(node_with("rms/recip", "Reciprocal", &["rms/sqrt/out"], vec![]));
+        nodes.push(node_with("rms/norm", "Mul", &["rms/recip/out", "x"], vec![]));
+    }
+    nodes.push(node_with("rms/out", "Mul", &["gamma", "rms/norm/out"], vec![]));
+    model(nodes, vec![scalar("c/two", 2.0), last_axis("c/axes"), scalar("c/eps", 1e-5), vector("gamma", |i| 0.5 + i as f32 * 0.125)])
+}
+
+pub fn rms_norm_pow() -> Model {
+    rms_norm(true, false)
+}
+pub fn rms_norm_mul() -> Model {
+    rms_norm(false, false)
+}
+pub fn rms_norm_div() -> Model {
+    rms_norm(true, true)
+}
+pub fn rms_norm_div_mul() -> Model {
+    rms_norm(false, true)
+}
+
+/// The decomposed layer norm on x [batch, seq, 8]: `d = x - ReduceMean(x, [-1]); d /
+/// Sqrt(ReduceMean(d*d) + eps) * gamma + beta` (`pow`: `Pow(d, 2)`). Nodes `ln/mean`, `ln/d`,
+/// `ln/sq`, `ln/var`, `ln/add`, `ln/sqrt`, `ln/norm`, `ln/scaled`, `ln/out`; initializers
+/// `c/mean_axes`, `c/var_axes`, `c/two`, `c/eps`, `gamma`, `beta`. beta is the last Add's
+/// first operand.
+pub fn layer_norm(pow: bool) -> Model {
+    let keep = || vec![Attr::int("keepdims", 1)];
+    let nodes = vec![
+        node_with("ln/mean", "ReduceMean", &["x", "c/mean_axes"], keep()),
+        node_with("ln/d", "Sub", &["x", "ln/mean/out"], vec![]),
+        if pow { node_with("ln/sq", "Pow", &["ln/d/out", "c/two"], vec![]) } else { node_with("ln/sq", "Mul", &["ln/d/out", "ln/d/out"], vec![]) },
+        node_with("ln/var", "ReduceMean", &["ln/sq/out", "c/var_axes"], keep()),
+        node_with("ln/add", "Add", &["c/eps", "ln/var/out"], vec![]),
+        node_with("ln/sqrt", "Sqrt", &["ln/add/out"], vec![]),
+        node_with("ln/norm", "Div", &["ln/d/out", "ln/sqrt/out"], vec![]),
+        node_with("ln/scaled", "Mul", &["ln/norm/out", "gamma"], vec![]),
+        node_with("ln/out", "Add", &["beta", "ln/scaled/out"], vec![]),
+    ];
+    model(
+        nodes,
+        vec![
+            last_axis("c/mean_axes"),
+            last_axis("c/var_axes"),
+            scalar("c/two", 2.0),
+            scalar("c/eps", 1e-5),
+            vector("gamma", |i| 1.5 - i as f32 * 0.125),
+            vector("beta", |i| i as f32 * 0.25 - 1.0),
+        ],
+    )
+}
+
+pub fn layer_norm_mul() -> Model {
+    layer_norm(false)
+}
+pub fn layer_norm_pow() -> Model {
+    layer_norm(true)
+}
