@@ -123,3 +123,26 @@ fn nothing_replaced_and_disconnected_line() {
 fn syntax_error_has_a_position() {
     insta::assert_snapshot!(case("syntax.rule", "root ?out", "root out"));
 }
+
+/// `-` (absent input) where it cannot stand: in `{a, b}`, as the last operand, in an emit line.
+#[test]
+fn misplaced_absent_input() {
+    insta::assert_snapshot!(case("absent_commutative.rule", "onnx.Add{?x, ?skip}", "onnx.Add{?x, -}")
+        + "\n---\n"
+        + &case("absent_trailing.rule", "onnx.RMSNormalization(?sum, ?gamma)", "onnx.RMSNormalization(?sum, ?gamma, -)")
+        + "\n---\n"
+        + &case("absent_emit.rule", "SkipSimplifiedLayerNormalization(?x, ?skip, ?gamma)", "SkipSimplifiedLayerNormalization(?x, ?skip, ?gamma, -)"));
+}
+
+/// A `-` before a present operand is fine, and a computed list in a `let` is accepted.
+#[test]
+fn absent_input_and_let_list_are_accepted() {
+    let src = GOOD.replacen("onnx.RMSNormalization(?sum, ?gamma)", "onnx.RMSNormalization(?sum, -, ?gamma)", 1).replacen(
+        "  check same_shape",
+        "  let ?shape = [0, ?eps, -1]\n  check same_shape",
+        1,
+    );
+    let src = src.replacen("replace ?sum with ?s", "replace ?sum with ?s\n    _ = onnx.Constant() [value_ints: ?shape]", 1);
+    let out = rule_dsl::check_sources(&[("ok.rule", &format!("{HEAD}{src}"))]);
+    assert!(out.is_ok(), "{}", out.err().map(|d| rule_dsl::render(&d)).unwrap_or_default());
+}

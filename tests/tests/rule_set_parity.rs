@@ -76,6 +76,25 @@ fn pack_qkv_on_llama() {
     assert!(m.graph.initializer("model.layers.0.self_attn.k_proj.weight").is_none(), "old weights dropped");
 }
 
+/// lower.unpack_qkv after fuse.pack_qkv on tiny-llama: against the packed graph, and the round
+/// trip unpack(pack(g)) against g = gqa_rotary(generic).
+#[test]
+fn unpack_qkv_on_llama_and_round_trip() {
+    rule_parity("tiny-llama", &["fuse.gqa_rotary", "fuse.pack_qkv"], &["lower.unpack_qkv"], &[("lower.unpack_qkv", 2)], "GroupQueryAttention");
+    let (g, _) = with_rules("tiny-llama", &["fuse.gqa_rotary"]);
+    let (b, report) = with_rules("tiny-llama", &["fuse.gqa_rotary", "fuse.pack_qkv", "lower.unpack_qkv"]);
+    assert_eq!(report.fired("fuse.pack_qkv"), 2, "{}", report.text());
+    assert_eq!(report.fired("lower.unpack_qkv"), 2, "{}", report.text());
+    assert_eq!(count(&b, "MatMul"), count(&g, "MatMul"), "three projections per layer again");
+    assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.input(1).is_some() && n.input(2).is_some()), "key/value slots filled");
+    let d = decoder_parity("tiny-llama", &g, &b);
+    eprintln!("tiny-llama unpack(pack(g)): {d:?}");
+    assert_within("tiny-llama: unpack_qkv(pack_qkv(g)) vs g", &d, ATOL);
+    // An unpacked GroupQueryAttention is not a candidate: its key slot is present.
+    let (_, again) = with_rules("tiny-llama", &["fuse.gqa_rotary", "lower.unpack_qkv"]);
+    assert_eq!(again.fired("lower.unpack_qkv"), 0, "{}", again.text());
+}
+
 #[test]
 fn pack_qkv_with_bias_on_qwen2() {
     rule_parity("tiny-qwen2", &["fuse.gqa_rotary"], &["fuse.pack_qkv"], &[("fuse.pack_qkv.bias", 2), ("fuse.pack_qkv", 0)], "GroupQueryAttention");

@@ -421,12 +421,39 @@ fn layer_norm_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+fn llama_packed() -> Model {
+    after("tiny-llama", &["fuse.gqa_rotary", "fuse.pack_qkv"])
+}
+const PACKED_W0: &str = "model.layers.0.self_attn.q_proj.weight/packed_weight";
+const PACKED_MM0: &str = "model.layers.0.self_attn/Attention/GroupQueryAttention/MatMul";
+const PACKED_GQA0: &str = "model.layers.0.self_attn/Attention/GroupQueryAttention/GroupQueryAttention";
+
+/// lower.unpack_qkv on tiny-llama after fuse.pack_qkv.
+fn unpack_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A key in slot 1: the `-` operand fails (the node is not packed).
+        "match.out" => |m| {
+            let q = node_mut(m, PACKED_GQA0).inputs[0].clone();
+            node_mut(m, PACKED_GQA0).inputs[1] = q;
+        },
+        "let.sizes" => |m| {
+            let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.key").unwrap();
+            v.shape.as_mut().unwrap()[3] = Dim::sym("head_size");
+        },
+        "weights_constant" => |m| identity_before(m, PACKED_W0, PACKED_MM0),
+        "packed_width" => |m| set_init(m, PACKED_W0, Recipe::from_f32("narrow packed", vec![64, 96], &[0.0; 64 * 96])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
         "fuse.pack_qkv" => Case { graph: llama_gqa, target: GQA0, breaker: pack_step },
         "fuse.pack_qkv.bias" => Case { graph: qwen2_gqa, target: GQA0, breaker: pack_bias_step },
         "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
+        "lower.unpack_qkv" => Case { graph: llama_packed, target: PACKED_GQA0, breaker: unpack_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
