@@ -36,10 +36,6 @@ fn cell(fixture: &str, ep: &str, dtype: &str) -> String {
 
 /// The optimized graph's text, or `build failed: <message>`.
 fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
-    let sets = match EpSets::builtin() {
-        Ok(s) => s,
-        Err(e) => return format!("build failed: {e}"),
-    };
     let result = (|| -> Result<ir::Model, String> {
         let dt = ir::DType::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
         builder::optimized_model(&fixture(fixture_name), ep, dt, false).map(|(m, _)| m).map_err(|e| e.to_string())

@@ -183,7 +183,7 @@ fn bf16_source_to_bf16_target_is_byte_identical() {
         let src = tempfile::tempdir().unwrap();
         convert_checkpoint(&fixture(name), src.path(), DType::BF16);
         let ckpt = models::Checkpoint::open(src.path()).unwrap();
-        let built = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype: DType::BF16 }).unwrap();
+        let built = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { dtype: DType::BF16, ..Default::default() }).unwrap();
         let out = tempfile::tempdir().unwrap();
         let pkg = out.path().join("pkg");
         let saved = build_model(src.path(), &pkg, DType::BF16);
