@@ -17,6 +17,22 @@ pub const HOW_TO_GET_ORT: &str = "ONNX Runtime 1.32 is needed for this test and 
     Run the tests with `scripts/test.sh` (it creates .venv with onnxruntime==1.32.0 and sets ORT_DYLIB_PATH),\n\
     or: pip install onnxruntime==1.32.0 and export ORT_DYLIB_PATH=<site-packages>/onnxruntime/capi/libonnxruntime.so.1.32.0";
 
+/// Every shared decoder fixture (tests/fixtures/README.md says what each one exercises).
+pub const DECODER_FIXTURES: [&str; 12] = [
+    "tiny-llama",
+    "tiny-qwen2",
+    "tiny-qwen3",
+    "tiny-phi3",
+    "tiny-mistral",
+    "tiny-llama3-rope",
+    "tiny-qwen2-yarn",
+    "tiny-phi3-longrope",
+    "tiny-qwen2-tied-mqa",
+    "tiny-mistral-sw",
+    "tiny-llama-sharded",
+    "tiny-gpt2",
+];
+
 /// The repository's copy of a shared fixture.
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)

@@ -17,21 +17,6 @@ use ir::{Dim, Graph, Model, Node, ValueInfo};
 use ndarray::{ArrayD, Dimension, IxDyn};
 use tailor_tests::*;
 
-const DECODERS: &[&str] = &[
-    "tiny-llama",
-    "tiny-qwen2",
-    "tiny-qwen3",
-    "tiny-phi3",
-    "tiny-mistral",
-    "tiny-llama3-rope",
-    "tiny-qwen2-yarn",
-    "tiny-phi3-longrope",
-    "tiny-qwen2-tied-mqa",
-    "tiny-mistral-sw",
-    "tiny-llama-sharded",
-    "tiny-gpt2",
-];
-
 /// Builds that fail today, from tests/expectations/ops.toml [pending] (the ep_builds test keeps
 /// that list honest); they have no package to extract nodes from.
 fn pending_cpu() -> BTreeSet<String> {
@@ -197,7 +182,7 @@ fn every_cpu_node_kind_runs_alone_on_ort_and_is_claimed() {
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut seen = BTreeSet::new();
     let mut built = 0;
-    for f in DECODERS {
+    for f in &DECODER_FIXTURES {
         let model = match optimized(f) {
             Ok(m) => m,
             Err(e) => {
@@ -232,7 +217,7 @@ fn every_cpu_node_kind_runs_alone_on_ort_and_is_claimed() {
     let failed: Vec<String> =
         outcomes.iter().filter_map(|o| o.problem.as_ref().map(|p| format!("{}\n    {p}", o.what))).collect();
     eprintln!("cpu capability: {} node kinds from {built} packages proved on ORT CPU, {} failed", outcomes.len(), failed.len());
-    assert!(built >= DECODERS.len() - pending.len() && !outcomes.is_empty());
+    assert!(built >= DECODER_FIXTURES.len() - pending.len() && !outcomes.is_empty());
     assert!(failed.is_empty(), "{} node kind(s) of cpu packages fail:\n{}", failed.len(), failed.join("\n"));
 }
 

@@ -11,21 +11,6 @@ use tailor_tests::checkpoints::convert_checkpoint;
 use tailor_tests::f16::f32_interface;
 use tailor_tests::*;
 
-const FIXTURES: [&str; 12] = [
-    "tiny-llama",
-    "tiny-qwen2",
-    "tiny-qwen3",
-    "tiny-phi3",
-    "tiny-mistral",
-    "tiny-llama3-rope",
-    "tiny-qwen2-yarn",
-    "tiny-phi3-longrope",
-    "tiny-qwen2-tied-mqa",
-    "tiny-mistral-sw",
-    "tiny-llama-sharded",
-    "tiny-gpt2",
-];
-
 fn build_model(model_dir: &Path, out: &Path, dtype: DType) -> ir::Model {
     let mut req = BuildRequest::new(model_dir, out);
     req.dtype = dtype;
@@ -61,7 +46,7 @@ fn f16_atol(name: &str) -> f32 {
 #[test]
 fn f16_builds_match_the_f32_reference_within_5e_2() {
     let mut failures = Vec::new();
-    for name in FIXTURES {
+    for name in DECODER_FIXTURES {
         let diffs = f16_diffs(&fixture(name), &fixture(name));
         let worst = diffs.iter().map(|(_, d)| *d).fold(0f32, f32::max);
         eprintln!("{name} default f16: max abs diff {worst:.3e}");
@@ -127,7 +112,7 @@ fn assert_structure(g: &Graph, dtype: DType, what: &str) {
 
 #[test]
 fn bf16_builds_are_bf16_throughout() {
-    for name in FIXTURES {
+    for name in DECODER_FIXTURES {
         let out = tempfile::tempdir().unwrap();
         let model = build_model(&fixture(name), &out.path().join("pkg"), DType::BF16);
         assert_structure(&model.graph, DType::BF16, &format!("{name} bf16"));
