@@ -6,8 +6,10 @@ default: the ONNX standard itself (each op's opset-24 schema and its allowed typ
 portable table promises standard ONNX, not one runtime's kernels.
 cuda/dml/webgpu: from the rows files next to this script, transcribed from
 ONNX Runtime sources (see each file's header).
+trt-rtx: a graph EP with no kernels; each standard op's opset-24 schema types cut down to the element
+types ORT's NvTensorRTRTX EP lets through, plus GroupQueryAttention (see trt_rtx()).
 
-usage: python gen_ops.py cpu|default|cuda|dml|webgpu  > fragment.toml
+usage: python gen_ops.py cpu|default|cuda|dml|webgpu|trt-rtx  > fragment.toml
 """
 import sys, os
 
@@ -115,7 +117,66 @@ def from_rows(path, source_of):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DOC = "docs/OperatorKernels.md @001d12d2 (generated from registered kernels)"
+# docs/OperatorKernels.md is generated from the registered kernels. At commit 001d12d2 the C API header
+# (include/onnxruntime/core/session/onnxruntime_c_api.h) says ORT_API_VERSION 25: a 1.25 development
+# snapshot of main, older than the installed 1.32.0 (whose CPU registry splits Cast into [25,27] and 28+,
+# where this file still lists Cast 25+). No 1.32 copy of the file is in the code index.
+DOC = "docs/OperatorKernels.md @001d12d2 (ORT 1.25 development main: ORT_API_VERSION 25 at that commit; generated from registered kernels)"
+# CUDA contrib registrations the builds use, re-read in the newest stored cuda_contrib_kernels.cc.
+CUDA_CONTRIB_READ = {"GroupQueryAttention", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+                     "FastGelu", "RotaryEmbedding", "MatMulNBits"}
+CUDA_CONTRIB_AT = "@004b79ed (newer main than the doc)"
+
+# TensorRT-RTX: ORT's NvTensorRTRTX EP (onnxruntime/core/providers/nv_tensorrt_rtx/nv_execution_provider.cc
+# @01cb2200, ORT_API_VERSION 23 at that commit) registers no compute kernels (only MemcpyFromHost/ToHost).
+# GetCapability drops every node with an input or output element type outside IsSupportedDataType()
+# (float, float16, bfloat16, bool, int4, int8, uint8, int32, int64, float8e4m3fn), then hands the rest to
+# the TensorRT-RTX ONNX parser (supportsModelV2), which decides per node. Its custom-op domains are
+# "trt.plugins" (TensorRT plugin registry) and "trt" (TRT_FP4DynamicQuantize, TRT_FP8QuantizeLinear,
+# TRT_FP8DequantizeLinear); none is com.microsoft.
+NV_TYPES = {"f32", "f16", "bf16", "bool", "i4", "i8", "u8", "i32", "i64", "f8e4m3fn"}
+NV_SRC = ("ORT NvTensorRTRTX EP, onnxruntime/core/providers/nv_tensorrt_rtx/nv_execution_provider.cc @01cb2200 "
+          "(ORT_API_VERSION 23): GetCapability keeps a node only if all its element types are in IsSupportedDataType "
+          "and the TensorRT-RTX ONNX parser accepts it; types = ONNX opset-24 schema of {op} (onnx {onnx}) "
+          "intersected with IsSupportedDataType")
+NV_PARSER_NOTE = "op support is the TensorRT-RTX parser's (closed source, no op list in ORT): NOT VERIFIED per op"
+# onnx-tensorrt docs/Changelog.md: Attention importer from TensorRT 10.14, RotaryEmbedding and RMSNormalization
+# from 10.15. Which TensorRT-RTX release carries those importers is not stated there.
+NV_NEW_OPS = {"Attention": "10.14", "RotaryEmbedding": "10.15", "RMSNormalization": "10.15"}
+# Standard ops the trt-rtx builds (or its rules) may emit; SimplifiedLayerNormalization is an ORT-only
+# default-domain op the TensorRT parser does not know, If is forbidden by the table.
+NV_OPS = """Add And Attention Cast Concat ConstantOfShape Cos Div Equal Erf Expand Gather Gelu Greater
+GreaterOrEqual LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not Or Pow RMSNormalization Range
+ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND Shape Sigmoid Sin Slice Softmax Split Sqrt
+Squeeze Sub Tanh Transpose Trilu Unsqueeze Where""".split()
+
+
+def trt_rtx():
+    import onnx
+    from onnx import defs
+    for op in NV_OPS:
+        schema = defs.get_schema(op, 24, "")
+        types = {}
+        for c in schema.type_constraints:
+            short = [SHORT[t[len("tensor("):-1]] for t in c.allowed_type_strs
+                     if t.startswith("tensor(") and t[len("tensor("):-1] in SHORT]
+            short = sorted(set(short) & NV_TYPES)
+            if short:
+                types[c.type_param_str] = short
+        note = NV_PARSER_NOTE
+        if op in NV_NEW_OPS:
+            note += (f"; onnx-tensorrt docs/Changelog.md adds the {op} importer in TensorRT "
+                     f"{NV_NEW_OPS[op]}, the TensorRT-RTX parser release carrying it is not known")
+        emit("", op, schema.since_version, None, types,
+             NV_SRC.format(op=op, onnx=onnx.__version__), note)
+    # com.microsoft: the EP has no kernel for it; the claim rests on onnxruntime-genai's model builder,
+    # which emits GroupQueryAttention (RoPE inside, packed QKV) for ep "trt-rtx" in f16 and bf16.
+    emit("com.microsoft", "GroupQueryAttention", 1, None, {"M": ["i32"], "T": ["bf16", "f16"]},
+         "onnxruntime-genai src/python/py/models/builders/base.py @004a30a4: is_gqa_supported() lists "
+         "(trt-rtx, FLOAT16) and (trt-rtx, BFLOAT16), use_rope_in_attn for every EP but dml; ORT's "
+         "nv_execution_provider.cc @01cb2200 has no GQA kernel or plugin, so the TensorRT-RTX parser takes it",
+         "inferred from the GenAI builder's choice, not from a parser op list; M = int32 seqlens_k as in the "
+         "contrib op schema")
 
 if __name__ == "__main__":
     which = sys.argv[1]
@@ -126,7 +187,8 @@ if __name__ == "__main__":
     elif which == "cuda":
         from_rows(os.path.join(HERE, "cuda_rows.txt"), lambda d, o: f"{DOC}, CUDAExecutionProvider; registered in " + (
             "onnxruntime/contrib_ops/cuda/cuda_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"
-            else "onnxruntime/core/providers/cuda/cuda_execution_provider.cc"))
+            else "onnxruntime/core/providers/cuda/cuda_execution_provider.cc") + (
+            f"; same typed registrations re-read in that file {CUDA_CONTRIB_AT}" if d and o in CUDA_CONTRIB_READ else ""))
     elif which == "dml":
         from_rows(os.path.join(HERE, "dml_rows.txt"), lambda d, o: f"{DOC}, DmlExecutionProvider; registered in "
                   "onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/OperatorRegistration.cpp")
@@ -135,14 +197,6 @@ if __name__ == "__main__":
             "onnxruntime/contrib_ops/webgpu/webgpu_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"
             else "onnxruntime/core/providers/webgpu/webgpu_execution_provider.cc") + " (main-branch snapshot read via code search)")
     elif which == "trt-rtx":
-        # A graph EP: no per-kernel registry in ORT. Claims mirror the CUDA rows minus the
-        # skip norms this table forbids; they are NOT verified against TensorRT-RTX.
-        import tempfile
-        rows = [l for l in open(os.path.join(HERE, "cuda_rows.txt")) if "Skip" not in l]
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as t:
-            t.writelines(rows)
-        from_rows(t.name, lambda d, o: "NOT VERIFIED: NvTensorRTRTXExecutionProvider claims nodes through the "
-                  "TensorRT-RTX ONNX parser (onnxruntime/core/providers/nv_tensorrt_rtx/nv_execution_provider.cc "
-                  "GetCapability); types copied from the CUDA kernels as a placeholder")
+        trt_rtx()
     else:
         sys.exit("usage: gen_ops.py cpu|default|cuda|dml|webgpu|trt-rtx")
