@@ -289,15 +289,16 @@ fn with_webgpu_limits(fixture_name: &str, ids: &[&str]) -> (ir::Model, rules::Re
 #[test]
 fn int64_to_int32_on_llama_and_phi3_longrope() {
     for (fx, before, fired) in [
-        ("tiny-llama", vec!["fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1)]),
-        ("tiny-phi3-longrope", vec!["lower.if_to_where", "fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.compare", 1)]),
+        ("tiny-llama", vec!["fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.gather", 1)]),
+        ("tiny-phi3-longrope", vec!["lower.if_to_where", "fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.compare", 1), ("lower.int64_to_int32.gather", 1)]),
     ] {
         let (a, _) = with_rules(fx, &before);
         let all: Vec<&str> = before.iter().copied().chain(["lower.int64_to_int32"]).collect();
         let (b, report) = with_webgpu_limits(fx, &all);
         for (id, n) in &fired {
             assert_eq!(report.fired(id), *n, "{fx}:\n{}", report.text());
-            assert_eq!(report.rule(id).unwrap().casts, 2 * n, "two Casts per firing:\n{}", report.text());
+            let per_firing = if id.ends_with(".gather") { 1 } else { 2 };
+            assert_eq!(report.rule(id).unwrap().casts, per_firing * n, "{per_firing} Cast(s) per firing of {id}:\n{}", report.text());
         }
         let i64_arith = b.graph.nodes.iter().filter(|n| matches!(n.op.as_str(), "ReduceSum" | "Sub" | "Greater")).count();
         assert!(i64_arith > 0);
@@ -306,5 +307,29 @@ fn int64_to_int32_on_llama_and_phi3_longrope() {
         assert_within(&format!("{fx}: int64_to_int32"), &d, ATOL);
         let (_, unbounded) = with_rules(fx, &all);
         assert_eq!(unbounded.fired("lower.int64_to_int32"), 0, "no limits, no narrowing:\n{}", unbounded.text());
+    }
+}
+
+/// `lower.int64_to_int32.gather` alone on the generic graphs (nothing fused first): the
+/// embedding lookups read `Cast<int32>(input_ids)` (GPT-2 also `Cast<int32>(position_ids)` for
+/// its position table), one Cast per firing in the report, the graph's inputs stay int64, and
+/// the outputs match the original's on ORT's CPU EP.
+#[test]
+fn int64_to_int32_gather_on_generic_llama_and_gpt2() {
+    for (fx, lookups) in [("tiny-llama", 1), ("tiny-gpt2", 2)] {
+        let a = generic(fx);
+        let (b, report) = with_webgpu_limits(fx, &["lower.int64_to_int32"]);
+        assert_eq!(report.fired("lower.int64_to_int32.gather"), lookups, "{fx}:\n{}", report.text());
+        assert_eq!(report.rule("lower.int64_to_int32.gather").unwrap().casts, lookups, "one Cast per lookup:\n{}", report.text());
+        let inputs = |m: &ir::Model| m.graph.inputs.iter().map(|v| (v.name.clone(), v.dtype)).collect::<Vec<_>>();
+        assert_eq!(inputs(&a), inputs(&b), "{fx}: graph inputs keep their dtypes");
+        let graph_input = |v: &str| b.graph.inputs.iter().any(|i| i.name == v);
+        let gathers: Vec<_> = b.graph.nodes.iter().filter(|n| n.op == "Gather").collect();
+        assert!(gathers.iter().all(|n| !graph_input(&n.inputs[1])), "{fx}: a Gather still reads an int64 graph input");
+        let casts = b.graph.nodes.iter().filter(|n| n.op == "Cast" && n.metadata.get("rule").map(String::as_str) == Some("lower.int64_to_int32.gather")).count();
+        assert_eq!(casts, lookups, "{fx}: Casts in the graph");
+        let d = decoder_parity(fx, &a, &b);
+        eprintln!("{fx} int64_to_int32.gather: {d:?}");
+        assert_within(&format!("{fx}: int64_to_int32.gather"), &d, ATOL);
     }
 }

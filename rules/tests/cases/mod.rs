@@ -395,6 +395,22 @@ fn int64_compare_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+const EMBED_GATHER: &str = "model.embed_tokens/Gather";
+
+/// `.gather` on tiny-llama's embedding lookup (`Gather(embed_tokens, input_ids)`).
+fn int64_gather_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A Gather on another axis is not an embedding lookup.
+        "match.out" => |m| node_mut(m, EMBED_GATHER).set_attr(Attr::int("axis", 1)),
+        "int64_indices" => |m| set_type(m, "input_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
+        "indices_from_input" => |m| identity_before(m, "input_ids", EMBED_GATHER),
+        // 2^31 rows (a lazy reshape, never materialized): the check wants fewer than 2^31.
+        "rows_fit" => |m| set_init(m, "model.embed_tokens.weight", Recipe::from_f32("one", vec![1], &[0.0]).reshape(vec![1 << 31, 64])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The synthetic RMS chains (synth::rms_norm); `square` only exists with `Pow`.
 fn rms_norm_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
@@ -479,6 +495,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
+        "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
         _ => return None,
     })
 }
