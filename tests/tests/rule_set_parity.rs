@@ -100,6 +100,19 @@ fn pack_qkv_with_bias_on_qwen2() {
     rule_parity("tiny-qwen2", &["fuse.gqa_rotary"], &["fuse.pack_qkv"], &[("fuse.pack_qkv.bias", 2), ("fuse.pack_qkv", 0)], "GroupQueryAttention");
 }
 
+/// GPT-2's 7-input GroupQueryAttention (fuse.gqa, no rotary slots): `.bias.no_rotary` packs
+/// the three biased projections into one MatMul + Add feeding the query slot.
+#[test]
+fn pack_qkv_without_rotary_on_gpt2() {
+    rule_parity("tiny-gpt2", &["fuse.gqa"], &["fuse.pack_qkv"], &[("fuse.pack_qkv.bias.no_rotary", 2), ("fuse.pack_qkv.bias", 0), ("fuse.pack_qkv", 0)], "GroupQueryAttention");
+    let (m, _) = with_rules("tiny-gpt2", &["fuse.gqa", "fuse.pack_qkv"]);
+    let gqa: Vec<_> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
+    assert_eq!(gqa.len(), 2);
+    assert!(gqa.iter().all(|n| n.inputs.len() == 7 && n.inputs[1].is_empty() && n.inputs[2].is_empty()), "packed query, 7 inputs");
+    assert!(m.graph.initializer("transformer.h.0.attn.c_attn.k.weight").is_none(), "old weights dropped");
+    assert!(m.graph.initializer("transformer.h.0.attn.c_attn.k.bias").is_none(), "old biases dropped");
+}
+
 #[test]
 fn pack_qkv_with_per_head_norm_on_qwen3() {
     rule_parity("tiny-qwen3", &["fuse.gqa_rotary"], &["fuse.pack_qkv"], &[("fuse.pack_qkv.split", 2)], "Split");

@@ -174,6 +174,34 @@ fn gpt2() -> Model {
     generic("tiny-gpt2")
 }
 
+const GPT2_GQA0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention";
+const GPT2_X0: &str = "transformer.h.0.ln_1/LayerNormalization/out";
+const GPT2_KPROJ0: &str = "transformer.h.0.attn.c_attn.k/MatMul";
+const GPT2_WK0: &str = "transformer.h.0.attn.c_attn.k.weight";
+const GPT2_WV0: &str = "transformer.h.0.attn.c_attn.v.weight";
+const GPT2_BK0: &str = "transformer.h.0.attn.c_attn.k.bias";
+
+/// tiny-gpt2 after fuse.gqa: the 7-input GroupQueryAttention (no rotary slots).
+fn gpt2_gqa() -> Model {
+    after("tiny-gpt2", &["fuse.gqa"])
+}
+
+/// `fuse.pack_qkv.bias.no_rotary` on GPT-2's first layer.
+fn pack_gpt2_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A rotating GroupQueryAttention without caches is not this form.
+        "match.out" => |m| node_mut(m, GPT2_GQA0).set_attr(Attr::int("do_rotary", 1)),
+        "shared_input" => |m| identity_before(m, GPT2_X0, GPT2_KPROJ0),
+        "weights_constant" => |m| identity_before(m, GPT2_WK0, GPT2_KPROJ0),
+        "distinct_weights" => |m| node_mut(m, GPT2_KPROJ0).inputs[1] = GPT2_WV0.into(),
+        "weight_single_use" => |m| add_node(m, "extra_reader", "Identity", &[GPT2_BK0], "extra_reader/out"),
+        // v's weight takes a 32-wide input: the three cannot stack on the output axis.
+        "weights_stack" => |m| set_init(m, GPT2_WV0, Recipe::from_f32("narrow-input v", vec![32, 64], &[0.0; 32 * 64])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 fn skip_layer_norm_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
         "match.out" => |m| node_mut(m, GPT2_LN2).set_attr(Attr::int("stash_type", 0)),
@@ -469,6 +497,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.pack_qkv" => Case { graph: llama_gqa, target: GQA0, breaker: pack_step },
         "fuse.pack_qkv.bias" => Case { graph: qwen2_gqa, target: GQA0, breaker: pack_bias_step },
         "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
+        "fuse.pack_qkv.bias.no_rotary" => Case { graph: gpt2_gqa, target: GPT2_GQA0, breaker: pack_gpt2_step },
         "lower.unpack_qkv" => Case { graph: llama_packed, target: PACKED_GQA0, breaker: unpack_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
