@@ -29,7 +29,11 @@ enum Command {
     /// Build a package from a checkpoint folder.
     #[command(after_help = "Examples:\n  tailor build                                   # the demo checkpoint -> ./tailor-demo\n  \
         tailor build --model ./Qwen2.5-0.5B --output ./qwen-onnx\n  \
-        tailor build --model ./llama --output ./llama-onnx --dtype f16 --force\n\n\
+        tailor build --model ./llama --output ./llama-onnx --dtype f16 --force\n  \
+        tailor build --model ./qwen --output ./qwen-cpu --ep cpu --explain   # why each fusion did or did not happen\n\n\
+        Each --ep is a table in ep-sets/tables/ (docs/ep-tables.md) listing the dtypes it builds, the\n\
+        rules it applies and the kernels it runs; a fusion the table requires that does not happen\n\
+        fails the build with the rule's check message (docs/pipeline.md).\n\n\
         The package is written to a temporary folder beside OUTPUT and renamed into place:\n\
         a failed build leaves nothing behind and never touches an existing OUTPUT.")]
     Build {
