@@ -29,19 +29,10 @@ fn f16_diffs(model_dir: &Path, reference: &Path) -> Vec<(String, f32)> {
     compare_decoder(&mut s, &shape, &Reference::load(reference), Cases::ALL)
 }
 
-/// The f16 tolerance of a fixture: the reference's 5e-2, except tiny-phi3-longrope. There, one
-/// position of the padded batches (long factors, cos/sin scaled by sqrt(3)) reaches 6.3e-2.
-/// Measured causes: f16-rounded weights with f32 compute already give 2.0e-2 at that position,
-/// and ONNX Runtime's f16 CPU `RotaryEmbedding` adds the rest (the same graph with only the
-/// RotaryEmbedding nodes upcast to f32 gives 2.8e-2; upcasting Attention or MatMul does not
-/// help). Every other case of that fixture is within 2.2e-2.
-fn f16_atol(name: &str) -> f32 {
-    if name == "tiny-phi3-longrope" {
-        7e-2
-    } else {
-        5e-2
-    }
-}
+/// The reference's f16 tolerance. tiny-phi3-longrope meets it because the `default` f16 plan
+/// rotates in f32 (`lower.rotary_f32`): with ONNX Runtime's f16 CPU RotaryEmbedding one position
+/// of its padded batches (long factors, cos/sin scaled by sqrt(3)) was 6.3e-2 off.
+const F16_ATOL: f32 = 5e-2;
 
 #[test]
 fn f16_builds_match_the_f32_reference_within_5e_2() {
@@ -50,7 +41,7 @@ fn f16_builds_match_the_f32_reference_within_5e_2() {
         let diffs = f16_diffs(&fixture(name), &fixture(name));
         let worst = diffs.iter().map(|(_, d)| *d).fold(0f32, f32::max);
         eprintln!("{name} default f16: max abs diff {worst:.3e}");
-        if diffs.iter().any(|(_, d)| !(*d <= f16_atol(name))) {
+        if diffs.iter().any(|(_, d)| !(*d <= F16_ATOL)) {
             failures.push(format!("{name}: {diffs:?}"));
         }
     }
@@ -91,7 +82,9 @@ fn assert_structure(g: &Graph, dtype: DType, what: &str) {
         }
     }
     for n in &g.nodes {
-        if n.op == "Cast" {
+        // The one deliberate widening: `lower.rotary_f32` rotates f16 in f32 (its nodes say so).
+        let widened_rotary = n.metadata.get("rule").is_some_and(|r| r == "lower.rotary_f32") && dtype == DType::F16;
+        if n.op == "Cast" && !widened_rotary {
             let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32)).expect("Cast has a known `to`");
             if float(to) {
                 assert_eq!(to, dtype, "{what}: Cast `{}` targets {to}", n.name);

@@ -137,6 +137,22 @@ fn rotary_to_contrib_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+fn llama_f16() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).expect("fixture");
+    let options = models::BuildOptions { dtype: ir::DType::F16, ..Default::default() };
+    models::tasks::causal_lm::build(&ckpt, &options).expect("generic f16 graph builds")
+}
+
+/// lower.rotary_f32 on tiny-llama's f16 q rotation.
+fn rotary_f32_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, QROT0).attrs.retain(|a| a.name != "num_heads"),
+        "half_input" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("f32 cache", vec![256, 8], &[0.0; 2048])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// lower.decompose_rotary_embedding on tiny-llama's q rotation (4 heads of 16, caches [256, 8]).
 fn decompose_rotary_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
@@ -501,6 +517,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.unpack_qkv" => Case { graph: llama_packed, target: PACKED_GQA0, breaker: unpack_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
+        "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
