@@ -109,7 +109,7 @@ fn write_checkpoint(shape: &Shape, dir: &Path) -> std::io::Result<u64> {
         offset += len;
     }
     let mut text = serde_json::to_string(&header).unwrap();
-    while (8 + text.len()) % 8 != 0 {
+    while !(8 + text.len()).is_multiple_of(8) {
         text.push(' ');
     }
     let mut out = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(dir.join("model.safetensors"))?);
@@ -135,7 +135,9 @@ fn write_checkpoint(shape: &Shape, dir: &Path) -> std::io::Result<u64> {
     Ok((8 + text.len() + offset) as u64)
 }
 
-/// Runs a child to completion and returns (wall seconds, peak RSS bytes).
+/// Runs a child to completion and returns (wall seconds, peak RSS bytes). The child is reaped
+/// with `wait4`, which also returns its own resource usage (std's `wait` does not).
+#[allow(clippy::zombie_processes)]
 fn measure(cmd: &mut Command) -> (f64, u64) {
     let start = Instant::now();
     let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
