@@ -68,6 +68,15 @@ fn lowering_after_the_fusion_that_consumes_its_output() {
     insta::assert_snapshot!(r.text());
 }
 
+/// The same lowering, but its RMSNormalization reads an Identity the lowering emitted, where
+/// the fusion's pattern wants an Add: the emitted node can never be fused, nothing to report.
+#[test]
+fn lowering_whose_operand_the_fusion_cannot_match() {
+    let r = lint("lowering_feeds_fusion_other_producer");
+    assert!(!codes(&r).iter().any(|(c, _)| *c == "lowering-feeds-fusion"), "{}", r.text());
+    assert!(!r.findings.iter().any(|f| f.severity == Severity::Error), "{}", r.text());
+}
+
 /// The workspace's own rules and tables: CI also runs the binary on them (scripts/test.sh).
 #[test]
 fn real_tree_has_no_errors() {

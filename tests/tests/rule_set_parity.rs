@@ -346,3 +346,26 @@ fn int64_to_int32_gather_on_generic_llama_and_gpt2() {
         assert_within(&format!("{fx}: int64_to_int32.gather"), &d, ATOL);
     }
 }
+
+/// `lower.int64_to_int32.shape` on the synthetic scaled Reshape (`synth::scaled_reshape`): the
+/// shape arithmetic runs on int32 and is cast back to int64 before the Reshape's shape (3 Casts
+/// in the report, one of them back to int64); same output on ORT's CPU EP; no limits, no firing.
+#[test]
+fn int64_to_int32_shape_casts_back_on_synthetic_reshape() {
+    let a = synth::scaled_reshape();
+    let mut b = synth::scaled_reshape();
+    let limits: BTreeMap<String, i64> = [("batch".to_string(), 1), ("max_context".to_string(), 4096)].into_iter().collect();
+    let report = rules::apply(&mut b, &["lower.int64_to_int32"], &rules::Options { limits, ..Default::default() }).unwrap();
+    assert_eq!(report.fired("lower.int64_to_int32.shape"), 1, "{}", report.text());
+    assert_eq!(report.rule("lower.int64_to_int32.shape").unwrap().casts, 3, "{}", report.text());
+    let back: Vec<_> = b.graph.nodes.iter().filter(|n| n.op == "Cast" && n.attr_int("to") == Some(7)).collect();
+    assert_eq!(back.len(), 1, "one Cast back to int64");
+    let cat = b.graph.nodes.iter().find(|n| n.op == "Concat").unwrap();
+    assert_eq!(cat.inputs[1], back[0].outputs[0], "the Concat reads the Cast back");
+    let mul = b.graph.nodes.iter().find(|n| n.op == "Mul").unwrap();
+    assert!(mul.inputs.iter().all(|i| b.graph.nodes.iter().any(|n| n.op == "Cast" && n.attr_int("to") == Some(6) && &n.outputs[0] == i)), "the Mul reads int32 Casts");
+    synthetic_parity("int64 shape arithmetic -> int32 + Cast back", &a, &b);
+    let mut c = synth::scaled_reshape();
+    let unbounded = rules::apply(&mut c, &["lower.int64_to_int32"], &rules::Options::default()).unwrap();
+    assert_eq!(unbounded.fired("lower.int64_to_int32.shape"), 0, "no limits, no narrowing:\n{}", unbounded.text());
+}

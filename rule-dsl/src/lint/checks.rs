@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ep_sets::{DtypePlan, EpTable, Problem, RuleRef};
 
-use super::unify::{emit_matches, op_key, roots_overlap, root_line, Overlap};
+use super::unify::{emit_feeds, emit_matches, op_key, roots_overlap, root_line, Overlap};
 use super::{rule_label, toml_label, Finding, Label, LoadedRules, LoadedTable, Severity};
 use crate::ast::{EmitLine, Rule, RuleFile};
 use crate::check::resolve;
@@ -385,7 +385,7 @@ fn lowering_feeds_fusion(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: 
             let hit = le.rules.iter().find_map(|(lf, lr)| {
                 emitted(lf, lr).into_iter().find_map(|em| {
                     fe.rules.iter().find_map(|(ff, fr)| {
-                        root_line(fr).filter(|m| emit_matches(lf, em.line, ff, m)).map(|m| (lf, lr, em.clone(), ff, fr, m))
+                        root_line(fr).filter(|m| emit_feeds(lf, lr, em.line, ff, fr, m)).map(|m| (lf, lr, em.clone(), ff, fr, m))
                     })
                 })
             });

@@ -147,3 +147,37 @@ pub fn emit_matches(fe: &RuleFile, e: &EmitLine, fm: &RuleFile, m: &MatchLine) -
         }
     })
 }
+
+/// [`emit_matches`], and also the operands: an operand the pattern pins to a producing op
+/// (`?n` with a line `?n = onnx.Mul(..)`) cannot be an emitted operand that the same emit
+/// block produced with another op (or another output of it). Operands from the match, from
+/// helpers, or left free in the pattern stay "may match". `{a, b}` tries both orders.
+pub fn emit_feeds(fe: &RuleFile, er: &Rule, e: &EmitLine, fm: &RuleFile, mr: &Rule, m: &MatchLine) -> bool {
+    if !emit_matches(fe, e, fm, m) {
+        return false;
+    }
+    let EmitLine::Op { args, .. } = e else { return false };
+    let made_by = |s: &Slot| -> Option<(Option<(String, String)>, usize)> {
+        let c = s.capture()?;
+        er.emits.iter().find_map(|l| match l {
+            EmitLine::Op { outputs, op, .. } => outputs.iter().position(|o| o.capture() == Some(c)).map(|i| (op_key(fe, op), i)),
+            EmitLine::Helper { .. } => None,
+        })
+    };
+    let disjoint = |got: &Slot, want: &Slot| -> bool {
+        let (Some((made, i)), Some(c)) = (made_by(got), want.capture()) else { return false };
+        let Some((line, j)) = producer(mr, c) else { return false };
+        made.is_some() && (made != op_key(fm, &line.op) || i != j)
+    };
+    let fits = |order: &[&Slot]| !args.iter().zip(order).any(|(g, w)| disjoint(g, w));
+    let written: Vec<&Slot> = m.args.iter().collect();
+    if fits(&written) {
+        return true;
+    }
+    if m.commutative && written.len() >= 2 {
+        let mut swapped = written.clone();
+        swapped.swap(0, 1);
+        return fits(&swapped);
+    }
+    false
+}

@@ -455,6 +455,21 @@ fn int64_gather_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// `.shape` on the synthetic scaled Reshape (synth::scaled_reshape).
+fn int64_shape_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // allowzero 1 copies a 0 in the shape as 0 rather than the input's dimension.
+        "match.out" => |m| node_mut(m, "reshape").set_attr(Attr::int("allowzero", 1)),
+        "int64_input" => |m| set_init(m, "c/factor", Recipe::from_i64("i32 factor", vec![1], &[2]).cast(ir::DType::I32)),
+        "dims_of_input" => |m| identity_before(m, "x", "shape/seq"),
+        "factor_fits" => |m| set_init(m, "c/factor", Recipe::from_i64("negative factor", vec![1], &[-2])),
+        // 2^20 fits in int32, max_context (4096) times it does not.
+        "product_fits" => |m| set_init(m, "c/factor", Recipe::from_i64("large factor", vec![1], &[1 << 20])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The synthetic RMS chains (synth::rms_norm); `square` only exists with `Pow`.
 fn rms_norm_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
@@ -542,6 +557,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
+        "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "reshape", breaker: int64_shape_step },
         _ => return None,
     })
 }

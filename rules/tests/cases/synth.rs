@@ -212,3 +212,24 @@ pub fn layer_norm_mul() -> Model {
 pub fn layer_norm_pow() -> Model {
     layer_norm(true)
 }
+
+/// `y = Reshape(x, Concat(Shape(x)[0:1], Shape(x)[1:2] * 2, [4]))`: x [batch, seq, 8] ->
+/// [batch, 2 seq, 4], int64 shape arithmetic (the Mul `shape/scaled`) feeding a Reshape's
+/// shape through a Concat; the Reshape is `reshape`.
+pub fn scaled_reshape() -> Model {
+    let mut m = model(
+        vec![
+            node("shape/batch", "Shape", &["x"], vec![Attr::int("start", 0), Attr::int("end", 1)]),
+            node("shape/seq", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 2)]),
+            node("shape/scaled", "Mul", &["shape/seq/out", "c/factor"], vec![]),
+            node("shape/cat", "Concat", &["shape/batch/out", "shape/scaled/out", "c/tail"], vec![Attr::int("axis", 0)]),
+            node("reshape", "Reshape", &["x", "shape/cat/out"], vec![]),
+        ],
+        vec![
+            ("c/factor".into(), Recipe::from_i64("c/factor", vec![1], &[2])),
+            ("c/tail".into(), Recipe::from_i64("c/tail", vec![1], &[(HIDDEN / 2) as i64])),
+        ],
+    );
+    m.graph.outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq2"), Dim::Fixed(HIDDEN as i64 / 2)]);
+    m
+}
