@@ -369,3 +369,31 @@ fn int64_to_int32_shape_casts_back_on_synthetic_reshape() {
     let unbounded = rules::apply(&mut c, &["lower.int64_to_int32"], &rules::Options::default()).unwrap();
     assert_eq!(unbounded.fired("lower.int64_to_int32.shape"), 0, "no limits, no narrowing:\n{}", unbounded.text());
 }
+
+/// `lower.if_to_where.triple` / `.quad` on synthetic Ifs with 3 and 4 outputs (each a graph
+/// output), taking each branch: one Where per output, no If left, every output equal on ORT's
+/// CPU EP.
+#[test]
+fn if_to_where_multi_output_synthetic() {
+    for (n, id) in [(3, "lower.if_to_where.triple"), (4, "lower.if_to_where.quad")] {
+        for threshold in [3, 9] {
+            let a = synth::if_select_n(threshold, n);
+            let mut b = synth::if_select_n(threshold, n);
+            let report = rules::apply(&mut b, &["lower.if_to_where"], &rules::Options::default()).unwrap();
+            assert_eq!(report.fired(id), 1, "{}", report.text());
+            assert_eq!((count(&b, "If"), count(&b, "Where")), (0, n), "{}", report.text());
+            let m = 2 * 5 * synth::HIDDEN;
+            let x = ArrayD::from_shape_vec(IxDyn(&[2, 5, synth::HIDDEN]), (0..m).map(|i| ((i * 37) % m) as f32 / m as f32 * 6.0 - 3.0).collect()).unwrap();
+            let feeds = vec![("x".to_string(), Feed::F32(x))];
+            let (_d1, mut s1) = session_for(&a);
+            let (_d2, mut s2) = session_for(&b);
+            let (o1, o2) = (run(&mut s1, &feeds), run(&mut s2, &feeds));
+            assert_eq!(o1.len(), n);
+            let d = diffs(&o1, &o2, &format!("{n} outputs, threshold {threshold}"));
+            eprintln!("{id}: {d:?}");
+            assert_within(id, &d, ATOL);
+            // The outputs differ from each other, so a Where wired to the wrong output would show.
+            assert!(max_abs_diff(o1["y0"].f32(), o1["y1"].f32(), None) > 0.1);
+        }
+    }
+}

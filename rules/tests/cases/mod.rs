@@ -385,6 +385,28 @@ fn if_to_where_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// `.triple` and `.quad` on the synthetic multi-output If (synth::if_select_n); each breaker
+/// changes the last output, so the others still agree.
+fn if_to_where_n_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.y0" => |m| node_mut(m, "if").attrs.retain(|a| a.name != "else_branch"),
+        "cond_one_element" => |m| set_type(m, "cond/out", ir::DType::Bool, &[Dim::Fixed(2)]),
+        "three_outputs" | "four_outputs" => |m| {
+            branch_mut(m, "if", "then_branch").outputs.pop();
+        },
+        "same_dtype" => |m| branch_mut(m, "if", "else_branch").outputs.last_mut().unwrap().dtype = ir::DType::F64,
+        "same_shape" => |m| branch_mut(m, "if", "else_branch").outputs.last_mut().unwrap().shape = Some(vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(4)]),
+        "no_nested_control_flow" => |m| push_nested_if(m, "if", "else_branch", "cond/out", "x"),
+        // A Gather whose indices are computed from the data.
+        "total_branches" => |m| {
+            push_branch_node(m, "if", "then_branch", "idx", "Shape", &["x"], vec![]);
+            push_branch_node(m, "if", "then_branch", "pick", "Gather", &["x", "idx/out"], vec![]);
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
 const LONGROPE_IF: &str = "rotary_emb/longrope/If";
 const LONGROPE_COND: &str = "rotary_emb/longrope/is_long/out";
 
@@ -553,6 +575,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.layer_norm" => Case { graph: synth::layer_norm_mul, target: "ln/out", breaker: layer_norm_step },
         "fuse.layer_norm.pow" => Case { graph: synth::layer_norm_pow, target: "ln/out", breaker: layer_norm_step },
         "lower.if_to_where" => Case { graph: synth::if_select_then, target: "if", breaker: if_to_where_step },
+        "lower.if_to_where.triple" => Case { graph: synth::if_select_three, target: "if", breaker: if_to_where_n_step },
+        "lower.if_to_where.quad" => Case { graph: synth::if_select_four, target: "if", breaker: if_to_where_n_step },
         "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },

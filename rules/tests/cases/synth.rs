@@ -233,3 +233,55 @@ pub fn scaled_reshape() -> Model {
     m.graph.outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq2"), Dim::Fixed(HIDDEN as i64 / 2)]);
     m
 }
+
+/// `(y0, .., y{n-1}) = If(seq > threshold, ..)` on x [batch, seq, 8], an If `if` with `n`
+/// outputs, each a graph output: the then branch gives `x * t^(k+1)` (a Mul chain on the outer
+/// initializer `t`), the else branch `x + (k+1) e` (an Add chain on its own initializer `e`), so
+/// every output differs from the others. Threshold 3 takes the then branch on the parity input
+/// (seq 5), 9 the else branch.
+pub fn if_select_n(threshold: i64, n: usize) -> Model {
+    let shape = vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(HIDDEN as i64)];
+    let branch = |name: &str, op: &str, operand: &str, inits: Vec<(String, Recipe)>| {
+        let nodes: Vec<Node> = (0..n)
+            .map(|k| {
+                let prev = if k == 0 { "x".to_string() } else { format!("{name}/{}/out", k - 1) };
+                node(&format!("{name}/{k}"), op, &[prev.as_str(), operand], vec![])
+            })
+            .collect();
+        Graph {
+            name: name.into(),
+            inputs: vec![],
+            outputs: (0..n).map(|k| ValueInfo::new(format!("{name}/{k}/out"), DType::F32, shape.clone())).collect(),
+            nodes,
+            initializers: inits,
+            value_info: vec![],
+        }
+    };
+    let e: Vec<f32> = (0..HIDDEN).map(|i| 0.5 - i as f32 * 0.25).collect();
+    let t: Vec<f32> = (0..HIDDEN).map(|i| 1.0 + i as f32 * 0.1).collect();
+    let then_branch = branch("then", "Mul", "t", vec![]);
+    let else_branch = branch("else", "Add", "e", vec![("e".into(), Recipe::from_f32("e", vec![HIDDEN], &e))]);
+    let seq = node("seq", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let cond = node("cond", "Greater", &["seq/out", "threshold"], vec![]);
+    let mut iff = node("if", "If", &["cond/out"], vec![Attr::graph("then_branch", then_branch), Attr::graph("else_branch", else_branch)]);
+    iff.outputs = (0..n).map(|k| format!("y{k}")).collect();
+    Model {
+        graph: Graph {
+            name: "synthetic".into(),
+            inputs: vec![ValueInfo::new("x", DType::F32, shape.clone())],
+            outputs: (0..n).map(|k| ValueInfo::new(format!("y{k}"), DType::F32, shape.clone())).collect(),
+            nodes: vec![seq, cond, iff],
+            initializers: vec![("t".into(), Recipe::from_f32("t", vec![HIDDEN], &t)), ("threshold".into(), Recipe::from_i64("threshold", vec![1], &[threshold]))],
+            value_info: vec![ValueInfo::new("cond/out", DType::Bool, vec![Dim::Fixed(1)])],
+        },
+        ..Default::default()
+    }
+}
+
+pub fn if_select_three() -> Model {
+    if_select_n(3, 3)
+}
+
+pub fn if_select_four() -> Model {
+    if_select_n(3, 4)
+}
