@@ -228,11 +228,15 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     let match_bound = bound.clone();
     for e in &r.emits {
         let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
-        for a in e.args() {
+        let takes_list = matches!(e, EmitLine::Helper { name, .. } if vocab::LIST_HELPERS.contains(&name.as_str()));
+        let last = e.args().len().saturating_sub(1);
+        for (k, a) in e.args().iter().enumerate() {
             if let Slot::Capture(c, p) = a {
                 *uses.entry(c).or_default() += 1;
                 match bound.get(c.as_str()) {
                     None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
+                    Some((_, Kind::Attr)) if takes_list && k == last => {}
+                    Some((_, Kind::Value)) if takes_list && k == last => err(*p, format!("capture `?{c}` holds a value, but this helper's last input is an integer list"), "compute the list with `let ?sizes = [...]`"),
                     Some((_, Kind::Attr)) if takes_graphs => {}
                     Some((_, Kind::Value)) if takes_graphs => err(*p, format!("capture `?{c}` holds a value, but this helper takes a subgraph attribute"), "capture the branch in `match` with `[then_branch: ?g]`"),
                     Some((_, Kind::Attr)) => err(*p, format!("capture `?{c}` holds an attribute, not a value"), "pass it in the `[...]` attributes instead"),

@@ -84,6 +84,10 @@ pub const ANY: usize = usize::MAX;
 /// Helpers whose inputs are subgraph attribute captures (`[then_branch: ?g]`), not values.
 pub const GRAPH_HELPERS: &[&str] = &["inline_branch"];
 
+/// Helpers whose last input is an integer list computed by a `let` (`let ?sizes = [..]`), an
+/// attribute capture; their other inputs are values.
+pub const LIST_HELPERS: &[&str] = &["slice_weight"];
+
 /// The native helpers an `emit` block may call: name, inputs, outputs. The list is fixed; a
 /// helper takes bound values and returns new values, and never decides whether a rule applies.
 pub const HELPERS: &[(&str, usize, usize, &str)] = &[
@@ -110,5 +114,11 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         1,
         ANY,
         "copies an If branch (a subgraph attribute capture) into the enclosing graph with fresh names for what it defines; returns its outputs",
+    ),
+    (
+        "slice_weight",
+        2,
+        ANY,
+        "cuts an initializer along its last axis into consecutive pieces of the sizes in a `let` integer list: one sliced initializer recipe per size",
     ),
 ];

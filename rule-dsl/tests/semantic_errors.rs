@@ -110,6 +110,12 @@ fn unknown_function_and_helper() {
     ) + "\n---\n" + &case("helper.rule", "replace ?out with ?y", "(?z) = helper magic(?x)\n    replace ?out with ?y"));
 }
 
+/// slice_weight's last input is a `let` integer list; a value there is an error.
+#[test]
+fn list_helper_given_a_value() {
+    insta::assert_snapshot!(case("list.rule", "replace ?out with ?y", "(_, _) = helper slice_weight(?gamma, ?x)\n    replace ?out with ?y"));
+}
+
 #[test]
 fn nothing_replaced_and_disconnected_line() {
     insta::assert_snapshot!(case("root.rule", "    replace ?out with ?y\n    replace ?sum with ?s\n", "") + "\n---\n" + &case(

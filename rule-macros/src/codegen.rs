@@ -267,6 +267,21 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
                     .collect();
                 quote! { { let graphs: Vec<&ir::Graph> = vec![#(#graphs),*]; crate::helpers::allowed::#f(em, &graphs)? } }
             }
+            EmitLine::Helper { name, .. } if rule_dsl::vocab::LIST_HELPERS.contains(&name.as_str()) => {
+                // Values, then the integer list a `let` computed (the last input).
+                helpers.push(name.clone());
+                let f = format_ident!("{}", name);
+                let n = e.args().len().saturating_sub(1);
+                let values = &args[..n];
+                let list = match e.args().last().and_then(|a| a.capture()) {
+                    Some(c) => {
+                        let ci = cap(c);
+                        quote! { em.ints(&b, #ci)? }
+                    }
+                    None => quote! { Vec::<i64>::new() },
+                };
+                quote! { { let list: Vec<i64> = #list; crate::helpers::allowed::#f(em, &[#(#values),*], &list)? } }
+            }
             EmitLine::Helper { name, .. } => {
                 helpers.push(name.clone());
                 let f = format_ident!("{}", name);

@@ -81,6 +81,14 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The integer list bound to capture `cap` (a `let` list), for helpers that take one.
+    pub fn ints(&self, b: &Binds, cap: usize) -> Result<Vec<i64>, Error> {
+        match b.caps.get(cap) {
+            Some(Some(Bound::Attr(ir::AttrValue::Ints(v)))) => Ok(v.clone()),
+            _ => Err(self.err(format!("capture #{cap} holds no integer list"))),
+        }
+    }
+
     /// The subgraph attribute bound to capture `cap` (an If branch), for helpers that inline
     /// it. The borrow is of the binds, not of the emitter, so the emitter stays writable.
     pub fn subgraph<'b>(&self, b: &'b Binds, cap: usize) -> Result<&'b Graph, Error> {

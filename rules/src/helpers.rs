@@ -7,11 +7,15 @@ use crate::{Emitter, Error};
 use ir::{Attr, DType, Recipe};
 
 /// Every helper a rule may call, with what it does.
-pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes", "inline_branch"];
+pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes", "inline_branch", "slice_weight"];
 
 /// Helpers whose inputs are subgraph attributes (an If's `then_branch`), not values. They get
 /// `&[&ir::Graph]` instead of value names (`rule_dsl::vocab::GRAPH_HELPERS` mirrors this).
 pub const TAKES_GRAPHS: &[&str] = &["inline_branch"];
+
+/// Helpers whose last input is a `let` integer list, passed as `&[i64]` after the value names
+/// (`rule_dsl::vocab::LIST_HELPERS` mirrors this).
+pub const TAKES_LIST: &[&str] = &["slice_weight"];
 
 /// The helpers themselves. Generated code calls only functions of this module.
 pub mod allowed {
@@ -82,6 +86,29 @@ pub mod allowed {
         }
         let name = em.initializer(&format!("{}/split_sizes", args[0]), Recipe::from_i64("split_sizes", vec![3], &sizes));
         Ok(vec![name])
+    }
+
+    /// Cuts initializer `w` along its last axis into consecutive pieces of `sizes` (a `let`
+    /// list, e.g. lower.unpack_qkv's `[heads*head, kv_heads*head, kv_heads*head]`): one
+    /// initializer per size whose recipe slices `w`'s (lazy, nothing is read until save). The
+    /// sizes must be positive and cover the axis exactly; the rule's checks make sure, and a
+    /// mismatch here is an error, never a partial cut.
+    pub fn slice_weight(em: &mut Emitter, args: &[String], sizes: &[i64]) -> Result<Vec<String>, Error> {
+        let [w] = args else { return Err(fail(em, "slice_weight", format!("expects 1 value and a list, got {} values", args.len()))) };
+        let Some(recipe) = em.recipe(w).cloned() else { return Err(fail(em, "slice_weight", format!("`{w}` is not an initializer"))) };
+        let shape = recipe.shape();
+        let Some(axis) = shape.len().checked_sub(1) else { return Err(fail(em, "slice_weight", format!("`{w}` is a scalar"))) };
+        if sizes.is_empty() || sizes.iter().any(|&s| s <= 0) || sizes.iter().sum::<i64>() != shape[axis] as i64 {
+            return Err(fail(em, "slice_weight", format!("sizes {sizes:?} do not cut the last axis of `{w}` {shape:?}")));
+        }
+        let mut start = 0usize;
+        let mut out = Vec::new();
+        for (k, &s) in sizes.iter().enumerate() {
+            let end = start + s as usize;
+            out.push(em.initializer(&format!("{w}/slice{k}"), recipe.clone().slice(axis, start, end)));
+            start = end;
+        }
+        Ok(out)
     }
 
     /// The nodes of one If branch, copied into the enclosing graph with fresh names

@@ -75,6 +75,8 @@ fn rules_call_only_allow_listed_helpers() {
 fn the_compile_time_and_run_time_helper_lists_agree() {
     let dsl: Vec<&str> = rule_dsl::vocab::HELPERS.iter().map(|h| h.0).collect();
     assert_eq!(dsl, rules::helpers::ALLOWED);
+    assert_eq!(rule_dsl::vocab::GRAPH_HELPERS, rules::helpers::TAKES_GRAPHS);
+    assert_eq!(rule_dsl::vocab::LIST_HELPERS, rules::helpers::TAKES_LIST);
 }
 
 #[test]

@@ -86,6 +86,14 @@ fn unpack_qkv_on_llama_and_round_trip() {
     assert_eq!(report.fired("fuse.pack_qkv"), 2, "{}", report.text());
     assert_eq!(report.fired("lower.unpack_qkv"), 2, "{}", report.text());
     assert_eq!(count(&b, "MatMul"), count(&g, "MatMul"), "three projections per layer again");
+    // The packed weight is cut into sliced initializers (helper slice_weight), not by a Split.
+    assert_eq!(count(&b, "Split"), 0, "{}", report.text());
+    let weight_shapes = |m: &ir::Model| -> Vec<Vec<usize>> {
+        let mut v: Vec<Vec<usize>> = m.graph.nodes.iter().filter(|n| n.op == "MatMul").map(|n| m.graph.initializer(&n.inputs[1]).expect("MatMul weight is an initializer").shape()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(weight_shapes(&b), weight_shapes(&g), "the slices have the original weights' shapes");
     assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.input(1).is_some() && n.input(2).is_some()), "key/value slots filled");
     let d = decoder_parity("tiny-llama", &g, &b);
     eprintln!("tiny-llama unpack(pack(g)): {d:?}");
