@@ -9,21 +9,8 @@ use std::path::{Path, PathBuf};
 
 use ep_sets::EpSets;
 
-/// The shared decoder fixtures (tests/fixtures), each built for every (EP, dtype).
-const DECODERS: &[&str] = &[
-    "tiny-llama",
-    "tiny-qwen2",
-    "tiny-qwen3",
-    "tiny-phi3",
-    "tiny-mistral",
-    "tiny-llama3-rope",
-    "tiny-qwen2-yarn",
-    "tiny-phi3-longrope",
-    "tiny-qwen2-tied-mqa",
-    "tiny-mistral-sw",
-    "tiny-llama-sharded",
-    "tiny-gpt2",
-];
+/// The shared decoder fixtures, each built for every (EP, dtype).
+use tailor_tests::DECODER_FIXTURES as DECODERS;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)

@@ -21,29 +21,43 @@ struct Shape {
     tensors: Vec<(String, Vec<usize>)>,
 }
 
-fn qwen25_05b() -> Shape {
-    let (h, inter, layers, heads, kv, hd, vocab) = (896, 4864, 24, 14, 2, 64, 151936);
+/// The tensors of a Llama-style decoder with tied embeddings: embedding, per layer the
+/// attention projections (with q/k/v biases when `qkv_bias`), the MLP and two norms, the final
+/// norm. Dimensions: hidden, intermediate, layers, heads, kv heads, head dim, vocabulary.
+fn llama_style_tensors(dims: (usize, usize, usize, usize, usize, usize, usize), qkv_bias: bool) -> Vec<(String, Vec<usize>)> {
+    let (h, inter, layers, heads, kv, hd, vocab) = dims;
     let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
     for i in 0..layers {
         let p = format!("model.layers.{i}");
-        for (n, s) in [
+        let mut layer = vec![
             ("self_attn.q_proj.weight", vec![heads * hd, h]),
-            ("self_attn.q_proj.bias", vec![heads * hd]),
             ("self_attn.k_proj.weight", vec![kv * hd, h]),
-            ("self_attn.k_proj.bias", vec![kv * hd]),
             ("self_attn.v_proj.weight", vec![kv * hd, h]),
-            ("self_attn.v_proj.bias", vec![kv * hd]),
+        ];
+        if qkv_bias {
+            layer.extend([
+                ("self_attn.q_proj.bias", vec![heads * hd]),
+                ("self_attn.k_proj.bias", vec![kv * hd]),
+                ("self_attn.v_proj.bias", vec![kv * hd]),
+            ]);
+        }
+        layer.extend([
             ("self_attn.o_proj.weight", vec![h, heads * hd]),
             ("mlp.gate_proj.weight", vec![inter, h]),
             ("mlp.up_proj.weight", vec![inter, h]),
             ("mlp.down_proj.weight", vec![h, inter]),
             ("input_layernorm.weight", vec![h]),
             ("post_attention_layernorm.weight", vec![h]),
-        ] {
-            t.push((format!("{p}.{n}"), s));
-        }
+        ]);
+        t.extend(layer.into_iter().map(|(n, s)| (format!("{p}.{n}"), s)));
     }
     t.push(("model.norm.weight".into(), vec![h]));
+    t
+}
+
+fn qwen25_05b() -> Shape {
+    let (h, inter, layers, heads, kv, hd, vocab) = (896, 4864, 24, 14, 2, 64, 151936);
+    let t = llama_style_tensors((h, inter, layers, heads, kv, hd, vocab), true);
     Shape {
         name: "qwen2.5-0.5b",
         config: serde_json::json!({
@@ -60,24 +74,7 @@ fn qwen25_05b() -> Shape {
 
 fn llama32_1b() -> Shape {
     let (h, inter, layers, heads, kv, hd, vocab) = (2048, 8192, 16, 32, 8, 64, 128256);
-    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
-    for i in 0..layers {
-        let p = format!("model.layers.{i}");
-        for (n, s) in [
-            ("self_attn.q_proj.weight", vec![heads * hd, h]),
-            ("self_attn.k_proj.weight", vec![kv * hd, h]),
-            ("self_attn.v_proj.weight", vec![kv * hd, h]),
-            ("self_attn.o_proj.weight", vec![h, heads * hd]),
-            ("mlp.gate_proj.weight", vec![inter, h]),
-            ("mlp.up_proj.weight", vec![inter, h]),
-            ("mlp.down_proj.weight", vec![h, inter]),
-            ("input_layernorm.weight", vec![h]),
-            ("post_attention_layernorm.weight", vec![h]),
-        ] {
-            t.push((format!("{p}.{n}"), s));
-        }
-    }
-    t.push(("model.norm.weight".into(), vec![h]));
+    let t = llama_style_tensors((h, inter, layers, heads, kv, hd, vocab), false);
     Shape {
         name: "llama-3.2-1b",
         config: serde_json::json!({
