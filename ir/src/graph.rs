@@ -64,6 +64,22 @@ pub enum AttrValue {
     Graph(Box<Graph>),
 }
 
+impl AttrValue {
+    /// The text of a scalar or list attribute as snapshots print it (`None` for tensors and
+    /// graphs, which each printer renders its own way).
+    pub fn plain_text(&self) -> Option<String> {
+        Some(match self {
+            AttrValue::Int(v) => v.to_string(),
+            AttrValue::Float(v) => format!("{v:?}"),
+            AttrValue::String(v) => format!("{v:?}"),
+            AttrValue::Ints(v) => format!("{v:?}"),
+            AttrValue::Floats(v) => format!("{v:?}"),
+            AttrValue::Strings(v) => format!("{v:?}"),
+            AttrValue::Tensor(_) | AttrValue::Graph(_) => return None,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attr {
     pub name: String,
@@ -108,6 +124,20 @@ pub struct Node {
 }
 
 impl Node {
+    /// A default-domain node at the generic graphs' opset, with no attributes or metadata.
+    pub fn new(name: impl Into<String>, op: impl Into<String>, inputs: &[&str], outputs: &[&str]) -> Node {
+        Node {
+            name: name.into(),
+            op: op.into(),
+            domain: String::new(),
+            opset: crate::OPSET,
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attrs: Vec::new(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
     pub fn attr(&self, name: &str) -> Option<&AttrValue> {
         self.attrs.iter().find(|a| a.name == name).map(|a| &a.value)
     }
@@ -309,16 +339,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> Node {
-        Node {
-            name: name.into(),
-            op: op.into(),
-            domain: String::new(),
-            opset: crate::OPSET,
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-            attrs: vec![],
-            metadata: BTreeMap::new(),
-        }
+        Node::new(name, op, inputs, outputs)
     }
 
     fn graph(nodes: Vec<Node>, outputs: &[&str]) -> Graph {

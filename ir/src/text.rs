@@ -59,17 +59,12 @@ fn graph_text(g: &Graph, indent: &str, opts: TextOptions, out: &mut String) {
             .iter()
             .map(|a| {
                 let v = match &a.value {
-                    AttrValue::Int(v) => v.to_string(),
-                    AttrValue::Float(v) => format!("{v:?}"),
-                    AttrValue::String(v) => format!("{v:?}"),
-                    AttrValue::Ints(v) => format!("{v:?}"),
-                    AttrValue::Floats(v) => format!("{v:?}"),
-                    AttrValue::Strings(v) => format!("{v:?}"),
                     AttrValue::Tensor(r) => recipe_text(r, TextOptions { recipes: false }),
                     AttrValue::Graph(g) => {
                         subgraphs.push((a.name.clone(), g));
                         format!("<graph {}>", g.name)
                     }
+                    plain => plain.plain_text().expect("scalar or list attribute"),
                 };
                 format!("{}={v}", a.name)
             })

@@ -30,14 +30,9 @@ fn value(name: &str, types: &HashMap<String, ValueInfo>) -> String {
 
 fn attr_text(v: &AttrValue) -> String {
     match v {
-        AttrValue::Int(v) => v.to_string(),
-        AttrValue::Float(v) => format!("{v:?}"),
-        AttrValue::String(v) => format!("{v:?}"),
-        AttrValue::Ints(v) => format!("{v:?}"),
-        AttrValue::Floats(v) => format!("{v:?}"),
-        AttrValue::Strings(v) => format!("{v:?}"),
         AttrValue::Tensor(r) => format!("tensor {}{:?} = {}", r.dtype(), r.shape(), r.describe()),
         AttrValue::Graph(g) => format!("<graph {}>", g.name),
+        plain => plain.plain_text().expect("scalar or list attribute"),
     }
 }
 

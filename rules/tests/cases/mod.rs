@@ -331,16 +331,7 @@ pub fn branch_mut<'a>(m: &'a mut Model, node: &str, attr: &str) -> &'a mut ir::G
 
 /// A node `op(inputs)` appended to a branch (its output is `<name>/out`, read by nobody).
 fn push_branch_node(m: &mut Model, node: &str, attr: &str, name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) {
-    branch_mut(m, node, attr).nodes.push(Node {
-        name: name.into(),
-        op: op.into(),
-        domain: String::new(),
-        opset: ir::OPSET,
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![format!("{name}/out")],
-        attrs,
-        metadata: Default::default(),
-    });
+    branch_mut(m, node, attr).nodes.push(Node { attrs, ..Node::new(name, op, inputs, &[&format!("{name}/out")]) });
 }
 
 /// A nested If (one Identity per branch) inside `attr` of `node`.

@@ -9,16 +9,7 @@ use ir::{Attr, DType, Dim, Graph, Model, Node, Recipe, ValueInfo};
 pub const HIDDEN: usize = 8;
 
 fn node(name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) -> Node {
-    Node {
-        name: name.into(),
-        op: op.into(),
-        domain: String::new(),
-        opset: ir::OPSET,
-        inputs: inputs.iter().map(|s| s.to_string()).collect(),
-        outputs: vec![format!("{name}/out")],
-        attrs,
-        metadata: Default::default(),
-    }
+    Node { attrs, ..Node::new(name, op, inputs, &[&format!("{name}/out")]) }
 }
 
 fn scalar(name: &str, v: f32) -> (String, Recipe) {
