@@ -1,9 +1,10 @@
 //! Where each external tensor goes in `model.onnx.data`. Kept apart from the writer so the
-//! arithmetic (64-byte alignment, 64-bit offsets past 4 GiB) is tested without writing gigabytes.
+//! arithmetic (page alignment, 64-bit offsets past 4 GiB) is tested without writing gigabytes.
 
-/// Every external tensor starts at a multiple of this many bytes (lets runtimes mmap and use
-/// aligned loads directly).
-pub const DATA_ALIGNMENT: u64 = 64;
+/// Every external tensor starts at a multiple of this many bytes: a page, so runtimes can map a
+/// tensor's pages directly, and the writer can write tensors with direct I/O without two
+/// tensors ever sharing a page (see `direct.rs`). The padding costs at most a page per tensor.
+pub const DATA_ALIGNMENT: u64 = 4096;
 
 /// Tensors smaller than this stay inline in `model.onnx` (shape constants, scalars).
 pub const INLINE_LIMIT: usize = 1024;
@@ -38,10 +39,10 @@ mod tests {
         const GIB: u64 = 1 << 30;
         let slots = layout_external_data(&[3 * GIB + 1, 3 * GIB, 10, 7]);
         assert_eq!(slots[0].offset, 0);
-        assert_eq!(slots[1].offset, 3 * GIB + 64);
-        assert_eq!(slots[2].offset, 6 * GIB + 64);
+        assert_eq!(slots[1].offset, 3 * GIB + DATA_ALIGNMENT);
+        assert_eq!(slots[2].offset, 6 * GIB + DATA_ALIGNMENT);
         assert!(slots[2].offset > u32::MAX as u64);
-        assert_eq!(slots[3].offset, 6 * GIB + 128);
+        assert_eq!(slots[3].offset, 6 * GIB + 2 * DATA_ALIGNMENT);
         assert!(slots.iter().all(|s| s.offset % DATA_ALIGNMENT == 0));
     }
 }

@@ -314,9 +314,14 @@ fn encode_floats(values: &[f32], to: DType, out: &mut [u8]) {
         DType::F16 => {
             // The slice conversion uses the CPU's f16c instructions where present.
             use half::slice::HalfFloatSliceExt;
-            let mut halves = vec![f16::ZERO; values.len()];
-            halves.convert_from_f32_slice(values);
-            out.copy_from_slice(bytemuck::cast_slice(&halves));
+            match bytemuck::try_cast_slice_mut::<u8, f16>(out) {
+                Ok(halves) => halves.convert_from_f32_slice(values),
+                Err(_) => {
+                    let mut halves = vec![f16::ZERO; values.len()];
+                    halves.convert_from_f32_slice(values);
+                    out.copy_from_slice(bytemuck::cast_slice(&halves));
+                }
+            }
         }
         DType::BF16 => out.chunks_exact_mut(2).zip(values).for_each(|(o, v)| o.copy_from_slice(&bf16::from_f32(*v).to_le_bytes())),
         DType::F64 => out.chunks_exact_mut(8).zip(values).for_each(|(o, v)| o.copy_from_slice(&(*v as f64).to_le_bytes())),
@@ -327,22 +332,38 @@ fn encode_floats(values: &[f32], to: DType, out: &mut [u8]) {
 /// Converts float tensors between f32, f16, bf16 and f64 (round to nearest even), through f32
 /// in small chunks (exact for the widening step, so one rounding only).
 pub(crate) fn cast_bytes(bytes: &[u8], from: DType, to: DType) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; bytes.len() / from.size() * to.size()];
+    cast_into(bytes, from, to, &mut out)?;
+    Ok(out)
+}
+
+/// [`cast_bytes`] into a caller's buffer of exactly the converted length, so the streaming
+/// writer can reuse its buffers instead of allocating (and page-faulting) a new one per block.
+pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) -> Result<()> {
     if from == to {
-        return Ok(bytes.to_vec());
+        out.copy_from_slice(bytes);
+        return Ok(());
     }
     if !from.is_float() || !to.is_float() {
         return Err(Error::Cast { from: from.to_string(), to: to.to_string() });
     }
+    // bf16 -> f32 is a shift: done directly, without the f32 staging buffer and its copy.
+    if let (DType::BF16, DType::F32) = (from, to) {
+        for (o, c) in out.chunks_exact_mut(4).zip(bytes.chunks_exact(2)) {
+            o.copy_from_slice(&((u16::from_le_bytes([c[0], c[1]]) as u32) << 16).to_le_bytes());
+        }
+        return Ok(());
+    }
     const CHUNK: usize = 4096;
     let n = bytes.len() / from.size();
-    let mut out = vec![0u8; n * to.size()];
-    let mut tmp = vec![0f32; CHUNK.min(n)];
+    let mut tmp = [0f32; CHUNK];
     for (src, dst) in bytes.chunks(CHUNK * from.size()).zip(out.chunks_mut(CHUNK * to.size())) {
         let k = src.len() / from.size();
         decode_floats(src, from, &mut tmp[..k]);
         encode_floats(&tmp[..k], to, dst);
     }
-    Ok(out)
+    debug_assert_eq!(out.len(), n * to.size());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -38,10 +38,15 @@ impl MappedFile {
 
     /// Reads `len` bytes at `offset` without touching the mapping.
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        use std::os::unix::fs::FileExt;
         let mut buf = vec![0u8; len];
-        self.file.read_exact_at(&mut buf, offset).map_err(|e| Error::io(&self.path, e))?;
+        self.read_into(offset, &mut buf)?;
         Ok(buf)
+    }
+
+    /// Fills `out` with the bytes at `offset` (a `pread` into the caller's buffer).
+    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.read_exact_at(out, offset).map_err(|e| Error::io(&self.path, e))
     }
 
     pub fn bytes(&self) -> &[u8] {

@@ -11,64 +11,34 @@
 //! Source bytes are read with `pread`, not through the mapping, so reading a checkpoint does not
 //! leave its pages resident in the process.
 
-use crate::recipe::cast_bytes;
+use crate::direct::{AlignedBuf, Sink, PAGE};
+use crate::recipe::cast_into;
 use crate::{DataSlot, Error, Recipe, Result};
 use rayon::prelude::*;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// How the data file is written.
 #[derive(Clone, Copy, Debug)]
 pub struct WriteOptions {
-    /// Largest block of output produced at once, per thread.
+    /// Largest block of output produced at once, per thread (rounded to whole pages for
+    /// direct writes).
     pub block_bytes: usize,
     /// Worker threads; 0 means one per core.
     pub threads: usize,
-    /// After this many bytes are written, flush them to disk and drop them from the page cache
-    /// (`fdatasync` + `POSIX_FADV_DONTNEED`); 0 never does. Keeping the dirty set small makes a
-    /// multi-GB write several times faster on VMs where fresh page-cache pages are expensive
-    /// (measured on this project's VMs: 2.5 GB written in 2.5 s instead of 12 s; 128 MiB was the
-    /// fastest interval of 64, 128, 256 and 1024 MiB), and keeps a build from pushing the user's
-    /// other files out of the cache. It does not change the bytes written.
+    /// Write with direct I/O where the file system takes it (see `direct.rs`); false always
+    /// goes through the page cache. It does not change the bytes written.
+    pub direct: bool,
+    /// For buffered writes: after this many bytes, flush them to disk and drop them from the
+    /// page cache (`fdatasync` + `POSIX_FADV_DONTNEED`); 0 never does. Keeping the dirty set
+    /// small makes a multi-GB buffered write several times faster on VMs where fresh page-cache
+    /// pages are expensive (measured on this project's VMs: 2.5 GB in 2.5 s instead of 12 s;
+    /// 128 MiB was the fastest of 64, 128, 256 and 1024 MiB). It does not change the bytes.
     pub flush_every: u64,
 }
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { block_bytes: 16 << 20, threads: 0, flush_every: 128 << 20 }
-    }
-}
-
-/// Flushes written data to disk and drops it from the page cache every `every` bytes. One
-/// thread flushes at a time; the others keep writing (pages they dirty meanwhile stay cached
-/// until the next flush).
-struct Flusher<'a> {
-    file: &'a std::fs::File,
-    every: u64,
-    written: std::sync::atomic::AtomicU64,
-    last: std::sync::Mutex<u64>,
-}
-
-impl Flusher<'_> {
-    fn wrote(&self, n: usize) {
-        use std::sync::atomic::Ordering;
-        if self.every == 0 {
-            return;
-        }
-        let total = self.written.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        if let Ok(mut last) = self.last.try_lock() {
-            if total - *last >= self.every {
-                *last = total;
-                use std::os::unix::io::AsRawFd;
-                let fd = self.file.as_raw_fd();
-                // Best effort: a failure here only loses the speed-up, never data.
-                // SAFETY: plain syscalls on a file descriptor we own for the whole write.
-                unsafe {
-                    libc::fdatasync(fd);
-                    libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
-                }
-            }
-        }
+        WriteOptions { block_bytes: 16 << 20, threads: 0, direct: true, flush_every: 128 << 20 }
     }
 }
 
@@ -123,10 +93,14 @@ impl Recipe {
         }
     }
 
-    /// Bytes of flat elements `start..end` (row-major). Recipes that are not streamable are
-    /// materialized whole first.
-    pub fn read_elements(&self, start: usize, end: usize) -> Result<Vec<u8>> {
+    /// Fills `out` with the bytes of flat elements `start..end` (row-major); `out` holds
+    /// exactly that many elements. Writing into the caller's buffer lets the writer reuse one
+    /// buffer per thread: a fresh multi-megabyte allocation per block is mapped and faulted in
+    /// page by page (measured: a quarter of an f16 build's time went to those faults and the
+    /// zeroing). Recipes that are not streamable are materialized whole first.
+    pub fn read_into(&self, start: usize, end: usize, out: &mut [u8]) -> Result<()> {
         let esize = self.dtype().size();
+        debug_assert_eq!(out.len(), (end - start) * esize);
         match self {
             Recipe::Source(t) => {
                 if (end * esize) > t.len {
@@ -135,30 +109,48 @@ impl Recipe {
                         reason: format!("{} bytes stored for {}{:?}", t.len, t.dtype, t.shape),
                     });
                 }
-                t.file.read_at((t.offset + start * esize) as u64, (end - start) * esize)
+                t.file.read_into((t.offset + start * esize) as u64, out)
             }
-            Recipe::Data(d) => Ok(d.bytes[start * esize..end * esize].to_vec()),
-            Recipe::Cast { input, to } => cast_bytes(&input.read_elements(start, end)?, input.dtype(), *to),
-            Recipe::Reshape { input, .. } => input.read_elements(start, end),
+            Recipe::Data(d) => {
+                out.copy_from_slice(&d.bytes[start * esize..end * esize]);
+                Ok(())
+            }
+            Recipe::Cast { input, to } => {
+                // Converted in chunks through a small buffer (below the allocator's mmap
+                // threshold, so it is recycled rather than faulted in anew).
+                let from = input.dtype();
+                let chunk = (CAST_CHUNK_BYTES / from.size().max(to.size())).max(1);
+                let mut src = vec![0u8; chunk.min(end - start) * from.size()];
+                let mut pos = start;
+                while pos < end {
+                    let n = chunk.min(end - pos);
+                    let src = &mut src[..n * from.size()];
+                    input.read_into(pos, pos + n, src)?;
+                    let o = (pos - start) * esize;
+                    cast_into(src, from, *to, &mut out[o..o + n * esize])?;
+                    pos += n;
+                }
+                Ok(())
+            }
+            Recipe::Reshape { input, .. } => input.read_into(start, end, out),
             Recipe::Slice { input, axis, start: s0, end: s1 } => {
                 let shape = input.shape();
                 let inner: usize = shape[axis + 1..].iter().product();
                 let (out_row, in_row) = ((s1 - s0) * inner, shape[*axis] * inner);
-                let mut out = Vec::with_capacity((end - start) * esize);
                 let mut pos = start;
                 while pos < end {
                     let (o, r) = (pos / out_row, pos % out_row);
                     let run = (out_row - r).min(end - pos);
                     let from = o * in_row + s0 * inner + r;
-                    out.extend(input.read_elements(from, from + run)?);
+                    let at = (pos - start) * esize;
+                    input.read_into(from, from + run, &mut out[at..at + run * esize])?;
                     pos += run;
                 }
-                Ok(out)
+                Ok(())
             }
             Recipe::Concat { inputs, axis } => {
                 let chunks: Vec<usize> = inputs.iter().map(|r| r.shape()[*axis..].iter().product()).collect();
                 let row: usize = chunks.iter().sum();
-                let mut out = Vec::with_capacity((end - start) * esize);
                 let mut pos = start;
                 while pos < end {
                     let (o, mut r) = (pos / row, pos % row);
@@ -169,15 +161,23 @@ impl Recipe {
                     }
                     let run = (chunks[part] - r).min(end - pos);
                     let from = o * chunks[part] + r;
-                    out.extend(inputs[part].read_elements(from, from + run)?);
+                    let at = (pos - start) * esize;
+                    inputs[part].read_into(from, from + run, &mut out[at..at + run * esize])?;
                     pos += run;
                 }
-                Ok(out)
+                Ok(())
             }
-            Recipe::Transpose { .. } => Ok(self.materialize()?[start * esize..end * esize].to_vec()),
+            Recipe::Transpose { .. } => {
+                out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
+                Ok(())
+            }
         }
     }
 }
+
+/// Bytes of the buffer a cast converts through (each side), kept under glibc's default mmap
+/// threshold (128 KiB).
+const CAST_CHUNK_BYTES: usize = 64 << 10;
 
 /// One unit of work: produce some bytes of one tensor and write them.
 enum Task {
@@ -192,20 +192,30 @@ enum Task {
 
 /// Writes every `(recipe, slot)` into `path`, which is created (zero-filled between slots).
 pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)], opts: WriteOptions) -> Result<()> {
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     let total = tensors.iter().map(|(_, _, s)| s.offset + s.len).max().unwrap_or(0);
-    file.set_len(total).map_err(|e| Error::io(path, e))?;
+    let sink = Sink::create(path, total, opts.direct, opts.flush_every)?;
+    // Direct writes need blocks of whole pages (but for a tensor's last block).
+    let block_bytes = if opts.direct { opts.block_bytes.max(PAGE) / PAGE * PAGE } else { opts.block_bytes };
 
     let mut tasks = Vec::new();
-    for (i, (_, recipe, _)) in tensors.iter().enumerate() {
+    let mut direct = Vec::with_capacity(tensors.len());
+    for (i, (_, recipe, slot)) in tensors.iter().enumerate() {
         let (numel, esize) = (recipe.numel(), recipe.dtype().size());
-        let block = (opts.block_bytes / esize).max(1);
+        let block = (block_bytes / esize).max(1);
+        let first = tasks.len();
+        let block_size; // elements of the output per block but the last
         match recipe {
             Recipe::Transpose { input, perm } if perm == &[1, 0] && input.is_streamable() => {
                 // Output rows per block: a larger budget than plain ranges, because every block
                 // reads the whole source once (a tied 150k x 900 lm_head takes ~9 passes).
+                // Rounded to a row count whose bytes are whole pages where that stays bounded.
                 let (rows, cols) = (input.shape()[0].max(1), input.shape()[1]);
-                let per_block = ((block * TRANSPOSE_BLOCKS) / rows).max(1);
+                let mut per_block = ((block * TRANSPOSE_BLOCKS) / rows).max(1);
+                let whole_pages = PAGE / gcd(rows * esize, PAGE);
+                if per_block >= whole_pages {
+                    per_block = per_block / whole_pages * whole_pages;
+                }
+                block_size = per_block * rows;
                 tasks.extend((0..cols).step_by(per_block).map(|s| Task::Columns {
                     tensor: i,
                     start: s,
@@ -213,29 +223,28 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 }));
             }
             r if r.is_streamable() => {
+                block_size = block;
                 tasks.extend((0..numel).step_by(block).map(|s| Task::Range { tensor: i, start: s, end: (s + block).min(numel) }))
             }
-            _ => tasks.push(Task::Whole { tensor: i }),
+            _ => {
+                block_size = numel;
+                tasks.push(Task::Whole { tensor: i });
+            }
         }
+        let interior = (tasks.len() - first).saturating_sub(1);
+        direct.push(sink.direct_for(slot.offset, std::iter::repeat_n(block_size * esize, interior)));
     }
 
-    let flusher = Flusher {
-        file: &file,
-        every: opts.flush_every,
-        written: Default::default(),
-        last: std::sync::Mutex::new(0),
-    };
-    let write = |offset: u64, bytes: &[u8]| {
-        file.write_all_at(bytes, offset).map_err(|e| Error::io(path, e))?;
-        flusher.wrote(bytes.len());
-        Ok(())
-    };
+    let write = |tensor: usize, offset: u64, buf: &[u8], len: usize| sink.write(offset, buf, len, direct[tensor]);
     let run = |task: &Task| -> Result<()> {
         match *task {
             Task::Range { tensor, start, end } => {
                 let (_, recipe, slot) = &tensors[tensor];
-                let bytes = recipe.read_elements(start, end)?;
-                write(slot.offset + (start * recipe.dtype().size()) as u64, &bytes)
+                let (esize, len) = (recipe.dtype().size(), (end - start) * recipe.dtype().size());
+                with_out_block(len, |out| {
+                    recipe.read_into(start, end, &mut out[..len])?;
+                    write(tensor, slot.offset + (start * esize) as u64, out, len)
+                })
             }
             Task::Whole { tensor } => {
                 let (name, recipe, slot) = &tensors[tensor];
@@ -246,7 +255,10 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                         reason: format!("produced {} bytes, expected {}", bytes.len(), slot.len),
                     });
                 }
-                write(slot.offset, &bytes)
+                with_out_block(bytes.len(), |out| {
+                    out[..bytes.len()].copy_from_slice(&bytes);
+                    write(tensor, slot.offset, out, bytes.len())
+                })
             }
             Task::Columns { tensor, start, end } => {
                 let (_, recipe, slot) = &tensors[tensor];
@@ -254,25 +266,28 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 let (rows, cols) = (input.shape()[0], input.shape()[1]);
                 let esize = recipe.dtype().size();
                 let width = end - start;
-                // The block buffer is reused by each writer thread: a fresh allocation of this
-                // size is mmapped and faulted in page by page every time (measured: ~18% of an
-                // f16 build). Every element is overwritten, so stale bytes never leak.
-                COLUMN_BLOCK.with(|cell| -> Result<()> {
-                    let mut out = cell.borrow_mut();
-                    let n = width * rows * esize;
-                    if out.len() < n {
-                        out.resize(n, 0);
-                    } else {
-                        out.truncate(n);
-                    }
-                    // Source rows per read: about one block of source bytes.
-                    let chunk = ((opts.block_bytes / esize) / cols.max(1)).max(1);
-                    for r0 in (0..rows).step_by(chunk) {
-                        let r1 = (r0 + chunk).min(rows);
-                        let src = input.read_elements(r0 * cols, r1 * cols)?;
-                        gather_columns(&src, r1 - r0, cols, start..end, &mut out, rows, r0, esize);
-                    }
-                    write(slot.offset + (start * rows * esize) as u64, &out)
+                // Both buffers are reused by each writer thread (see `with_buffer`); every byte
+                // of them is overwritten before it is written out, so stale bytes never leak.
+                // Source rows per read: a band small enough to stay in the L2 cache between
+                // its cast (inside `read_into`) and its transpose, so the converted rows are
+                // not written to and read back from memory.
+                let chunk = (TRANSPOSE_BAND_BYTES / esize / cols.max(1)).max(1).min(rows);
+                let len = width * rows * esize;
+                with_out_block(len, |out| {
+                    SRC_BLOCK.with(|cell| -> Result<()> {
+                        let mut src = cell.borrow_mut();
+                        if src.len() < chunk * cols * esize {
+                            src.resize(chunk * cols * esize, 0);
+                        }
+                        for r0 in (0..rows).step_by(chunk) {
+                            let r1 = (r0 + chunk).min(rows);
+                            let src = &mut src[..(r1 - r0) * cols * esize];
+                            input.read_into(r0 * cols, r1 * cols, src)?;
+                            gather_columns(src, r1 - r0, cols, start..end, &mut out[..len], rows, r0, esize);
+                        }
+                        Ok(())
+                    })?;
+                    write(tensor, slot.offset + (start * rows * esize) as u64, out, len)
                 })
             }
         }
@@ -283,17 +298,42 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
         .map_err(|e| Error::Graph(format!("cannot start writer threads: {e}")))?;
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
     // atomicity comes from renaming the finished package folder into place.
-    pool.install(|| tasks.par_iter().try_for_each(run))
+    pool.install(|| tasks.par_iter().try_for_each(run))?;
+    sink.finish(total)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 thread_local! {
-    /// Each writer thread's buffer for transposed column blocks.
-    static COLUMN_BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each writer thread's output block (a range, or a transposed column block), page-aligned
+    /// for direct writes.
+    static OUT_BLOCK: std::cell::RefCell<AlignedBuf> = const { std::cell::RefCell::new(AlignedBuf::new()) };
+    /// Each writer thread's source rows of a transposed block.
+    static SRC_BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's output buffer holding `len` bytes (stale: `f` overwrites them) and
+/// zero padding to the page end. Reused, because a fresh allocation of block size is mapped and
+/// faulted in page by page every time (measured: ~18% of an f16 build).
+fn with_out_block<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    OUT_BLOCK.with(|cell| f(cell.borrow_mut().get(len)))
 }
 
 /// How many `block_bytes` a transposed block may take (it reads the whole source per block, so
 /// fewer, larger blocks read less).
 const TRANSPOSE_BLOCKS: usize = 4;
+
+/// Bytes of converted source rows a transposed block reads at a time.
+const TRANSPOSE_BAND_BYTES: usize = 256 << 10;
+
+/// Side of the square tiles of the typed transposes, in elements.
+const TILE: usize = 32;
 
 /// Copies columns `cols_range` of `src` (`[h, w]`, source rows `r0..r0 + h`) into `out`, the
 /// transposed block `[cols_range.len(), rows]`, at rows' positions `r0..r0 + h`.
@@ -303,10 +343,18 @@ fn gather_columns(src: &[u8], h: usize, w: usize, cols_range: std::ops::Range<us
     macro_rules! typed {
         ($t:ty) => {
             if let (Ok(s), Ok(o)) = (bytemuck::try_cast_slice::<u8, $t>(src), bytemuck::try_cast_slice_mut::<u8, $t>(out)) {
-                for i in 0..h {
-                    let row = &s[i * w..(i + 1) * w];
-                    for j in c0..c1 {
-                        o[(j - c0) * rows + r0 + i] = row[j];
+                // In square tiles: a tile's source rows and output rows both stay in L1, where
+                // a row-at-a-time scatter touches a new cache line per element.
+                for i0 in (0..h).step_by(TILE) {
+                    let i1 = (i0 + TILE).min(h);
+                    for j0 in (c0..c1).step_by(TILE) {
+                        let j1 = (j0 + TILE).min(c1);
+                        for j in j0..j1 {
+                            let dst = &mut o[(j - c0) * rows + r0 + i0..(j - c0) * rows + r0 + i1];
+                            for (d, i) in dst.iter_mut().zip(i0..i1) {
+                                *d = s[i * w + j];
+                            }
+                        }
                     }
                 }
                 return;
@@ -356,14 +404,14 @@ mod tests {
     }
 
     /// Streams a set of recipes with a tiny block size and compares with whole materialization.
-    fn check(recipes: Vec<Recipe>, block_bytes: usize, threads: usize) -> Vec<u8> {
+    fn check(recipes: Vec<Recipe>, block_bytes: usize, threads: usize, direct: bool) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         let slots = layout_external_data(&recipes.iter().map(|r| r.byte_len() as u64).collect::<Vec<_>>());
         let tensors: Vec<(&str, Recipe, DataSlot)> =
             recipes.iter().zip(&slots).map(|(r, s)| ("t", r.normalized(), *s)).collect();
         // A tiny flush interval exercises flushing between blocks.
-        write_data_file(&path, &tensors, WriteOptions { block_bytes, threads, flush_every: 100 }).unwrap();
+        write_data_file(&path, &tensors, WriteOptions { block_bytes, threads, direct, flush_every: 100 }).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         for (r, s) in recipes.iter().zip(&slots) {
             assert_eq!(&bytes[s.offset as usize..(s.offset + s.len) as usize], r.materialize().unwrap().as_slice(), "{}", r.describe());
@@ -381,11 +429,32 @@ mod tests {
             iota(vec![3, 4, 5]).transpose(vec![2, 0, 1]),
             iota(vec![100]).cast(DType::BF16).reshape(vec![10, 10]),
         ];
-        let a = check(recipes.clone(), 24, 1);
-        let b = check(recipes.clone(), 24, 2);
-        let c = check(recipes, 1 << 20, 2);
+        let a = check(recipes.clone(), 24, 1, false);
+        let b = check(recipes.clone(), 24, 2, false);
+        let c = check(recipes.clone(), 1 << 20, 2, false);
+        let d = check(recipes, 24, 2, true);
         assert_eq!(a, b);
         assert_eq!(a, c);
+        assert_eq!(a, d);
+    }
+
+    /// Tensors of several pages, cut into page blocks: direct writes of whole-page blocks, a
+    /// transposed weight whose column blocks are whole pages (256 rows of f32) and one whose
+    /// blocks are not (300 rows: written buffered, in the same file), against buffered writes.
+    #[test]
+    fn direct_writes_equal_buffered_writes() {
+        let recipes = vec![
+            iota(vec![256, 40]).transpose(vec![1, 0]),
+            iota(vec![300, 41]).transpose(vec![1, 0]).cast(DType::F16),
+            iota(vec![5000]).cast(DType::BF16),
+            iota(vec![3, 100]),
+            iota(vec![300, 7]).transpose(vec![1, 0]),
+        ];
+        let buffered = check(recipes.clone(), PAGE, 1, false);
+        for threads in [1, 2] {
+            assert_eq!(check(recipes.clone(), PAGE, threads, true), buffered);
+            assert_eq!(check(recipes.clone(), 3 * PAGE, threads, true), buffered);
+        }
     }
 
     #[test]
