@@ -42,8 +42,12 @@ pub struct Rule {
     /// `let ?x = expr`: attributes computed after the pattern matched, before the checks.
     pub lets: Vec<Let>,
     pub checks: Vec<Check>,
+    /// Every emit line in order, those inside a `for` block included (their `scope`).
     pub emits: Vec<EmitLine>,
+    /// Every `replace`, those inside a `for` block included (their `scope`).
     pub replaces: Vec<Replace>,
+    /// The `for` blocks of the emit block, indexed by the `scope` of their lines.
+    pub loops: Vec<ForLoop>,
     /// Where the `emit` block starts (or the rule, when it has none).
     pub emit_pos: Pos,
     pub match_pos: Pos,
@@ -56,19 +60,26 @@ pub enum Slot {
     Wild(Pos),
     /// `-` in a match operand: the optional input must be absent (empty or past the end).
     Absent(Pos),
+    /// `..?xs` last in an outputs tuple: the outputs from here to the node's last, bound as
+    /// one list (a match line's outputs, or the values a helper returns).
+    List(String, Pos),
 }
 
 impl Slot {
+    /// The capture's name, a list capture's included.
     pub fn capture(&self) -> Option<&str> {
         match self {
-            Slot::Capture(c, _) => Some(c),
+            Slot::Capture(c, _) | Slot::List(c, _) => Some(c),
             Slot::Wild(_) | Slot::Absent(_) => None,
         }
     }
     pub fn pos(&self) -> Pos {
         match self {
-            Slot::Capture(_, p) | Slot::Wild(p) | Slot::Absent(p) => *p,
+            Slot::Capture(_, p) | Slot::Wild(p) | Slot::Absent(p) | Slot::List(_, p) => *p,
         }
+    }
+    pub fn is_list(&self) -> bool {
+        matches!(self, Slot::List(..))
     }
 }
 
@@ -187,14 +198,25 @@ impl Expr {
     }
 }
 
-/// A line of an `emit` block that creates values.
+/// A line of an `emit` block that creates values. `scope` is the index (in `Rule::loops`) of
+/// the `for` block the line is in, `None` at the top of the emit block.
 #[derive(Clone, Debug)]
 pub enum EmitLine {
-    Op { outputs: Vec<Slot>, op: OpRef, args: Vec<Slot>, attrs: Vec<(String, AttrVal, Pos)>, pos: Pos },
-    Helper { outputs: Vec<Slot>, name: String, args: Vec<Slot>, pos: Pos },
+    Op { outputs: Vec<Slot>, op: OpRef, args: Vec<Slot>, attrs: Vec<(String, AttrVal, Pos)>, pos: Pos, scope: Option<usize> },
+    Helper { outputs: Vec<Slot>, name: String, args: Vec<Slot>, pos: Pos, scope: Option<usize> },
 }
 
 impl EmitLine {
+    pub fn scope(&self) -> Option<usize> {
+        match self {
+            EmitLine::Op { scope, .. } | EmitLine::Helper { scope, .. } => *scope,
+        }
+    }
+    pub fn pos(&self) -> Pos {
+        match self {
+            EmitLine::Op { pos, .. } | EmitLine::Helper { pos, .. } => *pos,
+        }
+    }
     pub fn outputs(&self) -> &[Slot] {
         match self {
             EmitLine::Op { outputs, .. } | EmitLine::Helper { outputs, .. } => outputs,
@@ -212,6 +234,17 @@ impl EmitLine {
 pub struct Replace {
     pub old: (String, Pos),
     pub new: (String, Pos),
+    pub pos: Pos,
+    /// The `for` block it is in (index into `Rule::loops`), if any.
+    pub scope: Option<usize>,
+}
+
+/// `for (?y, ?t) in (?ys, ?ts) { ... }`: the block's lines run once per position of the
+/// lists (list captures of equal length), with `?y`, `?t` bound to that position's values.
+#[derive(Clone, Debug)]
+pub struct ForLoop {
+    pub vars: Vec<(String, Pos)>,
+    pub lists: Vec<(String, Pos)>,
     pub pos: Pos,
 }
 

@@ -82,6 +82,8 @@ fn check_uses(f: &RuleFile, out: &mut Vec<Diagnostic>) {
 enum Kind {
     Value,
     Attr,
+    /// A list capture (`..?xs`): a list of values, read by checks and iterated by `for`.
+    List,
 }
 
 fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
@@ -134,20 +136,34 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
                 err(*p, "trailing `-` says nothing".to_string(), "trailing absent inputs never count: drop it (the operand count already excludes them)");
             }
         }
+        list_outputs_last(&m.outputs, &mut err);
+        for a in m.args.iter().filter(|a| a.is_list()) {
+            err(a.pos(), format!("list capture `..?{}` among the operands", a.capture().unwrap_or_default()), "a list capture binds the remaining outputs of a node; `..` alone lets more inputs follow");
+        }
     }
     for e in &r.emits {
         for s in e.outputs().iter().chain(e.args()).filter(|s| matches!(s, Slot::Absent(_))) {
             err(s.pos(), "`-` in an emit line".to_string(), "an emitted node's omitted input is `_`; `-` only matches absent inputs");
         }
+        list_outputs_last(e.outputs(), &mut err);
+        for a in e.args().iter().filter(|a| a.is_list()) {
+            err(a.pos(), format!("list capture `..?{}` as an operand", a.capture().unwrap_or_default()), "take its values one at a time with `for (?x) in (?xs) { ... }`");
+        }
     }
     for e in &r.emits {
         match e {
-            EmitLine::Op { op, .. } => check_op(op, true, &mut err),
-            EmitLine::Helper { name, args, outputs, pos } => match vocab::HELPERS.iter().find(|h| h.0 == name) {
+            EmitLine::Op { op, outputs, .. } => {
+                check_op(op, true, &mut err);
+                for o in outputs.iter().filter(|o| o.is_list()) {
+                    err(o.pos(), format!("`{}` creates a fixed number of outputs; list capture `..?{}` is for helpers that return one value per item", op.name, o.capture().unwrap_or_default()), "name each output, or emit one node per item in a `for` block");
+                }
+            }
+            EmitLine::Helper { name, args, outputs, pos, .. } => match vocab::HELPERS.iter().find(|h| h.0 == name) {
                 None => err(*pos, format!("unknown helper `{name}`"), &format!("helpers come from a fixed list: {}", vocab::HELPERS.iter().map(|h| h.0).collect::<Vec<_>>().join(", "))),
                 Some(h) => {
-                    if args.len() != h.1 || (h.2 != vocab::ANY && outputs.len() != h.2) {
-                        err(*pos, format!("helper `{name}` takes {} input(s) and returns {} value(s), not {} and {}", h.1, h.2, args.len(), outputs.len()), "see docs/rule-language.md, section Helpers");
+                    let list = outputs.iter().any(Slot::is_list);
+                    if args.len() != h.1 || (h.2 != vocab::ANY && (list || outputs.len() != h.2)) {
+                        err(*pos, format!("helper `{name}` takes {} input(s) and returns {} value(s), not {} and {}", h.1, h.2, args.len(), if list { "a list".to_string() } else { outputs.len().to_string() }), "see docs/rule-language.md, section Helpers");
                     }
                 }
             },
@@ -160,9 +176,10 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     let mut match_occ: HashMap<&str, usize> = HashMap::new();
     for m in &r.matches {
         for s in m.outputs.iter().chain(&m.args) {
-            if let Slot::Capture(c, p) = s {
+            if let Some(c) = s.capture() {
                 *match_occ.entry(c).or_default() += 1;
-                note_kind(path, c, *p, Kind::Value, &mut bound, out_ref(&mut err));
+                let kind = if s.is_list() { Kind::List } else { Kind::Value };
+                note_kind(path, c, s.pos(), kind, &mut bound, out_ref(&mut err));
             }
         }
         for a in &m.attrs {
@@ -224,17 +241,60 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             });
         }
     }
-    // Emit: arguments bound (by match or an earlier emit line), outputs new.
+    // Emit: arguments bound (by match or an earlier emit line), outputs new. A `for` binds
+    // its variables when it starts (source order); what is bound inside it is visible there
+    // only.
     let match_bound = bound.clone();
-    for e in &r.emits {
+    let mut local: HashMap<&str, usize> = HashMap::new();
+    let mut events: Vec<(Pos, Option<usize>, Option<usize>)> = r.loops.iter().enumerate().map(|(s, l)| (l.pos, Some(s), None)).collect();
+    events.extend(r.emits.iter().enumerate().map(|(i, e)| (e.pos(), None, Some(i))));
+    events.sort_by_key(|e| e.0);
+    // A loop with no emit line (only replaces) still binds its variables.
+    let visible = |c: &str, p: Pos, scope: Option<usize>, local: &HashMap<&str, usize>, err: &mut dyn FnMut(Pos, String, &str)| {
+        if let Some(&s) = local.get(c) {
+            if scope != Some(s) {
+                let at = r.loops[s].pos;
+                err(p, format!("capture `?{c}` is local to the `for` at {}:{}", at.line, at.col), "use it inside that block, or bind it outside");
+            }
+        }
+    };
+    for (_, lp, line) in events {
+        if let Some(s) = lp {
+            let l = &r.loops[s];
+            if l.vars.len() != l.lists.len() {
+                err(l.pos, format!("`for` names {} variable(s) and {} list(s)", l.vars.len(), l.lists.len()), "write one variable per list: `for (?y, ?t) in (?ys, ?ts)`");
+            }
+            for (c, p) in &l.lists {
+                *uses.entry(c).or_default() += 1;
+                visible(c, *p, None, &local, &mut err);
+                match bound.get(c.as_str()) {
+                    None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it as `..?{c}` in `match` or on an earlier helper line"),
+                    Some((_, Kind::List)) => {}
+                    Some(_) => err(*p, format!("capture `?{c}` is not a list"), "a `for` iterates list captures (`..?xs` outputs)"),
+                }
+            }
+            for (c, p) in &l.vars {
+                if let Some((first, _)) = bound.get(c.as_str()) {
+                    err(*p, format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "give the `for` variable a fresh name");
+                } else {
+                    bound.insert(c, (*p, Kind::Value));
+                    local.insert(c, s);
+                }
+            }
+            continue;
+        }
+        let e = &r.emits[line.expect("an event is a loop or a line")];
+        let scope = e.scope();
         let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
         let takes_list = matches!(e, EmitLine::Helper { name, .. } if vocab::LIST_HELPERS.contains(&name.as_str()));
         let last = e.args().len().saturating_sub(1);
         for (k, a) in e.args().iter().enumerate() {
             if let Slot::Capture(c, p) = a {
                 *uses.entry(c).or_default() += 1;
+                visible(c, *p, scope, &local, &mut err);
                 match bound.get(c.as_str()) {
                     None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
+                    Some((_, Kind::List)) => err(*p, format!("capture `?{c}` holds a list of values, not one value"), "take its values one at a time with `for (?x) in (?xs) { ... }`"),
                     Some((_, Kind::Attr)) if takes_list && k == last => {}
                     Some((_, Kind::Value)) if takes_list && k == last => err(*p, format!("capture `?{c}` holds a value, but this helper's last input is an integer list"), "compute the list with `let ?sizes = [...]`"),
                     Some((_, Kind::Attr)) if takes_graphs => {}
@@ -250,18 +310,21 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
                     *uses.entry(c).or_default() += 1;
                     match bound.get(c.as_str()) {
                         None => err(*p, format!("capture `?{c}` is not bound by the match block"), "capture the attribute in `match` with `[name: ?{c}]`"),
-                        Some((_, Kind::Value)) => err(*p, format!("capture `?{c}` holds a value, not an attribute"), "pass it as an operand instead"),
+                        Some((_, Kind::Value | Kind::List)) => err(*p, format!("capture `?{c}` holds a value, not an attribute"), "pass it as an operand instead"),
                         _ => {}
                     }
                 }
             }
         }
         for o in e.outputs() {
-            if let Slot::Capture(c, p) = o {
-                if let Some((first, _)) = bound.get(c.as_str()) {
-                    err(*p, format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "emit outputs need fresh names");
+            if let Some(c) = o.capture() {
+                if let Some((first, _)) = bound.get(c) {
+                    err(o.pos(), format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "emit outputs need fresh names");
                 } else {
-                    bound.insert(c, (*p, Kind::Value));
+                    bound.insert(c, (o.pos(), if o.is_list() { Kind::List } else { Kind::Value }));
+                    if let Some(s) = scope {
+                        local.insert(c, s);
+                    }
                 }
             }
         }
@@ -269,11 +332,19 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     for rp in &r.replaces {
         *uses.entry(&rp.old.0).or_default() += 1;
         *uses.entry(&rp.new.0).or_default() += 1;
+        visible(&rp.old.0, rp.old.1, rp.scope, &local, &mut err);
+        visible(&rp.new.0, rp.new.1, rp.scope, &local, &mut err);
+        // A `for` variable over a list the match bound stands for a matched value.
+        let from_match_list = local.get(rp.old.0.as_str()).is_some_and(|&s| {
+            let l = &r.loops[s];
+            l.vars.iter().position(|v| v.0 == rp.old.0).and_then(|i| l.lists.get(i)).is_some_and(|(list, _)| matches!(match_bound.get(list.as_str()), Some((_, Kind::List))))
+        });
         match match_bound.get(rp.old.0.as_str()) {
             Some((_, Kind::Value)) => {}
-            _ => err(rp.old.1, format!("`replace ?{}`: only values bound by the match block can be replaced", rp.old.0), "name a value captured in `match`"),
+            _ if from_match_list => {}
+            _ => err(rp.old.1, format!("`replace ?{}`: only values bound by the match block can be replaced", rp.old.0), "name a value captured in `match` (or a `for` variable over a list captured there)"),
         }
-        let emitted = r.emits.iter().any(|e| e.outputs().iter().any(|o| o.capture() == Some(rp.new.0.as_str())));
+        let emitted = r.emits.iter().any(|e| e.outputs().iter().any(|o| !o.is_list() && o.capture() == Some(rp.new.0.as_str())));
         if !emitted {
             err(rp.new.1, format!("`with ?{}`: the replacement must be a value created in the emit block", rp.new.0), "bind it on the left of an emit line");
         }
@@ -284,8 +355,17 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
         let used = uses.get(c).copied().unwrap_or(0);
         let is_root = r.root.as_ref().is_some_and(|(root, _)| root == c);
         if used == 0 && in_match <= 1 && !is_root {
-            err(*p, format!("capture `?{c}` is bound but never used"), "write `_` instead, or use it in a check or in emit");
+            let help = if local.contains_key(c) && r.loops.iter().any(|l| l.vars.iter().any(|v| v.0 == *c)) { "drop it and its list from the `for`" } else { "write `_` instead, or use it in a check or in emit" };
+            err(*p, format!("capture `?{c}` is bound but never used"), help);
         }
+    }
+}
+
+/// A list capture takes every output from its position on, so it can only be the last.
+fn list_outputs_last(outputs: &[Slot], err: &mut dyn FnMut(Pos, String, &str)) {
+    let n = outputs.len();
+    for o in outputs.iter().take(n.saturating_sub(1)).filter(|o| o.is_list()) {
+        err(o.pos(), format!("list capture `..?{}` before the last output", o.capture().unwrap_or_default()), "a list capture binds every output from its position on: put it last");
     }
 }
 

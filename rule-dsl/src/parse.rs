@@ -1,7 +1,7 @@
 //! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
 //! every position.
 
-use crate::ast::{AttrPat, Let, AttrVal, BinOp, Check, EmitLine, Expr, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
 use crate::diag::Diagnostic;
 use pest::iterators::Pair;
 use pest::Parser;
@@ -90,6 +90,7 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
         checks: vec![],
         emits: vec![],
         replaces: vec![],
+        loops: vec![],
         emit_pos: at,
         match_pos: at,
     };
@@ -134,18 +135,19 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
                 r.emit_pos = pos(&item);
                 for line in item.into_inner() {
                     match line.as_rule() {
-                        Rule::replace_line => {
+                        Rule::for_block => {
+                            let scope = r.loops.len();
                             let at = pos(&line);
                             let mut it = line.into_inner();
-                            let old = it.next().expect("grammar");
-                            let new = it.next().expect("grammar");
-                            r.replaces.push(Replace {
-                                old: (cap_name(&old), pos(&old)),
-                                new: (cap_name(&new), pos(&new)),
-                                pos: at,
-                            });
+                            let caps = |p: Pair<Rule>| p.into_inner().map(|c| (cap_name(&c), pos(&c))).collect::<Vec<_>>();
+                            let vars = caps(it.next().expect("grammar: for variables"));
+                            let lists = caps(it.next().expect("grammar: for lists"));
+                            r.loops.push(ForLoop { vars, lists, pos: at });
+                            for inner in it {
+                                emit_item(path, inner, Some(scope), &mut r)?;
+                            }
                         }
-                        _ => r.emits.push(emit_line(path, line)?),
+                        _ => emit_item(path, line, None, &mut r)?,
                     }
                 }
             }
@@ -158,6 +160,21 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
 
 type Rule_ = crate::ast::Rule;
 
+/// A `replace` or an emit line, at the top of the emit block (`scope` None) or in a `for`.
+fn emit_item(path: &str, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
+    match line.as_rule() {
+        Rule::replace_line => {
+            let at = pos(&line);
+            let mut it = line.into_inner();
+            let old = it.next().expect("grammar");
+            let new = it.next().expect("grammar");
+            r.replaces.push(Replace { old: (cap_name(&old), pos(&old)), new: (cap_name(&new), pos(&new)), pos: at, scope });
+        }
+        _ => r.emits.push(emit_line(path, line, scope)?),
+    }
+    Ok(())
+}
+
 fn cap_name(p: &Pair<Rule>) -> String {
     p.as_str().trim_start_matches('?').to_string()
 }
@@ -167,6 +184,10 @@ fn slot(p: Pair<Rule>) -> Slot {
     match inner.as_rule() {
         Rule::capture => Slot::Capture(cap_name(&inner), pos(&inner)),
         Rule::absent => Slot::Absent(pos(&inner)),
+        Rule::list_capture => {
+            let c = inner.into_inner().next().expect("grammar: list capture has a capture");
+            Slot::List(cap_name(&c), pos(&c))
+        }
         _ => Slot::Wild(pos(&inner)),
     }
 }
@@ -388,7 +409,7 @@ fn bin_op(s: &str) -> BinOp {
     }
 }
 
-fn emit_line(path: &str, p: Pair<Rule>) -> Result<EmitLine, Diagnostic> {
+fn emit_line(path: &str, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine, Diagnostic> {
     let at = pos(&p);
     let mut it = p.into_inner();
     let outs = outputs(it.next().expect("grammar: outputs"));
@@ -397,7 +418,7 @@ fn emit_line(path: &str, p: Pair<Rule>) -> Result<EmitLine, Diagnostic> {
         Rule::helper_call => {
             let mut ci = call.into_inner();
             let name = ci.next().expect("grammar").as_str().to_string();
-            Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(slot).collect(), pos: at })
+            Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(slot).collect(), pos: at, scope })
         }
         _ => {
             let mut ci = call.into_inner();
@@ -417,7 +438,7 @@ fn emit_line(path: &str, p: Pair<Rule>) -> Result<EmitLine, Diagnostic> {
                     }
                 }
             }
-            Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at })
+            Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
         }
     }
 }

@@ -74,8 +74,19 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("branch_outputs", 1, "how many outputs a subgraph attribute (an If branch) has"),
     ("branch_dtype", 2, "the declared element type of output i of a subgraph attribute"),
     ("branch_shape", 2, "the declared shape of output i of a subgraph attribute"),
+    ("branch_dtypes", 1, "the declared element types of every output of a subgraph attribute, as a list"),
+    ("branch_shapes", 1, "the declared shapes of every output of a subgraph attribute, as a list"),
+    ("len", 1, "how many items a list (a list capture, a computed list, a shape) has"),
+    ("min", 1, "the smallest number of a non-empty list, e.g. min(rank(?ys))"),
     ("nested_graphs", 1, "how many nodes of a subgraph attribute carry subgraphs themselves"),
     ("fallible_nodes", 1, "names of a subgraph's nodes that can fail on data (Gather, Slice, Reshape, integer Div, ... reading non-constants)"),
+];
+
+/// Functions of a value (their first argument). Given a list capture (`..?ys`) instead, they
+/// give the list of their results, one per value: `rank(?ys)` is `[3, 3]`.
+pub const VALUE_FUNCTIONS: &[&str] = &[
+    "shape", "rank", "dim", "dtype", "is_graph_input", "is_graph_output", "is_initializer", "producer", "uses", "name",
+    "const_int", "const_float", "numel",
 ];
 
 /// Output count of a helper that returns as many values as its input has (`inline_branch`).

@@ -152,3 +152,60 @@ fn absent_input_and_let_list_are_accepted() {
     let out = rule_dsl::check_sources(&[("ok.rule", &format!("{HEAD}{src}"))]);
     assert!(out.is_ok(), "{}", out.err().map(|d| rule_dsl::render(&d)).unwrap_or_default());
 }
+
+/// A rule with a list capture (`..?ys`) and a `for` block, edited by the list cases.
+const LIST: &str = r#"
+rule lower.each {
+  stage prelower
+  match {
+    (..?ys) = onnx.If(?cond) [then_branch: ?then, else_branch: ?else]
+    root ?ys
+  }
+  check same_outputs: branch_outputs(?then) == len(?ys) && rank(?cond) <= min(rank(?ys))
+    else "{len(?ys)} outputs of ranks {rank(?ys)}"
+  emit {
+    (..?ts) = helper inline_branch(?then)
+    (..?es) = helper inline_branch(?else)
+    for (?y, ?t, ?e) in (?ys, ?ts, ?es) {
+      ?w = onnx.Where(?cond, ?t, ?e)
+      replace ?y with ?w
+    }
+  }
+}
+"#;
+
+fn list_case(name: &str, from: &str, to: &str) -> String {
+    assert!(LIST.contains(from), "case {name}: `{from}` not in the list rule");
+    errors(name, &LIST.replacen(from, to, 1))
+}
+
+#[test]
+fn list_capture_and_for_are_accepted() {
+    let out = rule_dsl::check_sources(&[("each.rule", &format!("{HEAD}{LIST}"))]);
+    assert!(out.is_ok(), "{}", out.err().map(|d| rule_dsl::render(&d)).unwrap_or_default());
+}
+
+/// `..?xs` only last in an outputs tuple, of a match line or of a helper returning any count.
+#[test]
+fn misplaced_list_capture() {
+    insta::assert_snapshot!(list_case("list_first.rule", "(..?ys) = onnx.If", "(..?ys, ?last) = onnx.If")
+        + "\n---\n"
+        + &list_case("list_operand.rule", "onnx.If(?cond)", "onnx.If(?cond, ..?rest)")
+        + "\n---\n"
+        + &list_case("list_op_output.rule", "?w = onnx.Where", "..?w = onnx.Where")
+        + "\n---\n"
+        + &list_case("list_emit_operand.rule", "onnx.Where(?cond, ?t, ?e)", "onnx.Where(?cond, ?ts, ?e)"));
+}
+
+/// A `for` iterates list captures, one variable per list; what it binds stays inside it, and
+/// only a variable over a list the match bound can be replaced.
+#[test]
+fn for_block_mistakes() {
+    insta::assert_snapshot!(list_case("for_not_list.rule", "in (?ys, ?ts, ?es)", "in (?ys, ?ts, ?cond)")
+        + "\n---\n"
+        + &list_case("for_counts.rule", "for (?y, ?t, ?e) in", "for (?y, ?t) in")
+        + "\n---\n"
+        + &list_case("for_local.rule", "      replace ?y with ?w\n    }", "    }\n    replace ?y with ?w")
+        + "\n---\n"
+        + &list_case("for_replace_emitted.rule", "replace ?y with ?w", "replace ?t with ?w"));
+}

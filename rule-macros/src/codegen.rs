@@ -95,6 +95,9 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     for e in &rule.emits {
         e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
     }
+    for l in &rule.loops {
+        l.vars.iter().for_each(|(v, _)| add(v));
+    }
     let ncaps = caps.len();
     let cap = |c: &str| -> usize { caps[c] };
 
@@ -147,14 +150,22 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             }
         };
         let nout = m.outputs.len();
-        let mut body = vec![quote! {
-            crate::rt::expect_op(cx, node, #domain, #op, #step)?;
-            crate::rt::expect_outputs(cx, node, #nout, #step)?;
-        }];
+        let mut body = vec![quote! { crate::rt::expect_op(cx, node, #domain, #op, #step)?; }];
+        // A list capture (`..?ys`, last) takes every output from its position on.
+        if !m.outputs.iter().any(Slot::is_list) {
+            body.push(quote! { crate::rt::expect_outputs(cx, node, #nout, #step)?; });
+        }
         for (k, o) in m.outputs.iter().enumerate() {
-            if let Slot::Capture(c, _) = o {
-                let ci = cap(c);
-                body.push(quote! { crate::rt::bind_output(cx, &mut b, node, #k, #ci, #step)?; });
+            match o {
+                Slot::Capture(c, _) => {
+                    let ci = cap(c);
+                    body.push(quote! { crate::rt::bind_output(cx, &mut b, node, #k, #ci, #step)?; });
+                }
+                Slot::List(c, _) => {
+                    let ci = cap(c);
+                    body.push(quote! { crate::rt::bind_outputs_from(cx, &mut b, node, #k, #ci, #step)?; });
+                }
+                _ => {}
             }
         }
         let nargs = m.args.len();
@@ -175,6 +186,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
                 }
                 Slot::Wild(_) => body.push(quote! { crate::rt::input_present(cx, node, #slot, #step)?; }),
                 Slot::Absent(_) => body.push(quote! { crate::rt::input_absent(cx, node, #slot, #step)?; }),
+                Slot::List(..) => {} // rejected by rule-dsl's checks
             }
         }
         for a in &m.attrs {
@@ -236,91 +248,27 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         });
     }
 
-    // Emit.
-    let mut emit_code = Vec::new();
+    // Emit: lines in order; the lines and replaces of a `for` block run once per position.
     let mut helpers = Vec::new();
     let mut emitted_ops = Vec::new();
+    let mut emit_code = Vec::new();
+    let mut done_loops: HashSet<usize> = HashSet::new();
     for e in &rule.emits {
-        let args: Vec<TokenStream> = e
-            .args()
-            .iter()
-            .map(|a| match a {
-                Slot::Capture(c, _) => {
-                    let ci = cap(c);
-                    quote! { em.value(&b, #ci)? }
-                }
-                Slot::Wild(_) | Slot::Absent(_) => quote! { String::new() },
-            })
-            .collect();
-        let call = match e {
-            EmitLine::Helper { name, .. } if rule_dsl::vocab::GRAPH_HELPERS.contains(&name.as_str()) => {
-                // Subgraph attributes, borrowed from the binds so the emitter stays writable.
-                helpers.push(name.clone());
-                let f = format_ident!("{}", name);
-                let graphs: Vec<TokenStream> = e
-                    .args()
-                    .iter()
-                    .filter_map(|a| a.capture().map(|c| {
-                        let ci = cap(c);
-                        quote! { em.subgraph(&b, #ci)? }
-                    }))
-                    .collect();
-                quote! { { let graphs: Vec<&ir::Graph> = vec![#(#graphs),*]; crate::helpers::allowed::#f(em, &graphs)? } }
+        match e.scope() {
+            None => emit_code.push(emit_line_tokens(file, e, &cap, &mut helpers, &mut emitted_ops)),
+            Some(s) if done_loops.insert(s) => {
+                let l = &rule.loops[s];
+                let body: Vec<TokenStream> = rule.emits.iter().filter(|x| x.scope() == Some(s)).map(|x| emit_line_tokens(file, x, &cap, &mut helpers, &mut emitted_ops)).collect();
+                emit_code.push(loop_tokens(l, body, rule.replaces.iter().filter(|r| r.scope == Some(s)), &cap));
             }
-            EmitLine::Helper { name, .. } if rule_dsl::vocab::LIST_HELPERS.contains(&name.as_str()) => {
-                // Values, then the integer list a `let` computed (the last input).
-                helpers.push(name.clone());
-                let f = format_ident!("{}", name);
-                let n = e.args().len().saturating_sub(1);
-                let values = &args[..n];
-                let list = match e.args().last().and_then(|a| a.capture()) {
-                    Some(c) => {
-                        let ci = cap(c);
-                        quote! { em.ints(&b, #ci)? }
-                    }
-                    None => quote! { Vec::<i64>::new() },
-                };
-                quote! { { let list: Vec<i64> = #list; crate::helpers::allowed::#f(em, &[#(#values),*], &list)? } }
-            }
-            EmitLine::Helper { name, .. } => {
-                helpers.push(name.clone());
-                let f = format_ident!("{}", name);
-                quote! { crate::helpers::allowed::#f(em, &[#(#args),*])? }
-            }
-            EmitLine::Op { op, attrs, .. } => {
-                let (domain, opset) = domain_of(file, op);
-                let name = &op.name;
-                emitted_ops.push(quote! { (#domain, #name, #opset) });
-                let named: Vec<bool> = e.outputs().iter().map(|o| o.capture().is_some()).collect();
-                let attr_code: Vec<TokenStream> = attrs
-                    .iter()
-                    .map(|(an, v, _)| match v {
-                        AttrVal::Capture(c, _) => {
-                            let ci = cap(c);
-                            quote! { em.attr(&b, #ci, #an)? }
-                        }
-                        AttrVal::Lit(l, _) => {
-                            let t = lit_tokens(l);
-                            quote! { crate::rt::lit_attr(#an, &#t) }
-                        }
-                    })
-                    .collect();
-                quote! { em.node(#domain, #name, #opset, vec![#(#args),*], &[#(#named),*], vec![#(#attr_code),*])? }
-            }
-        };
-        let sets: Vec<TokenStream> = e
-            .outputs()
-            .iter()
-            .enumerate()
-            .filter_map(|(k, o)| o.capture().map(|c| (k, cap(c))))
-            .map(|(k, ci)| quote! { b.caps[#ci] = Some(crate::rt::Bound::Value(outs.get(#k).cloned().ok_or_else(|| em.missing_output(#k, outs.len()))?)); })
-            .collect();
-        emit_code.push(quote! { { let outs: Vec<String> = #call; #(#sets)* } });
+            Some(_) => {}
+        }
     }
-    for r in &rule.replaces {
-        let (o, n) = (cap(&r.old.0), cap(&r.new.0));
-        emit_code.push(quote! { { let old = em.value(&b, #o)?; let new = em.value(&b, #n)?; em.replace(old, new); } });
+    // A `for` with replaces only.
+    for (s, l) in rule.loops.iter().enumerate().filter(|(s, _)| !done_loops.contains(s)) {
+        emit_code.push(loop_tokens(l, Vec::new(), rule.replaces.iter().filter(|r| r.scope == Some(s)), &cap));
     }
+    emit_code.extend(rule.replaces.iter().filter(|r| r.scope.is_none()).map(|r| replace_tokens(r, &cap)));
 
     let choices = 1u32 << bit;
     let module = quote! {
@@ -395,6 +343,116 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     (module, info)
 }
 
+/// One emit line: call the op or helper, bind its outputs (a list capture takes the rest).
+fn emit_line_tokens(file: &RuleFile, e: &EmitLine, cap: &dyn Fn(&str) -> usize, helpers: &mut Vec<String>, emitted_ops: &mut Vec<TokenStream>) -> TokenStream {
+    let args: Vec<TokenStream> = e
+        .args()
+        .iter()
+        .map(|a| match a {
+            Slot::Capture(c, _) => {
+                let ci = cap(c);
+                quote! { em.value(&b, #ci)? }
+            }
+            Slot::Wild(_) | Slot::Absent(_) | Slot::List(..) => quote! { String::new() },
+        })
+        .collect();
+    let call = match e {
+        EmitLine::Helper { name, .. } if rule_dsl::vocab::GRAPH_HELPERS.contains(&name.as_str()) => {
+            // Subgraph attributes, borrowed from the binds so the emitter stays writable.
+            helpers.push(name.clone());
+            let f = format_ident!("{}", name);
+            let graphs: Vec<TokenStream> = e
+                .args()
+                .iter()
+                .filter_map(|a| a.capture().map(|c| {
+                    let ci = cap(c);
+                    quote! { em.subgraph(&b, #ci)? }
+                }))
+                .collect();
+            quote! { { let graphs: Vec<&ir::Graph> = vec![#(#graphs),*]; crate::helpers::allowed::#f(em, &graphs)? } }
+        }
+        EmitLine::Helper { name, .. } if rule_dsl::vocab::LIST_HELPERS.contains(&name.as_str()) => {
+            // Values, then the integer list a `let` computed (the last input).
+            helpers.push(name.clone());
+            let f = format_ident!("{}", name);
+            let n = e.args().len().saturating_sub(1);
+            let values = &args[..n];
+            let list = match e.args().last().and_then(|a| a.capture()) {
+                Some(c) => {
+                    let ci = cap(c);
+                    quote! { em.ints(&b, #ci)? }
+                }
+                None => quote! { Vec::<i64>::new() },
+            };
+            quote! { { let list: Vec<i64> = #list; crate::helpers::allowed::#f(em, &[#(#values),*], &list)? } }
+        }
+        EmitLine::Helper { name, .. } => {
+            helpers.push(name.clone());
+            let f = format_ident!("{}", name);
+            quote! { crate::helpers::allowed::#f(em, &[#(#args),*])? }
+        }
+        EmitLine::Op { op, attrs, .. } => {
+            let (domain, opset) = domain_of(file, op);
+            let name = &op.name;
+            emitted_ops.push(quote! { (#domain, #name, #opset) });
+            let named: Vec<bool> = e.outputs().iter().map(|o| o.capture().is_some()).collect();
+            let attr_code: Vec<TokenStream> = attrs
+                .iter()
+                .map(|(an, v, _)| match v {
+                    AttrVal::Capture(c, _) => {
+                        let ci = cap(c);
+                        quote! { em.attr(&b, #ci, #an)? }
+                    }
+                    AttrVal::Lit(l, _) => {
+                        let t = lit_tokens(l);
+                        quote! { crate::rt::lit_attr(#an, &#t) }
+                    }
+                })
+                .collect();
+            quote! { em.node(#domain, #name, #opset, vec![#(#args),*], &[#(#named),*], vec![#(#attr_code),*])? }
+        }
+    };
+    let sets: Vec<TokenStream> = e
+        .outputs()
+        .iter()
+        .enumerate()
+        .filter_map(|(k, o)| o.capture().map(|c| (k, cap(c), o.is_list())))
+        .map(|(k, ci, list)| {
+            if list {
+                quote! { b.caps[#ci] = Some(crate::rt::Bound::Values(outs.get(#k..).ok_or_else(|| em.missing_output(#k, outs.len()))?.to_vec())); }
+            } else {
+                quote! { b.caps[#ci] = Some(crate::rt::Bound::Value(outs.get(#k).cloned().ok_or_else(|| em.missing_output(#k, outs.len()))?)); }
+            }
+        })
+        .collect();
+    quote! { { let outs: Vec<String> = #call; #(#sets)* } }
+}
+
+fn replace_tokens(r: &Replace, cap: &dyn Fn(&str) -> usize) -> TokenStream {
+    let (o, n) = (cap(&r.old.0), cap(&r.new.0));
+    quote! { { let old = em.value(&b, #o)?; let new = em.value(&b, #n)?; em.replace(old, new); } }
+}
+
+/// A `for` block: the zipped lists' length (equal, or an `Emit` error), then per position the
+/// variables bound to that position's values and the block's lines and replaces.
+fn loop_tokens<'r>(l: &ForLoop, body: Vec<TokenStream>, replaces: impl Iterator<Item = &'r Replace>, cap: &dyn Fn(&str) -> usize) -> TokenStream {
+    let lists: Vec<usize> = l.lists.iter().map(|(c, _)| cap(c)).collect();
+    let vars: Vec<usize> = l.vars.iter().map(|(c, _)| cap(c)).collect();
+    let idx: Vec<usize> = (0..vars.len()).collect();
+    let replaces: Vec<TokenStream> = replaces.map(|r| replace_tokens(r, cap)).collect();
+    quote! {
+        {
+            let lists: Vec<Vec<String>> = vec![#(em.values(&b, #lists)?),*];
+            let n = em.zipped_len(&lists)?;
+            for k in 0..n {
+                #(b.caps[#vars] = Some(crate::rt::Bound::Value(lists[#idx][k].clone()));)*
+                #(#body)*
+                #(#replaces)*
+            }
+        }
+    }
+}
+
 fn stage_variant(s: &str) -> &'static str {
     match s {
         "cleanup" => "Cleanup",
@@ -415,6 +473,14 @@ fn expr_tokens(e: &Expr, cap: &dyn Fn(&str) -> usize) -> TokenStream {
         Expr::Lit(l, _) => {
             let t = lit_tokens(l);
             quote! { Ok::<crate::rt::Val, String>(crate::rt::Val::from_lit(&#t)) }
+        }
+        Expr::Call { name, args, .. } if rule_dsl::vocab::VALUE_FUNCTIONS.contains(&name.as_str()) && !args.is_empty() => {
+            // A function of a value, mapped over a list capture (`rank(?ys)`).
+            let f = format_ident!("fn_{}", name);
+            let first = expr_tokens(&args[0], cap);
+            let rest: Vec<TokenStream> = args[1..].iter().map(|a| expr_tokens(a, cap)).collect();
+            let names: Vec<proc_macro2::Ident> = (0..rest.len()).map(|i| format_ident!("arg{}", i + 1)).collect();
+            quote! { (|| -> Result<crate::rt::Val, String> { let first = (#first)?; #(let #names = (#rest)?;)* crate::rt::each(first, |v| crate::rt::#f(cx, v, #(#names.clone()),*)) })() }
         }
         Expr::Call { name, args, .. } => {
             let f = format_ident!("fn_{}", name);

@@ -51,6 +51,22 @@ pub fn fn_branch_shape(_cx: &Cx, g: Val, i: Val) -> Result<Val, String> {
     g.outputs[k].shape.clone().map(Val::Shape).ok_or_else(|| format!("output `{}` of `{}` has no declared shape", g.outputs[k].name, g.name))
 }
 
+/// `branch_dtypes(?g)`: the declared element types of every output of the subgraph.
+pub fn fn_branch_dtypes(_cx: &Cx, g: Val) -> Result<Val, String> {
+    Ok(Val::List(graph_of(&g)?.outputs.iter().map(|o| Val::Str(o.dtype.name().to_string())).collect()))
+}
+
+/// `branch_shapes(?g)`: the declared shapes of every output of the subgraph; an error when
+/// one has none.
+pub fn fn_branch_shapes(_cx: &Cx, g: Val) -> Result<Val, String> {
+    let g = graph_of(&g)?;
+    g.outputs
+        .iter()
+        .map(|o| o.shape.clone().map(Val::Shape).ok_or_else(|| format!("output `{}` of `{}` has no declared shape", o.name, g.name)))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Val::List)
+}
+
 /// `nested_graphs(?g)`: how many nodes of the subgraph carry subgraphs themselves (nested
 /// control flow, which inlining one level would not make unconditional).
 pub fn fn_nested_graphs(_cx: &Cx, g: Val) -> Result<Val, String> {

@@ -73,6 +73,25 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The values of the list capture `cap` (`..?ys`), for a `for` block.
+    pub fn values(&self, b: &Binds, cap: usize) -> Result<Vec<String>, Error> {
+        match b.caps.get(cap) {
+            Some(Some(Bound::Values(v))) => Ok(v.clone()),
+            _ => Err(self.err(format!("capture #{cap} holds no list of values"))),
+        }
+    }
+
+    /// How many times a `for` block runs: the common length of its lists. Lists of different
+    /// lengths are an error (the rule's checks make sure they agree), never a partial loop.
+    pub fn zipped_len(&self, lists: &[Vec<String>]) -> Result<usize, Error> {
+        let lens: Vec<usize> = lists.iter().map(Vec::len).collect();
+        match lens.split_first() {
+            Some((n, rest)) if rest.iter().all(|m| m == n) => Ok(*n),
+            Some(_) => Err(self.err(format!("a `for` zips lists of lengths {lens:?}"))),
+            None => Ok(0),
+        }
+    }
+
     /// The attribute bound to capture `cap`, under the name `name`.
     pub fn attr(&self, b: &Binds, cap: usize, name: &str) -> Result<Attr, Error> {
         match b.caps.get(cap) {

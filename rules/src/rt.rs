@@ -7,7 +7,7 @@ use ir::{AttrValue, DType, Dim, Graph, Node, ValueInfo};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-pub use crate::branch::{fn_branch_dtype, fn_branch_outputs, fn_branch_shape, fn_fallible_nodes, fn_nested_graphs, fn_numel};
+pub use crate::branch::{fn_branch_dtype, fn_branch_dtypes, fn_branch_outputs, fn_branch_shape, fn_branch_shapes, fn_fallible_nodes, fn_nested_graphs, fn_numel};
 
 /// Read-only indexes over one graph, built once per pass of a rule.
 pub struct Cx<'g> {
@@ -110,6 +110,8 @@ fn fail<T>(step: usize, message: String) -> Result<T, Failure> {
 pub enum Bound {
     Value(String),
     Attr(AttrValue),
+    /// A list capture (`..?ys`): tensor values, in output order.
+    Values(Vec<String>),
 }
 
 /// The captures of one successful (or partial) match, plus the matched nodes in match order.
@@ -189,6 +191,17 @@ pub fn bind_output(cx: &Cx, b: &mut Binds, node: usize, slot: usize, cap: usize,
     }
 }
 
+/// `..?ys` at output position `from`: every output from there on, as one list. An omitted
+/// (empty) output among them fails the line: there would be nothing to replace.
+pub fn bind_outputs_from(cx: &Cx, b: &mut Binds, node: usize, from: usize, cap: usize, step: usize) -> Result<(), Failure> {
+    let nd = cx.node(node);
+    let rest = nd.outputs.get(from..).unwrap_or_default();
+    if let Some(k) = rest.iter().position(|o| o.is_empty()) {
+        return fail(step, format!("`{}` has no output {}", nd.name, from + k));
+    }
+    bind(b, cap, Bound::Values(rest.to_vec()), step, || format!("outputs {from}.. of `{}`", nd.name))
+}
+
 pub fn expect_inputs(cx: &Cx, node: usize, n: usize, rest: bool, step: usize) -> Result<(), Failure> {
     let nd = cx.node(node);
     let present = nd.inputs.iter().rposition(|i| !i.is_empty()).map_or(0, |p| p + 1);
@@ -238,6 +251,7 @@ fn show_bound(b: &Bound) -> String {
     match b {
         Bound::Value(v) => format!("`{v}`"),
         Bound::Attr(a) => show_attr(a),
+        Bound::Values(v) => format!("[{}]", v.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -361,6 +375,7 @@ impl std::fmt::Display for Val {
 pub fn cap_val(_cx: &Cx, b: &Binds, cap: usize, shown: &str) -> Result<Val, String> {
     match &b.caps[cap] {
         Some(Bound::Value(v)) => Ok(Val::Value(v.clone())),
+        Some(Bound::Values(vs)) => Ok(Val::List(vs.iter().map(|v| Val::Value(v.clone())).collect())),
         Some(Bound::Attr(a)) => Ok(match a {
             AttrValue::Int(v) => Val::Int(*v),
             AttrValue::Float(v) => Val::Float(*v as f64),
@@ -380,6 +395,37 @@ pub fn show(v: Result<Val, String>) -> String {
         Ok(v) => v.to_string(),
         Err(e) => format!("<{e}>"),
     }
+}
+
+/// A function of a value applied to `v`; to each value when `v` is a list of graph values (a
+/// list capture), giving the list of results.
+pub fn each(v: Val, f: impl Fn(Val) -> Result<Val, String>) -> Result<Val, String> {
+    match v {
+        Val::List(items) if items.iter().all(|i| matches!(i, Val::Value(_))) => items.into_iter().map(f).collect::<Result<Vec<_>, _>>().map(Val::List),
+        other => f(other),
+    }
+}
+
+/// `len(list)`: how many items a list (or dimensions a shape) has.
+pub fn fn_len(_cx: &Cx, v: Val) -> Result<Val, String> {
+    match v {
+        Val::List(items) => Ok(Val::Int(items.len() as i64)),
+        Val::Shape(dims) => Ok(Val::Int(dims.len() as i64)),
+        other => Err(format!("{other} is not a list")),
+    }
+}
+
+/// `min(list)`: the smallest number of a non-empty list of numbers.
+pub fn fn_min(_cx: &Cx, v: Val) -> Result<Val, String> {
+    let Val::List(items) = v else { return Err(format!("{v} is not a list")) };
+    let mut best: Option<Val> = None;
+    for i in items {
+        num(&i)?;
+        if best.as_ref().is_none_or(|b| num(&i).ok() < num(b).ok()) {
+            best = Some(i);
+        }
+    }
+    best.ok_or_else(|| "min of an empty list".to_string())
 }
 
 pub fn truthy(v: &Val) -> Result<bool, String> {

@@ -354,35 +354,13 @@ fn push_nested_if(m: &mut Model, node: &str, attr: &str, cond: &str, value: &str
     push_branch_node(m, node, attr, "nested_if", "If", &[cond], vec![Attr::graph("then_branch", inner("nested_then")), Attr::graph("else_branch", inner("nested_else"))]);
 }
 
+/// lower.if_to_where on the synthetic five-output If (synth::if_select_n); each breaker
+/// changes the last output (or its branch), so the others still agree.
 fn if_to_where_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
-        "match.y" => |m| node_mut(m, "if").attrs.retain(|a| a.name != "else_branch"),
+        "match.ys" => |m| node_mut(m, "if").attrs.retain(|a| a.name != "else_branch"),
         "cond_one_element" => |m| set_type(m, "cond/out", ir::DType::Bool, &[Dim::Fixed(2)]),
-        "one_output" => |m| {
-            let g = branch_mut(m, "if", "then_branch");
-            let extra = g.outputs[0].clone();
-            g.outputs.push(extra);
-        },
-        "same_dtype" => |m| branch_mut(m, "if", "else_branch").outputs[0].dtype = ir::DType::F64,
-        "same_shape" => |m| branch_mut(m, "if", "else_branch").outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(4)]),
-        "no_nested_control_flow" => |m| push_nested_if(m, "if", "then_branch", "cond/out", "x"),
-        // A Gather whose indices are computed from the data.
-        "total_branches" => |m| {
-            push_branch_node(m, "if", "else_branch", "idx", "Shape", &["x"], vec![]);
-            push_branch_node(m, "if", "else_branch", "pick", "Gather", &["x", "idx/out"], vec![]);
-        },
-        _ => return None,
-    };
-    Some(b)
-}
-
-/// `.triple` and `.quad` on the synthetic multi-output If (synth::if_select_n); each breaker
-/// changes the last output, so the others still agree.
-fn if_to_where_n_step(step: &str) -> Option<Breaker> {
-    let b: Breaker = match step {
-        "match.y0" => |m| node_mut(m, "if").attrs.retain(|a| a.name != "else_branch"),
-        "cond_one_element" => |m| set_type(m, "cond/out", ir::DType::Bool, &[Dim::Fixed(2)]),
-        "three_outputs" | "four_outputs" => |m| {
+        "same_outputs" => |m| {
             branch_mut(m, "if", "then_branch").outputs.pop();
         },
         "same_dtype" => |m| branch_mut(m, "if", "else_branch").outputs.last_mut().unwrap().dtype = ir::DType::F64,
@@ -403,23 +381,6 @@ const LONGROPE_COND: &str = "rotary_emb/longrope/is_long/out";
 
 fn phi3_longrope() -> Model {
     generic("tiny-phi3-longrope")
-}
-
-fn if_to_where_pair_step(step: &str) -> Option<Breaker> {
-    let b: Breaker = match step {
-        "match.y0" => |m| node_mut(m, LONGROPE_IF).attrs.retain(|a| a.name != "else_branch"),
-        "cond_one_element" => |m| set_type(m, LONGROPE_COND, ir::DType::Bool, &[Dim::Fixed(2)]),
-        "two_outputs" => |m| {
-            branch_mut(m, LONGROPE_IF, "then_branch").outputs.pop();
-        },
-        "same_dtype" => |m| branch_mut(m, LONGROPE_IF, "else_branch").outputs[1].dtype = ir::DType::F16,
-        "same_shape" => |m| branch_mut(m, LONGROPE_IF, "else_branch").outputs[1].shape = Some(vec![Dim::Fixed(1), Dim::Fixed(4)]),
-        "no_nested_control_flow" => |m| push_nested_if(m, LONGROPE_IF, "else_branch", LONGROPE_COND, "rotary_emb.short_cos_cache"),
-        // Integer division by the (data-dependent) total length.
-        "total_branches" => |m| push_branch_node(m, LONGROPE_IF, "then_branch", "per_token", "Div", &["rotary_emb/longrope/original_max_position_embeddings", "rotary_emb/longrope/total_len/out"], vec![]),
-        _ => return None,
-    };
-    Some(b)
 }
 
 const SEQLENS_CAST: &str = "gqa_seqlens/Cast";
@@ -565,10 +526,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.rms_norm.div.mul" => Case { graph: synth::rms_norm_div_mul, target: "rms/out", breaker: rms_norm_step },
         "fuse.layer_norm" => Case { graph: synth::layer_norm_mul, target: "ln/out", breaker: layer_norm_step },
         "fuse.layer_norm.pow" => Case { graph: synth::layer_norm_pow, target: "ln/out", breaker: layer_norm_step },
-        "lower.if_to_where" => Case { graph: synth::if_select_then, target: "if", breaker: if_to_where_step },
-        "lower.if_to_where.triple" => Case { graph: synth::if_select_three, target: "if", breaker: if_to_where_n_step },
-        "lower.if_to_where.quad" => Case { graph: synth::if_select_four, target: "if", breaker: if_to_where_n_step },
-        "lower.if_to_where.pair" => Case { graph: phi3_longrope, target: LONGROPE_IF, breaker: if_to_where_pair_step },
+        "lower.if_to_where" => Case { graph: synth::if_select_five, target: "if", breaker: if_to_where_step },
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },

@@ -269,10 +269,7 @@ pub fn if_select_n(threshold: i64, n: usize) -> Model {
     }
 }
 
-pub fn if_select_three() -> Model {
-    if_select_n(3, 3)
-}
-
-pub fn if_select_four() -> Model {
-    if_select_n(3, 4)
+/// Five outputs, the then branch taken.
+pub fn if_select_five() -> Model {
+    if_select_n(3, 5)
 }
