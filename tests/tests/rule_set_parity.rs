@@ -88,12 +88,7 @@ fn unpack_qkv_on_llama_and_round_trip() {
     assert_eq!(count(&b, "MatMul"), count(&g, "MatMul"), "three projections per layer again");
     // The packed weight is cut into sliced initializers (helper slice_weight), not by a Split.
     assert_eq!(count(&b, "Split"), 0, "{}", report.text());
-    let weight_shapes = |m: &ir::Model| -> Vec<Vec<usize>> {
-        let mut v: Vec<Vec<usize>> = m.graph.nodes.iter().filter(|n| n.op == "MatMul").map(|n| m.graph.initializer(&n.inputs[1]).expect("MatMul weight is an initializer").shape()).collect();
-        v.sort();
-        v
-    };
-    assert_eq!(weight_shapes(&b), weight_shapes(&g), "the slices have the original weights' shapes");
+    assert_eq!(constant_shapes(&b, "MatMul", 1), constant_shapes(&g, "MatMul", 1), "the slices have the original weights' shapes");
     assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.input(1).is_some() && n.input(2).is_some()), "key/value slots filled");
     let d = decoder_parity("tiny-llama", &g, &b);
     eprintln!("tiny-llama unpack(pack(g)): {d:?}");
@@ -101,6 +96,36 @@ fn unpack_qkv_on_llama_and_round_trip() {
     // An unpacked GroupQueryAttention is not a candidate: its key slot is present.
     let (_, again) = with_rules("tiny-llama", &["fuse.gqa_rotary", "lower.unpack_qkv"]);
     assert_eq!(again.fired("lower.unpack_qkv"), 0, "{}", again.text());
+}
+
+/// The shapes of the initializers that `op` nodes read in input `slot`, sorted.
+fn constant_shapes(m: &ir::Model, op: &str, slot: usize) -> Vec<Vec<usize>> {
+    let mut v: Vec<Vec<usize>> = m.graph.nodes.iter().filter(|n| n.op == op).filter_map(|n| n.input(slot).and_then(|i| m.graph.initializer(i))).map(|r| r.shape()).collect();
+    v.sort();
+    v
+}
+
+/// lower.unpack_qkv's `.bias` (tiny-qwen2: packed MatMul + Add bias) and `.split` (tiny-qwen3:
+/// packed MatMul + Split feeding the per-head q/k norms) after fuse.pack_qkv: against the
+/// packed graph, and the round trip unpack(pack(g)) against g = gqa_rotary(generic). Both
+/// fire once per layer, leave no Split and give back weights (and biases) of the original
+/// shapes.
+#[test]
+fn unpack_qkv_bias_and_split_round_trips() {
+    for (fx, pack, unpack) in [("tiny-qwen2", "fuse.pack_qkv.bias", "lower.unpack_qkv.bias"), ("tiny-qwen3", "fuse.pack_qkv.split", "lower.unpack_qkv.split")] {
+        rule_parity(fx, &["fuse.gqa_rotary", "fuse.pack_qkv"], &["lower.unpack_qkv"], &[(unpack, 2), ("lower.unpack_qkv", 0)], "GroupQueryAttention");
+        let (g, _) = with_rules(fx, &["fuse.gqa_rotary"]);
+        let (b, report) = with_rules(fx, &["fuse.gqa_rotary", "fuse.pack_qkv", "lower.unpack_qkv"]);
+        assert_eq!((report.fired(pack), report.fired(unpack)), (2, 2), "{fx}:\n{}", report.text());
+        assert_eq!(count(&b, "MatMul"), count(&g, "MatMul"), "{fx}: three projections per layer again");
+        assert_eq!(count(&b, "Split"), count(&g, "Split"), "{fx}: the packing's Split is gone");
+        assert_eq!(constant_shapes(&b, "MatMul", 1), constant_shapes(&g, "MatMul", 1), "{fx}: weight slices");
+        assert_eq!(constant_shapes(&b, "Add", 1), constant_shapes(&g, "Add", 1), "{fx}: bias slices");
+        assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.input(1).is_some() && n.input(2).is_some()), "{fx}: key/value slots filled");
+        let d = decoder_parity(fx, &g, &b);
+        eprintln!("{fx} unpack(pack(g)): {d:?}");
+        assert_within(&format!("{fx}: {unpack}(pack_qkv(g)) vs g"), &d, ATOL);
+    }
 }
 
 #[test]

@@ -496,6 +496,49 @@ fn unpack_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+fn qwen2_packed() -> Model {
+    after("tiny-qwen2", &["fuse.gqa_rotary", "fuse.pack_qkv"])
+}
+fn qwen3_packed() -> Model {
+    after("tiny-qwen3", &["fuse.gqa_rotary", "fuse.pack_qkv"])
+}
+const PACKED_B0: &str = "model.layers.0.self_attn.q_proj.bias/packed_weight";
+const PACKED_ADD0: &str = "model.layers.0.self_attn/Attention/GroupQueryAttention/Add";
+const PACKED_SPLIT0: &str = "model.layers.0.self_attn/Attention/GroupQueryAttention/Split";
+
+/// lower.unpack_qkv.bias on tiny-qwen2 after fuse.pack_qkv (`.bias`).
+fn unpack_bias_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // The bias is not a constant: an Identity between it and the Add.
+        "weights_constant" => |m| identity_before(m, PACKED_B0, PACKED_ADD0),
+        // One bias element short of the packed width.
+        "packed_width" => |m| {
+            let n = m.graph.initializer(PACKED_B0).expect("packed bias").shape()[0] - 1;
+            set_init(m, PACKED_B0, Recipe::from_f32("short bias", vec![n], &vec![0.0; n]));
+        },
+        _ => return unpack_step(step),
+    };
+    Some(b)
+}
+
+/// lower.unpack_qkv.split on tiny-qwen3 after fuse.pack_qkv (`.split`).
+fn unpack_split_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // An empty key slot: the pattern wants q and k present (the packed-query form is the
+        // base rule's).
+        "match.out" => |m| node_mut(m, PACKED_GQA0).inputs[1] = String::new(),
+        // The Split's q output of unknown width.
+        "let.sizes" => |m| set_type(m, &format!("{PACKED_SPLIT0}/out"), ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("q_width")]),
+        "weights_constant" => |m| identity_before(m, PACKED_W0, PACKED_MM0),
+        "packed_width" => |m| {
+            let w = m.graph.initializer(PACKED_W0).expect("packed weight").shape();
+            set_init(m, PACKED_W0, Recipe::from_f32("wide packed", vec![w[0], w[1] + 8], &vec![0.0; w[0] * (w[1] + 8)]));
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -504,6 +547,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
         "fuse.pack_qkv.bias.no_rotary" => Case { graph: gpt2_gqa, target: GPT2_GQA0, breaker: pack_gpt2_step },
         "lower.unpack_qkv" => Case { graph: llama_packed, target: PACKED_GQA0, breaker: unpack_step },
+        "lower.unpack_qkv.bias" => Case { graph: qwen2_packed, target: PACKED_GQA0, breaker: unpack_bias_step },
+        "lower.unpack_qkv.split" => Case { graph: qwen3_packed, target: PACKED_GQA0, breaker: unpack_split_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
