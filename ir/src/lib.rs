@@ -25,6 +25,7 @@ mod save;
 mod shape;
 mod source;
 mod stream;
+mod transpose;
 mod text;
 
 pub use dtype::DType;

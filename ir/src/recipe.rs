@@ -354,7 +354,9 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
         }
         return Ok(());
     }
-    const CHUNK: usize = 4096;
+    // Small enough that zeroing the staging buffer is cheap for the short per-row casts of a
+    // transposed block.
+    const CHUNK: usize = 512;
     let n = bytes.len() / from.size();
     let mut tmp = [0f32; CHUNK];
     for (src, dst) in bytes.chunks(CHUNK * from.size()).zip(out.chunks_mut(CHUNK * to.size())) {

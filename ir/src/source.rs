@@ -5,13 +5,25 @@ use crate::{DType, Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// How far around a released range pages are released too (see [`MappedFile::release`]).
+const FAULT_AROUND_MARGIN: usize = 2 << 20;
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
 /// A read-only memory mapping of one file.
 pub struct MappedFile {
     pub path: PathBuf,
-    /// Positional reads (`pread`) for streaming: they do not leave file pages mapped into the
-    /// process, so reading a whole checkpoint does not grow the resident set.
-    file: std::fs::File,
-    /// The mapping serves headers and small random reads.
+    /// Everything is read through the mapping: headers, and at write time tensor bytes, which
+    /// the writer converts straight from the page cache and then releases (`release`), so the
+    /// resident set stays at the writer's window.
     map: Option<memmap2::Mmap>,
 }
 
@@ -33,24 +45,35 @@ impl MappedFile {
             // by another process during a build is outside what any builder can guard against.
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
-        Ok(Arc::new(MappedFile { path: path.to_path_buf(), file, map }))
-    }
-
-    /// Reads `len` bytes at `offset` without touching the mapping.
-    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.read_into(offset, &mut buf)?;
-        Ok(buf)
-    }
-
-    /// Fills `out` with the bytes at `offset` (a `pread` into the caller's buffer).
-    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        self.file.read_exact_at(out, offset).map_err(|e| Error::io(&self.path, e))
+        Ok(Arc::new(MappedFile { path: path.to_path_buf(), map }))
     }
 
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
+    }
+
+    /// Drops this process's mapping of the pages holding bytes `offset..offset + len`
+    /// (`MADV_DONTNEED`, rounded out to whole pages): they leave the resident set and stay in
+    /// the page cache, and a later read maps them again. Best effort.
+    ///
+    /// The range is widened by [`FAULT_AROUND_MARGIN`] on each side: a read fault maps the
+    /// cached pages around the faulting one too (Linux "fault-around"; with large page-cache
+    /// folios, up to a whole folio of up to 2 MiB), so reading a range maps some of its
+    /// neighbours; without the margin those pages piled up (measured on Linux 6.18: 120 MB of
+    /// a 0.9 GB checkpoint stayed resident; with a 256 KiB margin still 40 MB). A neighbour
+    /// being read by another thread at that moment only faults its pages in again.
+    pub fn release(&self, offset: usize, len: usize) {
+        let Some(map) = &self.map else { return };
+        let page = page_size();
+        let base = map.as_ptr() as usize;
+        let begin = (base + offset.saturating_sub(FAULT_AROUND_MARGIN)) / page * page;
+        let end = (base + (offset + len + FAULT_AROUND_MARGIN).min(map.len())).div_ceil(page) * page;
+        if end > begin {
+            // SAFETY: the range lies within our read-only file mapping (the mapping starts on a
+            // page boundary and its last page is whole); DONTNEED on a file mapping only drops
+            // page-table entries, the contents stay readable.
+            unsafe { libc::madvise(begin as *mut libc::c_void, end - begin, libc::MADV_DONTNEED) };
+        }
     }
 
     /// Reads the header of a safetensors file and returns a view of every tensor in it, in

@@ -8,11 +8,14 @@
 //! * a transposed weight (`[out, in]` checkpoints, a tied `lm_head`) is written in row bands:
 //!   read a band of source rows, transpose it in memory, scatter its columns to the output rows.
 //!
-//! Source bytes are read with `pread`, not through the mapping, so reading a checkpoint does not
-//! leave its pages resident in the process.
+//! Source bytes are read through the checkpoint's mapping, with no copy before conversion, and
+//! each range is released (`MADV_DONTNEED`) as soon as its block is produced, so reading a
+//! checkpoint does not leave its pages resident in the process. The output goes through
+//! `direct.rs` (direct I/O where the file system takes it).
 
 use crate::direct::{AlignedBuf, Sink, PAGE};
 use crate::recipe::cast_into;
+use crate::transpose::gather_columns;
 use crate::{DataSlot, Error, Recipe, Result};
 use rayon::prelude::*;
 use std::path::Path;
@@ -38,7 +41,7 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { block_bytes: 16 << 20, threads: 0, direct: true, flush_every: 128 << 20 }
+        WriteOptions { block_bytes: 8 << 20, threads: 0, direct: true, flush_every: 128 << 20 }
     }
 }
 
@@ -97,61 +100,93 @@ impl Recipe {
     /// exactly that many elements. Writing into the caller's buffer lets the writer reuse one
     /// buffer per thread: a fresh multi-megabyte allocation per block is mapped and faulted in
     /// page by page (measured: a quarter of an f16 build's time went to those faults and the
-    /// zeroing). Recipes that are not streamable are materialized whole first.
+    /// zeroing). Source bytes are read through the mapping (a cast converts them in place, with
+    /// no copy); the writer calls [`Recipe::release`] once it is done with them. Recipes that
+    /// are not streamable are materialized whole first.
     pub fn read_into(&self, start: usize, end: usize, out: &mut [u8]) -> Result<()> {
         let esize = self.dtype().size();
         debug_assert_eq!(out.len(), (end - start) * esize);
         match self {
             Recipe::Source(t) => {
-                if (end * esize) > t.len {
-                    return Err(Error::Recipe {
-                        tensor: t.name.clone(),
-                        reason: format!("{} bytes stored for {}{:?}", t.len, t.dtype, t.shape),
-                    });
-                }
-                t.file.read_into((t.offset + start * esize) as u64, out)
+                out.copy_from_slice(source_range(t, start, end)?);
+                Ok(())
             }
             Recipe::Data(d) => {
                 out.copy_from_slice(&d.bytes[start * esize..end * esize]);
                 Ok(())
             }
-            Recipe::Cast { input, to } => {
-                // Converted in chunks through a small buffer (below the allocator's mmap
-                // threshold, so it is recycled rather than faulted in anew).
-                let from = input.dtype();
-                let chunk = (CAST_CHUNK_BYTES / from.size().max(to.size())).max(1);
-                let mut src = vec![0u8; chunk.min(end - start) * from.size()];
-                let mut pos = start;
-                while pos < end {
-                    let n = chunk.min(end - pos);
-                    let src = &mut src[..n * from.size()];
-                    input.read_into(pos, pos + n, src)?;
-                    let o = (pos - start) * esize;
-                    cast_into(src, from, *to, &mut out[o..o + n * esize])?;
-                    pos += n;
+            Recipe::Cast { input, to } => match input.as_ref() {
+                Recipe::Source(t) => cast_into(source_range(t, start, end)?, t.dtype, *to, out),
+                input => {
+                    // Converted in chunks through a small buffer (below the allocator's mmap
+                    // threshold, so it is recycled rather than faulted in anew).
+                    let from = input.dtype();
+                    let chunk = (CAST_CHUNK_BYTES / from.size().max(to.size())).max(1);
+                    let mut src = vec![0u8; chunk.min(end - start) * from.size()];
+                    let mut pos = start;
+                    while pos < end {
+                        let n = chunk.min(end - pos);
+                        let src = &mut src[..n * from.size()];
+                        input.read_into(pos, pos + n, src)?;
+                        let o = (pos - start) * esize;
+                        cast_into(src, from, *to, &mut out[o..o + n * esize])?;
+                        pos += n;
+                    }
+                    Ok(())
                 }
+            },
+            Recipe::Reshape { input, .. } => input.read_into(start, end, out),
+            Recipe::Slice { .. } | Recipe::Concat { .. } => self.runs(start, end, &mut |part, from, to, at| {
+                part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
+            }),
+            Recipe::Transpose { .. } => {
+                out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }
-            Recipe::Reshape { input, .. } => input.read_into(start, end, out),
+        }
+    }
+
+    /// Tells the OS this process is done with the source pages behind elements `start..end`
+    /// (`MADV_DONTNEED` on the mapping: they leave the resident set and stay in the page cache),
+    /// so reading a checkpoint through its mapping keeps the peak RSS at the writer's window.
+    pub fn release(&self, start: usize, end: usize) {
+        match self {
+            Recipe::Source(t) => {
+                let esize = t.dtype.size();
+                t.file.release(t.offset + start * esize, (end - start) * esize);
+            }
+            Recipe::Cast { input, .. } | Recipe::Reshape { input, .. } => input.release(start, end),
+            Recipe::Slice { .. } | Recipe::Concat { .. } => {
+                let _ = self.runs(start, end, &mut |part, from, to, _| {
+                    part.release(from, to);
+                    Ok(())
+                });
+            }
+            // Materialized whole: nothing of the mapping stays referenced.
+            Recipe::Data(_) | Recipe::Transpose { .. } => {}
+        }
+    }
+
+    /// For a slice or concat: the runs of its input(s) that make up elements `start..end`, as
+    /// `(input, from, to, at)` with `at` the run's position relative to `start`.
+    fn runs(&self, start: usize, end: usize, f: &mut dyn FnMut(&Recipe, usize, usize, usize) -> Result<()>) -> Result<()> {
+        let mut pos = start;
+        match self {
             Recipe::Slice { input, axis, start: s0, end: s1 } => {
                 let shape = input.shape();
                 let inner: usize = shape[axis + 1..].iter().product();
                 let (out_row, in_row) = ((s1 - s0) * inner, shape[*axis] * inner);
-                let mut pos = start;
                 while pos < end {
                     let (o, r) = (pos / out_row, pos % out_row);
                     let run = (out_row - r).min(end - pos);
                     let from = o * in_row + s0 * inner + r;
-                    let at = (pos - start) * esize;
-                    input.read_into(from, from + run, &mut out[at..at + run * esize])?;
+                    f(input, from, from + run, pos - start)?;
                     pos += run;
                 }
-                Ok(())
             }
             Recipe::Concat { inputs, axis } => {
                 let chunks: Vec<usize> = inputs.iter().map(|r| r.shape()[*axis..].iter().product()).collect();
                 let row: usize = chunks.iter().sum();
-                let mut pos = start;
                 while pos < end {
                     let (o, mut r) = (pos / row, pos % row);
                     let mut part = 0;
@@ -161,22 +196,28 @@ impl Recipe {
                     }
                     let run = (chunks[part] - r).min(end - pos);
                     let from = o * chunks[part] + r;
-                    let at = (pos - start) * esize;
-                    inputs[part].read_into(from, from + run, &mut out[at..at + run * esize])?;
+                    f(&inputs[part], from, from + run, pos - start)?;
                     pos += run;
                 }
-                Ok(())
             }
-            Recipe::Transpose { .. } => {
-                out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
-                Ok(())
-            }
+            _ => unreachable!("runs are defined for slices and concats"),
         }
+        Ok(())
     }
 }
 
-/// Bytes of the buffer a cast converts through (each side), kept under glibc's default mmap
-/// threshold (128 KiB).
+/// The mapped bytes of elements `start..end` of a source tensor, or an error naming the tensor
+/// when the file holds fewer bytes than its header promised.
+fn source_range(t: &crate::SourceTensor, start: usize, end: usize) -> Result<&[u8]> {
+    let esize = t.dtype.size();
+    if end * esize > t.len {
+        return Err(Error::Recipe { tensor: t.name.clone(), reason: format!("{} bytes stored for {}{:?}", t.len, t.dtype, t.shape) });
+    }
+    Ok(&t.bytes()?[start * esize..end * esize])
+}
+
+/// Bytes of the buffer a cast of a computed input converts through, kept under glibc's default
+/// mmap threshold (128 KiB).
 const CAST_CHUNK_BYTES: usize = 64 << 10;
 
 /// One unit of work: produce some bytes of one tensor and write them.
@@ -243,6 +284,7 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 let (esize, len) = (recipe.dtype().size(), (end - start) * recipe.dtype().size());
                 with_out_block(len, |out| {
                     recipe.read_into(start, end, &mut out[..len])?;
+                    recipe.release(start, end);
                     write(tensor, slot.offset + (start * esize) as u64, out, len)
                 })
             }
@@ -270,20 +312,28 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 // of them is overwritten before it is written out, so stale bytes never leak.
                 // Source rows per read: a band small enough to stay in the L2 cache between
                 // its cast (inside `read_into`) and its transpose, so the converted rows are
-                // not written to and read back from memory.
-                let chunk = (TRANSPOSE_BAND_BYTES / esize / cols.max(1)).max(1).min(rows);
+                // not written to and read back from memory. Only the block's columns of each
+                // row are read and converted (a tied lm_head is read in several blocks).
+                let chunk = (TRANSPOSE_BAND_BYTES / esize / width.max(1)).max(1).min(rows);
                 let len = width * rows * esize;
                 with_out_block(len, |out| {
                     SRC_BLOCK.with(|cell| -> Result<()> {
                         let mut src = cell.borrow_mut();
-                        if src.len() < chunk * cols * esize {
-                            src.resize(chunk * cols * esize, 0);
+                        if src.len() < chunk * width * esize {
+                            src.resize(chunk * width * esize, 0);
                         }
                         for r0 in (0..rows).step_by(chunk) {
                             let r1 = (r0 + chunk).min(rows);
-                            let src = &mut src[..(r1 - r0) * cols * esize];
-                            input.read_into(r0 * cols, r1 * cols, src)?;
-                            gather_columns(src, r1 - r0, cols, start..end, &mut out[..len], rows, r0, esize);
+                            let band = &mut src[..(r1 - r0) * width * esize];
+                            if width == cols {
+                                input.read_into(r0 * cols, r1 * cols, band)?;
+                            } else {
+                                for (r, row) in (r0..r1).zip(band.chunks_exact_mut(width * esize)) {
+                                    input.read_into(r * cols + start, r * cols + end, row)?;
+                                }
+                            }
+                            input.release(r0 * cols, r1 * cols);
+                            gather_columns(band, r1 - r0, width, 0..width, &mut out[..len], rows, r0, esize);
                         }
                         Ok(())
                     })?;
@@ -332,71 +382,10 @@ const TRANSPOSE_BLOCKS: usize = 4;
 /// Bytes of converted source rows a transposed block reads at a time.
 const TRANSPOSE_BAND_BYTES: usize = 256 << 10;
 
-/// Side of the square tiles of the typed transposes, in elements.
-const TILE: usize = 32;
-
-/// Copies columns `cols_range` of `src` (`[h, w]`, source rows `r0..r0 + h`) into `out`, the
-/// transposed block `[cols_range.len(), rows]`, at rows' positions `r0..r0 + h`.
-#[allow(clippy::too_many_arguments)]
-fn gather_columns(src: &[u8], h: usize, w: usize, cols_range: std::ops::Range<usize>, out: &mut [u8], rows: usize, r0: usize, esize: usize) {
-    let (c0, c1) = (cols_range.start, cols_range.end);
-    macro_rules! typed {
-        ($t:ty) => {
-            if let (Ok(s), Ok(o)) = (bytemuck::try_cast_slice::<u8, $t>(src), bytemuck::try_cast_slice_mut::<u8, $t>(out)) {
-                // In square tiles: a tile's source rows and output rows both stay in L1, where
-                // a row-at-a-time scatter touches a new cache line per element.
-                for i0 in (0..h).step_by(TILE) {
-                    let i1 = (i0 + TILE).min(h);
-                    for j0 in (c0..c1).step_by(TILE) {
-                        let j1 = (j0 + TILE).min(c1);
-                        for j in j0..j1 {
-                            let dst = &mut o[(j - c0) * rows + r0 + i0..(j - c0) * rows + r0 + i1];
-                            for (d, i) in dst.iter_mut().zip(i0..i1) {
-                                *d = s[i * w + j];
-                            }
-                        }
-                    }
-                }
-                return;
-            }
-        };
-    }
-    match esize {
-        2 => typed!(u16),
-        4 => typed!(u32),
-        _ => {}
-    }
-    for i in 0..h {
-        for j in c0..c1 {
-            let s = (i * w + j) * esize;
-            let d = ((j - c0) * rows + r0 + i) * esize;
-            out[d..d + esize].copy_from_slice(&src[s..s + esize]);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{layout_external_data, DType};
-
-    #[test]
-    fn typed_and_byte_column_gathers_agree() {
-        let (h, w, rows) = (7, 11, 7);
-        for esize in [1usize, 2, 4, 8] {
-            let src: Vec<u8> = (0..h * w * esize).map(|i| (i * 7 % 251) as u8).collect();
-            let mut aligned = vec![0u8; 4 * rows * esize];
-            gather_columns(&src, h, w, 3..7, &mut aligned, rows, 0, esize);
-            // An odd offset defeats the typed views and takes the byte path.
-            let mut shifted_src = vec![0u8; src.len() + 1];
-            shifted_src[1..].copy_from_slice(&src);
-            let mut shifted_out = vec![0u8; aligned.len() + 1];
-            gather_columns(&shifted_src[1..], h, w, 3..7, &mut shifted_out[1..], rows, 0, esize);
-            assert_eq!(&shifted_out[1..], aligned.as_slice(), "esize {esize}");
-            // Source (i=2, j=5) lands at output row 5-3=2, position 2.
-            assert_eq!(&aligned[(2 * rows + 2) * esize..(2 * rows + 3) * esize], &src[(2 * w + 5) * esize..(2 * w + 6) * esize]);
-        }
-    }
 
     fn iota(shape: Vec<usize>) -> Recipe {
         let n: usize = shape.iter().product();
@@ -417,6 +406,39 @@ mod tests {
             assert_eq!(&bytes[s.offset as usize..(s.offset + s.len) as usize], r.materialize().unwrap().as_slice(), "{}", r.describe());
         }
         bytes
+    }
+
+    /// Recipes over a real safetensors file, read through the mapping: bf16 weights cast and
+    /// transposed in column blocks narrower than the source (the tied lm_head path: per-row
+    /// reads of the block's columns, release per band), a packed concat, a slice.
+    #[test]
+    fn mapped_sources_stream_like_materialization() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.safetensors");
+        let bf16 = |n: usize, k: usize| -> Vec<u8> {
+            (0..n).flat_map(|i| half::bf16::from_f32(((i * k) % 97) as f32 * 0.25 - 3.0).to_le_bytes()).collect()
+        };
+        let (a, b) = (bf16(300 * 64, 3), bf16(40 * 64, 5));
+        let views = vec![
+            ("a", safetensors::tensor::TensorView::new(safetensors::Dtype::BF16, vec![300, 64], &a).unwrap()),
+            ("b", safetensors::tensor::TensorView::new(safetensors::Dtype::BF16, vec![40, 64], &b).unwrap()),
+        ];
+        safetensors::serialize_to_file(views, None, &path).unwrap();
+        let file = crate::MappedFile::open(&path).unwrap();
+        let t: Vec<Recipe> = file.safetensors_tensors().unwrap().into_iter().map(Recipe::source).collect();
+        let recipes = vec![
+            t[0].clone().transpose(vec![1, 0]).cast(DType::F32),
+            t[0].clone().transpose(vec![1, 0]).cast(DType::F16),
+            Recipe::concat(vec![t[0].clone().transpose(vec![1, 0]), t[1].clone().transpose(vec![1, 0])], 1).unwrap(),
+            t[1].clone().cast(DType::F32).slice(1, 3, 50),
+            t[1].clone(),
+        ];
+        // Block sizes that cut the 300-row transposes into blocks of a few output rows.
+        let reference = check(recipes.clone(), 1 << 20, 1, false);
+        for threads in [1, 2] {
+            assert_eq!(check(recipes.clone(), 512, threads, false), reference);
+            assert_eq!(check(recipes.clone(), PAGE, threads, true), reference);
+        }
     }
 
     #[test]
