@@ -192,15 +192,35 @@ mod synth;
 
 /// `a` and `b` (one input `x` [2, 5, 8], one output `y`) on the same deterministic input.
 fn synthetic_parity(what: &str, a: &ir::Model, b: &ir::Model) -> f32 {
+    synthetic_parity_in(what, a, b, session_for)
+}
+
+/// [`synthetic_parity`] on sessions made by `session`.
+fn synthetic_parity_in(what: &str, a: &ir::Model, b: &ir::Model, session: fn(&ir::Model) -> (tempfile::TempDir, ort::session::Session)) -> f32 {
     let n = 2 * 5 * synth::HIDDEN;
     let x = ArrayD::from_shape_vec(IxDyn(&[2, 5, synth::HIDDEN]), (0..n).map(|i| ((i * 37) % n) as f32 / n as f32 * 6.0 - 3.0).collect()).unwrap();
     let feeds = vec![("x".to_string(), Feed::F32(x))];
-    let (_d1, mut s1) = session_for(a);
-    let (_d2, mut s2) = session_for(b);
+    let (_d1, mut s1) = session(a);
+    let (_d2, mut s2) = session(b);
     let d = max_abs_diff(run(&mut s1, &feeds)["y"].f32(), run(&mut s2, &feeds)["y"].f32(), None);
     eprintln!("{what}: {d}");
     assert!(d <= ATOL, "{what}: max abs diff {d} > {ATOL}");
     d
+}
+
+/// A CPU session without ONNX Runtime's graph optimizations, so that arithmetic it could fold
+/// when loading (a rank the declared types give) runs as written.
+fn unoptimized_session(model: &ir::Model) -> (tempfile::TempDir, ort::session::Session) {
+    use ort::session::builder::GraphOptimizationLevel;
+    let dir = tempfile::tempdir().expect("temp dir");
+    ir::save_model(model, dir.path(), "model.onnx").expect("save model");
+    let path = dir.path().join("model.onnx");
+    let s = ort::session::Session::builder(ort_environment())
+        .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Disable).map_err(Into::into))
+        .and_then(|b| b.with_intra_threads(1).map_err(Into::into))
+        .and_then(|mut b| b.commit_from_file(&path))
+        .unwrap_or_else(|e| panic!("ONNX Runtime cannot load {}: {e}", path.display()));
+    (dir, s)
 }
 
 fn synthetic_rule(what: &str, g: fn() -> ir::Model, ids: &[&str], fired: &str, op: &str) {
@@ -380,27 +400,47 @@ fn int64_to_int32_gather_on_generic_llama_and_gpt2() {
     }
 }
 
-/// `lower.int64_to_int32.shape` on the synthetic scaled Reshape (`synth::scaled_reshape`): the
-/// shape arithmetic runs on int32 and is cast back to int64 before the Reshape's shape (3 Casts
-/// in the report, one of them back to int64); same output on ORT's CPU EP; no limits, no firing.
+/// `lower.int64_to_int32.shape` (a graph input's dimension times a constant) and `.rank` (a
+/// rank minus a constant) on synthetic graphs, one per input ONNX requires as int64: Reshape's
+/// and Expand's shape and ConstantOfShape's input (through a Concat), TopK's k (directly), and
+/// ReduceSum's axes. Each time: one firing, 3 Casts in the report (two to int32, one back to
+/// int64), the arithmetic reads the int32 Casts, the consumer's input is the Cast back or a
+/// Concat of it, and the outputs match the original's on ORT's CPU EP. Without limits `.shape`
+/// declines; `.rank`, bounded by the rank the graph declares, does not need them.
 #[test]
-fn int64_to_int32_shape_casts_back_on_synthetic_reshape() {
-    let a = synth::scaled_reshape();
-    let mut b = synth::scaled_reshape();
+fn int64_to_int32_casts_back_before_int64_inputs_on_synthetic_graphs() {
     let limits: BTreeMap<String, i64> = [("batch".to_string(), 1), ("max_context".to_string(), 4096)].into_iter().collect();
-    let report = rules::apply(&mut b, &["lower.int64_to_int32"], &rules::Options { limits, ..Default::default() }).unwrap();
-    assert_eq!(report.fired("lower.int64_to_int32.shape"), 1, "{}", report.text());
-    assert_eq!(report.rule("lower.int64_to_int32.shape").unwrap().casts, 3, "{}", report.text());
-    let back: Vec<_> = b.graph.nodes.iter().filter(|n| n.op == "Cast" && n.attr_int("to") == Some(7)).collect();
-    assert_eq!(back.len(), 1, "one Cast back to int64");
-    let cat = b.graph.nodes.iter().find(|n| n.op == "Concat").unwrap();
-    assert_eq!(cat.inputs[1], back[0].outputs[0], "the Concat reads the Cast back");
-    let mul = b.graph.nodes.iter().find(|n| n.op == "Mul").unwrap();
-    assert!(mul.inputs.iter().all(|i| b.graph.nodes.iter().any(|n| n.op == "Cast" && n.attr_int("to") == Some(6) && &n.outputs[0] == i)), "the Mul reads int32 Casts");
-    synthetic_parity("int64 shape arithmetic -> int32 + Cast back", &a, &b);
-    let mut c = synth::scaled_reshape();
-    let unbounded = rules::apply(&mut c, &["lower.int64_to_int32"], &rules::Options::default()).unwrap();
-    assert_eq!(unbounded.fired("lower.int64_to_int32.shape"), 0, "no limits, no narrowing:\n{}", unbounded.text());
+    let cases: [(&str, fn() -> ir::Model, &str, &str, usize); 5] = [
+        ("Reshape shape", synth::scaled_reshape, "lower.int64_to_int32.shape", "Reshape", 1),
+        ("Expand shape", synth::scaled_expand, "lower.int64_to_int32.shape", "Expand", 1),
+        ("ConstantOfShape input", synth::scaled_constant_of_shape, "lower.int64_to_int32.shape", "ConstantOfShape", 0),
+        ("TopK k", synth::scaled_topk, "lower.int64_to_int32.shape", "TopK", 1),
+        ("ReduceSum axes", synth::rank_axes, "lower.int64_to_int32.rank", "ReduceSum", 1),
+    ];
+    for (what, g, id, consumer, slot) in cases {
+        let a = g();
+        let mut b = g();
+        let report = rules::apply(&mut b, &["lower.int64_to_int32"], &rules::Options { limits: limits.clone(), ..Default::default() }).unwrap();
+        assert_eq!(report.fired(id), 1, "{what}:\n{}", report.text());
+        let casts = report.rule(id).unwrap().casts;
+        assert_eq!(casts, 3, "{what}:\n{}", report.text());
+        let cast_to = |to: i64| -> Vec<&ir::Node> { b.graph.nodes.iter().filter(|n| n.op == "Cast" && n.attr_int("to") == Some(to)).collect() };
+        let back = cast_to(7);
+        assert_eq!(back.len(), 1, "{what}: one Cast back to int64");
+        let narrowed: Vec<&str> = cast_to(6).iter().map(|n| n.outputs[0].as_str()).collect();
+        let arith = b.graph.nodes.iter().find(|n| n.outputs[0] == back[0].inputs[0]).expect("the Cast back reads the arithmetic");
+        assert!(arith.inputs.iter().all(|i| narrowed.contains(&i.as_str())), "{what}: {} reads int32 Casts", arith.op);
+        let input = b.graph.nodes.iter().find(|n| n.op == consumer).and_then(|n| n.input(slot)).expect("consumer input").to_string();
+        let via_concat = b.graph.nodes.iter().any(|n| n.op == "Concat" && n.outputs[0] == input && n.inputs.contains(&back[0].outputs[0]));
+        assert!(input == back[0].outputs[0] || via_concat, "{what}: {consumer} input {slot} is `{input}`, not the Cast back");
+        let d = synthetic_parity(&format!("int64 -> int32 + Cast back before {what}"), &a, &b);
+        let unfolded = synthetic_parity_in(&format!("the same, no ORT graph optimizations, {what}"), &a, &b, unoptimized_session);
+        eprintln!("{id} before {what}: {casts} Casts, max diff {d} ({unfolded} unoptimized)");
+        let mut c = g();
+        let unbounded = rules::apply(&mut c, &["lower.int64_to_int32"], &rules::Options::default()).unwrap();
+        let expect = usize::from(id.ends_with(".rank"));
+        assert_eq!(unbounded.fired(id), expect, "{what} without limits:\n{}", unbounded.text());
+    }
 }
 
 /// `lower.if_to_where` on synthetic Ifs with 1, 2, 5 and 6 outputs (each a graph output),

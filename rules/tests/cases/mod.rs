@@ -429,16 +429,30 @@ fn int64_gather_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
-/// `.shape` on the synthetic scaled Reshape (synth::scaled_reshape).
+/// `.shape` on the synthetic scaled Reshape (synth::scaled_reshape), rooted at its Mul
+/// `shape/scaled`.
 fn int64_shape_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
-        // allowzero 1 copies a 0 in the shape as 0 rather than the input's dimension.
-        "match.out" => |m| node_mut(m, "reshape").set_attr(Attr::int("allowzero", 1)),
+        // A third operand: the root line is a two-operand Mul.
+        "match.prod" => |m| node_mut(m, "shape/scaled").inputs.push("c/factor".into()),
         "int64_input" => |m| set_init(m, "c/factor", Recipe::from_i64("i32 factor", vec![1], &[2]).cast(ir::DType::I32)),
         "dims_of_input" => |m| identity_before(m, "x", "shape/seq"),
         "factor_fits" => |m| set_init(m, "c/factor", Recipe::from_i64("negative factor", vec![1], &[-2])),
         // 2^20 fits in int32, max_context (4096) times it does not.
         "product_fits" => |m| set_init(m, "c/factor", Recipe::from_i64("large factor", vec![1], &[1 << 20])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// `.rank` on the synthetic last-axis sum (synth::rank_axes), rooted at its Sub `axes/last`.
+fn int64_rank_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.axes" => |m| node_mut(m, "axes/last").inputs.push("c/one".into()),
+        "int64_input" => |m| set_init(m, "c/one", Recipe::from_i64("i32 one", vec![1], &[1]).cast(ir::DType::I32)),
+        // x declared without a shape: its rank is unknown.
+        "rank_known" => |m| m.graph.inputs[0].shape = None,
+        "offset_fits" => |m| set_init(m, "c/one", Recipe::from_i64("huge offset", vec![1], &[1 << 40])),
         _ => return None,
     };
     Some(b)
@@ -575,7 +589,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
-        "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "reshape", breaker: int64_shape_step },
+        "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "shape/scaled", breaker: int64_shape_step },
+        "lower.int64_to_int32.rank" => Case { graph: synth::rank_axes, target: "axes/last", breaker: int64_rank_step },
         _ => return None,
     })
 }

@@ -273,3 +273,82 @@ pub fn if_select_n(threshold: i64, n: usize) -> Model {
 pub fn if_select_five() -> Model {
     if_select_n(3, 5)
 }
+
+fn i64s(name: &str, v: &[i64]) -> (String, Recipe) {
+    (name.into(), Recipe::from_i64(name, vec![v.len()], v))
+}
+
+/// `rows = Shape(x)[0:1] * 2` (the batch times a beam count, `shape/scaled`), then
+/// `y = Expand(x[0:1], Concat(rows, Shape(x)[1:3]))`: the first sequence broadcast to
+/// [2 batch, seq, 8]; the Expand is `expand`.
+pub fn scaled_expand() -> Model {
+    let mut m = model(
+        vec![
+            node("first", "Slice", &["x", "c/zero", "c/one", "c/zero"], vec![]),
+            node("shape/batch", "Shape", &["x"], vec![Attr::int("start", 0), Attr::int("end", 1)]),
+            node("shape/scaled", "Mul", &["shape/batch/out", "c/factor"], vec![]),
+            node("shape/rest", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 3)]),
+            node("shape/cat", "Concat", &["shape/scaled/out", "shape/rest/out"], vec![Attr::int("axis", 0)]),
+            node("expand", "Expand", &["first/out", "shape/cat/out"], vec![]),
+        ],
+        vec![i64s("c/zero", &[0]), i64s("c/one", &[1]), i64s("c/factor", &[2])],
+    );
+    m.graph.outputs[0].shape = Some(vec![Dim::sym("rows"), Dim::sym("seq"), Dim::Fixed(HIDDEN as i64)]);
+    m
+}
+
+/// `zeros = ConstantOfShape(Concat(Shape(x)[0:1], Shape(x)[1:2] * 2, [8]))` (f32 zeros, a buffer
+/// twice the prompt's length; the Mul is `shape/scaled`), `y = Concat(x, zeros)` on the
+/// sequence axis: [batch, 3 seq, 8]. The ConstantOfShape is `zeros`.
+pub fn scaled_constant_of_shape() -> Model {
+    let mut m = model(
+        vec![
+            node("shape/batch", "Shape", &["x"], vec![Attr::int("start", 0), Attr::int("end", 1)]),
+            node("shape/seq", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 2)]),
+            node("shape/scaled", "Mul", &["c/factor", "shape/seq/out"], vec![]),
+            node("shape/cat", "Concat", &["shape/batch/out", "shape/scaled/out", "c/hidden"], vec![Attr::int("axis", 0)]),
+            node("zeros", "ConstantOfShape", &["shape/cat/out"], vec![Attr::tensor("value", Recipe::from_f32("zero", vec![1], &[0.0]))]),
+            node("padded", "Concat", &["x", "zeros/out"], vec![Attr::int("axis", 1)]),
+        ],
+        vec![i64s("c/factor", &[2]), i64s("c/hidden", &[HIDDEN as i64])],
+    );
+    m.graph.outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq3"), Dim::Fixed(HIDDEN as i64)]);
+    m
+}
+
+/// `y = TopK(Reshape(x, [0, -1]), Shape(x)[1:2] * 2)` on the last axis: the 2 seq largest of
+/// each row's seq * 8 values (a budget per token; the Mul is `shape/scaled`), [batch, 2 seq].
+/// The TopK is `topk`.
+pub fn scaled_topk() -> Model {
+    let topk = node("topk", "TopK", &["flat/out", "shape/scaled/out"], vec![Attr::int("axis", -1)]);
+    let mut m = model(
+        vec![
+            node("flat", "Reshape", &["x", "c/flat"], vec![]),
+            node("shape/seq", "Shape", &["x"], vec![Attr::int("start", 1), Attr::int("end", 2)]),
+            node("shape/scaled", "Mul", &["shape/seq/out", "c/factor"], vec![]),
+            topk,
+        ],
+        vec![i64s("c/flat", &[0, -1]), i64s("c/factor", &[2])],
+    );
+    // TopK's indices are a required output; nobody reads them.
+    m.graph.nodes.last_mut().expect("topk").outputs.push("topk/indices".into());
+    m.graph.outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("k")]);
+    m
+}
+
+/// `y = ReduceSum(x, Shape(Shape(x)) - 1)` with keepdims: the sum over the last axis, the axis
+/// computed from the rank (`axes/last`, int64 arithmetic feeding an `axes` input), [batch, seq,
+/// 1]. The ReduceSum is `sum`.
+pub fn rank_axes() -> Model {
+    let mut m = model(
+        vec![
+            node("axes/shape", "Shape", &["x"], vec![]),
+            node("axes/rank", "Shape", &["axes/shape/out"], vec![]),
+            node("axes/last", "Sub", &["axes/rank/out", "c/one"], vec![]),
+            node("sum", "ReduceSum", &["x", "axes/last/out"], vec![Attr::int("keepdims", 1)]),
+        ],
+        vec![i64s("c/one", &[1])],
+    );
+    m.graph.outputs[0].shape = Some(vec![Dim::sym("batch"), Dim::sym("seq"), Dim::Fixed(1)]);
+    m
+}
