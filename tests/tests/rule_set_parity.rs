@@ -410,7 +410,9 @@ fn int64_to_int32_gather_on_generic_llama_and_gpt2() {
 #[test]
 fn int64_to_int32_casts_back_before_int64_inputs_on_synthetic_graphs() {
     let limits: BTreeMap<String, i64> = [("batch".to_string(), 1), ("max_context".to_string(), 4096)].into_iter().collect();
-    let cases: [(&str, fn() -> ir::Model, &str, &str, usize); 5] = [
+    // (what, synthetic graph, variant, consumer op, the consumer's int64 input slot)
+    type Case = (&'static str, fn() -> ir::Model, &'static str, &'static str, usize);
+    let cases: [Case; 5] = [
         ("Reshape shape", synth::scaled_reshape, "lower.int64_to_int32.shape", "Reshape", 1),
         ("Expand shape", synth::scaled_expand, "lower.int64_to_int32.shape", "Expand", 1),
         ("ConstantOfShape input", synth::scaled_constant_of_shape, "lower.int64_to_int32.shape", "ConstantOfShape", 0),
