@@ -376,8 +376,6 @@ fn if_to_where_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
-const LONGROPE_IF: &str = "rotary_emb/longrope/If";
-const LONGROPE_COND: &str = "rotary_emb/longrope/is_long/out";
 
 fn phi3_longrope() -> Model {
     generic("tiny-phi3-longrope")
