@@ -73,6 +73,10 @@ impl Sink {
     pub(crate) fn create(path: &Path, total: u64, try_direct: bool, flush_every: u64) -> Result<Sink> {
         let buffered = File::create(path).map_err(|e| Error::io(path, e))?;
         buffered.set_len(total).map_err(|e| Error::io(path, e))?;
+        // Reserve the blocks up front (best effort; the bytes still read as zeros), so the
+        // parallel writes do not allocate extents one by one, and a full disk fails here,
+        // before any work, rather than midway.
+        reserve(&buffered, total).map_err(|e| Error::io(path, e))?;
         let direct = if try_direct { open_direct(path) } else { None };
         Ok(Sink {
             path: path.to_path_buf(),
@@ -82,12 +86,17 @@ impl Sink {
         })
     }
 
+    /// Whether the file takes direct writes.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
     /// Whether a tensor at `offset` whose blocks have the given byte lengths (all but the last
     /// whole pages) can be written directly.
     pub(crate) fn direct_for(&self, offset: u64, interior_block_bytes: impl IntoIterator<Item = usize>) -> bool {
         self.direct.is_some()
-            && offset % PAGE as u64 == 0
-            && interior_block_bytes.into_iter().all(|b| b % PAGE == 0)
+            && offset.is_multiple_of(PAGE as u64)
+            && interior_block_bytes.into_iter().all(|b| b.is_multiple_of(PAGE))
     }
 
     /// Writes the first `len` bytes of `buf` (from [`AlignedBuf::get`], so page-padded with
@@ -96,7 +105,7 @@ impl Sink {
         match &self.direct {
             Some(file) if direct => {
                 let padded = len.div_ceil(PAGE) * PAGE;
-                debug_assert!(offset % PAGE as u64 == 0 && buf.as_ptr().align_offset(PAGE) == 0 && buf.len() >= padded);
+                debug_assert!(offset.is_multiple_of(PAGE as u64) && buf.as_ptr().align_offset(PAGE) == 0 && buf.len() >= padded);
                 file.write_all_at(&buf[..padded], offset).map_err(|e| Error::io(&self.path, e))
             }
             _ => {
@@ -134,6 +143,24 @@ impl Sink {
                 }
             }
         }
+    }
+}
+
+/// `fallocate` of `len` bytes; file systems without it (EOPNOTSUPP) are fine, a full disk is not.
+fn reserve(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a plain syscall on a file descriptor we own.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EFBIG) => Err(err),
+        _ => Ok(()),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod proto {
 mod dtype;
 mod error;
 mod graph;
+mod convert;
 mod direct;
 mod layout;
 mod load;

@@ -347,12 +347,17 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
     if !from.is_float() || !to.is_float() {
         return Err(Error::Cast { from: from.to_string(), to: to.to_string() });
     }
-    // bf16 -> f32 is a shift: done directly, without the f32 staging buffer and its copy.
-    if let (DType::BF16, DType::F32) = (from, to) {
-        for (o, c) in out.chunks_exact_mut(4).zip(bytes.chunks_exact(2)) {
-            o.copy_from_slice(&((u16::from_le_bytes([c[0], c[1]]) as u32) << 16).to_le_bytes());
+    // The casts of every bf16 checkpoint build, in one pass (convert.rs).
+    match (from, to) {
+        (DType::BF16, DType::F32) => {
+            crate::convert::bf16_to_f32(bytes, out);
+            return Ok(());
         }
-        return Ok(());
+        (DType::BF16, DType::F16) => {
+            crate::convert::bf16_to_f16(bytes, out);
+            return Ok(());
+        }
+        _ => {}
     }
     // Small enough that zeroing the staging buffer is cheap for the short per-row casts of a
     // transposed block.

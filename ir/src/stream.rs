@@ -26,7 +26,7 @@ pub struct WriteOptions {
     /// Largest block of output produced at once, per thread (rounded to whole pages for
     /// direct writes).
     pub block_bytes: usize,
-    /// Worker threads; 0 means one per core.
+    /// Worker threads; 0 means one per core, plus one when writing with direct I/O.
     pub threads: usize,
     /// Write with direct I/O where the file system takes it (see `direct.rs`); false always
     /// goes through the page cache. It does not change the bytes written.
@@ -342,8 +342,14 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
             }
         }
     };
+    // By default one thread more than cores: with direct I/O a thread waits for the disk
+    // while its block is written, and the extra thread keeps the cores busy meanwhile.
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) + usize::from(sink.is_direct()),
+        n => n,
+    };
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
+        .num_threads(threads)
         .build()
         .map_err(|e| Error::Graph(format!("cannot start writer threads: {e}")))?;
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
