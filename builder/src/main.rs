@@ -53,9 +53,8 @@ enum Command {
         /// Replace OUTPUT if it exists and is not empty (only once the new package is complete).
         #[arg(long)]
         force: bool,
-        /// Threads writing model.onnx.data (0 = one per core, plus one that keeps the cores busy
-        /// while another waits for the disk). The output is byte-identical
-        /// whatever the count; fewer threads use less memory.
+        /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them).
+        /// The output is byte-identical whatever the count; fewer threads use less memory.
         #[arg(long, default_value_t = 0, value_name = "N")]
         threads: usize,
         /// Print one diagnostic record per candidate node and rule: fired, or which check

@@ -34,6 +34,13 @@ impl AlignedBuf {
         AlignedBuf { storage: Vec::new() }
     }
 
+    /// The page-padded slice holding `len` bytes filled by [`AlignedBuf::get`].
+    pub(crate) fn written(&self, len: usize) -> &[u8] {
+        let padded = len.div_ceil(PAGE) * PAGE;
+        let skew = self.storage.as_ptr().align_offset(PAGE);
+        &self.storage[skew..skew + padded]
+    }
+
     /// `len` bytes rounded up to whole pages, page-aligned in memory. The first `len` bytes are
     /// stale (the caller overwrites them); the padding after them is zero.
     pub(crate) fn get(&mut self, len: usize) -> &mut [u8] {
@@ -84,11 +91,6 @@ impl Sink {
             direct,
             flusher: Flusher { every: flush_every, written: Default::default(), last: std::sync::Mutex::new(0) },
         })
-    }
-
-    /// Whether the file takes direct writes.
-    pub(crate) fn is_direct(&self) -> bool {
-        self.direct.is_some()
     }
 
     /// Whether a tensor at `offset` whose blocks have the given byte lengths (all but the last

@@ -27,6 +27,7 @@ mod shape;
 mod source;
 mod stream;
 mod transpose;
+mod writeq;
 mod text;
 
 pub use dtype::DType;

@@ -14,6 +14,7 @@
 //! `direct.rs` (direct I/O where the file system takes it).
 
 use crate::direct::{AlignedBuf, Sink, PAGE};
+use crate::writeq::{with_write_queue, Queue};
 use crate::recipe::cast_into;
 use crate::transpose::gather_columns;
 use crate::{DataSlot, Error, Recipe, Result};
@@ -26,7 +27,8 @@ pub struct WriteOptions {
     /// Largest block of output produced at once, per thread (rounded to whole pages for
     /// direct writes).
     pub block_bytes: usize,
-    /// Worker threads; 0 means one per core, plus one when writing with direct I/O.
+    /// Threads producing blocks (reading, converting, transposing); 0 means one per core. Two
+    /// more threads write the blocks.
     pub threads: usize,
     /// Write with direct I/O where the file system takes it (see `direct.rs`); false always
     /// goes through the page cache. It does not change the bytes written.
@@ -276,17 +278,15 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
         direct.push(sink.direct_for(slot.offset, std::iter::repeat_n(block_size * esize, interior)));
     }
 
-    let write = |tensor: usize, offset: u64, buf: &[u8], len: usize| sink.write(offset, buf, len, direct[tensor]);
-    let run = |task: &Task| -> Result<()> {
+    // Fills `buf` with one task's block; returns (tensor, offset, length) to write.
+    let produce = |buf: &mut AlignedBuf, task: &Task| -> Result<(usize, u64, usize)> {
         match *task {
             Task::Range { tensor, start, end } => {
                 let (_, recipe, slot) = &tensors[tensor];
                 let (esize, len) = (recipe.dtype().size(), (end - start) * recipe.dtype().size());
-                with_out_block(len, |out| {
-                    recipe.read_into(start, end, &mut out[..len])?;
-                    recipe.release(start, end);
-                    write(tensor, slot.offset + (start * esize) as u64, out, len)
-                })
+                recipe.read_into(start, end, &mut buf.get(len)[..len])?;
+                recipe.release(start, end);
+                Ok((tensor, slot.offset + (start * esize) as u64, len))
             }
             Task::Whole { tensor } => {
                 let (name, recipe, slot) = &tensors[tensor];
@@ -297,10 +297,8 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                         reason: format!("produced {} bytes, expected {}", bytes.len(), slot.len),
                     });
                 }
-                with_out_block(bytes.len(), |out| {
-                    out[..bytes.len()].copy_from_slice(&bytes);
-                    write(tensor, slot.offset, out, bytes.len())
-                })
+                buf.get(bytes.len())[..bytes.len()].copy_from_slice(&bytes);
+                Ok((tensor, slot.offset, bytes.len()))
             }
             Task::Columns { tensor, start, end } => {
                 let (_, recipe, slot) = &tensors[tensor];
@@ -308,16 +306,16 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 let (rows, cols) = (input.shape()[0], input.shape()[1]);
                 let esize = recipe.dtype().size();
                 let width = end - start;
-                // Both buffers are reused by each writer thread (see `with_buffer`); every byte
-                // of them is overwritten before it is written out, so stale bytes never leak.
+                // Both buffers are reused (the output from the queue's pool, the band per
+                // thread); every byte of them is overwritten before it is written out.
                 // Source rows per read: a band small enough to stay in the L2 cache between
                 // its cast (inside `read_into`) and its transpose, so the converted rows are
                 // not written to and read back from memory. Only the block's columns of each
                 // row are read and converted (a tied lm_head is read in several blocks).
                 let chunk = (TRANSPOSE_BAND_BYTES / esize / width.max(1)).max(1).min(rows);
                 let len = width * rows * esize;
-                with_out_block(len, |out| {
-                    SRC_BLOCK.with(|cell| -> Result<()> {
+                let out = buf.get(len);
+                SRC_BLOCK.with(|cell| -> Result<()> {
                         let mut src = cell.borrow_mut();
                         if src.len() < chunk * width * esize {
                             src.resize(chunk * width * esize, 0);
@@ -337,24 +335,33 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                         }
                         Ok(())
                     })?;
-                    write(tensor, slot.offset + (start * rows * esize) as u64, out, len)
-                })
+                Ok((tensor, slot.offset + (start * rows * esize) as u64, len))
             }
         }
     };
-    // By default one thread more than cores: with direct I/O a thread waits for the disk
-    // while its block is written, and the extra thread keeps the cores busy meanwhile.
+    let run = |queue: &Queue, task: &Task| -> Result<()> {
+        let mut buf = queue.buffer()?;
+        match produce(&mut buf, task) {
+            Ok((tensor, offset, len)) => queue.submit(buf, offset, len, direct[tensor]),
+            Err(e) => {
+                queue.recycle(buf);
+                Err(e)
+            }
+        }
+    };
     let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) + usize::from(sink.is_direct()),
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,
     };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .map_err(|e| Error::Graph(format!("cannot start writer threads: {e}")))?;
+    // Producers compute on the pool; WRITERS threads write (with direct I/O, two keep a write
+    // queued while the disk works on the other).
+    with_write_queue(&sink, threads, WRITERS, |queue| pool.install(|| tasks.par_iter().try_for_each(|t| run(queue, t))))?;
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
     // atomicity comes from renaming the finished package folder into place.
-    pool.install(|| tasks.par_iter().try_for_each(run))?;
     sink.finish(total)
 }
 
@@ -367,19 +374,12 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 thread_local! {
-    /// Each writer thread's output block (a range, or a transposed column block), page-aligned
-    /// for direct writes.
-    static OUT_BLOCK: std::cell::RefCell<AlignedBuf> = const { std::cell::RefCell::new(AlignedBuf::new()) };
-    /// Each writer thread's source rows of a transposed block.
+    /// Each producer thread's source rows of a transposed block.
     static SRC_BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on this thread's output buffer holding `len` bytes (stale: `f` overwrites them) and
-/// zero padding to the page end. Reused, because a fresh allocation of block size is mapped and
-/// faulted in page by page every time (measured: ~18% of an f16 build).
-fn with_out_block<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    OUT_BLOCK.with(|cell| f(cell.borrow_mut().get(len)))
-}
+/// Threads writing blocks to the file.
+const WRITERS: usize = 2;
 
 /// How many `block_bytes` a transposed block may take (it reads the whole source per block, so
 /// fewer, larger blocks read less).
