@@ -101,19 +101,26 @@ def standard():
              f"ONNX opset-24 schema of {op} (since version {schema.since_version}), onnx {onnx.__version__} defs")
 
 
-def from_rows(path, source_of):
+def from_rows(path, source_of, status_source=None):
+    """Rows are `op|since|until|constraints`, optionally followed by `|status|note` (webgpu:
+    status `ran`, `observed` or `cpu`, turned into the source by status_source; note copied as is)."""
     with open(path) as fh:
         for line in fh:
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
-            op, since, until, cons = line.split("|")
+            op, since, until, cons, *rest = line.split("|")
+            status = rest[0] if rest else ""
+            note = rest[1] if len(rest) > 1 else None
             dom, _, name = op.rpartition(":")
             types = {}
             for c in cons.split(";") if cons else []:
                 k, v = c.split("=")
                 types[k] = v.split(",")
-            emit(dom, name, int(since), int(until) if until else None, types, source_of(dom, name))
+            source = source_of(dom, name)
+            if status:
+                source = status_source(source, status)
+            emit(dom, name, int(since), int(until) if until else None, types, source, note)
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -178,6 +185,26 @@ def trt_rtx():
          "inferred from the GenAI builder's choice, not from a parser op list; M = int32 seqlens_k as in the "
          "contrib op schema")
 
+# What scripts/check-webgpu.py observed (one-node probes, default provider options).
+WEBGPU_RAN = ("ran on onnxruntime-webgpu 1.27.0 WebGpuExecutionProvider (Dawn on Mesa lavapipe), "
+              "scripts/check-webgpu.py: every listed element type placed on WebGPU and run, at opset 24 and at "
+              "the range ends; ORT 1.27, not the 1.32 the tables target")
+WEBGPU_CPU = ("NOT a WebGPU kernel: ran on onnxruntime-webgpu 1.27.0 WebGpuExecutionProvider (Dawn on Mesa "
+              "lavapipe), scripts/check-webgpu.py: the WebGPU EP has no kernel for these types (log: webgpu kernel "
+              "not found in registries) and ORT runs the node on CPUExecutionProvider; observed at opset 24 only; "
+              "ORT 1.27, not 1.32")
+
+
+def webgpu_status(source, status):
+    if status == "ran":
+        return f"{source}; {WEBGPU_RAN}"
+    if status == "observed":  # added from the run; the registration itself was not read
+        return f"registration not read; {WEBGPU_RAN}"
+    if status == "cpu":
+        return WEBGPU_CPU
+    sys.exit(f"webgpu_rows.txt: unknown status {status!r} (ran | observed | cpu)")
+
+
 if __name__ == "__main__":
     which = sys.argv[1]
     if which == "cpu":
@@ -195,7 +222,8 @@ if __name__ == "__main__":
     elif which == "webgpu":
         from_rows(os.path.join(HERE, "webgpu_rows.txt"), lambda d, o: "registered in " + (
             "onnxruntime/contrib_ops/webgpu/webgpu_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"
-            else "onnxruntime/core/providers/webgpu/webgpu_execution_provider.cc") + " (main-branch snapshot read via code search)")
+            else "onnxruntime/core/providers/webgpu/webgpu_execution_provider.cc") + " (main-branch snapshot read via code search)",
+            webgpu_status)
     elif which == "trt-rtx":
         trt_rtx()
     else:
