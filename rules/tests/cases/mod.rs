@@ -551,6 +551,42 @@ fn unpack_split_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// tiny-gpt2 after fuse.gqa and fuse.pack_qkv (`.bias.no_rotary`): the 7-input
+/// GroupQueryAttention reading `Add(MatMul(x, Wqkv), bqkv)` in its query slot.
+fn gpt2_packed() -> Model {
+    after("tiny-gpt2", &["fuse.gqa", "fuse.pack_qkv"])
+}
+const GPT2_PACKED_W0: &str = "transformer.h.0.attn.c_attn.q.weight/packed_weight";
+const GPT2_PACKED_B0: &str = "transformer.h.0.attn.c_attn.q.bias/packed_weight";
+const GPT2_PACKED_MM0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/MatMul";
+const GPT2_PACKED_ADD0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/Add";
+const GPT2_PACKED_GQA0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/GroupQueryAttention";
+
+/// lower.unpack_qkv.bias.no_rotary on tiny-gpt2 after fuse.pack_qkv (`.bias.no_rotary`).
+fn unpack_gpt2_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A key in slot 1: the `-` operand fails (the node is not packed).
+        "match.out" => |m| {
+            let q = node_mut(m, GPT2_PACKED_GQA0).inputs[0].clone();
+            node_mut(m, GPT2_PACKED_GQA0).inputs[1] = q;
+        },
+        "let.sizes" => |m| {
+            let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.key").unwrap();
+            v.shape.as_mut().unwrap()[3] = Dim::sym("head_size");
+        },
+        // The weight is not a constant: an Identity between it and the MatMul (the `.bias`
+        // case breaks the bias instead; the check covers both).
+        "weights_constant" => |m| identity_before(m, GPT2_PACKED_W0, GPT2_PACKED_MM0),
+        // One bias element short of the packed width.
+        "packed_width" => |m| {
+            let n = m.graph.initializer(GPT2_PACKED_B0).expect("packed bias").shape()[0] - 1;
+            set_init(m, GPT2_PACKED_B0, Recipe::from_f32("short bias", vec![n], &vec![0.0; n]));
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -561,6 +597,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.unpack_qkv" => Case { graph: llama_packed, target: PACKED_GQA0, breaker: unpack_step },
         "lower.unpack_qkv.bias" => Case { graph: qwen2_packed, target: PACKED_GQA0, breaker: unpack_bias_step },
         "lower.unpack_qkv.split" => Case { graph: qwen3_packed, target: PACKED_GQA0, breaker: unpack_split_step },
+        "lower.unpack_qkv.bias.no_rotary" => Case { graph: gpt2_packed, target: GPT2_PACKED_GQA0, breaker: unpack_gpt2_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
