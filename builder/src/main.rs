@@ -120,6 +120,13 @@ fn main() -> ExitCode {
                     for note in &r.notes {
                         eprintln!("note: {note}");
                     }
+                    if !r.pipeline.host_nodes.is_empty() {
+                        eprintln!(
+                            "note: the EP has no kernel for these {} nodes; its table places them on the CPU EP: {}",
+                            r.pipeline.role,
+                            r.pipeline.host_nodes.join(", ")
+                        );
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

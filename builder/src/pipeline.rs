@@ -27,6 +27,9 @@ pub struct PipelineReport {
     /// firings.
     pub required: Vec<RequiredFusion>,
     pub validation: Vec<String>,
+    /// Nodes the table places on the CPU EP (`host = true` kernels), as `op x count`: the
+    /// EP has no kernel for them and ONNX Runtime runs them on the host.
+    pub host_nodes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -95,7 +98,8 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
             }
         }
     }
-    problems.extend(validate_graph(&model.graph, table, plan));
+    let validation = validate_graph(&model.graph, table, plan);
+    problems.extend(validation.problems);
     if !explain {
         diagnostics.records.clear();
     }
@@ -106,6 +110,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         diagnostics,
         required: required_report,
         validation: problems.clone(),
+        host_nodes: validation.host_nodes,
     };
     if !problems.is_empty() {
         return Err(Error::Validation { ep: table.name.clone(), dtype: dtype.into(), problems, report: Box::new(report) });
@@ -113,11 +118,19 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
     Ok(report)
 }
 
+/// What [`validate_graph`] found.
+pub struct Validation {
+    /// Unclaimed or forbidden nodes; empty when the graph is valid for the table.
+    pub problems: Vec<String>,
+    /// Nodes claimed by `host` kernels, as `op x count`.
+    pub host_nodes: Vec<String>,
+}
+
 /// Every node claimed by the table at its dtypes and opset; no forbidden op present.
-pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Vec<String> {
+pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Validation {
     let schemas = match OpSchemas::builtin() {
         Ok(s) => s,
-        Err(e) => return vec![format!("operator schemas unreadable: {e}")],
+        Err(e) => return Validation { problems: vec![format!("operator schemas unreadable: {e}")], host_nodes: vec![] },
     };
     let types = ir::infer_types(graph);
     let dtype_of = |name: &str| -> Option<String> {
@@ -128,6 +141,7 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Vec<S
     };
     let mut problems = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut host: BTreeMap<String, usize> = BTreeMap::new();
     for node in &graph.nodes {
         if let Some(f) = plan.forbids(&node.domain, &node.op) {
             problems.push(format!("node `{}` ({}) is forbidden for {}: {}", node.name, node.op, table.name, f.why));
@@ -136,11 +150,15 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Vec<S
         let inputs: Vec<Option<String>> = node.inputs.iter().map(|i| dtype_of(i)).collect();
         let outputs: Vec<Option<String>> = node.outputs.iter().map(|o| dtype_of(o)).collect();
         let bindings = schemas.bindings(&node.domain, &node.op, &inputs, &outputs).unwrap_or_default();
-        if let Claim::No { reason } = table.claims(&node.domain, &node.op, node.opset, &bindings) {
-            // One line per distinct reason, with a count, keeps the error readable.
-            *seen.entry(format!("node `{}`: {reason}", node.name)).or_default() += 1;
+        match table.claims(&node.domain, &node.op, node.opset, &bindings) {
+            Claim::No { reason } => {
+                // One line per distinct reason, with a count, keeps the error readable.
+                *seen.entry(format!("node `{}`: {reason}", node.name)).or_default() += 1;
+            }
+            Claim::Yes { kernel } if kernel.host => *host.entry(node.op.clone()).or_default() += 1,
+            Claim::Yes { .. } => {}
         }
     }
     problems.extend(seen.into_keys().take(20));
-    problems
+    Validation { problems, host_nodes: host.into_iter().map(|(op, n)| format!("{op} x{n}")).collect() }
 }

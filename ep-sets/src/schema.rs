@@ -99,6 +99,8 @@ pub(crate) struct RawKernel {
     pub source: Option<String>,
     #[serde(default)]
     pub note: Option<String>,
+    #[serde(default)]
+    pub host: bool,
     #[serde(flatten)]
     pub types: BTreeMap<String, Vec<String>>,
 }

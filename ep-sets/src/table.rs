@@ -128,6 +128,11 @@ pub struct Kernel {
     /// Where in ONNX Runtime the registration is (file and registration, version read).
     pub source: String,
     pub note: Option<String>,
+    /// The EP has no kernel for this: ONNX Runtime places the node on the CPU EP (with copies
+    /// across the boundary), and the table accepts that. For the few shape-sized integer
+    /// nodes at a package's inputs that no lowering can remove; builds list every such node
+    /// in their report (`host_nodes`), so a fallback is never silent.
+    pub host: bool,
     pub span: Option<Range<usize>>,
 }
 
@@ -146,10 +151,11 @@ impl Kernel {
         };
         let types: Vec<String> =
             self.types.iter().map(|(k, v)| format!("{k}=[{}]", v.join(", "))).collect();
+        let host = if self.host { " (host: runs on the CPU EP)" } else { "" };
         if types.is_empty() {
-            format!("opset {range}")
+            format!("opset {range}{host}")
         } else {
-            format!("opset {range} {}", types.join(" "))
+            format!("opset {range} {}{host}", types.join(" "))
         }
     }
 }
@@ -324,8 +330,8 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             let entry = ops.entry((domain.clone(), op)).or_default();
             entry.extend(kernels.into_iter().map(|k| {
                 let span = k.span();
-                let RawKernel { since, until, source, note, types } = k.into_inner();
-                Kernel { since, until, types, source: source.unwrap_or_default(), note, span: Some(span) }
+                let RawKernel { since, until, source, note, host, types } = k.into_inner();
+                Kernel { since, until, types, source: source.unwrap_or_default(), note, host, span: Some(span) }
             }));
         }
     }

@@ -32,13 +32,15 @@ MAX = 2147483647
 CPU_CONTRIB_ONNX = {("", "SimplifiedLayerNormalization"), ("", "LayerNormalization", 1)}
 
 
-def emit(domain, op, since, until, types, source, note=None):
+def emit(domain, op, since, until, types, source, note=None, host=False):
     print(f'[[ops."{domain}".{op}]]')
     print(f"since = {since}")
     if until is not None:
         print(f"until = {until}")
     for k in sorted(types):
         print(f"{k} = [" + ", ".join(f'"{d}"' for d in types[k]) + "]")
+    if host:
+        print("host = true")
     print(f'source = "{source}"')
     if note:
         print(f'note = "{note}"')
@@ -120,7 +122,7 @@ def from_rows(path, source_of, status_source=None):
             source = source_of(dom, name)
             if status:
                 source = status_source(source, status)
-            emit(dom, name, int(since), int(until) if until else None, types, source, note)
+            emit(dom, name, int(since), int(until) if until else None, types, source, note, host=status == "cpu")
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,7 +191,7 @@ def trt_rtx():
 WEBGPU_RAN = ("ran on onnxruntime-webgpu 1.27.0 WebGpuExecutionProvider (Dawn on Mesa lavapipe), "
               "scripts/check-webgpu.py: every listed element type placed on WebGPU and run, at opset 24 and at "
               "the range ends; ORT 1.27, not the 1.32 the tables target")
-WEBGPU_CPU = ("NOT a WebGPU kernel: ran on onnxruntime-webgpu 1.27.0 WebGpuExecutionProvider (Dawn on Mesa "
+WEBGPU_CPU = ("no WebGPU kernel, ORT places the node on CPUExecutionProvider: ran on onnxruntime-webgpu 1.27.0 WebGpuExecutionProvider (Dawn on Mesa "
               "lavapipe), scripts/check-webgpu.py: the WebGPU EP has no kernel for these types (log: webgpu kernel "
               "not found in registries) and ORT runs the node on CPUExecutionProvider; observed at opset 24 only; "
               "ORT 1.27, not 1.32")

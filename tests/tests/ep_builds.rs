@@ -224,3 +224,19 @@ fn concrete_dims_reach_the_task_as_a_named_flag() {
         }
     }
 }
+
+/// Host-placed nodes are listed, never silent: a webgpu build reports its int64 boundary nodes
+/// (the table's `host = true` entries) and nothing heavier; a cpu build reports none.
+#[test]
+fn host_placed_nodes_are_listed_in_the_report() {
+    for fx in ["tiny-llama", "tiny-phi3-longrope", "tiny-gpt2"] {
+        let (_, report) = builder::optimized_model(&fixture(fx), "webgpu", ir::DType::F32, false).unwrap();
+        assert!(!report.host_nodes.is_empty(), "{fx}: webgpu packages have int64 boundary nodes");
+        for entry in &report.host_nodes {
+            let op = entry.split(" x").next().unwrap();
+            assert!(["Cast", "Shape", "Squeeze"].contains(&op), "{fx}: unexpected host node {entry}");
+        }
+        let (_, report) = builder::optimized_model(&fixture(fx), "cpu", ir::DType::F32, false).unwrap();
+        assert_eq!(report.host_nodes, Vec::<String>::new(), "{fx}: the cpu table has no host entries");
+    }
+}
