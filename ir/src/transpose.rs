@@ -96,26 +96,17 @@ mod kernels {
     /// rows of 8 elements with stride `rows`.
     pub(super) unsafe fn block_u16(src: *const u16, w: usize, dst: *mut u16, rows: usize) {
         let a: [__m128i; 8] = std::array::from_fn(|r| _mm_loadu_si128(src.add(r * w) as *const __m128i));
-        let b = [
-            _mm_unpacklo_epi16(a[0], a[1]),
-            _mm_unpackhi_epi16(a[0], a[1]),
-            _mm_unpacklo_epi16(a[2], a[3]),
-            _mm_unpackhi_epi16(a[2], a[3]),
-            _mm_unpacklo_epi16(a[4], a[5]),
-            _mm_unpackhi_epi16(a[4], a[5]),
-            _mm_unpacklo_epi16(a[6], a[7]),
-            _mm_unpackhi_epi16(a[6], a[7]),
-        ];
-        let c = [
-            _mm_unpacklo_epi32(b[0], b[2]),
-            _mm_unpackhi_epi32(b[0], b[2]),
-            _mm_unpacklo_epi32(b[1], b[3]),
-            _mm_unpackhi_epi32(b[1], b[3]),
-            _mm_unpacklo_epi32(b[4], b[6]),
-            _mm_unpackhi_epi32(b[4], b[6]),
-            _mm_unpacklo_epi32(b[5], b[7]),
-            _mm_unpackhi_epi32(b[5], b[7]),
-        ];
+        // Interleave row pairs (16-bit), then pairs of pairs (32-bit); even slots take the low
+        // halves, odd slots the high halves.
+        let b: [__m128i; 8] = std::array::from_fn(|i| {
+            let (x, y) = (a[i & !1], a[(i & !1) + 1]);
+            if i % 2 == 0 { _mm_unpacklo_epi16(x, y) } else { _mm_unpackhi_epi16(x, y) }
+        });
+        let c: [__m128i; 8] = std::array::from_fn(|i| {
+            let base = (i / 4) * 4 + (i % 4) / 2;
+            let (x, y) = (b[base], b[base + 2]);
+            if i % 2 == 0 { _mm_unpacklo_epi32(x, y) } else { _mm_unpackhi_epi32(x, y) }
+        });
         for q in 0..4 {
             _mm_storeu_si128(dst.add(2 * q * rows) as *mut __m128i, _mm_unpacklo_epi64(c[q], c[q + 4]));
             _mm_storeu_si128(dst.add((2 * q + 1) * rows) as *mut __m128i, _mm_unpackhi_epi64(c[q], c[q + 4]));
