@@ -101,8 +101,18 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
     let staging = staging_dir(&req.output)?;
     progress("writing model.onnx and model.onnx.data");
-    let write = ir::WriteOptions { threads: req.threads, ..Default::default() };
-    let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write)?;
+    let bar = write_progress_bar();
+    let progress: ir::Progress = {
+        let bar = bar.clone();
+        std::sync::Arc::new(move |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+    };
+    let write = ir::WriteOptions { threads: req.threads, progress: Some(progress), ..Default::default() };
+    let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write);
+    bar.finish_and_clear();
+    let saved = saved?;
     let generation = read_generation_config(&req.model_dir)?;
     let provider_options: Vec<serde_json::Value> = table
         .genai_provider_options()
@@ -187,4 +197,14 @@ fn copy_checkpoint_files(from: &Path, to: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(copied)
+}
+
+/// A byte-progress bar for the data file on stderr; indicatif draws nothing when stderr is not
+/// a terminal (pipes, CI logs, tests), so only people watching a long write see it.
+fn write_progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("  {bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}") {
+        bar.set_style(style);
+    }
+    bar
 }

@@ -56,7 +56,14 @@ fn stopped() -> Error {
 
 /// Runs `produce` with a queue served by `writers` threads writing into `sink`. The writers'
 /// first error wins over the producers' (a producer only sees that the writer stopped).
-pub(crate) fn with_write_queue(sink: &Sink, producers: usize, writers: usize, produce: impl FnOnce(&Queue) -> Result<()>) -> Result<()> {
+/// `wrote` is told the length of each block once it is in the file.
+pub(crate) fn with_write_queue(
+    sink: &Sink,
+    producers: usize,
+    writers: usize,
+    wrote: &(dyn Fn(usize) + Sync),
+    produce: impl FnOnce(&Queue) -> Result<()>,
+) -> Result<()> {
     let buffers = producers + writers + 1;
     let (free_tx, free_rx) = sync_channel::<AlignedBuf>(buffers);
     for _ in 0..buffers {
@@ -75,10 +82,13 @@ pub(crate) fn with_write_queue(sink: &Sink, producers: usize, writers: usize, pr
                     return; // every producer is done
                 };
                 if !failed.load(Ordering::Relaxed) {
-                    if let Err(e) = sink.write(job.offset, job.buf.written(job.len), job.len, job.direct) {
-                        failed.store(true, Ordering::Relaxed);
-                        if let Ok(mut slot) = error.lock() {
-                            slot.get_or_insert(e);
+                    match sink.write(job.offset, job.buf.written(job.len), job.len, job.direct) {
+                        Ok(()) => wrote(job.len),
+                        Err(e) => {
+                            failed.store(true, Ordering::Relaxed);
+                            if let Ok(mut slot) = error.lock() {
+                                slot.get_or_insert(e);
+                            }
                         }
                     }
                 }

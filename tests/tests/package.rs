@@ -70,12 +70,12 @@ fn output_is_byte_identical_with_one_and_two_writer_threads() {
         let dir = root.path().join(format!("t{threads}"));
         std::fs::create_dir(&dir).unwrap();
         // A small block size splits every weight into many blocks and transposes into bands.
-        let opts = ir::WriteOptions { threads, block_bytes: 4096, direct: true, flush_every: 8192 };
+        let opts = ir::WriteOptions { threads, block_bytes: 4096, direct: true, flush_every: 8192, progress: None };
         ir::save_model_with(&model, &dir, "model.onnx", opts).unwrap();
         files.push((std::fs::read(dir.join("model.onnx")).unwrap(), std::fs::read(dir.join("model.onnx.data")).unwrap()));
     }
     assert!(files[0] == files[1], "model.onnx / model.onnx.data differ between 1 and 2 writer threads");
     let whole = tempfile::tempdir().unwrap();
-    ir::save_model_with(&model, whole.path(), "model.onnx", ir::WriteOptions { threads: 1, block_bytes: 1 << 30, direct: false, flush_every: 0 }).unwrap();
+    ir::save_model_with(&model, whole.path(), "model.onnx", ir::WriteOptions { threads: 1, block_bytes: 1 << 30, direct: false, flush_every: 0, progress: None }).unwrap();
     assert!(std::fs::read(whole.path().join("model.onnx.data")).unwrap() == files[0].1, "block size changes the bytes");
 }
