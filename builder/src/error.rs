@@ -9,6 +9,8 @@ pub enum Error {
     Ir(#[from] ir::Error),
     #[error("output {output} {reason}")]
     Output { output: PathBuf, reason: String },
+    #[error("cannot write the package {output} (nothing was left there): {source}; check free space, quotas and file-size limits where it is written")]
+    Write { output: PathBuf, source: ir::Error },
     #[error("{path}: {reason}")]
     Config { path: PathBuf, reason: String },
     #[error("{path}: {source}")]

@@ -74,6 +74,11 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (`ulimit -f`) would otherwise kill the process with SIGXFSZ in the
+    // middle of a write; ignored, the write fails with EFBIG and the build reports which file
+    // it could not write, leaving nothing behind.
+    // SAFETY: setting a signal's disposition to SIG_IGN before any thread starts.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let cli = Cli::parse();
     match cli.command {
         Command::Build { model, output, ep, dtype, force, threads, explain, diag_format } => {

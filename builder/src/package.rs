@@ -112,7 +112,11 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let write = ir::WriteOptions { threads: req.threads, progress: Some(progress), ..Default::default() };
     let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write);
     bar.finish_and_clear();
-    let saved = saved?;
+    // The error names the staging folder's file; say which package it was for.
+    let saved = saved.map_err(|source| match source {
+        ir::Error::Io { .. } => Error::Write { output: req.output.clone(), source },
+        other => Error::Ir(other),
+    })?;
     let generation = read_generation_config(&req.model_dir)?;
     let provider_options: Vec<serde_json::Value> = table
         .genai_provider_options()

@@ -57,7 +57,7 @@ fn write_safetensors(path: &Path, tensors: &[(String, Tensor)]) {
         );
     }
     let mut text = serde_json::to_vec(&Value::Object(header)).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();
@@ -335,4 +335,24 @@ fn cpu_build_reports_its_rules() {
     assert_eq!(report["validation"]["ok"], true);
     let config: Value = serde_json::from_str(&std::fs::read_to_string(out.join("genai_config.json")).unwrap()).unwrap();
     assert_eq!(config["search"]["past_present_share_buffer"], true, "GQA shares the KV buffer");
+}
+
+/// A write that fails midway (here a file-size limit, `ulimit -f`) is a clear error naming the
+/// file, with a non-zero exit and nothing left behind, not a crash by signal.
+#[test]
+fn a_failing_write_is_reported_and_leaves_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let script = "ulimit -f 64 && exec \"$0\" build --model \"$1\" --output \"$2\"";
+    let r = Command::new("sh")
+        .args(["-c", script, env!("CARGO_BIN_EXE_tailor")])
+        .arg(fixture("tiny-llama"))
+        .arg(&out)
+        .output()
+        .expect("run sh");
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "exits with an error, not a signal: {stderr}");
+    assert!(stderr.contains("model.onnx.data") && stderr.contains("too large"), "names the file and the cause: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
 }

@@ -451,6 +451,36 @@ mod tests {
         bytes
     }
 
+    /// A source that turns out short at write time (the file changed after its header was
+    /// read) fails the write with the tensor's name, in every mode, without hanging: failing
+    /// blocks return their buffers to the pool, so more failures than buffers cannot starve it.
+    #[test]
+    fn a_source_failing_at_write_time_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("short.bin");
+        std::fs::write(&path, vec![7u8; 100]).unwrap();
+        let file = crate::MappedFile::open(&path).unwrap();
+        let short = |i: usize| {
+            Recipe::source(crate::SourceTensor {
+                name: format!("w{i}"),
+                file: file.clone(),
+                dtype: DType::F32,
+                shape: vec![64, 64],
+                offset: 0,
+                len: 64 * 64 * 4,
+            })
+        };
+        // Plain ranges and transposed column blocks, many more blocks than pool buffers.
+        let recipes: Vec<Recipe> = (0..24).map(|i| if i % 2 == 0 { short(i) } else { short(i).transpose(vec![1, 0]) }).collect();
+        let slots = layout_external_data(&recipes.iter().map(|r| r.byte_len() as u64).collect::<Vec<_>>());
+        let tensors: Vec<(&str, Recipe, DataSlot)> = recipes.iter().zip(&slots).map(|(r, s)| ("t", r.normalized(), *s)).collect();
+        for (direct, threads) in [(true, 1), (true, 2), (false, 2)] {
+            let opts = WriteOptions { block_bytes: 1024, threads, direct, ..Default::default() };
+            let err = write_data_file(&dir.path().join("data"), &tensors, opts).unwrap_err().to_string();
+            assert!(err.contains("truncated") && err.contains("short.bin"), "{err}");
+        }
+    }
+
     /// Recipes over a real safetensors file, read through the mapping: bf16 weights cast and
     /// transposed in column blocks narrower than the source (the tied lm_head path: per-row
     /// reads of the block's columns, release per band), a packed concat, a slice.
