@@ -56,7 +56,9 @@ impl EpTable {
             return Claim::No { reason: format!("{} ({}) claims no kernel for {name}", self.name, self.file) };
         }
         let mut why = Vec::new();
-        for k in kernels {
+        // A real kernel wins over a `host` entry that also matches, whatever their order.
+        let (real, host): (Vec<&Kernel>, Vec<&Kernel>) = kernels.iter().partition(|k| !k.host);
+        for k in real.into_iter().chain(host) {
             match mismatch(k, opset, types) {
                 None => return Claim::Yes { kernel: k },
                 Some(w) => why.push(format!("{} ({w})", k.describe())),

@@ -34,6 +34,11 @@ impl AlignedBuf {
         AlignedBuf { storage: Vec::new() }
     }
 
+    /// Bytes held (for the pool's size limit).
+    pub(crate) fn capacity(&self) -> usize {
+        self.storage.len()
+    }
+
     /// The page-padded slice holding `len` bytes filled by [`AlignedBuf::get`].
     pub(crate) fn written(&self, len: usize) -> &[u8] {
         let padded = len.div_ceil(PAGE) * PAGE;
@@ -83,8 +88,9 @@ impl Sink {
         // Reserve the blocks up front (best effort; the bytes still read as zeros), so the
         // parallel writes do not allocate extents one by one, and a full disk fails here,
         // before any work, rather than midway.
-        reserve(&buffered, total).map_err(|e| Error::io(path, e))?;
-        let direct = if try_direct { open_direct(path) } else { None };
+        // The padded last block may reach past `total` to the page end.
+        reserve(&buffered, total.div_ceil(PAGE as u64) * PAGE as u64).map_err(|e| Error::io(path, e))?;
+        let direct = if try_direct && pages_fit(&buffered) { open_direct(path) } else { None };
         Ok(Sink {
             path: path.to_path_buf(),
             buffered,
@@ -131,7 +137,8 @@ impl Sink {
         }
         let total = f.written.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         if let Ok(mut last) = f.last.try_lock() {
-            if total - *last >= f.every {
+            // Another writer may have flushed past this total meanwhile.
+            if total.saturating_sub(*last) >= f.every {
                 *last = total;
                 use std::os::unix::io::AsRawFd;
                 let fd = self.buffered.as_raw_fd();
@@ -146,6 +153,19 @@ impl Sink {
             }
         }
     }
+}
+
+/// Whether [`PAGE`] covers the page cache's pages and the file system's blocks. The design
+/// keeps each page written one way only by aligning tensors to [`PAGE`]; on a kernel with
+/// larger pages (16 or 64 KiB on some arm64/ppc64 systems) or a file system with larger blocks,
+/// a buffered tensor could share a page or block with a direct one, so such files are written
+/// buffered throughout (the same bytes).
+fn pages_fit(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let block = file.metadata().map(|m| m.blksize()).unwrap_or(u64::MAX);
+    page > 0 && page as usize <= PAGE && block <= PAGE as u64
 }
 
 /// `fallocate` of `len` bytes; file systems without it (EOPNOTSUPP) are fine, a full disk is not.

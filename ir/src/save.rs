@@ -46,6 +46,19 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
     }
     let slots = layout_external_data(&external.iter().map(|(_, r)| r.byte_len() as u64).collect::<Vec<_>>());
 
+    // Sources are read through their mappings while the data file is written: overwriting one
+    // of them (saving a loaded model over itself) would truncate a mapped file under the reader.
+    for (_, recipe) in &external {
+        for source in recipe.sources() {
+            if same_file(&source.file.path, &data_path) {
+                return Err(Error::Graph(format!(
+                    "cannot write {}: the model reads its weights from that file; save to another folder",
+                    data_path.display()
+                )));
+            }
+        }
+    }
+
     // Stream tensors into the data file in bounded blocks, at offsets fixed by the layout.
     let streamed: Vec<(&str, Recipe, DataSlot)> =
         external.iter().zip(&slots).map(|((name, r), slot)| (name.as_str(), r.normalized(), *slot)).collect();
@@ -256,6 +269,15 @@ fn attr_to_proto(
     };
     a.r#type = Some(ty as i32);
     Ok(a)
+}
+
+/// Whether two paths name the same existing file (device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -66,6 +66,7 @@ impl MappedFile {
         let Some(map) = &self.map else { return };
         let page = page_size();
         let base = map.as_ptr() as usize;
+        let offset = offset.min(map.len());
         let begin = (base + offset.saturating_sub(FAULT_AROUND_MARGIN)) / page * page;
         let end = (base + (offset + len + FAULT_AROUND_MARGIN).min(map.len())).div_ceil(page) * page;
         if end > begin {

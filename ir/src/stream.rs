@@ -376,12 +376,13 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
         .map_err(|e| Error::Graph(format!("cannot start writer threads: {e}")))?;
     // Producers compute on the pool; WRITERS threads write (with direct I/O, two keep a write
     // queued while the disk works on the other).
-    let written = std::sync::atomic::AtomicU64::new(0);
+    // Counted and reported under one lock, so the callback sees totals in increasing order.
+    let written = std::sync::Mutex::new(0u64);
     let data_bytes: u64 = tensors.iter().map(|(_, _, s)| s.len).sum();
     let wrote = |n: usize| {
-        if let Some(progress) = &opts.progress {
-            let done = written.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed) + n as u64;
-            progress(done, data_bytes);
+        if let (Some(progress), Ok(mut done)) = (&opts.progress, written.lock()) {
+            *done += n as u64;
+            progress(*done, data_bytes);
         }
     };
     with_write_queue(&sink, threads, WRITERS, &wrote, |queue| pool.install(|| tasks.par_iter().try_for_each(|t| run(queue, t))))?;
@@ -436,7 +437,8 @@ mod tests {
             let seen = seen.clone();
             std::sync::Arc::new(move |done, total| {
                 assert!(done <= total);
-                seen.fetch_max(done, std::sync::atomic::Ordering::Relaxed);
+                let before = seen.swap(done, std::sync::atomic::Ordering::Relaxed);
+                assert!(before < done, "progress goes forward: {before} then {done}");
             })
         };
         let opts = WriteOptions { block_bytes, threads, direct, flush_every: 100, progress: Some(progress) };
@@ -479,6 +481,20 @@ mod tests {
             let err = write_data_file(&dir.path().join("data"), &tensors, opts).unwrap_err().to_string();
             assert!(err.contains("truncated") && err.contains("short.bin"), "{err}");
         }
+    }
+
+    /// A panic in a writer thread (here the progress callback's) becomes the write's error; the
+    /// write returns instead of leaving producers blocked on a queue nobody drains.
+    #[test]
+    fn a_panicking_progress_callback_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipes: Vec<Recipe> = (0..8).map(|_| iota(vec![64, 64])).collect();
+        let slots = layout_external_data(&recipes.iter().map(|r| r.byte_len() as u64).collect::<Vec<_>>());
+        let tensors: Vec<(&str, Recipe, DataSlot)> = recipes.iter().zip(&slots).map(|(r, s)| ("t", r.clone(), *s)).collect();
+        let progress: Progress = std::sync::Arc::new(|_, _| panic!("callback failed"));
+        let opts = WriteOptions { block_bytes: PAGE, threads: 2, progress: Some(progress), ..Default::default() };
+        let err = write_data_file(&dir.path().join("data"), &tensors, opts).unwrap_err().to_string();
+        assert!(err.contains("panicked") && err.contains("callback failed"), "{err}");
     }
 
     /// Recipes over a real safetensors file, read through the mapping: bf16 weights cast and

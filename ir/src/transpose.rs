@@ -16,8 +16,13 @@ const TILE: usize = 32;
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gather_columns(src: &[u8], h: usize, w: usize, cols: std::ops::Range<usize>, out: &mut [u8], rows: usize, r0: usize, esize: usize) {
     let (c0, c1) = (cols.start, cols.end);
-    assert!(c0 <= c1 && c1 <= w && r0 + h <= rows, "transpose block out of range");
-    assert!(src.len() >= h * w * esize && out.len() >= (c1 - c0) * rows * esize, "transpose buffers too small");
+    // Checked arithmetic: the unsafe register blocks below rely on these bounds.
+    let need = |a: usize, b: usize, c: usize| a.checked_mul(b).and_then(|x| x.checked_mul(c));
+    assert!(c0 <= c1 && c1 <= w && r0.checked_add(h).is_some_and(|end| end <= rows), "transpose block out of range");
+    assert!(
+        need(h, w, esize).is_some_and(|n| src.len() >= n) && need(c1 - c0, rows, esize).is_some_and(|n| out.len() >= n),
+        "transpose buffers too small"
+    );
     let geometry = Geometry { h, w, c0, c1, rows, r0 };
     match esize {
         2 => {

@@ -44,11 +44,20 @@ impl Queue<'_> {
     /// Queues the first `len` bytes of `buf` (from [`AlignedBuf::get`]) for writing at `offset`.
     pub(crate) fn submit(&self, buf: AlignedBuf, offset: u64, len: usize, direct: bool) -> Result<()> {
         if self.failed.load(Ordering::Relaxed) {
+            self.recycle(buf);
             return Err(stopped());
         }
-        self.jobs.send(Job { buf, offset, len, direct }).map_err(|_| stopped())
+        self.jobs.send(Job { buf, offset, len, direct }).map_err(|std::sync::mpsc::SendError(job)| {
+            self.recycle(job.buf);
+            stopped()
+        })
     }
 }
+
+/// Pooled buffers larger than this are dropped after their block is written: the regular
+/// blocks (8 MiB, transposed blocks up to 32 MiB) stay under it, a tensor materialized whole
+/// does not keep its size in the pool.
+const MAX_POOLED_BYTES: usize = 64 << 20;
 
 fn stopped() -> Error {
     Error::Graph("the data file writer stopped".into())
@@ -82,18 +91,33 @@ pub(crate) fn with_write_queue(
                     return; // every producer is done
                 };
                 if !failed.load(Ordering::Relaxed) {
-                    match sink.write(job.offset, job.buf.written(job.len), job.len, job.direct) {
-                        Ok(()) => wrote(job.len),
-                        Err(e) => {
-                            failed.store(true, Ordering::Relaxed);
-                            if let Ok(mut slot) = error.lock() {
-                                slot.get_or_insert(e);
-                            }
+                    // A panic here (a progress callback's, say) must not kill the writer: a
+                    // dead writer leaves producers blocked on a full job channel forever. It
+                    // becomes the write's error, and the writer keeps draining.
+                    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sink.write(job.offset, job.buf.written(job.len), job.len, job.direct)?;
+                        wrote(job.len);
+                        Ok(())
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown panic".into());
+                        Err(Error::Graph(format!("the data file writer panicked: {what}")))
+                    });
+                    if let Err(e) = written {
+                        failed.store(true, Ordering::Relaxed);
+                        if let Ok(mut slot) = error.lock() {
+                            slot.get_or_insert(e);
                         }
                     }
                 }
-                // The pool has room for every buffer, so this never blocks.
-                let _ = free_tx.send(job.buf);
+                // The pool has room for every buffer, so this never blocks. A buffer grown
+                // for an unusually large block (a tensor materialized whole) is not kept.
+                let buf = if job.buf.capacity() > MAX_POOLED_BYTES { AlignedBuf::new() } else { job.buf };
+                let _ = free_tx.send(buf);
             });
         }
         let produced = produce(&queue);

@@ -369,7 +369,7 @@ fn list_outputs_last(outputs: &[Slot], err: &mut dyn FnMut(Pos, String, &str)) {
     }
 }
 
-fn out_ref<'a>(f: &'a mut dyn FnMut(Pos, String, &str)) -> &'a mut dyn FnMut(Pos, String, &str) {
+fn out_ref(f: &mut dyn FnMut(Pos, String, &str)) -> &mut dyn FnMut(Pos, String, &str) {
     f
 }
 

@@ -40,9 +40,12 @@ fn satisfied(expr: &str, found: i64, layers: i64) -> bool {
     }
 }
 
+/// One `[[expect]]` entry: its name, EPs, dtypes and op-count expressions.
+type Expect = (String, Vec<String>, Vec<String>, BTreeMap<String, String>);
+
 struct Expectations {
     groups: BTreeMap<String, Vec<String>>,
-    expects: Vec<(String, Vec<String>, Vec<String>, BTreeMap<String, String>)>,
+    expects: Vec<Expect>,
     pending: BTreeMap<String, String>,
 }
 

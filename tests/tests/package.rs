@@ -23,6 +23,25 @@ fn saved_model_reloads_to_the_same_graph_and_bytes() {
     assert_eq!(ir::initializer_digests(&built).unwrap(), ir::initializer_digests(&loaded).unwrap());
 }
 
+/// Saving a loaded model over the files it reads its weights from is refused (its data file
+/// is mapped while the new one is written), and the files stay as they were.
+#[test]
+fn saving_a_model_over_its_own_data_file_is_refused() {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).unwrap();
+    let built = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ir::save_model(&built, dir.path(), "model.onnx").unwrap();
+    let before = std::fs::read(dir.path().join("model.onnx.data")).unwrap();
+    let loaded = ir::load_model(&dir.path().join("model.onnx")).unwrap();
+    let err = ir::save_model(&loaded, dir.path(), "model.onnx").unwrap_err().to_string();
+    assert!(err.contains("model.onnx.data") && err.contains("another folder"), "{err}");
+    assert!(std::fs::read(dir.path().join("model.onnx.data")).unwrap() == before, "the data file is untouched");
+    // Into another folder it works, and reads back the same bytes.
+    let other = tempfile::tempdir().unwrap();
+    ir::save_model(&loaded, other.path(), "model.onnx").unwrap();
+    assert!(std::fs::read(other.path().join("model.onnx.data")).unwrap() == before);
+}
+
 #[test]
 fn two_builds_are_byte_identical() {
     let root = tempfile::tempdir().unwrap();

@@ -149,9 +149,8 @@ impl DecoderFamily {
             }
             // The projection reads the embedding table through a Transpose node rather than a
             // transposed copy, so the package holds the [vocab, hidden] table once (272 MB less
-            // for Qwen2.5-0.5B in f16). Runtimes fold or fuse it: ONNX Runtime turns
-            // MatMul(x, Transpose(W)) into one MatMul with a transposed operand where the EP
-            // has that kernel, and folds the constant Transpose at load otherwise.
+            // for Qwen2.5-0.5B in f16). ONNX Runtime folds the constant Transpose when the
+            // session is created (docs/generic-graph.md has the trade-off).
             let scope = n.lm_head;
             let table = b.op(&format!("{scope}/Transpose"), "Transpose", &[&wte], vec![ir::Attr::ints("perm", &[1, 0])]);
             b.op(&format!("{scope}/MatMul"), "MatMul", &[&h, &table], vec![])
