@@ -51,6 +51,16 @@ fn table_mistakes() {
     insta::assert_snapshot!(r.text());
 }
 
+/// A fusion whose output op the table claims only through a `host` entry is flagged: the EP
+/// has no kernel for it, so fusing would move the work to the CPU EP.
+#[test]
+fn emitting_an_op_only_a_host_entry_claims_is_flagged() {
+    let r = lint("host_only_emit");
+    let text = r.text();
+    assert!(codes(&r).contains(&("unclaimed-emit", Severity::Error)), "{text}");
+    assert!(text.contains("only `host` entries"), "{text}");
+}
+
 #[test]
 fn rule_set_mistakes() {
     let r = lint("bad_rules");

@@ -286,8 +286,13 @@ fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut V
                     continue;
                 }
                 let name = qualified(&em.domain, em.op);
-                let kernels = t.kernels(&em.domain, em.op);
-                let problem = if kernels.is_empty() {
+                // `host` entries are not kernels of the EP: a rule that emits an op only they
+                // claim would move work to the CPU EP.
+                let all = t.kernels(&em.domain, em.op);
+                let kernels: Vec<_> = all.iter().filter(|k| !k.host).collect();
+                let problem = if kernels.is_empty() && !all.is_empty() {
+                    Some(format!("{} has only `host` entries for {name}: the EP has no kernel, the node would run on the CPU EP", t.name))
+                } else if kernels.is_empty() {
                     Some(format!("{} claims no kernel for {name}", t.name))
                 } else if let Some(opset) = em.opset {
                     let covering: Vec<_> = kernels.iter().filter(|k| k.covers(opset)).collect();
