@@ -53,6 +53,11 @@ enum Command {
         /// Replace OUTPUT if it exists and is not empty (only once the new package is complete).
         #[arg(long)]
         force: bool,
+        /// For tied embeddings: `shared` reads the embedding through a Transpose node (smaller
+        /// package, faster build; ONNX Runtime transposes it when a session is created), `copy`
+        /// stores a transposed lm_head (larger package, fastest session creation).
+        #[arg(long, default_value = "shared", value_parser = parse_tied_head)]
+        tied_head: models::TiedHead,
         /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them).
         /// The output is byte-identical whatever the count; fewer threads use less memory.
         #[arg(long, default_value_t = 0, value_name = "N")]
@@ -73,6 +78,14 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
         .ok_or_else(|| format!("unsupported dtype `{s}`; choose one of f32, f16, bf16"))
 }
 
+fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
+    match s {
+        "shared" => Ok(models::TiedHead::Shared),
+        "copy" => Ok(models::TiedHead::Copy),
+        _ => Err(format!("unknown tied-head mode `{s}`; choose shared or copy")),
+    }
+}
+
 fn main() -> ExitCode {
     // A file-size limit (`ulimit -f`) would otherwise kill the process with SIGXFSZ in the
     // middle of a write; ignored, the write fails with EFBIG and the build reports which file
@@ -81,7 +94,7 @@ fn main() -> ExitCode {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let cli = Cli::parse();
     match cli.command {
-        Command::Build { model, output, ep, dtype, force, threads, explain, diag_format } => {
+        Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format } => {
             let demo_dir;
             let (model_dir, output) = match model {
                 Some(m) => {
@@ -108,7 +121,7 @@ fn main() -> ExitCode {
                 }
             };
             let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
-            let req = BuildRequest { model_dir, output, ep, dtype, force, threads, explain };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain };
             match build(&req, &mut |step| eprintln!("  {step}")) {
                 Ok(r) => {
                     print_diagnostics(&r.pipeline, explain, &diag_format);

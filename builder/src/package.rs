@@ -33,6 +33,8 @@ pub struct BuildRequest {
     pub ep: String,
     pub dtype: DType,
     pub force: bool,
+    /// How a tied lm_head reads the embedding.
+    pub tied_head: models::TiedHead,
     /// Writer threads for model.onnx.data; 0 = one per core. Output is identical either way.
     pub threads: usize,
     /// Keep one diagnostic record per candidate node in the report.
@@ -48,6 +50,7 @@ impl BuildRequest {
             ep: "default".into(),
             dtype: DType::F32,
             force: false,
+            tied_head: models::TiedHead::Shared,
             threads: 0,
             explain: false,
         }
@@ -94,7 +97,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "building {} graph: {} layers, hidden {}, dtype {}",
         ckpt.config.model_type, ckpt.config.num_hidden_layers, ckpt.config.hidden_size, req.dtype
     ));
-    let options = build_options(plan, req.dtype);
+    let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
     let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain)?;

@@ -28,11 +28,26 @@ pub struct BuildOptions {
     /// `concrete_dims`: symbolic dims fixed to these sizes (by dim name, e.g. `batch_size`),
     /// for runtimes that compile shapes ahead of time. Empty: every dim stays symbolic.
     pub concrete_dims: std::collections::BTreeMap<String, i64>,
+    /// How a tied output projection reads the embedding (docs/generic-graph.md).
+    pub tied_head: TiedHead,
+}
+
+/// How a tied `lm_head` reads the token embedding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TiedHead {
+    /// Through a `Transpose` node on the embedding initializer: the table is stored once
+    /// (smaller package, faster build); ONNX Runtime folds the transpose when a session is
+    /// created, which makes creating it slower.
+    #[default]
+    Shared,
+    /// A transposed copy stored as `lm_head.weight`: a larger package and a slower build, the
+    /// fastest session creation.
+    Copy,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32, concrete_dims: Default::default() }
+        BuildOptions { dtype: DType::F32, concrete_dims: Default::default(), tied_head: TiedHead::Shared }
     }
 }
 

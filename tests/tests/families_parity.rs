@@ -6,9 +6,13 @@ use builder::{build, BuildRequest};
 use tailor_tests::*;
 
 fn check(name: &str) {
+    check_with(name, BuildRequest::new(fixture(name), std::path::PathBuf::new()));
+}
+
+fn check_with(name: &str, req: BuildRequest) {
     let out = tempfile::tempdir().unwrap();
     let pkg = out.path().join("pkg");
-    let req = BuildRequest::new(fixture(name), &pkg);
+    let req = BuildRequest { output: pkg.clone(), ..req };
     build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: build failed: {e}"));
     let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
     let shape = DecoderShape::of(&model);
@@ -69,4 +73,20 @@ fn tiny_gpt2_saved_from_the_bare_model() {
     let (_dir, mut s) = session_for(&model);
     let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-gpt2")), Cases::ALL);
     assert_within("tiny-gpt2 without the transformer. prefix", &diffs, 1e-4);
+}
+
+/// `--tied-head copy` stores the transposed embedding as `lm_head.weight` (no Transpose node)
+/// and computes the same logits as the shared form, for both tied fixtures.
+#[test]
+fn tied_head_copy_matches_the_reference() {
+    for name in ["tiny-qwen2-tied-mqa", "tiny-gpt2"] {
+        let req = BuildRequest { tied_head: models::TiedHead::Copy, ..BuildRequest::new(fixture(name), std::path::PathBuf::new()) };
+        check_with(name, req);
+        let out = tempfile::tempdir().unwrap();
+        let req = BuildRequest { tied_head: models::TiedHead::Copy, ..BuildRequest::new(fixture(name), out.path().join("pkg")) };
+        build(&req, &mut |_| {}).unwrap();
+        let model = ir::load_model(&out.path().join("pkg/model.onnx")).unwrap();
+        assert!(model.graph.initializers.iter().any(|(n, _)| n == "lm_head.weight"), "{name}: a stored lm_head.weight");
+        assert!(!model.graph.nodes.iter().any(|n| n.op == "Transpose"), "{name}: no Transpose node");
+    }
 }

@@ -9,7 +9,7 @@ use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, GatedScopes};
 use crate::components::norm::{norm, per_head_rms_norm};
 use crate::components::rope::RopeCache;
-use crate::{Checkpoint, Error, GraphBuilder, Result};
+use crate::{Checkpoint, Error, GraphBuilder, Result, TiedHead};
 use std::collections::BTreeMap;
 
 impl DecoderFamily {
@@ -23,7 +23,7 @@ impl DecoderFamily {
 
         // Token (and learned position) embeddings. A tied lm_head reads the same initializer.
         let embed = ckpt.tensor(n.embed_tokens, &[c.vocab_size, hidden])?;
-        let wte = b.initializer(n.embed_tokens, embed.cast(b.float));
+        let wte = b.initializer(n.embed_tokens, embed.clone().cast(b.float));
         let scope = n.embed_tokens.trim_end_matches(".weight");
         let mut h = b.op(&format!("{scope}/Gather"), "Gather", &[&wte, &io.input_ids], vec![ir::Attr::int("axis", 0)]);
         if l.positions == Positions::Learned {
@@ -147,13 +147,22 @@ impl DecoderFamily {
             if ckpt.has(&lm_head_weight) {
                 ckpt.mark_unused(&lm_head_weight, "tie_word_embeddings: the output projection is the token embedding");
             }
-            // The projection reads the embedding table through a Transpose node rather than a
-            // transposed copy, so the package holds the [vocab, hidden] table once (272 MB less
-            // for Qwen2.5-0.5B in f16). ONNX Runtime folds the constant Transpose when the
-            // session is created (docs/generic-graph.md has the trade-off).
-            let scope = n.lm_head;
-            let table = b.op(&format!("{scope}/Transpose"), "Transpose", &[&wte], vec![ir::Attr::ints("perm", &[1, 0])]);
-            b.op(&format!("{scope}/MatMul"), "MatMul", &[&h, &table], vec![])
+            match io.tied_head {
+                // The projection reads the embedding table through a Transpose node rather than
+                // a transposed copy, so the package holds the [vocab, hidden] table once (272 MB
+                // less for Qwen2.5-0.5B in f16). ONNX Runtime folds the constant Transpose when
+                // the session is created (docs/generic-graph.md has the trade-off).
+                TiedHead::Shared => {
+                    let scope = n.lm_head;
+                    let perm = vec![ir::Attr::ints("perm", &[1, 0])];
+                    let table = b.op(&format!("{scope}/Transpose"), "Transpose", &[&wte], perm);
+                    b.op(&format!("{scope}/MatMul"), "MatMul", &[&h, &table], vec![])
+                }
+                TiedHead::Copy => {
+                    let head = LinearWeights { weight: embed.transpose(vec![1, 0]).cast(b.float), bias: None };
+                    linear(b, n.lm_head, &h, head)
+                }
+            }
         } else {
             let head = LinearWeights::torch(ckpt, b, n.lm_head, hidden, c.vocab_size, false)?;
             linear(b, n.lm_head, &h, head)

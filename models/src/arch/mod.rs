@@ -20,6 +20,8 @@ pub struct DecoderIo {
     pub past: Vec<(String, String)>,
     /// `(key, value)` present output names per layer.
     pub present: Vec<(String, String)>,
+    /// How a tied output projection reads the embedding.
+    pub tied_head: crate::TiedHead,
 }
 
 /// The decoder families this build knows, in the order they are listed to users.

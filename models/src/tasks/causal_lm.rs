@@ -67,7 +67,14 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
         io_past.push((k, v));
         io_present.push((present_key(i), present_value(i)));
     }
-    let io = DecoderIo { input_ids, attention_mask, position_ids, past: io_past, present: io_present.clone() };
+    let io = DecoderIo {
+        input_ids,
+        attention_mask,
+        position_ids,
+        past: io_past,
+        present: io_present.clone(),
+        tied_head: opts.tied_head,
+    };
     let logits = arch::build_decoder(family, &mut b, ckpt, &io)?;
 
     // Name the logits output exactly, then declare every output with its type.
