@@ -16,7 +16,7 @@ What it does
      entry's since/until and the opset after until, and records whether the WebGPU EP takes
      the node, with default provider options and with enableInt64; nodes it takes are run once.
      A claimed type the EP does not take is reported as contradicting the table; so is a type
-     only a CPU-fallback entry ("NOT a WebGPU kernel" in its source) claims if WebGPU takes it.
+     only a CPU-fallback entry (`host = true`) claims if WebGPU takes it.
 
 What it needs (nothing here is installed by the script)
   - A Python with onnxruntime-webgpu 1.27.0 (the newest WebGPU wheel on PyPI; the tables
@@ -585,7 +585,9 @@ def table_claims():
     return claims
 
 
-FALLBACK = "NOT a WebGPU kernel"  # how webgpu.toml's source marks a CPU-fallback entry
+def is_fallback(entry):
+    """A CPU-fallback entry of webgpu.toml: `host = true` (the EP has no kernel)."""
+    return bool(entry.get("host", False))
 
 
 def accepts(entry, binding, opset):
@@ -627,8 +629,8 @@ def check_probes(work):
     lines, contradicted = [], []
 
     def judge(entries, binding, opset, state, what):
-        webgpu = any(accepts(e, binding, opset) for e in entries if not e["source"].startswith(FALLBACK))
-        cpu = any(accepts(e, binding, opset) for e in entries if e["source"].startswith(FALLBACK))
+        webgpu = any(accepts(e, binding, opset) for e in entries if not is_fallback(e))
+        cpu = any(accepts(e, binding, opset) for e in entries if is_fallback(e))
         if webgpu and state != "webgpu":
             contradicted.append(what)
             return " CONTRADICTS TABLE"
