@@ -35,7 +35,8 @@ pub struct BuildRequest {
     pub force: bool,
     /// How a tied lm_head reads the embedding.
     pub tied_head: models::TiedHead,
-    /// Writer threads for model.onnx.data; 0 = one per core. Output is identical either way.
+    /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them).
+    /// Output is identical either way.
     pub threads: usize,
     /// Keep one diagnostic record per candidate node in the report.
     pub explain: bool,
