@@ -21,6 +21,10 @@ pub enum Error {
     Pipeline(String),
     #[error("the {ep} {dtype} build failed validation against ep-sets/tables/{ep}.toml:\n  - {}", problems.join("\n  - "))]
     Validation { ep: String, dtype: String, problems: Vec<String>, report: Box<crate::pipeline::PipelineReport> },
+    #[error("{0}")]
+    Request(String),
+    #[error("--strict: {}", warnings.join("; "))]
+    Strict { warnings: Vec<String> },
     #[error("unknown execution provider `{ep}`; available: {available}")]
     UnknownEp { ep: String, available: String },
 }

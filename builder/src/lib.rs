@@ -3,6 +3,7 @@
 //! A package is written into a temporary folder next to the output and renamed into place, so
 //! a failed build never leaves a half-written package and never touches an existing one.
 
+mod companions;
 mod demo;
 mod error;
 mod genai;
@@ -12,5 +13,6 @@ pub mod pipeline;
 
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
+pub use output::install_signal_handlers;
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, SUPPORTED_EPS};
+pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, MAX_THREADS, SUPPORTED_EPS};

@@ -1,7 +1,7 @@
 //! `tailor`: build ONNX models from Hugging Face checkpoints, tailored to an ONNX Runtime
 //! execution provider.
 
-use builder::{build, materialize_demo_checkpoint, BuildRequest, SUPPORTED_EPS};
+use builder::{build, materialize_demo_checkpoint, BuildRequest, MAX_THREADS, SUPPORTED_EPS};
 use clap::{Parser, Subcommand};
 use ir::DType;
 use std::path::PathBuf;
@@ -34,8 +34,10 @@ enum Command {
         Each --ep is a table in ep-sets/tables/ (docs/ep-tables.md) listing the dtypes it builds, the\n\
         rules it applies and the kernels it runs; a fusion the table requires that does not happen\n\
         fails the build with the rule's check message (docs/pipeline.md).\n\n\
-        The package is written to a temporary folder beside OUTPUT and renamed into place:\n\
-        a failed build leaves nothing behind and never touches an existing OUTPUT.")]
+        The package is written to a staging folder beside OUTPUT and swapped into place in one\n\
+        atomic rename: a failed or interrupted build (Ctrl-C, SIGTERM) leaves nothing behind and\n\
+        never touches an existing OUTPUT. --force replaces only an empty folder or an earlier\n\
+        package of this tool; two builds of one OUTPUT at once: the second fails.")]
     Build {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
         /// model.safetensors.index.json). Without it, the built-in demo checkpoint is used.
@@ -50,7 +52,9 @@ enum Command {
         /// Element type of weights and activations: f32, f16 or bf16.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
-        /// Replace OUTPUT if it exists and is not empty (only once the new package is complete).
+        /// Replace OUTPUT when it holds an earlier package of this tool (its build_report.json
+        /// and only the files that report lists), once the new package is complete. Any other
+        /// non-empty folder is refused, and so is one holding a file the checkpoint reads.
         #[arg(long)]
         force: bool,
         /// For tied embeddings: `shared` reads the embedding through a Transpose node (smaller
@@ -58,17 +62,24 @@ enum Command {
         /// stores a transposed lm_head (larger package, fastest session creation).
         #[arg(long, default_value = "shared", value_parser = parse_tied_head)]
         tied_head: models::TiedHead,
-        /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them).
-        /// The output is byte-identical whatever the count; fewer threads use less memory.
-        #[arg(long, default_value_t = 0, value_name = "N")]
+        /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them;
+        /// at most 64). The output is byte-identical whatever the count; fewer threads use less
+        /// memory.
+        #[arg(long, default_value_t = 0, value_name = "N", value_parser = parse_threads)]
         threads: usize,
         /// Print one diagnostic record per candidate node and rule: fired, or which check
         /// failed and why (also with TAILOR_EXPLAIN=1).
         #[arg(long)]
         explain: bool,
-        /// How diagnostics are printed: `text` for people, `json` (on stdout) for tools.
+        /// How diagnostics are printed: `text` for people, `json` (on stdout) for tools: one
+        /// document with `ep`, `dtype`, `ok`, `error` and the pipeline's report, also when the
+        /// build fails.
         #[arg(long, default_value = "text", value_parser = ["text", "json"])]
         diag_format: String,
+        /// Fail instead of warning when the package would be incomplete for
+        /// onnxruntime-genai (tokenizer files missing or unreadable in the checkpoint).
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -76,6 +87,14 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     DType::parse(s)
         .filter(|d| models::SUPPORTED_DTYPES.contains(d))
         .ok_or_else(|| format!("unsupported dtype `{s}`; choose one of f32, f16, bf16"))
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("`{s}` is not a thread count; give a whole number from 0 to {MAX_THREADS}"))?;
+    if n > MAX_THREADS {
+        return Err(format!("{n} is more than the limit of {MAX_THREADS} threads; use 0 for one per core"));
+    }
+    Ok(n)
 }
 
 fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
@@ -86,20 +105,38 @@ fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
     }
 }
 
+/// Writes to stderr or stdout without panicking: a closed pipe (`tailor ... | head`) must
+/// not stop a build, so write errors are dropped.
+macro_rules! say {
+    (err, $($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+    (out, $($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     // A file-size limit (`ulimit -f`) would otherwise kill the process with SIGXFSZ in the
     // middle of a write; ignored, the write fails with EFBIG and the build reports which file
     // it could not write, leaving nothing behind.
     // SAFETY: setting a signal's disposition to SIG_IGN before any thread starts.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    // SIGINT, SIGTERM and SIGHUP remove the staging folder and lock before the process exits.
+    if let Err(e) = builder::install_signal_handlers() {
+        say!(err, "warning: cannot watch for interrupts ({e}); an interrupted build may leave a staging folder beside the output");
+    }
     let cli = Cli::parse();
     match cli.command {
-        Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format } => {
+        Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format, strict } => {
+            let json = diag_format == "json";
             let demo_dir;
             let (model_dir, output) = match model {
                 Some(m) => {
                     let Some(out) = output else {
-                        eprintln!("error: --output is required with --model (the folder to write the package to)");
+                        say!(err, "error: --output is required with --model (the folder to write the package to)");
                         return ExitCode::from(2);
                     };
                     (m, out)
@@ -108,24 +145,35 @@ fn main() -> ExitCode {
                     demo_dir = match tempfile::tempdir() {
                         Ok(d) => d,
                         Err(e) => {
-                            eprintln!("error: cannot create a temporary folder for the demo checkpoint: {e}");
+                            say!(err, "error: cannot create a temporary folder for the demo checkpoint: {e}");
                             return ExitCode::FAILURE;
                         }
                     };
                     if let Err(e) = materialize_demo_checkpoint(demo_dir.path()) {
-                        eprintln!("error: {e}");
+                        say!(err, "error: {e}");
                         return ExitCode::FAILURE;
                     }
-                    eprintln!("no --model given: building the built-in demo checkpoint (tiny-llama)");
+                    say!(err, "no --model given: building the built-in demo checkpoint (tiny-llama)");
                     (demo_dir.path().to_path_buf(), output.unwrap_or_else(|| PathBuf::from("tailor-demo")))
                 }
             };
             let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain };
-            match build(&req, &mut |step| eprintln!("  {step}")) {
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict };
+            let result = build(&req, &mut |step| say!(err, "  {step}"));
+            let report = match &result {
+                Ok(r) => Some(&r.pipeline),
+                Err(builder::Error::Validation { report, .. }) => Some(&**report),
+                Err(_) => None,
+            };
+            if json {
+                print_json(&req, report, result.as_ref().err());
+            } else if let Some(p) = report {
+                print_diagnostics(p, explain);
+            }
+            match result {
                 Ok(r) => {
-                    print_diagnostics(&r.pipeline, explain, &diag_format);
-                    eprintln!(
+                    say!(
+                        err,
                         "built {} in {:.2} s: {} nodes, {} initializers, model.onnx {} B, model.onnx.data {} B; copied {}",
                         r.output.display(),
                         r.seconds,
@@ -133,13 +181,17 @@ fn main() -> ExitCode {
                         r.initializers,
                         r.model_bytes,
                         r.data_bytes,
-                        r.copied_files.join(", ")
+                        if r.copied_files.is_empty() { "no checkpoint files".to_string() } else { r.copied_files.join(", ") }
                     );
                     for note in &r.notes {
-                        eprintln!("note: {note}");
+                        say!(err, "note: {note}");
+                    }
+                    for warning in &r.warnings {
+                        say!(err, "warning: {warning}");
                     }
                     if !r.pipeline.host_nodes.is_empty() {
-                        eprintln!(
+                        say!(
+                            err,
                             "note: the EP has no kernel for these {} nodes; its table places them on the CPU EP: {}",
                             r.pipeline.role,
                             r.pipeline.host_nodes.join(", ")
@@ -148,10 +200,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    if let builder::Error::Validation { report, .. } = &e {
-                        print_diagnostics(report, explain, &diag_format);
-                    }
-                    eprintln!("error: {e}");
+                    say!(err, "error: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -159,15 +208,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// One line per rule and role on stderr, per-node records with `--explain`, or the whole
-/// pipeline report as JSON on stdout.
-fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool, format: &str) {
-    if format == "json" {
-        println!("{}", serde_json::to_string_pretty(p).expect("reports serialize"));
-        return;
-    }
-    for line in p.diagnostics.text().lines() {
-        eprintln!("  {line}  [{}]", p.role);
+/// The diagnostics as one JSON document on stdout, on success and on failure alike: the
+/// build's EP and dtype, whether it succeeded, the error if not, and the pipeline report
+/// (rules, per-node records with `--explain`, validation) when the pipeline ran.
+fn print_json(req: &BuildRequest, report: Option<&builder::pipeline::PipelineReport>, error: Option<&builder::Error>) {
+    let mut doc = match report.map(serde_json::to_value) {
+        Some(Ok(serde_json::Value::Object(map))) => map,
+        _ => serde_json::Map::new(),
+    };
+    doc.insert("ep".into(), req.ep.clone().into());
+    doc.insert("dtype".into(), req.dtype.name().into());
+    doc.insert("ok".into(), error.is_none().into());
+    doc.insert("error".into(), error.map(|e| e.to_string()).into());
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
+    say!(out, "{text}");
+}
+
+/// One line per rule and role on stderr, and per-node records with `--explain`.
+fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool) {
+    for line in p.diagnostics.summary_text().lines() {
+        say!(err, "  {line}  [{}]", p.role);
     }
     if explain {
         for r in &p.diagnostics.records {
@@ -176,7 +236,7 @@ fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool, forma
                 (Some(c), None) => format!("failed {c}"),
                 _ => "fired".to_string(),
             };
-            eprintln!("    {} {} {}: {what} ({})", p.role, r.rule, r.node, r.location);
+            say!(err, "    {} {} {}: {what} ({})", p.role, r.rule, r.node, r.location);
         }
     }
 }

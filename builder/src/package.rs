@@ -1,30 +1,33 @@
 //! One build: read the checkpoint, build the generic graph, write the package.
 
-use crate::output::{check_output, commit, staging_dir};
+use crate::companions::{Companions, CHECKPOINT_FILES};
+use crate::output::Claim;
 use crate::pipeline::{optimize, PipelineReport};
 use crate::{genai_config, Error, Result};
 use ep_sets::EpSets;
 use ir::DType;
 use models::{BuildOptions, Checkpoint};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// Execution providers the built-in tables describe (`ep-sets/tables/*.toml`); `default` is
 /// portable standard ONNX.
 pub const SUPPORTED_EPS: &[&str] = &["default", "cpu", "cuda", "dml", "webgpu", "trt-rtx"];
 
-/// Files copied from the checkpoint into the package when present.
-const CHECKPOINT_FILES: &[&str] = &[
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "generation_config.json",
-];
+/// The `tool` field of build_report.json: how `--force` recognises a package it may replace.
+pub(crate) const TOOL_NAME: &str = "onnx-tailor";
+/// The build report's file name.
+pub(crate) const BUILD_REPORT: &str = "build_report.json";
+/// Files every package holds.
+const PACKAGE_FILES: &[&str] = &["model.onnx", "model.onnx.data", "genai_config.json", BUILD_REPORT];
+/// Files a package written before the report listed them may hold.
+pub(crate) fn legacy_package_files() -> Vec<&'static str> {
+    PACKAGE_FILES.iter().chain(CHECKPOINT_FILES).copied().collect()
+}
+
+/// The most producer threads a build starts: past a few per core they only cost memory (each
+/// holds a block buffer), and a typo such as `--threads 100000` must not start thousands.
+pub const MAX_THREADS: usize = 64;
 
 #[derive(Clone, Debug)]
 pub struct BuildRequest {
@@ -40,6 +43,8 @@ pub struct BuildRequest {
     pub threads: usize,
     /// Keep one diagnostic record per candidate node in the report.
     pub explain: bool,
+    /// Make warnings (missing tokenizer files) errors.
+    pub strict: bool,
 }
 
 impl BuildRequest {
@@ -54,6 +59,7 @@ impl BuildRequest {
             tied_head: models::TiedHead::Shared,
             threads: 0,
             explain: false,
+            strict: false,
         }
     }
 }
@@ -68,6 +74,9 @@ pub struct BuildReport {
     pub copied_files: Vec<String>,
     /// Things a user should know about the package (e.g. a runtime model-type fallback).
     pub notes: Vec<String>,
+    /// Problems that make the package less useful, such as missing tokenizer files (errors
+    /// under `strict`).
+    pub warnings: Vec<String>,
     /// What the EP pipeline did and what validation found (also in build_report.json).
     pub pipeline: PipelineReport,
     pub seconds: f64,
@@ -77,6 +86,7 @@ pub struct BuildReport {
 /// existing folder given with `force` is untouched).
 pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<BuildReport> {
     let start = Instant::now();
+    let started = SystemTime::now();
     if !models::SUPPORTED_DTYPES.contains(&req.dtype) {
         return Err(models::Error::Dtype {
             dtype: req.dtype.to_string(),
@@ -84,26 +94,42 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         }
         .into());
     }
+    if req.threads > MAX_THREADS {
+        return Err(Error::Request(format!(
+            "--threads {} is more than the limit of {MAX_THREADS}; use 0 for one per core",
+            req.threads
+        )));
+    }
     // The (EP, dtype) pair is resolved before any weight is read.
     let sets = EpSets::builtin()?;
     if sets.get(&req.ep).is_none() {
         return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
     let (table, plan) = sets.plan(&req.ep, req.dtype.name())?;
-    check_output(&req.output, &req.model_dir, req.force)?;
+    let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
+    let mut notes = claim.notes.clone();
 
     progress(&format!("reading checkpoint {}", req.model_dir.display()));
     let ckpt = Checkpoint::open(&req.model_dir)?;
+    models::tasks::causal_lm::family(&ckpt.config)?;
+    let companions = Companions::of(&req.model_dir);
+    let warnings = companions.warnings.clone();
+    if req.strict && !warnings.is_empty() {
+        return Err(Error::Strict { warnings });
+    }
     progress(&format!(
         "building {} graph: {} layers, hidden {}, dtype {}",
-        ckpt.config.model_type, ckpt.config.num_hidden_layers, ckpt.config.hidden_size, req.dtype
+        ckpt.config.model_type,
+        ckpt.config.num_hidden_layers,
+        ckpt.config.hidden_size,
+        req.dtype
     ));
     let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
     let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain)?;
 
-    let staging = staging_dir(&req.output)?;
+    let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
     let bar = write_progress_bar();
     let progress: ir::Progress = {
@@ -126,23 +152,30 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         .genai_provider_options()
         .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
         .unwrap_or_default();
-    let (config, mut notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
+    let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
+    notes.extend(genai_notes);
     notes.extend(pipeline.not_implemented.iter().map(|r| {
         format!("{}.toml lists `{r}` for {}, which this build does not implement yet; it was skipped", table.name, req.dtype)
     }));
     write_json(&staging.path().join("genai_config.json"), &config)?;
+    let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &companions.copyable)?;
+    let files: Vec<&str> = PACKAGE_FILES.iter().copied().chain(copied_files.iter().map(String::as_str)).collect();
     let report = serde_json::json!({
+        "tool": TOOL_NAME,
+        "tool_version": env!("CARGO_PKG_VERSION"),
         "ep": table.name,
         "provider": table.provider,
         "dtype": req.dtype.name(),
         "model_type": ckpt.config.model_type,
+        "files": files,
+        "tokenizer": { "genai_loadable": companions.genai_loadable() },
         "notes": notes,
+        "warnings": warnings,
         "pipeline": [pipeline],
         "validation": { "ok": true, "problems": [] },
     });
-    write_json(&staging.path().join("build_report.json"), &report)?;
-    let copied_files = copy_checkpoint_files(&req.model_dir, staging.path())?;
-    commit(staging, &req.output)?;
+    write_json(&staging.path().join(BUILD_REPORT), &report)?;
+    claim.commit(staging)?;
 
     Ok(BuildReport {
         output: req.output.clone(),
@@ -152,6 +185,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         data_bytes: saved.data_bytes,
         copied_files,
         notes,
+        warnings,
         pipeline,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -195,14 +229,14 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
 }
 
-fn copy_checkpoint_files(from: &Path, to: &Path) -> Result<Vec<String>> {
+/// Copies the checkpoint's `names` (regular files, checked by [`Companions::of`]) into the
+/// package; returns those copied.
+fn copy_checkpoint_files(from: &Path, to: &Path, names: &[&'static str]) -> Result<Vec<String>> {
     let mut copied = Vec::new();
-    for name in CHECKPOINT_FILES {
+    for name in names {
         let src = from.join(name);
-        if src.is_file() {
-            std::fs::copy(&src, to.join(name)).map_err(|e| Error::io(&src, e))?;
-            copied.push(name.to_string());
-        }
+        std::fs::copy(&src, to.join(name)).map_err(|e| Error::io(&src, e))?;
+        copied.push(name.to_string());
     }
     Ok(copied)
 }

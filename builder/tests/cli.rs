@@ -3,99 +3,12 @@
 //! leaves no output folder (nor staging folder) behind, and leaves an existing output folder
 //! given with `--force` untouched.
 
-use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
 use std::process::Command;
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
-
-/// A writable copy of a fixture's checkpoint files (no reference outputs).
-fn copy_fixture(name: &str, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for entry in std::fs::read_dir(fixture(name)).unwrap() {
-        let path = entry.unwrap().path();
-        let file = path.file_name().unwrap();
-        if !file.to_string_lossy().starts_with("reference") {
-            std::fs::copy(&path, dst.join(file)).unwrap();
-        }
-    }
-}
-
-/// A safetensors tensor: dtype string, shape, bytes.
-type Tensor = (String, Vec<usize>, Vec<u8>);
-
-fn read_safetensors(path: &Path) -> Vec<(String, Tensor)> {
-    let bytes = std::fs::read(path).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: Map<String, Value> = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let data = &bytes[8 + n..];
-    let mut out: Vec<(String, Tensor)> = header
-        .into_iter()
-        .filter(|(k, _)| k != "__metadata__")
-        .map(|(name, v)| {
-            let dtype = v["dtype"].as_str().unwrap().to_string();
-            let shape = v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-            let offsets: Vec<usize> = v["data_offsets"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-            (name, (dtype, shape, data[offsets[0]..offsets[1]].to_vec()))
-        })
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
-
-fn write_safetensors(path: &Path, tensors: &[(String, Tensor)]) {
-    let mut header = Map::new();
-    let mut data = Vec::new();
-    for (name, (dtype, shape, bytes)) in tensors {
-        let start = data.len();
-        data.extend_from_slice(bytes);
-        header.insert(
-            name.clone(),
-            serde_json::json!({ "dtype": dtype, "shape": shape, "data_offsets": [start, data.len()] }),
-        );
-    }
-    let mut text = serde_json::to_vec(&Value::Object(header)).unwrap();
-    while !text.len().is_multiple_of(8) {
-        text.push(b' ');
-    }
-    let mut out = (text.len() as u64).to_le_bytes().to_vec();
-    out.extend(text);
-    out.extend(data);
-    std::fs::write(path, out).unwrap();
-}
-
-struct Outcome {
-    status: std::process::ExitStatus,
-    stderr: String,
-}
-
-fn tailor(model: &Path, output: &Path, extra: &[&str]) -> Outcome {
-    let out = Command::new(env!("CARGO_BIN_EXE_tailor"))
-        .args(["build", "--model"])
-        .arg(model)
-        .arg("--output")
-        .arg(output)
-        .args(extra)
-        .output()
-        .expect("run tailor");
-    Outcome { status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
-}
-
-/// The folder's files and their bytes, to prove it was not touched.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 /// Runs a failing build twice: into a fresh path (nothing may exist afterwards) and with
 /// `--force` over an existing package-like folder (it must be untouched). Both messages must
@@ -118,25 +31,25 @@ fn assert_fails(model: &Path, extra: &[&str], expect: &[&str]) {
     std::fs::create_dir(&existing).unwrap();
     std::fs::write(existing.join("model.onnx"), b"previous package").unwrap();
     std::fs::write(existing.join("genai_config.json"), b"{}").unwrap();
+    // Recognisably an earlier package, so --force would replace it: the build must fail for
+    // the input's reason and leave it as it was.
+    std::fs::write(
+        existing.join("build_report.json"),
+        br#"{"tool": "onnx-tailor", "files": ["model.onnx", "genai_config.json", "build_report.json"]}"#,
+    )
+    .unwrap();
     let before = snapshot(&existing);
     let mut forced = extra.to_vec();
     forced.push("--force");
     let r = tailor(model, &existing, &forced);
     assert!(!r.status.success(), "expected failure with --force: {}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "panicked with --force: {}", r.stderr);
+    for e in expect {
+        assert!(r.stderr.contains(e), "message with --force lacks `{e}`: {}", r.stderr);
+    }
     assert_eq!(snapshot(&existing), before, "--force folder changed by a failed build: {}", r.stderr);
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("existing")], "left behind {left:?}");
-}
-
-/// A copy of tiny-llama with `edit` applied to its config.json object.
-fn with_config(dir: &Path, edit: impl FnOnce(&mut Map<String, Value>)) -> PathBuf {
-    let model = dir.join("model");
-    copy_fixture("tiny-llama", &model);
-    let mut config: Map<String, Value> = serde_json::from_slice(&std::fs::read(model.join("config.json")).unwrap()).unwrap();
-    edit(&mut config);
-    std::fs::write(model.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
-    model
 }
 
 #[test]
@@ -273,7 +186,7 @@ fn non_empty_output_without_force_is_refused_and_untouched() {
     let before = snapshot(&out);
     let r = tailor(&fixture("tiny-llama"), &out, &[]);
     assert!(!r.status.success(), "{}", r.stderr);
-    assert!(r.stderr.contains("not empty") && r.stderr.contains("--force"), "{}", r.stderr);
+    assert!(r.stderr.contains("not a tailor package") && r.stderr.contains("--force"), "{}", r.stderr);
     assert!(r.stderr.contains(&out.display().to_string()), "message names the folder: {}", r.stderr);
     assert_eq!(snapshot(&out), before);
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -355,4 +268,230 @@ fn a_failing_write_is_reported_and_leaves_nothing() {
     assert!(stderr.contains("model.onnx.data") && stderr.contains("too large"), "names the file and the cause: {stderr}");
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "nothing left behind: {left:?}");
+}
+
+/// An activation no EP table runs is refused by the config reader, naming the key and the
+/// supported values, before the build announces a graph.
+#[test]
+fn unsupported_activation_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_config(dir.path(), |c| {
+        c.insert("hidden_act".into(), Value::String("relu".into()));
+    });
+    assert_fails(&model, &[], &["config.json", "`hidden_act`", "relu", "silu", "gelu_pytorch_tanh"]);
+    let r = tailor(&model, &dir.path().join("pkg"), &[]);
+    assert!(!r.stderr.contains("building"), "no graph is announced: {}", r.stderr);
+}
+
+/// A family this tool does not build is refused before "building X graph" is printed.
+#[test]
+fn unsupported_family_is_refused_before_progress_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_config(dir.path(), |c| {
+        c.insert("model_type".into(), Value::String("gemma".into()));
+    });
+    let r = tailor(&model, &dir.path().join("pkg"), &[]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("`gemma`") && !r.stderr.contains("building gemma"), "{}", r.stderr);
+}
+
+/// `rope_scaling` without a type would drop its factor in silence; transformers refuses it.
+#[test]
+fn rope_scaling_without_a_type_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_config(dir.path(), |c| {
+        c.insert("rope_scaling".into(), serde_json::json!({"factor": 4.0}));
+    });
+    assert_fails(&model, &[], &["config.json", "`rope_scaling`", "rope_type", "factor"]);
+}
+
+/// A position count too large to build is an error naming the key, exit status 1, never an
+/// aborted allocation.
+#[test]
+fn huge_position_count_is_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_config(dir.path(), |c| {
+        c.insert("max_position_embeddings".into(), serde_json::json!(2147483648u64));
+    });
+    let r = tailor(&model, &dir.path().join("pkg"), &[]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("`max_position_embeddings` (2147483648)"), "{}", r.stderr);
+    assert_fails(&model, &[], &["max_position_embeddings"]);
+}
+
+/// GPT-2's values are named by GPT-2's keys.
+#[test]
+fn gpt2_values_are_named_by_gpt2_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-gpt2", &model);
+    let path = model.join("config.json");
+    let mut config: serde_json::Map<String, Value> = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let heads = config["n_head"].as_u64().unwrap();
+    config.insert("n_embd".into(), serde_json::json!(heads * 16 + 1));
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    assert_fails(&model, &[], &["`n_embd`", "`n_head`"]);
+}
+
+/// `--threads` beyond the limit is refused by the argument parser, naming the limit.
+#[test]
+fn thread_count_is_bounded() {
+    let root = tempfile::tempdir().unwrap();
+    let r = tailor(&fixture("tiny-llama"), &root.path().join("pkg"), &["--threads", "100000"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("limit of 64"), "{}", r.stderr);
+    assert!(listing(root.path()).is_empty());
+}
+
+/// A weights file that is not a regular file is an error saying what it is, naming it, never
+/// skipped in favour of another file.
+#[test]
+fn weights_that_are_not_regular_files_are_named() {
+    let cases: [(&str, &dyn Fn(&Path), &str); 3] = [
+        ("dangling link", &|p| std::os::unix::fs::symlink(p.with_file_name("gone.blob"), p).unwrap(), "symbolic link"),
+        ("folder", &|p| std::fs::create_dir(p).unwrap(), "is a folder"),
+        ("fifo", &|p| make_fifo(p), "FIFO"),
+    ];
+    for (what, make, expect) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("model");
+        copy_fixture("tiny-llama", &model);
+        let weights = model.join("model.safetensors");
+        // Keep a valid copy under another name: the old fallback would have read it.
+        std::fs::rename(&weights, model.join("other.safetensors")).unwrap();
+        make(&weights);
+        let r = tailor(&model, &dir.path().join("pkg"), &[]);
+        assert_eq!(r.status.code(), Some(1), "{what}: {}", r.stderr);
+        assert!(r.stderr.contains("model.safetensors") && r.stderr.contains(expect), "{what}: {}", r.stderr);
+    }
+}
+
+fn make_fifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success());
+}
+
+/// A FIFO config.json would block a read forever: it is refused at once.
+#[test]
+fn fifo_config_does_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-llama", &model);
+    std::fs::remove_file(model.join("config.json")).unwrap();
+    make_fifo(&model.join("config.json"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailor"))
+        .args(["build", "--model"])
+        .arg(&model)
+        .arg("--output")
+        .arg(dir.path().join("pkg"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tailor hangs on a FIFO config.json");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("config.json") && stderr.contains("FIFO"), "{stderr}");
+}
+
+/// Missing tokenizer files: a warning naming them and saying genai will not load the
+/// package, recorded in the report; an error under --strict.
+#[test]
+fn missing_tokenizer_files_warn_or_fail_under_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-llama", &model);
+    std::fs::remove_file(model.join("tokenizer_config.json")).unwrap();
+    std::fs::remove_file(model.join("tokenizer.json")).unwrap();
+    std::os::unix::fs::symlink(model.join("nowhere.json"), model.join("tokenizer.json")).unwrap();
+    let out = dir.path().join("pkg");
+    let r = tailor(&model, &out, &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("warning:") && r.stderr.contains("tokenizer_config.json"), "{}", r.stderr);
+    assert!(r.stderr.contains("onnxruntime-genai will not load"), "{}", r.stderr);
+    assert!(r.stderr.contains("tokenizer.json is a symbolic link"), "the dangling link is named: {}", r.stderr);
+    let report: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!(report["tokenizer"]["genai_loadable"], false);
+    assert!(report["warnings"].as_array().unwrap().len() >= 2, "{report}");
+
+    let strict = dir.path().join("strict");
+    let r = tailor(&model, &strict, &["--strict"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("--strict") && r.stderr.contains("tokenizer_config.json"), "{}", r.stderr);
+    assert!(!strict.exists());
+
+    let full = tailor(&fixture("tiny-llama"), &dir.path().join("full"), &["--strict"]);
+    assert!(full.status.success() && !full.stderr.contains("warning"), "{}", full.stderr);
+}
+
+/// A closed stdout and stderr (`tailor ... 2>&1 | head -c 10`) is never a panic, and the
+/// package is still written.
+#[test]
+fn closed_pipes_do_not_stop_a_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pkg");
+    let script = "\"$0\" build --model \"$1\" --output \"$2\" --explain --ep cpu 2>&1 | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}";
+    let status = Command::new("bash")
+        .args(["-c", script, env!("CARGO_BIN_EXE_tailor")])
+        .arg(fixture("tiny-llama"))
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "tailor exits 0 with its pipe closed");
+    assert!(out.join("model.onnx").is_file() && out.join("build_report.json").is_file());
+    // JSON on a closed stdout, too.
+    let json = dir.path().join("json");
+    let script = "\"$0\" build --model \"$1\" --output \"$2\" --diag-format json 2>/dev/null | head -c 1 >/dev/null; exit ${PIPESTATUS[0]}";
+    let status =
+        Command::new("bash").args(["-c", script, env!("CARGO_BIN_EXE_tailor")]).arg(fixture("tiny-llama")).arg(&json).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(json.join("model.onnx").is_file());
+}
+
+/// `--explain` prints each candidate's record once.
+#[test]
+fn explain_prints_each_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = tailor(&fixture("tiny-llama"), &dir.path().join("pkg"), &["--ep", "cpu", "--explain"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let fired: Vec<&str> = r.stderr.lines().filter(|l| l.contains("fuse.gqa_rotary") && l.contains("fired")).collect();
+    assert_eq!(fired.iter().filter(|l| !l.contains("candidates=")).count(), 2, "one record per layer: {}", r.stderr);
+}
+
+/// `--diag-format json` names the EP and dtype, and prints a document on failure too.
+#[test]
+fn json_diagnostics_on_success_and_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |model: &Path, out: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_tailor"))
+            .args(["build", "--ep", "cpu", "--diag-format", "json", "--model"])
+            .arg(model)
+            .arg("--output")
+            .arg(out)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)));
+        (o.status.code(), doc)
+    };
+    let (code, doc) = run(&fixture("tiny-llama"), &dir.path().join("ok"));
+    assert_eq!(code, Some(0));
+    assert_eq!((doc["ep"].as_str(), doc["dtype"].as_str(), doc["ok"].as_bool()), (Some("cpu"), Some("f32"), Some(true)));
+    assert!(doc["diagnostics"]["rules"].is_array() && doc["error"].is_null());
+    let bad = with_config(dir.path(), |c| {
+        c.insert("hidden_act".into(), Value::String("mish".into()));
+    });
+    let (code, doc) = run(&bad, &dir.path().join("bad"));
+    assert_eq!(code, Some(1));
+    assert_eq!((doc["ok"].as_bool(), doc["ep"].as_str()), (Some(false), Some("cpu")));
+    assert!(doc["error"].as_str().unwrap().contains("hidden_act"), "{doc}");
 }

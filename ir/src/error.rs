@@ -15,6 +15,8 @@ pub enum Error {
     Cast { from: String, to: String },
     #[error("{path}: not a valid ONNX model ({reason})")]
     Decode { path: PathBuf, reason: String },
+    #[error("{path} {what}")]
+    NotAFile { path: PathBuf, what: &'static str },
     #[error("graph is not valid: {0}")]
     Graph(String),
 }

@@ -16,6 +16,7 @@ pub mod proto {
 
 mod dtype;
 mod error;
+mod files;
 mod graph;
 mod convert;
 mod direct;
@@ -32,6 +33,7 @@ mod text;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
+pub use files::{entry_kind, regular_file, EntryKind};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;

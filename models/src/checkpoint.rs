@@ -122,7 +122,7 @@ impl Checkpoint {
 /// else `model.safetensors`, else every `*.safetensors` in the folder, sorted.
 fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
-    if index.exists() {
+    if ir::regular_file(&index)? {
         let text = std::fs::read_to_string(&index)
             .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("cannot read it: {e}") })?;
         let value: Value = serde_json::from_str(&text)
@@ -135,7 +135,13 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         for shard in shards {
             let path = dir.join(shard);
-            if !path.is_file() || shard.contains("..") || shard.contains('/') {
+            if shard.contains("..") || shard.contains('/') {
+                return Err(Error::Checkpoint {
+                    path: index.clone(),
+                    reason: format!("names shard `{shard}`, which is not a file name in {}", dir.display()),
+                });
+            }
+            if !ir::regular_file(&path)? {
                 return Err(Error::Checkpoint {
                     path: index.clone(),
                     reason: format!("names shard `{shard}`, which is not a file in {}", dir.display()),
@@ -146,15 +152,20 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
         return Ok(files);
     }
     let single = dir.join("model.safetensors");
-    if single.is_file() {
+    if ir::regular_file(&single)? {
         return Ok(vec![single]);
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::Checkpoint { path: dir.to_path_buf(), reason: format!("cannot list it: {e}") })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
     files.sort();
+    // A `*.safetensors` entry that is not a regular file is an error, never skipped: leaving
+    // out a shard would build a model without its weights.
+    for file in &files {
+        ir::regular_file(file)?;
+    }
     if files.is_empty() {
         return Err(Error::Checkpoint {
             path: dir.to_path_buf(),

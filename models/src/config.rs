@@ -38,19 +38,19 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
-    Relu,
 }
 
 impl Activation {
-    /// The config spellings this tool accepts, for error messages.
-    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu";
+    /// The config spellings this tool accepts, for error messages. Only activations every
+    /// EP table runs are listed: one the tables cannot run is refused here, by its key, before
+    /// any weight is read (ReLU, for one, has no table entry yet).
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast";
 
     fn parse(name: &str) -> Option<Activation> {
         Some(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
-            "relu" => Activation::Relu,
             _ => return None,
         })
     }
@@ -132,6 +132,11 @@ impl Reader<'_> {
     fn usize_req(&self, keys: &[&str]) -> Result<usize> {
         self.usize_any(keys)?.ok_or_else(|| self.err(format!("required key `{}` is missing", keys[0])))
     }
+    /// The spelling of `keys` this config uses (the first when none is present), so messages
+    /// about a value name the key the user wrote: GPT-2's `n_head`, not `num_attention_heads`.
+    fn key_of<'k>(&self, keys: &[&'k str]) -> &'k str {
+        self.first(keys).map(|(k, _)| k).unwrap_or(keys[0])
+    }
     /// Like [`Reader::usize_any`], but zero is allowed (e.g. `max_window_layers: 0`).
     fn count_opt(&self, key: &str) -> Result<Option<usize>> {
         match self.present(key) {
@@ -182,6 +187,12 @@ impl DecoderConfig {
     /// Reads `dir/config.json`.
     pub fn load(dir: &Path) -> Result<DecoderConfig> {
         let path = dir.join("config.json");
+        if !ir::regular_file(&path)? {
+            return Err(Error::Config {
+                path,
+                reason: "cannot read it (it does not exist); a checkpoint folder must contain config.json".into(),
+            });
+        }
         let text = std::fs::read_to_string(&path).map_err(|e| Error::Config {
             path: path.clone(),
             reason: format!("cannot read it ({e}); a checkpoint folder must contain config.json"),
@@ -203,12 +214,15 @@ impl DecoderConfig {
             .and_then(Value::as_str)
             .ok_or_else(|| r.err("required key `model_type` is missing or not a string".into()))?
             .to_string();
-        let hidden_size = r.usize_req(&["hidden_size", "n_embd"])?;
-        let num_attention_heads = r.usize_req(&["num_attention_heads", "n_head"])?;
+        const HIDDEN: &[&str] = &["hidden_size", "n_embd"];
+        const HEADS: &[&str] = &["num_attention_heads", "n_head"];
+        let (hidden_key, heads_key) = (r.key_of(HIDDEN), r.key_of(HEADS));
+        let hidden_size = r.usize_req(HIDDEN)?;
+        let num_attention_heads = r.usize_req(HEADS)?;
         let num_key_value_heads = r.usize_opt("num_key_value_heads")?.unwrap_or(num_attention_heads);
         if num_attention_heads % num_key_value_heads != 0 {
             return Err(r.err(format!(
-                "`num_attention_heads` ({num_attention_heads}) must be a multiple of `num_key_value_heads` ({num_key_value_heads})"
+                "`{heads_key}` ({num_attention_heads}) must be a multiple of `num_key_value_heads` ({num_key_value_heads})"
             )));
         }
         let head_dim = match r.usize_opt("head_dim")? {
@@ -216,7 +230,7 @@ impl DecoderConfig {
             None if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
             None => {
                 return Err(r.err(format!(
-                    "`hidden_size` ({hidden_size}) is not a multiple of `num_attention_heads` ({num_attention_heads}) and `head_dim` is not given"
+                    "`{hidden_key}` ({hidden_size}) is not a multiple of `{heads_key}` ({num_attention_heads}) and `head_dim` is not given"
                 )))
             }
         };
@@ -226,7 +240,9 @@ impl DecoderConfig {
             None if map.contains_key("n_inner") => 4 * hidden_size,
             None => return Err(r.err("required key `intermediate_size` is missing".into())),
         };
-        let max_position_embeddings = r.usize_any(&["max_position_embeddings", "n_positions"])?.unwrap_or(2048);
+        const POSITIONS: &[&str] = &["max_position_embeddings", "n_positions"];
+        let positions_key = r.key_of(POSITIONS);
+        let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
         let rope = read_rope(&r, max_position_embeddings)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
@@ -235,6 +251,7 @@ impl DecoderConfig {
                 rope.partial_rotary_factor
             )));
         }
+        check_rope_tables(&r, positions_key, max_position_embeddings, rotary_dim, &rope.kind)?;
         if let RopeKind::LongRope { short_factor, long_factor, .. } = &rope.kind {
             for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
                 if f.len() != rotary_dim / 2 {
@@ -364,6 +381,16 @@ fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
         return Err(r.err(format!("`partial_rotary_factor` must lie in (0, 1], found {partial_rotary_factor}")));
     }
     let kind_name = match get("rope_type").or_else(|| get("type")) {
+        // transformers refuses a scaling object without a type; reading it as `default` would
+        // drop its `factor` in silence. Only the base keys may stand without one.
+        None if params.is_some_and(|m| m.keys().any(|k| !UNTYPED_ROPE_KEYS.contains(&k.as_str()))) => {
+            let keys: Vec<&str> = params.into_iter().flat_map(|m| m.keys().map(String::as_str)).collect();
+            return Err(r.err(format!(
+                "key `{params_key}` has no `rope_type` (or `type`) but holds {}; say which scaling it is, \
+                 e.g. \"rope_type\": \"linear\" (supported: {SUPPORTED_ROPE_TYPES})",
+                keys.join(", ")
+            )));
+        }
         None => "default",
         Some(v) => v.as_str().ok_or_else(|| r.err(format!("key `{params_key}.rope_type` must be a string, found {v}")))?,
     };
@@ -464,9 +491,36 @@ fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
     Ok(RopeConfig { theta, kind, partial_rotary_factor })
 }
 
+/// The most bytes of cos/sin tables a build computes in memory: Qwen2.5-1M's million positions
+/// at rotary dimension 128 need 0.5 GiB; a value far beyond any published model (a typo, or a
+/// corrupt config) must be an error naming its key, not an aborted allocation.
+pub const MAX_ROPE_TABLE_BYTES: u64 = 2 << 30;
+
+/// Refuses a position count whose cos/sin tables (f32, one pair per frequency set) would not
+/// fit [`MAX_ROPE_TABLE_BYTES`], before anything is allocated.
+fn check_rope_tables(r: &Reader, key: &str, positions: usize, rotary_dim: usize, kind: &RopeKind) -> Result<()> {
+    let sets: u64 = if matches!(kind, RopeKind::LongRope { .. }) { 2 } else { 1 };
+    let bytes = (positions as u64).saturating_mul(rotary_dim as u64 / 2).saturating_mul(2 * 4 * sets);
+    if bytes > MAX_ROPE_TABLE_BYTES {
+        return Err(r.err(format!(
+            "`{key}` ({positions}) is too large to build: its cos/sin tables (positions x rotary_dim/2 = {rotary_dim}/2 \
+             values, x 2 tables x 4 bytes{}) would take {:.1} GiB, more than the {} GiB this tool builds; \
+             set `{key}` to the context length the model is meant to run",
+            if sets > 1 { " x 2 factor sets" } else { "" },
+            bytes as f64 / (1u64 << 30) as f64,
+            MAX_ROPE_TABLE_BYTES >> 30
+        )));
+    }
+    Ok(())
+}
+
 /// Boolean keys the families read through [`DecoderConfig::flag`].
 const BOOLEAN_KEYS: &[&str] =
     &["attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"];
+
+/// Keys a RoPE object may hold without a `rope_type`: they describe the base frequencies, not
+/// a scaling.
+const UNTYPED_ROPE_KEYS: &[&str] = &["rope_theta", "partial_rotary_factor"];
 
 /// The `rope_type` values this tool builds.
 pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
@@ -576,5 +630,46 @@ mod tests {
         assert_eq!(c.hidden_act, Activation::GeluTanh);
         let e = parse(&format!(r#"{{{BASE},"hidden_act":"mish"}}"#)).unwrap_err().to_string();
         assert!(e.contains("`hidden_act`") && e.contains("mish"), "{e}");
+        // Values are named by the key the config wrote.
+        let e = parse(r#"{"model_type":"gpt2","n_embd":65,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`n_embd` (65)") && e.contains("`n_head` (4)"), "{e}");
+        assert!(!e.contains("hidden_size") && !e.contains("num_attention_heads"), "{e}");
+    }
+
+    #[test]
+    fn activations_no_table_runs_are_refused_by_key() {
+        let e = parse(&format!(r#"{{{BASE},"hidden_act":"relu"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`hidden_act`") && e.contains("relu") && e.contains(Activation::NAMES), "{e}");
+        let e = parse(
+            r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512,"activation_function":"relu"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`activation_function`"), "{e}");
+    }
+
+    #[test]
+    fn rope_scaling_without_a_type_is_refused() {
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"factor":8.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`rope_scaling`") && e.contains("rope_type") && e.contains("factor"), "{e}");
+        // The base keys alone need no type.
+        let c = parse(&format!(r#"{{{BASE},"rope_parameters":{{"rope_theta":1000.0}}}}"#)).unwrap();
+        assert_eq!((c.rope.theta, &c.rope.kind), (1000.0, &RopeKind::Default));
+    }
+
+    #[test]
+    fn position_counts_too_large_to_build_name_the_key() {
+        let e = parse(&format!(r#"{{{BASE},"max_position_embeddings":2147483648}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`max_position_embeddings` (2147483648)") && e.contains("GiB"), "{e}");
+        let e = parse(
+            r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512,"n_positions":4000000000}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`n_positions`"), "{e}");
+        // A real long context still builds: one million positions at head 16.
+        assert!(parse(&format!(r#"{{{BASE},"max_position_embeddings":1048576}}"#)).is_ok());
     }
 }

@@ -85,7 +85,24 @@ impl Report {
 
     /// One line per rule and graph, e.g.
     /// `fuse.gqa  main_graph  candidates=24 fired=0  failed head_size_cpu x24: "..." (file:line)`.
+    /// One line per rule (and its furthest failure), then every per-candidate record.
     pub fn text(&self) -> String {
+        let mut s = self.summary_text();
+        for rec in &self.records {
+            let _ = writeln!(
+                s,
+                "  {} {} {:?}{}",
+                rec.rule,
+                rec.node,
+                rec.outcome,
+                rec.check.as_ref().map(|c| format!(" {c}: {} ({})", rec.message.as_deref().unwrap_or(""), rec.location)).unwrap_or_default()
+            );
+        }
+        s
+    }
+
+    /// One line per rule (and its furthest failure), without the per-candidate records.
+    pub fn summary_text(&self) -> String {
         let mut s = String::new();
         for r in &self.rules {
             let _ = write!(s, "{}  {}  candidates={} fired={}", r.rule, r.graph, r.candidates, r.fired);
@@ -110,16 +127,6 @@ impl Report {
         }
         for c in &self.capped {
             let _ = writeln!(s, "warning: {c} reached the iteration cap before a fixed point");
-        }
-        for rec in &self.records {
-            let _ = writeln!(
-                s,
-                "  {} {} {:?}{}",
-                rec.rule,
-                rec.node,
-                rec.outcome,
-                rec.check.as_ref().map(|c| format!(" {c}: {} ({})", rec.message.as_deref().unwrap_or(""), rec.location)).unwrap_or_default()
-            );
         }
         s
     }

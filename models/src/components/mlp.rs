@@ -3,7 +3,7 @@ use crate::{Activation, GraphBuilder};
 use ir::Attr;
 
 /// The activation in standard ONNX: SiLU as `x * Sigmoid(x)` (opset 24 has no SiLU op), GELU
-/// as `Gelu` (opset 20+, `approximate="tanh"` for the tanh variant), ReLU as `Relu`.
+/// as `Gelu` (opset 20+, `approximate="tanh"` for the tanh variant).
 pub fn activation(b: &mut GraphBuilder, scope: &str, x: &str, act: Activation) -> String {
     match act {
         Activation::Silu => {
@@ -12,7 +12,6 @@ pub fn activation(b: &mut GraphBuilder, scope: &str, x: &str, act: Activation) -
         }
         Activation::Gelu => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![]),
         Activation::GeluTanh => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![Attr::string("approximate", "tanh")]),
-        Activation::Relu => b.op(&format!("{scope}/Relu"), "Relu", &[x], vec![]),
     }
 }
 

@@ -36,14 +36,20 @@ fn dim(opts: &BuildOptions, name: &str) -> Dim {
     }
 }
 
-/// Builds the generic causal-LM graph of `ckpt`.
-pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
-    let c = &ckpt.config;
-    let family = arch::decoder_for(&c.model_type).ok_or_else(|| Error::UnsupportedModel {
+/// The decoder family that builds `c`'s `model_type`, or an error listing the supported ones
+/// (checked before the build announces a graph it cannot make).
+pub fn family(c: &crate::DecoderConfig) -> Result<&'static arch::DecoderFamily> {
+    arch::decoder_for(&c.model_type).ok_or_else(|| Error::UnsupportedModel {
         path: c.path.clone(),
         model_type: c.model_type.clone(),
         supported: arch::supported_model_types().join(", "),
-    })?;
+    })
+}
+
+/// Builds the generic causal-LM graph of `ckpt`.
+pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
+    let c = &ckpt.config;
+    let family = family(c)?;
     if !crate::SUPPORTED_DTYPES.contains(&opts.dtype) {
         return Err(Error::Dtype {
             dtype: opts.dtype.to_string(),

@@ -1,0 +1,224 @@
+//! Output-folder safety. A build claims its output before reading any weight, and:
+//!
+//! * takes an exclusive lock beside it (`lock`): two builds of one output never interleave,
+//!   the second fails at once;
+//! * removes staging folders killed builds left there (`staging::sweep_stale`);
+//! * refuses an output it may not replace (`guard`): `--force` replaces only an empty folder
+//!   or an earlier package of this tool, never one holding a file the checkpoint reads;
+//! * writes into a locked staging folder beside it, removed on every exit path the process
+//!   sees (errors, panics, SIGINT/SIGTERM/SIGHUP through `cleanup`);
+//! * commits by fsyncing the files, then swapping the folders with one atomic
+//!   `renameat2(RENAME_EXCHANGE)`, so at every instant the output path holds either the old or
+//!   the new complete package; the old one is removed after.
+
+mod cleanup;
+mod guard;
+mod lock;
+mod staging;
+
+pub use cleanup::install_signal_handlers;
+
+use crate::{Error, Result};
+use guard::{Existing, Protected};
+use lock::{lock_path, OutputLock};
+use staging::{sweep_stale, sync_dir, Staging};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+/// Resolves `path` as far as it exists (symlinks included), then appends the rest.
+pub(crate) fn resolve(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(path) };
+    let mut existing = abs.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = existing.canonicalize().unwrap_or(existing);
+    for part in rest.iter().rev() {
+        resolved.push(part);
+    }
+    resolved
+}
+
+/// An output folder this build holds: resolved, locked and checked.
+pub(crate) struct Claim {
+    given: PathBuf,
+    resolved: PathBuf,
+    parent: PathBuf,
+    name: String,
+    existing: Existing,
+    /// Stale staging folders found beside the output, for the build's notes.
+    pub(crate) notes: Vec<String>,
+    _lock: OutputLock,
+}
+
+impl Claim {
+    /// Claims `output` for a build of the checkpoint in `model_dir`; `force` allows replacing
+    /// an earlier package.
+    pub(crate) fn new(output: &Path, model_dir: &Path, force: bool, started: SystemTime) -> Result<Claim> {
+        let resolved = resolve(output);
+        let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+            return Err(Error::Output {
+                output: output.to_path_buf(),
+                reason: "is a filesystem root; choose a folder to write the package into".into(),
+            });
+        };
+        let (parent, name) = (parent.to_path_buf(), name.to_string_lossy().into_owned());
+        std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+        let lock = OutputLock::acquire(output, lock_path(&parent, &name))?;
+        let notes = sweep_stale(&parent, &name, started);
+        let model = resolve(model_dir);
+        let existing = guard::check(output, &resolved, &model, force, &Protected::of_checkpoint(&model))?;
+        Ok(Claim { given: output.to_path_buf(), resolved, parent, name, existing, notes, _lock: lock })
+    }
+
+    /// A fresh staging folder beside the output.
+    pub(crate) fn stage(&self) -> Result<Staging> {
+        Staging::create(&self.parent, &self.name)
+    }
+
+    /// Puts the finished package in `staging` at the output, replacing what was there.
+    pub(crate) fn commit(self, staging: Staging) -> Result<()> {
+        staging.sync()?;
+        let out = &self.resolved;
+        let from = staging.path().to_path_buf();
+        let committed = cleanup::while_not_interrupted(|| -> Result<()> {
+            match self.existing {
+                Existing::Absent => rename_noreplace(&from, out).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => Error::Output {
+                        output: self.given.clone(),
+                        reason: "appeared while this build ran (made by someone else); it was left as it is".into(),
+                    },
+                    _ => Error::io(out, e),
+                }),
+                // rename(2) replaces an empty folder atomically, and fails if it filled up.
+                Existing::Empty => std::fs::rename(&from, out).map_err(|e| Error::io(out, e)),
+                Existing::Package => exchange(&from, out).map_err(|e| Error::io(out, e)),
+            }
+        });
+        match committed {
+            None => Err(Error::Output { output: self.given.clone(), reason: "was not replaced: the build was interrupted".into() }),
+            Some(Err(e)) => Err(e),
+            Some(Ok(())) => {
+                // The staging path now holds the replaced package (or nothing): remove it.
+                let (aside, _registered) = staging.finish();
+                sync_dir(&self.parent)?;
+                cleanup::remove_path(&aside);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn c_path(p: &Path) -> std::io::Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)
+}
+
+/// renameat2(2) with `flags`.
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> std::io::Result<()> {
+    let (f, t) = (c_path(from)?, c_path(to)?);
+    // SAFETY: two valid NUL-terminated paths, relative to the current directory.
+    let rc = unsafe { libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether renameat2 said the filesystem (or kernel) lacks the flag.
+fn unsupported(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP))
+}
+
+/// Renames `from` to `to` unless `to` exists.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    match renameat2(from, to, libc::RENAME_NOREPLACE) {
+        Err(e) if unsupported(&e) => {
+            if std::fs::symlink_metadata(to).is_ok() {
+                return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
+            }
+            std::fs::rename(from, to)
+        }
+        r => r,
+    }
+}
+
+/// Swaps the folders `from` and `to` atomically. Where the filesystem cannot exchange, the old
+/// folder is moved aside to `from`'s name first (so the staging path still ends up holding
+/// what is to be removed); only then is there an instant with nothing at `to`.
+fn exchange(from: &Path, to: &Path) -> std::io::Result<()> {
+    match renameat2(from, to, libc::RENAME_EXCHANGE) {
+        Err(e) if unsupported(&e) => {
+            let mut aside = from.as_os_str().to_owned();
+            aside.push("-swap"); // still a staging name, so a crash here is swept later
+            let aside = PathBuf::from(aside);
+            std::fs::rename(from, &aside)?;
+            std::fs::rename(to, from)?;
+            std::fs::rename(&aside, to)
+        }
+        r => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(out: &Path, model: &Path, force: bool) -> Result<Claim> {
+        Claim::new(out, model, force, SystemTime::now())
+    }
+
+    #[test]
+    fn refuses_outputs_that_touch_the_source() {
+        let root = tempfile::tempdir().unwrap();
+        let model = root.path().join("model");
+        std::fs::create_dir(&model).unwrap();
+        std::fs::write(model.join("config.json"), "{}").unwrap();
+        for bad in [model.clone(), model.join("out"), root.path().to_path_buf(), model.join("config.json"), PathBuf::from("/")] {
+            assert!(claim(&bad, &model, true).is_err(), "{} should be refused", bad.display());
+        }
+        assert!(claim(&root.path().join("out"), &model, false).is_ok());
+        let full = root.path().join("full");
+        std::fs::create_dir(&full).unwrap();
+        std::fs::write(full.join("x"), "x").unwrap();
+        assert!(claim(&full, &model, false).is_err());
+        assert!(claim(&full, &model, true).is_err(), "not a package: --force must not replace it");
+        let empty = root.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert_eq!(claim(&empty, &model, false).unwrap().existing, Existing::Empty);
+    }
+
+    #[test]
+    fn one_claim_per_output_at_a_time() {
+        let root = tempfile::tempdir().unwrap();
+        let model = root.path().join("model");
+        std::fs::create_dir(&model).unwrap();
+        let out = root.path().join("out");
+        let first = claim(&out, &model, false).unwrap();
+        let e = claim(&out, &model, false).err().expect("a second claim fails").to_string();
+        assert!(e.contains("another tailor build"), "{e}");
+        drop(first);
+        assert!(claim(&out, &model, false).is_ok(), "the lock is released with the claim");
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("model")], "the lock file goes with the claim");
+    }
+
+    #[test]
+    fn exchange_swaps_two_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(a.join("new"), "").unwrap();
+        std::fs::write(b.join("old"), "").unwrap();
+        exchange(&a, &b).unwrap();
+        assert!(b.join("new").exists() && a.join("old").exists());
+        assert!(rename_noreplace(&a, &b).is_err(), "never replaces");
+    }
+}

@@ -1,0 +1,190 @@
+//! What a build may do to the folder it writes (docs/pipeline.md, "Output guarantees"), through
+//! the real binary: `--force` replaces only an earlier package and never a checkpoint's file;
+//! an interrupted build leaves nothing; stale staging folders are swept; two builds of one
+//! output never both succeed. Each test lists the output's parent afterwards.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+fn kill(child: &std::process::Child, signal: i32) {
+    // SAFETY: sending a signal to a child process we own.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+/// The first case: `--output . --force` inside a folder of the user's.
+#[test]
+fn force_refuses_a_folder_that_is_not_a_package() {
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("w");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("keep"), b"x").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tailor"))
+        .current_dir(&work)
+        .args(["build", "--output", ".", "--force", "--model"])
+        .arg(fixture("tiny-llama"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a tailor package") && stderr.contains("--force only replaces"), "{stderr}");
+    assert_eq!(listing(&work), ["keep"]);
+    assert_eq!(std::fs::read(work.join("keep")).unwrap(), b"x");
+    assert_eq!(listing(root.path()), ["w"], "no staging or lock left beside it");
+}
+
+/// An earlier package is replaced with --force, but not once a foreign file is put in it.
+#[test]
+fn force_replaces_only_an_earlier_package() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    assert!(tailor(&fixture("tiny-llama"), &out, &[]).status.success());
+    let first = std::fs::read(out.join("model.onnx")).unwrap();
+    std::fs::write(out.join("notes.txt"), b"mine").unwrap();
+    let r = tailor(&fixture("tiny-qwen2"), &out, &["--force"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("notes.txt") && r.stderr.contains("did not write"), "{}", r.stderr);
+    assert_eq!(std::fs::read(out.join("model.onnx")).unwrap(), first, "untouched");
+    std::fs::remove_file(out.join("notes.txt")).unwrap();
+    let r = tailor(&fixture("tiny-qwen2"), &out, &["--force"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_ne!(std::fs::read(out.join("model.onnx")).unwrap(), first, "replaced");
+    assert_eq!(listing(root.path()), ["pkg"]);
+    // A subfolder is foreign too.
+    std::fs::create_dir(out.join("sub")).unwrap();
+    assert_eq!(tailor(&fixture("tiny-llama"), &out, &["--force"]).status.code(), Some(1));
+    assert!(out.join("sub").is_dir());
+}
+
+/// The Hugging Face layout: the checkpoint's weights are links into another folder. Given that
+/// folder as the output, --force refuses and the link still resolves.
+#[test]
+fn force_never_deletes_what_the_checkpoint_links_to() {
+    let root = tempfile::tempdir().unwrap();
+    let weights = root.path().join("weights");
+    copy_fixture("tiny-llama", &weights);
+    let model = root.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    for name in listing(&weights) {
+        std::os::unix::fs::symlink(Path::new("../weights").join(&name), model.join(&name)).unwrap();
+    }
+    let r = tailor(&model, &weights, &["--force"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(std::fs::metadata(model.join("model.safetensors")).is_ok(), "the link still resolves");
+    assert_eq!(listing(root.path()), ["model", "weights"]);
+}
+
+/// A package folder holding one of the checkpoint's own files (hard link, or the target of
+/// the checkpoint's symbolic link) is never replaced.
+#[test]
+fn force_never_replaces_a_package_holding_a_checkpoint_file() {
+    for how in ["hard link", "symlink target"] {
+        let root = tempfile::tempdir().unwrap();
+        let model = root.path().join("model");
+        copy_fixture("tiny-llama", &model);
+        let out = root.path().join("pkg");
+        assert!(tailor(&model, &out, &[]).status.success());
+        let (pkg_file, ckpt_file) = (out.join("tokenizer.json"), model.join("tokenizer.json"));
+        std::fs::remove_file(&pkg_file).unwrap();
+        if how == "hard link" {
+            std::fs::hard_link(&ckpt_file, &pkg_file).unwrap();
+        } else {
+            std::fs::rename(&ckpt_file, &pkg_file).unwrap();
+            std::os::unix::fs::symlink(&pkg_file, &ckpt_file).unwrap();
+        }
+        let before = std::fs::read(&ckpt_file).unwrap();
+        let r = tailor(&model, &out, &["--force"]);
+        assert_eq!(r.status.code(), Some(1), "{how}: {}", r.stderr);
+        assert!(r.stderr.contains("the checkpoint's file"), "{how}: {}", r.stderr);
+        assert_eq!(std::fs::read(&ckpt_file).unwrap(), before, "{how}: the checkpoint's file is intact");
+        assert_eq!(listing(root.path()), ["model", "pkg"], "{how}");
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP in the middle of the write: exit 128 + signal, no staging
+/// folder, no lock, no output; an existing package given with --force is untouched.
+#[test]
+fn interrupted_builds_leave_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let model = big_checkpoint(root.path(), 600);
+    let out_dir = root.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let previous = out_dir.join("previous");
+    assert!(tailor(&fixture("tiny-llama"), &previous, &[]).status.success());
+    let before = snapshot(&previous);
+    for (signal, name, target, extra) in [
+        (libc::SIGINT, "SIGINT", "pkg", &[][..]),
+        (libc::SIGTERM, "SIGTERM", "previous", &["--force"][..]),
+        (libc::SIGHUP, "SIGHUP", "pkg", &[][..]),
+    ] {
+        let child = spawn_tailor(&model, &out_dir.join(target), extra);
+        wait_for_staging(&out_dir, target, "model.onnx.data", 120);
+        kill(&child, signal);
+        let (code, stderr) = finish(child);
+        assert_eq!(code, Some(128 + signal), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("interrupted by {name}")) && stderr.contains("removed the unfinished"), "{name}: {stderr}");
+        assert_eq!(listing(&out_dir), ["previous"], "{name}: nothing but the earlier package is left");
+        assert_eq!(snapshot(&previous), before, "{name}: the earlier package is untouched");
+    }
+}
+
+/// What a killed build (SIGKILL: no cleanup possible) leaves is swept by the next build of
+/// that output, and so is an old version's `.NAME.old`; a staging folder a live build holds
+/// is left alone.
+#[test]
+fn stale_staging_is_swept_by_the_next_build() {
+    let root = tempfile::tempdir().unwrap();
+    let model = big_checkpoint(root.path(), 300);
+    let out_dir = root.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let child = spawn_tailor(&model, &out_dir.join("pkg"), &[]);
+    let staging = wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
+    kill(&child, libc::SIGKILL);
+    finish(child);
+    assert!(staging.is_dir(), "SIGKILL leaves the staging folder");
+    // An earlier version's aside folder, left by an interrupted replace.
+    let legacy = out_dir.join(".pkg.old");
+    std::fs::create_dir(&legacy).unwrap();
+    std::fs::write(legacy.join("build_report.json"), b"{}").unwrap();
+    // A staging folder some live build holds.
+    let live = out_dir.join(".pkg.tailor-live");
+    std::fs::create_dir(&live).unwrap();
+    let held = std::fs::File::open(&live).unwrap();
+    held.try_lock().unwrap();
+    // Folders count as stale only when older than the build that finds them.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let r = tailor(&fixture("tiny-llama"), &out_dir.join("pkg"), &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("left by an interrupted build"), "reported: {}", r.stderr);
+    assert_eq!(listing(&out_dir), [".pkg.tailor-live", "pkg"]);
+    drop(held);
+}
+
+/// Two builds of one new output at once: exactly one wins, the other fails naming the lock,
+/// and only the winner's package is left.
+#[test]
+fn concurrent_builds_of_one_output() {
+    let root = tempfile::tempdir().unwrap();
+    let model = big_checkpoint(root.path(), 400);
+    let out_dir = root.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("pkg");
+    let first = spawn_tailor(&model, &out, &[]);
+    wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
+    let second = tailor(&fixture("tiny-llama"), &out, &[]);
+    assert_eq!(second.status.code(), Some(1), "{}", second.stderr);
+    assert!(second.stderr.contains("another tailor build"), "{}", second.stderr);
+    let (code, stderr) = finish(first);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(listing(&out_dir), ["pkg"]);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!(report["model_type"], "llama");
+    assert!(std::fs::metadata(out.join("model.onnx.data")).unwrap().len() > 100 << 20, "the first build's package");
+    // After it, a plain second build is refused (no silent replacement), with --force it replaces.
+    let again = tailor(&fixture("tiny-llama"), &out, &[]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(again.stderr.contains("earlier package") && again.stderr.contains("--force"), "{}", again.stderr);
+    assert!(tailor(&fixture("tiny-llama"), &out, &["--force"]).status.success());
+    assert_eq!(listing(&out_dir), ["pkg"]);
+}
