@@ -305,7 +305,7 @@ impl DecoderConfig {
             head_dim,
             vocab_size: r.usize_req(&["vocab_size"])?,
             max_position_embeddings,
-            norm_eps: r.f64_any(&["rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"])?.unwrap_or(1e-6),
+            norm_eps: read_norm_eps(&r)?,
             tie_word_embeddings: r.bool_opt("tie_word_embeddings")?,
             hidden_act,
             rope,
@@ -491,6 +491,17 @@ fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
     Ok(RopeConfig { theta, kind, partial_rotary_factor })
 }
 
+/// The norms' epsilon under any of its spellings: a positive finite number (a negative or
+/// zero epsilon would divide by zero on an all-zero row).
+fn read_norm_eps(r: &Reader) -> Result<f64> {
+    const KEYS: &[&str] = &["rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"];
+    match r.f64_any(KEYS)? {
+        None => Ok(1e-6),
+        Some(e) if e > 0.0 && e.is_finite() => Ok(e),
+        Some(e) => Err(r.err(format!("key `{}` must be a positive number, found {e}", r.key_of(KEYS)))),
+    }
+}
+
 /// The most bytes of cos/sin tables a build computes in memory: Qwen2.5-1M's million positions
 /// at rotary dimension 128 need 0.5 GiB; a value far beyond any published model (a typo, or a
 /// corrupt config) must be an error naming its key, not an aborted allocation.
@@ -648,6 +659,16 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("`activation_function`"), "{e}");
+    }
+
+    #[test]
+    fn norm_epsilon_must_be_positive_under_its_own_key() {
+        let e = parse(&format!(r#"{{{BASE},"rms_norm_eps":-1e-6}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`rms_norm_eps`"), "{e}");
+        let e = parse(r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512,"layer_norm_epsilon":0}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`layer_norm_epsilon`"), "{e}");
     }
 
     #[test]
