@@ -42,11 +42,11 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
             let len = bs.min(k - r0);
             for r in 0..len {
                 let row = &w.row(r0 + r)[c0..c0 + width];
-                for (j, &v) in row.iter().enumerate() {
+                for (j, (column, &v)) in tile.iter_mut().zip(row).enumerate() {
                     if !v.is_finite() {
                         return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: v });
                     }
-                    tile[j][r] = v;
+                    column[r] = v;
                 }
             }
             for j in 0..width {
@@ -64,7 +64,7 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
                 match bits {
                     Bits::Int8 => pack8(values, &p, dst),
                     Bits::Int4 => {
-                        let carried = if kb % 2 == 1 { prev_last[j] } else { 0 };
+                        let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
                         prev_last[j] = pack4(values, &p, carried, dst);
                     }
                 }
@@ -108,7 +108,7 @@ fn pack4<S: Scale>(values: &[f32], p: &BlockParams<S>, carried: u8, dst: &mut [u
 fn store_zero_point(bits: Bits, row: &mut [u8], kb: usize, zp: u8) {
     match bits {
         Bits::Int8 => row[kb] = zp,
-        Bits::Int4 if kb % 2 == 0 => row[kb / 2] = zp | (Bits::Int4.mid() << 4),
+        Bits::Int4 if kb.is_multiple_of(2) => row[kb / 2] = zp | (Bits::Int4.mid() << 4),
         Bits::Int4 => row[kb / 2] = (row[kb / 2] & 0x0f) | (zp << 4),
     }
 }
