@@ -132,7 +132,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format, strict } => {
             let json = diag_format == "json";
-            let demo_dir;
+            let (demo_dir, _demo_guard);
             let (model_dir, output) = match model {
                 Some(m) => {
                     let Some(out) = output else {
@@ -149,6 +149,7 @@ fn main() -> ExitCode {
                             return ExitCode::FAILURE;
                         }
                     };
+                    _demo_guard = builder::remove_on_interrupt(demo_dir.path());
                     if let Err(e) = materialize_demo_checkpoint(demo_dir.path()) {
                         say!(err, "error: {e}");
                         return ExitCode::FAILURE;

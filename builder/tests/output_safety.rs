@@ -130,8 +130,9 @@ fn interrupted_builds_leave_nothing() {
 }
 
 /// What a killed build (SIGKILL: no cleanup possible) leaves is swept by the next build of
-/// that output, and so is an old version's `.NAME.old`; a staging folder a live build holds
-/// is left alone.
+/// that output. Folders with a staging name that are not clearly a killed build's (a user's
+/// folder, one an older version may still be writing, one a live build holds) are left in
+/// place and reported.
 #[test]
 fn stale_staging_is_swept_by_the_next_build() {
     let root = tempfile::tempdir().unwrap();
@@ -143,13 +144,23 @@ fn stale_staging_is_swept_by_the_next_build() {
     kill(&child, libc::SIGKILL);
     finish(child);
     assert!(staging.is_dir(), "SIGKILL leaves the staging folder");
-    // An earlier version's aside folder, left by an interrupted replace.
-    let legacy = out_dir.join(".pkg.old");
-    std::fs::create_dir(&legacy).unwrap();
-    std::fs::write(legacy.join("build_report.json"), b"{}").unwrap();
+    // A user's folder that happens to have a staging name.
+    let users = out_dir.join(".pkg.tailor-notes");
+    std::fs::create_dir(&users).unwrap();
+    std::fs::write(users.join("a.txt"), b"mine").unwrap();
+    // An unmarked folder of package files written just now: maybe an older version's build.
+    let recent = out_dir.join(".pkg.tailor-Ab12Cd");
+    std::fs::create_dir(&recent).unwrap();
+    std::fs::write(recent.join("model.onnx"), b"being written").unwrap();
+    // An older version's aside folder holding user data.
+    let aside = out_dir.join(".pkg.old");
+    std::fs::create_dir(&aside).unwrap();
+    std::fs::write(aside.join("build_report.json"), b"{}").unwrap();
+    std::fs::write(aside.join("thesis.tex"), b"mine").unwrap();
     // A staging folder some live build holds.
     let live = out_dir.join(".pkg.tailor-live");
     std::fs::create_dir(&live).unwrap();
+    std::fs::write(live.join(".tailor-staging"), b"").unwrap();
     let held = std::fs::File::open(&live).unwrap();
     held.try_lock().unwrap();
     // Folders count as stale only when older than the build that finds them.
@@ -157,8 +168,62 @@ fn stale_staging_is_swept_by_the_next_build() {
     let r = tailor(&fixture("tiny-llama"), &out_dir.join("pkg"), &[]);
     assert!(r.status.success(), "{}", r.stderr);
     assert!(r.stderr.contains("left by an interrupted build"), "reported: {}", r.stderr);
-    assert_eq!(listing(&out_dir), [".pkg.tailor-live", "pkg"]);
+    assert!(!staging.exists(), "the killed build's staging folder is removed");
+    assert!(r.stderr.contains(".pkg.tailor-notes") && r.stderr.contains("left in place"), "{}", r.stderr);
+    assert_eq!(listing(&out_dir), [".pkg.old", ".pkg.tailor-Ab12Cd", ".pkg.tailor-live", ".pkg.tailor-notes", "pkg"]);
+    assert_eq!(std::fs::read(users.join("a.txt")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(aside.join("thesis.tex")).unwrap(), b"mine");
     drop(held);
+}
+
+/// A folder that changes while the build runs (a file added to the earlier package, another
+/// folder moved in its place) is never removed: the commit checks it again, swaps back and
+/// fails with the reason.
+#[test]
+fn an_output_that_changes_during_the_build_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    let model = big_checkpoint(root.path(), 300);
+    let out_dir = root.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("pkg");
+    assert!(tailor(&fixture("tiny-llama"), &out, &[]).status.success());
+    for how in ["file added", "folder replaced"] {
+        let child = spawn_tailor(&model, &out, &["--force"]);
+        wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
+        if how == "file added" {
+            std::fs::write(out.join("notes.txt"), b"precious").unwrap();
+        } else {
+            std::fs::rename(&out, out_dir.join("moved")).unwrap();
+            std::fs::create_dir(&out).unwrap();
+            std::fs::write(out.join("thesis.tex"), b"precious").unwrap();
+        }
+        let (code, stderr) = finish(child);
+        assert_eq!(code, Some(1), "{how}: {stderr}");
+        assert!(stderr.contains("changed while this build ran"), "{how}: {stderr}");
+        let kept = if how == "file added" { out.join("notes.txt") } else { out.join("thesis.tex") };
+        assert_eq!(std::fs::read(&kept).unwrap(), b"precious", "{how}");
+        if how == "file added" {
+            std::fs::remove_file(&kept).unwrap(); // a package again, for the next case
+        }
+    }
+    assert_eq!(listing(&out_dir), ["moved", "pkg"], "no staging folder left");
+}
+
+/// `..` after a missing part of the path is resolved before the checks, and a refused path
+/// creates nothing.
+#[test]
+fn dot_dot_cannot_reach_into_the_checkpoint() {
+    let root = tempfile::tempdir().unwrap();
+    let model = root.path().join("model");
+    copy_fixture("tiny-llama", &model);
+    let before = listing(&model);
+    for out in [root.path().join("ghost/../model/out"), model.join("a/b/out")] {
+        let r = tailor(&model, &out, &[]);
+        assert_eq!(r.status.code(), Some(1), "{}: {}", out.display(), r.stderr);
+        assert!(r.stderr.contains("inside the model folder"), "{}", r.stderr);
+        assert_eq!(listing(&model), before, "nothing was created in the checkpoint");
+    }
+    assert_eq!(listing(root.path()), ["model"]);
 }
 
 /// Two builds of one new output at once: exactly one wins, the other fails naming the lock,

@@ -9,10 +9,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+/// A path to remove, with the inode it must still have: a path that meanwhile names
+/// something else (another build's lock file, a package swapped in) is left alone.
+struct Entry {
+    id: u64,
+    path: PathBuf,
+    inode: Option<u64>,
+}
+
 #[derive(Default)]
 struct Registry {
     next: u64,
-    entries: Vec<(u64, PathBuf)>,
+    entries: Vec<Entry>,
     interrupted: bool,
 }
 
@@ -28,17 +36,39 @@ pub(crate) struct Registered(u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        registry().entries.retain(|(id, _)| *id != self.0);
+        registry().entries.retain(|e| e.id != self.0);
     }
 }
 
-/// Registers `path` (a folder or a file) for removal on interruption.
-pub(crate) fn register(path: &Path) -> Registered {
+/// Registers `path` (a folder or a file) for removal on interruption, while it is still the
+/// file or folder with `inode` (when given).
+pub(crate) fn register(path: &Path, inode: Option<u64>) -> Registered {
     let mut r = registry();
     r.next += 1;
     let id = r.next;
-    r.entries.push((id, path.to_path_buf()));
+    r.entries.push(Entry { id, path: path.to_path_buf(), inode });
     Registered(id)
+}
+
+/// Keeps a path on the interruption list until dropped (for callers outside the crate, such
+/// as the CLI's temporary demo checkpoint).
+pub struct RemoveOnInterrupt(#[allow(dead_code)] Registered);
+
+/// Removes `path` if the process is interrupted before the returned guard is dropped.
+pub fn remove_on_interrupt(path: &Path) -> RemoveOnInterrupt {
+    RemoveOnInterrupt(register(path, inode_of(path)))
+}
+
+/// Whether the registry has begun an interruption (then nothing more may be unlinked by the
+/// main thread: the signal thread owns the cleanup).
+pub(crate) fn interrupted() -> bool {
+    registry().interrupted
+}
+
+/// The inode `path` names now (links not followed).
+pub(crate) fn inode_of(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
 }
 
 /// Runs `f` unless an interruption has begun; an interruption that arrives meanwhile waits
@@ -57,7 +87,12 @@ pub(crate) fn while_not_interrupted<T>(f: impl FnOnce() -> T) -> Option<T> {
 /// returns the paths removed. The caller keeps the registry locked until it exits.
 fn drain(r: &mut Registry) -> Vec<PathBuf> {
     r.interrupted = true;
-    r.entries.drain(..).map(|(_, p)| p).filter(|p| remove_path(p)).collect()
+    r.entries
+        .drain(..)
+        .filter(|e| e.inode.is_none_or(|ino| inode_of(&e.path) == Some(ino)))
+        .map(|e| e.path)
+        .filter(|p| remove_path(p))
+        .collect()
 }
 
 /// Removes a folder (retrying while writer threads may still add files to it) or a file;
@@ -92,12 +127,14 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
             };
             let mut r = registry();
             let removed = drain(&mut r);
-            use std::io::Write;
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "\ninterrupted by {name}");
+            // Raw writes to fd 2: the main thread may hold stderr's lock, blocked on a full
+            // pipe, and the exit must not wait for it.
+            let mut text = format!("\ninterrupted by {name}\n");
             for p in &removed {
-                let _ = writeln!(err, "  removed the unfinished {}", p.display());
+                text.push_str(&format!("  removed the unfinished {}\n", p.display()));
             }
+            // SAFETY: writing a valid buffer to a file descriptor; errors are ignored.
+            unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
             // `r` stays locked: no build commits after the cleanup.
             std::process::exit(128 + sig);
         }

@@ -69,6 +69,9 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
         Err(e) => return Err(Error::io(out, e)),
         Ok(m) => m,
     };
+    if meta.file_type().is_symlink() && std::fs::metadata(out).is_err() {
+        return refuse("is a symbolic link to nothing; remove the link or pass another folder".into());
+    }
     if !meta.is_dir() {
         return refuse("is a file, not a folder; pass a folder path".into());
     }
@@ -85,21 +88,34 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
         };
         return refuse(format!("exists and is not a tailor package ({why}); {hint}: choose a new --output, or empty the folder yourself"));
     }
-    for entry in &entries {
-        if let Ok(m) = std::fs::symlink_metadata(entry.path()) {
-            if let Some(src) = protected.reached_by(&m) {
-                return refuse(format!(
-                    "holds {}, which is the checkpoint's file {} (the same file through a link); replacing the folder would delete the checkpoint's data; choose another --output",
-                    entry.path().display(),
-                    src.display()
-                ));
-            }
-        }
+    if let Some(why) = holds_checkpoint_file(&entries, protected) {
+        return refuse(format!("{why}; replacing the folder would delete the checkpoint's data; choose another --output"));
     }
     if !force {
         return refuse("holds an earlier package; pass --force to replace it (it is replaced only if the build succeeds)".into());
     }
     Ok(Existing::Package)
+}
+
+/// Which entry, if any, is one of the checkpoint's files (the same inode).
+fn holds_checkpoint_file(entries: &[std::fs::DirEntry], protected: &Protected) -> Option<String> {
+    entries.iter().find_map(|entry| {
+        let m = std::fs::symlink_metadata(entry.path()).ok()?;
+        protected.reached_by(&m).map(|src| {
+            format!("holds {}, which is the checkpoint's file {} (the same file through a link)", entry.path().display(), src.display())
+        })
+    })
+}
+
+/// Checks again, at the commit, the folder that was at the output and is about to be
+/// removed: it may have changed while the build ran (a file added, another folder moved in).
+pub(crate) fn still_replaceable(dir: &Path, protected: &Protected) -> std::result::Result<(), String> {
+    let entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir).map_err(|e| e.to_string())?.flatten().collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    recognise_package(dir, &entries)?;
+    holds_checkpoint_file(&entries, protected).map_or(Ok(()), Err)
 }
 
 /// Why the non-empty folder `dir` is not a package of this tool, if it is not.

@@ -3,7 +3,7 @@
 //! the same output fails at once, naming the lock; the kernel drops the lock when its holder
 //! dies, however it dies, so a crashed build never blocks the next one.
 
-use super::cleanup::{register, Registered};
+use super::cleanup::{inode_of, interrupted, register, Registered};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::MetadataExt;
@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 pub(crate) struct OutputLock {
     path: PathBuf,
     file: File,
-    _registered: Registered,
+    inode: u64,
+    registered: Option<Registered>,
 }
 
 /// The lock file of the output whose resolved parent is `parent` and name `name`.
@@ -50,8 +51,8 @@ impl OutputLock {
             let held = file.metadata().map_err(|e| Error::io(&path, e))?;
             let same = std::fs::metadata(&path).is_ok_and(|now| now.ino() == held.ino() && now.dev() == held.dev());
             if same {
-                let registered = register(&path);
-                return Ok(OutputLock { path, file, _registered: registered });
+                let registered = register(&path, Some(held.ino()));
+                return Ok(OutputLock { path, file, inode: held.ino(), registered: Some(registered) });
             }
         }
         Err(Error::Output {
@@ -63,9 +64,13 @@ impl OutputLock {
 
 impl Drop for OutputLock {
     fn drop(&mut self) {
-        // Unlink while still holding the lock: a build that opened this file meanwhile sees
-        // the path gone or replaced and retries (see `acquire`).
-        let _ = std::fs::remove_file(&self.path);
+        // Deregister first, so an interruption cannot unlink the path after we have; then
+        // unlink while still holding the lock (a build that opened this file meanwhile sees
+        // the path gone or replaced and retries, see `acquire`), and only our own file.
+        self.registered.take();
+        if !interrupted() && inode_of(&self.path) == Some(self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
         let _ = self.file.unlock();
     }
 }

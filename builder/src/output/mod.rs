@@ -16,7 +16,7 @@ mod guard;
 mod lock;
 mod staging;
 
-pub use cleanup::install_signal_handlers;
+pub use cleanup::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
 
 use crate::{Error, Result};
 use guard::{Existing, Protected};
@@ -24,23 +24,29 @@ use lock::{lock_path, OutputLock};
 use staging::{sweep_stale, sync_dir, Staging};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-/// Resolves `path` as far as it exists (symlinks included), then appends the rest.
+/// Resolves `path`: symbolic links followed as far as the path exists, the rest taken
+/// lexically (`ghost/../model/out` is `model/out` when `ghost` does not exist).
 pub(crate) fn resolve(path: &Path) -> PathBuf {
+    use std::path::Component;
     let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(path) };
-    let mut existing = abs.clone();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_owned());
-                existing = parent.to_path_buf();
+    let mut resolved = PathBuf::from("/");
+    let mut missing = false;
+    for part in abs.components() {
+        match part {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                resolved.pop();
             }
-            _ => break,
+            Component::Normal(name) => {
+                resolved.push(name);
+                if !missing {
+                    match resolved.canonicalize() {
+                        Ok(real) => resolved = real,
+                        Err(_) => missing = true,
+                    }
+                }
+            }
         }
-    }
-    let mut resolved = existing.canonicalize().unwrap_or(existing);
-    for part in rest.iter().rev() {
-        resolved.push(part);
     }
     resolved
 }
@@ -52,6 +58,7 @@ pub(crate) struct Claim {
     parent: PathBuf,
     name: String,
     existing: Existing,
+    protected: Protected,
     /// Stale staging folders found beside the output, for the build's notes.
     pub(crate) notes: Vec<String>,
     _lock: OutputLock,
@@ -69,12 +76,16 @@ impl Claim {
             });
         };
         let (parent, name) = (parent.to_path_buf(), name.to_string_lossy().into_owned());
+        let model = resolve(model_dir);
+        let protected = Protected::of_checkpoint(&model);
+        // Checked before anything is created (a refused path leaves no folder behind), and
+        // again under the lock, since another build may have written OUT meanwhile.
+        guard::check(output, &resolved, &model, force, &protected)?;
         std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
         let lock = OutputLock::acquire(output, lock_path(&parent, &name))?;
         let notes = sweep_stale(&parent, &name, started);
-        let model = resolve(model_dir);
-        let existing = guard::check(output, &resolved, &model, force, &Protected::of_checkpoint(&model))?;
-        Ok(Claim { given: output.to_path_buf(), resolved, parent, name, existing, notes, _lock: lock })
+        let existing = guard::check(output, &resolved, &model, force, &protected)?;
+        Ok(Claim { given: output.to_path_buf(), resolved, parent, name, existing, protected, notes, _lock: lock })
     }
 
     /// A fresh staging folder beside the output.
@@ -84,7 +95,7 @@ impl Claim {
 
     /// Puts the finished package in `staging` at the output, replacing what was there.
     pub(crate) fn commit(self, staging: Staging) -> Result<()> {
-        staging.sync()?;
+        staging.seal()?;
         let out = &self.resolved;
         let from = staging.path().to_path_buf();
         let committed = cleanup::while_not_interrupted(|| -> Result<()> {
@@ -97,8 +108,28 @@ impl Claim {
                     _ => Error::io(out, e),
                 }),
                 // rename(2) replaces an empty folder atomically, and fails if it filled up.
-                Existing::Empty => std::fs::rename(&from, out).map_err(|e| Error::io(out, e)),
-                Existing::Package => exchange(&from, out).map_err(|e| Error::io(out, e)),
+                Existing::Empty => std::fs::rename(&from, out).map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => Error::Output {
+                        output: self.given.clone(),
+                        reason: "was empty when the build started and has files now; it was left as it is and nothing was written".into(),
+                    },
+                    _ => Error::io(out, e),
+                }),
+                Existing::Package => {
+                    exchange(&from, out).map_err(|e| Error::io(out, e))?;
+                    // What was swapped out is removed next: it must still be a package. If
+                    // it changed while the build ran, swap back and keep it.
+                    if let Err(why) = guard::still_replaceable(&from, &self.protected) {
+                        exchange(out, &from).map_err(|e| Error::io(out, e))?;
+                        return Err(Error::Output {
+                            output: self.given.clone(),
+                            reason: format!(
+                                "changed while this build ran ({why}), so it was not replaced; nothing was written. Build again with a new --output, or tidy the folder and retry"
+                            ),
+                        });
+                    }
+                    Ok(())
+                }
             }
         });
         match committed {
@@ -107,7 +138,9 @@ impl Claim {
             Some(Ok(())) => {
                 // The staging path now holds the replaced package (or nothing): remove it.
                 let (aside, _registered) = staging.finish();
-                sync_dir(&self.parent)?;
+                // The new package is in place; a failed fsync of the parent only weakens
+                // durability across a power loss, so it does not fail the build.
+                let _ = sync_dir(&self.parent);
                 cleanup::remove_path(&aside);
                 Ok(())
             }
@@ -149,18 +182,28 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Swaps the folders `from` and `to` atomically. Where the filesystem cannot exchange, the old
-/// folder is moved aside to `from`'s name first (so the staging path still ends up holding
-/// what is to be removed); only then is there an instant with nothing at `to`.
+/// Swaps the folders `from` and `to` atomically. Where the filesystem cannot exchange (some
+/// network and FUSE filesystems), three renames do it: the new folder aside, the old one to
+/// `from`'s name (so the staging path ends up holding what is to be removed), the new one in;
+/// each failed step undoes the earlier ones. Only there is an instant with nothing at `to`
+/// (docs/pipeline.md says so).
 fn exchange(from: &Path, to: &Path) -> std::io::Result<()> {
     match renameat2(from, to, libc::RENAME_EXCHANGE) {
         Err(e) if unsupported(&e) => {
             let mut aside = from.as_os_str().to_owned();
-            aside.push("-swap"); // still a staging name, so a crash here is swept later
+            aside.push("-swap"); // still a staging name, so a crash here is reported later
             let aside = PathBuf::from(aside);
             std::fs::rename(from, &aside)?;
-            std::fs::rename(to, from)?;
-            std::fs::rename(&aside, to)
+            if let Err(e) = std::fs::rename(to, from) {
+                let _ = std::fs::rename(&aside, from);
+                return Err(e);
+            }
+            if let Err(e) = std::fs::rename(&aside, to) {
+                let _ = std::fs::rename(from, to);
+                let _ = std::fs::rename(&aside, from);
+                return Err(e);
+            }
+            Ok(())
         }
         r => r,
     }
