@@ -97,7 +97,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         let id = def.info.id;
         required_report.push(RequiredFusion {
             rule: id.into(),
-            root: format!("{}{}", if def.info.root_domain.is_empty() { "" } else { "com.microsoft." }, def.info.root_op),
+            root: ep_sets::Domain::qualify(def.info.root_domain, def.info.root_op),
             generic_candidates: *generic,
             fired: diagnostics.fired(id),
         });

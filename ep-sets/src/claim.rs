@@ -23,7 +23,7 @@ impl Claim<'_> {
 }
 
 fn qualified(domain: &str, op: &str) -> String {
-    if domain.is_empty() { op.to_string() } else { format!("{domain}.{op}") }
+    crate::Domain::qualify(domain, op)
 }
 
 /// Why `kernel` does not take a node at `opset` with `types`, or `None` if it does.

@@ -16,6 +16,7 @@ mod claim;
 pub mod dtype;
 mod error;
 mod opschema;
+mod domain;
 mod schema;
 mod stage;
 mod table;
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use claim::Claim;
+pub use domain::Domain;
 pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};
 pub use table::{

@@ -42,7 +42,7 @@ impl OpSchemas {
     }
 
     pub fn get(&self, domain: &str, op: &str) -> Option<&OpSchema> {
-        let domain = if domain == "ai.onnx" { "" } else { domain };
+        let domain = crate::domain::normalize(domain);
         self.by_op.get(&(domain.to_string(), op.to_string()))
     }
 

@@ -230,7 +230,7 @@ impl EpTable {
 
 /// `ai.onnx` and `""` are the same domain; tables and lookups use `""`.
 pub fn normalize_domain(domain: &str) -> &str {
-    if domain == "ai.onnx" { "" } else { domain }
+    crate::domain::normalize(domain)
 }
 
 /// Split `"com.microsoft:GroupQueryAttention"` into domain and op; a bare op is default domain.

@@ -139,7 +139,7 @@ impl EpTable {
 
         for ((domain, op), kernels) in &self.ops {
             for k in kernels {
-                let what = if domain.is_empty() { op.clone() } else { format!("{domain}.{op}") };
+                let what = crate::Domain::qualify(domain, op);
                 if k.source.trim().is_empty() {
                     problem(k.span.clone(), format!("claim of {what} has no `source`"));
                 }

@@ -41,7 +41,7 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
     let get = |i: usize| n.input(i).and_then(|x| known.get(x));
     let same = |i: usize| get(i).map(|v| (v.dtype, v.shape.clone()));
     let dt = |i: usize| get(i).map(|v| v.dtype);
-    let domain = if n.domain == "ai.onnx" { "" } else { n.domain.as_str() };
+    let domain = ep_sets::normalize_domain(&n.domain);
     match (domain, n.op.as_str()) {
         ("", "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min") => vec![broadcast(get(0), get(1), None)],
         ("", "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor") => {
@@ -168,7 +168,7 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
     let get = |i: usize| n.input(i).and_then(|x| known.get(x));
     let dt = |i: usize| get(i).map(|v| v.dtype);
     let shape = |i: usize| get(i).and_then(|v| v.shape.clone());
-    let domain = if n.domain == "ai.onnx" { "" } else { n.domain.as_str() };
+    let domain = ep_sets::normalize_domain(&n.domain);
     match (domain, n.op.as_str()) {
         ("", "Reshape") => {
             let out = const_i64(graph, n.input(1)).and_then(|target| reshape_dims(shape(0), &target));

@@ -44,7 +44,8 @@ fn graph_text(g: &Graph, indent: &str, opts: TextOptions, out: &mut String) {
         let _ = writeln!(out, "{indent}  init {name}: {}", recipe_text(r, opts));
     }
     for n in &g.nodes {
-        let domain = if n.domain.is_empty() { "ai.onnx" } else { n.domain.as_str() };
+        let domain = ep_sets::Domain::parse(&n.domain);
+        let domain = domain.shown();
         let _ = write!(
             out,
             "{indent}  node {} = {domain}.{}@{}({})",

@@ -2,7 +2,7 @@
 //! the functions a check may call and the native helpers an `emit` may call.
 
 /// The ONNX default domain. `""` and `ai.onnx` name the same domain.
-pub const ONNX: &str = "ai.onnx";
+pub const ONNX: &str = ep_sets::Domain::ONNX;
 pub const MICROSOFT: &str = "com.microsoft";
 
 /// Operators of the default ONNX domain (opset 24), plus SimplifiedLayerNormalization, which

@@ -138,7 +138,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         let m = &rule.matches[*li];
         let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).unwrap_or("_"));
         let (domain, _) = domain_of(file, &m.op);
-        let shown_domain = if domain.is_empty() { "ai.onnx".to_string() } else { domain.clone() };
+        let shown_domain = rule_dsl::Domain::parse(domain.as_str()).shown().to_string();
         steps.push(Step { id: sid, kind: "pattern", pos: m.pos, text: format!("{}.{}", shown_domain, m.op.name) });
         let step = line_no;
         let op = &m.op.name;

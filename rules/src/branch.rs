@@ -112,5 +112,5 @@ pub fn fn_fallible_nodes(cx: &Cx, g: Val) -> Result<Val, String> {
 }
 
 fn is_default(n: &Node) -> bool {
-    n.domain.is_empty() || n.domain == "ai.onnx"
+    ep_sets::Domain::is_onnx(&n.domain)
 }

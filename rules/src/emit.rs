@@ -146,7 +146,7 @@ impl<'a> Emitter<'a> {
         // An Identity is not copied: readers of its output read its input (If branches that
         // just return an outer tensor are all Identity, and some EPs, WebGPU, have no kernel).
         for n in &g.nodes {
-            if n.op == "Identity" && (n.domain.is_empty() || n.domain == "ai.onnx") {
+            if n.op == "Identity" && ep_sets::Domain::is_onnx(&n.domain) {
                 if let (Some(i), Some(o)) = (n.inputs.first(), n.outputs.first()) {
                     let src = renamed.get(i).cloned().unwrap_or_else(|| i.clone());
                     renamed.insert(o.clone(), src);
@@ -154,7 +154,7 @@ impl<'a> Emitter<'a> {
             }
         }
         let map = |v: &String| if v.is_empty() { String::new() } else { renamed.get(v).cloned().unwrap_or_else(|| v.clone()) };
-        for n in g.nodes.iter().filter(|n| !(n.op == "Identity" && (n.domain.is_empty() || n.domain == "ai.onnx"))) {
+        for n in g.nodes.iter().filter(|n| !(n.op == "Identity" && ep_sets::Domain::is_onnx(&n.domain))) {
             let mut metadata = n.metadata.clone();
             metadata.insert("rule".to_string(), self.rule.to_string());
             let name = self.state.names.fresh(&format!("{stem}/{}", n.name));

@@ -179,7 +179,7 @@ fn pass(
         let cx = Cx::with_outer(graph, outer).with_limits(limits);
         let mut consumed: HashSet<usize> = HashSet::new();
         for (i, node) in graph.nodes.iter().enumerate() {
-            if node.op != info.root_op || !same_domain(&node.domain, info.root_domain) {
+            if node.op != info.root_op || !ep_sets::Domain::same(&node.domain, info.root_domain) {
                 continue;
             }
             let binds = match (rule.matcher)(&cx, i) {
@@ -208,7 +208,7 @@ fn pass(
                 continue; // overlaps an earlier firing of this pass; the next round retries it
             }
             consumed.extend(takes);
-            let casts = em.nodes.iter().filter(|n| n.op == "Cast" && same_domain(&n.domain, "")).count();
+            let casts = em.nodes.iter().filter(|n| n.op == "Cast" && ep_sets::Domain::is_onnx(&n.domain)).count();
             if casts > 0 {
                 col.add_casts(gname, info.id, casts);
             }
@@ -240,12 +240,6 @@ fn pass(
     Ok(fired)
 }
 
-fn same_domain(a: &str, b: &str) -> bool {
-    fn norm(d: &str) -> &str {
-        if d == "ai.onnx" { "" } else { d }
-    }
-    norm(a) == norm(b)
-}
 
 /// Applies a pass's firings: rewires readers, keeps graph output names, adds the new nodes and
 /// removes the matched nodes nothing reads any more, then sorts the graph again: the next

@@ -3,6 +3,7 @@
 //! the step it belongs to plus a message; which tests run, in what order, on which slots, is
 //! decided by the generated code, not here.
 
+use ep_sets::Domain;
 use ir::{AttrValue, DType, Dim, Graph, Node, ValueInfo};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -137,25 +138,17 @@ pub enum Lit {
     List(&'static [Lit]),
 }
 
-fn op_name(n: &Node) -> String {
-    let d = if n.domain.is_empty() { "ai.onnx" } else { n.domain.as_str() };
-    format!("{d}.{}", n.op)
-}
-
-fn same_domain(a: &str, b: &str) -> bool {
-    fn norm(d: &str) -> &str {
-        if d == "ai.onnx" { "" } else { d }
-    }
-    norm(a) == norm(b)
+/// `ai.onnx.MatMul`, `com.microsoft.GroupQueryAttention`: how a failure names an op.
+fn shown_op(domain: &str, op: &str) -> String {
+    format!("{}.{op}", Domain::parse(domain).shown())
 }
 
 pub fn expect_op(cx: &Cx, node: usize, domain: &str, op: &str, step: usize) -> Result<(), Failure> {
     let n = cx.node(node);
-    if n.op == op && same_domain(&n.domain, domain) {
+    if n.op == op && Domain::same(&n.domain, domain) {
         return Ok(());
     }
-    let want = if domain.is_empty() { format!("ai.onnx.{op}") } else { format!("{domain}.{op}") };
-    fail(step, format!("`{}` is {}, expected {want}", n.name, op_name(n)))
+    fail(step, format!("`{}` is {}, expected {}", n.name, shown_op(&n.domain, &n.op), shown_op(domain, op)))
 }
 
 /// The node producing the value bound to `cap`, which must be its output `slot`.
@@ -489,7 +482,7 @@ pub fn fn_is_initializer(cx: &Cx, v: Val) -> Result<Val, String> {
 pub fn fn_producer(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
     Ok(Val::Str(match cx.producer_of(n) {
-        Some((i, _)) => op_name(cx.node(i)),
+        Some((i, _)) => shown_op(&cx.node(i).domain, &cx.node(i).op),
         None if cx.inputs.contains(n) => "graph input".into(),
         None if cx.graph.initializer(n).is_some() => "initializer".into(),
         None => "outer scope".into(),

@@ -143,7 +143,7 @@ struct Entry<'a> {
 }
 
 fn qualified(domain: &str, op: &str) -> String {
-    if domain.is_empty() { op.to_string() } else { format!("{domain}.{op}") }
+    ep_sets::Domain::qualify(domain, op)
 }
 
 /// Everything that needs rules and tables together.
