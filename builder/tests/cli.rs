@@ -353,7 +353,8 @@ fn ep_values_are_the_builtin_tables() {
     let help = String::from_utf8_lossy(&help.stdout);
     for name in sets.names() {
         let provider = &sets.get(name).unwrap().provider;
-        assert!(help.contains(&format!("{name}: {provider}")), "--help lacks `{name}: {provider}`:\n{help}");
+        let listed = help.lines().any(|l| l.trim_start().starts_with(&format!("- {name}:")) && l.trim_end().ends_with(provider.as_str()));
+        assert!(listed, "--help lacks `- {name}: {provider}`:\n{help}");
     }
     let root = tempfile::tempdir().unwrap();
     let r = tailor(&fixture("tiny-llama"), &root.path().join("pkg"), &["--ep", "no-such-ep"]);
