@@ -6,6 +6,12 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    // Without the `builtin` feature (the rule macro's use) nothing is compiled in, and a table
+    // edit must not rerun this script or recompile the crate.
+    if std::env::var_os("CARGO_FEATURE_BUILTIN").is_none() {
+        return;
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tables");
     // The folder itself, so that a table added or removed reruns this script; each file, so
     // that an edited table is compiled in again.

@@ -19,6 +19,8 @@ export ORT_DYLIB_PATH
 echo "ORT_DYLIB_PATH=$ORT_DYLIB_PATH"
 
 export INSTA_UPDATE=no
+# ONNX Runtime's Python quantizer is the reference of tests/tests/quant_bytes.rs.
+export TAILOR_PYTHON="$PWD/.venv/bin/python"
 cargo build --workspace --bins
 # Lint the rules and EP tables together before anything runs them (docs/ruleck.md).
 cargo run -q -p rule-dsl --bin ruleck

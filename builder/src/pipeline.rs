@@ -16,7 +16,8 @@ pub const DECODER_ROLE: &str = "decoder";
 #[derive(Clone, Debug, Serialize)]
 pub struct PipelineReport {
     pub role: String,
-    /// Rule ids run, in table order.
+    /// Rule ids run, in the table's order (stage by stage, in list order); each ran with its
+    /// variants.
     pub rules_run: Vec<String>,
     /// Rules the table lists that this build does not implement yet (optional ones only;
     /// a required one is an error).
@@ -46,11 +47,14 @@ fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
 
 /// Runs the table's stages on `model` and validates the result.
 pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool) -> Result<PipelineReport> {
-    let mut ids = Vec::new();
+    let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = Vec::new();
     let mut not_implemented = Vec::new();
-    for (_, rule) in plan.pipeline() {
+    for (stage, rule) in plan.pipeline() {
         if rules::rule(&rule.id).is_some() {
-            ids.push(rule.id.clone());
+            match lists.last_mut() {
+                Some((s, ids)) if *s == stage => ids.push(rule.id.as_str()),
+                _ => lists.push((stage, vec![rule.id.as_str()])),
+            }
         } else if plan.is_required(&rule.id) {
             return Err(Error::Pipeline(format!(
                 "{}.toml [dtype.{dtype}] requires rule `{}`, which this build does not implement",
@@ -60,6 +64,18 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
             not_implemented.push(rule.id.clone());
         }
     }
+    // A not-applicable check must be one the required rule (or a variant) has.
+    for (id, accepted) in &plan.not_applicable {
+        let family: Vec<&rules::RuleDef> = rules::select(&[id.as_str()]).map_err(|e| Error::Pipeline(e.to_string()))?;
+        for n in accepted {
+            if !family.iter().any(|r| r.info.steps.iter().any(|s| s.id == n.check)) {
+                return Err(Error::Pipeline(format!(
+                    "{}.toml [dtype.{dtype}.not_applicable] names check `{}` of `{id}`, which the rule does not have",
+                    table.name, n.check
+                )));
+            }
+        }
+    }
     let required: Vec<(&rules::RuleDef, usize)> = plan
         .required
         .iter()
@@ -67,10 +83,13 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         .map(|def| (def, root_count(&model.graph, def.info.root_domain, def.info.root_op)))
         .collect();
 
-    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let ids: Vec<String> = lists.iter().flat_map(|(_, ids)| ids.iter().map(|i| i.to_string())).collect();
+    // The table's lists are the schedule: stage by stage, in list order.
+    let schedule = rules::Schedule::from_lists(lists)
+        .map_err(|e| Error::Pipeline(format!("{}.toml [dtype.{dtype}]: {e}", table.name)))?;
     // Per-candidate records are always kept: validation needs each candidate's outcome.
     let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
-    let mut diagnostics = rules::apply(model, &id_refs, &opts).map_err(|e| Error::Pipeline(e.to_string()))?;
+    let mut diagnostics = rules::apply_schedule(model, &schedule, &opts).map_err(|e| Error::Pipeline(e.to_string()))?;
 
     let mut problems = Vec::new();
     let mut required_report = Vec::new();
@@ -86,7 +105,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         // candidate that matched and then failed a named check is.
         for r in diagnostics.records.iter().filter(|r| r.rule == id && r.outcome == Outcome::Failed) {
             let check = r.check.as_deref().unwrap_or("");
-            let not_applicable = plan.optional.get(id).is_some_and(|checks| checks.iter().any(|c| c == check));
+            let not_applicable = plan.not_applicable(id, check).is_some();
             if !check.starts_with("match.") && !not_applicable {
                 problems.push(format!(
                     "required fusion `{id}` missed node `{}` in {}: check `{check}` failed: {} ({})",

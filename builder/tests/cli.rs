@@ -369,7 +369,8 @@ fn ep_values_are_the_builtin_tables() {
 /// skipped in favour of another file.
 #[test]
 fn weights_that_are_not_regular_files_are_named() {
-    let cases: [(&str, &dyn Fn(&Path), &str); 3] = [
+    type Make<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Make, &str); 3] = [
         ("dangling link", &|p| std::os::unix::fs::symlink(p.with_file_name("gone.blob"), p).unwrap(), "symbolic link"),
         ("folder", &|p| std::fs::create_dir(p).unwrap(), "is a folder"),
         ("fifo", &|p| make_fifo(p), "FIFO"),

@@ -7,15 +7,17 @@
 //! `genai_config.json`. Adding an EP is adding a table, not code. The schema is described in
 //! `docs/ep-tables.md`.
 //!
-//! This crate depends on nothing else in the workspace so that `builder` and `ruleck` can both
-//! read it.
+//! This crate depends on nothing else in the workspace so that `builder`, `rules` and `ruleck` can
+//! all read it; [`Stage`] is the workspace's one model of execution order.
 
+#[cfg(feature = "builtin")]
 mod builtin;
 mod claim;
 pub mod dtype;
 mod error;
 mod opschema;
 mod schema;
+mod stage;
 mod table;
 mod validate;
 
@@ -26,7 +28,7 @@ pub use claim::Claim;
 pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};
 pub use table::{
-    normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, RuleRef,
+    normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, NotApplicable, RuleRef,
     Stage,
 };
 pub use validate::{KNOWN_FLAGS, UNDOES};
@@ -39,6 +41,7 @@ pub struct EpSets {
 
 impl EpSets {
     /// The tables compiled into the binary (`ep-sets/tables/*.toml`), parsed and validated.
+    #[cfg(feature = "builtin")]
     pub fn builtin() -> Result<EpSets> {
         Self::from_sources(builtin::TABLES.iter().map(|(f, t)| (f.to_string(), t.to_string())))
     }

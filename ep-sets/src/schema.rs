@@ -58,7 +58,7 @@ pub(crate) struct RawPlan {
     #[serde(default)]
     pub required: Vec<Spanned<String>>,
     #[serde(default)]
-    pub optional: BTreeMap<String, Vec<String>>,
+    pub not_applicable: BTreeMap<String, Vec<Spanned<RawNotApplicable>>>,
     #[serde(default)]
     pub forbidden_ops: Vec<Spanned<RawForbidden>>,
     #[serde(default)]
@@ -67,6 +67,14 @@ pub(crate) struct RawPlan {
     pub limits: BTreeMap<String, i64>,
     #[serde(default)]
     pub notes: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNotApplicable {
+    pub check: String,
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

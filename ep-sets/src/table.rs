@@ -6,41 +6,20 @@ use std::ops::Range;
 use crate::error::{Error, Location, Result};
 use crate::schema::{RawKernel, RawTable};
 
-/// The pipeline stages, in the order the builder runs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Stage {
-    /// EP-agnostic tidying of the generic graph.
-    Cleanup,
-    /// Lowerings that a fusion depends on (e.g. `lower.if_to_where` before the GQA fusions).
-    Prefuse,
-    /// Fusions into the EP's contrib ops.
-    Fuse,
-    /// Lowerings the EP needs after fusion (e.g. `lower.int64_to_int32`).
-    Lower,
-    /// Constant folding and dead-node removal.
-    Fold,
-}
-
-impl Stage {
-    /// All stages in pipeline order.
-    pub const ALL: [Stage; 5] = [Stage::Cleanup, Stage::Prefuse, Stage::Fuse, Stage::Lower, Stage::Fold];
-
-    /// The key the stage's list has in a `[dtype.*]` section.
-    pub fn key(self) -> &'static str {
-        match self {
-            Stage::Cleanup => "cleanup",
-            Stage::Prefuse => "prefuse",
-            Stage::Fuse => "fuse",
-            Stage::Lower => "lower",
-            Stage::Fold => "fold",
-        }
-    }
-}
+pub use crate::stage::Stage;
 
 /// A rule id as written in a table, with where it was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleRef {
     pub id: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// A check of a required fusion whose failure is accepted, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplicable {
+    pub check: String,
+    pub why: String,
     pub span: Option<Range<usize>>,
 }
 
@@ -61,9 +40,10 @@ pub struct DtypePlan {
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
     pub required: Vec<RuleRef>,
-    /// Fusions that apply only where their pattern occurs, each with the check ids whose
-    /// failure means "the pattern is not here" rather than "the fusion broke".
-    pub optional: BTreeMap<String, Vec<String>>,
+    /// For required fusions: named checks whose failure on a candidate is not a miss, each
+    /// with why (the EP's kernel cannot take that case, say). Check ids are validated against
+    /// the rule by `ruleck` and the builder.
+    pub not_applicable: BTreeMap<String, Vec<NotApplicable>>,
     pub forbidden: Vec<Forbidden>,
     /// Structural flags handed to the task by name (e.g. `concrete_dims`).
     pub flags: Vec<RuleRef>,
@@ -87,6 +67,11 @@ impl DtypePlan {
     /// Is `rule` in any stage list?
     pub fn runs(&self, rule: &str) -> bool {
         self.pipeline().any(|(_, r)| r.id == rule)
+    }
+
+    /// The accepted failure of `check` in required fusion `rule`, if the table lists one.
+    pub fn not_applicable(&self, rule: &str, check: &str) -> Option<&NotApplicable> {
+        self.not_applicable.get(rule)?.iter().find(|n| n.check == check)
     }
 
     /// Is `rule` a required fusion?
@@ -300,7 +285,21 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                 dtype,
                 stages,
                 required: rules(p.required),
-                optional: p.optional,
+                not_applicable: p
+                    .not_applicable
+                    .into_iter()
+                    .map(|(rule, list)| {
+                        let list = list
+                            .into_iter()
+                            .map(|n| {
+                                let span = n.span();
+                                let n = n.into_inner();
+                                NotApplicable { check: n.check, why: n.why.unwrap_or_default(), span: Some(span) }
+                            })
+                            .collect();
+                        (rule, list)
+                    })
+                    .collect(),
                 forbidden,
                 flags: rules(p.flags),
                 limits: p.limits,

@@ -75,10 +75,10 @@ impl EpTable {
                 if !rule_id_ok(&rule.id) {
                     problem(rule.span.clone(), format!("`{}` is not a rule id (expected fuse.x, lower.x, cleanup.x or fold.x)", rule.id));
                 } else if !stage_accepts(stage, &rule.id) {
-                    problem(rule.span.clone(), format!("`{}` does not belong in the `{}` list of dtype {dtype}", rule.id, stage.key()));
+                    problem(rule.span.clone(), format!("`{}` does not belong in the `{}` list of dtype {dtype}", rule.id, stage.name()));
                 }
                 if let Some(prev) = seen.insert(&rule.id, stage) {
-                    problem(rule.span.clone(), format!("`{}` is listed twice in dtype {dtype} (in `{}` and `{}`)", rule.id, prev.key(), stage.key()));
+                    problem(rule.span.clone(), format!("`{}` is listed twice in dtype {dtype} (in `{}` and `{}`)", rule.id, prev.name(), stage.name()));
                 }
                 if let Some(ex) = self.excluded(&rule.id, dtype) {
                     problem(rule.span.clone(), format!("`{}` is listed for dtype {dtype} but excluded: {}", rule.id, ex.why));
@@ -95,17 +95,14 @@ impl EpTable {
                     problem(r.span.clone(), format!("required `{}` is not in the fuse or prefuse list of dtype {dtype}", r.id));
                 }
             }
-            for rule in plan.optional.keys() {
-                if !fusing.contains(rule.as_str()) {
-                    problem(plan.span.clone(), format!("optional `{rule}` is not in the fuse or prefuse list of dtype {dtype}"));
+            for (rule, accepted) in &plan.not_applicable {
+                if !plan.is_required(rule) {
+                    problem(plan.span.clone(), format!("`not_applicable` names `{rule}`, which is not a required fusion of dtype {dtype}"));
                 }
-                if plan.is_required(rule) {
-                    problem(plan.span.clone(), format!("`{rule}` is both required and optional in dtype {dtype}"));
-                }
-            }
-            for r in plan.stage(Stage::Fuse) {
-                if !plan.is_required(&r.id) && !plan.optional.contains_key(&r.id) {
-                    problem(r.span.clone(), format!("fusion `{}` of dtype {dtype} is neither required nor optional: say which", r.id));
+                for n in accepted {
+                    if n.why.trim().is_empty() {
+                        problem(n.span.clone(), format!("not-applicable check `{}` of `{rule}` (dtype {dtype}) has no `why`", n.check));
+                    }
                 }
             }
             for (fusion, lowering) in UNDOES {

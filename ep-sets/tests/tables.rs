@@ -84,7 +84,7 @@ fn cpu_f32_requires_gqa_rotary_and_skip_rms_norm() {
     let t = s.get("cpu").unwrap();
     let p = t.dtype("f32").unwrap();
     assert!(p.is_required("fuse.gqa_rotary") && p.is_required("fuse.skip_rms_norm"));
-    assert!(p.runs("fuse.pack_qkv") && p.optional.contains_key("fuse.pack_qkv"));
+    assert!(p.runs("fuse.pack_qkv") && !p.is_required("fuse.pack_qkv"));
     assert_eq!(ids(p.stage(Stage::Prefuse)), ["lower.if_to_where"]);
     assert!(t.dtype("f16").is_none());
     assert!(t.genai_provider_options().is_none());

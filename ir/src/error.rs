@@ -19,6 +19,14 @@ pub enum Error {
     NotAFile { path: PathBuf, what: &'static str },
     #[error("graph is not valid: {0}")]
     Graph(String),
+    #[error("quantization block size {0} is not supported: it must be a power of two from 16 to 256")]
+    QuantBlockSize(usize),
+    #[error("quantization: {what} has {got} elements, expected {expected}")]
+    QuantBuffer { what: &'static str, expected: usize, got: usize },
+    #[error("quantization: {0}")]
+    QuantShape(String),
+    #[error("quantization: weight element [{row}, {col}] is {value}; only finite weights can be quantized")]
+    QuantNonFinite { row: usize, col: usize, value: f32 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

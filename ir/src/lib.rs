@@ -6,6 +6,8 @@
 //! * [`Recipe`]: initializers are lazy recipes over memory-mapped source tensors (plus
 //!   transforms); nothing is read or converted until the model is written.
 //! * [`save_model`] / [`load_model`]: `model.onnx` plus one external `model.onnx.data`.
+//! * [`quant`]: INT4/INT8 block quantization of MatMul weights, byte-identical to ONNX
+//!   Runtime's own quantizer, for MatMulNBits, GatherBlockQuantized and blocked DequantizeLinear.
 //! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
 
 pub mod proto {
@@ -22,6 +24,7 @@ mod convert;
 mod direct;
 mod layout;
 mod load;
+pub mod quant;
 mod recipe;
 mod save;
 mod shape;

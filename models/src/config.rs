@@ -318,6 +318,19 @@ impl DecoderConfig {
         })
     }
 
+    /// The softmax scale of layer `layer` (0-based) when it is not `default` (1/sqrt(head_dim)):
+    /// GPT-2's `scale_attn_weights` (false: no scaling) and `scale_attn_by_inverse_layer_idx`
+    /// (divide by layer + 1); absent in other families, which means the default.
+    pub fn attention_scale(&self, layer: usize, default: f64) -> Option<f32> {
+        let by_layer = (layer + 1) as f64;
+        match (self.flag("scale_attn_weights", true), self.flag("scale_attn_by_inverse_layer_idx", false)) {
+            (true, false) => None,
+            (true, true) => Some((default / by_layer) as f32),
+            (false, false) => Some(1.0),
+            (false, true) => Some(1.0 / (layer + 1) as f32),
+        }
+    }
+
     /// Number of rotated dimensions per head.
     pub fn rotary_dim(&self) -> usize {
         (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize

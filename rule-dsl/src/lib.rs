@@ -13,6 +13,8 @@ pub mod vocab;
 pub use check::{check_set, resolve};
 pub use diag::{render, Diagnostic, Error};
 pub use parse::parse_file;
+/// The pipeline stages a `stage` line names (the workspace's one model of execution order).
+pub use ep_sets::Stage;
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 //! The fixed vocabularies a `.rule` file is checked against: domains and their operators,
-//! stages, the functions a check may call and the native helpers an `emit` may call.
+//! the functions a check may call and the native helpers an `emit` may call.
 
 /// The ONNX default domain. `""` and `ai.onnx` name the same domain.
 pub const ONNX: &str = "ai.onnx";
@@ -51,9 +51,6 @@ pub fn ops_of(domain: &str) -> Option<&'static [&'static str]> {
         _ => None,
     }
 }
-
-/// The stages, in the order the engine runs them.
-pub const STAGES: &[&str] = &["cleanup", "prelower", "fuse", "lower"];
 
 /// Functions a check or message may call: name, number of arguments, what it returns.
 pub const FUNCTIONS: &[(&str, usize, &str)] = &[

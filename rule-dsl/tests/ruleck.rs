@@ -41,6 +41,19 @@ fn gqa_rotary_with_separate_rope_is_flagged_at_both_entries() {
     insta::assert_snapshot!(r.text());
 }
 
+/// The table's lists are the schedule: a rule outside the list its `stage` line names, two
+/// rules listed against a `before`/`after` line, and a not-applicable check the rule does not
+/// have are errors at the table entries and the rule lines.
+#[test]
+fn schedule_mistakes() {
+    let r = lint("schedule");
+    let c = codes(&r);
+    for code in ["schedule-stage", "schedule-order", "unknown-check"] {
+        assert!(c.contains(&(code, Severity::Error)), "{code}:\n{}", r.text());
+    }
+    insta::assert_snapshot!(r.text());
+}
+
 #[test]
 fn table_mistakes() {
     let r = lint("bad_table");

@@ -156,7 +156,7 @@ fn absent_input_and_let_list_are_accepted() {
 /// A rule with a list capture (`..?ys`) and a `for` block, edited by the list cases.
 const LIST: &str = r#"
 rule lower.each {
-  stage prelower
+  stage prefuse
   match {
     (..?ys) = onnx.If(?cond) [then_branch: ?then, else_branch: ?else]
     root ?ys

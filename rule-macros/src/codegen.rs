@@ -301,7 +301,14 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
 
     let id = &rule.id;
     let doc = &rule.doc;
-    let stage = format_ident!("{}", stage_variant(rule.stage.as_ref().map(|s| s.0.as_str()).unwrap_or("fuse")));
+    // Checked by rule-dsl: a present stage name parses.
+    let stage = match rule.stage.as_ref().and_then(|s| rule_dsl::Stage::parse(&s.0)) {
+        Some(s) => {
+            let variant = format_ident!("{}", format!("{s:?}"));
+            quote! { Some(crate::Stage::#variant) }
+        }
+        None => quote! { None },
+    };
     let priority = rule.priority;
     let before: Vec<&str> = rule.before.iter().map(|b| b.0.as_str()).collect();
     let after: Vec<&str> = rule.after.iter().map(|b| b.0.as_str()).collect();
@@ -327,7 +334,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         crate::RuleInfo {
             id: #id,
             doc: #doc,
-            stage: crate::Stage::#stage,
+            stage: #stage,
             priority: #priority,
             before: &[#(#before),*],
             after: &[#(#after),*],
@@ -450,15 +457,6 @@ fn loop_tokens<'r>(l: &ForLoop, body: Vec<TokenStream>, replaces: impl Iterator<
                 #(#replaces)*
             }
         }
-    }
-}
-
-fn stage_variant(s: &str) -> &'static str {
-    match s {
-        "cleanup" => "Cleanup",
-        "prelower" => "Prelower",
-        "lower" => "Lower",
-        _ => "Fuse",
     }
 }
 

@@ -1,6 +1,6 @@
-//! The rewrite engine. Stages run in order (cleanup, prelower, fuse, lower); within a stage the
-//! selected rules run in their before/after/priority order, round after round, until a round
-//! fires nothing or the iteration cap is reached; then the same for every subgraph.
+//! The rewrite engine. It runs a [`Schedule`]: stage by stage, and within a stage the rules in
+//! the schedule's order, round after round, until a round fires nothing or the iteration cap
+//! is reached; then the same for every subgraph.
 //!
 //! One pass of one rule builds the graph's indexes once, matches every candidate against
 //! them, and commits all firings whose consumed nodes do not overlap, so a pass is linear in
@@ -9,7 +9,7 @@
 use crate::diag::{Collector, Outcome, Record};
 use crate::emit::{Emitter, GraphState, Names};
 use crate::rt::Cx;
-use crate::{Error, Report, RuleDef, Stage, StepKind};
+use crate::{Error, Report, RuleDef, Schedule, Stage};
 use ir::{AttrValue, Graph};
 use std::collections::{HashMap, HashSet};
 
@@ -60,7 +60,8 @@ pub fn variants(id: &str) -> impl Iterator<Item = &'static RuleDef> + '_ {
     crate::registry().iter().filter(move |r| r.info.id.len() > id.len() + 1 && r.info.id.starts_with(id) && r.info.id.as_bytes()[id.len()] == b'.')
 }
 
-/// Orders rules of one stage: `before`/`after` first, then higher priority, then id.
+/// Orders rules (a family of variants, or the rules a test names): `before`/`after` first,
+/// then higher priority, then id.
 pub fn order(rules: &[&'static RuleDef]) -> Vec<&'static RuleDef> {
     let mut left: Vec<&'static RuleDef> = rules.to_vec();
     left.sort_by(|a, b| b.info.priority.cmp(&a.info.priority).then(a.info.id.cmp(b.info.id)));
@@ -77,34 +78,25 @@ pub fn order(rules: &[&'static RuleDef]) -> Vec<&'static RuleDef> {
     out
 }
 
-/// Runs the named rules on the model's main graph (and its subgraphs), stage by stage.
+/// Runs the named rules without a table (tests, the rule harness, benches): each in the stage
+/// its `.rule` file names, in the order of [`Schedule::for_ids`].
 pub fn apply(model: &mut ir::Model, ids: &[&str], opts: &Options) -> Result<Report, Error> {
-    let mut rules = select(ids)?;
-    if !opts.variants {
-        rules.retain(|r| ids.contains(&r.info.id));
-    }
+    apply_schedule(model, &Schedule::for_ids(ids, opts.variants)?, opts)
+}
+
+/// Runs `schedule` on the model's main graph (and its subgraphs), stage by stage.
+pub fn apply_schedule(model: &mut ir::Model, schedule: &Schedule, opts: &Options) -> Result<Report, Error> {
     let mut report = Report::default();
     let mut col = Collector::default();
-    for stage in Stage::ALL {
-        let in_stage: Vec<&'static RuleDef> = rules.iter().copied().filter(|r| r.info.stage == stage).collect();
-        if in_stage.is_empty() {
+    for (stage, rules) in &schedule.stages {
+        if rules.is_empty() {
             continue;
         }
-        run_stage_in(&mut model.graph, stage, &order(&in_stage), opts, &mut col, &mut report, &HashMap::new())?;
+        run_stage_in(&mut model.graph, *stage, rules, opts, &mut col, &mut report, &HashMap::new())?;
     }
     if opts.remove_dead {
         report.dead_removed = remove_dead_everywhere(&mut model.graph);
     }
-    col.finish(opts.explain, &mut report);
-    Ok(report)
-}
-
-/// Runs one stage with the given rules (any not in `stage` are ignored) on a graph.
-pub fn run_stage(graph: &mut Graph, stage: Stage, ids: &[&str], opts: &Options) -> Result<Report, Error> {
-    let rules: Vec<&'static RuleDef> = select(ids)?.into_iter().filter(|r| r.info.stage == stage).collect();
-    let mut report = Report::default();
-    let mut col = Collector::default();
-    run_stage_in(graph, stage, &order(&rules), opts, &mut col, &mut report, &HashMap::new())?;
     col.finish(opts.explain, &mut report);
     Ok(report)
 }
@@ -243,8 +235,8 @@ fn pass(
     if fired == 0 {
         return Ok(0);
     }
-    commit(graph, new_nodes, new_inits, replaces, matched);
-    let _ = StepKind::Check;
+    commit(graph, new_nodes, new_inits, replaces, matched)
+        .map_err(|source| Error::Commit { graph: gname.to_string(), rule: info.id.to_string(), source })?;
     Ok(fired)
 }
 
@@ -256,8 +248,15 @@ fn same_domain(a: &str, b: &str) -> bool {
 }
 
 /// Applies a pass's firings: rewires readers, keeps graph output names, adds the new nodes and
-/// removes the matched nodes nothing reads any more.
-fn commit(graph: &mut Graph, new_nodes: Vec<ir::Node>, new_inits: Vec<(String, ir::Recipe)>, replaces: Vec<(String, String)>, matched: HashSet<usize>) {
+/// removes the matched nodes nothing reads any more, then sorts the graph again: the next
+/// pass infers types in node order, so new nodes must stand before their readers.
+fn commit(
+    graph: &mut Graph,
+    new_nodes: Vec<ir::Node>,
+    new_inits: Vec<(String, ir::Recipe)>,
+    replaces: Vec<(String, String)>,
+    matched: HashSet<usize>,
+) -> Result<(), ir::Error> {
     let outputs: HashSet<String> = graph.outputs.iter().map(|o| o.name.clone()).collect();
     let mut forward: HashMap<String, String> = HashMap::new(); // readers of old read new
     let mut back: HashMap<String, String> = HashMap::new(); // new value takes the old (output) name
@@ -338,7 +337,5 @@ fn commit(graph: &mut Graph, new_nodes: Vec<ir::Node>, new_inits: Vec<(String, i
         k += 1;
         keep
     });
-    let produced: HashSet<&String> = graph.nodes.iter().flat_map(|n| n.outputs.iter()).collect();
-    let _ = produced;
-    let _ = graph.toposort();
+    graph.toposort()
 }

@@ -4,10 +4,14 @@
 pub enum Error {
     #[error("unknown rule `{0}`; known rules: {1}")]
     UnknownRule(String, String),
+    #[error("schedule: {0}")]
+    Schedule(String),
     #[error("rule `{rule}`: helper `{helper}` failed: {reason}")]
     Helper { rule: String, helper: &'static str, reason: String },
     #[error("rule `{rule}` on node `{node}`: {reason}")]
     Emit { rule: String, node: String, reason: String },
+    #[error("graph `{graph}` is invalid after rule `{rule}` fired: {source}")]
+    Commit { graph: String, rule: String, source: ir::Error },
     #[error("graph `{graph}` is invalid after stage {stage}: {source}")]
     Graph { graph: String, stage: String, source: ir::Error },
 }

@@ -1,12 +1,12 @@
 //! The rewrite rules and the engine that applies them.
 //!
 //! Rules live in `rules/*.rule` and are compiled into Rust matchers by `rule_macros` at build
-//! time (see docs/rule-language.md). The builder calls [`apply`] with the rule ids an EP
-//! table lists; the [`Report`] says, per rule and graph, how many candidates there were, how
+//! time (see docs/rule-language.md). The builder turns an EP table's lists into a
+//! [`Schedule`] and calls [`apply_schedule`]; the [`Report`] says, per rule and graph, how many candidates there were, how
 //! many fired, and which named check failed for the others (docs/diagnostics.md).
 //!
 //! * [`registry`]: every compiled rule with its id, stage, ordering, file and line, steps.
-//! * [`apply`] / [`run_stage`]: the engine.
+//! * [`Schedule`] / [`apply_schedule`] / [`apply`]: the order rules run in, and the engine.
 //! * [`helpers::ALLOWED`]: the fixed list of native helpers rules may call.
 //! * [`generated_source`]: the code the macro generated, for reading.
 
@@ -17,38 +17,18 @@ mod engine;
 mod error;
 pub mod helpers;
 pub mod rt;
+mod schedule;
 
 pub use diag::{FailCount, Outcome, Record, Report, RuleReport};
 pub use emit::Emitter;
-pub use engine::{apply, order, run_stage, select, variants, Options};
+pub use engine::{apply, apply_schedule, order, select, variants, Options};
+pub use schedule::Schedule;
 pub use error::Error;
 
 rule_macros::include_rules!("rules");
 
-/// The stages, in the order [`apply`] runs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub enum Stage {
-    /// Removes what no EP wants (identities, dead branches).
-    Cleanup,
-    /// Lowerings that a fusion depends on (e.g. If -> Where before GQA fusion).
-    Prelower,
-    /// Fusions into EP-specific operators.
-    Fuse,
-    /// Lowerings of what the EP lacks.
-    Lower,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 4] = [Stage::Cleanup, Stage::Prelower, Stage::Fuse, Stage::Lower];
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Cleanup => "cleanup",
-            Stage::Prelower => "prelower",
-            Stage::Fuse => "fuse",
-            Stage::Lower => "lower",
-        }
-    }
-}
+/// The pipeline stages (one type for the workspace: the EP tables' lists are the schedule).
+pub use ep_sets::Stage;
 
 /// Whether a step of a rule is a pattern line or a named check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -76,7 +56,8 @@ pub struct StepInfo {
 pub struct RuleInfo {
     pub id: &'static str,
     pub doc: &'static str,
-    pub stage: Stage,
+    /// The stage the `.rule` file names, if it names one: a table must list the rule there.
+    pub stage: Option<Stage>,
     pub priority: i64,
     pub before: &'static [&'static str],
     pub after: &'static [&'static str],

@@ -162,6 +162,8 @@ pub(crate) fn cross(rules: &LoadedRules, tables: &[LoadedTable]) -> Vec<Finding>
                     (!rules.is_empty()).then_some(Entry { at, rref, rules })
                 })
                 .collect();
+            schedule(t, plan, &entries, &mut out);
+            not_applicable_checks(&idx, t, plan, &mut out);
             unclaimed_emits(t, plan, &entries, &mut out);
             fuse_then_decompose(t, plan, &entries, &mut out);
             lowering_feeds_fusion(t, plan, &entries, &mut out);
@@ -179,7 +181,7 @@ fn unknown_ids(idx: &Index, t: &EpTable, out: &mut Vec<Finding>) {
     for d in t.dtypes() {
         let Some(plan) = t.dtype(d) else { continue };
         for (stage, r) in plan.pipeline() {
-            refs.push((r, plan.is_required(&r.id), format!("the `{}` list of [dtype.{d}]", stage.key())));
+            refs.push((r, plan.is_required(&r.id), format!("the `{}` list of [dtype.{d}]", stage.name())));
         }
     }
     let mut excluded = Vec::new();
@@ -413,6 +415,81 @@ fn lowering_feeds_fusion(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: 
                         rule_label(&ff.path, m.op.pos, format!("`{}` consumes it", fr.id)),
                     ],
                     help: "run the lowering in `prefuse`, or drop it from this dtype".into(),
+                });
+            }
+        }
+    }
+}
+
+/// The table's lists are the schedule (docs/ep-tables.md): a rule sits in the list its `stage`
+/// line names, and the lists' order agrees with every `before`/`after` line between listed
+/// rules. The builder refuses the same at build time (`rules::Schedule::from_lists`).
+fn schedule(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Finding>) {
+    let stages: Vec<ep_sets::Stage> = plan.pipeline().map(|(s, _)| s).collect();
+    for e in entries {
+        let listed = stages[e.at];
+        for (f, r) in &e.rules {
+            let Some((declared, pos)) = &r.stage else { continue };
+            if declared != listed.name() {
+                out.push(Finding {
+                    severity: Severity::Error,
+                    code: "schedule-stage",
+                    message: format!("{} [dtype.{}] lists `{}` under `{listed}`, but `{}` says `stage {declared}`", t.name, plan.dtype, e.rref.id, r.id),
+                    labels: vec![toml_label(t, e.rref.span.clone(), "listed here"), rule_label(&f.path, *pos, "the rule's stage")],
+                    help: format!("move `{}` to the `{declared}` list", e.rref.id),
+                });
+            }
+        }
+    }
+    let position = |id: &str| entries.iter().find(|e| e.rules.iter().any(|(_, r)| r.id == id)).map(|e| (e.at, e.rref));
+    for e in entries {
+        for (f, r) in &e.rules {
+            let constraints = r.before.iter().map(|c| (c, true)).chain(r.after.iter().map(|c| (c, false)));
+            for ((other, pos), before) in constraints {
+                let Some((at, oref)) = position(other) else { continue };
+                if at == e.at {
+                    continue; // variants of one family: ordered among themselves
+                }
+                if (before && at < e.at) || (!before && at > e.at) {
+                    out.push(Finding {
+                        severity: Severity::Error,
+                        code: "schedule-order",
+                        message: format!(
+                            "{} [dtype.{}] runs `{}` {} `{other}`, against `{}`'s `{} {other}`",
+                            t.name,
+                            plan.dtype,
+                            e.rref.id,
+                            if before { "after" } else { "before" },
+                            r.id,
+                            if before { "before" } else { "after" }
+                        ),
+                        labels: vec![
+                            toml_label(t, e.rref.span.clone(), "listed here"),
+                            toml_label(t, oref.span.clone(), "and this one"),
+                            rule_label(&f.path, *pos, "the constraint"),
+                        ],
+                        help: "swap them in the list: the table's order is the order rules run in".into(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Every `not_applicable` entry names a check the required rule (or a variant) has.
+fn not_applicable_checks(idx: &Index, t: &EpTable, plan: &DtypePlan, out: &mut Vec<Finding>) {
+    for (rule, accepted) in &plan.not_applicable {
+        let family = idx.with_variants(rule);
+        for n in accepted {
+            let known = family.iter().any(|(_, r)| r.checks.iter().any(|c| c.id == n.check) || n.check.starts_with("match."));
+            if !family.is_empty() && !known {
+                let checks: Vec<&str> = family.iter().flat_map(|(_, r)| r.checks.iter().map(|c| c.id.as_str())).collect();
+                out.push(Finding {
+                    severity: Severity::Error,
+                    code: "unknown-check",
+                    message: format!("{} [dtype.{}] accepts failures of check `{}`, which `{rule}` does not have", t.name, plan.dtype, n.check),
+                    labels: vec![toml_label(t, n.span.clone(), "named here")],
+                    help: format!("its checks: {}", checks.join(", ")),
                 });
             }
         }

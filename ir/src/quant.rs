@@ -1,0 +1,302 @@
+//! Weight-only block quantization (INT4 / INT8) of MatMul weights.
+//!
+//! The weight is the MatMul's `B` in its own layout, `[K, N]` row-major f32 (callers convert
+//! f16/bf16 first; f16 -> f32 is exact). Each output column `n` is cut into blocks of
+//! `block_size` consecutive rows along K; every block gets one scale (and, when asymmetric, one
+//! zero point). The quantized values are written in the layout of `com.microsoft.MatMulNBits`
+//! (`B: [N, k_blocks, blob_size]` uint8, `scales: [N, k_blocks]`, `zero_points: [N,
+//! ceil(k_blocks * bits / 8)]` uint8), which `GatherBlockQuantized` reads unchanged for a table
+//! stored as `[N, K]`; [`dq`] re-lays the same values out for standard ONNX `DequantizeLinear`.
+//!
+//! Why this shape of API: weights are materialized while streaming the model to disk, so
+//! every function works on any range of output columns (a [`WeightView`]) and writes into
+//! slices the caller owns. Columns are independent, so ranges can also be split across threads.
+//!
+//! [`Method::Rtn`] reproduces, byte for byte, what ONNX Runtime 1.32's
+//! `MatMulNBitsQuantizer` with `DefaultWeightOnlyQuantConfig` writes (docs/quantization.md
+//! says where each rule comes from; tests/tests/quant_bytes.rs proves it against the wheel).
+
+mod dequant;
+pub mod dq;
+mod params;
+mod kernel;
+mod search;
+
+pub use dequant::{dequantize, weight_error, WeightError};
+pub use kernel::quantize;
+
+use crate::{Error, Result};
+use half::f16;
+
+/// Bits per quantized weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bits {
+    Int4,
+    Int8,
+}
+
+impl Bits {
+    /// 4 or 8: the `bits` attribute of MatMulNBits and GatherBlockQuantized.
+    pub const fn count(self) -> usize {
+        match self {
+            Bits::Int4 => 4,
+            Bits::Int8 => 8,
+        }
+    }
+
+    /// Largest stored (unsigned) value: 15 or 255.
+    pub const fn max_q(self) -> u8 {
+        match self {
+            Bits::Int4 => 15,
+            Bits::Int8 => 255,
+        }
+    }
+
+    /// The implicit zero point of a symmetric block, 2^(bits-1): MatMulNBits' default when no
+    /// `zero_points` input is given.
+    pub const fn mid(self) -> u8 {
+        match self {
+            Bits::Int4 => 8,
+            Bits::Int8 => 128,
+        }
+    }
+
+    /// Values per byte.
+    pub const fn per_byte(self) -> usize {
+        8 / self.count()
+    }
+}
+
+/// How a block's scale (and zero point) are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Method {
+    /// Round to nearest from the block's min/max: ONNX Runtime's default quantizer, bit for bit.
+    #[default]
+    Rtn,
+    /// Search shrunken ranges for the lowest block squared error, then refit the scale by least
+    /// squares. Needs no calibration data; never worse than RTN on the block (RTN is a candidate),
+    /// and not byte-identical to ONNX Runtime by design.
+    MseSearch,
+}
+
+/// Validated quantization settings. The fields are private so that a value of this type is
+/// always a block size and bit width the ONNX Runtime kernels accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QuantSettings {
+    bits: Bits,
+    block_size: usize,
+    symmetric: bool,
+    method: Method,
+}
+
+/// Smallest and largest block sizes accepted: MatMulNBits and GatherBlockQuantized require a
+/// power of two >= 16; 256 bounds the per-block scratch buffers.
+pub const MIN_BLOCK: usize = 16;
+pub const MAX_BLOCK: usize = 256;
+
+impl QuantSettings {
+    /// RTN settings. `block_size` must be a power of two in 16..=256.
+    pub fn new(bits: Bits, block_size: usize, symmetric: bool) -> Result<Self> {
+        if !block_size.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&block_size) {
+            return Err(Error::QuantBlockSize(block_size));
+        }
+        Ok(QuantSettings { bits, block_size, symmetric, method: Method::Rtn })
+    }
+
+    pub fn with_method(self, method: Method) -> Self {
+        QuantSettings { method, ..self }
+    }
+
+    pub fn bits(&self) -> Bits {
+        self.bits
+    }
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+    /// Symmetric: no zero-point tensor, the implicit zero point is [`Bits::mid`].
+    pub fn symmetric(&self) -> bool {
+        self.symmetric
+    }
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The per-column sizes for a weight with `k` rows.
+    pub fn layout(&self, k: usize) -> Result<QuantLayout> {
+        if k == 0 {
+            return Err(Error::QuantShape("the weight has K = 0 rows".into()));
+        }
+        Ok(QuantLayout { settings: *self, k })
+    }
+}
+
+/// Sizes of the MatMulNBits tensors for one output column of a `[K, N]` weight; multiply by the
+/// number of columns for a range. Every size is per column, which is what lets a column range
+/// be written into `&mut out[n0 * per_column..n1 * per_column]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantLayout {
+    settings: QuantSettings,
+    k: usize,
+}
+
+impl QuantLayout {
+    pub fn settings(&self) -> QuantSettings {
+        self.settings
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// ceil(K / block_size).
+    pub fn k_blocks(&self) -> usize {
+        self.k.div_ceil(self.settings.block_size)
+    }
+    /// Bytes per block: block_size * bits / 8 (the last block is padded to it).
+    pub fn blob_size(&self) -> usize {
+        self.settings.block_size / self.settings.bits.per_byte()
+    }
+    /// Bytes of `B` per column: k_blocks * blob_size.
+    pub fn b_per_column(&self) -> usize {
+        self.k_blocks() * self.blob_size()
+    }
+    /// Scales per column: k_blocks.
+    pub fn scales_per_column(&self) -> usize {
+        self.k_blocks()
+    }
+    /// Zero-point bytes per column: ceil(k_blocks * bits / 8), each column's row padded on its
+    /// own; 0 when symmetric (no zero-point tensor).
+    pub fn zero_points_per_column(&self) -> usize {
+        if self.settings.symmetric {
+            0
+        } else {
+            self.k_blocks().div_ceil(self.settings.bits.per_byte())
+        }
+    }
+    /// Shapes of B, scales and zero points for `n` columns, as MatMulNBits declares them.
+    pub fn b_shape(&self, n: usize) -> [usize; 3] {
+        [n, self.k_blocks(), self.blob_size()]
+    }
+    pub fn scales_shape(&self, n: usize) -> [usize; 2] {
+        [n, self.k_blocks()]
+    }
+    pub fn zero_points_shape(&self, n: usize) -> Option<[usize; 2]> {
+        (!self.settings.symmetric).then(|| [n, self.zero_points_per_column()])
+    }
+}
+
+/// The element type of the scales, which MatMulNBits requires to be the activation type.
+/// ONNX Runtime rounds the f32 scale to this type *before* it computes the reciprocal used to
+/// quantize, so the type changes the quantized bytes too, not only the scale's.
+pub trait Scale: Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + 'static {
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+}
+
+impl Scale for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Scale for f16 {
+    /// Round to nearest even, as ONNX Runtime's `MLFloat16(float)` does.
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+}
+
+/// A read-only `[rows, cols]` window of a row-major f32 matrix: element `(r, c)` is
+/// `data[r * row_stride + c]`. A column range `n0..n1` of a full `[K, N]` weight is
+/// `WeightView::columns(w, K, N, n0..n1)`; a converted strip is its own matrix.
+#[derive(Clone, Copy, Debug)]
+pub struct WeightView<'a> {
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+}
+
+impl<'a> WeightView<'a> {
+    pub fn new(data: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Result<Self> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::QuantShape(format!("the weight view is empty ({rows} x {cols})")));
+        }
+        if cols > row_stride {
+            return Err(Error::QuantShape(format!("{cols} columns do not fit a row stride of {row_stride}")));
+        }
+        let need = (rows - 1) * row_stride + cols;
+        if data.len() < need {
+            return Err(Error::QuantBuffer { what: "the weight", expected: need, got: data.len() });
+        }
+        Ok(WeightView { data, rows, cols, row_stride })
+    }
+
+    /// Columns `range` of a full row-major `[rows, n]` matrix.
+    pub fn columns(full: &'a [f32], rows: usize, n: usize, range: std::ops::Range<usize>) -> Result<Self> {
+        if range.start >= range.end || range.end > n {
+            return Err(Error::QuantShape(format!("column range {range:?} is empty or outside 0..{n}")));
+        }
+        if full.len() != rows * n {
+            return Err(Error::QuantBuffer { what: "the weight", expected: rows * n, got: full.len() });
+        }
+        WeightView::new(&full[range.start..], rows, range.len(), n)
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Row `r` of the window (`cols` values).
+    pub fn row(&self, r: usize) -> &'a [f32] {
+        let start = r * self.row_stride;
+        &self.data[start..start + self.cols]
+    }
+}
+
+/// Quantized tensors of a column range, MatMulNBits layout (read side).
+#[derive(Clone, Copy, Debug)]
+pub struct NBits<'a, S> {
+    pub b: &'a [u8],
+    pub scales: &'a [S],
+    /// `None` exactly when the settings are symmetric.
+    pub zero_points: Option<&'a [u8]>,
+}
+
+/// Where [`quantize`] writes a column range, MatMulNBits layout. Every byte of each slice is
+/// written, padding included, so the slices need no initialisation.
+#[derive(Debug)]
+pub struct NBitsOut<'a, S> {
+    pub b: &'a mut [u8],
+    pub scales: &'a mut [S],
+    /// Required when asymmetric, must be `None` when symmetric.
+    pub zero_points: Option<&'a mut [u8]>,
+}
+
+/// Checks the three slice lengths of a range of `cols` columns against the layout.
+fn check_lengths(layout: &QuantLayout, cols: usize, b: usize, scales: usize, zero_points: Option<usize>) -> Result<()> {
+    let check = |what, expected, got| {
+        if expected == got {
+            Ok(())
+        } else {
+            Err(Error::QuantBuffer { what, expected, got })
+        }
+    };
+    check("B", cols * layout.b_per_column(), b)?;
+    check("scales", cols * layout.scales_per_column(), scales)?;
+    match (layout.settings.symmetric, zero_points) {
+        (true, None) => Ok(()),
+        (true, Some(_)) => Err(Error::QuantShape("zero points were given for symmetric settings".into())),
+        (false, None) => Err(Error::QuantShape("asymmetric settings need a zero-point buffer".into())),
+        (false, Some(z)) => check("zero points", cols * layout.zero_points_per_column(), z),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,114 @@
+//! [`quantize`]: a column range of a `[K, N]` weight to MatMulNBits' `B`, scales and zero
+//! points.
+//!
+//! The weight is row-major, the output column-major, so the kernel walks a tile of
+//! [`TILE_COLS`] columns one block of rows at a time: each source row of the tile is one
+//! contiguous read, gathered into per-column block buffers on the stack (16 KiB), and each
+//! column's block is then quantized and packed in place. Nothing is allocated.
+
+use super::params::{quantize_value, rtn_params, BlockParams};
+use super::search::search_params;
+use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Scale, WeightView, MAX_BLOCK};
+use crate::{Error, Result};
+
+/// Columns per tile: 16 columns x 256 rows x 4 bytes of scratch.
+const TILE_COLS: usize = 16;
+
+/// Quantizes every column of `w` into `out` (MatMulNBits layout, `w.cols()` columns).
+///
+/// With [`Method::Rtn`] the bytes are the ones ONNX Runtime's quantizer writes, including its
+/// padding: the bytes of the last block past K are 0, a padding zero-point nibble is 8, and for
+/// an odd K the unused high nibble of the last byte repeats the previous odd row's value
+/// (ONNX Runtime keeps it from the previous iteration; MatMulNBits never reads it).
+///
+/// Fails, writing nothing meaningful, when a slice has the wrong length or a weight is not
+/// finite (the error names its row and column within the view).
+pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<()> {
+    let layout = settings.layout(w.rows())?;
+    let cols = w.cols();
+    check_lengths(&layout, cols, out.b.len(), out.scales.len(), out.zero_points.as_ref().map(|z| z.len()))?;
+    let NBitsOut { b, scales, mut zero_points } = out;
+    let (bits, bs, k) = (settings.bits(), settings.block_size(), w.rows());
+    let (k_blocks, blob, b_col) = (layout.k_blocks(), layout.blob_size(), layout.b_per_column());
+    let zp_col = layout.zero_points_per_column();
+
+    let mut tile = [[0f32; MAX_BLOCK]; TILE_COLS];
+    // Per column: the stored value of the last row of the previous block (see `pack4`).
+    let mut prev_last = [0u8; TILE_COLS];
+    for c0 in (0..cols).step_by(TILE_COLS) {
+        let width = TILE_COLS.min(cols - c0);
+        for kb in 0..k_blocks {
+            let r0 = kb * bs;
+            let len = bs.min(k - r0);
+            for r in 0..len {
+                let row = &w.row(r0 + r)[c0..c0 + width];
+                for (j, (column, &v)) in tile.iter_mut().zip(row).enumerate() {
+                    if !v.is_finite() {
+                        return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: v });
+                    }
+                    column[r] = v;
+                }
+            }
+            for j in 0..width {
+                let col = c0 + j;
+                let values = &tile[j][..len];
+                let p: BlockParams<S> = match settings.method() {
+                    Method::Rtn => rtn_params(bits, settings.symmetric(), values),
+                    Method::MseSearch => search_params(bits, settings.symmetric(), values),
+                };
+                scales[col * k_blocks + kb] = p.scale;
+                if let Some(z) = zero_points.as_deref_mut() {
+                    store_zero_point(bits, &mut z[col * zp_col..(col + 1) * zp_col], kb, p.zero_point);
+                }
+                let dst = &mut b[col * b_col + kb * blob..col * b_col + (kb + 1) * blob];
+                match bits {
+                    Bits::Int8 => pack8(values, &p, dst),
+                    Bits::Int4 => {
+                        let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
+                        prev_last[j] = pack4(values, &p, carried, dst);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One stored byte per value; bytes past the end of a short last block are 0.
+fn pack8<S: Scale>(values: &[f32], p: &BlockParams<S>, dst: &mut [u8]) {
+    let (r, z) = (p.reciprocal(), p.zero_point);
+    for (d, &v) in dst.iter_mut().zip(values) {
+        *d = quantize_value(v, r, z, Bits::Int8.max_q());
+    }
+    dst[values.len()..].fill(0);
+}
+
+/// Two values per byte, the even row in the low nibble. Returns the high nibble of the last
+/// byte written, which ONNX Runtime carries into the next block: its quantizer works on pairs of
+/// blocks and, for an odd K, leaves the unused high nibble of the last byte at the previous
+/// pair's value (`carried` when the block has a single row). Bytes past the block's values are 0.
+fn pack4<S: Scale>(values: &[f32], p: &BlockParams<S>, carried: u8, dst: &mut [u8]) -> u8 {
+    let (r, z) = (p.reciprocal(), p.zero_point);
+    let q = |v: f32| quantize_value(v, r, z, Bits::Int4.max_q());
+    let mut hi = carried;
+    let pairs = values.len().div_ceil(2);
+    for (i, d) in dst[..pairs].iter_mut().enumerate() {
+        let lo = q(values[2 * i]);
+        if let Some(&v) = values.get(2 * i + 1) {
+            hi = q(v);
+        }
+        *d = (lo & 0x0f) | (hi << 4);
+    }
+    dst[pairs..].fill(0);
+    hi
+}
+
+/// Block `kb`'s zero point into its column's row. INT4: two per byte, even block low; a byte
+/// is first written with 8 in its high nibble, which stays as the padding of an odd count.
+fn store_zero_point(bits: Bits, row: &mut [u8], kb: usize, zp: u8) {
+    match bits {
+        Bits::Int8 => row[kb] = zp,
+        Bits::Int4 if kb.is_multiple_of(2) => row[kb / 2] = zp | (Bits::Int4.mid() << 4),
+        Bits::Int4 => row[kb / 2] = (row[kb / 2] & 0x0f) | (zp << 4),
+    }
+}
