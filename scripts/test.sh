@@ -26,7 +26,8 @@ cargo build --workspace --bins
 cargo run -q -p rule-dsl --bin ruleck
 cargo test --workspace --no-fail-fast
 # Adding an EP is adding a table: a copy of the workspace with one more table builds and runs
-# `--ep` with it (docs/ep-tables.md). Reuses this run's target directory; about 10 s.
+# `--ep` with it (docs/ep-tables.md). Reuses this run's target directory: 10-20 s the first
+# time, about 5 s after.
 bash scripts/check-new-ep.sh
 
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
