@@ -15,4 +15,4 @@ pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, MAX_THREADS, SUPPORTED_EPS};
+pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, MAX_THREADS};

@@ -1,8 +1,9 @@
 //! `tailor`: build ONNX models from Hugging Face checkpoints, tailored to an ONNX Runtime
 //! execution provider.
 
-use builder::{build, materialize_demo_checkpoint, BuildRequest, MAX_THREADS, SUPPORTED_EPS};
-use clap::{Parser, Subcommand};
+use builder::{build, materialize_demo_checkpoint, BuildRequest, MAX_THREADS};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use ep_sets::EpSets;
 use ir::DType;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,8 +47,10 @@ enum Command {
         /// Package folder to write. Defaults to ./tailor-demo for the demo checkpoint.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
-        /// Execution provider the package is tailored to (`default` = portable standard ONNX).
-        #[arg(long, default_value = "default", value_parser = clap::builder::PossibleValuesParser::new(SUPPORTED_EPS))]
+        /// Execution provider the package is tailored to: one of the EP tables compiled into
+        /// this binary (`default` = portable standard ONNX).
+        // Its possible values are set from those tables in `main` (`ep_values`).
+        #[arg(long, default_value = "default")]
         ep: String,
         /// Element type of weights and activations: f32, f16 or bf16.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
@@ -81,6 +84,17 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+}
+
+/// `--ep`'s possible values: one per builtin EP table, with its ONNX Runtime provider as the
+/// help text. Taken from the tables rather than a list in code, so that `--help` and argument
+/// checking follow `ep-sets/tables/` (adding an EP is adding a table).
+fn ep_values(sets: &EpSets) -> clap::builder::PossibleValuesParser {
+    let values = sets.names().map(|name| {
+        let provider = sets.get(name).map(|t| t.provider.clone()).unwrap_or_default();
+        clap::builder::PossibleValue::new(name.to_string()).help(provider)
+    });
+    clap::builder::PossibleValuesParser::new(values)
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
@@ -128,7 +142,18 @@ fn main() -> ExitCode {
     if let Err(e) = builder::install_signal_handlers() {
         say!(err, "warning: cannot watch for interrupts ({e}); an interrupted build may leave a staging folder beside the output");
     }
-    let cli = Cli::parse();
+    let sets = match EpSets::builtin() {
+        Ok(s) => s,
+        Err(e) => {
+            say!(err, "error: the EP tables compiled into this binary are invalid:\n{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let command = Cli::command().mut_subcommand("build", |b| b.mut_arg("ep", |a| a.value_parser(ep_values(&sets))));
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format, strict } => {
             let json = diag_format == "json";

@@ -10,10 +10,6 @@ use models::{BuildOptions, Checkpoint};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-/// Execution providers the built-in tables describe (`ep-sets/tables/*.toml`); `default` is
-/// portable standard ONNX.
-pub const SUPPORTED_EPS: &[&str] = &["default", "cpu", "cuda", "dml", "webgpu", "trt-rtx"];
-
 /// The `tool` field of build_report.json: how `--force` recognises a package it may replace.
 pub(crate) const TOOL_NAME: &str = "onnx-tailor";
 /// The build report's file name.

@@ -343,6 +343,28 @@ fn thread_count_is_bounded() {
     assert!(listing(root.path()).is_empty());
 }
 
+/// `--ep` accepts exactly the builtin EP tables: `--help` lists each one with its ONNX Runtime
+/// provider, and an unknown EP is refused by the argument parser naming them all.
+#[test]
+fn ep_values_are_the_builtin_tables() {
+    let sets = ep_sets::EpSets::builtin().unwrap();
+    let help = Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    for name in sets.names() {
+        let provider = &sets.get(name).unwrap().provider;
+        let listed = help.lines().any(|l| l.trim_start().starts_with(&format!("- {name}:")) && l.trim_end().ends_with(provider.as_str()));
+        assert!(listed, "--help lacks `- {name}: {provider}`:\n{help}");
+    }
+    let root = tempfile::tempdir().unwrap();
+    let r = tailor(&fixture("tiny-llama"), &root.path().join("pkg"), &["--ep", "no-such-ep"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
+    for name in sets.names() {
+        assert!(r.stderr.contains(name), "the refusal lacks `{name}`: {}", r.stderr);
+    }
+    assert!(listing(root.path()).is_empty());
+}
+
 /// A weights file that is not a regular file is an error saying what it is, naming it, never
 /// skipped in favour of another file.
 #[test]

@@ -19,11 +19,30 @@ fn ids(list: &[ep_sets::RuleRef]) -> Vec<&str> {
 #[test]
 fn builtin_tables_parse_and_validate() {
     let s = sets();
-    let names: Vec<&str> = s.names().collect();
-    assert_eq!(names, ["cpu", "cuda", "default", "dml", "trt-rtx", "webgpu"]);
-    for name in names {
+    for name in s.names() {
         assert!(s.get(name).unwrap().validate().is_empty());
     }
+}
+
+/// The builtin set is exactly the tables folder: a table added to `tables/` is compiled in
+/// without a list to edit (build.rs), and nothing is compiled in that the folder lacks.
+#[test]
+fn builtin_tables_are_exactly_the_tables_folder() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tables");
+    let mut in_folder: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.ends_with(".toml"))
+        .collect();
+    in_folder.sort();
+    let s = sets();
+    let mut builtin: Vec<String> = s.names().map(|n| s.get(n).unwrap().file.clone()).collect();
+    builtin.sort();
+    assert_eq!(builtin, in_folder, "EpSets::builtin() must hold one table per file in {dir}");
+    let mut stems: Vec<&str> = in_folder.iter().map(|f| f.trim_end_matches(".toml")).collect();
+    stems.sort();
+    assert_eq!(s.names().collect::<Vec<_>>(), stems, "each builtin EP is named after its file");
+    assert!(s.get("default").is_some(), "the CLI's default EP is a builtin table");
 }
 
 #[test]

@@ -2,11 +2,8 @@
 //! rules are written against (see docs/generic-graph.md).
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
-use std::path::PathBuf;
+use fixture_registry::fixture;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
 
 #[test]
 fn tiny_llama_generic_graph() {

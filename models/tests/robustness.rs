@@ -4,11 +4,8 @@
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
 use serde_json::{json, Map, Value};
-use std::path::PathBuf;
+use fixture_registry::fixture;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
 
 const KEYS: &[&str] = &[
     "model_type",

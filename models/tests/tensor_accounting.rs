@@ -6,11 +6,8 @@
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use fixture_registry::fixture;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
 
 fn check(name: &str) {
     let ckpt = Checkpoint::open(&fixture(name)).unwrap();
@@ -43,25 +40,20 @@ fn check(name: &str) {
     }
 }
 
-macro_rules! accounting {
-    ($($test:ident => $fixture:literal),* $(,)?) => {
-        $(#[test] fn $test() { check($fixture); })*
-    };
-}
-
-accounting! {
-    tiny_llama => "tiny-llama",
-    tiny_qwen2 => "tiny-qwen2",
-    tiny_qwen3 => "tiny-qwen3",
-    tiny_phi3 => "tiny-phi3",
-    tiny_mistral => "tiny-mistral",
-    tiny_llama3_rope => "tiny-llama3-rope",
-    tiny_qwen2_yarn => "tiny-qwen2-yarn",
-    tiny_phi3_longrope => "tiny-phi3-longrope",
-    tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
-    tiny_mistral_sw => "tiny-mistral-sw",
-    tiny_llama_sharded => "tiny-llama-sharded",
-    tiny_gpt2 => "tiny-gpt2",
+/// Every decoder of the fixture registry; all are checked and every failure is listed.
+#[test]
+fn every_decoder_fixture_accounts_for_its_tensors() {
+    let decoders = fixture_registry::decoders();
+    let failed: Vec<String> = decoders
+        .iter()
+        .filter_map(|name| {
+            std::panic::catch_unwind(|| check(name)).err().map(|p| {
+                let why = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                format!("{name}: {}", why.unwrap_or_default())
+            })
+        })
+        .collect();
+    assert!(failed.is_empty(), "{} of {} decoder fixtures fail:\n{}", failed.len(), decoders.len(), failed.join("\n"));
 }
 
 /// A tensor the table does not expect (here, a q_proj bias in a config without

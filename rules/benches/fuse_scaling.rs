@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 const RULES: &[&str] = &["fuse.gqa_rotary", "fuse.gqa", "fuse.skip_rms_norm"];
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-llama")
+    fixture_registry::fixture("tiny-llama")
 }
 
 /// A copy of tiny-llama with `layers` layers, every layer holding layer 0's weights.

@@ -5,16 +5,10 @@
 //! exactly that matrix: no cell missing, no stale file left behind.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ep_sets::EpSets;
-
-/// The shared decoder fixtures, each built for every (EP, dtype).
-use tailor_tests::DECODER_FIXTURES as DECODERS;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
+use tailor_tests::{decoder_fixtures, fixture};
 
 /// The snapshot name of one cell (insta adds the `graphs__` prefix and `.snap`).
 fn cell(fixture: &str, ep: &str, dtype: &str) -> String {
@@ -36,7 +30,8 @@ fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
 fn matrix() -> Vec<(String, String, String)> {
     let sets = EpSets::builtin().expect("builtin tables are valid");
     let mut out = Vec::new();
-    for f in DECODERS {
+    // Every decoder of the fixture registry, each built for every (EP, dtype).
+    for f in decoder_fixtures() {
         for (ep, dtype) in sets.pairs() {
             out.push((f.to_string(), ep.to_string(), dtype.to_string()));
         }

@@ -1,12 +1,18 @@
-"""Shared fixtures for the Python tests: where the `tailor` binary and the fixtures are."""
+"""Shared fixtures for the Python tests: where the `tailor` binary and the fixtures are, and
+which fixtures there are (the registry, tests/fixtures/fixtures.toml, read here once)."""
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
+# The fixture registry; the Rust tests read the same file and check it against the folders.
+REGISTRY = tomllib.loads((FIXTURES / "fixtures.toml").read_text())
+# Every decoder fixture, in registry order.
+DECODER_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "decoder"]
 
 
 def tailor_bin() -> Path:

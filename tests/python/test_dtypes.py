@@ -3,17 +3,14 @@ with full_check (the bf16 structural checks themselves live in tests/tests/dtype
 import onnx
 import pytest
 
-DECODERS = [
-    "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-llama3-rope",
-    "tiny-qwen2-yarn", "tiny-phi3-longrope", "tiny-qwen2-tied-mqa", "tiny-mistral-sw",
-    "tiny-llama-sharded", "tiny-gpt2",
-]
+from conftest import DECODER_FIXTURES
+
 ELEM = {"f32": onnx.TensorProto.FLOAT, "f16": onnx.TensorProto.FLOAT16, "bf16": onnx.TensorProto.BFLOAT16}
 FLOATS = set(ELEM.values()) | {onnx.TensorProto.DOUBLE}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-@pytest.mark.parametrize("fixture", DECODERS)
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
 def test_passes_the_checker_in_every_dtype(build_package, fixture, dtype):
     pkg = build_package(fixture, "default", dtype)
     onnx.checker.check_model(str(pkg / "model.onnx"), full_check=True)

@@ -8,13 +8,8 @@ import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import FIXTURES
+from conftest import DECODER_FIXTURES, FIXTURES
 
-DECODER_FIXTURES = [
-    "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-mistral", "tiny-llama3-rope",
-    "tiny-qwen2-yarn", "tiny-phi3-longrope", "tiny-qwen2-tied-mqa", "tiny-mistral-sw",
-    "tiny-llama-sharded", "tiny-gpt2",
-]
 EPS = ["default", "cpu"]
 # Builds that cannot be made yet, with the reason (strict: an unexpected pass fails the run).
 PENDING: dict = {}

@@ -37,7 +37,7 @@ const F16_ATOL: f32 = 5e-2;
 #[test]
 fn f16_builds_match_the_f32_reference_within_5e_2() {
     let mut failures = Vec::new();
-    for name in DECODER_FIXTURES {
+    for name in decoder_fixtures() {
         let diffs = f16_diffs(&fixture(name), &fixture(name));
         let worst = diffs.iter().map(|(_, d)| *d).fold(0f32, f32::max);
         eprintln!("{name} default f16: max abs diff {worst:.3e}");
@@ -105,7 +105,7 @@ fn assert_structure(g: &Graph, dtype: DType, what: &str) {
 
 #[test]
 fn bf16_builds_are_bf16_throughout() {
-    for name in DECODER_FIXTURES {
+    for name in decoder_fixtures() {
         let out = tempfile::tempdir().unwrap();
         let model = build_model(&fixture(name), &out.path().join("pkg"), DType::BF16);
         assert_structure(&model.graph, DType::BF16, &format!("{name} bf16"));

@@ -40,11 +40,11 @@ fn satisfied(expr: &str, found: i64, layers: i64) -> bool {
     }
 }
 
-/// One `[[expect]]` entry: its name, EPs, dtypes and op-count expressions.
-type Expect = (String, Vec<String>, Vec<String>, BTreeMap<String, String>);
+/// One `[[expect]]` entry: the fixtures its selector picks, its EPs, dtypes and op-count
+/// expressions.
+type Expect = (Vec<String>, Vec<String>, Vec<String>, BTreeMap<String, String>);
 
 struct Expectations {
-    groups: BTreeMap<String, Vec<String>>,
     expects: Vec<Expect>,
     pending: BTreeMap<String, String>,
 }
@@ -55,18 +55,20 @@ fn expectations() -> Expectations {
     let strings = |v: &toml::Value| -> Vec<String> {
         v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
     };
-    let groups = v["groups"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), strings(v))).collect();
     let expects = v["expect"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| {
             let ops = e["ops"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
-            (e["group"].as_str().unwrap().to_string(), strings(&e["eps"]), strings(&e["dtypes"]), ops)
+            let selector = e["fixtures"].as_str().expect("each [[expect]] has a `fixtures` selector");
+            let picked = fixtures().select(selector).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            let names = picked.into_iter().map(|f| f.name.clone()).collect();
+            (names, strings(&e["eps"]), strings(&e["dtypes"]), ops)
         })
         .collect();
     let pending = v["pending"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
-    Expectations { groups, expects, pending }
+    Expectations { expects, pending }
 }
 
 fn op_counts(model: &Model) -> BTreeMap<String, i64> {
@@ -87,8 +89,8 @@ fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str) -> Option<Vec
     let applicable: Vec<&BTreeMap<String, String>> = ex
         .expects
         .iter()
-        .filter(|(group, eps, dtypes, _)| {
-            ex.groups[group].iter().any(|f| f == fx) && eps.iter().any(|e| e == ep) && dtypes.iter().any(|d| d == dtype)
+        .filter(|(fixtures, eps, dtypes, _)| {
+            fixtures.iter().any(|f| f == fx) && eps.iter().any(|e| e == ep) && dtypes.iter().any(|d| d == dtype)
         })
         .map(|(_, _, _, ops)| ops)
         .collect();
@@ -120,7 +122,7 @@ fn optimized_graphs_meet_the_op_expectations() {
     let mut failures = Vec::new();
     let mut checked = 0;
     for (ep, dtype) in sets.pairs() {
-        for fx in &ex.groups["all"] {
+        for fx in decoder_fixtures() {
             let result = check_build(&ex, ep, dtype, fx);
             let pending = is_pending(&ex, ep, dtype, fx);
             match (result, pending) {
@@ -177,7 +179,7 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
     assert!(text.contains("(from ai.onnx.Mul); GroupQueryAttention takes them as one [max_positions, rotary_dim/2] pair"), "{text}");
 }
 
-fn cpu_parity(name: &str) {
+fn check_cpu_parity(name: &str) {
     let out = tempfile::tempdir().unwrap();
     let pkg = out.path().join("pkg");
     let req = builder::BuildRequest { ep: "cpu".into(), ..builder::BuildRequest::new(fixture(name), &pkg) };
@@ -193,22 +195,13 @@ fn cpu_parity(name: &str) {
 
 macro_rules! cpu_parity {
     ($($test:ident => $fixture:literal),* $(,)?) => {
-        $(#[test] fn $test() { cpu_parity($fixture); })*
+        $(#[test] fn $test() { super::check_cpu_parity($fixture); })*
     };
 }
 
-cpu_parity! {
-    cpu_tiny_llama => "tiny-llama",
-    cpu_tiny_qwen2 => "tiny-qwen2",
-    cpu_tiny_qwen3 => "tiny-qwen3",
-    cpu_tiny_phi3 => "tiny-phi3",
-    cpu_tiny_phi3_longrope => "tiny-phi3-longrope",
-    cpu_tiny_mistral => "tiny-mistral",
-    cpu_tiny_llama3_rope => "tiny-llama3-rope",
-    cpu_tiny_qwen2_yarn => "tiny-qwen2-yarn",
-    cpu_tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
-    cpu_tiny_llama_sharded => "tiny-llama-sharded",
-    cpu_tiny_gpt2 => "tiny-gpt2",
+/// One test per decoder of the fixture registry, named `cpu_parity::<fixture>`.
+mod cpu_parity {
+    tailor_tests::for_each_decoder!(cpu_parity);
 }
 
 #[test]

@@ -30,20 +30,8 @@ macro_rules! parity {
     };
 }
 
-parity! {
-    tiny_llama => "tiny-llama",
-    tiny_qwen2 => "tiny-qwen2",
-    tiny_qwen3 => "tiny-qwen3",
-    tiny_phi3 => "tiny-phi3",
-    tiny_mistral => "tiny-mistral",
-    tiny_llama3_rope => "tiny-llama3-rope",
-    tiny_qwen2_yarn => "tiny-qwen2-yarn",
-    tiny_phi3_longrope => "tiny-phi3-longrope",
-    tiny_qwen2_tied_mqa => "tiny-qwen2-tied-mqa",
-    tiny_mistral_sw => "tiny-mistral-sw",
-    tiny_llama_sharded => "tiny-llama-sharded",
-    tiny_gpt2 => "tiny-gpt2",
-}
+// One test per decoder of the fixture registry (tests/fixtures/fixtures.toml).
+tailor_tests::for_each_decoder!(parity);
 
 /// GPT-2 as openai-community/gpt2 ships it: saved from the bare `GPT2Model` (no
 /// `transformer.` prefix) with the `attn.bias` / `attn.masked_bias` buffers. The buffers are

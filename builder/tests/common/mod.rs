@@ -6,9 +6,7 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
+pub use fixture_registry::fixture;
 
 /// A writable copy of a fixture's checkpoint files (no reference outputs).
 pub fn copy_fixture(name: &str, dst: &Path) {

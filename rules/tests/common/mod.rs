@@ -2,11 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
-pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name)
-}
+pub use fixture_registry::fixture;
 
 pub fn tiny_llama() -> ir::Model {
     let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).expect("tiny-llama fixture");
