@@ -5,6 +5,9 @@
 
 use std::fmt::Write;
 
+#[path = "registry/mod.rs"]
+mod fixture_registry;
+
 fn main() {
     let dir = fixture_registry::repo_dir();
     println!("cargo:rerun-if-changed={}", dir.join(fixture_registry::REGISTRY_FILE).display());

@@ -2,6 +2,8 @@
 //! rules are written against (see docs/generic-graph.md).
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
+#[path = "../../tests/registry/mod.rs"]
+mod fixture_registry;
 use fixture_registry::fixture;
 
 

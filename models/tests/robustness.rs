@@ -4,6 +4,8 @@
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
 use serde_json::{json, Map, Value};
+#[path = "../../tests/registry/mod.rs"]
+mod fixture_registry;
 use fixture_registry::fixture;
 
 

@@ -6,6 +6,8 @@
 
 use models::{tasks::causal_lm, BuildOptions, Checkpoint};
 use std::collections::BTreeMap;
+#[path = "../../tests/registry/mod.rs"]
+mod fixture_registry;
 use fixture_registry::fixture;
 
 

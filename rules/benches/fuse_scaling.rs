@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 const RULES: &[&str] = &["fuse.gqa_rotary", "fuse.gqa", "fuse.skip_rms_norm"];
 
+#[path = "../../tests/registry/mod.rs"]
+mod fixture_registry;
+
 fn fixture() -> PathBuf {
     fixture_registry::fixture("tiny-llama")
 }

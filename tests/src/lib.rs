@@ -17,6 +17,11 @@ pub const HOW_TO_GET_ORT: &str = "ONNX Runtime 1.32 is needed for this test and 
     Run the tests with `scripts/test.sh` (it creates .venv with onnxruntime==1.32.0 and sets ORT_DYLIB_PATH),\n\
     or: pip install onnxruntime==1.32.0 and export ORT_DYLIB_PATH=<site-packages>/onnxruntime/capi/libonnxruntime.so.1.32.0";
 
+/// The fixture registry reader (`tests/registry`), shared by #[path] with the other crates'
+/// tests, which cannot depend on this crate.
+#[path = "../registry/mod.rs"]
+pub mod fixture_registry;
+
 pub use fixture_registry::{decoders as decoder_fixtures, fixture, Kind};
 
 /// The repository's fixture registry (tests/fixtures/fixtures.toml).

@@ -6,6 +6,8 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../../tests/registry/mod.rs"]
+mod fixture_registry;
 pub use fixture_registry::fixture;
 
 /// A writable copy of a fixture's checkpoint files (no reference outputs).

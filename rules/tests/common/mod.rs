@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../tests/registry/mod.rs"]
+mod fixture_registry;
 pub use fixture_registry::fixture;
 
 pub fn tiny_llama() -> ir::Model {

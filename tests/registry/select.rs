@@ -5,7 +5,7 @@
 //! `encoder`) or a declared trait, or `!` before one for "not". `rope !qk_norm` is every
 //! fixture with the `rope` trait and without `qk_norm`.
 
-use crate::{Error, Fixture, Kind, Registry, Result};
+use super::{Error, Fixture, Kind, Registry, Result};
 
 impl Registry {
     /// The fixtures `selector` picks, in registry order. An unknown term, an empty selector or

@@ -4,8 +4,11 @@
 //! (`tests/expectations/ops.toml`, by selector) all read it, so adding a fixture is adding its
 //! folder and one entry.
 //!
-//! This crate depends on nothing in the workspace, so any crate's tests can use it (as a
-//! dev-dependency) without a dependency cycle; `tailor-tests` re-exports it.
+//! One module, included by `#[path]` into the tests of every crate that needs fixtures (and
+//! `tests/build.rs`): it depends on nothing in the workspace (only serde, toml, thiserror), so
+//! there is no dependency cycle and no extra crate; `tailor-tests` exposes it as
+//! `fixture_registry`.
+#![allow(dead_code)]
 
 mod error;
 mod folders;

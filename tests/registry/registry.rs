@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use super::{Error, Result};
 
 /// The registry's file name inside the fixtures folder.
 pub const REGISTRY_FILE: &str = "fixtures.toml";

@@ -1,7 +1,7 @@
 //! The registry against the folder it describes: every sub-folder listed, every listed fixture
 //! present, and each one's `model_type` the one its config.json says.
 
-use crate::Registry;
+use super::Registry;
 
 impl Registry {
     /// Every disagreement between the registry and the folders beside it (empty when none).

@@ -1,6 +1,6 @@
 //! The repository's registry is complete and true, and each of its checks can fail.
 
-use fixture_registry::{repo, Error, Kind, Registry};
+use tailor_tests::fixture_registry::{self, repo, Error, Kind, Registry};
 use std::path::Path;
 
 /// Every folder in tests/fixtures has an entry and every entry a folder, with the model_type
