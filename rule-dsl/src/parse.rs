@@ -596,3 +596,36 @@ fn emit_line(cx: &Cx, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine, D
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed, TestRunner};
+
+    /// The line index gives the position pest's `Position::line_col` gave before it, at
+    /// every offset a token can start at (pest counts `\r\n` as one break, so the offset
+    /// between them is left out), on text mixing `\n`, lone `\r`, tabs and multi-byte
+    /// characters, including lines longer than the index's 64-byte blocks.
+    #[test]
+    fn line_index_matches_pest() {
+        let piece = prop::sample::select(vec!["a", "\n", "\r", "\r\n", "\t", "é", "字", "🦀", " ", "abcdefghijklmnopqrstuvwxyz0123456789"]);
+        let text = prop::collection::vec(piece, 0..200).prop_map(|v| v.concat());
+        let mut config = Config::with_cases(256);
+        config.rng_seed = RngSeed::Fixed(11);
+        config.failure_persistence = None;
+        TestRunner::new(config)
+            .run(&text, |text| {
+                let lines = Lines::new(&text);
+                for (i, _) in text.char_indices().chain([(text.len(), ' ')]) {
+                    if text[..i].ends_with('\r') && text[i..].starts_with('\n') {
+                        continue;
+                    }
+                    let (line, col) = pest::Position::new(&text, i).unwrap().line_col();
+                    prop_assert_eq!(lines.pos(i), Pos { line, col }, "at byte {} of {:?}", i, text);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
