@@ -58,19 +58,17 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 fn load(file: &str, text: String) -> Result<bool, TestCaseError> {
     let file = file.to_string();
     let lines = text.split('\n').count();
-    let outcome = bounded(move || match EpSets::from_sources([(file.clone(), text)]) {
+    let name = file.clone();
+    let error = bounded(move || match EpSets::from_sources([(name, text)]) {
         Ok(sets) => {
             for (ep, dtype) in sets.pairs() {
                 sets.plan(ep, dtype).expect("a listed pair has a plan");
             }
-            Ok(())
+            None
         }
-        Err(e) => Err((file, e)),
+        Err(e) => Some(e),
     });
-    let (file, e) = match outcome {
-        Ok(()) => return Ok(true),
-        Err(fe) => fe,
-    };
+    let Some(e) = error else { return Ok(true) };
     let inside = |l: &Location| l.file == file && l.line.is_none_or(|n| n >= 1 && n <= lines) && l.col.is_none_or(|c| c >= 1);
     match &e {
         Error::Parse { location, .. } => prop_assert!(inside(location), "{e}: not a place in the {lines}-line file"),
