@@ -44,7 +44,7 @@ pub use recipe::{Recipe, TensorData};
 pub use shape::infer_types;
 pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};
 pub use stream::{Progress, WriteOptions};
-pub use source::{MappedFile, SourceTensor};
+pub use source::{safetensors_header, HeaderEntry, MappedFile, SourceTensor};
 pub use text::{canonical_text, initializer_digests, TextOptions};
 
 /// The default-domain opset every generic graph targets.

@@ -80,30 +80,69 @@ impl MappedFile {
     /// Reads the header of a safetensors file and returns a view of every tensor in it, in
     /// the order of their data offsets (deterministic, unlike the header's JSON object order).
     pub fn safetensors_tensors(self: &Arc<Self>) -> Result<Vec<SourceTensor>> {
-        let bytes = self.bytes();
-        let st = safetensors::SafeTensors::deserialize(bytes)
-            .map_err(|e| Error::Safetensors { path: self.path.clone(), reason: e.to_string() })?;
-        let base = bytes.as_ptr() as usize;
-        let mut out = Vec::new();
-        for (name, view) in st.tensors() {
-            let dtype = DType::from_safetensors(view.dtype()).ok_or_else(|| Error::UnsupportedSourceDtype {
-                path: self.path.clone(),
-                name: name.clone(),
-                dtype: format!("{:?}", view.dtype()),
-            })?;
-            let data = view.data();
-            out.push(SourceTensor {
-                name,
-                file: Arc::clone(self),
-                dtype,
-                shape: view.shape().to_vec(),
-                offset: data.as_ptr() as usize - base,
-                len: data.len(),
-            });
-        }
-        out.sort_by_key(|t| (t.offset, t.name.clone()));
-        Ok(out)
+        Ok(safetensors_header(&self.path, self.bytes())?
+            .into_iter()
+            .map(|e| SourceTensor { name: e.name, file: Arc::clone(self), dtype: e.dtype, shape: e.shape, offset: e.offset, len: e.len })
+            .collect())
     }
+}
+
+/// One tensor listed in a safetensors header: its bytes are `file[offset..offset + len]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderEntry {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// Reads and checks the header of the safetensors file whose whole content is `bytes`
+/// (`path` names it in errors): every tensor, in the order of their data offsets. Each
+/// entry's bytes lie inside `bytes` and are as many as its dtype and shape need.
+pub fn safetensors_header(path: &Path, bytes: &[u8]) -> Result<Vec<HeaderEntry>> {
+    let bad = |reason: String| Error::Safetensors { path: path.to_path_buf(), reason };
+    data_end_fits(bytes).map_err(bad)?;
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+    let base = bytes.as_ptr() as usize;
+    let mut out = Vec::new();
+    for (name, view) in st.tensors() {
+        let dtype = DType::from_safetensors(view.dtype()).ok_or_else(|| Error::UnsupportedSourceDtype {
+            path: path.to_path_buf(),
+            name: name.clone(),
+            dtype: format!("{:?}", view.dtype()),
+        })?;
+        let data = view.data();
+        out.push(HeaderEntry { name, dtype, shape: view.shape().to_vec(), offset: data.as_ptr() as usize - base, len: data.len() });
+    }
+    out.sort_by_key(|t| (t.offset, t.name.clone()));
+    Ok(out)
+}
+
+/// Refuses a header whose data section would end past `usize::MAX`. The safetensors crate
+/// (0.6) checks each tensor's size, but adds the end of the data section to the header's
+/// length unchecked: eight tensors of 2^61 - 1 bytes each overflow it, a panic in a debug
+/// build and, in a release build, a wrapped sum that can match the file's length and panic
+/// when the tensors are sliced. Anything else is left to the crate, with its own messages.
+fn data_end_fits(bytes: &[u8]) -> std::result::Result<(), String> {
+    let Some(prefix) = bytes.get(..8) else { return Ok(()) };
+    let n = u64::from_le_bytes(prefix.try_into().expect("8 bytes"));
+    let Some(header) = usize::try_from(n).ok().and_then(|n| bytes.get(8..n.checked_add(8)?)) else { return Ok(()) };
+    // An end past `usize::MAX - 8 - n` (n is at most 10^8) is written with 19 digits or
+    // more; real headers have none, so they are not parsed twice.
+    if !header.split(|b| !b.is_ascii_digit()).any(|digits| digits.len() >= 19) {
+        return Ok(());
+    }
+    let Ok(serde_json::Value::Object(tensors)) = serde_json::from_slice::<serde_json::Value>(header) else { return Ok(()) };
+    let limit = (usize::MAX as u64).saturating_sub(8).saturating_sub(n);
+    for (name, info) in &tensors {
+        if let Some(end) = info.get("data_offsets").and_then(|o| o.get(1)).and_then(serde_json::Value::as_u64) {
+            if end > limit {
+                return Err(format!("tensor `{name}` ends at data offset {end}, past what any file can hold"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A tensor stored in a mapped file: its bytes are `file[offset..offset + len]`, little-endian.

@@ -125,16 +125,9 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     if ir::regular_file(&index)? {
         let text = std::fs::read_to_string(&index)
             .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("cannot read it: {e}") })?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("not valid JSON: {e}") })?;
-        let map = value.get("weight_map").and_then(Value::as_object).ok_or_else(|| Error::Checkpoint {
-            path: index.clone(),
-            reason: "has no `weight_map` object".into(),
-        })?;
-        let shards: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
         let mut files = Vec::new();
-        for shard in shards {
-            let path = dir.join(shard);
+        for shard in &index_shards(&index, &text)? {
+            let (path, shard) = (dir.join(shard), shard.as_str());
             if shard.contains("..") || shard.contains('/') {
                 return Err(Error::Checkpoint {
                     path: index.clone(),
@@ -173,4 +166,17 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
         });
     }
     Ok(files)
+}
+
+/// The shard file names that `model.safetensors.index.json` (at `index`, holding `text`)
+/// maps tensors to, sorted and without repeats. Values of `weight_map` that are not strings
+/// are skipped; checking that each name is a file in the folder is the caller's job.
+pub fn index_shards(index: &Path, text: &str) -> Result<BTreeSet<String>> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::Checkpoint { path: index.to_path_buf(), reason: format!("not valid JSON: {e}") })?;
+    let map = value.get("weight_map").and_then(Value::as_object).ok_or_else(|| Error::Checkpoint {
+        path: index.to_path_buf(),
+        reason: "has no `weight_map` object".into(),
+    })?;
+    Ok(map.values().filter_map(Value::as_str).map(str::to_string).collect())
 }

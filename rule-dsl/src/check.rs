@@ -32,11 +32,15 @@ pub fn check_set(files: &[RuleFile]) -> Vec<Diagnostic> {
             check_rule(f, r, &mut out);
         }
     }
+    // Suggestions scan every id, so only the first few unknown ids get them: thousands of
+    // unknown ids made the check quadratic (four seconds for 10,000).
+    let mut suggested = 0;
     for f in files {
         for r in &f.rules {
             for (other, p) in r.before.iter().chain(&r.after) {
                 if !ids.contains_key(other.as_str()) {
-                    let known: Vec<&str> = nearest(other, ids.keys().copied());
+                    suggested += 1;
+                    let known: Vec<&str> = if suggested <= MAX_SUGGESTED { nearest(other, ids.keys().copied()) } else { vec![] };
                     out.push(Diagnostic::new(
                         &f.path,
                         *p,
@@ -52,6 +56,9 @@ pub fn check_set(files: &[RuleFile]) -> Vec<Diagnostic> {
     out.dedup();
     out
 }
+
+/// How many unknown rule ids get a "did you mean" suggestion.
+const MAX_SUGGESTED: usize = 32;
 
 fn nearest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let tail = name.rsplit('.').next().unwrap_or(name);
@@ -446,34 +453,50 @@ fn check_cycles(files: &[RuleFile], out: &mut Vec<Diagnostic>) {
         }
     }
     let mut state: HashMap<&str, u8> = HashMap::new();
-    fn visit<'a>(n: &'a str, edges: &HashMap<&'a str, Vec<&'a str>>, state: &mut HashMap<&'a str, u8>, stack: &mut Vec<&'a str>) -> Option<Vec<&'a str>> {
-        match state.get(n) {
-            Some(1) => {
-                let start = stack.iter().position(|s| *s == n).unwrap_or(0);
-                let mut cyc = stack[start..].to_vec();
-                cyc.push(n);
-                return Some(cyc);
-            }
-            Some(2) => return None,
-            _ => {}
+    // Depth-first from `start`, without recursion (a chain of ten thousand `before`s
+    // overflowed the stack): `path` holds each node on the way with its next edge to follow.
+    // 1 = on the path, 2 = done. The cycle found is the path from the node reached again.
+    fn visit<'a>(start: &'a str, edges: &HashMap<&'a str, Vec<&'a str>>, state: &mut HashMap<&'a str, u8>) -> Option<Vec<&'a str>> {
+        if state.contains_key(start) {
+            return None;
         }
-        state.insert(n, 1);
-        stack.push(n);
-        for m in edges.get(n).into_iter().flatten() {
-            if let Some(c) = visit(m, edges, state, stack) {
-                return Some(c);
+        state.insert(start, 1);
+        let mut path: Vec<(&str, usize)> = vec![(start, 0)];
+        while let Some((n, next)) = path.last_mut() {
+            let n = *n;
+            match edges.get(n).and_then(|v| v.get(*next)) {
+                Some(&m) => {
+                    *next += 1;
+                    match state.get(m) {
+                        Some(1) => {
+                            let from = path.iter().position(|(s, _)| *s == m).unwrap_or(0);
+                            let mut cyc: Vec<&str> = path[from..].iter().map(|(s, _)| *s).collect();
+                            cyc.push(m);
+                            return Some(cyc);
+                        }
+                        Some(_) => {}
+                        None => {
+                            state.insert(m, 1);
+                            path.push((m, 0));
+                        }
+                    }
+                }
+                None => {
+                    path.pop();
+                    state.insert(n, 2);
+                }
             }
         }
-        stack.pop();
-        state.insert(n, 2);
         None
     }
     let mut ids: Vec<&str> = at.keys().copied().collect();
     ids.sort();
     for id in ids {
-        let mut stack = Vec::new();
-        if let Some(cyc) = visit(id, &edges, &mut state, &mut stack) {
-            let (file, pos) = at[cyc[0]];
+        if let Some(cyc) = visit(id, &edges, &mut state) {
+            // The cycle may pass through an id no rule defines (`before x` in one rule,
+            // `after x` in another); point at the first rule on it that is defined. Every
+            // edge has a defined rule at one end, so there is one.
+            let Some(&(file, pos)) = cyc.iter().find_map(|n| at.get(n)) else { return };
             out.push(Diagnostic::new(file, pos, format!("`before`/`after` form a cycle: {}", cyc.join(" -> ")), "remove one of the orderings"));
             return;
         }

@@ -10,27 +10,144 @@ use pest::Parser;
 #[grammar = "grammar.pest"]
 struct RuleParser;
 
-fn pos(p: &Pair<Rule>) -> Pos {
-    let (line, col) = p.as_span().start_pos().line_col();
-    Pos { line, col }
+/// How deeply brackets (`(`, `[`, `{`) may nest in a file or in a message's `{...}`. The
+/// grammar recurses once per level, so unbounded nesting overflowed the stack (an abort, not
+/// an error) at a few hundred levels; the real rules nest fewer than 10.
+pub const MAX_NESTING: usize = 32;
+
+/// How tall an expression tree may be: a chain of `a + b + ...` or a run of `!` parses
+/// without recursion but builds one tree level per operator, and every later walk of the
+/// tree recurses, so tens of thousands of operators overflowed the stack.
+pub const MAX_EXPR_DEPTH: usize = 128;
+
+/// The largest `.rule` file read. Parsing is linear, but some checks compare every line of a
+/// rule with every other (about 3 s for a 1 MB rule in a debug build); the real files are
+/// under 12 KB.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+/// One source being parsed: its name in messages and its line index.
+struct Cx<'a> {
+    path: &'a str,
+    lines: Lines<'a>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(path: &'a str, src: &'a str) -> Self {
+        Cx { path, lines: Lines::new(src) }
+    }
+
+    fn pos(&self, p: &Pair<Rule>) -> Pos {
+        self.lines.pos(p.as_span().start())
+    }
+}
+
+/// Line and column (1-based, the column in characters) of byte offsets in one source, in
+/// O(log n) per offset. pest's `Position::line_col` scans the text from its start on every
+/// call, which made parsing quadratic: a 690 KB file took over a minute.
+struct Lines<'a> {
+    src: &'a [u8],
+    /// Byte offset where each line starts.
+    starts: Vec<usize>,
+    /// Characters before each block of [`Lines::BLOCK`] bytes.
+    chars_before: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    const BLOCK: usize = 64;
+
+    fn new(src: &'a str) -> Self {
+        let bytes = src.as_bytes();
+        let starts = std::iter::once(0).chain(bytes.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1)).collect();
+        let mut chars_before = Vec::with_capacity(bytes.len() / Self::BLOCK + 1);
+        let mut n = 0;
+        for block in bytes.chunks(Self::BLOCK) {
+            chars_before.push(n);
+            n += chars_in(block);
+        }
+        chars_before.push(n);
+        Lines { src: bytes, starts, chars_before }
+    }
+
+    /// Characters in `src[..offset]`.
+    fn chars_to(&self, offset: usize) -> usize {
+        let offset = offset.min(self.src.len());
+        let block = offset / Self::BLOCK;
+        self.chars_before[block] + chars_in(&self.src[block * Self::BLOCK..offset])
+    }
+
+    fn pos(&self, offset: usize) -> Pos {
+        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.starts[line - 1];
+        Pos { line, col: self.chars_to(offset) - self.chars_to(start) + 1 }
+    }
+}
+
+/// Characters in a run of UTF-8: every byte but continuation bytes starts one.
+fn chars_in(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count()
+}
+
+/// The first bracket that opens level [`MAX_NESTING`] + 1, outside strings and comments, as
+/// an error.
+fn check_nesting(cx: &Cx, src: &str) -> Result<(), Diagnostic> {
+    let bytes = src.as_bytes();
+    let (mut depth, mut i) = (0usize, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                i = bytes[i..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |n| i + n);
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(Diagnostic::new(
+                        cx.path,
+                        cx.lines.pos(i),
+                        format!("brackets nest more than {MAX_NESTING} levels deep"),
+                        "split the expression with `let ?x = ...`",
+                    ));
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// Parses one file. `path` is how the file is named in messages.
 pub fn parse_file(path: &str, src: &str) -> Result<RuleFile, Diagnostic> {
-    let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(path, e))?;
+    if src.len() > MAX_FILE_BYTES {
+        return Err(Diagnostic::new(
+            path,
+            Pos { line: 1, col: 1 },
+            format!("the file holds {} bytes; a rule file may hold at most {MAX_FILE_BYTES}", src.len()),
+            "split it into several files",
+        ));
+    }
+    let cx = &Cx::new(path, src);
+    check_nesting(cx, src)?;
+    let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(cx, e))?;
     let file = pairs.next().expect("the file rule always yields one pair");
     let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new() };
     for item in file.into_inner() {
         match item.as_rule() {
-            Rule::use_decl => out.uses.push(use_decl(item)),
-            Rule::rule => out.rules.push(rule(path, item)?),
+            Rule::use_decl => out.uses.push(use_decl(cx, item)),
+            Rule::rule => out.rules.push(rule(cx, item)?),
             _ => {}
         }
     }
     Ok(out)
 }
 
-fn syntax_error(path: &str, e: pest::error::Error<Rule>) -> Diagnostic {
+fn syntax_error(cx: &Cx, e: pest::error::Error<Rule>) -> Diagnostic {
     let (line, col) = match e.line_col {
         pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
     };
@@ -44,7 +161,7 @@ fn syntax_error(path: &str, e: pest::error::Error<Rule>) -> Diagnostic {
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
     Diagnostic::new(
-        path,
+        cx.path,
         Pos { line, col },
         format!("syntax error: expected {expected}"),
         "see docs/rule-language.md for the grammar of each construct",
@@ -65,8 +182,8 @@ fn describe(r: Rule) -> String {
     }
 }
 
-fn use_decl(p: Pair<Rule>) -> UseDecl {
-    let at = pos(&p);
+fn use_decl(cx: &Cx, p: Pair<Rule>) -> UseDecl {
+    let at = cx.pos(&p);
     let mut it = p.into_inner();
     let domain = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
     let alias = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
@@ -74,8 +191,8 @@ fn use_decl(p: Pair<Rule>) -> UseDecl {
     UseDecl { domain, alias, opset, pos: at }
 }
 
-fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
-    let at = pos(&p);
+fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
+    let at = cx.pos(&p);
     let mut r = Rule_ {
         id: String::new(),
         pos: at,
@@ -100,54 +217,54 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
             Rule::doc => docs.push(item.as_str().trim_start_matches("///").trim().to_string()),
             Rule::rule_id => {
                 r.id = item.as_str().to_string();
-                r.pos = pos(&item);
+                r.pos = cx.pos(&item);
             }
-            Rule::stage_decl => r.stage = item.into_inner().next().map(|i| (i.as_str().to_string(), pos(&i))),
+            Rule::stage_decl => r.stage = item.into_inner().next().map(|i| (i.as_str().to_string(), cx.pos(&i))),
             Rule::priority_decl => {
                 let i = item.into_inner().next().expect("grammar: priority has an int");
                 r.priority = i.as_str().parse().map_err(|_| {
-                    Diagnostic::new(path, pos(&i), "priority does not fit in 64 bits", "use a smaller number")
+                    Diagnostic::new(cx.path, cx.pos(&i), "priority does not fit in 64 bits", "use a smaller number")
                 })?;
             }
-            Rule::before_decl => r.before.extend(item.into_inner().map(|i| (i.as_str().to_string(), pos(&i)))),
-            Rule::after_decl => r.after.extend(item.into_inner().map(|i| (i.as_str().to_string(), pos(&i)))),
+            Rule::before_decl => r.before.extend(item.into_inner().map(|i| (i.as_str().to_string(), cx.pos(&i)))),
+            Rule::after_decl => r.after.extend(item.into_inner().map(|i| (i.as_str().to_string(), cx.pos(&i)))),
             Rule::match_block => {
-                r.match_pos = pos(&item);
+                r.match_pos = cx.pos(&item);
                 for line in item.into_inner() {
                     match line.as_rule() {
                         Rule::root_decl => {
                             let c = line.into_inner().next().expect("grammar: root has a capture");
-                            r.root = Some((cap_name(&c), pos(&c)));
+                            r.root = Some((cap_name(&c), cx.pos(&c)));
                         }
-                        _ => r.matches.push(match_line(path, line)?),
+                        _ => r.matches.push(match_line(cx, line)?),
                     }
                 }
             }
-            Rule::check_decl => r.checks.push(check(path, item)?),
+            Rule::check_decl => r.checks.push(check(cx, item)?),
             Rule::let_decl => {
                 let mut it = item.into_inner();
                 let c = it.next().expect("grammar: let capture");
                 let e = it.next().expect("grammar: let expr");
                 let expr_text = e.as_str().trim().to_string();
-                r.lets.push(Let { name: cap_name(&c), pos: pos(&c), expr: expr(path, e)?, expr_text });
+                r.lets.push(Let { name: cap_name(&c), pos: cx.pos(&c), expr: expr(cx, e)?, expr_text });
             }
             Rule::emit_block => {
-                r.emit_pos = pos(&item);
+                r.emit_pos = cx.pos(&item);
                 for line in item.into_inner() {
                     match line.as_rule() {
                         Rule::for_block => {
                             let scope = r.loops.len();
-                            let at = pos(&line);
+                            let at = cx.pos(&line);
                             let mut it = line.into_inner();
-                            let caps = |p: Pair<Rule>| p.into_inner().map(|c| (cap_name(&c), pos(&c))).collect::<Vec<_>>();
+                            let caps = |p: Pair<Rule>| p.into_inner().map(|c| (cap_name(&c), cx.pos(&c))).collect::<Vec<_>>();
                             let vars = caps(it.next().expect("grammar: for variables"));
                             let lists = caps(it.next().expect("grammar: for lists"));
                             r.loops.push(ForLoop { vars, lists, pos: at });
                             for inner in it {
-                                emit_item(path, inner, Some(scope), &mut r)?;
+                                emit_item(cx, inner, Some(scope), &mut r)?;
                             }
                         }
-                        _ => emit_item(path, line, None, &mut r)?,
+                        _ => emit_item(cx, line, None, &mut r)?,
                     }
                 }
             }
@@ -161,16 +278,16 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
 type Rule_ = crate::ast::Rule;
 
 /// A `replace` or an emit line, at the top of the emit block (`scope` None) or in a `for`.
-fn emit_item(path: &str, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
+fn emit_item(cx: &Cx, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
     match line.as_rule() {
         Rule::replace_line => {
-            let at = pos(&line);
+            let at = cx.pos(&line);
             let mut it = line.into_inner();
             let old = it.next().expect("grammar");
             let new = it.next().expect("grammar");
-            r.replaces.push(Replace { old: (cap_name(&old), pos(&old)), new: (cap_name(&new), pos(&new)), pos: at, scope });
+            r.replaces.push(Replace { old: (cap_name(&old), cx.pos(&old)), new: (cap_name(&new), cx.pos(&new)), pos: at, scope });
         }
-        _ => r.emits.push(emit_line(path, line, scope)?),
+        _ => r.emits.push(emit_line(cx, line, scope)?),
     }
     Ok(())
 }
@@ -179,25 +296,25 @@ fn cap_name(p: &Pair<Rule>) -> String {
     p.as_str().trim_start_matches('?').to_string()
 }
 
-fn slot(p: Pair<Rule>) -> Slot {
+fn slot(cx: &Cx, p: Pair<Rule>) -> Slot {
     let inner = p.into_inner().next().expect("grammar: slot has one child");
     match inner.as_rule() {
-        Rule::capture => Slot::Capture(cap_name(&inner), pos(&inner)),
-        Rule::absent => Slot::Absent(pos(&inner)),
+        Rule::capture => Slot::Capture(cap_name(&inner), cx.pos(&inner)),
+        Rule::absent => Slot::Absent(cx.pos(&inner)),
         Rule::list_capture => {
             let c = inner.into_inner().next().expect("grammar: list capture has a capture");
-            Slot::List(cap_name(&c), pos(&c))
+            Slot::List(cap_name(&c), cx.pos(&c))
         }
-        _ => Slot::Wild(pos(&inner)),
+        _ => Slot::Wild(cx.pos(&inner)),
     }
 }
 
-fn outputs(p: Pair<Rule>) -> Vec<Slot> {
-    p.into_inner().map(slot).collect()
+fn outputs(cx: &Cx, p: Pair<Rule>) -> Vec<Slot> {
+    p.into_inner().map(|x| slot(cx, x)).collect()
 }
 
-fn op_ref(p: Pair<Rule>) -> OpRef {
-    let at = pos(&p);
+fn op_ref(cx: &Cx, p: Pair<Rule>) -> OpRef {
+    let at = cx.pos(&p);
     let parts: Vec<String> = p.into_inner().map(|i| i.as_str().to_string()).collect();
     match parts.as_slice() {
         [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at },
@@ -206,11 +323,11 @@ fn op_ref(p: Pair<Rule>) -> OpRef {
     }
 }
 
-fn match_line(path: &str, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
-    let at = pos(&p);
+fn match_line(cx: &Cx, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
+    let at = cx.pos(&p);
     let mut it = p.into_inner();
-    let outs = outputs(it.next().expect("grammar: outputs"));
-    let op = op_ref(it.next().expect("grammar: op"));
+    let outs = outputs(cx, it.next().expect("grammar: outputs"));
+    let op = op_ref(cx, it.next().expect("grammar: op"));
     let args_pair = it.next().expect("grammar: args");
     let commutative = args_pair.as_rule() == Rule::commutative_args;
     let mut args = Vec::new();
@@ -218,43 +335,43 @@ fn match_line(path: &str, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
     for a in args_pair.into_inner().next().expect("grammar: arg_list").into_inner() {
         match a.as_rule() {
             Rule::rest => rest = true,
-            _ => args.push(slot(a)),
+            _ => args.push(slot(cx, a)),
         }
     }
     let mut attrs = Vec::new();
     if let Some(ap) = it.next() {
         for a in ap.into_inner() {
-            let at = pos(&a);
+            let at = cx.pos(&a);
             let mut ai = a.into_inner();
             let name = ai.next().expect("grammar").as_str().to_string();
-            let value = attr_val(path, ai.next().expect("grammar"))?;
-            let default = ai.next().map(|l| literal(path, l)).transpose()?;
+            let value = attr_val(cx, ai.next().expect("grammar"))?;
+            let default = ai.next().map(|l| literal(cx, l)).transpose()?;
             attrs.push(AttrPat { name, value, default, pos: at });
         }
     }
     Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at })
 }
 
-fn attr_val(path: &str, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
+fn attr_val(cx: &Cx, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
     let inner = p.into_inner().next().expect("grammar: attr value");
-    let at = pos(&inner);
+    let at = cx.pos(&inner);
     Ok(match inner.as_rule() {
         Rule::capture => AttrVal::Capture(cap_name(&inner), at),
-        _ => AttrVal::Lit(literal(path, inner)?, at),
+        _ => AttrVal::Lit(literal(cx, inner)?, at),
     })
 }
 
-fn literal(path: &str, p: Pair<Rule>) -> Result<Literal, Diagnostic> {
+fn literal(cx: &Cx, p: Pair<Rule>) -> Result<Literal, Diagnostic> {
     let p = if p.as_rule() == Rule::literal { p.into_inner().next().expect("grammar: literal") } else { p };
-    let at = pos(&p);
-    let bad = |what: &str| Diagnostic::new(path, at, format!("{what} `{}` is out of range", p.as_str()), "use a smaller value");
+    let at = cx.pos(&p);
+    let bad = |what: &str| Diagnostic::new(cx.path, at, format!("{what} `{}` is out of range", p.as_str()), "use a smaller value");
     Ok(match p.as_rule() {
         Rule::int => Literal::Int(p.as_str().parse().map_err(|_| bad("integer"))?),
         Rule::float => Literal::Float(p.as_str().parse().map_err(|_| bad("number"))?),
         Rule::boolean => Literal::Bool(p.as_str() == "true"),
         Rule::string => Literal::Str(unescape(p.into_inner().next().map(|s| s.as_str()).unwrap_or(""))),
-        Rule::list => Literal::List(p.into_inner().map(|l| literal(path, l)).collect::<Result<_, _>>()?),
-        _ => return Err(Diagnostic::new(path, at, "expected a literal", "write a number, a string or a list")),
+        Rule::list => Literal::List(p.into_inner().map(|l| literal(cx, l)).collect::<Result<_, _>>()?),
+        _ => return Err(Diagnostic::new(cx.path, at, "expected a literal", "write a number, a string or a list")),
     })
 }
 
@@ -276,20 +393,20 @@ fn unescape(s: &str) -> String {
     out
 }
 
-fn check(path: &str, p: Pair<Rule>) -> Result<Check, Diagnostic> {
+fn check(cx: &Cx, p: Pair<Rule>) -> Result<Check, Diagnostic> {
     let mut it = p.into_inner();
     let id_pair = it.next().expect("grammar: check id");
     let e = it.next().expect("grammar: check expr");
     let expr_text = e.as_str().trim().to_string();
-    let expr_ = expr(path, e)?;
+    let expr_ = expr(cx, e)?;
     let msg = it.next().expect("grammar: check message");
-    let message = message(path, msg)?;
-    Ok(Check { id: id_pair.as_str().to_string(), pos: pos(&id_pair), expr: expr_, expr_text, message })
+    let message = message(cx, msg)?;
+    Ok(Check { id: id_pair.as_str().to_string(), pos: cx.pos(&id_pair), expr: expr_, expr_text, message })
 }
 
 /// Splits a message into text and `{expr}` parts; `{{` and `}}` are literal braces.
-fn message(path: &str, p: Pair<Rule>) -> Result<Vec<MsgPart>, Diagnostic> {
-    let start = pos(&p);
+fn message(cx: &Cx, p: Pair<Rule>) -> Result<Vec<MsgPart>, Diagnostic> {
+    let start = cx.pos(&p);
     let raw = p.into_inner().next().map(|s| s.as_str()).unwrap_or("");
     let mut parts = Vec::new();
     let mut text = String::new();
@@ -307,17 +424,21 @@ fn message(path: &str, p: Pair<Rule>) -> Result<Vec<MsgPart>, Diagnostic> {
             let close = (i + 1..bytes.len()).find(|&j| bytes[j] == '}');
             let at = Pos { line: start.line, col: start.col + 1 + i };
             let Some(close) = close else {
-                return Err(Diagnostic::new(path, at, "unclosed `{` in message", "close it with `}`, or write `{{` for a brace"));
+                return Err(Diagnostic::new(cx.path, at, "unclosed `{` in message", "close it with `}`, or write `{{` for a brace"));
             };
             let inner: String = bytes[i + 1..close].iter().collect();
+            // Positions in `inner` are relative to it (`shift` makes them absolute).
+            let inner_cx = &Cx::new(cx.path, &inner);
+            check_nesting(inner_cx, &inner).map_err(|d| Diagnostic { pos: at, ..d })?;
             let mut pairs = RuleParser::parse(Rule::expr_only, &inner).map_err(|_| {
-                Diagnostic::new(path, at, format!("`{{{inner}}}` in the message is not an expression"), "write an expression such as `{shape(?x)}`, or `{{` for a brace")
+                Diagnostic::new(cx.path, at, format!("`{{{inner}}}` in the message is not an expression"), "write an expression such as `{shape(?x)}`, or `{{` for a brace")
             })?;
             let e = pairs.next().and_then(|p| p.into_inner().next()).expect("grammar: expr_only has expr");
             if !text.is_empty() {
                 parts.push(MsgPart::Text(std::mem::take(&mut text)));
             }
-            parts.push(MsgPart::Expr(shift(expr(path, e)?, at)));
+            let e = expr(inner_cx, e).map_err(|d| Diagnostic { pos: Pos { line: at.line, col: at.col + d.pos.col }, ..d })?;
+            parts.push(MsgPart::Expr(shift(e, at)));
             i = close + 1;
         } else {
             text.push(c);
@@ -343,10 +464,24 @@ fn shift(e: Expr, at: Pos) -> Expr {
     }
 }
 
-fn expr(path: &str, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
-    let at = pos(&p);
+fn expr(cx: &Cx, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
+    expr_h(cx, p).map(|(e, _)| e)
+}
+
+/// An expression and the height of its tree, refused past [`MAX_EXPR_DEPTH`].
+fn expr_h(cx: &Cx, p: Pair<Rule>) -> Result<(Expr, usize), Diagnostic> {
+    let at = cx.pos(&p);
+    let too_deep = |at: Pos| {
+        Diagnostic::new(
+            cx.path,
+            at,
+            format!("expression nests more than {MAX_EXPR_DEPTH} operators deep"),
+            "split it with `let ?x = ...`",
+        )
+    };
+    let node = |e: Expr, h: usize| if h > MAX_EXPR_DEPTH { Err(too_deep(at)) } else { Ok((e, h)) };
     match p.as_rule() {
-        Rule::expr | Rule::primary => expr(path, p.into_inner().next().expect("grammar: one child")),
+        Rule::expr | Rule::primary => expr_h(cx, p.into_inner().next().expect("grammar: one child")),
         Rule::or_expr | Rule::and_expr | Rule::sum_expr | Rule::prod_expr | Rule::cmp_expr => {
             let fixed = match p.as_rule() {
                 Rule::or_expr => Some(BinOp::Or),
@@ -354,15 +489,16 @@ fn expr(path: &str, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
                 _ => None,
             };
             let mut it = p.into_inner();
-            let mut lhs = expr(path, it.next().expect("grammar: operand"))?;
+            let (mut lhs, mut h) = expr_h(cx, it.next().expect("grammar: operand"))?;
             while let Some(next) = it.next() {
                 let (op, rhs) = match fixed {
                     Some(op) => (op, next),
                     None => (bin_op(next.as_str()), it.next().expect("grammar: operand after operator")),
                 };
-                lhs = Expr::Bin { op, lhs: Box::new(lhs), rhs: Box::new(expr(path, rhs)?), pos: at };
+                let (rhs, hr) = expr_h(cx, rhs)?;
+                (lhs, h) = node(Expr::Bin { op, lhs: Box::new(lhs), rhs: Box::new(rhs), pos: at }, h.max(hr) + 1)?;
             }
-            Ok(lhs)
+            Ok((lhs, h))
         }
         Rule::unary => {
             let mut nots = 0;
@@ -371,26 +507,44 @@ fn expr(path: &str, p: Pair<Rule>) -> Result<Expr, Diagnostic> {
                 if c.as_rule() == Rule::not_op {
                     nots += 1;
                 } else {
-                    inner = Some(expr(path, c)?);
+                    inner = Some(expr_h(cx, c)?);
                 }
             }
-            let mut e = inner.expect("grammar: unary has an operand");
+            let (mut e, h) = inner.expect("grammar: unary has an operand");
+            if h + nots > MAX_EXPR_DEPTH {
+                return Err(too_deep(at));
+            }
             for _ in 0..nots {
                 e = Expr::Not(Box::new(e), at);
             }
-            Ok(e)
+            Ok((e, h + nots))
         }
         Rule::call => {
             let mut it = p.into_inner();
             let name = it.next().expect("grammar: call name").as_str().to_string();
-            let args = it.map(|a| expr(path, a)).collect::<Result<_, _>>()?;
-            Ok(Expr::Call { name, args, pos: at })
+            let (args, h) = exprs_h(cx, it)?;
+            node(Expr::Call { name, args, pos: at }, h + 1)
         }
-        Rule::list_expr => Ok(Expr::List(p.into_inner().map(|a| expr(path, a)).collect::<Result<_, _>>()?, at)),
-        Rule::capture => Ok(Expr::Capture(cap_name(&p), at)),
-        Rule::literal => Ok(Expr::Lit(literal(path, p)?, at)),
-        _ => Err(Diagnostic::new(path, at, "expected an expression", "see docs/rule-language.md, section Checks")),
+        Rule::list_expr => {
+            let (items, h) = exprs_h(cx, p.into_inner())?;
+            node(Expr::List(items, at), h + 1)
+        }
+        Rule::capture => Ok((Expr::Capture(cap_name(&p), at), 1)),
+        Rule::literal => Ok((Expr::Lit(literal(cx, p)?, at), 1)),
+        _ => Err(Diagnostic::new(cx.path, at, "expected an expression", "see docs/rule-language.md, section Checks")),
     }
+}
+
+/// Several expressions (call arguments, list items) and the height of the tallest.
+fn exprs_h<'i>(cx: &Cx, pairs: impl Iterator<Item = Pair<'i, Rule>>) -> Result<(Vec<Expr>, usize), Diagnostic> {
+    let mut out = Vec::new();
+    let mut h = 0;
+    for p in pairs {
+        let (e, he) = expr_h(cx, p)?;
+        out.push(e);
+        h = h.max(he);
+    }
+    Ok((out, h))
 }
 
 fn bin_op(s: &str) -> BinOp {
@@ -409,36 +563,69 @@ fn bin_op(s: &str) -> BinOp {
     }
 }
 
-fn emit_line(path: &str, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine, Diagnostic> {
-    let at = pos(&p);
+fn emit_line(cx: &Cx, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine, Diagnostic> {
+    let at = cx.pos(&p);
     let mut it = p.into_inner();
-    let outs = outputs(it.next().expect("grammar: outputs"));
+    let outs = outputs(cx, it.next().expect("grammar: outputs"));
     let call = it.next().expect("grammar: call");
     match call.as_rule() {
         Rule::helper_call => {
             let mut ci = call.into_inner();
             let name = ci.next().expect("grammar").as_str().to_string();
-            Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(slot).collect(), pos: at, scope })
+            Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(|x| slot(cx, x)).collect(), pos: at, scope })
         }
         _ => {
             let mut ci = call.into_inner();
-            let op = op_ref(ci.next().expect("grammar"));
+            let op = op_ref(cx, ci.next().expect("grammar"));
             let mut args = Vec::new();
             let mut attrs = Vec::new();
             for c in ci {
                 match c.as_rule() {
-                    Rule::slot => args.push(slot(c)),
+                    Rule::slot => args.push(slot(cx, c)),
                     _ => {
                         for a in c.into_inner() {
-                            let ap = pos(&a);
+                            let ap = cx.pos(&a);
                             let mut ai = a.into_inner();
                             let name = ai.next().expect("grammar").as_str().to_string();
-                            attrs.push((name, attr_val(path, ai.next().expect("grammar"))?, ap));
+                            attrs.push((name, attr_val(cx, ai.next().expect("grammar"))?, ap));
                         }
                     }
                 }
             }
             Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed, TestRunner};
+
+    /// The line index gives the position pest's `Position::line_col` gave before it, at
+    /// every offset a token can start at (pest counts `\r\n` as one break, so the offset
+    /// between them is left out), on text mixing `\n`, lone `\r`, tabs and multi-byte
+    /// characters, including lines longer than the index's 64-byte blocks.
+    #[test]
+    fn line_index_matches_pest() {
+        let piece = prop::sample::select(vec!["a", "\n", "\r", "\r\n", "\t", "é", "字", "🦀", " ", "abcdefghijklmnopqrstuvwxyz0123456789"]);
+        let text = prop::collection::vec(piece, 0..200).prop_map(|v| v.concat());
+        let mut config = Config::with_cases(256);
+        config.rng_seed = RngSeed::Fixed(11);
+        config.failure_persistence = None;
+        TestRunner::new(config)
+            .run(&text, |text| {
+                let lines = Lines::new(&text);
+                for (i, _) in text.char_indices().chain([(text.len(), ' ')]) {
+                    if text[..i].ends_with('\r') && text[i..].starts_with('\n') {
+                        continue;
+                    }
+                    let (line, col) = pest::Position::new(&text, i).unwrap().line_col();
+                    prop_assert_eq!(lines.pos(i), Pos { line, col }, "at byte {} of {:?}", i, text);
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 }
