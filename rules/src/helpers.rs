@@ -7,15 +7,16 @@ use crate::{Emitter, Error};
 use ir::{Attr, DType, Recipe};
 
 /// Every helper a rule may call, with what it does.
-pub const ALLOWED: &[&str] = &["gqa_seqlens", "concat_weights", "split_sizes", "inline_branch", "slice_weight"];
+/// (The list is `rule_dsl::vocab::HELPERS`, which the rule macro hands over: one registry that
+/// the macro, the linter and this crate all read.)
+pub const ALLOWED: &[&str] = crate::generated::HELPERS;
 
 /// Helpers whose inputs are subgraph attributes (an If's `then_branch`), not values. They get
-/// `&[&ir::Graph]` instead of value names (`rule_dsl::vocab::GRAPH_HELPERS` mirrors this).
-pub const TAKES_GRAPHS: &[&str] = &["inline_branch"];
+/// `&[&ir::Graph]` instead of value names.
+pub const TAKES_GRAPHS: &[&str] = crate::generated::GRAPH_HELPERS;
 
-/// Helpers whose last input is a `let` integer list, passed as `&[i64]` after the value names
-/// (`rule_dsl::vocab::LIST_HELPERS` mirrors this).
-pub const TAKES_LIST: &[&str] = &["slice_weight"];
+/// Helpers whose last input is a `let` integer list, passed as `&[i64]` after the value names.
+pub const TAKES_LIST: &[&str] = crate::generated::LIST_HELPERS;
 
 /// The helpers themselves. Generated code calls only functions of this module.
 pub mod allowed {
