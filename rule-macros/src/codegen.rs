@@ -75,32 +75,6 @@ fn domain_of(file: &RuleFile, op: &OpRef) -> (String, i64) {
 }
 
 fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
-    // Capture indices.
-    let mut caps: BTreeMap<String, usize> = BTreeMap::new();
-    let mut add = |c: &str| {
-        let n = caps.len();
-        caps.entry(c.to_string()).or_insert(n);
-    };
-    for m in &rule.matches {
-        m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
-        for a in &m.attrs {
-            if let AttrVal::Capture(c, _) = &a.value {
-                add(c);
-            }
-        }
-    }
-    for l in &rule.lets {
-        add(&l.name);
-    }
-    for e in &rule.emits {
-        e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
-    }
-    for l in &rule.loops {
-        l.vars.iter().for_each(|(v, _)| add(v));
-    }
-    let ncaps = caps.len();
-    let cap = |c: &str| -> usize { caps[c] };
-
     // Line order: breadth first from the root, following operands to their producers.
     let root = rule.root.as_ref().map(|r| r.0.clone()).unwrap_or_default();
     let mut order: Vec<(usize, Option<(String, usize)>)> = Vec::new();
@@ -130,6 +104,36 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         }
         qi += 1;
     }
+
+    // Capture indices, in the order the matcher meets them (lines breadth first, each line's
+    // outputs, operands, attributes), then lets, emit outputs and `for` variables. Indices
+    // follow the pattern's structure, not the order lines are written in, so writing a rule
+    // with fragments (or reordering its lines) leaves its matcher unchanged.
+    let mut caps: BTreeMap<String, usize> = BTreeMap::new();
+    let mut add = |c: &str| {
+        let n = caps.len();
+        caps.entry(c.to_string()).or_insert(n);
+    };
+    for (li, _) in &order {
+        let m = &rule.matches[*li];
+        m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
+        for a in &m.attrs {
+            if let AttrVal::Capture(c, _) = &a.value {
+                add(c);
+            }
+        }
+    }
+    for l in &rule.lets {
+        add(&l.name);
+    }
+    for e in &rule.emits {
+        e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
+    }
+    for l in &rule.loops {
+        l.vars.iter().for_each(|(v, _)| add(v));
+    }
+    let ncaps = caps.len();
+    let cap = |c: &str| -> usize { caps[c] };
 
     let mut steps: Vec<Step> = Vec::new();
     let mut line_code = Vec::new();
