@@ -1,7 +1,7 @@
 //! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
 //! every position.
 
-use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Fragment, FragmentItem, FragmentUse, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
 use crate::diag::Diagnostic;
 use pest::iterators::Pair;
 use pest::Parser;
@@ -19,11 +19,12 @@ fn pos(p: &Pair<Rule>) -> Pos {
 pub fn parse_file(path: &str, src: &str) -> Result<RuleFile, Diagnostic> {
     let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(path, e))?;
     let file = pairs.next().expect("the file rule always yields one pair");
-    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new() };
+    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new(), fragments: Vec::new() };
     for item in file.into_inner() {
         match item.as_rule() {
             Rule::use_decl => out.uses.push(use_decl(item)),
             Rule::rule => out.rules.push(rule(path, item)?),
+            Rule::fragment => out.fragments.push(fragment(path, item)?),
             _ => {}
         }
     }
@@ -71,7 +72,7 @@ fn use_decl(p: Pair<Rule>) -> UseDecl {
     let domain = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
     let alias = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
     let opset = it.next().and_then(|o| o.into_inner().next()).and_then(|i| i.as_str().parse().ok());
-    UseDecl { domain, alias, opset, pos: at }
+    UseDecl { domain, alias, opset, pos: at, from_prelude: false }
 }
 
 fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
@@ -93,6 +94,7 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
         loops: vec![],
         emit_pos: at,
         match_pos: at,
+        uses: vec![],
     };
     let mut docs = Vec::new();
     for item in p.into_inner() {
@@ -119,18 +121,14 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
                             let c = line.into_inner().next().expect("grammar: root has a capture");
                             r.root = Some((cap_name(&c), pos(&c)));
                         }
+                        Rule::fragment_use => r.uses.push(fragment_use(line)),
                         _ => r.matches.push(match_line(path, line)?),
                     }
                 }
             }
             Rule::check_decl => r.checks.push(check(path, item)?),
-            Rule::let_decl => {
-                let mut it = item.into_inner();
-                let c = it.next().expect("grammar: let capture");
-                let e = it.next().expect("grammar: let expr");
-                let expr_text = e.as_str().trim().to_string();
-                r.lets.push(Let { name: cap_name(&c), pos: pos(&c), expr: expr(path, e)?, expr_text });
-            }
+            Rule::check_use => r.uses.push(fragment_use(item)),
+            Rule::let_decl => r.lets.push(let_decl(path, item)?),
             Rule::emit_block => {
                 r.emit_pos = pos(&item);
                 for line in item.into_inner() {
@@ -160,17 +158,102 @@ fn rule(path: &str, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
 
 type Rule_ = crate::ast::Rule;
 
+fn let_decl(path: &str, item: Pair<Rule>) -> Result<Let, Diagnostic> {
+    let mut it = item.into_inner();
+    let c = it.next().expect("grammar: let capture");
+    let e = it.next().expect("grammar: let expr");
+    let expr_text = e.as_str().trim().to_string();
+    Ok(Let { name: cap_name(&c), pos: pos(&c), expr: expr(path, e)?, expr_text, origin: None })
+}
+
+/// `fragment name(?a, ?b) -> (?r) { ... }`.
+fn fragment(path: &str, p: Pair<Rule>) -> Result<Fragment, Diagnostic> {
+    let mut f = Fragment { name: String::new(), pos: pos(&p), doc: String::new(), params: vec![], results: vec![], body: vec![] };
+    let mut docs = Vec::new();
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::doc => docs.push(item.as_str().trim_start_matches("///").trim().to_string()),
+            Rule::ident => {
+                f.name = item.as_str().to_string();
+                f.pos = pos(&item);
+            }
+            Rule::capture => f.params.push((cap_name(&item), pos(&item))),
+            Rule::frag_results => f.results.extend(item.into_inner().map(|c| (cap_name(&c), pos(&c)))),
+            Rule::fragment_use => f.body.push(FragmentItem::Use(fragment_use(item))),
+            Rule::check_use => f.body.push(FragmentItem::Use(fragment_use(item))),
+            Rule::match_line => f.body.push(FragmentItem::Line(match_line(path, item)?)),
+            Rule::let_decl => f.body.push(FragmentItem::Let(let_decl(path, item)?)),
+            Rule::check_decl => f.body.push(FragmentItem::Check(check(path, item)?)),
+            _ => {}
+        }
+    }
+    f.doc = docs.join("\n");
+    Ok(f)
+}
+
+/// A use of a fragment: `(?a, _) = name(?x, _, -)` or `check name(?x)`.
+fn fragment_use(p: Pair<Rule>) -> FragmentUse {
+    let in_checks = p.as_rule() == Rule::check_use;
+    let at = pos(&p);
+    let mut u = FragmentUse { name: String::new(), outputs: vec![], args: vec![], in_checks, pos: at };
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::outputs => u.outputs = outputs(item),
+            Rule::ident => {
+                u.name = item.as_str().to_string();
+                if in_checks {
+                    u.pos = pos(&item);
+                }
+            }
+            Rule::use_args => u.args = item.into_inner().map(slot).collect(),
+            _ => {}
+        }
+    }
+    u
+}
+
 /// A `replace` or an emit line, at the top of the emit block (`scope` None) or in a `for`.
 fn emit_item(path: &str, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
     match line.as_rule() {
-        Rule::replace_line => {
-            let at = pos(&line);
-            let mut it = line.into_inner();
-            let old = it.next().expect("grammar");
-            let new = it.next().expect("grammar");
-            r.replaces.push(Replace { old: (cap_name(&old), pos(&old)), new: (cap_name(&new), pos(&new)), pos: at, scope });
-        }
+        Rule::replace_line => replace_line(path, line, scope, r)?,
         _ => r.emits.push(emit_line(path, line, scope)?),
+    }
+    Ok(())
+}
+
+/// `replace ?old with ?new`, or `replace (?a, _, ?b) with alias.Op(...)`: the node is emitted
+/// where the `replace` stands, its outputs named where the list names a value (hidden captures
+/// `?a#with`), and each named value replaced by its output, in order.
+fn replace_line(path: &str, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
+    let at = pos(&line);
+    let mut it = line.into_inner();
+    let olds = outputs(it.next().expect("grammar: replaced values"));
+    let new = it.next().expect("grammar: replacement");
+    for o in &olds {
+        if matches!(o, Slot::Absent(_) | Slot::List(..)) {
+            return Err(Diagnostic::new(path, o.pos(), "`replace` lists the values to replace: captures, or `_` for an output left unnamed", "write `replace (?out, _, ?sum) with alias.Op(...)`"));
+        }
+    }
+    if new.as_rule() == Rule::capture {
+        let [Slot::Capture(old, old_pos)] = olds.as_slice() else {
+            return Err(Diagnostic::new(path, at, "a list of values is replaced by the outputs of one emitted node", "write `replace (?a, ?b) with alias.Op(...)`, or one `replace ?old with ?new` per value"));
+        };
+        r.replaces.push(Replace { old: (old.clone(), *old_pos), new: (cap_name(&new), pos(&new)), pos: at, scope });
+        return Ok(());
+    }
+    let hidden = |c: &str| format!("{c}#with");
+    let outs: Vec<Slot> = olds.iter().map(|o| match o {
+        Slot::Capture(c, p) => Slot::Capture(hidden(c), *p),
+        other => Slot::Wild(other.pos()),
+    }).collect();
+    if outs.iter().all(|o| matches!(o, Slot::Wild(_))) {
+        return Err(Diagnostic::new(path, at, "this `replace` replaces nothing", "name the value an output replaces: `replace ?out with alias.Op(...)`"));
+    }
+    r.emits.push(op_call(path, new, outs, at, scope)?);
+    for o in &olds {
+        if let Slot::Capture(c, p) = o {
+            r.replaces.push(Replace { old: (c.clone(), *p), new: (hidden(c), *p), pos: at, scope });
+        }
     }
     Ok(())
 }
@@ -200,9 +283,9 @@ fn op_ref(p: Pair<Rule>) -> OpRef {
     let at = pos(&p);
     let parts: Vec<String> = p.into_inner().map(|i| i.as_str().to_string()).collect();
     match parts.as_slice() {
-        [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at },
-        [name] => OpRef { alias: None, name: name.clone(), pos: at },
-        _ => OpRef { alias: None, name: String::new(), pos: at },
+        [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at, resolved: None },
+        [name] => OpRef { alias: None, name: name.clone(), pos: at, resolved: None },
+        _ => OpRef { alias: None, name: String::new(), pos: at, resolved: None },
     }
 }
 
@@ -232,7 +315,7 @@ fn match_line(path: &str, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
             attrs.push(AttrPat { name, value, default, pos: at });
         }
     }
-    Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at })
+    Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at, origin: None })
 }
 
 fn attr_val(path: &str, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
@@ -284,7 +367,7 @@ fn check(path: &str, p: Pair<Rule>) -> Result<Check, Diagnostic> {
     let expr_ = expr(path, e)?;
     let msg = it.next().expect("grammar: check message");
     let message = message(path, msg)?;
-    Ok(Check { id: id_pair.as_str().to_string(), pos: pos(&id_pair), expr: expr_, expr_text, message })
+    Ok(Check { id: id_pair.as_str().to_string(), pos: pos(&id_pair), expr: expr_, expr_text, message, origin: None })
 }
 
 /// Splits a message into text and `{expr}` parts; `{{` and `}}` are literal braces.
@@ -420,25 +503,28 @@ fn emit_line(path: &str, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine
             let name = ci.next().expect("grammar").as_str().to_string();
             Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(slot).collect(), pos: at, scope })
         }
-        _ => {
-            let mut ci = call.into_inner();
-            let op = op_ref(ci.next().expect("grammar"));
-            let mut args = Vec::new();
-            let mut attrs = Vec::new();
-            for c in ci {
-                match c.as_rule() {
-                    Rule::slot => args.push(slot(c)),
-                    _ => {
-                        for a in c.into_inner() {
-                            let ap = pos(&a);
-                            let mut ai = a.into_inner();
-                            let name = ai.next().expect("grammar").as_str().to_string();
-                            attrs.push((name, attr_val(path, ai.next().expect("grammar"))?, ap));
-                        }
-                    }
+        _ => op_call(path, call, outs, at, scope),
+    }
+}
+
+/// `alias.Op(operands) [attributes]` emitted with the given outputs.
+fn op_call(path: &str, call: Pair<Rule>, outs: Vec<Slot>, at: Pos, scope: Option<usize>) -> Result<EmitLine, Diagnostic> {
+    let mut ci = call.into_inner();
+    let op = op_ref(ci.next().expect("grammar"));
+    let mut args = Vec::new();
+    let mut attrs = Vec::new();
+    for c in ci {
+        match c.as_rule() {
+            Rule::slot => args.push(slot(c)),
+            _ => {
+                for a in c.into_inner() {
+                    let ap = pos(&a);
+                    let mut ai = a.into_inner();
+                    let name = ai.next().expect("grammar").as_str().to_string();
+                    attrs.push((name, attr_val(path, ai.next().expect("grammar"))?, ap));
                 }
             }
-            Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
         }
     }
+    Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
 }
