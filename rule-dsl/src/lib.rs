@@ -6,6 +6,7 @@ pub mod ast;
 mod check;
 mod diag;
 mod fragment;
+pub mod layout;
 #[cfg(feature = "ruleck")]
 pub mod lint;
 mod parse;
