@@ -13,8 +13,10 @@ pub struct Pos {
 pub struct RuleFile {
     /// The path as it should appear in messages (relative to the crate that owns the rules).
     pub path: String,
+    /// The file's `use domain` lines, then those it inherits from the set's prelude.
     pub uses: Vec<UseDecl>,
     pub rules: Vec<Rule>,
+    pub fragments: Vec<Fragment>,
 }
 
 /// `use domain com.microsoft as ms opset 1`
@@ -24,6 +26,8 @@ pub struct UseDecl {
     pub alias: String,
     pub opset: Option<i64>,
     pub pos: Pos,
+    /// Declared in the set's `prelude.rule`, not in this file (checked there, once).
+    pub from_prelude: bool,
 }
 
 /// One `rule id { ... }` block.
@@ -51,6 +55,55 @@ pub struct Rule {
     /// Where the `emit` block starts (or the rule, when it has none).
     pub emit_pos: Pos,
     pub match_pos: Pos,
+    /// The fragments the rule uses, as written (in its match block and among its checks). After
+    /// [`crate::prepare`], `matches`, `lets` and `checks` hold their inlined lines as well.
+    pub uses: Vec<FragmentUse>,
+}
+
+/// `fragment name(?a, ?b) -> ?r { ... }`: a named sub-pattern (match lines, uses of other
+/// fragments, lets and checks) that rules use like one match line. Its parameters and results
+/// are shared with the user; every other capture is its own, fresh at each use.
+#[derive(Clone, Debug)]
+pub struct Fragment {
+    pub name: String,
+    pub pos: Pos,
+    /// The `///` lines above it, joined with newlines.
+    pub doc: String,
+    pub params: Vec<(String, Pos)>,
+    /// The values the fragment's lines produce, in the order a use names them.
+    pub results: Vec<(String, Pos)>,
+    /// The body in source order: lets and checks run in this order.
+    pub body: Vec<FragmentItem>,
+}
+
+#[derive(Clone, Debug)]
+pub enum FragmentItem {
+    Line(MatchLine),
+    Use(FragmentUse),
+    Let(Let),
+    Check(Check),
+}
+
+/// `(?a, ?b) = name(?x, _, -)` in a match block or a fragment, or `check name(?x)` among checks.
+#[derive(Clone, Debug)]
+pub struct FragmentUse {
+    pub name: String,
+    /// The results as the user names them (`_`: not needed); empty for `check name(..)`.
+    pub outputs: Vec<Slot>,
+    /// One per parameter: a capture, `_` (nothing to share), or `-` (an absent operand).
+    pub args: Vec<Slot>,
+    /// `check name(...)`: a fragment of lets and checks only, placed among the checks.
+    pub in_checks: bool,
+    pub pos: Pos,
+}
+
+/// Where an inlined line, let or check was written: the fragment, its file and position.
+/// (The item's own positions are those of the use, so semantic errors point at the rule.)
+#[derive(Clone, Debug, PartialEq)]
+pub struct Origin {
+    pub fragment: String,
+    pub file: String,
+    pub pos: Pos,
 }
 
 /// A capture (`?x`) or a wildcard (`_`) in an operand or output position.
@@ -89,6 +142,9 @@ pub struct OpRef {
     pub alias: Option<String>,
     pub name: String,
     pub pos: Pos,
+    /// For a line inlined from a fragment: the `use` line its alias resolved to in the
+    /// fragment's file (the rule's file may name the domain differently, or not at all).
+    pub resolved: Option<UseDecl>,
 }
 
 /// `?out = onnx.RMSNormalization(?sum, ?gamma) [axis: -1 default -1]`
@@ -103,6 +159,8 @@ pub struct MatchLine {
     pub rest: bool,
     pub attrs: Vec<AttrPat>,
     pub pos: Pos,
+    /// Set when the line was inlined from a fragment.
+    pub origin: Option<Origin>,
 }
 
 /// An attribute constraint or capture in a match line.
@@ -139,6 +197,8 @@ pub struct Check {
     /// The source text of the condition, for docs and records.
     pub expr_text: String,
     pub message: Vec<MsgPart>,
+    /// Set when the check was inlined from a fragment.
+    pub origin: Option<Origin>,
 }
 
 #[derive(Clone, Debug)]
@@ -256,4 +316,12 @@ pub struct Let {
     pub pos: Pos,
     pub expr: Expr,
     pub expr_text: String,
+    /// Set when the let was inlined from a fragment.
+    pub origin: Option<Origin>,
+}
+
+/// The name a capture is shown by: a fragment's own captures are renamed `name#<use>` when
+/// inlined (so two uses never share one), and shown as `name`.
+pub fn display(capture: &str) -> &str {
+    capture.split('#').next().unwrap_or(capture)
 }

@@ -6,19 +6,30 @@ use crate::diag::Diagnostic;
 use crate::vocab;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The domain and opset an operator reference resolves to through the file's `use` lines.
-pub fn resolve<'a>(file: &'a RuleFile, op: &OpRef) -> Option<&'a UseDecl> {
+/// The domain and opset an operator reference resolves to: through the `use` lines of the file
+/// it was written in (for a line inlined from a fragment, resolved when it was inlined), which
+/// include the set's prelude.
+pub fn resolve<'a>(file: &'a RuleFile, op: &'a OpRef) -> Option<&'a UseDecl> {
+    if let Some(u) = &op.resolved {
+        return Some(u);
+    }
     let alias = op.alias.as_deref()?;
     file.uses.iter().find(|u| u.alias == alias)
 }
 
 /// Checks every rule of every file, and the set as a whole (ids, ordering).
 pub fn check_set(files: &[RuleFile]) -> Vec<Diagnostic> {
+    check_set_skipping(files, &HashSet::new())
+}
+
+/// [`check_set`], except that the rules at `skip` (file index, rule index), whose fragments
+/// could not be inlined, are not checked on their own (their errors are already reported).
+pub(crate) fn check_set_skipping(files: &[RuleFile], skip: &HashSet<(usize, usize)>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut ids: HashMap<&str, (&str, Pos)> = HashMap::new();
-    for f in files {
+    for (fi, f) in files.iter().enumerate() {
         check_uses(f, &mut out);
-        for r in &f.rules {
+        for (ri, r) in f.rules.iter().enumerate() {
             if let Some((other_file, other)) = ids.get(r.id.as_str()) {
                 out.push(Diagnostic::new(
                     &f.path,
@@ -29,7 +40,9 @@ pub fn check_set(files: &[RuleFile]) -> Vec<Diagnostic> {
             } else {
                 ids.insert(&r.id, (&f.path, r.pos));
             }
-            check_rule(f, r, &mut out);
+            if !skip.contains(&(fi, ri)) {
+                check_rule(f, r, &mut out);
+            }
         }
     }
     // Suggestions scan every id, so only the first few unknown ids get them: thousands of
@@ -69,7 +82,7 @@ fn nearest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str>
 
 fn check_uses(f: &RuleFile, out: &mut Vec<Diagnostic>) {
     let mut seen = HashSet::new();
-    for u in &f.uses {
+    for u in f.uses.iter().filter(|u| !u.from_prelude) {
         if vocab::ops_of(&u.domain).is_none() {
             out.push(Diagnostic::new(
                 &f.path,
@@ -86,7 +99,7 @@ fn check_uses(f: &RuleFile, out: &mut Vec<Diagnostic>) {
 
 /// The value kind of a capture: tensor values and attribute values never mix.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     Value,
     Attr,
     /// A list capture (`..?xs`): a list of values, read by checks and iterated by `for`.
@@ -103,49 +116,8 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
         }
     }
 
-    // Operators: known domain, known op; emitted ones need an opset too.
-    let check_op = |op: &OpRef, emitted: bool, err: &mut dyn FnMut(Pos, String, &str)| {
-        let Some(alias) = &op.alias else {
-            let what = if emitted { "emitted op" } else { "op" };
-            err(op.pos, format!("{what} `{}` has no domain", op.name), "write it as `alias.Op` and declare the alias with `use domain <domain> as <alias> opset <N>`");
-            return;
-        };
-        let Some(u) = resolve(f, op) else {
-            err(op.pos, format!("unknown domain alias `{alias}` in `{alias}.{}`", op.name), &format!("declare it at the top of the file: `use domain {} as {alias} opset <N>`", if alias == "ms" { vocab::MICROSOFT } else { vocab::ONNX }));
-            return;
-        };
-        if let Some(ops) = vocab::ops_of(&u.domain) {
-            if !ops.contains(&op.name.as_str()) {
-                let close: Vec<&str> = ops.iter().copied().filter(|o| o.eq_ignore_ascii_case(&op.name) || o.to_lowercase().starts_with(&op.name.to_lowercase())).take(3).collect();
-                err(op.pos, format!("unknown op `{}` in domain `{}`", op.name, u.domain), &if close.is_empty() { "check the spelling against the domain's operator list".to_string() } else { format!("did you mean `{}`?", close.join("`, `")) });
-            }
-        }
-        if emitted && u.opset.is_none() {
-            err(op.pos, format!("emitted op `{alias}.{}` has no opset", op.name), &format!("add the opset to its domain: `use domain {} as {alias} opset <N>`", u.domain));
-        }
-    };
     for m in &r.matches {
-        check_op(&m.op, false, &mut err);
-        if m.commutative && (m.args.len() != 2 || m.rest) {
-            err(m.pos, format!("`{{...}}` operands of `{}` must be exactly two", m.op.name), "write `(a, b, ...)` for ordered operands");
-        }
-        // `-` (absent input): only an ordered operand before a present one says anything.
-        for o in m.outputs.iter().filter(|o| matches!(o, Slot::Absent(_))) {
-            err(o.pos(), "`-` in an output position".to_string(), "`-` marks an absent input; an output nobody reads is `_`");
-        }
-        if m.commutative {
-            for a in m.args.iter().filter(|a| matches!(a, Slot::Absent(_))) {
-                err(a.pos(), "`-` between `{...}`".to_string(), "an absent input has a fixed slot: write the operands in order `(a, -, ...)`");
-            }
-        } else if let Some(Slot::Absent(p)) = m.args.last() {
-            if !m.rest {
-                err(*p, "trailing `-` says nothing".to_string(), "trailing absent inputs never count: drop it (the operand count already excludes them)");
-            }
-        }
-        list_outputs_last(&m.outputs, &mut err);
-        for a in m.args.iter().filter(|a| a.is_list()) {
-            err(a.pos(), format!("list capture `..?{}` among the operands", a.capture().unwrap_or_default()), "a list capture binds the remaining outputs of a node; `..` alone lets more inputs follow");
-        }
+        check_match_line(f, m, &mut err);
     }
     for e in &r.emits {
         for s in e.outputs().iter().chain(e.args()).filter(|s| matches!(s, Slot::Absent(_))) {
@@ -159,7 +131,7 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     for e in &r.emits {
         match e {
             EmitLine::Op { op, outputs, .. } => {
-                check_op(op, true, &mut err);
+                check_op(f, op, true, &mut err);
                 for o in outputs.iter().filter(|o| o.is_list()) {
                     err(o.pos(), format!("`{}` creates a fixed number of outputs; list capture `..?{}` is for helpers that return one value per item", op.name, o.capture().unwrap_or_default()), "name each output, or emit one node per item in a `for` block");
                 }
@@ -360,15 +332,63 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
         let in_match = match_occ.get(c).copied().unwrap_or(0);
         let used = uses.get(c).copied().unwrap_or(0);
         let is_root = r.root.as_ref().is_some_and(|(root, _)| root == c);
-        if used == 0 && in_match <= 1 && !is_root {
+        // A fragment's own captures (`name#n`) were checked with the fragment.
+        if used == 0 && in_match <= 1 && !is_root && !c.contains('#') {
             let help = if local.contains_key(c) && r.loops.iter().any(|l| l.vars.iter().any(|v| v.0 == *c)) { "drop it and its list from the `for`" } else { "write `_` instead, or use it in a check or in emit" };
             err(*p, format!("capture `?{c}` is bound but never used"), help);
         }
     }
 }
 
+/// An operator reference: known domain, known op; an emitted one needs an opset too.
+pub(crate) fn check_op(f: &RuleFile, op: &OpRef, emitted: bool, err: &mut dyn FnMut(Pos, String, &str)) {
+    let Some(alias) = &op.alias else {
+        let what = if emitted { "emitted op" } else { "op" };
+        err(op.pos, format!("{what} `{}` has no domain", op.name), "write it as `alias.Op` and declare the alias with `use domain <domain> as <alias> opset <N>`");
+        return;
+    };
+    let Some(u) = resolve(f, op) else {
+        err(op.pos, format!("unknown domain alias `{alias}` in `{alias}.{}`", op.name), &format!("declare it at the top of the file: `use domain {} as {alias} opset <N>`", if alias == "ms" { vocab::MICROSOFT } else { vocab::ONNX }));
+        return;
+    };
+    if let Some(ops) = vocab::ops_of(&u.domain) {
+        if !ops.contains(&op.name.as_str()) {
+            let close: Vec<&str> = ops.iter().copied().filter(|o| o.eq_ignore_ascii_case(&op.name) || o.to_lowercase().starts_with(&op.name.to_lowercase())).take(3).collect();
+            err(op.pos, format!("unknown op `{}` in domain `{}`", op.name, u.domain), &if close.is_empty() { "check the spelling against the domain's operator list".to_string() } else { format!("did you mean `{}`?", close.join("`, `")) });
+        }
+    }
+    if emitted && u.opset.is_none() {
+        err(op.pos, format!("emitted op `{alias}.{}` has no opset", op.name), &format!("add the opset to its domain: `use domain {} as {alias} opset <N>`", u.domain));
+    }
+}
+
+/// One match line on its own: its op, `{a, b}`, `-` and `..?xs` where they may stand.
+pub(crate) fn check_match_line(f: &RuleFile, m: &MatchLine, err: &mut dyn FnMut(Pos, String, &str)) {
+    check_op(f, &m.op, false, err);
+    if m.commutative && (m.args.len() != 2 || m.rest) {
+        err(m.pos, format!("`{{...}}` operands of `{}` must be exactly two", m.op.name), "write `(a, b, ...)` for ordered operands");
+    }
+    // `-` (absent input): only an ordered operand before a present one says anything.
+    for o in m.outputs.iter().filter(|o| matches!(o, Slot::Absent(_))) {
+        err(o.pos(), "`-` in an output position".to_string(), "`-` marks an absent input; an output nobody reads is `_`");
+    }
+    if m.commutative {
+        for a in m.args.iter().filter(|a| matches!(a, Slot::Absent(_))) {
+            err(a.pos(), "`-` between `{...}`".to_string(), "an absent input has a fixed slot: write the operands in order `(a, -, ...)`");
+        }
+    } else if let Some(Slot::Absent(p)) = m.args.last() {
+        if !m.rest {
+            err(*p, "trailing `-` says nothing".to_string(), "trailing absent inputs never count: drop it (the operand count already excludes them)");
+        }
+    }
+    list_outputs_last(&m.outputs, err);
+    for a in m.args.iter().filter(|a| a.is_list()) {
+        err(a.pos(), format!("list capture `..?{}` among the operands", a.capture().unwrap_or_default()), "a list capture binds the remaining outputs of a node; `..` alone lets more inputs follow");
+    }
+}
+
 /// A list capture takes every output from its position on, so it can only be the last.
-fn list_outputs_last(outputs: &[Slot], err: &mut dyn FnMut(Pos, String, &str)) {
+pub(crate) fn list_outputs_last(outputs: &[Slot], err: &mut dyn FnMut(Pos, String, &str)) {
     let n = outputs.len();
     for o in outputs.iter().take(n.saturating_sub(1)).filter(|o| o.is_list()) {
         err(o.pos(), format!("list capture `..?{}` before the last output", o.capture().unwrap_or_default()), "a list capture binds every output from its position on: put it last");
@@ -379,7 +399,7 @@ fn out_ref(f: &mut dyn FnMut(Pos, String, &str)) -> &mut dyn FnMut(Pos, String, 
     f
 }
 
-fn note_kind<'a>(_path: &str, c: &'a str, p: Pos, k: Kind, bound: &mut BTreeMap<&'a str, (Pos, Kind)>, err: &mut dyn FnMut(Pos, String, &str)) {
+pub(crate) fn note_kind<'a>(_path: &str, c: &'a str, p: Pos, k: Kind, bound: &mut BTreeMap<&'a str, (Pos, Kind)>, err: &mut dyn FnMut(Pos, String, &str)) {
     match bound.get(c) {
         Some((_, k0)) if *k0 != k => err(p, format!("capture `?{c}` is used both as a value and as an attribute"), "use two different captures"),
         Some(_) => {}
@@ -417,7 +437,7 @@ fn check_connected(r: &Rule, root: &str, err: &mut dyn FnMut(Pos, String, &str))
     }
 }
 
-fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
+pub(crate) fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
     match e {
         Expr::Call { name, args, pos } => {
             match vocab::FUNCTIONS.iter().find(|f| f.0 == name) {

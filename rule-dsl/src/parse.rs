@@ -1,7 +1,7 @@
 //! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
 //! every position.
 
-use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Fragment, FragmentItem, FragmentUse, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
 use crate::diag::Diagnostic;
 use pest::iterators::Pair;
 use pest::Parser;
@@ -136,11 +136,12 @@ pub fn parse_file(path: &str, src: &str) -> Result<RuleFile, Diagnostic> {
     check_nesting(cx, src)?;
     let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(cx, e))?;
     let file = pairs.next().expect("the file rule always yields one pair");
-    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new() };
+    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new(), fragments: Vec::new() };
     for item in file.into_inner() {
         match item.as_rule() {
             Rule::use_decl => out.uses.push(use_decl(cx, item)),
             Rule::rule => out.rules.push(rule(cx, item)?),
+            Rule::fragment => out.fragments.push(fragment(cx, item)?),
             _ => {}
         }
     }
@@ -188,7 +189,7 @@ fn use_decl(cx: &Cx, p: Pair<Rule>) -> UseDecl {
     let domain = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
     let alias = it.next().map(|x| x.as_str().to_string()).unwrap_or_default();
     let opset = it.next().and_then(|o| o.into_inner().next()).and_then(|i| i.as_str().parse().ok());
-    UseDecl { domain, alias, opset, pos: at }
+    UseDecl { domain, alias, opset, pos: at, from_prelude: false }
 }
 
 fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
@@ -210,6 +211,7 @@ fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
         loops: vec![],
         emit_pos: at,
         match_pos: at,
+        uses: vec![],
     };
     let mut docs = Vec::new();
     for item in p.into_inner() {
@@ -236,18 +238,14 @@ fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
                             let c = line.into_inner().next().expect("grammar: root has a capture");
                             r.root = Some((cap_name(&c), cx.pos(&c)));
                         }
+                        Rule::fragment_use => r.uses.push(fragment_use(cx, line)),
                         _ => r.matches.push(match_line(cx, line)?),
                     }
                 }
             }
             Rule::check_decl => r.checks.push(check(cx, item)?),
-            Rule::let_decl => {
-                let mut it = item.into_inner();
-                let c = it.next().expect("grammar: let capture");
-                let e = it.next().expect("grammar: let expr");
-                let expr_text = e.as_str().trim().to_string();
-                r.lets.push(Let { name: cap_name(&c), pos: cx.pos(&c), expr: expr(cx, e)?, expr_text });
-            }
+            Rule::check_use => r.uses.push(fragment_use(cx, item)),
+            Rule::let_decl => r.lets.push(let_decl(cx, item)?),
             Rule::emit_block => {
                 r.emit_pos = cx.pos(&item);
                 for line in item.into_inner() {
@@ -277,17 +275,102 @@ fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
 
 type Rule_ = crate::ast::Rule;
 
+fn let_decl(cx: &Cx, item: Pair<Rule>) -> Result<Let, Diagnostic> {
+    let mut it = item.into_inner();
+    let c = it.next().expect("grammar: let capture");
+    let e = it.next().expect("grammar: let expr");
+    let expr_text = e.as_str().trim().to_string();
+    Ok(Let { name: cap_name(&c), pos: cx.pos(&c), expr: expr(cx, e)?, expr_text, origin: None })
+}
+
+/// `fragment name(?a, ?b) -> (?r) { ... }`.
+fn fragment(cx: &Cx, p: Pair<Rule>) -> Result<Fragment, Diagnostic> {
+    let mut f = Fragment { name: String::new(), pos: cx.pos(&p), doc: String::new(), params: vec![], results: vec![], body: vec![] };
+    let mut docs = Vec::new();
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::doc => docs.push(item.as_str().trim_start_matches("///").trim().to_string()),
+            Rule::ident => {
+                f.name = item.as_str().to_string();
+                f.pos = cx.pos(&item);
+            }
+            Rule::capture => f.params.push((cap_name(&item), cx.pos(&item))),
+            Rule::frag_results => f.results.extend(item.into_inner().map(|c| (cap_name(&c), cx.pos(&c)))),
+            Rule::fragment_use => f.body.push(FragmentItem::Use(fragment_use(cx, item))),
+            Rule::check_use => f.body.push(FragmentItem::Use(fragment_use(cx, item))),
+            Rule::match_line => f.body.push(FragmentItem::Line(match_line(cx, item)?)),
+            Rule::let_decl => f.body.push(FragmentItem::Let(let_decl(cx, item)?)),
+            Rule::check_decl => f.body.push(FragmentItem::Check(check(cx, item)?)),
+            _ => {}
+        }
+    }
+    f.doc = docs.join("\n");
+    Ok(f)
+}
+
+/// A use of a fragment: `(?a, _) = name(?x, _, -)` or `check name(?x)`.
+fn fragment_use(cx: &Cx, p: Pair<Rule>) -> FragmentUse {
+    let in_checks = p.as_rule() == Rule::check_use;
+    let at = cx.pos(&p);
+    let mut u = FragmentUse { name: String::new(), outputs: vec![], args: vec![], in_checks, pos: at };
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::outputs => u.outputs = outputs(cx, item),
+            Rule::ident => {
+                u.name = item.as_str().to_string();
+                if in_checks {
+                    u.pos = cx.pos(&item);
+                }
+            }
+            Rule::use_args => u.args = item.into_inner().map(|x| slot(cx, x)).collect(),
+            _ => {}
+        }
+    }
+    u
+}
+
 /// A `replace` or an emit line, at the top of the emit block (`scope` None) or in a `for`.
 fn emit_item(cx: &Cx, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
     match line.as_rule() {
-        Rule::replace_line => {
-            let at = cx.pos(&line);
-            let mut it = line.into_inner();
-            let old = it.next().expect("grammar");
-            let new = it.next().expect("grammar");
-            r.replaces.push(Replace { old: (cap_name(&old), cx.pos(&old)), new: (cap_name(&new), cx.pos(&new)), pos: at, scope });
-        }
+        Rule::replace_line => replace_line(cx, line, scope, r)?,
         _ => r.emits.push(emit_line(cx, line, scope)?),
+    }
+    Ok(())
+}
+
+/// `replace ?old with ?new`, or `replace (?a, _, ?b) with alias.Op(...)`: the node is emitted
+/// where the `replace` stands, its outputs named where the list names a value (hidden captures
+/// `?a#with`), and each named value replaced by its output, in order.
+fn replace_line(cx: &Cx, line: Pair<Rule>, scope: Option<usize>, r: &mut Rule_) -> Result<(), Diagnostic> {
+    let at = cx.pos(&line);
+    let mut it = line.into_inner();
+    let olds = outputs(cx, it.next().expect("grammar: replaced values"));
+    let new = it.next().expect("grammar: replacement");
+    for o in &olds {
+        if matches!(o, Slot::Absent(_) | Slot::List(..)) {
+            return Err(Diagnostic::new(cx.path, o.pos(), "`replace` lists the values to replace: captures, or `_` for an output left unnamed", "write `replace (?out, _, ?sum) with alias.Op(...)`"));
+        }
+    }
+    if new.as_rule() == Rule::capture {
+        let [Slot::Capture(old, old_pos)] = olds.as_slice() else {
+            return Err(Diagnostic::new(cx.path, at, "a list of values is replaced by the outputs of one emitted node", "write `replace (?a, ?b) with alias.Op(...)`, or one `replace ?old with ?new` per value"));
+        };
+        r.replaces.push(Replace { old: (old.clone(), *old_pos), new: (cap_name(&new), cx.pos(&new)), pos: at, scope });
+        return Ok(());
+    }
+    let hidden = |c: &str| format!("{c}#with");
+    let outs: Vec<Slot> = olds.iter().map(|o| match o {
+        Slot::Capture(c, p) => Slot::Capture(hidden(c), *p),
+        other => Slot::Wild(other.pos()),
+    }).collect();
+    if outs.iter().all(|o| matches!(o, Slot::Wild(_))) {
+        return Err(Diagnostic::new(cx.path, at, "this `replace` replaces nothing", "name the value an output replaces: `replace ?out with alias.Op(...)`"));
+    }
+    r.emits.push(op_call(cx, new, outs, at, scope)?);
+    for o in &olds {
+        if let Slot::Capture(c, p) = o {
+            r.replaces.push(Replace { old: (c.clone(), *p), new: (hidden(c), *p), pos: at, scope });
+        }
     }
     Ok(())
 }
@@ -317,9 +400,9 @@ fn op_ref(cx: &Cx, p: Pair<Rule>) -> OpRef {
     let at = cx.pos(&p);
     let parts: Vec<String> = p.into_inner().map(|i| i.as_str().to_string()).collect();
     match parts.as_slice() {
-        [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at },
-        [name] => OpRef { alias: None, name: name.clone(), pos: at },
-        _ => OpRef { alias: None, name: String::new(), pos: at },
+        [alias, name] => OpRef { alias: Some(alias.clone()), name: name.clone(), pos: at, resolved: None },
+        [name] => OpRef { alias: None, name: name.clone(), pos: at, resolved: None },
+        _ => OpRef { alias: None, name: String::new(), pos: at, resolved: None },
     }
 }
 
@@ -349,7 +432,7 @@ fn match_line(cx: &Cx, p: Pair<Rule>) -> Result<MatchLine, Diagnostic> {
             attrs.push(AttrPat { name, value, default, pos: at });
         }
     }
-    Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at })
+    Ok(MatchLine { outputs: outs, op, args, commutative, rest, attrs, pos: at, origin: None })
 }
 
 fn attr_val(cx: &Cx, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
@@ -401,7 +484,7 @@ fn check(cx: &Cx, p: Pair<Rule>) -> Result<Check, Diagnostic> {
     let expr_ = expr(cx, e)?;
     let msg = it.next().expect("grammar: check message");
     let message = message(cx, msg)?;
-    Ok(Check { id: id_pair.as_str().to_string(), pos: cx.pos(&id_pair), expr: expr_, expr_text, message })
+    Ok(Check { id: id_pair.as_str().to_string(), pos: cx.pos(&id_pair), expr: expr_, expr_text, message, origin: None })
 }
 
 /// Splits a message into text and `{expr}` parts; `{{` and `}}` are literal braces.
@@ -574,58 +657,28 @@ fn emit_line(cx: &Cx, p: Pair<Rule>, scope: Option<usize>) -> Result<EmitLine, D
             let name = ci.next().expect("grammar").as_str().to_string();
             Ok(EmitLine::Helper { outputs: outs, name, args: ci.map(|x| slot(cx, x)).collect(), pos: at, scope })
         }
-        _ => {
-            let mut ci = call.into_inner();
-            let op = op_ref(cx, ci.next().expect("grammar"));
-            let mut args = Vec::new();
-            let mut attrs = Vec::new();
-            for c in ci {
-                match c.as_rule() {
-                    Rule::slot => args.push(slot(cx, c)),
-                    _ => {
-                        for a in c.into_inner() {
-                            let ap = cx.pos(&a);
-                            let mut ai = a.into_inner();
-                            let name = ai.next().expect("grammar").as_str().to_string();
-                            attrs.push((name, attr_val(cx, ai.next().expect("grammar"))?, ap));
-                        }
-                    }
-                }
-            }
-            Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
-        }
+        _ => op_call(cx, call, outs, at, scope),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use proptest::test_runner::{Config, RngSeed, TestRunner};
-
-    /// The line index gives the position pest's `Position::line_col` gave before it, at
-    /// every offset a token can start at (pest counts `\r\n` as one break, so the offset
-    /// between them is left out), on text mixing `\n`, lone `\r`, tabs and multi-byte
-    /// characters, including lines longer than the index's 64-byte blocks.
-    #[test]
-    fn line_index_matches_pest() {
-        let piece = prop::sample::select(vec!["a", "\n", "\r", "\r\n", "\t", "é", "字", "🦀", " ", "abcdefghijklmnopqrstuvwxyz0123456789"]);
-        let text = prop::collection::vec(piece, 0..200).prop_map(|v| v.concat());
-        let mut config = Config::with_cases(256);
-        config.rng_seed = RngSeed::Fixed(11);
-        config.failure_persistence = None;
-        TestRunner::new(config)
-            .run(&text, |text| {
-                let lines = Lines::new(&text);
-                for (i, _) in text.char_indices().chain([(text.len(), ' ')]) {
-                    if text[..i].ends_with('\r') && text[i..].starts_with('\n') {
-                        continue;
-                    }
-                    let (line, col) = pest::Position::new(&text, i).unwrap().line_col();
-                    prop_assert_eq!(lines.pos(i), Pos { line, col }, "at byte {} of {:?}", i, text);
+/// `alias.Op(operands) [attributes]` emitted with the given outputs.
+fn op_call(cx: &Cx, call: Pair<Rule>, outs: Vec<Slot>, at: Pos, scope: Option<usize>) -> Result<EmitLine, Diagnostic> {
+    let mut ci = call.into_inner();
+    let op = op_ref(cx, ci.next().expect("grammar"));
+    let mut args = Vec::new();
+    let mut attrs = Vec::new();
+    for c in ci {
+        match c.as_rule() {
+            Rule::slot => args.push(slot(cx, c)),
+            _ => {
+                for a in c.into_inner() {
+                    let ap = cx.pos(&a);
+                    let mut ai = a.into_inner();
+                    let name = ai.next().expect("grammar").as_str().to_string();
+                    attrs.push((name, attr_val(cx, ai.next().expect("grammar"))?, ap));
                 }
-                Ok(())
-            })
-            .unwrap();
+            }
+        }
     }
+    Ok(EmitLine::Op { outputs: outs, op, args, attrs, pos: at, scope })
 }

@@ -77,11 +77,14 @@ fn located(d: &Diagnostic, sources: &[(String, String)]) -> Result<(), TestCaseE
     Ok(())
 }
 
+/// The shipped rule set as the macro reads it (fragments and the prelude included).
 fn shipped() -> Vec<(String, String)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/rules");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "rule")).collect();
-    files.sort();
-    files.iter().map(|p| (format!("rules/{}", p.file_name().unwrap().to_string_lossy()), std::fs::read_to_string(p).unwrap())).collect()
+    let files = rule_dsl::rule_paths(&dir).unwrap();
+    files
+        .iter()
+        .map(|p| (format!("rules/{}", p.strip_prefix(&dir).unwrap().display()), std::fs::read_to_string(p).unwrap()))
+        .collect()
 }
 
 #[test]
@@ -94,7 +97,7 @@ fn arbitrary_text_parses_or_fails() {
 
 /// Tokens of the grammar, and values at its edges, to insert into real rules.
 const VOCAB: &[&str] = &[
-    "rule", "use", "domain", "as", "opset", "stage", "fuse", "prelower", "priority", "before", "after", "match", "root",
+    "rule", "use", "domain", "as", "opset", "stage", "fuse", "prefuse", "priority", "before", "after", "match", "root",
     "check", "else", "let", "emit", "replace", "with", "for", "in", "helper", "default", "{", "}", "(", ")", "[", "]",
     ",", ":", "=", "==", "<", "+", "-", "*", "/", "%", "&&", "||", "!", "..", "_", "?x", "?out", "..?xs", "onnx.Add",
     "ms.GroupQueryAttention", "Add", "x.y.z", "fuse.gqa", "lower.if_to_where", "0", "-1", "99999999999999999999999",

@@ -87,7 +87,7 @@ fn a_cycle_through_an_undefined_id_is_reported_at_a_defined_rule() {
 fn a_large_file_parses_in_linear_time() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/rules");
     let mut one = String::new();
-    for name in ["gqa.rule", "pack_qkv.rule", "int64_to_int32.rule"] {
+    for name in ["fuse.gqa.rule", "fuse.pack_qkv.rule", "lower.int64_to_int32.rule"] {
         one.push_str(&std::fs::read_to_string(dir.join(name)).unwrap());
     }
     let src = one.repeat(700_000 / one.len());

@@ -14,6 +14,18 @@ struct Step {
     kind: &'static str,
     pos: Pos,
     text: String,
+    /// The file the step is written in: the rule's, or the fragment's it was inlined from.
+    file: String,
+    fragment: Option<String>,
+}
+
+impl Step {
+    fn new(id: String, kind: &'static str, pos: Pos, text: String, file: &RuleFile, origin: Option<&Origin>) -> Step {
+        match origin {
+            Some(o) => Step { id, kind, pos: o.pos, text, file: o.file.clone(), fragment: Some(o.fragment.clone()) },
+            None => Step { id, kind, pos, text, file: file.path.clone(), fragment: None },
+        }
+    }
 }
 
 pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
@@ -85,32 +97,6 @@ fn domain_of(file: &RuleFile, op: &OpRef) -> (String, i64) {
 }
 
 fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
-    // Capture indices.
-    let mut caps: BTreeMap<String, usize> = BTreeMap::new();
-    let mut add = |c: &str| {
-        let n = caps.len();
-        caps.entry(c.to_string()).or_insert(n);
-    };
-    for m in &rule.matches {
-        m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
-        for a in &m.attrs {
-            if let AttrVal::Capture(c, _) = &a.value {
-                add(c);
-            }
-        }
-    }
-    for l in &rule.lets {
-        add(&l.name);
-    }
-    for e in &rule.emits {
-        e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
-    }
-    for l in &rule.loops {
-        l.vars.iter().for_each(|(v, _)| add(v));
-    }
-    let ncaps = caps.len();
-    let cap = |c: &str| -> usize { caps[c] };
-
     // Line order: breadth first from the root, following operands to their producers.
     let root = rule.root.as_ref().map(|r| r.0.clone()).unwrap_or_default();
     let mut order: Vec<(usize, Option<(String, usize)>)> = Vec::new();
@@ -141,15 +127,45 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         qi += 1;
     }
 
+    // Capture indices, in the order the matcher meets them (lines breadth first, each line's
+    // outputs, operands, attributes), then lets, emit outputs and `for` variables. Indices
+    // follow the pattern's structure, not the order lines are written in, so writing a rule
+    // with fragments (or reordering its lines) leaves its matcher unchanged.
+    let mut caps: BTreeMap<String, usize> = BTreeMap::new();
+    let mut add = |c: &str| {
+        let n = caps.len();
+        caps.entry(c.to_string()).or_insert(n);
+    };
+    for (li, _) in &order {
+        let m = &rule.matches[*li];
+        m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
+        for a in &m.attrs {
+            if let AttrVal::Capture(c, _) = &a.value {
+                add(c);
+            }
+        }
+    }
+    for l in &rule.lets {
+        add(&l.name);
+    }
+    for e in &rule.emits {
+        e.outputs().iter().filter_map(Slot::capture).for_each(&mut add);
+    }
+    for l in &rule.loops {
+        l.vars.iter().for_each(|(v, _)| add(v));
+    }
+    let ncaps = caps.len();
+    let cap = |c: &str| -> usize { caps[c] };
+
     let mut steps: Vec<Step> = Vec::new();
     let mut line_code = Vec::new();
     let mut bit = 0u32;
     for (line_no, (li, via)) in order.iter().enumerate() {
         let m = &rule.matches[*li];
-        let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).unwrap_or("_"));
+        let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).map(display).unwrap_or("_"));
         let (domain, _) = domain_of(file, &m.op);
         let shown_domain = rule_dsl::Domain::parse(domain.as_str()).shown().to_string();
-        steps.push(Step { id: sid, kind: "pattern", pos: m.pos, text: format!("{}.{}", shown_domain, m.op.name) });
+        steps.push(Step::new(sid, "pattern", m.pos, format!("{}.{}", shown_domain, m.op.name), file, m.origin.as_ref()));
         let step = line_no;
         let op = &m.op.name;
         let find = match via {
@@ -225,10 +241,10 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     let mut check_code = Vec::new();
     for l in &rule.lets {
         let step = steps.len();
-        steps.push(Step { id: format!("let.{}", l.name), kind: "let", pos: l.pos, text: l.expr_text.clone() });
+        steps.push(Step::new(format!("let.{}", display(&l.name)), "let", l.pos, l.expr_text.clone(), file, l.origin.as_ref()));
         let value = expr_tokens(&l.expr, &cap);
         let ci = cap(&l.name);
-        let shown = format!("?{}", l.name);
+        let shown = format!("?{}", display(&l.name));
         check_code.push(quote! {
             let value = (|| -> Result<crate::rt::Val, String> { #value })();
             crate::rt::bind_let(&mut b, #ci, #shown, value, #step)?;
@@ -236,7 +252,7 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     }
     for c in &rule.checks {
         let step = steps.len();
-        steps.push(Step { id: c.id.clone(), kind: "check", pos: c.pos, text: c.expr_text.clone() });
+        steps.push(Step::new(c.id.clone(), "check", c.pos, c.expr_text.clone(), file, c.origin.as_ref()));
         let cond = expr_tokens(&c.expr, &cap);
         let parts: Vec<TokenStream> = c
             .message
@@ -330,13 +346,17 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     let step_info: Vec<TokenStream> = steps
         .iter()
         .map(|s| {
-            let (sid, kind, l, c, text) = (&s.id, s.kind, s.pos.line as u32, s.pos.col as u32, &s.text);
+            let (sid, kind, l, c, text, sfile) = (&s.id, s.kind, s.pos.line as u32, s.pos.col as u32, &s.text, &s.file);
+            let fragment = match &s.fragment {
+                Some(f) => quote! { Some(#f) },
+                None => quote! { None },
+            };
             let kind = match kind {
                 "check" => quote! { crate::StepKind::Check },
                 "let" => quote! { crate::StepKind::Let },
                 _ => quote! { crate::StepKind::Pattern },
             };
-            quote! { crate::StepInfo { id: #sid, kind: #kind, line: #l, col: #c, text: #text } }
+            quote! { crate::StepInfo { id: #sid, kind: #kind, file: #sfile, line: #l, col: #c, text: #text, fragment: #fragment } }
         })
         .collect();
     let _ = Literal::u32_unsuffixed(0);
@@ -475,7 +495,7 @@ fn expr_tokens(e: &Expr, cap: &dyn Fn(&str) -> usize) -> TokenStream {
     match e {
         Expr::Capture(c, _) => {
             let ci = cap(c);
-            let shown = format!("?{c}");
+            let shown = format!("?{}", display(c));
             quote! { crate::rt::cap_val(cx, &b, #ci, #shown) }
         }
         Expr::Lit(l, _) => {

@@ -27,6 +27,10 @@ pub struct Record {
     pub depth: usize,
     /// `file:line` of the failed step, or of the rule when it fired.
     pub location: String,
+    /// The fragment the failed step comes from, when the rule has it from one (its location
+    /// is then in the fragment's file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragment: Option<String>,
 }
 
 /// Failures of one check: how many, and the first message.
@@ -35,6 +39,16 @@ pub struct FailCount {
     pub count: usize,
     pub message: String,
     pub location: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragment: Option<String>,
+}
+
+/// `file:line`, or `file:line, in fragment f` for a step inlined from a fragment.
+fn place(location: &str, fragment: Option<&str>) -> String {
+    match fragment {
+        Some(f) => format!("{location}, in fragment {f}"),
+        None => location.to_string(),
+    }
 }
 
 /// One rule on one graph.
@@ -95,7 +109,7 @@ impl Report {
                 rec.rule,
                 rec.node,
                 rec.outcome,
-                rec.check.as_ref().map(|c| format!(" {c}: {} ({})", rec.message.as_deref().unwrap_or(""), rec.location)).unwrap_or_default()
+                rec.check.as_ref().map(|c| format!(" {c}: {} ({})", rec.message.as_deref().unwrap_or(""), place(&rec.location, rec.fragment.as_deref()))).unwrap_or_default()
             );
         }
         s
@@ -110,7 +124,7 @@ impl Report {
                 let _ = write!(s, " casts={}", r.casts);
             }
             for (check, f) in &r.failed {
-                let _ = write!(s, "  failed {check} x{}: {:?} ({})", f.count, f.message, f.location);
+                let _ = write!(s, "  failed {check} x{}: {:?} ({})", f.count, f.message, place(&f.location, f.fragment.as_deref()));
             }
             s.push('\n');
             if let Some(best) = &r.furthest {
@@ -121,7 +135,7 @@ impl Report {
                     best.depth,
                     best.check.as_deref().unwrap_or("?"),
                     best.message.as_deref().unwrap_or(""),
-                    best.location
+                    place(&best.location, best.fragment.as_deref())
                 );
             }
         }
@@ -199,6 +213,7 @@ impl Collector {
                             count: 0,
                             message: rec.message.clone().unwrap_or_default(),
                             location: rec.location.clone(),
+                            fragment: rec.fragment.clone(),
                         });
                         e.count += 1;
                         if rr.furthest.as_ref().is_none_or(|b| rec.depth > b.depth) {

@@ -194,7 +194,8 @@ fn pass(
                         check: Some(step.id.to_string()),
                         message: Some(f.message),
                         depth: f.step,
-                        location: format!("{}:{}", info.file, step.line),
+                        location: step.location(),
+                        fragment: step.fragment.map(str::to_string),
                     });
                     continue;
                 }
@@ -229,6 +230,7 @@ fn pass(
                 message: None,
                 depth: info.steps.len(),
                 location: format!("{}:{}", info.file, info.line),
+                fragment: None,
             });
         }
     }

@@ -45,10 +45,22 @@ pub struct StepInfo {
     /// The check id, `match.<capture>` for a pattern line, `let.<capture>` for a `let`.
     pub id: &'static str,
     pub kind: StepKind,
+    /// The `.rule` file the step is written in: the rule's own, or that of the fragment it
+    /// comes from.
+    pub file: &'static str,
     pub line: u32,
     pub col: u32,
     /// The condition's source text, or the operator a pattern line matches.
     pub text: &'static str,
+    /// The fragment the step was inlined from (`None`: written in the rule itself).
+    pub fragment: Option<&'static str>,
+}
+
+impl StepInfo {
+    /// `file:line`, as reports show where a step is written.
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
 }
 
 /// Everything known about a rule without running it.

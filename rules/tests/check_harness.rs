@@ -187,7 +187,8 @@ fn every_rule_step_fails_alone_with_its_message() {
             assert_eq!(rec.outcome, rules::Outcome::Failed, "{} / {}: {rec:?}", rule.info.id, step.id);
             assert_eq!(rec.check.as_deref(), Some(step.id), "{} / {}: wrong step failed: {rec:?}", rule.info.id, step.id);
             assert_eq!(rec.depth, depth, "{} / {}: every earlier step must pass", rule.info.id, step.id);
-            assert_eq!(rec.location, format!("{}:{}", rule.info.file, step.line));
+            assert_eq!(rec.location, step.location());
+            assert_eq!(rec.fragment.as_deref(), step.fragment);
             insta::assert_snapshot!(format!("{}__{}", rule.info.id, step.id), rec.message.clone().unwrap());
             covered += 1;
         }

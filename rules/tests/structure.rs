@@ -96,10 +96,18 @@ fn registry_lists_every_rule_file_with_ids_stages_and_lines() {
     for want in ["fuse.gqa_rotary", "fuse.gqa", "fuse.skip_rms_norm"] {
         assert!(ids.contains(&want), "{ids:?}");
     }
+    // The family files: every `.rule` file at the top of the directory but the prelude
+    // (shared fragments live in `fragments/` and hold no rules).
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
-    let files = std::fs::read_dir(&dir).unwrap().count();
-    let distinct: HashSet<&str> = rules::registry().iter().map(|r| r.info.file).collect();
-    assert_eq!(distinct.len(), files, "one registry file per .rule file");
+    let families: HashSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "rule"))
+        .map(|p| format!("rules/rules/{}", p.file_name().unwrap().to_string_lossy()))
+        .filter(|f| f != "rules/rules/prelude.rule")
+        .collect();
+    let distinct: HashSet<String> = rules::registry().iter().map(|r| r.info.file.to_string()).collect();
+    assert_eq!(distinct, families, "one registry file per family file");
     for r in rules::registry() {
         let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(r.info.file)).unwrap();
         let line = text.lines().nth(r.info.line as usize - 1).unwrap();
@@ -115,6 +123,29 @@ fn registry_lists_every_rule_file_with_ids_stages_and_lines() {
             _ => false,
         };
         assert!(ok, "rule {} runs in stage {:?}", r.info.id, r.info.stage);
+        // Every step names the file it is written in, and that line holds it.
+        for s in r.info.steps {
+            let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(s.file)).unwrap();
+            let line = text.lines().nth(s.line as usize - 1).unwrap_or_default();
+            let mark = match s.kind {
+                rules::StepKind::Check => format!("check {}:", s.id),
+                rules::StepKind::Let => format!("let ?{}", s.id.trim_start_matches("let.")),
+                rules::StepKind::Pattern => s.text.rsplit('.').next().unwrap().to_string(),
+            };
+            assert!(line.contains(&mark), "{} step {}: {}:{} is `{line}`", r.info.id, s.id, s.file, s.line);
+            assert!(s.file == r.info.file || s.fragment.is_some(), "{} step {}: a step from another file comes from a fragment", r.info.id, s.id);
+        }
+    }
+}
+
+/// One rule family per file: every rule sits in `<family base id>.rule`, the base being the
+/// shortest id of which it is a variant (`fuse.rms_norm.div.mul` -> `fuse.rms_norm`).
+#[test]
+fn each_rule_is_in_the_file_of_its_family() {
+    let ids: HashSet<&str> = rules::registry().iter().map(|r| r.info.id).collect();
+    for r in rules::registry() {
+        let base = rule_dsl::layout::family(r.info.id, |id| ids.contains(id));
+        assert_eq!(r.info.file, format!("rules/rules/{}", rule_dsl::layout::family_file(base)), "rule {} belongs to family {base}", r.info.id);
     }
 }
 

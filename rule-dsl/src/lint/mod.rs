@@ -140,7 +140,9 @@ pub fn run(inputs: &Inputs) -> Result<Report, LintError> {
     let mut findings = Vec::new();
 
     let mut rule_files = Vec::new();
-    for p in list(&resolve_dir(&inputs.rules, "rules"), "rule")? {
+    let rules_dir = resolve_dir(&inputs.rules, "rules");
+    let paths = crate::rule_paths(&rules_dir).map_err(|source| LintError::Io { path: rules_dir.display().to_string(), source })?;
+    for p in paths {
         let name = shown(&inputs.base, &p);
         let src = read(&p)?;
         match crate::parse_file(&name, &src) {
@@ -149,7 +151,7 @@ pub fn run(inputs: &Inputs) -> Result<Report, LintError> {
         }
         report.sources.insert(name, src);
     }
-    findings.extend(crate::check_set(&rule_files).iter().map(checks::from_diagnostic));
+    findings.extend(crate::prepare(&mut rule_files).iter().map(checks::from_diagnostic));
     report.rule_count = rule_files.iter().map(|f| f.rules.len()).sum();
 
     let mut tables = Vec::new();
