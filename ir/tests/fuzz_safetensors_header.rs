@@ -1,7 +1,7 @@
 //! Property tests of the safetensors header reader (`ir::safetensors_header`, what
 //! `MappedFile::safetensors_tensors` runs on a mapped file): whatever the bytes, it returns
 //! the tensors or an error naming the file, never panics, and each case finishes within
-//! [`LIMIT`]. When it returns tensors, each one's bytes lie inside the file and are as many
+//! `proptest_bounds::LIMIT`. When it returns tensors, each one's bytes lie inside the file and are as many
 //! as its dtype and shape need.
 //!
 //! Three generators, bounded in cases and size: arbitrary bytes (up to 4 KiB); small valid
@@ -17,43 +17,13 @@
 use ir::{safetensors_header, DType, Error};
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngSeed, TestRunner};
+use proptest::test_runner::TestRunner;
 use std::cell::Cell;
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::Duration;
 
-/// Longest a case may take (a debug build takes microseconds).
-const LIMIT: Duration = Duration::from_secs(20);
-
-fn config(cases: u32) -> Config {
-    let mut c = Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = cases;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(0x5eed_0013);
-    }
-    c.failure_persistence = None;
-    c
-}
-
-/// Runs `f` on a thread of its own (a test thread's 2 MiB stack) and fails the case when it
-/// panics or outlives [`LIMIT`], so a hang is a failure, not a stuck test.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the case ran longer than {LIMIT:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the worker sends before it ends"),
-        },
-    }
-}
+#[path = "../../tests/support/proptest_bounds.rs"]
+mod proptest_bounds;
+use proptest_bounds::{bounded, config};
 
 const FILE: &str = "fuzz.safetensors";
 

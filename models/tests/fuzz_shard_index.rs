@@ -1,6 +1,6 @@
 //! Property tests of the shard index reader (`models::index_shards`, the JSON part of
 //! reading `model.safetensors.index.json`): whatever the text, it returns shard names or an
-//! error naming the index, never panics, and each case finishes within [`LIMIT`]. The names
+//! error naming the index, never panics, and each case finishes within `proptest_bounds::LIMIT`. The names
 //! it returns are exactly the string values of `weight_map`.
 //!
 //! Two generators, bounded in cases and size: arbitrary text (up to 4 KiB), and edits of the
@@ -15,45 +15,15 @@
 use models::{index_shards, Error};
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
-use proptest::test_runner::{Config, RngSeed, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::time::Duration;
 
-/// Longest a case may take (a debug build takes microseconds).
-const LIMIT: Duration = Duration::from_secs(20);
-
-fn config(cases: u32) -> Config {
-    let mut c = Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = cases;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(0x5eed_0013);
-    }
-    c.failure_persistence = None;
-    c
-}
-
-/// Runs `f` on a thread of its own (a test thread's 2 MiB stack) and fails the case when it
-/// panics or outlives [`LIMIT`], so a hang is a failure, not a stuck test.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the case ran longer than {LIMIT:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the worker sends before it ends"),
-        },
-    }
-}
+#[path = "../../tests/support/proptest_bounds.rs"]
+mod proptest_bounds;
+use proptest_bounds::{bounded, config};
 
 const INDEX: &str = "fuzz/model.safetensors.index.json";
 

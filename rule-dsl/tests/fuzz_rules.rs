@@ -1,6 +1,6 @@
 //! Property tests of the `.rule` parser and its semantic checks: whatever the text,
 //! `check_sources` returns the files or diagnostics, never panics, and each case finishes
-//! within [`LIMIT`]; every diagnostic names the file it is about and a line inside it.
+//! within `proptest_bounds::LIMIT`; every diagnostic names the file it is about and a line inside it.
 //!
 //! Three generators, each bounded in cases and size so that the file runs in a few seconds:
 //! arbitrary text (up to 4 KiB), token edits of the shipped rules in `rules/rules` checked
@@ -14,43 +14,13 @@
 
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
-use proptest::test_runner::{Config, RngSeed, TestRunner};
+use proptest::test_runner::TestRunner;
 use rule_dsl::{check_sources, Diagnostic};
 use std::cell::Cell;
-use std::sync::mpsc;
-use std::time::Duration;
 
-/// Longest a case may take (a debug build on a loaded machine takes milliseconds).
-const LIMIT: Duration = Duration::from_secs(20);
-
-fn config(cases: u32) -> Config {
-    let mut c = Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        c.cases = cases;
-    }
-    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-        c.rng_seed = RngSeed::Fixed(0x5eed_0013);
-    }
-    c.failure_persistence = None;
-    c
-}
-
-/// Runs `f` on a thread of its own (a test thread's 2 MiB stack) and fails the case when it
-/// panics or outlives [`LIMIT`], so a hang is a failure, not a stuck test.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the case ran longer than {LIMIT:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the worker sends before it ends"),
-        },
-    }
-}
+#[path = "../../tests/support/proptest_bounds.rs"]
+mod proptest_bounds;
+use proptest_bounds::{bounded, config};
 
 /// Checks `sources` on a bounded thread; `Ok(true)` when clean.
 fn check(sources: Vec<(String, String)>) -> Result<bool, TestCaseError> {
