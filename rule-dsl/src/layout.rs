@@ -9,7 +9,7 @@ pub const FRAGMENTS_DIR: &str = "fragments";
 /// The base id of `id`'s family: the shortest id that `id` extends at a dot and that is a rule
 /// (`is_rule`), or `id` itself. Variants of variants belong to the first base:
 /// `fuse.rms_norm.div.mul` -> `fuse.rms_norm` when that is a rule.
-pub fn family<'a>(id: &'a str, is_rule: impl Fn(&str) -> bool) -> &'a str {
+pub fn family(id: &str, is_rule: impl Fn(&str) -> bool) -> &str {
     id.match_indices('.').map(|(i, _)| &id[..i]).find(|prefix| is_rule(prefix)).unwrap_or(id)
 }
 

@@ -35,8 +35,8 @@ fn gqa_rotary_with_separate_rope_is_flagged_at_both_entries() {
     let at: Vec<(&str, usize, usize)> = f[0].labels.iter().map(|l| (l.file.as_str(), l.line, l.col)).collect();
     // Both table entries (fuse list, lower list), then the emit line and the root line.
     assert_eq!(&at[..2], &[("ep-sets/gpu.toml", 6, 9), ("ep-sets/gpu.toml", 7, 10)]);
-    assert_eq!(at[2].0, "rules/gqa_rotary.rule");
-    assert_eq!(at[3].0, "rules/separate_rope.rule");
+    assert_eq!(at[2].0, "rules/fuse.gqa_rotary.rule");
+    assert_eq!(at[3].0, "rules/lower.separate_rope.rule");
     assert_eq!(r.errors(), 1, "only this finding (ep-sets' own UNDOES problem is folded into it):\n{}", r.text());
     insta::assert_snapshot!(r.text());
 }
@@ -98,6 +98,47 @@ fn lowering_whose_operand_the_fusion_cannot_match() {
     let r = lint("lowering_feeds_fusion_other_producer");
     assert!(!codes(&r).iter().any(|(c, _)| *c == "lowering-feeds-fusion"), "{}", r.text());
     assert!(!r.findings.iter().any(|f| f.severity == Severity::Error), "{}", r.text());
+}
+
+/// Each rule's doc comment has the fixed sections, in order, once each, names every check, and
+/// leaves `Tables:` to the generated page.
+#[test]
+fn doc_comment_sections() {
+    let r = lint("doc_sections");
+    assert!(codes(&r).iter().all(|c| *c == ("doc-sections", Severity::Error)), "{}", r.text());
+    let messages: Vec<&str> = r.findings.iter().map(|f| f.message.as_str()).collect();
+    for want in ["has no `Emits:` section", "has no `Does not cover:` section", "writes a `Tables:` section", "does not name `gamma_1d`", "is out of order", "two `Emits:` sections"] {
+        assert!(messages.iter().any(|m| m.contains(want)), "no finding `{want}`:\n{}", r.text());
+    }
+    insta::assert_snapshot!(r.text());
+}
+
+/// One family per file, named after its base id; fragments only in `fragments/`.
+#[test]
+fn rules_directory_layout() {
+    let r = lint("layout");
+    assert_eq!(codes(&r), vec![("layout", Severity::Error); 2], "{}", r.text());
+    insta::assert_snapshot!(r.text());
+}
+
+/// `--emit-docs` prints the page for a clean tree and refuses a tree with errors.
+#[test]
+fn emit_docs_needs_a_clean_tree() {
+    let (code, page) = ruleck("pass", &["--emit-docs"]);
+    assert_eq!(code, 0);
+    assert!(page.contains("### fuse.skip_norm") && page.contains("**Tables** (the family's rules run together): `cpu` f32 (required)."), "{page}");
+    let (code, page) = ruleck("doc_sections", &["--emit-docs"]);
+    assert_eq!((code, page.as_str()), (1, ""));
+}
+
+/// docs/rules.md is generated from the `.rule` files and the tables; a stale page fails here.
+#[test]
+fn committed_rules_page_is_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let (report, page) = rule_dsl::lint::rules_page(&Inputs { rules: root.join("rules"), ep_sets: root.join("ep-sets"), base: root.clone() }).unwrap();
+    let page = page.unwrap_or_else(|| panic!("no page: the rules have errors\n{}", report.text()));
+    let committed = std::fs::read_to_string(root.join("docs/rules.md")).unwrap_or_default();
+    assert!(committed == page, "docs/rules.md is stale: regenerate it with `{}` (from the workspace root)", rule_dsl::lint::REGENERATE);
 }
 
 /// The workspace's own rules and tables: CI also runs the binary on them (scripts/test.sh).

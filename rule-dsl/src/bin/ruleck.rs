@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rule_dsl::lint::{run, Inputs};
+use rule_dsl::lint::{rules_page, run, Inputs};
 
-const USAGE: &str = "usage: ruleck [--rules DIR] [--ep-sets DIR] [--format text|json]";
+const USAGE: &str = "usage: ruleck [--rules DIR] [--ep-sets DIR] [--format text|json] [--emit-docs]";
 
 /// The workspace root: the nearest ancestor of the current directory with `rules/rules` and
 /// `ep-sets/tables`, else the one this binary was built from.
@@ -21,7 +21,7 @@ fn workspace_root(cwd: &Path) -> PathBuf {
 fn main() -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let root = workspace_root(&cwd);
-    let (mut rules, mut ep_sets, mut json) = (root.join("rules"), root.join("ep-sets"), false);
+    let (mut rules, mut ep_sets, mut json, mut docs) = (root.join("rules"), root.join("ep-sets"), false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -35,6 +35,10 @@ fn main() -> ExitCode {
                 }
                 other => Err(format!("unknown format `{other}`")),
             }),
+            "--emit-docs" => {
+                docs = true;
+                Ok(())
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -50,7 +54,26 @@ fn main() -> ExitCode {
     // inputs are inside it but not below the current directory.
     let inside = |d: &Path| rules.starts_with(d) && ep_sets.starts_with(d);
     let base = if inside(&cwd) || !inside(&root) { cwd.clone() } else { root };
-    match run(&Inputs { rules, ep_sets, base }) {
+    let inputs = Inputs { rules, ep_sets, base };
+    if docs {
+        // The generated docs/rules.md on stdout; findings (if any) on stderr.
+        return match rules_page(&inputs) {
+            Ok((_, Some(page))) => {
+                print!("{page}");
+                ExitCode::SUCCESS
+            }
+            Ok((report, None)) => {
+                eprint!("{}", report.text());
+                eprintln!("ruleck: no page: the rules or tables have errors");
+                ExitCode::from(1)
+            }
+            Err(e) => {
+                eprintln!("ruleck: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match run(&inputs) {
         Ok(report) => {
             if json {
                 println!("{}", report.json());

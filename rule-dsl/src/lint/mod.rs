@@ -9,7 +9,12 @@
 //! about (see docs/ruleck.md).
 
 mod checks;
+mod layout;
+mod page;
 mod render;
+pub(crate) mod sections;
+
+pub use page::REGENERATE;
 mod unify;
 
 use std::collections::BTreeMap;
@@ -97,9 +102,11 @@ pub struct Inputs {
     pub base: PathBuf,
 }
 
-/// A parsed `.rule` file with its shown name.
+/// The parsed `.rule` files (shown names in `path`) and, for each, its path inside the rules
+/// directory (`fuse.gqa.rule`, `fragments/attention.rule`), which the layout check reads.
 pub(crate) struct LoadedRules {
     pub files: Vec<RuleFile>,
+    pub in_dir: Vec<String>,
 }
 
 /// A parsed table with its shown name.
@@ -134,19 +141,31 @@ fn read(p: &Path) -> Result<String, LintError> {
     std::fs::read_to_string(p).map_err(|source| LintError::Io { path: p.display().to_string(), source })
 }
 
-/// Reads the rules and tables and runs every check.
-pub fn run(inputs: &Inputs) -> Result<Report, LintError> {
+/// Everything read: the rules (fragments inlined), the tables, and what reading them found.
+struct Loaded {
+    report: Report,
+    findings: Vec<Finding>,
+    rules: LoadedRules,
+    tables: Vec<LoadedTable>,
+    problems: Vec<ep_sets::Problem>,
+}
+
+fn load(inputs: &Inputs) -> Result<Loaded, LintError> {
     let mut report = Report::default();
     let mut findings = Vec::new();
 
     let mut rule_files = Vec::new();
+    let mut in_dir = Vec::new();
     let rules_dir = resolve_dir(&inputs.rules, "rules");
     let paths = crate::rule_paths(&rules_dir).map_err(|source| LintError::Io { path: rules_dir.display().to_string(), source })?;
     for p in paths {
         let name = shown(&inputs.base, &p);
         let src = read(&p)?;
         match crate::parse_file(&name, &src) {
-            Ok(f) => rule_files.push(f),
+            Ok(f) => {
+                rule_files.push(f);
+                in_dir.push(shown(&rules_dir, &p));
+            }
             Err(d) => findings.push(checks::from_diagnostic(&d)),
         }
         report.sources.insert(name, src);
@@ -172,16 +191,35 @@ pub fn run(inputs: &Inputs) -> Result<Report, LintError> {
         report.sources.insert(name, text);
     }
     report.table_count = tables.len();
+    Ok(Loaded { report, findings, rules: LoadedRules { files: rule_files, in_dir }, tables, problems })
+}
 
-    let rules = LoadedRules { files: rule_files };
+/// Reads the rules and tables and runs every check.
+pub fn run(inputs: &Inputs) -> Result<Report, LintError> {
+    Ok(check(load(inputs)?).0)
+}
+
+/// The rule-set page (docs/rules.md) generated from the `.rule` files' doc comments and the
+/// tables, with the lint report; no page when the report has errors (a page from rules that do
+/// not check, or whose doc comments lack sections, would say wrong things).
+pub fn rules_page(inputs: &Inputs) -> Result<(Report, Option<String>), LintError> {
+    let (report, rules, tables) = check(load(inputs)?);
+    let page = (report.errors() == 0).then(|| page::render(&rules, &tables));
+    Ok((report, page))
+}
+
+fn check(loaded: Loaded) -> (Report, LoadedRules, Vec<LoadedTable>) {
+    let Loaded { mut report, mut findings, rules, tables, problems } = loaded;
     let own = checks::cross(&rules, &tables);
     findings.extend(checks::from_problems(problems, &own, &report.sources));
     findings.extend(own);
+    findings.extend(sections::check(&rules));
+    findings.extend(layout::check(&rules));
 
     findings.sort_by(|a, b| (a.severity, &a.labels, &a.message).cmp(&(b.severity, &b.labels, &b.message)));
     findings.dedup();
     report.findings = findings;
-    Ok(report)
+    (report, rules, tables)
 }
 
 /// A label at a `.rule` position; the underline covers the token there.
