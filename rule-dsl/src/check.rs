@@ -106,24 +106,27 @@ pub(crate) enum Kind {
     List,
 }
 
-fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
-    let path = f.path.as_str();
-    let mut err = |p: Pos, m: String, h: &str| out.push(Diagnostic::new(path, p, m, h));
-    // No `stage` line: the rule may run in any list a table puts it in.
+/// A `stage` line names a known stage (a rule without one may run in any list).
+fn check_stage(r: &Rule, err: &mut dyn FnMut(Pos, String, &str)) {
     if let Some((s, p)) = &r.stage {
         if ep_sets::Stage::parse(s).is_none() {
             err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", ep_sets::Stage::names()))
         }
     }
+}
 
+/// Match lines and emit lines on their own: known operators (emitted ones with an opset),
+/// `-` and list captures only where they mean something, helpers from the fixed list with
+/// their arities.
+fn check_lines_and_ops(f: &RuleFile, r: &Rule, err: &mut dyn FnMut(Pos, String, &str)) {
     for m in &r.matches {
-        check_match_line(f, m, &mut err);
+        check_match_line(f, m, err);
     }
     for e in &r.emits {
         for s in e.outputs().iter().chain(e.args()).filter(|s| matches!(s, Slot::Absent(_))) {
             err(s.pos(), "`-` in an emit line".to_string(), "an emitted node's omitted input is `_`; `-` only matches absent inputs");
         }
-        list_outputs_last(e.outputs(), &mut err);
+        list_outputs_last(e.outputs(), err);
         for a in e.args().iter().filter(|a| a.is_list()) {
             err(a.pos(), format!("list capture `..?{}` as an operand", a.capture().unwrap_or_default()), "take its values one at a time with `for (?x) in (?xs) { ... }`");
         }
@@ -131,7 +134,7 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     for e in &r.emits {
         match e {
             EmitLine::Op { op, outputs, .. } => {
-                check_op(f, op, true, &mut err);
+                check_op(f, op, true, err);
                 for o in outputs.iter().filter(|o| o.is_list()) {
                     err(o.pos(), format!("`{}` creates a fixed number of outputs; list capture `..?{}` is for helpers that return one value per item", op.name, o.capture().unwrap_or_default()), "name each output, or emit one node per item in a `for` block");
                 }
@@ -147,6 +150,31 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             },
         }
     }
+}
+
+/// The root is bound as the output of a match line and every line is reachable from it; the
+/// rule replaces something.
+fn check_root_and_replaces(r: &Rule, err: &mut dyn FnMut(Pos, String, &str)) {
+    match &r.root {
+        None => err(r.match_pos, format!("rule `{}` has no root", r.id), "add `root ?x` inside `match`, naming the output of the node the rule starts from"),
+        Some((root, p)) => {
+            if !r.matches.iter().any(|m| m.outputs.iter().any(|o| o.capture() == Some(root))) {
+                err(*p, format!("root `?{root}` is not the output of any match line"), "name a capture bound on the left of `=` in the match block");
+            } else {
+                check_connected(r, root, err);
+            }
+        }
+    }
+    if r.replaces.is_empty() {
+        err(r.emit_pos, format!("rule `{}` replaces nothing, so it would change nothing", r.id), "add `replace ?old with ?new` to the emit block (usually `replace ?root with ...`)");
+    }
+}
+
+fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
+    let path = f.path.as_str();
+    let mut err = |p: Pos, m: String, h: &str| out.push(Diagnostic::new(path, p, m, h));
+    check_stage(r, &mut err);
+    check_lines_and_ops(f, r, &mut err);
 
     // Captures: where each is bound, how often it is used, and as what.
     let mut bound: BTreeMap<&str, (Pos, Kind)> = BTreeMap::new();
@@ -167,20 +195,7 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    // Root: bound as the output of a match line; every line reachable from it.
-    match &r.root {
-        None => err(r.match_pos, format!("rule `{}` has no root", r.id), "add `root ?x` inside `match`, naming the output of the node the rule starts from"),
-        Some((root, p)) => {
-            if !r.matches.iter().any(|m| m.outputs.iter().any(|o| o.capture() == Some(root))) {
-                err(*p, format!("root `?{root}` is not the output of any match line"), "name a capture bound on the left of `=` in the match block");
-            } else {
-                check_connected(r, root, &mut err);
-            }
-        }
-    }
-    if r.replaces.is_empty() {
-        err(r.emit_pos, format!("rule `{}` replaces nothing, so it would change nothing", r.id), "add `replace ?old with ?new` to the emit block (usually `replace ?root with ...`)");
-    }
+    check_root_and_replaces(r, &mut err);
     // Lets: their expressions read bound captures; each binds a fresh attribute capture.
     for l in &r.lets {
         check_expr(&l.expr, &mut err);
