@@ -77,13 +77,12 @@ fn rules_call_only_allow_listed_helpers() {
     }
 }
 
-/// The run-time list is the compile-time one (handed over by the macro), and every helper it
-/// names is a function of `helpers::allowed` (the generated calls would not compile otherwise;
-/// this checks the helpers no rule calls yet too).
+/// Every helper the one list (rule-dsl's, handed over by the macro) names is a function of
+/// `helpers::allowed`: the generated calls would not compile otherwise, and this covers the
+/// helpers no rule calls yet.
 #[test]
 fn the_helper_list_is_one_registry() {
-    let dsl: Vec<&str> = rule_dsl::vocab::HELPERS.iter().map(|h| h.0).collect();
-    assert_eq!(dsl, rules::helpers::ALLOWED);
+    assert!(!rules::helpers::ALLOWED.is_empty());
     let src = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/helpers.rs")).unwrap();
     for h in rules::helpers::ALLOWED {
         assert!(src.contains(&format!("pub fn {h}(")), "helper `{h}` is listed but helpers::allowed has no `pub fn {h}`");
