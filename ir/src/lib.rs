@@ -8,6 +8,8 @@
 //! * [`save_model`] / [`load_model`]: `model.onnx` plus one external `model.onnx.data`.
 //! * [`quant`]: INT4/INT8 block quantization of MatMul weights, byte-identical to ONNX
 //!   Runtime's own quantizer, for MatMulNBits, GatherBlockQuantized and blocked DequantizeLinear.
+//! * [`QuantGroup`]: a quantized weight as lazy recipes ([`Recipe::Quantized`] parts), computed
+//!   while streaming.
 //! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
 
 pub mod proto {
@@ -25,6 +27,7 @@ mod direct;
 mod layout;
 mod load;
 pub mod quant;
+mod qweight;
 mod recipe;
 mod save;
 mod shape;
@@ -40,6 +43,7 @@ pub use files::{entry_kind, regular_file, EntryKind};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
+pub use qweight::{QuantForm, QuantGroup, QuantPart};
 pub use recipe::{Recipe, TensorData};
 pub use shape::infer_types;
 pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};

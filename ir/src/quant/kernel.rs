@@ -40,15 +40,7 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
         for kb in 0..k_blocks {
             let r0 = kb * bs;
             let len = bs.min(k - r0);
-            for r in 0..len {
-                let row = &w.row(r0 + r)[c0..c0 + width];
-                for (j, (column, &v)) in tile.iter_mut().zip(row).enumerate() {
-                    if !v.is_finite() {
-                        return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: v });
-                    }
-                    column[r] = v;
-                }
-            }
+            gather(w, c0, width, r0, len, &mut tile)?;
             for j in 0..width {
                 let col = c0 + j;
                 let values = &tile[j][..len];
@@ -69,6 +61,31 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
                     }
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile, refusing non-finite
+/// weights (the error names the row and column within the view). A row-major view is read a
+/// row at a time (each a contiguous read shared by the tile's columns), a column-major one a
+/// column block at a time.
+fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, tile: &mut [[f32; MAX_BLOCK]; TILE_COLS]) -> Result<()> {
+    if w.row_slice(0).is_some() {
+        for r in 0..len {
+            let row = &w.row_slice(r0 + r).expect("row-major")[c0..c0 + width];
+            for (column, &v) in tile.iter_mut().zip(row) {
+                column[r] = v;
+            }
+        }
+    } else {
+        for (j, column) in tile.iter_mut().take(width).enumerate() {
+            w.column_into(c0 + j, r0, &mut column[..len]);
+        }
+    }
+    for (j, column) in tile.iter().take(width).enumerate() {
+        if let Some(r) = column[..len].iter().position(|v| !v.is_finite()) {
+            return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: column[r] });
         }
     }
     Ok(())
