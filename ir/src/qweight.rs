@@ -29,9 +29,6 @@ pub enum QuantForm {
     /// Standard ONNX blocked `DequantizeLinear` on `[K, N]` with axis 0 (`x_scale: [k_blocks,
     /// N]`), which ONNX Runtime's CPU EP fuses with the MatMul it feeds.
     Dq,
-    /// The [`QuantForm::NBits`] data viewed as a GatherBlockQuantized table `[N, K * bits /
-    /// 8]` (same bytes).
-    Gather,
 }
 
 /// One output tensor of a group.
@@ -80,14 +77,9 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(bad(format!("scales must be f32, f16 or bf16, not {scale_dtype}")));
         }
-        let k = shape[1];
-        if form == QuantForm::Gather && !k.is_multiple_of(settings.block_size()) {
-            return Err(bad(format!(
-                "GatherBlockQuantized needs the row length ({k}) to be a multiple of the block size ({})",
-                settings.block_size()
-            )));
-        }
-        Ok(Arc::new(QuantGroup { name, weight: weight.cast(DType::F32), settings, scale_dtype, form, error: Mutex::default() }))
+        // Transposes on top, where `read_block` reads them by rows of their input.
+        let weight = weight.cast(DType::F32).normalized();
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default() }))
     }
 
     pub fn settings(&self) -> QuantSettings {
@@ -136,7 +128,7 @@ impl QuantGroup {
     pub fn dtype(&self, part: QuantPart) -> DType {
         match (self.form, part) {
             (_, QuantPart::Scales) => self.scale_dtype,
-            (QuantForm::NBits | QuantForm::Gather, _) => DType::U8,
+            (QuantForm::NBits, _) => DType::U8,
             (QuantForm::Dq, _) => match DqType::of(&self.settings) {
                 DqType::Int4 => DType::I4,
                 DqType::Uint4 => DType::U4,
@@ -152,9 +144,8 @@ impl QuantGroup {
         let layout = self.settings.layout(k).expect("K > 0, checked at construction");
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => layout.b_shape(n).to_vec(),
-            (QuantForm::Gather, QuantPart::Data) => vec![n, k / self.settings.bits().per_byte()],
-            (QuantForm::NBits | QuantForm::Gather, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
-            (QuantForm::NBits | QuantForm::Gather, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
+            (QuantForm::NBits, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
             (QuantForm::Dq, QuantPart::Data) => vec![k, n],
             (QuantForm::Dq, _) => vec![layout.k_blocks(), n],
         }
@@ -190,9 +181,9 @@ impl QuantGroup {
         let layout = self.settings.layout(self.k()).expect("K > 0");
         let esize = self.dtype(part).size();
         match (self.form, part) {
-            (QuantForm::NBits | QuantForm::Gather, QuantPart::Data) => start * layout.b_per_column(),
-            (QuantForm::NBits | QuantForm::Gather, QuantPart::Scales) => start * layout.scales_per_column() * esize,
-            (QuantForm::NBits | QuantForm::Gather, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
+            (QuantForm::NBits, QuantPart::Data) => start * layout.b_per_column(),
+            (QuantForm::NBits, QuantPart::Scales) => start * layout.scales_per_column() * esize,
+            (QuantForm::NBits, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
             (QuantForm::Dq, QuantPart::Data) => self.dtype(part).bytes_for(start * self.n()),
             (QuantForm::Dq, QuantPart::Scales) => start / self.settings.block_size() * self.n() * esize,
             (QuantForm::Dq, QuantPart::ZeroPoints) => self.dtype(part).bytes_for(start / self.settings.block_size() * self.n()),
@@ -203,7 +194,7 @@ impl QuantGroup {
     /// returns each present part's bytes of that range, in [`QuantPart`] order.
     pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
         let r = match self.form {
-            QuantForm::NBits | QuantForm::Gather => self.compute_rows(start, end),
+            QuantForm::NBits => self.compute_rows(start, end),
             QuantForm::Dq => self.compute_band(start, end),
         };
         r.map_err(|e| match e {
@@ -222,19 +213,52 @@ impl QuantGroup {
         })
     }
 
-    /// The weight's f32 values of rows `n0..n1`, all K columns.
-    fn read_rows(&self, n0: usize, n1: usize) -> Result<Vec<f32>> {
-        let k = self.k();
-        let mut bytes = vec![0u8; (n1 - n0) * k * 4];
-        self.weight.read_into(n0 * k, n1 * k, &mut bytes)?;
-        self.weight.release(n0 * k, n1 * k);
-        Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    /// Weight rows `n0..n1`, columns `k0..k1`, as a column-major `[k1 - k0, n1 - n0]` f32
+    /// matrix (each weight row's run contiguous). A `[N, K]` recipe is read a row run at a
+    /// time; the transpose of a `[K, N]` recipe (a GPT-2 Conv1D weight) a row of its input at
+    /// a time, transposed here; anything else is materialized (no builder recipe is).
+    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<Vec<f32>> {
+        let (n, k) = (self.n(), self.k());
+        let (rows, cols) = (k1 - k0, n1 - n0);
+        let floats = |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+        match &self.weight {
+            Recipe::Transpose { input, perm } if perm == &[1, 0] && input.is_streamable() => {
+                let mut band = vec![0u8; rows * cols * 4];
+                for (r, chunk) in (k0..k1).zip(band.chunks_exact_mut(cols * 4)) {
+                    input.read_into(r * n + n0, r * n + n1, chunk)?;
+                }
+                input.release(k0 * n, k1 * n);
+                let band = floats(&band);
+                let mut out = vec![0f32; rows * cols];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        out[c * rows + r] = band[r * cols + c];
+                    }
+                }
+                Ok(out)
+            }
+            w if w.is_streamable() => {
+                let mut bytes = vec![0u8; rows * cols * 4];
+                if k0 == 0 && k1 == k {
+                    w.read_into(n0 * k, n1 * k, &mut bytes)?;
+                } else {
+                    for (c, chunk) in (n0..n1).zip(bytes.chunks_exact_mut(rows * 4)) {
+                        w.read_into(c * k + k0, c * k + k1, chunk)?;
+                    }
+                }
+                w.release(n0 * k, n1 * k);
+                Ok(floats(&bytes))
+            }
+            w => {
+                let all = floats(&w.materialize()?);
+                Ok((n0..n1).flat_map(|c| all[c * k + k0..c * k + k1].to_vec()).collect())
+            }
+        }
     }
 
     fn compute_rows(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        let (k, cols) = (self.k(), n1 - n0);
-        let values = self.read_rows(n0, n1)?;
-        let view = WeightView::column_major(&values, k, cols)?;
+        let values = self.read_block(n0, n1, 0, self.k())?;
+        let view = WeightView::column_major(&values, self.k(), n1 - n0)?;
         let (b, scales, zp) = match self.scale_dtype {
             DType::F16 => self.quantize_view::<f16>(&view)?,
             _ => self.quantize_view::<f32>(&view)?,
@@ -243,15 +267,8 @@ impl QuantGroup {
     }
 
     fn compute_band(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        let (n, k, band) = (self.n(), self.k(), k1 - k0);
-        // Column-major [band, N]: column c is weight row c's elements k0..k1.
-        let mut values = Vec::with_capacity(band * n);
-        let mut row = vec![0u8; band * 4];
-        for c in 0..n {
-            self.weight.read_into(c * k + k0, c * k + k1, &mut row)?;
-            values.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-        }
-        self.weight.release(0, n * k);
+        let (n, band) = (self.n(), k1 - k0);
+        let values = self.read_block(0, n, k0, k1)?;
         let view = WeightView::column_major(&values, band, n)?;
         let sub = self.settings;
         match self.scale_dtype {
@@ -310,7 +327,7 @@ impl QuantGroup {
     /// Every range the writer produces, as `(start, end)`, for about `budget` input bytes each.
     pub(crate) fn ranges(&self, budget: usize) -> Vec<(usize, usize)> {
         let (total, step) = match self.form {
-            QuantForm::NBits | QuantForm::Gather => (self.n(), self.rows_per_range(budget)),
+            QuantForm::NBits => (self.n(), self.rows_per_range(budget)),
             QuantForm::Dq => (self.k(), self.band_rows(budget)),
         };
         (0..total).step_by(step).map(|s| (s, (s + step).min(total))).collect()
@@ -406,6 +423,10 @@ mod tests {
                 assert_eq!(Recipe::quantized(&g, QuantPart::ZeroPoints).materialize().unwrap(), zp);
             }
             assert_eq!(Recipe::quantized(&g, QuantPart::Data).byte_len(), b.len());
+            // The same weight stored [K, N] (a Conv1D layout) behind a transpose.
+            let conv = Recipe::from_f32("w", vec![k, n], &t).transpose(vec![1, 0]);
+            let g = QuantGroup::new("w", conv, s, DType::F32, QuantForm::NBits).unwrap();
+            assert_eq!(Recipe::quantized(&g, QuantPart::Data).materialize().unwrap(), b, "{s:?} transposed");
         }
     }
 
@@ -466,8 +487,6 @@ mod tests {
             let e = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap_err().to_string();
             assert!(e.contains("model.layers.0.mlp.up_proj.weight") && e.contains("[2, 7]"), "{form:?}: {e}");
         }
-        let g = QuantGroup::new("t", Recipe::from_f32("t", vec![2, 24], &[0.0; 48]), s, DType::F32, QuantForm::Gather);
-        assert!(g.unwrap_err().to_string().contains("multiple of the block size"));
         let g = QuantGroup::new("t", Recipe::from_i64("t", vec![2, 16], &[0; 32]), s, DType::F32, QuantForm::NBits);
         assert!(g.unwrap_err().to_string().contains("float weight"));
     }

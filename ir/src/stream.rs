@@ -271,15 +271,15 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     let mut direct = Vec::with_capacity(tensors.len());
     let mut quant: Vec<QuantWrite> = Vec::new();
     for (i, (_, recipe, slot)) in tensors.iter().enumerate() {
-        if let Recipe::Quantized { group, part } = recipe {
+        if let Some((group, part)) = quantized_part(recipe) {
             // Parts land at offsets that are not whole pages: buffered writes.
             direct.push(false);
             match quant.iter_mut().find(|q| std::sync::Arc::ptr_eq(&q.group, group)) {
-                Some(q) => q.tensors.push((*part, i)),
+                Some(q) => q.tensors.push((part, i)),
                 None => {
                     let g = quant.len();
                     tasks.extend(group.ranges(opts.block_bytes).into_iter().map(|(start, end)| Task::Quant { group: g, start, end }));
-                    quant.push(QuantWrite { group: std::sync::Arc::clone(group), tensors: vec![(*part, i)] });
+                    quant.push(QuantWrite { group: std::sync::Arc::clone(group), tensors: vec![(part, i)] });
                 }
             }
             let _ = slot;
@@ -427,6 +427,16 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
     // atomicity comes from renaming the finished package folder into place.
     sink.finish(total)
+}
+
+/// The quantized part a recipe writes: the part itself, or a reshape of it (an embedding's
+/// GatherBlockQuantized view of the table), whose bytes are the same.
+fn quantized_part(recipe: &Recipe) -> Option<(&std::sync::Arc<QuantGroup>, QuantPart)> {
+    match recipe {
+        Recipe::Quantized { group, part } => Some((group, *part)),
+        Recipe::Reshape { input, .. } => quantized_part(input),
+        _ => None,
+    }
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -599,8 +609,13 @@ mod tests {
         let s8 = QuantSettings::new(Bits::Int8, 32, true).unwrap();
         let a = QuantGroup::new("a", w.clone(), s4, DType::F32, QuantForm::NBits).unwrap();
         let b = QuantGroup::new("b", iota(vec![10, 64]), s8, DType::F16, QuantForm::Dq).unwrap();
+        // A transposed [K, N] weight (read by rows of its input), its parts reshaped.
+        let c = QuantGroup::new("c", iota(vec![32, 6]).transpose(vec![1, 0]), s4, DType::F32, QuantForm::NBits).unwrap();
         let recipes = vec![
             Recipe::quantized(&a, QuantPart::Data),
+            Recipe::quantized(&c, QuantPart::Data).reshape(vec![6, 16]),
+            Recipe::quantized(&c, QuantPart::Scales).reshape(vec![6, 2, 1]),
+            Recipe::quantized(&c, QuantPart::Data),
             iota(vec![37, 11]).transpose(vec![1, 0]),
             Recipe::quantized(&a, QuantPart::Scales),
             Recipe::quantized(&b, QuantPart::Scales),
@@ -610,6 +625,7 @@ mod tests {
         let one = check(recipes.clone(), 48 * 4 * 5, 1, false);
         assert_eq!(a.error().count, 24 * 48);
         assert_eq!(b.error().count, 10 * 64);
+        assert_eq!(c.error().count, 6 * 32, "one computation for the part and its reshapes");
         let two = check(recipes, 48 * 4 * 5, 2, true);
         assert_eq!(one, two);
     }
