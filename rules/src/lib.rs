@@ -21,7 +21,7 @@ mod schedule;
 
 pub use diag::{FailCount, Outcome, Record, Report, RuleReport};
 pub use emit::Emitter;
-pub use engine::{apply, apply_schedule, order, select, variants, Options};
+pub use engine::{apply, apply_schedule, apply_schedule_with, order, select, variants, Options, Step};
 pub use schedule::Schedule;
 pub use error::Error;
 

@@ -172,7 +172,7 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
         n.inputs[1] = "cos_from_mul/out".into();
     }
     model.graph.nodes.insert(0, mul);
-    let err = optimize(&mut model, table, plan, "f32", false).expect_err("the cpu build must fail");
+    let err = optimize(&mut model, table, plan, "f32", false, None).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("fuse.gqa_rotary"), "{text}");
     assert!(text.contains("caches_2d"), "{text}");
