@@ -51,7 +51,7 @@ fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
 }
 
 /// Runs the table's stages on `model` and validates the result.
-/// With `quant`, the quantize step runs between the fuse and lower stages (docs/pipeline.md).
+/// With `quant`, the quantize step runs between the lower and fold stages (docs/pipeline.md).
 pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool, quant: Option<&QuantStep>) -> Result<PipelineReport> {
     let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = Vec::new();
     let mut not_implemented = Vec::new();
@@ -95,8 +95,9 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         .map_err(|e| Error::Pipeline(format!("{}.toml [dtype.{dtype}]: {e}", table.name)))?;
     // Per-candidate records are always kept: validation needs each candidate's outcome.
     let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
-    // The quantize step, between fusion and lowering: fusions see float MatMuls (a packed QKV
-    // weight is quantized as one), lowerings see the quantized graph.
+    // The quantize step, after fusion and lowering, before folding: the fusions and lowerings
+    // match float MatMuls (a packed QKV weight is quantized as one; `lower.separate_rope` and
+    // `lower.unpack_qkv` read q/k/v projections), folding sees the quantized graph.
     let mut quant_outcome: Option<Result<QuantOutcome>> = None;
     let mut quantize_step = |m: &mut Model| -> std::result::Result<(), String> {
         if let Some(step) = quant {
@@ -109,7 +110,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         }
         Ok(())
     };
-    let step: rules::Step<'_> = (ep_sets::Stage::Lower, &mut quantize_step);
+    let step: rules::Step<'_> = (ep_sets::Stage::Fold, &mut quantize_step);
     let diagnostics = rules::apply_schedule_with(model, &schedule, &opts, Some(step));
     let quant_outcome = match quant_outcome {
         Some(Err(e)) => return Err(e),

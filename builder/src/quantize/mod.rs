@@ -2,8 +2,9 @@
 //! weights, the lm_head and the embedding table, in the form the EP table's `[quant.*]`
 //! section names (docs/quantization.md).
 //!
-//! It runs after the fusions (so GroupQueryAttention, skip norms and QKV packing see float
-//! MatMuls, and a packed QKV weight is quantized as one) and before the lowerings. It changes
+//! It runs after the fusions and lowerings (so GroupQueryAttention, skip norms, QKV packing and
+//! `lower.separate_rope` see float MatMuls, and a packed QKV weight is quantized as one) and
+//! before folding. It changes
 //! the graph only: each weight becomes a [`ir::QuantGroup`] whose parts are lazy recipes, so
 //! nothing is quantized until the package is written, range by range (ir/src/qweight.rs).
 
