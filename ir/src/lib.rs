@@ -41,7 +41,7 @@ pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
 pub use recipe::{Recipe, TensorData};
-pub use shape::infer_types;
+pub use shape::{infer_types, Inferred, OnnxOnly, OpInference};
 pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};
 pub use stream::{Progress, WriteOptions};
 pub use source::{safetensors_header, HeaderEntry, MappedFile, SourceTensor};

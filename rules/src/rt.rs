@@ -62,7 +62,7 @@ impl<'g> Cx<'g> {
             uses: uses_owned,
             types: {
                 let mut t = outer.clone();
-                t.extend(ir::infer_types(graph));
+                t.extend(ir::infer_types(graph, crate::op_types()));
                 t
             },
             inputs: graph.inputs.iter().map(|v| v.name.as_str()).collect(),
