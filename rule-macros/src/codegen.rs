@@ -52,8 +52,6 @@ pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
     let source = body.to_string();
     // The helper vocabulary, once: rule-dsl's list, handed to the run-time crate here.
     let helpers = rule_dsl::vocab::HELPERS.iter().map(|h| h.0);
-    let graph_helpers = rule_dsl::vocab::GRAPH_HELPERS.iter();
-    let list_helpers = rule_dsl::vocab::LIST_HELPERS.iter();
     quote! {
         #(#tracked)*
         #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
@@ -63,10 +61,6 @@ pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
             pub const SOURCE: &str = #source;
             /// The native helpers rules may call (`rule_dsl::vocab::HELPERS`).
             pub const HELPERS: &[&str] = &[#(#helpers),*];
-            /// Helpers whose inputs are subgraph attributes (`rule_dsl::vocab::GRAPH_HELPERS`).
-            pub const GRAPH_HELPERS: &[&str] = &[#(#graph_helpers),*];
-            /// Helpers whose last input is an integer list (`rule_dsl::vocab::LIST_HELPERS`).
-            pub const LIST_HELPERS: &[&str] = &[#(#list_helpers),*];
         }
     }
 }
