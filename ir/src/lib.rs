@@ -3,6 +3,8 @@
 //! * [`proto`]: the ONNX protobuf types, generated from the vendored `onnx.proto`.
 //! * [`Graph`], [`Node`], [`Attr`]: a graph of named values, easy to rewrite, with
 //!   topological ordering and dead-node removal.
+//! * [`infer_types`]: dtypes and shapes of the default ONNX domain's operators; other
+//!   operators come from the caller's [`OpInference`] (`rules::op_types`).
 //! * [`Recipe`]: initializers are lazy recipes over memory-mapped source tensors (plus
 //!   transforms); nothing is read or converted until the model is written.
 //! * [`save_model`] / [`load_model`]: `model.onnx` plus one external `model.onnx.data`.
