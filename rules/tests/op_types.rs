@@ -121,3 +121,19 @@ fn every_declared_op_is_inferred_by_its_declaration_not_by_ir() {
         assert!(inferred(&g, "y").is_some(), "{}.{} is declared but not inferred", d.domain, d.op);
     }
 }
+
+/// Every operator a rule emits outside the default domain is declared, so the graphs the rules
+/// write stay typed for the rules and the validation after them.
+#[test]
+fn every_contrib_op_a_rule_emits_is_declared() {
+    let mut emitted = 0;
+    for r in rules::registry() {
+        for &(domain, op, _) in r.info.emits {
+            if !ep_sets::Domain::is_onnx(domain) {
+                emitted += 1;
+                assert!(rules::op_types().declaration(domain, op).is_some(), "rule `{}` emits {domain}.{op}, which rules::op_types does not declare", r.info.id);
+            }
+        }
+    }
+    assert!(emitted > 10, "the rules emit contrib ops");
+}

@@ -2,7 +2,8 @@
 //! Runtime's operator schemas: every declared op exists, each formal input a shape function
 //! reads is at the position it says with the name it says, each attribute it reads exists, and
 //! the type parameters its dtypes come from (`ep-sets/schemas.toml`) are the wheel's.
-//! Needs TAILOR_PYTHON (tests/never-skip).
+//! `schemas_toml_is_current`: the committed schemas are what the generator writes. Needs
+//! TAILOR_PYTHON (tests/never-skip).
 
 use serde_json::Value;
 use std::process::Command;
@@ -66,4 +67,24 @@ fn declarations_match_onnx_runtimes_schemas() {
         let types = |l: &[(String, String)]| l.iter().map(|p| p.1.clone()).collect::<Vec<_>>();
         assert_eq!((s.inputs.clone(), s.outputs.clone()), (types(&inputs), types(&outputs)), "{key}: ep-sets/schemas.toml is stale (ep-sets/tools/gen_schemas.py)");
     }
+}
+
+/// `ep-sets/schemas.toml` is what `ep-sets/tools/gen_schemas.py` writes from the tables' claims,
+/// the declared ops and the installed wheel: a claim or declaration added without
+/// regenerating it would leave its dtypes unbound.
+#[test]
+fn schemas_toml_is_current() {
+    let py = std::env::var_os("TAILOR_PYTHON").unwrap_or_else(|| panic!("TAILOR_PYTHON is not set.\n{HOW_TO_RUN}"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(&py)
+        .arg("ep-sets/tools/gen_schemas.py")
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}\n{HOW_TO_RUN}", py.to_string_lossy()));
+    assert!(out.status.success(), "gen_schemas.py failed:\n{}\n{HOW_TO_RUN}", String::from_utf8_lossy(&out.stderr));
+    let committed = std::fs::read_to_string(root.join("ep-sets/schemas.toml")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == committed,
+        "ep-sets/schemas.toml is stale: run `$TAILOR_PYTHON ep-sets/tools/gen_schemas.py > ep-sets/schemas.toml` from the repository root"
+    );
 }
