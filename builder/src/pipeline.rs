@@ -183,7 +183,7 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Valid
         Ok(s) => s,
         Err(e) => return Validation { problems: vec![format!("operator schemas unreadable: {e}")], host_nodes: vec![] },
     };
-    let types = ir::infer_types(graph);
+    let types = ir::infer_types(graph, rules::op_types());
     let dtype_of = |name: &str| -> Option<String> {
         if name.is_empty() {
             return None;

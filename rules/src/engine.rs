@@ -163,7 +163,7 @@ fn run_stage_in(
     graph.toposort().map_err(|source| Error::Graph { graph: gname.clone(), stage: stage.name().into(), source })?;
     let mut scope = outer.clone();
     if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
-        scope.extend(ir::infer_types(graph));
+        scope.extend(ir::infer_types(graph, crate::op_types()));
     }
     for node in &mut graph.nodes {
         for a in &mut node.attrs {
