@@ -87,7 +87,7 @@ fn add_parts(graph: &mut Graph, group: &Arc<QuantGroup>) -> Vec<String> {
 
 pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, QuantSettings)>, outcome: &mut QuantOutcome) -> Result<()> {
     let mut groups = Groups { by_key: HashMap::new() };
-    let types = ir::infer_types(graph);
+    let types = ir::infer_types(graph, rules::op_types());
     let mut added: Vec<Node> = Vec::new();
     for (c, settings) in plan {
         let group = groups.get(graph, &c, settings, step)?;
