@@ -223,3 +223,49 @@ def test_report_records_every_quantized_tensor(tmp_path):
         assert t["bits"] == 8 and t["block_size"] == 16 and not t["symmetric"]
         assert 0 < t["rms_error"] <= t["max_abs_error"] < 0.05, t
     assert len(q["tensors"]) == ops.count("MatMulNBits")
+
+
+def genai_tokens(pkg, prompt, count):
+    """`count` greedy tokens through onnxruntime-genai, eos suppressed (as test_genai.py)."""
+    import onnxruntime_genai as og
+
+    config = json.loads((pkg / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = config["model"]["vocab_size"] - 1
+    (pkg / "genai_config.json").write_text(json.dumps(config))
+    model = og.Model(str(pkg))
+    params = og.GeneratorParams(model)
+    total = prompt.shape[1] + count
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
+    """Our cpu int4 package (table defaults, embeddings float as ORT's quantizer keeps them)
+    and ORT's quantizer applied to our cpu f32 package generate the same greedy tokens through
+    onnxruntime-genai; the package with quantized embeddings (the cpu default, a tied table
+    stored once) generates too, and so does the `default` int4 package."""
+    import shutil
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    prompt = reference_inputs(fixture)["input_ids"]
+    # A tied head as its own initializer (--tied-head copy): ORT's quantizer takes only MatMuls
+    # with a constant B, not one reading the embedding through a Transpose node.
+    ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"])
+    f = build_with(tmp_path / "f", fixture, "cpu", ["--tied-head", "copy"])
+    quantizer = MatMulNBitsQuantizer(load(f), algo_config=DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, accuracy_level=4))
+    quantizer.process()
+    theirs = tmp_path / "theirs"
+    shutil.copytree(f, theirs)
+    (theirs / "model.onnx.data").unlink()
+    onnx.save(quantizer.model.model, str(theirs / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    expected = genai_tokens(theirs, prompt, 16)
+    assert genai_tokens(ours, prompt, 16) == expected
+    for ep, flags in [("cpu", []), ("default", [])]:
+        pkg = build_with(tmp_path / f"{ep}-all", fixture, ep, ["--quant", "int4"] + flags)
+        assert len(genai_tokens(pkg, prompt, 16)) == 16
