@@ -23,7 +23,7 @@ mod kernel;
 mod search;
 
 pub use dequant::{dequantize, weight_error, WeightError};
-pub use kernel::quantize;
+pub use kernel::{quantize, quantize_measured};
 
 use crate::{Error, Result};
 use half::f16;

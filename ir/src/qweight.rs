@@ -14,7 +14,7 @@
 //! The group also accumulates the weight error of what was written, for the build report.
 
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
-use crate::quant::{quantize, weight_error, NBits, NBitsOut, QuantSettings, Scale, WeightError, WeightView};
+use crate::quant::{quantize_measured, NBits, NBitsOut, QuantSettings, Scale, WeightError, WeightView};
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -220,40 +220,42 @@ impl QuantGroup {
     fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<Vec<f32>> {
         let (n, k) = (self.n(), self.k());
         let (rows, cols) = (k1 - k0, n1 - n0);
-        let floats = |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+        // Read straight into f32 storage (the recipe is f32 after its cast): no second copy.
+        let mut out = vec![0f32; rows * cols];
         match &self.weight {
             Recipe::Transpose { input, perm } if perm == &[1, 0] && input.is_streamable() => {
-                let mut band = vec![0u8; rows * cols * 4];
-                for (r, chunk) in (k0..k1).zip(band.chunks_exact_mut(cols * 4)) {
+                let mut band = vec![0f32; rows * cols];
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut band);
+                for (r, chunk) in (k0..k1).zip(bytes.chunks_exact_mut(cols * 4)) {
                     input.read_into(r * n + n0, r * n + n1, chunk)?;
                 }
                 input.release(k0 * n, k1 * n);
-                let band = floats(&band);
-                let mut out = vec![0f32; rows * cols];
                 for r in 0..rows {
                     for c in 0..cols {
                         out[c * rows + r] = band[r * cols + c];
                     }
                 }
-                Ok(out)
             }
             w if w.is_streamable() => {
-                let mut bytes = vec![0u8; rows * cols * 4];
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
                 if k0 == 0 && k1 == k {
-                    w.read_into(n0 * k, n1 * k, &mut bytes)?;
+                    w.read_into(n0 * k, n1 * k, bytes)?;
                 } else {
                     for (c, chunk) in (n0..n1).zip(bytes.chunks_exact_mut(rows * 4)) {
                         w.read_into(c * k + k0, c * k + k1, chunk)?;
                     }
                 }
                 w.release(n0 * k, n1 * k);
-                Ok(floats(&bytes))
             }
             w => {
-                let all = floats(&w.materialize()?);
-                Ok((n0..n1).flat_map(|c| all[c * k + k0..c * k + k1].to_vec()).collect())
+                let all = w.materialize()?;
+                let all: Vec<f32> = all.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                for (c, col) in (n0..n1).zip(out.chunks_exact_mut(rows)) {
+                    col.copy_from_slice(&all[c * k + k0..c * k + k1]);
+                }
             }
         }
+        Ok(out)
     }
 
     fn compute_rows(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
@@ -282,9 +284,9 @@ impl QuantGroup {
         let mut b = vec![0u8; n * layout.b_per_column()];
         let mut scales = vec![S::default(); n * layout.scales_per_column()];
         let mut zp = (!settings.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
-        quantize(settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        let error = quantize_measured(settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        self.add_error(&error);
         let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
-        self.add_error(&weight_error(settings, view, q)?);
         let (data_len, scales_len, zp_len) = dq_lengths(settings, band, n)?;
         let mut data = vec![0u8; data_len];
         let mut dq_scales = vec![S::default(); scales_len];
@@ -295,15 +297,14 @@ impl QuantGroup {
 
     /// Quantizes a view in the MatMulNBits layout, records its error, returns (B, scale
     /// bytes in the scale dtype, zero points).
-    fn quantize_view<S: Scale + ToBytes>(&self, view: &WeightView<'_>) -> Result<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)> {
+    fn quantize_view<S: Scale + ToBytes>(&self, view: &WeightView<'_>) -> Result<NBitsBytes> {
         let layout = self.settings.layout(view.rows())?;
         let cols = view.cols();
         let mut b = vec![0u8; cols * layout.b_per_column()];
         let mut scales = vec![S::default(); cols * layout.scales_per_column()];
         let mut zp = (!self.settings.symmetric()).then(|| vec![0u8; cols * layout.zero_points_per_column()]);
-        quantize(&self.settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
-        let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
-        self.add_error(&weight_error(&self.settings, view, q)?);
+        let error = quantize_measured(&self.settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        self.add_error(&error);
         Ok((b, self.scale_bytes(&scales), zp))
     }
 
@@ -352,6 +353,9 @@ impl QuantGroup {
     }
 }
 
+/// B, the scales' bytes and the zero points of a range, MatMulNBits layout.
+type NBitsBytes = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
 /// Little-endian bytes of a scale.
 pub(crate) trait ToBytes {
     fn le_bytes(&self) -> Vec<u8>;
@@ -377,7 +381,7 @@ impl Recipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::Bits;
+    use crate::quant::{quantize, weight_error, Bits};
 
     /// A `[n, k]` weight with varied magnitudes and signs (deterministic).
     fn weight(n: usize, k: usize) -> (Vec<f32>, Recipe) {
@@ -451,7 +455,7 @@ mod tests {
                 let mut dz = zl.map(|l| vec![0u8; l]);
                 to_dequantize_linear(&s, k, n, q, DqOut { data: &mut data, scales: &mut ds, zero_points: dz.as_deref_mut() }).unwrap();
                 // One block of rows per band.
-                let mut got = vec![vec![0u8; g.byte_len(QuantPart::Data)], vec![0u8; g.byte_len(QuantPart::Scales)], vec![0u8; g.byte_len(QuantPart::ZeroPoints)]];
+                let mut got = [vec![0u8; g.byte_len(QuantPart::Data)], vec![0u8; g.byte_len(QuantPart::Scales)], vec![0u8; g.byte_len(QuantPart::ZeroPoints)]];
                 let ranges = g.ranges(n * 4 * 16);
                 if n % 2 == 1 && s.bits() == Bits::Int4 {
                     assert_eq!(ranges, vec![(0, k)], "odd N with 4-bit values: one band");
@@ -504,6 +508,17 @@ mod tests {
         }
         let e = g.error();
         assert_eq!(e.count, (n * k) as u64);
+        // The error measured while packing is the separate pass's figure.
+        let (v, _) = weight(n, k);
+        let t = transposed(&v, n, k);
+        let view = WeightView::new(&t, k, n, n).unwrap();
+        let layout = s.layout(k).unwrap();
+        let (mut b, mut sc, mut zp) = (vec![0u8; n * layout.b_per_column()], vec![0f32; n * layout.scales_per_column()], vec![0u8; n * layout.zero_points_per_column()]);
+        quantize(&s, &view, NBitsOut { b: &mut b, scales: &mut sc, zero_points: Some(&mut zp) }).unwrap();
+        let separate = weight_error(&s, &view, NBits { b: &b, scales: &sc, zero_points: Some(&zp) }).unwrap();
+        assert_eq!(e.max_abs, separate.max_abs);
+        // Per-block f32 sums: equal to a few ulps of f32.
+        assert!((e.sum_sq - separate.sum_sq).abs() <= 1e-5 * separate.sum_sq, "{e:?} vs {separate:?}");
         assert!(e.max_abs > 0.0 && e.rms() > 0.0 && (e.rms() as f32) <= e.max_abs);
     }
 }
