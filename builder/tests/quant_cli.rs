@@ -35,7 +35,9 @@ fn requests_a_table_cannot_take_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
-    fails(&model, &["--ep", "trt-rtx", "--quant", "int4"], &["--quant int4", "trt-rtx", "no [quant.int4] section"]);
+    fails(&model, &["--ep", "trt-rtx", "--quant", "int8"], &["--quant int8", "trt-rtx", "no [quant.int8] section"]);
+    // trt-rtx takes int4 but not uint4 data: an asymmetric build fails validation, loudly.
+    fails(&model, &["--ep", "trt-rtx", "--quant", "int4", "--asymmetric"], &["DequantizeLinear", "u4"]);
     fails(&model, &["--ep", "cuda", "--quant", "int8"], &["no [quant.int8] section", "it offers int4"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "48"], &["--block-size 48"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "512"], &["--block-size 512"]);
@@ -95,7 +97,7 @@ fn defaults_come_from_the_table_and_flags_override_them() {
 fn help_lists_every_tables_quantization() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in ["--quant <BITS>", "cpu int4: matmul_nbits", "default int4: dequantize_linear", "trt-rtx: no quantization", "--quant-exclude", "--block-size"] {
+    for needle in ["--quant <BITS>", "cpu int4: matmul_nbits", "default int4: dequantize_linear", "trt-rtx int4: dequantize_linear", "--quant-exclude", "--block-size"] {
         assert!(text.contains(needle), "--help lacks `{needle}`:\n{text}");
     }
 }
