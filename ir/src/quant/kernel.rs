@@ -30,7 +30,29 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
 /// [`quantize`], also returning the weight error of what it wrote (|w - (q - zp) * scale|,
 /// the dequantized value as MatMulNBits computes it), measured while packing: a separate
 /// [`super::weight_error`] pass cost as much as the quantization itself.
+///
+/// On x86-64 CPUs with AVX2 the same code is compiled a second time for AVX2 (eight lanes
+/// instead of SSE2's four) and chosen at run time; no fused multiply-add is enabled, so every
+/// value is the one the portable code computes, bit for bit.
 pub fn quantize_measured<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { quantize_avx2(settings, w, out) };
+    }
+    quantize_portable(settings, w, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_avx2<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
+    quantize_portable(settings, w, out)
+}
+
+/// The kernel; `inline(always)` so that [`quantize_avx2`] compiles all of it (and the block
+/// helpers it inlines) for AVX2.
+#[inline(always)]
+pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
     let mut error = WeightError::default();
     let layout = settings.layout(w.rows())?;
     let cols = w.cols();
@@ -78,6 +100,7 @@ pub fn quantize_measured<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>,
     Ok(error)
 }
 
+#[inline]
 /// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile, refusing non-finite
 /// weights (the error names the row and column within the view). A row-major view is read a
 /// row at a time (each a contiguous read shared by the tile's columns), a column-major one a
@@ -104,7 +127,7 @@ fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, ti
 }
 
 /// The stored values of one block. Branch-free (see [`quantize_value`]), so it vectorizes.
-#[inline]
+#[inline(always)]
 fn quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8]) {
     let (r, z) = (p.reciprocal(), p.zero_point);
     for (o, &v) in q.iter_mut().zip(values) {
@@ -115,7 +138,7 @@ fn quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &m
 /// Adds a block's error (|w - (q - zp) * scale|, the value MatMulNBits dequantizes) with
 /// eight independent f32 lanes, so the loop vectorizes; a block has at most 256 values, so
 /// f32 sums lose nothing that matters, and they are summed into the f64 total per block.
-#[inline]
+#[inline(always)]
 fn add_block_error<S: Scale>(error: &mut WeightError, values: &[f32], q: &[u8], p: &BlockParams<S>) {
     const LANES: usize = 8;
     let (s, zp) = (p.scale.to_f32(), p.zero_point as f32);
@@ -140,6 +163,7 @@ fn add_block_error<S: Scale>(error: &mut WeightError, values: &[f32], q: &[u8], 
 }
 
 /// One stored byte per value; bytes past the end of a short last block are 0.
+#[inline]
 fn pack8(q: &[u8], dst: &mut [u8]) {
     dst[..q.len()].copy_from_slice(q);
     dst[q.len()..].fill(0);
@@ -149,6 +173,7 @@ fn pack8(q: &[u8], dst: &mut [u8]) {
 /// byte written, which ONNX Runtime carries into the next block: its quantizer works on pairs of
 /// blocks and, for an odd K, leaves the unused high nibble of the last byte at the previous
 /// pair's value (`carried` when the block has a single row). Bytes past the block's values are 0.
+#[inline]
 fn pack4(q: &[u8], carried: u8, dst: &mut [u8]) -> u8 {
     let pairs = q.len() / 2;
     for (d, pair) in dst[..pairs].iter_mut().zip(q.chunks_exact(2)) {

@@ -33,6 +33,7 @@ impl<S: Scale> BlockParams<S> {
 /// Scanned in eight independent lanes (the serial chain was half of a quantized build's
 /// time): over finite values the lanes find the same numbers; only which zero (+0 or -0) is
 /// the first can differ, so a zero result is scanned again in row order.
+#[inline(always)]
 pub(crate) fn min_max(values: &[f32]) -> (f32, f32) {
     const LANES: usize = 8;
     let (mut lo, mut hi) = ([f32::MAX; LANES], [-f32::MAX; LANES]);
@@ -93,6 +94,7 @@ mod min_max_tests {
 
 /// Symmetric: the value of largest magnitude (min on a tie) maps to -2^(bits-1), so the scale is
 /// `-max / 2^(bits-1)` and is negative when that value is positive.
+#[inline]
 pub(crate) fn symmetric_params<S: Scale>(bits: Bits, min: f32, max: f32) -> BlockParams<S> {
     let m = if max.abs() > min.abs() { max } else { min };
     BlockParams { scale: S::from_f32(-m / bits.mid() as f32), zero_point: bits.mid() }
@@ -101,6 +103,7 @@ pub(crate) fn symmetric_params<S: Scale>(bits: Bits, min: f32, max: f32) -> Bloc
 /// Asymmetric: the range is widened to include 0, `scale = (max - min) / (2^bits - 1)`,
 /// `zero_point = round(0 - min / scale)` clamped, computed from the f32 scale before it is
 /// rounded to `S`.
+#[inline]
 pub(crate) fn asymmetric_params<S: Scale>(bits: Bits, min: f32, max: f32) -> BlockParams<S> {
     // std::min(min, 0.0f) and std::max(max, 0.0f), operand order kept for signed zeros.
     let min = if 0.0 < min { 0.0 } else { min };
@@ -119,6 +122,7 @@ pub(crate) fn asymmetric_params<S: Scale>(bits: Bits, min: f32, max: f32) -> Blo
 }
 
 /// RTN parameters of a block.
+#[inline]
 pub(crate) fn rtn_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) -> BlockParams<S> {
     let (min, max) = min_max(values);
     if symmetric {
@@ -139,11 +143,17 @@ pub(crate) fn rtn_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) 
 /// same.
 #[inline]
 pub(crate) fn quantize_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> u8 {
-    let x = v * reciprocal + zero_point as f32;
-    let t = x as i32 as f32;
+    let top = max_q as f32 + 1.0;
+    // Outside [-1, max_q + 1] every value rounds and clamps to the same end, so bound x first:
+    // then the truncations below are in range (and plain conversions, which vectorize). f32::max
+    // and min drop a NaN, which thus becomes -1 and stores 0.
+    let x = (v * reciprocal + zero_point as f32).max(-1.0).min(top);
+    // SAFETY: x is finite and within [-1, 256].
+    let t = unsafe { x.to_int_unchecked::<i32>() } as f32;
     let f = x - t;
-    let rounded = t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32;
-    rounded.clamp(0.0, max_q as f32) as u8
+    let rounded = (t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32).max(0.0).min(max_q as f32);
+    // SAFETY: rounded is an integer in [0, max_q].
+    unsafe { rounded.to_int_unchecked::<i32>() as u8 }
 }
 
 #[cfg(test)]

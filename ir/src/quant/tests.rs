@@ -379,3 +379,28 @@ fn mse_search_beats_rtn_on_weights_with_outliers() {
 /// Every setting above must cut the RMS error by at least 1%. Measured (deterministic data):
 /// 0.916..0.988, int4 block 128 symmetric 0.935, int4 block 32 0.97..0.98.
 const MSE_SEARCH_MAX_RATIO: f64 = 0.99;
+
+/// The AVX2 build of the kernel (chosen at run time where the CPU has it) and the portable one
+/// write the same bytes and measure the same error.
+#[test]
+fn the_dispatched_kernel_equals_the_portable_one() {
+    use super::kernel::quantize_portable;
+    let (k, n) = (200, 19);
+    let w: Vec<f32> = (0..k * n).map(|i| (((i * 2654435761usize) % 10007) as f32 / 10007.0 - 0.5) * if i % 97 == 0 { 20.0 } else { 1.0 }).collect();
+    for bits in [Bits::Int4, Bits::Int8] {
+        for sym in [true, false] {
+            let s = QuantSettings::new(bits, 32, sym).unwrap();
+            let layout = s.layout(k).unwrap();
+            let view = WeightView::new(&w, k, n, n).unwrap();
+            let run = |portable: bool| {
+                let mut b = vec![0u8; n * layout.b_per_column()];
+                let mut sc = vec![half::f16::ZERO; n * layout.scales_per_column()];
+                let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+                let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
+                let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
+                (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
+            };
+            assert_eq!(run(true), run(false), "{bits:?} symmetric={sym}");
+        }
+    }
+}
