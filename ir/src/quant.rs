@@ -287,6 +287,11 @@ impl<'a> WeightView<'a> {
             }
         }
     }
+    /// Rows `r0..r0 + len` of column `c` in place, when the view is column-major.
+    #[inline]
+    pub(crate) fn column_block(&self, c: usize, r0: usize, len: usize) -> Option<&'a [f32]> {
+        (self.row_stride == 1).then(|| &self.data[c * self.col_stride + r0..c * self.col_stride + r0 + len])
+    }
     /// Whether row `r` is contiguous (a row-major view), for the kernel's fast gather.
     pub(crate) fn row_slice(&self, r: usize) -> Option<&'a [f32]> {
         (self.col_stride == 1).then(|| &self.data[r * self.row_stride..r * self.row_stride + self.cols])

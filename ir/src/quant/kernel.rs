@@ -66,15 +66,28 @@ pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightVi
     let mut qbuf = [0u8; MAX_BLOCK];
     // Per column: the stored value of the last row of the previous block (see `pack4`).
     let mut prev_last = [0u8; TILE_COLS];
+    // A column-major view (a checkpoint's rows) is read in place: its blocks are contiguous.
+    let in_place = w.column_block(0, 0, 1).is_some();
     for c0 in (0..cols).step_by(TILE_COLS) {
         let width = TILE_COLS.min(cols - c0);
         for kb in 0..k_blocks {
             let r0 = kb * bs;
             let len = bs.min(k - r0);
-            gather(w, c0, width, r0, len, &mut tile)?;
+            if !in_place {
+                gather(w, c0, width, r0, len, &mut tile)?;
+            }
             for j in 0..width {
                 let col = c0 + j;
-                let values = &tile[j][..len];
+                let values: &[f32] = match w.column_block(col, r0, len) {
+                    Some(v) => {
+                        if !v.iter().fold(true, |ok, x| ok & x.is_finite()) {
+                            let r = v.iter().position(|x| !x.is_finite()).expect("one is not finite");
+                            return Err(Error::QuantNonFinite { row: r0 + r, col, value: v[r] });
+                        }
+                        v
+                    }
+                    None => &tile[j][..len],
+                };
                 let p: BlockParams<S> = match settings.method() {
                     Method::Rtn => rtn_params(bits, settings.symmetric(), values),
                     Method::MseSearch => search_params(bits, settings.symmetric(), values),
