@@ -217,11 +217,11 @@ impl QuantGroup {
     /// matrix (each weight row's run contiguous). A `[N, K]` recipe is read a row run at a
     /// time; the transpose of a `[K, N]` recipe (a GPT-2 Conv1D weight) a row of its input at
     /// a time, transposed here; anything else is materialized (no builder recipe is).
-    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<Vec<f32>> {
+    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [f32]) -> Result<()> {
         let (n, k) = (self.n(), self.k());
         let (rows, cols) = (k1 - k0, n1 - n0);
+        debug_assert_eq!(out.len(), rows * cols);
         // Read straight into f32 storage (the recipe is f32 after its cast): no second copy.
-        let mut out = vec![0f32; rows * cols];
         match &self.weight {
             Recipe::Transpose { input, perm } if perm == &[1, 0] && input.is_streamable() => {
                 let mut band = vec![0f32; rows * cols];
@@ -237,7 +237,7 @@ impl QuantGroup {
                 }
             }
             w if w.is_streamable() => {
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
                 if k0 == 0 && k1 == k {
                     w.read_into(n0 * k, n1 * k, bytes)?;
                 } else {
@@ -255,28 +255,45 @@ impl QuantGroup {
                 }
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Runs `f` on weight rows `n0..n1`, columns `k0..k1` (see [`Self::read_block`]), read
+    /// into this thread's reused buffer: a fresh multi-megabyte buffer per range was zeroed
+    /// (and faulted in) every time.
+    fn with_block<R>(&self, n0: usize, n1: usize, k0: usize, k1: usize, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
+        WEIGHTS.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let len = (n1 - n0) * (k1 - k0);
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            self.read_block(n0, n1, k0, k1, &mut buf[..len])?;
+            f(&buf[..len])
+        })
     }
 
     fn compute_rows(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        let values = self.read_block(n0, n1, 0, self.k())?;
-        let view = WeightView::column_major(&values, self.k(), n1 - n0)?;
-        let (b, scales, zp) = match self.scale_dtype {
-            DType::F16 => self.quantize_view::<f16>(&view)?,
-            _ => self.quantize_view::<f32>(&view)?,
-        };
-        Ok(self.parts(b, scales, zp))
+        self.with_block(n0, n1, 0, self.k(), |values| {
+            let view = WeightView::column_major(values, self.k(), n1 - n0)?;
+            let (b, scales, zp) = match self.scale_dtype {
+                DType::F16 => self.quantize_view::<f16>(&view)?,
+                _ => self.quantize_view::<f32>(&view)?,
+            };
+            Ok(self.parts(b, scales, zp))
+        })
     }
 
     fn compute_band(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
         let (n, band) = (self.n(), k1 - k0);
-        let values = self.read_block(0, n, k0, k1)?;
-        let view = WeightView::column_major(&values, band, n)?;
-        let sub = self.settings;
-        match self.scale_dtype {
-            DType::F16 => self.band_to_dq::<f16>(&sub, &view, band, n),
-            _ => self.band_to_dq::<f32>(&sub, &view, band, n),
-        }
+        self.with_block(0, n, k0, k1, |values| {
+            let view = WeightView::column_major(values, band, n)?;
+            let sub = self.settings;
+            match self.scale_dtype {
+                DType::F16 => self.band_to_dq::<f16>(&sub, &view, band, n),
+                _ => self.band_to_dq::<f32>(&sub, &view, band, n),
+            }
+        })
     }
 
     fn band_to_dq<S: Scale + ToBytes>(&self, settings: &QuantSettings, view: &WeightView<'_>, band: usize, n: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
@@ -351,6 +368,11 @@ impl QuantGroup {
         }
         Ok(out)
     }
+}
+
+thread_local! {
+    /// Each writer thread's f32 weights of the range it quantizes.
+    static WEIGHTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// B, the scales' bytes and the zero points of a range, MatMulNBits layout.
