@@ -121,6 +121,18 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Show what a package holds before you ship it: EP, dtype and quantization, inputs and
+    /// outputs, ops by domain, the fusions that fired, host-placed nodes, sizes and the largest
+    /// tensors, and whether genai_config.json matches the graph. Reads no weights.
+    #[command(after_help = "Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
+    Inspect {
+        /// A package folder (what `tailor build --output` wrote).
+        #[arg(value_name = "PACKAGE")]
+        package: PathBuf,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--ep`'s possible values: one per builtin EP table, with its ONNX Runtime provider as the
@@ -235,6 +247,20 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     match cli.command {
+        Command::Inspect { package, json } => match builder::inspect::inspect(&package) {
+            Ok(i) if json => {
+                say!(out, "{}", serde_json::to_string_pretty(&i).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Ok(i) => {
+                say!(out, "{}", i.text().trim_end());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                say!(err, "error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Build {
             model,
             output,

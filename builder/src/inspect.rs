@@ -1,0 +1,224 @@
+//! `tailor inspect PACKAGE`: what a user looks at before shipping a package, read from the
+//! package alone: its EP, dtype and quantization, inputs and outputs, op histogram by domain,
+//! the fusions that fired per role (from build_report.json), host-placed nodes, sizes and the
+//! largest tensors, and whether genai_config.json names the graph's inputs and outputs.
+//!
+//! Weights are not read: the model is loaded with its initializers as mapped recipes, so
+//! inspecting a multi-gigabyte package costs the size of model.onnx.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// One input or output.
+#[derive(Clone, Debug, Serialize)]
+pub struct Port {
+    pub name: String,
+    pub dtype: String,
+    /// Dims as written: numbers or symbolic names.
+    pub shape: Vec<String>,
+}
+
+/// One initializer, for the largest-tensors list.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorSize {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub bytes: usize,
+}
+
+/// Everything `inspect` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Inspection {
+    pub package: String,
+    pub ep: Option<String>,
+    pub dtype: Option<String>,
+    pub model_type: Option<String>,
+    /// `bits`, `format`, `block_size`, `symmetric`, tensor count and the worst RMS error, when
+    /// the package is quantized.
+    pub quantization: Option<Value>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    /// domain (`ai.onnx` for the default one) -> op -> count.
+    pub ops: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Per role: the rules that fired, with counts.
+    pub fused: BTreeMap<String, BTreeMap<String, usize>>,
+    pub host_nodes: Vec<String>,
+    pub model_bytes: u64,
+    pub data_bytes: u64,
+    pub largest: Vec<TensorSize>,
+    /// Names genai_config.json gives that the graph does not have (empty: consistent).
+    pub genai_mismatches: Vec<String>,
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Config { path: path.to_path_buf(), reason: format!("not valid JSON: {e}") }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+fn port(v: &ir::ValueInfo) -> Port {
+    let shape = match &v.shape {
+        Some(dims) => dims.iter().map(|d| d.to_string()).collect(),
+        None => vec!["?".into()],
+    };
+    Port { name: v.name.clone(), dtype: v.dtype.name().into(), shape }
+}
+
+/// Inspects the package folder `dir`.
+pub fn inspect(dir: &Path) -> Result<Inspection> {
+    let model_path = dir.join("model.onnx");
+    if !model_path.is_file() {
+        return Err(Error::Request(format!(
+            "{} is not a package: it has no model.onnx (give the folder `tailor build --output` wrote)",
+            dir.display()
+        )));
+    }
+    let model = ir::load_model(&model_path)?;
+    let report = read_json(&dir.join(crate::package::BUILD_REPORT))?;
+    let genai = read_json(&dir.join("genai_config.json"))?;
+    let g = &model.graph;
+
+    let mut ops: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for n in &g.nodes {
+        let domain = if ep_sets::Domain::is_onnx(&n.domain) { "ai.onnx".to_string() } else { n.domain.clone() };
+        *ops.entry(domain).or_default().entry(n.op.clone()).or_default() += 1;
+    }
+    let mut largest: Vec<TensorSize> = g
+        .initializers
+        .iter()
+        .map(|(name, r)| TensorSize { name: name.clone(), dtype: r.dtype().name().into(), shape: r.shape(), bytes: r.byte_len() })
+        .collect();
+    largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    largest.truncate(5);
+
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map(|m| m.len()).unwrap_or(0);
+    let field = |k: &str| report.as_ref().and_then(|r| r.get(k)).and_then(Value::as_str).map(String::from);
+    let mut fused: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut host_nodes = Vec::new();
+    for p in report.as_ref().and_then(|r| r.get("pipeline")).and_then(Value::as_array).into_iter().flatten() {
+        let role = p.get("role").and_then(Value::as_str).unwrap_or("decoder").to_string();
+        for r in p.pointer("/diagnostics/rules").and_then(Value::as_array).into_iter().flatten() {
+            let fired = r.get("fired").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if let (Some(rule), true) = (r.get("rule").and_then(Value::as_str), fired > 0) {
+                *fused.entry(role.clone()).or_default().entry(rule.to_string()).or_default() += fired;
+            }
+        }
+        host_nodes.extend(p.get("host_nodes").and_then(Value::as_array).into_iter().flatten().filter_map(|h| h.as_str().map(String::from)));
+    }
+    let quantization = report.as_ref().and_then(|r| r.get("quantization")).filter(|q| !q.is_null()).map(|q| {
+        let tensors = q.get("tensors").and_then(Value::as_array).cloned().unwrap_or_default();
+        let worst = tensors.iter().max_by(|a, b| {
+            let e = |t: &Value| t.get("rms_error").and_then(Value::as_f64).unwrap_or(0.0);
+            e(a).total_cmp(&e(b))
+        });
+        serde_json::json!({
+            "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
+            "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
+            "tensors": tensors.len(),
+            "worst": worst.map(|w| serde_json::json!({ "weight": w.get("weight"), "rms_error": w.get("rms_error") })),
+        })
+    });
+
+    Ok(Inspection {
+        package: dir.display().to_string(),
+        ep: field("ep"),
+        dtype: field("dtype"),
+        model_type: field("model_type"),
+        quantization,
+        inputs: g.inputs.iter().map(port).collect(),
+        outputs: g.outputs.iter().map(port).collect(),
+        ops,
+        fused,
+        host_nodes,
+        model_bytes: size("model.onnx"),
+        data_bytes: size(&format!("model.onnx{}", ir::DATA_FILE_SUFFIX)),
+        largest,
+        genai_mismatches: genai.as_ref().map(|c| genai_mismatches(c, g)).unwrap_or_else(|| vec!["no genai_config.json".into()]),
+    })
+}
+
+/// Names in genai_config.json's `model.decoder.inputs` / `outputs` that the graph lacks
+/// (`%d` patterns expanded over the layers).
+fn genai_mismatches(config: &Value, g: &ir::Graph) -> Vec<String> {
+    let layers = config.pointer("/model/decoder/num_hidden_layers").and_then(Value::as_u64).unwrap_or(0);
+    let mut out = Vec::new();
+    for (section, ports) in [("inputs", &g.inputs), ("outputs", &g.outputs)] {
+        let Some(map) = config.pointer(&format!("/model/decoder/{section}")).and_then(Value::as_object) else {
+            out.push(format!("genai_config.json has no model.decoder.{section}"));
+            continue;
+        };
+        for (key, name) in map {
+            let Some(name) = name.as_str() else { continue };
+            let names: Vec<String> = if name.contains("%d") { (0..layers).map(|l| name.replace("%d", &l.to_string())).collect() } else { vec![name.to_string()] };
+            for n in names {
+                if !ports.iter().any(|p| p.name == n) {
+                    out.push(format!("model.decoder.{section}.{key} names `{n}`, which the graph's {section} lack"));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Inspection {
+    /// The text `tailor inspect` prints.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+        s.push_str(&format!("package {}\n", self.package));
+        s.push_str(&format!("  ep {}, dtype {}, model type {}\n", or(&self.ep), or(&self.dtype), or(&self.model_type)));
+        match &self.quantization {
+            Some(q) => s.push_str(&format!(
+                "  quantized: int{} {} block {} {}, {} tensors, worst rms error {}\n",
+                q["bits"],
+                q["format"].as_str().unwrap_or("?"),
+                q["block_size"],
+                if q["symmetric"] == Value::Bool(true) { "symmetric" } else { "asymmetric" },
+                q["tensors"],
+                q["worst"].get("rms_error").map(|e| format!("{e} ({})", q["worst"]["weight"].as_str().unwrap_or("?"))).unwrap_or_else(|| "-".into())
+            )),
+            None => s.push_str("  float weights\n"),
+        }
+        for (title, ports) in [("inputs", &self.inputs), ("outputs", &self.outputs)] {
+            s.push_str(&format!("  {title}:\n"));
+            for p in ports {
+                s.push_str(&format!("    {} {}[{}]\n", p.name, p.dtype, p.shape.join(", ")));
+            }
+        }
+        s.push_str("  ops:\n");
+        for (domain, ops) in &self.ops {
+            let list: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+            s.push_str(&format!("    {domain}: {}\n", list.join(", ")));
+        }
+        for (role, rules) in &self.fused {
+            let list: Vec<String> = rules.iter().map(|(r, n)| format!("{r} x{n}")).collect();
+            s.push_str(&format!("  fired [{role}]: {}\n", list.join(", ")));
+        }
+        if !self.host_nodes.is_empty() {
+            s.push_str(&format!("  host-placed nodes: {}\n", self.host_nodes.join(", ")));
+        }
+        s.push_str(&format!("  size: model.onnx {} B, model.onnx.data {} B\n", self.model_bytes, self.data_bytes));
+        s.push_str("  largest tensors:\n");
+        for t in &self.largest {
+            s.push_str(&format!("    {} {}{:?} {} B\n", t.name, t.dtype, t.shape, t.bytes));
+        }
+        if self.genai_mismatches.is_empty() {
+            s.push_str("  genai_config.json: matches the graph's inputs and outputs\n");
+        } else {
+            for m in &self.genai_mismatches {
+                s.push_str(&format!("  genai_config.json: {m}\n"));
+            }
+        }
+        s
+    }
+}
