@@ -7,6 +7,7 @@ mod companions;
 mod demo;
 mod error;
 mod genai;
+pub mod diff;
 pub mod inspect;
 mod output;
 mod package;

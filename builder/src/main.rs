@@ -133,6 +133,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two packages: op counts, rules that fired in one only, inputs and outputs,
+    /// tensors whose bytes differ (SHA-256, streamed), sizes. build_report.json (timings,
+    /// paths) does not count.
+    #[command(after_help = "Exit status: 0 when the packages mean the same model (same graph, same tensor bytes, same\n\
+        genai_config.json), 1 when they differ, 2 on error: CI can gate on it.\n\n\
+        Examples:\n  tailor diff ./qwen-cpu ./qwen-default\n  tailor diff ./before ./after --json")]
+    Diff {
+        #[arg(value_name = "A")]
+        a: PathBuf,
+        #[arg(value_name = "B")]
+        b: PathBuf,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--ep`'s possible values: one per builtin EP table, with its ONNX Runtime provider as the
@@ -247,6 +262,20 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     match cli.command {
+        Command::Diff { a, b, json } => match builder::diff::diff(&a, &b) {
+            Ok(d) => {
+                if json {
+                    say!(out, "{}", serde_json::to_string_pretty(&d).unwrap_or_default());
+                } else {
+                    say!(out, "{}", d.text().trim_end());
+                }
+                ExitCode::from(if d.same_model { 0 } else { 1 })
+            }
+            Err(e) => {
+                say!(err, "error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Inspect { package, json } => match builder::inspect::inspect(&package) {
             Ok(i) if json => {
                 say!(out, "{}", serde_json::to_string_pretty(&i).unwrap_or_default());

@@ -95,12 +95,30 @@ pub fn canonical_text(model: &Model, opts: TextOptions) -> String {
     out
 }
 
-/// SHA-256 of every initializer's materialized bytes, by name (main graph).
+/// SHA-256 of every initializer's bytes, by name (main graph). Streamable recipes (a loaded
+/// package's tensors are) are hashed 8 MiB at a time, releasing the pages read, so hashing a
+/// large package holds one chunk, not one tensor.
 pub fn initializer_digests(model: &Model) -> Result<BTreeMap<String, String>> {
+    const CHUNK: usize = 8 << 20;
     let mut out = BTreeMap::new();
     for (name, r) in &model.graph.initializers {
-        let digest = Sha256::digest(r.materialize()?);
-        out.insert(name.clone(), digest.iter().map(|b| format!("{b:02x}")).collect());
+        let mut hasher = Sha256::new();
+        let esize = r.dtype().size();
+        if r.is_streamable() && !r.dtype().is_packed() {
+            let numel = r.numel();
+            let step = (CHUNK / esize).max(1);
+            let mut buf = vec![0u8; step.min(numel.max(1)) * esize];
+            for start in (0..numel).step_by(step) {
+                let end = (start + step).min(numel);
+                let chunk = &mut buf[..(end - start) * esize];
+                r.read_into(start, end, chunk)?;
+                r.release(start, end);
+                hasher.update(&chunk[..]);
+            }
+        } else {
+            hasher.update(r.materialize()?);
+        }
+        out.insert(name.clone(), hasher.finalize().iter().map(|b| format!("{b:02x}")).collect());
     }
     Ok(out)
 }

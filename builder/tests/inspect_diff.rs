@@ -1,4 +1,4 @@
-//! `tailor inspect` on packages the binary builds: what it reports, its JSON form, a
+//! `tailor inspect` and `tailor diff` on packages the binary builds: what inspect reports, its JSON form, a
 //! genai_config.json that does not match the graph, and a folder that is no package.
 
 mod common;
@@ -71,4 +71,50 @@ fn a_float_package_and_a_folder_that_is_no_package() {
 
     let (ok, _, err) = inspect(&model, false);
     assert!(!ok && err.contains("is not a package: it has no model.onnx") && !err.contains("panicked"), "{err}");
+}
+
+fn diff(a: &std::path::Path, b: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tailor")).arg("diff").arg(a).arg(b).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn diff_exit_codes_say_whether_two_packages_mean_the_same_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    let build = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let r = tailor(&model, &out, extra);
+        assert!(r.status.success(), "{}", r.stderr);
+        out
+    };
+    let (a, b) = (build("a", &["--ep", "cpu"]), build("b", &["--ep", "cpu"]));
+    // Two builds of one checkpoint with the same options: the same model (their reports differ
+    // in timings and paths).
+    let (code, text, _) = diff(&a, &b);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.starts_with("same model"), "{text}");
+
+    let c = build("c", &["--ep", "default"]);
+    let (code, text, _) = diff(&a, &c);
+    assert_eq!(code, Some(1), "{text}");
+    for needle in ["different models", "op com.microsoft:GroupQueryAttention: 2 in A, 0 in B", "fired decoder fuse.gqa_rotary: 2 in A, 0 in B"] {
+        assert!(text.contains(needle), "diff lacks `{needle}`:\n{text}");
+    }
+
+    // One byte of one tensor changed: named, exit 1.
+    let data = b.join("model.onnx.data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes.iter().position(|&x| x != 0).unwrap();
+    bytes[at] ^= 0xff;
+    std::fs::write(&data, bytes).unwrap();
+    let (code, text, _) = diff(&a, &b);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("tensors with other bytes (1):"), "{text}");
+
+    // Not a package: exit 2 with the reason.
+    let (code, _, err) = diff(&a, &model);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("is not a package"), "{err}");
 }
