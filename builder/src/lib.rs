@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod genai;
 pub mod diff;
+pub mod hub;
 pub mod inspect;
 mod output;
 mod package;

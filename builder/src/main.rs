@@ -41,9 +41,14 @@ enum Command {
         package of this tool; two builds of one OUTPUT at once: the second fails.")]
     Build {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
-        /// model.safetensors.index.json). Without it, the built-in demo checkpoint is used.
-        #[arg(long, value_name = "DIR")]
+        /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found
+        /// in the local hub cache (HF_HUB_CACHE, else HF_HOME/hub, else
+        /// ~/.cache/huggingface/hub). Without it, the built-in demo checkpoint is used.
+        #[arg(long, value_name = "DIR|ID")]
         model: Option<PathBuf>,
+        /// With a hub model id: the branch, tag or commit to build (default main).
+        #[arg(long, value_name = "REV", requires = "model")]
+        revision: Option<String>,
         /// Package folder to write. Defaults to ./tailor-demo for the demo checkpoint.
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
@@ -292,6 +297,7 @@ fn main() -> ExitCode {
         },
         Command::Build {
             model,
+            revision,
             output,
             ep,
             dtype,
@@ -333,7 +339,13 @@ fn main() -> ExitCode {
                         say!(err, "error: --output is required with --model (the folder to write the package to)");
                         return ExitCode::from(2);
                     };
-                    (m, out)
+                    match builder::hub::resolve_model(&m, revision.as_deref()) {
+                        Ok(dir) => (dir, out),
+                        Err(e) => {
+                            say!(err, "error: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
                 }
                 None => {
                     demo_dir = match tempfile::tempdir() {
