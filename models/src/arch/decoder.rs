@@ -417,3 +417,57 @@ fn mlp_scope(down: &str) -> &str {
 fn unreachable_parts() -> Error {
     Error::Checkpoint { path: Default::default(), reason: "internal: a fused projection split into the wrong number of parts".into() }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA};
+    use crate::DecoderConfig;
+    use std::path::Path;
+
+    fn config(model_type: &str, extra: &str) -> DecoderConfig {
+        let text = format!(
+            r#"{{"model_type":"{model_type}","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":7,"intermediate_size":128,"vocab_size":512{extra}}}"#
+        );
+        DecoderConfig::parse(Path::new("config.json"), &text).unwrap()
+    }
+
+    #[test]
+    fn layer_kinds_follow_layer_types_then_the_family_pattern() {
+        let w = |f: &crate::arch::DecoderFamily, model_type: &str, extra: &str| f.windows(&config(model_type, extra)).unwrap();
+        let (s, f) = (Some(5), None);
+        // Gemma 2 without layer_types: sliding on even layers; window 4096 when absent.
+        assert_eq!(w(&GEMMA2, "gemma2", r#","sliding_window":5"#), [s, f, s, f, s, f, s]);
+        assert_eq!(w(&GEMMA2, "gemma2", "")[0], Some(4096));
+        // Gemma 3: every `sliding_window_pattern`th layer full (published spelling or the
+        // underscored one transformers writes), default 6.
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5,"sliding_window_pattern":3"#), [s, s, f, s, s, f, s]);
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5,"_sliding_window_pattern":2"#), [s, f, s, f, s, f, s]);
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5"#), [s, s, s, s, s, f, s]);
+        // layer_types wins over the pattern.
+        let types = r#","sliding_window":5,"sliding_window_pattern":2,"layer_types":["full_attention","sliding_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
+        assert_eq!(w(&GEMMA3, "gemma3_text", types), [f, s, f, f, f, f, s]);
+        // Llama keeps the generic rule: a window, when given, applies to every layer.
+        assert_eq!(w(&LLAMA, "llama", r#","sliding_window":5"#), [s; 7]);
+        assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
+        let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
+        assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn scalar_keys_take_the_family_default_null_turns_them_off() {
+        let sc = GEMMA2.scalars(&config("gemma2", "")).unwrap();
+        assert_eq!((sc.attention_softcap, sc.final_softcap), (Some(50.0), Some(30.0)));
+        assert_eq!(sc.attention_scale, Some(1.0 / 16.0), "query_pre_attn_scalar defaults to 256");
+        assert_eq!(sc.embedding, Some(8.0));
+        let sc = GEMMA2.scalars(&config("gemma2", r#","attn_logit_softcapping":null,"query_pre_attn_scalar":64"#)).unwrap();
+        assert_eq!((sc.attention_softcap, sc.attention_scale), (None, Some(0.125)));
+        let sc = GEMMA3.scalars(&config("gemma3_text", "")).unwrap();
+        assert_eq!((sc.attention_softcap, sc.final_softcap), (None, None));
+        let sc = GRANITE.scalars(&config("granite", r#","embedding_multiplier":12.0,"logits_scaling":8"#)).unwrap();
+        assert_eq!((sc.embedding, sc.residual, sc.attention_scale, sc.logits_divisor), (Some(12.0), Some(1.0), Some(1.0), Some(8.0)));
+        let e = GRANITE.scalars(&config("granite", r#","residual_multiplier":"big""#)).err().unwrap().to_string();
+        assert!(e.contains("`residual_multiplier`"), "{e}");
+        let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"relu""#)).err().unwrap().to_string();
+        assert!(e.contains("`hidden_activation`"), "{e}");
+    }
+}
