@@ -674,6 +674,34 @@ mod tests {
     }
 
     #[test]
+    fn gemma3_ropes_in_both_spellings() {
+        let nested = parse(&format!(
+            r#"{{{BASE},"rope_parameters":{{"full_attention":{{"rope_type":"linear","factor":8.0,"rope_theta":1000000.0}},"sliding_attention":{{"rope_type":"default","rope_theta":10000.0}}}}}}"#
+        ))
+        .unwrap();
+        let published = parse(&format!(
+            r#"{{{BASE},"rope_theta":1000000.0,"rope_scaling":{{"rope_type":"linear","factor":8.0}},"rope_local_base_freq":10000.0}}"#
+        ))
+        .unwrap();
+        for c in [&nested, &published] {
+            assert_eq!((c.rope.theta, &c.rope.kind), (1e6, &RopeKind::Linear { factor: 8.0 }));
+            let local = c.sliding_rope.as_ref().unwrap();
+            assert_eq!((local.theta, &local.kind), (1e4, &RopeKind::Default));
+        }
+        assert!(parse(BASE_OBJECT).unwrap().sliding_rope.is_none());
+        let e = parse(&format!(r#"{{{BASE},"rope_parameters":{{"full_attention":{{"rope_theta":10.0}},"chunked":{{}}}}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`rope_parameters`") && e.contains("chunked"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_parameters":{{"sliding_attention":{{"rope_type":"linear"}}}}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`rope_parameters.sliding_attention.factor`"), "{e}");
+    }
+
+    const BASE_OBJECT: &str = r#"{"model_type":"llama","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512}"#;
+
+    #[test]
     fn unknown_keys_are_kept() {
         let c = parse(&format!(r#"{{{BASE},"some_future_key":{{"a":1}}}}"#)).unwrap();
         assert!(c.raw.contains_key("some_future_key"));

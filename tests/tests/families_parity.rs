@@ -114,3 +114,30 @@ fn a_tied_head_does_not_see_the_embedding_scale() {
         assert!(diff < 1e-5, "{name}: tied and untied heads over the same table differ by {diff}");
     }
 }
+
+/// Gemma 3 as most published configs spell it: `rope_theta` for full layers,
+/// `rope_local_base_freq` for sliding ones, `sliding_window_pattern` instead of `layer_types`
+/// (pattern 2 = tiny-gemma3's sliding-then-full), no nested `rope_parameters`. The same
+/// weights must compute the same reference.
+#[test]
+fn tiny_gemma3_in_the_published_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    tailor_tests::checkpoints::rewrite_checkpoint(&fixture("tiny-gemma3"), dir.path(), |t| t);
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let m = config.as_object_mut().unwrap();
+    let ropes = m.remove("rope_parameters").unwrap();
+    m.remove("layer_types");
+    m.remove("_sliding_window_pattern");
+    m.insert("rope_theta".into(), ropes["full_attention"]["rope_theta"].clone());
+    m.insert("rope_local_base_freq".into(), ropes["sliding_attention"]["rope_theta"].clone());
+    m.insert("sliding_window_pattern".into(), 2.into());
+    assert_ne!(m["rope_theta"], m["rope_local_base_freq"], "the fixture has two RoPE bases");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let ckpt = models::Checkpoint::open(dir.path()).unwrap();
+    let model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let shape = DecoderShape::of(&model);
+    let (_dir, mut s) = session_for(&model);
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-gemma3")), Cases::ALL);
+    assert_within("tiny-gemma3 (rope_local_base_freq, sliding_window_pattern)", &diffs, 1e-4);
+}
