@@ -428,6 +428,18 @@ mod tests {
         assert!(iota(vec![2, 2]).reshape(vec![3]).materialize().is_err());
     }
 
+    /// Gemma's `1 + weight`: added in f32 on an f16 source, then one rounding to the target.
+    #[test]
+    fn offset_adds_in_f32_and_rounds_once() {
+        let half = iota(vec![3]).cast(DType::F16);
+        let r = half.offset(1.0);
+        assert_eq!((r.dtype(), r.shape()), (DType::F32, vec![3]));
+        assert_eq!(f32s(&r.materialize().unwrap()), vec![1., 2., 3.]);
+        assert_eq!(r.describe(), "offset[+1](cast[f32](cast[f16](computed(iota))))");
+        let back = r.cast(DType::F16).materialize().unwrap();
+        assert_eq!(back, iota(vec![3]).offset(1.0).cast(DType::F16).materialize().unwrap());
+    }
+
     #[test]
     fn casts_round_trip_through_halves() {
         let r = Recipe::from_f32("v", vec![3], &[1.0, -2.5, 65504.0]);
