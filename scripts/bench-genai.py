@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Decode benchmark (never run in CI): prefill time and decode tokens per second through
-onnxruntime-genai for the `cpu` f32 and `default` f32 packages of the synthetic
-Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), reported with their ratio.
+"""Decode benchmark (never run in CI): session-creation time, prefill time and decode tokens
+per second through onnxruntime-genai for the `default` and `cpu` packages of the synthetic
+Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--quant int4`
+(each table's defaults), reported as ratios measured in the same run.
 
     cargo build --release -p builder --bins
     .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3]
@@ -20,10 +21,20 @@ REPO = Path(__file__).resolve().parents[1]
 RELEASE = REPO / "target" / "release"
 
 
-def build(ckpt: Path, out: Path, ep: str) -> None:
+def build(ckpt: Path, out: Path, ep: str, flags: list) -> None:
     cmd = [str(RELEASE / "tailor"), "build", "--model", str(ckpt), "--output", str(out),
-           "--ep", ep, "--dtype", "f32", "--force"]
+           "--ep", ep, "--dtype", "f32", "--force", *flags]
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+
+
+def load_time(pkg: Path, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        model = og.Model(str(pkg))
+        best = min(best, time.perf_counter() - t0)
+        del model
+    return best
 
 
 def measure(pkg: Path, prompt: np.ndarray, new_tokens: int, runs: int):
@@ -57,16 +68,22 @@ def main() -> None:
                                check=True, capture_output=True, text=True).stdout.strip())
     prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
     results = {}
-    for ep in ("default", "cpu"):
-        pkg = work / f"genai-{ep}-f32"
-        build(ckpt, pkg, ep)
-        results[ep] = measure(pkg, prompt, 32, args.runs)
-        print(f"{ep:8s} f32: prefill {results[ep][0] * 1000:8.1f} ms   decode {results[ep][1]:6.2f} tokens/s")
-    d, c = results["default"], results["cpu"]
+    cases = [("default", "f32", []), ("cpu", "f32", []), ("default", "int4", ["--quant", "int4"]), ("cpu", "int4", ["--quant", "int4"])]
+    for ep, name, flags in cases:
+        pkg = work / f"genai-{ep}-{name}"
+        build(ckpt, pkg, ep, flags)
+        load = load_time(pkg, args.runs)
+        prefill, decode = measure(pkg, prompt, 32, args.runs)
+        results[(ep, name)] = (prefill, decode, load)
+        print(f"{ep:8s} {name}: load {load * 1000:7.0f} ms   prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
+    d, c = results[("default", "f32")], results[("cpu", "f32")]
+    di, ci = results[("default", "int4")], results[("cpu", "int4")]
     print(f"cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} cpu_vs_default_decode_speedup={c[1] / d[1]:.2f} "
           f"default_prefill_ms={d[0] * 1000:.0f} cpu_prefill_ms={c[0] * 1000:.0f} "
           f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f}")
-
+    print(f"cpu_int4_vs_cpu_f32_decode={ci[1] / c[1]:.2f} default_int4_vs_cpu_f32_decode={di[1] / c[1]:.2f} "
+          f"cpu_int4_vs_cpu_f32_prefill_speedup={c[0] / ci[0]:.2f} cpu_int4_vs_cpu_f32_load_speedup={c[2] / ci[2]:.2f} "
+          f"cpu_int4_tok_s={ci[1]:.2f} default_int4_tok_s={di[1]:.2f} cpu_int4_load_ms={ci[2] * 1000:.0f} cpu_f32_load_ms={c[2] * 1000:.0f}")
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "2")

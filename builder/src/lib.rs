@@ -10,9 +10,11 @@ mod genai;
 mod output;
 mod package;
 pub mod pipeline;
+pub mod quantize;
 
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, build_options, optimized_model, BuildReport, BuildRequest, MAX_THREADS};
+pub use package::{build, build_options, optimized_model, optimized_model_with, BuildReport, BuildRequest, MAX_THREADS};
+pub use quantize::{QuantRequest, TensorReport};

@@ -52,9 +52,46 @@ enum Command {
         // Its possible values are set from those tables in `main` (`ep_values`).
         #[arg(long, default_value = "default")]
         ep: String,
-        /// Element type of weights and activations: f32, f16 or bf16.
-        #[arg(long, default_value = "f32", value_parser = parse_dtype)]
-        dtype: DType,
+        /// Element type of activations (and of float weights): f32, f16 or bf16. Default: the EP
+        /// table's (`default_dtype`; with --quant, its [quant.*] section's): f32 for cpu and
+        /// default, f16 for cuda, dml, webgpu and trt-rtx.
+        #[arg(long, value_parser = parse_dtype)]
+        dtype: Option<DType>,
+        /// Weight-only quantization of MatMul weights (and, per EP defaults, the lm_head and the
+        /// embeddings): int4 or int8. Absent: float weights. The form follows the EP table:
+        /// com.microsoft MatMulNBits / GatherBlockQuantized, or standard DequantizeLinear +
+        /// MatMul for `default` (docs/quantization.md).
+        // Its long help lists every table's defaults (`quant_help`).
+        #[arg(long, value_name = "BITS", value_parser = parse_bits, help_heading = "Quantization")]
+        quant: Option<ep_sets::QuantBits>,
+        /// Weights per quantization block along K: a power of two from 16 to 256.
+        #[arg(long, default_value_t = 32, value_name = "N", requires = "quant", help_heading = "Quantization")]
+        block_size: usize,
+        /// Asymmetric blocks (uint4/uint8 with zero points) instead of symmetric ones.
+        #[arg(long, requires = "quant", help_heading = "Quantization")]
+        asymmetric: bool,
+        /// MatMulNBits' accuracy_level: 0 (unset), 1 (f32), 2 (f16), 3 (bf16), 4 (int8: the
+        /// activations are quantized per block inside the kernel, faster, about 1e-2 further
+        /// from the float result). Default: the EP table's (cpu and webgpu 4, others 0).
+        #[arg(long, value_name = "N", requires = "quant", help_heading = "Quantization")]
+        accuracy_level: Option<i64>,
+        /// Quantize the lm_head: int4, int8 or none. Default: the EP table's (cpu: as --quant).
+        #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
+        quant_lm_head: Option<ep_sets::QuantChoice>,
+        /// Quantize the embedding table (GatherBlockQuantized): int4, int8 or none. Default: the
+        /// EP table's (cpu: as --quant; default: none, since ONNX Runtime does not fuse
+        /// DequantizeLinear + Gather and would dequantize the whole table on every run).
+        #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
+        quant_embeddings: Option<ep_sets::QuantChoice>,
+        /// Keep the weights whose initializer name matches PATTERN float (`*` and `?`
+        /// wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'); repeatable.
+        #[arg(long, value_name = "PATTERN", requires = "quant", help_heading = "Quantization")]
+        quant_exclude: Vec<String>,
+        /// How block scales are chosen: `rtn` (round to nearest from the block's range: the bytes
+        /// ONNX Runtime's own quantizer writes) or `mse` (searches scales for a lower weight
+        /// error, no calibration data, about 50x slower to quantize).
+        #[arg(long, default_value = "rtn", value_name = "METHOD", value_parser = ["rtn", "mse"], requires = "quant", help_heading = "Quantization")]
+        quant_method: String,
         /// Replace OUTPUT when it holds an earlier package of this tool (its build_report.json
         /// and only the files that report lists), once the new package is complete. Any other
         /// non-empty folder is refused, and so is one holding a file the checkpoint reads.
@@ -103,6 +140,47 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
         .ok_or_else(|| format!("unsupported dtype `{s}`; choose one of f32, f16, bf16"))
 }
 
+fn parse_bits(s: &str) -> Result<ep_sets::QuantBits, String> {
+    ep_sets::QuantBits::parse(s).ok_or_else(|| format!("unknown quantization `{s}`; choose int4 or int8"))
+}
+
+fn parse_choice(s: &str) -> Result<ep_sets::QuantChoice, String> {
+    ep_sets::QuantChoice::parse(s).ok_or_else(|| format!("`{s}`: choose int4, int8 or none"))
+}
+
+/// `--quant`'s long help: what every builtin table does with it, read from the tables.
+fn quant_help(sets: &EpSets) -> String {
+    let mut text = String::from(
+        "Weight-only quantization of MatMul weights: int4 or int8. Absent: float weights.\n\
+         Each EP table's [quant.*] section sets the form and the defaults (a flag overrides them):",
+    );
+    for name in sets.names() {
+        let Some(t) = sets.get(name) else { continue };
+        let plans: Vec<String> = t
+            .quant_plans()
+            .map(|q| {
+                format!(
+                    "{}: {}, activations {}, accuracy level {}, lm_head {}, embeddings {}",
+                    q.bits,
+                    q.format.name(),
+                    q.dtype,
+                    q.accuracy_level,
+                    q.lm_head.name(),
+                    q.embeddings.name()
+                )
+            })
+            .collect();
+        if plans.is_empty() {
+            text.push_str(&format!("\n  {name}: no quantization"));
+        }
+        for p in plans {
+            text.push_str(&format!("\n  {name} {p}"));
+        }
+    }
+    text.push_str("\nSee docs/quantization.md; build_report.json records every quantized tensor's error.");
+    text
+}
+
 fn parse_threads(s: &str) -> Result<usize, String> {
     let n: usize = s.parse().map_err(|_| format!("`{s}` is not a thread count; give a whole number from 0 to {MAX_THREADS}"))?;
     if n > MAX_THREADS {
@@ -149,13 +227,49 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let command = Cli::command().mut_subcommand("build", |b| b.mut_arg("ep", |a| a.value_parser(ep_values(&sets))));
+    let command = Cli::command().mut_subcommand("build", |b| {
+        b.mut_arg("ep", |a| a.value_parser(ep_values(&sets))).mut_arg("quant", |a| a.long_help(quant_help(&sets)))
+    });
     let cli = match Cli::from_arg_matches(&command.get_matches()) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
     match cli.command {
-        Command::Build { model, output, ep, dtype, force, tied_head, threads, explain, diag_format, strict } => {
+        Command::Build {
+            model,
+            output,
+            ep,
+            dtype,
+            force,
+            tied_head,
+            threads,
+            explain,
+            diag_format,
+            strict,
+            quant,
+            block_size,
+            asymmetric,
+            accuracy_level,
+            quant_lm_head,
+            quant_embeddings,
+            quant_exclude,
+            quant_method,
+        } => {
+            let quant = quant.map(|bits| builder::QuantRequest {
+                bits,
+                block_size,
+                symmetric: !asymmetric,
+                accuracy_level,
+                lm_head: quant_lm_head,
+                embeddings: quant_embeddings,
+                exclude: quant_exclude,
+                method: if quant_method == "mse" { ir::quant::Method::MseSearch } else { ir::quant::Method::Rtn },
+            });
+            // The EP table picks the dtype a build names none of.
+            let dtype = dtype.unwrap_or_else(|| {
+                let d = sets.get(&ep).map(|t| t.default_dtype(quant.as_ref().map(|q| q.bits)).to_string()).unwrap_or_default();
+                DType::parse(&d).unwrap_or(DType::F32)
+            });
             let json = diag_format == "json";
             let (demo_dir, _demo_guard);
             let (model_dir, output) = match model {
@@ -184,7 +298,7 @@ fn main() -> ExitCode {
                 }
             };
             let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict, quant };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
             let report = match &result {
                 Ok(r) => Some(&r.pipeline),
@@ -209,6 +323,17 @@ fn main() -> ExitCode {
                         r.data_bytes,
                         if r.copied_files.is_empty() { "no checkpoint files".to_string() } else { r.copied_files.join(", ") }
                     );
+                    if let Some(worst) = r.quantized.iter().max_by(|a, b| a.rms_error.total_cmp(&b.rms_error)) {
+                        say!(
+                            err,
+                            "quantized {} weights; package {:.1} MB; largest weight error: {} (rms {:.3e}, max {:.3e}; every tensor in build_report.json)",
+                            r.quantized.len(),
+                            (r.model_bytes + r.data_bytes) as f64 / 1e6,
+                            worst.weight,
+                            worst.rms_error,
+                            worst.max_abs_error
+                        );
+                    }
                     for note in &r.notes {
                         say!(err, "note: {note}");
                     }

@@ -3,6 +3,7 @@
 use crate::companions::{Companions, CHECKPOINT_FILES};
 use crate::output::Claim;
 use crate::pipeline::{optimize, PipelineReport};
+use crate::quantize::{QuantRequest, QuantStep, TensorReport};
 use crate::{genai_config, Error, Result};
 use ep_sets::EpSets;
 use ir::DType;
@@ -41,6 +42,8 @@ pub struct BuildRequest {
     pub explain: bool,
     /// Make warnings (missing tokenizer files) errors.
     pub strict: bool,
+    /// Weight-only quantization (`--quant`); `None` keeps float weights.
+    pub quant: Option<QuantRequest>,
 }
 
 impl BuildRequest {
@@ -56,6 +59,7 @@ impl BuildRequest {
             threads: 0,
             explain: false,
             strict: false,
+            quant: None,
         }
     }
 }
@@ -75,6 +79,8 @@ pub struct BuildReport {
     pub warnings: Vec<String>,
     /// What the EP pipeline did and what validation found (also in build_report.json).
     pub pipeline: PipelineReport,
+    /// Every quantized weight with its error (empty without `--quant`).
+    pub quantized: Vec<TensorReport>,
     pub seconds: f64,
 }
 
@@ -102,6 +108,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
     let (table, plan) = sets.plan(&req.ep, req.dtype.name())?;
+    let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
@@ -123,7 +130,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
     let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
-    let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain)?;
+    let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain, quant.as_ref())?;
 
     let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
@@ -154,6 +161,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         format!("{}.toml lists `{r}` for {}, which this build does not implement yet; it was skipped", table.name, req.dtype)
     }));
     write_json(&staging.path().join("genai_config.json"), &config)?;
+    let quantized = pipeline.quant.as_ref().map(|q| q.report()).unwrap_or_default();
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &companions.copyable)?;
     let files: Vec<&str> = PACKAGE_FILES.iter().copied().chain(copied_files.iter().map(String::as_str)).collect();
     let report = serde_json::json!({
@@ -168,6 +176,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "notes": notes,
         "warnings": warnings,
         "pipeline": [pipeline],
+        "quantization": quant.as_ref().map(|q| quantization_json(req.quant.as_ref(), q, &pipeline, &quantized)),
         "validation": { "ok": true, "problems": [] },
     });
     write_json(&staging.path().join(BUILD_REPORT), &report)?;
@@ -183,18 +192,65 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         notes,
         warnings,
         pipeline,
+        quantized,
         seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The `--quant` request checked against the table's `[quant.<bits>]` section, before any
+/// weight is read.
+fn resolve_quant(req: Option<&QuantRequest>, table: &ep_sets::EpTable, dtype: DType) -> Result<Option<QuantStep>> {
+    let Some(req) = req else { return Ok(None) };
+    let Some(plan) = table.quant(req.bits) else {
+        let offered: Vec<&str> = table.quant_plans().map(|q| q.bits.name()).collect();
+        return Err(Error::Request(format!(
+            "--quant {}: the {} table (ep-sets/tables/{}.toml) has no [quant.{}] section; it offers {}",
+            req.bits,
+            table.name,
+            table.name,
+            req.bits,
+            if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
+        )));
+    };
+    QuantStep::resolve(req, plan, &table.name, dtype).map(Some)
+}
+
+/// build_report.json's `quantization` entry: the settings, what stayed float and why, and
+/// every quantized tensor with its weight error.
+fn quantization_json(req: Option<&QuantRequest>, step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
+    let kept: Vec<serde_json::Value> = pipeline
+        .quant
+        .iter()
+        .flat_map(|q| q.kept_float.iter().map(|(w, why)| serde_json::json!({ "weight": w, "why": why })))
+        .collect();
+    serde_json::json!({
+        "bits": req.map(|r| r.bits.count()),
+        "format": step.format.name(),
+        "block_size": step.block_size,
+        "symmetric": step.symmetric,
+        "method": format!("{:?}", step.method).to_lowercase(),
+        "accuracy_level": step.accuracy_level,
+        "lm_head": step.lm_head.map_or("none", |b| b.name()),
+        "embeddings": step.embeddings.map_or("none", |b| b.name()),
+        "kept_float": kept,
+        "tensors": tensors,
     })
 }
 
 /// The optimized, validated model of a checkpoint for an (EP, dtype), in memory: what `build`
 /// writes, for tests and tools that do not need a package.
 pub fn optimized_model(model_dir: &Path, ep: &str, dtype: DType, explain: bool) -> Result<(ir::Model, PipelineReport)> {
+    optimized_model_with(model_dir, ep, dtype, explain, None)
+}
+
+/// [`optimized_model`] with weight quantization.
+pub fn optimized_model_with(model_dir: &Path, ep: &str, dtype: DType, explain: bool, quant: Option<&QuantRequest>) -> Result<(ir::Model, PipelineReport)> {
     let sets = EpSets::builtin()?;
     let (table, plan) = sets.plan(ep, dtype.name())?;
+    let step = resolve_quant(quant, table, dtype)?;
     let ckpt = Checkpoint::open(model_dir)?;
     let mut model = models::tasks::causal_lm::build(&ckpt, &build_options(plan, dtype))?;
-    let report = optimize(&mut model, table, plan, dtype.name(), explain)?;
+    let report = optimize(&mut model, table, plan, dtype.name(), explain, step.as_ref())?;
     Ok((model, report))
 }
 

@@ -2,6 +2,7 @@
 //! graph, then validation of the result against the same table. A miss is a build error that
 //! quotes the failing rule's check messages, never a silently slower model.
 
+use crate::quantize::{self, QuantOutcome, QuantStep};
 use crate::{Error, Result};
 use ep_sets::{Claim, DtypePlan, EpTable, OpSchemas};
 use ir::{Graph, Model};
@@ -31,6 +32,10 @@ pub struct PipelineReport {
     /// Nodes the table places on the CPU EP (`host = true` kernels), as `op x count`: the
     /// EP has no kernel for them and ONNX Runtime runs them on the host.
     pub host_nodes: Vec<String>,
+    /// What the quantize step did (`--quant`); its per-tensor errors are known once the
+    /// package is written, so build_report.json records them from here after the write.
+    #[serde(skip)]
+    pub quant: Option<QuantOutcome>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -46,7 +51,8 @@ fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
 }
 
 /// Runs the table's stages on `model` and validates the result.
-pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool) -> Result<PipelineReport> {
+/// With `quant`, the quantize step runs between the lower and fold stages (docs/pipeline.md).
+pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool, quant: Option<&QuantStep>) -> Result<PipelineReport> {
     let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = Vec::new();
     let mut not_implemented = Vec::new();
     for (stage, rule) in plan.pipeline() {
@@ -89,7 +95,29 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         .map_err(|e| Error::Pipeline(format!("{}.toml [dtype.{dtype}]: {e}", table.name)))?;
     // Per-candidate records are always kept: validation needs each candidate's outcome.
     let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
-    let mut diagnostics = rules::apply_schedule(model, &schedule, &opts).map_err(|e| Error::Pipeline(e.to_string()))?;
+    // The quantize step, after fusion and lowering, before folding: the fusions and lowerings
+    // match float MatMuls (a packed QKV weight is quantized as one; `lower.separate_rope` and
+    // `lower.unpack_qkv` read q/k/v projections), folding sees the quantized graph.
+    let mut quant_outcome: Option<Result<QuantOutcome>> = None;
+    let mut quantize_step = |m: &mut Model| -> std::result::Result<(), String> {
+        if let Some(step) = quant {
+            let r = quantize::run(&mut m.graph, step);
+            let failed = r.as_ref().err().map(|e| e.to_string());
+            quant_outcome = Some(r);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(())
+    };
+    let step: rules::Step<'_> = (ep_sets::Stage::Fold, &mut quantize_step);
+    let diagnostics = rules::apply_schedule_with(model, &schedule, &opts, Some(step));
+    let quant_outcome = match quant_outcome {
+        Some(Err(e)) => return Err(e),
+        Some(Ok(o)) => Some(o),
+        None => None,
+    };
+    let mut diagnostics = diagnostics.map_err(|e| Error::Pipeline(e.to_string()))?;
 
     let mut problems = Vec::new();
     let mut required_report = Vec::new();
@@ -105,6 +133,9 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
     }
     let validation = validate_graph(&model.graph, table, plan);
     problems.extend(validation.problems);
+    if let (Some(step), Some(outcome)) = (quant, &quant_outcome) {
+        problems.extend(quantize::validate(&model.graph, step, outcome));
+    }
     if !explain {
         diagnostics.records.clear();
     }
@@ -116,6 +147,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         required: required_report,
         validation: problems.clone(),
         host_nodes: validation.host_nodes,
+        quant: quant_outcome,
     };
     if !problems.is_empty() {
         return Err(Error::Validation { ep: table.name.clone(), dtype: dtype.into(), problems, report: Box::new(report) });
@@ -177,7 +209,7 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Valid
         Ok(s) => s,
         Err(e) => return Validation { problems: vec![format!("operator schemas unreadable: {e}")], host_nodes: vec![] },
     };
-    let types = ir::infer_types(graph);
+    let types = ir::infer_types(graph, rules::op_types());
     let dtype_of = |name: &str| -> Option<String> {
         if name.is_empty() {
             return None;

@@ -16,6 +16,7 @@ mod claim;
 pub mod dtype;
 mod error;
 mod opschema;
+mod quant;
 mod domain;
 mod schema;
 mod stage;
@@ -26,6 +27,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use claim::Claim;
+pub use quant::{QuantBits, QuantChoice, QuantFormat, QuantPlan};
 pub use domain::Domain;
 pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};

@@ -1,6 +1,7 @@
 //! Operator schemas: which type constraint each formal input and output carries. EP tables
 //! claim kernels by constraint (`T = ["f16"]`, `M = ["i32"]`); validation needs to know that,
-//! say, GroupQueryAttention's input 5 is `M`, to bind a node's dtypes to those names.
+//! say, GroupQueryAttention's input 5 is `M`, to bind a node's dtypes to those names. Type
+//! inference (`rules::op_types`) gives an output the dtype its constraint binds.
 //! `schemas.toml` is generated from ONNX Runtime 1.32's schema registry by
 //! `tools/gen_schemas.py`.
 
@@ -27,7 +28,7 @@ struct File {
     op: Vec<OpSchema>,
 }
 
-/// The schemas of every operator an EP table claims.
+/// The schemas of every operator an EP table claims or an inference declaration names.
 #[derive(Debug, Clone)]
 pub struct OpSchemas {
     by_op: BTreeMap<(String, String), OpSchema>,
@@ -70,6 +71,21 @@ impl OpSchemas {
         }
         Some(out)
     }
+
+    /// The dtypes of a node's outputs that follow from its inputs' dtypes (`None` where an input
+    /// is absent or unknown): an output whose type parameter some input also carries takes the
+    /// dtype [`bindings`](Self::bindings) gives it, a fixed tensor type (`tensor(int64)`) is that
+    /// type, anything else is unknown. `None` when the operator has no schema.
+    pub fn output_dtypes(&self, domain: &str, op: &str, inputs: &[Option<String>]) -> Option<Vec<Option<String>>> {
+        let schema = self.get(domain, op)?;
+        let bound = self.bindings(domain, op, inputs, &[])?;
+        let dtype = |formal: &String| match bound.get(formal) {
+            Some(d) => Some(d.clone()),
+            None if !schema.constraints.contains(formal) => crate::dtype::short_name(formal).map(str::to_string),
+            None => None,
+        };
+        Some(schema.outputs.iter().map(dtype).collect())
+    }
 }
 
 #[cfg(test)]
@@ -88,5 +104,32 @@ mod tests {
         let concat = s.bindings("", "Concat", &[f("f16"), f("f16"), f("f16")], &[]).unwrap();
         assert_eq!(concat.get("T").map(String::as_str), Some("f16"));
         assert!(s.get("", "NoSuchOp").is_none());
+    }
+
+    #[test]
+    fn outputs_take_the_dtype_their_type_parameter_binds() {
+        let s = OpSchemas::builtin().unwrap();
+        let f = |x: &str| Some(x.to_string());
+        // GatherBlockQuantized: output is T2, which only `scales` (input 2) carries.
+        let gbq = s.output_dtypes("com.microsoft", "GatherBlockQuantized", &[f("u8"), f("i64"), f("f16")]).unwrap();
+        assert_eq!(gbq, [f("f16")]);
+        // SkipSimplifiedLayerNormalization: outputs 1 and 2 are U, which no input carries.
+        let skip = s.output_dtypes("com.microsoft", "SkipSimplifiedLayerNormalization", &[f("bf16"), f("bf16"), f("bf16")]).unwrap();
+        assert_eq!(skip, [f("bf16"), None, None, f("bf16")]);
+        // An unknown input leaves its parameter unknown; a fixed output type needs no input.
+        assert_eq!(s.output_dtypes("", "Shape", &[None]).unwrap(), [None]);
+        let fixed = OpSchema {
+            domain: "x".into(),
+            name: "Count".into(),
+            since: 1,
+            inputs: vec!["T".into()],
+            outputs: vec!["tensor(int64)".into(), "T".into()],
+            variadic: false,
+            constraints: vec!["T".into()],
+        };
+        let one = OpSchemas { by_op: [(("x".to_string(), "Count".to_string()), fixed)].into() };
+        assert_eq!(one.output_dtypes("x", "Count", &[f("f16")]).unwrap(), [f("i64"), f("f16")]);
+        assert_eq!(s.output_dtypes("com.microsoft", "MatMulNBits", &[None, f("u8"), f("f32")]).unwrap(), [f("f32")]);
+        assert!(s.output_dtypes("com.microsoft", "NoSuchOp", &[]).is_none());
     }
 }

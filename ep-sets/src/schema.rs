@@ -16,6 +16,8 @@ pub(crate) struct RawTable {
     #[serde(default)]
     pub dtype: BTreeMap<String, Spanned<RawPlan>>,
     #[serde(default)]
+    pub quant: BTreeMap<String, Spanned<crate::quant::RawQuant>>,
+    #[serde(default)]
     pub exclude: Vec<Spanned<RawExclude>>,
     #[serde(default)]
     pub ops: BTreeMap<String, BTreeMap<String, Vec<Spanned<RawKernel>>>>,
@@ -26,6 +28,9 @@ pub(crate) struct RawTable {
 pub(crate) struct RawEp {
     pub name: Spanned<String>,
     pub provider: String,
+    /// The `--dtype` of a float build that names none.
+    #[serde(default)]
+    pub default_dtype: Option<Spanned<String>>,
     #[serde(default)]
     pub notes: Option<String>,
     #[serde(default)]

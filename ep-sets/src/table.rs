@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::error::{Error, Location, Result};
+use crate::quant::{QuantBits, QuantPlan};
 use crate::schema::{RawKernel, RawTable};
 
 pub use crate::stage::Stage;
@@ -167,6 +168,13 @@ pub struct EpTable {
     pub(crate) genai: Option<GenaiProvider>,
     pub(crate) plans: BTreeMap<String, DtypePlan>,
     pub(crate) exclusions: Vec<Exclusion>,
+    /// `[quant.int4]` / `[quant.int8]`; a bit width absent here is refused by `--quant`.
+    pub(crate) quant: BTreeMap<QuantBits, QuantPlan>,
+    /// Names a bit width no [`QuantBits`] knows, with where: reported by `validate`.
+    pub(crate) unknown_quant: Vec<(String, Option<Range<usize>>)>,
+    /// `[ep] default_dtype`, when the table gives one.
+    pub(crate) default_dtype: Option<String>,
+    pub(crate) default_dtype_span: Option<Range<usize>>,
     /// (domain, op) -> kernels; domain `""` is the default ONNX domain.
     pub(crate) ops: BTreeMap<(String, String), Vec<Kernel>>,
 }
@@ -175,6 +183,29 @@ impl EpTable {
     /// The plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
     pub fn dtype(&self, d: &str) -> Option<&DtypePlan> {
         self.plans.get(d)
+    }
+
+    /// The `--dtype` of a build that names none: `[quant.*].dtype` when quantizing, else
+    /// `[ep] default_dtype`, else f32 when the table has it, else its first dtype.
+    pub fn default_dtype(&self, quant: Option<QuantBits>) -> &str {
+        if let Some(q) = quant.and_then(|b| self.quant.get(&b)) {
+            return &q.dtype;
+        }
+        match &self.default_dtype {
+            Some(d) => d,
+            None if self.plans.contains_key("f32") => "f32",
+            None => self.plans.keys().next().map_or("f32", |s| s.as_str()),
+        }
+    }
+
+    /// The `[quant.<bits>]` section, if the EP runs that bit width.
+    pub fn quant(&self, bits: QuantBits) -> Option<&QuantPlan> {
+        self.quant.get(&bits)
+    }
+
+    /// Every `[quant.*]` section.
+    pub fn quant_plans(&self) -> impl Iterator<Item = &QuantPlan> {
+        self.quant.values()
     }
 
     /// The dtypes the table has a plan for.
@@ -334,7 +365,32 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             }));
         }
     }
+    let mut quant = BTreeMap::new();
+    let mut unknown_quant = Vec::new();
+    for (bits, q) in raw.quant {
+        let span = q.span();
+        let q = q.into_inner();
+        match QuantBits::parse(&bits) {
+            Some(b) => {
+                quant.insert(
+                    b,
+                    QuantPlan {
+                        bits: b,
+                        format: q.format,
+                        dtype: q.dtype,
+                        accuracy_level: q.accuracy_level,
+                        lm_head: q.lm_head,
+                        embeddings: q.embeddings,
+                        why: q.why.unwrap_or_default(),
+                        span: Some(span),
+                    },
+                );
+            }
+            None => unknown_quant.push((bits, Some(span))),
+        }
+    }
     let name_span = raw.ep.name.span();
+    let default_dtype_span = raw.ep.default_dtype.as_ref().map(|d| d.span());
     Ok(EpTable {
         name: raw.ep.name.into_inner(),
         provider: raw.ep.provider,
@@ -345,6 +401,10 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         genai: raw.ep.genai.map(|g| GenaiProvider { name: g.name, options: g.options, source: g.source }),
         plans,
         exclusions,
+        quant,
+        unknown_quant,
+        default_dtype: raw.ep.default_dtype.map(|d| d.into_inner()),
+        default_dtype_span,
         ops,
     })
 }

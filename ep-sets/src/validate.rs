@@ -40,6 +40,43 @@ fn stage_accepts(stage: Stage, id: &str) -> bool {
     }
 }
 
+impl EpTable {
+    /// A `[quant.*]` section: its dtype has a plan, its accuracy level is one MatMulNBits
+    /// takes, every op its format writes is claimed, and it says why.
+    fn validate_quant(&self, q: &crate::QuantPlan, problem: &mut impl FnMut(Option<std::ops::Range<usize>>, String)) {
+        use crate::{QuantChoice, QuantFormat};
+        let at = || q.span.clone();
+        let section = format!("[quant.{}]", q.bits);
+        if !self.plans.contains_key(&q.dtype) {
+            problem(at(), format!("{section} dtype `{}` has no [dtype.{}] section", q.dtype, q.dtype));
+        }
+        if !(0..=4).contains(&q.accuracy_level) {
+            problem(at(), format!("{section} accuracy_level {} is not one of 0..=4 (MatMulNBits' attribute)", q.accuracy_level));
+        }
+        if q.format == QuantFormat::DequantizeLinear && q.accuracy_level != 0 {
+            problem(at(), format!("{section}: accuracy_level is a MatMulNBits attribute; the dequantize_linear format has none (set 0)"));
+        }
+        if q.why.trim().is_empty() {
+            problem(at(), format!("{section} has no `why` for its defaults"));
+        }
+        let mut needs: Vec<(&str, &str)> = Vec::new();
+        match q.format {
+            QuantFormat::MatmulNbits => {
+                needs.push(("com.microsoft", "MatMulNBits"));
+                if q.embeddings != QuantChoice::None {
+                    needs.push(("com.microsoft", "GatherBlockQuantized"));
+                }
+            }
+            QuantFormat::DequantizeLinear => needs.push(("", "DequantizeLinear")),
+        }
+        for (domain, op) in needs {
+            if self.kernels(domain, op).is_empty() {
+                problem(at(), format!("{section} writes {} nodes, which the table does not claim", crate::Domain::qualify(domain, op)));
+            }
+        }
+    }
+}
+
 /// ORT names constraints `T`, `T1`, `T_CACHE`, ... but also after an input (`shape` on Reshape).
 fn constraint_name_ok(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
@@ -121,6 +158,16 @@ impl EpTable {
                     problem(flag.span.clone(), format!("unknown structural flag `{}` (known: {})", flag.id, KNOWN_FLAGS.join(", ")));
                 }
             }
+        }
+
+        if let Some(d) = self.default_dtype.as_ref().filter(|d| !self.plans.contains_key(*d)) {
+            problem(self.default_dtype_span.clone(), format!("ep.default_dtype `{d}` has no [dtype.{d}] section"));
+        }
+        for (bits, span) in &self.unknown_quant {
+            problem(span.clone(), format!("unknown quantization `[quant.{bits}]` (expected int4 or int8)"));
+        }
+        for q in self.quant.values() {
+            self.validate_quant(q, &mut problem);
         }
 
         for ex in &self.exclusions {

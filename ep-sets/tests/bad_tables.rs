@@ -104,3 +104,38 @@ fn file_name_must_match_ep_name() {
     let err = EpSets::from_sources([("other.toml".to_string(), GOOD_HEAD.to_string())]).unwrap_err();
     assert!(err.to_string().contains("differs from the file name"), "{err}");
 }
+
+#[test]
+fn quant_sections_are_checked_against_the_table() {
+    // dtype without a plan, accuracy level out of range, unclaimed ops, no why.
+    let text = format!(
+        "{GOOD_HEAD}\n[quant.int4]\nformat = \"matmul_nbits\"\ndtype = \"f32\"\naccuracy_level = 7\nlm_head = \"int4\"\nembeddings = \"int4\"\n"
+    );
+    let p = problems(&text);
+    let has = |s: &str| p.iter().any(|m| m.starts_with("toy.toml:") && m.contains(s));
+    assert!(has("dtype `f32` has no [dtype.f32] section"), "{p:?}");
+    assert!(has("accuracy_level 7"), "{p:?}");
+    assert!(has("com.microsoft.MatMulNBits nodes, which the table does not claim"), "{p:?}");
+    assert!(has("com.microsoft.GatherBlockQuantized nodes"), "{p:?}");
+    assert!(has("no `why`"), "{p:?}");
+    // A bit width nobody knows, and a default dtype without a section.
+    let text = GOOD_HEAD.replace("provider = \"ToyExecutionProvider\"", "provider = \"ToyExecutionProvider\"\ndefault_dtype = \"bf16\"")
+        + "\n[quant.int3]\nformat = \"matmul_nbits\"\ndtype = \"f16\"\nlm_head = \"none\"\nembeddings = \"none\"\nwhy = \"x\"\n";
+    let p = problems(&text);
+    assert!(p.iter().any(|m| m.contains("unknown quantization `[quant.int3]`")), "{p:?}");
+    assert!(p.iter().any(|m| m.contains("ep.default_dtype `bf16`")), "{p:?}");
+}
+
+#[test]
+fn default_dtypes_come_from_the_table() {
+    use ep_sets::QuantBits;
+    let sets = EpSets::builtin().unwrap();
+    let cpu = sets.get("cpu").unwrap();
+    assert_eq!(cpu.default_dtype(None), "f32");
+    assert_eq!(cpu.default_dtype(Some(QuantBits::Int4)), "f32");
+    let cuda = sets.get("cuda").unwrap();
+    assert_eq!(cuda.default_dtype(None), "f16", "cuda has no f32 section");
+    assert!(cuda.quant(QuantBits::Int8).is_none());
+    let s = load(GOOD_HEAD).unwrap();
+    assert_eq!(s.get("toy").unwrap().default_dtype(None), "f16", "the only dtype");
+}

@@ -1,9 +1,11 @@
-"""Generates ep-sets/schemas.toml: for every operator an EP table claims, which type
-constraint each formal input and output carries, at the schema version the generic graphs use
-(default domain: the newest version <= opset 24; com.microsoft: <= 1).
+"""Generates ep-sets/schemas.toml: for every operator an EP table claims or
+rules/src/op_types.rs declares type inference for, which type constraint each formal input and
+output carries, at the schema version the generic graphs use (default domain: the newest
+version <= opset 24; com.microsoft: <= 1).
 
 Validation binds a node's value dtypes to constraint names with it, then asks the EP table
-whether a kernel is registered for those bindings. Run from the repository root with the test
+whether a kernel is registered for those bindings; inference gives an output the dtype of the
+input that binds its constraint. Run from the repository root with the test
 venv (onnxruntime 1.32.0 carries both the ONNX and the contrib schemas):
 
     .venv/bin/python ep-sets/tools/gen_schemas.py > ep-sets/schemas.toml
@@ -19,6 +21,10 @@ wanted = set()
 for path in sorted(glob.glob("ep-sets/tables/*.toml")):
     for domain, op in re.findall(r'^\[\[ops\."([^"]*)"\.([A-Za-z0-9_]+)\]\]', open(path).read(), re.M):
         wanted.add(("" if domain == "ai.onnx" else domain, op))
+# Inference declarations take their output dtypes from these schemas.
+DECL = re.compile(r'Declaration \{\s*domain: (MS|"[^"]*"),\s*op: "([A-Za-z0-9_]+)"')
+for domain, op in DECL.findall(open("rules/src/op_types.rs").read()):
+    wanted.add(("com.microsoft" if domain == "MS" else domain.strip('"'), op))
 
 best = {}
 for s in C.get_all_operator_schema():

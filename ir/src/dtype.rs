@@ -14,16 +14,36 @@ pub enum DType {
     I8,
     U8,
     Bool,
+    /// Signed 4-bit, two per byte (low nibble first) over the flattened tensor, as ONNX packs
+    /// it: the data of a symmetric blocked `DequantizeLinear`.
+    I4,
+    /// Unsigned 4-bit, packed as [`DType::I4`].
+    U4,
 }
 
 impl DType {
-    /// Bytes per element.
+    /// Bytes per element; 1 for the 4-bit types, whose tensors take [`DType::bytes_for`]
+    /// bytes (never address a 4-bit tensor by element with this).
     pub fn size(self) -> usize {
         match self {
             DType::F64 | DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 | DType::I16 => 2,
-            DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::I8 | DType::U8 | DType::Bool | DType::I4 | DType::U4 => 1,
+        }
+    }
+
+    /// Is this a sub-byte type (two elements per byte)?
+    pub fn is_packed(self) -> bool {
+        matches!(self, DType::I4 | DType::U4)
+    }
+
+    /// Bytes a tensor of `numel` elements takes.
+    pub fn bytes_for(self, numel: usize) -> usize {
+        if self.is_packed() {
+            numel.div_ceil(2)
+        } else {
+            numel * self.size()
         }
     }
 
@@ -44,6 +64,8 @@ impl DType {
             DType::I8 => "i8",
             DType::U8 => "u8",
             DType::Bool => "bool",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
         }
     }
 
@@ -51,7 +73,7 @@ impl DType {
         Self::ALL.iter().copied().find(|d| d.name() == name)
     }
 
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 12] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -62,6 +84,8 @@ impl DType {
         DType::I8,
         DType::U8,
         DType::Bool,
+        DType::I4,
+        DType::U4,
     ];
 
     pub fn to_onnx(self) -> i32 {
@@ -76,6 +100,8 @@ impl DType {
             DType::I8 => DataType::Int8,
             DType::U8 => DataType::Uint8,
             DType::Bool => DataType::Bool,
+            DType::I4 => DataType::Int4,
+            DType::U4 => DataType::Uint4,
         }) as i32
     }
 
@@ -91,6 +117,8 @@ impl DType {
             DataType::Int8 => DType::I8,
             DataType::Uint8 => DType::U8,
             DataType::Bool => DType::Bool,
+            DataType::Int4 => DType::I4,
+            DataType::Uint4 => DType::U4,
             _ => return None,
         })
     }

@@ -147,12 +147,6 @@ impl Node {
             _ => None,
         }
     }
-    pub fn attr_float(&self, name: &str) -> Option<f32> {
-        match self.attr(name) {
-            Some(AttrValue::Float(v)) => Some(*v),
-            _ => None,
-        }
-    }
     pub fn set_attr(&mut self, attr: Attr) {
         match self.attrs.iter_mut().find(|a| a.name == attr.name) {
             Some(slot) => *slot = attr,
@@ -308,29 +302,9 @@ impl Graph {
         used
     }
 
-    /// Nodes that read `value`, by index.
-    pub fn consumers(&self, value: &str) -> Vec<usize> {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| Self::node_reads(n).iter().any(|r| r == value))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
     /// The index of the node that produces `value`.
     pub fn producer(&self, value: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.outputs.iter().any(|o| o == value))
-    }
-
-    /// Type and shape of a value: a graph input or output, an initializer or a value_info entry.
-    pub fn value_type(&self, name: &str) -> Option<ValueInfo> {
-        if let Some(v) = self.inputs.iter().chain(&self.outputs).chain(&self.value_info).find(|v| v.name == name) {
-            return Some(v.clone());
-        }
-        self.initializer(name).map(|r| {
-            ValueInfo::new(name, r.dtype(), r.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect())
-        })
     }
 }
 

@@ -3,11 +3,15 @@
 //! * [`proto`]: the ONNX protobuf types, generated from the vendored `onnx.proto`.
 //! * [`Graph`], [`Node`], [`Attr`]: a graph of named values, easy to rewrite, with
 //!   topological ordering and dead-node removal.
+//! * [`infer_types`]: dtypes and shapes of the default ONNX domain's operators; other
+//!   operators come from the caller's [`OpInference`] (`rules::op_types`).
 //! * [`Recipe`]: initializers are lazy recipes over memory-mapped source tensors (plus
 //!   transforms); nothing is read or converted until the model is written.
 //! * [`save_model`] / [`load_model`]: `model.onnx` plus one external `model.onnx.data`.
 //! * [`quant`]: INT4/INT8 block quantization of MatMul weights, byte-identical to ONNX
 //!   Runtime's own quantizer, for MatMulNBits, GatherBlockQuantized and blocked DequantizeLinear.
+//! * [`QuantGroup`]: a quantized weight as lazy recipes ([`Recipe::Quantized`] parts), computed
+//!   while streaming.
 //! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
 
 pub mod proto {
@@ -25,6 +29,7 @@ mod direct;
 mod layout;
 mod load;
 pub mod quant;
+mod qweight;
 mod recipe;
 mod save;
 mod shape;
@@ -40,8 +45,9 @@ pub use files::{entry_kind, regular_file, EntryKind};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
+pub use qweight::{QuantForm, QuantGroup, QuantPart};
 pub use recipe::{Recipe, TensorData};
-pub use shape::infer_types;
+pub use shape::{infer_types, Inferred, OnnxOnly, OpInference};
 pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};
 pub use stream::{Progress, WriteOptions};
 pub use source::{safetensors_header, HeaderEntry, MappedFile, SourceTensor};

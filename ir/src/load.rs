@@ -129,7 +129,7 @@ impl Loader {
         let dtype = DType::from_onnx(t.data_type.unwrap_or(0))
             .ok_or_else(|| self.err(format!("tensor `{name}` has an unsupported element type")))?;
         let shape: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
-        let len = shape.iter().product::<usize>() * dtype.size();
+        let len = dtype.bytes_for(shape.iter().product::<usize>());
         if t.data_location == Some(DataLocation::External as i32) {
             let get = |k: &str| t.external_data.iter().find(|e| e.key.as_deref() == Some(k)).and_then(|e| e.value.clone());
             let location = get("location").ok_or_else(|| self.err(format!("tensor `{name}` has no location")))?;
@@ -152,7 +152,8 @@ impl Loader {
                 DType::I64 => t.int64_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
                 DType::F64 => t.double_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
                 DType::I32 => t.int32_data.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                DType::Bool | DType::U8 | DType::I8 => t.int32_data.iter().map(|&v| v as u8).collect(),
+                // 4-bit values come packed two per element, one byte each.
+                DType::Bool | DType::U8 | DType::I8 | DType::I4 | DType::U4 => t.int32_data.iter().map(|&v| v as u8).collect(),
                 DType::F16 | DType::BF16 | DType::I16 => {
                     t.int32_data.iter().flat_map(|&v| (v as u16).to_le_bytes()).collect()
                 }

@@ -23,7 +23,7 @@ mod kernel;
 mod search;
 
 pub use dequant::{dequantize, weight_error, WeightError};
-pub use kernel::quantize;
+pub use kernel::{quantize, quantize_measured};
 
 use crate::{Error, Result};
 use half::f16;
@@ -210,18 +210,25 @@ impl Scale for f16 {
     }
 }
 
-/// A read-only `[rows, cols]` window of a row-major f32 matrix: element `(r, c)` is
-/// `data[r * row_stride + c]`. A column range `n0..n1` of a full `[K, N]` weight is
-/// `WeightView::columns(w, K, N, n0..n1)`; a converted strip is its own matrix.
+/// A read-only `[rows, cols]` window of an f32 matrix: element `(r, c)` is
+/// `data[r * row_stride + c * col_stride]`. Two layouts are needed:
+///
+/// * row-major (`col_stride = 1`): a `[K, N]` MatMul weight, or a converted strip of one; a
+///   column range `n0..n1` of a full weight is `WeightView::columns(w, K, N, n0..n1)`;
+/// * column-major (`row_stride = 1`, [`WeightView::column_major`]): a Linear weight as
+///   checkpoints store it, `[N, K]` row-major, whose row `n` is column `n` of the MatMul weight.
+///   The streaming writer quantizes rows of a checkpoint tensor this way, with no transpose.
 #[derive(Clone, Copy, Debug)]
 pub struct WeightView<'a> {
     data: &'a [f32],
     rows: usize,
     cols: usize,
     row_stride: usize,
+    col_stride: usize,
 }
 
 impl<'a> WeightView<'a> {
+    /// Row-major window: `cols` values per row, rows `row_stride` apart.
     pub fn new(data: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Result<Self> {
         if rows == 0 || cols == 0 {
             return Err(Error::QuantShape(format!("the weight view is empty ({rows} x {cols})")));
@@ -233,7 +240,19 @@ impl<'a> WeightView<'a> {
         if data.len() < need {
             return Err(Error::QuantBuffer { what: "the weight", expected: need, got: data.len() });
         }
-        Ok(WeightView { data, rows, cols, row_stride })
+        Ok(WeightView { data, rows, cols, row_stride, col_stride: 1 })
+    }
+
+    /// Column-major `[rows, cols]` matrix: column `c` is `data[c * rows..(c + 1) * rows]`
+    /// (the `[N, K]` layout of a checkpoint's Linear weight, `rows` = K).
+    pub fn column_major(data: &'a [f32], rows: usize, cols: usize) -> Result<Self> {
+        if rows == 0 || cols == 0 {
+            return Err(Error::QuantShape(format!("the weight view is empty ({rows} x {cols})")));
+        }
+        if data.len() != rows * cols {
+            return Err(Error::QuantBuffer { what: "the weight", expected: rows * cols, got: data.len() });
+        }
+        Ok(WeightView { data, rows, cols, row_stride: 1, col_stride: rows })
     }
 
     /// Columns `range` of a full row-major `[rows, n]` matrix.
@@ -253,10 +272,24 @@ impl<'a> WeightView<'a> {
     pub fn cols(&self) -> usize {
         self.cols
     }
-    /// Row `r` of the window (`cols` values).
-    pub fn row(&self, r: usize) -> &'a [f32] {
-        let start = r * self.row_stride;
-        &self.data[start..start + self.cols]
+    /// Element `(r, c)`.
+    pub fn get(&self, r: usize, c: usize) -> f32 {
+        self.data[r * self.row_stride + c * self.col_stride]
+    }
+    /// Rows `r0..r0 + len` of column `c` into `out`, contiguous when the view is column-major.
+    pub(crate) fn column_into(&self, c: usize, r0: usize, out: &mut [f32]) {
+        if self.row_stride == 1 {
+            let start = c * self.col_stride + r0;
+            out.copy_from_slice(&self.data[start..start + out.len()]);
+        } else {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = self.get(r0 + i, c);
+            }
+        }
+    }
+    /// Whether row `r` is contiguous (a row-major view), for the kernel's fast gather.
+    pub(crate) fn row_slice(&self, r: usize) -> Option<&'a [f32]> {
+        (self.col_stride == 1).then(|| &self.data[r * self.row_stride..r * self.row_stride + self.cols])
     }
 }
 

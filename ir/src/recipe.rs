@@ -2,6 +2,7 @@
 //! data) and the transforms to apply; it is materialized only when the model is written, one
 //! tensor at a time, so a build never holds the whole model in memory.
 
+use crate::qweight::{QuantGroup, QuantPart};
 use crate::{DType, Error, Result, SourceTensor};
 use half::{bf16, f16};
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub enum Recipe {
     /// Gemma's RMSNorm multiplies by `1 + weight`: the `+ 1` is folded into the weight here,
     /// once, instead of an `Add` node in every graph.
     Offset { input: Box<Recipe>, by: f32 },
+    /// One output tensor of a quantized weight (qweight.rs); the writer computes a group's
+    /// parts together.
+    Quantized { group: Arc<QuantGroup>, part: QuantPart },
 }
 
 impl PartialEq for Recipe {
@@ -47,6 +51,7 @@ impl PartialEq for Recipe {
             (Cast { input: a, to: x }, Cast { input: b, to: y }) => a == b && x == y,
             (Reshape { input: a, shape: x }, Reshape { input: b, shape: y }) => a == b && x == y,
             (Offset { input: a, by: x }, Offset { input: b, by: y }) => a == b && x.to_bits() == y.to_bits(),
+            (Quantized { group: a, part: p }, Quantized { group: b, part: q }) => Arc::ptr_eq(a, b) && p == q,
             _ => false,
         }
     }
@@ -62,7 +67,7 @@ impl Recipe {
     }
 
     pub fn data(label: impl Into<String>, dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Recipe {
-        debug_assert_eq!(shape.iter().product::<usize>() * dtype.size(), bytes.len());
+        debug_assert_eq!(dtype.bytes_for(shape.iter().product::<usize>()), bytes.len());
         Recipe::Data(Arc::new(TensorData { label: label.into(), dtype, shape, bytes }))
     }
 
@@ -132,6 +137,7 @@ impl Recipe {
                 input.dtype()
             }
             Recipe::Concat { inputs, .. } => inputs[0].dtype(),
+            Recipe::Quantized { group, part } => group.dtype(*part),
         }
     }
 
@@ -155,6 +161,7 @@ impl Recipe {
                 s[*axis] = inputs.iter().map(|r| r.shape()[*axis]).sum();
                 s
             }
+            Recipe::Quantized { group, part } => group.shape(*part),
         }
     }
 
@@ -163,7 +170,7 @@ impl Recipe {
     }
 
     pub fn byte_len(&self) -> usize {
-        self.numel() * self.dtype().size()
+        self.dtype().bytes_for(self.numel())
     }
 
     /// Source tensors this recipe reads.
@@ -177,6 +184,7 @@ impl Recipe {
             | Recipe::Reshape { input, .. }
             | Recipe::Offset { input, .. } => input.sources(),
             Recipe::Concat { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
+            Recipe::Quantized { group, .. } => group.weight().sources(),
         }
     }
 
@@ -198,6 +206,20 @@ impl Recipe {
             Recipe::Concat { inputs, axis } => {
                 let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
                 format!("concat[axis={axis}]({})", parts.join(", "))
+            }
+            Recipe::Quantized { group, part } => {
+                let q = group.settings();
+                let sym = if q.symmetric() { "sym" } else { "asym" };
+                let form = format!("{:?}", group.form()).to_lowercase();
+                format!(
+                    "quant[{form},{},{}b,block={},{sym},{:?}].{}({})",
+                    group.scale_dtype(),
+                    q.bits().count(),
+                    q.block_size(),
+                    q.method(),
+                    part.name(),
+                    group.weight().describe()
+                )
             }
         }
     }
@@ -275,6 +297,7 @@ impl Recipe {
                 }
                 Ok(out)
             }
+            Recipe::Quantized { group, part } => group.materialize(*part),
         }
     }
 }

@@ -1,13 +1,39 @@
-//! Type and shape inference for the operators the generic graphs and the rewrite rules use.
+//! Type and shape inference for the ONNX operators the generic graphs and the rewrite rules use.
 //! Rules ask questions such as "do these two operands have the same shape?"; this answers them
 //! from graph inputs, initializers and value_info, propagated through the nodes in order.
 //! Anything it does not know stays unknown (`None` shape), never guessed.
+//!
+//! This crate knows the default ONNX domain only. Operators of other domains (ONNX Runtime's
+//! contrib ops, and the ones it registers in the default domain) are inferred by the
+//! [`OpInference`] the caller passes: their declarations live with the crate that emits them.
 
 use crate::{DType, Dim, Graph, Node, ValueInfo};
+use ep_sets::Domain;
 use std::collections::HashMap;
 
-/// Every value's inferred type, by name. Subgraphs are not entered.
-pub fn infer_types(graph: &Graph) -> HashMap<String, ValueInfo> {
+/// What inference says of one output: its dtype and shape (`None` shape: rank unknown), or
+/// `None` when it knows nothing.
+pub type Inferred = Option<(DType, Option<Vec<Dim>>)>;
+
+/// Output types of operators this crate does not define.
+pub trait OpInference {
+    /// The types of `node`'s outputs, in order, given the types of its inputs (`None` where an
+    /// input is absent or unknown); empty when the operator is not declared.
+    fn infer(&self, node: &Node, inputs: &[Option<&ValueInfo>]) -> Vec<Inferred>;
+}
+
+/// No operator beyond the default ONNX domain: every other node's outputs stay unknown.
+pub struct OnnxOnly;
+
+impl OpInference for OnnxOnly {
+    fn infer(&self, _: &Node, _: &[Option<&ValueInfo>]) -> Vec<Inferred> {
+        Vec::new()
+    }
+}
+
+/// Every value's inferred type, by name. Subgraphs are not entered. Nodes this crate does not
+/// know are asked of `ops`.
+pub fn infer_types(graph: &Graph, ops: &dyn OpInference) -> HashMap<String, ValueInfo> {
     let mut known: HashMap<String, ValueInfo> = HashMap::new();
     for v in graph.inputs.iter().chain(&graph.value_info) {
         known.insert(v.name.clone(), v.clone());
@@ -16,9 +42,20 @@ pub fn infer_types(graph: &Graph) -> HashMap<String, ValueInfo> {
         known.insert(name.clone(), ValueInfo::new(name, r.dtype(), r.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect()));
     }
     for node in &graph.nodes {
-        let mut outs = infer_node(node, &known);
+        // The default domain's operators are matched by name alone (`onnx_node`, `structural`
+        // never see a domain); every other node, and a default-domain op not listed there
+        // (ONNX Runtime registers some), is the caller's.
+        let mut outs = Vec::new();
+        if Domain::is_onnx(&node.domain) {
+            outs = onnx_node(node, &known);
+            if outs.is_empty() {
+                outs = structural(node, &known, graph);
+            }
+        }
         if outs.is_empty() {
-            outs = infer_structural(node, &known, graph);
+            let inputs: Vec<Option<&ValueInfo>> =
+                node.inputs.iter().map(|i| if i.is_empty() { None } else { known.get(i) }).collect();
+            outs = ops.infer(node, &inputs);
         }
         for (name, vi) in node.outputs.iter().zip(outs) {
             if name.is_empty() || known.contains_key(name) {
@@ -35,32 +72,25 @@ pub fn infer_types(graph: &Graph) -> HashMap<String, ValueInfo> {
     known
 }
 
-type Out = Option<(DType, Option<Vec<Dim>>)>;
+type Out = Inferred;
 
-fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
+fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
     let get = |i: usize| n.input(i).and_then(|x| known.get(x));
     let same = |i: usize| get(i).map(|v| (v.dtype, v.shape.clone()));
     let dt = |i: usize| get(i).map(|v| v.dtype);
-    let domain = ep_sets::normalize_domain(&n.domain);
-    match (domain, n.op.as_str()) {
-        ("", "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min") => vec![broadcast(get(0), get(1), None)],
-        ("", "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor") => {
+    match n.op.as_str() {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" => vec![broadcast(get(0), get(1), None)],
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => {
             vec![broadcast(get(0), get(1), Some(DType::Bool))]
         }
-        ("", "Where") => vec![broadcast(get(1), get(2), None)],
-        ("", "Sigmoid" | "Tanh" | "Relu" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
-        | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal") => vec![same(0)],
-        // ONNX Runtime registers SimplifiedLayerNormalization in the default domain too.
-        ("", "SimplifiedLayerNormalization") => vec![same(0)],
-        ("com.microsoft", "RotaryEmbedding" | "SimplifiedLayerNormalization" | "FastGelu" | "QuickGelu" | "Gelu" | "BiasGelu") => vec![same(0)],
-        ("com.microsoft", "SkipSimplifiedLayerNormalization" | "SkipLayerNormalization") => {
-            vec![same(0), None, None, same(0)]
-        }
-        ("", "Cast") => {
+        "Where" => vec![broadcast(get(1), get(2), None)],
+        "Sigmoid" | "Tanh" | "Relu" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
+        | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal" => vec![same(0)],
+        "Cast" => {
             let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32));
             vec![to.map(|t| (t, get(0).and_then(|v| v.shape.clone())))]
         }
-        ("", "Shape") => {
+        "Shape" => {
             let rank = get(0).and_then(|v| v.shape.as_ref()).map(|s| s.len() as i64);
             let len = rank.map(|r| {
                 let clamp = |x: i64| if x < 0 { (x + r).max(0) } else { x.min(r) };
@@ -70,7 +100,7 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             });
             vec![Some((DType::I64, len.map(|l| vec![Dim::Fixed(l)])))]
         }
-        ("", "Gather") => {
+        "Gather" => {
             let axis = n.attr_int("axis").unwrap_or(0);
             let shape = match (get(0).and_then(|v| v.shape.clone()), get(1).and_then(|v| v.shape.clone())) {
                 (Some(data), Some(idx)) => {
@@ -81,7 +111,7 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             };
             vec![dt(0).map(|d| (d, shape))]
         }
-        ("", "MatMul") => {
+        "MatMul" => {
             let shape = match (get(0).and_then(|v| v.shape.clone()), get(1).and_then(|v| v.shape.clone())) {
                 (Some(a), Some(b)) if a.len() >= 2 && b.len() == 2 => {
                     let mut s = a[..a.len() - 1].to_vec();
@@ -92,7 +122,7 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             };
             vec![dt(0).map(|d| (d, shape))]
         }
-        ("", "Attention") => {
+        "Attention" => {
             // 3-D q [B, S, Nq*H] with 3-D v [B, S, Nkv*Hv]: output [B, S, Nq*Hv].
             let q = get(0).and_then(|v| v.shape.clone());
             let v = get(2).and_then(|v| v.shape.clone());
@@ -108,7 +138,6 @@ fn infer_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             };
             vec![dt(0).map(|d| (d, out)), None, None]
         }
-        ("com.microsoft", "GroupQueryAttention") => vec![same(0), None, None],
         _ => Vec::new(),
     }
 }
@@ -164,17 +193,16 @@ fn reshape_dims(input: Option<Vec<Dim>>, target: &[i64]) -> Option<Vec<Dim>> {
 /// Shape-manipulating and control-flow ops: dtypes always, shapes where constants make them
 /// certain (Reshape with a constant shape, Split with constant sizes, Unsqueeze/Squeeze with
 /// constant axes, Transpose).
-fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Vec<Out> {
+fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Vec<Out> {
     let get = |i: usize| n.input(i).and_then(|x| known.get(x));
     let dt = |i: usize| get(i).map(|v| v.dtype);
     let shape = |i: usize| get(i).and_then(|v| v.shape.clone());
-    let domain = ep_sets::normalize_domain(&n.domain);
-    match (domain, n.op.as_str()) {
-        ("", "Reshape") => {
+    match n.op.as_str() {
+        "Reshape" => {
             let out = const_i64(graph, n.input(1)).and_then(|target| reshape_dims(shape(0), &target));
             vec![dt(0).map(|d| (d, out))]
         }
-        ("", "Unsqueeze") => {
+        "Unsqueeze" => {
             let out = match (shape(0), const_i64(graph, n.input(1))) {
                 (Some(mut s), Some(axes)) => {
                     let rank = (s.len() + axes.len()) as i64;
@@ -191,7 +219,7 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
             };
             vec![dt(0).map(|d| (d, out))]
         }
-        ("", "Squeeze") => {
+        "Squeeze" => {
             let out = match (shape(0), const_i64(graph, n.input(1))) {
                 (Some(s), Some(axes)) => {
                     let rank = s.len() as i64;
@@ -202,18 +230,18 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
             };
             vec![dt(0).map(|d| (d, out))]
         }
-        ("", "Transpose") => {
+        "Transpose" => {
             let out = shape(0).map(|s| match n.attr("perm") {
                 Some(crate::AttrValue::Ints(p)) => p.iter().map(|&i| s[i as usize].clone()).collect(),
                 _ => s.into_iter().rev().collect(),
             });
             vec![dt(0).map(|d| (d, out))]
         }
-        ("", "Range") => vec![dt(0).map(|d| (d, Some(vec![Dim::Sym(String::new())])))],
-        ("", "Concat" | "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad") => {
+        "Range" => vec![dt(0).map(|d| (d, Some(vec![Dim::Sym(String::new())])))],
+        "Concat" | "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad" => {
             vec![dt(0).map(|d| (d, None))]
         }
-        ("", "Split") => {
+        "Split" => {
             let sizes = const_i64(graph, n.input(1));
             let input = shape(0);
             n.outputs
@@ -236,14 +264,14 @@ fn infer_structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph)
                 })
                 .collect()
         }
-        ("", "ConstantOfShape") => {
+        "ConstantOfShape" => {
             let d = match n.attr("value") {
                 Some(crate::AttrValue::Tensor(r)) => r.dtype(),
                 _ => DType::F32,
             };
             vec![Some((d, None))]
         }
-        ("", "If") => {
+        "If" => {
             let then = n.subgraphs().next();
             n.outputs
                 .iter()
@@ -288,6 +316,56 @@ fn broadcast(a: Option<&ValueInfo>, b: Option<&ValueInfo>, dtype: Option<DType>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One input `x: f16[b, 8]` feeding one node `op` in `domain`, output `y`.
+    fn one_node(domain: &str, op: &str) -> Graph {
+        let mut node = Node::new("n", op, &["x"], &["y"]);
+        node.domain = domain.into();
+        Graph { inputs: vec![ValueInfo::new("x", DType::F16, vec![Dim::sym("b"), Dim::Fixed(8)])], nodes: vec![node], ..Graph::default() }
+    }
+
+    /// Answers every node it is asked about with `i8[input rank]`, and records the op names.
+    struct Recorder(std::cell::RefCell<Vec<String>>);
+
+    impl OpInference for Recorder {
+        fn infer(&self, node: &Node, inputs: &[Option<&ValueInfo>]) -> Vec<Inferred> {
+            self.0.borrow_mut().push(format!("{}:{}", node.domain, node.op));
+            let rank = inputs[0].and_then(|v| v.shape.as_ref()).map_or(0, |s| s.len() as i64);
+            vec![Some((DType::I8, Some(vec![Dim::Fixed(rank)])))]
+        }
+    }
+
+    #[test]
+    fn other_domains_are_the_callers() {
+        // ir knows no contrib op: with no declarations, a com.microsoft node's output is unknown,
+        // even one whose name is a default-domain op ir infers.
+        for op in ["Gelu", "RotaryEmbedding", "GroupQueryAttention", "MatMulNBits"] {
+            let g = one_node("com.microsoft", op);
+            assert!(!infer_types(&g, &OnnxOnly).contains_key("y"), "{op}");
+        }
+        assert!(infer_types(&one_node("", "Gelu"), &OnnxOnly).contains_key("y"));
+        // The declarations get the input types and decide the output; a default-domain op ir
+        // does not list (ONNX Runtime's SimplifiedLayerNormalization) is asked of them too, a
+        // listed one never is.
+        let rec = Recorder(Default::default());
+        for (domain, op) in [("com.microsoft", "Gelu"), ("", "SimplifiedLayerNormalization"), ("ai.onnx", "Gelu")] {
+            let y = infer_types(&one_node(domain, op), &rec).remove("y");
+            let expect = if op == "Gelu" && domain != "com.microsoft" { DType::F16 } else { DType::I8 };
+            assert_eq!(y.map(|v| v.dtype), Some(expect), "{domain}:{op}");
+        }
+        assert_eq!(*rec.0.borrow(), ["com.microsoft:Gelu", ":SimplifiedLayerNormalization"]);
+    }
+
+    #[test]
+    fn this_file_names_no_other_domain() {
+        // The structural reason is above (the match arms see no domain); this keeps a
+        // contrib-op arm from coming back through a domain string or a `Domain` variant.
+        let src = include_str!("shape.rs");
+        let code = &src[..src.find("#[cfg(test)]").expect("tests module")];
+        for word in ["com.microsoft", "Microsoft", "normalize_domain", "Domain::Other"] {
+            assert!(!code.contains(word), "ir/src/shape.rs mentions `{word}`");
+        }
+    }
 
     #[test]
     fn reshape_copies_and_solves_dims() {

@@ -17,6 +17,7 @@ use crate::direct::{AlignedBuf, Sink, PAGE};
 use crate::writeq::{with_write_queue, Queue};
 use crate::recipe::cast_into;
 use crate::transpose::gather_columns;
+use crate::qweight::{QuantGroup, QuantPart};
 use crate::{DataSlot, Error, Recipe, Result};
 use rayon::prelude::*;
 use std::path::Path;
@@ -109,7 +110,7 @@ impl Recipe {
         match self {
             Recipe::Source(_) | Recipe::Data(_) => true,
             // Offsets are small 1-D norm weights: materialized whole.
-            Recipe::Transpose { .. } | Recipe::Offset { .. } => false,
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => false,
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
@@ -160,7 +161,7 @@ impl Recipe {
             Recipe::Slice { .. } | Recipe::Concat { .. } => self.runs(start, end, &mut |part, from, to, at| {
                 part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
             }),
-            Recipe::Transpose { .. } | Recipe::Offset { .. } => {
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
                 out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }
@@ -184,7 +185,7 @@ impl Recipe {
                 });
             }
             // Materialized whole: nothing of the mapping stays referenced.
-            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } => {}
+            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {}
         }
     }
 
@@ -250,6 +251,15 @@ enum Task {
     Columns { tensor: usize, start: usize, end: usize },
     /// A recipe that can only be materialized whole (small, or exotic transposes).
     Whole { tensor: usize },
+    /// Range `start..end` of a quantized weight (qweight.rs): quantized once, and every part
+    /// of the group that is in the file gets its bytes of the range.
+    Quant { group: usize, start: usize, end: usize },
+}
+
+/// A quantized weight being written: its group and, per part, the tensor that holds it.
+struct QuantWrite {
+    group: std::sync::Arc<QuantGroup>,
+    tensors: Vec<(QuantPart, usize)>,
 }
 
 /// Writes every `(recipe, slot)` into `path`, which is created (zero-filled between slots).
@@ -261,7 +271,22 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
 
     let mut tasks = Vec::new();
     let mut direct = Vec::with_capacity(tensors.len());
+    let mut quant: Vec<QuantWrite> = Vec::new();
     for (i, (_, recipe, slot)) in tensors.iter().enumerate() {
+        if let Some((group, part)) = quantized_part(recipe) {
+            // Parts land at offsets that are not whole pages: buffered writes.
+            direct.push(false);
+            match quant.iter_mut().find(|q| std::sync::Arc::ptr_eq(&q.group, group)) {
+                Some(q) => q.tensors.push((part, i)),
+                None => {
+                    let g = quant.len();
+                    tasks.extend(group.ranges(opts.block_bytes).into_iter().map(|(start, end)| Task::Quant { group: g, start, end }));
+                    quant.push(QuantWrite { group: std::sync::Arc::clone(group), tensors: vec![(part, i)] });
+                }
+            }
+            let _ = slot;
+            continue;
+        }
         let (numel, esize) = (recipe.numel(), recipe.dtype().size());
         let block = (block_bytes / esize).max(1);
         let first = tasks.len();
@@ -356,9 +381,22 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                     })?;
                 Ok((tensor, slot.offset + (start * rows * esize) as u64, len))
             }
+            Task::Quant { .. } => unreachable!("quantized ranges are written by `run`"),
         }
     };
     let run = |queue: &Queue, task: &Task| -> Result<()> {
+        if let Task::Quant { group, start, end } = *task {
+            let QuantWrite { group, tensors: members } = &quant[group];
+            for (part, bytes) in group.compute(start, end)? {
+                for &(_, tensor) in members.iter().filter(|(p, _)| *p == part) {
+                    let slot = &tensors[tensor].2;
+                    let mut buf = queue.buffer()?;
+                    buf.get(bytes.len())[..bytes.len()].copy_from_slice(&bytes);
+                    queue.submit(buf, slot.offset + group.part_offset(part, start) as u64, bytes.len(), false)?;
+                }
+            }
+            return Ok(());
+        }
         let mut buf = queue.buffer()?;
         match produce(&mut buf, task) {
             Ok((tensor, offset, len)) => queue.submit(buf, offset, len, direct[tensor]),
@@ -391,6 +429,16 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
     // atomicity comes from renaming the finished package folder into place.
     sink.finish(total)
+}
+
+/// The quantized part a recipe writes: the part itself, or a reshape of it (an embedding's
+/// GatherBlockQuantized view of the table), whose bytes are the same.
+fn quantized_part(recipe: &Recipe) -> Option<(&std::sync::Arc<QuantGroup>, QuantPart)> {
+    match recipe {
+        Recipe::Quantized { group, part } => Some((group, *part)),
+        Recipe::Reshape { input, .. } => quantized_part(input),
+        _ => None,
+    }
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -549,6 +597,39 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a, c);
         assert_eq!(a, d);
+    }
+
+    /// Quantized weights stream range by range (each range quantized once, every part written
+    /// from it) and equal whole materialization, in both layouts, with threads and direct
+    /// writes around them; the weight error is counted once per element.
+    #[test]
+    fn quantized_parts_stream_like_materialization() {
+        use crate::quant::{Bits, QuantSettings};
+        use crate::{QuantForm, QuantGroup, QuantPart};
+        let w = iota(vec![24, 48]).transpose(vec![1, 0]).cast(DType::F16).transpose(vec![1, 0]);
+        let s4 = QuantSettings::new(Bits::Int4, 16, false).unwrap();
+        let s8 = QuantSettings::new(Bits::Int8, 32, true).unwrap();
+        let a = QuantGroup::new("a", w.clone(), s4, DType::F32, QuantForm::NBits).unwrap();
+        let b = QuantGroup::new("b", iota(vec![10, 64]), s8, DType::F16, QuantForm::Dq).unwrap();
+        // A transposed [K, N] weight (read by rows of its input), its parts reshaped.
+        let c = QuantGroup::new("c", iota(vec![32, 6]).transpose(vec![1, 0]), s4, DType::F32, QuantForm::NBits).unwrap();
+        let recipes = vec![
+            Recipe::quantized(&a, QuantPart::Data),
+            Recipe::quantized(&c, QuantPart::Data).reshape(vec![6, 16]),
+            Recipe::quantized(&c, QuantPart::Scales).reshape(vec![6, 2, 1]),
+            Recipe::quantized(&c, QuantPart::Data),
+            iota(vec![37, 11]).transpose(vec![1, 0]),
+            Recipe::quantized(&a, QuantPart::Scales),
+            Recipe::quantized(&b, QuantPart::Scales),
+            Recipe::quantized(&a, QuantPart::ZeroPoints),
+            Recipe::quantized(&b, QuantPart::Data),
+        ];
+        let one = check(recipes.clone(), 48 * 4 * 5, 1, false);
+        assert_eq!(a.error().count, 24 * 48);
+        assert_eq!(b.error().count, 10 * 64);
+        assert_eq!(c.error().count, 6 * 32, "one computation for the part and its reshapes");
+        let two = check(recipes, 48 * 4 * 5, 2, true);
+        assert_eq!(one, two);
     }
 
     /// Tensors of several pages, cut into page blocks: direct writes of whole-page blocks, a

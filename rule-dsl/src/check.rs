@@ -175,43 +175,87 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
     let mut err = |p: Pos, m: String, h: &str| out.push(Diagnostic::new(path, p, m, h));
     check_stage(r, &mut err);
     check_lines_and_ops(f, r, &mut err);
+    let mut caps = Captures::default();
+    bind_match_captures(r, &mut caps, &mut err);
+    check_root_and_replaces(r, &mut err);
+    check_lets(r, &mut caps, &mut err);
+    check_checks(r, &mut caps, &mut err);
+    // What `replace ?old` may name: what the match block (and the lets) bound.
+    let match_bound = caps.bound.clone();
+    check_emit_block(r, &mut caps, &mut err);
+    check_replace_lines(r, &match_bound, &mut caps, &mut err);
+    check_unused(r, &caps, &mut err);
+}
 
-    // Captures: where each is bound, how often it is used, and as what.
-    let mut bound: BTreeMap<&str, (Pos, Kind)> = BTreeMap::new();
-    let mut uses: HashMap<&str, usize> = HashMap::new();
-    let mut match_occ: HashMap<&str, usize> = HashMap::new();
+/// What [`check_rule`] learns of a rule's captures as it walks the rule in order.
+#[derive(Default)]
+struct Captures<'r> {
+    /// Where each capture is bound, and as what.
+    bound: BTreeMap<&'r str, (Pos, Kind)>,
+    /// How often each is read by a let, check, emit line, `for` or replace.
+    uses: HashMap<&'r str, usize>,
+    /// How often each appears in the match block.
+    match_occ: HashMap<&'r str, usize>,
+    /// Captures bound inside a `for` block, with the block's index.
+    local: HashMap<&'r str, usize>,
+}
+
+impl<'r> Captures<'r> {
+    fn read(&mut self, c: &'r str) {
+        *self.uses.entry(c).or_default() += 1;
+    }
+
+    /// A capture local to a `for` block is read only inside it (`scope`).
+    fn check_visible(&self, r: &Rule, c: &str, p: Pos, scope: Option<usize>, err: &mut dyn FnMut(Pos, String, &str)) {
+        if let Some(&s) = self.local.get(c) {
+            if scope != Some(s) {
+                let at = r.loops[s].pos;
+                err(p, format!("capture `?{c}` is local to the `for` at {}:{}", at.line, at.col), "use it inside that block, or bind it outside");
+            }
+        }
+    }
+}
+
+/// The match block's captures: where each is bound, and as what (values and attributes never
+/// mix).
+fn bind_match_captures<'r>(r: &'r Rule, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
     for m in &r.matches {
         for s in m.outputs.iter().chain(&m.args) {
             if let Some(c) = s.capture() {
-                *match_occ.entry(c).or_default() += 1;
+                *caps.match_occ.entry(c).or_default() += 1;
                 let kind = if s.is_list() { Kind::List } else { Kind::Value };
-                note_kind(path, c, s.pos(), kind, &mut bound, out_ref(&mut err));
+                note_kind(c, s.pos(), kind, &mut caps.bound, err);
             }
         }
         for a in &m.attrs {
             if let AttrVal::Capture(c, p) = &a.value {
-                *match_occ.entry(c).or_default() += 1;
-                note_kind(path, c, *p, Kind::Attr, &mut bound, out_ref(&mut err));
+                *caps.match_occ.entry(c).or_default() += 1;
+                note_kind(c, *p, Kind::Attr, &mut caps.bound, err);
             }
         }
     }
-    check_root_and_replaces(r, &mut err);
-    // Lets: their expressions read bound captures; each binds a fresh attribute capture.
+}
+
+/// Lets: their expressions read bound captures; each binds a fresh attribute capture.
+fn check_lets<'r>(r: &'r Rule, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
     for l in &r.lets {
-        check_expr(&l.expr, &mut err);
+        check_expr(&l.expr, err);
         l.expr.captures(&mut |cap, p| {
-            *uses.entry(cap).or_default() += 1;
-            if !bound.contains_key(cap) {
+            caps.read(cap);
+            if !caps.bound.contains_key(cap) {
                 err(p, format!("capture `?{cap}` is not bound before this `let`"), "bind it in `match` or in an earlier `let`");
             }
         });
-        if let Some((first, _)) = bound.get(l.name.as_str()) {
+        if let Some((first, _)) = caps.bound.get(l.name.as_str()) {
             err(l.pos, format!("capture `?{}` is already bound at {}:{}", l.name, first.line, first.col), "give the `let` a fresh name");
         } else {
-            bound.insert(&l.name, (l.pos, Kind::Attr));
+            caps.bound.insert(&l.name, (l.pos, Kind::Attr));
         }
     }
-    // Check ids unique; expressions only use bound captures and known functions.
+}
+
+/// Check ids unique; expressions only use bound captures and known functions.
+fn check_checks<'r>(r: &'r Rule, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
     let mut check_ids: HashMap<&str, Pos> = HashMap::new();
     for c in &r.checks {
         if let Some(first) = check_ids.get(c.id.as_str()) {
@@ -225,110 +269,117 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             MsgPart::Text(_) => None,
         }));
         for e in exprs {
-            check_expr(e, &mut err);
+            check_expr(e, err);
             e.captures(&mut |cap, p| {
-                *uses.entry(cap).or_default() += 1;
-                if !bound.contains_key(cap) {
+                caps.read(cap);
+                if !caps.bound.contains_key(cap) {
                     err(p, format!("capture `?{cap}` is not bound by the match block"), "bind it in `match`, or fix the spelling");
                 }
             });
         }
     }
-    // Emit: arguments bound (by match or an earlier emit line), outputs new. A `for` binds
-    // its variables when it starts (source order); what is bound inside it is visible there
-    // only.
-    let match_bound = bound.clone();
-    let mut local: HashMap<&str, usize> = HashMap::new();
+}
+
+/// Emit: arguments bound (by match or an earlier emit line), outputs new. A `for` binds its
+/// variables when it starts (source order); what is bound inside it is visible there only. A
+/// loop with no emit line (only replaces) still binds its variables.
+fn check_emit_block<'r>(r: &'r Rule, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
     let mut events: Vec<(Pos, Option<usize>, Option<usize>)> = r.loops.iter().enumerate().map(|(s, l)| (l.pos, Some(s), None)).collect();
     events.extend(r.emits.iter().enumerate().map(|(i, e)| (e.pos(), None, Some(i))));
     events.sort_by_key(|e| e.0);
-    // A loop with no emit line (only replaces) still binds its variables.
-    let visible = |c: &str, p: Pos, scope: Option<usize>, local: &HashMap<&str, usize>, err: &mut dyn FnMut(Pos, String, &str)| {
-        if let Some(&s) = local.get(c) {
-            if scope != Some(s) {
-                let at = r.loops[s].pos;
-                err(p, format!("capture `?{c}` is local to the `for` at {}:{}", at.line, at.col), "use it inside that block, or bind it outside");
-            }
-        }
-    };
     for (_, lp, line) in events {
-        if let Some(s) = lp {
-            let l = &r.loops[s];
-            if l.vars.len() != l.lists.len() {
-                err(l.pos, format!("`for` names {} variable(s) and {} list(s)", l.vars.len(), l.lists.len()), "write one variable per list: `for (?y, ?t) in (?ys, ?ts)`");
-            }
-            for (c, p) in &l.lists {
-                *uses.entry(c).or_default() += 1;
-                visible(c, *p, None, &local, &mut err);
-                match bound.get(c.as_str()) {
-                    None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it as `..?{c}` in `match` or on an earlier helper line"),
-                    Some((_, Kind::List)) => {}
-                    Some(_) => err(*p, format!("capture `?{c}` is not a list"), "a `for` iterates list captures (`..?xs` outputs)"),
-                }
-            }
-            for (c, p) in &l.vars {
-                if let Some((first, _)) = bound.get(c.as_str()) {
-                    err(*p, format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "give the `for` variable a fresh name");
-                } else {
-                    bound.insert(c, (*p, Kind::Value));
-                    local.insert(c, s);
-                }
-            }
-            continue;
+        match lp {
+            Some(s) => check_for_header(r, s, caps, err),
+            None => check_emit_line(r, &r.emits[line.expect("an event is a loop or a line")], caps, err),
         }
-        let e = &r.emits[line.expect("an event is a loop or a line")];
-        let scope = e.scope();
-        let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
-        let takes_list = matches!(e, EmitLine::Helper { name, .. } if vocab::LIST_HELPERS.contains(&name.as_str()));
-        let last = e.args().len().saturating_sub(1);
-        for (k, a) in e.args().iter().enumerate() {
-            if let Slot::Capture(c, p) = a {
-                *uses.entry(c).or_default() += 1;
-                visible(c, *p, scope, &local, &mut err);
-                match bound.get(c.as_str()) {
-                    None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
-                    Some((_, Kind::List)) => err(*p, format!("capture `?{c}` holds a list of values, not one value"), "take its values one at a time with `for (?x) in (?xs) { ... }`"),
-                    Some((_, Kind::Attr)) if takes_list && k == last => {}
-                    Some((_, Kind::Value)) if takes_list && k == last => err(*p, format!("capture `?{c}` holds a value, but this helper's last input is an integer list"), "compute the list with `let ?sizes = [...]`"),
-                    Some((_, Kind::Attr)) if takes_graphs => {}
-                    Some((_, Kind::Value)) if takes_graphs => err(*p, format!("capture `?{c}` holds a value, but this helper takes a subgraph attribute"), "capture the branch in `match` with `[then_branch: ?g]`"),
-                    Some((_, Kind::Attr)) => err(*p, format!("capture `?{c}` holds an attribute, not a value"), "pass it in the `[...]` attributes instead"),
+    }
+}
+
+/// A `for` line: one variable per list, each list a bound list capture, each variable fresh
+/// (and local to the block).
+fn check_for_header<'r>(r: &'r Rule, s: usize, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
+    let l = &r.loops[s];
+    if l.vars.len() != l.lists.len() {
+        err(l.pos, format!("`for` names {} variable(s) and {} list(s)", l.vars.len(), l.lists.len()), "write one variable per list: `for (?y, ?t) in (?ys, ?ts)`");
+    }
+    for (c, p) in &l.lists {
+        caps.read(c);
+        caps.check_visible(r, c, *p, None, err);
+        match caps.bound.get(c.as_str()) {
+            None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it as `..?{c}` in `match` or on an earlier helper line"),
+            Some((_, Kind::List)) => {}
+            Some(_) => err(*p, format!("capture `?{c}` is not a list"), "a `for` iterates list captures (`..?xs` outputs)"),
+        }
+    }
+    for (c, p) in &l.vars {
+        if let Some((first, _)) = caps.bound.get(c.as_str()) {
+            err(*p, format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "give the `for` variable a fresh name");
+        } else {
+            caps.bound.insert(c, (*p, Kind::Value));
+            caps.local.insert(c, s);
+        }
+    }
+}
+
+/// One emit line: operands bound and of the kind the op or helper takes, attribute captures
+/// bound as attributes, outputs fresh.
+fn check_emit_line<'r>(r: &'r Rule, e: &'r EmitLine, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
+    let scope = e.scope();
+    let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
+    let takes_list = matches!(e, EmitLine::Helper { name, .. } if vocab::LIST_HELPERS.contains(&name.as_str()));
+    let last = e.args().len().saturating_sub(1);
+    for (k, a) in e.args().iter().enumerate() {
+        if let Slot::Capture(c, p) = a {
+            caps.read(c);
+            caps.check_visible(r, c, *p, scope, err);
+            match caps.bound.get(c.as_str()) {
+                None => err(*p, format!("capture `?{c}` is used before it is bound"), "bind it in `match` or on an earlier emit line"),
+                Some((_, Kind::List)) => err(*p, format!("capture `?{c}` holds a list of values, not one value"), "take its values one at a time with `for (?x) in (?xs) { ... }`"),
+                Some((_, Kind::Attr)) if takes_list && k == last => {}
+                Some((_, Kind::Value)) if takes_list && k == last => err(*p, format!("capture `?{c}` holds a value, but this helper's last input is an integer list"), "compute the list with `let ?sizes = [...]`"),
+                Some((_, Kind::Attr)) if takes_graphs => {}
+                Some((_, Kind::Value)) if takes_graphs => err(*p, format!("capture `?{c}` holds a value, but this helper takes a subgraph attribute"), "capture the branch in `match` with `[then_branch: ?g]`"),
+                Some((_, Kind::Attr)) => err(*p, format!("capture `?{c}` holds an attribute, not a value"), "pass it in the `[...]` attributes instead"),
+                _ => {}
+            }
+        }
+    }
+    if let EmitLine::Op { attrs, .. } = e {
+        for (_, v, _) in attrs {
+            if let AttrVal::Capture(c, p) = v {
+                caps.read(c);
+                match caps.bound.get(c.as_str()) {
+                    None => err(*p, format!("capture `?{c}` is not bound by the match block"), "capture the attribute in `match` with `[name: ?{c}]`"),
+                    Some((_, Kind::Value | Kind::List)) => err(*p, format!("capture `?{c}` holds a value, not an attribute"), "pass it as an operand instead"),
                     _ => {}
                 }
             }
         }
-        if let EmitLine::Op { attrs, .. } = e {
-            for (_, v, _) in attrs {
-                if let AttrVal::Capture(c, p) = v {
-                    *uses.entry(c).or_default() += 1;
-                    match bound.get(c.as_str()) {
-                        None => err(*p, format!("capture `?{c}` is not bound by the match block"), "capture the attribute in `match` with `[name: ?{c}]`"),
-                        Some((_, Kind::Value | Kind::List)) => err(*p, format!("capture `?{c}` holds a value, not an attribute"), "pass it as an operand instead"),
-                        _ => {}
-                    }
-                }
-            }
-        }
-        for o in e.outputs() {
-            if let Some(c) = o.capture() {
-                if let Some((first, _)) = bound.get(c) {
-                    err(o.pos(), format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "emit outputs need fresh names");
-                } else {
-                    bound.insert(c, (o.pos(), if o.is_list() { Kind::List } else { Kind::Value }));
-                    if let Some(s) = scope {
-                        local.insert(c, s);
-                    }
+    }
+    for o in e.outputs() {
+        if let Some(c) = o.capture() {
+            if let Some((first, _)) = caps.bound.get(c) {
+                err(o.pos(), format!("capture `?{c}` is already bound at {}:{}", first.line, first.col), "emit outputs need fresh names");
+            } else {
+                caps.bound.insert(c, (o.pos(), if o.is_list() { Kind::List } else { Kind::Value }));
+                if let Some(s) = scope {
+                    caps.local.insert(c, s);
                 }
             }
         }
     }
+}
+
+/// `replace ?old with ?new`: `?old` a value the match block bound (or a `for` variable over a
+/// list it bound), `?new` a value an emit line creates.
+fn check_replace_lines<'r>(r: &'r Rule, match_bound: &BTreeMap<&str, (Pos, Kind)>, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
     for rp in &r.replaces {
-        *uses.entry(&rp.old.0).or_default() += 1;
-        *uses.entry(&rp.new.0).or_default() += 1;
-        visible(&rp.old.0, rp.old.1, rp.scope, &local, &mut err);
-        visible(&rp.new.0, rp.new.1, rp.scope, &local, &mut err);
+        caps.read(&rp.old.0);
+        caps.read(&rp.new.0);
+        caps.check_visible(r, &rp.old.0, rp.old.1, rp.scope, err);
+        caps.check_visible(r, &rp.new.0, rp.new.1, rp.scope, err);
         // A `for` variable over a list the match bound stands for a matched value.
-        let from_match_list = local.get(rp.old.0.as_str()).is_some_and(|&s| {
+        let from_match_list = caps.local.get(rp.old.0.as_str()).is_some_and(|&s| {
             let l = &r.loops[s];
             l.vars.iter().position(|v| v.0 == rp.old.0).and_then(|i| l.lists.get(i)).is_some_and(|(list, _)| matches!(match_bound.get(list.as_str()), Some((_, Kind::List))))
         });
@@ -342,14 +393,17 @@ fn check_rule(f: &RuleFile, r: &Rule, out: &mut Vec<Diagnostic>) {
             err(rp.new.1, format!("`with ?{}`: the replacement must be a value created in the emit block", rp.new.0), "bind it on the left of an emit line");
         }
     }
-    // Unused: bound once and never read.
-    for (c, (p, _)) in &bound {
-        let in_match = match_occ.get(c).copied().unwrap_or(0);
-        let used = uses.get(c).copied().unwrap_or(0);
+}
+
+/// Unused: bound once and never read.
+fn check_unused(r: &Rule, caps: &Captures, err: &mut dyn FnMut(Pos, String, &str)) {
+    for (c, (p, _)) in &caps.bound {
+        let in_match = caps.match_occ.get(c).copied().unwrap_or(0);
+        let used = caps.uses.get(c).copied().unwrap_or(0);
         let is_root = r.root.as_ref().is_some_and(|(root, _)| root == c);
         // A fragment's own captures (`name#n`) were checked with the fragment.
         if used == 0 && in_match <= 1 && !is_root && !c.contains('#') {
-            let help = if local.contains_key(c) && r.loops.iter().any(|l| l.vars.iter().any(|v| v.0 == *c)) { "drop it and its list from the `for`" } else { "write `_` instead, or use it in a check or in emit" };
+            let help = if caps.local.contains_key(c) && r.loops.iter().any(|l| l.vars.iter().any(|v| v.0 == *c)) { "drop it and its list from the `for`" } else { "write `_` instead, or use it in a check or in emit" };
             err(*p, format!("capture `?{c}` is bound but never used"), help);
         }
     }
@@ -410,11 +464,7 @@ pub(crate) fn list_outputs_last(outputs: &[Slot], err: &mut dyn FnMut(Pos, Strin
     }
 }
 
-fn out_ref(f: &mut dyn FnMut(Pos, String, &str)) -> &mut dyn FnMut(Pos, String, &str) {
-    f
-}
-
-pub(crate) fn note_kind<'a>(_path: &str, c: &'a str, p: Pos, k: Kind, bound: &mut BTreeMap<&'a str, (Pos, Kind)>, err: &mut dyn FnMut(Pos, String, &str)) {
+pub(crate) fn note_kind<'a>(c: &'a str, p: Pos, k: Kind, bound: &mut BTreeMap<&'a str, (Pos, Kind)>, err: &mut dyn FnMut(Pos, String, &str)) {
     match bound.get(c) {
         Some((_, k0)) if *k0 != k => err(p, format!("capture `?{c}` is used both as a value and as an attribute"), "use two different captures"),
         Some(_) => {}

@@ -2,7 +2,7 @@
 //! (look up a producer, bind an operand, compare an attribute) with every operator name,
 //! operand slot, attribute and check of the rule spelled out in the code.
 
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use rule_dsl::ast::*;
 use std::collections::{BTreeMap, HashSet};
@@ -52,8 +52,6 @@ pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
     let source = body.to_string();
     // The helper vocabulary, once: rule-dsl's list, handed to the run-time crate here.
     let helpers = rule_dsl::vocab::HELPERS.iter().map(|h| h.0);
-    let graph_helpers = rule_dsl::vocab::GRAPH_HELPERS.iter();
-    let list_helpers = rule_dsl::vocab::LIST_HELPERS.iter();
     quote! {
         #(#tracked)*
         #[allow(unused_variables, unused_mut, unused_parens, clippy::all)]
@@ -63,10 +61,6 @@ pub fn generate(files: &[(PathBuf, RuleFile)]) -> TokenStream {
             pub const SOURCE: &str = #source;
             /// The native helpers rules may call (`rule_dsl::vocab::HELPERS`).
             pub const HELPERS: &[&str] = &[#(#helpers),*];
-            /// Helpers whose inputs are subgraph attributes (`rule_dsl::vocab::GRAPH_HELPERS`).
-            pub const GRAPH_HELPERS: &[&str] = &[#(#graph_helpers),*];
-            /// Helpers whose last input is an integer list (`rule_dsl::vocab::LIST_HELPERS`).
-            pub const LIST_HELPERS: &[&str] = &[#(#list_helpers),*];
         }
     }
 }
@@ -97,22 +91,38 @@ fn domain_of(file: &RuleFile, op: &OpRef) -> (String, i64) {
 }
 
 fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
-    // Line order: breadth first from the root, following operands to their producers.
+    let order = line_order(rule);
+    let caps = capture_indices(rule, &order);
+    let cap = |c: &str| -> usize { caps[c] };
+    let mut steps: Vec<Step> = Vec::new();
+    let mut bit = 0u32;
+    let line_code: Vec<TokenStream> =
+        order.iter().enumerate().map(|(step, line)| match_line_tokens(file, rule, line, step, &cap, &mut bit, &mut steps)).collect();
+    let check_code = check_tokens(file, rule, &cap, &mut steps);
+    let mut helpers = Vec::new();
+    let mut emitted_ops = Vec::new();
+    let emit_code = emit_block_tokens(file, rule, &cap, &mut helpers, &mut emitted_ops);
+    let module = module_tokens(1u32 << bit, caps.len(), &line_code, &check_code, &emit_code);
+    let root_line = order[0].0;
+    (module, info_tokens(file, rule, root_line, &steps, &helpers, &emitted_ops))
+}
+
+/// A match line's index, and how the matcher reaches it: `None` for the root's line, else the
+/// capture and output slot of the node that produces an operand of an earlier line.
+type LineVia = (usize, Option<(String, usize)>);
+
+/// The order the matcher visits match lines: breadth first from the root, following operands
+/// to their producers.
+fn line_order(rule: &Rule) -> Vec<LineVia> {
     let root = rule.root.as_ref().map(|r| r.0.clone()).unwrap_or_default();
-    let mut order: Vec<(usize, Option<(String, usize)>)> = Vec::new();
+    let mut order: Vec<LineVia> = Vec::new();
     let mut done: HashSet<usize> = HashSet::new();
     let root_line = rule.matches.iter().position(|m| m.outputs.iter().any(|o| o.capture() == Some(&root))).unwrap_or(0);
     order.push((root_line, None));
     done.insert(root_line);
-    let mut bound: Vec<String> = Vec::new();
     let mut qi = 0;
     while qi < order.len() {
         let m = &rule.matches[order[qi].0];
-        for c in m.outputs.iter().chain(&m.args).filter_map(Slot::capture) {
-            if !bound.iter().any(|b| b == c) {
-                bound.push(c.to_string());
-            }
-        }
         for c in m.args.iter().filter_map(Slot::capture) {
             for (j, other) in rule.matches.iter().enumerate() {
                 if done.contains(&j) {
@@ -126,17 +136,20 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
         }
         qi += 1;
     }
+    order
+}
 
-    // Capture indices, in the order the matcher meets them (lines breadth first, each line's
-    // outputs, operands, attributes), then lets, emit outputs and `for` variables. Indices
-    // follow the pattern's structure, not the order lines are written in, so writing a rule
-    // with fragments (or reordering its lines) leaves its matcher unchanged.
+/// Capture indices, in the order the matcher meets them (lines breadth first, each line's
+/// outputs, operands, attributes), then lets, emit outputs and `for` variables. Indices follow
+/// the pattern's structure, not the order lines are written in, so writing a rule with
+/// fragments (or reordering its lines) leaves its matcher unchanged.
+fn capture_indices(rule: &Rule, order: &[LineVia]) -> BTreeMap<String, usize> {
     let mut caps: BTreeMap<String, usize> = BTreeMap::new();
     let mut add = |c: &str| {
         let n = caps.len();
         caps.entry(c.to_string()).or_insert(n);
     };
-    for (li, _) in &order {
+    for (li, _) in order {
         let m = &rule.matches[*li];
         m.outputs.iter().chain(&m.args).filter_map(Slot::capture).for_each(&mut add);
         for a in &m.attrs {
@@ -154,95 +167,101 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     for l in &rule.loops {
         l.vars.iter().for_each(|(v, _)| add(v));
     }
-    let ncaps = caps.len();
-    let cap = |c: &str| -> usize { caps[c] };
+    caps
+}
 
-    let mut steps: Vec<Step> = Vec::new();
-    let mut line_code = Vec::new();
-    let mut bit = 0u32;
-    for (line_no, (li, via)) in order.iter().enumerate() {
-        let m = &rule.matches[*li];
-        let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).map(display).unwrap_or("_"));
-        let (domain, _) = domain_of(file, &m.op);
-        let shown_domain = rule_dsl::Domain::parse(domain.as_str()).shown().to_string();
-        steps.push(Step::new(sid, "pattern", m.pos, format!("{}.{}", shown_domain, m.op.name), file, m.origin.as_ref()));
-        let step = line_no;
-        let op = &m.op.name;
-        let find = match via {
-            None => quote! { let node = root; },
-            Some((c, slot)) => {
-                let ci = cap(c);
-                quote! { let node = crate::rt::producer(cx, &b, #ci, #slot, #step)?; }
-            }
-        };
-        let nout = m.outputs.len();
-        let mut body = vec![quote! { crate::rt::expect_op(cx, node, #domain, #op, #step)?; }];
-        // A list capture (`..?ys`, last) takes every output from its position on.
-        if !m.outputs.iter().any(Slot::is_list) {
-            body.push(quote! { crate::rt::expect_outputs(cx, node, #nout, #step)?; });
+/// The matcher code of one match line (step `step`): find the node, check its op and counts,
+/// bind its outputs, operands (a commutative pair takes the next bit of `choice`) and
+/// attributes. Records the line's step.
+fn match_line_tokens(file: &RuleFile, rule: &Rule, (li, via): &LineVia, step: usize, cap: &dyn Fn(&str) -> usize, bit: &mut u32, steps: &mut Vec<Step>) -> TokenStream {
+    let m = &rule.matches[*li];
+    let sid = format!("match.{}", m.outputs.iter().find_map(Slot::capture).map(display).unwrap_or("_"));
+    let (domain, _) = domain_of(file, &m.op);
+    let shown_domain = rule_dsl::Domain::parse(domain.as_str()).shown().to_string();
+    steps.push(Step::new(sid, "pattern", m.pos, format!("{}.{}", shown_domain, m.op.name), file, m.origin.as_ref()));
+    let op = &m.op.name;
+    let find = match via {
+        None => quote! { let node = root; },
+        Some((c, slot)) => {
+            let ci = cap(c);
+            quote! { let node = crate::rt::producer(cx, &b, #ci, #slot, #step)?; }
         }
-        for (k, o) in m.outputs.iter().enumerate() {
-            match o {
-                Slot::Capture(c, _) => {
-                    let ci = cap(c);
-                    body.push(quote! { crate::rt::bind_output(cx, &mut b, node, #k, #ci, #step)?; });
-                }
-                Slot::List(c, _) => {
-                    let ci = cap(c);
-                    body.push(quote! { crate::rt::bind_outputs_from(cx, &mut b, node, #k, #ci, #step)?; });
-                }
-                _ => {}
-            }
-        }
-        let nargs = m.args.len();
-        let rest = m.rest;
-        body.push(quote! { crate::rt::expect_inputs(cx, node, #nargs, #rest, #step)?; });
-        let slots: Vec<TokenStream> = if m.commutative {
-            let mask = 1u32 << bit;
-            bit += 1;
-            vec![quote! { (if choice & #mask != 0 { 1 } else { 0 }) }, quote! { (if choice & #mask != 0 { 0 } else { 1 }) }]
-        } else {
-            (0..nargs).map(|k| quote! { #k }).collect()
-        };
-        for (a, slot) in m.args.iter().zip(&slots) {
-            match a {
-                Slot::Capture(c, _) => {
-                    let ci = cap(c);
-                    body.push(quote! { crate::rt::bind_input(cx, &mut b, node, #slot, #ci, #step)?; });
-                }
-                Slot::Wild(_) => body.push(quote! { crate::rt::input_present(cx, node, #slot, #step)?; }),
-                Slot::Absent(_) => body.push(quote! { crate::rt::input_absent(cx, node, #slot, #step)?; }),
-                Slot::List(..) => {} // rejected by rule-dsl's checks
-            }
-        }
-        for a in &m.attrs {
-            let name = &a.name;
-            let default = match &a.default {
-                Some(l) => {
-                    let t = lit_tokens(l);
-                    quote! { Some(&#t) }
-                }
-                None => quote! { None },
-            };
-            match &a.value {
-                AttrVal::Capture(c, _) => {
-                    let ci = cap(c);
-                    body.push(quote! { crate::rt::bind_attr(cx, &mut b, node, #name, #ci, #default, #step)?; });
-                }
-                AttrVal::Lit(l, _) => {
-                    let t = lit_tokens(l);
-                    body.push(quote! { crate::rt::attr_is(cx, node, #name, &#t, #default, #step)?; });
-                }
-            }
-        }
-        line_code.push(quote! { { #find #(#body)* b.nodes.push(node); } });
+    };
+    let nout = m.outputs.len();
+    let mut body = vec![quote! { crate::rt::expect_op(cx, node, #domain, #op, #step)?; }];
+    // A list capture (`..?ys`, last) takes every output from its position on.
+    if !m.outputs.iter().any(Slot::is_list) {
+        body.push(quote! { crate::rt::expect_outputs(cx, node, #nout, #step)?; });
     }
+    for (k, o) in m.outputs.iter().enumerate() {
+        match o {
+            Slot::Capture(c, _) => {
+                let ci = cap(c);
+                body.push(quote! { crate::rt::bind_output(cx, &mut b, node, #k, #ci, #step)?; });
+            }
+            Slot::List(c, _) => {
+                let ci = cap(c);
+                body.push(quote! { crate::rt::bind_outputs_from(cx, &mut b, node, #k, #ci, #step)?; });
+            }
+            _ => {}
+        }
+    }
+    let nargs = m.args.len();
+    let rest = m.rest;
+    body.push(quote! { crate::rt::expect_inputs(cx, node, #nargs, #rest, #step)?; });
+    let slots: Vec<TokenStream> = if m.commutative {
+        let mask = 1u32 << *bit;
+        *bit += 1;
+        vec![quote! { (if choice & #mask != 0 { 1 } else { 0 }) }, quote! { (if choice & #mask != 0 { 0 } else { 1 }) }]
+    } else {
+        (0..nargs).map(|k| quote! { #k }).collect()
+    };
+    for (a, slot) in m.args.iter().zip(&slots) {
+        match a {
+            Slot::Capture(c, _) => {
+                let ci = cap(c);
+                body.push(quote! { crate::rt::bind_input(cx, &mut b, node, #slot, #ci, #step)?; });
+            }
+            Slot::Wild(_) => body.push(quote! { crate::rt::input_present(cx, node, #slot, #step)?; }),
+            Slot::Absent(_) => body.push(quote! { crate::rt::input_absent(cx, node, #slot, #step)?; }),
+            Slot::List(..) => {} // rejected by rule-dsl's checks
+        }
+    }
+    body.extend(m.attrs.iter().map(|a| match_attr_tokens(a, cap, step)));
+    quote! { { #find #(#body)* b.nodes.push(node); } }
+}
 
+/// One attribute of a match line: bound to a capture, or compared with a literal (either with
+/// the attribute's default when the node omits it).
+fn match_attr_tokens(a: &AttrPat, cap: &dyn Fn(&str) -> usize, step: usize) -> TokenStream {
+    let name = &a.name;
+    let default = match &a.default {
+        Some(l) => {
+            let t = lit_tokens(l);
+            quote! { Some(&#t) }
+        }
+        None => quote! { None },
+    };
+    match &a.value {
+        AttrVal::Capture(c, _) => {
+            let ci = cap(c);
+            quote! { crate::rt::bind_attr(cx, &mut b, node, #name, #ci, #default, #step)?; }
+        }
+        AttrVal::Lit(l, _) => {
+            let t = lit_tokens(l);
+            quote! { crate::rt::attr_is(cx, node, #name, &#t, #default, #step)?; }
+        }
+    }
+}
+
+/// The lets, then the checks, each one step after the match lines: a let binds its value, a
+/// check fails with its message.
+fn check_tokens(file: &RuleFile, rule: &Rule, cap: &dyn Fn(&str) -> usize, steps: &mut Vec<Step>) -> Vec<TokenStream> {
     let mut check_code = Vec::new();
     for l in &rule.lets {
         let step = steps.len();
         steps.push(Step::new(format!("let.{}", display(&l.name)), "let", l.pos, l.expr_text.clone(), file, l.origin.as_ref()));
-        let value = expr_tokens(&l.expr, &cap);
+        let value = expr_tokens(&l.expr, cap);
         let ci = cap(&l.name);
         let shown = format!("?{}", display(&l.name));
         check_code.push(quote! {
@@ -253,14 +272,14 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     for c in &rule.checks {
         let step = steps.len();
         steps.push(Step::new(c.id.clone(), "check", c.pos, c.expr_text.clone(), file, c.origin.as_ref()));
-        let cond = expr_tokens(&c.expr, &cap);
+        let cond = expr_tokens(&c.expr, cap);
         let parts: Vec<TokenStream> = c
             .message
             .iter()
             .map(|p| match p {
                 MsgPart::Text(t) => quote! { msg.push_str(#t); },
                 MsgPart::Expr(e) => {
-                    let t = expr_tokens(e, &cap);
+                    let t = expr_tokens(e, cap);
                     quote! { msg.push_str(&crate::rt::show((|| -> Result<crate::rt::Val, String> { #t })())); }
                 }
             })
@@ -273,31 +292,36 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             })?;
         });
     }
+    check_code
+}
 
-    // Emit: lines in order; the lines and replaces of a `for` block run once per position.
-    let mut helpers = Vec::new();
-    let mut emitted_ops = Vec::new();
+/// Emit: lines in order; the lines and replaces of a `for` block run once per position.
+fn emit_block_tokens(file: &RuleFile, rule: &Rule, cap: &dyn Fn(&str) -> usize, helpers: &mut Vec<String>, emitted_ops: &mut Vec<TokenStream>) -> Vec<TokenStream> {
     let mut emit_code = Vec::new();
     let mut done_loops: HashSet<usize> = HashSet::new();
     for e in &rule.emits {
         match e.scope() {
-            None => emit_code.push(emit_line_tokens(file, e, &cap, &mut helpers, &mut emitted_ops)),
+            None => emit_code.push(emit_line_tokens(file, e, cap, helpers, emitted_ops)),
             Some(s) if done_loops.insert(s) => {
                 let l = &rule.loops[s];
-                let body: Vec<TokenStream> = rule.emits.iter().filter(|x| x.scope() == Some(s)).map(|x| emit_line_tokens(file, x, &cap, &mut helpers, &mut emitted_ops)).collect();
-                emit_code.push(loop_tokens(l, body, rule.replaces.iter().filter(|r| r.scope == Some(s)), &cap));
+                let body: Vec<TokenStream> = rule.emits.iter().filter(|x| x.scope() == Some(s)).map(|x| emit_line_tokens(file, x, cap, helpers, emitted_ops)).collect();
+                emit_code.push(loop_tokens(l, body, rule.replaces.iter().filter(|r| r.scope == Some(s)), cap));
             }
             Some(_) => {}
         }
     }
     // A `for` with replaces only.
     for (s, l) in rule.loops.iter().enumerate().filter(|(s, _)| !done_loops.contains(s)) {
-        emit_code.push(loop_tokens(l, Vec::new(), rule.replaces.iter().filter(|r| r.scope == Some(s)), &cap));
+        emit_code.push(loop_tokens(l, Vec::new(), rule.replaces.iter().filter(|r| r.scope == Some(s)), cap));
     }
-    emit_code.extend(rule.replaces.iter().filter(|r| r.scope.is_none()).map(|r| replace_tokens(r, &cap)));
+    emit_code.extend(rule.replaces.iter().filter(|r| r.scope.is_none()).map(|r| replace_tokens(r, cap)));
+    emit_code
+}
 
-    let choices = 1u32 << bit;
-    let module = quote! {
+/// The rule's module: `matcher` tries every choice of commutative operands and keeps the
+/// failure that got furthest; `attempt` runs the match lines and checks; `emit`.
+fn module_tokens(choices: u32, ncaps: usize, line_code: &[TokenStream], check_code: &[TokenStream], emit_code: &[TokenStream]) -> TokenStream {
+    quote! {
         pub fn matcher(cx: &crate::rt::Cx, root: usize) -> Result<crate::rt::Binds, crate::rt::Failure> {
             let mut best: Option<crate::rt::Failure> = None;
             for choice in 0u32..#choices {
@@ -323,8 +347,11 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             #(#emit_code)*
             Ok(())
         }
-    };
+    }
+}
 
+/// The rule's `RuleInfo`: id, doc, ordering, location, root op, steps, helpers and emitted ops.
+fn info_tokens(file: &RuleFile, rule: &Rule, root_line: usize, steps: &[Step], helpers: &[String], emitted_ops: &[TokenStream]) -> TokenStream {
     let id = &rule.id;
     let doc = &rule.doc;
     // Checked by rule-dsl: a present stage name parses.
@@ -343,24 +370,8 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
     let root_m = &rule.matches[root_line];
     let (root_domain, _) = domain_of(file, &root_m.op);
     let root_op = &root_m.op.name;
-    let step_info: Vec<TokenStream> = steps
-        .iter()
-        .map(|s| {
-            let (sid, kind, l, c, text, sfile) = (&s.id, s.kind, s.pos.line as u32, s.pos.col as u32, &s.text, &s.file);
-            let fragment = match &s.fragment {
-                Some(f) => quote! { Some(#f) },
-                None => quote! { None },
-            };
-            let kind = match kind {
-                "check" => quote! { crate::StepKind::Check },
-                "let" => quote! { crate::StepKind::Let },
-                _ => quote! { crate::StepKind::Pattern },
-            };
-            quote! { crate::StepInfo { id: #sid, kind: #kind, file: #sfile, line: #l, col: #c, text: #text, fragment: #fragment } }
-        })
-        .collect();
-    let _ = Literal::u32_unsuffixed(0);
-    let info = quote! {
+    let step_info: Vec<TokenStream> = steps.iter().map(step_info_tokens).collect();
+    quote! {
         crate::RuleInfo {
             id: #id,
             doc: #doc,
@@ -376,8 +387,21 @@ fn rule_module(file: &RuleFile, rule: &Rule) -> (TokenStream, TokenStream) {
             helpers: &[#(#helpers),*],
             emits: &[#(#emitted_ops),*],
         }
+    }
+}
+
+fn step_info_tokens(s: &Step) -> TokenStream {
+    let (sid, l, c, text, sfile) = (&s.id, s.pos.line as u32, s.pos.col as u32, &s.text, &s.file);
+    let fragment = match &s.fragment {
+        Some(f) => quote! { Some(#f) },
+        None => quote! { None },
     };
-    (module, info)
+    let kind = match s.kind {
+        "check" => quote! { crate::StepKind::Check },
+        "let" => quote! { crate::StepKind::Let },
+        _ => quote! { crate::StepKind::Pattern },
+    };
+    quote! { crate::StepInfo { id: #sid, kind: #kind, file: #sfile, line: #l, col: #c, text: #text, fragment: #fragment } }
 }
 
 /// One emit line: call the op or helper, bind its outputs (a list capture takes the rest).

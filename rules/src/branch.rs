@@ -89,7 +89,7 @@ pub fn fn_fallible_nodes(cx: &Cx, g: Val) -> Result<Val, String> {
     let mut constant: HashSet<&str> = g.initializers.iter().map(|(n, _)| n.as_str()).collect();
     constant.extend(g.nodes.iter().filter(|n| n.op == "Constant" && is_default(n)).flat_map(|n| n.outputs.iter().map(String::as_str)));
     let is_const = |v: &str| constant.contains(v) || cx.graph.initializer(v).is_some();
-    let inner = ir::infer_types(g);
+    let inner = ir::infer_types(g, crate::op_types());
     let float = |v: &str| {
         let t = inner.get(v).or_else(|| cx.type_of(v));
         t.is_some_and(|t| t.dtype.is_float())

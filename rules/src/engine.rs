@@ -86,13 +86,29 @@ pub fn apply(model: &mut ir::Model, ids: &[&str], opts: &Options) -> Result<Repo
 
 /// Runs `schedule` on the model's main graph (and its subgraphs), stage by stage.
 pub fn apply_schedule(model: &mut ir::Model, schedule: &Schedule, opts: &Options) -> Result<Report, Error> {
+    apply_schedule_with(model, schedule, opts, None)
+}
+
+/// A step of the pipeline that is not a rule (weight quantization), run once just before
+/// `stage` (or at the end when no later stage has rules), with the report so far.
+pub type Step<'a> = (Stage, &'a mut dyn FnMut(&mut ir::Model) -> Result<(), String>);
+
+/// [`apply_schedule`] with a [`Step`] between stages; its error becomes [`Error::Step`].
+pub fn apply_schedule_with(model: &mut ir::Model, schedule: &Schedule, opts: &Options, mut step: Option<Step<'_>>) -> Result<Report, Error> {
     let mut report = Report::default();
     let mut col = Collector::default();
     for (stage, rules) in &schedule.stages {
+        if step.as_ref().is_some_and(|(at, _)| stage >= at) {
+            let (_, f) = step.take().expect("checked");
+            f(model).map_err(Error::Step)?;
+        }
         if rules.is_empty() {
             continue;
         }
         run_stage_in(&mut model.graph, *stage, rules, opts, &mut col, &mut report, &HashMap::new())?;
+    }
+    if let Some((_, f)) = step.take() {
+        f(model).map_err(Error::Step)?;
     }
     if opts.remove_dead {
         report.dead_removed = remove_dead_everywhere(&mut model.graph);
@@ -147,7 +163,7 @@ fn run_stage_in(
     graph.toposort().map_err(|source| Error::Graph { graph: gname.clone(), stage: stage.name().into(), source })?;
     let mut scope = outer.clone();
     if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
-        scope.extend(ir::infer_types(graph));
+        scope.extend(ir::infer_types(graph, crate::op_types()));
     }
     for node in &mut graph.nodes {
         for a in &mut node.attrs {

@@ -4,6 +4,9 @@
 pub enum Error {
     #[error("unknown rule `{0}`; known rules: {1}")]
     UnknownRule(String, String),
+    /// A pipeline step that is not a rule failed (its own message, with context).
+    #[error("{0}")]
+    Step(String),
     #[error("schedule: {0}")]
     Schedule(String),
     #[error("rule `{rule}`: helper `{helper}` failed: {reason}")]

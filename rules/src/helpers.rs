@@ -11,13 +11,6 @@ use ir::{Attr, DType, Recipe};
 /// the macro, the linter and this crate all read.)
 pub const ALLOWED: &[&str] = crate::generated::HELPERS;
 
-/// Helpers whose inputs are subgraph attributes (an If's `then_branch`), not values. They get
-/// `&[&ir::Graph]` instead of value names.
-pub const TAKES_GRAPHS: &[&str] = crate::generated::GRAPH_HELPERS;
-
-/// Helpers whose last input is a `let` integer list, passed as `&[i64]` after the value names.
-pub const TAKES_LIST: &[&str] = crate::generated::LIST_HELPERS;
-
 /// The helpers themselves. Generated code calls only functions of this module.
 pub mod allowed {
     use super::*;

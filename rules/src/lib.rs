@@ -8,6 +8,7 @@
 //! * [`registry`]: every compiled rule with its id, stage, ordering, file and line, steps.
 //! * [`Schedule`] / [`apply_schedule`] / [`apply`]: the order rules run in, and the engine.
 //! * [`helpers::ALLOWED`]: the fixed list of native helpers rules may call.
+//! * [`op_types`]: type inference for the contrib ops `ir` does not know (`ir::infer_types`).
 //! * [`generated_source`]: the code the macro generated, for reading.
 
 mod branch;
@@ -16,14 +17,16 @@ mod emit;
 mod engine;
 mod error;
 pub mod helpers;
+pub mod op_types;
 pub mod rt;
 mod schedule;
 
 pub use diag::{FailCount, Outcome, Record, Report, RuleReport};
 pub use emit::Emitter;
-pub use engine::{apply, apply_schedule, order, select, variants, Options};
+pub use engine::{apply, apply_schedule, apply_schedule_with, order, select, variants, Options, Step};
 pub use schedule::Schedule;
 pub use error::Error;
+pub use op_types::op_types;
 
 rule_macros::include_rules!("rules");
 

@@ -6,7 +6,6 @@
 use ep_sets::Domain;
 use ir::{AttrValue, DType, Dim, Graph, Node, ValueInfo};
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write;
 
 pub use crate::branch::{fn_branch_dtype, fn_branch_dtypes, fn_branch_outputs, fn_branch_shape, fn_branch_shapes, fn_fallible_nodes, fn_nested_graphs, fn_numel};
 
@@ -62,7 +61,7 @@ impl<'g> Cx<'g> {
             uses: uses_owned,
             types: {
                 let mut t = outer.clone();
-                t.extend(ir::infer_types(graph));
+                t.extend(ir::infer_types(graph, crate::op_types()));
                 t
             },
             inputs: graph.inputs.iter().map(|v| v.name.as_str()).collect(),
@@ -552,13 +551,6 @@ pub fn op_div(a: Val, b: Val) -> Result<Val, String> {
 }
 pub fn op_rem(a: Val, b: Val) -> Result<Val, String> {
     arith(a, b, "%", i64::checked_rem, |x, y| x % y)
-}
-
-/// `dtype` as the name checks compare against.
-pub fn dtype_name(d: DType) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{}", d.name());
-    s
 }
 
 /// Binds a `let` capture to the attribute value its expression computed.

@@ -40,7 +40,7 @@ fn graph_text(g: &Graph, outer: &HashMap<String, ValueInfo>, indent: &str, out: 
     // A subgraph reads values of the enclosing graph by name; inference does not enter
     // subgraphs, so its own map is layered over the outer one.
     let mut types = outer.clone();
-    types.extend(ir::infer_types(g));
+    types.extend(ir::infer_types(g, rules::op_types()));
     let _ = writeln!(out, "{indent}graph {}", g.name);
     for v in &g.inputs {
         let _ = writeln!(out, "{indent}  input {}: {}{}", v.name, v.dtype, shape_text(&v.shape));

@@ -1,4 +1,6 @@
-//! One insta snapshot per (decoder fixture, EP, dtype) the tables list: the optimized graph in
+//! One insta snapshot per (decoder fixture, EP, dtype) the tables list, and per (decoder
+//! fixture, EP, quantization) for every `[quant.*]` section (in its dtype, with the table's
+//! defaults): the optimized graph in
 //! the text form of [`snapshots::graph_snapshot`], or the build's error message for a build
 //! that fails today, so every cell of the matrix is pinned and any change shows up in review
 //! (`cargo insta review`, docs/snapshots.md). A second test checks that the snapshot files are
@@ -10,16 +12,23 @@ use std::path::Path;
 use ep_sets::EpSets;
 use tailor_tests::{decoder_fixtures, fixture};
 
+/// One cell: fixture, EP, dtype and, for a quantized build, its bits (`int4`).
+type Cell = (String, String, String, Option<String>);
+
 /// The snapshot name of one cell (insta adds the `graphs__` prefix and `.snap`).
-fn cell(fixture: &str, ep: &str, dtype: &str) -> String {
-    format!("{fixture}@{ep}-{dtype}")
+fn cell((fixture, ep, dtype, quant): &Cell) -> String {
+    match quant {
+        Some(q) => format!("{fixture}@{ep}-{dtype}-{q}"),
+        None => format!("{fixture}@{ep}-{dtype}"),
+    }
 }
 
 /// The optimized graph's text, or `build failed: <message>`.
-fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
+fn build((fixture_name, ep, dtype, quant): &Cell) -> String {
     let result = (|| -> Result<ir::Model, String> {
         let dt = ir::DType::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
-        builder::optimized_model(&fixture(fixture_name), ep, dt, false).map(|(m, _)| m).map_err(|e| e.to_string())
+        let req = quant.as_deref().and_then(ep_sets::QuantBits::parse).map(builder::QuantRequest::new);
+        builder::optimized_model_with(&fixture(fixture_name), ep, dt, false, req.as_ref()).map(|(m, _)| m).map_err(|e| e.to_string())
     })();
     match result {
         Ok(m) => snapshots::graph_snapshot(&m),
@@ -27,13 +36,19 @@ fn build(fixture_name: &str, ep: &str, dtype: &str) -> String {
     }
 }
 
-fn matrix() -> Vec<(String, String, String)> {
+fn matrix() -> Vec<Cell> {
     let sets = EpSets::builtin().expect("builtin tables are valid");
     let mut out = Vec::new();
-    // Every decoder of the fixture registry, each built for every (EP, dtype).
+    // Every decoder of the fixture registry, each built for every (EP, dtype) and every
+    // (EP, quantization).
     for f in decoder_fixtures() {
         for (ep, dtype) in sets.pairs() {
-            out.push((f.to_string(), ep.to_string(), dtype.to_string()));
+            out.push((f.to_string(), ep.to_string(), dtype.to_string(), None));
+        }
+        for table in sets.names().filter_map(|n| sets.get(n)) {
+            for q in table.quant_plans() {
+                out.push((f.to_string(), table.name.clone(), q.dtype.clone(), Some(q.bits.name().to_string())));
+            }
         }
     }
     out
@@ -48,10 +63,11 @@ fn optimized_graphs() {
     settings.set_omit_expression(true);
     settings.set_snapshot_path("../snapshots");
     settings.bind(|| {
-        for (f, ep, dtype) in matrix() {
-            let text = build(&f, &ep, &dtype);
-            insta::with_settings!({ description => format!("{f} optimized for {ep} {dtype}") }, {
-                insta::assert_snapshot!(cell(&f, &ep, &dtype), text);
+        for c in matrix() {
+            let text = build(&c);
+            let quant = c.3.as_deref().map(|q| format!(" --quant {q}")).unwrap_or_default();
+            insta::with_settings!({ description => format!("{} optimized for {} {}{quant}", c.0, c.1, c.2) }, {
+                insta::assert_snapshot!(cell(&c), text);
             });
         }
     });
@@ -60,7 +76,7 @@ fn optimized_graphs() {
 #[test]
 fn snapshot_files_are_the_matrix() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
-    let expected: BTreeSet<String> = matrix().iter().map(|(f, e, d)| format!("graphs__{}.snap", cell(f, e, d))).collect();
+    let expected: BTreeSet<String> = matrix().iter().map(|c| format!("graphs__{}.snap", cell(c))).collect();
     let found: BTreeSet<String> = std::fs::read_dir(&dir)
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
@@ -68,7 +84,7 @@ fn snapshot_files_are_the_matrix() {
     let extra: Vec<_> = found.difference(&expected).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype).\n\
+        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype[, quantization]).\n\
          missing (run `INSTA_UPDATE=always cargo test -p snapshots`, then review): {missing:?}\n\
          not in the matrix (delete them): {extra:?}"
     );

@@ -41,3 +41,11 @@ def build_package(tmp_path_factory):
         return cache[key]
 
     return build
+
+
+def build_with(out: Path, fixture: str, ep: str, flags: list) -> Path:
+    """Builds `fixture` for `ep` with extra command-line `flags` into `out`; returns `out`."""
+    cmd = [str(tailor_bin()), "build", "--model", str(FIXTURES / fixture), "--output", str(out), "--ep", ep, *flags]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    return out

@@ -78,7 +78,7 @@ fn feeds(model: &Model) -> Vec<(String, Feed)> {
 /// Runs the whole graph with every node output exposed; returns every value by name.
 fn all_values(model: &Model, feeds: &[(String, Feed)]) -> BTreeMap<String, Feed> {
     let mut m = model.clone();
-    let types = ir::infer_types(&m.graph);
+    let types = ir::infer_types(&m.graph, rules::op_types());
     let taken: BTreeSet<String> =
         m.graph.inputs.iter().chain(&m.graph.outputs).map(|v| v.name.clone()).collect();
     let extra: Vec<ValueInfo> = m

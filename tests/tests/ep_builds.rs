@@ -15,7 +15,13 @@ fn generic(fixture_name: &str, dtype: ir::DType) -> Model {
 }
 
 fn optimized(fixture_name: &str, ep: &str, dtype: &str) -> Result<Model, builder::Error> {
-    builder::optimized_model(&fixture(fixture_name), ep, ir::DType::parse(dtype).unwrap(), false).map(|(m, _)| m)
+    optimized_q(fixture_name, ep, dtype, None)
+}
+
+/// `quant`: `Some("int4")` builds with `--quant int4` and the table's defaults.
+fn optimized_q(fixture_name: &str, ep: &str, dtype: &str, quant: Option<&str>) -> Result<Model, builder::Error> {
+    let req = quant.map(|q| builder::QuantRequest::new(ep_sets::QuantBits::parse(q).expect("int4 or int8")));
+    builder::optimized_model_with(&fixture(fixture_name), ep, ir::DType::parse(dtype).unwrap(), false, req.as_ref()).map(|(m, _)| m)
 }
 
 /// Evaluates "N", "kL", "kL+N", "kL-N" for `layers`.
@@ -40,9 +46,9 @@ fn satisfied(expr: &str, found: i64, layers: i64) -> bool {
     }
 }
 
-/// One `[[expect]]` entry: the fixtures its selector picks, its EPs, dtypes and op-count
-/// expressions.
-type Expect = (Vec<String>, Vec<String>, Vec<String>, BTreeMap<String, String>);
+/// One `[[expect]]` entry: the fixtures its selector picks, its EPs, dtypes, op-count
+/// expressions and the quantizations it is about (`quant = ["int4"]`; none: float builds).
+type Expect = (Vec<String>, Vec<String>, Vec<String>, BTreeMap<String, String>, Vec<String>);
 
 struct Expectations {
     expects: Vec<Expect>,
@@ -64,7 +70,8 @@ fn expectations() -> Expectations {
             let selector = e["fixtures"].as_str().expect("each [[expect]] has a `fixtures` selector");
             let picked = fixtures().select(selector).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
             let names = picked.into_iter().map(|f| f.name.clone()).collect();
-            (names, strings(&e["eps"]), strings(&e["dtypes"]), ops)
+            let quant = e.get("quant").map(strings).unwrap_or_default();
+            (names, strings(&e["eps"]), strings(&e["dtypes"]), ops, quant)
         })
         .collect();
     let pending = v["pending"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect();
@@ -85,18 +92,26 @@ fn is_pending(ex: &Expectations, ep: &str, dtype: &str, fixture_name: &str) -> b
 
 /// Problems of one build against every expectation that applies to it; `None` when no
 /// expectation applies.
-fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str) -> Option<Vec<String>> {
+fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str, quant: Option<&str>) -> Option<Vec<String>> {
     let applicable: Vec<&BTreeMap<String, String>> = ex
         .expects
         .iter()
-        .filter(|(fixtures, eps, dtypes, _)| {
-            fixtures.iter().any(|f| f == fx) && eps.iter().any(|e| e == ep) && dtypes.iter().any(|d| d == dtype)
+        .filter(|(fixtures, eps, dtypes, _, q)| {
+            let quant_ok = match quant {
+                None => q.is_empty(),
+                Some(b) => q.iter().any(|x| x == b),
+            };
+            quant_ok && fixtures.iter().any(|f| f == fx) && eps.iter().any(|e| e == ep) && dtypes.iter().any(|d| d == dtype)
         })
-        .map(|(_, _, _, ops)| ops)
+        .map(|(_, _, _, ops, _)| ops)
         .collect();
-    let model = match optimized(fx, ep, dtype) {
+    let cell = match quant {
+        Some(q) => format!("{ep}/{dtype}/{q}"),
+        None => format!("{ep}/{dtype}"),
+    };
+    let model = match optimized_q(fx, ep, dtype, quant) {
         Ok(m) => m,
-        Err(e) => return Some(vec![format!("{ep}/{dtype} {fx}: build failed: {e}")]),
+        Err(e) => return Some(vec![format!("{cell} {fx}: build failed: {e}")]),
     };
     if applicable.is_empty() {
         return None;
@@ -108,7 +123,7 @@ fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str) -> Option<Vec
         for (op, expr) in ops {
             let found = counts.get(op).copied().unwrap_or(0);
             if !satisfied(expr, found, layers) {
-                problems.push(format!("{ep}/{dtype} {fx}: {op} expected {expr} (L={layers}), found {found}"));
+                problems.push(format!("{cell} {fx}: {op} expected {expr} (L={layers}), found {found}"));
             }
         }
     }
@@ -123,7 +138,7 @@ fn optimized_graphs_meet_the_op_expectations() {
     let mut checked = 0;
     for (ep, dtype) in sets.pairs() {
         for fx in decoder_fixtures() {
-            let result = check_build(&ex, ep, dtype, fx);
+            let result = check_build(&ex, ep, dtype, fx, None);
             let pending = is_pending(&ex, ep, dtype, fx);
             match (result, pending) {
                 (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
@@ -141,6 +156,20 @@ fn optimized_graphs_meet_the_op_expectations() {
                     }
                 }
                 (Some(_), true) => {}
+            }
+        }
+    }
+    // Quantized builds: every [quant.*] section of every table, in its activation dtype.
+    for table in sets.names().filter_map(|n| sets.get(n)) {
+        for q in table.quant_plans() {
+            for fx in decoder_fixtures() {
+                match check_build(&ex, &table.name, &q.dtype, fx, Some(q.bits.name())) {
+                    None => failures.push(format!("{}/{}/{} {fx}: no expectation in tests/expectations/ops.toml", table.name, q.dtype, q.bits)),
+                    Some(problems) => {
+                        checked += 1;
+                        failures.extend(problems);
+                    }
+                }
             }
         }
     }
@@ -172,7 +201,7 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
         n.inputs[1] = "cos_from_mul/out".into();
     }
     model.graph.nodes.insert(0, mul);
-    let err = optimize(&mut model, table, plan, "f32", false).expect_err("the cpu build must fail");
+    let err = optimize(&mut model, table, plan, "f32", false, None).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("fuse.gqa_rotary"), "{text}");
     assert!(text.contains("caches_2d"), "{text}");
@@ -253,7 +282,7 @@ fn a_required_fusion_cannot_miss_without_the_tables_why() {
         checks.retain(|n| n.check != "partial_rotary_cpu");
     }
     let mut model = generic("tiny-phi3-partial", ir::DType::F32);
-    let err = optimize(&mut model, table, &strict, "f32", false).expect_err("the cpu build must fail");
+    let err = optimize(&mut model, table, &strict, "f32", false, None).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("required fusion `fuse.gqa_rotary` missed node `model.layers.0.self_attn/Attention`"), "{text}");
     assert!(text.contains("check `partial_rotary_cpu` failed") && text.contains("multiple of 8 columns"), "{text}");
@@ -267,7 +296,7 @@ fn a_required_fusion_cannot_miss_without_the_tables_why() {
         checks.retain(|n| n.check != "match.q_rot");
     }
     let mut model = generic("tiny-gpt2", ir::DType::F32);
-    let text = optimize(&mut model, table, &strict, "f32", false).expect_err("gpt2 without the entry").to_string();
+    let text = optimize(&mut model, table, &strict, "f32", false, None).expect_err("gpt2 without the entry").to_string();
     assert!(text.contains("pattern line `match.q_rot` failed"), "{text}");
 }
 

@@ -1,7 +1,8 @@
 //! Build benchmark (never run in CI): writes a random checkpoint with the exact tensor names,
 //! shapes and dtype (bf16) of Qwen2.5-0.5B (or Llama-3.2-1B with `--model llama-3.2-1b`), then
 //! times, as child processes, a plain copy of its safetensors file, `tailor build --dtype f16`
-//! and `tailor build --dtype f32`, plus the demo tiny-llama build. Wall times are reported as
+//! and `tailor build --dtype f32`, `tailor build --ep cpu --quant int4` and `--quant int8`
+//! (the cpu table's defaults), plus the demo tiny-llama build. Wall times are reported as
 //! ratios to the copy (measured in the same run) and each child's peak RSS (`ru_maxrss`, which
 //! includes file-backed pages) as a fraction of the checkpoint's size.
 //!
@@ -203,14 +204,17 @@ fn main() {
     measure(Command::new("cp").arg(&src).arg(&copy_to));
     let copy = best_of(runs, || drop(std::fs::remove_file(&copy_to)), || measure(Command::new("cp").arg(&src).arg(&copy_to)));
     let _ = std::fs::remove_file(&copy_to);
-    let build = |dtype: &str| {
-        let out = work.join(format!("out-{dtype}"));
+    let build = |name: &str, flags: &[&str]| {
+        let out = work.join(format!("out-{name}"));
         best_of(runs, || drop(std::fs::remove_dir_all(&out)), || {
-            measure(Command::new(&tailor).args(["build", "--dtype", dtype]).arg("--model").arg(&ckpt).arg("--output").arg(&out).stderr(std::process::Stdio::null()))
+            measure(Command::new(&tailor).arg("build").args(flags).arg("--model").arg(&ckpt).arg("--output").arg(&out).stderr(std::process::Stdio::null()))
         })
     };
-    let f16 = build("f16");
-    let f32 = build("f32");
+    let f16 = build("f16", &["--dtype", "f16"]);
+    let f32 = build("f32", &["--dtype", "f32"]);
+    // The cpu table's quantized defaults (f32 activations, lm_head and embeddings quantized).
+    let int4 = build("int4", &["--ep", "cpu", "--quant", "int4"]);
+    let int8 = build("int8", &["--ep", "cpu", "--quant", "int8"]);
     let tiny_out = work.join("tiny");
     let tiny = best_of(runs.max(3), || drop(std::fs::remove_dir_all(&tiny_out)), || {
         measure(Command::new(&tailor).args(["build", "--output"]).arg(&tiny_out).stderr(std::process::Stdio::null()))
@@ -221,13 +225,19 @@ fn main() {
     println!("copy:      {:7.2} s   peak RSS {:6.3} GiB", copy.0, gib(copy.1));
     println!("build f16: {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", f16.0, gib(f16.1), f16.0 / copy.0, f16.1 as f64 / size as f64);
     println!("build f32: {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", f32.0, gib(f32.1), f32.0 / copy.0, f32.1 as f64 / size as f64);
+    println!("cpu int4:  {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", int4.0, gib(int4.1), int4.0 / copy.0, int4.1 as f64 / size as f64);
+    println!("cpu int8:  {:7.2} s   peak RSS {:6.3} GiB   {:.2}x copy time, RSS {:.3} of checkpoint", int8.0, gib(int8.1), int8.0 / copy.0, int8.1 as f64 / size as f64);
     println!("tiny-llama demo build: {:.0} ms", tiny.0 * 1000.0);
     println!(
-        "f16_ratio={:.2} f32_ratio={:.2} f16_rss_fraction={:.3} f32_rss_fraction={:.3} tiny_ms={:.0}",
+        "f16_ratio={:.2} f32_ratio={:.2} int4_ratio={:.2} int8_ratio={:.2} f16_rss_fraction={:.3} f32_rss_fraction={:.3} int4_rss_fraction={:.3} int8_rss_fraction={:.3} tiny_ms={:.0}",
         f16.0 / copy.0,
         f32.0 / copy.0,
+        int4.0 / copy.0,
+        int8.0 / copy.0,
         f16.1 as f64 / size as f64,
         f32.1 as f64 / size as f64,
+        int4.1 as f64 / size as f64,
+        int8.1 as f64 / size as f64,
         tiny.0 * 1000.0
     );
 }

@@ -86,7 +86,7 @@ pub fn weight_error<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, q: N
     check_lengths(&layout, w.cols(), q.b.len(), q.scales.len(), q.zero_points.map(<[u8]>::len))?;
     let mut e = WeightError::default();
     for_each(&layout, w.cols(), &q, |r, c, v| {
-        let d = (w.row(r)[c] - v).abs();
+        let d = (w.get(r, c) - v).abs();
         e.max_abs = e.max_abs.max(d);
         e.sum_sq += (d as f64) * (d as f64);
         e.count += 1;

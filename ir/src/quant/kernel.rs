@@ -8,7 +8,7 @@
 
 use super::params::{quantize_value, rtn_params, BlockParams};
 use super::search::search_params;
-use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Scale, WeightView, MAX_BLOCK};
+use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Scale, WeightError, WeightView, MAX_BLOCK};
 use crate::{Error, Result};
 
 /// Columns per tile: 16 columns x 256 rows x 4 bytes of scratch.
@@ -24,6 +24,14 @@ const TILE_COLS: usize = 16;
 /// Fails, writing nothing meaningful, when a slice has the wrong length or a weight is not
 /// finite (the error names its row and column within the view).
 pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<()> {
+    quantize_measured(settings, w, out).map(drop)
+}
+
+/// [`quantize`], also returning the weight error of what it wrote (|w - (q - zp) * scale|,
+/// the dequantized value as MatMulNBits computes it), measured while packing: a separate
+/// [`super::weight_error`] pass cost as much as the quantization itself.
+pub fn quantize_measured<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
+    let mut error = WeightError::default();
     let layout = settings.layout(w.rows())?;
     let cols = w.cols();
     check_lengths(&layout, cols, out.b.len(), out.scales.len(), out.zero_points.as_ref().map(|z| z.len()))?;
@@ -33,6 +41,7 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
     let zp_col = layout.zero_points_per_column();
 
     let mut tile = [[0f32; MAX_BLOCK]; TILE_COLS];
+    let mut qbuf = [0u8; MAX_BLOCK];
     // Per column: the stored value of the last row of the previous block (see `pack4`).
     let mut prev_last = [0u8; TILE_COLS];
     for c0 in (0..cols).step_by(TILE_COLS) {
@@ -40,15 +49,7 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
         for kb in 0..k_blocks {
             let r0 = kb * bs;
             let len = bs.min(k - r0);
-            for r in 0..len {
-                let row = &w.row(r0 + r)[c0..c0 + width];
-                for (j, (column, &v)) in tile.iter_mut().zip(row).enumerate() {
-                    if !v.is_finite() {
-                        return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: v });
-                    }
-                    column[r] = v;
-                }
-            }
+            gather(w, c0, width, r0, len, &mut tile)?;
             for j in 0..width {
                 let col = c0 + j;
                 let values = &tile[j][..len];
@@ -61,45 +62,109 @@ pub fn quantize<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBi
                     store_zero_point(bits, &mut z[col * zp_col..(col + 1) * zp_col], kb, p.zero_point);
                 }
                 let dst = &mut b[col * b_col + kb * blob..col * b_col + (kb + 1) * blob];
+                let q = &mut qbuf[..len];
+                quantize_block(values, &p, bits.max_q(), q);
+                add_block_error(&mut error, values, q, &p);
                 match bits {
-                    Bits::Int8 => pack8(values, &p, dst),
+                    Bits::Int8 => pack8(q, dst),
                     Bits::Int4 => {
                         let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
-                        prev_last[j] = pack4(values, &p, carried, dst);
+                        prev_last[j] = pack4(q, carried, dst);
                     }
                 }
             }
         }
     }
+    Ok(error)
+}
+
+/// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile, refusing non-finite
+/// weights (the error names the row and column within the view). A row-major view is read a
+/// row at a time (each a contiguous read shared by the tile's columns), a column-major one a
+/// column block at a time.
+fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, tile: &mut [[f32; MAX_BLOCK]; TILE_COLS]) -> Result<()> {
+    if w.row_slice(0).is_some() {
+        for r in 0..len {
+            let row = &w.row_slice(r0 + r).expect("row-major")[c0..c0 + width];
+            for (column, &v) in tile.iter_mut().zip(row) {
+                column[r] = v;
+            }
+        }
+    } else {
+        for (j, column) in tile.iter_mut().take(width).enumerate() {
+            w.column_into(c0 + j, r0, &mut column[..len]);
+        }
+    }
+    for (j, column) in tile.iter().take(width).enumerate() {
+        if let Some(r) = column[..len].iter().position(|v| !v.is_finite()) {
+            return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: column[r] });
+        }
+    }
     Ok(())
 }
 
-/// One stored byte per value; bytes past the end of a short last block are 0.
-fn pack8<S: Scale>(values: &[f32], p: &BlockParams<S>, dst: &mut [u8]) {
+/// The stored values of one block. Branch-free (see [`quantize_value`]), so it vectorizes.
+#[inline]
+fn quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8]) {
     let (r, z) = (p.reciprocal(), p.zero_point);
-    for (d, &v) in dst.iter_mut().zip(values) {
-        *d = quantize_value(v, r, z, Bits::Int8.max_q());
+    for (o, &v) in q.iter_mut().zip(values) {
+        *o = quantize_value(v, r, z, max_q);
     }
-    dst[values.len()..].fill(0);
+}
+
+/// Adds a block's error (|w - (q - zp) * scale|, the value MatMulNBits dequantizes) with
+/// eight independent f32 lanes, so the loop vectorizes; a block has at most 256 values, so
+/// f32 sums lose nothing that matters, and they are summed into the f64 total per block.
+#[inline]
+fn add_block_error<S: Scale>(error: &mut WeightError, values: &[f32], q: &[u8], p: &BlockParams<S>) {
+    const LANES: usize = 8;
+    let (s, zp) = (p.scale.to_f32(), p.zero_point as f32);
+    let (mut max, mut sq) = ([0f32; LANES], [0f32; LANES]);
+    let mut vs = values.chunks_exact(LANES);
+    let mut qs = q.chunks_exact(LANES);
+    for (v, q) in (&mut vs).zip(&mut qs) {
+        for i in 0..LANES {
+            let d = (v[i] - (q[i] as f32 - zp) * s).abs();
+            max[i] = if d > max[i] { d } else { max[i] };
+            sq[i] += d * d;
+        }
+    }
+    for (&v, &q) in vs.remainder().iter().zip(qs.remainder()) {
+        let d = (v - (q as f32 - zp) * s).abs();
+        max[0] = if d > max[0] { d } else { max[0] };
+        sq[0] += d * d;
+    }
+    error.max_abs = max.iter().fold(error.max_abs, |m, &x| if x > m { x } else { m });
+    error.sum_sq += sq.iter().map(|&x| x as f64).sum::<f64>();
+    error.count += values.len() as u64;
+}
+
+/// One stored byte per value; bytes past the end of a short last block are 0.
+fn pack8(q: &[u8], dst: &mut [u8]) {
+    dst[..q.len()].copy_from_slice(q);
+    dst[q.len()..].fill(0);
 }
 
 /// Two values per byte, the even row in the low nibble. Returns the high nibble of the last
 /// byte written, which ONNX Runtime carries into the next block: its quantizer works on pairs of
 /// blocks and, for an odd K, leaves the unused high nibble of the last byte at the previous
 /// pair's value (`carried` when the block has a single row). Bytes past the block's values are 0.
-fn pack4<S: Scale>(values: &[f32], p: &BlockParams<S>, carried: u8, dst: &mut [u8]) -> u8 {
-    let (r, z) = (p.reciprocal(), p.zero_point);
-    let q = |v: f32| quantize_value(v, r, z, Bits::Int4.max_q());
-    let mut hi = carried;
-    let pairs = values.len().div_ceil(2);
-    for (i, d) in dst[..pairs].iter_mut().enumerate() {
-        let lo = q(values[2 * i]);
-        if let Some(&v) = values.get(2 * i + 1) {
-            hi = q(v);
-        }
-        *d = (lo & 0x0f) | (hi << 4);
+fn pack4(q: &[u8], carried: u8, dst: &mut [u8]) -> u8 {
+    let pairs = q.len() / 2;
+    for (d, pair) in dst[..pairs].iter_mut().zip(q.chunks_exact(2)) {
+        *d = (pair[0] & 0x0f) | (pair[1] << 4);
     }
-    dst[pairs..].fill(0);
+    let mut hi = if pairs > 0 { q[2 * pairs - 1] } else { carried };
+    let mut written = pairs;
+    if q.len() % 2 == 1 {
+        // An odd block: the last byte's high nibble keeps the previous odd row's value.
+        if pairs == 0 {
+            hi = carried;
+        }
+        dst[pairs] = (q[q.len() - 1] & 0x0f) | (hi << 4);
+        written += 1;
+    }
+    dst[written..].fill(0);
     hi
 }
 

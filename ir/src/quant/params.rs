@@ -29,7 +29,34 @@ impl<S: Scale> BlockParams<S> {
 /// min and max as MLAS scans them: start at (FLT_MAX, -FLT_MAX), `if (v < min) min = v;
 /// if (v > max) max = v;` in row order. The first of several equal values wins, which decides
 /// the sign of a zero.
+///
+/// Scanned in eight independent lanes (the serial chain was half of a quantized build's
+/// time): over finite values the lanes find the same numbers; only which zero (+0 or -0) is
+/// the first can differ, so a zero result is scanned again in row order.
 pub(crate) fn min_max(values: &[f32]) -> (f32, f32) {
+    const LANES: usize = 8;
+    let (mut lo, mut hi) = ([f32::MAX; LANES], [-f32::MAX; LANES]);
+    let mut chunks = values.chunks_exact(LANES);
+    for c in &mut chunks {
+        for i in 0..LANES {
+            lo[i] = if c[i] < lo[i] { c[i] } else { lo[i] };
+            hi[i] = if c[i] > hi[i] { c[i] } else { hi[i] };
+        }
+    }
+    for &v in chunks.remainder() {
+        lo[0] = if v < lo[0] { v } else { lo[0] };
+        hi[0] = if v > hi[0] { v } else { hi[0] };
+    }
+    let min = lo.iter().fold(f32::MAX, |m, &x| if x < m { x } else { m });
+    let max = hi.iter().fold(-f32::MAX, |m, &x| if x > m { x } else { m });
+    if min == 0.0 || max == 0.0 {
+        return min_max_in_order(values);
+    }
+    (min, max)
+}
+
+/// [`min_max`] in row order, one value at a time: MLAS's loop exactly.
+pub(crate) fn min_max_in_order(values: &[f32]) -> (f32, f32) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);
     for &v in values {
         if v < min {
@@ -40,6 +67,28 @@ pub(crate) fn min_max(values: &[f32]) -> (f32, f32) {
         }
     }
     (min, max)
+}
+
+#[cfg(test)]
+mod min_max_tests {
+    use super::{min_max, min_max_in_order};
+
+    #[test]
+    fn lanes_agree_with_row_order_including_signed_zeros() {
+        let cases: Vec<Vec<f32>> = vec![
+            vec![0.0, -0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, -0.0],
+            vec![-0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 0.0, 0.5],
+            vec![-0.0; 17],
+            vec![0.0; 9],
+            vec![-3.0, 1.0, 9.0, -3.0, 2.0, 0.25, -7.5, 7.5, 1.0, 1.0, 1.0, -7.5],
+            (0..37).map(|i| ((i * 7919 % 101) as f32 - 50.0) / 8.0).collect(),
+            vec![1.5],
+        ];
+        for c in cases {
+            let (a, b) = (min_max(&c), min_max_in_order(&c));
+            assert_eq!((a.0.to_bits(), a.1.to_bits()), (b.0.to_bits(), b.1.to_bits()), "{c:?}");
+        }
+    }
 }
 
 /// Symmetric: the value of largest magnitude (min on a tie) maps to -2^(bits-1), so the scale is
@@ -82,8 +131,43 @@ pub(crate) fn rtn_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) 
 /// `clamp(roundf(v * reciprocal + zp), 0, max_q)`: multiply by the reciprocal (not a
 /// division), add the zero point in f32, round half away from zero. Rust never fuses the
 /// multiply-add, and neither does the x86-64 wheel's build of this code. A NaN (0 * inf from a
-/// subnormal scale) becomes 0, as the C++ cast does on x86-64.
+/// subnormal scale) becomes 0, as the C++ cast does on x86-64 (here: the truncation of NaN
+/// is 0 and neither rounding step fires).
+///
+/// Branch-free, so a block's loop vectorizes: the rounding is [`round_half_away`]'s, written
+/// with selects; values past 2^31 saturate the truncation and are clamped to `max_q` all the
+/// same.
 #[inline]
 pub(crate) fn quantize_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> u8 {
-    (v * reciprocal + zero_point as f32).round().clamp(0.0, max_q as f32) as u8
+    let x = v * reciprocal + zero_point as f32;
+    let t = x as i32 as f32;
+    let f = x - t;
+    let rounded = t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32;
+    rounded.clamp(0.0, max_q as f32) as u8
+}
+
+#[cfg(test)]
+mod round_tests {
+    use super::quantize_value;
+
+    /// The branch-free rounding is `roundf` (halves away from zero), next to every half.
+    #[test]
+    fn rounds_like_roundf() {
+        let reference = |v: f32, z: u8, max: u8| (v * 1.0 + z as f32).round().clamp(0.0, max as f32) as u8;
+        let mut x = -140.0f32;
+        while x < 140.0 {
+            for v in [x, f32::from_bits(x.to_bits() + 1), f32::from_bits(x.to_bits().wrapping_sub(1))] {
+                for (z, max) in [(0, 255), (128, 255), (8, 15), (0, 15)] {
+                    if v.is_finite() {
+                        assert_eq!(quantize_value(v, 1.0, z, max), reference(v, z, max), "{v} zp {z}");
+                    }
+                }
+            }
+            x += 0.125;
+        }
+        for v in [0.49999997f32, -0.49999997, 7.5, -7.5, 1e9, -1e9, 3e38, -3e38, 0.0, -0.0] {
+            assert_eq!(quantize_value(v, 1.0, 8, 15), reference(v, 8, 15), "{v}");
+        }
+        assert_eq!(quantize_value(f32::INFINITY, 0.0, 8, 15), 0, "NaN (0 * inf) is 0");
+    }
 }

@@ -122,12 +122,12 @@ fn check_one(d: &Def, defs: &HashMap<&str, &Def>, out: &mut Vec<Diagnostic>) {
                 check_match_line(&d.file, m, &mut e2);
                 for s in m.outputs.iter().chain(&m.args) {
                     if let Some(c) = s.capture() {
-                        note_kind(path, c, s.pos(), if s.is_list() { Kind::List } else { Kind::Value }, &mut kinds, &mut e2);
+                        note_kind(c, s.pos(), if s.is_list() { Kind::List } else { Kind::Value }, &mut kinds, &mut e2);
                     }
                 }
                 for a in &m.attrs {
                     if let AttrVal::Capture(c, p) = &a.value {
-                        note_kind(path, c, *p, Kind::Attr, &mut kinds, &mut e2);
+                        note_kind(c, *p, Kind::Attr, &mut kinds, &mut e2);
                     }
                 }
             }

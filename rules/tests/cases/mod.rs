@@ -559,7 +559,6 @@ fn gpt2_packed() -> Model {
 const GPT2_PACKED_W0: &str = "transformer.h.0.attn.c_attn.q.weight/packed_weight";
 const GPT2_PACKED_B0: &str = "transformer.h.0.attn.c_attn.q.bias/packed_weight";
 const GPT2_PACKED_MM0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/MatMul";
-const GPT2_PACKED_ADD0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/Add";
 const GPT2_PACKED_GQA0: &str = "transformer.h.0.attn/Attention/GroupQueryAttention/GroupQueryAttention";
 
 /// lower.unpack_qkv.bias.no_rotary on tiny-gpt2 after fuse.pack_qkv (`.bias.no_rotary`).

@@ -114,10 +114,6 @@ pub fn if_select(threshold: i64) -> Model {
     m
 }
 
-pub fn if_select_then() -> Model {
-    if_select(3)
-}
-
 fn node_with(name: &str, op: &str, inputs: &[&str], attrs: Vec<Attr>) -> Node {
     node(name, op, inputs, attrs)
 }

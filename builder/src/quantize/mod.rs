@@ -1,0 +1,235 @@
+//! The quantize step of the pipeline: weight-only INT4/INT8 quantization of the MatMul
+//! weights, the lm_head and the embedding table, in the form the EP table's `[quant.*]`
+//! section names (docs/quantization.md).
+//!
+//! It runs after the fusions and lowerings (so GroupQueryAttention, skip norms, QKV packing and
+//! `lower.separate_rope` see float MatMuls, and a packed QKV weight is quantized as one) and
+//! before folding. It changes
+//! the graph only: each weight becomes a [`ir::QuantGroup`] whose parts are lazy recipes, so
+//! nothing is quantized until the package is written, range by range (ir/src/qweight.rs).
+
+mod rewrite;
+mod select;
+
+use std::sync::Arc;
+
+use ep_sets::{QuantBits, QuantChoice, QuantFormat, QuantPlan};
+use ir::quant::{Bits, Method, QuantSettings};
+use ir::{DType, Graph, QuantGroup};
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+pub use select::Role;
+
+/// What the command line asks for; `None` fields take the EP table's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantRequest {
+    pub bits: QuantBits,
+    /// 16..=256, a power of two.
+    pub block_size: usize,
+    pub symmetric: bool,
+    pub accuracy_level: Option<i64>,
+    pub lm_head: Option<QuantChoice>,
+    pub embeddings: Option<QuantChoice>,
+    /// Weight initializers (by name, `*` and `?` wildcards) that stay float.
+    pub exclude: Vec<String>,
+    pub method: Method,
+}
+
+impl QuantRequest {
+    /// `--quant <bits>` with every other setting at its default.
+    pub fn new(bits: QuantBits) -> QuantRequest {
+        QuantRequest {
+            bits,
+            block_size: 32,
+            symmetric: true,
+            accuracy_level: None,
+            lm_head: None,
+            embeddings: None,
+            exclude: Vec::new(),
+            method: Method::Rtn,
+        }
+    }
+}
+
+/// The request resolved against the EP table: everything the step needs.
+#[derive(Clone, Debug)]
+pub struct QuantStep {
+    pub format: QuantFormat,
+    pub block_size: usize,
+    pub symmetric: bool,
+    pub method: Method,
+    pub accuracy_level: i64,
+    /// Bits per role (`None`: that role stays float).
+    pub linear: QuantBits,
+    pub lm_head: Option<QuantBits>,
+    pub embeddings: Option<QuantBits>,
+    pub exclude: Vec<glob::Pattern>,
+    /// The activation dtype, which the scales take.
+    pub scale_dtype: DType,
+    /// The table section it came from (for messages).
+    pub table: String,
+}
+
+impl QuantStep {
+    /// Checks `req` against `plan` (`[quant.<bits>]` of table `table`) for a build in `dtype`.
+    pub fn resolve(req: &QuantRequest, plan: &QuantPlan, table: &str, dtype: DType) -> Result<QuantStep> {
+        let bad = |m: String| Error::Request(m);
+        QuantSettings::new(to_bits(req.bits), req.block_size, req.symmetric)
+            .map_err(|e| bad(format!("--block-size {}: {e}", req.block_size)))?;
+        let accuracy_level = req.accuracy_level.unwrap_or(plan.accuracy_level);
+        if !(0..=4).contains(&accuracy_level) {
+            return Err(bad(format!("--accuracy-level {accuracy_level}: MatMulNBits takes 0 (unset), 1 (f32), 2 (f16), 3 (bf16) or 4 (int8)")));
+        }
+        if plan.format == QuantFormat::DequantizeLinear && accuracy_level != 0 {
+            return Err(bad(format!(
+                "--accuracy-level {accuracy_level}: the {table} EP writes standard DequantizeLinear + MatMul, which has no accuracy level (ONNX Runtime picks one when it fuses them: session entry session.qdq_matmulnbits_accuracy_level)"
+            )));
+        }
+        let embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
+        if embeddings.is_some() && plan.format == QuantFormat::DequantizeLinear {
+            return Err(bad(format!(
+                "--quant-embeddings: the {table} EP keeps embeddings float (DequantizeLinear + Gather is not fused by ONNX Runtime: the whole table would be dequantized on every run); use --quant-embeddings none"
+            )));
+        }
+        let exclude = req
+            .exclude
+            .iter()
+            .map(|p| glob::Pattern::new(p).map_err(|e| bad(format!("--quant-exclude `{p}`: {e}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(QuantStep {
+            format: plan.format,
+            block_size: req.block_size,
+            symmetric: req.symmetric,
+            method: req.method,
+            accuracy_level,
+            linear: req.bits,
+            lm_head: req.lm_head.unwrap_or(plan.lm_head).bits(),
+            embeddings,
+            exclude,
+            scale_dtype: dtype,
+            table: format!("{table}.toml [quant.{}]", plan.bits),
+        })
+    }
+
+    /// The settings for a tensor of `role`, or `None` when it stays float.
+    fn settings(&self, role: Role) -> Option<QuantSettings> {
+        let bits = match role {
+            Role::Linear => Some(self.linear),
+            Role::LmHead => self.lm_head,
+            Role::Embedding => self.embeddings,
+        }?;
+        let s = QuantSettings::new(to_bits(bits), self.block_size, self.symmetric).expect("checked by resolve");
+        Some(s.with_method(self.method))
+    }
+
+    fn excluded(&self, weight: &str) -> bool {
+        self.exclude.iter().any(|p| p.matches(weight))
+    }
+}
+
+fn to_bits(b: QuantBits) -> Bits {
+    match b {
+        QuantBits::Int4 => Bits::Int4,
+        QuantBits::Int8 => Bits::Int8,
+    }
+}
+
+/// One quantized weight, for the build report; its error is read after the write.
+#[derive(Clone, Debug)]
+pub struct QuantizedTensor {
+    pub weight: String,
+    pub role: Role,
+    /// The nodes that read it (a tied table: the head and the embedding).
+    pub ops: Vec<String>,
+    pub group: Arc<QuantGroup>,
+}
+
+/// What the step did.
+#[derive(Clone, Debug, Default)]
+pub struct QuantOutcome {
+    pub tensors: Vec<QuantizedTensor>,
+    /// Weights left float, with why (an exclusion pattern, `--quant-lm-head none`, ...).
+    pub kept_float: Vec<(String, String)>,
+}
+
+/// A quantized tensor as build_report.json records it (after the write, with its error).
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorReport {
+    pub weight: String,
+    pub role: &'static str,
+    pub ops: Vec<String>,
+    /// [N, K]: output features (or table rows) by the reduced dimension.
+    pub shape: [usize; 2],
+    pub bits: usize,
+    pub block_size: usize,
+    pub symmetric: bool,
+    pub method: String,
+    pub max_abs_error: f32,
+    pub rms_error: f64,
+}
+
+impl QuantOutcome {
+    /// The per-tensor report, once the package is written (errors are accumulated then).
+    pub fn report(&self) -> Vec<TensorReport> {
+        self.tensors
+            .iter()
+            .map(|t| {
+                let s = t.group.settings();
+                let e = t.group.error();
+                TensorReport {
+                    weight: t.weight.clone(),
+                    role: t.role.name(),
+                    ops: t.ops.clone(),
+                    shape: [t.group.n(), t.group.k()],
+                    bits: s.bits().count(),
+                    block_size: s.block_size(),
+                    symmetric: s.symmetric(),
+                    method: format!("{:?}", s.method()).to_lowercase(),
+                    max_abs_error: e.max_abs,
+                    rms_error: e.rms(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Quantizes every selected weight of `graph` in place.
+pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
+    let candidates = select::candidates(graph);
+    let mut outcome = QuantOutcome::default();
+    let mut plan = Vec::new();
+    for c in candidates {
+        let Some(settings) = step.settings(c.role) else {
+            outcome.kept_float.push((c.weight.clone(), format!("{} stays float (--quant-{} none)", c.role.name(), c.role.flag())));
+            continue;
+        };
+        if step.excluded(&c.weight) {
+            outcome.kept_float.push((c.weight.clone(), "matches --quant-exclude".into()));
+            continue;
+        }
+        plan.push((c, settings));
+    }
+    rewrite::apply(graph, step, plan, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// After the pipeline: every weight the step quantized is still read in its quantized form,
+/// and no MatMul or Gather the step should have quantized is left with a float constant.
+pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<String> {
+    let mut problems = Vec::new();
+    let quantized: std::collections::HashSet<&str> = outcome.tensors.iter().map(|t| t.weight.as_str()).collect();
+    for c in select::candidates(graph) {
+        if step.settings(c.role).is_some() && !step.excluded(&c.weight) && !quantized.contains(c.weight.as_str()) {
+            problems.push(format!(
+                "{} `{}` (node `{}`) was selected for quantization ({}) but is still float after the pipeline",
+                c.role.name(),
+                c.weight,
+                c.node,
+                step.table
+            ));
+        }
+    }
+    problems
+}

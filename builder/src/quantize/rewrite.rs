@@ -1,0 +1,213 @@
+//! The graph side of the quantize step: each selected node is rewritten to read its weight's
+//! [`QuantGroup`] parts, in the table's format.
+//!
+//! * MatMulNBits format: `MatMul(A, W)` becomes `com.microsoft.MatMulNBits(A, B, scales[,
+//!   zero_points])`; `Gather(W, ids)` becomes `com.microsoft.GatherBlockQuantized`. A tied head
+//!   and embedding with the same settings use one group: symmetric, the embedding reads the
+//!   head's `B` itself as a `[N, k_blocks, blob]` table (quantize_axis 2, scales viewed
+//!   `[N, k_blocks, 1]`, a Reshape after it), so the table is stored once; asymmetric, it reads
+//!   `B` viewed `[N, K * bits / 8]` (quantize_axis 1) with the same scales and zero points.
+//! * DequantizeLinear format: `MatMul(A, W)` becomes `MatMul(A, DequantizeLinear(x, x_scale[,
+//!   x_zero_point]))`, the blocked form ONNX Runtime fuses back into MatMulNBits.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ep_sets::QuantFormat;
+use ir::quant::QuantSettings;
+use ir::{Attr, Graph, Node, QuantForm, QuantGroup, QuantPart, Recipe};
+
+use super::select::{Candidate, Reach, Role};
+use super::{QuantOutcome, QuantStep, QuantizedTensor};
+use crate::{Error, Result};
+
+const MS: &str = "com.microsoft";
+
+/// The `[N, K]` weight a candidate quantizes: its initializer, or the input of the
+/// transpose that makes it `[K, N]` (a checkpoint's Linear weight, as the generic graph reads
+/// it), so the writer reads checkpoint rows with no transpose at all.
+fn weight_nk(graph: &Graph, c: &Candidate) -> Recipe {
+    let w = graph.initializer(&c.weight).expect("selected candidates name initializers").clone();
+    match c.reach {
+        Reach::Transposed { .. } | Reach::Table => w,
+        Reach::Direct => match w.normalized() {
+            Recipe::Transpose { input, perm } if perm == [1, 0] => *input,
+            other => other.transpose(vec![1, 0]),
+        },
+    }
+}
+
+/// Groups by weight and settings: a tied head and embedding share theirs.
+struct Groups {
+    by_key: HashMap<(String, QuantSettings, bool), Arc<QuantGroup>>,
+}
+
+impl Groups {
+    fn get(&mut self, graph: &Graph, c: &Candidate, settings: QuantSettings, step: &QuantStep) -> Result<Arc<QuantGroup>> {
+        let nk = !matches!(c.reach, Reach::Direct);
+        let key = (c.weight.clone(), settings, nk);
+        if let Some(g) = self.by_key.get(&key) {
+            return Ok(Arc::clone(g));
+        }
+        let form = match step.format {
+            QuantFormat::MatmulNbits => QuantForm::NBits,
+            QuantFormat::DequantizeLinear => QuantForm::Dq,
+        };
+        let g = QuantGroup::new(c.weight.clone(), weight_nk(graph, c), settings, step.scale_dtype, form)?;
+        self.by_key.insert(key, Arc::clone(&g));
+        Ok(g)
+    }
+}
+
+/// Adds `name` = `recipe` unless an initializer of that name is there (a shared part).
+fn add_initializer(graph: &mut Graph, name: &str, recipe: Recipe) {
+    if graph.initializer(name).is_none() {
+        graph.initializers.push((name.to_string(), recipe));
+    }
+}
+
+/// The initializer names of a group's parts: `<weight>/quant/<part>`.
+fn part_name(group: &QuantGroup, part: QuantPart) -> String {
+    format!("{}/quant/{}", group.name, part.name())
+}
+
+/// Adds the group's parts as initializers; returns the names of data, scales and (when
+/// asymmetric) zero points.
+fn add_parts(graph: &mut Graph, group: &Arc<QuantGroup>) -> Vec<String> {
+    let mut names = Vec::new();
+    for part in [QuantPart::Data, QuantPart::Scales, QuantPart::ZeroPoints] {
+        if group.has(part) {
+            let name = part_name(group, part);
+            add_initializer(graph, &name, Recipe::quantized(group, part));
+            names.push(name);
+        }
+    }
+    names
+}
+
+pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, QuantSettings)>, outcome: &mut QuantOutcome) -> Result<()> {
+    let mut groups = Groups { by_key: HashMap::new() };
+    let types = ir::infer_types(graph, rules::op_types());
+    let mut added: Vec<Node> = Vec::new();
+    for (c, settings) in plan {
+        let group = groups.get(graph, &c, settings, step)?;
+        let index = graph.nodes.iter().position(|n| n.name == c.node).expect("candidates come from this graph");
+        let names = add_parts(graph, &group);
+        match (step.format, c.role) {
+            (QuantFormat::MatmulNbits, Role::Embedding) => {
+                let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
+                if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank)? {
+                    added.push(reshape);
+                }
+            }
+            (QuantFormat::MatmulNbits, _) => matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level),
+            (QuantFormat::DequantizeLinear, Role::Embedding) => {
+                return Err(Error::Request(format!("embedding `{}`: the DequantizeLinear format keeps embeddings float", c.weight)));
+            }
+            (QuantFormat::DequantizeLinear, _) => {
+                let dq = dequantize_linear(&group, &names);
+                let out = dq.outputs[0].clone();
+                if !graph.nodes.iter().chain(&added).any(|n| n.outputs[0] == out) {
+                    added.push(dq);
+                }
+                graph.nodes[index].inputs[1] = out;
+            }
+        }
+        let op = graph.nodes[index].op.clone();
+        match outcome.tensors.iter_mut().find(|t| Arc::ptr_eq(&t.group, &group)) {
+            Some(t) => t.ops.push(format!("{} ({op})", c.node)),
+            None => outcome.tensors.push(QuantizedTensor { weight: c.weight.clone(), role: c.role, ops: vec![format!("{} ({op})", c.node)], group }),
+        }
+    }
+    graph.nodes.extend(added);
+    graph.toposort()?;
+    Ok(())
+}
+
+fn ms_node(node: &mut Node, op: &str) {
+    node.op = op.into();
+    node.domain = MS.into();
+    node.opset = 1;
+    node.attrs.clear();
+    node.metadata.insert("rule".into(), "quantize".into());
+}
+
+fn matmul_nbits(node: &mut Node, group: &QuantGroup, parts: &[String], accuracy_level: i64) {
+    let s = group.settings();
+    let a = node.inputs[0].clone();
+    ms_node(node, "MatMulNBits");
+    node.inputs = std::iter::once(a).chain(parts.iter().cloned()).collect();
+    node.attrs.push(Attr::int("K", group.k() as i64));
+    node.attrs.push(Attr::int("N", group.n() as i64));
+    node.attrs.push(Attr::int("bits", s.bits().count() as i64));
+    node.attrs.push(Attr::int("block_size", s.block_size() as i64));
+    // As ONNX Runtime's quantizer: the attribute only when it is set.
+    if accuracy_level != 0 {
+        node.attrs.push(Attr::int("accuracy_level", accuracy_level));
+    }
+}
+
+/// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form
+/// needs after it.
+fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Option<Node>> {
+    let s = group.settings();
+    let (n, k, bs) = (group.n(), group.k(), s.block_size());
+    if !k.is_multiple_of(bs) {
+        return Err(Error::Request(format!(
+            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which GatherBlockQuantized needs; choose a block size dividing {k} or --quant-embeddings none",
+            group.name
+        )));
+    }
+    let kb = k / bs;
+    let node = &graph.nodes[index];
+    let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
+    let mut reshape = None;
+    let (data, scales, quantize_axis, gbq_out);
+    if s.symmetric() {
+        // The head's B itself, [N, k_blocks, blob]: blocks along the last axis.
+        let Some(rank) = indices_rank else {
+            return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its GatherBlockQuantized output cannot be reshaped", group.name)));
+        };
+        data = parts[0].clone();
+        scales = format!("{}/quant/scales_by_block", group.name);
+        add_initializer(graph, &scales, Recipe::quantized(group, QuantPart::Scales).reshape(vec![n, kb, 1]));
+        quantize_axis = 2;
+        gbq_out = format!("{name}/GatherBlockQuantized/out");
+        let shape = format!("{name}/GatherBlockQuantized/shape");
+        let dims: Vec<i64> = std::iter::repeat_n(0, rank).chain([k as i64]).collect();
+        add_initializer(graph, &shape, Recipe::from_i64(shape.clone(), vec![rank + 1], &dims));
+        let mut r = Node::new(format!("{name}/Reshape"), "Reshape", &[&gbq_out, &shape], &[&out]);
+        r.metadata.insert("rule".into(), "quantize".into());
+        reshape = Some(r);
+    } else {
+        // B viewed [N, K * bits / 8]; scales and zero points as MatMulNBits has them.
+        data = format!("{}/quant/table", group.name);
+        let row = k / s.bits().per_byte();
+        add_initializer(graph, &data, Recipe::quantized(group, QuantPart::Data).reshape(vec![n, row]));
+        scales = parts[1].clone();
+        quantize_axis = 1;
+        gbq_out = out;
+    }
+    let node = &mut graph.nodes[index];
+    ms_node(node, "GatherBlockQuantized");
+    node.inputs = vec![data, ids, scales];
+    if !s.symmetric() {
+        node.inputs.push(parts[2].clone());
+    }
+    node.outputs = vec![gbq_out];
+    node.attrs.push(Attr::int("bits", s.bits().count() as i64));
+    node.attrs.push(Attr::int("block_size", bs as i64));
+    node.attrs.push(Attr::int("gather_axis", 0));
+    node.attrs.push(Attr::int("quantize_axis", quantize_axis));
+    Ok(reshape)
+}
+
+fn dequantize_linear(group: &QuantGroup, parts: &[String]) -> Node {
+    let out = format!("{}/quant/dequantized", group.name);
+    let inputs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let mut node = Node::new(format!("{}/DequantizeLinear", group.name), "DequantizeLinear", &inputs, &[&out]);
+    node.attrs.push(Attr::int("axis", 0));
+    node.attrs.push(Attr::int("block_size", group.settings().block_size() as i64));
+    node.metadata.insert("rule".into(), "quantize".into());
+    node
+}

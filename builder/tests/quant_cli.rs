@@ -1,0 +1,103 @@
+//! `--quant` through the real `tailor` binary: requests a table cannot take are refused before
+//! any weight is read, with a message that says what to change; a weight that cannot be
+//! quantized is named; exclusions and defaults reach the package.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn fails(model: &Path, extra: &[&str], expect: &[&str]) {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let r = tailor(model, &out, extra);
+    let ctx = format!("{extra:?}\nstderr:\n{}", r.stderr);
+    assert!(!r.status.success(), "expected failure: {ctx}");
+    assert!(!r.stderr.contains("panicked"), "panicked: {ctx}");
+    for e in expect {
+        assert!(r.stderr.contains(e), "message lacks `{e}`: {ctx}");
+    }
+    assert!(!out.exists() && std::fs::read_dir(root.path()).unwrap().next().is_none(), "left output behind: {ctx}");
+}
+
+fn report(model: &Path, extra: &[&str]) -> (tempfile::TempDir, Value, String) {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let r = tailor(model, &out, extra);
+    assert!(r.status.success(), "{extra:?}: {}", r.stderr);
+    let v: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    (root, v, r.stderr)
+}
+
+#[test]
+fn requests_a_table_cannot_take_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    fails(&model, &["--ep", "trt-rtx", "--quant", "int8"], &["--quant int8", "trt-rtx", "no [quant.int8] section"]);
+    // trt-rtx takes int4 but not uint4 data: an asymmetric build fails validation, loudly.
+    fails(&model, &["--ep", "trt-rtx", "--quant", "int4", "--asymmetric"], &["DequantizeLinear", "u4"]);
+    fails(&model, &["--ep", "cuda", "--quant", "int8"], &["no [quant.int8] section", "it offers int4"]);
+    fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "48"], &["--block-size 48"]);
+    fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "512"], &["--block-size 512"]);
+    fails(&model, &["--ep", "cpu", "--quant", "int4", "--accuracy-level", "5"], &["--accuracy-level 5"]);
+    fails(&model, &["--ep", "default", "--quant", "int4", "--accuracy-level", "4"], &["no accuracy level"]);
+    fails(&model, &["--ep", "default", "--quant", "int4", "--quant-embeddings", "int4"], &["--quant-embeddings", "--quant-embeddings none"]);
+    fails(&model, &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "[a"], &["--quant-exclude `[a`"]);
+    fails(&model, &["--ep", "cpu", "--quant", "int3"], &["int3", "int4 or int8"]);
+    // Quantization flags need --quant.
+    fails(&model, &["--ep", "cpu", "--asymmetric"], &["--quant"]);
+}
+
+#[test]
+fn an_embedding_whose_rows_do_not_fill_blocks_is_named() {
+    // tiny-llama's hidden size is 64: block 128 cannot hold a row of GatherBlockQuantized.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128"], &["model.embed_tokens.weight", "--block-size 128", "--quant-embeddings none"]);
+    // Without the embedding it builds: K = 64 is padded to one block of 128 for MatMulNBits.
+    let (_d, v, _) = report(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128", "--quant-embeddings", "none"]);
+    assert_eq!(v["quantization"]["block_size"], 128);
+}
+
+#[test]
+fn defaults_come_from_the_table_and_flags_override_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    let (_d, v, stderr) = report(&model, &["--ep", "cpu", "--quant", "int4"]);
+    let q = &v["quantization"];
+    assert_eq!((q["accuracy_level"].as_i64(), q["lm_head"].as_str(), q["embeddings"].as_str()), (Some(4), Some("int4"), Some("int4")));
+    assert_eq!(v["dtype"], "f32");
+    assert!(stderr.contains("largest weight error") && stderr.contains("package"), "{stderr}");
+    let roles: Vec<&str> = q["tensors"].as_array().unwrap().iter().map(|t| t["role"].as_str().unwrap()).collect();
+    assert!(roles.contains(&"lm_head") && roles.contains(&"embedding") && roles.contains(&"linear"), "{roles:?}");
+
+    let (_d, v, _) = report(
+        &model,
+        &["--ep", "cpu", "--quant", "int8", "--quant-lm-head", "none", "--quant-embeddings", "none", "--quant-exclude", "*.down_proj.weight", "--accuracy-level", "0"],
+    );
+    let q = &v["quantization"];
+    assert_eq!(q["accuracy_level"], 0);
+    let weights: Vec<&str> = q["tensors"].as_array().unwrap().iter().map(|t| t["weight"].as_str().unwrap()).collect();
+    assert!(!weights.iter().any(|w| w.contains("down_proj") || w.contains("lm_head") || w.contains("embed")), "{weights:?}");
+    let kept: Vec<&str> = q["kept_float"].as_array().unwrap().iter().map(|k| k["weight"].as_str().unwrap()).collect();
+    assert!(kept.iter().filter(|w| w.contains("down_proj")).count() == 2 && kept.contains(&"lm_head.weight"), "{kept:?}");
+
+    // cuda has no f32 section: its dtype default (f16) lets `--ep cuda` build alone.
+    let (_d, v, _) = report(&model, &["--ep", "cuda"]);
+    assert_eq!(v["dtype"], "f16");
+    let (_d, v, _) = report(&model, &["--ep", "cuda", "--quant", "int4"]);
+    assert_eq!((v["dtype"].as_str(), v["quantization"]["accuracy_level"].as_i64()), (Some("f16"), Some(0)));
+}
+
+#[test]
+fn help_lists_every_tables_quantization() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["--quant <BITS>", "cpu int4: matmul_nbits", "default int4: dequantize_linear", "trt-rtx int4: dequantize_linear", "--quant-exclude", "--block-size"] {
+        assert!(text.contains(needle), "--help lacks `{needle}`:\n{text}");
+    }
+}

@@ -1,0 +1,131 @@
+//! What a table says about weight-only quantization: one `[quant.int4]` / `[quant.int8]`
+//! section per bit width the EP runs, giving the form the quantize step writes, the activation
+//! dtype, the accuracy level and which tensors are quantized by default. A build with `--quant`
+//! reads these; a flag given on the command line overrides the table's default.
+
+use std::ops::Range;
+
+use serde::Deserialize;
+
+/// Bits per quantized weight, as tables and the CLI spell them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantBits {
+    Int4,
+    Int8,
+}
+
+impl QuantBits {
+    pub const ALL: [QuantBits; 2] = [QuantBits::Int4, QuantBits::Int8];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantBits::Int4 => "int4",
+            QuantBits::Int8 => "int8",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QuantBits> {
+        QuantBits::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// 4 or 8.
+    pub fn count(self) -> usize {
+        match self {
+            QuantBits::Int4 => 4,
+            QuantBits::Int8 => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for QuantBits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The operators the quantize step writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantFormat {
+    /// `com.microsoft.MatMulNBits` for MatMuls, `com.microsoft.GatherBlockQuantized` for
+    /// embeddings.
+    MatmulNbits,
+    /// Standard ONNX only: blocked `DequantizeLinear` (opset 21+) feeding the float `MatMul` or
+    /// `Gather`.
+    DequantizeLinear,
+}
+
+impl QuantFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantFormat::MatmulNbits => "matmul_nbits",
+            QuantFormat::DequantizeLinear => "dequantize_linear",
+        }
+    }
+}
+
+/// A per-tensor-kind default: quantize with these bits, or keep float.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantChoice {
+    Int4,
+    Int8,
+    None,
+}
+
+impl QuantChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantChoice::Int4 => "int4",
+            QuantChoice::Int8 => "int8",
+            QuantChoice::None => "none",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QuantChoice> {
+        [QuantChoice::Int4, QuantChoice::Int8, QuantChoice::None].into_iter().find(|c| c.name() == name)
+    }
+
+    /// The bits, or `None` for float.
+    pub fn bits(self) -> Option<QuantBits> {
+        match self {
+            QuantChoice::Int4 => Some(QuantBits::Int4),
+            QuantChoice::Int8 => Some(QuantBits::Int8),
+            QuantChoice::None => None,
+        }
+    }
+}
+
+/// One `[quant.<bits>]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantPlan {
+    pub bits: QuantBits,
+    pub format: QuantFormat,
+    /// The activation dtype (`--dtype` default) of a quantized build; a `[dtype.*]` section of
+    /// the table.
+    pub dtype: String,
+    /// MatMulNBits' `accuracy_level` (`--accuracy-level` default); 0 for the standard form.
+    pub accuracy_level: i64,
+    /// Default of `--quant-lm-head`.
+    pub lm_head: QuantChoice,
+    /// Default of `--quant-embeddings`.
+    pub embeddings: QuantChoice,
+    /// Why these defaults (shown by `--help`-level docs and the build report).
+    pub why: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// The on-disk form of a `[quant.*]` section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawQuant {
+    pub format: QuantFormat,
+    pub dtype: String,
+    #[serde(default)]
+    pub accuracy_level: i64,
+    pub lm_head: QuantChoice,
+    pub embeddings: QuantChoice,
+    #[serde(default)]
+    pub why: Option<String>,
+}

@@ -1,0 +1,524 @@
+//! Quantized weights as lazy recipes.
+//!
+//! A [`QuantGroup`] is one float weight and the settings to quantize it with; its two or
+//! three output tensors (data, scales, zero points) are [`Recipe::Quantized`] parts of the same
+//! group. Nothing is computed when the group is made: the streaming writer (stream.rs)
+//! quantizes a range of the weight once and writes every part's bytes of that range, so a
+//! quantized build reads each source block once and holds one range at a time, never the whole
+//! tensor. [`Recipe::materialize`] of a part computes the whole group (for small tensors and
+//! tests).
+//!
+//! The weight is given as `[N, K]`: row `n` is output column `n` of the MatMul (the layout
+//! of a checkpoint's Linear weight, and of an embedding table, whose rows are gathered).
+//!
+//! The group also accumulates the weight error of what was written, for the build report.
+
+use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
+use crate::quant::{quantize_measured, NBits, NBitsOut, QuantSettings, Scale, WeightError, WeightView};
+use crate::{DType, Error, Recipe, Result};
+use half::{bf16, f16};
+use std::sync::{Arc, Mutex};
+
+/// Which operator's layout the parts are written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantForm {
+    /// `com.microsoft.MatMulNBits` (`B: [N, k_blocks, blob]`, `scales: [N, k_blocks]`, packed
+    /// zero points `[N, ceil(k_blocks * bits / 8)]`); `GatherBlockQuantized` reads the same
+    /// bytes as `data: [N, K * bits / 8]` when K is a multiple of the block.
+    NBits,
+    /// Standard ONNX blocked `DequantizeLinear` on `[K, N]` with axis 0 (`x_scale: [k_blocks,
+    /// N]`), which ONNX Runtime's CPU EP fuses with the MatMul it feeds.
+    Dq,
+}
+
+/// One output tensor of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantPart {
+    Data,
+    Scales,
+    ZeroPoints,
+}
+
+impl QuantPart {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantPart::Data => "data",
+            QuantPart::Scales => "scales",
+            QuantPart::ZeroPoints => "zero_points",
+        }
+    }
+}
+
+/// A float weight and how it is quantized; see the module doc.
+#[derive(Debug)]
+pub struct QuantGroup {
+    /// Name for messages and the build report (the float initializer it replaces).
+    pub name: String,
+    weight: Recipe,
+    settings: QuantSettings,
+    scale_dtype: DType,
+    form: QuantForm,
+    error: Mutex<WeightError>,
+}
+
+impl QuantGroup {
+    /// A group over `weight` (`[N, K]`, a float recipe). `scale_dtype` is the activation type
+    /// (f32, f16 or bf16), which MatMulNBits requires of its scales.
+    pub fn new(name: impl Into<String>, weight: Recipe, settings: QuantSettings, scale_dtype: DType, form: QuantForm) -> Result<Arc<QuantGroup>> {
+        let name = name.into();
+        let shape = weight.shape();
+        let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
+        if shape.len() != 2 || shape[0] == 0 || shape[1] == 0 {
+            return Err(bad(format!("only a 2-D weight can be quantized, not {shape:?}")));
+        }
+        if !weight.dtype().is_float() {
+            return Err(bad(format!("only a float weight can be quantized, not {}", weight.dtype())));
+        }
+        if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(bad(format!("scales must be f32, f16 or bf16, not {scale_dtype}")));
+        }
+        // Transposes on top, where `read_block` reads them by rows of their input.
+        let weight = weight.cast(DType::F32).normalized();
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default() }))
+    }
+
+    pub fn settings(&self) -> QuantSettings {
+        self.settings
+    }
+    pub fn form(&self) -> QuantForm {
+        self.form
+    }
+    pub fn scale_dtype(&self) -> DType {
+        self.scale_dtype
+    }
+    /// N (output columns, or table rows).
+    pub fn n(&self) -> usize {
+        self.weight.shape()[0]
+    }
+    /// K (the reduced dimension, or a table row's length).
+    pub fn k(&self) -> usize {
+        self.weight.shape()[1]
+    }
+    /// The float weight (`[N, K]`, f32).
+    pub fn weight(&self) -> &Recipe {
+        &self.weight
+    }
+    /// Source tensors the weight reads.
+    pub fn describe(&self) -> String {
+        self.weight.describe()
+    }
+
+    /// The weight error of everything written so far (the whole tensor once it is written).
+    pub fn error(&self) -> WeightError {
+        self.error.lock().map(|e| *e).unwrap_or_default()
+    }
+
+    fn add_error(&self, e: &WeightError) {
+        if let Ok(mut acc) = self.error.lock() {
+            acc.merge(e);
+        }
+    }
+
+    /// Does the group have this part?
+    pub fn has(&self, part: QuantPart) -> bool {
+        part != QuantPart::ZeroPoints || !self.settings.symmetric()
+    }
+
+    /// Element type of a part.
+    pub fn dtype(&self, part: QuantPart) -> DType {
+        match (self.form, part) {
+            (_, QuantPart::Scales) => self.scale_dtype,
+            (QuantForm::NBits, _) => DType::U8,
+            (QuantForm::Dq, _) => match DqType::of(&self.settings) {
+                DqType::Int4 => DType::I4,
+                DqType::Uint4 => DType::U4,
+                DqType::Int8 => DType::I8,
+                DqType::Uint8 => DType::U8,
+            },
+        }
+    }
+
+    /// Shape of a part, as the consuming operator declares it.
+    pub fn shape(&self, part: QuantPart) -> Vec<usize> {
+        let (n, k) = (self.n(), self.k());
+        let layout = self.settings.layout(k).expect("K > 0, checked at construction");
+        match (self.form, part) {
+            (QuantForm::NBits, QuantPart::Data) => layout.b_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
+            (QuantForm::Dq, QuantPart::Data) => vec![k, n],
+            (QuantForm::Dq, _) => vec![layout.k_blocks(), n],
+        }
+    }
+
+    /// Bytes of a part.
+    pub fn byte_len(&self, part: QuantPart) -> usize {
+        self.dtype(part).bytes_for(self.shape(part).iter().product())
+    }
+
+    /// Rows of the weight (output columns) per streamed range of the MatMulNBits form, for
+    /// about `budget` bytes of f32 input: columns are independent, so any split works.
+    pub(crate) fn rows_per_range(&self, budget: usize) -> usize {
+        (budget / (self.k() * 4)).clamp(1, self.n())
+    }
+
+    /// Reduced-dimension rows per band of the DequantizeLinear form: whole blocks, about
+    /// `budget` bytes of f32 input, and (for 4-bit zero points with an odd N) the whole K, so
+    /// every band starts on a byte of every part.
+    pub(crate) fn band_rows(&self, budget: usize) -> usize {
+        let bs = self.settings.block_size();
+        let odd_nibbles = self.settings.bits().per_byte() == 2 && !self.n().is_multiple_of(2);
+        if odd_nibbles {
+            return self.k();
+        }
+        let blocks = (budget / (self.n() * 4 * bs)).max(1);
+        (blocks * bs).min(self.k())
+    }
+
+    /// Byte offset of the range starting at weight row `n0` (NBits) or reduced row `k0` (Dq)
+    /// within a part.
+    pub(crate) fn part_offset(&self, part: QuantPart, start: usize) -> usize {
+        let layout = self.settings.layout(self.k()).expect("K > 0");
+        let esize = self.dtype(part).size();
+        match (self.form, part) {
+            (QuantForm::NBits, QuantPart::Data) => start * layout.b_per_column(),
+            (QuantForm::NBits, QuantPart::Scales) => start * layout.scales_per_column() * esize,
+            (QuantForm::NBits, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
+            (QuantForm::Dq, QuantPart::Data) => self.dtype(part).bytes_for(start * self.n()),
+            (QuantForm::Dq, QuantPart::Scales) => start / self.settings.block_size() * self.n() * esize,
+            (QuantForm::Dq, QuantPart::ZeroPoints) => self.dtype(part).bytes_for(start / self.settings.block_size() * self.n()),
+        }
+    }
+
+    /// Quantizes weight rows `start..end` (NBits) or reduced rows `start..end` (Dq) and
+    /// returns each present part's bytes of that range, in [`QuantPart`] order.
+    pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let r = match self.form {
+            QuantForm::NBits => self.compute_rows(start, end),
+            QuantForm::Dq => self.compute_band(start, end),
+        };
+        r.map_err(|e| match e {
+            Error::QuantNonFinite { row, col, value } => {
+                // The view's row is along K and its column along N; the weight is [N, K].
+                let (n, k) = match self.form {
+                    QuantForm::Dq => (col, start + row),
+                    _ => (start + col, row),
+                };
+                Error::Recipe {
+                    tensor: self.name.clone(),
+                    reason: format!("weight [{n}, {k}] is {value}: only finite weights can be quantized"),
+                }
+            }
+            other => other,
+        })
+    }
+
+    /// Weight rows `n0..n1`, columns `k0..k1`, as a column-major `[k1 - k0, n1 - n0]` f32
+    /// matrix (each weight row's run contiguous). A `[N, K]` recipe is read a row run at a
+    /// time; the transpose of a `[K, N]` recipe (a GPT-2 Conv1D weight) a row of its input at
+    /// a time, transposed here; anything else is materialized (no builder recipe is).
+    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<Vec<f32>> {
+        let (n, k) = (self.n(), self.k());
+        let (rows, cols) = (k1 - k0, n1 - n0);
+        // Read straight into f32 storage (the recipe is f32 after its cast): no second copy.
+        let mut out = vec![0f32; rows * cols];
+        match &self.weight {
+            Recipe::Transpose { input, perm } if perm == &[1, 0] && input.is_streamable() => {
+                let mut band = vec![0f32; rows * cols];
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut band);
+                for (r, chunk) in (k0..k1).zip(bytes.chunks_exact_mut(cols * 4)) {
+                    input.read_into(r * n + n0, r * n + n1, chunk)?;
+                }
+                input.release(k0 * n, k1 * n);
+                for r in 0..rows {
+                    for c in 0..cols {
+                        out[c * rows + r] = band[r * cols + c];
+                    }
+                }
+            }
+            w if w.is_streamable() => {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+                if k0 == 0 && k1 == k {
+                    w.read_into(n0 * k, n1 * k, bytes)?;
+                } else {
+                    for (c, chunk) in (n0..n1).zip(bytes.chunks_exact_mut(rows * 4)) {
+                        w.read_into(c * k + k0, c * k + k1, chunk)?;
+                    }
+                }
+                w.release(n0 * k, n1 * k);
+            }
+            w => {
+                let all = w.materialize()?;
+                let all: Vec<f32> = all.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                for (c, col) in (n0..n1).zip(out.chunks_exact_mut(rows)) {
+                    col.copy_from_slice(&all[c * k + k0..c * k + k1]);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn compute_rows(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let values = self.read_block(n0, n1, 0, self.k())?;
+        let view = WeightView::column_major(&values, self.k(), n1 - n0)?;
+        let (b, scales, zp) = match self.scale_dtype {
+            DType::F16 => self.quantize_view::<f16>(&view)?,
+            _ => self.quantize_view::<f32>(&view)?,
+        };
+        Ok(self.parts(b, scales, zp))
+    }
+
+    fn compute_band(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let (n, band) = (self.n(), k1 - k0);
+        let values = self.read_block(0, n, k0, k1)?;
+        let view = WeightView::column_major(&values, band, n)?;
+        let sub = self.settings;
+        match self.scale_dtype {
+            DType::F16 => self.band_to_dq::<f16>(&sub, &view, band, n),
+            _ => self.band_to_dq::<f32>(&sub, &view, band, n),
+        }
+    }
+
+    fn band_to_dq<S: Scale + ToBytes>(&self, settings: &QuantSettings, view: &WeightView<'_>, band: usize, n: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let layout = settings.layout(band)?;
+        let mut b = vec![0u8; n * layout.b_per_column()];
+        let mut scales = vec![S::default(); n * layout.scales_per_column()];
+        let mut zp = (!settings.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+        let error = quantize_measured(settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        self.add_error(&error);
+        let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
+        let (data_len, scales_len, zp_len) = dq_lengths(settings, band, n)?;
+        let mut data = vec![0u8; data_len];
+        let mut dq_scales = vec![S::default(); scales_len];
+        let mut dq_zp = zp_len.map(|l| vec![0u8; l]);
+        to_dequantize_linear(settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
+        Ok(self.parts(data, self.scale_bytes(&dq_scales), dq_zp))
+    }
+
+    /// Quantizes a view in the MatMulNBits layout, records its error, returns (B, scale
+    /// bytes in the scale dtype, zero points).
+    fn quantize_view<S: Scale + ToBytes>(&self, view: &WeightView<'_>) -> Result<NBitsBytes> {
+        let layout = self.settings.layout(view.rows())?;
+        let cols = view.cols();
+        let mut b = vec![0u8; cols * layout.b_per_column()];
+        let mut scales = vec![S::default(); cols * layout.scales_per_column()];
+        let mut zp = (!self.settings.symmetric()).then(|| vec![0u8; cols * layout.zero_points_per_column()]);
+        let error = quantize_measured(&self.settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        self.add_error(&error);
+        Ok((b, self.scale_bytes(&scales), zp))
+    }
+
+    /// Scales as stored: f32 and f16 as computed; bf16 from the f32 scales (ONNX Runtime's
+    /// quantizer quantizes a bf16 weight in f32 and casts its scales afterwards).
+    fn scale_bytes<S: Scale + ToBytes>(&self, scales: &[S]) -> Vec<u8> {
+        match self.scale_dtype {
+            DType::BF16 => scales.iter().flat_map(|s| bf16::from_f32(s.to_f32()).to_le_bytes()).collect(),
+            _ => scales.iter().flat_map(|s| s.le_bytes()).collect(),
+        }
+    }
+
+    fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
+        let mut out = vec![(QuantPart::Data, data), (QuantPart::Scales, scales)];
+        if let Some(z) = zp {
+            out.push((QuantPart::ZeroPoints, z));
+        }
+        out
+    }
+
+    /// Every range the writer produces, as `(start, end)`, for about `budget` input bytes each.
+    pub(crate) fn ranges(&self, budget: usize) -> Vec<(usize, usize)> {
+        let (total, step) = match self.form {
+            QuantForm::NBits => (self.n(), self.rows_per_range(budget)),
+            QuantForm::Dq => (self.k(), self.band_rows(budget)),
+        };
+        (0..total).step_by(step).map(|s| (s, (s + step).min(total))).collect()
+    }
+
+    /// The whole of one part (computes the whole group; the error is not recorded twice).
+    pub(crate) fn materialize(&self, part: QuantPart) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.byte_len(part)];
+        let saved = self.error();
+        for (s, e) in self.ranges(usize::MAX / 2) {
+            let at = self.part_offset(part, s);
+            for (p, bytes) in self.compute(s, e)? {
+                if p == part {
+                    out[at..at + bytes.len()].copy_from_slice(&bytes);
+                }
+            }
+        }
+        if let Ok(mut e) = self.error.lock() {
+            *e = saved;
+        }
+        Ok(out)
+    }
+}
+
+/// B, the scales' bytes and the zero points of a range, MatMulNBits layout.
+type NBitsBytes = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
+/// Little-endian bytes of a scale.
+pub(crate) trait ToBytes {
+    fn le_bytes(&self) -> Vec<u8>;
+}
+impl ToBytes for f32 {
+    fn le_bytes(&self) -> Vec<u8> {
+        self.to_le_bytes().to_vec()
+    }
+}
+impl ToBytes for f16 {
+    fn le_bytes(&self) -> Vec<u8> {
+        self.to_le_bytes().to_vec()
+    }
+}
+
+impl Recipe {
+    /// One part of a quantized weight.
+    pub fn quantized(group: &Arc<QuantGroup>, part: QuantPart) -> Recipe {
+        Recipe::Quantized { group: Arc::clone(group), part }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::{quantize, weight_error, Bits};
+
+    /// A `[n, k]` weight with varied magnitudes and signs (deterministic).
+    fn weight(n: usize, k: usize) -> (Vec<f32>, Recipe) {
+        let v: Vec<f32> = (0..n * k).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.45) * (1.0 + (i % 5) as f32)).collect();
+        let r = Recipe::from_f32("w", vec![n, k], &v);
+        (v, r)
+    }
+
+    /// The `[K, N]` transpose of a `[N, K]` row-major matrix.
+    fn transposed(v: &[f32], n: usize, k: usize) -> Vec<f32> {
+        (0..k).flat_map(|r| (0..n).map(move |c| v[c * k + r])).collect()
+    }
+
+    fn all_settings() -> Vec<QuantSettings> {
+        let mut out = Vec::new();
+        for bits in [Bits::Int4, Bits::Int8] {
+            for sym in [true, false] {
+                out.push(QuantSettings::new(bits, 16, sym).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn nbits_parts_equal_the_kernel_on_the_transposed_weight() {
+        // K = 40 is not a multiple of the block: the last block is padded.
+        let (n, k) = (5, 40);
+        let (v, r) = weight(n, k);
+        let t = transposed(&v, n, k);
+        for s in all_settings() {
+            let g = QuantGroup::new("w", r.clone(), s, DType::F32, QuantForm::NBits).unwrap();
+            let layout = s.layout(k).unwrap();
+            let mut b = vec![0u8; n * layout.b_per_column()];
+            let mut scales = vec![0f32; n * layout.scales_per_column()];
+            let mut zp = (!s.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+            let view = WeightView::new(&t, k, n, n).unwrap();
+            quantize(&s, &view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() }).unwrap();
+            assert_eq!(Recipe::quantized(&g, QuantPart::Data).materialize().unwrap(), b, "{s:?}");
+            let sb: Vec<u8> = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
+            assert_eq!(Recipe::quantized(&g, QuantPart::Scales).materialize().unwrap(), sb);
+            assert_eq!(g.has(QuantPart::ZeroPoints), zp.is_some());
+            if let Some(zp) = zp {
+                assert_eq!(Recipe::quantized(&g, QuantPart::ZeroPoints).materialize().unwrap(), zp);
+            }
+            assert_eq!(Recipe::quantized(&g, QuantPart::Data).byte_len(), b.len());
+            // The same weight stored [K, N] (a Conv1D layout) behind a transpose.
+            let conv = Recipe::from_f32("w", vec![k, n], &t).transpose(vec![1, 0]);
+            let g = QuantGroup::new("w", conv, s, DType::F32, QuantForm::NBits).unwrap();
+            assert_eq!(Recipe::quantized(&g, QuantPart::Data).materialize().unwrap(), b, "{s:?} transposed");
+        }
+    }
+
+    #[test]
+    fn dq_bands_equal_the_whole_conversion() {
+        // Bands of one block (16 rows) over K = 64, and an odd N (whole-K band for 4-bit zp).
+        for (n, k) in [(6, 64), (5, 48)] {
+            let (v, r) = weight(n, k);
+            let t = transposed(&v, n, k);
+            for s in all_settings() {
+                let g = QuantGroup::new("w", r.clone(), s, DType::F16, QuantForm::Dq).unwrap();
+                let layout = s.layout(k).unwrap();
+                let mut b = vec![0u8; n * layout.b_per_column()];
+                let mut scales = vec![f16::ZERO; n * layout.scales_per_column()];
+                let mut zp = (!s.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+                let view = WeightView::new(&t, k, n, n).unwrap();
+                quantize(&s, &view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() }).unwrap();
+                let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
+                let (dl, sl, zl) = dq_lengths(&s, k, n).unwrap();
+                let mut data = vec![0u8; dl];
+                let mut ds = vec![f16::ZERO; sl];
+                let mut dz = zl.map(|l| vec![0u8; l]);
+                to_dequantize_linear(&s, k, n, q, DqOut { data: &mut data, scales: &mut ds, zero_points: dz.as_deref_mut() }).unwrap();
+                // One block of rows per band.
+                let mut got = [vec![0u8; g.byte_len(QuantPart::Data)], vec![0u8; g.byte_len(QuantPart::Scales)], vec![0u8; g.byte_len(QuantPart::ZeroPoints)]];
+                let ranges = g.ranges(n * 4 * 16);
+                if n % 2 == 1 && s.bits() == Bits::Int4 {
+                    assert_eq!(ranges, vec![(0, k)], "odd N with 4-bit values: one band");
+                } else {
+                    assert_eq!(ranges.len(), k / 16);
+                }
+                for (a, e) in ranges {
+                    for (p, bytes) in g.compute(a, e).unwrap() {
+                        let at = g.part_offset(p, a);
+                        got[p as usize][at..at + bytes.len()].copy_from_slice(&bytes);
+                    }
+                }
+                assert_eq!(got[0], data, "{s:?} n={n}");
+                let sb: Vec<u8> = ds.iter().flat_map(|x| x.to_le_bytes()).collect();
+                assert_eq!(got[1], sb);
+                if let Some(dz) = dz {
+                    assert_eq!(got[2], dz);
+                }
+                assert_eq!(g.shape(QuantPart::Data), vec![k, n]);
+                assert_eq!(g.shape(QuantPart::Scales), vec![k / 16, n]);
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_tensor_and_the_element() {
+        let mut v = vec![0.5f32; 4 * 32];
+        v[2 * 32 + 7] = f32::NAN;
+        let r = Recipe::from_f32("w", vec![4, 32], &v);
+        let s = QuantSettings::new(Bits::Int4, 16, true).unwrap();
+        for form in [QuantForm::NBits, QuantForm::Dq] {
+            let g = QuantGroup::new("model.layers.0.mlp.up_proj.weight", r.clone(), s, DType::F32, form).unwrap();
+            let e = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap_err().to_string();
+            assert!(e.contains("model.layers.0.mlp.up_proj.weight") && e.contains("[2, 7]"), "{form:?}: {e}");
+        }
+        let g = QuantGroup::new("t", Recipe::from_i64("t", vec![2, 16], &[0; 32]), s, DType::F32, QuantForm::NBits);
+        assert!(g.unwrap_err().to_string().contains("float weight"));
+    }
+
+    #[test]
+    fn the_error_is_recorded_once_per_written_range() {
+        let (n, k) = (8, 32);
+        let (_, r) = weight(n, k);
+        let s = QuantSettings::new(Bits::Int4, 16, false).unwrap();
+        let g = QuantGroup::new("w", r, s, DType::F32, QuantForm::NBits).unwrap();
+        Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+        assert_eq!(g.error().count, 0, "materialize does not count as a write");
+        for (a, e) in g.ranges(3 * k * 4) {
+            g.compute(a, e).unwrap();
+        }
+        let e = g.error();
+        assert_eq!(e.count, (n * k) as u64);
+        // The error measured while packing is the separate pass's figure.
+        let (v, _) = weight(n, k);
+        let t = transposed(&v, n, k);
+        let view = WeightView::new(&t, k, n, n).unwrap();
+        let layout = s.layout(k).unwrap();
+        let (mut b, mut sc, mut zp) = (vec![0u8; n * layout.b_per_column()], vec![0f32; n * layout.scales_per_column()], vec![0u8; n * layout.zero_points_per_column()]);
+        quantize(&s, &view, NBitsOut { b: &mut b, scales: &mut sc, zero_points: Some(&mut zp) }).unwrap();
+        let separate = weight_error(&s, &view, NBits { b: &b, scales: &sc, zero_points: Some(&zp) }).unwrap();
+        assert_eq!(e.max_abs, separate.max_abs);
+        // Per-block f32 sums: equal to a few ulps of f32.
+        assert!((e.sum_sq - separate.sum_sq).abs() <= 1e-5 * separate.sum_sq, "{e:?} vs {separate:?}");
+        assert!(e.max_abs > 0.0 && e.rms() > 0.0 && (e.rms() as f32) <= e.max_abs);
+    }
+}

@@ -1,0 +1,271 @@
+"""Quantized packages (`--quant`) on ONNX Runtime's CPU EP.
+
+* The graph adds no error beyond the weights': every decoder fixture's cpu int4 package (built
+  with --accuracy-level 0: no activation quantization) and its `default` int4 package
+  (DequantizeLinear + MatMul, which ONNX Runtime fuses into MatMulNBits; the session entry
+  below keeps that fused node at accuracy level 0) give, at f32 tolerance, the logits of the f32
+  package of the same EP in which every quantized weight is replaced by its dequantized value
+  (computed here with numpy from the package's own B, scales and zero points).
+* At the table's default accuracy level, the cpu package's logits equal those of ONNX Runtime's
+  own quantizer (`MatMulNBitsQuantizer`, same block size and symmetry) applied to our cpu f32
+  package, embeddings kept float as that quantizer keeps them.
+"""
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from conftest import DECODER_FIXTURES, FIXTURES, build_with
+
+TOL = 1e-4
+
+
+def load(pkg):
+    return onnx.load(str(pkg / "model.onnx"), load_external_data=True)
+
+
+def reference_inputs(fixture):
+    from safetensors.numpy import load_file
+
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    return ref
+
+
+def feeds_for(model, ids, mask, pos):
+    feeds = {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64)}
+    names = {i.name for i in model.graph.input}
+    if "position_ids" in names:
+        feeds["position_ids"] = pos.astype(np.int64)
+    for i in model.graph.input:
+        if i.name.startswith("past_key_values."):
+            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
+            dims[0] = ids.shape[0]
+            feeds[i.name] = np.zeros(dims, dtype=np.float32)
+    return feeds
+
+
+def logits(model, fixture, accuracy_level_0=False):
+    so = ort.SessionOptions()
+    if accuracy_level_0:
+        so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = reference_inputs(fixture)
+    feeds = feeds_for(model, ref["input_ids"], ref["attention_mask"], ref["position_ids"])
+    return sess.run(["logits"], feeds)[0]
+
+
+def inits(model):
+    return {i.name: i for i in model.graph.initializer}
+
+
+def unpack_nbits(b, bits, k):
+    """MatMulNBits B [N, k_blocks, blob] -> stored values [N, K]."""
+    n = b.shape[0]
+    flat = b.reshape(n, -1)
+    if bits == 4:
+        q = np.empty((n, flat.shape[1] * 2), dtype=np.int32)
+        q[:, 0::2] = flat & 0x0F
+        q[:, 1::2] = flat >> 4
+    else:
+        q = flat.astype(np.int32)
+    return q[:, :k]
+
+
+def dequant_matmul_nbits(node, init):
+    """[K, N] float weight of a MatMulNBits node."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, bs = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
+    b = numpy_helper.to_array(init[node.input[1]])
+    scales = numpy_helper.to_array(init[node.input[2]]).astype(np.float32).reshape(n, -1)
+    q = unpack_nbits(b, bits, k)
+    kb = scales.shape[1]
+    if len(node.input) > 3 and node.input[3]:
+        zp_packed = numpy_helper.to_array(init[node.input[3]]).reshape(n, -1)
+        if bits == 4:
+            zp = np.empty((n, zp_packed.shape[1] * 2), dtype=np.int32)
+            zp[:, 0::2] = zp_packed & 0x0F
+            zp[:, 1::2] = zp_packed >> 4
+        else:
+            zp = zp_packed.astype(np.int32)
+        zp = zp[:, :kb]
+    else:
+        zp = np.full((n, kb), 1 << (bits - 1), dtype=np.int32)
+    block = np.arange(k) // bs
+    w_nk = (q - zp[:, block]).astype(np.float32) * scales[:, block]
+    return w_nk.T.copy()
+
+
+def dequant_dq(node, init):
+    """Float output of a blocked DequantizeLinear on [K, N] (axis 0)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    bs = attrs["block_size"]
+    x = numpy_helper.to_array(init[node.input[0]]).astype(np.int32)
+    scale = numpy_helper.to_array(init[node.input[1]]).astype(np.float32)
+    zp = numpy_helper.to_array(init[node.input[2]]).astype(np.int32) if len(node.input) > 2 else 0
+    rows = np.arange(x.shape[0]) // bs
+    zp = zp[rows] if not np.isscalar(zp) else zp
+    return ((x - zp) * scale[rows]).astype(np.float32)
+
+
+def dequantized_weights(qmodel):
+    """{node name: [K, N] or [V, H] float weight} for every quantized node of a package."""
+    init = inits(qmodel)
+    out = {}
+    producers = {o: n for n in qmodel.graph.node for o in n.output}
+    for node in qmodel.graph.node:
+        if node.op_type == "MatMulNBits":
+            out[node.name] = dequant_matmul_nbits(node, init)
+        elif node.op_type == "MatMul" and node.input[1] in producers and producers[node.input[1]].op_type == "DequantizeLinear":
+            out[node.name] = dequant_dq(producers[node.input[1]], init)
+        elif node.op_type == "GatherBlockQuantized":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            data = numpy_helper.to_array(init[node.input[0]])
+            scales = numpy_helper.to_array(init[node.input[2]]).astype(np.float32)
+            v = data.shape[0]
+            bits, bs = attrs["bits"], attrs["block_size"]
+            kb = scales.reshape(v, -1).shape[1]
+            q = unpack_nbits(data.reshape(v, -1), bits, kb * bs)
+            fake = onnx.helper.make_node("MatMulNBits", ["a", "b", "s"] + ([node.input[3]] if len(node.input) > 3 else []), ["y"],
+                                         K=kb * bs, N=v, bits=bits, block_size=bs)
+            tmp = dict(init)
+            tmp["b"] = numpy_helper.from_array(data.reshape(v, kb, -1), "b")
+            tmp["s"] = numpy_helper.from_array(scales.reshape(v, kb), "s")
+            out[node.name] = dequant_matmul_nbits(fake, tmp).T.copy()
+            assert q.shape == (v, kb * bs)
+    return out
+
+
+def with_dequantized_weights(fmodel, weights):
+    """The float package with each quantized node's weight replaced by its dequantized value
+    (nodes keep their names through the quantize step)."""
+    init = inits(fmodel)
+    producers = {o: n for n in fmodel.graph.node for o in n.output}
+    replaced = 0
+    for node in fmodel.graph.node:
+        if node.name not in weights:
+            continue
+        w = weights[node.name]
+        if node.op_type == "MatMul":
+            b = node.input[1]
+            if b in init:
+                target, value = b, w
+            else:  # a tied head, MatMul(A, Transpose(E)): its own copy, the Gather keeps E
+                t = producers[b]
+                source = init[t.input[0]]
+                copy = numpy_helper.from_array(w.T.copy().astype(numpy_helper.to_array(source).dtype), t.input[0] + "/head")
+                fmodel.graph.initializer.append(copy)
+                t.input[0] = copy.name
+                replaced += 1
+                continue
+        else:
+            assert node.op_type == "Gather", node.op_type
+            target, value = node.input[0], w
+        dtype = numpy_helper.to_array(init[target]).dtype
+        init[target].CopyFrom(numpy_helper.from_array(value.astype(dtype), target))
+        replaced += 1
+    assert replaced == len(weights), f"{replaced} of {len(weights)} quantized nodes found in the float package"
+    return fmodel
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+@pytest.mark.parametrize("ep,extra", [("cpu", ["--accuracy-level", "0"]), ("default", [])])
+def test_int4_adds_no_error_beyond_the_weights(tmp_path, fixture, ep, extra):
+    q = load(build_with(tmp_path / "q", fixture, ep, ["--quant", "int4"] + extra))
+    f = load(build_with(tmp_path / "f", fixture, ep, []))
+    weights = dequantized_weights(q)
+    assert weights, "nothing was quantized"
+    expected = logits(with_dequantized_weights(f, weights), fixture)
+    got = logits(q, fixture, accuracy_level_0=True)
+    err = float(np.abs(got - expected).max())
+    assert err < TOL, f"{fixture} {ep} int4: max |logits - dequantized f32| = {err}"
+
+
+@pytest.mark.parametrize("asym", [False, True])
+def test_cpu_default_level_equals_onnx_runtimes_quantizer(tmp_path, asym):
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    fixture = "tiny-llama"
+    flags = ["--quant", "int4", "--quant-embeddings", "none", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    ours = load(build_with(tmp_path / "q", fixture, "cpu", flags))
+    f = load(build_with(tmp_path / "f", fixture, "cpu", []))
+    cfg = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=not asym, accuracy_level=4)
+    quantizer = MatMulNBitsQuantizer(f, algo_config=cfg)
+    quantizer.process()
+    theirs = quantizer.model.model
+    a, b = logits(ours, fixture), logits(theirs, fixture)
+    assert float(np.abs(a - b).max()) < 1e-5, float(np.abs(a - b).max())
+    # And the weights are the same bytes.
+    ti, oi = inits(theirs), inits(ours)
+    ours_mm = {n.name: n for n in ours.graph.node if n.op_type == "MatMulNBits"}
+    theirs_mm = [n for n in theirs.graph.node if n.op_type == "MatMulNBits"]
+    assert len(ours_mm) == len(theirs_mm) > 0
+    for n in theirs_mm:
+        mine = ours_mm[n.name.removesuffix("_Q4")] if n.name not in ours_mm else ours_mm[n.name]
+        for slot in range(1, len(n.input)):
+            assert numpy_helper.to_array(ti[n.input[slot]]).tobytes() == numpy_helper.to_array(oi[mine.input[slot]]).tobytes(), n.name
+
+
+def test_report_records_every_quantized_tensor(tmp_path):
+    pkg = build_with(tmp_path / "q", "tiny-qwen2-tied-mqa", "cpu", ["--quant", "int8", "--asymmetric", "--block-size", "16"])
+    report = json.loads((pkg / "build_report.json").read_text())
+    q = report["quantization"]
+    assert (q["bits"], q["block_size"], q["symmetric"], q["format"]) == (8, 16, False, "matmul_nbits")
+    model = load(pkg)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("GatherBlockQuantized") == 1 and "Gather" not in ops
+    # Tied head and embedding: one tensor entry read by both nodes.
+    tied = [t for t in q["tensors"] if len(t["ops"]) == 2]
+    assert len(tied) == 1 and tied[0]["weight"] == "model.embed_tokens.weight", q["tensors"]
+    for t in q["tensors"]:
+        assert t["bits"] == 8 and t["block_size"] == 16 and not t["symmetric"]
+        assert 0 < t["rms_error"] <= t["max_abs_error"] < 0.05, t
+    assert len(q["tensors"]) == ops.count("MatMulNBits")
+
+
+def genai_tokens(pkg, prompt, count):
+    """`count` greedy tokens through onnxruntime-genai, eos suppressed (as test_genai.py)."""
+    import onnxruntime_genai as og
+
+    config = json.loads((pkg / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = config["model"]["vocab_size"] - 1
+    (pkg / "genai_config.json").write_text(json.dumps(config))
+    model = og.Model(str(pkg))
+    params = og.GeneratorParams(model)
+    total = prompt.shape[1] + count
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
+    """Our cpu int4 package (table defaults, embeddings float as ORT's quantizer keeps them)
+    and ORT's quantizer applied to our cpu f32 package generate the same greedy tokens through
+    onnxruntime-genai; the package with quantized embeddings (the cpu default, a tied table
+    stored once) generates too, and so does the `default` int4 package."""
+    import shutil
+
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    prompt = reference_inputs(fixture)["input_ids"]
+    # A tied head as its own initializer (--tied-head copy): ORT's quantizer takes only MatMuls
+    # with a constant B, not one reading the embedding through a Transpose node.
+    ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"])
+    f = build_with(tmp_path / "f", fixture, "cpu", ["--tied-head", "copy"])
+    quantizer = MatMulNBitsQuantizer(load(f), algo_config=DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, accuracy_level=4))
+    quantizer.process()
+    theirs = tmp_path / "theirs"
+    shutil.copytree(f, theirs)
+    (theirs / "model.onnx.data").unlink()
+    onnx.save(quantizer.model.model, str(theirs / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    expected = genai_tokens(theirs, prompt, 16)
+    assert genai_tokens(ours, prompt, 16) == expected
+    for ep, flags in [("cpu", []), ("default", [])]:
+        pkg = build_with(tmp_path / f"{ep}-all", fixture, ep, ["--quant", "int4"] + flags)
+        assert len(genai_tokens(pkg, prompt, 16)) == 16
