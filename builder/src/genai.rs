@@ -19,9 +19,16 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     ("gpt2", "llama", Some("onnxruntime-genai's `gpt2` type expects a combined past_%d KV cache; this package has separate key/value caches, which its `llama` handling runs")),
     ("gemma", "gemma", None),
     ("gemma2", "gemma2", None),
-    ("gemma3_text", "gemma3", None),
+    // `gemma3` is onnxruntime-genai's vision-language type (it expects a vision sub-model);
+    // the text-only checkpoint is its `gemma3_text`.
+    ("gemma3_text", "gemma3_text", None),
     ("granite", "granite", None),
     ("olmo", "olmo", None),
+    // 0.18 lists neither olmo2 nor starcoder2. Both are plain decoders whose differences
+    // (norm placement, q/k norms, LayerNorm, biases) live inside the graph; the runtime only
+    // sees the I/O names given here, so the nearest listed type runs them.
+    ("olmo2", "olmo", Some("onnxruntime-genai 0.18 does not list olmo2; its `olmo` type (the same family, plain decoder handling) runs this package, whose norm placement and q/k norms are inside the graph")),
+    ("starcoder2", "llama", Some("onnxruntime-genai 0.18 does not list starcoder2; its `llama` handling (causal decoder, external KV cache, position ids) runs this package, whose LayerNorm, biases and GELU MLP are inside the graph")),
     ("nemotron", "nemotron", None),
     ("smollm3", "smollm3", None),
 ];

@@ -129,21 +129,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
             generic_candidates: *generic,
             fired: diagnostics.fired(id),
         });
-        // A candidate whose pattern is not there (a `match.*` step failed) is not a miss; a
-        // candidate that matched and then failed a named check is.
-        for r in diagnostics.records.iter().filter(|r| r.rule == id && r.outcome == Outcome::Failed) {
-            let check = r.check.as_deref().unwrap_or("");
-            let not_applicable = plan.not_applicable(id, check).is_some();
-            if !check.starts_with("match.") && !not_applicable {
-                problems.push(format!(
-                    "required fusion `{id}` missed node `{}` in {}: check `{check}` failed: {} ({})",
-                    r.node,
-                    r.graph,
-                    r.message.as_deref().unwrap_or("no message"),
-                    r.location
-                ));
-            }
-        }
+        problems.extend(misses(&diagnostics, id, |check| plan.not_applicable(id, check).is_some()));
     }
     let validation = validate_graph(&model.graph, table, plan);
     problems.extend(validation.problems);
@@ -167,6 +153,46 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         return Err(Error::Validation { ep: table.name.clone(), dtype: dtype.into(), problems, report: Box::new(report) });
     }
     Ok(report)
+}
+
+/// The misses of required fusion `id`: every node of its root op is a candidate, and a
+/// candidate on which no rule of the family (`id` and its variants `id.*`) fired is a miss
+/// unless the step its furthest failure stopped at is listed as not applicable. A pattern
+/// line counts like a named check: an attribute restriction (`rotary_embedding_dim: 0`) or an
+/// operator the pattern expects is a failure after the anchor, not "not an instance", so a
+/// graph the fusion cannot take fails the build unless the table says why it may.
+/// "Furthest" is over the family: a windowed layer fails the base rule's mask line and
+/// fires the `.window` variant; an unwindowed one fails the variant's mask line and the base
+/// rule's checks, and those checks are what decide.
+fn misses(diagnostics: &Report, id: &str, not_applicable: impl Fn(&str) -> bool) -> Vec<String> {
+    let in_family = |rule: &str| rule == id || rule.strip_prefix(id).is_some_and(|rest| rest.starts_with('.'));
+    let mut by_node: BTreeMap<(&str, &str), Vec<&rules::Record>> = BTreeMap::new();
+    for r in diagnostics.records.iter().filter(|r| in_family(&r.rule)) {
+        by_node.entry((r.graph.as_str(), r.node.as_str())).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for records in by_node.values() {
+        if records.iter().any(|r| r.outcome == Outcome::Fired) {
+            continue;
+        }
+        let furthest = records.iter().map(|r| r.depth).max().unwrap_or(0);
+        let missed = records
+            .iter()
+            .filter(|r| r.depth == furthest)
+            .find(|r| !not_applicable(r.check.as_deref().unwrap_or("")));
+        if let Some(r) = missed {
+            out.push(format!(
+                "required fusion `{id}` missed node `{}` in {}: {} `{}` failed: {} ({})",
+                r.node,
+                r.graph,
+                if r.check.as_deref().is_some_and(|c| c.starts_with("match.")) { "pattern line" } else { "check" },
+                r.check.as_deref().unwrap_or(""),
+                r.message.as_deref().unwrap_or("no message"),
+                r.location
+            ));
+        }
+    }
+    out
 }
 
 /// What [`validate_graph`] found.

@@ -288,11 +288,11 @@ fn unsupported_activation_is_refused_up_front() {
 fn unsupported_family_is_refused_before_progress_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let model = with_config(dir.path(), |c| {
-        c.insert("model_type".into(), Value::String("gemma".into()));
+        c.insert("model_type".into(), Value::String("mamba".into()));
     });
     let r = tailor(&model, &dir.path().join("pkg"), &[]);
     assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
-    assert!(r.stderr.contains("`gemma`") && !r.stderr.contains("building gemma"), "{}", r.stderr);
+    assert!(r.stderr.contains("`mamba`") && !r.stderr.contains("building mamba"), "{}", r.stderr);
 }
 
 /// `rope_scaling` without a type would drop its factor in silence; transformers refuses it.

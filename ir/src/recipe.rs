@@ -26,6 +26,10 @@ pub enum Recipe {
     Slice { input: Box<Recipe>, axis: usize, start: usize, end: usize },
     Cast { input: Box<Recipe>, to: DType },
     Reshape { input: Box<Recipe>, shape: Vec<usize> },
+    /// `input + by`, element-wise in f32 (the input is an f32 recipe, the result is f32).
+    /// Gemma's RMSNorm multiplies by `1 + weight`: the `+ 1` is folded into the weight here,
+    /// once, instead of an `Add` node in every graph.
+    Offset { input: Box<Recipe>, by: f32 },
     /// One output tensor of a quantized weight (qweight.rs); the writer computes a group's
     /// parts together.
     Quantized { group: Arc<QuantGroup>, part: QuantPart },
@@ -46,6 +50,7 @@ impl PartialEq for Recipe {
             }
             (Cast { input: a, to: x }, Cast { input: b, to: y }) => a == b && x == y,
             (Reshape { input: a, shape: x }, Reshape { input: b, shape: y }) => a == b && x == y,
+            (Offset { input: a, by: x }, Offset { input: b, by: y }) => a == b && x.to_bits() == y.to_bits(),
             (Quantized { group: a, part: p }, Quantized { group: b, part: q }) => Arc::ptr_eq(a, b) && p == q,
             _ => false,
         }
@@ -99,6 +104,12 @@ impl Recipe {
         Recipe::Reshape { input: Box::new(self), shape }
     }
 
+    /// `self + by` computed in f32 (the recipe is cast to f32 first; cast the result to the
+    /// graph's dtype afterwards, so the sum is rounded once).
+    pub fn offset(self, by: f32) -> Recipe {
+        Recipe::Offset { input: Box::new(self.cast(DType::F32)), by }
+    }
+
     pub fn concat(inputs: Vec<Recipe>, axis: usize) -> Result<Recipe> {
         let first = inputs.first().ok_or_else(|| Error::Recipe { tensor: "concat".into(), reason: "no inputs".into() })?;
         let (d, s) = (first.dtype(), first.shape());
@@ -121,6 +132,7 @@ impl Recipe {
             Recipe::Source(t) => t.dtype,
             Recipe::Data(d) => d.dtype,
             Recipe::Cast { to, .. } => *to,
+            Recipe::Offset { .. } => DType::F32,
             Recipe::Transpose { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.dtype()
             }
@@ -133,7 +145,7 @@ impl Recipe {
         match self {
             Recipe::Source(t) => t.shape.clone(),
             Recipe::Data(d) => d.shape.clone(),
-            Recipe::Cast { input, .. } => input.shape(),
+            Recipe::Cast { input, .. } | Recipe::Offset { input, .. } => input.shape(),
             Recipe::Transpose { input, perm } => {
                 let s = input.shape();
                 perm.iter().map(|&p| s[p]).collect()
@@ -169,7 +181,8 @@ impl Recipe {
             Recipe::Transpose { input, .. }
             | Recipe::Slice { input, .. }
             | Recipe::Cast { input, .. }
-            | Recipe::Reshape { input, .. } => input.sources(),
+            | Recipe::Reshape { input, .. }
+            | Recipe::Offset { input, .. } => input.sources(),
             Recipe::Concat { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
             Recipe::Quantized { group, .. } => group.weight().sources(),
         }
@@ -189,6 +202,7 @@ impl Recipe {
             }
             Recipe::Cast { input, to } => format!("cast[{to}]({})", input.describe()),
             Recipe::Reshape { input, shape } => format!("reshape{shape:?}({})", input.describe()),
+            Recipe::Offset { input, by } => format!("offset[{by:+}]({})", input.describe()),
             Recipe::Concat { inputs, axis } => {
                 let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
                 format!("concat[axis={axis}]({})", parts.join(", "))
@@ -248,6 +262,13 @@ impl Recipe {
                 Ok(out)
             }
             Recipe::Cast { input, to } => cast_bytes(&input.materialize()?, input.dtype(), *to),
+            Recipe::Offset { input, by } => {
+                let bytes = input.materialize()?;
+                let mut values = vec![0f32; bytes.len() / 4];
+                decode_floats(&bytes, DType::F32, &mut values);
+                values.iter_mut().for_each(|v| *v += by);
+                Ok(to_bytes(&values, f32::to_le_bytes))
+            }
             Recipe::Reshape { input, shape } => {
                 if shape.iter().product::<usize>() != input.numel() {
                     return Err(Error::Recipe {
@@ -428,6 +449,18 @@ mod tests {
         assert_eq!(f32s(&s.materialize().unwrap()), vec![1., 0., 3., 1.]);
         assert!(Recipe::concat(vec![iota(vec![2, 2]), iota(vec![3, 1])], 1).is_err());
         assert!(iota(vec![2, 2]).reshape(vec![3]).materialize().is_err());
+    }
+
+    /// Gemma's `1 + weight`: added in f32 on an f16 source, then one rounding to the target.
+    #[test]
+    fn offset_adds_in_f32_and_rounds_once() {
+        let half = iota(vec![3]).cast(DType::F16);
+        let r = half.offset(1.0);
+        assert_eq!((r.dtype(), r.shape()), (DType::F32, vec![3]));
+        assert_eq!(f32s(&r.materialize().unwrap()), vec![1., 2., 3.]);
+        assert_eq!(r.describe(), "offset[+1](cast[f32](cast[f16](computed(iota))))");
+        let back = r.cast(DType::F16).materialize().unwrap();
+        assert_eq!(back, iota(vec![3]).offset(1.0).cast(DType::F16).materialize().unwrap());
     }
 
     #[test]

@@ -99,6 +99,7 @@ impl Recipe {
             }
             Recipe::Reshape { input, shape } => Recipe::Reshape { input: Box::new(input.normalized()), shape: shape.clone() },
             Recipe::Transpose { input, perm } => Recipe::Transpose { input: Box::new(input.normalized()), perm: perm.clone() },
+            Recipe::Offset { input, by } => Recipe::Offset { input: Box::new(input.normalized()), by: *by },
             leaf => leaf.clone(),
         }
     }
@@ -108,7 +109,8 @@ impl Recipe {
     pub fn is_streamable(&self) -> bool {
         match self {
             Recipe::Source(_) | Recipe::Data(_) => true,
-            Recipe::Transpose { .. } | Recipe::Quantized { .. } => false,
+            // Offsets are small 1-D norm weights: materialized whole.
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => false,
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
@@ -159,7 +161,7 @@ impl Recipe {
             Recipe::Slice { .. } | Recipe::Concat { .. } => self.runs(start, end, &mut |part, from, to, at| {
                 part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
             }),
-            Recipe::Transpose { .. } | Recipe::Quantized { .. } => {
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
                 out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }
@@ -183,7 +185,7 @@ impl Recipe {
                 });
             }
             // Materialized whole: nothing of the mapping stays referenced.
-            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Quantized { .. } => {}
+            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {}
         }
     }
 

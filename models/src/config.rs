@@ -46,7 +46,7 @@ impl Activation {
     /// any weight is read (ReLU, for one, has no table entry yet).
     pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast";
 
-    fn parse(name: &str) -> Option<Activation> {
+    pub(crate) fn parse(name: &str) -> Option<Activation> {
         Some(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
@@ -91,6 +91,9 @@ pub struct DecoderConfig {
     pub tie_word_embeddings: Option<bool>,
     pub hidden_act: Activation,
     pub rope: RopeConfig,
+    /// Sliding layers' own RoPE, when config.json gives one (Gemma 3: `rope_local_base_freq`,
+    /// or `rope_parameters.sliding_attention`); used only by families whose table says so.
+    pub sliding_rope: Option<RopeConfig>,
     pub sliding_window: SlidingWindowConfig,
     pub bos_token_id: Option<i64>,
     pub eos_token_id: Vec<i64>,
@@ -243,7 +246,7 @@ impl DecoderConfig {
         const POSITIONS: &[&str] = &["max_position_embeddings", "n_positions"];
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
-        let rope = read_rope(&r, max_position_embeddings)?;
+        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -252,6 +255,19 @@ impl DecoderConfig {
             )));
         }
         check_rope_tables(&r, positions_key, max_position_embeddings, rotary_dim, &rope.kind)?;
+        if let Some(local) = &sliding_rope {
+            let local_dim = (head_dim as f64 * local.partial_rotary_factor) as usize;
+            if local_dim == 0 || !local_dim.is_multiple_of(2) || local_dim > head_dim {
+                return Err(r.err(format!(
+                    "sliding layers' rotary dimension {local_dim} (head_dim {head_dim} x partial_rotary_factor {}) must be even and at most head_dim",
+                    local.partial_rotary_factor
+                )));
+            }
+            check_rope_tables(&r, positions_key, max_position_embeddings, local_dim, &local.kind)?;
+            if matches!(local.kind, RopeKind::LongRope { .. }) {
+                return Err(r.err("longrope for sliding layers (`rope_parameters.sliding_attention`) is not supported".into()));
+            }
+        }
         if let RopeKind::LongRope { short_factor, long_factor, .. } = &rope.kind {
             for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
                 if f.len() != rotary_dim / 2 {
@@ -309,6 +325,7 @@ impl DecoderConfig {
             tie_word_embeddings: r.bool_opt("tie_word_embeddings")?,
             hidden_act,
             rope,
+            sliding_rope,
             sliding_window,
             bos_token_id: r.token_ids("bos_token_id")?.first().copied(),
             eos_token_id: r.token_ids("eos_token_id")?,
@@ -329,6 +346,46 @@ impl DecoderConfig {
             (false, false) => Some(1.0),
             (false, true) => Some(1.0 / (layer + 1) as f32),
         }
+    }
+
+    /// A family's number key (see [`crate::arch::Key`]): absent -> `default`, JSON `null` ->
+    /// `None` (the feature is off, as transformers reads `attn_logit_softcapping: null`), else a
+    /// finite positive number; anything else is an error naming the key.
+    pub fn number(&self, key: &str, default: Option<f64>) -> Result<Option<f64>> {
+        match self.raw.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x > 0.0 && x.is_finite() => Ok(Some(x)),
+                _ => Err(self.err(format!("key `{key}` must be a positive number (or null), found {v}"))),
+            },
+        }
+    }
+
+    /// A family's positive integer key: absent or `null` -> `None`.
+    pub fn count(&self, key: &str) -> Result<Option<usize>> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|&x| x > 0 && x <= u32::MAX as u64)
+                .map(|x| Some(x as usize))
+                .ok_or_else(|| self.err(format!("key `{key}` must be a positive integer, found {v}"))),
+        }
+    }
+
+    /// A family's activation key (Gemma's `hidden_activation`): absent or `null` -> `default`.
+    pub fn activation(&self, key: &str, default: Activation) -> Result<Activation> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v.as_str().and_then(Activation::parse).ok_or_else(|| {
+                self.err(format!("key `{key}` is {v}, which is not supported; supported: {}", Activation::NAMES))
+            }),
+        }
+    }
+
+    fn err(&self, reason: String) -> Error {
+        Error::Config { path: self.path.clone(), reason }
     }
 
     /// Number of rotated dimensions per head.
@@ -366,12 +423,59 @@ impl DecoderConfig {
 /// the newer `rope_parameters` object (which carries `rope_theta` itself). As in transformers,
 /// a top-level `original_max_position_embeddings` (Phi-3) wins over the one inside the
 /// scaling object, and `max_position_embeddings` is the last fallback.
-fn read_rope(r: &Reader, max_positions: usize) -> Result<RopeConfig> {
+///
+/// Gemma 3 has one RoPE per layer type: the nested `rope_parameters` form (`{"full_attention":
+/// {...}, "sliding_attention": {...}}`) gives both, each read like a whole `rope_parameters`;
+/// the published spelling gives the full layers' as usual and the sliding layers' base as
+/// `rope_local_base_freq` (no scaling). Returns `(rope, sliding-layer rope if the config gives
+/// one)`; the family table decides whether sliding layers use it.
+fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<RopeConfig>)> {
+    let nested = match r.present("rope_parameters") {
+        Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
+        _ => None,
+    };
+    if let Some(m) = nested {
+        if let Some(bad) = m.keys().find(|k| !LAYER_TYPES.contains(&k.as_str())) {
+            return Err(r.err(format!(
+                "key `rope_parameters` holds per-layer-type entries and `{bad}`; expected only {}",
+                LAYER_TYPES.join(", ")
+            )));
+        }
+        let read = |t: &str| -> Result<Option<RopeConfig>> {
+            match m.get(t) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions).map(Some),
+                Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
+            }
+        };
+        let full = match read("full_attention")? {
+            Some(f) => f,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions)?,
+        };
+        return Ok((full, read("sliding_attention")?));
+    }
     let (params_key, params) = match r.first(&["rope_parameters", "rope_scaling"]) {
         None => ("rope_scaling", None),
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
+    let rope = read_rope(r, params_key, params, max_positions)?;
+    let local = match r.f64_any(&["rope_local_base_freq"])? {
+        None => None,
+        Some(theta) if theta > 1.0 && theta.is_finite() => {
+            Some(RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: rope.partial_rotary_factor })
+        }
+        Some(theta) => return Err(r.err(format!("`rope_local_base_freq` must be a finite number above 1, found {theta}"))),
+    };
+    Ok((rope, local))
+}
+
+/// The layer types `layer_types` may hold.
+const LAYER_TYPES: &[&str] = &["full_attention", "sliding_attention"];
+
+/// One RoPE settings object (`params`, under the key `params_key`), with the top-level keys
+/// as fallbacks.
+fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize) -> Result<RopeConfig> {
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
@@ -540,7 +644,7 @@ fn check_rope_tables(r: &Reader, key: &str, positions: usize, rotary_dim: usize,
 
 /// Boolean keys the families read through [`DecoderConfig::flag`].
 const BOOLEAN_KEYS: &[&str] =
-    &["attention_bias", "mlp_bias", "tie_word_embeddings", "use_sliding_window", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"];
+    &["attention_bias", "mlp_bias", "use_bias", "tie_word_embeddings", "use_sliding_window", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"];
 
 /// Keys a RoPE object may hold without a `rope_type`: they describe the base frequencies, not
 /// a scaling.
@@ -568,6 +672,34 @@ mod tests {
         assert_eq!(legacy.num_key_value_heads, 4);
         assert_eq!(legacy.head_dim, 16);
     }
+
+    #[test]
+    fn gemma3_ropes_in_both_spellings() {
+        let nested = parse(&format!(
+            r#"{{{BASE},"rope_parameters":{{"full_attention":{{"rope_type":"linear","factor":8.0,"rope_theta":1000000.0}},"sliding_attention":{{"rope_type":"default","rope_theta":10000.0}}}}}}"#
+        ))
+        .unwrap();
+        let published = parse(&format!(
+            r#"{{{BASE},"rope_theta":1000000.0,"rope_scaling":{{"rope_type":"linear","factor":8.0}},"rope_local_base_freq":10000.0}}"#
+        ))
+        .unwrap();
+        for c in [&nested, &published] {
+            assert_eq!((c.rope.theta, &c.rope.kind), (1e6, &RopeKind::Linear { factor: 8.0 }));
+            let local = c.sliding_rope.as_ref().unwrap();
+            assert_eq!((local.theta, &local.kind), (1e4, &RopeKind::Default));
+        }
+        assert!(parse(BASE_OBJECT).unwrap().sliding_rope.is_none());
+        let e = parse(&format!(r#"{{{BASE},"rope_parameters":{{"full_attention":{{"rope_theta":10.0}},"chunked":{{}}}}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`rope_parameters`") && e.contains("chunked"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_parameters":{{"sliding_attention":{{"rope_type":"linear"}}}}}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`rope_parameters.sliding_attention.factor`"), "{e}");
+    }
+
+    const BASE_OBJECT: &str = r#"{"model_type":"llama","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512}"#;
 
     #[test]
     fn unknown_keys_are_kept() {

@@ -27,10 +27,25 @@ fn every_checkpoint_tensor_is_consumed_once() {
 
 /// The other structural variants rules are written against: fused Phi-3 weights split by
 /// Slice recipes plus the LongRoPE `If`, Qwen3's per-head q/k norm, GPT-2's learned positions,
-/// LayerNorm and Gelu, and Mistral's sliding-window mask.
+/// LayerNorm and Gelu, Mistral's sliding-window mask, and the families' variants: Gemma's
+/// `offset[+1]` norm weights and embedding scale, Granite's multipliers, OLMo2's post-norms and
+/// whole-projection q/k norms, StarCoder2's LayerNorm and biases, Gemma 2's sandwich norms and
+/// softcaps, Gemma 3's local RoPE, and partial rotary.
 #[test]
 fn variant_generic_graphs() {
-    for name in ["tiny-phi3-longrope", "tiny-qwen3", "tiny-gpt2", "tiny-mistral-sw"] {
+    for name in [
+        "tiny-phi3-longrope",
+        "tiny-qwen3",
+        "tiny-gpt2",
+        "tiny-mistral-sw",
+        "tiny-gemma",
+        "tiny-granite",
+        "tiny-olmo2",
+        "tiny-starcoder2",
+        "tiny-gemma2",
+        "tiny-gemma3",
+        "tiny-phi3-partial",
+    ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();
         assert!(model.graph.nodes.iter().all(|n| n.domain.is_empty() && n.opset == ir::OPSET), "standard ONNX only");

@@ -51,6 +51,13 @@ fn insert_identity(m: &mut ir::Model, value: &str, readers: &dyn Fn(&ir::Node) -
     );
 }
 
+/// Sets `rotary_embedding_dim` on layer 0's q and k rotations.
+fn set_rotary_dim(m: &mut ir::Model, dim: i64) {
+    for side in ["q", "k"] {
+        node_mut(m, &format!("model.layers.0.self_attn.{side}_rotary/RotaryEmbedding")).set_attr(ir::Attr::int("rotary_embedding_dim", dim));
+    }
+}
+
 /// The sliding window's width constant in tiny-mistral-sw's generic graph.
 const WIDTH: &str = "attn_mask_window3/window";
 
@@ -108,6 +115,17 @@ fn breaker(rule: &str, step: &str) -> Option<Breaker> {
         // A 3-D cos cache (ONNX RotaryEmbedding's per-batch [batch, seq, rotary_dim/2] form).
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "caches_2d") => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "full_rotary") => |m| {
+            for (name, init) in m.graph.initializers.iter_mut() {
+                if name == "rotary_emb.cos_cache" || name == "rotary_emb.sin_cache" {
+                    *init = Recipe::from_f32("narrow cache", vec![256, 4], &[0.0; 1024]);
+                }
+            }
+        },
+        // Half of each head rotated (rotary_embedding_dim 8 of 16) with the full-width caches.
+        ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "partial_rotary_cache") => |m| set_rotary_dim(m, 8),
+        // Half of each head rotated from 4-column caches: CPU GroupQueryAttention needs 8.
+        ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "partial_rotary_cpu") => |m| {
+            set_rotary_dim(m, 8);
             for (name, init) in m.graph.initializers.iter_mut() {
                 if name == "rotary_emb.cos_cache" || name == "rotary_emb.sin_cache" {
                     *init = Recipe::from_f32("narrow cache", vec![256, 4], &[0.0; 1024]);

@@ -265,3 +265,103 @@ fn host_placed_nodes_are_listed_in_the_report() {
         assert_eq!(report.host_nodes, Vec::<String>::new(), "{fx}: the cpu table has no host entries");
     }
 }
+
+/// The validation loophole: a required fusion's candidate that fails a pattern line (an
+/// attribute restriction, an operator) used to count as "not an instance", so a cpu build of a
+/// partial-rotary checkpoint kept its RotaryEmbedding nodes with no error. Now every node of the
+/// rule's root op is a candidate: tiny-phi3-partial (head 16, rotary 8: caches of 4 columns,
+/// which ORT's CPU kernel cannot rotate) fails the cpu build quoting `partial_rotary_cpu` when
+/// the table does not list it, and builds unfused only because the table says why.
+#[test]
+fn a_required_fusion_cannot_miss_without_the_tables_why() {
+    let sets = EpSets::builtin().unwrap();
+    let (table, plan) = sets.plan("cpu", "f32").unwrap();
+    assert!(plan.not_applicable("fuse.gqa_rotary", "partial_rotary_cpu").is_some(), "the cpu table says why");
+    let mut strict = plan.clone();
+    for checks in strict.not_applicable.values_mut() {
+        checks.retain(|n| n.check != "partial_rotary_cpu");
+    }
+    let mut model = generic("tiny-phi3-partial", ir::DType::F32);
+    let err = optimize(&mut model, table, &strict, "f32", false, None).expect_err("the cpu build must fail");
+    let text = err.to_string();
+    assert!(text.contains("required fusion `fuse.gqa_rotary` missed node `model.layers.0.self_attn/Attention`"), "{text}");
+    assert!(text.contains("check `partial_rotary_cpu` failed") && text.contains("multiple of 8 columns"), "{text}");
+    // With the table's entry, RoPE stays a node and GroupQueryAttention takes the attention.
+    let model = optimized("tiny-phi3-partial", "cpu", "f32").unwrap();
+    let ops = op_counts(&model);
+    assert_eq!((ops.get(":RotaryEmbedding"), ops.get("com.microsoft:GroupQueryAttention")), (Some(&4), Some(&2)), "{ops:?}");
+    // A pattern line counts too: without the entry for GPT-2's missing RoPE, its build fails.
+    let mut strict = plan.clone();
+    for checks in strict.not_applicable.values_mut() {
+        checks.retain(|n| n.check != "match.q_rot");
+    }
+    let mut model = generic("tiny-gpt2", ir::DType::F32);
+    let text = optimize(&mut model, table, &strict, "f32", false, None).expect_err("gpt2 without the entry").to_string();
+    assert!(text.contains("pattern line `match.q_rot` failed"), "{text}");
+}
+
+/// A partial rotary the CPU kernel takes (Phi-4-mini's shape: head 64, partial_rotary_factor
+/// 0.75, so 48 rotated dimensions and caches of 24 columns) is fused: GroupQueryAttention
+/// rotates the first 48 dimensions itself, no RotaryEmbedding node is left, and the cpu build
+/// computes what the generic graph computes. The checkpoint is tiny-phi3-partial's config with
+/// those two keys and new weights of the shapes they imply.
+#[test]
+fn a_partial_rotary_the_cpu_kernel_takes_is_fused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 0x2545f491u32;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        (seed as f32 / u32::MAX as f32 - 0.5) * 0.2
+    };
+    tailor_tests::checkpoints::rewrite_checkpoint(&fixture("tiny-phi3-partial"), dir.path(), |tensors| {
+        tensors
+            .into_iter()
+            .map(|(n, d, shape, data)| {
+                // 4 heads and 2 kv heads of 64: qkv [4*64 + 2*2*64, 64], o_proj [64, 4*64].
+                let shape = if n.ends_with("qkv_proj.weight") {
+                    vec![512, 64]
+                } else if n.ends_with("o_proj.weight") {
+                    vec![64, 256]
+                } else {
+                    shape
+                };
+                let count: usize = shape.iter().product();
+                let values: Vec<u8> = if n.contains("norm") {
+                    data
+                } else {
+                    (0..count).flat_map(|_| next().to_le_bytes()).collect()
+                };
+                (n, d, shape, values)
+            })
+            .collect()
+    });
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["head_dim"] = 64.into();
+    config["partial_rotary_factor"] = 0.75.into();
+    config["rope_parameters"]["partial_rotary_factor"] = 0.75.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+
+    let ckpt = models::Checkpoint::open(dir.path()).unwrap();
+    let generic = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let (cpu, _) = builder::optimized_model(dir.path(), "cpu", ir::DType::F32, false).unwrap();
+    let ops = op_counts(&cpu);
+    assert_eq!(ops.get(":RotaryEmbedding"), None, "no standalone RotaryEmbedding: {ops:?}");
+    assert_eq!(ops.get("com.microsoft:RotaryEmbedding"), None, "{ops:?}");
+    let gqa: Vec<_> = cpu.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
+    assert_eq!(gqa.len(), 2);
+    assert!(gqa.iter().all(|n| n.attrs.iter().any(|a| a.name == "do_rotary" && a.value == ir::AttrValue::Int(1))));
+
+    let r = Reference::load(&fixture("tiny-phi3-partial"));
+    let shape = DecoderShape::of(&generic);
+    let feeds = decoder_feeds(&shape, r.get("input_ids").i64(), r.get("attention_mask").i64(), r.get("position_ids").i64(), None);
+    let (_g, mut gs) = session_for(&generic);
+    let (_c, mut cs) = session_for(&cpu);
+    let (want, got) = (run(&mut gs, &feeds), run(&mut cs, &feeds));
+    for name in ["logits", "present.0.key", "present.1.key"] {
+        let diff = max_abs_diff(want[name].f32(), got[name].f32(), None);
+        assert!(diff < 1e-4, "{name}: the fused partial rotary differs from the generic graph by {diff}");
+    }
+}

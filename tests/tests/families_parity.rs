@@ -78,3 +78,66 @@ fn tied_head_copy_matches_the_reference() {
         assert!(!model.graph.nodes.iter().any(|n| n.op == "Transpose"), "{name}: no Transpose node");
     }
 }
+
+/// A tied head reads the embedding table unscaled: Gemma's sqrt(hidden) and Granite's
+/// `embedding_multiplier` multiply the gathered rows only. The shared fixtures are untied, so
+/// each is rewritten twice: untied with `lm_head.weight` a copy of the embedding, and tied
+/// (`tie_word_embeddings: true`, no `lm_head.weight`). Both must compute the same logits; a
+/// scale that reached the head would multiply them by it.
+#[test]
+fn a_tied_head_does_not_see_the_embedding_scale() {
+    for name in ["tiny-gemma", "tiny-granite"] {
+        let logits = |tied: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            tailor_tests::checkpoints::rewrite_checkpoint(&fixture(name), dir.path(), |tensors| {
+                let embed = tensors.iter().find(|t| t.0 == "model.embed_tokens.weight").unwrap().clone();
+                let mut out: Vec<_> = tensors.into_iter().filter(|t| t.0 != "lm_head.weight").collect();
+                if !tied {
+                    out.push(("lm_head.weight".into(), embed.1, embed.2, embed.3));
+                }
+                out
+            });
+            let path = dir.path().join("config.json");
+            let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            config["tie_word_embeddings"] = serde_json::Value::Bool(tied);
+            std::fs::write(&path, config.to_string()).unwrap();
+            let ckpt = models::Checkpoint::open(dir.path()).unwrap();
+            let model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+            let shape = DecoderShape::of(&model);
+            let (_dir, mut s) = session_for(&model);
+            let r = Reference::load(&fixture(name));
+            let feeds = decoder_feeds(&shape, r.get("input_ids").i64(), r.get("attention_mask").i64(), r.get("position_ids").i64(), None);
+            run(&mut s, &feeds)["logits"].f32().clone()
+        };
+        let (untied, tied) = (logits(false), logits(true));
+        let diff = max_abs_diff(&untied, &tied, None);
+        assert!(diff < 1e-5, "{name}: tied and untied heads over the same table differ by {diff}");
+    }
+}
+
+/// Gemma 3 as most published configs spell it: `rope_theta` for full layers,
+/// `rope_local_base_freq` for sliding ones, `sliding_window_pattern` instead of `layer_types`
+/// (pattern 2 = tiny-gemma3's sliding-then-full), no nested `rope_parameters`. The same
+/// weights must compute the same reference.
+#[test]
+fn tiny_gemma3_in_the_published_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    tailor_tests::checkpoints::rewrite_checkpoint(&fixture("tiny-gemma3"), dir.path(), |t| t);
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let m = config.as_object_mut().unwrap();
+    let ropes = m.remove("rope_parameters").unwrap();
+    m.remove("layer_types");
+    m.remove("_sliding_window_pattern");
+    m.insert("rope_theta".into(), ropes["full_attention"]["rope_theta"].clone());
+    m.insert("rope_local_base_freq".into(), ropes["sliding_attention"]["rope_theta"].clone());
+    m.insert("sliding_window_pattern".into(), 2.into());
+    assert_ne!(m["rope_theta"], m["rope_local_base_freq"], "the fixture has two RoPE bases");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let ckpt = models::Checkpoint::open(dir.path()).unwrap();
+    let model = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions::default()).unwrap();
+    let shape = DecoderShape::of(&model);
+    let (_dir, mut s) = session_for(&model);
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-gemma3")), Cases::ALL);
+    assert_within("tiny-gemma3 (rope_local_base_freq, sliding_window_pattern)", &diffs, 1e-4);
+}

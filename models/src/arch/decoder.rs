@@ -1,7 +1,7 @@
 //! The one generic decoder builder: reads a [`DecoderFamily`] table and the config, and
 //! composes components into the generic graph. No family has code of its own.
 
-use super::family::{AttentionNames, DecoderFamily, MlpNames, Positions};
+use super::family::{AttentionNames, AttentionScale, DecoderFamily, EmbeddingScale, MlpNames, NormOver, Positions};
 use super::DecoderIo;
 use crate::components::attention::{attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
@@ -9,7 +9,7 @@ use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, GatedScopes};
 use crate::components::norm::{norm, per_head_rms_norm};
 use crate::components::rope::RopeCache;
-use crate::{Checkpoint, Error, GraphBuilder, Result, TiedHead};
+use crate::{Activation, Checkpoint, Error, GraphBuilder, Result, RopeConfig, RopeKind, TiedHead};
 use std::collections::BTreeMap;
 
 /// What every layer of one build shares: dimensions, biases, masks, the RoPE cache.
@@ -23,7 +23,30 @@ struct Shared<'a> {
     biases: (bool, bool, bool),
     /// One causal/padding mask per distinct sliding window, built once.
     masks: BTreeMap<Option<usize>, String>,
+    /// Each layer's sliding window (`None`: full attention).
+    windows: Vec<Option<usize>>,
     rope: Option<RopeCache>,
+    /// The sliding layers' own RoPE (Gemma 3), when the family has one.
+    local_rope: Option<RopeCache>,
+    /// The family's scalars, read from their config keys.
+    scalars: Scalars,
+    /// The residual multiplier's constant, shared by every layer.
+    residual: Option<String>,
+}
+
+/// A family's scalars and per-family keys, read once per build (each error names its key).
+struct Scalars {
+    eps: f64,
+    act: Activation,
+    /// Token embeddings multiplied by this (input path only).
+    embedding: Option<f64>,
+    /// Each block's output multiplied by this before its residual add.
+    residual: Option<f64>,
+    /// `None`: the generic rule (`1 / sqrt(head_dim)`, GPT-2's keys).
+    attention_scale: Option<f32>,
+    attention_softcap: Option<f32>,
+    final_softcap: Option<f64>,
+    logits_divisor: Option<f64>,
 }
 
 /// The token embedding: its initializer (a tied head reads it too) and its recipe.
@@ -36,24 +59,101 @@ impl DecoderFamily {
     pub(crate) fn build(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo) -> Result<String> {
         let c = &ckpt.config;
         ckpt.set_optional_prefix(self.optional_prefix);
-        let (embedding, mut h) = self.embed(b, ckpt, io)?;
-        let shared = self.shared(b, c, io);
+        let scalars = self.scalars(c)?;
+        let (embedding, mut h) = self.embed(b, ckpt, io, scalars.embedding)?;
+        let shared = self.shared(b, c, io, scalars)?;
         for i in 0..c.num_hidden_layers {
             h = self.layer(b, ckpt, &shared, i, &h)?;
         }
-        let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, c.norm_eps)?;
+        let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?;
         let logits = self.head(b, ckpt, io, &embedding, &h)?;
+        let logits = scale_logits(b, &logits, &shared.scalars);
         self.account_for_every_tensor(ckpt)?;
         Ok(logits)
     }
 
+    /// Reads the family's scalar keys (absent: the family's default; `null`: off).
+    fn scalars(&self, c: &crate::DecoderConfig) -> Result<Scalars> {
+        let sc = &self.scaling;
+        let key = |k: Option<super::Key>| -> Result<Option<f64>> {
+            match k {
+                None => Ok(None),
+                Some(k) => c.number(k.name, k.default),
+            }
+        };
+        let eps = match self.layout.norm_eps {
+            None => c.norm_eps,
+            Some(k) => c.number(k.name, k.default)?.unwrap_or(c.norm_eps),
+        };
+        let act = match self.layout.activation {
+            None => c.hidden_act,
+            Some((k, default)) => c.activation(k, default)?,
+        };
+        let embedding = match sc.embedding {
+            EmbeddingScale::None => None,
+            EmbeddingScale::SqrtHidden => Some((c.hidden_size as f64).sqrt()),
+            EmbeddingScale::Key(k) => key(Some(k))?,
+        };
+        let attention_scale = match sc.attention {
+            AttentionScale::Default => None,
+            AttentionScale::Key(k) => key(Some(k))?.map(|v| v as f32),
+            AttentionScale::InverseSqrt(k) => key(Some(k))?.map(|v| (1.0 / v.sqrt()) as f32),
+        };
+        Ok(Scalars {
+            eps,
+            act,
+            embedding,
+            residual: key(sc.residual)?,
+            attention_scale,
+            attention_softcap: key(sc.attention_softcap)?.map(|v| v as f32),
+            final_softcap: key(sc.final_softcap)?,
+            logits_divisor: key(sc.logits_divisor)?,
+        })
+    }
+
+    /// Each layer's sliding window (`None`: full attention). A window applies when
+    /// `sliding_window` is set (or the family has a default) and `use_sliding_window` is not
+    /// `false`; then `layer_types` decides per layer when present, else the family's "every
+    /// nth layer is full" pattern, else `max_window_layers` (layers at or above it slide),
+    /// else every layer slides ([`crate::DecoderConfig::layer_window`] without a pattern).
+    fn windows(&self, c: &crate::DecoderConfig) -> Result<Vec<Option<usize>>> {
+        let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
+        let size = match w.size.or(self.layers.default_window) {
+            Some(size) if w.enabled != Some(false) => size,
+            _ => return Ok(vec![None; layers]),
+        };
+        let sliding: Vec<bool> = match (&w.layer_types, &self.layers.full_every, w.max_window_layers) {
+            (Some(types), _, _) => types.iter().map(|t| t == "sliding_attention").collect(),
+            (None, Some(every), _) => {
+                let mut n = every.default;
+                for k in every.keys {
+                    if let Some(v) = c.count(k)? {
+                        n = v;
+                        break;
+                    }
+                }
+                (0..layers).map(|i| !(i + 1).is_multiple_of(n)).collect()
+            }
+            (None, None, Some(first)) => (0..layers).map(|i| i >= first).collect(),
+            (None, None, None) => vec![true; layers],
+        };
+        Ok(sliding.into_iter().map(|s| s.then_some(size)).collect())
+    }
+
     /// Token (and learned position) embeddings of `input_ids`.
-    fn embed(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo) -> Result<(Embedding, String)> {
+    /// `scale` multiplies the gathered rows (Gemma's sqrt(hidden), Granite's
+    /// `embedding_multiplier`) with a `Mul` node, not in the table's recipe, so a tied head,
+    /// which reads the same table, never sees it.
+    fn embed(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo, scale: Option<f64>) -> Result<(Embedding, String)> {
         let (c, n) = (&ckpt.config, &self.names);
         let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, c.hidden_size])?;
         let table = b.initializer(n.embed_tokens, recipe.clone().cast(b.float));
         let scope = n.embed_tokens.trim_end_matches(".weight");
         let mut h = b.op(&format!("{scope}/Gather"), "Gather", &[&table, &io.input_ids], vec![ir::Attr::int("axis", 0)]);
+        if let Some(scale) = scale {
+            let k = scalar(b, &format!("{scope}.embedding_scale"), scale);
+            h = b.op(&format!("{scope}/Mul"), "Mul", &[&h, &k], vec![]);
+        }
         if self.layout.positions == Positions::Learned {
             let wpe_name = n.embed_positions.ok_or_else(|| Error::Config {
                 path: c.path.clone(),
@@ -68,21 +168,35 @@ impl DecoderFamily {
         Ok((Embedding { table, recipe }, h))
     }
 
-    /// Dimensions, biases, one mask per distinct window and the RoPE cache.
-    fn shared<'a>(&self, b: &mut GraphBuilder, c: &'a crate::DecoderConfig, io: &'a DecoderIo) -> Shared<'a> {
+    /// Dimensions, biases, one mask per distinct window and the RoPE cache(s).
+    fn shared<'a>(&self, b: &mut GraphBuilder, c: &'a crate::DecoderConfig, io: &'a DecoderIo, scalars: Scalars) -> Result<Shared<'a>> {
         let l = &self.layout;
         let heads = Heads { q: c.num_attention_heads, kv: c.num_key_value_heads, head_dim: c.head_dim };
+        let windows = self.windows(c)?;
         let mut masks = BTreeMap::new();
-        for w in (0..c.num_hidden_layers).map(|i| c.layer_window(i)) {
+        for &w in &windows {
             masks.entry(w).or_insert_with(|| {
                 let scope = w.map_or("attn_mask".to_string(), |size| format!("attn_mask_window{size}"));
                 causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w)
             });
         }
-        let rope = (l.positions == Positions::Rotary).then(|| {
-            RopeCache::build(b, &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask)
+        let rotary = l.positions == Positions::Rotary;
+        let rope = rotary.then(|| {
+            RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask)
         });
-        Shared {
+        let local_rope = match self.layers.local_rope {
+            Some(theta) if rotary && windows.iter().any(Option::is_some) => {
+                let local = c.sliding_rope.clone().unwrap_or(RopeConfig {
+                    theta,
+                    kind: RopeKind::Default,
+                    partial_rotary_factor: c.rope.partial_rotary_factor,
+                });
+                let dim = (c.head_dim as f64 * local.partial_rotary_factor) as usize;
+                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask))
+            }
+            _ => None,
+        };
+        Ok(Shared {
             c,
             io,
             heads,
@@ -91,20 +205,36 @@ impl DecoderFamily {
             kv_dim: heads.kv * heads.head_dim,
             biases: (l.qkv_bias.resolve(c), l.o_bias.resolve(c), l.mlp_bias.resolve(c)),
             masks,
+            windows,
             rope,
-        }
+            local_rope,
+            residual: scalars.residual.map(|r| scalar(b, "residual_multiplier", r)),
+            scalars,
+        })
     }
 
-    /// Decoder layer `i`: pre-norm attention and MLP blocks with their residual adds.
+    /// Decoder layer `i`: the attention and MLP blocks, each with the norms the table lists
+    /// around it, an optional residual multiplier, and its residual add.
     fn layer(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, i: usize, h: &str) -> Result<String> {
         let (n, l) = (&self.names, &self.layout);
         let layer = n.layer.replace("{i}", &i.to_string());
         let s = |part: &str| format!("{layer}.{part}");
-        let x = norm(b, ckpt, l.norm, &s(n.input_norm), h, sh.hidden, sh.c.norm_eps)?;
+        let eps = sh.scalars.eps;
+        let around = |b: &mut GraphBuilder, scope: Option<&str>, x: &str| -> Result<String> {
+            match scope {
+                None => Ok(x.to_string()),
+                Some(scope) => norm(b, ckpt, l.norm, &s(scope), x, sh.hidden, eps),
+            }
+        };
+        let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
+        let o = around(b, n.norms.after_attention, &o)?;
+        let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
-        let x = norm(b, ckpt, l.norm, &s(n.post_attention_norm), &h, sh.hidden, sh.c.norm_eps)?;
+        let x = around(b, n.norms.before_mlp, &h)?;
         let m = self.mlp_block(b, ckpt, sh, &layer, &x)?;
+        let m = around(b, n.norms.after_mlp, &m)?;
+        let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
         Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]))
     }
 
@@ -133,26 +263,34 @@ impl DecoderFamily {
                 )
             }
         };
-        let (q, k) = match n.qk_norm {
+        let eps = sh.scalars.eps;
+        let (q, k) = match &n.qk_norm {
             None => (q, k),
-            Some((qn, kn)) => (
-                per_head_rms_norm(b, ckpt, &s(qn), &q, heads.q, heads.head_dim, sh.c.norm_eps)?,
-                per_head_rms_norm(b, ckpt, &s(kn), &k, heads.kv, heads.head_dim, sh.c.norm_eps)?,
+            Some(qk) if qk.over == NormOver::Head => (
+                per_head_rms_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
+                per_head_rms_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
+            ),
+            Some(qk) => (
+                norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?,
+                norm(b, ckpt, l.norm, &s(qk.k), &k, sh.kv_dim, eps)?,
             ),
         };
-        let (q, k) = match &sh.rope {
+        let window = sh.windows[i];
+        let rope = if window.is_some() { sh.local_rope.as_ref().or(sh.rope.as_ref()) } else { sh.rope.as_ref() };
+        let (q, k) = match rope {
             None => (q, k),
             Some(rope) => (
                 rope.apply(b, &s("self_attn.q_rotary"), &q, heads.q, &sh.io.position_ids),
                 rope.apply(b, &s("self_attn.k_rotary"), &k, heads.kv, &sh.io.position_ids),
             ),
         };
-        let scale = sh.c.attention_scale(i, heads.default_scale());
+        let scale = sh.scalars.attention_scale.or_else(|| sh.c.attention_scale(i, heads.default_scale()));
         let (past_k, past_v) = &sh.io.past[i];
         let (present_k, present_v) = &sh.io.present[i];
         let attn_scope = s(n.o_proj.rsplit_once('.').map_or("self_attn", |(p, _)| p));
-        let mask = &sh.masks[&sh.c.layer_window(i)];
-        let y = attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale);
+        let mask = &sh.masks[&window];
+        let (scale, softcap) = (scale, sh.scalars.attention_softcap);
+        let y = attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap);
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
     }
@@ -161,7 +299,7 @@ impl DecoderFamily {
     fn mlp_block(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, layer: &str, x: &str) -> Result<String> {
         let (n, l) = (&self.names, &self.layout);
         let s = |part: &str| format!("{layer}.{part}");
-        let (hidden, inter, act, mlp_bias) = (sh.hidden, sh.c.intermediate_size, sh.c.hidden_act, sh.biases.2);
+        let (hidden, inter, act, mlp_bias) = (sh.hidden, sh.c.intermediate_size, sh.scalars.act, sh.biases.2);
         Ok(match &n.mlp {
             MlpNames::Gated { gate, up, down } => {
                 let g = LinearWeights::read(ckpt, b, &s(gate), hidden, inter, mlp_bias, l.weights)?;
@@ -239,6 +377,38 @@ impl DecoderFamily {
     }
 }
 
+/// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
+/// multipliers to the activations' dtype).
+fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
+    let label = format!("{name} = {value}");
+    b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
+}
+
+/// `x * residual_multiplier` (Granite), or `x` when the family has none.
+fn residual_scale(b: &mut GraphBuilder, sh: &Shared, name: &str, x: &str) -> String {
+    match &sh.residual {
+        None => x.to_string(),
+        Some(k) => b.op(name, "Mul", &[x, k], vec![]),
+    }
+}
+
+/// Logits divided by `logits_scaling` (Granite), then soft-capped as `cap * tanh(logits /
+/// cap)` (Gemma 2), in transformers' order; unchanged when the family has neither.
+fn scale_logits(b: &mut GraphBuilder, logits: &str, sc: &Scalars) -> String {
+    let mut y = logits.to_string();
+    if let Some(d) = sc.logits_divisor {
+        let k = scalar(b, "logits_scaling", d);
+        y = b.op("logits_scaling/Div", "Div", &[&y, &k], vec![]);
+    }
+    if let Some(cap) = sc.final_softcap {
+        let k = scalar(b, "final_logit_softcapping", cap);
+        let x = b.op("final_logit_softcapping/Div", "Div", &[&y, &k], vec![]);
+        let t = b.op("final_logit_softcapping/Tanh", "Tanh", &[&x], vec![]);
+        y = b.op("final_logit_softcapping/Mul", "Mul", &[&t, &k], vec![]);
+    }
+    y
+}
+
 /// The MLP's scope from its down projection's name (`mlp.down_proj` -> `mlp`).
 fn mlp_scope(down: &str) -> &str {
     down.rsplit_once('.').map_or("mlp", |(p, _)| p)
@@ -246,4 +416,58 @@ fn mlp_scope(down: &str) -> &str {
 
 fn unreachable_parts() -> Error {
     Error::Checkpoint { path: Default::default(), reason: "internal: a fused projection split into the wrong number of parts".into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA};
+    use crate::DecoderConfig;
+    use std::path::Path;
+
+    fn config(model_type: &str, extra: &str) -> DecoderConfig {
+        let text = format!(
+            r#"{{"model_type":"{model_type}","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":7,"intermediate_size":128,"vocab_size":512{extra}}}"#
+        );
+        DecoderConfig::parse(Path::new("config.json"), &text).unwrap()
+    }
+
+    #[test]
+    fn layer_kinds_follow_layer_types_then_the_family_pattern() {
+        let w = |f: &crate::arch::DecoderFamily, model_type: &str, extra: &str| f.windows(&config(model_type, extra)).unwrap();
+        let (s, f) = (Some(5), None);
+        // Gemma 2 without layer_types: sliding on even layers; window 4096 when absent.
+        assert_eq!(w(&GEMMA2, "gemma2", r#","sliding_window":5"#), [s, f, s, f, s, f, s]);
+        assert_eq!(w(&GEMMA2, "gemma2", "")[0], Some(4096));
+        // Gemma 3: every `sliding_window_pattern`th layer full (published spelling or the
+        // underscored one transformers writes), default 6.
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5,"sliding_window_pattern":3"#), [s, s, f, s, s, f, s]);
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5,"_sliding_window_pattern":2"#), [s, f, s, f, s, f, s]);
+        assert_eq!(w(&GEMMA3, "gemma3_text", r#","sliding_window":5"#), [s, s, s, s, s, f, s]);
+        // layer_types wins over the pattern.
+        let types = r#","sliding_window":5,"sliding_window_pattern":2,"layer_types":["full_attention","sliding_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
+        assert_eq!(w(&GEMMA3, "gemma3_text", types), [f, s, f, f, f, f, s]);
+        // Llama keeps the generic rule: a window, when given, applies to every layer.
+        assert_eq!(w(&LLAMA, "llama", r#","sliding_window":5"#), [s; 7]);
+        assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
+        let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
+        assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn scalar_keys_take_the_family_default_null_turns_them_off() {
+        let sc = GEMMA2.scalars(&config("gemma2", "")).unwrap();
+        assert_eq!((sc.attention_softcap, sc.final_softcap), (Some(50.0), Some(30.0)));
+        assert_eq!(sc.attention_scale, Some(1.0 / 16.0), "query_pre_attn_scalar defaults to 256");
+        assert_eq!(sc.embedding, Some(8.0));
+        let sc = GEMMA2.scalars(&config("gemma2", r#","attn_logit_softcapping":null,"query_pre_attn_scalar":64"#)).unwrap();
+        assert_eq!((sc.attention_softcap, sc.attention_scale), (None, Some(0.125)));
+        let sc = GEMMA3.scalars(&config("gemma3_text", "")).unwrap();
+        assert_eq!((sc.attention_softcap, sc.final_softcap), (None, None));
+        let sc = GRANITE.scalars(&config("granite", r#","embedding_multiplier":12.0,"logits_scaling":8"#)).unwrap();
+        assert_eq!((sc.embedding, sc.residual, sc.attention_scale, sc.logits_divisor), (Some(12.0), Some(1.0), Some(1.0), Some(8.0)));
+        let e = GRANITE.scalars(&config("granite", r#","residual_multiplier":"big""#)).err().unwrap().to_string();
+        assert!(e.contains("`residual_multiplier`"), "{e}");
+        let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"relu""#)).err().unwrap().to_string();
+        assert!(e.contains("`hidden_activation`"), "{e}");
+    }
 }

@@ -16,6 +16,14 @@ const ROTARY_BUFFERS: &[Unused] = &[Unused {
     reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json",
 }];
 
+/// Llama's pre-norm blocks: a norm before attention and one before the MLP.
+const PRE_NORMS: BlockNorms = BlockNorms {
+    before_attention: Some("input_layernorm"),
+    after_attention: None,
+    before_mlp: Some("post_attention_layernorm"),
+    after_mlp: None,
+};
+
 const LLAMA_NAMES: NameTable = NameTable {
     embed_tokens: "model.embed_tokens.weight",
     embed_positions: None,
@@ -23,8 +31,7 @@ const LLAMA_NAMES: NameTable = NameTable {
     attention: SEPARATE_QKV,
     o_proj: "self_attn.o_proj",
     qk_norm: None,
-    input_norm: "input_layernorm",
-    post_attention_norm: "post_attention_layernorm",
+    norms: PRE_NORMS,
     mlp: GATED_MLP,
     final_norm: "model.norm",
     lm_head: "lm_head",
@@ -38,10 +45,19 @@ const LLAMA_LAYOUT: Layout = Layout {
     o_bias: Bias::Config("attention_bias"),
     mlp_bias: Bias::Config("mlp_bias"),
     tie_default: false,
+    norm_eps: None,
+    activation: None,
 };
 
-pub const LLAMA: DecoderFamily =
-    DecoderFamily { model_types: &["llama"], names: LLAMA_NAMES, layout: LLAMA_LAYOUT, optional_prefix: None, unused: ROTARY_BUFFERS };
+pub const LLAMA: DecoderFamily = DecoderFamily {
+    model_types: &["llama"],
+    names: LLAMA_NAMES,
+    layout: LLAMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
 
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
 /// `sliding_window` applies as given.
@@ -51,6 +67,8 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
 };
 
 /// Qwen2: bias on q/k/v (never on o_proj).
@@ -60,15 +78,19 @@ pub const QWEN2: DecoderFamily = DecoderFamily {
     layout: Layout { qkv_bias: Bias::Always, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
 };
 
 /// Qwen3: per-head RMSNorm on q and k before RoPE; biases follow `attention_bias`.
 pub const QWEN3: DecoderFamily = DecoderFamily {
     model_types: &["qwen3"],
-    names: NameTable { qk_norm: Some(("self_attn.q_norm", "self_attn.k_norm")), ..LLAMA_NAMES },
+    names: NameTable { qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
     layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
 };
 
 /// Phi-3: fused `qkv_proj` and `gate_up_proj`, no biases.
@@ -82,6 +104,8 @@ pub const PHI3: DecoderFamily = DecoderFamily {
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
 };
 
 /// GPT-2: learned positions, LayerNorm with bias, Conv1D weights (`[in, out]`), fused
@@ -95,8 +119,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         attention: AttentionNames::Fused { qkv: "attn.c_attn" },
         o_proj: "attn.c_proj",
         qk_norm: None,
-        input_norm: "ln_1",
-        post_attention_norm: "ln_2",
+        norms: BlockNorms { before_attention: Some("ln_1"), after_attention: None, before_mlp: Some("ln_2"), after_mlp: None },
         mlp: MlpNames::Plain { up: "mlp.c_fc", down: "mlp.c_proj" },
         final_norm: "transformer.ln_f",
         lm_head: "lm_head",
@@ -109,10 +132,155 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         o_bias: Bias::Always,
         mlp_bias: Bias::Always,
         tie_default: true,
+        norm_eps: None,
+        activation: None,
     },
     optional_prefix: Some("transformer."),
     unused: &[
         Unused { suffix: ".attn.bias", reason: "GPT-2's causal-mask buffer; the graph builds its own mask" },
         Unused { suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },
     ],
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.
+const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head };
+
+/// Gemma: `(1 + weight)` RMSNorm, embeddings scaled by sqrt(hidden_size), the MLP activation
+/// from `hidden_activation` (transformers ignores `hidden_act` for Gemma; tanh GELU when
+/// absent), tied head by default. Otherwise Llama, without MLP bias.
+pub const GEMMA: DecoderFamily = DecoderFamily {
+    model_types: &["gemma"],
+    names: LLAMA_NAMES,
+    layout: GEMMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling { embedding: EmbeddingScale::SqrtHidden, ..NO_SCALING },
+    layers: UNIFORM_LAYERS,
+};
+
+const GEMMA_LAYOUT: Layout = Layout {
+    norm: NormKind::RmsUnitOffset,
+    mlp_bias: Bias::Never,
+    tie_default: true,
+    activation: Some(("hidden_activation", crate::Activation::GeluTanh)),
+    ..LLAMA_LAYOUT
+};
+
+/// Gemma 2 and 3's four norms per layer: before and after attention, before and after the MLP.
+const SANDWICH_NORMS: BlockNorms = BlockNorms {
+    before_attention: Some("input_layernorm"),
+    after_attention: Some("post_attention_layernorm"),
+    before_mlp: Some("pre_feedforward_layernorm"),
+    after_mlp: Some("post_feedforward_layernorm"),
+};
+
+/// Gemma 2 and 3's attention scale: `query_pre_attn_scalar ** -0.5` (transformers' default 256).
+const QUERY_PRE_ATTN_SCALAR: AttentionScale = AttentionScale::InverseSqrt(Key { name: "query_pre_attn_scalar", default: Some(256.0) });
+
+/// Gemma 2: Gemma plus sandwich norms, `query_pre_attn_scalar` as the attention scale,
+/// attention and final logit softcapping (transformers' defaults 50 and 30; `null` turns one
+/// off), and sliding layers from `layer_types`, else alternating from layer 0 (window 4096
+/// when `sliding_window` is absent).
+pub const GEMMA2: DecoderFamily = DecoderFamily {
+    model_types: &["gemma2"],
+    names: NameTable { norms: SANDWICH_NORMS, ..LLAMA_NAMES },
+    layout: GEMMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling {
+        embedding: EmbeddingScale::SqrtHidden,
+        attention: QUERY_PRE_ATTN_SCALAR,
+        attention_softcap: Some(Key { name: "attn_logit_softcapping", default: Some(50.0) }),
+        final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
+        ..NO_SCALING
+    },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None },
+};
+
+/// Gemma 3 (text): Gemma 2 plus per-head `(1 + weight)` q/k norms, softcapping off unless the
+/// config sets it, and a RoPE of their own for sliding layers (`rope_local_base_freq`, default
+/// 10000, or `rope_parameters.sliding_attention`); sliding layers from `layer_types`, else
+/// every `sliding_window_pattern`th layer full (default 6).
+pub const GEMMA3: DecoderFamily = DecoderFamily {
+    model_types: &["gemma3_text"],
+    names: NameTable { norms: SANDWICH_NORMS, qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
+    layout: GEMMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling {
+        embedding: EmbeddingScale::SqrtHidden,
+        attention: QUERY_PRE_ATTN_SCALAR,
+        attention_softcap: Some(Key { name: "attn_logit_softcapping", default: None }),
+        final_softcap: Some(Key { name: "final_logit_softcapping", default: None }),
+        ..NO_SCALING
+    },
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
+        default_window: Some(4096),
+        local_rope: Some(10000.0),
+    },
+};
+
+/// Granite: Llama with four multipliers, each from its config key (transformers' default 1):
+/// `embedding_multiplier` on the input embeddings, `residual_multiplier` on each block's output
+/// before its residual add, `attention_multiplier` as the attention scale, and the logits
+/// divided by `logits_scaling`.
+pub const GRANITE: DecoderFamily = DecoderFamily {
+    model_types: &["granite"],
+    names: LLAMA_NAMES,
+    layout: LLAMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling {
+        embedding: EmbeddingScale::Key(Key { name: "embedding_multiplier", default: Some(1.0) }),
+        residual: Some(Key { name: "residual_multiplier", default: Some(1.0) }),
+        attention: AttentionScale::Key(Key { name: "attention_multiplier", default: Some(1.0) }),
+        logits_divisor: Some(Key { name: "logits_scaling", default: Some(1.0) }),
+        ..NO_SCALING
+    },
+    layers: UNIFORM_LAYERS,
+};
+
+/// OLMo2: norms after attention and after the MLP (none before), and q/k RMSNorms over the
+/// whole projection (all heads at once), before RoPE.
+pub const OLMO2: DecoderFamily = DecoderFamily {
+    model_types: &["olmo2"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection }),
+        norms: BlockNorms {
+            before_attention: None,
+            after_attention: Some("post_attention_layernorm"),
+            before_mlp: None,
+            after_mlp: Some("post_feedforward_layernorm"),
+        },
+        ..LLAMA_NAMES
+    },
+    layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// StarCoder2: LayerNorm with bias (epsilon from `norm_epsilon`), a plain GELU MLP
+/// (`mlp.c_fc`, `mlp.c_proj`), biases on every projection unless `use_bias` is false, tied
+/// head by default; RoPE and sliding windows as Mistral.
+pub const STARCODER2: DecoderFamily = DecoderFamily {
+    model_types: &["starcoder2"],
+    names: NameTable { mlp: MlpNames::Plain { up: "mlp.c_fc", down: "mlp.c_proj" }, ..LLAMA_NAMES },
+    layout: Layout {
+        norm: NormKind::Layer,
+        qkv_bias: Bias::ConfigOr("use_bias", true),
+        o_bias: Bias::ConfigOr("use_bias", true),
+        mlp_bias: Bias::ConfigOr("use_bias", true),
+        tie_default: true,
+        norm_eps: Some(Key { name: "norm_epsilon", default: Some(1e-5) }),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
 };

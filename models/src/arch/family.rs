@@ -16,6 +16,11 @@ pub struct DecoderFamily {
     pub optional_prefix: Option<&'static str>,
     /// Checkpoint tensors the graph deliberately does not read, matched by name suffix.
     pub unused: &'static [Unused],
+    /// Scalar multipliers and caps the family reads from config keys (Gemma, Granite).
+    pub scaling: Scaling,
+    /// Which layers slide when `layer_types` does not say, and whether they have a RoPE of
+    /// their own (Gemma 2/3).
+    pub layers: LayerKinds,
 }
 
 /// Checkpoint tensor names. Model-level names are full names (`embed_tokens`, `embed_positions`
@@ -28,14 +33,117 @@ pub struct NameTable {
     pub layer: &'static str,
     pub attention: AttentionNames,
     pub o_proj: &'static str,
-    /// Per-head RMSNorm on q and k before RoPE (Qwen3).
-    pub qk_norm: Option<(&'static str, &'static str)>,
-    pub input_norm: &'static str,
-    pub post_attention_norm: &'static str,
+    /// RMSNorm on q and k before RoPE (Qwen3, Gemma 3: per head; OLMo2: the whole projection).
+    pub qk_norm: Option<QkNorm>,
+    /// Where each layer normalizes (Llama: before attention and before the MLP).
+    pub norms: BlockNorms,
     pub mlp: MlpNames,
     pub final_norm: &'static str,
     pub lm_head: &'static str,
 }
+
+/// q/k norm scopes (relative to the layer) and what they normalize over.
+pub struct QkNorm {
+    pub q: &'static str,
+    pub k: &'static str,
+    pub over: NormOver,
+}
+
+/// What a q/k norm normalizes over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormOver {
+    /// Each head's `head_dim` values (Qwen3, Gemma 3): weight `[head_dim]`.
+    Head,
+    /// The whole projection, all heads at once (OLMo2): weight `[heads * head_dim]`.
+    Projection,
+}
+
+/// The norms of one layer, by scope (relative to the layer); `None` where the family has none.
+/// Llama is `before_attention` + `before_mlp` (pre-norm); Gemma 2/3 have all four (the
+/// `after_*` norms apply to the block's output before its residual add); OLMo2 has only the
+/// `after_*` ones.
+pub struct BlockNorms {
+    pub before_attention: Option<&'static str>,
+    pub after_attention: Option<&'static str>,
+    pub before_mlp: Option<&'static str>,
+    pub after_mlp: Option<&'static str>,
+}
+
+/// A number read from a config key: absent means `default` (`None`: the feature is off),
+/// JSON `null` means off, as transformers reads these keys.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    pub name: &'static str,
+    pub default: Option<f64>,
+}
+
+/// How the token embeddings are scaled before the first layer.
+#[derive(Clone, Copy, Debug)]
+pub enum EmbeddingScale {
+    None,
+    /// `sqrt(hidden_size)`, rounded to the graph's dtype (Gemma).
+    SqrtHidden,
+    /// A config key's value (Granite `embedding_multiplier`).
+    Key(Key),
+}
+
+/// The attention softmax scale.
+#[derive(Clone, Copy, Debug)]
+pub enum AttentionScale {
+    /// `1 / sqrt(head_dim)`, or GPT-2's `scale_attn_*` keys.
+    Default,
+    /// A config key's value is the scale (Granite `attention_multiplier`).
+    Key(Key),
+    /// `1 / sqrt(value)` of a config key (Gemma 2/3 `query_pre_attn_scalar`).
+    InverseSqrt(Key),
+}
+
+/// Scalars a family applies, each from its own config key.
+pub struct Scaling {
+    pub embedding: EmbeddingScale,
+    /// Multiplies each block's output before its residual add (Granite `residual_multiplier`).
+    pub residual: Option<Key>,
+    pub attention: AttentionScale,
+    /// `cap * tanh(scores / cap)` on the attention scores (Gemma 2 `attn_logit_softcapping`).
+    pub attention_softcap: Option<Key>,
+    /// `cap * tanh(logits / cap)` on the logits (Gemma 2 `final_logit_softcapping`).
+    pub final_softcap: Option<Key>,
+    /// Logits divided by a config key's value (Granite `logits_scaling`).
+    pub logits_divisor: Option<Key>,
+}
+
+/// No scalars: Llama and most families.
+pub const NO_SCALING: Scaling = Scaling {
+    embedding: EmbeddingScale::None,
+    residual: None,
+    attention: AttentionScale::Default,
+    attention_softcap: None,
+    final_softcap: None,
+    logits_divisor: None,
+};
+
+/// Which layers use the sliding window, beyond what config.json's `layer_types` says.
+pub struct LayerKinds {
+    /// Without `layer_types`: every `n`th layer is full and the others slide, `n` read from the
+    /// first of `keys` present, else `default` (Gemma 2 alternates from layer 0: n = 2; Gemma
+    /// 3's `sliding_window_pattern` is 6). `None`: the generic rules (`max_window_layers`, or
+    /// every layer slides).
+    pub full_every: Option<FullEvery>,
+    /// `sliding_window` when config.json does not give it (transformers' per-family default).
+    pub default_window: Option<usize>,
+    /// Sliding layers have a RoPE of their own (Gemma 3): the config's sliding-layer RoPE
+    /// (`rope_local_base_freq`, `rope_parameters.sliding_attention`), else this base frequency
+    /// without scaling (transformers' default).
+    pub local_rope: Option<f64>,
+}
+
+pub struct FullEvery {
+    pub keys: &'static [&'static str],
+    pub default: usize,
+}
+
+/// Every layer alike (the generic window rules): Llama and most families.
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None };
 
 /// How q/k/v projections are stored.
 pub enum AttentionNames {
@@ -62,6 +170,9 @@ pub enum Bias {
     Always,
     /// As the config's boolean key says (default false), e.g. Llama's `attention_bias`.
     Config(&'static str),
+    /// As the config's boolean key says, `default` when absent (StarCoder2's `use_bias`,
+    /// true unless the config says otherwise).
+    ConfigOr(&'static str, bool),
 }
 
 impl Bias {
@@ -70,6 +181,7 @@ impl Bias {
             Bias::Never => false,
             Bias::Always => true,
             Bias::Config(key) => c.flag(key, false),
+            Bias::ConfigOr(key, default) => c.flag(key, default),
         }
     }
 }
@@ -96,6 +208,13 @@ pub struct Layout {
     pub mlp_bias: Bias,
     /// `tie_word_embeddings` when config.json does not say (transformers' per-family default).
     pub tie_default: bool,
+    /// The key the norms' epsilon comes from when the family does not read the generic
+    /// spellings (StarCoder2's `norm_epsilon`; its configs also carry an unused
+    /// `rms_norm_eps`). `None`: `rms_norm_eps` / `layer_norm_epsilon` / `layer_norm_eps`.
+    pub norm_eps: Option<Key>,
+    /// The key the MLP activation comes from when it is not `hidden_act` (Gemma's
+    /// `hidden_activation`, which transformers reads instead, with its default).
+    pub activation: Option<(&'static str, crate::Activation)>,
 }
 
 /// A checkpoint tensor the graph does not need, by name suffix, and why.

@@ -6,8 +6,11 @@ mod decoder;
 mod families;
 mod family;
 
-pub use families::{GPT2, LLAMA, MISTRAL, PHI3, QWEN2, QWEN3};
-pub use family::{AttentionNames, Bias, DecoderFamily, Layout, MlpNames, NameTable, Positions, Unused};
+pub use families::{GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
+pub use family::{
+    AttentionNames, AttentionScale, Bias, BlockNorms, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
+    MlpNames, NameTable, NormOver, Positions, QkNorm, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
+};
 
 use crate::{Checkpoint, GraphBuilder, Result};
 
@@ -25,7 +28,8 @@ pub struct DecoderIo {
 }
 
 /// The decoder families this build knows, in the order they are listed to users.
-pub const DECODERS: &[&DecoderFamily] = &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2];
+pub const DECODERS: &[&DecoderFamily] =
+    &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2, &GEMMA, &GEMMA2, &GEMMA3, &GRANITE, &OLMO2, &STARCODER2];
 
 /// The family that builds `model_type`.
 pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {

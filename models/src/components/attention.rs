@@ -19,8 +19,11 @@ impl Heads {
 /// Opset-24 `Attention` over `[batch, seq, heads * head_dim]` q/k/v with an explicit boolean
 /// mask and a KV cache: `is_causal = 0` (the mask carries causality, padding and windows), the
 /// default scale `1 / sqrt(head_dim)` unless `scale` is given (GPT-2's
-/// `scale_attn_by_inverse_layer_idx`, `scale_attn_weights: false`). Writes the present key/value to the given names and
-/// returns the attention output `[batch, seq, q_heads * head_dim]`.
+/// `scale_attn_by_inverse_layer_idx`, `scale_attn_weights: false`; Granite, Gemma 2). `softcap`
+/// caps the scaled scores as `cap * tanh(scores / cap)` before the mask (Gemma 2's
+/// `attn_logit_softcapping`; the opset-23 attribute applies it there). Writes the present
+/// key/value to the given names and returns the attention output `[batch, seq, q_heads *
+/// head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     b: &mut GraphBuilder,
@@ -31,6 +34,7 @@ pub fn attention(
     present: [&str; 2],
     heads: Heads,
     scale: Option<f32>,
+    softcap: Option<f32>,
 ) -> String {
     let mut attrs = vec![
         Attr::int("is_causal", 0),
@@ -39,6 +43,9 @@ pub fn attention(
     ];
     if let Some(scale) = scale {
         attrs.push(Attr::float("scale", scale));
+    }
+    if let Some(softcap) = softcap {
+        attrs.push(Attr::float("softcap", softcap));
     }
     let out = format!("{scope}/Attention/out");
     b.node_named(

@@ -8,12 +8,22 @@ pub enum NormKind {
     Rms,
     /// `LayerNormalization` with a weight and a bias (GPT-2).
     Layer,
+    /// RMSNorm that multiplies by `1 + weight` (Gemma): the same `RMSNormalization` node, its
+    /// weight recipe `offset[+1](weight)` computed in f32 and then cast, so the `+ 1` costs
+    /// nothing at run time and every RMSNorm rule applies unchanged.
+    RmsUnitOffset,
 }
 
 /// `RMSNormalization(x, weight)` over the last axis (opset 23+, computed in f32 internally:
 /// `stash_type` keeps its default of 1).
 pub fn rms_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
-    let recipe = ckpt.tensor(&format!("{scope}.weight"), &[dim])?.cast(b.float);
+    rms_norm_of(b, ckpt, NormKind::Rms, scope, x, dim, eps)
+}
+
+/// [`rms_norm`] of either RMS kind (`RmsUnitOffset` folds the `+ 1` into the weight).
+fn rms_norm_of(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
+    let stored = ckpt.tensor(&format!("{scope}.weight"), &[dim])?;
+    let recipe = if kind == NormKind::RmsUnitOffset { stored.offset(1.0) } else { stored }.cast(b.float);
     let w = b.initializer(&format!("{scope}.weight"), recipe);
     Ok(b.op(
         &format!("{scope}/RMSNormalization"),
@@ -40,16 +50,19 @@ pub fn layer_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str,
 /// The family's norm over the last axis.
 pub fn norm(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
     match kind {
-        NormKind::Rms => rms_norm(b, ckpt, scope, x, dim, eps),
+        NormKind::Rms | NormKind::RmsUnitOffset => rms_norm_of(b, ckpt, kind, scope, x, dim, eps),
         NormKind::Layer => layer_norm(b, ckpt, scope, x, dim, eps),
     }
 }
 
-/// RMSNorm applied per head (Qwen3's `q_norm`/`k_norm`): `[batch, seq, heads * head_dim]` is
-/// reshaped to `[batch, seq, heads, head_dim]`, normalized over `head_dim`, and reshaped back.
+/// RMSNorm applied per head (Qwen3's `q_norm`/`k_norm`; Gemma 3's with `kind`
+/// `RmsUnitOffset`): `[batch, seq, heads * head_dim]` is reshaped to `[batch, seq, heads,
+/// head_dim]`, normalized over `head_dim`, and reshaped back.
+#[allow(clippy::too_many_arguments)]
 pub fn per_head_rms_norm(
     b: &mut GraphBuilder,
     ckpt: &Checkpoint,
+    kind: NormKind,
     scope: &str,
     x: &str,
     heads: usize,
@@ -59,6 +72,6 @@ pub fn per_head_rms_norm(
     let split = b.const_i64_1d(&format!("{scope}/heads_shape"), &[0, 0, heads as i64, head_dim as i64]);
     let merged = b.const_i64_1d(&format!("{scope}/merged_shape"), &[0, 0, (heads * head_dim) as i64]);
     let x4 = b.op(&format!("{scope}/Reshape_heads"), "Reshape", &[x, &split], vec![]);
-    let y4 = rms_norm(b, ckpt, scope, &x4, head_dim, eps)?;
+    let y4 = rms_norm_of(b, ckpt, kind, scope, &x4, head_dim, eps)?;
     Ok(b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![]))
 }

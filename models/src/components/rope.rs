@@ -146,8 +146,12 @@ fn tables(freqs: &Frequencies, max_positions: usize) -> (Vec<f32>, Vec<f32>) {
 impl RopeCache {
     /// Adds the cos/sin caches (and, for LongRoPE, the `If` that picks short or long) and
     /// returns the names the `RotaryEmbedding` nodes read.
+    /// `name` scopes the cache initializers (`rotary_emb`; Gemma 3's sliding layers have their
+    /// own, `rotary_emb_local`).
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         b: &mut GraphBuilder,
+        name: &str,
         rope: &RopeConfig,
         head_dim: usize,
         rotary_dim: usize,
@@ -163,11 +167,11 @@ impl RopeCache {
             let (cos, sin) = tables(set, max_positions);
             let stem = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
             let cos = b.initializer(
-                &format!("rotary_emb.{stem}cos_cache"),
+                &format!("{name}.{stem}cos_cache"),
                 Recipe::from_f32(format!("cos {label}"), vec![max_positions, half], &cos).cast(float),
             );
             let sin = b.initializer(
-                &format!("rotary_emb.{stem}sin_cache"),
+                &format!("{name}.{stem}sin_cache"),
                 Recipe::from_f32(format!("sin {label}"), vec![max_positions, half], &sin).cast(float),
             );
             (cos, sin)
