@@ -45,6 +45,17 @@ fn fired(i: &Inspection) -> BTreeMap<String, usize> {
     i.fused.iter().flat_map(|(role, rules)| rules.iter().map(move |(r, n)| (format!("{role} {r}"), *n))).collect()
 }
 
+/// The keys whose counts differ, with (A, B) counts (0 where absent).
+fn count_differences(a: &BTreeMap<String, usize>, b: &BTreeMap<String, usize>) -> BTreeMap<String, (usize, usize)> {
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.get(k).copied().unwrap_or(0), b.get(k).copied().unwrap_or(0));
+            (x != y).then(|| (k.clone(), (x, y)))
+        })
+        .collect()
+}
+
 fn genai(dir: &Path) -> Option<Value> {
     std::fs::read(dir.join("genai_config.json")).ok().and_then(|b| serde_json::from_slice(&b).ok())
 }
@@ -54,24 +65,8 @@ pub fn diff(a: &Path, b: &Path) -> Result<Difference> {
     let (ia, ib) = (inspect(a)?, inspect(b)?);
     let (ma, mb) = (ir::load_model(&a.join("model.onnx"))?, ir::load_model(&b.join("model.onnx"))?);
 
-    let (ha, hb) = (histogram(&ia), histogram(&ib));
-    let keys: BTreeSet<&String> = ha.keys().chain(hb.keys()).collect();
-    let ops = keys
-        .into_iter()
-        .filter_map(|k| {
-            let (x, y) = (ha.get(k).copied().unwrap_or(0), hb.get(k).copied().unwrap_or(0));
-            (x != y).then(|| (k.clone(), (x, y)))
-        })
-        .collect();
-    let (fa, fb) = (fired(&ia), fired(&ib));
-    let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
-    let fired = keys
-        .into_iter()
-        .filter_map(|k| {
-            let (x, y) = (fa.get(k).copied().unwrap_or(0), fb.get(k).copied().unwrap_or(0));
-            (x != y).then(|| (k.clone(), (x, y)))
-        })
-        .collect();
+    let ops = count_differences(&histogram(&ia), &histogram(&ib));
+    let fired = count_differences(&fired(&ia), &fired(&ib));
 
     let mut ports = Vec::new();
     for (kind, pa, pb) in [("input", &ia.inputs, &ib.inputs), ("output", &ia.outputs, &ib.outputs)] {

@@ -62,7 +62,8 @@ def inits(model):
 
 
 def unpack_nbits(b, bits, k):
-    """MatMulNBits B [N, k_blocks, blob] -> stored values [N, K]."""
+    """Packed rows (B [N, k_blocks, blob], or packed zero points [N, bytes]) -> the first k stored
+    values of each row [N, k]; 4-bit values low nibble first."""
     n = b.shape[0]
     flat = b.reshape(n, -1)
     if bits == 4:
@@ -83,14 +84,7 @@ def dequant_matmul_nbits(node, init):
     q = unpack_nbits(b, bits, k)
     kb = scales.shape[1]
     if len(node.input) > 3 and node.input[3]:
-        zp_packed = numpy_helper.to_array(init[node.input[3]]).reshape(n, -1)
-        if bits == 4:
-            zp = np.empty((n, zp_packed.shape[1] * 2), dtype=np.int32)
-            zp[:, 0::2] = zp_packed & 0x0F
-            zp[:, 1::2] = zp_packed >> 4
-        else:
-            zp = zp_packed.astype(np.int32)
-        zp = zp[:, :kb]
+        zp = unpack_nbits(numpy_helper.to_array(init[node.input[3]]), bits, kb)
     else:
         zp = np.full((n, kb), 1 << (bits - 1), dtype=np.int32)
     block = np.arange(k) // bs
