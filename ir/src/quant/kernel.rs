@@ -113,11 +113,11 @@ pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightVi
     Ok(error)
 }
 
-#[inline]
 /// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile, refusing non-finite
 /// weights (the error names the row and column within the view). A row-major view is read a
 /// row at a time (each a contiguous read shared by the tile's columns), a column-major one a
 /// column block at a time.
+#[inline]
 fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, tile: &mut [[f32; MAX_BLOCK]; TILE_COLS]) -> Result<()> {
     if w.row_slice(0).is_some() {
         for r in 0..len {
