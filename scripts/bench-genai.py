@@ -5,7 +5,11 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
 (each table's defaults), reported as ratios measured in the same run.
 
     cargo build --release -p builder --bins
-    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3]
+    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR]
+
+`--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
+int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
+-p int4 -e cpu`, which needs torch: never in CI), and prints our cpu int4 package's ratios to it.
 """
 import argparse
 import os
@@ -60,6 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/tailor-bench")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--compare", type=Path, default=None, help="another package to measure in the same run")
     args = ap.parse_args()
     work = Path(args.workdir)
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
@@ -76,6 +81,11 @@ def main() -> None:
         prefill, decode = measure(pkg, prompt, 32, args.runs)
         results[(ep, name)] = (prefill, decode, load)
         print(f"{ep:8s} {name}: load {load * 1000:7.0f} ms   prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
+    if args.compare:
+        load = load_time(args.compare, args.runs)
+        prefill, decode = measure(args.compare, prompt, 32, args.runs)
+        results[("compare", "")] = (prefill, decode, load)
+        print(f"compare {args.compare}: load {load * 1000:7.0f} ms   prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
     d, c = results[("default", "f32")], results[("cpu", "f32")]
     di, ci = results[("default", "int4")], results[("cpu", "int4")]
     print(f"cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} cpu_vs_default_decode_speedup={c[1] / d[1]:.2f} "
@@ -84,6 +94,10 @@ def main() -> None:
     print(f"cpu_int4_vs_cpu_f32_decode={ci[1] / c[1]:.2f} default_int4_vs_cpu_f32_decode={di[1] / c[1]:.2f} "
           f"cpu_int4_vs_cpu_f32_prefill_speedup={c[0] / ci[0]:.2f} cpu_int4_vs_cpu_f32_load_speedup={c[2] / ci[2]:.2f} "
           f"cpu_int4_tok_s={ci[1]:.2f} default_int4_tok_s={di[1]:.2f} cpu_int4_load_ms={ci[2] * 1000:.0f} cpu_f32_load_ms={c[2] * 1000:.0f}")
+    if args.compare:
+        x = results[("compare", "")]
+        print(f"cpu_int4_vs_compare_decode={ci[1] / x[1]:.2f} default_int4_vs_compare_decode={di[1] / x[1]:.2f} "
+              f"cpu_int4_vs_compare_prefill_speedup={x[0] / ci[0]:.2f} cpu_int4_vs_compare_load_speedup={x[2] / ci[2]:.2f}")
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "2")
