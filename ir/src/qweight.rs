@@ -330,7 +330,7 @@ impl QuantGroup {
     fn scale_bytes<S: Scale + ToBytes>(&self, scales: &[S]) -> Vec<u8> {
         match self.scale_dtype {
             DType::BF16 => scales.iter().flat_map(|s| bf16::from_f32(s.to_f32()).to_le_bytes()).collect(),
-            _ => scales.iter().flat_map(|s| s.le_bytes()).collect(),
+            _ => S::slice_bytes(scales),
         }
     }
 
@@ -378,18 +378,19 @@ thread_local! {
 /// B, the scales' bytes and the zero points of a range, MatMulNBits layout.
 type NBitsBytes = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
-/// Little-endian bytes of a scale.
-pub(crate) trait ToBytes {
-    fn le_bytes(&self) -> Vec<u8>;
+/// Little-endian bytes of scales (little-endian hosts: the stream writer assumes it too).
+pub(crate) trait ToBytes: Sized {
+    /// The values' little-endian bytes, in one copy.
+    fn slice_bytes(values: &[Self]) -> Vec<u8>;
 }
 impl ToBytes for f32 {
-    fn le_bytes(&self) -> Vec<u8> {
-        self.to_le_bytes().to_vec()
+    fn slice_bytes(values: &[Self]) -> Vec<u8> {
+        bytemuck::cast_slice(values).to_vec()
     }
 }
 impl ToBytes for f16 {
-    fn le_bytes(&self) -> Vec<u8> {
-        self.to_le_bytes().to_vec()
+    fn slice_bytes(values: &[Self]) -> Vec<u8> {
+        bytemuck::cast_slice(values).to_vec()
     }
 }
 
