@@ -79,10 +79,6 @@ impl Recipe {
         Self::data(label, DType::I64, shape, to_bytes(values, i64::to_le_bytes))
     }
 
-    pub fn from_i32(label: impl Into<String>, shape: Vec<usize>, values: &[i32]) -> Recipe {
-        Self::data(label, DType::I32, shape, to_bytes(values, i32::to_le_bytes))
-    }
-
     pub fn transpose(self, perm: Vec<usize>) -> Recipe {
         Recipe::Transpose { input: Box::new(self), perm }
     }
