@@ -115,20 +115,18 @@ def dequantized_weights(qmodel):
         elif node.op_type == "MatMul" and node.input[1] in producers and producers[node.input[1]].op_type == "DequantizeLinear":
             out[node.name] = dequant_dq(producers[node.input[1]], init)
         elif node.op_type == "GatherBlockQuantized":
+            # The table's bytes are MatMulNBits' B for the [V, H] table read as [K = H, N = V].
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             data = numpy_helper.to_array(init[node.input[0]])
             scales = numpy_helper.to_array(init[node.input[2]]).astype(np.float32)
-            v = data.shape[0]
-            bits, bs = attrs["bits"], attrs["block_size"]
+            v, bits, bs = data.shape[0], attrs["bits"], attrs["block_size"]
             kb = scales.reshape(v, -1).shape[1]
-            q = unpack_nbits(data.reshape(v, -1), bits, kb * bs)
-            fake = onnx.helper.make_node("MatMulNBits", ["a", "b", "s"] + ([node.input[3]] if len(node.input) > 3 else []), ["y"],
-                                         K=kb * bs, N=v, bits=bits, block_size=bs)
-            tmp = dict(init)
-            tmp["b"] = numpy_helper.from_array(data.reshape(v, kb, -1), "b")
-            tmp["s"] = numpy_helper.from_array(scales.reshape(v, kb), "s")
-            out[node.name] = dequant_matmul_nbits(fake, tmp).T.copy()
-            assert q.shape == (v, kb * bs)
+            as_matmul = onnx.helper.make_node("MatMulNBits", ["a", "b", "s"] + list(node.input[3:]), ["y"],
+                                              K=kb * bs, N=v, bits=bits, block_size=bs)
+            tables = dict(init)
+            tables["b"] = numpy_helper.from_array(data.reshape(v, kb, -1), "b")
+            tables["s"] = numpy_helper.from_array(scales.reshape(v, kb), "s")
+            out[node.name] = dequant_matmul_nbits(as_matmul, tables).T.copy()
     return out
 
 

@@ -198,6 +198,14 @@ impl QuantOutcome {
 /// Quantizes every selected weight of `graph` in place.
 pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     let candidates = select::candidates(graph);
+    // The head is found by the name models give its nodes; a graph without one would apply the
+    // linear setting to its head unnoticed, so that is an error, not a fallback.
+    if !candidates.iter().any(|c| c.role == Role::LmHead) {
+        return Err(Error::Pipeline(format!(
+            "quantize: no MatMul named `lm_head/...` reads a constant weight, so --quant-lm-head cannot be applied ({}); the model's head must be named after its module",
+            step.table
+        )));
+    }
     let mut outcome = QuantOutcome::default();
     let mut plan = Vec::new();
     for c in candidates {
@@ -232,4 +240,73 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ir::{Node, Recipe};
+
+    /// x -> MatMul(W1) -> MatMul(lm_head W2) -> logits, weights [K, N] initializers.
+    fn graph() -> Graph {
+        let mut g = Graph { name: "g".into(), ..Default::default() };
+        g.inputs.push(ir::ValueInfo::new("x", ir::DType::F32, vec![ir::Dim::Fixed(1), ir::Dim::Fixed(32)]));
+        g.outputs.push(ir::ValueInfo::new("logits", ir::DType::F32, vec![ir::Dim::Fixed(1), ir::Dim::Fixed(16)]));
+        let w = |n: usize| Recipe::from_f32("w", vec![32, n], &(0..32 * n).map(|i| (i % 7) as f32 - 3.0).collect::<Vec<_>>());
+        g.initializers.push(("w1".into(), w(32)));
+        g.initializers.push(("head".into(), w(16)));
+        g.nodes.push(Node::new("layer/MatMul", "MatMul", &["x", "w1"], &["h"]));
+        g.nodes.push(Node::new("lm_head/MatMul", "MatMul", &["h", "head"], &["logits"]));
+        g
+    }
+
+    fn step(lm_head: QuantChoice) -> QuantStep {
+        let plan = QuantPlan {
+            bits: QuantBits::Int4,
+            format: QuantFormat::MatmulNbits,
+            dtype: "f32".into(),
+            accuracy_level: 0,
+            lm_head,
+            embeddings: QuantChoice::None,
+            why: "test".into(),
+            span: None,
+        };
+        QuantStep::resolve(&QuantRequest::new(QuantBits::Int4), &plan, "test", DType::F32).unwrap()
+    }
+
+    #[test]
+    fn selected_weights_are_quantized_and_a_float_one_left_behind_is_named() {
+        let mut g = graph();
+        let s = step(QuantChoice::Int8);
+        let outcome = run(&mut g, &s).unwrap();
+        assert!(g.nodes.iter().all(|n| n.op == "MatMulNBits"), "{:?}", g.nodes);
+        let bits: Vec<usize> = outcome.tensors.iter().map(|t| t.group.settings().bits().count()).collect();
+        assert_eq!(bits, vec![4, 8], "linear int4, head int8 as --quant-lm-head says");
+        assert!(validate(&g, &s, &outcome).is_empty());
+        // A later stage that brought a float MatMul back on a selected weight fails validation.
+        g.initializers.push(("w3".into(), Recipe::from_f32("w3", vec![32, 32], &[0.5; 32 * 32])));
+        g.nodes.push(Node::new("late/MatMul", "MatMul", &["x", "w3"], &["y"]));
+        let problems = validate(&g, &s, &outcome);
+        assert!(problems.len() == 1 && problems[0].contains("`w3`") && problems[0].contains("late/MatMul"), "{problems:?}");
+    }
+
+    #[test]
+    fn the_head_setting_and_exclusions_keep_weights_float() {
+        let mut g = graph();
+        let mut s = step(QuantChoice::None);
+        s.exclude.push(glob::Pattern::new("w*").unwrap());
+        let outcome = run(&mut g, &s).unwrap();
+        assert!(outcome.tensors.is_empty() && g.nodes.iter().all(|n| n.op == "MatMul"));
+        let why: Vec<&str> = outcome.kept_float.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(why, vec!["matches --quant-exclude", "lm_head stays float (--quant-lm-head none)"]);
+        assert!(validate(&g, &s, &outcome).is_empty(), "kept-float weights are not misses");
+    }
+
+    #[test]
+    fn a_graph_without_a_named_head_is_an_error() {
+        let mut g = graph();
+        g.nodes[1].name = "output/MatMul".into();
+        let e = run(&mut g, &step(QuantChoice::Int4)).unwrap_err().to_string();
+        assert!(e.contains("lm_head/"), "{e}");
+    }
 }

@@ -29,7 +29,7 @@ const MS: &str = "com.microsoft";
 fn weight_nk(graph: &Graph, c: &Candidate) -> Recipe {
     let w = graph.initializer(&c.weight).expect("selected candidates name initializers").clone();
     match c.reach {
-        Reach::Transposed { .. } | Reach::Table => w,
+        Reach::Transposed | Reach::Table => w,
         Reach::Direct => match w.normalized() {
             Recipe::Transpose { input, perm } if perm == [1, 0] => *input,
             other => other.transpose(vec![1, 0]),

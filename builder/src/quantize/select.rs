@@ -41,8 +41,8 @@ impl Role {
 pub enum Reach {
     /// `MatMul(A, W)` with `W: [K, N]` an initializer.
     Direct,
-    /// `MatMul(A, Transpose(W))` with `W: [N, K]` an initializer; the Transpose node's output.
-    Transposed { value: String },
+    /// `MatMul(A, Transpose(W))` with `W: [N, K]` an initializer.
+    Transposed,
     /// `Gather(W, indices)`, `W: [N, K]`.
     Table,
 }
@@ -71,7 +71,7 @@ pub fn candidates(graph: &Graph) -> Vec<Candidate> {
                 let reach = if float_2d(graph, b).is_some() {
                     Some((b.to_string(), Reach::Direct))
                 } else {
-                    transposed_weight(graph, b).map(|w| (w, Reach::Transposed { value: b.to_string() }))
+                    transposed_weight(graph, b).map(|w| (w, Reach::Transposed))
                 };
                 if let Some((weight, reach)) = reach {
                     out.push(Candidate { node: node.name.clone(), role, weight, reach });
