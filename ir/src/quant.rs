@@ -16,6 +16,8 @@
 //! `MatMulNBitsQuantizer` with `DefaultWeightOnlyQuantConfig` writes (docs/quantization.md
 //! says where each rule comes from; tests/tests/quant_bytes.rs proves it against the wheel).
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod dequant;
 pub mod dq;
 mod params;

@@ -6,7 +6,7 @@
 //! contiguous read, gathered into per-column block buffers on the stack (16 KiB), and each
 //! column's block is then quantized and packed in place. Nothing is allocated.
 
-use super::params::{quantize_value, rtn_params, BlockParams};
+use super::params::{finite_min_max, rounded_value, rtn_params_of_range, BlockParams};
 use super::search::search_params;
 use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Scale, WeightError, WeightView, MAX_BLOCK};
 use crate::{Error, Result};
@@ -46,14 +46,59 @@ pub fn quantize_measured<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>,
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn quantize_avx2<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
-    quantize_portable(settings, w, out)
+    kernel::<Avx2, S>(settings, w, out)
+}
+
+/// The two per-block passes, chosen once per call: [`Portable`] is plain Rust, [`Avx2`] the
+/// intrinsics of [`super::avx2`]; both give the same bits.
+trait BlockOps {
+    fn finite_min_max(values: &[f32]) -> Option<(f32, f32)>;
+    /// Quantizes a block into its blob `dst` (see [`portable_quantize_pack`]).
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8;
+}
+
+struct Portable;
+
+impl BlockOps for Portable {
+    #[inline(always)]
+    fn finite_min_max(values: &[f32]) -> Option<(f32, f32)> {
+        finite_min_max(values)
+    }
+    #[inline(always)]
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+        portable_quantize_pack(values, p, bits, carried, dst, qbuf, error)
+    }
+}
+
+/// Used only by [`quantize_avx2`], which runs after the CPU was found to have AVX2.
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl BlockOps for Avx2 {
+    #[inline(always)]
+    fn finite_min_max(values: &[f32]) -> Option<(f32, f32)> {
+        // SAFETY: see the type's comment.
+        unsafe { super::avx2::finite_min_max(values) }
+    }
+    #[inline(always)]
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+        // SAFETY: see the type's comment.
+        unsafe { super::avx2::quantize_pack(values, p, bits, carried, dst, qbuf, error) }
+    }
+}
+
+/// The kernel with the portable block passes (what runs without AVX2; tests compare it with
+/// the dispatched one).
+pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
+    kernel::<Portable, S>(settings, w, out)
 }
 
 /// The kernel; `inline(always)` so that [`quantize_avx2`] compiles all of it (and the block
 /// helpers it inlines) for AVX2.
 #[inline(always)]
-pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
-    let mut error = WeightError::default();
+fn kernel<O: BlockOps, S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, out: NBitsOut<'_, S>) -> Result<WeightError> {
+    let mut error = ErrorLanes::default();
     let layout = settings.layout(w.rows())?;
     let cols = w.cols();
     check_lengths(&layout, cols, out.b.len(), out.scales.len(), out.zero_points.as_ref().map(|z| z.len()))?;
@@ -74,22 +119,20 @@ pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightVi
             let r0 = kb * bs;
             let len = bs.min(k - r0);
             if !in_place {
-                gather(w, c0, width, r0, len, &mut tile)?;
+                gather(w, c0, width, r0, len, &mut tile);
             }
             for j in 0..width {
                 let col = c0 + j;
                 let values: &[f32] = match w.column_block(col, r0, len) {
-                    Some(v) => {
-                        if !v.iter().fold(true, |ok, x| ok & x.is_finite()) {
-                            let r = v.iter().position(|x| !x.is_finite()).expect("one is not finite");
-                            return Err(Error::QuantNonFinite { row: r0 + r, col, value: v[r] });
-                        }
-                        v
-                    }
+                    Some(v) => v,
                     None => &tile[j][..len],
                 };
+                let Some((min, max)) = O::finite_min_max(values) else {
+                    let r = values.iter().position(|x| !x.is_finite()).expect("one is not finite");
+                    return Err(Error::QuantNonFinite { row: r0 + r, col, value: values[r] });
+                };
                 let p: BlockParams<S> = match settings.method() {
-                    Method::Rtn => rtn_params(bits, settings.symmetric(), values),
+                    Method::Rtn => rtn_params_of_range(bits, settings.symmetric(), min, max),
                     Method::MseSearch => search_params(bits, settings.symmetric(), values),
                 };
                 scales[col * k_blocks + kb] = p.scale;
@@ -97,28 +140,19 @@ pub(crate) fn quantize_portable<S: Scale>(settings: &QuantSettings, w: &WeightVi
                     store_zero_point(bits, &mut z[col * zp_col..(col + 1) * zp_col], kb, p.zero_point);
                 }
                 let dst = &mut b[col * b_col + kb * blob..col * b_col + (kb + 1) * blob];
-                let q = &mut qbuf[..len];
-                quantize_block(values, &p, bits.max_q(), q);
-                add_block_error(&mut error, values, q, &p);
-                match bits {
-                    Bits::Int8 => pack8(q, dst),
-                    Bits::Int4 => {
-                        let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
-                        prev_last[j] = pack4(q, carried, dst);
-                    }
-                }
+                let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
+                prev_last[j] = O::quantize_pack(values, &p, bits, carried, dst, &mut qbuf, &mut error);
             }
         }
     }
-    Ok(error)
+    Ok(error.total())
 }
 
-/// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile, refusing non-finite
-/// weights (the error names the row and column within the view). A row-major view is read a
-/// row at a time (each a contiguous read shared by the tile's columns), a column-major one a
-/// column block at a time.
+/// Copies rows `r0..r0 + len` of columns `c0..c0 + width` into the tile. A row-major view
+/// is read a row at a time (each a contiguous read shared by the tile's columns), a
+/// column-major one a column block at a time. Finiteness is checked per block afterwards.
 #[inline]
-fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, tile: &mut [[f32; MAX_BLOCK]; TILE_COLS]) -> Result<()> {
+fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, tile: &mut [[f32; MAX_BLOCK]; TILE_COLS]) {
     if w.row_slice(0).is_some() {
         for r in 0..len {
             let row = &w.row_slice(r0 + r).expect("row-major")[c0..c0 + width];
@@ -131,48 +165,81 @@ fn gather(w: &WeightView<'_>, c0: usize, width: usize, r0: usize, len: usize, ti
             w.column_into(c0 + j, r0, &mut column[..len]);
         }
     }
-    for (j, column) in tile.iter().take(width).enumerate() {
-        if let Some(r) = column[..len].iter().position(|v| !v.is_finite()) {
-            return Err(Error::QuantNonFinite { row: r0 + r, col: c0 + j, value: column[r] });
+}
+
+/// Lanes of the weight error (|w - (q - zp) * scale|, the value MatMulNBits dequantizes)
+/// kept across blocks and reduced once at the end: per-block horizontal sums were a tenth of
+/// the kernel.
+#[derive(Default)]
+pub(super) struct ErrorLanes {
+    pub max: [f32; LANES],
+    pub sum_sq: [f64; LANES],
+    pub count: u64,
+}
+
+/// Lanes of the per-block loops: one AVX2 register of f32.
+pub(super) const LANES: usize = 8;
+
+impl ErrorLanes {
+    fn total(&self) -> WeightError {
+        WeightError {
+            max_abs: self.max.iter().fold(0f32, |m, &x| if x > m { x } else { m }),
+            sum_sq: self.sum_sq.iter().sum(),
+            count: self.count,
         }
     }
-    Ok(())
 }
 
-/// The stored values of one block. Branch-free (see [`quantize_value`]), so it vectorizes.
+/// Quantizes one block into `q` (one byte per value) and adds its error, in one pass: the
+/// error is computed from the rounded value while it is still an f32. Branch-free (see
+/// [`rounded_value`]) with eight independent lanes, so the loop vectorizes; a block has at
+/// most 256 values, so its squared errors are summed in f32 lanes and widened into the f64
+/// lanes once per block.
 #[inline(always)]
-fn quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8]) {
+pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8], error: &mut ErrorLanes) {
     let (r, z) = (p.reciprocal(), p.zero_point);
-    for (o, &v) in q.iter_mut().zip(values) {
-        *o = quantize_value(v, r, z, max_q);
-    }
-}
-
-/// Adds a block's error (|w - (q - zp) * scale|, the value MatMulNBits dequantizes) with
-/// eight independent f32 lanes, so the loop vectorizes; a block has at most 256 values, so
-/// f32 sums lose nothing that matters, and they are summed into the f64 total per block.
-#[inline(always)]
-fn add_block_error<S: Scale>(error: &mut WeightError, values: &[f32], q: &[u8], p: &BlockParams<S>) {
-    const LANES: usize = 8;
-    let (s, zp) = (p.scale.to_f32(), p.zero_point as f32);
-    let (mut max, mut sq) = ([0f32; LANES], [0f32; LANES]);
+    let (s, zp) = (p.scale.to_f32(), z as f32);
+    let mut sq = [0f32; LANES];
     let mut vs = values.chunks_exact(LANES);
-    let mut qs = q.chunks_exact(LANES);
-    for (v, q) in (&mut vs).zip(&mut qs) {
+    let mut qs = q.chunks_exact_mut(LANES);
+    for (v, o) in (&mut vs).zip(&mut qs) {
         for i in 0..LANES {
-            let d = (v[i] - (q[i] as f32 - zp) * s).abs();
-            max[i] = if d > max[i] { d } else { max[i] };
+            let rounded = rounded_value(v[i], r, z, max_q);
+            // SAFETY: an integer in [0, max_q].
+            o[i] = unsafe { rounded.to_int_unchecked::<i32>() } as u8;
+            let d = (v[i] - (rounded - zp) * s).abs();
+            error.max[i] = if d > error.max[i] { d } else { error.max[i] };
             sq[i] += d * d;
         }
     }
-    for (&v, &q) in vs.remainder().iter().zip(qs.remainder()) {
-        let d = (v - (q as f32 - zp) * s).abs();
-        max[0] = if d > max[0] { d } else { max[0] };
+    for (&v, o) in vs.remainder().iter().zip(qs.into_remainder()) {
+        let rounded = rounded_value(v, r, z, max_q);
+        // SAFETY: an integer in [0, max_q].
+        *o = unsafe { rounded.to_int_unchecked::<i32>() } as u8;
+        let d = (v - (rounded - zp) * s).abs();
+        error.max[0] = if d > error.max[0] { d } else { error.max[0] };
         sq[0] += d * d;
     }
-    error.max_abs = max.iter().fold(error.max_abs, |m, &x| if x > m { x } else { m });
-    error.sum_sq += sq.iter().map(|&x| x as f64).sum::<f64>();
+    for (total, &x) in error.sum_sq.iter_mut().zip(&sq) {
+        *total += x as f64;
+    }
     error.count += values.len() as u64;
+}
+
+/// Quantizes one block into its blob `dst` (INT8: a byte per value; INT4: [`pack4`], with
+/// `carried` its nibble from the previous block), through `qbuf`, adding its error; returns
+/// what the next block of the column carries (INT4; 0 for INT8).
+#[inline(always)]
+pub(super) fn portable_quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+    let q = &mut qbuf[..values.len()];
+    portable_quantize_block(values, p, bits.max_q(), q, error);
+    match bits {
+        Bits::Int8 => {
+            pack8(q, dst);
+            0
+        }
+        Bits::Int4 => pack4(q, carried, dst),
+    }
 }
 
 /// One stored byte per value; bytes past the end of a short last block are 0.

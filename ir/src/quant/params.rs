@@ -35,25 +35,44 @@ impl<S: Scale> BlockParams<S> {
 /// the first can differ, so a zero result is scanned again in row order.
 #[inline(always)]
 pub(crate) fn min_max(values: &[f32]) -> (f32, f32) {
+    let (min, max, _) = scan(values);
+    (min, max)
+}
+
+/// [`min_max`] of a block that must be finite: `None` when a value is NaN or infinite. The
+/// check rides in the same pass (`v - v` is 0 exactly for a finite `v`, NaN otherwise, and a
+/// sum of zeros stays 0), so a block is read once before it is quantized.
+#[inline(always)]
+pub(crate) fn finite_min_max(values: &[f32]) -> Option<(f32, f32)> {
+    let (min, max, finite) = scan(values);
+    finite.then_some((min, max))
+}
+
+#[inline(always)]
+fn scan(values: &[f32]) -> (f32, f32, bool) {
     const LANES: usize = 8;
-    let (mut lo, mut hi) = ([f32::MAX; LANES], [-f32::MAX; LANES]);
+    let (mut lo, mut hi, mut nonfinite) = ([f32::MAX; LANES], [-f32::MAX; LANES], [0f32; LANES]);
     let mut chunks = values.chunks_exact(LANES);
     for c in &mut chunks {
         for i in 0..LANES {
             lo[i] = if c[i] < lo[i] { c[i] } else { lo[i] };
             hi[i] = if c[i] > hi[i] { c[i] } else { hi[i] };
+            nonfinite[i] += c[i] - c[i];
         }
     }
     for &v in chunks.remainder() {
         lo[0] = if v < lo[0] { v } else { lo[0] };
         hi[0] = if v > hi[0] { v } else { hi[0] };
+        nonfinite[0] += v - v;
     }
     let min = lo.iter().fold(f32::MAX, |m, &x| if x < m { x } else { m });
     let max = hi.iter().fold(-f32::MAX, |m, &x| if x > m { x } else { m });
+    let finite = nonfinite.iter().fold(true, |ok, &x| ok & (x == 0.0));
     if min == 0.0 || max == 0.0 {
-        return min_max_in_order(values);
+        let (min, max) = min_max_in_order(values);
+        return (min, max, finite);
     }
-    (min, max)
+    (min, max, finite)
 }
 
 /// [`min_max`] in row order, one value at a time: MLAS's loop exactly.
@@ -125,6 +144,12 @@ pub(crate) fn asymmetric_params<S: Scale>(bits: Bits, min: f32, max: f32) -> Blo
 #[inline]
 pub(crate) fn rtn_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) -> BlockParams<S> {
     let (min, max) = min_max(values);
+    rtn_params_of_range(bits, symmetric, min, max)
+}
+
+/// RTN parameters of a block whose [`min_max`] is known.
+#[inline]
+pub(crate) fn rtn_params_of_range<S: Scale>(bits: Bits, symmetric: bool, min: f32, max: f32) -> BlockParams<S> {
     if symmetric {
         symmetric_params(bits, min, max)
     } else {
@@ -143,6 +168,14 @@ pub(crate) fn rtn_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) 
 /// same.
 #[inline]
 pub(crate) fn quantize_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> u8 {
+    // SAFETY: the rounded value is an integer in [0, max_q].
+    unsafe { rounded_value(v, reciprocal, zero_point, max_q).to_int_unchecked::<i32>() as u8 }
+}
+
+/// [`quantize_value`] before its conversion to a byte: the stored integer as an f32, which is
+/// also what the dequantized value is computed from.
+#[inline(always)]
+pub(crate) fn rounded_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> f32 {
     let top = max_q as f32 + 1.0;
     // Outside [-1, max_q + 1] every value rounds and clamps to the same end, so bound x first:
     // then the truncations below are in range (and plain conversions, which vectorize). f32::max
@@ -151,9 +184,7 @@ pub(crate) fn quantize_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8)
     // SAFETY: x is finite and within [-1, 256].
     let t = unsafe { x.to_int_unchecked::<i32>() } as f32;
     let f = x - t;
-    let rounded = (t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32).max(0.0).min(max_q as f32);
-    // SAFETY: rounded is an integer in [0, max_q].
-    unsafe { rounded.to_int_unchecked::<i32>() as u8 }
+    (t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32).max(0.0).min(max_q as f32)
 }
 
 #[cfg(test)]

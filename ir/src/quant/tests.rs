@@ -404,3 +404,54 @@ fn the_dispatched_kernel_equals_the_portable_one() {
         }
     }
 }
+
+/// Ties and near-ties of the rounding go through the AVX2 blocks as through the portable ones,
+/// and both store `roundf`'s integers: a block of +-8 fixes the INT4 symmetric scale at 1 (the
+/// tie of magnitudes takes the minimum; INT8's is 8/128), so `v * reciprocal + zero_point` lands exactly on halves, next to them and
+/// on 0.49999997, for every block size and in both layouts (the column-major view is read in
+/// place, the row-major one through the tile).
+#[test]
+fn dispatched_kernel_rounds_ties_as_the_portable_one() {
+    use super::kernel::quantize_portable;
+    let near = |x: f32, up: bool| if up { f32::from_bits(x.to_bits() + 1) } else { f32::from_bits(x.to_bits() - 1) };
+    let mut pattern = vec![8.0f32, -8.0];
+    for h in [-7.5f32, -6.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 6.5, 7.5] {
+        pattern.extend([h, near(h, true), near(h, false)]);
+    }
+    pattern.extend([0.49999997, -0.49999997, 0.0, -0.0, 3.0]);
+    for bs in [16usize, 32, 64, 128] {
+        let (k, n) = (2 * bs + 8, 5);
+        // Every block starts with +-8, the rest cycles through the pattern.
+        let column = |c: usize| -> Vec<f32> { (0..k).map(|r| if r % bs < 2 { pattern[r % bs] } else { pattern[2 + (r + c) % (pattern.len() - 2)] }).collect() };
+        let columns: Vec<Vec<f32>> = (0..n).map(column).collect();
+        let column_major: Vec<f32> = columns.concat();
+        let row_major: Vec<f32> = (0..k).flat_map(|r| columns.iter().map(move |col| col[r])).collect();
+        for bits in [Bits::Int4, Bits::Int8] {
+            for sym in [true, false] {
+                let s = QuantSettings::new(bits, bs, sym).unwrap();
+                let layout = s.layout(k).unwrap();
+                for view in [WeightView::new(&row_major, k, n, n).unwrap(), WeightView::column_major(&column_major, k, n).unwrap()] {
+                    let run = |portable: bool| {
+                        let mut b = vec![0u8; n * layout.b_per_column()];
+                        let mut sc = vec![0f32; n * layout.scales_per_column()];
+                        let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+                        let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
+                        let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
+                        (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
+                    };
+                    let (portable, dispatched) = (run(true), run(false));
+                    assert_eq!(portable, dispatched, "{bits:?} symmetric={sym} block {bs}");
+                    // And the integers are roundf's: with the INT4 symmetric scale at 1 the stored
+                    // value is roundf(w + 8) clamped to [0, 15].
+                    if bits == Bits::Int4 && sym {
+                        let deq = dequantize_all(&s, &Owned { b: portable.0.clone(), scales: portable.1.clone(), zp: None }, k, n);
+                        for (i, (&w, &d)) in row_major.iter().zip(&deq).enumerate() {
+                            let expected = (w + 8.0).round().clamp(0.0, 15.0) - 8.0;
+                            assert_eq!(d, expected, "row {} col {}: {w}", i / n, i % n);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
