@@ -49,6 +49,7 @@ pub(crate) fn finite_min_max(values: &[f32]) -> Option<(f32, f32)> {
 }
 
 #[inline(always)]
+#[allow(clippy::eq_op)] // `v - v` is the finiteness test (see `finite_min_max`).
 fn scan(values: &[f32]) -> (f32, f32, bool) {
     const LANES: usize = 8;
     let (mut lo, mut hi, mut nonfinite) = ([f32::MAX; LANES], [-f32::MAX; LANES], [0f32; LANES]);
