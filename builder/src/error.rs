@@ -20,7 +20,7 @@ pub enum Error {
     #[error("pipeline: {0}")]
     Pipeline(String),
     #[error("the {ep} {dtype} build failed validation against ep-sets/tables/{ep}.toml:\n  - {}", problems.join("\n  - "))]
-    Validation { ep: String, dtype: String, problems: Vec<String>, report: Box<crate::pipeline::PipelineReport> },
+    Validation { ep: String, dtype: ir::DType, problems: Vec<String>, report: Box<crate::pipeline::PipelineReport> },
     #[error("{0}")]
     Request(String),
     #[error("--strict: {}", warnings.join("; "))]

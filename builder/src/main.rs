@@ -167,9 +167,7 @@ fn ep_values(sets: &EpSets) -> clap::builder::PossibleValuesParser {
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::parse(s)
-        .filter(|d| models::SUPPORTED_DTYPES.contains(d))
-        .ok_or_else(|| format!("unsupported dtype `{s}`; choose one of f32, f16, bf16"))
+    DType::parse_plan(s).ok_or_else(|| format!("unsupported dtype `{s}`; choose one of {}", DType::plan_names()))
 }
 
 fn parse_bits(s: &str) -> Result<ep_sets::QuantBits, String> {
@@ -327,10 +325,8 @@ fn main() -> ExitCode {
                 method: if quant_method == "mse" { ir::quant::Method::MseSearch } else { ir::quant::Method::Rtn },
             });
             // The EP table picks the dtype a build names none of.
-            let dtype = dtype.unwrap_or_else(|| {
-                let d = sets.get(&ep).map(|t| t.default_dtype(quant.as_ref().map(|q| q.bits)).to_string()).unwrap_or_default();
-                DType::parse(&d).unwrap_or(DType::F32)
-            });
+            let dtype = dtype
+                .unwrap_or_else(|| sets.get(&ep).map_or(DType::F32, |t| t.default_dtype(quant.as_ref().map(|q| q.bits))));
             let json = diag_format == "json";
             let (demo_dir, _demo_guard);
             let (model_dir, output) = match model {

@@ -89,10 +89,10 @@ pub struct BuildReport {
 pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<BuildReport> {
     let start = Instant::now();
     let started = SystemTime::now();
-    if !models::SUPPORTED_DTYPES.contains(&req.dtype) {
+    if !req.dtype.is_plan() {
         return Err(models::Error::Dtype {
-            dtype: req.dtype.to_string(),
-            supported: models::SUPPORTED_DTYPES.map(|d| d.name()).join(", "),
+            dtype: req.dtype,
+            supported: DType::plan_names(),
         }
         .into());
     }
@@ -107,7 +107,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     if sets.get(&req.ep).is_none() {
         return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
-    let (table, plan) = sets.plan(&req.ep, req.dtype.name())?;
+    let (table, plan) = sets.plan(&req.ep, req.dtype)?;
     let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
@@ -130,7 +130,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
     let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
-    let pipeline = optimize(&mut model, table, plan, req.dtype.name(), req.explain, quant.as_ref())?;
+    let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
 
     let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
@@ -246,11 +246,11 @@ pub fn optimized_model(model_dir: &Path, ep: &str, dtype: DType, explain: bool) 
 /// [`optimized_model`] with weight quantization.
 pub fn optimized_model_with(model_dir: &Path, ep: &str, dtype: DType, explain: bool, quant: Option<&QuantRequest>) -> Result<(ir::Model, PipelineReport)> {
     let sets = EpSets::builtin()?;
-    let (table, plan) = sets.plan(ep, dtype.name())?;
+    let (table, plan) = sets.plan(ep, dtype)?;
     let step = resolve_quant(quant, table, dtype)?;
     let ckpt = Checkpoint::open(model_dir)?;
     let mut model = models::tasks::causal_lm::build(&ckpt, &build_options(plan, dtype))?;
-    let report = optimize(&mut model, table, plan, dtype.name(), explain, step.as_ref())?;
+    let report = optimize(&mut model, table, plan, explain, step.as_ref())?;
     Ok((model, report))
 }
 

@@ -52,7 +52,8 @@ fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
 
 /// Runs the table's stages on `model` and validates the result.
 /// With `quant`, the quantize step runs between the lower and fold stages (docs/pipeline.md).
-pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &str, explain: bool, quant: Option<&QuantStep>) -> Result<PipelineReport> {
+pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: bool, quant: Option<&QuantStep>) -> Result<PipelineReport> {
+    let dtype = plan.dtype;
     let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = Vec::new();
     let mut not_implemented = Vec::new();
     for (stage, rule) in plan.pipeline() {
@@ -150,7 +151,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, dtype: &st
         quant: quant_outcome,
     };
     if !problems.is_empty() {
-        return Err(Error::Validation { ep: table.name.clone(), dtype: dtype.into(), problems, report: Box::new(report) });
+        return Err(Error::Validation { ep: table.name.clone(), dtype, problems, report: Box::new(report) });
     }
     Ok(report)
 }
@@ -210,11 +211,11 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Valid
         Err(e) => return Validation { problems: vec![format!("operator schemas unreadable: {e}")], host_nodes: vec![] },
     };
     let types = ir::infer_types(graph, rules::op_types());
-    let dtype_of = |name: &str| -> Option<String> {
+    let dtype_of = |name: &str| -> Option<ir::DType> {
         if name.is_empty() {
             return None;
         }
-        types.get(name).map(|v| v.dtype.name().to_string())
+        types.get(name).map(|v| v.dtype)
     };
     let mut problems = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -224,8 +225,8 @@ pub fn validate_graph(graph: &Graph, table: &EpTable, plan: &DtypePlan) -> Valid
             problems.push(format!("node `{}` ({}) is forbidden for {}: {}", node.name, node.op, table.name, f.why));
             continue;
         }
-        let inputs: Vec<Option<String>> = node.inputs.iter().map(|i| dtype_of(i)).collect();
-        let outputs: Vec<Option<String>> = node.outputs.iter().map(|o| dtype_of(o)).collect();
+        let inputs: Vec<Option<ir::DType>> = node.inputs.iter().map(|i| dtype_of(i)).collect();
+        let outputs: Vec<Option<ir::DType>> = node.outputs.iter().map(|o| dtype_of(o)).collect();
         let bindings = schemas.bindings(&node.domain, &node.op, &inputs, &outputs).unwrap_or_default();
         match table.claims(&node.domain, &node.op, node.opset, &bindings) {
             Claim::No { reason } => {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::dtype::DType;
 use crate::table::{normalize_domain, EpTable, Kernel};
 
 /// The answer to "does this EP claim this node?".
@@ -27,13 +28,13 @@ fn qualified(domain: &str, op: &str) -> String {
 }
 
 /// Why `kernel` does not take a node at `opset` with `types`, or `None` if it does.
-fn mismatch(kernel: &Kernel, opset: i64, types: &BTreeMap<String, String>) -> Option<String> {
+fn mismatch(kernel: &Kernel, opset: i64, types: &BTreeMap<String, DType>) -> Option<String> {
     if !kernel.covers(opset) {
         return Some(format!("opset {opset} is outside the range"));
     }
     for (name, dtype) in types {
         if let Some(allowed) = kernel.types.get(name) {
-            if !allowed.iter().any(|a| a == dtype) {
+            if !allowed.contains(&dtype.elem()) {
                 return Some(format!("{name}={dtype} is not registered"));
             }
         }
@@ -43,12 +44,12 @@ fn mismatch(kernel: &Kernel, opset: i64, types: &BTreeMap<String, String>) -> Op
 
 impl EpTable {
     /// Does this EP run `domain`/`op` at model opset `opset` with the given type-constraint
-    /// bindings (constraint name -> short dtype, e.g. `{"T": "f16", "M": "i32"}`)?
+    /// bindings (constraint name -> dtype, e.g. `{"T": F16, "M": I32}`)?
     ///
     /// `opset` is the model's opset import for the op's domain: ORT resolves the schema
     /// version from it, and kernel ranges end where a new schema version starts, so "range
     /// contains the import" is the same test as "range contains the resolved version".
-    pub fn claims(&self, domain: &str, op: &str, opset: i64, types: &BTreeMap<String, String>) -> Claim<'_> {
+    pub fn claims(&self, domain: &str, op: &str, opset: i64, types: &BTreeMap<String, DType>) -> Claim<'_> {
         let domain = normalize_domain(domain);
         let kernels = self.kernels(domain, op);
         let name = qualified(domain, op);

@@ -108,7 +108,7 @@ pub enum Error {
 
     /// An (EP, dtype) pair that no table lists was asked for.
     #[error("no EP table for ({ep}, {dtype}); the pairs that exist are: {}", available.join(", "))]
-    UnknownPair { ep: String, dtype: String, available: Vec<String> },
+    UnknownPair { ep: String, dtype: crate::DType, available: Vec<String> },
 }
 
 fn join(problems: &[Problem]) -> String {

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use claim::Claim;
+pub use dtype::{DType, ElemType};
 pub use quant::{QuantBits, QuantChoice, QuantFormat, QuantPlan};
 pub use domain::Domain;
 pub use opschema::{OpSchema, OpSchemas};
@@ -97,16 +98,16 @@ impl EpSets {
     }
 
     /// Every (EP, dtype) pair some table lists, sorted.
-    pub fn pairs(&self) -> Vec<(&str, &str)> {
+    pub fn pairs(&self) -> Vec<(&str, DType)> {
         self.tables.values().flat_map(|t| t.dtypes().map(move |d| (t.name.as_str(), d))).collect()
     }
 
     /// The table and plan for (`ep`, `dtype`), or an error naming the pairs that exist. The
     /// builder calls this before reading any weight.
-    pub fn plan(&self, ep: &str, dtype: &str) -> Result<(&EpTable, &DtypePlan)> {
+    pub fn plan(&self, ep: &str, dtype: DType) -> Result<(&EpTable, &DtypePlan)> {
         self.get(ep).and_then(|t| t.dtype(dtype).map(|p| (t, p))).ok_or_else(|| Error::UnknownPair {
             ep: ep.to_string(),
-            dtype: dtype.to_string(),
+            dtype,
             available: self.pairs().into_iter().map(|(e, d)| format!("{e}/{d}")).collect(),
         })
     }

@@ -5,7 +5,7 @@
 //! `schemas.toml` is generated from ONNX Runtime 1.32's schema registry by
 //! `tools/gen_schemas.py`.
 
-use crate::{Error, Location, Result};
+use crate::{DType, ElemType, Error, Location, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -49,7 +49,7 @@ impl OpSchemas {
 
     /// Binds constraint names to the dtypes of a node's inputs and outputs (`None` where a slot
     /// is absent or its type unknown). The first slot that carries a constraint decides it.
-    pub fn bindings(&self, domain: &str, op: &str, inputs: &[Option<String>], outputs: &[Option<String>]) -> Option<BTreeMap<String, String>> {
+    pub fn bindings(&self, domain: &str, op: &str, inputs: &[Option<DType>], outputs: &[Option<DType>]) -> Option<BTreeMap<String, DType>> {
         let schema = self.get(domain, op)?;
         let mut out = BTreeMap::new();
         let formal = |list: &Vec<String>, i: usize, variadic: bool| -> Option<String> {
@@ -58,14 +58,14 @@ impl OpSchemas {
         for (i, dtype) in inputs.iter().enumerate() {
             if let (Some(d), Some(c)) = (dtype, formal(&schema.inputs, i, schema.variadic)) {
                 if schema.constraints.contains(&c) {
-                    out.entry(c).or_insert_with(|| d.clone());
+                    out.entry(c).or_insert(*d);
                 }
             }
         }
         for (i, dtype) in outputs.iter().enumerate() {
             if let (Some(d), Some(c)) = (dtype, formal(&schema.outputs, i, false)) {
                 if schema.constraints.contains(&c) {
-                    out.entry(c).or_insert_with(|| d.clone());
+                    out.entry(c).or_insert(*d);
                 }
             }
         }
@@ -76,12 +76,12 @@ impl OpSchemas {
     /// is absent or unknown): an output whose type parameter some input also carries takes the
     /// dtype [`bindings`](Self::bindings) gives it, a fixed tensor type (`tensor(int64)`) is that
     /// type, anything else is unknown. `None` when the operator has no schema.
-    pub fn output_dtypes(&self, domain: &str, op: &str, inputs: &[Option<String>]) -> Option<Vec<Option<String>>> {
+    pub fn output_dtypes(&self, domain: &str, op: &str, inputs: &[Option<DType>]) -> Option<Vec<Option<DType>>> {
         let schema = self.get(domain, op)?;
         let bound = self.bindings(domain, op, inputs, &[])?;
         let dtype = |formal: &String| match bound.get(formal) {
-            Some(d) => Some(d.clone()),
-            None if !schema.constraints.contains(formal) => crate::dtype::short_name(formal).map(str::to_string),
+            Some(d) => Some(*d),
+            None if !schema.constraints.contains(formal) => ElemType::from_onnx_name(formal).and_then(ElemType::dtype),
             None => None,
         };
         Some(schema.outputs.iter().map(dtype).collect())
@@ -95,21 +95,21 @@ mod tests {
     #[test]
     fn binds_gqa_slots_to_their_constraints() {
         let s = OpSchemas::builtin().unwrap();
-        let f = |x: &str| Some(x.to_string());
+        let f = |x: &str| Some(DType::parse(x).unwrap());
         let inputs = vec![f("f32"), f("f32"), f("f32"), f("f32"), f("f32"), f("i32"), f("i32")];
         let b = s.bindings("com.microsoft", "GroupQueryAttention", &inputs, &[f("f32")]).unwrap();
-        assert_eq!(b.get("T").map(String::as_str), Some("f32"));
-        assert_eq!(b.get("M").map(String::as_str), Some("i32"));
-        assert_eq!(b.get("T_CACHE").map(String::as_str), Some("f32"));
+        assert_eq!(b.get("T").copied(), Some(DType::F32));
+        assert_eq!(b.get("M").copied(), Some(DType::I32));
+        assert_eq!(b.get("T_CACHE").copied(), Some(DType::F32));
         let concat = s.bindings("", "Concat", &[f("f16"), f("f16"), f("f16")], &[]).unwrap();
-        assert_eq!(concat.get("T").map(String::as_str), Some("f16"));
+        assert_eq!(concat.get("T").copied(), Some(DType::F16));
         assert!(s.get("", "NoSuchOp").is_none());
     }
 
     #[test]
     fn outputs_take_the_dtype_their_type_parameter_binds() {
         let s = OpSchemas::builtin().unwrap();
-        let f = |x: &str| Some(x.to_string());
+        let f = |x: &str| Some(DType::parse(x).unwrap());
         // GatherBlockQuantized: output is T2, which only `scales` (input 2) carries.
         let gbq = s.output_dtypes("com.microsoft", "GatherBlockQuantized", &[f("u8"), f("i64"), f("f16")]).unwrap();
         assert_eq!(gbq, [f("f16")]);

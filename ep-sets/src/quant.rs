@@ -104,7 +104,7 @@ pub struct QuantPlan {
     pub format: QuantFormat,
     /// The activation dtype (`--dtype` default) of a quantized build; a `[dtype.*]` section of
     /// the table.
-    pub dtype: String,
+    pub dtype: crate::DType,
     /// MatMulNBits' `accuracy_level` (`--accuracy-level` default); 0 for the standard form.
     pub accuracy_level: i64,
     /// Default of `--quant-lm-head`.

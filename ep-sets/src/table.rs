@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use crate::dtype::{DType, ElemType};
 use crate::error::{Error, Location, Result};
 use crate::quant::{QuantBits, QuantPlan};
 use crate::schema::{RawKernel, RawTable};
@@ -37,7 +38,7 @@ pub struct Forbidden {
 /// What the table says for one dtype: the ordered rule lists per stage and what to expect.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DtypePlan {
-    pub dtype: String,
+    pub dtype: DType,
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
     pub required: Vec<RuleRef>,
@@ -98,7 +99,7 @@ pub struct Exclusion {
     pub rule: String,
     pub why: String,
     /// `None`: excluded for every dtype.
-    pub dtype: Option<String>,
+    pub dtype: Option<DType>,
     pub span: Option<Range<usize>>,
 }
 
@@ -108,9 +109,10 @@ pub struct Kernel {
     pub since: i64,
     /// Inclusive; `None` means open-ended.
     pub until: Option<i64>,
-    /// Type constraint name (`T`, `M`, ...) -> short dtype names. A constraint the kernel
-    /// does not list is not checked, as in ONNX Runtime's own kernel matching.
-    pub types: BTreeMap<String, Vec<String>>,
+    /// Type constraint name (`T`, `M`, ...) -> the element types registered for it. A
+    /// constraint the kernel does not list is not checked, as in ONNX Runtime's own kernel
+    /// matching.
+    pub types: BTreeMap<String, Vec<ElemType>>,
     /// Where in ONNX Runtime the registration is (file and registration, version read).
     pub source: String,
     pub note: Option<String>,
@@ -136,7 +138,7 @@ impl Kernel {
             Some(u) => format!("[{}, {}]", self.since, u),
         };
         let types: Vec<String> =
-            self.types.iter().map(|(k, v)| format!("{k}=[{}]", v.join(", "))).collect();
+            self.types.iter().map(|(k, v)| format!("{k}=[{}]", v.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "))).collect();
         let host = if self.host { " (host: runs on the CPU EP)" } else { "" };
         if types.is_empty() {
             format!("opset {range}{host}")
@@ -154,6 +156,17 @@ pub struct GenaiProvider {
     pub source: Option<String>,
 }
 
+/// A dtype name a table wrote that means nothing there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UnknownDtype {
+    pub name: String,
+    /// Where it was written, for the message (`[dtype.f8]`, `claim of Add: constraint T`).
+    pub place: String,
+    /// What it should have been (`f32, f16, bf16`).
+    pub expected: String,
+    pub span: Option<Range<usize>>,
+}
+
 /// One EP's table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpTable {
@@ -166,14 +179,17 @@ pub struct EpTable {
     pub(crate) text: String,
     pub(crate) name_span: Option<Range<usize>>,
     pub(crate) genai: Option<GenaiProvider>,
-    pub(crate) plans: BTreeMap<String, DtypePlan>,
+    pub(crate) plans: BTreeMap<DType, DtypePlan>,
     pub(crate) exclusions: Vec<Exclusion>,
     /// `[quant.int4]` / `[quant.int8]`; a bit width absent here is refused by `--quant`.
     pub(crate) quant: BTreeMap<QuantBits, QuantPlan>,
     /// Names a bit width no [`QuantBits`] knows, with where: reported by `validate`.
     pub(crate) unknown_quant: Vec<(String, Option<Range<usize>>)>,
+    /// Dtype names no [`DType::PLAN`] (or, in kernel claims, no [`ElemType`]) knows, with
+    /// where they were written: reported by `validate`; the entry that named one is dropped.
+    pub(crate) unknown_dtypes: Vec<UnknownDtype>,
     /// `[ep] default_dtype`, when the table gives one.
-    pub(crate) default_dtype: Option<String>,
+    pub(crate) default_dtype: Option<DType>,
     pub(crate) default_dtype_span: Option<Range<usize>>,
     /// (domain, op) -> kernels; domain `""` is the default ONNX domain.
     pub(crate) ops: BTreeMap<(String, String), Vec<Kernel>>,
@@ -181,20 +197,20 @@ pub struct EpTable {
 
 impl EpTable {
     /// The plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
-    pub fn dtype(&self, d: &str) -> Option<&DtypePlan> {
-        self.plans.get(d)
+    pub fn dtype(&self, d: DType) -> Option<&DtypePlan> {
+        self.plans.get(&d)
     }
 
     /// The `--dtype` of a build that names none: `[quant.*].dtype` when quantizing, else
     /// `[ep] default_dtype`, else f32 when the table has it, else its first dtype.
-    pub fn default_dtype(&self, quant: Option<QuantBits>) -> &str {
+    pub fn default_dtype(&self, quant: Option<QuantBits>) -> DType {
         if let Some(q) = quant.and_then(|b| self.quant.get(&b)) {
-            return &q.dtype;
+            return q.dtype;
         }
-        match &self.default_dtype {
+        match self.default_dtype {
             Some(d) => d,
-            None if self.plans.contains_key("f32") => "f32",
-            None => self.plans.keys().next().map_or("f32", |s| s.as_str()),
+            None if self.plans.contains_key(&DType::F32) => DType::F32,
+            None => self.plans.keys().next().copied().unwrap_or(DType::F32),
         }
     }
 
@@ -209,12 +225,12 @@ impl EpTable {
     }
 
     /// The dtypes the table has a plan for.
-    pub fn dtypes(&self) -> impl Iterator<Item = &str> {
-        self.plans.keys().map(|s| s.as_str())
+    pub fn dtypes(&self) -> impl Iterator<Item = DType> + '_ {
+        self.plans.keys().copied()
     }
 
     /// The structural flags of dtype `d` (empty when the dtype is not listed).
-    pub fn flags(&self, d: &str) -> Vec<&str> {
+    pub fn flags(&self, d: DType) -> Vec<&str> {
         self.dtype(d).map_or_else(Vec::new, |p| p.flags.iter().map(|f| f.id.as_str()).collect())
     }
 
@@ -230,10 +246,8 @@ impl EpTable {
     }
 
     /// The exclusion of `rule` that applies to dtype `d`, if any.
-    pub fn excluded(&self, rule: &str, d: &str) -> Option<&Exclusion> {
-        self.exclusions
-            .iter()
-            .find(|e| e.rule == rule && e.dtype.as_deref().is_none_or(|x| x == d))
+    pub fn excluded(&self, rule: &str, d: DType) -> Option<&Exclusion> {
+        self.exclusions.iter().find(|e| e.rule == rule && e.dtype.is_none_or(|x| x == d))
     }
 
     /// Every (domain, op) the table claims.
@@ -272,6 +286,15 @@ pub(crate) fn split_op(qualified: &str) -> (String, String) {
     }
 }
 
+/// A plan dtype by name, or `None` with the name recorded for `validate`.
+fn plan_dtype(unknown: &mut Vec<UnknownDtype>, name: String, place: String, span: Option<Range<usize>>) -> Option<DType> {
+    let d = DType::parse_plan(&name);
+    if d.is_none() {
+        unknown.push(UnknownDtype { name, place, expected: DType::plan_names(), span });
+    }
+    d
+}
+
 /// Parse one table. Only the shape of the TOML is checked here; `validate` checks the rest.
 pub fn parse(file: &str, text: &str) -> Result<EpTable> {
     let raw: RawTable = toml::from_str(text).map_err(|e| Error::Parse {
@@ -286,9 +309,11 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             })
             .collect()
     };
+    let mut unknown_dtypes = Vec::new();
     let mut plans = BTreeMap::new();
-    for (dtype, plan) in raw.dtype {
+    for (name, plan) in raw.dtype {
         let span = plan.span();
+        let Some(dtype) = plan_dtype(&mut unknown_dtypes, name.clone(), format!("[dtype.{name}]"), Some(span.clone())) else { continue };
         let p = plan.into_inner();
         let mut stages = BTreeMap::new();
         for (stage, list) in [
@@ -311,7 +336,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             })
             .collect();
         plans.insert(
-            dtype.clone(),
+            dtype,
             DtypePlan {
                 dtype,
                 stages,
@@ -339,28 +364,50 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             },
         );
     }
-    let exclusions = raw
-        .exclude
-        .into_iter()
-        .map(|e| {
-            let span = e.span();
-            let e = e.into_inner();
-            Exclusion {
-                rule: e.rule.into_inner(),
-                why: e.why.unwrap_or_default(),
-                dtype: e.dtype.map(|d| d.into_inner()),
-                span: Some(span),
+    let mut exclusions = Vec::new();
+    for e in raw.exclude {
+        let span = e.span();
+        let e = e.into_inner();
+        let rule = e.rule.into_inner();
+        let dtype = match e.dtype {
+            None => None,
+            Some(d) => {
+                let at = d.span();
+                match plan_dtype(&mut unknown_dtypes, d.into_inner(), format!("the exclusion of `{rule}`"), Some(at)) {
+                    Some(d) => Some(d),
+                    None => continue,
+                }
             }
-        })
-        .collect();
+        };
+        exclusions.push(Exclusion { rule, why: e.why.unwrap_or_default(), dtype, span: Some(span) });
+    }
     let mut ops: BTreeMap<(String, String), Vec<Kernel>> = BTreeMap::new();
     for (domain, by_op) in raw.ops {
         let domain = normalize_domain(&domain).to_string();
         for (op, kernels) in by_op {
+            let what = crate::Domain::qualify(&domain, &op);
             let entry = ops.entry((domain.clone(), op)).or_default();
             entry.extend(kernels.into_iter().map(|k| {
                 let span = k.span();
                 let RawKernel { since, until, source, note, host, types } = k.into_inner();
+                let types = types
+                    .into_iter()
+                    .map(|(constraint, names)| {
+                        let elems = names
+                            .into_iter()
+                            .filter_map(|name| {
+                                let t = ElemType::parse(&name);
+                                if t.is_none() {
+                                    let place = format!("the claim of {what}, constraint {constraint}");
+                                    let expected = "an ONNX element type such as f32, i64, bool".to_string();
+                                    unknown_dtypes.push(UnknownDtype { name, place, expected, span: Some(span.clone()) });
+                                }
+                                t
+                            })
+                            .collect();
+                        (constraint, elems)
+                    })
+                    .collect();
                 Kernel { since, until, types, source: source.unwrap_or_default(), note, host, span: Some(span) }
             }));
         }
@@ -372,12 +419,14 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         let q = q.into_inner();
         match QuantBits::parse(&bits) {
             Some(b) => {
+                let place = format!("[quant.{bits}] dtype");
+                let Some(dtype) = plan_dtype(&mut unknown_dtypes, q.dtype, place, Some(span.clone())) else { continue };
                 quant.insert(
                     b,
                     QuantPlan {
                         bits: b,
                         format: q.format,
-                        dtype: q.dtype,
+                        dtype,
                         accuracy_level: q.accuracy_level,
                         lm_head: q.lm_head,
                         embeddings: q.embeddings,
@@ -391,6 +440,10 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
     }
     let name_span = raw.ep.name.span();
     let default_dtype_span = raw.ep.default_dtype.as_ref().map(|d| d.span());
+    let default_dtype = raw
+        .ep
+        .default_dtype
+        .and_then(|d| plan_dtype(&mut unknown_dtypes, d.into_inner(), "ep.default_dtype".into(), default_dtype_span.clone()));
     Ok(EpTable {
         name: raw.ep.name.into_inner(),
         provider: raw.ep.provider,
@@ -403,7 +456,8 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         exclusions,
         quant,
         unknown_quant,
-        default_dtype: raw.ep.default_dtype.map(|d| d.into_inner()),
+        unknown_dtypes,
+        default_dtype,
         default_dtype_span,
         ops,
     })

@@ -1,6 +1,6 @@
 //! Bad tables give errors that name the file and the line.
 
-use ep_sets::{EpSets, Error};
+use ep_sets::{DType, EpSets, Error};
 
 const GOOD_HEAD: &str = r#"[ep]
 name = "toy"
@@ -26,7 +26,7 @@ fn problems(text: &str) -> Vec<String> {
 #[test]
 fn good_toy_table_is_valid() {
     let s = load(GOOD_HEAD).unwrap();
-    assert_eq!(s.pairs(), [("toy", "f16")]);
+    assert_eq!(s.pairs(), [("toy", DType::F16)]);
 }
 
 #[test]
@@ -131,11 +131,11 @@ fn default_dtypes_come_from_the_table() {
     use ep_sets::QuantBits;
     let sets = EpSets::builtin().unwrap();
     let cpu = sets.get("cpu").unwrap();
-    assert_eq!(cpu.default_dtype(None), "f32");
-    assert_eq!(cpu.default_dtype(Some(QuantBits::Int4)), "f32");
+    assert_eq!(cpu.default_dtype(None), DType::F32);
+    assert_eq!(cpu.default_dtype(Some(QuantBits::Int4)), DType::F32);
     let cuda = sets.get("cuda").unwrap();
-    assert_eq!(cuda.default_dtype(None), "f16", "cuda has no f32 section");
+    assert_eq!(cuda.default_dtype(None), DType::F16, "cuda has no f32 section");
     assert!(cuda.quant(QuantBits::Int8).is_none());
     let s = load(GOOD_HEAD).unwrap();
-    assert_eq!(s.get("toy").unwrap().default_dtype(None), "f16", "the only dtype");
+    assert_eq!(s.get("toy").unwrap().default_dtype(None), DType::F16, "the only dtype");
 }

@@ -2,14 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use ep_sets::{Claim, EpSets, Error, Stage};
+use ep_sets::{Claim, DType, EpSets, Error, Stage};
 
 fn sets() -> EpSets {
     EpSets::builtin().unwrap_or_else(|e| panic!("builtin tables are invalid:\n{e}"))
 }
 
-fn types(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+fn types(pairs: &[(&str, &str)]) -> BTreeMap<String, DType> {
+    pairs.iter().map(|(k, v)| (k.to_string(), DType::parse(v).unwrap())).collect()
 }
 
 fn ids(list: &[ep_sets::RuleRef]) -> Vec<&str> {
@@ -55,12 +55,12 @@ fn load_dir_reads_the_same_tables() {
 #[test]
 fn unknown_pair_is_refused_naming_the_pairs_that_exist() {
     let s = sets();
-    let err = s.plan("cuda", "f32").unwrap_err();
+    let err = s.plan("cuda", DType::F32).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::UnknownPair { .. }));
     assert!(msg.contains("cuda/f16") && msg.contains("cpu/f32") && msg.contains("webgpu/f32"), "{msg}");
-    assert!(s.plan("cuda", "bf16").is_ok());
-    assert!(s.plan("nope", "f16").is_err());
+    assert!(s.plan("cuda", DType::BF16).is_ok());
+    assert!(s.plan("nope", DType::F16).is_err());
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn default_is_standard_onnx_only() {
         assert_eq!(domain, "", "default claims {domain}.{op}");
         assert_ne!(op, "SimplifiedLayerNormalization");
     }
-    let p = t.dtype("f32").unwrap();
+    let p = t.dtype(DType::F32).unwrap();
     assert!(p.stage(Stage::Fuse).is_empty());
     assert!(p.forbids("com.microsoft", "GroupQueryAttention").is_some());
     assert!(t.claims("", "Attention", 24, &types(&[("T1", "f32"), ("T2", "f32"), ("U", "bool")])).is_yes());
@@ -82,11 +82,11 @@ fn default_is_standard_onnx_only() {
 fn cpu_f32_requires_gqa_rotary_and_skip_rms_norm() {
     let s = sets();
     let t = s.get("cpu").unwrap();
-    let p = t.dtype("f32").unwrap();
+    let p = t.dtype(DType::F32).unwrap();
     assert!(p.is_required("fuse.gqa_rotary") && p.is_required("fuse.skip_rms_norm"));
     assert!(p.runs("fuse.pack_qkv") && !p.is_required("fuse.pack_qkv"));
     assert_eq!(ids(p.stage(Stage::Prefuse)), ["lower.if_to_where"]);
-    assert!(t.dtype("f16").is_none());
+    assert!(t.dtype(DType::F16).is_none());
     assert!(t.genai_provider_options().is_none());
     // Facts read from the ORT 1.32.0 CPU registry.
     let gqa = types(&[("T", "f32"), ("M", "i32")]);
@@ -119,8 +119,8 @@ fn claim_no_names_what_is_claimed() {
 fn cuda_f16_and_bf16_use_the_cpu_fusions() {
     let s = sets();
     let t = s.get("cuda").unwrap();
-    let cpu = s.get("cpu").unwrap().dtype("f32").unwrap();
-    for d in ["f16", "bf16"] {
+    let cpu = s.get("cpu").unwrap().dtype(DType::F32).unwrap();
+    for d in [DType::F16, DType::BF16] {
         let p = t.dtype(d).unwrap();
         assert_eq!(ids(p.stage(Stage::Fuse)), ids(cpu.stage(Stage::Fuse)), "{d}");
         assert_eq!(ids(&p.required), ids(&cpu.required));
@@ -132,10 +132,10 @@ fn cuda_f16_and_bf16_use_the_cpu_fusions() {
 fn dml_keeps_rope_separate_and_qkv_unpacked() {
     let s = sets();
     let t = s.get("dml").unwrap();
-    let p = t.dtype("f16").unwrap();
+    let p = t.dtype(DType::F16).unwrap();
     assert!(p.runs("fuse.gqa") && !p.runs("fuse.gqa_rotary"));
     assert!(p.stage(Stage::Lower).iter().any(|r| r.id == "lower.separate_rope"));
-    assert!(!p.runs("fuse.pack_qkv") && t.excluded("fuse.pack_qkv", "f16").is_some());
+    assert!(!p.runs("fuse.pack_qkv") && t.excluded("fuse.pack_qkv", DType::F16).is_some());
     assert!(p.forbids("", "If").is_some());
     assert!(t.claims("com.microsoft", "RotaryEmbedding", 1, &types(&[("T", "f16"), ("M", "i64")])).is_yes());
     assert!(!t.claims("", "RotaryEmbedding", 24, &types(&[("T", "f16")])).is_yes());
@@ -145,7 +145,7 @@ fn dml_keeps_rope_separate_and_qkv_unpacked() {
 fn webgpu_lowers_int64_and_fixes_dims() {
     let s = sets();
     let t = s.get("webgpu").unwrap();
-    for d in ["f16", "f32"] {
+    for d in [DType::F16, DType::F32] {
         let p = t.dtype(d).unwrap();
         assert!(p.is_required("fuse.gqa_rotary"));
         assert!(p.stage(Stage::Lower).iter().any(|r| r.id == "lower.int64_to_int32"));
@@ -153,14 +153,14 @@ fn webgpu_lowers_int64_and_fixes_dims() {
         assert!(p.forbids("ai.onnx", "If").is_some());
         assert!(p.limits.contains_key("max_context"));
     }
-    assert_eq!(t.flags("f16"), ["concrete_dims"]);
+    assert_eq!(t.flags(DType::F16), ["concrete_dims"]);
 }
 
 #[test]
 fn trt_rtx_has_no_skip_norms() {
     let s = sets();
     let t = s.get("trt-rtx").unwrap();
-    for d in ["f16", "bf16"] {
+    for d in [DType::F16, DType::BF16] {
         let p = t.dtype(d).unwrap();
         assert!(p.forbids("com.microsoft", "SkipSimplifiedLayerNormalization").is_some());
         assert!(p.forbids("com.microsoft", "SkipLayerNormalization").is_some());

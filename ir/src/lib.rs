@@ -39,7 +39,8 @@ mod transpose;
 mod writeq;
 mod text;
 
-pub use dtype::DType;
+pub use dtype::{dtype_from_safetensors, DType};
+pub use ep_sets::ElemType;
 pub use error::{Error, Result};
 pub use files::{entry_kind, regular_file, EntryKind};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};

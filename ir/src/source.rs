@@ -107,7 +107,7 @@ pub fn safetensors_header(path: &Path, bytes: &[u8]) -> Result<Vec<HeaderEntry>>
     let base = bytes.as_ptr() as usize;
     let mut out = Vec::new();
     for (name, view) in st.tensors() {
-        let dtype = DType::from_safetensors(view.dtype()).ok_or_else(|| Error::UnsupportedSourceDtype {
+        let dtype = crate::dtype_from_safetensors(view.dtype()).ok_or_else(|| Error::UnsupportedSourceDtype {
             path: path.to_path_buf(),
             name: name.clone(),
             dtype: format!("{:?}", view.dtype()),

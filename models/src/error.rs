@@ -19,7 +19,7 @@ pub enum Error {
     #[error("{path}: {reason}")]
     Checkpoint { path: PathBuf, reason: String },
     #[error("unsupported dtype {dtype}: choose one of {supported}")]
-    Dtype { dtype: String, supported: String },
+    Dtype { dtype: ir::DType, supported: String },
     #[error(transparent)]
     Ir(#[from] ir::Error),
 }

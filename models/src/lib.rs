@@ -51,5 +51,3 @@ impl Default for BuildOptions {
     }
 }
 
-/// The dtypes a generic graph can be built in.
-pub const SUPPORTED_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];

@@ -163,14 +163,14 @@ impl OpTypes {
 impl OpInference for OpTypes {
     fn infer(&self, node: &Node, inputs: &[Option<&ValueInfo>]) -> Vec<Inferred> {
         let Some(decl) = self.declaration(&node.domain, &node.op) else { return Vec::new() };
-        let names: Vec<Option<String>> = inputs.iter().map(|v| v.map(|v| v.dtype.name().to_string())).collect();
-        let Some(dtypes) = self.schemas.output_dtypes(&node.domain, &node.op, &names) else { return Vec::new() };
+        let in_dtypes: Vec<Option<DType>> = inputs.iter().map(|v| v.map(|v| v.dtype)).collect();
+        let Some(dtypes) = self.schemas.output_dtypes(&node.domain, &node.op, &in_dtypes) else { return Vec::new() };
         let mut shapes = (decl.shape)(node, inputs).into_iter();
         dtypes
             .into_iter()
             .map(|dtype| {
                 let shape = shapes.next().unwrap_or(OutShape::NotInferred);
-                let dtype = dtype.and_then(|d| DType::parse(&d))?;
+                let dtype = dtype?;
                 match shape {
                     OutShape::Dims(d) => Some((dtype, Some(d))),
                     OutShape::Unknown => Some((dtype, None)),

@@ -47,7 +47,7 @@ fn matrix() -> Vec<Cell> {
         }
         for table in sets.names().filter_map(|n| sets.get(n)) {
             for q in table.quant_plans() {
-                out.push((f.to_string(), table.name.clone(), q.dtype.clone(), Some(q.bits.name().to_string())));
+                out.push((f.to_string(), table.name.clone(), q.dtype.to_string(), Some(q.bits.name().to_string())));
             }
         }
     }

@@ -195,9 +195,9 @@ fn every_cpu_node_kind_runs_alone_on_ort_and_is_claimed() {
         built += 1;
         let values = all_values(&model, &feeds(&model));
         for n in &model.graph.nodes {
-            let dt = |name: &String| (!name.is_empty()).then(|| values.get(name).map(|v| dtype_of(v).name().to_string())).flatten();
-            let ins: Vec<Option<String>> = n.inputs.iter().map(|i| dt(i).or_else(|| model.graph.initializer(i).map(|r| r.dtype().name().to_string()))).collect();
-            let outs: Vec<Option<String>> = n.outputs.iter().map(dt).collect();
+            let dt = |name: &String| (!name.is_empty()).then(|| values.get(name).map(dtype_of)).flatten();
+            let ins: Vec<Option<ir::DType>> = n.inputs.iter().map(|i| dt(i).or_else(|| model.graph.initializer(i).map(|r| r.dtype()))).collect();
+            let outs: Vec<Option<ir::DType>> = n.outputs.iter().map(dt).collect();
             let bindings = schemas.bindings(&n.domain, &n.op, &ins, &outs).unwrap_or_default();
             let shapes: Vec<Vec<usize>> = n.inputs.iter().filter_map(|i| values.get(i).map(shape_of)).collect();
             let key = format!("{}|{}|{bindings:?}|{}|{shapes:?}", n.domain, n.op, attrs_key(n));
@@ -301,8 +301,8 @@ fn cpu_examples_run_on_ort_and_are_claimed() {
             g.outputs.push(ValueInfo { name: name.clone(), dtype: ir::DType::parse(t).unwrap(), shape: None });
             node.outputs.push(name);
         }
-        let ins: Vec<Option<String>> = feeds.iter().map(|(_, f)| Some(dtype_of(f).name().to_string())).collect();
-        let outs: Vec<Option<String>> = out_types.iter().map(|t| (!t.is_empty()).then(|| t.to_string())).collect();
+        let ins: Vec<Option<ir::DType>> = feeds.iter().map(|(_, f)| Some(dtype_of(f))).collect();
+        let outs: Vec<Option<ir::DType>> = out_types.iter().map(|t| (!t.is_empty()).then(|| ir::DType::parse(t).unwrap())).collect();
         let bindings = schemas.bindings(domain, op, &ins, &outs).unwrap_or_default();
         if let ep_sets::Claim::No { reason } = table.claims(domain, op, opset, &bindings) {
             failed.push(format!("{op}: not claimed: {reason}"));

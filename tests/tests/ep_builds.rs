@@ -138,8 +138,8 @@ fn optimized_graphs_meet_the_op_expectations() {
     let mut checked = 0;
     for (ep, dtype) in sets.pairs() {
         for fx in decoder_fixtures() {
-            let result = check_build(&ex, ep, dtype, fx, None);
-            let pending = is_pending(&ex, ep, dtype, fx);
+            let result = check_build(&ex, ep, dtype.name(), fx, None);
+            let pending = is_pending(&ex, ep, dtype.name(), fx);
             match (result, pending) {
                 (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
                 (Some(problems), false) => {
@@ -151,7 +151,7 @@ fn optimized_graphs_meet_the_op_expectations() {
                 )),
                 (None, true) => {
                     // A pending build that builds but has no expectation: fine only while it fails.
-                    if optimized(fx, ep, dtype).is_ok() {
+                    if optimized(fx, ep, dtype.name()).is_ok() {
                         failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
                     }
                 }
@@ -163,7 +163,7 @@ fn optimized_graphs_meet_the_op_expectations() {
     for table in sets.names().filter_map(|n| sets.get(n)) {
         for q in table.quant_plans() {
             for fx in decoder_fixtures() {
-                match check_build(&ex, &table.name, &q.dtype, fx, Some(q.bits.name())) {
+                match check_build(&ex, &table.name, q.dtype.name(), fx, Some(q.bits.name())) {
                     None => failures.push(format!("{}/{}/{} {fx}: no expectation in tests/expectations/ops.toml", table.name, q.dtype, q.bits)),
                     Some(problems) => {
                         checked += 1;
@@ -180,7 +180,7 @@ fn optimized_graphs_meet_the_op_expectations() {
 #[test]
 fn a_failed_check_fails_the_cpu_build_with_its_message() {
     let sets = EpSets::builtin().unwrap();
-    let (table, plan) = sets.plan("cpu", "f32").unwrap();
+    let (table, plan) = sets.plan("cpu", ir::DType::F32).unwrap();
     let mut model = generic("tiny-llama", ir::DType::F32);
     // Produce the cos cache with a Mul that makes it 3-D ([1, max_positions, half]), which
     // GroupQueryAttention cannot take as its cos_cache.
@@ -201,7 +201,7 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
         n.inputs[1] = "cos_from_mul/out".into();
     }
     model.graph.nodes.insert(0, mul);
-    let err = optimize(&mut model, table, plan, "f32", false, None).expect_err("the cpu build must fail");
+    let err = optimize(&mut model, table, plan, false, None).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("fuse.gqa_rotary"), "{text}");
     assert!(text.contains("caches_2d"), "{text}");
@@ -237,7 +237,7 @@ mod cpu_parity {
 fn concrete_dims_reach_the_task_as_a_named_flag() {
     let sets = EpSets::builtin().unwrap();
     for (ep, fixed) in [("webgpu", true), ("cpu", false)] {
-        let plan = sets.plan(ep, "f32").unwrap().1;
+        let plan = sets.plan(ep, ir::DType::F32).unwrap().1;
         let options = builder::build_options(plan, ir::DType::F32);
         let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).unwrap();
         let model = models::tasks::causal_lm::build(&ckpt, &options).unwrap();
@@ -275,14 +275,14 @@ fn host_placed_nodes_are_listed_in_the_report() {
 #[test]
 fn a_required_fusion_cannot_miss_without_the_tables_why() {
     let sets = EpSets::builtin().unwrap();
-    let (table, plan) = sets.plan("cpu", "f32").unwrap();
+    let (table, plan) = sets.plan("cpu", ir::DType::F32).unwrap();
     assert!(plan.not_applicable("fuse.gqa_rotary", "partial_rotary_cpu").is_some(), "the cpu table says why");
     let mut strict = plan.clone();
     for checks in strict.not_applicable.values_mut() {
         checks.retain(|n| n.check != "partial_rotary_cpu");
     }
     let mut model = generic("tiny-phi3-partial", ir::DType::F32);
-    let err = optimize(&mut model, table, &strict, "f32", false, None).expect_err("the cpu build must fail");
+    let err = optimize(&mut model, table, &strict, false, None).expect_err("the cpu build must fail");
     let text = err.to_string();
     assert!(text.contains("required fusion `fuse.gqa_rotary` missed node `model.layers.0.self_attn/Attention`"), "{text}");
     assert!(text.contains("check `partial_rotary_cpu` failed") && text.contains("multiple of 8 columns"), "{text}");
@@ -296,7 +296,7 @@ fn a_required_fusion_cannot_miss_without_the_tables_why() {
         checks.retain(|n| n.check != "match.q_rot");
     }
     let mut model = generic("tiny-gpt2", ir::DType::F32);
-    let text = optimize(&mut model, table, &strict, "f32", false, None).expect_err("gpt2 without the entry").to_string();
+    let text = optimize(&mut model, table, &strict, false, None).expect_err("gpt2 without the entry").to_string();
     assert!(text.contains("pattern line `match.q_rot` failed"), "{text}");
 }
 

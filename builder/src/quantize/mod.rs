@@ -264,7 +264,7 @@ mod tests {
         let plan = QuantPlan {
             bits: QuantBits::Int4,
             format: QuantFormat::MatmulNbits,
-            dtype: "f32".into(),
+            dtype: ir::DType::F32,
             accuracy_level: 0,
             lm_head,
             embeddings: QuantChoice::None,

@@ -50,10 +50,10 @@ pub fn family(c: &crate::DecoderConfig) -> Result<&'static arch::DecoderFamily> 
 pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     let c = &ckpt.config;
     let family = family(c)?;
-    if !crate::SUPPORTED_DTYPES.contains(&opts.dtype) {
+    if !opts.dtype.is_plan() {
         return Err(Error::Dtype {
-            dtype: opts.dtype.to_string(),
-            supported: crate::SUPPORTED_DTYPES.map(|d| d.name()).join(", "),
+            dtype: opts.dtype,
+            supported: DType::plan_names(),
         });
     }
     let float = opts.dtype;

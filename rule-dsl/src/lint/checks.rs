@@ -280,7 +280,7 @@ fn rewritten_later(f: &RuleFile, em: &EmitLine, at: usize, entries: &[Entry]) ->
 /// A rule of an (EP, dtype) that emits an op the table does not claim at the rule's opset for
 /// the plan's dtype.
 fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Finding>) {
-    let dtype = plan.dtype.as_str();
+    let dtype = plan.dtype;
     for e in entries {
         for (f, r) in &e.rules {
             for em in emitted(f, r) {
@@ -300,7 +300,7 @@ fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut V
                     let covering: Vec<_> = kernels.iter().filter(|k| k.covers(opset)).collect();
                     let typed = covering
                         .iter()
-                        .any(|k| k.types.is_empty() || k.types.values().any(|v| v.iter().any(|x| x == dtype)));
+                        .any(|k| k.types.is_empty() || k.types.values().any(|v| v.contains(&dtype.elem())));
                     if covering.is_empty() {
                         let have: Vec<String> = kernels.iter().map(|k| k.describe()).collect();
                         Some(format!("{} claims {name} only as: {}", t.name, have.join("; ")))

@@ -164,7 +164,7 @@ fn tables_line(id: &str, tables: &[&LoadedTable]) -> String {
         for d in t.dtypes() {
             if let Some(plan) = t.dtype(d) {
                 if named.iter().any(|n| plan.runs(n)) {
-                    dtypes.insert(d, named.iter().any(|n| plan.is_required(n)));
+                    dtypes.insert(d.name(), named.iter().any(|n| plan.is_required(n)));
                 }
             }
         }
@@ -173,7 +173,7 @@ fn tables_line(id: &str, tables: &[&LoadedTable]) -> String {
             runs.push(format!("`{}` {}", t.name, list.join(", ")));
         }
         for e in t.exclusions().iter().filter(|e| named.contains(&e.rule.as_str())) {
-            let which = e.dtype.as_deref().map(|d| format!(" {d}")).unwrap_or_default();
+            let which = e.dtype.map(|d| format!(" {d}")).unwrap_or_default();
             excluded.push(format!("`{}`{which} ({})", t.name, e.why.trim_end_matches('.')));
         }
     }
