@@ -5,12 +5,16 @@
 //! `snapshots/<hash>/` holds the files (relative symlinks into `blobs/`, which the reader
 //! follows). A revision that is itself a commit hash names its snapshot directly.
 //!
-//! Downloading is not built in yet: a model that is not cached is an error that says where it
-//! looked and how to fetch it.
+//! A model that is not cached (or not at that revision, or incomplete) is downloaded into
+//! the same cache layout with the `hf-hub` crate ([`download`]), unless `HF_HUB_OFFLINE=1`;
+//! `HF_ENDPOINT` and `HF_TOKEN` are honoured as by the Python hub client. Every error says
+//! which of the two was tried and what was missing.
 
 use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
+
+mod download;
 
 /// The hub cache folder the environment names.
 pub fn cache_dir() -> Option<PathBuf> {
@@ -44,16 +48,34 @@ pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
     let rev = revision.unwrap_or("main");
     let Some(cache) = cache_dir() else {
         return Err(Error::Request(format!(
-            "`{text}` is not a folder, and no Hugging Face cache is set (HF_HUB_CACHE, HF_HOME or HOME) to look it up in"
+            "`{text}` is not a folder, and no Hugging Face cache is set (HF_HUB_CACHE, HF_HOME or HOME) to look it up in or download it to"
         )));
     };
-    let repo = cache.join(format!("models--{}", text.replace('/', "--")));
-    let fetch = format!("fetch it with `huggingface-cli download {text}{}` (downloading is not built into tailor yet)", if rev == "main" { String::new() } else { format!(" --revision {rev}") });
-    if !repo.is_dir() {
+    let missing = match cached_snapshot(&cache, &text, rev)? {
+        Ok(snapshot) => return Ok(snapshot),
+        Err(missing) => missing,
+    };
+    if download::offline() {
         return Err(Error::Request(format!(
-            "`{text}` is neither a local folder nor in the Hugging Face cache ({} does not exist); {fetch}",
-            repo.display()
+            "`{text}` is neither a local folder nor in the Hugging Face cache at revision `{rev}` ({missing}), and HF_HUB_OFFLINE=1 forbids downloading it; unset HF_HUB_OFFLINE, or fetch it with `huggingface-cli download {text}{}`",
+            if rev == "main" { String::new() } else { format!(" --revision {rev}") }
         )));
+    }
+    download::download(&cache, &text, rev).map_err(|e| {
+        Error::Request(format!("`{text}` is not in the Hugging Face cache at revision `{rev}` ({missing}), and downloading it failed: {e} (check the network and HF_ENDPOINT; a gated or private model needs HF_TOKEN)"))
+    })?;
+    match cached_snapshot(&cache, &text, rev)? {
+        Ok(snapshot) => Ok(snapshot),
+        Err(missing) => Err(Error::Request(format!("`{text}` was downloaded, but the cache still lacks it: {missing}"))),
+    }
+}
+
+/// The snapshot folder of `id` at `rev` in `cache`, or (inner `Err`) what is missing there.
+/// The outer error is a cache that is there but wrong (a ref that holds no commit hash).
+fn cached_snapshot(cache: &Path, id: &str, rev: &str) -> Result<std::result::Result<PathBuf, String>> {
+    let repo = cache.join(format!("models--{}", id.replace('/', "--")));
+    if !repo.is_dir() {
+        return Ok(Err(format!("{} does not exist", repo.display())));
     }
     let commit = if is_commit(rev) {
         rev.to_string()
@@ -62,23 +84,14 @@ pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
         match std::fs::read_to_string(&r) {
             Ok(s) if is_commit(s.trim()) => s.trim().to_string(),
             Ok(s) => return Err(Error::Config { path: r, reason: format!("holds `{}`, not a commit hash", s.trim()) }),
-            Err(_) => {
-                return Err(Error::Request(format!(
-                    "`{text}` is cached at {}, but not at revision `{rev}` (no {}); {fetch}",
-                    repo.display(),
-                    r.display()
-                )))
-            }
+            Err(_) => return Ok(Err(format!("{} is cached, but not at this revision: no {}", repo.display(), r.display()))),
         }
     };
     let snapshot = repo.join("snapshots").join(&commit);
     if !snapshot.join("config.json").exists() {
-        return Err(Error::Request(format!(
-            "`{text}` revision `{rev}` ({commit}) is not complete in the cache: {} has no config.json; {fetch}",
-            snapshot.display()
-        )));
+        return Ok(Err(format!("revision {commit} is not complete: {} has no config.json", snapshot.display())));
     }
-    Ok(snapshot)
+    Ok(Ok(snapshot))
 }
 
 #[cfg(test)]

@@ -43,7 +43,9 @@ enum Command {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
         /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found
         /// in the local hub cache (HF_HUB_CACHE, else HF_HOME/hub, else
-        /// ~/.cache/huggingface/hub). Without it, the built-in demo checkpoint is used.
+        /// ~/.cache/huggingface/hub) or, when not cached, downloaded into it (configs,
+        /// safetensors and tokenizer files only; HF_ENDPOINT and HF_TOKEN honoured;
+        /// HF_HUB_OFFLINE=1 forbids it). Without it, the built-in demo checkpoint is used.
         #[arg(long, value_name = "DIR|ID")]
         model: Option<PathBuf>,
         /// With a hub model id: the branch, tag or commit to build (default main).
