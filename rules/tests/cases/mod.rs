@@ -118,7 +118,6 @@ fn separate_rope_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
         "match.out" => |m| node_mut(m, GQA0).set_attr(Attr::int("do_rotary", 0)),
         "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
-        "positions_int64" => |m| set_type(m, "position_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
         _ => return None,
     };
     Some(b)
@@ -131,7 +130,6 @@ fn rotary_to_contrib_step(step: &str) -> Option<Breaker> {
         "match.out" => |m| node_mut(m, QROT0).attrs.retain(|a| a.name != "num_heads"),
         "input_3d" => |m| set_type(m, "model.layers.0.self_attn.q_proj/MatMul/out", ir::DType::F32, &[Dim::sym("b"), Dim::Fixed(4), Dim::sym("s"), Dim::Fixed(16)]),
         "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
-        "positions_int64" => |m| set_type(m, "position_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
         _ => return None,
     };
     Some(b)
