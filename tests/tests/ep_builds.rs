@@ -394,3 +394,24 @@ fn a_partial_rotary_the_cpu_kernel_takes_is_fused() {
         assert!(diff < 1e-4, "{name}: the fused partial rotary differs from the generic graph by {diff}");
     }
 }
+
+/// A table whose GroupQueryAttention cannot take the attention bias lists
+/// `lower.gqa_right_padding`; its builds say that left padding is unsupported there, in the
+/// build report's warnings and its JSON file. A cpu build (any padding) says nothing of it.
+#[test]
+fn builds_without_left_padding_warn() {
+    let out = tempfile::tempdir().unwrap();
+    for (ep, dtype, warned) in [("dml", ir::DType::F16, true), ("webgpu", ir::DType::F16, true), ("trt-rtx", ir::DType::F16, true), ("cpu", ir::DType::F32, false)] {
+        let pkg = out.path().join(ep);
+        let req = builder::BuildRequest { ep: ep.into(), dtype, ..builder::BuildRequest::new(fixture("tiny-llama"), &pkg) };
+        let report = builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{ep}: {e}"));
+        let warning = report.warnings.iter().find(|w| w.starts_with("left padding is unsupported"));
+        assert_eq!(warning.is_some(), warned, "{ep}: {:?}", report.warnings);
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pkg.join("build_report.json")).unwrap()).unwrap();
+        let in_json = json["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("left padding is unsupported"));
+        assert_eq!(in_json, warned, "{ep}: build_report.json {:?}", json["warnings"]);
+        if let Some(w) = warning {
+            assert!(w.contains(&format!("{ep}.toml lists `lower.gqa_right_padding`")), "{w}");
+        }
+    }
+}
