@@ -109,7 +109,7 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         "gqa_padding",
         3,
         3,
-        "GroupQueryAttention's inputs for a batch padded on either side, from the 2-D attention_mask, the generic boolean attention mask and the query: seqlens_k (int32 [batch], the padded width - 1 for every row), total_sequence_length (int32 scalar), attention_bias (Where(mask, 0, -65504) in the query's float type); lengths once per graph, the bias once per mask",
+        "GroupQueryAttention's inputs for a batch padded on either side, from the 2-D attention_mask, the generic boolean attention mask and the query: seqlens_k (int32 [batch], the padded width - 1 for every row), total_sequence_length (int32 scalar), attention_bias (Where(mask, 0, -10000) in the query's float type); lengths once per graph, the bias once per mask",
     ),
     (
         "gqa_positions",

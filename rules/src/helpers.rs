@@ -56,12 +56,14 @@ pub mod allowed {
     ///   (position_ids omitted: the kernel rotates at `seqlens_k + 1 - seq + i`) all work on
     ///   the slot index in the padded row;
     /// * `total_sequence_length = int32(total)` (scalar);
-    /// * `attention_bias = Where(mask, 0, -65504)` [batch, 1, seq, total] in the query's float
+    /// * `attention_bias = Where(mask, 0, -10000)` [batch, 1, seq, total] in the query's float
     ///   type. ORT 1.32's CPU kernel adds it after `softcap` (measured), as transformers adds
-    ///   its mask; -65504 (f16's lowest) is finite in every float type, so a query row whose keys
-    ///   are all padding (a left-pad query) still gets finite probabilities, never a NaN that a
-    ///   later layer's pad keys would carry, and exp(-65504 + s) is exactly 0 in f32 next to any
-    ///   real score. The causal and window terms the mask also holds are the kernel's own.
+    ///   its mask. -10000 (ONNX Runtime's own default mask_filter_value, DirectML's GQA's too)
+    ///   is finite in every float type and far from f16's limit (65504), so a kernel that adds
+    ///   in half precision cannot round a masked score to -inf: a query row whose keys are all
+    ///   padding (a left-pad query) still gets finite probabilities, never a NaN that a later
+    ///   layer's pad keys would carry; and exp(-10000 + s) is exactly 0 next to any real score.
+    ///   The causal and window terms the mask also holds are the kernel's own.
     ///
     /// Rotating at padded-row slots instead of the tokens' own positions is exact because a
     /// RoPE score depends on the difference of the two positions only, and left padding
@@ -104,7 +106,7 @@ pub mod allowed {
             None => {
                 let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
                 let keep = em.initializer("gqa_padding/keep", Recipe::from_f32("gqa_padding/keep", vec![], &[0.0]).cast(float));
-                let masked = em.initializer("gqa_padding/masked", Recipe::from_f32("gqa_padding/masked", vec![], &[-65504.0]).cast(float));
+                let masked = em.initializer("gqa_padding/masked", Recipe::from_f32("gqa_padding/masked", vec![], &[-10000.0]).cast(float));
                 let bias = em.node("", "Where", ir::OPSET, vec![mask.clone(), keep, masked], &[true], vec![])?;
                 em.base = saved;
                 em.remember(bias_key, vec![bias[0].clone()]);
