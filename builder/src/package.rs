@@ -116,7 +116,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let ckpt = Checkpoint::open(&req.model_dir)?;
     models::tasks::causal_lm::family(&ckpt.config)?;
     let companions = Companions::of(&req.model_dir);
-    let warnings = companions.warnings.clone();
+    let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }
@@ -131,6 +131,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
+    warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
 
     let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
@@ -194,6 +195,31 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         pipeline,
         quantized,
         seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The rule that turns GroupQueryAttention back into its right-padded form, listed by the
+/// tables whose kernel cannot take the attention bias a left-padded batch needs.
+const RIGHT_PADDING_RULE: &str = "lower.gqa_right_padding";
+
+/// A warning when this build's GroupQueryAttention is exact for unpadded and right-padded
+/// batches only (the table lists `lower.gqa_right_padding`, and it fired): onnxruntime-genai pads
+/// batched prompts on the left, so the user must know before running a batch.
+fn left_padding_warning(table: &ep_sets::EpTable, dtype: DType, pipeline: &PipelineReport) -> Option<String> {
+    let fired: usize = pipeline
+        .diagnostics
+        .rules
+        .iter()
+        .filter(|r| r.rule == RIGHT_PADDING_RULE || r.rule.starts_with(&format!("{RIGHT_PADDING_RULE}.")))
+        .map(|r| r.fired)
+        .sum();
+    (fired > 0).then(|| {
+        format!(
+            "left padding is unsupported on {} ({dtype}): {}.toml lists `{RIGHT_PADDING_RULE}` ({fired} GroupQueryAttention node(s) rewritten), \
+             so rows of a left-padded batch (onnxruntime-genai's batched prompts) get wrong logits; unpadded and right-padded batches are exact. \
+             The table says why",
+            table.name, table.name
+        )
     })
 }
 

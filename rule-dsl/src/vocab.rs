@@ -106,6 +106,18 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         "GroupQueryAttention's seqlens_k (int32 [batch] = sum(attention_mask, 1) - 1) and total_sequence_length (int32 scalar), built once per graph from the 2-D attention_mask",
     ),
     (
+        "gqa_padding",
+        3,
+        3,
+        "GroupQueryAttention's inputs for a batch padded on either side, from the 2-D attention_mask, the generic boolean attention mask and the query: seqlens_k (int32 [batch], the padded width - 1 for every row), total_sequence_length (int32 scalar), attention_bias (Where(mask, 0, -10000) in the query's float type); lengths once per graph, the bias once per mask",
+    ),
+    (
+        "gqa_positions",
+        2,
+        1,
+        "int64 [batch, seq] positions at the slot index in the padded row, Range(total - seq, total) from GroupQueryAttention's total_sequence_length and its 3-D query: the rotation the kernel applies without position_ids when seqlens_k is every row's width",
+    ),
+    (
         "concat_weights",
         3,
         1,

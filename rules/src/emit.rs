@@ -4,7 +4,7 @@
 
 use crate::rt::{Binds, Bound};
 use crate::Error;
-use ir::{Attr, Graph, Node, Recipe};
+use ir::{Attr, Graph, Node, Recipe, ValueInfo};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Fresh names for one graph: every name in use, plus those handed out.
@@ -54,11 +54,24 @@ pub struct Emitter<'a> {
     pub(crate) initializers: Vec<(String, Recipe)>,
     pub(crate) replaces: Vec<(String, String)>,
     pub(crate) memo_new: Vec<(String, Vec<String>)>,
+    /// The types the matcher saw (`ir::infer_types`), for helpers that must build constants
+    /// in a bound value's dtype.
+    pub(crate) types: Option<&'a HashMap<String, ValueInfo>>,
 }
 
 impl<'a> Emitter<'a> {
     pub(crate) fn new(graph: &'a Graph, rule: &'static str, base: String, state: &'a mut GraphState) -> Self {
-        Emitter { graph, rule, base, state, nodes: vec![], initializers: vec![], replaces: vec![], memo_new: vec![] }
+        Emitter { graph, rule, base, state, nodes: vec![], initializers: vec![], replaces: vec![], memo_new: vec![], types: None }
+    }
+
+    pub(crate) fn with_types(mut self, types: &'a HashMap<String, ValueInfo>) -> Self {
+        self.types = Some(types);
+        self
+    }
+
+    /// The element type of a bound value, as the matcher's type inference knows it.
+    pub fn dtype(&self, value: &str) -> Option<ir::DType> {
+        self.types.and_then(|t| t.get(value)).map(|v| v.dtype)
     }
 
     fn err(&self, reason: String) -> Error {

@@ -216,7 +216,7 @@ fn pass(
                     continue;
                 }
             };
-            let mut em = Emitter::new(graph, info.id, node.name.clone(), state);
+            let mut em = Emitter::new(graph, info.id, node.name.clone(), state).with_types(cx.types());
             (rule.emitter)(&mut em, &binds)?;
             // Nodes this firing consumes: the root and the producers of replaced values.
             let mut takes: Vec<usize> = vec![i];

@@ -46,6 +46,105 @@ pub mod allowed {
         Ok(out)
     }
 
+    /// GroupQueryAttention's inputs for a batch padded on either side, from the 2-D int64
+    /// `attention_mask` [batch, total], the generic graph's boolean attention mask `mask`
+    /// [batch, 1, seq, total] (causal AND key padding, AND the window where there is one) and
+    /// the query (for its float type):
+    ///
+    /// * `seqlens_k = int32(total - 1)` for every row (expanded to [batch]): every row is the
+    ///   full padded width, so the kernel's causal mask, sliding window and rotary positions
+    ///   (position_ids omitted: the kernel rotates at `seqlens_k + 1 - seq + i`) all work on
+    ///   the slot index in the padded row;
+    /// * `total_sequence_length = int32(total)` (scalar);
+    /// * `attention_bias = Where(mask, 0, -10000)` [batch, 1, seq, total] in the query's float
+    ///   type. ORT 1.32's CPU kernel adds it after `softcap` (measured), as transformers adds
+    ///   its mask. -10000 (ONNX Runtime's own default mask_filter_value, DirectML's GQA's too)
+    ///   is finite in every float type and far from f16's limit (65504), so a kernel that adds
+    ///   in half precision cannot round a masked score to -inf: a query row whose keys are all
+    ///   padding (a left-pad query) still gets finite probabilities, never a NaN that a later
+    ///   layer's pad keys would carry; and exp(-10000 + s) is exactly 0 next to any real score.
+    ///   The causal and window terms the mask also holds are the kernel's own.
+    ///
+    /// Rotating at padded-row slots instead of the tokens' own positions is exact because a
+    /// RoPE score depends on the difference of the two positions only, and left padding
+    /// shifts both by the same count (fuse.gqa_rotary declines caches whose frequencies change
+    /// with the length). seqlens_k and the total are built once per graph, the bias once per
+    /// mask and float type.
+    pub fn gqa_padding(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [attention_mask, mask, q] = args else {
+            return Err(fail(em, "gqa_padding", format!("expects 3 values, got {}", args.len())));
+        };
+        let Some(float) = em.dtype(q).filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16)) else {
+            let seen = em.dtype(q).map_or("unknown".to_string(), |d| d.to_string());
+            return Err(fail(em, "gqa_padding", format!("the query `{q}` has dtype {seen}; the attention bias is built in the query's float type")));
+        };
+        let lengths_key = format!("gqa_padding({attention_mask})");
+        let lengths = match em.memo(&lengths_key) {
+            Some(done) => done,
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
+                let axis0 = em.initializer("gqa_padding/axis0", Recipe::from_i64("gqa_padding/axis0", vec![1], &[0]));
+                let one = em.initializer("gqa_padding/one", Recipe::data("gqa_padding/one", DType::I32, vec![], 1i32.to_le_bytes().to_vec()));
+                let i32_code = DType::I32.to_onnx() as i64;
+                let slice = |s: i64, e: i64| vec![Attr::int("start", s), Attr::int("end", e)];
+                let batch = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(0, 1))?;
+                let total = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(1, 2))?;
+                // The total as an int32 scalar, and minus one for every row.
+                let scalar = em.node("", "Squeeze", ir::OPSET, vec![total[0].clone(), axis0], &[true], vec![])?;
+                let total32 = em.node("", "Cast", ir::OPSET, vec![scalar[0].clone()], &[true], vec![Attr::int("to", i32_code)])?;
+                let last = em.node("", "Sub", ir::OPSET, vec![total32[0].clone(), one], &[true], vec![])?;
+                let seqlens = em.node("", "Expand", ir::OPSET, vec![last[0].clone(), batch[0].clone()], &[true], vec![])?;
+                em.base = saved;
+                let out = vec![seqlens[0].clone(), total32[0].clone()];
+                em.remember(lengths_key, out.clone());
+                out
+            }
+        };
+        let bias_key = format!("gqa_padding({mask}, {float})");
+        let bias = match em.memo(&bias_key) {
+            Some(done) => done[0].clone(),
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
+                let keep = em.initializer("gqa_padding/keep", Recipe::from_f32("gqa_padding/keep", vec![], &[0.0]).cast(float));
+                let masked = em.initializer("gqa_padding/masked", Recipe::from_f32("gqa_padding/masked", vec![], &[-10000.0]).cast(float));
+                let bias = em.node("", "Where", ir::OPSET, vec![mask.clone(), keep, masked], &[true], vec![])?;
+                em.base = saved;
+                em.remember(bias_key, vec![bias[0].clone()]);
+                bias[0].clone()
+            }
+        };
+        Ok(vec![lengths[0].clone(), lengths[1].clone(), bias])
+    }
+
+    /// Positions at the slot index in the padded row, int64 [batch, seq], for a
+    /// GroupQueryAttention whose query is [batch, seq, hidden] and whose
+    /// `total_sequence_length` is `total_len` (int32 scalar): `Range(total - seq, total)`
+    /// expanded over the batch. The rotation the kernel applies when position_ids is absent and
+    /// seqlens_k is every row's full width (gqa_padding), for lower.separate_rope, which rotates
+    /// in a node of its own.
+    pub fn gqa_positions(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [total_len, q] = args else { return Err(fail(em, "gqa_positions", format!("expects 2 values, got {}", args.len()))) };
+        let key = format!("gqa_positions({total_len}, {q})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done);
+        }
+        let saved = std::mem::replace(&mut em.base, "gqa_positions".to_string());
+        let axis0 = em.initializer("gqa_positions/axis0", Recipe::from_i64("gqa_positions/axis0", vec![1], &[0]));
+        let step = em.initializer("gqa_positions/step", Recipe::from_i64("gqa_positions/step", vec![], &[1]));
+        let slice = |s: i64, e: i64| vec![Attr::int("start", s), Attr::int("end", e)];
+        let total = em.node("", "Cast", ir::OPSET, vec![total_len.clone()], &[true], vec![Attr::int("to", DType::I64.to_onnx() as i64)])?;
+        let seq = em.node("", "Shape", ir::OPSET, vec![q.clone()], &[true], slice(1, 2))?;
+        let seq = em.node("", "Squeeze", ir::OPSET, vec![seq[0].clone(), axis0], &[true], vec![])?;
+        let start = em.node("", "Sub", ir::OPSET, vec![total[0].clone(), seq[0].clone()], &[true], vec![])?;
+        let range = em.node("", "Range", ir::OPSET, vec![start[0].clone(), total[0].clone(), step], &[true], vec![])?;
+        let shape = em.node("", "Shape", ir::OPSET, vec![q.clone()], &[true], slice(0, 2))?;
+        let positions = em.node("", "Expand", ir::OPSET, vec![range[0].clone(), shape[0].clone()], &[true], vec![])?;
+        em.base = saved;
+        let out = vec![positions[0].clone()];
+        em.remember(key, out.clone());
+        Ok(out)
+    }
+
     /// One initializer concatenating three initializers on their last axis (packing Q, K, V
     /// weights into one MatMul). The recipe stays lazy: nothing is read until the model is saved.
     pub fn concat_weights(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {

@@ -92,6 +92,9 @@ impl<'g> Cx<'g> {
     pub(crate) fn type_of(&self, value: &str) -> Option<&ValueInfo> {
         self.types.get(value)
     }
+    pub(crate) fn types(&self) -> &HashMap<String, ValueInfo> {
+        &self.types
+    }
 }
 
 /// A matcher's failure: the step (index into the rule's steps) and the rendered reason.

@@ -111,6 +111,10 @@ fn breaker(rule: &str, step: &str) -> Option<Breaker> {
             node_mut(m, "model.layers.0.self_attn.k_rotary/RotaryEmbedding").set_attr(ir::Attr::int("num_heads", 1));
         },
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "head_size_cpu") => |m| set_past_head(m, 8),
+        // The caches computed by a node (LongRoPE's Where), not initializers.
+        ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "length_free_caches") => |m| {
+            insert_identity(m, "rotary_emb.cos_cache", &|n| n.op == "RotaryEmbedding")
+        },
         ("fuse.gqa" | "fuse.gqa.window", "head_size_cpu") => |m| set_past_head(m, 12),
         // A 3-D cos cache (ONNX RotaryEmbedding's per-batch [batch, seq, rotary_dim/2] form).
         ("fuse.gqa_rotary" | "fuse.gqa_rotary.window", "caches_2d") => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),

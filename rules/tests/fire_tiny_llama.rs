@@ -39,12 +39,19 @@ fn gqa_rotary_fires_on_every_attention() {
     assert_eq!(gqa.domain, "com.microsoft");
     assert_eq!(gqa.attr_int("do_rotary"), Some(1));
     assert_eq!(gqa.inputs[7], "rotary_emb.cos_cache");
-    assert_eq!(gqa.inputs[9], "position_ids");
-    // seqlens_k / total_sequence_length are built once for both layers.
-    assert_eq!(count(&m, "ReduceSum"), 1);
+    // No position_ids: the kernel rotates at the slot of the padded row (seqlens_k is every
+    // row's width), the attention bias in slot 10 masks the pad keys.
+    assert_eq!(gqa.inputs.len(), 11);
+    assert_eq!(gqa.inputs[9], "");
+    let bias = m.graph.nodes.iter().find(|n| n.outputs.contains(&gqa.inputs[10])).expect("the bias has a producer");
+    assert_eq!((bias.op.as_str(), bias.inputs[0].as_str()), ("Where", "attn_mask/out"), "the bias is the generic mask's");
+    // seqlens_k / total_sequence_length and the bias are built once for both layers; no row sum
+    // (every row is the padded width).
+    assert_eq!(count(&m, "ReduceSum"), 0);
+    assert_eq!(count(&m, "Where"), 1);
+    let seqlens: Vec<&str> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").map(|n| n.inputs[5].as_str()).collect();
+    assert!(seqlens.windows(2).all(|w| w[0] == w[1]), "{seqlens:?}");
     assert!(m.graph.nodes.iter().any(|n| n.outputs.iter().any(|o| o == "present.1.value")));
-    // The boolean mask is gone: nothing reads it any more.
-    assert!(!m.graph.nodes.iter().any(|n| n.name == "attn_mask"));
 }
 
 #[test]
@@ -55,7 +62,9 @@ fn gqa_fires_with_rope_left_in_place() {
     assert_eq!(count(&m, "RotaryEmbedding"), 4);
     let gqa = m.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
     assert_eq!(gqa.attr_int("do_rotary"), None);
-    assert_eq!(gqa.inputs.len(), 7);
+    // Slots 7-9 (cos, sin, position_ids) empty, the attention bias in slot 10.
+    assert_eq!(gqa.inputs.len(), 11);
+    assert!(gqa.inputs[7..10].iter().all(|i| i.is_empty()), "{:?}", gqa.inputs);
 }
 
 #[test]

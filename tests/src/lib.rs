@@ -312,6 +312,54 @@ pub fn compare_decoder(session: &mut Session, shape: &DecoderShape, reference: &
     diffs
 }
 
+/// Greedy-free decoding after a padded prefill: runs `input_ids`/`attention_mask` (positions
+/// from the mask, as onnxruntime-genai feeds them: the count of valid tokens before each, pad
+/// slots 0), then `steps` one-token steps (token ids `next[t]` per row) with the cache the step
+/// before returned, and gives the logits of every step's last position ([batch, vocab] each,
+/// the prefill's first). Every step's new token is valid in every row, so each row's logits
+/// are comparable between two packages of one checkpoint.
+pub fn decode_after_prefill(
+    session: &mut Session,
+    shape: &DecoderShape,
+    input_ids: &ArrayD<i64>,
+    attention_mask: &ArrayD<i64>,
+    next: &[Vec<i64>],
+) -> Vec<ArrayD<f32>> {
+    let positions = |mask: &ArrayD<i64>| {
+        let (b, t) = (mask.shape()[0], mask.shape()[1]);
+        let mut p = ArrayD::zeros(IxDyn(&[b, t]));
+        for r in 0..b {
+            let mut seen = 0i64;
+            for c in 0..t {
+                seen += mask[[r, c]];
+                p[[r, c]] = if mask[[r, c]] == 1 { seen - 1 } else { 0 };
+            }
+        }
+        p
+    };
+    let last = |logits: &ArrayD<f32>| {
+        let s = logits.shape()[1];
+        logits.index_axis(ndarray::Axis(1), s - 1).to_owned().into_dyn()
+    };
+    let mut mask = attention_mask.clone();
+    let mut out = run(session, &decoder_feeds(shape, input_ids, &mask, &positions(&mask), None));
+    let mut logits = vec![last(out["logits"].f32())];
+    let batch = mask.shape()[0];
+    for ids in next {
+        assert_eq!(ids.len(), batch, "one next token per row");
+        let total = mask.shape()[1];
+        let mut grown = ArrayD::from_elem(IxDyn(&[batch, total + 1]), 1i64);
+        grown.slice_mut(ndarray::s![.., ..total]).assign(&mask);
+        mask = grown;
+        let all = positions(&mask);
+        let pos = all.slice(ndarray::s![.., total..]).to_owned().into_dyn();
+        let tokens = ArrayD::from_shape_vec(IxDyn(&[batch, 1]), ids.clone()).unwrap();
+        out = run(session, &decoder_feeds(shape, &tokens, &mask, &pos, Some(&out)));
+        logits.push(last(out["logits"].f32()));
+    }
+    logits
+}
+
 /// Asserts every difference is within `atol`, listing all of them on failure.
 pub fn assert_within(what: &str, diffs: &[(String, f32)], atol: f32) {
     // A NaN difference counts as outside.

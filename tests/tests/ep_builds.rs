@@ -208,18 +208,47 @@ fn a_failed_check_fails_the_cpu_build_with_its_message() {
     assert!(text.contains("(from ai.onnx.Mul); GroupQueryAttention takes them as one [max_positions, rotary_dim/2] pair"), "{text}");
 }
 
+fn build_package(name: &str, ep: &str, dir: &std::path::Path) -> (DecoderShape, ort::session::Session) {
+    let pkg = dir.join(ep);
+    let req = builder::BuildRequest { ep: ep.into(), ..builder::BuildRequest::new(fixture(name), &pkg) };
+    builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {ep} build failed: {e}"));
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    if ep == "cpu" {
+        assert!(model.graph.nodes.iter().any(|n| n.op == "GroupQueryAttention"), "{name}: no GQA in the cpu build");
+    }
+    (DecoderShape::of(&model), session(&pkg.join("model.onnx")))
+}
+
+/// The cpu f32 package (GroupQueryAttention) against transformers on every reference case,
+/// the left-padded batch included; then three decode steps after two padded prefills against
+/// the `default` package of the same checkpoint (which matches transformers there), on every
+/// row: the reference's left-padded batch, and a short one (widths 4, then 5, 6, 7) that
+/// crosses LongRoPE's `original_max_position_embeddings` of tiny-phi3-longrope (4) while
+/// decoding, where keys cached with the short tables meet queries rotated with the long ones.
 fn check_cpu_parity(name: &str) {
     let out = tempfile::tempdir().unwrap();
-    let pkg = out.path().join("pkg");
-    let req = builder::BuildRequest { ep: "cpu".into(), ..builder::BuildRequest::new(fixture(name), &pkg) };
-    builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: cpu build failed: {e}"));
-    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
-    assert!(model.graph.nodes.iter().any(|n| n.op == "GroupQueryAttention"), "{name}: no GQA in the cpu build");
-    let shape = DecoderShape::of(&model);
-    let mut s = session(&pkg.join("model.onnx"));
-    // GroupQueryAttention reads keys as right-padded, so left-padded prefill is not compared.
-    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture(name)), Cases { left_padding: false, right_padding: true });
+    let (shape, mut cpu) = build_package(name, "cpu", out.path());
+    let reference = Reference::load(&fixture(name));
+    let diffs = compare_decoder(&mut cpu, &shape, &reference, Cases::ALL);
+    assert!(diffs.iter().any(|(case, _)| case == "batch_logits"), "the left-padded batch is compared");
     assert_within(&format!("{name} cpu f32"), &diffs, 1e-4);
+
+    let (default_shape, mut portable) = build_package(name, "default", out.path());
+    let next = vec![vec![7, 11], vec![8, 12], vec![9, 13]];
+    let short_ids = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[2, 4]), vec![0, 0, 5, 9, 3, 4, 8, 2]).unwrap();
+    let short_mask = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[2, 4]), vec![0, 0, 1, 1, 0, 1, 1, 1]).unwrap();
+    for (case, ids, mask) in [
+        ("left-padded batch", reference.get("batch_input_ids").i64(), reference.get("batch_attention_mask").i64()),
+        ("short left-padded batch", &short_ids, &short_mask),
+    ] {
+        let got = decode_after_prefill(&mut cpu, &shape, ids, mask, &next);
+        let want = decode_after_prefill(&mut portable, &default_shape, ids, mask, &next);
+        // The prefill's last position is valid in every row (left padding).
+        let diffs: Vec<(String, f32)> =
+            got.iter().zip(&want).enumerate().map(|(t, (g, w))| (format!("{case} step {t}"), max_abs_diff(g, w, None))).collect();
+        assert_eq!(diffs.len(), 4, "prefill and three decode steps");
+        assert_within(&format!("{name} cpu f32 vs default, {case}"), &diffs, 1e-4);
+    }
 }
 
 macro_rules! cpu_parity {
@@ -363,5 +392,26 @@ fn a_partial_rotary_the_cpu_kernel_takes_is_fused() {
     for name in ["logits", "present.0.key", "present.1.key"] {
         let diff = max_abs_diff(want[name].f32(), got[name].f32(), None);
         assert!(diff < 1e-4, "{name}: the fused partial rotary differs from the generic graph by {diff}");
+    }
+}
+
+/// A table whose GroupQueryAttention cannot take the attention bias lists
+/// `lower.gqa_right_padding`; its builds say that left padding is unsupported there, in the
+/// build report's warnings and its JSON file. A cpu build (any padding) says nothing of it.
+#[test]
+fn builds_without_left_padding_warn() {
+    let out = tempfile::tempdir().unwrap();
+    for (ep, dtype, warned) in [("dml", ir::DType::F16, true), ("webgpu", ir::DType::F16, true), ("trt-rtx", ir::DType::F16, true), ("cpu", ir::DType::F32, false)] {
+        let pkg = out.path().join(ep);
+        let req = builder::BuildRequest { ep: ep.into(), dtype, ..builder::BuildRequest::new(fixture("tiny-llama"), &pkg) };
+        let report = builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{ep}: {e}"));
+        let warning = report.warnings.iter().find(|w| w.starts_with("left padding is unsupported"));
+        assert_eq!(warning.is_some(), warned, "{ep}: {:?}", report.warnings);
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pkg.join("build_report.json")).unwrap()).unwrap();
+        let in_json = json["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("left padding is unsupported"));
+        assert_eq!(in_json, warned, "{ep}: build_report.json {:?}", json["warnings"]);
+        if let Some(w) = warning {
+            assert!(w.contains(&format!("{ep}.toml lists `lower.gqa_right_padding`")), "{w}");
+        }
     }
 }

@@ -165,7 +165,7 @@ fn unpack_qkv_without_rotary_round_trip_on_gpt2() {
     }
     assert_eq!(constant_shapes(&b, "MatMul", 1), constant_shapes(&g, "MatMul", 1), "weight slices");
     assert_eq!(constant_shapes(&b, "Add", 1), constant_shapes(&g, "Add", 1), "bias slices");
-    assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.inputs.len() == 7), "7 inputs kept");
+    assert!(b.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").all(|n| n.inputs.len() == 11), "11 inputs kept (the bias in slot 10)");
     let original = projection_tensors(&g);
     assert_eq!(original.len(), 2, "one GroupQueryAttention per layer");
     assert!(original == projection_tensors(&b), "each q/k/v weight and bias has its original bytes");
@@ -187,7 +187,7 @@ fn pack_qkv_without_rotary_on_gpt2() {
     let (m, _) = with_rules("tiny-gpt2", &["fuse.gqa", "fuse.pack_qkv"]);
     let gqa: Vec<_> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
     assert_eq!(gqa.len(), 2);
-    assert!(gqa.iter().all(|n| n.inputs.len() == 7 && n.inputs[1].is_empty() && n.inputs[2].is_empty()), "packed query, 7 inputs");
+    assert!(gqa.iter().all(|n| n.inputs.len() == 11 && n.inputs[1].is_empty() && n.inputs[2].is_empty()), "packed query, 11 inputs");
     assert!(m.graph.initializer("transformer.h.0.attn.c_attn.k.weight").is_none(), "old weights dropped");
     assert!(m.graph.initializer("transformer.h.0.attn.c_attn.k.bias").is_none(), "old biases dropped");
 }
@@ -353,8 +353,9 @@ fn gqa_window_on_mistral_sw() {
 }
 
 /// lower.if_to_where on Phi-3 LongRoPE's short/long cache choice (a two-output If: one
-/// Where per output), alone and followed by fuse.gqa_rotary (which then reads the caches from
-/// the Wheres), both against the generic graph. The fixture's prompt is longer than
+/// Where per output), alone and followed by the GQA fusions (fuse.gqa_rotary declines the
+/// computed caches, `length_free_caches`; fuse.gqa fuses with RotaryEmbedding reading the
+/// Wheres), both against the generic graph. The fixture's prompt is longer than
 /// original_max_position_embeddings (4), so the long pair is live; the synthetic test below
 /// takes both paths.
 #[test]
@@ -364,13 +365,13 @@ fn if_to_where_on_phi3_longrope() {
     assert_eq!(count(&m, "If"), 0);
     assert_eq!(count(&m, "Where"), 2, "one Where per If output");
     let g = generic("tiny-phi3-longrope");
-    let (b, report) = with_rules("tiny-phi3-longrope", &["lower.if_to_where", "fuse.gqa_rotary"]);
-    assert_eq!(report.fired("fuse.gqa_rotary"), 2, "{}", report.text());
-    let gqa = b.graph.nodes.iter().find(|n| n.op == "GroupQueryAttention").unwrap();
-    assert!(gqa.inputs[7].contains("Where"), "cos cache from the Where: {gqa:?}");
+    let (b, report) = with_rules("tiny-phi3-longrope", &["lower.if_to_where", "fuse.gqa_rotary", "fuse.gqa"]);
+    assert_eq!((report.fired("fuse.gqa_rotary"), report.fired("fuse.gqa")), (0, 2), "{}", report.text());
+    let rope = b.graph.nodes.iter().find(|n| n.op == "RotaryEmbedding").unwrap();
+    assert!(rope.inputs[1].contains("Where"), "cos cache from the Where: {rope:?}");
     let d = decoder_parity("tiny-phi3-longrope", &g, &b);
-    eprintln!("phi3-longrope gqa_rotary(if_to_where(g)): {d:?}");
-    assert_within("tiny-phi3-longrope: gqa_rotary(if_to_where(g)) vs g", &d, ATOL);
+    eprintln!("phi3-longrope gqa(if_to_where(g)): {d:?}");
+    assert_within("tiny-phi3-longrope: gqa(if_to_where(g)) vs g", &d, ATOL);
 }
 
 #[test]
@@ -395,14 +396,15 @@ fn with_webgpu_limits(fixture_name: &str, ids: &[&str]) -> (ir::Model, rules::Re
     (m, report)
 }
 
-/// lower.int64_to_int32 on tiny-llama (GroupQueryAttention's seqlens_k computed in int32) and
-/// on Phi-3 LongRoPE (`.compare`: the long/short condition in int32), against the graph
-/// before it; without limits it declines.
+/// lower.int64_to_int32 on tiny-llama (GroupQueryAttention's seqlens_k computed in int32, in
+/// the right-padded form webgpu's lower.gqa_right_padding restores) and on Phi-3 LongRoPE
+/// (`.compare`: the long/short condition in int32), against the graph before it; without
+/// limits it declines.
 #[test]
 fn int64_to_int32_on_llama_and_phi3_longrope() {
     for (fx, before, fired) in [
-        ("tiny-llama", vec!["fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.gather", 1)]),
-        ("tiny-phi3-longrope", vec!["lower.if_to_where", "fuse.gqa_rotary"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.compare", 1), ("lower.int64_to_int32.gather", 1)]),
+        ("tiny-llama", vec!["fuse.gqa_rotary", "lower.gqa_right_padding"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.gather", 1)]),
+        ("tiny-phi3-longrope", vec!["lower.if_to_where", "fuse.gqa_rotary", "fuse.gqa", "lower.gqa_right_padding"], vec![("lower.int64_to_int32", 1), ("lower.int64_to_int32.compare", 1), ("lower.int64_to_int32.gather", 1)]),
     ] {
         let (a, _) = with_rules(fx, &before);
         let all: Vec<&str> = before.iter().copied().chain(["lower.int64_to_int32"]).collect();
@@ -518,5 +520,27 @@ fn if_to_where_multi_output_synthetic() {
                 assert!(max_abs_diff(o1[&format!("y{}", k - 1)].f32(), o1[&format!("y{k}")].f32(), None) > 0.1, "y{} and y{k} too close", k - 1);
             }
         }
+    }
+}
+
+/// lower.gqa_right_padding (webgpu, dml, trt-rtx) turns the any-padding GroupQueryAttention
+/// back into the right-padded form: seqlens_k a row sum again, no attention bias. Against the
+/// graph before it on the unpadded prefill and decode step, and against transformers on the
+/// right-padded batch; both variants (rotary in the kernel: tiny-llama; not: tiny-gpt2).
+#[test]
+fn gqa_right_padding_on_llama_and_gpt2() {
+    for (fx, before, id) in [
+        ("tiny-llama", "fuse.gqa_rotary", "lower.gqa_right_padding"),
+        ("tiny-gpt2", "fuse.gqa", "lower.gqa_right_padding.no_rotary"),
+    ] {
+        rule_parity(fx, &[before], &["lower.gqa_right_padding"], &[(id, 2)], "GroupQueryAttention");
+        let (m, _) = with_rules(fx, &[before, "lower.gqa_right_padding"]);
+        let gqa: Vec<_> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
+        assert!(gqa.iter().all(|n| n.inputs.len() <= 9), "{fx}: no attention bias left: {:?}", gqa[0].inputs);
+        assert_eq!(count(&m, "ReduceSum"), 1, "{fx}: seqlens_k is the row sum again, once");
+        let shape = DecoderShape::of(&m);
+        let (_d, mut s) = session_for(&m);
+        let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture(fx)), Cases { left_padding: false, right_padding: true });
+        assert_within(&format!("{fx}: right-padded form vs transformers"), &diffs, 1e-4);
     }
 }

@@ -266,8 +266,13 @@ fn emit_pos(e: &EmitLine) -> crate::ast::Pos {
 /// more nodes, or a helper's nodes, are a decomposition.
 fn decomposes(r: &Rule) -> bool {
     r.emits.iter().filter(|e| matches!(e, EmitLine::Op { .. })).count() > 1
-        || r.emits.iter().any(|e| matches!(e, EmitLine::Helper { .. }))
+        || r.emits.iter().any(|e| matches!(e, EmitLine::Helper { name, .. } if !INPUT_HELPERS.contains(&name.as_str())))
 }
+
+/// Helpers that only compute inputs of the one node a lowering emits (GroupQueryAttention's
+/// sequence lengths): a lowering calling them still translates one node into one node
+/// (lower.gqa_right_padding: GroupQueryAttention for any padding -> the right-padded form).
+const INPUT_HELPERS: &[&str] = &["gqa_seqlens"];
 
 /// Does a later entry of the plan rewrite the node `em` creates (so the op never reaches the
 /// EP and need not be claimed)?

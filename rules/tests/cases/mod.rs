@@ -104,6 +104,11 @@ fn pack_bias_step(step: &str) -> Option<Breaker> {
 fn llama_gqa() -> Model {
     after("tiny-llama", &["fuse.gqa_rotary"])
 }
+/// tiny-llama's GroupQueryAttention in the right-padded form (webgpu's plan: seqlens_k the
+/// row sum of attention_mask, which lower.int64_to_int32 narrows).
+fn llama_right_padded() -> Model {
+    after("tiny-llama", &["fuse.gqa_rotary", "lower.gqa_right_padding"])
+}
 fn qwen2_gqa() -> Model {
     after("tiny-qwen2", &["fuse.gqa_rotary"])
 }
@@ -114,11 +119,41 @@ fn llama() -> Model {
     generic("tiny-llama")
 }
 
+/// The attention_mask read through an Identity by the generic mask's Cast: the bias's mask no
+/// longer comes from the graph input seqlens_k is recomputed from.
+fn mask_through_identity(m: &mut Model) {
+    let copy = "attention_mask/copy";
+    for n in m.graph.nodes.iter_mut().filter(|n| n.op == "Cast" && n.name.starts_with("attn_mask")) {
+        for i in n.inputs.iter_mut().filter(|i| *i == "attention_mask") {
+            *i = copy.into();
+        }
+    }
+    add_node(m, "attention_mask/Identity", "Identity", &["attention_mask"], copy);
+}
+
+fn right_padding_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // position_ids given: not the any-padding form fuse.gqa_rotary emits.
+        "match.out" => |m| node_mut(m, GQA0).inputs[9] = "position_ids".into(),
+        "mask_from_input" => mask_through_identity,
+        _ => return None,
+    };
+    Some(b)
+}
+
+fn right_padding_no_rotary_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, GPT2_GQA0).set_attr(Attr::int("do_rotary", 1)),
+        "mask_from_input" => mask_through_identity,
+        _ => return None,
+    };
+    Some(b)
+}
+
 fn separate_rope_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
         "match.out" => |m| node_mut(m, GQA0).set_attr(Attr::int("do_rotary", 0)),
         "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
-        "positions_int64" => |m| set_type(m, "position_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
         _ => return None,
     };
     Some(b)
@@ -598,6 +633,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.unpack_qkv.split" => Case { graph: qwen3_packed, target: PACKED_GQA0, breaker: unpack_split_step },
         "lower.unpack_qkv.bias.no_rotary" => Case { graph: gpt2_packed, target: GPT2_PACKED_GQA0, breaker: unpack_gpt2_step },
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
+        "lower.gqa_right_padding" => Case { graph: llama_gqa, target: GQA0, breaker: right_padding_step },
+        "lower.gqa_right_padding.no_rotary" => Case { graph: gpt2_gqa, target: GPT2_GQA0, breaker: right_padding_no_rotary_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
@@ -620,7 +657,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.layer_norm" => Case { graph: synth::layer_norm_mul, target: "ln/out", breaker: layer_norm_step },
         "fuse.layer_norm.pow" => Case { graph: synth::layer_norm_pow, target: "ln/out", breaker: layer_norm_step },
         "lower.if_to_where" => Case { graph: synth::if_select_five, target: "if", breaker: if_to_where_step },
-        "lower.int64_to_int32" => Case { graph: llama_gqa, target: SEQLENS_CAST, breaker: int64_step },
+        "lower.int64_to_int32" => Case { graph: llama_right_padded, target: SEQLENS_CAST, breaker: int64_step },
         "lower.int64_to_int32.compare" => Case { graph: phi3_longrope, target: "rotary_emb/longrope/is_long", breaker: int64_compare_step },
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
         "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "shape/scaled", breaker: int64_shape_step },
