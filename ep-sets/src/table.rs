@@ -5,7 +5,8 @@ use std::ops::Range;
 
 use crate::error::{Error, Location, Result};
 use crate::quant::{QuantBits, QuantPlan};
-use crate::schema::{RawKernel, RawTable};
+use crate::role::Role;
+use crate::schema::{RawKernel, RawPlan, RawTable};
 
 pub use crate::stage::Stage;
 
@@ -38,6 +39,8 @@ pub struct Forbidden {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DtypePlan {
     pub dtype: String,
+    /// The sub-model role this plan is for (`[dtype.D]`: the decoder; `[role.R.D]`: role R).
+    pub role: Role,
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
     pub required: Vec<RuleRef>,
@@ -99,6 +102,9 @@ pub struct Exclusion {
     pub why: String,
     /// `None`: excluded for every dtype.
     pub dtype: Option<String>,
+    /// `None`: excluded for every role; else only from that role's plans (a role name no
+    /// [`Role`] has is kept as written and reported by `validate`).
+    pub role: Option<String>,
     pub span: Option<Range<usize>>,
 }
 
@@ -167,6 +173,10 @@ pub struct EpTable {
     pub(crate) name_span: Option<Range<usize>>,
     pub(crate) genai: Option<GenaiProvider>,
     pub(crate) plans: BTreeMap<String, DtypePlan>,
+    /// `[role.<role>.<dtype>]` plans of the roles other than the decoder.
+    pub(crate) role_plans: BTreeMap<Role, BTreeMap<String, DtypePlan>>,
+    /// `[role.<name>]` sections naming a role no [`Role`] knows, with where.
+    pub(crate) unknown_roles: Vec<(String, Option<Range<usize>>)>,
     pub(crate) exclusions: Vec<Exclusion>,
     /// `[quant.int4]` / `[quant.int8]`; a bit width absent here is refused by `--quant`.
     pub(crate) quant: BTreeMap<QuantBits, QuantPlan>,
@@ -180,9 +190,31 @@ pub struct EpTable {
 }
 
 impl EpTable {
-    /// The plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
+    /// The decoder's plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
     pub fn dtype(&self, d: &str) -> Option<&DtypePlan> {
         self.plans.get(d)
+    }
+
+    /// The plan of `role` for dtype `d`: `[dtype.d]` for the decoder, `[role.<role>.d]` for
+    /// the others; `None` when the table has no such section.
+    pub fn role_plan(&self, role: Role, d: &str) -> Option<&DtypePlan> {
+        match role {
+            Role::Decoder => self.plans.get(d),
+            other => self.role_plans.get(&other)?.get(d),
+        }
+    }
+
+    /// The dtypes `role` has a plan for.
+    pub fn role_dtypes(&self, role: Role) -> Vec<&str> {
+        match role {
+            Role::Decoder => self.plans.keys().map(String::as_str).collect(),
+            other => self.role_plans.get(&other).map_or_else(Vec::new, |m| m.keys().map(String::as_str).collect()),
+        }
+    }
+
+    /// Every plan of the table, decoder plans first.
+    pub fn all_plans(&self) -> impl Iterator<Item = &DtypePlan> {
+        self.plans.values().chain(self.role_plans.values().flat_map(|m| m.values()))
     }
 
     /// The `--dtype` of a build that names none: `[quant.*].dtype` when quantizing, else
@@ -229,11 +261,16 @@ impl EpTable {
         &self.exclusions
     }
 
-    /// The exclusion of `rule` that applies to dtype `d`, if any.
+    /// The exclusion of `rule` that applies to the decoder's dtype `d`, if any.
     pub fn excluded(&self, rule: &str, d: &str) -> Option<&Exclusion> {
-        self.exclusions
-            .iter()
-            .find(|e| e.rule == rule && e.dtype.as_deref().is_none_or(|x| x == d))
+        self.excluded_for(Role::Decoder, rule, d)
+    }
+
+    /// The exclusion of `rule` that applies to `role`'s dtype `d`, if any.
+    pub fn excluded_for(&self, role: Role, rule: &str, d: &str) -> Option<&Exclusion> {
+        self.exclusions.iter().find(|e| {
+            e.rule == rule && e.dtype.as_deref().is_none_or(|x| x == d) && e.role.as_deref().is_none_or(|r| r == role.name())
+        })
     }
 
     /// Every (domain, op) the table claims.
@@ -278,66 +315,23 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         location: Location::at(file, text, e.span()),
         message: e.message().to_string(),
     })?;
-    let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
-        v.into_iter()
-            .map(|s| {
-                let span = s.span();
-                RuleRef { id: s.into_inner(), span: Some(span) }
-            })
-            .collect()
-    };
     let mut plans = BTreeMap::new();
     for (dtype, plan) in raw.dtype {
-        let span = plan.span();
-        let p = plan.into_inner();
-        let mut stages = BTreeMap::new();
-        for (stage, list) in [
-            (Stage::Cleanup, p.cleanup),
-            (Stage::Prefuse, p.prefuse),
-            (Stage::Fuse, p.fuse),
-            (Stage::Lower, p.lower),
-            (Stage::Fold, p.fold),
-        ] {
-            stages.insert(stage, rules(list));
+        plans.insert(dtype.clone(), plan_of(Role::Decoder, dtype, plan));
+    }
+    let mut role_plans: BTreeMap<Role, BTreeMap<String, DtypePlan>> = BTreeMap::new();
+    let mut unknown_roles = Vec::new();
+    for (name, by_dtype) in raw.role {
+        let span = by_dtype.span();
+        match Role::parse(&name).filter(|r| *r != Role::Decoder) {
+            Some(role) => {
+                let entry = role_plans.entry(role).or_default();
+                for (dtype, plan) in by_dtype.into_inner() {
+                    entry.insert(dtype.clone(), plan_of(role, dtype, plan));
+                }
+            }
+            None => unknown_roles.push((name, Some(span))),
         }
-        let forbidden = p
-            .forbidden_ops
-            .into_iter()
-            .map(|f| {
-                let span = f.span();
-                let f = f.into_inner();
-                let (domain, op) = split_op(&f.op);
-                Forbidden { domain, op, why: f.why.unwrap_or_default(), span: Some(span) }
-            })
-            .collect();
-        plans.insert(
-            dtype.clone(),
-            DtypePlan {
-                dtype,
-                stages,
-                required: rules(p.required),
-                not_applicable: p
-                    .not_applicable
-                    .into_iter()
-                    .map(|(rule, list)| {
-                        let list = list
-                            .into_iter()
-                            .map(|n| {
-                                let span = n.span();
-                                let n = n.into_inner();
-                                NotApplicable { check: n.check, why: n.why.unwrap_or_default(), span: Some(span) }
-                            })
-                            .collect();
-                        (rule, list)
-                    })
-                    .collect(),
-                forbidden,
-                flags: rules(p.flags),
-                limits: p.limits,
-                notes: p.notes,
-                span: Some(span),
-            },
-        );
     }
     let exclusions = raw
         .exclude
@@ -349,6 +343,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                 rule: e.rule.into_inner(),
                 why: e.why.unwrap_or_default(),
                 dtype: e.dtype.map(|d| d.into_inner()),
+                role: e.role.map(|r| r.into_inner()),
                 span: Some(span),
             }
         })
@@ -400,6 +395,8 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         name_span: Some(name_span),
         genai: raw.ep.genai.map(|g| GenaiProvider { name: g.name, options: g.options, source: g.source }),
         plans,
+        role_plans,
+        unknown_roles,
         exclusions,
         quant,
         unknown_quant,
@@ -407,4 +404,64 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         default_dtype_span,
         ops,
     })
+}
+
+/// One `[dtype.D]` or `[role.R.D]` section as a plan.
+fn plan_of(role: Role, dtype: String, plan: toml::Spanned<RawPlan>) -> DtypePlan {
+    let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
+        v.into_iter()
+            .map(|s| {
+                let span = s.span();
+                RuleRef { id: s.into_inner(), span: Some(span) }
+            })
+            .collect()
+    };
+    let span = plan.span();
+    let p = plan.into_inner();
+    let mut stages = BTreeMap::new();
+    for (stage, list) in [
+        (Stage::Cleanup, p.cleanup),
+        (Stage::Prefuse, p.prefuse),
+        (Stage::Fuse, p.fuse),
+        (Stage::Lower, p.lower),
+        (Stage::Fold, p.fold),
+    ] {
+        stages.insert(stage, rules(list));
+    }
+    let forbidden = p
+        .forbidden_ops
+        .into_iter()
+        .map(|f| {
+            let span = f.span();
+            let f = f.into_inner();
+            let (domain, op) = split_op(&f.op);
+            Forbidden { domain, op, why: f.why.unwrap_or_default(), span: Some(span) }
+        })
+        .collect();
+    DtypePlan {
+        dtype,
+        role,
+        stages,
+        required: rules(p.required),
+        not_applicable: p
+            .not_applicable
+            .into_iter()
+            .map(|(rule, list)| {
+                let list = list
+                    .into_iter()
+                    .map(|n| {
+                        let span = n.span();
+                        let n = n.into_inner();
+                        NotApplicable { check: n.check, why: n.why.unwrap_or_default(), span: Some(span) }
+                    })
+                    .collect();
+                (rule, list)
+            })
+            .collect(),
+        forbidden,
+        flags: rules(p.flags),
+        limits: p.limits,
+        notes: p.notes,
+        span: Some(span),
+    }
 }
