@@ -122,8 +122,11 @@ fn pool(b: &mut GraphBuilder, h: &str, attention_mask: &str, p: &SentencePooling
                         let kept = b.op(&format!("{s}/kept"), "Mul", &[h, &weights], vec![]);
                         let sum = reduce(b, "sum", "ReduceSum", &kept);
                         let count = reduce(b, "count", "ReduceSum", &weights);
+                        // sentence-transformers clamps the count to at least 1e-9; adding 1e-9
+                        // is the same in f32 (a count of 1 or more absorbs it, 0 becomes
+                        // 1e-9) with ops every table claims (webgpu has no Max).
                         let min = scalar(b, &format!("{s}/min_count"), 1e-9);
-                        let count = b.op(&format!("{s}/count_clamped"), "Max", &[&count, &min], vec![]);
+                        let count = b.op(&format!("{s}/count_clamped"), "Add", &[&count, &min], vec![]);
                         sum_and_count = Some((sum.clone(), count.clone()));
                         (sum, count)
                     }
@@ -147,9 +150,14 @@ fn pool(b: &mut GraphBuilder, h: &str, attention_mask: &str, p: &SentencePooling
     if p.normalize {
         let s = "normalize";
         let last = b.const_i64_1d(&format!("{s}/axis"), &[-1]);
-        let norm = b.op(&format!("{s}/ReduceL2"), "ReduceL2", &[&v, &last], vec![Attr::int("keepdims", 1)]);
-        let eps = scalar(b, &format!("{s}/eps"), 1e-12);
-        let norm = b.op(&format!("{s}/clamp"), "Max", &[&norm, &eps], vec![]);
+        // torch's normalize divides by max(||v||, 1e-12); sqrt(sum(v^2) + 1e-24) is the same in
+        // f32 for any vector (a sum of squares above 1e-17 absorbs 1e-24; zero gives 1e-12), in
+        // ops every table claims (no ReduceL2 or Max claims are needed).
+        let squares = b.op(&format!("{s}/Mul"), "Mul", &[&v, &v], vec![]);
+        let sum = b.op(&format!("{s}/ReduceSum"), "ReduceSum", &[&squares, &last], vec![Attr::int("keepdims", 1)]);
+        let eps = scalar(b, &format!("{s}/eps_squared"), 1e-24);
+        let sum = b.op(&format!("{s}/Add"), "Add", &[&sum, &eps], vec![]);
+        let norm = b.op(&format!("{s}/Sqrt"), "Sqrt", &[&sum], vec![]);
         v = b.op(&format!("{s}/Div"), "Div", &[&v, &norm], vec![]);
     }
     v
