@@ -176,7 +176,8 @@ fn tables_line(id: &str, tables: &[&LoadedTable]) -> String {
             runs.push(format!("`{}` {}", t.name, list.join(", ")));
         }
         for e in t.exclusions().iter().filter(|e| named.contains(&e.rule.as_str())) {
-            let which = e.dtype.as_deref().map(|d| format!(" {d}")).unwrap_or_default();
+            let role = e.role.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+            let which = format!("{role}{}", e.dtype.as_deref().map(|d| format!(" {d}")).unwrap_or_default());
             excluded.push(format!("`{}`{which} ({})", t.name, e.why.trim_end_matches('.')));
         }
     }
