@@ -112,7 +112,7 @@ pub enum Error {
 
     /// An (EP, dtype) pair whose table has no plan for a sub-model role (an encoder built for
     /// an EP whose table has no `[role.encoder.<dtype>]` section).
-    #[error("ep-sets/tables/{ep}.toml has no {} section: the {ep} table does not say how to build a {role} in {dtype}; the (EP, dtype) pairs with {role} plans are: {}", role.section(dtype), if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    #[error("ep-sets/tables/{ep}.toml has no {} section: the {ep} table does not say how to build the {role} role in {dtype}; the (EP, dtype) pairs with {role} plans are: {}", role.section(dtype), if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownRolePair { ep: String, role: crate::Role, dtype: String, available: Vec<String> },
 }
 
