@@ -39,7 +39,7 @@ pub fn causal_padding_mask(b: &mut GraphBuilder, s: &str, input_ids: &str, atten
 /// An encoder's mask: `attention_mask` `[batch, seq]` cast to bool, unsqueezed to `[batch, 1,
 /// 1, seq]` and expanded to `[batch, 1, seq, seq]`, so each query sees the keys the mask keeps
 /// (no causal term; padded queries attend too, as in transformers). The expand is needed:
-/// ONNX Runtime 1.32's CPU `Attention` requires the mask's query axis to equal the query
+/// ONNX Runtime 1.32's `Attention` kernel requires the mask's query axis to equal the query
 /// length ("inconsistent q_sequence_length (between attn_mask and Q)" for a broadcast 1).
 /// Built once under the node-name scope `s` and shared by every layer.
 pub fn key_padding_mask(b: &mut GraphBuilder, s: &str, attention_mask: &str) -> String {

@@ -124,7 +124,7 @@ fn pool(b: &mut GraphBuilder, h: &str, attention_mask: &str, p: &SentencePooling
                         let count = reduce(b, "count", "ReduceSum", &weights);
                         // sentence-transformers clamps the count to at least 1e-9; adding 1e-9
                         // is the same in f32 (a count of 1 or more absorbs it, 0 becomes
-                        // 1e-9) with ops every table claims (webgpu has no Max).
+                        // 1e-9) with ops every EP table claims (not every EP registers Max).
                         let min = scalar(b, &format!("{s}/min_count"), 1e-9);
                         let count = b.op(&format!("{s}/count_clamped"), "Add", &[&count, &min], vec![]);
                         sum_and_count = Some((sum.clone(), count.clone()));
