@@ -100,12 +100,6 @@ pub const LIST_HELPERS: &[&str] = &["slice_weight"];
 /// helper takes bound values and returns new values, and never decides whether a rule applies.
 pub const HELPERS: &[(&str, usize, usize, &str)] = &[
     (
-        "key_mask_int32",
-        1,
-        1,
-        "the 2-D int64 attention_mask cast to int32, built once per graph: MultiHeadAttention's [batch, kv_sequence_length] key_padding_mask",
-    ),
-    (
         "gqa_seqlens",
         1,
         2,
@@ -134,5 +128,11 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         2,
         ANY,
         "cuts an initializer along its last axis into consecutive pieces of the sizes in a `let` integer list: one sliced initializer recipe per size",
+    ),
+    (
+        "key_mask_int32",
+        1,
+        1,
+        "the 2-D int64 attention_mask cast to int32, built once per graph: MultiHeadAttention's [batch, kv_sequence_length] key_padding_mask",
     ),
 ];
