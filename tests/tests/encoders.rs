@@ -48,6 +48,9 @@ fn check_parity(name: &str) {
         assert!(!pkg.join("genai_config.json").exists(), "{name} {ep}: an encoder package has no genai_config.json");
         assert!(report.notes.iter().any(|n| n.contains("genai_config.json is not written")), "{name} {ep}: {:?}", report.notes);
         assert!(pkg.join("tokenizer.json").is_file(), "{name} {ep}: tokenizer.json travels with the package");
+        let seen = builder::inspect::inspect(&pkg).unwrap();
+        assert_eq!(seen.task.as_deref(), Some("feature-extraction"), "{name} {ep}: inspect reads the task");
+        assert!(seen.genai_mismatches.iter().all(|m| m.starts_with("not written for a feature-extraction package")), "{:?}", seen.genai_mismatches);
         let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
         assert!(!model.graph.nodes.iter().any(|n| n.op == "GroupQueryAttention"), "{name} {ep}: GroupQueryAttention in an encoder");
         assert!(!model.graph.inputs.iter().any(|i| i.name.starts_with("past_")), "{name} {ep}: a KV cache input in an encoder");
