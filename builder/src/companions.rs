@@ -11,6 +11,8 @@ pub(crate) const CHECKPOINT_FILES: &[&str] = &[
     "tokenizer_config.json",
     "special_tokens_map.json",
     "tokenizer.model",
+    // WordPiece vocabulary of BERT-family tokenizers (tokenizer.json holds it too).
+    "vocab.txt",
     "vocab.json",
     "merges.txt",
     "added_tokens.json",
@@ -33,7 +35,9 @@ pub(crate) struct Companions {
 }
 
 impl Companions {
-    pub(crate) fn of(model_dir: &Path) -> Companions {
+    /// The companions of `model_dir`; with `genai`, a tokenizer onnxruntime-genai cannot load
+    /// is a warning (a decoder package), else only unreadable entries are.
+    pub(crate) fn of(model_dir: &Path, genai: bool) -> Companions {
         let mut copyable = Vec::new();
         let mut warnings = Vec::new();
         for &name in CHECKPOINT_FILES {
@@ -49,7 +53,7 @@ impl Companions {
         }
         let missing_all: Vec<&str> = GENAI_NEEDS_ALL.iter().copied().filter(|n| !copyable.contains(n)).collect();
         let has_one = GENAI_NEEDS_ONE_OF.iter().any(|n| copyable.contains(n));
-        if !missing_all.is_empty() || !has_one {
+        if genai && (!missing_all.is_empty() || !has_one) {
             let mut missing = missing_all.join(", ");
             if !has_one {
                 if !missing.is_empty() {

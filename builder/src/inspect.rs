@@ -39,6 +39,9 @@ pub struct Inspection {
     pub ep: Option<String>,
     pub dtype: Option<String>,
     pub model_type: Option<String>,
+    /// `causal-lm`, `feature-extraction` or `sentence-embedding` (absent in reports written
+    /// before tasks existed: those are causal-lm packages).
+    pub task: Option<String>,
     /// `bits`, `format`, `block_size`, `symmetric`, tensor count and the worst RMS error, when
     /// the package is quantized.
     pub quantization: Option<Value>,
@@ -134,6 +137,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
         ep: field("ep"),
         dtype: field("dtype"),
         model_type: field("model_type"),
+        task: field("task"),
         quantization,
         inputs: g.inputs.iter().map(port).collect(),
         outputs: g.outputs.iter().map(port).collect(),
@@ -143,7 +147,15 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
         model_bytes: size("model.onnx"),
         data_bytes: size(&format!("model.onnx{}", ir::DATA_FILE_SUFFIX)),
         largest,
-        genai_mismatches: genai.as_ref().map(|c| genai_mismatches(c, g)).unwrap_or_else(|| vec!["no genai_config.json".into()]),
+        // An encoder package has none by design (onnxruntime-genai runs decoders only).
+        genai_mismatches: match (&genai, report.as_ref().and_then(|r| r.get("genai_config")).and_then(Value::as_bool)) {
+            (Some(c), _) => genai_mismatches(c, g),
+            (None, Some(false)) => vec![format!(
+                "not written for a {} package (onnxruntime-genai runs decoders only; run it on ONNX Runtime directly)",
+                field("task").unwrap_or_else(|| "encoder".into())
+            )],
+            (None, _) => vec!["no genai_config.json".into()],
+        },
     })
 }
 
@@ -177,6 +189,9 @@ impl Inspection {
         let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
         s.push_str(&format!("package {}\n", self.package));
         s.push_str(&format!("  ep {}, dtype {}, model type {}\n", or(&self.ep), or(&self.dtype), or(&self.model_type)));
+        if let Some(task) = &self.task {
+            s.push_str(&format!("  task {task}\n"));
+        }
         match &self.quantization {
             Some(q) => s.push_str(&format!(
                 "  quantized: int{} {} block {} {}, {} tensors, worst rms error {}\n",

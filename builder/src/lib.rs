@@ -19,5 +19,5 @@ pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, build_options, optimized_model, optimized_model_with, BuildReport, BuildRequest, MAX_THREADS};
+pub use package::{build, build_options, optimized_model, optimized_model_for, optimized_model_with, role_of, BuildReport, BuildRequest, MAX_THREADS};
 pub use quantize::{QuantRequest, TensorReport};

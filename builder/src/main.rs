@@ -59,6 +59,14 @@ enum Command {
         // Its possible values are set from those tables in `main` (`ep_values`).
         #[arg(long, default_value = "default")]
         ep: String,
+        /// What the package computes: `causal-lm` (decoders: logits with a KV cache, for
+        /// onnxruntime-genai), `feature-extraction` (encoders: last_hidden_state) or
+        /// `sentence-embedding` (encoders: last_hidden_state and the pooled, normalized
+        /// sentence_embedding, as the checkpoint's sentence-transformers files say). Default:
+        /// from the checkpoint (a sentence-transformers folder gives sentence-embedding, another
+        /// BERT-family config feature-extraction, a decoder causal-lm).
+        #[arg(long, value_name = "TASK", value_parser = parse_task)]
+        task: Option<models::tasks::Task>,
         /// Element type of activations (and of float weights): f32, f16 or bf16. Default: the EP
         /// table's (`default_dtype`; with --quant, its [quant.*] section's): f32 for cpu and
         /// default, f16 for cuda, dml, webgpu and trt-rtx.
@@ -170,6 +178,13 @@ fn ep_values(sets: &EpSets) -> clap::builder::PossibleValuesParser {
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     DType::parse_plan(s).ok_or_else(|| format!("unsupported dtype `{s}`; choose one of {}", DType::plan_names()))
+}
+
+fn parse_task(s: &str) -> Result<models::tasks::Task, String> {
+    models::tasks::Task::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = models::tasks::Task::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown task `{s}`; choose one of {}", names.join(", "))
+    })
 }
 
 fn parse_bits(s: &str) -> Result<ep_sets::QuantBits, String> {
@@ -300,6 +315,7 @@ fn main() -> ExitCode {
             revision,
             output,
             ep,
+            task,
             dtype,
             force,
             tied_head,
@@ -363,7 +379,7 @@ fn main() -> ExitCode {
                 }
             };
             let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict, quant };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict, quant, task };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
             let report = match &result {
                 Ok(r) => Some(&r.pipeline),

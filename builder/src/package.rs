@@ -7,6 +7,7 @@ use crate::quantize::{QuantRequest, QuantStep, TensorReport};
 use crate::{genai_config, Error, Result};
 use ep_sets::EpSets;
 use ir::DType;
+use models::tasks::Task;
 use models::{BuildOptions, Checkpoint};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -15,8 +16,10 @@ use std::time::{Instant, SystemTime};
 pub(crate) const TOOL_NAME: &str = "onnx-tailor";
 /// The build report's file name.
 pub(crate) const BUILD_REPORT: &str = "build_report.json";
-/// Files every package holds.
+/// Files every package may hold (an encoder package has no genai_config.json).
 const PACKAGE_FILES: &[&str] = &["model.onnx", "model.onnx.data", "genai_config.json", BUILD_REPORT];
+/// genai_config.json: only decoder packages hold one (onnxruntime-genai runs decoders).
+const GENAI_CONFIG: &str = "genai_config.json";
 /// Files a package written before the report listed them may hold.
 pub(crate) fn legacy_package_files() -> Vec<&'static str> {
     PACKAGE_FILES.iter().chain(CHECKPOINT_FILES).copied().collect()
@@ -44,6 +47,9 @@ pub struct BuildRequest {
     pub strict: bool,
     /// Weight-only quantization (`--quant`); `None` keeps float weights.
     pub quant: Option<QuantRequest>,
+    /// What the package computes (`--task`); `None`: the checkpoint's default
+    /// ([`Task::default_for`]).
+    pub task: Option<Task>,
 }
 
 impl BuildRequest {
@@ -60,6 +66,7 @@ impl BuildRequest {
             explain: false,
             strict: false,
             quant: None,
+            task: None,
         }
     }
 }
@@ -79,6 +86,8 @@ pub struct BuildReport {
     pub warnings: Vec<String>,
     /// What the EP pipeline did and what validation found (also in build_report.json).
     pub pipeline: PipelineReport,
+    /// The task the package was built for.
+    pub task: Task,
     /// Every quantized weight with its error (empty without `--quant`).
     pub quantized: Vec<TensorReport>,
     pub seconds: f64,
@@ -107,28 +116,40 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     if sets.get(&req.ep).is_none() {
         return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
-    let (table, plan) = sets.plan(&req.ep, req.dtype)?;
+    let table = sets.plan(&req.ep, req.dtype)?.0;
     let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
     progress(&format!("reading checkpoint {}", req.model_dir.display()));
     let ckpt = Checkpoint::open(&req.model_dir)?;
-    models::tasks::causal_lm::family(&ckpt.config)?;
-    let companions = Companions::of(&req.model_dir);
+    let task = match req.task {
+        Some(t) => t,
+        None => Task::default_for(&ckpt)?,
+    };
+    task.check(&ckpt)?;
+    // The plan of the sub-model's role: an encoder runs its own rule lists (no
+    // GroupQueryAttention, no KV-cache rules), from the table's [role.encoder.*] sections.
+    let (table, plan) = sets.role_plan(&req.ep, role_of(task), req.dtype)?;
+    if task.is_encoder() && quant.is_some() {
+        return Err(Error::Request(format!(
+            "--quant: task {task} is not quantized yet (the quantize step knows a decoder's lm_head and embedding roles only); build the float package"
+        )));
+    }
+    let companions = Companions::of(&req.model_dir, !task.is_encoder());
     let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }
     progress(&format!(
-        "building {} graph: {} layers, hidden {}, dtype {}",
+        "building {} {task} graph: {} layers, hidden {}, dtype {}",
         ckpt.config.model_type,
         ckpt.config.num_hidden_layers,
         ckpt.config.hidden_size,
         req.dtype
     ));
     let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
-    let mut model = models::tasks::causal_lm::build(&ckpt, &options)?;
+    let mut model = task.build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
     warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
@@ -151,20 +172,32 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         ir::Error::Io { .. } => Error::Write { output: req.output.clone(), source },
         other => Error::Ir(other),
     })?;
-    let generation = read_generation_config(&req.model_dir)?;
-    let provider_options: Vec<serde_json::Value> = table
-        .genai_provider_options()
-        .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
-        .unwrap_or_default();
-    let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
-    notes.extend(genai_notes);
+    if task.is_encoder() {
+        notes.push(format!(
+            "genai_config.json is not written: onnxruntime-genai runs decoders only; this {task} package runs on ONNX Runtime directly (inputs {})",
+            model.graph.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+    } else {
+        let generation = read_generation_config(&req.model_dir)?;
+        let provider_options: Vec<serde_json::Value> = table
+            .genai_provider_options()
+            .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
+            .unwrap_or_default();
+        let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
+        notes.extend(genai_notes);
+        write_json(&staging.path().join(GENAI_CONFIG), &config)?;
+    }
     notes.extend(pipeline.not_implemented.iter().map(|r| {
         format!("{}.toml lists `{r}` for {}, which this build does not implement yet; it was skipped", table.name, req.dtype)
     }));
-    write_json(&staging.path().join("genai_config.json"), &config)?;
     let quantized = pipeline.quant.as_ref().map(|q| q.report()).unwrap_or_default();
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &companions.copyable)?;
-    let files: Vec<&str> = PACKAGE_FILES.iter().copied().chain(copied_files.iter().map(String::as_str)).collect();
+    let files: Vec<&str> = PACKAGE_FILES
+        .iter()
+        .copied()
+        .filter(|f| !(task.is_encoder() && *f == GENAI_CONFIG))
+        .chain(copied_files.iter().map(String::as_str))
+        .collect();
     let report = serde_json::json!({
         "tool": TOOL_NAME,
         "tool_version": env!("CARGO_PKG_VERSION"),
@@ -172,6 +205,9 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "provider": table.provider,
         "dtype": req.dtype.name(),
         "model_type": ckpt.config.model_type,
+        "task": task.name(),
+        "role": plan.role.name(),
+        "genai_config": !task.is_encoder(),
         "files": files,
         "tokenizer": { "genai_loadable": companions.genai_loadable() },
         "notes": notes,
@@ -193,6 +229,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         notes,
         warnings,
         pipeline,
+        task,
         quantized,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -269,15 +306,36 @@ pub fn optimized_model(model_dir: &Path, ep: &str, dtype: DType, explain: bool) 
     optimized_model_with(model_dir, ep, dtype, explain, None)
 }
 
-/// [`optimized_model`] with weight quantization.
+/// [`optimized_model`] with weight quantization. The task is the checkpoint's default.
 pub fn optimized_model_with(model_dir: &Path, ep: &str, dtype: DType, explain: bool, quant: Option<&QuantRequest>) -> Result<(ir::Model, PipelineReport)> {
+    optimized_model_for(model_dir, None, ep, dtype, explain, quant)
+}
+
+/// [`optimized_model_with`] for a chosen task (`None`: the checkpoint's default).
+pub fn optimized_model_for(
+    model_dir: &Path,
+    task: Option<Task>,
+    ep: &str,
+    dtype: DType,
+    explain: bool,
+    quant: Option<&QuantRequest>,
+) -> Result<(ir::Model, PipelineReport)> {
     let sets = EpSets::builtin()?;
-    let (table, plan) = sets.plan(ep, dtype)?;
-    let step = resolve_quant(quant, table, dtype)?;
     let ckpt = Checkpoint::open(model_dir)?;
-    let mut model = models::tasks::causal_lm::build(&ckpt, &build_options(plan, dtype))?;
+    let task = match task {
+        Some(t) => t,
+        None => Task::default_for(&ckpt)?,
+    };
+    let (table, plan) = sets.role_plan(ep, role_of(task), dtype)?;
+    let step = resolve_quant(quant, table, dtype)?;
+    let mut model = task.build(&ckpt, &build_options(plan, dtype))?;
     let report = optimize(&mut model, table, plan, explain, step.as_ref())?;
     Ok((model, report))
+}
+
+/// The sub-model role a task's graph has: the EP pipeline runs that role's plan.
+pub fn role_of(task: Task) -> ep_sets::Role {
+    if task.is_encoder() { ep_sets::Role::Encoder } else { ep_sets::Role::Decoder }
 }
 
 /// The task options an EP table's structural flags ask for. Flags reach `models` by name,

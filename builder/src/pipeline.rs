@@ -10,8 +10,6 @@ use rules::{Outcome, Report};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The role of the graph being optimized (a package may hold several sub-models later).
-pub const DECODER_ROLE: &str = "decoder";
 
 /// What the pipeline did to one sub-model, and what validation found.
 #[derive(Clone, Debug, Serialize)]
@@ -64,8 +62,8 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
             }
         } else if plan.is_required(&rule.id) {
             return Err(Error::Pipeline(format!(
-                "{}.toml [dtype.{dtype}] requires rule `{}`, which this build does not implement",
-                table.name, rule.id
+                "{}.toml {} requires rule `{}`, which this build does not implement",
+                table.name, plan.role.section(dtype), rule.id
             )));
         } else {
             not_implemented.push(rule.id.clone());
@@ -93,7 +91,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
     let ids: Vec<String> = lists.iter().flat_map(|(_, ids)| ids.iter().map(|i| i.to_string())).collect();
     // The table's lists are the schedule: stage by stage, in list order.
     let schedule = rules::Schedule::from_lists(lists)
-        .map_err(|e| Error::Pipeline(format!("{}.toml [dtype.{dtype}]: {e}", table.name)))?;
+        .map_err(|e| Error::Pipeline(format!("{}.toml {}: {e}", table.name, plan.role.section(dtype))))?;
     // Per-candidate records are always kept: validation needs each candidate's outcome.
     let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
     // The quantize step, after fusion and lowering, before folding: the fusions and lowerings
@@ -141,7 +139,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
         diagnostics.records.clear();
     }
     let report = PipelineReport {
-        role: DECODER_ROLE.into(),
+        role: plan.role.name().into(),
         rules_run: ids,
         not_implemented,
         diagnostics,

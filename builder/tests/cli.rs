@@ -519,3 +519,37 @@ fn json_diagnostics_on_success_and_failure() {
     assert_eq!((doc["ok"].as_bool(), doc["ep"].as_str()), (Some(false), Some("cpu")));
     assert!(doc["error"].as_str().unwrap().contains("hidden_act"), "{doc}");
 }
+
+/// A task the checkpoint cannot be built as, an unknown task, and `--quant` on an encoder are
+/// refused with what to do instead, before any weight is read, and leave nothing behind.
+#[test]
+fn encoder_task_mistakes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bert = dir.path().join("bert");
+    copy_fixture("tiny-bert", &bert);
+    assert_fails(&bert, &["--task", "causal-lm"], &["is an encoder", "--task feature-extraction"]);
+    assert_fails(&bert, &["--task", "sentence-embedding"], &["modules.json", "--task feature-extraction"]);
+    assert_fails(&bert, &["--quant", "int4", "--ep", "cpu"], &["--quant", "feature-extraction", "not quantized"]);
+    assert_fails(&bert, &["--task", "translation"], &["unknown task `translation`", "causal-lm, feature-extraction, sentence-embedding"]);
+    let llama = with_config(dir.path(), |_| {});
+    assert_fails(&llama, &["--task", "feature-extraction"], &["is a decoder", "--task causal-lm"]);
+}
+
+/// An encoder package: built with the default task, no genai_config.json, a note saying why,
+/// and the report's task and role.
+#[test]
+fn an_encoder_package_has_no_genai_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let bert = dir.path().join("bert");
+    copy_fixture("tiny-bert", &bert);
+    let out = dir.path().join("pkg");
+    let r = tailor(&bert, &out, &["--ep", "cpu"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("genai_config.json is not written") && r.stderr.contains("[encoder]"), "{}", r.stderr);
+    assert!(!out.join("genai_config.json").exists());
+    let report: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!((report["task"].as_str(), report["role"].as_str(), report["genai_config"].as_bool()), (Some("feature-extraction"), Some("encoder"), Some(false)));
+    // --force replaces it: its report lists exactly the files it holds.
+    let r = tailor(&bert, &out, &["--ep", "default", "--force"]);
+    assert!(r.status.success(), "{}", r.stderr);
+}

@@ -109,6 +109,11 @@ pub enum Error {
     /// An (EP, dtype) pair that no table lists was asked for.
     #[error("no EP table for ({ep}, {dtype}); the pairs that exist are: {}", available.join(", "))]
     UnknownPair { ep: String, dtype: crate::DType, available: Vec<String> },
+
+    /// An (EP, dtype) pair whose table has no plan for a sub-model role (an encoder built for
+    /// an EP whose table has no `[role.encoder.<dtype>]` section).
+    #[error("ep-sets/tables/{ep}.toml has no {} section: the {ep} table does not say how to build the {role} role in {dtype}; the (EP, dtype) pairs with {role} plans are: {}", role.section(*dtype), if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    UnknownRolePair { ep: String, role: crate::Role, dtype: crate::DType, available: Vec<String> },
 }
 
 fn join(problems: &[Problem]) -> String {

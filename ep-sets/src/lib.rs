@@ -20,6 +20,7 @@ mod quant;
 mod domain;
 mod schema;
 mod stage;
+mod role;
 mod table;
 mod validate;
 
@@ -28,6 +29,7 @@ use std::path::Path;
 
 pub use claim::Claim;
 pub use dtype::{DType, ElemType};
+pub use role::Role;
 pub use quant::{QuantBits, QuantChoice, QuantFormat, QuantPlan};
 pub use domain::Domain;
 pub use opschema::{OpSchema, OpSchemas};
@@ -100,6 +102,25 @@ impl EpSets {
     /// Every (EP, dtype) pair some table lists, sorted.
     pub fn pairs(&self) -> Vec<(&str, DType)> {
         self.tables.values().flat_map(|t| t.dtypes().map(move |d| (t.name.as_str(), d))).collect()
+    }
+
+    /// Every (EP, dtype) pair with a plan for `role`, sorted.
+    pub fn role_pairs(&self, role: Role) -> Vec<(&str, DType)> {
+        self.tables.values().flat_map(|t| t.role_dtypes(role).into_iter().map(move |d| (t.name.as_str(), d))).collect()
+    }
+
+    /// The table and `role`'s plan for (`ep`, `dtype`), or an error naming the pairs that
+    /// have a plan for that role. The builder calls this before reading any weight.
+    pub fn role_plan(&self, ep: &str, role: Role, dtype: DType) -> Result<(&EpTable, &DtypePlan)> {
+        if role == Role::Decoder {
+            return self.plan(ep, dtype);
+        }
+        self.get(ep).and_then(|t| t.role_plan(role, dtype).map(|p| (t, p))).ok_or_else(|| Error::UnknownRolePair {
+            ep: ep.to_string(),
+            role,
+            dtype,
+            available: self.role_pairs(role).into_iter().map(|(e, d)| format!("{e}/{d}")).collect(),
+        })
     }
 
     /// The table and plan for (`ep`, `dtype`), or an error naming the pairs that exist. The

@@ -15,6 +15,9 @@ pub(crate) struct RawTable {
     pub ep: RawEp,
     #[serde(default)]
     pub dtype: BTreeMap<String, Spanned<RawPlan>>,
+    /// `[role.<role>.<dtype>]`: the plans of sub-model roles other than the decoder.
+    #[serde(default)]
+    pub role: BTreeMap<String, Spanned<BTreeMap<String, Spanned<RawPlan>>>>,
     #[serde(default)]
     pub quant: BTreeMap<String, Spanned<crate::quant::RawQuant>>,
     #[serde(default)]
@@ -98,6 +101,9 @@ pub(crate) struct RawExclude {
     pub why: Option<String>,
     #[serde(default)]
     pub dtype: Option<Spanned<String>>,
+    /// Only for this role's plans (absent: every role).
+    #[serde(default)]
+    pub role: Option<Spanned<String>>,
 }
 
 /// One kernel registration. Type constraints are free keys (`T`, `M`, `T_CACHE`, ...), so

@@ -6,7 +6,8 @@ use std::ops::Range;
 use crate::dtype::{DType, ElemType};
 use crate::error::{Error, Location, Result};
 use crate::quant::{QuantBits, QuantPlan};
-use crate::schema::{RawKernel, RawTable};
+use crate::role::Role;
+use crate::schema::{RawKernel, RawPlan, RawTable};
 
 pub use crate::stage::Stage;
 
@@ -39,6 +40,8 @@ pub struct Forbidden {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DtypePlan {
     pub dtype: DType,
+    /// The sub-model role this plan is for (`[dtype.D]`: the decoder; `[role.R.D]`: role R).
+    pub role: Role,
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
     pub required: Vec<RuleRef>,
@@ -100,6 +103,9 @@ pub struct Exclusion {
     pub why: String,
     /// `None`: excluded for every dtype.
     pub dtype: Option<DType>,
+    /// `None`: excluded for every role; else only from that role's plans (a role name no
+    /// [`Role`] has is kept as written and reported by `validate`).
+    pub role: Option<String>,
     pub span: Option<Range<usize>>,
 }
 
@@ -180,6 +186,10 @@ pub struct EpTable {
     pub(crate) name_span: Option<Range<usize>>,
     pub(crate) genai: Option<GenaiProvider>,
     pub(crate) plans: BTreeMap<DType, DtypePlan>,
+    /// `[role.<role>.<dtype>]` plans of the roles other than the decoder.
+    pub(crate) role_plans: BTreeMap<Role, BTreeMap<DType, DtypePlan>>,
+    /// `[role.<name>]` sections naming a role no [`Role`] knows, with where.
+    pub(crate) unknown_roles: Vec<(String, Option<Range<usize>>)>,
     pub(crate) exclusions: Vec<Exclusion>,
     /// `[quant.int4]` / `[quant.int8]`; a bit width absent here is refused by `--quant`.
     pub(crate) quant: BTreeMap<QuantBits, QuantPlan>,
@@ -196,9 +206,31 @@ pub struct EpTable {
 }
 
 impl EpTable {
-    /// The plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
+    /// The decoder's plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
     pub fn dtype(&self, d: DType) -> Option<&DtypePlan> {
         self.plans.get(&d)
+    }
+
+    /// The plan of `role` for dtype `d`: `[dtype.d]` for the decoder, `[role.<role>.d]` for
+    /// the others; `None` when the table has no such section.
+    pub fn role_plan(&self, role: Role, d: DType) -> Option<&DtypePlan> {
+        match role {
+            Role::Decoder => self.plans.get(&d),
+            other => self.role_plans.get(&other)?.get(&d),
+        }
+    }
+
+    /// The dtypes `role` has a plan for.
+    pub fn role_dtypes(&self, role: Role) -> Vec<DType> {
+        match role {
+            Role::Decoder => self.plans.keys().copied().collect(),
+            other => self.role_plans.get(&other).map_or_else(Vec::new, |m| m.keys().copied().collect()),
+        }
+    }
+
+    /// Every plan of the table, decoder plans first.
+    pub fn all_plans(&self) -> impl Iterator<Item = &DtypePlan> {
+        self.plans.values().chain(self.role_plans.values().flat_map(|m| m.values()))
     }
 
     /// The `--dtype` of a build that names none: `[quant.*].dtype` when quantizing, else
@@ -245,9 +277,16 @@ impl EpTable {
         &self.exclusions
     }
 
-    /// The exclusion of `rule` that applies to dtype `d`, if any.
+    /// The exclusion of `rule` that applies to the decoder's dtype `d`, if any.
     pub fn excluded(&self, rule: &str, d: DType) -> Option<&Exclusion> {
-        self.exclusions.iter().find(|e| e.rule == rule && e.dtype.is_none_or(|x| x == d))
+        self.excluded_for(Role::Decoder, rule, d)
+    }
+
+    /// The exclusion of `rule` that applies to `role`'s dtype `d`, if any.
+    pub fn excluded_for(&self, role: Role, rule: &str, d: DType) -> Option<&Exclusion> {
+        self.exclusions
+            .iter()
+            .find(|e| e.rule == rule && e.dtype.is_none_or(|x| x == d) && e.role.as_deref().is_none_or(|r| r == role.name()))
     }
 
     /// Every (domain, op) the table claims.
@@ -301,68 +340,27 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         location: Location::at(file, text, e.span()),
         message: e.message().to_string(),
     })?;
-    let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
-        v.into_iter()
-            .map(|s| {
-                let span = s.span();
-                RuleRef { id: s.into_inner(), span: Some(span) }
-            })
-            .collect()
-    };
     let mut unknown_dtypes = Vec::new();
     let mut plans = BTreeMap::new();
     for (name, plan) in raw.dtype {
-        let span = plan.span();
-        let Some(dtype) = plan_dtype(&mut unknown_dtypes, name.clone(), format!("[dtype.{name}]"), Some(span.clone())) else { continue };
-        let p = plan.into_inner();
-        let mut stages = BTreeMap::new();
-        for (stage, list) in [
-            (Stage::Cleanup, p.cleanup),
-            (Stage::Prefuse, p.prefuse),
-            (Stage::Fuse, p.fuse),
-            (Stage::Lower, p.lower),
-            (Stage::Fold, p.fold),
-        ] {
-            stages.insert(stage, rules(list));
+        let Some(dtype) = plan_dtype(&mut unknown_dtypes, name.clone(), format!("[dtype.{name}]"), Some(plan.span())) else { continue };
+        plans.insert(dtype, plan_of(Role::Decoder, dtype, plan));
+    }
+    let mut role_plans: BTreeMap<Role, BTreeMap<DType, DtypePlan>> = BTreeMap::new();
+    let mut unknown_roles = Vec::new();
+    for (name, by_dtype) in raw.role {
+        let span = by_dtype.span();
+        match Role::parse(&name).filter(|r| *r != Role::Decoder) {
+            Some(role) => {
+                let entry = role_plans.entry(role).or_default();
+                for (d, plan) in by_dtype.into_inner() {
+                    let place = format!("[role.{name}.{d}]");
+                    let Some(dtype) = plan_dtype(&mut unknown_dtypes, d, place, Some(plan.span())) else { continue };
+                    entry.insert(dtype, plan_of(role, dtype, plan));
+                }
+            }
+            None => unknown_roles.push((name, Some(span))),
         }
-        let forbidden = p
-            .forbidden_ops
-            .into_iter()
-            .map(|f| {
-                let span = f.span();
-                let f = f.into_inner();
-                let (domain, op) = split_op(&f.op);
-                Forbidden { domain, op, why: f.why.unwrap_or_default(), span: Some(span) }
-            })
-            .collect();
-        plans.insert(
-            dtype,
-            DtypePlan {
-                dtype,
-                stages,
-                required: rules(p.required),
-                not_applicable: p
-                    .not_applicable
-                    .into_iter()
-                    .map(|(rule, list)| {
-                        let list = list
-                            .into_iter()
-                            .map(|n| {
-                                let span = n.span();
-                                let n = n.into_inner();
-                                NotApplicable { check: n.check, why: n.why.unwrap_or_default(), span: Some(span) }
-                            })
-                            .collect();
-                        (rule, list)
-                    })
-                    .collect(),
-                forbidden,
-                flags: rules(p.flags),
-                limits: p.limits,
-                notes: p.notes,
-                span: Some(span),
-            },
-        );
     }
     let mut exclusions = Vec::new();
     for e in raw.exclude {
@@ -379,7 +377,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                 }
             }
         };
-        exclusions.push(Exclusion { rule, why: e.why.unwrap_or_default(), dtype, span: Some(span) });
+        exclusions.push(Exclusion { rule, why: e.why.unwrap_or_default(), dtype, role: e.role.map(|r| r.into_inner()), span: Some(span) });
     }
     let mut ops: BTreeMap<(String, String), Vec<Kernel>> = BTreeMap::new();
     for (domain, by_op) in raw.ops {
@@ -453,6 +451,8 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         name_span: Some(name_span),
         genai: raw.ep.genai.map(|g| GenaiProvider { name: g.name, options: g.options, source: g.source }),
         plans,
+        role_plans,
+        unknown_roles,
         exclusions,
         quant,
         unknown_quant,
@@ -461,4 +461,64 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         default_dtype_span,
         ops,
     })
+}
+
+/// One `[dtype.D]` or `[role.R.D]` section as a plan.
+fn plan_of(role: Role, dtype: DType, plan: toml::Spanned<RawPlan>) -> DtypePlan {
+    let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
+        v.into_iter()
+            .map(|s| {
+                let span = s.span();
+                RuleRef { id: s.into_inner(), span: Some(span) }
+            })
+            .collect()
+    };
+    let span = plan.span();
+    let p = plan.into_inner();
+    let mut stages = BTreeMap::new();
+    for (stage, list) in [
+        (Stage::Cleanup, p.cleanup),
+        (Stage::Prefuse, p.prefuse),
+        (Stage::Fuse, p.fuse),
+        (Stage::Lower, p.lower),
+        (Stage::Fold, p.fold),
+    ] {
+        stages.insert(stage, rules(list));
+    }
+    let forbidden = p
+        .forbidden_ops
+        .into_iter()
+        .map(|f| {
+            let span = f.span();
+            let f = f.into_inner();
+            let (domain, op) = split_op(&f.op);
+            Forbidden { domain, op, why: f.why.unwrap_or_default(), span: Some(span) }
+        })
+        .collect();
+    DtypePlan {
+        dtype,
+        role,
+        stages,
+        required: rules(p.required),
+        not_applicable: p
+            .not_applicable
+            .into_iter()
+            .map(|(rule, list)| {
+                let list = list
+                    .into_iter()
+                    .map(|n| {
+                        let span = n.span();
+                        let n = n.into_inner();
+                        NotApplicable { check: n.check, why: n.why.unwrap_or_default(), span: Some(span) }
+                    })
+                    .collect();
+                (rule, list)
+            })
+            .collect(),
+        forbidden,
+        flags: rules(p.flags),
+        limits: p.limits,
+        notes: p.notes,
+        span: Some(span),
+    }
 }

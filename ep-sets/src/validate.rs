@@ -105,56 +105,17 @@ impl EpTable {
         for u in &self.unknown_dtypes {
             problem(u.span.clone(), format!("unknown dtype `{}` in {} (expected {})", u.name, u.place, u.expected));
         }
-        for (&dtype, plan) in &self.plans {
-            let mut seen: BTreeMap<&str, Stage> = BTreeMap::new();
-            for (stage, rule) in plan.pipeline() {
-                if !rule_id_ok(&rule.id) {
-                    problem(rule.span.clone(), format!("`{}` is not a rule id (expected fuse.x, lower.x, cleanup.x or fold.x)", rule.id));
-                } else if !stage_accepts(stage, &rule.id) {
-                    problem(rule.span.clone(), format!("`{}` does not belong in the `{}` list of dtype {dtype}", rule.id, stage.name()));
-                }
-                if let Some(prev) = seen.insert(&rule.id, stage) {
-                    problem(rule.span.clone(), format!("`{}` is listed twice in dtype {dtype} (in `{}` and `{}`)", rule.id, prev.name(), stage.name()));
-                }
-                if let Some(ex) = self.excluded(&rule.id, dtype) {
-                    problem(rule.span.clone(), format!("`{}` is listed for dtype {dtype} but excluded: {}", rule.id, ex.why));
-                }
-            }
-            let fusing: BTreeSet<&str> = plan
-                .stage(Stage::Fuse)
-                .iter()
-                .chain(plan.stage(Stage::Prefuse))
-                .map(|r| r.id.as_str())
-                .collect();
-            for r in &plan.required {
-                if !fusing.contains(r.id.as_str()) {
-                    problem(r.span.clone(), format!("required `{}` is not in the fuse or prefuse list of dtype {dtype}", r.id));
-                }
-            }
-            for (rule, accepted) in &plan.not_applicable {
-                if !plan.is_required(rule) {
-                    problem(plan.span.clone(), format!("`not_applicable` names `{rule}`, which is not a required fusion of dtype {dtype}"));
-                }
-                for n in accepted {
-                    if n.why.trim().is_empty() {
-                        problem(n.span.clone(), format!("not-applicable check `{}` of `{rule}` (dtype {dtype}) has no `why`", n.check));
-                    }
-                }
-            }
-            for (fusion, lowering) in UNDOES {
-                if plan.runs(fusion) && plan.runs(lowering) {
-                    let span = plan.pipeline().find(|(_, r)| r.id == *lowering).and_then(|(_, r)| r.span.clone());
-                    problem(span, format!("dtype {dtype} fuses with `{fusion}` and then undoes it with `{lowering}`"));
-                }
-            }
-            for f in &plan.forbidden {
-                if f.why.trim().is_empty() {
-                    problem(f.span.clone(), format!("forbidden op `{}` of dtype {dtype} has no `why`", f.op));
-                }
-            }
-            for flag in &plan.flags {
-                if !KNOWN_FLAGS.contains(&flag.id.as_str()) {
-                    problem(flag.span.clone(), format!("unknown structural flag `{}` (known: {})", flag.id, KNOWN_FLAGS.join(", ")));
+        for plan in self.all_plans() {
+            self.validate_plan(plan, &mut problem);
+        }
+        for (name, span) in &self.unknown_roles {
+            let known: Vec<&str> = crate::Role::ALL.iter().filter(|r| **r != crate::Role::Decoder).map(|r| r.name()).collect();
+            problem(span.clone(), format!("unknown role `[role.{name}]` (known: {}; the decoder's plans are the [dtype.*] sections)", known.join(", ")));
+        }
+        for (role, by_dtype) in &self.role_plans {
+            for (dtype, plan) in by_dtype {
+                if !self.plans.contains_key(dtype) {
+                    problem(plan.span.clone(), format!("{} has no [dtype.{dtype}] section: a role's dtypes are a subset of the EP's", role.section(*dtype)));
                 }
             }
         }
@@ -176,8 +137,14 @@ impl EpTable {
             if !rule_id_ok(&ex.rule) {
                 problem(ex.span.clone(), format!("exclusion names `{}`, which is not a rule id", ex.rule));
             }
-            if let Some(d) = ex.dtype {
-                if !self.plans.contains_key(&d) {
+            if let Some(r) = &ex.role {
+                if crate::Role::parse(r).is_none() {
+                    let known: Vec<&str> = crate::Role::ALL.iter().map(|r| r.name()).collect();
+                    problem(ex.span.clone(), format!("exclusion of `{}` names role `{r}` (known: {})", ex.rule, known.join(", ")));
+                }
+            }
+            if let Some(d) = &ex.dtype {
+                if !self.plans.contains_key(d) {
                     problem(ex.span.clone(), format!("exclusion of `{}` names dtype `{d}`, which the table does not list", ex.rule));
                 }
             }
@@ -203,5 +170,70 @@ impl EpTable {
             }
         }
         out
+    }
+}
+
+impl EpTable {
+    /// One plan on its own: dtype known, rule ids in stages that take them, nothing listed
+    /// twice or both listed and excluded, required rules fused, every why given, flags known.
+    fn validate_plan(&self, plan: &crate::DtypePlan, problem: &mut impl FnMut(Option<std::ops::Range<usize>>, String)) {
+        let dtype_name = plan.dtype.name();
+        // Messages name a decoder plan by its dtype (`dtype f32`), a role's plan with its role.
+        let label = match plan.role {
+            crate::Role::Decoder => dtype_name.to_string(),
+            role => format!("{dtype_name} of role {role}"),
+        };
+        let dtype = label.as_str();
+        let mut seen: BTreeMap<&str, Stage> = BTreeMap::new();
+        for (stage, rule) in plan.pipeline() {
+            if !rule_id_ok(&rule.id) {
+                problem(rule.span.clone(), format!("`{}` is not a rule id (expected fuse.x, lower.x, cleanup.x or fold.x)", rule.id));
+            } else if !stage_accepts(stage, &rule.id) {
+                problem(rule.span.clone(), format!("`{}` does not belong in the `{}` list of dtype {dtype}", rule.id, stage.name()));
+            }
+            if let Some(prev) = seen.insert(&rule.id, stage) {
+                problem(rule.span.clone(), format!("`{}` is listed twice in dtype {dtype} (in `{}` and `{}`)", rule.id, prev.name(), stage.name()));
+            }
+            if let Some(ex) = self.excluded_for(plan.role, &rule.id, plan.dtype) {
+                problem(rule.span.clone(), format!("`{}` is listed for dtype {dtype} but excluded: {}", rule.id, ex.why));
+            }
+        }
+        let fusing: BTreeSet<&str> = plan
+            .stage(Stage::Fuse)
+            .iter()
+            .chain(plan.stage(Stage::Prefuse))
+            .map(|r| r.id.as_str())
+            .collect();
+        for r in &plan.required {
+            if !fusing.contains(r.id.as_str()) {
+                problem(r.span.clone(), format!("required `{}` is not in the fuse or prefuse list of dtype {dtype}", r.id));
+            }
+        }
+        for (rule, accepted) in &plan.not_applicable {
+            if !plan.is_required(rule) {
+                problem(plan.span.clone(), format!("`not_applicable` names `{rule}`, which is not a required fusion of dtype {dtype}"));
+            }
+            for n in accepted {
+                if n.why.trim().is_empty() {
+                    problem(n.span.clone(), format!("not-applicable check `{}` of `{rule}` (dtype {dtype}) has no `why`", n.check));
+                }
+            }
+        }
+        for (fusion, lowering) in UNDOES {
+            if plan.runs(fusion) && plan.runs(lowering) {
+                let span = plan.pipeline().find(|(_, r)| r.id == *lowering).and_then(|(_, r)| r.span.clone());
+                problem(span, format!("dtype {dtype} fuses with `{fusion}` and then undoes it with `{lowering}`"));
+            }
+        }
+        for f in &plan.forbidden {
+            if f.why.trim().is_empty() {
+                problem(f.span.clone(), format!("forbidden op `{}` of dtype {dtype} has no `why`", f.op));
+            }
+        }
+        for flag in &plan.flags {
+            if !KNOWN_FLAGS.contains(&flag.id.as_str()) {
+                problem(flag.span.clone(), format!("unknown structural flag `{}` (known: {})", flag.id, KNOWN_FLAGS.join(", ")));
+            }
+        }
     }
 }

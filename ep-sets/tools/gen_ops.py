@@ -13,7 +13,7 @@ usage: python gen_ops.py cpu|default|cuda|dml|webgpu|trt-rtx  > fragment.toml
 """
 import sys, os
 
-ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos Div Equal Erf Expand Gather Gelu
+ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal Erf Expand Gather Gelu
 DequantizeLinear Greater GreaterOrEqual Identity If LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not
 Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh
@@ -154,7 +154,7 @@ NV_PARSER_NOTE = "op support is the TensorRT-RTX parser's (closed source, no op 
 NV_NEW_OPS = {"Attention": "10.14", "RotaryEmbedding": "10.15", "RMSNormalization": "10.15"}
 # Standard ops the trt-rtx builds (or its rules) may emit; SimplifiedLayerNormalization is an ORT-only
 # default-domain op the TensorRT parser does not know, If is forbidden by the table.
-NV_OPS = """Add And Attention Cast Concat ConstantOfShape Cos DequantizeLinear Div Equal Erf Expand Gather Gelu Greater
+NV_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum DequantizeLinear Div Equal Erf Expand Gather Gelu Greater
 GreaterOrEqual LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not Or Pow RMSNormalization Range
 ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND Shape Sigmoid Sin Slice Softmax Split Sqrt
 Squeeze Sub Tanh Transpose Trilu Unsqueeze Where""".split()

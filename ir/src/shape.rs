@@ -85,7 +85,7 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
         }
         "Where" => vec![broadcast(get(1), get(2), None)],
         "Sigmoid" | "Tanh" | "Relu" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
-        | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal" => vec![same(0)],
+        | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal" | "CumSum" => vec![same(0)],
         "Cast" => {
             let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32));
             vec![to.map(|t| (t, get(0).and_then(|v| v.shape.clone())))]

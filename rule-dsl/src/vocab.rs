@@ -141,4 +141,10 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         ANY,
         "cuts an initializer along its last axis into consecutive pieces of the sizes in a `let` integer list: one sliced initializer recipe per size",
     ),
+    (
+        "key_mask_int32",
+        1,
+        1,
+        "the 2-D int64 attention_mask cast to int32, built once per graph: MultiHeadAttention's [batch, kv_sequence_length] key_padding_mask",
+    ),
 ];

@@ -19,6 +19,23 @@ pub mod allowed {
         Error::Helper { rule: em.rule().to_string(), helper, reason: reason.into() }
     }
 
+    /// The 2-D int64 `attention_mask` [batch, seq] cast to int32: com.microsoft
+    /// MultiHeadAttention's `key_padding_mask` in its [batch, kv_sequence_length] form (1 keeps
+    /// a key, 0 masks it; ONNX Runtime 1.32's CPU kernel takes int32 only). Built once per
+    /// graph and shared by every layer.
+    pub fn key_mask_int32(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [mask] = args else { return Err(fail(em, "key_mask_int32", format!("expects 1 value, got {}", args.len()))) };
+        let key = format!("key_mask_int32({mask})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done);
+        }
+        let saved = std::mem::replace(&mut em.base, "key_mask_int32".to_string());
+        let cast = em.node("", "Cast", ir::OPSET, vec![mask.clone()], &[true], vec![Attr::int("to", DType::I32.to_onnx() as i64)])?;
+        em.base = saved;
+        em.remember(key, cast.clone());
+        Ok(cast)
+    }
+
     /// GroupQueryAttention's `seqlens_k` and `total_sequence_length` from a 2-D int64
     /// `attention_mask` [batch, total]: `seqlens_k = int32(ReduceSum(mask, axis 1) - 1)` (one
     /// per row: the index of the row's last valid key, right padding assumed) and

@@ -59,6 +59,13 @@ pub const DECLARATIONS: &[Declaration] = &[
         attrs: &["num_heads", "kv_num_heads"],
         shape: group_query_attention,
     },
+    Declaration {
+        domain: MS,
+        op: "MultiHeadAttention",
+        inputs: &[(0, "query"), (2, "value")],
+        attrs: &[],
+        shape: multi_head_attention,
+    },
     Declaration { domain: MS, op: "MatMulNBits", inputs: &[(0, "A")], attrs: &["N"], shape: matmul_nbits },
     Declaration {
         domain: MS,
@@ -110,6 +117,15 @@ fn group_query_attention(n: &Node, inputs: &Inputs) -> Vec<OutShape> {
 }
 
 /// Y: A's shape with the last dim replaced by the attribute N.
+/// MultiHeadAttention with separate 3-D query, key and value: `[batch, seq, v_hidden]`.
+fn multi_head_attention(_: &Node, inputs: &Inputs) -> Vec<OutShape> {
+    let out = match (shape_of(inputs, 0), shape_of(inputs, 2)) {
+        (Some(q), Some(v)) if q.len() == 3 && v.len() == 3 => Some(vec![q[0].clone(), q[1].clone(), v[2].clone()]),
+        _ => None,
+    };
+    vec![dims_or_unknown(out)]
+}
+
 fn matmul_nbits(n: &Node, inputs: &Inputs) -> Vec<OutShape> {
     let out = match (shape_of(inputs, 0), n.attr_int("N")) {
         (Some(mut a), Some(cols)) if !a.is_empty() => {

@@ -1,6 +1,7 @@
-//! One insta snapshot per (decoder fixture, EP, dtype) the tables list, and per (decoder
+//! One insta snapshot per (decoder fixture, EP, dtype) the tables list, per (decoder
 //! fixture, EP, quantization) for every `[quant.*]` section (in its dtype, with the table's
-//! defaults): the optimized graph in
+//! defaults), and per (encoder fixture, EP, dtype) with a `[role.encoder.*]` plan: the
+//! optimized graph in
 //! the text form of [`snapshots::graph_snapshot`], or the build's error message for a build
 //! that fails today, so every cell of the matrix is pinned and any change shows up in review
 //! (`cargo insta review`, docs/snapshots.md). A second test checks that the snapshot files are
@@ -10,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use ep_sets::EpSets;
-use tailor_tests::{decoder_fixtures, fixture};
+use tailor_tests::{decoder_fixtures, encoder_fixtures, fixture};
 
 /// One cell: fixture, EP, dtype and, for a quantized build, its bits (`int4`).
 type Cell = (String, String, String, Option<String>);
@@ -51,6 +52,12 @@ fn matrix() -> Vec<Cell> {
             }
         }
     }
+    // Every encoder, built (as feature-extraction) for every (EP, dtype) with an encoder plan.
+    for f in encoder_fixtures() {
+        for (ep, dtype) in sets.role_pairs(ep_sets::Role::Encoder) {
+            out.push((f.to_string(), ep.to_string(), dtype.to_string(), None));
+        }
+    }
     out
 }
 
@@ -84,7 +91,7 @@ fn snapshot_files_are_the_matrix() {
     let extra: Vec<_> = found.difference(&expected).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype[, quantization]).\n\
+        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype[, quantization]) and (encoder fixture, EP, dtype).\n\
          missing (run `INSTA_UPDATE=always cargo test -p snapshots`, then review): {missing:?}\n\
          not in the matrix (delete them): {extra:?}"
     );

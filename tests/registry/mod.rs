@@ -47,3 +47,8 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn decoders() -> Vec<&'static str> {
     repo().of_kind(Kind::Decoder).map(|f| f.name.as_str()).collect()
 }
+
+/// The encoder fixtures' names, in registry order.
+pub fn encoders() -> Vec<&'static str> {
+    repo().of_kind(Kind::Encoder).map(|f| f.name.as_str()).collect()
+}

@@ -116,7 +116,8 @@ fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str, quant: Option
     if applicable.is_empty() {
         return None;
     }
-    let layers = DecoderShape::of(&model).layers as i64;
+    // L from config.json: decoders and encoders alike (an encoder has no past inputs to count).
+    let layers = models::Checkpoint::open(&fixture(fx)).expect("fixture opens").config.num_hidden_layers as i64;
     let counts = op_counts(&model);
     let mut problems = Vec::new();
     for ops in applicable {
@@ -170,6 +171,29 @@ fn optimized_graphs_meet_the_op_expectations() {
                         failures.extend(problems);
                     }
                 }
+            }
+        }
+    }
+    // Encoders: every (EP, dtype) with an encoder plan, built as feature-extraction (the
+    // default task of a checkpoint without sentence-transformers files).
+    for (ep, dtype) in sets.role_pairs(ep_sets::Role::Encoder) {
+        for fx in encoder_fixtures() {
+            let result = check_build(&ex, ep, dtype.name(), fx, None);
+            match (result, is_pending(&ex, ep, dtype.name(), fx)) {
+                (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
+                (Some(problems), false) => {
+                    checked += 1;
+                    failures.extend(problems);
+                }
+                (Some(problems), true) if problems.is_empty() => failures.push(format!(
+                    "{ep}/{dtype} {fx}: listed as pending but builds and meets its expectations now; remove it from [pending]"
+                )),
+                (None, true) => {
+                    if optimized(fx, ep, dtype.name()).is_ok() {
+                        failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
+                    }
+                }
+                (Some(_), true) => {}
             }
         }
     }

@@ -68,7 +68,7 @@ impl DecoderFamily {
         let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?;
         let logits = self.head(b, ckpt, io, &embedding, &h)?;
         let logits = scale_logits(b, &logits, &shared.scalars);
-        self.account_for_every_tensor(ckpt)?;
+        account_for_every_tensor(ckpt, self.unused)?;
         Ok(logits)
     }
 
@@ -352,29 +352,6 @@ impl DecoderFamily {
             }
         })
     }
-
-    /// Marks the tensors the table lists as unused, then fails if any tensor is still
-    /// unaccounted for: a weight nobody reads means config.json and the checkpoint disagree
-    /// (a bias the config does not announce, say), and the model would be silently wrong.
-    fn account_for_every_tensor(&self, ckpt: &Checkpoint) -> Result<()> {
-        for name in ckpt.unaccounted() {
-            if let Some(u) = self.unused.iter().find(|u| name.ends_with(u.suffix)) {
-                ckpt.mark_unused(&name, u.reason);
-            }
-        }
-        let left = ckpt.unaccounted();
-        if left.is_empty() {
-            return Ok(());
-        }
-        let shown: Vec<&str> = left.iter().take(8).map(String::as_str).collect();
-        let more = if left.len() > shown.len() { format!(" and {} more", left.len() - shown.len()) } else { String::new() };
-        Err(Error::UnusedTensors {
-            path: ckpt.dir.clone(),
-            model_type: ckpt.config.model_type.clone(),
-            count: left.len(),
-            names: format!("{}{more}", shown.join(", ")),
-        })
-    }
 }
 
 /// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
@@ -470,4 +447,28 @@ mod tests {
         let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"relu""#)).err().unwrap().to_string();
         assert!(e.contains("`hidden_activation`"), "{e}");
     }
+}
+
+/// Marks the tensors `unused` lists as unused, then fails if any tensor is still unaccounted
+/// for: a weight nobody reads means config.json and the checkpoint disagree (a bias the config
+/// does not announce, say), and the model would be silently wrong. Shared by the decoder and
+/// encoder builders.
+pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unused]) -> Result<()> {
+    for name in ckpt.unaccounted() {
+        if let Some(u) = unused.iter().find(|u| name.ends_with(u.suffix)) {
+            ckpt.mark_unused(&name, u.reason);
+        }
+    }
+    let left = ckpt.unaccounted();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = left.iter().take(8).map(String::as_str).collect();
+    let more = if left.len() > shown.len() { format!(" and {} more", left.len() - shown.len()) } else { String::new() };
+    Err(Error::UnusedTensors {
+        path: ckpt.dir.clone(),
+        model_type: ckpt.config.model_type.clone(),
+        count: left.len(),
+        names: format!("{}{more}", shown.join(", ")),
+    })
 }

@@ -1,6 +1,7 @@
 //! The decoder family tables. Adding a Llama-like model is adding a table here (and listing it
 //! in [`super::DECODERS`]); see docs/adding-a-model.md.
 
+use super::encoder::{EncoderFamily, EncoderNames, EncoderPositions};
 use super::family::*;
 use crate::components::linear::WeightLayout;
 use crate::components::norm::NormKind;
@@ -283,4 +284,52 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: UNIFORM_LAYERS,
+};
+
+/// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
+const BERT_NAMES: EncoderNames = EncoderNames {
+    word_embeddings: "embeddings.word_embeddings.weight",
+    position_embeddings: "embeddings.position_embeddings.weight",
+    token_type_embeddings: "embeddings.token_type_embeddings.weight",
+    embeddings_norm: "embeddings.LayerNorm",
+    layer: "encoder.layer.{i}",
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    attention_output: "attention.output.dense",
+    attention_norm: "attention.output.LayerNorm",
+    intermediate: "intermediate.dense",
+    output: "output.dense",
+    output_norm: "output.LayerNorm",
+};
+
+/// Tensors of a BERT-family checkpoint the encoder graph does not read.
+const ENCODER_UNUSED: &[Unused] = &[
+    Unused {
+        suffix: "pooler.dense.weight",
+        reason: "the pooler (tanh dense on the first token) is not part of last_hidden_state; sentence-transformers pools the hidden states instead",
+    },
+    Unused { suffix: "pooler.dense.bias", reason: "the pooler is not part of last_hidden_state" },
+    Unused { suffix: "embeddings.position_ids", reason: "a buffer holding 0..max_position_embeddings; the graph computes the positions" },
+    Unused { suffix: "embeddings.token_type_ids", reason: "a buffer of zero token types; token types are an input (or the one row is added)" },
+];
+
+/// BERT: learned absolute positions `0..seq`, token types, post-LayerNorm blocks, biases
+/// everywhere, the MLP activation from `hidden_act` (exact GELU by default).
+pub const BERT: EncoderFamily = EncoderFamily {
+    model_types: &["bert"],
+    names: BERT_NAMES,
+    positions: EncoderPositions::Absolute,
+    optional_prefix: Some("bert."),
+    unused: ENCODER_UNUSED,
+};
+
+/// RoBERTa and XLM-RoBERTa: BERT's block, positions counted from `padding_idx + 1` over the
+/// tokens that are not padding (pad tokens get `padding_idx`).
+pub const ROBERTA: EncoderFamily = EncoderFamily {
+    model_types: &["roberta", "xlm-roberta"],
+    names: BERT_NAMES,
+    positions: EncoderPositions::PaddingOffset { default_pad: 1 },
+    optional_prefix: Some("roberta."),
+    unused: ENCODER_UNUSED,
 };

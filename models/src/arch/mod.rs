@@ -3,10 +3,12 @@
 //! one generic builder, so adding a Llama-like model is adding a table, not code.
 
 mod decoder;
+mod encoder;
 mod families;
 mod family;
 
-pub use families::{GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
+pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
+pub use families::{BERT, ROBERTA, GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
 pub use family::{
     AttentionNames, AttentionScale, Bias, BlockNorms, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
     MlpNames, NameTable, NormOver, Positions, QkNorm, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
@@ -36,9 +38,28 @@ pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {
     DECODERS.iter().copied().find(|f| f.model_types.contains(&model_type))
 }
 
-/// All supported `model_type` values, for error messages and `--help`.
+/// The encoder families this build knows.
+pub const ENCODERS: &[&EncoderFamily] = &[&BERT, &ROBERTA];
+
+/// The encoder family that builds `model_type`.
+pub fn encoder_for(model_type: &str) -> Option<&'static EncoderFamily> {
+    ENCODERS.iter().copied().find(|f| f.model_types.contains(&model_type))
+}
+
+/// All supported `model_type` values (decoders, then encoders), for error messages and
+/// `--help`.
 pub fn supported_model_types() -> Vec<&'static str> {
+    DECODERS.iter().flat_map(|f| f.model_types.iter().copied()).chain(ENCODERS.iter().flat_map(|f| f.model_types.iter().copied())).collect()
+}
+
+/// The supported decoder `model_type` values.
+pub fn decoder_model_types() -> Vec<&'static str> {
     DECODERS.iter().flat_map(|f| f.model_types.iter().copied()).collect()
+}
+
+/// The supported encoder `model_type` values.
+pub fn encoder_model_types() -> Vec<&'static str> {
+    ENCODERS.iter().flat_map(|f| f.model_types.iter().copied()).collect()
 }
 
 /// Builds the decoder body: embeddings through logits. Returns the logits value name.

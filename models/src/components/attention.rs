@@ -57,3 +57,16 @@ pub fn attention(
     );
     out
 }
+
+/// Opset-24 `Attention` of an encoder: every query sees every key the padding mask keeps
+/// (`is_causal = 0`, no KV cache), default scale `1 / sqrt(head_dim)`. `mask` is boolean,
+/// broadcastable to `[batch, heads, seq, seq]` (the `[batch, 1, 1, seq]` key padding mask).
+/// Returns the attention output `[batch, seq, heads * head_dim]`.
+pub fn bidirectional_attention(b: &mut GraphBuilder, scope: &str, qkv: [&str; 3], mask: &str, heads: Heads) -> String {
+    let attrs = vec![
+        Attr::int("is_causal", 0),
+        Attr::int("kv_num_heads", heads.kv as i64),
+        Attr::int("q_num_heads", heads.q as i64),
+    ];
+    b.op(&format!("{scope}/Attention"), "Attention", &[qkv[0], qkv[1], qkv[2], mask], attrs)
+}

@@ -35,3 +35,20 @@ pub fn causal_padding_mask(b: &mut GraphBuilder, s: &str, input_ids: &str, atten
     let keep4 = b.op(&format!("{s}/padding_4d"), "Unsqueeze", &[&keep, &axes12], vec![]);
     b.op(s, "And", &[&allowed, &keep4], vec![])
 }
+
+/// An encoder's mask: `attention_mask` `[batch, seq]` cast to bool, unsqueezed to `[batch, 1,
+/// 1, seq]` and expanded to `[batch, 1, seq, seq]`, so each query sees the keys the mask keeps
+/// (no causal term; padded queries attend too, as in transformers). The expand is needed:
+/// ONNX Runtime 1.32's `Attention` kernel requires the mask's query axis to equal the query
+/// length ("inconsistent q_sequence_length (between attn_mask and Q)" for a broadcast 1).
+/// Built once under the node-name scope `s` and shared by every layer.
+pub fn key_padding_mask(b: &mut GraphBuilder, s: &str, attention_mask: &str) -> String {
+    let keep = b.op(&format!("{s}/padding"), "Cast", &[attention_mask], vec![Attr::int("to", ir::DType::Bool.to_onnx() as i64)]);
+    let axes12 = b.const_i64_1d(&format!("{s}/axes12"), &[1, 2]);
+    let keep4 = b.op(&format!("{s}/padding_4d"), "Unsqueeze", &[&keep, &axes12], vec![]);
+    let batch = b.op(&format!("{s}/batch"), "Shape", &[attention_mask], vec![Attr::int("start", 0), Attr::int("end", 1)]);
+    let seq = b.op(&format!("{s}/seq_len"), "Shape", &[attention_mask], vec![Attr::int("start", 1), Attr::int("end", 2)]);
+    let one = b.const_i64_1d(&format!("{s}/one"), &[1]);
+    let shape = b.op(&format!("{s}/shape"), "Concat", &[&batch, &one, &seq, &seq], vec![Attr::int("axis", 0)]);
+    b.op(s, "Expand", &[&keep4, &shape], vec![])
+}

@@ -152,8 +152,8 @@ pub(crate) fn cross(rules: &LoadedRules, tables: &[LoadedTable]) -> Vec<Finding>
     let mut out = Vec::new();
     for t in tables.iter().map(|t| &t.table) {
         unknown_ids(&idx, t, &mut out);
-        for d in t.dtypes() {
-            let Some(plan) = t.dtype(d) else { continue };
+        // Every plan: the decoder's [dtype.*] and each role's [role.<role>.*].
+        for plan in t.all_plans() {
             let entries: Vec<Entry> = plan
                 .pipeline()
                 .enumerate()
@@ -178,10 +178,10 @@ pub(crate) fn cross(rules: &LoadedRules, tables: &[LoadedTable]) -> Vec<Finding>
 /// warning, because the builder skips unimplemented optional rules.
 fn unknown_ids(idx: &Index, t: &EpTable, out: &mut Vec<Finding>) {
     let mut refs: Vec<(&RuleRef, bool, String)> = Vec::new();
-    for d in t.dtypes() {
-        let Some(plan) = t.dtype(d) else { continue };
+    for plan in t.all_plans() {
+        let section = plan.role.section(plan.dtype);
         for (stage, r) in plan.pipeline() {
-            refs.push((r, plan.is_required(&r.id), format!("the `{}` list of [dtype.{d}]", stage.name())));
+            refs.push((r, plan.is_required(&r.id), format!("the `{}` list of {section}", stage.name())));
         }
     }
     let mut excluded = Vec::new();

@@ -160,12 +160,15 @@ fn tables_line(id: &str, tables: &[&LoadedTable]) -> String {
     let mut runs: Vec<String> = Vec::new();
     let mut excluded: Vec<String> = Vec::new();
     for t in tables.iter().map(|t| &t.table) {
-        let mut dtypes: BTreeMap<&str, bool> = BTreeMap::new();
-        for d in t.dtypes() {
-            if let Some(plan) = t.dtype(d) {
-                if named.iter().any(|n| plan.runs(n)) {
-                    dtypes.insert(d.name(), named.iter().any(|n| plan.is_required(n)));
-                }
+        let mut dtypes: BTreeMap<String, bool> = BTreeMap::new();
+        for plan in t.all_plans() {
+            if named.iter().any(|n| plan.runs(n)) {
+                // A role's plan is named with its role (`encoder f32`), the decoder's by dtype.
+                let label = match plan.role {
+                    ep_sets::Role::Decoder => plan.dtype.to_string(),
+                    role => format!("{role} {}", plan.dtype),
+                };
+                dtypes.insert(label, named.iter().any(|n| plan.is_required(n)));
             }
         }
         if !dtypes.is_empty() {
@@ -173,7 +176,8 @@ fn tables_line(id: &str, tables: &[&LoadedTable]) -> String {
             runs.push(format!("`{}` {}", t.name, list.join(", ")));
         }
         for e in t.exclusions().iter().filter(|e| named.contains(&e.rule.as_str())) {
-            let which = e.dtype.map(|d| format!(" {d}")).unwrap_or_default();
+            let role = e.role.as_deref().map(|r| format!(" {r}")).unwrap_or_default();
+            let which = format!("{role}{}", e.dtype.map(|d| format!(" {d}")).unwrap_or_default());
             excluded.push(format!("`{}`{which} ({})", t.name, e.why.trim_end_matches('.')));
         }
     }

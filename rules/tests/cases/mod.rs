@@ -621,6 +621,38 @@ fn unpack_gpt2_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// tiny-bert's generic encoder graph (task feature-extraction).
+fn bert() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-bert")).expect("fixture");
+    models::tasks::encoder::build(&ckpt, &models::BuildOptions::default(), None).expect("encoder graph builds")
+}
+
+const BERT_ATTN0: &str = "encoder.layer.0.attention.self/Attention";
+
+/// fuse.mha and fuse.mha.bias on tiny-bert's layer-0 attention.
+fn mha_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, BERT_ATTN0).set_attr(Attr::int("is_causal", 1)),
+        // The padding is read through an Identity: not the attention_mask graph input.
+        "mask_from_input" => |m| {
+            add_node(m, "attention_mask/Identity", "Identity", &["attention_mask"], "attention_mask/copy");
+            let cast = m.graph.nodes.iter_mut().find(|n| n.op == "Cast" && n.inputs == ["attention_mask"]).expect("the mask's Cast");
+            cast.inputs[0] = "attention_mask/copy".into();
+        },
+        "same_heads" => |m| node_mut(m, BERT_ATTN0).set_attr(Attr::int("kv_num_heads", 2)),
+        // q (the base rule reads the biased projection, `.bias` the MatMul) 4-D, its last axis
+        // still the bias width.
+        "qkv_3d" => |m| {
+            let heads = [Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1), Dim::Fixed(64)];
+            set_type(m, "encoder.layer.0.attention.self.query/MatMul/out", ir::DType::F32, &heads);
+            set_type(m, "encoder.layer.0.attention.self.query/Add/out", ir::DType::F32, &heads);
+        },
+        "biases_1d" => |m| set_init(m, "encoder.layer.0.attention.self.query.bias", Recipe::from_f32("2-D bias", vec![1, 64], &[0.0; 64])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -642,6 +674,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
         "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
+        "fuse.mha" | "fuse.mha.bias" => Case { graph: bert, target: BERT_ATTN0, breaker: mha_step },
         "fuse.bias_gelu.erf" => Case { graph: synth::erf_gelu_with_bias, target: "gelu", breaker: bias_gelu_erf_step },
         "fuse.gelu" => Case { graph: synth::gelu_erf, target: "gelu/out", breaker: gelu_step },
         "fuse.gelu.tanh" => Case { graph: synth::gelu_tanh, target: "gelu/out", breaker: gelu_step },
