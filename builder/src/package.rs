@@ -185,6 +185,10 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             .unwrap_or_default();
         let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
         notes.extend(genai_notes);
+        if let Some(p) = table.genai_provider_options() {
+            let source = p.source.as_deref().unwrap_or("no source given");
+            notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));
+        }
         write_json(&staging.path().join(GENAI_CONFIG), &config)?;
     }
     notes.extend(pipeline.not_implemented.iter().map(|r| {

@@ -553,3 +553,36 @@ fn an_encoder_package_has_no_genai_config() {
     let r = tailor(&bert, &out, &["--ep", "default", "--force"]);
     assert!(r.status.success(), "{}", r.stderr);
 }
+
+/// genai_config.json's provider entry is the EP table's `[ep.genai]` (name and options), and the
+/// build report says where the options come from; cpu and default write none.
+#[test]
+fn provider_options_come_from_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    let sets = ep_sets::EpSets::builtin().unwrap();
+    for ep in sets.names() {
+        let table = sets.get(ep).unwrap();
+        let out = dir.path().join(format!("pkg-{ep}"));
+        let r = tailor(&model, &out, &["--ep", ep]);
+        assert!(r.status.success(), "{ep}: {}", r.stderr);
+        let config: Value = serde_json::from_slice(&std::fs::read(out.join("genai_config.json")).unwrap()).unwrap();
+        let given = &config["model"]["decoder"]["session_options"]["provider_options"];
+        let report = std::fs::read_to_string(out.join("build_report.json")).unwrap();
+        match table.genai_provider_options() {
+            None => assert_eq!(given, &serde_json::json!([]), "{ep}"),
+            Some(p) => {
+                let options: serde_json::Map<String, Value> = p.options.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect();
+                assert_eq!(given, &serde_json::json!([{ p.name.clone(): options }]), "{ep}");
+                assert!(report.contains(&format!("provider_options `{}` come from {ep}.toml", p.name)), "{ep}: {report}");
+            }
+        }
+    }
+    // The values the genai builder writes by default, with their sources in the tables.
+    let cuda = sets.get("cuda").unwrap().genai_provider_options().unwrap();
+    assert_eq!(cuda.options.get("enable_cuda_graph").map(String::as_str), Some("0"));
+    let trt = sets.get("trt-rtx").unwrap().genai_provider_options().unwrap();
+    assert_eq!(trt.options.get("enable_cuda_graph").map(String::as_str), Some("1"));
+    assert!(trt.source.as_deref().is_some_and(|s| s.contains("base.py")));
+}
