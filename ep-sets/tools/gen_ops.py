@@ -13,7 +13,7 @@ usage: python gen_ops.py cpu|default|cuda|dml|webgpu|trt-rtx  > fragment.toml
 """
 import sys, os
 
-ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal Erf Expand Gather Gelu
+ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal Erf Expand Flatten Gather Gelu Gemm
 DequantizeLinear Greater GreaterOrEqual Identity If LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not
 Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh

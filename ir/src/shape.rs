@@ -122,6 +122,28 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             };
             vec![dt(0).map(|d| (d, shape))]
         }
+        "Flatten" => {
+            // [prod(d[..axis]), prod(d[axis..])]; a product with a symbolic dim is unnamed.
+            let out = get(0).and_then(|v| v.shape.clone()).map(|d| {
+                let axis = n.attr_int("axis").unwrap_or(1);
+                let a = if axis < 0 { axis + d.len() as i64 } else { axis }.clamp(0, d.len() as i64) as usize;
+                let prod = |ds: &[Dim]| -> Dim {
+                    ds.iter().try_fold(1i64, |p, x| if let Dim::Fixed(v) = x { Some(p * v) } else { None }).map_or(Dim::Sym(String::new()), Dim::Fixed)
+                };
+                vec![prod(&d[..a]), prod(&d[a..])]
+            });
+            vec![dt(0).map(|d| (d, out))]
+        }
+        "Gemm" => {
+            let t = |name: &str| n.attr_int(name).unwrap_or(0) != 0;
+            let shape = match (get(0).and_then(|v| v.shape.clone()), get(1).and_then(|v| v.shape.clone())) {
+                (Some(a), Some(b)) if a.len() == 2 && b.len() == 2 => {
+                    Some(vec![a[usize::from(t("transA"))].clone(), b[usize::from(!t("transB"))].clone()])
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, shape))]
+        }
         "Attention" => {
             // 3-D q [B, S, Nq*H] with 3-D v [B, S, Nkv*Hv]: output [B, S, Nq*Hv].
             let q = get(0).and_then(|v| v.shape.clone());

@@ -233,6 +233,16 @@ fn rms_norm_to_simplified_on_llama_and_qwen3() {
     rule_parity("tiny-qwen3", &[], &["lower.rms_norm_to_simplified"], &[("lower.rms_norm_to_simplified", 9)], "SimplifiedLayerNormalization");
 }
 
+/// A tied head as Gemm(transB) over the flattened rows, against MatMul(x, Transpose(table)).
+#[test]
+fn tied_head_gemm_on_gpt2_and_qwen2_tied() {
+    rule_parity("tiny-gpt2", &[], &["fold.tied_head_gemm"], &[("fold.tied_head_gemm", 1)], "Gemm");
+    rule_parity("tiny-qwen2-tied-mqa", &[], &["fold.tied_head_gemm"], &[("fold.tied_head_gemm", 1)], "Gemm");
+    // An untied head is transposed at write time: nothing to rewrite.
+    let (_, report) = with_rules("tiny-llama", &["fold.tied_head_gemm"]);
+    assert_eq!(report.fired("fold.tied_head_gemm"), 0, "{}", report.text());
+}
+
 #[path = "../../rules/tests/cases/synth.rs"]
 mod synth;
 

@@ -395,6 +395,30 @@ fn unreachable_parts() -> Error {
     Error::Checkpoint { path: Default::default(), reason: "internal: a fused projection split into the wrong number of parts".into() }
 }
 
+/// Marks the tensors `unused` lists as unused, then fails if any tensor is still unaccounted
+/// for: a weight nobody reads means config.json and the checkpoint disagree (a bias the config
+/// does not announce, say), and the model would be silently wrong. Shared by the decoder and
+/// encoder builders.
+pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unused]) -> Result<()> {
+    for name in ckpt.unaccounted() {
+        if let Some(u) = unused.iter().find(|u| name.ends_with(u.suffix)) {
+            ckpt.mark_unused(&name, u.reason);
+        }
+    }
+    let left = ckpt.unaccounted();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = left.iter().take(8).map(String::as_str).collect();
+    let more = if left.len() > shown.len() { format!(" and {} more", left.len() - shown.len()) } else { String::new() };
+    Err(Error::UnusedTensors {
+        path: ckpt.dir.clone(),
+        model_type: ckpt.config.model_type.clone(),
+        count: left.len(),
+        names: format!("{}{more}", shown.join(", ")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA};
@@ -447,28 +471,4 @@ mod tests {
         let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"relu""#)).err().unwrap().to_string();
         assert!(e.contains("`hidden_activation`"), "{e}");
     }
-}
-
-/// Marks the tensors `unused` lists as unused, then fails if any tensor is still unaccounted
-/// for: a weight nobody reads means config.json and the checkpoint disagree (a bias the config
-/// does not announce, say), and the model would be silently wrong. Shared by the decoder and
-/// encoder builders.
-pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unused]) -> Result<()> {
-    for name in ckpt.unaccounted() {
-        if let Some(u) = unused.iter().find(|u| name.ends_with(u.suffix)) {
-            ckpt.mark_unused(&name, u.reason);
-        }
-    }
-    let left = ckpt.unaccounted();
-    if left.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<&str> = left.iter().take(8).map(String::as_str).collect();
-    let more = if left.len() > shown.len() { format!(" and {} more", left.len() - shown.len()) } else { String::new() };
-    Err(Error::UnusedTensors {
-        path: ckpt.dir.clone(),
-        model_type: ckpt.config.model_type.clone(),
-        count: left.len(),
-        names: format!("{}{more}", shown.join(", ")),
-    })
 }

@@ -217,6 +217,24 @@ fn rms_to_simplified_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+const HEAD: &str = "lm_head/MatMul";
+const GPT2_WTE: &str = "transformer.wte.weight";
+
+/// fold.tied_head_gemm on tiny-gpt2 (a tied head: `MatMul(x, Transpose(wte))`).
+fn tied_head_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, HEAD).inputs.push("x2".into()),
+        "table_constant" => |m| identity_before(m, GPT2_WTE, "lm_head/Transpose"),
+        "transposed_2d" => |m| set_init(m, GPT2_WTE, Recipe::from_f32("square table", vec![64, 64], &[0.0; 64 * 64])),
+        "rows_3d" => |m| {
+            let x = node_mut(m, HEAD).inputs[0].clone();
+            set_type(m, &x, ir::DType::F32, &[Dim::sym("rows"), Dim::Fixed(64)]);
+        },
+        _ => return None,
+    };
+    Some(b)
+}
+
 const GPT2_LN2: &str = "transformer.h.0.ln_2/LayerNormalization";
 const GPT2_GELU: &str = "transformer.h.0.mlp.act/Gelu";
 const GPT2_PROJ_BIAS: &str = "transformer.h.0.attn.c_proj.bias";
@@ -671,6 +689,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
+        "fold.tied_head_gemm" => Case { graph: gpt2, target: HEAD, breaker: tied_head_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
         "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
