@@ -112,13 +112,14 @@ fn registry_lists_every_rule_file_with_ids_stages_and_lines() {
         let line = text.lines().nth(r.info.line as usize - 1).unwrap();
         assert!(line.contains(&format!("rule {}", r.info.id)), "{}:{} is `{line}`", r.info.file, r.info.line);
         // The id's prefix agrees with the stage a rule names: fuse.* fuse, lower.* lower or
-        // prefuse (a rule that names no stage may go in any list of its kind).
+        // prefuse, fold.* fold (a rule that names no stage may go in any list of its kind).
         use rules::Stage;
         let ok = match (r.info.id.split('.').next(), r.info.stage) {
             (_, None) => true,
             (Some("fuse"), Some(s)) => s == Stage::Fuse,
             (Some("lower"), Some(s)) => matches!(s, Stage::Lower | Stage::Prefuse),
             (Some("cleanup"), Some(s)) => matches!(s, Stage::Cleanup | Stage::Fold),
+            (Some("fold"), Some(s)) => s == Stage::Fold,
             _ => false,
         };
         assert!(ok, "rule {} runs in stage {:?}", r.info.id, r.info.stage);
