@@ -137,9 +137,19 @@ def with_dequantized_weights(fmodel, weights):
     producers = {o: n for n in fmodel.graph.node for o in n.output}
     replaced = 0
     for node in fmodel.graph.node:
-        if node.name not in weights:
+        # A float tied head is Gemm(Flatten(A), E) [transB 1] (fold.tied_head_gemm), named
+        # after the MatMul it replaced; the quantized package's head kept the MatMul's name.
+        key = node.name.removesuffix("/Gemm") if node.op_type == "Gemm" else node.name
+        if key not in weights:
             continue
-        w = weights[node.name]
+        w = weights[key]
+        if node.op_type == "Gemm":  # its own copy of the head, [N, K] for transB; the Gather keeps E
+            source = init[node.input[1]]
+            copy = numpy_helper.from_array(w.T.copy().astype(numpy_helper.to_array(source).dtype), node.input[1] + "/head")
+            fmodel.graph.initializer.append(copy)
+            node.input[1] = copy.name
+            replaced += 1
+            continue
         if node.op_type == "MatMul":
             b = node.input[1]
             if b in init:
