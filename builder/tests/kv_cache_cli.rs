@@ -46,8 +46,8 @@ fn a_table_without_the_static_form_refuses_it_with_its_reason_before_reading_wei
     copy_fixture("tiny-llama", &model);
     // Weights that cannot be read: a refusal that came after reading them would say so instead.
     std::fs::write(model.join("model.safetensors"), b"not safetensors").unwrap();
-    for ep in ["cpu", "cuda", "webgpu"] {
-        let dtype = if ep == "cpu" { "f32" } else { "f16" };
+    for ep in ["cuda", "dml", "webgpu", "trt-rtx"] {
+        let dtype = "f16";
         fails(
             &model,
             &["--ep", ep, "--dtype", dtype, "--kv-cache", "static", "--max-length", "64"],
