@@ -30,7 +30,7 @@ fn split_heads(b: &mut GraphBuilder, scope: &str, x: &str, heads: usize, head_di
 /// Opset-24 `Attention` over a static cache: the new k/v rows are written into the past buffers
 /// with `TensorScatter` (axis 2, at `write_indices`) under the present names, and a 4-D q
 /// attends over the whole buffers under `mask` (`[batch, 1, seq, N]`: causality, padding,
-/// windows and the slots not written yet). ONNX Runtime's CPU kernel wants q 4-D when k/v are
+/// windows and the slots not written yet). ONNX Runtime 1.32's kernel wants q 4-D when k/v are
 /// 4-D ("Q and K must have the same rank"), so q, k and v are split into heads here and the
 /// output merged back. `is_causal = 0`, scale and softcap as in [`super::attention::attention`].
 /// Returns the attention output `[batch, seq, q_heads * head_dim]`.

@@ -6,7 +6,7 @@
 //!
 //! Over a static cache of `N` slots the key axis is the cache's: `[batch, 1, seq, N]`, with
 //! `attention_mask` padded by zeros from `total` to `N` (slots not written yet are never seen;
-//! ONNX Runtime's CPU Attention also wants the mask's last dim equal to the cache length).
+//! ONNX Runtime 1.32's Attention kernel also wants the mask's last dim equal to the cache length).
 
 use crate::GraphBuilder;
 use ir::Attr;
