@@ -7,12 +7,18 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
     cargo build --release -p builder --bins
     .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR]
 
+`--kv-cache` measures the static KV cache instead (docs/benchmarks.md): decode tokens per second
+of the `default` f32 package with `--kv-cache static --max-length CONTEXT+NEW` against the
+dynamic `default` and `cpu` packages, at each `--contexts` prompt length (default 128,2048),
+all in the same run, as ratios.
+
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
 -p int4 -e cpu`, which needs torch: never in CI), and prints our cpu int4 package's ratios to it.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -72,17 +78,43 @@ def measure(pkg: Path, prompt: np.ndarray, new_tokens: int, runs: int):
     return best_prefill, best_decode
 
 
+def kv_cache_main(args, ckpt: Path, work: Path) -> None:
+    """Static vs dynamic KV cache decode speed at each context length, same run."""
+    new_tokens = 32
+    for context in [int(c) for c in args.contexts.split(",")]:
+        prompt = np.random.default_rng(0).integers(0, 151936, size=(1, context), dtype=np.int32)
+        n = context + new_tokens
+        cases = [("default", "dynamic", []), ("default", "static", ["--kv-cache", "static", "--max-length", str(n)]),
+                 ("cpu", "dynamic", [])]
+        speed = {}
+        for ep, form, flags in cases:
+            pkg = work / f"genai-{ep}-f32-{form}-{context}"
+            build(ckpt, pkg, ep, flags)
+            prefill, decode = measure(pkg, prompt, new_tokens, args.runs)
+            speed[(ep, form)] = decode
+            print(f"context {context:5d} {ep:8s} {form:7s}: prefill {prefill * 1000:9.1f} ms   decode {decode:6.2f} tokens/s")
+            shutil.rmtree(pkg)
+        s, d, c = speed[("default", "static")], speed[("default", "dynamic")], speed[("cpu", "dynamic")]
+        print(f"context={context} max_length={n} static_vs_dynamic_decode={s / d:.2f} static_vs_cpu_gqa_decode={s / c:.2f} "
+              f"static_tok_s={s:.2f} dynamic_tok_s={d:.2f} cpu_gqa_tok_s={c:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/tailor-bench")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--compare", type=Path, default=None, help="another package to measure in the same run")
+    ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
+    ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
     args = ap.parse_args()
     work = Path(args.workdir)
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
         sys.exit("build first: cargo build --release -p builder --bins")
     ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--workdir", str(work), "--write-only"],
                                check=True, capture_output=True, text=True).stdout.strip())
+    if args.kv_cache:
+        kv_cache_main(args, ckpt, work)
+        return
     prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
     results = {}
     cases = [("default", "f32", []), ("cpu", "f32", []), ("default", "int4", ["--quant", "int4"]), ("cpu", "int4", ["--quant", "int4"])]

@@ -61,7 +61,9 @@ fn layer_pattern(names: &[&str], prefix: &str, suffix: &str) -> Option<String> {
 }
 
 /// The `search` section: runtime defaults, overridden by the checkpoint's generation config.
-fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: bool) -> Value {
+/// `static_len`: a static cache's fixed length, which is then `max_length` (genai allocates the
+/// shared buffers of that length; a longer sequence would write past them).
+fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: bool, static_len: Option<i64>) -> Value {
     let mut s = Map::new();
     let get = |k: &str| generation.and_then(|g| g.get(k)).filter(|v| !v.is_null()).cloned();
     let do_sample = get("do_sample").and_then(|v| v.as_bool()).unwrap_or(false);
@@ -69,7 +71,11 @@ fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: b
     s.insert("do_sample".into(), json!(do_sample));
     s.insert("early_stopping".into(), get("early_stopping").filter(Value::is_boolean).unwrap_or(json!(true)));
     s.insert("length_penalty".into(), get("length_penalty").unwrap_or(json!(1.0)));
-    s.insert("max_length".into(), get("max_length").unwrap_or(json!(c.max_position_embeddings)));
+    let max_length = match static_len {
+        Some(n) => json!(n),
+        None => get("max_length").unwrap_or(json!(c.max_position_embeddings)),
+    };
+    s.insert("max_length".into(), max_length);
     s.insert("min_length".into(), get("min_length").unwrap_or(json!(0)));
     s.insert("no_repeat_ngram_size".into(), get("no_repeat_ngram_size").unwrap_or(json!(0)));
     s.insert("num_beams".into(), get("num_beams").unwrap_or(json!(1)));
@@ -80,6 +86,19 @@ fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: b
     s.insert("top_k".into(), get("top_k").unwrap_or(json!(if do_sample { 50 } else { 1 })));
     s.insert("top_p".into(), get("top_p").unwrap_or(json!(1.0)));
     Value::Object(s)
+}
+
+/// A static cache's length: the fixed third dim of the first past key input, when the graph
+/// writes its caches with TensorScatter (a dynamic cache's past length is symbolic).
+fn static_cache_len(graph: &Graph) -> Option<i64> {
+    if !graph.nodes.iter().any(|n| n.op == "TensorScatter") {
+        return None;
+    }
+    let past = graph.inputs.iter().find(|v| v.name.starts_with("past_key_values.") && v.name.ends_with(".key"))?;
+    match past.shape.as_ref()?.get(2)? {
+        ir::Dim::Fixed(n) => Some(*n),
+        _ => None,
+    }
 }
 
 /// Builds `genai_config.json` for a decoder graph. `provider_options` is the EP table's list
@@ -115,8 +134,10 @@ pub fn genai_config(
     if let Some(p) = layer_pattern(&outputs, "present.", ".value") {
         io_out.insert("present_value_names".into(), json!(p));
     }
-    // Only GroupQueryAttention reads and writes one shared KV buffer in place.
-    let share_buffer = graph.nodes.iter().any(|n| n.op == "GroupQueryAttention");
+    // GroupQueryAttention reads and writes one shared KV buffer in place; so does a static
+    // cache (fixed-length past inputs written with TensorScatter).
+    let static_len = static_cache_len(graph);
+    let share_buffer = static_len.is_some() || graph.nodes.iter().any(|n| n.op == "GroupQueryAttention");
     let eos = match c.eos_token_id.as_slice() {
         [one] => json!(one),
         many => json!(many),
@@ -143,7 +164,7 @@ pub fn genai_config(
             "type": model_type,
             "vocab_size": c.vocab_size,
         },
-        "search": search_section(c, generation, share_buffer),
+        "search": search_section(c, generation, share_buffer, static_len),
     });
     (config, notes)
 }

@@ -117,6 +117,18 @@ enum Command {
         /// stores a transposed lm_head (larger package, fastest session creation).
         #[arg(long, default_value = "shared", value_parser = parse_tied_head)]
         tied_head: models::TiedHead,
+        /// The decoder's KV cache: `dynamic` (past/present grow every step) or `static` (one
+        /// preallocated [batch, kv_heads, N, head_dim] buffer per layer, written in place with
+        /// TensorScatter; fixed shapes, no control flow; onnxruntime-genai shares past and
+        /// present). `static` needs --max-length and a table that offers it (default; see
+        /// `[kv_cache.static]` in ep-sets/tables/EP.toml).
+        #[arg(long, default_value = "dynamic", value_name = "FORM", value_parser = ["dynamic", "static"])]
+        kv_cache: String,
+        /// With --kv-cache static: the cache length N, the longest prompt plus generated tokens
+        /// a sequence can reach (genai_config.json's max_length); at least 1, at most the
+        /// checkpoint's max_position_embeddings.
+        #[arg(long, value_name = "N", value_parser = parse_max_length)]
+        max_length: Option<usize>,
         /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them;
         /// at most 64). The output is byte-identical whatever the count; fewer threads use less
         /// memory.
@@ -236,6 +248,24 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+fn parse_max_length(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("a static KV cache needs at least 1 slot".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a cache length (a positive integer such as 2048)")),
+    }
+}
+
+/// The KV cache form `--kv-cache` and `--max-length` ask for, or why they do not fit together.
+fn kv_cache_of(form: &str, max_length: Option<usize>) -> Result<models::KvCache, String> {
+    match (form, max_length) {
+        ("static", Some(max_length)) => Ok(models::KvCache::Static { max_length }),
+        ("static", None) => Err("--kv-cache static needs --max-length N: the fixed cache length (prompt plus generated tokens)".into()),
+        (_, Some(_)) => Err("--max-length sizes a static KV cache; add --kv-cache static (a dynamic cache grows as needed)".into()),
+        _ => Ok(models::KvCache::Dynamic),
+    }
+}
+
 fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
     match s {
         "shared" => Ok(models::TiedHead::Shared),
@@ -319,6 +349,8 @@ fn main() -> ExitCode {
             dtype,
             force,
             tied_head,
+            kv_cache,
+            max_length,
             threads,
             explain,
             diag_format,
@@ -379,7 +411,14 @@ fn main() -> ExitCode {
                 }
             };
             let explain = explain || std::env::var("TAILOR_EXPLAIN").is_ok_and(|v| v == "1");
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, threads, explain, strict, quant, task };
+            let kv_cache = match kv_cache_of(&kv_cache, max_length) {
+                Ok(k) => k,
+                Err(e) => {
+                    say!(err, "error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
             let report = match &result {
                 Ok(r) => Some(&r.pipeline),

@@ -38,6 +38,8 @@ pub struct BuildRequest {
     pub force: bool,
     /// How a tied lm_head reads the embedding.
     pub tied_head: models::TiedHead,
+    /// The decoder's KV cache form (`--kv-cache`, `--max-length`).
+    pub kv_cache: models::KvCache,
     /// Threads producing model.onnx.data's blocks (0 = one per core; two more write them).
     /// Output is identical either way.
     pub threads: usize,
@@ -62,6 +64,7 @@ impl BuildRequest {
             dtype: DType::F32,
             force: false,
             tied_head: models::TiedHead::Shared,
+            kv_cache: models::KvCache::Dynamic,
             threads: 0,
             explain: false,
             strict: false,
@@ -118,6 +121,11 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     }
     let table = sets.plan(&req.ep, req.dtype)?.0;
     let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
+    if let models::KvCache::Static { max_length } = req.kv_cache {
+        table.static_kv_cache(req.dtype).map_err(|why| {
+            Error::Request(format!("--kv-cache static (max length {max_length}) is not offered for ({}, {}): {why}", table.name, req.dtype))
+        })?;
+    }
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
@@ -131,6 +139,9 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     // The plan of the sub-model's role: an encoder runs its own rule lists (no
     // GroupQueryAttention, no KV-cache rules), from the table's [role.encoder.*] sections.
     let (table, plan) = sets.role_plan(&req.ep, role_of(task), req.dtype)?;
+    if task.is_encoder() && req.kv_cache != models::KvCache::Dynamic {
+        return Err(Error::Request(format!("--kv-cache static: task {task} has no KV cache (an encoder attends over its input only); drop --kv-cache and --max-length")));
+    }
     if task.is_encoder() && quant.is_some() {
         return Err(Error::Request(format!(
             "--quant: task {task} is not quantized yet (the quantize step knows a decoder's lm_head and embedding roles only); build the float package"
@@ -148,7 +159,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         ckpt.config.hidden_size,
         req.dtype
     ));
-    let options = BuildOptions { tied_head: req.tied_head, ..build_options(plan, req.dtype) };
+    let options = BuildOptions { tied_head: req.tied_head, kv_cache: req.kv_cache, ..build_options(plan, req.dtype) };
     let mut model = task.build(&ckpt, &options)?;
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;

@@ -36,7 +36,7 @@ pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};
 pub use table::{
     normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, NotApplicable, RuleRef,
-    Stage,
+    Stage, StaticKvCache,
 };
 pub use validate::{KNOWN_FLAGS, UNDOES};
 

@@ -20,10 +20,27 @@ pub(crate) struct RawTable {
     pub role: BTreeMap<String, Spanned<BTreeMap<String, Spanned<RawPlan>>>>,
     #[serde(default)]
     pub quant: BTreeMap<String, Spanned<crate::quant::RawQuant>>,
+    /// `[kv_cache.static]`: the dtypes that offer `--kv-cache static`, and why.
+    #[serde(default)]
+    pub kv_cache: Option<RawKvCaches>,
     #[serde(default)]
     pub exclude: Vec<Spanned<RawExclude>>,
     #[serde(default)]
     pub ops: BTreeMap<String, BTreeMap<String, Vec<Spanned<RawKernel>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKvCaches {
+    #[serde(rename = "static")]
+    pub static_cache: Option<Spanned<RawStaticKvCache>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStaticKvCache {
+    pub dtypes: Vec<String>,
+    pub why: String,
 }
 
 #[derive(Debug, Deserialize)]

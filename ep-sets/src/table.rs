@@ -173,6 +173,15 @@ pub(crate) struct UnknownDtype {
     pub span: Option<Range<usize>>,
 }
 
+/// `[kv_cache.static]`: which dtypes of the decoder offer the static KV cache
+/// (`--kv-cache static`), and why these (the refusal names it for the others).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticKvCache {
+    pub dtypes: Vec<DType>,
+    pub why: String,
+    pub span: Option<Range<usize>>,
+}
+
 /// One EP's table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpTable {
@@ -198,6 +207,8 @@ pub struct EpTable {
     /// Dtype names no [`DType::PLAN`] (or, in kernel claims, no [`ElemType`]) knows, with
     /// where they were written: reported by `validate`; the entry that named one is dropped.
     pub(crate) unknown_dtypes: Vec<UnknownDtype>,
+    /// `[kv_cache.static]`, when the table has one (absent: no dtype offers it).
+    pub(crate) static_kv_cache: Option<StaticKvCache>,
     /// `[ep] default_dtype`, when the table gives one.
     pub(crate) default_dtype: Option<DType>,
     pub(crate) default_dtype_span: Option<Range<usize>>,
@@ -217,6 +228,20 @@ impl EpTable {
         match role {
             Role::Decoder => self.plans.get(&d),
             other => self.role_plans.get(&other)?.get(&d),
+        }
+    }
+
+    /// Whether the decoder in dtype `d` offers the static KV cache: `Err` holds why not (the
+    /// table's `[kv_cache.static] why`, or that the table has no such section).
+    pub fn static_kv_cache(&self, d: DType) -> std::result::Result<&StaticKvCache, String> {
+        match &self.static_kv_cache {
+            Some(s) if s.dtypes.contains(&d) => Ok(s),
+            Some(s) => {
+                let offered: Vec<String> = s.dtypes.iter().map(|d| d.to_string()).collect();
+                let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
+                Err(format!("{} [kv_cache.static] offers it for dtypes: {offered}; {}", self.file, s.why.trim()))
+            }
+            None => Err(format!("{} has no [kv_cache.static] section: the {} table does not say the static form is supported", self.file, self.name)),
         }
     }
 
@@ -436,6 +461,16 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             None => unknown_quant.push((bits, Some(span))),
         }
     }
+    let static_kv_cache = raw.kv_cache.and_then(|k| k.static_cache).map(|k| {
+        let span = k.span();
+        let k = k.into_inner();
+        let dtypes = k
+            .dtypes
+            .into_iter()
+            .filter_map(|d| plan_dtype(&mut unknown_dtypes, d, "[kv_cache.static] dtypes".into(), Some(span.clone())))
+            .collect();
+        StaticKvCache { dtypes, why: k.why, span: Some(span) }
+    });
     let name_span = raw.ep.name.span();
     let default_dtype_span = raw.ep.default_dtype.as_ref().map(|d| d.span());
     let default_dtype = raw
@@ -457,6 +492,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         quant,
         unknown_quant,
         unknown_dtypes,
+        static_kv_cache,
         default_dtype,
         default_dtype_span,
         ops,

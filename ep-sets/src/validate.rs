@@ -108,6 +108,16 @@ impl EpTable {
         for plan in self.all_plans() {
             self.validate_plan(plan, &mut problem);
         }
+        if let Some(k) = &self.static_kv_cache {
+            if k.why.trim().is_empty() {
+                problem(k.span.clone(), "[kv_cache.static] has no `why`".into());
+            }
+            for d in &k.dtypes {
+                if self.dtype(*d).is_none() {
+                    problem(k.span.clone(), format!("[kv_cache.static] offers dtype {d}, which has no [dtype.{d}] section"));
+                }
+            }
+        }
         for (name, span) in &self.unknown_roles {
             let known: Vec<&str> = crate::Role::ALL.iter().filter(|r| **r != crate::Role::Decoder).map(|r| r.name()).collect();
             problem(span.clone(), format!("unknown role `[role.{name}]` (known: {}; the decoder's plans are the [dtype.*] sections)", known.join(", ")));

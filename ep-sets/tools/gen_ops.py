@@ -17,7 +17,7 @@ ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal
 DequantizeLinear Greater GreaterOrEqual Identity If LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not
 Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh
-Transpose Trilu Unsqueeze Where""".split()
+TensorScatter Transpose Trilu Unsqueeze Where""".split()
 MS_OPS = """GroupQueryAttention SkipSimplifiedLayerNormalization SkipLayerNormalization RotaryEmbedding
 FastGelu BiasGelu Gelu MatMulNBits GatherBlockQuantized MultiHeadAttention""".split()
 # Ops ORT registers in the default domain that are not standard ONNX.
@@ -157,7 +157,7 @@ NV_NEW_OPS = {"Attention": "10.14", "RotaryEmbedding": "10.15", "RMSNormalizatio
 NV_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum DequantizeLinear Div Equal Erf Expand Gather Gelu Greater
 GreaterOrEqual LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not Or Pow RMSNormalization Range
 ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND Shape Sigmoid Sin Slice Softmax Split Sqrt
-Squeeze Sub Tanh Transpose Trilu Unsqueeze Where""".split()
+Squeeze Sub Tanh TensorScatter Transpose Trilu Unsqueeze Where""".split()
 
 
 def trt_rtx():

@@ -144,6 +144,8 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             };
             vec![dt(0).map(|d| (d, shape))]
         }
+        // The updated cache: the past's type and shape.
+        "TensorScatter" => vec![get(0).map(|v| (v.dtype, v.shape.clone()))],
         "Attention" => {
             // 3-D q [B, S, Nq*H] with 3-D v [B, S, Nkv*Hv]: output [B, S, Nq*Hv].
             let q = get(0).and_then(|v| v.shape.clone());
@@ -155,6 +157,8 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
                     Dim::Fixed(hv) => Some(vec![q[0].clone(), q[1].clone(), Dim::Fixed(nq * (hv / nkv.max(1)))]),
                     _ => None,
                 },
+                // 4-D q [B, Nq, S, H] with 4-D v [B, Nkv, L, Hv]: output [B, Nq, S, Hv].
+                (Some(q), Some(v), _, _) if q.len() == 4 && v.len() == 4 => Some(vec![q[0].clone(), q[1].clone(), q[2].clone(), v[3].clone()]),
                 (Some(q), _, _, _) if q.len() == 4 => None,
                 _ => None,
             };

@@ -30,6 +30,30 @@ pub struct BuildOptions {
     pub concrete_dims: std::collections::BTreeMap<String, i64>,
     /// How a tied output projection reads the embedding (docs/generic-graph.md).
     pub tied_head: TiedHead,
+    /// The KV cache form of a decoder (docs/generic-graph.md, "Static KV cache").
+    pub kv_cache: KvCache,
+}
+
+/// The KV cache form of a decoder graph.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvCache {
+    /// `past` grows by `seq` rows a step: Attention concatenates and returns the longer cache.
+    #[default]
+    Dynamic,
+    /// A preallocated `[batch, kv_heads, max_length, head_dim]` buffer: each step writes its rows
+    /// in place with TensorScatter and attends over the whole buffer under a mask padded to
+    /// `max_length`, so the shapes never change and a runtime can share past and present.
+    Static { max_length: usize },
+}
+
+impl KvCache {
+    /// The cache length every step sees, when it is fixed.
+    pub fn max_length(self) -> Option<usize> {
+        match self {
+            KvCache::Dynamic => None,
+            KvCache::Static { max_length } => Some(max_length),
+        }
+    }
 }
 
 /// How a tied `lm_head` reads the token embedding.
@@ -47,7 +71,7 @@ pub enum TiedHead {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32, concrete_dims: Default::default(), tied_head: TiedHead::Shared }
+        BuildOptions { dtype: DType::F32, concrete_dims: Default::default(), tied_head: TiedHead::Shared, kv_cache: KvCache::Dynamic }
     }
 }
 

@@ -56,3 +56,33 @@ def test_passes_the_onnx_checker(build_package, fixture, ep):
     domains = {n.domain for n in model.graph.node}
     if ep == "default":
         assert domains <= {"", "ai.onnx"}, f"default packages are standard ONNX only, found {domains}"
+
+
+STATIC_LENGTH = 64
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+def test_static_cache_package_generates_reference_greedy_tokens(fixture, tmp_path):
+    """A `--kv-cache static --max-length 64` default package: genai shares past and present (one
+    preallocated buffer of 64 slots, past_present_share_buffer true) and generates the 16
+    reference tokens after the prompt."""
+    from conftest import build_with
+
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    prompt = ref["input_ids"]
+    expected = ref["greedy_tokens"][0].tolist()
+    pkg = build_with(tmp_path / "pkg", fixture, "default", ["--kv-cache", "static", "--max-length", str(STATIC_LENGTH)])
+    config = json.loads((pkg / "genai_config.json").read_text())
+    assert config["search"]["past_present_share_buffer"] is True
+    assert config["search"]["max_length"] == STATIC_LENGTH
+    config["model"]["eos_token_id"] = min(set(range(config["model"]["vocab_size"])) - set(expected))
+    (pkg / "genai_config.json").write_text(json.dumps(config))
+    model = og.Model(str(pkg))
+    params = og.GeneratorParams(model)
+    params.set_search_options(min_length=STATIC_LENGTH, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt)
+    for _ in expected:
+        generator.generate_next_token()
+    produced = [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+    assert produced == expected

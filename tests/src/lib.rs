@@ -200,6 +200,11 @@ pub struct DecoderShape {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub has_position_ids: bool,
+    /// A static cache's fixed length (`None`: the past grows from 0).
+    pub static_len: Option<usize>,
+    /// What a fresh static cache holds: 0, as onnxruntime-genai zero-fills it; a test puts
+    /// large finite values there to show that rows past the valid length are never read.
+    pub fill: f32,
 }
 
 impl DecoderShape {
@@ -216,11 +221,17 @@ impl DecoderShape {
             kv_heads: fixed(&dims[1]),
             head_dim: fixed(&dims[3]),
             has_position_ids: g.inputs.iter().any(|v| v.name == "position_ids"),
+            static_len: match &dims[2] {
+                ir::Dim::Fixed(n) => Some(*n as usize),
+                _ => None,
+            },
+            fill: 0.0,
         }
     }
 }
 
-/// One decoder run: inputs plus the past (empty when `None`).
+/// One decoder run: inputs plus the past (empty when `None`; a static cache's `static_len`
+/// slots of `fill`, as onnxruntime-genai allocates it).
 pub fn decoder_feeds(
     shape: &DecoderShape,
     input_ids: &ArrayD<i64>,
@@ -240,7 +251,10 @@ pub fn decoder_feeds(
         for kv in ["key", "value"] {
             let value = match past {
                 Some(p) => p[&format!("present.{i}.{kv}")].clone(),
-                None => Feed::F32(ArrayD::zeros(IxDyn(&[batch, shape.kv_heads, 0, shape.head_dim]))),
+                None => Feed::F32(ArrayD::from_elem(
+                    IxDyn(&[batch, shape.kv_heads, shape.static_len.unwrap_or(0), shape.head_dim]),
+                    shape.fill,
+                )),
             };
             feeds.push((format!("past_key_values.{i}.{kv}"), value));
         }
@@ -276,7 +290,20 @@ pub fn compare_decoder(session: &mut Session, shape: &DecoderShape, reference: &
         for kv in ["key", "value"] {
             let name = format!("present.{i}.{kv}");
             let expected = reference.get(&name).f32();
-            let got = trailing_positions(prefill[&name].f32(), expected.shape()[2]);
+            let present = prefill[&name].f32();
+            let got = match shape.static_len {
+                // A static cache holds the prefill in its first slots; the others are untouched.
+                // (a sliding window's reference keeps only its last positions of the prompt).
+                Some(n) => {
+                    let (written, kept) = (ids.shape()[1], expected.shape()[2]);
+                    assert_eq!(present.shape()[2], n, "{name}: a static cache keeps its length");
+                    let rest = present.slice_axis(ndarray::Axis(2), ndarray::Slice::from(written..));
+                    let untouched = rest.iter().map(|x| (x - shape.fill).abs()).fold(0.0f32, f32::max);
+                    diffs.push((format!("{name} unwritten slots"), untouched));
+                    present.slice_axis(ndarray::Axis(2), ndarray::Slice::from(written - kept..written)).to_owned()
+                }
+                None => trailing_positions(present, expected.shape()[2]),
+            };
             diffs.push((name.clone(), max_abs_diff(&got, expected, None)));
         }
     }

@@ -5,6 +5,7 @@ use super::family::{AttentionNames, AttentionScale, DecoderFamily, EmbeddingScal
 use super::DecoderIo;
 use crate::components::attention::{attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
+use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, GatedScopes};
 use crate::components::norm::{norm, per_head_rms_norm};
@@ -25,6 +26,8 @@ struct Shared<'a> {
     masks: BTreeMap<Option<usize>, String>,
     /// Each layer's sliding window (`None`: full attention).
     windows: Vec<Option<usize>>,
+    /// A static cache's per-row write indices, built once (`None`: a dynamic cache).
+    write: Option<String>,
     rope: Option<RopeCache>,
     /// The sliding layers' own RoPE (Gemma 3), when the family has one.
     local_rope: Option<RopeCache>,
@@ -177,12 +180,12 @@ impl DecoderFamily {
         for &w in &windows {
             masks.entry(w).or_insert_with(|| {
                 let scope = w.map_or("attn_mask".to_string(), |size| format!("attn_mask_window{size}"));
-                causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w)
+                causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length())
             });
         }
         let rotary = l.positions == Positions::Rotary;
         let rope = rotary.then(|| {
-            RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask)
+            RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length())
         });
         let local_rope = match self.layers.local_rope {
             Some(theta) if rotary && windows.iter().any(Option::is_some) => {
@@ -192,7 +195,7 @@ impl DecoderFamily {
                     partial_rotary_factor: c.rope.partial_rotary_factor,
                 });
                 let dim = (c.head_dim as f64 * local.partial_rotary_factor) as usize;
-                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask))
+                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length()))
             }
             _ => None,
         };
@@ -206,6 +209,7 @@ impl DecoderFamily {
             biases: (l.qkv_bias.resolve(c), l.o_bias.resolve(c), l.mlp_bias.resolve(c)),
             masks,
             windows,
+            write: io.kv_cache.max_length().map(|_| write_indices(b, "kv_cache/write_indices", &io.input_ids, &io.attention_mask)),
             rope,
             local_rope,
             residual: scalars.residual.map(|r| scalar(b, "residual_multiplier", r)),
@@ -290,7 +294,12 @@ impl DecoderFamily {
         let attn_scope = s(n.o_proj.rsplit_once('.').map_or("self_attn", |(p, _)| p));
         let mask = &sh.masks[&window];
         let (scale, softcap) = (scale, sh.scalars.attention_softcap);
-        let y = attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap);
+        let y = match &sh.write {
+            None => attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap),
+            Some(write) => {
+                static_attention(b, &attn_scope, [&q, &k, &v], mask, write, [past_k, past_v], [present_k, present_v], heads, scale, softcap)
+            }
+        };
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
     }

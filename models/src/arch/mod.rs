@@ -27,6 +27,8 @@ pub struct DecoderIo {
     pub present: Vec<(String, String)>,
     /// How a tied output projection reads the embedding.
     pub tied_head: crate::TiedHead,
+    /// The KV cache form: the past inputs are fixed-length buffers when it is static.
+    pub kv_cache: crate::KvCache,
 }
 
 /// The decoder families this build knows, in the order they are listed to users.

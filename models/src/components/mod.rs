@@ -2,6 +2,7 @@
 //! and value names, and returns the names of the values it produced.
 
 pub mod attention;
+pub mod kv_cache;
 pub mod linear;
 pub mod mask;
 pub mod mlp;

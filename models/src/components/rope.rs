@@ -147,7 +147,8 @@ impl RopeCache {
     /// Adds the cos/sin caches (and, for LongRoPE, the `If` that picks short or long) and
     /// returns the names the `RotaryEmbedding` nodes read.
     /// `name` scopes the cache initializers (`rotary_emb`; Gemma 3's sliding layers have their
-    /// own, `rotary_emb_local`).
+    /// own, `rotary_emb_local`). `longest_total`: the longest total length the graph can see
+    /// (a static cache's length), which lets LongRoPE drop the `If` when it is short enough.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         b: &mut GraphBuilder,
@@ -157,6 +158,7 @@ impl RopeCache {
         rotary_dim: usize,
         max_positions: usize,
         attention_mask: &str,
+        longest_total: Option<usize>,
     ) -> Self {
         let half = rotary_dim / 2;
         let sets = frequencies(rope, rotary_dim);
@@ -178,9 +180,15 @@ impl RopeCache {
         };
         let (cos, sin) = match (&rope.kind, sets.as_slice()) {
             (RopeKind::LongRope { original_max_position_embeddings, .. }, [short, long]) => {
-                let short = add(b, "short", short);
-                let long = add(b, "long", long);
-                select_by_length(b, attention_mask, *original_max_position_embeddings as i64, short, long, [max_positions, half])
+                // A static cache bounds the total length: when it never exceeds the pre-training
+                // length the short factors always apply, and the graph needs no `If`.
+                if longest_total.is_some_and(|n| n as f64 <= *original_max_position_embeddings) {
+                    add(b, "short", short)
+                } else {
+                    let short = add(b, "short", short);
+                    let long = add(b, "long", long);
+                    select_by_length(b, attention_mask, *original_max_position_embeddings as i64, short, long, [max_positions, half])
+                }
             }
             (_, [only, ..]) => add(b, "", only),
             (_, []) => unreachable!("frequencies() returns at least one set"),

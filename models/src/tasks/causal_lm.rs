@@ -4,7 +4,8 @@
 //! total_sequence_length] i64, `position_ids` [batch, sequence_length] i64,
 //! `past_key_values.N.key/.value` [batch, kv_heads, past_sequence_length, head_dim].
 //! Outputs: `logits` [batch, sequence_length, vocab], `present.N.key/.value` [batch, kv_heads,
-//! total_sequence_length, head_dim].
+//! total_sequence_length, head_dim]. With a static cache (`KvCache::Static`) the past and
+//! present caches are both [batch, kv_heads, max_length, head_dim].
 
 use crate::arch::{self, DecoderIo};
 use crate::{BuildOptions, Checkpoint, Error, GraphBuilder, Result};
@@ -56,10 +57,27 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
             supported: DType::plan_names(),
         });
     }
+    if let Some(n) = opts.kv_cache.max_length() {
+        // Positions index the RoPE tables (max_position_embeddings rows) and a step needs a slot.
+        if n == 0 || n > c.max_position_embeddings {
+            return Err(Error::Config {
+                path: c.path.clone(),
+                reason: format!(
+                    "a static KV cache of {n} slots: max_length must be between 1 and max_position_embeddings ({}); pass a --max-length in that range",
+                    c.max_position_embeddings
+                ),
+            });
+        }
+    }
     let float = opts.dtype;
     let mut b = GraphBuilder::new("main_graph", float);
     let (batch, seq, total, past) =
         (dim(opts, "batch_size"), dim(opts, "sequence_length"), dim(opts, "total_sequence_length"), dim(opts, "past_sequence_length"));
+    // A static cache has one fixed length for past and present alike.
+    let (past, total_kv) = match opts.kv_cache.max_length() {
+        Some(n) => (Dim::Fixed(n as i64), Dim::Fixed(n as i64)),
+        None => (past, total.clone()),
+    };
     let kv = |len: &Dim| vec![batch.clone(), Dim::Fixed(c.num_key_value_heads as i64), len.clone(), Dim::Fixed(c.head_dim as i64)];
 
     let input_ids = b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
@@ -80,6 +98,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
         past: io_past,
         present: io_present.clone(),
         tied_head: opts.tied_head,
+        kv_cache: opts.kv_cache,
     };
     let logits = arch::build_decoder(family, &mut b, ckpt, &io)?;
 
@@ -90,8 +109,8 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     }
     b.output(LOGITS, float, vec![batch.clone(), seq.clone(), Dim::Fixed(c.vocab_size as i64)]);
     for (k, v) in &io_present {
-        b.output(k, float, kv(&total));
-        b.output(v, float, kv(&total));
+        b.output(k, float, kv(&total_kv));
+        b.output(v, float, kv(&total_kv));
     }
     let mut graph = b.finish();
     graph.toposort()?;
@@ -99,5 +118,8 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     model.metadata.insert("onnx_tailor.model_type".into(), c.model_type.clone());
     model.metadata.insert("onnx_tailor.task".into(), "causal-lm".into());
     model.metadata.insert("onnx_tailor.dtype".into(), float.to_string());
+    if let Some(n) = opts.kv_cache.max_length() {
+        model.metadata.insert("onnx_tailor.kv_cache".into(), format!("static max_length={n}"));
+    }
     Ok(model)
 }
