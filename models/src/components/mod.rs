@@ -5,5 +5,6 @@ pub mod attention;
 pub mod linear;
 pub mod mask;
 pub mod mlp;
+pub mod moe;
 pub mod norm;
 pub mod rope;
