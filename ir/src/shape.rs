@@ -118,6 +118,16 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
                     s.push(b[1].clone());
                     Some(s)
                 }
+                // Batched: the batch dims broadcast (the MoE experts' [batch, 1, seq, hidden]
+                // x [experts, hidden, inter]).
+                (Some(a), Some(b)) if a.len() >= 2 && b.len() > 2 => {
+                    let batch = |s: &[Dim]| ValueInfo { name: String::new(), dtype: DType::F32, shape: Some(s[..s.len() - 2].to_vec()) };
+                    broadcast(Some(&batch(&a)), Some(&batch(&b)), None).and_then(|(_, s)| s).map(|mut s| {
+                        s.push(a[a.len() - 2].clone());
+                        s.push(b[b.len() - 1].clone());
+                        s
+                    })
+                }
                 _ => None,
             };
             vec![dt(0).map(|d| (d, shape))]

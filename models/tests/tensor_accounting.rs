@@ -71,3 +71,27 @@ fn an_unexpected_tensor_fails_the_build() {
     let e = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap_err().to_string();
     assert!(e.contains("model.layers.0.self_attn.k_proj.bias") && e.contains("attention_bias"), "{e}");
 }
+
+/// The expert count comes from config.json: a config that counts fewer experts than the
+/// checkpoint holds fails at the router (its `[experts, hidden]` shape), and one that counts
+/// more fails naming the first missing expert tensor; every expert weight of a matching
+/// config is read once (the fixture loop above).
+#[test]
+fn a_config_that_miscounts_the_experts_fails_naming_the_tensor() {
+    let with_experts = |key: &str, from: &str, to: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let src = fixture(key);
+        std::fs::copy(src.join("model.safetensors"), dir.path().join("model.safetensors")).unwrap();
+        let config = std::fs::read_to_string(src.join("config.json")).unwrap().replace(from, to);
+        assert_ne!(config, std::fs::read_to_string(src.join("config.json")).unwrap(), "{key}: `{from}` not in config.json");
+        std::fs::write(dir.path().join("config.json"), config).unwrap();
+        let ckpt = Checkpoint::open(dir.path()).unwrap();
+        causal_lm::build(&ckpt, &BuildOptions::default()).map(|_| ()).unwrap_err().to_string()
+    };
+    let e = with_experts("tiny-mixtral", "\"num_local_experts\": 4", "\"num_local_experts\": 3");
+    assert!(e.contains("model.layers.0.block_sparse_moe.gate.weight") && e.contains("[3, 64]"), "{e}");
+    let e = with_experts("tiny-qwen3-moe", "\"num_local_experts\": 4", "\"num_local_experts\": 5");
+    assert!(e.contains("model.layers.0.mlp.gate.weight") && e.contains("[5, 64]"), "{e}");
+    let e = with_experts("tiny-qwen3-moe", "\"moe_intermediate_size\": 64", "\"moe_intermediate_size\": 32");
+    assert!(e.contains("model.layers.0.mlp.experts.0.gate_proj.weight") && e.contains("[32, 64]"), "{e}");
+}

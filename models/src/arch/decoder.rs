@@ -236,7 +236,7 @@ impl DecoderFamily {
         let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
         let x = around(b, n.norms.before_mlp, &h)?;
-        let m = self.mlp_block(b, ckpt, sh, &layer, &x)?;
+        let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
         let m = around(b, n.norms.after_mlp, &m)?;
         let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
         Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]))
@@ -305,11 +305,29 @@ impl DecoderFamily {
     }
 
     /// The MLP in the family's layout (gated, gated with a fused gate/up, or plain).
-    fn mlp_block(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, layer: &str, x: &str) -> Result<String> {
-        let (n, l) = (&self.names, &self.layout);
+    fn mlp_block(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, i: usize, layer: &str, x: &str) -> Result<String> {
+        self.mlp(b, ckpt, sh, &self.names.mlp, i, layer, x)
+    }
+
+    /// The MLP `names` describe; a mixture of experts builds its own block, or its dense MLP
+    /// on the layers that are not sparse.
+    #[allow(clippy::too_many_arguments)]
+    fn mlp(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, names: &MlpNames, i: usize, layer: &str, x: &str) -> Result<String> {
+        let l = &self.layout;
         let s = |part: &str| format!("{layer}.{part}");
         let (hidden, inter, act, mlp_bias) = (sh.hidden, sh.c.intermediate_size, sh.scalars.act, sh.biases.2);
-        Ok(match &n.mlp {
+        Ok(match names {
+            MlpNames::Experts(moe) => {
+                let settings = super::moe::MoeSettings::read(moe, sh.c)?;
+                if !settings.sparse(i) {
+                    let dense = moe.dense.as_ref().ok_or_else(|| Error::Config {
+                        path: sh.c.path.clone(),
+                        reason: format!("layer {i} is not sparse (`decoder_sparse_step` / `mlp_only_layers`), but the `{}` table has no dense MLP", sh.c.model_type),
+                    })?;
+                    return self.mlp(b, ckpt, sh, dense, i, layer, x);
+                }
+                super::moe::block(b, ckpt, moe, &settings, layer, x, &sh.io.input_ids, hidden, l.weights, act)?
+            }
             MlpNames::Gated { gate, up, down } => {
                 let g = LinearWeights::read(ckpt, b, &s(gate), hidden, inter, mlp_bias, l.weights)?;
                 let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;

@@ -94,6 +94,118 @@ pub const QWEN3: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// Mixtral: Mistral's attention; every layer's MLP is `num_local_experts` gated experts
+/// (`w1` gate, `w3` up, `w2` down) routed top-`num_experts_per_tok` with the top-k
+/// probabilities always renormalized (transformers' `MixtralSparseMoeBlock`).
+pub const MIXTRAL: DecoderFamily = DecoderFamily {
+    model_types: &["mixtral"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.gate",
+            expert: "block_sparse_moe.experts.{e}",
+            gate: "w1",
+            up: "w3",
+            down: "w2",
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts"],
+                experts_default: 8,
+                top_k_default: 2,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// Qwen's MoE layer choice: layer `i` is sparse when `(i + 1) % decoder_sparse_step == 0` and
+/// it is not in `mlp_only_layers`; the others are a dense MLP of `intermediate_size`.
+const QWEN_SPARSE: SparseLayers = SparseLayers::Step { step_key: "decoder_sparse_step", dense_key: "mlp_only_layers" };
+
+/// Qwen2-MoE: Qwen2's attention (q/k/v bias as `qkv_bias` says, default true); `num_experts` experts of `moe_intermediate_size`
+/// with `norm_topk_prob` (default false), plus a shared expert of
+/// `shared_expert_intermediate_size` scaled by `sigmoid(shared_expert_gate(x))`
+/// (transformers' `Qwen2MoeSparseMoeBlock`; defaults from `Qwen2MoeConfig`).
+pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["qwen2_moe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            expert: "mlp.experts.{e}",
+            gate: "gate_proj",
+            up: "up_proj",
+            down: "down_proj",
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_expert.gate_proj",
+                mlp_up: "mlp.shared_expert.up_proj",
+                mlp_down: "mlp.shared_expert.down_proj",
+                gate: "mlp.shared_expert_gate",
+                intermediate: "shared_expert_intermediate_size",
+                intermediate_default: 5632,
+            }),
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["num_experts", "num_local_experts"],
+                experts_default: 60,
+                top_k_default: 4,
+                normalize: TopKNorm::Key("norm_topk_prob", false),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(1408),
+                sparse: QWEN_SPARSE,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { qkv_bias: Bias::ConfigOr("qkv_bias", true), o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// Qwen3-MoE: Qwen3's attention (per-head q/k norms); `num_experts` experts of
+/// `moe_intermediate_size`, `norm_topk_prob` (default false), no shared expert
+/// (transformers' `Qwen3MoeSparseMoeBlock`; defaults from `Qwen3MoeConfig`).
+pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["qwen3_moe"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            expert: "mlp.experts.{e}",
+            gate: "gate_proj",
+            up: "up_proj",
+            down: "down_proj",
+            shared: None,
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["num_experts", "num_local_experts"],
+                experts_default: 128,
+                top_k_default: 8,
+                normalize: TopKNorm::Key("norm_topk_prob", false),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(768),
+                sparse: QWEN_SPARSE,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// Phi-3: fused `qkv_proj` and `gate_up_proj`, no biases.
 pub const PHI3: DecoderFamily = DecoderFamily {
     model_types: &["phi3"],

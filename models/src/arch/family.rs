@@ -161,6 +161,80 @@ pub enum MlpNames {
     GatedFused { gate_up: &'static str, down: &'static str },
     /// `down(act(up(x)))` (GPT-2 `c_fc`, `c_proj`).
     Plain { up: &'static str, down: &'static str },
+    /// A mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): see [`MoeNames`].
+    Experts(MoeNames),
+}
+
+/// A mixture-of-experts MLP: a router, `E` gated experts, optionally a shared expert, and the
+/// config keys that size and route it. Names are scopes relative to the layer; `{e}` in
+/// `expert` is the expert's index.
+pub struct MoeNames {
+    /// The router projection (`[experts, hidden]`): Mixtral `block_sparse_moe.gate`.
+    pub router: &'static str,
+    /// One expert's scope, with `{e}`: Mixtral `block_sparse_moe.experts.{e}`.
+    pub expert: &'static str,
+    /// The expert's projections, relative to `expert`: Mixtral `w1`, `w3`, `w2`.
+    pub gate: &'static str,
+    pub up: &'static str,
+    pub down: &'static str,
+    /// A shared expert every token goes through, scaled by a sigmoid gate (Qwen2-MoE).
+    pub shared: Option<SharedExpert>,
+    /// The dense MLP of the layers that are not sparse (Qwen's `mlp_only_layers`,
+    /// `decoder_sparse_step`), sized by `intermediate_size`.
+    pub dense: Option<&'static MlpNames>,
+    pub keys: MoeKeys,
+}
+
+/// A shared expert: a gated MLP sized by `intermediate` (a config key, else `intermediate_default`), its output scaled by
+/// `sigmoid(x @ gate^T)` with `gate` a `[1, hidden]` projection (Qwen2-MoE
+/// `mlp.shared_expert_gate`).
+pub struct SharedExpert {
+    pub mlp_gate: &'static str,
+    pub mlp_up: &'static str,
+    pub mlp_down: &'static str,
+    pub gate: &'static str,
+    pub intermediate: &'static str,
+    /// `intermediate` when config.json does not give it (transformers' default).
+    pub intermediate_default: usize,
+}
+
+/// The config keys of a mixture of experts, with transformers' per-family defaults.
+pub struct MoeKeys {
+    /// The expert count: the first of these keys present (Mixtral `num_local_experts`; Qwen
+    /// `num_experts`), else `experts_default`.
+    pub experts: &'static [&'static str],
+    pub experts_default: usize,
+    /// `num_experts_per_tok` when absent.
+    pub top_k_default: usize,
+    /// Whether the top-k probabilities are renormalized to sum to 1.
+    pub normalize: TopKNorm,
+    /// Each expert's intermediate size: the first of these keys present (Mixtral
+    /// `intermediate_size`; Qwen `moe_intermediate_size`).
+    pub intermediate: &'static [&'static str],
+    /// When none of `intermediate` is present: transformers' default (Qwen2-MoE 1408), or
+    /// `None` for `intermediate_size` itself.
+    pub intermediate_default: Option<usize>,
+    /// Which layers are sparse.
+    pub sparse: SparseLayers,
+}
+
+/// Renormalization of the routed top-k probabilities.
+#[derive(Clone, Copy, Debug)]
+pub enum TopKNorm {
+    /// Always (Mixtral).
+    Always,
+    /// As a boolean key says, with its default (Qwen `norm_topk_prob`, default false).
+    Key(&'static str, bool),
+}
+
+/// Which layers have the mixture of experts (the others take `MoeNames::dense`).
+#[derive(Clone, Copy, Debug)]
+pub enum SparseLayers {
+    /// Every layer (Mixtral).
+    All,
+    /// Layer `i` is sparse when `(i + 1) % step == 0` (`step` from `step_key`, default 1) and
+    /// `i` is not listed in `dense_key` (Qwen `decoder_sparse_step`, `mlp_only_layers`).
+    Step { step_key: &'static str, dense_key: &'static str },
 }
 
 /// Whether a group of projections has a bias.

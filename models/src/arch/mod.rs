@@ -6,12 +6,13 @@ mod decoder;
 mod encoder;
 mod families;
 mod family;
+mod moe;
 
 pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
-pub use families::{BERT, ROBERTA, GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
+pub use families::{BERT, ROBERTA, GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
 pub use family::{
     AttentionNames, AttentionScale, Bias, BlockNorms, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
-    MlpNames, NameTable, NormOver, Positions, QkNorm, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
+    MlpNames, MoeKeys, MoeNames, NameTable, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
 };
 
 use crate::{Checkpoint, GraphBuilder, Result};
@@ -33,7 +34,7 @@ pub struct DecoderIo {
 
 /// The decoder families this build knows, in the order they are listed to users.
 pub const DECODERS: &[&DecoderFamily] =
-    &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2, &GEMMA, &GEMMA2, &GEMMA3, &GRANITE, &OLMO2, &STARCODER2];
+    &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2, &GEMMA, &GEMMA2, &GEMMA3, &GRANITE, &OLMO2, &STARCODER2, &MIXTRAL, &QWEN2_MOE, &QWEN3_MOE];
 
 /// The family that builds `model_type`.
 pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {

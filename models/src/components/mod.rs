@@ -6,5 +6,6 @@ pub mod kv_cache;
 pub mod linear;
 pub mod mask;
 pub mod mlp;
+pub mod moe;
 pub mod norm;
 pub mod rope;

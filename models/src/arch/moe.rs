@@ -1,0 +1,195 @@
+//! Reads a mixture-of-experts table ([`MoeNames`]) against the config and the checkpoint, and
+//! builds the block with [`crate::components::moe`]. Every expert weight is taken from the
+//! checkpoint by name, so an expert the config does not count is left unaccounted and fails
+//! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
+
+use super::family::{MoeNames, SparseLayers, TopKNorm};
+use crate::components::linear::{linear, LinearWeights, WeightLayout};
+use crate::components::mlp::{gated, GatedScopes};
+use crate::components::moe::{moe_block, ExpertStacks, MoeBlock};
+use crate::{Activation, Checkpoint, DecoderConfig, Error, GraphBuilder, Result};
+use ir::Recipe;
+
+/// A mixture of experts' sizes and routing, read from the config keys the table names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoeSettings {
+    pub num_experts: usize,
+    pub top_k: usize,
+    pub normalize: bool,
+    pub intermediate: usize,
+    /// The shared expert's intermediate size (Qwen2-MoE), when the table has one.
+    pub shared_intermediate: Option<usize>,
+    /// Sparse layers: `(i + 1) % step == 0` and not in `dense_layers`.
+    pub step: usize,
+    pub dense_layers: Vec<usize>,
+}
+
+impl MoeSettings {
+    pub fn read(t: &MoeNames, c: &DecoderConfig) -> Result<Self> {
+        let k = &t.keys;
+        let first = |keys: &[&str]| -> Result<Option<usize>> {
+            for key in keys {
+                if let Some(v) = c.count(key)? {
+                    return Ok(Some(v));
+                }
+            }
+            Ok(None)
+        };
+        let num_experts = first(k.experts)?.unwrap_or(k.experts_default);
+        let top_k = c.count("num_experts_per_tok")?.unwrap_or(k.top_k_default);
+        if top_k > num_experts {
+            return Err(err(c, format!("`num_experts_per_tok` ({top_k}) is larger than the expert count ({num_experts}, from `{}`)", k.experts.join("` / `"))));
+        }
+        let normalize = match k.normalize {
+            TopKNorm::Always => true,
+            TopKNorm::Key(key, default) => c.flag(key, default),
+        };
+        let intermediate = first(k.intermediate)?.or(k.intermediate_default).unwrap_or(c.intermediate_size);
+        let shared_intermediate = match &t.shared {
+            None => None,
+            Some(sh) => Some(c.count(sh.intermediate)?.unwrap_or(sh.intermediate_default)),
+        };
+        let (step, dense_layers) = match k.sparse {
+            SparseLayers::All => (1, vec![]),
+            SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?),
+        };
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers })
+    }
+
+    /// Whether layer `i` has the mixture of experts.
+    pub fn sparse(&self, i: usize) -> bool {
+        (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
+    }
+}
+
+/// A list of layer indices (`mlp_only_layers`); absent or `null` is empty.
+fn layer_list(c: &DecoderConfig, key: &str) -> Result<Vec<usize>> {
+    match c.raw.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(vec![]),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_u64().map(|x| x as usize).ok_or_else(|| err(c, format!("key `{key}` must list layer indices, found {v}"))))
+            .collect(),
+        Some(v) => Err(err(c, format!("key `{key}` must be a list of layer indices, found {v}"))),
+    }
+}
+
+fn err(c: &DecoderConfig, reason: String) -> Error {
+    Error::Config { path: c.path.clone(), reason }
+}
+
+/// The MoE block of `layer` (the layer's scope) on `x`: routed experts, plus the gated shared
+/// expert when the table has one.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn block(
+    b: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    t: &MoeNames,
+    m: &MoeSettings,
+    layer: &str,
+    x: &str,
+    input_ids: &str,
+    hidden: usize,
+    layout: WeightLayout,
+    act: Activation,
+) -> Result<String> {
+    if layout != WeightLayout::Linear {
+        return Err(err(&ckpt.config, "a mixture-of-experts table must store `[out, in]` (Linear) weights".into()));
+    }
+    let s = |part: &str| format!("{layer}.{part}");
+    let router = s(t.router);
+    let router_weight = ckpt.tensor(&format!("{router}.weight"), &[m.num_experts, hidden])?.transpose(vec![1, 0]).cast(b.float);
+    let expert_scope = s(t.expert);
+    let experts = expert_scope.trim_end_matches(".{e}").to_string();
+    let stacks = ExpertStacks {
+        gate: stack(ckpt, b, &expert_scope, t.gate, m.num_experts, [m.intermediate, hidden])?,
+        up: stack(ckpt, b, &expert_scope, t.up, m.num_experts, [m.intermediate, hidden])?,
+        down: stack(ckpt, b, &expert_scope, t.down, m.num_experts, [hidden, m.intermediate])?,
+    };
+    let scope = router.rsplit_once('.').map_or(router.clone(), |(p, _)| p.to_string());
+    let block = MoeBlock {
+        scope: &scope,
+        router: &router,
+        router_weight,
+        experts: &experts,
+        stacks,
+        hidden,
+        token_dims: b.graph.inputs.iter().find(|v| v.name == input_ids).and_then(|v| v.shape.clone()).unwrap_or_default(),
+        num_experts: m.num_experts,
+        top_k: m.top_k,
+        normalize: m.normalize,
+        act,
+    };
+    let routed = moe_block(b, block, x);
+    let Some(sh) = &t.shared else { return Ok(routed) };
+    let inter = m.shared_intermediate.unwrap_or_default();
+    let read = |b: &GraphBuilder, part: &str, inp: usize, out: usize| LinearWeights::torch(ckpt, b, &s(part), inp, out, false);
+    let weights = [read(b, sh.mlp_gate, hidden, inter)?, read(b, sh.mlp_up, hidden, inter)?, read(b, sh.mlp_down, inter, hidden)?];
+    let shared_scope = s(sh.mlp_down).rsplit_once('.').map_or(s("shared_expert"), |(p, _)| p.to_string());
+    let scopes = GatedScopes { gate: &s(sh.mlp_gate), up: &s(sh.mlp_up), down: &s(sh.mlp_down) };
+    let shared = gated(b, &shared_scope, scopes, x, weights, act);
+    let gate_scope = s(sh.gate);
+    let gate = linear(b, &gate_scope, x, read(b, sh.gate, hidden, 1)?);
+    let gate = b.op(&format!("{gate_scope}/Sigmoid"), "Sigmoid", &[&gate], vec![]);
+    let shared = b.op(&format!("{shared_scope}/scaled"), "Mul", &[&gate, &shared], vec![]);
+    Ok(b.op(&format!("{scope}/Add"), "Add", &[&routed, &shared], vec![]))
+}
+
+/// `E` experts' `{expert}.{part}.weight` (`[out, in]` each) stacked into `[E, out, in]` in the
+/// build dtype: a concat recipe over the checkpoint's tensors, streamed at write time.
+fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize, [out, inp]: [usize; 2]) -> Result<Recipe> {
+    let parts = (0..n)
+        .map(|e| {
+            let name = format!("{}.{part}.weight", expert.replace("{e}", &e.to_string()));
+            Ok(ckpt.tensor(&name, &[out, inp])?.cast(b.float).reshape(vec![1, out, inp]))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Recipe::concat(parts, 0)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MoeSettings;
+    use crate::arch::{MlpNames, MoeNames, MIXTRAL, QWEN2_MOE, QWEN3_MOE};
+    use crate::DecoderConfig;
+    use std::path::Path;
+
+    fn settings(table: &crate::arch::DecoderFamily, model_type: &str, extra: &str) -> crate::Result<MoeSettings> {
+        let text = format!(
+            r#"{{"model_type":"{model_type}","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":6,"intermediate_size":128,"vocab_size":512{extra}}}"#
+        );
+        let MlpNames::Experts(moe) = &table.names.mlp else { panic!("{model_type}: not a MoE table") };
+        let moe: &MoeNames = moe;
+        MoeSettings::read(moe, &DecoderConfig::parse(Path::new("config.json"), &text).unwrap())
+    }
+
+    #[test]
+    fn sizes_and_routing_come_from_the_keys_with_the_family_defaults() {
+        let m = settings(&MIXTRAL, "mixtral", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate), (8, 2, true, 128));
+        assert!((0..6).all(|i| m.sparse(i)));
+        let m = settings(&MIXTRAL, "mixtral", r#","num_local_experts":16,"num_experts_per_tok":3"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k), (16, 3));
+        let m = settings(&QWEN3_MOE, "qwen3_moe", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate), (128, 8, false, 768));
+        let m = settings(&QWEN3_MOE, "qwen3_moe", r#","num_experts":6,"num_experts_per_tok":2,"norm_topk_prob":true,"moe_intermediate_size":32"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate), (6, 2, true, 32));
+        let m = settings(&QWEN2_MOE, "qwen2_moe", "").unwrap();
+        assert_eq!(m.shared_intermediate, Some(5632));
+        let e = settings(&QWEN2_MOE, "qwen2_moe", r#","shared_expert_intermediate_size":-1"#).unwrap_err().to_string();
+        assert!(e.contains("`shared_expert_intermediate_size`"), "{e}");
+        let m = settings(&QWEN2_MOE, "qwen2_moe", r#","shared_expert_intermediate_size":96"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (60, 4, false, 1408, Some(96)));
+    }
+
+    #[test]
+    fn qwen_layers_are_sparse_by_step_except_the_listed_ones() {
+        let m = settings(&QWEN3_MOE, "qwen3_moe", r#","decoder_sparse_step":2,"mlp_only_layers":[3]"#).unwrap();
+        let sparse: Vec<bool> = (0..6).map(|i| m.sparse(i)).collect();
+        assert_eq!(sparse, [false, true, false, false, false, true]);
+        let e = settings(&QWEN3_MOE, "qwen3_moe", r#","mlp_only_layers":"all""#).unwrap_err().to_string();
+        assert!(e.contains("`mlp_only_layers`"), "{e}");
+        let e = settings(&MIXTRAL, "mixtral", r#","num_local_experts":2,"num_experts_per_tok":3"#).unwrap_err().to_string();
+        assert!(e.contains("`num_experts_per_tok`") && e.contains("`num_local_experts`"), "{e}");
+    }
+}

@@ -1,0 +1,143 @@
+//! A mixture-of-experts block in standard ONNX: a router, top-k routing, every expert's gated
+//! MLP, and the routing-weighted sum (docs/generic-graph.md, "Mixture-of-experts block").
+//!
+//! The experts are computed densely: each token goes through all `E` experts as one batched
+//! `MatMul` over stacked weights, and the experts it was not routed to get weight 0. Standard
+//! ONNX has no data-dependent dispatch outside `Loop`/`If`, and gathering the routed experts'
+//! weights per token copies `k` weight matrices per token (gigabytes per prefill at real
+//! sizes), so dense is the portable form; execution-provider rules replace the block with a
+//! fused kernel where one exists (`com.microsoft.MoE`).
+//!
+//! The top-k selection is a rank count (`rank[e]` = experts with a higher probability, ties
+//! broken towards the lower index, as `torch.topk`), so the graph needs no `TopK` or scatter:
+//! the ops are the comparisons, `Where` and `ReduceSum` every table already claims. Routing
+//! runs in f32, as transformers does (`softmax(..., dtype=torch.float)`), whatever the build
+//! dtype: the Casts to f32 are named `<scope>/routing_f32/...`, the one widening besides
+//! `lower.rotary_f32` that the dtype tests allow (tests/tests/dtypes.rs).
+
+use super::mlp::activation;
+use crate::{Activation, GraphBuilder};
+use ir::{Attr, DType, Recipe};
+
+/// The stacked weights of one MoE block, each in the checkpoint's `[out, in]` orientation
+/// per expert: `gate`, `up` `[E, inter, hidden]`, `down` `[E, hidden, inter]`. Fused kernels
+/// take these layouts as they are; the dense graph reads them through a `Transpose` node.
+pub struct ExpertStacks {
+    pub gate: Recipe,
+    pub up: Recipe,
+    pub down: Recipe,
+}
+
+/// Where the block's weights go and how it routes.
+pub struct MoeBlock<'a> {
+    /// Node-name scope (the checkpoint's MoE module, `model.layers.0.block_sparse_moe`).
+    pub scope: &'a str,
+    /// Initializer name of the router weight (`{router}.weight`, stored `[hidden, experts]`).
+    pub router: &'a str,
+    /// `[hidden, experts]` router weight recipe.
+    pub router_weight: Recipe,
+    /// Initializer name prefix of the stacks (`{experts}.gate.weight`, ...).
+    pub experts: &'a str,
+    pub stacks: ExpertStacks,
+    pub hidden: usize,
+    /// `[batch, seq]` as the graph's token input declares them.
+    pub token_dims: Vec<ir::Dim>,
+    pub num_experts: usize,
+    pub top_k: usize,
+    /// Renormalize the top-k probabilities to sum to 1 (Mixtral; Qwen with `norm_topk_prob`).
+    pub normalize: bool,
+    pub act: Activation,
+}
+
+/// The routed experts' weighted sum for `x` `[batch, seq, hidden]`; returns a value of the
+/// same shape. The experts' MatMuls broadcast `x` as `[batch, 1, seq, hidden]` against the
+/// `[experts, hidden, inter]` stacks, so no reshape hides the shapes from the rules.
+pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
+    let s = m.scope;
+    let weights = routing_weights(b, &m, x);
+    let stack = |b: &mut GraphBuilder, part: &str, recipe: Recipe| -> String {
+        let w = b.initializer(&format!("{}.{part}.weight", m.experts), recipe);
+        b.op(&format!("{}.{part}/Transpose", m.experts), "Transpose", &[&w], vec![Attr::ints("perm", &[0, 2, 1])])
+    };
+    let (gate, up, down) = (m.stacks.gate, m.stacks.up, m.stacks.down);
+    let (wg, wu, wd) = (stack(b, "gate", gate), stack(b, "up", up), stack(b, "down", down));
+    let e = m.experts;
+    let axis1 = b.const_i64_1d(&format!("{s}/axis1"), &[1]);
+    let x4 = b.op(&format!("{s}/by_expert"), "Unsqueeze", &[x, &axis1], vec![]);
+    let g = b.op(&format!("{e}.gate/MatMul"), "MatMul", &[&x4, &wg], vec![]);
+    let u = b.op(&format!("{e}.up/MatMul"), "MatMul", &[&x4, &wu], vec![]);
+    let a = activation(b, &format!("{e}.act"), &g, m.act);
+    let h = b.op(&format!("{e}/Mul"), "Mul", &[&a, &u], vec![]);
+    let y = b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![]);
+    // [batch, seq, experts] -> [batch, experts, seq, 1], beside y [batch, experts, seq, hidden].
+    let per_expert = b.op(&format!("{s}/weights_by_expert"), "Transpose", &[&weights], vec![Attr::ints("perm", &[0, 2, 1])]);
+    let last = b.const_i64_1d(&format!("{s}/last_axis"), &[-1]);
+    let per_expert = b.op(&format!("{s}/weights_column"), "Unsqueeze", &[&per_expert, &last], vec![]);
+    let weighted = b.op(&format!("{s}/weighted"), "Mul", &[&y, &per_expert], vec![]);
+    let out = b.op(&format!("{s}/ReduceSum"), "ReduceSum", &[&weighted, &axis1], vec![Attr::int("keepdims", 0)]);
+    // The sum has x's shape, [batch, seq, hidden]: recorded, so the residual Add after it keeps a
+    // known shape for the rules that check it (the skip-norm and attention fusions downstream).
+    let mut shape = m.token_dims.clone();
+    shape.push(ir::Dim::Fixed(m.hidden as i64));
+    b.annotate(&out, b.float, shape);
+    out
+}
+
+/// `[batch, seq, experts]` routing weights in the build dtype: the softmax of the router logits
+/// where an expert is among the token's top k, else 0, renormalized over the top k when the
+/// family does.
+fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
+    let s = m.scope;
+    let router = b.initializer(&format!("{}.weight", m.router), m.router_weight.clone());
+    let logits = b.op(&format!("{}/MatMul", m.router), "MatMul", &[x, &router], vec![]);
+    let logits = cast(b, &format!("{s}/routing_f32/logits"), &logits, DType::F32, b.float);
+    let p = b.op(&format!("{s}/Softmax"), "Softmax", &[&logits], vec![Attr::int("axis", -1)]);
+    // rank[e] = #{j : p[j] > p[e]} + #{j < e : p[j] == p[e]} over the last axis; the two
+    // counts are disjoint, so they add (no `Or`: not every table claims it).
+    let (own_axis, other_axis) = (b.const_i64_1d(&format!("{s}/rank/own_axis"), &[-1]), b.const_i64_1d(&format!("{s}/rank/other_axis"), &[-2]));
+    let own = b.op(&format!("{s}/rank/own"), "Unsqueeze", &[&p, &own_axis], vec![]);
+    let other = b.op(&format!("{s}/rank/other"), "Unsqueeze", &[&p, &other_axis], vec![]);
+    let higher = b.op(&format!("{s}/rank/higher"), "Greater", &[&other, &own], vec![]);
+    let equal = b.op(&format!("{s}/rank/equal"), "Equal", &[&other, &own], vec![]);
+    let before = earlier_experts(b, &format!("{s}/rank/earlier"), m.num_experts);
+    let tie = b.op(&format!("{s}/rank/tie"), "And", &[&equal, &before], vec![]);
+    let to_f32 = || vec![Attr::int("to", DType::F32.to_onnx() as i64)];
+    let higher = b.op(&format!("{s}/routing_f32/higher_count"), "Cast", &[&higher], to_f32());
+    let tie = b.op(&format!("{s}/routing_f32/tie_count"), "Cast", &[&tie], to_f32());
+    let ahead = b.op(&format!("{s}/rank/ahead"), "Add", &[&higher, &tie], vec![]);
+    let rank = b.op(&format!("{s}/rank"), "ReduceSum", &[&ahead, &own_axis], vec![Attr::int("keepdims", 0)]);
+    let k = f32_constant(b, s, "top_k", m.top_k as f32);
+    let chosen = b.op(&format!("{s}/chosen"), "Less", &[&rank, &k], vec![]);
+    let zero = f32_constant(b, s, "zero", 0.0);
+    let mut w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, &p, &zero], vec![]);
+    if m.normalize {
+        let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
+        let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
+        w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
+    }
+    let float = b.float;
+    cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
+}
+
+/// `x` cast from `from` to `to` (no node when they are the same).
+fn cast(b: &mut GraphBuilder, name: &str, x: &str, to: DType, from: DType) -> String {
+    if to == from {
+        return x.to_string();
+    }
+    b.op(name, "Cast", &[x], vec![Attr::int("to", to.to_onnx() as i64)])
+}
+
+/// An f32 scalar for the routing arithmetic, stored in the build dtype (every float initializer
+/// of a package is; `v` is a small integer, exact in f16 and bf16) and cast to f32 in the graph.
+fn f32_constant(b: &mut GraphBuilder, scope: &str, name: &str, v: f32) -> String {
+    let float = b.float;
+    let init = format!("{scope}/{name}");
+    let c = b.initializer(&init, Recipe::from_f32(format!("{init} = {v}"), vec![], &[v]).cast(float));
+    cast(b, &format!("{scope}/routing_f32/{name}"), &c, DType::F32, float)
+}
+
+/// `earlier[e, j] = j < e`, `[experts, experts]` boolean: the tie-break of the rank count.
+fn earlier_experts(b: &mut GraphBuilder, name: &str, n: usize) -> String {
+    let bytes: Vec<u8> = (0..n * n).map(|i| u8::from(i % n < i / n)).collect();
+    b.initializer(name, Recipe::data(format!("{name}: j < e"), DType::Bool, vec![n, n], bytes))
+}
