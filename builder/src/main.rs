@@ -26,6 +26,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per run: the size of `Build`'s flags does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Build a package from a checkpoint folder.
     #[command(after_help = "Examples:\n  tailor build                                   # the demo checkpoint -> ./tailor-demo\n  \

@@ -287,9 +287,13 @@ impl DecoderConfig {
             })?,
         };
         let num_hidden_layers = r.usize_req(&["num_hidden_layers", "n_layer"])?;
+        let enabled = r.bool_opt("use_sliding_window")?;
+        // transformers 5.x saves `sliding_window: 0` when `use_sliding_window` is false: no
+        // window, not a bad value. With the window on, 0 stays an error.
+        let size = if enabled == Some(false) { r.count_opt("sliding_window")?.filter(|&w| w > 0) } else { r.usize_opt("sliding_window")? };
         let sliding_window = SlidingWindowConfig {
-            size: r.usize_opt("sliding_window")?,
-            enabled: r.bool_opt("use_sliding_window")?,
+            size,
+            enabled,
             max_window_layers: r.count_opt("max_window_layers")?,
             layer_types: r.strings_opt("layer_types")?,
         };
@@ -765,6 +769,7 @@ mod tests {
         };
         assert_eq!(windows(r#""sliding_window":3"#), vec![Some(3), Some(3)], "mistral: as given");
         assert_eq!(windows(r#""sliding_window":null"#), vec![None, None]);
+        assert_eq!(windows(r#""sliding_window":0,"use_sliding_window":false"#), vec![None, None], "transformers 5.x: off");
         assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":false,"max_window_layers":0"#), vec![None, None]);
         assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":true,"max_window_layers":1"#), vec![None, Some(2)]);
         assert_eq!(

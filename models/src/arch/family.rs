@@ -154,6 +154,8 @@ pub enum AttentionNames {
 }
 
 /// How the MLP is stored.
+// The family tables are `const`s, where a `Box` cannot be built: the experts' names stay inline.
+#[allow(clippy::large_enum_variant)]
 pub enum MlpNames {
     /// `down(act(gate(x)) * up(x))` with separate weights (Llama).
     Gated { gate: &'static str, up: &'static str, down: &'static str },

@@ -55,7 +55,7 @@ pub fn causal_padding_mask(
             let batch =
                 b.op(&format!("{s}/batch"), "Shape", &[attention_mask], vec![Attr::int("start", 0), Attr::int("end", 1)]);
             let shape = b.op(&format!("{s}/unwritten_shape"), "Concat", &[&batch, &unwritten], vec![Attr::int("axis", 0)]);
-            let zero = ir::Recipe::from_i64(&format!("{s}/unwritten_value"), vec![1], &[0]);
+            let zero = ir::Recipe::from_i64(format!("{s}/unwritten_value"), vec![1], &[0]);
             let zeros = b.op(&format!("{s}/unwritten_slots"), "ConstantOfShape", &[&shape], vec![Attr::tensor("value", zero)]);
             b.op(&format!("{s}/padded"), "Concat", &[attention_mask, &zeros], vec![Attr::int("axis", 1)])
         }
