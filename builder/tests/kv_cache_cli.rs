@@ -6,20 +6,6 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::Path;
-
-fn fails(model: &Path, extra: &[&str], expect: &[&str]) {
-    let root = tempfile::tempdir().unwrap();
-    let out = root.path().join("pkg");
-    let r = tailor(model, &out, extra);
-    let ctx = format!("{extra:?}\nstderr:\n{}", r.stderr);
-    assert!(!r.status.success(), "expected failure: {ctx}");
-    assert!(!r.stderr.contains("panicked"), "panicked: {ctx}");
-    for e in expect {
-        assert!(r.stderr.contains(e), "message lacks `{e}`: {ctx}");
-    }
-    assert!(!out.exists() && std::fs::read_dir(root.path()).unwrap().next().is_none(), "left output behind: {ctx}");
-}
 
 #[test]
 fn kv_cache_mistakes_are_refused_saying_what_to_change() {

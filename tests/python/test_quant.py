@@ -130,6 +130,15 @@ def dequantized_weights(qmodel):
     return out
 
 
+def own_head_copy(fmodel, init, node, slot, w):
+    """Points `node`'s input `slot` (the tied table E, stored [N, K]) at a new initializer holding
+    the dequantized head `w` ([K, N]) transposed, so the Gather keeps reading E."""
+    source = node.input[slot]
+    copy = numpy_helper.from_array(w.T.copy().astype(numpy_helper.to_array(init[source]).dtype), source + "/head")
+    fmodel.graph.initializer.append(copy)
+    node.input[slot] = copy.name
+
+
 def with_dequantized_weights(fmodel, weights):
     """The float package with each quantized node's weight replaced by its dequantized value
     (nodes keep their names through the quantize step)."""
@@ -143,23 +152,16 @@ def with_dequantized_weights(fmodel, weights):
         if key not in weights:
             continue
         w = weights[key]
-        if node.op_type == "Gemm":  # its own copy of the head, [N, K] for transB; the Gather keeps E
-            source = init[node.input[1]]
-            copy = numpy_helper.from_array(w.T.copy().astype(numpy_helper.to_array(source).dtype), node.input[1] + "/head")
-            fmodel.graph.initializer.append(copy)
-            node.input[1] = copy.name
+        if node.op_type == "Gemm":  # reads E as [N, K] (transB)
+            own_head_copy(fmodel, init, node, 1, w)
             replaced += 1
             continue
         if node.op_type == "MatMul":
             b = node.input[1]
             if b in init:
                 target, value = b, w
-            else:  # a tied head, MatMul(A, Transpose(E)): its own copy, the Gather keeps E
-                t = producers[b]
-                source = init[t.input[0]]
-                copy = numpy_helper.from_array(w.T.copy().astype(numpy_helper.to_array(source).dtype), t.input[0] + "/head")
-                fmodel.graph.initializer.append(copy)
-                t.input[0] = copy.name
+            else:  # a tied head, MatMul(A, Transpose(E)): the Transpose reads E as [N, K]
+                own_head_copy(fmodel, init, producers[b], 0, w)
                 replaced += 1
                 continue
         else:

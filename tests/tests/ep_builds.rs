@@ -131,6 +131,28 @@ fn check_build(ex: &Expectations, ep: &str, dtype: &str, fx: &str, quant: Option
     Some(problems)
 }
 
+/// One float (EP, dtype, fixture) cell: it meets its expectation, or it is listed as pending and
+/// still fails (a pending cell that works now, with or without an expectation, is a failure).
+fn check_float_cell(ex: &Expectations, ep: &str, dtype: &str, fx: &str, failures: &mut Vec<String>, checked: &mut usize) {
+    match (check_build(ex, ep, dtype, fx, None), is_pending(ex, ep, dtype, fx)) {
+        (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
+        (Some(problems), false) => {
+            *checked += 1;
+            failures.extend(problems);
+        }
+        (Some(problems), true) if problems.is_empty() => failures.push(format!(
+            "{ep}/{dtype} {fx}: listed as pending but builds and meets its expectations now; remove it from [pending]"
+        )),
+        (None, true) => {
+            // A pending build that builds but has no expectation: fine only while it fails.
+            if optimized(fx, ep, dtype).is_ok() {
+                failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
+            }
+        }
+        (Some(_), true) => {}
+    }
+}
+
 #[test]
 fn optimized_graphs_meet_the_op_expectations() {
     let ex = expectations();
@@ -139,25 +161,7 @@ fn optimized_graphs_meet_the_op_expectations() {
     let mut checked = 0;
     for (ep, dtype) in sets.pairs() {
         for fx in decoder_fixtures() {
-            let result = check_build(&ex, ep, dtype.name(), fx, None);
-            let pending = is_pending(&ex, ep, dtype.name(), fx);
-            match (result, pending) {
-                (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
-                (Some(problems), false) => {
-                    checked += 1;
-                    failures.extend(problems);
-                }
-                (Some(problems), true) if problems.is_empty() => failures.push(format!(
-                    "{ep}/{dtype} {fx}: listed as pending but builds and meets its expectations now; remove it from [pending]"
-                )),
-                (None, true) => {
-                    // A pending build that builds but has no expectation: fine only while it fails.
-                    if optimized(fx, ep, dtype.name()).is_ok() {
-                        failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
-                    }
-                }
-                (Some(_), true) => {}
-            }
+            check_float_cell(&ex, ep, dtype.name(), fx, &mut failures, &mut checked);
         }
     }
     // Quantized builds: every [quant.*] section of every table, in its activation dtype.
@@ -178,23 +182,7 @@ fn optimized_graphs_meet_the_op_expectations() {
     // default task of a checkpoint without sentence-transformers files).
     for (ep, dtype) in sets.role_pairs(ep_sets::Role::Encoder) {
         for fx in encoder_fixtures() {
-            let result = check_build(&ex, ep, dtype.name(), fx, None);
-            match (result, is_pending(&ex, ep, dtype.name(), fx)) {
-                (None, false) => failures.push(format!("{ep}/{dtype} {fx}: no expectation in tests/expectations/ops.toml")),
-                (Some(problems), false) => {
-                    checked += 1;
-                    failures.extend(problems);
-                }
-                (Some(problems), true) if problems.is_empty() => failures.push(format!(
-                    "{ep}/{dtype} {fx}: listed as pending but builds and meets its expectations now; remove it from [pending]"
-                )),
-                (None, true) => {
-                    if optimized(fx, ep, dtype.name()).is_ok() {
-                        failures.push(format!("{ep}/{dtype} {fx}: pending, builds now, and has no expectation; write one"));
-                    }
-                }
-                (Some(_), true) => {}
-            }
+            check_float_cell(&ex, ep, dtype.name(), fx, &mut failures, &mut checked);
         }
     }
     assert!(checked >= 40, "only {checked} builds were checked against expectations");

@@ -204,3 +204,19 @@ pub fn finish(mut child: std::process::Child) -> (Option<i32>, String) {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     (status.code(), stderr)
 }
+
+/// A build that must fail: non-zero exit, no panic, every string of `expect` in stderr, and
+/// nothing left in the parent folder (no output, no staging folder).
+#[allow(dead_code)] // not every test binary that includes `common` uses it
+pub fn fails(model: &Path, extra: &[&str], expect: &[&str]) {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let r = tailor(model, &out, extra);
+    let ctx = format!("{extra:?}\nstderr:\n{}", r.stderr);
+    assert!(!r.status.success(), "expected failure: {ctx}");
+    assert!(!r.stderr.contains("panicked"), "panicked: {ctx}");
+    for e in expect {
+        assert!(r.stderr.contains(e), "message lacks `{e}`: {ctx}");
+    }
+    assert!(!out.exists() && std::fs::read_dir(root.path()).unwrap().next().is_none(), "left output behind: {ctx}");
+}
