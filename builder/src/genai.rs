@@ -88,17 +88,18 @@ fn search_section(c: &DecoderConfig, generation: Option<&Value>, share_buffer: b
     Value::Object(s)
 }
 
-/// A static cache's length: the fixed third dim of the first past key input, when the graph
-/// writes its caches with TensorScatter (a dynamic cache's past length is symbolic).
+/// A static cache's length: the fixed third dim of the first past key input when the present
+/// key output has the same fixed length (the cache is one buffer of N slots, written with
+/// TensorScatter in the standard form or by GroupQueryAttention in place in its static form); a
+/// dynamic cache's past length is symbolic and its present grows.
 fn static_cache_len(graph: &Graph) -> Option<i64> {
-    if !graph.nodes.iter().any(|n| n.op == "TensorScatter") {
-        return None;
-    }
     let past = graph.inputs.iter().find(|v| v.name.starts_with("past_key_values.") && v.name.ends_with(".key"))?;
-    match past.shape.as_ref()?.get(2)? {
-        ir::Dim::Fixed(n) => Some(*n),
-        _ => None,
-    }
+    let n = match past.shape.as_ref()?.get(2)? {
+        ir::Dim::Fixed(n) => *n,
+        _ => return None,
+    };
+    let present = graph.outputs.iter().find(|v| v.name.starts_with("present.") && v.name.ends_with(".key"))?;
+    matches!(present.shape.as_ref()?.get(2)?, ir::Dim::Fixed(m) if *m == n).then_some(n)
 }
 
 /// Builds `genai_config.json` for a decoder graph. `provider_options` is the EP table's list

@@ -267,9 +267,14 @@ fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Ve
             vec![dt(0).map(|d| (d, out))]
         }
         "Transpose" => {
-            let out = shape(0).map(|s| match n.attr("perm") {
-                Some(crate::AttrValue::Ints(p)) => p.iter().map(|&i| s[i as usize].clone()).collect(),
-                _ => s.into_iter().rev().collect(),
+            // A perm that does not fit the input's rank (a malformed graph) leaves the shape
+            // unknown; ONNX Runtime rejects that node, inference must not panic on it.
+            let out = shape(0).and_then(|s| match n.attr("perm") {
+                Some(crate::AttrValue::Ints(p)) if p.len() == s.len() => {
+                    p.iter().map(|&i| usize::try_from(i).ok().and_then(|i| s.get(i).cloned())).collect()
+                }
+                Some(crate::AttrValue::Ints(_)) => None,
+                _ => Some(s.into_iter().rev().collect()),
             });
             vec![dt(0).map(|d| (d, out))]
         }

@@ -112,6 +112,12 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         "GroupQueryAttention's inputs for a batch padded on either side, from the 2-D attention_mask, the generic boolean attention mask and the query: seqlens_k (int32 [batch], the padded width - 1 for every row), total_sequence_length (int32 scalar), attention_bias (Where(mask, 0, -10000) in the query's float type); lengths once per graph, the bias once per mask",
     ),
     (
+        "gqa_static_padding",
+        3,
+        3,
+        "gqa_padding for the static KV cache: the generic boolean mask of N key columns cut to the attention_mask width (Slice on axis 3) before the bias is made, since GroupQueryAttention's attention_bias must be [batch, 1, seq, total_sequence_length]; the cut mask once per mask",
+    ),
+    (
         "gqa_positions",
         2,
         1,

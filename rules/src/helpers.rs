@@ -133,6 +133,37 @@ pub mod allowed {
         Ok(vec![lengths[0].clone(), lengths[1].clone(), bias])
     }
 
+    /// [`gqa_padding`] for a static KV cache (docs/generic-graph.md, "Static KV cache"): the
+    /// static graph's boolean mask has N key columns (the cache's slots; ONNX Attention wants
+    /// them all), but GroupQueryAttention's `attention_bias` must be [batch, 1, seq,
+    /// total_sequence_length] (ONNX Runtime 1.32's `group_query_attention_helper.h`: "attention_bias
+    /// dimension 3 must be equal to total_sequence_length"), and total_sequence_length is the
+    /// attention_mask width (it tells a prompt from a decode step), so the mask is cut to its
+    /// first `width` columns: `Slice(mask, [0], Shape(attention_mask)[1:2], [3])`. The slots
+    /// past the width are the kernel's causal limit anyway (it reads keys `[0, seqlens_k]`).
+    /// seqlens_k and the total are gqa_padding's (the width - 1 for every row, the width);
+    /// the cut mask is built once per mask.
+    pub fn gqa_static_padding(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [attention_mask, mask, q] = args else {
+            return Err(fail(em, "gqa_static_padding", format!("expects 3 values, got {}", args.len())));
+        };
+        let key = format!("gqa_static_padding({mask}, {attention_mask})");
+        let cut = match em.memo(&key) {
+            Some(done) => done[0].clone(),
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_static_padding".to_string());
+                let start = em.initializer("gqa_static_padding/start", Recipe::from_i64("gqa_static_padding/start", vec![1], &[0]));
+                let axis = em.initializer("gqa_static_padding/key_axis", Recipe::from_i64("gqa_static_padding/key_axis", vec![1], &[3]));
+                let width = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
+                let cut = em.node("", "Slice", ir::OPSET, vec![mask.clone(), start, width[0].clone(), axis], &[true], vec![])?;
+                em.base = saved;
+                em.remember(key, vec![cut[0].clone()]);
+                cut[0].clone()
+            }
+        };
+        gqa_padding(em, &[attention_mask.clone(), cut, q.clone()])
+    }
+
     /// Positions at the slot index in the padded row, int64 [batch, seq], for a
     /// GroupQueryAttention whose query is [batch, seq, hidden] and whose
     /// `total_sequence_length` is `total_len` (int32 scalar): `Range(total - seq, total)`

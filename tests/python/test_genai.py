@@ -61,17 +61,21 @@ def test_passes_the_onnx_checker(build_package, fixture, ep):
 STATIC_LENGTH = 64
 
 
+@pytest.mark.parametrize("ep,form", [("default", "TensorScatter"), ("cpu", "GroupQueryAttention")])
 @pytest.mark.parametrize("fixture", DECODER_FIXTURES)
-def test_static_cache_package_generates_reference_greedy_tokens(fixture, tmp_path):
-    """A `--kv-cache static --max-length 64` default package: genai shares past and present (one
+def test_static_cache_package_generates_reference_greedy_tokens(fixture, ep, form, tmp_path):
+    """A `--kv-cache static --max-length 64` package: genai shares past and present (one
     preallocated buffer of 64 slots, past_present_share_buffer true) and generates the 16
-    reference tokens after the prompt."""
+    reference tokens after the prompt; `default` writes the buffer with TensorScatter, `cpu`
+    with GroupQueryAttention in place."""
     from conftest import build_with
 
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     prompt = ref["input_ids"]
     expected = ref["greedy_tokens"][0].tolist()
-    pkg = build_with(tmp_path / "pkg", fixture, "default", ["--kv-cache", "static", "--max-length", str(STATIC_LENGTH)])
+    pkg = build_with(tmp_path / "pkg", fixture, ep, ["--kv-cache", "static", "--max-length", str(STATIC_LENGTH)])
+    ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+    assert form in ops, f"{ep}: the static form writes the cache with {form}"
     config = json.loads((pkg / "genai_config.json").read_text())
     assert config["search"]["past_present_share_buffer"] is True
     assert config["search"]["max_length"] == STATIC_LENGTH

@@ -204,6 +204,9 @@ pub struct DecoderShape {
     pub static_len: Option<usize>,
     /// What a fresh static cache holds: 0, as onnxruntime-genai zero-fills it; a test puts
     /// large finite values there to show that rows past the valid length are never read.
+    /// Each later step is fed the buffer genai's shared one would hold: the present rows
+    /// written so far and `fill` in every slot past them ([`decoder_feeds`]), whatever the
+    /// kernel returned there (GroupQueryAttention zeroes a present it does not share).
     pub fill: f32,
 }
 
@@ -250,7 +253,17 @@ pub fn decoder_feeds(
     for i in 0..shape.layers {
         for kv in ["key", "value"] {
             let value = match past {
-                Some(p) => p[&format!("present.{i}.{kv}")].clone(),
+                Some(p) => match shape.static_len {
+                    // The shared buffer: rows before this step's write index hold what was
+                    // written, the slots past them what the buffer was filled with.
+                    Some(_) => {
+                        let mut buffer = p[&format!("present.{i}.{kv}")].f32().clone();
+                        let written = attention_mask.shape()[1] - input_ids.shape()[1];
+                        buffer.slice_axis_mut(ndarray::Axis(2), ndarray::Slice::from(written..)).fill(shape.fill);
+                        Feed::F32(buffer)
+                    }
+                    None => p[&format!("present.{i}.{kv}")].clone(),
+                },
                 None => Feed::F32(ArrayD::from_elem(
                     IxDyn(&[batch, shape.kv_heads, shape.static_len.unwrap_or(0), shape.head_dim]),
                     shape.fill,
@@ -292,14 +305,17 @@ pub fn compare_decoder(session: &mut Session, shape: &DecoderShape, reference: &
             let expected = reference.get(&name).f32();
             let present = prefill[&name].f32();
             let got = match shape.static_len {
-                // A static cache holds the prefill in its first slots; the others are untouched.
-                // (a sliding window's reference keeps only its last positions of the prompt).
+                // A static cache holds the prefill in its first slots; the others are untouched
+                // (TensorScatter copies the past it does not share), or all 0 (GroupQueryAttention
+                // zeroes a present it does not share; shared, it writes in place: there is no
+                // third case). A sliding window's reference keeps only its last positions of the
+                // prompt.
                 Some(n) => {
                     let (written, kept) = (ids.shape()[1], expected.shape()[2]);
                     assert_eq!(present.shape()[2], n, "{name}: a static cache keeps its length");
                     let rest = present.slice_axis(ndarray::Axis(2), ndarray::Slice::from(written..));
-                    let untouched = rest.iter().map(|x| (x - shape.fill).abs()).fold(0.0f32, f32::max);
-                    diffs.push((format!("{name} unwritten slots"), untouched));
+                    let off = |v: f32| rest.iter().map(|x| (x - v).abs()).fold(0.0f32, f32::max);
+                    diffs.push((format!("{name} unwritten slots"), off(shape.fill).min(off(0.0))));
                     present.slice_axis(ndarray::Axis(2), ndarray::Slice::from(written - kept..written)).to_owned()
                 }
                 None => trailing_positions(present, expected.shape()[2]),

@@ -3,8 +3,10 @@
 //! (input_ids, a growing attention_mask, position_ids when the graph has it, caches of 64
 //! slots), matches transformers for prefill, the decode step, the short prompt and both padded
 //! batches; with rows past the valid length poisoned (1e4) nothing changes; decoding after a
-//! left- and a right-padded prefill matches the dynamic `default` package step by step; and
-//! the graph has two TensorScatter per layer, fixed caches of 64 and no `If` on the cache path.
+//! left- and a right-padded prefill (left only for the GroupQueryAttention form, which rotates
+//! at slots) matches the dynamic `default` package step by step; and the graph has fixed
+//! caches of 64, no `If` on the cache path, and per layer two TensorScatter and one Attention
+//! (`default`: the standard form) or one GroupQueryAttention on the cache buffers (`cpu`).
 
 use tailor_tests::{assert_within, compare_decoder, decode_after_prefill, fixture, max_abs_diff, session, Cases, DecoderShape, Reference};
 
@@ -19,41 +21,77 @@ fn build(name: &str, ep: &str, kv_cache: models::KvCache, dir: &std::path::Path)
     (model, shape, session(&pkg.join("model.onnx")))
 }
 
-/// Two TensorScatter per layer writing the past inputs to the present outputs, every cache
-/// [batch, kv_heads, N, head_dim] with N fixed, and no `If` but LongRoPE's table choice (its
-/// `rotary_emb/longrope/If`, when N exceeds original_max_position_embeddings).
-fn check_structure(name: &str, model: &ir::Model, shape: &DecoderShape) {
+/// How a table builds the static cache (docs/generic-graph.md, "Static KV cache").
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Form {
+    /// TensorScatter writes the buffers, a 4-input Attention reads them (`default`).
+    Standard,
+    /// GroupQueryAttention reads the past buffers and writes the present ones, the same
+    /// buffers when genai shares them (`cpu`).
+    GroupQuery,
+}
+
+/// Every cache [batch, kv_heads, N, head_dim] with N fixed, no `If` but LongRoPE's table
+/// choice (its `rotary_emb/longrope/If`, when N exceeds original_max_position_embeddings), and
+/// per layer: two TensorScatter writing the past inputs to the present outputs and one
+/// 4-input Attention (the standard form), or one GroupQueryAttention reading the past inputs
+/// and writing the present outputs and nothing else on the cache (the GroupQueryAttention form).
+fn check_structure(name: &str, model: &ir::Model, shape: &DecoderShape, form: Form) {
     let g = &model.graph;
     let scatters: Vec<_> = g.nodes.iter().filter(|n| n.op == "TensorScatter").collect();
-    assert_eq!(scatters.len(), 2 * shape.layers, "{name}: two TensorScatter per layer");
+    let gqa: Vec<_> = g.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
+    let attention: Vec<_> = g.nodes.iter().filter(|n| n.op == "Attention").collect();
+    match form {
+        Form::Standard => {
+            assert_eq!(scatters.len(), 2 * shape.layers, "{name}: two TensorScatter per layer");
+            assert_eq!(attention.len(), shape.layers, "{name}: one Attention per layer");
+            assert!(attention.iter().all(|n| n.inputs.len() == 4), "{name}: Attention reads the cache as k/v, no past inputs");
+            assert!(gqa.is_empty(), "{name}: no GroupQueryAttention in the standard form");
+        }
+        Form::GroupQuery => {
+            assert!(scatters.is_empty() && attention.is_empty(), "{name}: no TensorScatter or Attention left: {} and {}", scatters.len(), attention.len());
+            assert_eq!(gqa.len(), shape.layers, "{name}: one GroupQueryAttention per layer");
+        }
+    }
     for i in 0..shape.layers {
-        for kv in ["key", "value"] {
-            let (past, present) = (format!("past_key_values.{i}.{kv}"), format!("present.{i}.{kv}"));
-            assert!(
-                scatters.iter().any(|n| n.inputs[0] == past && n.outputs[0] == present && n.attr_int("axis") == Some(2)),
-                "{name}: {present} is TensorScatter(axis 2) of {past}"
-            );
-            for v in g.inputs.iter().filter(|v| v.name == past).chain(g.outputs.iter().filter(|v| v.name == present)) {
-                let dims = v.shape.as_ref().unwrap();
-                assert_eq!(dims[2], ir::Dim::Fixed(N as i64), "{name}: {} has the fixed length {N}", v.name);
-                assert_eq!(dims[1], ir::Dim::Fixed(shape.kv_heads as i64), "{name}: {}", v.name);
-                assert_eq!(dims[3], ir::Dim::Fixed(shape.head_dim as i64), "{name}: {}", v.name);
+        let [past_k, past_v] = [format!("past_key_values.{i}.key"), format!("past_key_values.{i}.value")];
+        let [present_k, present_v] = [format!("present.{i}.key"), format!("present.{i}.value")];
+        match form {
+            Form::Standard => {
+                for (past, present) in [(&past_k, &present_k), (&past_v, &present_v)] {
+                    assert!(
+                        scatters.iter().any(|n| &n.inputs[0] == past && &n.outputs[0] == present && n.attr_int("axis") == Some(2)),
+                        "{name}: {present} is TensorScatter(axis 2) of {past}"
+                    );
+                }
             }
+            Form::GroupQuery => {
+                let node = gqa.iter().find(|n| n.inputs.get(3) == Some(&past_k));
+                let node = node.unwrap_or_else(|| panic!("{name}: no GroupQueryAttention reads {past_k}"));
+                assert_eq!(node.inputs[4], past_v, "{name}: {}", node.name);
+                assert_eq!(node.outputs[1..3], [present_k.clone(), present_v.clone()], "{name}: {} writes the present buffers", node.name);
+                // Every other reader of the cache would see a buffer written in place.
+                let readers = g.nodes.iter().filter(|n| n.inputs.iter().any(|x| *x == past_k || *x == past_v)).count();
+                assert_eq!(readers, 1, "{name}: the past buffers of layer {i} have one reader");
+            }
+        }
+        for v in g.inputs.iter().filter(|v| v.name == past_k || v.name == past_v).chain(g.outputs.iter().filter(|v| v.name == present_k || v.name == present_v)) {
+            let dims = v.shape.as_ref().unwrap();
+            assert_eq!(dims[2], ir::Dim::Fixed(N as i64), "{name}: {} has the fixed length {N}", v.name);
+            assert_eq!(dims[1], ir::Dim::Fixed(shape.kv_heads as i64), "{name}: {}", v.name);
+            assert_eq!(dims[3], ir::Dim::Fixed(shape.head_dim as i64), "{name}: {}", v.name);
         }
     }
     for n in g.nodes.iter().filter(|n| n.op == "If") {
         assert_eq!(n.name, "rotary_emb/longrope/If", "{name}: an If on the cache path");
     }
-    let attention: Vec<_> = g.nodes.iter().filter(|n| n.op == "Attention").collect();
-    assert_eq!(attention.len(), shape.layers, "{name}: one Attention per layer");
-    assert!(attention.iter().all(|n| n.inputs.len() == 4), "{name}: Attention reads the cache as k/v, no past inputs");
 }
 
-fn check_static(name: &str, ep: &str) {
+fn check_static(name: &str, ep: &str, form: Form) {
     let out = tempfile::tempdir().unwrap();
     let (model, mut shape, mut fixed) = build(name, ep, models::KvCache::Static { max_length: N }, out.path());
     assert_eq!(shape.static_len, Some(N), "{name}: caches of {N} slots");
-    check_structure(name, &model, &shape);
+    check_structure(name, &model, &shape, form);
     let reference = Reference::load(&fixture(name));
     let diffs = compare_decoder(&mut fixed, &shape, &reference, Cases::ALL);
     assert!(diffs.iter().any(|(c, _)| c == "rbatch_logits") && diffs.iter().any(|(c, _)| c == "batch_logits"));
@@ -66,7 +104,15 @@ fn check_static(name: &str, ep: &str) {
 
     let (_, dynamic_shape, mut dynamic) = build(name, "default", models::KvCache::Dynamic, out.path());
     let next = vec![vec![7, 11], vec![8, 12], vec![9, 13]];
-    for (case, prefix, first) in [("left-padded batch", "batch", 0), ("right-padded batch", "rbatch", 1)] {
+    // Decoding after a right-padded prefill: exact in the standard form; the GroupQueryAttention
+    // form rotates a new token at its slot (past the pads) where transformers and the dynamic
+    // package rotate it at its own position, as the dynamic GroupQueryAttention form does
+    // (docs/rule-language.md, "GroupQueryAttention facts"); onnxruntime-genai pads on the left.
+    let cases: &[(&str, &str, usize)] = match form {
+        Form::Standard => &[("left-padded batch", "batch", 0), ("right-padded batch", "rbatch", 1)],
+        Form::GroupQuery => &[("left-padded batch", "batch", 0)],
+    };
+    for &(case, prefix, first) in cases {
         let (ids, mask) = (reference.get(&format!("{prefix}_input_ids")).i64(), reference.get(&format!("{prefix}_attention_mask")).i64());
         let got = decode_after_prefill(&mut fixed, &shape, ids, mask, &next);
         let want = decode_after_prefill(&mut dynamic, &dynamic_shape, ids, mask, &next);
@@ -86,7 +132,7 @@ fn check_static(name: &str, ep: &str) {
 
 macro_rules! static_parity {
     ($($test:ident => $fixture:literal),* $(,)?) => {
-        $(#[test] fn $test() { super::check_static($fixture, "default"); })*
+        $(#[test] fn $test() { super::check_static($fixture, "default", super::Form::Standard); })*
     };
 }
 
@@ -95,10 +141,10 @@ mod static_parity {
     tailor_tests::for_each_decoder!(static_parity);
 }
 
-/// The cpu table's static form (the standard one, with the cpu fusions that still apply).
+/// The cpu table's static form: GroupQueryAttention over the fixed buffers (fuse.gqa_static).
 macro_rules! cpu_static_parity {
     ($($test:ident => $fixture:literal),* $(,)?) => {
-        $(#[test] fn $test() { super::check_static($fixture, "cpu"); })*
+        $(#[test] fn $test() { super::check_static($fixture, "cpu", super::Form::GroupQuery); })*
     };
 }
 

@@ -714,6 +714,126 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
         "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "shape/scaled", breaker: int64_shape_step },
         "lower.int64_to_int32.rank" => Case { graph: synth::rank_axes, target: "axes/last", breaker: int64_rank_step },
+        "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
+        "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
         _ => return None,
     })
+}
+
+/// The static KV cache's generic graph (64 slots): TensorScatter + a 4-input Attention per layer.
+fn static_generic(fixture_name: &str) -> Model {
+    let ckpt = models::Checkpoint::open(&fixture(fixture_name)).expect("fixture");
+    let options = models::BuildOptions { kv_cache: models::KvCache::Static { max_length: 64 }, ..Default::default() };
+    models::tasks::causal_lm::build(&ckpt, &options).expect("static generic graph builds")
+}
+
+fn llama_static() -> Model {
+    static_generic("tiny-llama")
+}
+
+fn mistral_sw_static() -> Model {
+    static_generic("tiny-mistral-sw")
+}
+
+/// Layer 0's head merge in the static graph: the fuse.gqa_static family's root.
+const MERGE0: &str = "model.layers.0.self_attn/merge_heads/Reshape";
+const STATIC_Q0: &str = "model.layers.0.self_attn.q_rotary/RotaryEmbedding";
+const STATIC_K0: &str = "model.layers.0.self_attn.k_rotary/RotaryEmbedding";
+
+/// Sets the head-split outputs of layer 0 (q, k, v after Transpose) to [b, heads, s, head].
+fn static_heads(m: &mut Model, q: (i64, i64), kv: (i64, i64)) {
+    let bnsh = |h: i64, d: i64| [Dim::sym("batch_size"), Dim::Fixed(h), Dim::sym("sequence_length"), Dim::Fixed(d)];
+    set_type(m, "model.layers.0.self_attn/q_heads/Transpose/out", ir::DType::F32, &bnsh(q.0, q.1));
+    for side in ["k", "v"] {
+        set_type(m, &format!("model.layers.0.self_attn/{side}_heads/Transpose/out"), ir::DType::F32, &bnsh(kv.0, kv.1));
+    }
+}
+
+/// Sets the 3-D q, k, v that the static graph splits into heads (after RoPE for q and k).
+fn static_widths(m: &mut Model, q: i64, kv: i64) {
+    let bs = |w: i64| [Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(w)];
+    set_type(m, "model.layers.0.self_attn.q_rotary/RotaryEmbedding/out", ir::DType::F32, &bs(q));
+    set_type(m, "model.layers.0.self_attn.k_rotary/RotaryEmbedding/out", ir::DType::F32, &bs(kv));
+    set_type(m, "model.layers.0.self_attn.v_proj/MatMul/out", ir::DType::F32, &bs(kv));
+}
+
+fn static_past(m: &mut Model, dims: Vec<Dim>) {
+    let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.key").unwrap();
+    v.shape = Some(dims);
+}
+
+fn narrow_caches(m: &mut Model) {
+    for name in ["rotary_emb.cos_cache", "rotary_emb.sin_cache"] {
+        set_init(m, name, Recipe::from_f32("narrow cache", vec![256, 4], &[0.0; 1024]));
+    }
+}
+
+/// Breakers of the fuse.gqa_static family, on tiny-llama's (or tiny-mistral-sw's) static graph.
+/// A breaker keeps every earlier step passing: the head splits stay consistent with the head
+/// counts and head size a later check is broken through.
+fn static_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, MERGE0).set_attr(Attr::int("allowzero", 1)),
+        // attention_mask through an Identity for both of its readers the rule ties together
+        // (the key padding's Concat and the write index's Shape).
+        "mask_from_input" => |m| {
+            let concat = m.graph.nodes.iter().find(|n| n.op == "Concat" && n.inputs.first().is_some_and(|i| i == "attention_mask")).unwrap().name.clone();
+            identity_before(m, "attention_mask", &concat);
+            for i in node_mut(m, "kv_cache/write_indices/total_len").inputs.iter_mut() {
+                *i = "attention_mask/copy".into();
+            }
+        },
+        "past_from_inputs" => |m| identity_before(m, "past_key_values.0.key", "model.layers.0.self_attn/key_cache/TensorScatter"),
+        // q as 4-D [b, s, 1, 64] before the split (its last dim still gives 4 heads of 16).
+        "q_3d" => |m| {
+            for q in ["model.layers.0.self_attn.q_proj/MatMul/out", "model.layers.0.self_attn.q_rotary/RotaryEmbedding/out"] {
+                set_type(m, q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1), Dim::Fixed(64)]);
+            }
+        },
+        // Three query heads over two key/value heads (q 48 wide).
+        "heads_divide" => |m| {
+            node_mut(m, STATIC_Q0).set_attr(Attr::int("num_heads", 3));
+            static_widths(m, 48, 32);
+            static_heads(m, (3, 16), (2, 16));
+        },
+        // A 5-D cache (heads and head size where they were).
+        "cache_bnsh" => |m| {
+            static_past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::Fixed(64), Dim::Fixed(16), Dim::Fixed(1)]);
+        },
+        "split_heads" => |m| static_heads(m, (4, 8), (2, 16)),
+        // Head size 12 throughout (q 48, k/v 24 wide): a multiple of neither 8 nor 16.
+        "head_size_cpu" => |m| {
+            static_widths(m, 48, 24);
+            static_heads(m, (4, 12), (2, 12));
+            static_past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::Fixed(64), Dim::Fixed(12)]);
+        },
+        "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 256, 8], &[0.0; 2048])),
+        "full_rotary" => narrow_caches,
+        "partial_rotary_cache" => |m| {
+            for node in [STATIC_Q0, STATIC_K0] {
+                node_mut(m, node).set_attr(Attr::int("rotary_embedding_dim", 8));
+            }
+        },
+        "partial_rotary_cpu" => |m| {
+            for node in [STATIC_Q0, STATIC_K0] {
+                node_mut(m, node).set_attr(Attr::int("rotary_embedding_dim", 8));
+            }
+            narrow_caches(m);
+        },
+        "length_free_caches" => |m| {
+            for node in [STATIC_Q0, STATIC_K0] {
+                for i in node_mut(m, node).inputs.iter_mut().filter(|i| *i == "rotary_emb.cos_cache") {
+                    *i = "rotary_emb.cos_cache/copy".into();
+                }
+            }
+            add_node(m, "rotary_emb.cos_cache/Identity", "Identity", &["rotary_emb.cos_cache"], "rotary_emb.cos_cache/copy");
+        },
+        "let.window" => |m| set_init(m, "attn_mask_window3/window", Recipe::from_i64("two widths", vec![2], &[3, 3])),
+        "window_positive" => |m| set_init(m, "attn_mask_window3/window", Recipe::from_i64("zero width", vec![], &[0])),
+        // q's width unknown: no head count to read from it.
+        "let.nh" => |m| set_type(m, "model.layers.0.self_attn.q_rotary/RotaryEmbedding/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("width")]),
+        "let.nkv" => |m| static_past(m, vec![Dim::sym("batch_size"), Dim::sym("kv_heads"), Dim::Fixed(64), Dim::Fixed(16)]),
+        _ => return None,
+    };
+    Some(b)
 }
