@@ -121,9 +121,10 @@ enum Command {
         tied_head: models::TiedHead,
         /// The decoder's KV cache: `dynamic` (past/present grow every step) or `static` (one
         /// preallocated [batch, kv_heads, N, head_dim] buffer per layer, written in place with
-        /// TensorScatter; fixed shapes, no control flow; onnxruntime-genai shares past and
-        /// present). `static` needs --max-length and a table that offers it (default; see
-        /// `[kv_cache.static]` in ep-sets/tables/EP.toml).
+        /// TensorScatter (default) or by GroupQueryAttention (cpu, cuda); fixed shapes, no
+        /// control flow; onnxruntime-genai shares past and present). `static` needs
+        /// --max-length and a table that offers it (see `[kv_cache.static]` in
+        /// ep-sets/tables/EP.toml).
         #[arg(long, default_value = "dynamic", value_name = "FORM", value_parser = ["dynamic", "static"])]
         kv_cache: String,
         /// With --kv-cache static: the cache length N, the longest prompt plus generated tokens

@@ -32,7 +32,7 @@ fn a_table_without_the_static_form_refuses_it_with_its_reason_before_reading_wei
     copy_fixture("tiny-llama", &model);
     // Weights that cannot be read: a refusal that came after reading them would say so instead.
     std::fs::write(model.join("model.safetensors"), b"not safetensors").unwrap();
-    for ep in ["cuda", "dml", "webgpu", "trt-rtx"] {
+    for ep in ["dml", "webgpu", "trt-rtx"] {
         let dtype = "f16";
         fails(
             &model,
@@ -64,6 +64,27 @@ fn a_static_package_shares_the_buffer_in_genai_and_says_its_length() {
         if let Some(n) = max_length {
             assert_eq!(g["search"]["max_length"], Value::from(n), "{flags:?}");
         }
+    }
+}
+
+/// cpu and cuda build the GroupQueryAttention static form: one GroupQueryAttention per layer
+/// over the fixed past buffers, no TensorScatter left, genai sharing the buffer of N slots.
+#[test]
+fn cpu_and_cuda_build_the_group_query_attention_static_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    for (ep, dtype) in [("cpu", "f32"), ("cuda", "f16"), ("cuda", "bf16")] {
+        let out = dir.path().join(format!("{ep}-{dtype}"));
+        let r = tailor(&model, &out, &["--ep", ep, "--dtype", dtype, "--kv-cache", "static", "--max-length", "48"]);
+        assert!(r.status.success(), "{ep} {dtype}: {}", r.stderr);
+        let m = ir::load_model(&out.join("model.onnx")).unwrap();
+        let ops = |op: &str| m.graph.nodes.iter().filter(|n| n.op == op).count();
+        assert_eq!((ops("GroupQueryAttention"), ops("TensorScatter"), ops("Attention")), (2, 0, 0), "{ep} {dtype}");
+        let past = m.graph.inputs.iter().find(|v| v.name == "past_key_values.0.key").unwrap();
+        assert_eq!(past.shape.as_ref().unwrap()[2], ir::Dim::Fixed(48), "{ep} {dtype}");
+        let g: Value = serde_json::from_slice(&std::fs::read(out.join("genai_config.json")).unwrap()).unwrap();
+        assert_eq!((g["search"]["past_present_share_buffer"].clone(), g["search"]["max_length"].clone()), (Value::Bool(true), Value::from(48)), "{ep} {dtype}");
     }
 }
 
