@@ -8,9 +8,9 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
     .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR]
 
 `--kv-cache` measures the static KV cache instead (docs/benchmarks.md): decode tokens per second
-of the `default` f32 package with `--kv-cache static --max-length CONTEXT+NEW` against the
-dynamic `default` and `cpu` packages, at each `--contexts` prompt length (default 128,2048),
-all in the same run, as ratios.
+of the `default` (standard form) and `cpu` (GroupQueryAttention form) f32 packages with
+`--kv-cache static --max-length CONTEXT+NEW` against the dynamic `default` and `cpu` packages,
+at each `--contexts` prompt length (default 128,2048), all in the same run, as ratios.
 
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
@@ -84,8 +84,8 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
     for context in [int(c) for c in args.contexts.split(",")]:
         prompt = np.random.default_rng(0).integers(0, 151936, size=(1, context), dtype=np.int32)
         n = context + new_tokens
-        cases = [("default", "dynamic", []), ("default", "static", ["--kv-cache", "static", "--max-length", str(n)]),
-                 ("cpu", "dynamic", [])]
+        static = ["--kv-cache", "static", "--max-length", str(n)]
+        cases = [("default", "dynamic", []), ("default", "static", static), ("cpu", "dynamic", []), ("cpu", "static", static)]
         speed = {}
         for ep, form, flags in cases:
             pkg = work / f"genai-{ep}-f32-{form}-{context}"
@@ -94,9 +94,10 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
             speed[(ep, form)] = decode
             print(f"context {context:5d} {ep:8s} {form:7s}: prefill {prefill * 1000:9.1f} ms   decode {decode:6.2f} tokens/s")
             shutil.rmtree(pkg)
-        s, d, c = speed[("default", "static")], speed[("default", "dynamic")], speed[("cpu", "dynamic")]
+        s, d, c, g = speed[("default", "static")], speed[("default", "dynamic")], speed[("cpu", "dynamic")], speed[("cpu", "static")]
         print(f"context={context} max_length={n} static_vs_dynamic_decode={s / d:.2f} static_vs_cpu_gqa_decode={s / c:.2f} "
-              f"static_tok_s={s:.2f} dynamic_tok_s={d:.2f} cpu_gqa_tok_s={c:.2f}")
+              f"cpu_static_gqa_vs_cpu_gqa_decode={g / c:.2f} "
+              f"static_tok_s={s:.2f} dynamic_tok_s={d:.2f} cpu_gqa_tok_s={c:.2f} cpu_static_gqa_tok_s={g:.2f}")
 
 
 def main() -> None:
