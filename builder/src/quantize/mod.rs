@@ -1,6 +1,7 @@
 //! The quantize step of the pipeline: weight-only INT4/INT8 quantization of the MatMul
 //! weights, the lm_head and the embedding table, in the form the EP table's `[quant.*]`
-//! section names (docs/quantization.md).
+//! section names (docs/quantization.md), and the expert stacks of a fused MoE node
+//! (`com.microsoft.QMoE`, experts.rs) with the linear setting.
 //!
 //! It runs after the fusions and lowerings (so GroupQueryAttention, skip norms, QKV packing and
 //! `lower.separate_rope` see float MatMuls, and a packed QKV weight is quantized as one) and
@@ -8,6 +9,7 @@
 //! the graph only: each weight becomes a [`ir::QuantGroup`] whose parts are lazy recipes, so
 //! nothing is quantized until the package is written, range by range (ir/src/qweight.rs).
 
+mod experts;
 mod rewrite;
 mod select;
 
@@ -116,7 +118,7 @@ impl QuantStep {
     /// The settings for a tensor of `role`, or `None` when it stays float.
     fn settings(&self, role: Role) -> Option<QuantSettings> {
         let bits = match role {
-            Role::Linear => Some(self.linear),
+            Role::Linear | Role::Experts => Some(self.linear),
             Role::LmHead => self.lm_head,
             Role::Embedding => self.embeddings,
         }?;
@@ -220,6 +222,11 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         plan.push((c, settings));
     }
     rewrite::apply(graph, step, plan, &mut outcome)?;
+    experts::apply(graph, step, &mut outcome)?;
+    for stack in experts::dense_stacks(graph) {
+        let why = format!("expert stack of an unfused MoE block: {} has no quantized form for a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
+        outcome.kept_float.push((stack, why));
+    }
     Ok(outcome)
 }
 
@@ -239,6 +246,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
             ));
         }
     }
+    problems.extend(experts::validate(graph, outcome));
     problems
 }
 
