@@ -104,8 +104,33 @@ def dequant_dq(node, init):
     return ((x - zp) * scale[rows]).astype(np.float32)
 
 
+def dequant_qmoe(node, init):
+    """{fc1 slot: [E, 2I, H], fc2 slot: [E, H, I]} float stacks of a QMoE node: per expert, the
+    raw MatMulNBits bytes of its [N, K] weight (weights_prepacked 0)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    bits, bs = attrs["expert_weight_bits"], attrs["block_size"]
+    out = {}
+    # (MoE slot, QMoE data, scales, zero points)
+    for moe_slot, data_slot, scale_slot, zp_slot in [(2, 2, 3, 11), (4, 5, 6, 12)]:
+        data = numpy_helper.to_array(init[node.input[data_slot]])
+        scales = numpy_helper.to_array(init[node.input[scale_slot]]).astype(np.float32)
+        e, n, kb = scales.shape
+        k = kb * bs
+        stacks = []
+        for x in range(e):
+            inputs = ["a", "b", "s"] + (["z"] if len(node.input) > zp_slot and node.input[zp_slot] else [])
+            tables = {"b": numpy_helper.from_array(data[x].reshape(n, kb, -1), "b"), "s": numpy_helper.from_array(scales[x], "s")}
+            if len(inputs) == 4:
+                tables["z"] = numpy_helper.from_array(numpy_helper.to_array(init[node.input[zp_slot]])[x], "z")
+            as_matmul = onnx.helper.make_node("MatMulNBits", inputs, ["y"], K=k, N=n, bits=bits, block_size=bs)
+            stacks.append(dequant_matmul_nbits(as_matmul, tables).T)
+        out[moe_slot] = np.stack(stacks)
+    return out
+
+
 def dequantized_weights(qmodel):
-    """{node name: [K, N] or [V, H] float weight} for every quantized node of a package."""
+    """{node name: [K, N] or [V, H] float weight} for every quantized node of a package ({MoE
+    input slot: stack} for a QMoE node)."""
     init = inits(qmodel)
     out = {}
     producers = {o: n for n in qmodel.graph.node for o in n.output}
@@ -127,6 +152,8 @@ def dequantized_weights(qmodel):
             tables["b"] = numpy_helper.from_array(data.reshape(v, kb, -1), "b")
             tables["s"] = numpy_helper.from_array(scales.reshape(v, kb), "s")
             out[node.name] = dequant_matmul_nbits(as_matmul, tables).T.copy()
+        elif node.op_type == "QMoE":
+            out[node.name] = dequant_qmoe(node, init)
     return out
 
 
@@ -152,6 +179,11 @@ def with_dequantized_weights(fmodel, weights):
         if key not in weights:
             continue
         w = weights[key]
+        if node.op_type == "MoE":  # the float package's fused experts, by input slot
+            for slot, stack in w.items():
+                init[node.input[slot]].CopyFrom(numpy_helper.from_array(stack.astype(np.float32), node.input[slot]))
+            replaced += 1
+            continue
         if node.op_type == "Gemm":  # reads E as [N, K] (transB)
             own_head_copy(fmodel, init, node, 1, w)
             replaced += 1
