@@ -164,6 +164,11 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
     warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
+    warnings.extend(float_experts_warning(table, &pipeline));
+    // Warnings the pipeline raised fail a strict build too, before anything is written.
+    if req.strict && !warnings.is_empty() {
+        return Err(Error::Strict { warnings });
+    }
 
     let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
@@ -252,6 +257,19 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
 /// The rule that turns GroupQueryAttention back into its right-padded form, listed by the
 /// tables whose kernel cannot take the attention bias a left-padded batch needs.
+/// A quantized build whose expert stacks stay float (an unfused MoE block: no table form
+/// quantizes a batched MatMul) is far larger than `--quant` suggests, so it says so.
+fn float_experts_warning(table: &ep_sets::EpTable, pipeline: &PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    let stacks = q.kept_float.iter().filter(|(_, why)| why.starts_with(crate::quantize::UNFUSED_EXPERTS)).count();
+    (stacks > 0).then(|| {
+        format!(
+            "{stacks} expert weight stack(s) stay float: {} does not fuse the MoE block into com.microsoft.MoE, and only QMoE quantizes experts (the cpu table does); build_report.json lists them",
+            table.name
+        )
+    })
+}
+
 const RIGHT_PADDING_RULE: &str = "lower.gqa_right_padding";
 
 /// A warning when this build's GroupQueryAttention is exact for unpadded and right-padded

@@ -24,6 +24,9 @@ use crate::{Error, Result};
 
 pub use select::Role;
 
+/// How the report's reason for a dense MoE block's float expert stack starts.
+pub const UNFUSED_EXPERTS: &str = "expert stack of an unfused MoE block";
+
 /// What the command line asks for; `None` fields take the EP table's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuantRequest {
@@ -224,7 +227,7 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     rewrite::apply(graph, step, plan, &mut outcome)?;
     experts::apply(graph, step, &mut outcome)?;
     for stack in experts::dense_stacks(graph) {
-        let why = format!("expert stack of an unfused MoE block: {} has no quantized form for a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
+        let why = format!("{UNFUSED_EXPERTS}: {} has no quantized form of a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
         outcome.kept_float.push((stack, why));
     }
     Ok(outcome)
