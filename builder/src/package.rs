@@ -257,15 +257,14 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
 /// The rule that turns GroupQueryAttention back into its right-padded form, listed by the
 /// tables whose kernel cannot take the attention bias a left-padded batch needs.
-/// A quantized build whose expert stacks stay float (an unfused MoE block: no table form
-/// quantizes a batched MatMul) is far larger than `--quant` suggests, so it says so.
+/// A quantized build whose expert stacks stay float (an unfused MoE block, a table without
+/// QMoE, sizes the block does not divide) is far larger than `--quant` suggests, so it says so.
 fn float_experts_warning(table: &ep_sets::EpTable, pipeline: &PipelineReport) -> Option<String> {
     let q = pipeline.quant.as_ref()?;
-    let stacks = q.kept_float.iter().filter(|(_, why)| why.starts_with(crate::quantize::UNFUSED_EXPERTS)).count();
-    (stacks > 0).then(|| {
+    (q.float_experts > 0).then(|| {
         format!(
-            "{stacks} expert weight stack(s) stay float: {} does not fuse the MoE block into com.microsoft.MoE, and only QMoE quantizes experts (the cpu table does); build_report.json lists them",
-            table.name
+            "{} expert weight stack(s) stay float on {}: only QMoE quantizes experts, where the table fuses com.microsoft.MoE and claims QMoE (cpu); build_report.json gives each one's reason",
+            q.float_experts, table.name
         )
     })
 }
@@ -308,7 +307,12 @@ fn resolve_quant(req: Option<&QuantRequest>, table: &ep_sets::EpTable, dtype: DT
             if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
         )));
     };
-    QuantStep::resolve(req, plan, &table.name, dtype).map(Some)
+    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
+    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
+    if !qmoe {
+        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
+    }
+    Ok(Some(step))
 }
 
 /// build_report.json's `quantization` entry: the settings, what stayed float and why, and

@@ -100,13 +100,17 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
     let Some(settings) = step.settings(Role::Experts) else { return Ok(()) };
     for c in candidates(graph) {
         let excluded = [&c.fc1, &c.fc2].into_iter().find(|w| step.excluded(w));
-        let why = match excluded {
-            Some(w) => Some(format!("matches --quant-exclude (`{w}`; QMoE quantizes both stacks of `{}` or neither)", c.node)),
-            None => unfit(graph, &c, &settings),
+        let why = match (excluded, &step.no_qmoe) {
+            (_, Some(why)) => Some(why.clone()),
+            (Some(w), None) => Some(format!("matches --quant-exclude (`{w}`; QMoE quantizes both stacks of `{}` or neither)", c.node)),
+            (None, None) => unfit(graph, &c, &settings),
         };
         if let Some(why) = why {
             outcome.kept_float.push((c.fc1.clone(), why.clone()));
             outcome.kept_float.push((c.fc2.clone(), why));
+            if excluded.is_none() || step.no_qmoe.is_some() {
+                outcome.float_experts += 2;
+            }
             continue;
         }
         let fc1 = stack_group(graph, &c.fc1, settings, step)?;
@@ -300,6 +304,17 @@ mod tests {
         assert_eq!(outcome.kept_float.len(), 2);
         assert!(outcome.kept_float[0].1.contains("`fc2`") && outcome.kept_float[0].1.contains("neither"), "{:?}", outcome.kept_float);
         assert!(validate(&g, &outcome).is_empty(), "kept float is not a miss");
+
+        assert_eq!(outcome.float_experts, 0, "an exclusion is the user's choice, not a warning");
+
+        let mut g = graph(64, 1);
+        let mut s = step(true, &[]);
+        s.no_qmoe = Some("test.toml claims no com.microsoft.QMoE kernel for f32 activations".into());
+        let mut outcome = QuantOutcome::default();
+        apply(&mut g, &s, &mut outcome).unwrap();
+        assert_eq!((g.nodes[0].op.as_str(), outcome.float_experts), ("MoE", 2));
+        assert!(outcome.kept_float[0].1.contains("no com.microsoft.QMoE"), "{:?}", outcome.kept_float);
+        assert!(validate(&g, &outcome).is_empty());
 
         let mut g = graph(48, 1);
         let mut outcome = QuantOutcome::default();

@@ -24,8 +24,6 @@ use crate::{Error, Result};
 
 pub use select::Role;
 
-/// How the report's reason for a dense MoE block's float expert stack starts.
-pub const UNFUSED_EXPERTS: &str = "expert stack of an unfused MoE block";
 
 /// What the command line asks for; `None` fields take the EP table's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +73,9 @@ pub struct QuantStep {
     pub scale_dtype: DType,
     /// The table section it came from (for messages).
     pub table: String,
+    /// Why fused MoE nodes keep float experts: the table claims no `com.microsoft.QMoE`
+    /// kernel for the activation dtype (`None`: it does, and they become QMoE).
+    pub no_qmoe: Option<String>,
 }
 
 impl QuantStep {
@@ -115,6 +116,7 @@ impl QuantStep {
             exclude,
             scale_dtype: dtype,
             table: format!("{table}.toml [quant.{}]", plan.bits),
+            no_qmoe: None,
         })
     }
 
@@ -157,6 +159,9 @@ pub struct QuantOutcome {
     pub tensors: Vec<QuantizedTensor>,
     /// Weights left float, with why (an exclusion pattern, `--quant-lm-head none`, ...).
     pub kept_float: Vec<(String, String)>,
+    /// Expert stacks among them that no request kept float: the table or the sizes did
+    /// (an unfused MoE block, no QMoE kernel, a block size not dividing the sizes).
+    pub float_experts: usize,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -227,8 +232,9 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     rewrite::apply(graph, step, plan, &mut outcome)?;
     experts::apply(graph, step, &mut outcome)?;
     for stack in experts::dense_stacks(graph) {
-        let why = format!("{UNFUSED_EXPERTS}: {} has no quantized form of a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
+        let why = format!("expert stack of an unfused MoE block: {} has no quantized form of a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
         outcome.kept_float.push((stack, why));
+        outcome.float_experts += 1;
     }
     Ok(outcome)
 }
