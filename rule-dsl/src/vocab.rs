@@ -38,7 +38,7 @@ pub const ONNX_OPS: &[&str] = &[
 pub const MICROSOFT_OPS: &[&str] = &[
     "Attention", "BiasAdd", "BiasGelu", "BiasSplitGelu", "DecoderMaskedMultiHeadAttention", "DequantizeLinear",
     "DynamicQuantizeMatMul", "EmbedLayerNormalization", "FastGelu", "FusedMatMul", "GatherBlockQuantized",
-    "Gelu", "GemmFastGelu", "GroupQueryAttention", "MatMulNBits", "MultiHeadAttention", "PackedAttention",
+    "Gelu", "GemmFastGelu", "GroupQueryAttention", "MatMulNBits", "MoE", "MultiHeadAttention", "PackedAttention",
     "QuickGelu", "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization", "SparseAttention", "QuantizeLinear",
 ];
