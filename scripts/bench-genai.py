@@ -5,12 +5,17 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
 (each table's defaults), reported as ratios measured in the same run.
 
     cargo build --release -p builder --bins
-    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR]
+    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR] [--kv-cache] [--moe]
 
 `--kv-cache` measures the static KV cache instead (docs/benchmarks.md): decode tokens per second
 of the `default` (standard form) and `cpu` (GroupQueryAttention form) f32 packages with
 `--kv-cache static --max-length CONTEXT+NEW` against the dynamic `default` and `cpu` packages,
 at each `--contexts` prompt length (default 128,2048), all in the same run, as ratios.
+
+`--moe` measures a mixture-of-experts decoder instead: tailor-bench's qwen3-moe-small shape
+(32 experts, top 4), whose `default` package computes every expert densely and whose `cpu`
+package runs com.microsoft.MoE (f32) and QMoE (`--quant int4`): decode and prefill ratios of
+the cpu packages to the default one, same run.
 
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
@@ -100,6 +105,35 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
               f"static_tok_s={s:.2f} dynamic_tok_s={d:.2f} cpu_gqa_tok_s={c:.2f} cpu_static_gqa_tok_s={g:.2f}")
 
 
+def moe_main(args, work: Path) -> None:
+    """cpu (fused MoE, QMoE) vs default (dense experts) on a MoE shape, same run."""
+    ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--model", "qwen3-moe-small", "--workdir", str(work), "--write-only"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    prompt = np.random.default_rng(0).integers(0, 32768, size=(1, 128), dtype=np.int32)
+    speed = {}
+    for ep, name, flags in [("default", "f32", []), ("cpu", "f32", []), ("cpu", "int4", ["--quant", "int4"])]:
+        pkg = work / f"genai-moe-{ep}-{name}"
+        build(ckpt, pkg, ep, flags)
+        ops = moe_ops(pkg)
+        prefill, decode = measure(pkg, prompt, 32, args.runs)
+        speed[(ep, name)] = (prefill, decode)
+        print(f"moe {ep:8s} {name}: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s   ({ops})")
+        shutil.rmtree(pkg)
+    d, c, q = speed[("default", "f32")], speed[("cpu", "f32")], speed[("cpu", "int4")]
+    print(f"moe_cpu_vs_default_decode={c[1] / d[1]:.2f} moe_cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} "
+          f"moe_cpu_int4_vs_default_decode={q[1] / d[1]:.2f} moe_cpu_int4_vs_cpu_f32_decode={q[1] / c[1]:.2f} "
+          f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
+
+
+def moe_ops(pkg: Path) -> str:
+    """How the package computes its experts: the count of MoE / QMoE nodes."""
+    import onnx
+
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    ops = [n.op_type for n in model.graph.node]
+    return f"{ops.count('MoE')} MoE, {ops.count('QMoE')} QMoE nodes"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/tailor-bench")
@@ -107,10 +141,14 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, default=None, help="another package to measure in the same run")
     ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
     ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
+    ap.add_argument("--moe", action="store_true", help="a mixture-of-experts shape: cpu (MoE, QMoE) vs default (dense) instead")
     args = ap.parse_args()
     work = Path(args.workdir)
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
         sys.exit("build first: cargo build --release -p builder --bins")
+    if args.moe:
+        moe_main(args, work)
+        return
     ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--workdir", str(work), "--write-only"],
                                check=True, capture_output=True, text=True).stdout.strip())
     if args.kv_cache:

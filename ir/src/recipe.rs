@@ -23,6 +23,11 @@ pub enum Recipe {
     Data(Arc<TensorData>),
     Transpose { input: Box<Recipe>, perm: Vec<usize> },
     Concat { inputs: Vec<Recipe>, axis: usize },
+    /// Inputs of one shape woven together along `axis`: output index `i * n + j` along it is
+    /// index `i` of input `j` (n inputs). com.microsoft MoE's fused SwiGLU weight is the gate
+    /// and up stacks interleaved row by row (`[E, 2 x inter, hidden]`, gate on even rows).
+    /// Streamed like a concat: every output run is a contiguous run of one input.
+    Interleave { inputs: Vec<Recipe>, axis: usize },
     Slice { input: Box<Recipe>, axis: usize, start: usize, end: usize },
     Cast { input: Box<Recipe>, to: DType },
     Reshape { input: Box<Recipe>, shape: Vec<usize> },
@@ -45,6 +50,7 @@ impl PartialEq for Recipe {
             (Data(a), Data(b)) => a == b,
             (Transpose { input: a, perm: p }, Transpose { input: b, perm: q }) => a == b && p == q,
             (Concat { inputs: a, axis: x }, Concat { inputs: b, axis: y }) => a == b && x == y,
+            (Interleave { inputs: a, axis: x }, Interleave { inputs: b, axis: y }) => a == b && x == y,
             (Slice { input: a, axis: x, start: s, end: e }, Slice { input: b, axis: y, start: t, end: f }) => {
                 a == b && x == y && s == t && e == f
             }
@@ -123,6 +129,24 @@ impl Recipe {
         Ok(Recipe::Concat { inputs, axis })
     }
 
+    /// Interleaves recipes of one dtype and shape along `axis` ([`Recipe::Interleave`]).
+    pub fn interleave(inputs: Vec<Recipe>, axis: usize) -> Result<Recipe> {
+        let first = inputs.first().ok_or_else(|| Error::Recipe { tensor: "interleave".into(), reason: "no inputs".into() })?;
+        let (d, s) = (first.dtype(), first.shape());
+        if axis >= s.len() {
+            return Err(Error::Recipe { tensor: first.describe(), reason: format!("cannot interleave {d}{s:?} on axis {axis}") });
+        }
+        for r in &inputs[1..] {
+            if r.dtype() != d || r.shape() != s {
+                return Err(Error::Recipe {
+                    tensor: r.describe(),
+                    reason: format!("cannot interleave {}{:?} with {d}{s:?}: interleaved inputs have one dtype and shape", r.dtype(), r.shape()),
+                });
+            }
+        }
+        Ok(Recipe::Interleave { inputs, axis })
+    }
+
     pub fn dtype(&self) -> DType {
         match self {
             Recipe::Source(t) => t.dtype,
@@ -132,7 +156,7 @@ impl Recipe {
             Recipe::Transpose { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.dtype()
             }
-            Recipe::Concat { inputs, .. } => inputs[0].dtype(),
+            Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs[0].dtype(),
             Recipe::Quantized { group, part } => group.dtype(*part),
         }
     }
@@ -157,6 +181,11 @@ impl Recipe {
                 s[*axis] = inputs.iter().map(|r| r.shape()[*axis]).sum();
                 s
             }
+            Recipe::Interleave { inputs, axis } => {
+                let mut s = inputs[0].shape();
+                s[*axis] *= inputs.len();
+                s
+            }
             Recipe::Quantized { group, part } => group.shape(*part),
         }
     }
@@ -179,7 +208,7 @@ impl Recipe {
             | Recipe::Cast { input, .. }
             | Recipe::Reshape { input, .. }
             | Recipe::Offset { input, .. } => input.sources(),
-            Recipe::Concat { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
+            Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
             Recipe::Quantized { group, .. } => group.weight().sources(),
         }
     }
@@ -202,6 +231,10 @@ impl Recipe {
             Recipe::Concat { inputs, axis } => {
                 let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
                 format!("concat[axis={axis}]({})", parts.join(", "))
+            }
+            Recipe::Interleave { inputs, axis } => {
+                let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
+                format!("interleave[axis={axis}]({})", parts.join(", "))
             }
             Recipe::Quantized { group, part } => {
                 let q = group.settings();
@@ -289,6 +322,20 @@ impl Recipe {
                 for o in 0..outer {
                     for (bytes, chunk) in &parts {
                         out.extend_from_slice(&bytes[o * chunk..(o + 1) * chunk]);
+                    }
+                }
+                Ok(out)
+            }
+            Recipe::Interleave { inputs, axis } => {
+                let esize = inputs[0].dtype().size();
+                let shape = inputs[0].shape();
+                let inner = shape[*axis + 1..].iter().product::<usize>() * esize;
+                let rows: usize = shape[..=*axis].iter().product();
+                let parts: Vec<Vec<u8>> = inputs.iter().map(Recipe::materialize).collect::<Result<_>>()?;
+                let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+                for r in 0..rows {
+                    for bytes in &parts {
+                        out.extend_from_slice(&bytes[r * inner..(r + 1) * inner]);
                     }
                 }
                 Ok(out)
@@ -445,6 +492,31 @@ mod tests {
         assert_eq!(f32s(&s.materialize().unwrap()), vec![1., 0., 3., 1.]);
         assert!(Recipe::concat(vec![iota(vec![2, 2]), iota(vec![3, 1])], 1).is_err());
         assert!(iota(vec![2, 2]).reshape(vec![3]).materialize().is_err());
+    }
+
+    /// MoE's fused gate/up weight: per expert, row 2r is gate row r and row 2r+1 up row r.
+    #[test]
+    fn interleave_weaves_rows_of_each_input_in_turn() {
+        let gate = iota(vec![2, 2, 3]);
+        let up = iota(vec![2, 2, 3]).offset(100.0);
+        let w = Recipe::interleave(vec![gate.clone(), up.clone()], 1).unwrap();
+        assert_eq!((w.shape(), w.dtype()), (vec![2, 4, 3], DType::F32));
+        #[rustfmt::skip]
+        let want = vec![
+            0., 1., 2., 100., 101., 102., 3., 4., 5., 103., 104., 105.,
+            6., 7., 8., 106., 107., 108., 9., 10., 11., 109., 110., 111.,
+        ];
+        assert_eq!(f32s(&w.materialize().unwrap()), want);
+        assert_eq!(w.describe(), "interleave[axis=1](computed(iota), offset[+100](computed(iota)))");
+        // Along the last axis: element by element; three inputs.
+        let e = Recipe::interleave(vec![iota(vec![2]), iota(vec![2]).offset(10.0), iota(vec![2]).offset(20.0)], 0).unwrap();
+        assert_eq!(f32s(&e.materialize().unwrap()), vec![0., 10., 20., 1., 11., 21.]);
+        let err = Recipe::interleave(vec![gate.clone(), iota(vec![2, 3, 3])], 1).unwrap_err().to_string();
+        assert!(err.contains("one dtype and shape"), "{err}");
+        let err = Recipe::interleave(vec![gate.clone(), gate.clone().cast(DType::F16)], 1).unwrap_err().to_string();
+        assert!(err.contains("f16"), "{err}");
+        assert!(Recipe::interleave(vec![gate.clone(), up.clone()], 3).is_err());
+        assert!(Recipe::interleave(vec![], 0).is_err());
     }
 
     /// Gemma's `1 + weight`: added in f32 on an f16 source, then one rounding to the target.

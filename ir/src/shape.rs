@@ -267,13 +267,13 @@ fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Ve
             vec![dt(0).map(|d| (d, out))]
         }
         "Transpose" => {
-            // A perm that does not fit the input's rank (a malformed graph) leaves the shape
-            // unknown; ONNX Runtime rejects that node, inference must not panic on it.
+            // A perm that does not fit the input's rank (a malformed or retyped graph) leaves
+            // the shape unknown rather than indexing past it.
             let out = shape(0).and_then(|s| match n.attr("perm") {
-                Some(crate::AttrValue::Ints(p)) if p.len() == s.len() => {
-                    p.iter().map(|&i| usize::try_from(i).ok().and_then(|i| s.get(i).cloned())).collect()
+                Some(crate::AttrValue::Ints(p)) => {
+                    let fits = p.len() == s.len() && p.iter().all(|&i| i >= 0 && (i as usize) < s.len());
+                    fits.then(|| p.iter().map(|&i| s[i as usize].clone()).collect())
                 }
-                Some(crate::AttrValue::Ints(_)) => None,
                 _ => Some(s.into_iter().rev().collect()),
             });
             vec![dt(0).map(|d| (d, out))]
@@ -416,5 +416,17 @@ mod tests {
         assert_eq!(reshape_dims(Some(bs), &[-1, 64]), None, "a symbolic dim cannot be absorbed");
         assert_eq!(reshape_dims(None, &[0, 64]), None);
         assert_eq!(reshape_dims(None, &[2, 32]), Some(vec![Dim::Fixed(2), Dim::Fixed(32)]));
+    }
+
+    /// A Transpose whose perm does not fit its input (a 3-D perm on a 2-D value) has an
+    /// unknown shape, not a panic.
+    #[test]
+    fn a_perm_of_another_rank_leaves_the_shape_unknown() {
+        let mut g = one_node("", "Transpose");
+        g.nodes[0].attrs.push(crate::Attr::ints("perm", &[0, 2, 1]));
+        let y = infer_types(&g, &OnnxOnly).remove("y").expect("the dtype is known");
+        assert_eq!((y.dtype, y.shape), (DType::F16, None));
+        g.nodes[0].attrs = vec![crate::Attr::ints("perm", &[1, 0])];
+        assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, Some(vec![Dim::Fixed(8), Dim::sym("b")]));
     }
 }

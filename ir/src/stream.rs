@@ -94,6 +94,7 @@ impl Recipe {
                     Recipe::Concat { inputs: parts, axis: *axis }
                 }
             }
+            Recipe::Interleave { inputs, axis } => Recipe::Interleave { inputs: inputs.iter().map(Recipe::normalized).collect(), axis: *axis },
             Recipe::Slice { input, axis, start, end } => {
                 Recipe::Slice { input: Box::new(input.normalized()), axis: *axis, start: *start, end: *end }
             }
@@ -114,7 +115,7 @@ impl Recipe {
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
-            Recipe::Concat { inputs, .. } => inputs.iter().all(Recipe::is_streamable),
+            Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().all(Recipe::is_streamable),
         }
     }
 
@@ -158,7 +159,7 @@ impl Recipe {
                 }
             },
             Recipe::Reshape { input, .. } => input.read_into(start, end, out),
-            Recipe::Slice { .. } | Recipe::Concat { .. } => self.runs(start, end, &mut |part, from, to, at| {
+            Recipe::Slice { .. } | Recipe::Concat { .. } | Recipe::Interleave { .. } => self.runs(start, end, &mut |part, from, to, at| {
                 part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
             }),
             Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
@@ -178,7 +179,7 @@ impl Recipe {
                 t.file.release(t.offset + start * esize, (end - start) * esize);
             }
             Recipe::Cast { input, .. } | Recipe::Reshape { input, .. } => input.release(start, end),
-            Recipe::Slice { .. } | Recipe::Concat { .. } => {
+            Recipe::Slice { .. } | Recipe::Concat { .. } | Recipe::Interleave { .. } => {
                 let _ = self.runs(start, end, &mut |part, from, to, _| {
                     part.release(from, to);
                     Ok(())
@@ -189,7 +190,7 @@ impl Recipe {
         }
     }
 
-    /// For a slice or concat: the runs of its input(s) that make up elements `start..end`, as
+    /// For a slice, concat or interleave: the runs of its input(s) that make up elements `start..end`, as
     /// `(input, from, to, at)` with `at` the run's position relative to `start`.
     fn runs(&self, start: usize, end: usize, f: &mut dyn FnMut(&Recipe, usize, usize, usize) -> Result<()>) -> Result<()> {
         let mut pos = start;
@@ -222,7 +223,20 @@ impl Recipe {
                     pos += run;
                 }
             }
-            _ => unreachable!("runs are defined for slices and concats"),
+            Recipe::Interleave { inputs, axis } => {
+                // Output element `pos` is element `r` of the `o`-th row (all axes up to `axis`)
+                // of input `j`: rows of `inner` elements taken from each input in turn.
+                let inner: usize = inputs[0].shape()[axis + 1..].iter().product();
+                let n = inputs.len();
+                while pos < end {
+                    let (o, j, r) = (pos / (n * inner), pos / inner % n, pos % inner);
+                    let run = (inner - r).min(end - pos);
+                    let from = o * inner + r;
+                    f(&inputs[j], from, from + run, pos - start)?;
+                    pos += run;
+                }
+            }
+            _ => unreachable!("runs are defined for slices, concats and interleaves"),
         }
         Ok(())
     }
@@ -571,6 +585,15 @@ mod tests {
             Recipe::concat(vec![t[0].clone().transpose(vec![1, 0]), t[1].clone().transpose(vec![1, 0])], 1).unwrap(),
             t[1].clone().cast(DType::F32).slice(1, 3, 50),
             t[1].clone(),
+            // MoE's fused gate/up layout over mapped sources: each half a stack of casts.
+            Recipe::interleave(
+                vec![
+                    Recipe::concat(vec![t[1].clone().cast(DType::F32).reshape(vec![1, 40, 64]); 3], 0).unwrap(),
+                    Recipe::concat(vec![t[0].clone().slice(0, 0, 40).cast(DType::F32).reshape(vec![1, 40, 64]); 3], 0).unwrap(),
+                ],
+                1,
+            )
+            .unwrap(),
         ];
         // Block sizes that cut the 300-row transposes into blocks of a few output rows.
         let reference = check(recipes.clone(), 1 << 20, 1, false);
@@ -589,6 +612,8 @@ mod tests {
             Recipe::concat(vec![iota(vec![4, 6]), iota(vec![4, 2])], 1).unwrap().slice(1, 1, 7),
             iota(vec![3, 4, 5]).transpose(vec![2, 0, 1]),
             iota(vec![100]).cast(DType::BF16).reshape(vec![10, 10]),
+            Recipe::interleave(vec![iota(vec![3, 5, 7]), iota(vec![3, 5, 7]).cast(DType::F16).cast(DType::F32)], 1).unwrap(),
+            Recipe::interleave(vec![iota(vec![4, 6]).cast(DType::F16), iota(vec![4, 6]).cast(DType::F16)], 1).unwrap(),
         ];
         let a = check(recipes.clone(), 24, 1, false);
         let b = check(recipes.clone(), 24, 2, false);
@@ -649,6 +674,24 @@ mod tests {
             assert_eq!(check(recipes.clone(), PAGE, threads, true), buffered);
             assert_eq!(check(recipes.clone(), 3 * PAGE, threads, true), buffered);
         }
+    }
+
+    /// An interleave of streamable stacks is read range by range, each range a few runs of its
+    /// inputs, never a whole input: any range equals the same bytes of the whole tensor, and
+    /// the writer gives it range tasks (bounded memory), not one whole-tensor task.
+    #[test]
+    fn interleave_streams_in_ranges() {
+        let stack = |e0: usize| Recipe::concat((e0..e0 + 3).map(|_| iota(vec![1, 4, 5]).cast(DType::F16)).collect(), 0).unwrap();
+        let w = Recipe::interleave(vec![stack(0), stack(3)], 1).unwrap();
+        assert!(w.is_streamable() && w.normalized().is_streamable());
+        let whole = w.materialize().unwrap();
+        let esize = w.dtype().size();
+        for (start, end) in [(0, 1), (3, 17), (5, 10), (19, 61), (0, w.numel()), (w.numel() - 1, w.numel())] {
+            let mut out = vec![0u8; (end - start) * esize];
+            w.read_into(start, end, &mut out).unwrap();
+            assert_eq!(out, whole[start * esize..end * esize], "{start}..{end}");
+        }
+        assert_eq!(check(vec![w.clone()], 16, 2, false), whole);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub const ONNX_OPS: &[&str] = &[
 pub const MICROSOFT_OPS: &[&str] = &[
     "Attention", "BiasAdd", "BiasGelu", "BiasSplitGelu", "DecoderMaskedMultiHeadAttention", "DequantizeLinear",
     "DynamicQuantizeMatMul", "EmbedLayerNormalization", "FastGelu", "FusedMatMul", "GatherBlockQuantized",
-    "Gelu", "GemmFastGelu", "GroupQueryAttention", "MatMulNBits", "MultiHeadAttention", "PackedAttention",
+    "Gelu", "GemmFastGelu", "GroupQueryAttention", "MatMulNBits", "MoE", "MultiHeadAttention", "PackedAttention",
     "QuickGelu", "RotaryEmbedding", "SimplifiedLayerNormalization", "SkipLayerNormalization",
     "SkipSimplifiedLayerNormalization", "SparseAttention", "QuantizeLinear",
 ];
@@ -75,6 +75,7 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("branch_shapes", 1, "the declared shapes of every output of a subgraph attribute, as a list"),
     ("len", 1, "how many items a list (a list capture, a computed list, a shape) has"),
     ("min", 1, "the smallest number of a non-empty list, e.g. min(rank(?ys))"),
+    ("int", 1, "a whole number as an integer (2.0 gives 2, so a float constant can be an int attribute); fails on a fraction"),
     ("nested_graphs", 1, "how many nodes of a subgraph attribute carry subgraphs themselves"),
     ("fallible_nodes", 1, "names of a subgraph's nodes that can fail on data (Gather, Slice, Reshape, integer Div, ... reading non-constants)"),
 ];
@@ -128,6 +129,12 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         3,
         1,
         "one initializer whose recipe concatenates three initializers' recipes on their last axis (packing Q, K, V weights)",
+    ),
+    (
+        "interleave_rows",
+        2,
+        1,
+        "one initializer whose recipe interleaves the rows (second-to-last axis) of two initializers of one shape: row 2r from the first, 2r+1 from the second (com.microsoft MoE's fused gate/up weight, streamed)",
     ),
     (
         "split_sizes",

@@ -212,6 +212,28 @@ pub mod allowed {
         Ok(vec![name])
     }
 
+    /// One initializer interleaving the rows (second-to-last axis) of two initializers of one
+    /// shape: row `2r` is row `r` of the first, row `2r + 1` row `r` of the second. For an
+    /// MoE's `[E, inter, hidden]` gate and up stacks it is com.microsoft MoE's fused SwiGLU
+    /// weight `[E, 2 x inter, hidden]` (swiglu_fusion 1, gate on even rows, checked in
+    /// tests/python/test_moe_facts.py). Lazy and streamed ([`Recipe::interleave`]).
+    pub fn interleave_rows(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [a, b] = args else { return Err(fail(em, "interleave_rows", format!("expects 2 values, got {}", args.len()))) };
+        let mut recipes = Vec::new();
+        for v in [a, b] {
+            match em.recipe(v) {
+                Some(r) => recipes.push(r.clone()),
+                None => return Err(fail(em, "interleave_rows", format!("`{v}` is not an initializer"))),
+            }
+        }
+        let Some(axis) = recipes[0].shape().len().checked_sub(2) else {
+            return Err(fail(em, "interleave_rows", format!("`{a}` has no rows (rank {})", recipes[0].shape().len())));
+        };
+        let woven = Recipe::interleave(recipes, axis).map_err(|e| fail(em, "interleave_rows", e.to_string()))?;
+        let name = em.initializer(&format!("{a}/interleaved"), woven);
+        Ok(vec![name])
+    }
+
     /// The int64 `split` input that cuts a packed projection back into its parts: the last
     /// dimension of each of three initializers (the Q, K, V weights `concat_weights` packed).
     pub fn split_sizes(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {

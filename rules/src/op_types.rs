@@ -66,6 +66,8 @@ pub const DECLARATIONS: &[Declaration] = &[
         attrs: &[],
         shape: multi_head_attention,
     },
+    // The routed experts' sum has the input's shape ([tokens, hidden] or [batch, seq, hidden]).
+    Declaration { domain: MS, op: "MoE", inputs: &[(0, "input")], attrs: &[], shape: same_as_first },
     Declaration { domain: MS, op: "MatMulNBits", inputs: &[(0, "A")], attrs: &["N"], shape: matmul_nbits },
     Declaration {
         domain: MS,

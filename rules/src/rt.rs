@@ -423,6 +423,17 @@ pub fn fn_min(_cx: &Cx, v: Val) -> Result<Val, String> {
     best.ok_or_else(|| "min of an empty list".to_string())
 }
 
+/// `int(x)`: a whole number as an integer, so a count stored as a float constant (MoE's
+/// top-k in the routing arithmetic) can become an int attribute; a fraction is an error.
+pub fn fn_int(_cx: &Cx, v: Val) -> Result<Val, String> {
+    match v {
+        Val::Int(i) => Ok(Val::Int(i)),
+        Val::Float(f) if f.fract() == 0.0 && f.abs() < (1u64 << 53) as f64 => Ok(Val::Int(f as i64)),
+        Val::Float(f) => Err(format!("{f} is not a whole number")),
+        other => Err(format!("{other} is not a number")),
+    }
+}
+
 pub fn truthy(v: &Val) -> Result<bool, String> {
     match v {
         Val::Bool(b) => Ok(*b),

@@ -8,9 +8,10 @@ import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import DECODER_FIXTURES, FIXTURES
+from conftest import DECODER_FIXTURES, FIXTURES, REGISTRY
 
 EPS = ["default", "cpu"]
+TRAITS = {f["name"]: f.get("traits", []) for f in REGISTRY["fixture"]}
 # Builds that cannot be made yet, with the reason (strict: an unexpected pass fails the run).
 PENDING: dict = {}
 
@@ -32,6 +33,9 @@ def test_generates_reference_greedy_tokens(build_package, fixture, ep, tmp_path)
     # here names as eos a token the reference never produced: the model itself is unchanged.
     pkg = tmp_path / "pkg"
     shutil.copytree(build_package(fixture, ep), pkg)
+    if ep == "cpu" and "moe" in TRAITS.get(fixture, []):
+        ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+        assert "MoE" in ops and "Softmax" not in ops, f"{fixture}: the cpu package generates through com.microsoft MoE"
     config = json.loads((pkg / "genai_config.json").read_text())
     unused = min(set(range(config["model"]["vocab_size"])) - set(expected))
     config["model"]["eos_token_id"] = unused

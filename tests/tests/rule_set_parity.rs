@@ -243,6 +243,25 @@ fn tied_head_gemm_on_gpt2_and_qwen2_tied() {
     assert_eq!(report.fired("fold.tied_head_gemm"), 0, "{}", report.text());
 }
 
+/// fuse.moe (renormalized: tiny-mixtral, tiny-qwen3-moe) and fuse.moe.unnormalized
+/// (tiny-qwen2-moe, its shared expert kept beside the MoE node) against the generic dense
+/// block: one MoE per sparse layer (a router's Softmax each in the generic graph), nothing of
+/// the routing left, prefill and decode within 1e-5.
+#[test]
+fn moe_on_mixtral_qwen3_moe_and_qwen2_moe() {
+    for (fx, variant, other) in [
+        ("tiny-mixtral", "fuse.moe", "fuse.moe.unnormalized"),
+        ("tiny-qwen3-moe", "fuse.moe", "fuse.moe.unnormalized"),
+        ("tiny-qwen2-moe", "fuse.moe.unnormalized", "fuse.moe"),
+    ] {
+        let sparse = count(&generic(fx), "Softmax");
+        assert!(sparse > 0, "{fx}: no router in the generic graph");
+        rule_parity(fx, &[], &["fuse.moe"], &[(variant, sparse), (other, 0)], "MoE");
+        let (b, _) = with_rules(fx, &["fuse.moe"]);
+        assert_eq!((count(&b, "MoE"), count(&b, "Softmax"), count(&b, "Greater")), (sparse, 0, 0), "{fx}");
+    }
+}
+
 #[path = "../../rules/tests/cases/synth.rs"]
 mod synth;
 

@@ -671,6 +671,70 @@ fn mha_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// The first sparse layer's MoE block of a generic graph: `fuse.moe` on tiny-mixtral (scope
+/// `model.layers.0.block_sparse_moe`, renormalized), `fuse.moe.unnormalized` on tiny-qwen2-moe
+/// (scope `model.layers.0.mlp`, its shared expert beside the block). One breaker table for
+/// both, written once per scope by the macro (breakers are plain `fn`s).
+macro_rules! moe_steps {
+    ($name:ident, $scope:literal) => {
+        fn $name(step: &str) -> Option<Breaker> {
+            const OUT: &str = concat!($scope, "/ReduceSum");
+            const EXPERTS: &str = concat!($scope, ".experts");
+            const ROUTER: &str = concat!($scope, ".gate/MatMul");
+            let b: Breaker = match step {
+                "match.out" => |m| node_mut(m, OUT).set_attr(Attr::int("keepdims", 1)),
+                "gate_up_input" => |m| identity_before(m, concat!($scope, "/by_expert/out"), concat!($scope, ".experts.up/MatMul")),
+                // The routing weights' column on axis 2 instead of the last.
+                "expert_axes" => |m| set_init(m, concat!($scope, "/last_axis"), Recipe::from_i64("axis 2", vec![1], &[2])),
+                "weights_constant" => |m| identity_before(m, concat!($scope, ".experts.gate.weight"), concat!($scope, ".experts.gate/Transpose")),
+                // A down stack of one expert fewer than gate and up.
+                "expert_stacks" => |m| {
+                    let down = format!("{EXPERTS}.down.weight");
+                    let mut shape = m.graph.initializer(&down).unwrap().shape();
+                    shape[0] -= 1;
+                    let n = shape.iter().product();
+                    set_init(m, &down, Recipe::from_f32("fewer experts", shape, &vec![0.0; n]));
+                },
+                "gate_up_single_use" => |m| add_node(m, "extra_reader", "Identity", &[concat!($scope, ".experts.up.weight")], "extra_reader/out"),
+                // Each expert compared with the others on the last axis twice: not the rank count.
+                "rank_count" => |m| set_init(m, concat!($scope, "/rank/other_axis"), Recipe::from_i64("axis -1", vec![1], &[-1])),
+                // The experts summed over a new axes constant [2] (the sequence), not axis 1.
+                "sum_axes" => |m| {
+                    let axes = concat!($scope, "/sequence_axis");
+                    m.graph.initializers.push((axes.to_string(), Recipe::from_i64("axis 2", vec![1], &[2])));
+                    node_mut(m, OUT).inputs[1] = axes.into();
+                },
+                "router" => |m| identity_before(m, concat!($scope, ".gate.weight"), ROUTER),
+                "tokens_3d" => |m| {
+                    let x = node_mut(m, ROUTER).inputs[0].clone();
+                    set_type(m, &x, ir::DType::F32, &[Dim::sym("tokens"), Dim::Fixed(64)]);
+                },
+                // k = 7 of 4 experts.
+                "top_k" => |m| set_init(m, concat!($scope, "/top_k"), Recipe::from_f32("top_k = 7", vec![], &[7.0])),
+                "let.topk" => |m| set_init(m, concat!($scope, "/top_k"), Recipe::from_f32("top_k = 2.5", vec![], &[2.5])),
+                "zero_unrouted" => |m| set_init(m, concat!($scope, "/zero"), Recipe::from_f32("zero = 1", vec![], &[1.0])),
+                "float_type" => |m| {
+                    let x = node_mut(m, ROUTER).inputs[0].clone();
+                    set_type(m, &x, ir::DType::BF16, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(64)]);
+                },
+                _ => return None,
+            };
+            let _ = EXPERTS;
+            Some(b)
+        }
+    };
+}
+moe_steps!(moe_mixtral_step, "model.layers.0.block_sparse_moe");
+moe_steps!(moe_qwen2_step, "model.layers.0.mlp");
+
+fn mixtral() -> Model {
+    generic("tiny-mixtral")
+}
+
+fn qwen2_moe() -> Model {
+    generic("tiny-qwen2-moe")
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -689,6 +753,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
+        "fuse.moe" => Case { graph: mixtral, target: "model.layers.0.block_sparse_moe/ReduceSum", breaker: moe_mixtral_step },
+        "fuse.moe.unnormalized" => Case { graph: qwen2_moe, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
         "fold.tied_head_gemm" => Case { graph: gpt2, target: HEAD, breaker: tied_head_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
