@@ -12,6 +12,11 @@ of the `default` f32 package with `--kv-cache static --max-length CONTEXT+NEW` a
 dynamic `default` and `cpu` packages, at each `--contexts` prompt length (default 128,2048),
 all in the same run, as ratios.
 
+`--moe` measures a mixture of experts instead (docs/benchmarks.md): the random Mixtral-shaped
+checkpoint of scripts/make_bench_moe.py (8 experts, top 2), prefill and decode of the `default`
+f32 package (the dense standard-ONNX block: every expert per token) and the `cpu` f32 package
+(com.microsoft MoE: the routed experts only), same run, as ratios.
+
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
 -p int4 -e cpu`, which needs torch: never in CI), and prints our cpu int4 package's ratios to it.
@@ -99,6 +104,27 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
               f"static_tok_s={s:.2f} dynamic_tok_s={d:.2f} cpu_gqa_tok_s={c:.2f}")
 
 
+def moe_main(args, work: Path) -> None:
+    """Dense MoE block (default) vs com.microsoft MoE (cpu), decode and prefill, same run."""
+    ckpt = work / "bench-moe"
+    if not (ckpt / "model.safetensors").exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "make_bench_moe.py"), str(ckpt)], check=True, stdout=subprocess.DEVNULL)
+    config = __import__("json").loads((ckpt / "config.json").read_text())
+    prompt = np.random.default_rng(0).integers(3, 500, size=(1, 128), dtype=np.int32)
+    speed = {}
+    for ep in ["default", "cpu"]:
+        pkg = work / f"genai-moe-{ep}-f32"
+        build(ckpt, pkg, ep, [])
+        prefill, decode = measure(pkg, prompt, 32, args.runs)
+        speed[ep] = (prefill, decode)
+        print(f"moe {ep:8s} f32: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
+        shutil.rmtree(pkg)
+    (dp, dd), (cp, cd) = speed["default"], speed["cpu"]
+    shape = f"hidden={config['hidden_size']} layers={config['num_hidden_layers']} experts={config['num_local_experts']} top_k={config['num_experts_per_tok']} inter={config['intermediate_size']}"
+    print(f"moe {shape} cpu_moe_vs_default_dense_decode={cd / dd:.2f} cpu_moe_vs_default_dense_prefill_speedup={dp / cp:.2f} "
+          f"default_tok_s={dd:.2f} cpu_tok_s={cd:.2f} default_prefill_ms={dp * 1000:.0f} cpu_prefill_ms={cp * 1000:.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/tailor-bench")
@@ -106,8 +132,15 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, default=None, help="another package to measure in the same run")
     ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
     ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
+    ap.add_argument("--moe", action="store_true", help="dense MoE block (default) vs com.microsoft MoE (cpu) decode speed instead")
     args = ap.parse_args()
     work = Path(args.workdir)
+    if args.moe:
+        if not (RELEASE / "tailor").exists():
+            sys.exit("build first: cargo build --release -p builder --bins")
+        work.mkdir(parents=True, exist_ok=True)
+        moe_main(args, work)
+        return
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
         sys.exit("build first: cargo build --release -p builder --bins")
     ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--workdir", str(work), "--write-only"],
