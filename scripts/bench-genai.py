@@ -5,17 +5,17 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
 (each table's defaults), reported as ratios measured in the same run.
 
     cargo build --release -p builder --bins
-    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR]
+    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR] [--kv-cache] [--moe]
 
 `--kv-cache` measures the static KV cache instead (docs/benchmarks.md): decode tokens per second
 of the `default` f32 package with `--kv-cache static --max-length CONTEXT+NEW` against the
 dynamic `default` and `cpu` packages, at each `--contexts` prompt length (default 128,2048),
 all in the same run, as ratios.
 
-`--moe` measures a mixture of experts instead (docs/benchmarks.md): the random Mixtral-shaped
-checkpoint of scripts/make_bench_moe.py (8 experts, top 2), prefill and decode of the `default`
-f32 package (the dense standard-ONNX block: every expert per token) and the `cpu` f32 package
-(com.microsoft MoE: the routed experts only), same run, as ratios.
+`--moe` measures a mixture-of-experts decoder instead: tailor-bench's qwen3-moe-small shape
+(32 experts, top 4), whose `default` package computes every expert densely and whose `cpu`
+package runs com.microsoft.MoE (f32) and QMoE (`--quant int4`): decode and prefill ratios of
+the cpu packages to the default one, same run.
 
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
@@ -105,24 +105,32 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
 
 
 def moe_main(args, work: Path) -> None:
-    """Dense MoE block (default) vs com.microsoft MoE (cpu), decode and prefill, same run."""
-    ckpt = work / "bench-moe"
-    if not (ckpt / "model.safetensors").exists():
-        subprocess.run([sys.executable, str(REPO / "scripts" / "make_bench_moe.py"), str(ckpt)], check=True, stdout=subprocess.DEVNULL)
-    config = __import__("json").loads((ckpt / "config.json").read_text())
-    prompt = np.random.default_rng(0).integers(3, 500, size=(1, 128), dtype=np.int32)
+    """cpu (fused MoE, QMoE) vs default (dense experts) on a MoE shape, same run."""
+    ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--model", "qwen3-moe-small", "--workdir", str(work), "--write-only"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    prompt = np.random.default_rng(0).integers(0, 32768, size=(1, 128), dtype=np.int32)
     speed = {}
-    for ep in ["default", "cpu"]:
-        pkg = work / f"genai-moe-{ep}-f32"
-        build(ckpt, pkg, ep, [])
+    for ep, name, flags in [("default", "f32", []), ("cpu", "f32", []), ("cpu", "int4", ["--quant", "int4"])]:
+        pkg = work / f"genai-moe-{ep}-{name}"
+        build(ckpt, pkg, ep, flags)
+        ops = moe_ops(pkg)
         prefill, decode = measure(pkg, prompt, 32, args.runs)
-        speed[ep] = (prefill, decode)
-        print(f"moe {ep:8s} f32: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
+        speed[(ep, name)] = (prefill, decode)
+        print(f"moe {ep:8s} {name}: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s   ({ops})")
         shutil.rmtree(pkg)
-    (dp, dd), (cp, cd) = speed["default"], speed["cpu"]
-    shape = f"hidden={config['hidden_size']} layers={config['num_hidden_layers']} experts={config['num_local_experts']} top_k={config['num_experts_per_tok']} inter={config['intermediate_size']}"
-    print(f"moe {shape} cpu_moe_vs_default_dense_decode={cd / dd:.2f} cpu_moe_vs_default_dense_prefill_speedup={dp / cp:.2f} "
-          f"default_tok_s={dd:.2f} cpu_tok_s={cd:.2f} default_prefill_ms={dp * 1000:.0f} cpu_prefill_ms={cp * 1000:.0f}")
+    d, c, q = speed[("default", "f32")], speed[("cpu", "f32")], speed[("cpu", "int4")]
+    print(f"moe_cpu_vs_default_decode={c[1] / d[1]:.2f} moe_cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} "
+          f"moe_cpu_int4_vs_default_decode={q[1] / d[1]:.2f} moe_cpu_int4_vs_cpu_f32_decode={q[1] / c[1]:.2f} "
+          f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
+
+
+def moe_ops(pkg: Path) -> str:
+    """How the package computes its experts: the count of MoE / QMoE nodes."""
+    import onnx
+
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    ops = [n.op_type for n in model.graph.node]
+    return f"{ops.count('MoE')} MoE, {ops.count('QMoE')} QMoE nodes"
 
 
 def main() -> None:
@@ -132,17 +140,14 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, default=None, help="another package to measure in the same run")
     ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
     ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
-    ap.add_argument("--moe", action="store_true", help="dense MoE block (default) vs com.microsoft MoE (cpu) decode speed instead")
+    ap.add_argument("--moe", action="store_true", help="a mixture-of-experts shape: cpu (MoE, QMoE) vs default (dense) instead")
     args = ap.parse_args()
     work = Path(args.workdir)
-    if args.moe:
-        if not (RELEASE / "tailor").exists():
-            sys.exit("build first: cargo build --release -p builder --bins")
-        work.mkdir(parents=True, exist_ok=True)
-        moe_main(args, work)
-        return
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
         sys.exit("build first: cargo build --release -p builder --bins")
+    if args.moe:
+        moe_main(args, work)
+        return
     ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--workdir", str(work), "--write-only"],
                                check=True, capture_output=True, text=True).stdout.strip())
     if args.kv_cache:

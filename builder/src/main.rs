@@ -145,8 +145,9 @@ enum Command {
         /// build fails.
         #[arg(long, default_value = "text", value_parser = ["text", "json"])]
         diag_format: String,
-        /// Fail instead of warning when the package would be incomplete for
-        /// onnxruntime-genai (tokenizer files missing or unreadable in the checkpoint).
+        /// Fail instead of warning, before anything is written: tokenizer files missing or
+        /// unreadable in the checkpoint (genai will not load the package), left padding the
+        /// table's attention cannot take, expert stacks a --quant build keeps float.
         #[arg(long)]
         strict: bool,
     },

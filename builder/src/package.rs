@@ -164,6 +164,11 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
     warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
+    warnings.extend(float_experts_warning(table, &pipeline));
+    // Warnings the pipeline raised fail a strict build too, before anything is written.
+    if req.strict && !warnings.is_empty() {
+        return Err(Error::Strict { warnings });
+    }
 
     let staging = claim.stage()?;
     progress("writing model.onnx and model.onnx.data");
@@ -252,6 +257,18 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
 /// The rule that turns GroupQueryAttention back into its right-padded form, listed by the
 /// tables whose kernel cannot take the attention bias a left-padded batch needs.
+/// A quantized build whose expert stacks stay float (an unfused MoE block, a table without
+/// QMoE, sizes the block does not divide) is far larger than `--quant` suggests, so it says so.
+fn float_experts_warning(table: &ep_sets::EpTable, pipeline: &PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    (q.float_experts > 0).then(|| {
+        format!(
+            "{} expert weight stack(s) stay float on {}: only QMoE quantizes experts, where the table fuses com.microsoft.MoE and claims QMoE (cpu); build_report.json gives each one's reason",
+            q.float_experts, table.name
+        )
+    })
+}
+
 const RIGHT_PADDING_RULE: &str = "lower.gqa_right_padding";
 
 /// A warning when this build's GroupQueryAttention is exact for unpadded and right-padded
@@ -290,7 +307,12 @@ fn resolve_quant(req: Option<&QuantRequest>, table: &ep_sets::EpTable, dtype: DT
             if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
         )));
     };
-    QuantStep::resolve(req, plan, &table.name, dtype).map(Some)
+    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
+    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
+    if !qmoe {
+        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
+    }
+    Ok(Some(step))
 }
 
 /// build_report.json's `quantization` entry: the settings, what stayed float and why, and

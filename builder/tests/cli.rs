@@ -457,6 +457,21 @@ fn missing_tokenizer_files_warn_or_fail_under_strict() {
     assert!(full.status.success() && !full.stderr.contains("warning"), "{}", full.stderr);
 }
 
+/// A warning the pipeline raises (the webgpu table's GroupQueryAttention supports right
+/// padding only) fails a --strict build too, before anything is written.
+#[test]
+fn pipeline_warnings_fail_under_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pkg");
+    let r = tailor(&fixture("tiny-llama"), &out, &["--ep", "webgpu"]);
+    assert!(r.status.success() && r.stderr.contains("left padding is unsupported"), "{}", r.stderr);
+    let strict = dir.path().join("strict");
+    let r = tailor(&fixture("tiny-llama"), &strict, &["--ep", "webgpu", "--strict"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("--strict") && r.stderr.contains("left padding is unsupported"), "{}", r.stderr);
+    assert!(!strict.exists(), "nothing is written");
+}
+
 /// A closed stdout and stderr (`tailor ... 2>&1 | head -c 10`) is never a panic, and the
 /// package is still written: here both are pipes whose reading end is closed before the build
 /// starts, so every write fails (EPIPE), whatever the timing.

@@ -88,3 +88,16 @@ fn help_lists_every_tables_quantization() {
         assert!(text.contains(needle), "--help lacks `{needle}`:\n{text}");
     }
 }
+
+/// A table that keeps the MoE block dense cannot quantize its expert stacks: the build says
+/// how many stay float, and the report gives each one's reason.
+#[test]
+fn float_expert_stacks_of_an_unfused_moe_block_are_a_warning() {
+    let (_dir, v, stderr) = report(&fixture("tiny-mixtral"), &["--ep", "default", "--quant", "int4"]);
+    let config: Value = serde_json::from_slice(&std::fs::read(fixture("tiny-mixtral").join("config.json")).unwrap()).unwrap();
+    let layers = config["num_hidden_layers"].as_u64().unwrap() as usize;
+    let kept = v["quantization"]["kept_float"].as_array().unwrap();
+    let stacks: Vec<&Value> = kept.iter().filter(|k| k["why"].as_str().unwrap().starts_with("expert stack of an unfused MoE block")).collect();
+    assert_eq!(stacks.len(), 3 * layers, "gate, up and down per layer: {kept:?}");
+    assert!(stderr.contains(&format!("{} expert weight stack(s) stay float on default", 3 * layers)), "{stderr}");
+}

@@ -19,7 +19,7 @@ Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbed
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh
 TensorScatter Transpose Trilu Unsqueeze Where""".split()
 MS_OPS = """GroupQueryAttention SkipSimplifiedLayerNormalization SkipLayerNormalization RotaryEmbedding
-FastGelu BiasGelu Gelu MatMulNBits GatherBlockQuantized MultiHeadAttention MoE""".split()
+FastGelu BiasGelu Gelu MatMulNBits GatherBlockQuantized MultiHeadAttention MoE QMoE""".split()
 # Ops ORT registers in the default domain that are not standard ONNX.
 NON_STANDARD = {"SimplifiedLayerNormalization"}
 SHORT = {"float": "f32", "float16": "f16", "bfloat16": "bf16", "double": "f64", "int8": "i8",

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from conftest import DECODER_FIXTURES, FIXTURES, build_with
+from conftest import DECODER_FIXTURES, FIXTURES, MOE_FIXTURES, build_with
 
 TOL = 1e-4
 
@@ -104,8 +104,33 @@ def dequant_dq(node, init):
     return ((x - zp) * scale[rows]).astype(np.float32)
 
 
+def dequant_qmoe(node, init):
+    """{fc1 slot: [E, 2I, H], fc2 slot: [E, H, I]} float stacks of a QMoE node: per expert, the
+    raw MatMulNBits bytes of its [N, K] weight (weights_prepacked 0)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    bits, bs = attrs["expert_weight_bits"], attrs["block_size"]
+    out = {}
+    # (MoE slot, QMoE data, scales, zero points)
+    for moe_slot, data_slot, scale_slot, zp_slot in [(2, 2, 3, 11), (4, 5, 6, 12)]:
+        data = numpy_helper.to_array(init[node.input[data_slot]])
+        scales = numpy_helper.to_array(init[node.input[scale_slot]]).astype(np.float32)
+        e, n, kb = scales.shape
+        k = kb * bs
+        stacks = []
+        for x in range(e):
+            inputs = ["a", "b", "s"] + (["z"] if len(node.input) > zp_slot and node.input[zp_slot] else [])
+            tables = {"b": numpy_helper.from_array(data[x].reshape(n, kb, -1), "b"), "s": numpy_helper.from_array(scales[x], "s")}
+            if len(inputs) == 4:
+                tables["z"] = numpy_helper.from_array(numpy_helper.to_array(init[node.input[zp_slot]])[x], "z")
+            as_matmul = onnx.helper.make_node("MatMulNBits", inputs, ["y"], K=k, N=n, bits=bits, block_size=bs)
+            stacks.append(dequant_matmul_nbits(as_matmul, tables).T)
+        out[moe_slot] = np.stack(stacks)
+    return out
+
+
 def dequantized_weights(qmodel):
-    """{node name: [K, N] or [V, H] float weight} for every quantized node of a package."""
+    """{node name: [K, N] or [V, H] float weight} for every quantized node of a package ({MoE
+    input slot: stack} for a QMoE node)."""
     init = inits(qmodel)
     out = {}
     producers = {o: n for n in qmodel.graph.node for o in n.output}
@@ -127,6 +152,8 @@ def dequantized_weights(qmodel):
             tables["b"] = numpy_helper.from_array(data.reshape(v, kb, -1), "b")
             tables["s"] = numpy_helper.from_array(scales.reshape(v, kb), "s")
             out[node.name] = dequant_matmul_nbits(as_matmul, tables).T.copy()
+        elif node.op_type == "QMoE":
+            out[node.name] = dequant_qmoe(node, init)
     return out
 
 
@@ -152,6 +179,11 @@ def with_dequantized_weights(fmodel, weights):
         if key not in weights:
             continue
         w = weights[key]
+        if node.op_type == "MoE":  # the float package's fused experts, by input slot
+            for slot, stack in w.items():
+                init[node.input[slot]].CopyFrom(numpy_helper.from_array(stack.astype(np.float32), node.input[slot]))
+            replaced += 1
+            continue
         if node.op_type == "Gemm":  # reads E as [N, K] (transB)
             own_head_copy(fmodel, init, node, 1, w)
             replaced += 1
@@ -212,6 +244,43 @@ def test_cpu_default_level_equals_onnx_runtimes_quantizer(tmp_path, asym):
             assert numpy_helper.to_array(ti[n.input[slot]]).tobytes() == numpy_helper.to_array(oi[mine.input[slot]]).tobytes(), n.name
 
 
+@pytest.mark.parametrize("fixture", MOE_FIXTURES)
+@pytest.mark.parametrize("asym", [False, True])
+def test_qmoe_experts_are_onnx_runtimes_bytes_per_expert(tmp_path, fixture, asym):
+    """The cpu int4 package's QMoE stacks are, expert by expert, ONNX Runtime's own
+    quantize_matmul_4bits output for that expert's [N, K] weight in the cpu f32 package's
+    fused MoE node (the raw layout weights_prepacked 0 reads), with one QMoE node per MoE node."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    flags = ["--quant", "int4", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    q = load(build_with(tmp_path / "q", fixture, "cpu", flags))
+    f = load(build_with(tmp_path / "f", fixture, "cpu", []))
+    qi, fi = inits(q), inits(f)
+    moe = {n.name: n for n in f.graph.node if n.op_type == "MoE"}
+    qmoe = [n for n in q.graph.node if n.op_type == "QMoE"]
+    assert moe and len(qmoe) == len(moe), (len(qmoe), len(moe))
+    for node in qmoe:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert (attrs["expert_weight_bits"], attrs["block_size"], attrs["weights_prepacked"]) == (4, 32, 0)
+        for moe_slot, data_slot, scale_slot, zp_slot in [(2, 2, 3, 11), (4, 5, 6, 12)]:
+            stack = numpy_helper.to_array(fi[moe[node.name].input[moe_slot]]).astype(np.float32)
+            experts, n, k = stack.shape
+            data = numpy_helper.to_array(qi[node.input[data_slot]])
+            scales = numpy_helper.to_array(qi[node.input[scale_slot]])
+            assert data.shape == (experts, n, k // 2) and scales.shape == (experts, n, k // 32)
+            for e in range(experts):
+                d = np.zeros((n, k // 32, 16), np.uint8)
+                s = np.zeros((n, k // 32), np.float32)
+                z = np.zeros((n, (k // 32 + 1) // 2), np.uint8)
+                C.quantize_matmul_4bits(d, np.ascontiguousarray(stack[e].T), s, z, 32, n, k, not asym)
+                assert data[e].tobytes() == d.tobytes(), (node.name, moe_slot, e)
+                assert scales[e].tobytes() == s.tobytes(), (node.name, moe_slot, e)
+                if asym:
+                    assert numpy_helper.to_array(qi[node.input[zp_slot]])[e].tobytes() == z.tobytes(), (node.name, moe_slot, e)
+                else:
+                    assert len(node.input) <= zp_slot or not node.input[zp_slot]
+
+
 def test_report_records_every_quantized_tensor(tmp_path):
     pkg = build_with(tmp_path / "q", "tiny-qwen2-tied-mqa", "cpu", ["--quant", "int8", "--asymmetric", "--block-size", "16"])
     report = json.loads((pkg / "build_report.json").read_text())
@@ -260,7 +329,10 @@ def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
     prompt = reference_inputs(fixture)["input_ids"]
     # A tied head as its own initializer (--tied-head copy): ORT's quantizer takes only MatMuls
     # with a constant B, not one reading the embedding through a Transpose node.
-    ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"])
+    # ORT's quantizer takes MatMuls only: a MoE fixture's experts stay float there, so here too
+    # (test_qmoe_experts_are_onnx_runtimes_bytes_per_expert checks QMoE's bytes).
+    experts = ["--quant-exclude", "*.experts.*"] if fixture in MOE_FIXTURES else []
+    ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"] + experts)
     f = build_with(tmp_path / "f", fixture, "cpu", ["--tied-head", "copy"])
     quantizer = MatMulNBitsQuantizer(load(f), algo_config=DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, accuracy_level=4))
     quantizer.process()

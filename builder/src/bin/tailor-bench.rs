@@ -1,12 +1,13 @@
 //! Build benchmark (never run in CI): writes a random checkpoint with the exact tensor names,
-//! shapes and dtype (bf16) of Qwen2.5-0.5B (or Llama-3.2-1B with `--model llama-3.2-1b`), then
+//! shapes and dtype (bf16) of Qwen2.5-0.5B (or Llama-3.2-1B with `--model llama-3.2-1b`, or a
+//! small Qwen3-MoE shape with `--model qwen3-moe-small`), then
 //! times, as child processes, a plain copy of its safetensors file, `tailor build --dtype f16`
 //! and `tailor build --dtype f32`, `tailor build --ep cpu --quant int4` and `--quant int8`
 //! (the cpu table's defaults), plus the demo tiny-llama build. Wall times are reported as
 //! ratios to the copy (measured in the same run) and each child's peak RSS (`ru_maxrss`, which
 //! includes file-backed pages) as a fraction of the checkpoint's size.
 //!
-//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b]
+//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small]
 //!        [--workdir DIR] [--runs N] [--write-only]
 //!
 //! `--write-only` writes the checkpoint and stops (scripts/bench-genai.py uses it).
@@ -86,6 +87,50 @@ fn llama32_1b() -> Shape {
             "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                              "original_max_position_embeddings": 8192, "rope_type": "llama3"},
             "tie_word_embeddings": true, "bos_token_id": 128000, "eos_token_id": 128001,
+            "torch_dtype": "bfloat16",
+        }),
+        tensors: t,
+    }
+}
+
+/// A Qwen3-MoE-shaped decoder (per-head q/k norms, every MLP a mixture of 32 experts, top 4,
+/// renormalized), about 0.44 B parameters: large enough that routing to 4 experts instead of
+/// computing all 32 shows in decode speed (scripts/bench-genai.py --moe).
+fn qwen3_moe_small() -> Shape {
+    let (h, layers, heads, kv, hd, vocab, experts, top_k, inter) = (1024, 8, 16, 4, 64, 32768, 32, 4, 512);
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}");
+        let mut layer = vec![
+            ("self_attn.q_proj.weight".to_string(), vec![heads * hd, h]),
+            ("self_attn.k_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.v_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.o_proj.weight".into(), vec![h, heads * hd]),
+            ("self_attn.q_norm.weight".into(), vec![hd]),
+            ("self_attn.k_norm.weight".into(), vec![hd]),
+            ("mlp.gate.weight".into(), vec![experts, h]),
+            ("input_layernorm.weight".into(), vec![h]),
+            ("post_attention_layernorm.weight".into(), vec![h]),
+        ];
+        for e in 0..experts {
+            layer.push((format!("mlp.experts.{e}.gate_proj.weight"), vec![inter, h]));
+            layer.push((format!("mlp.experts.{e}.up_proj.weight"), vec![inter, h]));
+            layer.push((format!("mlp.experts.{e}.down_proj.weight"), vec![h, inter]));
+        }
+        t.extend(layer.into_iter().map(|(n, s)| (format!("{p}.{n}"), s)));
+    }
+    t.push(("model.norm.weight".into(), vec![h]));
+    t.push(("lm_head.weight".into(), vec![vocab, h]));
+    Shape {
+        name: "qwen3-moe-small",
+        config: serde_json::json!({
+            "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": h,
+            "intermediate_size": 3072, "moe_intermediate_size": inter, "num_experts": experts,
+            "num_experts_per_tok": top_k, "norm_topk_prob": true, "decoder_sparse_step": 1,
+            "mlp_only_layers": [], "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "head_dim": hd, "vocab_size": vocab,
+            "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+            "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
             "torch_dtype": "bfloat16",
         }),
         tensors: t,
@@ -176,14 +221,15 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b] [--workdir DIR] [--runs N] [--write-only]");
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small] [--workdir DIR] [--runs N] [--write-only]");
         return;
     }
     let shape = match arg("--model").as_deref() {
         None | Some("qwen2.5-0.5b") => qwen25_05b(),
         Some("llama-3.2-1b") => llama32_1b(),
+        Some("qwen3-moe-small") => qwen3_moe_small(),
         Some(other) => {
-            eprintln!("unknown --model {other}; choose qwen2.5-0.5b or llama-3.2-1b");
+            eprintln!("unknown --model {other}; choose qwen2.5-0.5b, llama-3.2-1b or qwen3-moe-small");
             std::process::exit(2);
         }
     };

@@ -1,6 +1,7 @@
 //! The quantize step of the pipeline: weight-only INT4/INT8 quantization of the MatMul
 //! weights, the lm_head and the embedding table, in the form the EP table's `[quant.*]`
-//! section names (docs/quantization.md).
+//! section names (docs/quantization.md), and the expert stacks of a fused MoE node
+//! (`com.microsoft.QMoE`, experts.rs) with the linear setting.
 //!
 //! It runs after the fusions and lowerings (so GroupQueryAttention, skip norms, QKV packing and
 //! `lower.separate_rope` see float MatMuls, and a packed QKV weight is quantized as one) and
@@ -8,6 +9,7 @@
 //! the graph only: each weight becomes a [`ir::QuantGroup`] whose parts are lazy recipes, so
 //! nothing is quantized until the package is written, range by range (ir/src/qweight.rs).
 
+mod experts;
 mod rewrite;
 mod select;
 
@@ -21,6 +23,7 @@ use serde::Serialize;
 use crate::{Error, Result};
 
 pub use select::Role;
+
 
 /// What the command line asks for; `None` fields take the EP table's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +73,9 @@ pub struct QuantStep {
     pub scale_dtype: DType,
     /// The table section it came from (for messages).
     pub table: String,
+    /// Why fused MoE nodes keep float experts: the table claims no `com.microsoft.QMoE`
+    /// kernel for the activation dtype (`None`: it does, and they become QMoE).
+    pub no_qmoe: Option<String>,
 }
 
 impl QuantStep {
@@ -110,13 +116,14 @@ impl QuantStep {
             exclude,
             scale_dtype: dtype,
             table: format!("{table}.toml [quant.{}]", plan.bits),
+            no_qmoe: None,
         })
     }
 
     /// The settings for a tensor of `role`, or `None` when it stays float.
     fn settings(&self, role: Role) -> Option<QuantSettings> {
         let bits = match role {
-            Role::Linear => Some(self.linear),
+            Role::Linear | Role::Experts => Some(self.linear),
             Role::LmHead => self.lm_head,
             Role::Embedding => self.embeddings,
         }?;
@@ -152,6 +159,9 @@ pub struct QuantOutcome {
     pub tensors: Vec<QuantizedTensor>,
     /// Weights left float, with why (an exclusion pattern, `--quant-lm-head none`, ...).
     pub kept_float: Vec<(String, String)>,
+    /// Expert stacks among them that no request kept float: the table or the sizes did
+    /// (an unfused MoE block, no QMoE kernel, a block size not dividing the sizes).
+    pub float_experts: usize,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -220,6 +230,12 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         plan.push((c, settings));
     }
     rewrite::apply(graph, step, plan, &mut outcome)?;
+    experts::apply(graph, step, &mut outcome)?;
+    for stack in experts::dense_stacks(graph) {
+        let why = format!("expert stack of an unfused MoE block: {} has no quantized form of a batched MatMul (only QMoE, where the table fuses com.microsoft.MoE, quantizes experts)", step.table);
+        outcome.kept_float.push((stack, why));
+        outcome.float_experts += 1;
+    }
     Ok(outcome)
 }
 
@@ -239,6 +255,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
             ));
         }
     }
+    problems.extend(experts::validate(graph, outcome));
     problems
 }
 

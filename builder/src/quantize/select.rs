@@ -15,6 +15,8 @@ pub enum Role {
     Linear,
     LmHead,
     Embedding,
+    /// The expert stacks of a fused MoE node (QMoE), quantized with the linear setting.
+    Experts,
 }
 
 impl Role {
@@ -23,13 +25,14 @@ impl Role {
             Role::Linear => "linear",
             Role::LmHead => "lm_head",
             Role::Embedding => "embedding",
+            Role::Experts => "experts",
         }
     }
 
     /// The `--quant-<flag>` that decides it.
     pub fn flag(self) -> &'static str {
         match self {
-            Role::Linear => "exclude",
+            Role::Linear | Role::Experts => "exclude",
             Role::LmHead => "lm-head",
             Role::Embedding => "embeddings",
         }

@@ -41,12 +41,7 @@ pub fn attention(
         Attr::int("kv_num_heads", heads.kv as i64),
         Attr::int("q_num_heads", heads.q as i64),
     ];
-    if let Some(scale) = scale {
-        attrs.push(Attr::float("scale", scale));
-    }
-    if let Some(softcap) = softcap {
-        attrs.push(Attr::float("softcap", softcap));
-    }
+    attrs.extend(score_attrs(scale, softcap));
     let out = format!("{scope}/Attention/out");
     b.node_named(
         &format!("{scope}/Attention"),
@@ -56,6 +51,14 @@ pub fn attention(
         &[&out, present[0], present[1]],
     );
     out
+}
+
+/// `Attention`'s `scale` and `softcap` attributes, each only when the model sets it (absent:
+/// `1 / sqrt(head_dim)` and no cap), shared by the dynamic and static cache forms.
+pub(crate) fn score_attrs(scale: Option<f32>, softcap: Option<f32>) -> Vec<Attr> {
+    let scale = scale.map(|v| Attr::float("scale", v));
+    let softcap = softcap.map(|v| Attr::float("softcap", v));
+    scale.into_iter().chain(softcap).collect()
 }
 
 /// Opset-24 `Attention` of an encoder: every query sees every key the padding mask keeps

@@ -54,12 +54,7 @@ pub fn static_attention(
         b.node_named(&format!("{scope}/{name}_cache/TensorScatter"), "TensorScatter", &[past, new, write], vec![Attr::int("axis", 2)], &[present]);
     }
     let mut attrs = vec![Attr::int("is_causal", 0)];
-    if let Some(scale) = scale {
-        attrs.push(Attr::float("scale", scale));
-    }
-    if let Some(softcap) = softcap {
-        attrs.push(Attr::float("softcap", softcap));
-    }
+    attrs.extend(super::attention::score_attrs(scale, softcap));
     let y = b.op(&format!("{scope}/Attention"), "Attention", &[&q, present[0], present[1], mask], attrs);
     let y = b.op(&format!("{scope}/merge_heads/Transpose"), "Transpose", &[&y], vec![Attr::ints("perm", &[0, 2, 1, 3])]);
     let shape = b.const_i64_1d(&format!("{scope}/merge_heads/shape"), &[0, 0, (heads.q * heads.head_dim) as i64]);
