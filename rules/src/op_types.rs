@@ -68,6 +68,8 @@ pub const DECLARATIONS: &[Declaration] = &[
     },
     // The routed experts' sum has the input's shape ([tokens, hidden] or [batch, seq, hidden]).
     Declaration { domain: MS, op: "MoE", inputs: &[(0, "input")], attrs: &[], shape: same_as_first },
+    // QMoE (the quantize step's form of a fused MoE node): the same output.
+    Declaration { domain: MS, op: "QMoE", inputs: &[(0, "input")], attrs: &[], shape: same_as_first },
     Declaration { domain: MS, op: "MatMulNBits", inputs: &[(0, "A")], attrs: &["N"], shape: matmul_nbits },
     Declaration {
         domain: MS,
