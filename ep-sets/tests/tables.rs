@@ -136,6 +136,12 @@ fn cuda_f16_and_bf16_use_the_cpu_fusions() {
         assert_eq!(ids(&p.required), ids(&cpu.required));
     }
     assert_eq!(t.genai_provider_options().unwrap().name, "cuda");
+    // The MoE claim fuse.moe.f16 relies on: f16 registered, its source named and marked unrun.
+    match t.claims("com.microsoft", "MoE", 1, &types(&[("T", "f16")])) {
+        Claim::Yes { kernel } => assert!(kernel.source.contains("moe.cc") && kernel.source.contains("unverified on a GPU"), "{}", kernel.source),
+        Claim::No { reason } => panic!("cuda claims no f16 MoE: {reason}"),
+    }
+    assert!(t.claims("", "Flatten", 24, &types(&[("T", "f16")])).is_yes(), "fuse.moe's router_probs Flatten");
 }
 
 #[test]
