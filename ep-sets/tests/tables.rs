@@ -115,8 +115,8 @@ fn claim_no_names_what_is_claimed() {
     }
 }
 
-/// cuda runs the cpu fusions but the ones it excludes with a why (fuse.moe: written for the
-/// f32 routing of a cpu build only).
+/// cuda runs the cpu fusions but the ones it excludes with a why (fuse.moe in bf16: the kernel
+/// source read routes bf16 logits through its float path).
 #[test]
 fn cuda_f16_and_bf16_use_the_cpu_fusions() {
     let s = sets();
@@ -126,10 +126,22 @@ fn cuda_f16_and_bf16_use_the_cpu_fusions() {
         let p = t.dtype(d).unwrap();
         let shared: Vec<&str> = ids(cpu.stage(Stage::Fuse)).into_iter().filter(|r| t.excluded(r, d).is_none()).collect();
         assert_eq!(ids(p.stage(Stage::Fuse)), shared, "{d}");
-        assert!(t.excluded("fuse.moe", d).is_some_and(|e| e.why.contains("moe.cc")), "{d}: the exclusion names its source");
+        // fuse.moe runs on f16 (its variant fuse.moe.f16 takes the f32-routed f16 block); bf16
+        // keeps the dense block, excluded with the kernel source that says why.
+        if d == DType::BF16 {
+            assert!(t.excluded("fuse.moe", d).is_some_and(|e| e.why.contains("moe.cc")), "{d}: the exclusion names its source");
+        } else {
+            assert!(t.excluded("fuse.moe", d).is_none() && p.runs("fuse.moe"), "{d}: fuse.moe listed");
+        }
         assert_eq!(ids(&p.required), ids(&cpu.required));
     }
     assert_eq!(t.genai_provider_options().unwrap().name, "cuda");
+    // The MoE claim fuse.moe.f16 relies on: f16 registered, its source named and marked unrun.
+    match t.claims("com.microsoft", "MoE", 1, &types(&[("T", "f16")])) {
+        Claim::Yes { kernel } => assert!(kernel.source.contains("moe.cc") && kernel.source.contains("unverified on a GPU"), "{}", kernel.source),
+        Claim::No { reason } => panic!("cuda claims no f16 MoE: {reason}"),
+    }
+    assert!(t.claims("", "Flatten", 24, &types(&[("T", "f16")])).is_yes(), "fuse.moe's router_probs Flatten");
 }
 
 #[test]

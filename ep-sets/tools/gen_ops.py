@@ -135,6 +135,10 @@ DOC = "docs/OperatorKernels.md @001d12d2 (ORT 1.25 development main: ORT_API_VER
 CUDA_CONTRIB_READ = {"GroupQueryAttention", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
                      "FastGelu", "RotaryEmbedding", "MatMulNBits"}
 CUDA_CONTRIB_AT = "@004b79ed (newer main than the doc)"
+# Contrib kernels whose registration was also read in their own source file (the code index's stored
+# copies, commit not pinned to the doc's), and which no GPU here has run.
+CUDA_KERNEL_READ = {"MoE": "onnxruntime/contrib_ops/cuda/moe/moe.cc (REGISTER_KERNEL_TYPED float, MLFloat16, BFloat16 "
+                           "in the stored copies read; docs/rule-language.md, MoE facts); unverified on a GPU here"}
 
 # TensorRT-RTX: ORT's NvTensorRTRTX EP (onnxruntime/core/providers/nv_tensorrt_rtx/nv_execution_provider.cc
 # @01cb2200, ORT_API_VERSION 23 at that commit) registers no compute kernels (only MemcpyFromHost/ToHost).
@@ -217,7 +221,8 @@ if __name__ == "__main__":
         from_rows(os.path.join(HERE, "cuda_rows.txt"), lambda d, o: f"{DOC}, CUDAExecutionProvider; registered in " + (
             "onnxruntime/contrib_ops/cuda/cuda_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"
             else "onnxruntime/core/providers/cuda/cuda_execution_provider.cc") + (
-            f"; same typed registrations re-read in that file {CUDA_CONTRIB_AT}" if d and o in CUDA_CONTRIB_READ else ""))
+            f"; same typed registrations re-read in that file {CUDA_CONTRIB_AT}" if d and o in CUDA_CONTRIB_READ else "") + (
+            f"; kernel in {CUDA_KERNEL_READ[o]}" if d and o in CUDA_KERNEL_READ else ""))
     elif which == "dml":
         from_rows(os.path.join(HERE, "dml_rows.txt"), lambda d, o: f"{DOC}, DmlExecutionProvider; registered in "
                   "onnxruntime/core/providers/dml/DmlExecutionProvider/src/Operators/OperatorRegistration.cpp")

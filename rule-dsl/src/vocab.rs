@@ -65,7 +65,7 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("uses", 1, "how many nodes read the value"),
     ("name", 1, "the value's name"),
     ("const_int", 1, "the integer held by a one-element computed constant initializer"),
-    ("const_float", 1, "the number held by a one-element f32/f64 constant initializer"),
+    ("const_float", 1, "the number held by a one-element float constant initializer (f32/f64/f16/bf16, or an f32 one cast)"),
     ("limit", 1, "a named bound from the EP table's limits, e.g. limit(\"max_context\"); fails when the table gives none"),
     ("numel", 1, "the element count of a value whose shape is fully fixed"),
     ("branch_outputs", 1, "how many outputs a subgraph attribute (an If branch) has"),

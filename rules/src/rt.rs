@@ -605,19 +605,25 @@ pub fn fn_const_int(cx: &Cx, v: Val) -> Result<Val, String> {
     }
 }
 
-/// The number held by a one-element float constant initializer (f32 or f64), for checks on
-/// the literals of a decomposed formula (GELU's 0.5, sqrt(2), 0.044715).
+/// The number held by a one-element float constant initializer (f32, f64, f16 or bf16), for
+/// checks on the literals of a decomposed formula (GELU's 0.5, sqrt(2), 0.044715). A computed
+/// constant counts too: an f16 build stores its literals as an f32 value cast to the build
+/// dtype (the MoE block's top-k and zero), read here as the cast value.
 pub fn fn_const_float(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
-    match cx.graph.initializer(n) {
-        Some(ir::Recipe::Data(d)) if d.shape.iter().product::<usize>() == 1 => match d.dtype {
-            DType::F32 => Ok(Val::Float(f32::from_le_bytes(d.bytes[..4].try_into().map_err(|_| "short data".to_string())?) as f64)),
-            DType::F64 => Ok(Val::Float(f64::from_le_bytes(d.bytes[..8].try_into().map_err(|_| "short data".to_string())?))),
-            other => Err(format!("`{n}` holds {other}, not f32/f64")),
-        },
-        Some(_) => Err(format!("`{n}` is not a one-element constant")),
-        None => Err(format!("`{n}` is not an initializer")),
+    let Some(r) = cx.graph.initializer(n) else { return Err(format!("`{n}` is not an initializer")) };
+    if r.numel() != 1 || !r.sources().is_empty() {
+        return Err(format!("`{n}` is not a one-element constant"));
     }
+    let b = r.materialize().map_err(|e| format!("`{n}`: {e}"))?;
+    let short = || "short data".to_string();
+    Ok(Val::Float(match r.dtype() {
+        DType::F32 => f32::from_le_bytes(b[..4].try_into().map_err(|_| short())?) as f64,
+        DType::F64 => f64::from_le_bytes(b[..8].try_into().map_err(|_| short())?),
+        DType::F16 => half::f16::from_le_bytes(b[..2].try_into().map_err(|_| short())?).to_f64(),
+        DType::BF16 => half::bf16::from_le_bytes(b[..2].try_into().map_err(|_| short())?).to_f64(),
+        other => return Err(format!("`{n}` holds {other}, not a float")),
+    }))
 }
 
 /// `limit("name")`: a named bound from the EP table's `limits` (`batch`, `max_context`); an

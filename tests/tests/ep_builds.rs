@@ -436,34 +436,56 @@ fn builds_without_left_padding_warn() {
 /// unpadded and both paddings) and tests/tests/rule_set_parity.rs.
 #[test]
 fn cpu_fuses_every_sparse_layer_into_one_moe_node() {
+    every_sparse_layer_is_one_moe_node("cpu", "f32");
+}
+
+/// cuda f16 does the same through fuse.moe.f16 / fuse.moe.unnormalized.f16 (the f16 block
+/// routes in f32): the f32 routing Casts go with the block and router_probs is the router
+/// MatMul's f16 output, flattened. Structural only: ORT's CPU EP has no f16 MoE kernel and no
+/// GPU is here, so no numbers back this package.
+#[test]
+fn cuda_f16_fuses_every_sparse_layer_into_one_moe_node() {
+    every_sparse_layer_is_one_moe_node("cuda", "f16");
+}
+
+fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
     let picked = fixtures().select("moe").unwrap();
     assert!(picked.len() >= 3, "tiny-mixtral, tiny-qwen3-moe, tiny-qwen2-moe");
     for fx in picked {
         let name = fx.name.as_str();
         let routers = generic(name, ir::DType::F32).graph.nodes.iter().filter(|n| n.op == "Softmax").count();
         assert!(routers > 0, "{name}: the generic graph has a router per sparse layer");
-        let cpu = optimized(name, "cpu", "f32").unwrap_or_else(|e| panic!("{name}: {e}"));
-        let moe: Vec<&ir::Node> = cpu.graph.nodes.iter().filter(|n| n.op == "MoE" && n.domain == "com.microsoft").collect();
-        assert_eq!(moe.len(), routers, "{name}: one MoE per sparse layer");
-        assert!(!cpu.graph.nodes.iter().any(|n| n.op == "Softmax" || n.op == "Greater"), "{name}: routing left in the graph");
+        let built = optimized(name, ep, dtype).unwrap_or_else(|e| panic!("{name} {ep} {dtype}: {e}"));
+        let moe: Vec<&ir::Node> = built.graph.nodes.iter().filter(|n| n.op == "MoE" && n.domain == "com.microsoft").collect();
+        assert_eq!(moe.len(), routers, "{name} {ep} {dtype}: one MoE per sparse layer");
+        assert!(!built.graph.nodes.iter().any(|n| n.op == "Softmax" || n.op == "Greater"), "{name}: routing left in the graph");
+        assert!(!built.graph.nodes.iter().any(|n| n.name.contains("/routing_f32/")), "{name}: a routing_f32 Cast is left");
         let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
         let top_k = config["num_experts_per_tok"].as_i64().unwrap();
         let normalize = config["model_type"] == "mixtral" || config["norm_topk_prob"].as_bool().unwrap_or(false);
         let experts = config.get("num_local_experts").or(config.get("num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
         let inter = config.get("moe_intermediate_size").or(config.get("intermediate_size")).and_then(|v| v.as_u64()).unwrap() as usize;
         let hidden = config["hidden_size"].as_u64().unwrap() as usize;
+        let float = ir::DType::parse(dtype).unwrap();
         for node in moe {
             assert_eq!(node.attr_int("k"), Some(top_k), "{name}: {}", node.name);
             assert_eq!(node.attr_int("normalize_routing_weights"), Some(i64::from(normalize)), "{name}: {}", node.name);
             assert_eq!(node.attr_int("swiglu_fusion"), Some(1), "{name}: {}", node.name);
             assert!(matches!(node.attr("activation_type"), Some(ir::AttrValue::String(s)) if s == "swiglu"), "{name}: {}", node.name);
             assert_eq!(node.inputs.len(), 5, "{name}: input, router_probs, fc1, no fc1 bias, fc2; no fc3");
-            let fc1 = cpu.graph.initializer(&node.inputs[2]).unwrap_or_else(|| panic!("{name}: fc1 is not an initializer"));
+            // router_probs: Flatten of the router MatMul's output, in the build dtype.
+            let flatten = built.graph.nodes.iter().find(|n| n.outputs.contains(&node.inputs[1])).expect("router_probs has a producer");
+            assert_eq!(flatten.op, "Flatten", "{name}: router_probs is {}", flatten.name);
+            let router = built.graph.nodes.iter().find(|n| n.outputs.contains(&flatten.inputs[0])).expect("the logits have a producer");
+            assert_eq!(router.op, "MatMul", "{name}: the logits come from {}", router.name);
+            let fc1 = built.graph.initializer(&node.inputs[2]).unwrap_or_else(|| panic!("{name}: fc1 is not an initializer"));
             assert_eq!(fc1.shape(), vec![experts, 2 * inter, hidden], "{name}: {}", node.inputs[2]);
             assert!(matches!(fc1, ir::Recipe::Interleave { axis: 1, .. }), "{name}: fc1 is {}", fc1.describe());
+            assert_eq!(fc1.dtype(), float, "{name}: fc1 dtype");
             assert!(node.inputs[3].is_empty());
-            let fc2 = cpu.graph.initializer(&node.inputs[4]).unwrap_or_else(|| panic!("{name}: fc2 is not an initializer"));
+            let fc2 = built.graph.initializer(&node.inputs[4]).unwrap_or_else(|| panic!("{name}: fc2 is not an initializer"));
             assert_eq!(fc2.shape(), vec![experts, hidden, inter], "{name}: {}", node.inputs[4]);
+            assert_eq!(fc2.dtype(), float, "{name}: fc2 dtype");
         }
     }
 }

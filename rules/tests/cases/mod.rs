@@ -735,6 +735,23 @@ fn qwen2_moe() -> Model {
     generic("tiny-qwen2-moe")
 }
 
+/// The f16 generic graph of a MoE fixture: its routing is Cast to f32 (`<scope>/routing_f32/..`),
+/// the form fuse.moe.f16 and fuse.moe.unnormalized.f16 match. The same breakers serve: they
+/// break the same steps (a replaced f32 constant still reads as a number, a BF16 input is no f16).
+fn generic_f16(name: &str) -> Model {
+    let ckpt = models::Checkpoint::open(&fixture(name)).expect("fixture");
+    let options = models::BuildOptions { dtype: ir::DType::F16, ..Default::default() };
+    models::tasks::causal_lm::build(&ckpt, &options).expect("generic f16 graph builds")
+}
+
+fn mixtral_f16() -> Model {
+    generic_f16("tiny-mixtral")
+}
+
+fn qwen2_moe_f16() -> Model {
+    generic_f16("tiny-qwen2-moe")
+}
+
 /// The case for `rule`, if this module owns it.
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
@@ -755,6 +772,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.rms_norm_to_simplified" => Case { graph: llama, target: NORM0, breaker: rms_to_simplified_step },
         "fuse.moe" => Case { graph: mixtral, target: "model.layers.0.block_sparse_moe/ReduceSum", breaker: moe_mixtral_step },
         "fuse.moe.unnormalized" => Case { graph: qwen2_moe, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
+        "fuse.moe.f16" => Case { graph: mixtral_f16, target: "model.layers.0.block_sparse_moe/ReduceSum", breaker: moe_mixtral_step },
+        "fuse.moe.unnormalized.f16" => Case { graph: qwen2_moe_f16, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
         "fold.tied_head_gemm" => Case { graph: gpt2, target: HEAD, breaker: tied_head_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
