@@ -704,10 +704,14 @@ macro_rules! moe_steps {
                     m.graph.initializers.push((axes.to_string(), Recipe::from_i64("axis 2", vec![1], &[2])));
                     node_mut(m, OUT).inputs[1] = axes.into();
                 },
+                // Renormalized over the sequence axis instead of the experts.
+                "norm_axis" => |m| set_init(m, concat!($scope, "/normalize/axes"), Recipe::from_i64("axis -2", vec![1], &[-2])),
                 "router" => |m| identity_before(m, concat!($scope, ".gate.weight"), ROUTER),
+                // The block's input 2-D, in the build's float type (the router weight's).
                 "tokens_3d" => |m| {
                     let x = node_mut(m, ROUTER).inputs[0].clone();
-                    set_type(m, &x, ir::DType::F32, &[Dim::sym("tokens"), Dim::Fixed(64)]);
+                    let float = m.graph.initializer(concat!($scope, ".gate.weight")).map_or(ir::DType::F32, |r| r.dtype());
+                    set_type(m, &x, float, &[Dim::sym("tokens"), Dim::Fixed(64)]);
                 },
                 // k = 7 of 4 experts.
                 "top_k" => |m| set_init(m, concat!($scope, "/top_k"), Recipe::from_f32("top_k = 7", vec![], &[7.0])),
