@@ -8,35 +8,16 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper, TensorProto
 
+from attention_reference import attend, rope_tables, rotate as rope_rotate
+
 BATCH, HEADS, KV_HEADS, HEAD = 2, 4, 2, 16
 PROMPT, PADS, STEPS = 6, (2, 0), 3
 MASKED = -10000.0  # what the helper gqa_padding writes for pad keys
-_inv = 1.0 / (10000 ** (np.arange(0, HEAD, 2) / HEAD))
-_angles = np.arange(64)[:, None] * _inv[None]
-COS, SIN = np.cos(_angles).astype(np.float32), np.sin(_angles).astype(np.float32)
+COS, SIN = rope_tables(HEAD)
 
 
 def rotate(x, positions):
-    """Half-split RoPE of x [batch, seq, heads, head] at positions [batch, seq]."""
-    c, s = COS[positions][:, :, None], SIN[positions][:, :, None]
-    a, b = x[..., : HEAD // 2], x[..., HEAD // 2 :]
-    return np.concatenate([a * c - b * s, b * c + a * s], -1)
-
-
-def attend(q, k, v, mask, softcap=0.0):
-    """Causal attention of the last q.shape[1] slots over every slot, pad keys masked."""
-    seq, total = q.shape[1], k.shape[1]
-    k, v = np.repeat(k, HEADS // KV_HEADS, 2), np.repeat(v, HEADS // KV_HEADS, 2)
-    scores = np.einsum("bshd,bthd->bhst", q, k) / np.sqrt(HEAD)
-    if softcap:
-        scores = np.tanh(scores / softcap) * softcap
-    slots = np.arange(total)
-    allowed = (slots[None, :] <= (total - seq + np.arange(seq))[:, None])[None, None] & (mask[:, None, None, :] == 1)
-    scores = np.where(allowed, scores, -np.inf)
-    top = np.max(scores, -1, keepdims=True)
-    p = np.exp(scores - np.where(np.isfinite(top), top, 0))
-    p = p / np.maximum(p.sum(-1, keepdims=True), 1e-30)
-    return np.einsum("bhst,bthd->bshd", p, v)
+    return rope_rotate(x, positions, COS, SIN)
 
 
 def session(rotary=True, softcap=0.0, positions=True):
@@ -97,7 +78,7 @@ def left_padded_run(positions_of, softcap=0.0):
     empty = np.zeros([BATCH, KV_HEADS, 0, HEAD], np.float32)
     pos = given(mask, PROMPT)
     y, past = run(s, q, k, v, (empty, empty), mask, pos)
-    want = attend(rotate(q, own_positions(mask)), rotate(k, own_positions(mask)), v, mask, softcap)
+    want = attend(rotate(q, own_positions(mask)), rotate(k, own_positions(mask)), v, mask, softcap=softcap)
     errors = [float(np.abs(y - want)[mask == 1].max())]
     keys, values = [k], [v]
     for _ in range(STEPS):
@@ -106,7 +87,7 @@ def left_padded_run(positions_of, softcap=0.0):
         y, past = run(s, q1, k1, v1, past, mask, given(mask, 1))
         keys.append(k1), values.append(v1)
         mine = own_positions(mask)
-        want = attend(rotate(q1, mine[:, -1:]), rotate(np.concatenate(keys, 1), mine), np.concatenate(values, 1), mask, softcap)
+        want = attend(rotate(q1, mine[:, -1:]), rotate(np.concatenate(keys, 1), mine), np.concatenate(values, 1), mask, softcap=softcap)
         errors.append(float(np.abs(y - want).max()))
     return errors
 

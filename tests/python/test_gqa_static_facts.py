@@ -23,36 +23,15 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper, TensorProto
 
+from attention_reference import attend, rope_tables, rotate as rope_rotate
+
 BATCH, HEADS, KV_HEADS, HEAD, N = 2, 4, 2, 16, 16
 MASKED = -10000.0  # what the helper gqa_padding writes for pad keys
-_inv = 1.0 / (10000 ** (np.arange(0, HEAD, 2) / HEAD))
-_angles = np.arange(64)[:, None] * _inv[None]
-COS, SIN = np.cos(_angles).astype(np.float32), np.sin(_angles).astype(np.float32)
+COS, SIN = rope_tables(HEAD)
 
 
 def rotate(x, positions):
-    """Half-split RoPE of x [batch, seq, heads, head] at positions [batch, seq]."""
-    c, s = COS[positions][:, :, None], SIN[positions][:, :, None]
-    a, b = x[..., : HEAD // 2], x[..., HEAD // 2 :]
-    return np.concatenate([a * c - b * s, b * c + a * s], -1)
-
-
-def attend(q, k, v, mask, window=0):
-    """Causal attention of the last q.shape[1] slots over the dense keys [batch, total, heads,
-    head], pad keys masked, each query seeing its last `window` slots when window > 0."""
-    seq, total = q.shape[1], k.shape[1]
-    k, v = np.repeat(k, HEADS // KV_HEADS, 2), np.repeat(v, HEADS // KV_HEADS, 2)
-    scores = np.einsum("bshd,bthd->bhst", q, k) / np.sqrt(HEAD)
-    slots, queries = np.arange(total), total - seq + np.arange(seq)
-    allowed = slots[None, :] <= queries[:, None]
-    if window:
-        allowed &= slots[None, :] > queries[:, None] - window
-    allowed = allowed[None, None] & (mask[:, None, None, :] == 1)
-    scores = np.where(allowed, scores, -np.inf)
-    top = np.max(scores, -1, keepdims=True)
-    p = np.exp(scores - np.where(np.isfinite(top), top, 0))
-    p = p / np.maximum(p.sum(-1, keepdims=True), 1e-30)
-    return np.einsum("bhst,bthd->bshd", p, v)
+    return rope_rotate(x, positions, COS, SIN)
 
 
 def session(window=-1):
@@ -169,9 +148,7 @@ def reference(q, k, mask, dense, pos, window):
 
 
 def unrotate(x, positions):
-    c, s = COS[positions][:, :, None], SIN[positions][:, :, None]
-    a, b = x[..., : HEAD // 2], x[..., HEAD // 2 :]
-    return np.concatenate([a * c + b * s, b * c - a * s], -1)
+    return rope_rotate(x, positions, COS, -SIN)
 
 
 @pytest.mark.parametrize("pad", [2, -2, 0], ids=["left", "right", "none"])

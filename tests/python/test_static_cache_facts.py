@@ -10,6 +10,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, TensorProto
 
+from attention_reference import attend
+
 BATCH, HEADS, KV_HEADS, HEAD, N = 2, 4, 2, 8, 16
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -91,19 +93,8 @@ def toy(mask_to_n=True, q_4d=True, nonpad=False, causal_attr=False, explicit_mas
 
 def reference(q, keys, values, mask, window=0):
     """Attention of q [b, Hq, s, D] over the dense keys [b, Hkv, total, D]: causal, pad keys masked."""
-    seq, total = q.shape[2], keys.shape[2]
-    k, v = np.repeat(keys, HEADS // KV_HEADS, 1), np.repeat(values, HEADS // KV_HEADS, 1)
-    scores = np.einsum("bhsd,bhtd->bhst", q, k) / np.sqrt(HEAD)
-    slots, queries = np.arange(total), total - seq + np.arange(seq)
-    allowed = slots[None, :] <= queries[:, None]
-    if window:
-        allowed &= slots[None, :] > queries[:, None] - window
-    allowed = allowed[None, None] & (mask[:, None, None, :] == 1)
-    scores = np.where(allowed, scores, -np.inf)
-    top = np.max(scores, -1, keepdims=True)
-    p = np.exp(scores - np.where(np.isfinite(top), top, 0))
-    p = p / np.maximum(p.sum(-1, keepdims=True), 1e-30)
-    return np.einsum("bhst,bhtd->bhsd", p, v)
+    heads_last = lambda x: x.transpose(0, 2, 1, 3)
+    return heads_last(attend(heads_last(q), heads_last(keys), heads_last(values), mask, window))
 
 
 def steps(rng, prompt, pad, decode):
