@@ -72,10 +72,11 @@ pub fn candidates(graph: &Graph) -> Vec<ExpertsCandidate> {
 /// MatMul reads through a `[0, 2, 1]` Transpose. No table's quantized form covers them (a
 /// MatMulNBits or DequantizeLinear weight is 2-D), so they stay float, and the report says so.
 pub fn dense_stacks(graph: &Graph) -> Vec<String> {
+    let matmul_b: std::collections::HashSet<&str> = graph.nodes.iter().filter(|m| m.op == "MatMul").filter_map(|m| m.input(1)).collect();
     let mut out: Vec<String> = Vec::new();
     for t in graph.nodes.iter().filter(|n| n.op == "Transpose" && ep_sets::Domain::is_onnx(&n.domain)) {
         let (Some(w), Some(AttrValue::Ints(perm))) = (t.input(0), t.attr("perm")) else { continue };
-        let feeds_matmul = graph.nodes.iter().any(|m| m.op == "MatMul" && m.input(1) == t.outputs.first().map(String::as_str));
+        let feeds_matmul = t.outputs.first().is_some_and(|o| matmul_b.contains(o.as_str()));
         if perm == &[0, 2, 1] && feeds_matmul && float_3d(graph, w).is_some() && !out.iter().any(|o| o == w) {
             out.push(w.to_string());
         }
