@@ -107,6 +107,7 @@ fn static_cache_len(graph: &Graph) -> Option<i64> {
 pub fn genai_config(
     c: &DecoderConfig,
     graph: &Graph,
+    file: &str,
     provider_options: Vec<Value>,
     generation: Option<&Value>,
 ) -> (Value, Vec<String>) {
@@ -151,7 +152,7 @@ pub fn genai_config(
             "context_length": c.max_position_embeddings,
             "decoder": {
                 "session_options": { "log_id": "onnxruntime-genai", "provider_options": provider_options },
-                "filename": "model.onnx",
+                "filename": file,
                 "head_size": c.head_dim,
                 "hidden_size": c.hidden_size,
                 "inputs": io_in,

@@ -77,6 +77,25 @@ fn port(v: &ir::ValueInfo) -> Port {
     Port { name: v.name.clone(), dtype: v.dtype.name().into(), shape }
 }
 
+/// Every part's pipeline report in build_report.json (`parts[].pipeline`; reports written
+/// before packages had parts hold one `pipeline` array).
+fn pipelines(report: &Value) -> Vec<&Value> {
+    match report.get("parts").and_then(Value::as_array) {
+        Some(parts) => parts.iter().filter_map(|p| p.get("pipeline")).collect(),
+        None => report.get("pipeline").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default(),
+    }
+}
+
+/// The quantization entry of the quantized part (a top-level entry in reports written before
+/// packages had parts).
+fn quantization_of(report: &Value) -> Option<&Value> {
+    let quantized = |q: &&Value| !q.is_null();
+    match report.get("parts").and_then(Value::as_array) {
+        Some(parts) => parts.iter().filter_map(|p| p.get("quantization")).find(quantized),
+        None => report.get("quantization").filter(quantized),
+    }
+}
+
 /// Inspects the package folder `dir`.
 pub fn inspect(dir: &Path) -> Result<Inspection> {
     let model_path = dir.join("model.onnx");
@@ -108,7 +127,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
     let field = |k: &str| report.as_ref().and_then(|r| r.get(k)).and_then(Value::as_str).map(String::from);
     let mut fused: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     let mut host_nodes = Vec::new();
-    for p in report.as_ref().and_then(|r| r.get("pipeline")).and_then(Value::as_array).into_iter().flatten() {
+    for p in report.as_ref().map(pipelines).into_iter().flatten() {
         let role = p.get("role").and_then(Value::as_str).unwrap_or("decoder").to_string();
         for r in p.pointer("/diagnostics/rules").and_then(Value::as_array).into_iter().flatten() {
             let fired = r.get("fired").and_then(Value::as_u64).unwrap_or(0) as usize;
@@ -118,7 +137,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
         }
         host_nodes.extend(p.get("host_nodes").and_then(Value::as_array).into_iter().flatten().filter_map(|h| h.as_str().map(String::from)));
     }
-    let quantization = report.as_ref().and_then(|r| r.get("quantization")).filter(|q| !q.is_null()).map(|q| {
+    let quantization = report.as_ref().and_then(quantization_of).map(|q| {
         let tensors = q.get("tensors").and_then(Value::as_array).cloned().unwrap_or_default();
         let worst = tensors.iter().max_by(|a, b| {
             let e = |t: &Value| t.get("rms_error").and_then(Value::as_f64).unwrap_or(0.0);

@@ -12,6 +12,7 @@ pub mod hub;
 pub mod inspect;
 mod output;
 mod package;
+mod plan;
 pub mod pipeline;
 pub mod quantize;
 
@@ -19,5 +20,6 @@ pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
 pub use genai::{genai_config, runtime_model_type};
-pub use package::{build, build_options, optimized_model, optimized_model_for, optimized_model_with, role_of, BuildReport, BuildRequest, MAX_THREADS};
+pub use package::{build, optimized_model, optimized_model_for, optimized_model_with, optimized_parts, BuildReport, BuildRequest, PartReport, MAX_THREADS};
+pub use plan::build_options;
 pub use quantize::{QuantRequest, TensorReport};

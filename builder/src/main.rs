@@ -424,39 +424,46 @@ fn main() -> ExitCode {
             };
             let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
-            let report = match &result {
-                Ok(r) => Some(&r.pipeline),
-                Err(builder::Error::Validation { report, .. }) => Some(&**report),
-                Err(_) => None,
+            let reports: Vec<&builder::pipeline::PipelineReport> = match &result {
+                Ok(r) => r.parts.iter().map(|p| &p.pipeline).collect(),
+                Err(builder::Error::Validation { report, .. }) => vec![&**report],
+                Err(_) => Vec::new(),
             };
             if json {
-                print_json(&req, report, result.as_ref().err());
-            } else if let Some(p) = report {
-                print_diagnostics(p, explain);
+                print_json(&req, &reports, result.as_ref().err());
+            } else {
+                for p in &reports {
+                    print_diagnostics(p, explain);
+                }
             }
             match result {
                 Ok(r) => {
+                    let parts: Vec<String> = r
+                        .parts
+                        .iter()
+                        .map(|p| format!("{} ({}): {} nodes, {} initializers, {} B + {} B of data", p.file, p.role, p.nodes, p.initializers, p.model_bytes, p.data_bytes))
+                        .collect();
                     say!(
                         err,
-                        "built {} in {:.2} s: {} nodes, {} initializers, model.onnx {} B, model.onnx.data {} B; copied {}",
+                        "built {} in {:.2} s: {}; copied {}",
                         r.output.display(),
                         r.seconds,
-                        r.nodes,
-                        r.initializers,
-                        r.model_bytes,
-                        r.data_bytes,
+                        parts.join("; "),
                         if r.copied_files.is_empty() { "no checkpoint files".to_string() } else { r.copied_files.join(", ") }
                     );
-                    if let Some(worst) = r.quantized.iter().max_by(|a, b| a.rms_error.total_cmp(&b.rms_error)) {
-                        say!(
-                            err,
-                            "quantized {} weights; package {:.1} MB; largest weight error: {} (rms {:.3e}, max {:.3e}; every tensor in build_report.json)",
-                            r.quantized.len(),
-                            (r.model_bytes + r.data_bytes) as f64 / 1e6,
-                            worst.weight,
-                            worst.rms_error,
-                            worst.max_abs_error
-                        );
+                    for p in &r.parts {
+                        if let Some(worst) = p.quantized.iter().max_by(|a, b| a.rms_error.total_cmp(&b.rms_error)) {
+                            say!(
+                                err,
+                                "quantized {} weights of {}; package {:.1} MB; largest weight error: {} (rms {:.3e}, max {:.3e}; every tensor in build_report.json)",
+                                p.quantized.len(),
+                                p.file,
+                                r.bytes() as f64 / 1e6,
+                                worst.weight,
+                                worst.rms_error,
+                                worst.max_abs_error
+                            );
+                        }
                     }
                     for note in &r.notes {
                         say!(err, "note: {note}");
@@ -464,12 +471,12 @@ fn main() -> ExitCode {
                     for warning in &r.warnings {
                         say!(err, "warning: {warning}");
                     }
-                    if !r.pipeline.host_nodes.is_empty() {
+                    for p in r.parts.iter().filter(|p| !p.pipeline.host_nodes.is_empty()) {
                         say!(
                             err,
                             "note: the EP has no kernel for these {} nodes; its table places them on the CPU EP: {}",
-                            r.pipeline.role,
-                            r.pipeline.host_nodes.join(", ")
+                            p.role,
+                            p.pipeline.host_nodes.join(", ")
                         );
                     }
                     ExitCode::SUCCESS
@@ -484,22 +491,20 @@ fn main() -> ExitCode {
 }
 
 /// The diagnostics as one JSON document on stdout, on success and on failure alike: the
-/// build's EP and dtype, whether it succeeded, the error if not, and the pipeline report
-/// (rules, per-node records with `--explain`, validation) when the pipeline ran.
-fn print_json(req: &BuildRequest, report: Option<&builder::pipeline::PipelineReport>, error: Option<&builder::Error>) {
-    let mut doc = match report.map(serde_json::to_value) {
-        Some(Ok(serde_json::Value::Object(map))) => map,
-        _ => serde_json::Map::new(),
-    };
+/// build's EP and dtype, whether it succeeded, the error if not, and per part the pipeline
+/// report (role, rules, per-node records with `--explain`, validation) when the pipeline ran.
+fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport], error: Option<&builder::Error>) {
+    let mut doc = serde_json::Map::new();
     doc.insert("ep".into(), req.ep.clone().into());
     doc.insert("dtype".into(), req.dtype.name().into());
     doc.insert("ok".into(), error.is_none().into());
     doc.insert("error".into(), error.map(|e| e.to_string()).into());
+    let parts: Vec<serde_json::Value> = reports.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
+    doc.insert("parts".into(), parts.into());
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
     say!(out, "{text}");
 }
 
-/// One line per rule and role on stderr, and per-node records with `--explain`.
 fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool) {
     for line in p.diagnostics.summary_text().lines() {
         say!(err, "  {line}  [{}]", p.role);

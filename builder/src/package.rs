@@ -1,14 +1,16 @@
-//! One build: read the checkpoint, build the generic graph, write the package.
+//! One build: resolve the plan (crate::plan), build and optimize each part's graph, write the
+//! package of parts.
 
 use crate::companions::{Companions, CHECKPOINT_FILES};
 use crate::output::Claim;
-use crate::pipeline::{optimize, PipelineReport};
+use crate::pipeline::PipelineReport;
+use crate::plan::{self, PartPlan, PlanRequest};
 use crate::quantize::{QuantRequest, QuantStep, TensorReport};
 use crate::{genai_config, Error, Result};
 use ep_sets::EpSets;
-use ir::DType;
+use ir::{DType, Role};
 use models::tasks::Task;
-use models::{BuildOptions, Checkpoint};
+use models::Part;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -16,13 +18,13 @@ use std::time::{Instant, SystemTime};
 pub(crate) const TOOL_NAME: &str = "onnx-tailor";
 /// The build report's file name.
 pub(crate) const BUILD_REPORT: &str = "build_report.json";
-/// Files every package may hold (an encoder package has no genai_config.json).
-const PACKAGE_FILES: &[&str] = &["model.onnx", "model.onnx.data", "genai_config.json", BUILD_REPORT];
+/// Files a one-part package written before build_report.json listed its files held.
+const LEGACY_PACKAGE_FILES: &[&str] = &["model.onnx", "model.onnx.data", "genai_config.json", BUILD_REPORT];
 /// genai_config.json: only decoder packages hold one (onnxruntime-genai runs decoders).
 const GENAI_CONFIG: &str = "genai_config.json";
 /// Files a package written before the report listed them may hold.
 pub(crate) fn legacy_package_files() -> Vec<&'static str> {
-    PACKAGE_FILES.iter().chain(CHECKPOINT_FILES).copied().collect()
+    LEGACY_PACKAGE_FILES.iter().chain(CHECKPOINT_FILES).copied().collect()
 }
 
 /// The most producer threads a build starts: past a few per core they only cost memory (each
@@ -74,26 +76,59 @@ impl BuildRequest {
     }
 }
 
+/// What a build wrote.
 #[derive(Clone, Debug)]
 pub struct BuildReport {
     pub output: PathBuf,
-    pub nodes: usize,
-    pub initializers: usize,
-    pub model_bytes: u64,
-    pub data_bytes: u64,
+    /// Every part written, in the plan's order.
+    pub parts: Vec<PartReport>,
     pub copied_files: Vec<String>,
     /// Things a user should know about the package (e.g. a runtime model-type fallback).
     pub notes: Vec<String>,
     /// Problems that make the package less useful, such as missing tokenizer files (errors
     /// under `strict`).
     pub warnings: Vec<String>,
-    /// What the EP pipeline did and what validation found (also in build_report.json).
-    pub pipeline: PipelineReport,
     /// The task the package was built for.
     pub task: Task,
-    /// Every quantized weight with its error (empty without `--quant`).
-    pub quantized: Vec<TensorReport>,
     pub seconds: f64,
+}
+
+/// What a build wrote for one part.
+#[derive(Clone, Debug)]
+pub struct PartReport {
+    pub role: Role,
+    /// The model file in the package (its external data is `<file>.data`).
+    pub file: String,
+    pub nodes: usize,
+    pub initializers: usize,
+    pub model_bytes: u64,
+    pub data_bytes: u64,
+    /// What the EP pipeline did and what validation found (also in build_report.json).
+    pub pipeline: PipelineReport,
+    /// Every quantized weight with its error (empty when the part is float).
+    pub quantized: Vec<TensorReport>,
+}
+
+impl BuildReport {
+    /// Bytes of every part's model and data files.
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.model_bytes + p.data_bytes).sum()
+    }
+}
+
+impl BuildRequest {
+    /// What of the request chooses the graphs and rule lists.
+    fn plan_request(&self) -> PlanRequest<'_> {
+        PlanRequest {
+            model_dir: &self.model_dir,
+            ep: &self.ep,
+            dtype: self.dtype,
+            task: self.task,
+            tied_head: self.tied_head,
+            kv_cache: self.kv_cache,
+            quant: self.quant.as_ref(),
+        }
+    }
 }
 
 /// Builds the package described by `req`. On error nothing is left at `req.output` (an
@@ -101,122 +136,99 @@ pub struct BuildReport {
 pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<BuildReport> {
     let start = Instant::now();
     let started = SystemTime::now();
-    if !req.dtype.is_plan() {
-        return Err(models::Error::Dtype {
-            dtype: req.dtype,
-            supported: DType::plan_names(),
-        }
-        .into());
-    }
     if req.threads > MAX_THREADS {
         return Err(Error::Request(format!(
             "--threads {} is more than the limit of {MAX_THREADS}; use 0 for one per core",
             req.threads
         )));
     }
-    // The (EP, dtype) pair is resolved before any weight is read.
+    // The plan (EP, dtype, every part's role plan, quantization, cache form) is resolved
+    // before any weight is read.
     let sets = EpSets::builtin()?;
-    if sets.get(&req.ep).is_none() {
-        return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
-    }
-    let table = sets.plan(&req.ep, req.dtype)?.0;
-    let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
-    if let models::KvCache::Static { max_length } = req.kv_cache {
-        table.static_kv_cache(req.dtype).map_err(|why| {
-            Error::Request(format!("--kv-cache static (max length {max_length}) is not offered for ({}, {}): {why}", table.name, req.dtype))
-        })?;
-    }
+    progress(&format!("reading checkpoint {}", req.model_dir.display()));
+    let plan = plan::resolve(&sets, &req.plan_request())?;
+    let (table, ckpt, task) = (plan.table, &plan.ckpt, plan.task);
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
-    progress(&format!("reading checkpoint {}", req.model_dir.display()));
-    let ckpt = Checkpoint::open(&req.model_dir)?;
-    let task = match req.task {
-        Some(t) => t,
-        None => Task::default_for(&ckpt)?,
-    };
-    task.check(&ckpt)?;
-    // The plan of the sub-model's role: an encoder runs its own rule lists (no
-    // GroupQueryAttention, no KV-cache rules), from the table's [role.encoder.*] sections.
-    let (table, plan) = sets.role_plan(&req.ep, role_of(task), req.dtype)?;
-    if task.is_encoder() && req.kv_cache != models::KvCache::Dynamic {
-        return Err(Error::Request(format!("--kv-cache static: task {task} has no KV cache (an encoder attends over its input only); drop --kv-cache and --max-length")));
-    }
-    if task.is_encoder() && quant.is_some() {
-        return Err(Error::Request(format!(
-            "--quant: task {task} is not quantized yet (the quantize step knows a decoder's lm_head and embedding roles only); build the float package"
-        )));
-    }
-    let companions = Companions::of(&req.model_dir, !task.is_encoder());
+    let companions = Companions::of(&req.model_dir, plan.genai());
     let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }
-    progress(&format!(
-        "building {} {task} graph: {} layers, hidden {}, dtype {}",
-        ckpt.config.model_type,
-        ckpt.config.num_hidden_layers,
-        ckpt.config.hidden_size,
-        req.dtype
-    ));
-    let options = BuildOptions { tied_head: req.tied_head, kv_cache: req.kv_cache, ..build_options(plan, req.dtype) };
-    let mut model = task.build(&ckpt, &options)?;
-    progress(&format!("applying the {} {} pipeline", table.name, req.dtype));
-    let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
-    warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
-    warnings.extend(float_experts_warning(table, &pipeline));
+    let mut built = Vec::with_capacity(plan.parts.len());
+    for part in &plan.parts {
+        progress(&format!(
+            "building {} {} graph ({task}): {} layers, hidden {}, dtype {}",
+            ckpt.config.model_type,
+            part.part.role,
+            ckpt.config.num_hidden_layers,
+            ckpt.config.hidden_size,
+            req.dtype
+        ));
+        progress(&format!("applying the {} {} pipeline ({})", table.name, req.dtype, part.plan.role.section(req.dtype)));
+        let (model, pipeline) = part.optimized(ckpt, table, req.explain)?;
+        warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
+        warnings.extend(float_experts_warning(table, &pipeline));
+        notes.extend(pipeline.not_implemented.iter().map(|r| {
+            format!("{}.toml lists `{r}` for {} {}, which this build does not implement yet; it was skipped", table.name, part.part.role, req.dtype)
+        }));
+        built.push((part, model, pipeline));
+    }
     // Warnings the pipeline raised fail a strict build too, before anything is written.
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }
 
     let staging = claim.stage()?;
-    progress("writing model.onnx and model.onnx.data");
-    let bar = write_progress_bar();
-    let progress: ir::Progress = {
-        let bar = bar.clone();
-        std::sync::Arc::new(move |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
-    };
-    let write = ir::WriteOptions { threads: req.threads, progress: Some(progress), ..Default::default() };
-    let saved = ir::save_model_with(&model, staging.path(), "model.onnx", write);
-    bar.finish_and_clear();
-    // The error names the staging folder's file; say which package it was for.
-    let saved = saved.map_err(|source| match source {
-        ir::Error::Io { .. } => Error::Write { output: req.output.clone(), source },
-        other => Error::Ir(other),
-    })?;
-    if task.is_encoder() {
+    let mut parts = Vec::with_capacity(built.len());
+    let mut files: Vec<String> = Vec::new();
+    let mut part_inputs = Vec::new();
+    for (part, model, pipeline) in built {
+        let inputs: Vec<&str> = model.graph.inputs.iter().map(|i| i.name.as_str()).collect();
+        part_inputs.push(format!("{}: {}", part.part.file, inputs.join(", ")));
+        let saved = write_part(req, &part.part, &model, staging.path(), progress)?;
+        files.extend([part.part.file.to_string(), part.part.data_file()]);
+        if part.part.role == Role::Decoder {
+            let generation = read_generation_config(&req.model_dir)?;
+            let provider_options: Vec<serde_json::Value> = table
+                .genai_provider_options()
+                .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
+                .unwrap_or_default();
+            let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, part.part.file, provider_options, generation.as_ref());
+            notes.extend(genai_notes);
+            if let Some(p) = table.genai_provider_options() {
+                let source = p.source.as_deref().unwrap_or("no source given");
+                notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));
+            }
+            write_json(&staging.path().join(GENAI_CONFIG), &config)?;
+            files.push(GENAI_CONFIG.to_string());
+        }
+        parts.push(PartReport {
+            role: part.part.role,
+            file: part.part.file.to_string(),
+            nodes: model.graph.nodes.len(),
+            initializers: saved.external_tensors + saved.inline_tensors,
+            model_bytes: saved.model_bytes,
+            data_bytes: saved.data_bytes,
+            quantized: pipeline.quant.as_ref().map(|q| q.report()).unwrap_or_default(),
+            pipeline,
+        });
+    }
+    if !plan.genai() {
         notes.push(format!(
             "genai_config.json is not written: onnxruntime-genai runs decoders only; this {task} package runs on ONNX Runtime directly (inputs {})",
-            model.graph.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+            part_inputs.join("; ")
         ));
-    } else {
-        let generation = read_generation_config(&req.model_dir)?;
-        let provider_options: Vec<serde_json::Value> = table
-            .genai_provider_options()
-            .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
-            .unwrap_or_default();
-        let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, provider_options, generation.as_ref());
-        notes.extend(genai_notes);
-        if let Some(p) = table.genai_provider_options() {
-            let source = p.source.as_deref().unwrap_or("no source given");
-            notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));
-        }
-        write_json(&staging.path().join(GENAI_CONFIG), &config)?;
     }
-    notes.extend(pipeline.not_implemented.iter().map(|r| {
-        format!("{}.toml lists `{r}` for {}, which this build does not implement yet; it was skipped", table.name, req.dtype)
-    }));
-    let quantized = pipeline.quant.as_ref().map(|q| q.report()).unwrap_or_default();
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &companions.copyable)?;
-    let files: Vec<&str> = PACKAGE_FILES
+    files.push(BUILD_REPORT.to_string());
+    files.extend(copied_files.iter().cloned());
+    let part_json: Vec<serde_json::Value> = plan
+        .parts
         .iter()
-        .copied()
-        .filter(|f| !(task.is_encoder() && *f == GENAI_CONFIG))
-        .chain(copied_files.iter().map(String::as_str))
+        .zip(&parts)
+        .map(|(plan_part, written)| part_json(plan_part, written, req.quant.as_ref()))
         .collect();
     let report = serde_json::json!({
         "tool": TOOL_NAME,
@@ -226,32 +238,56 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "dtype": req.dtype.name(),
         "model_type": ckpt.config.model_type,
         "task": task.name(),
-        "role": plan.role.name(),
-        "genai_config": !task.is_encoder(),
+        "genai_config": plan.genai(),
         "files": files,
         "tokenizer": { "genai_loadable": companions.genai_loadable() },
         "notes": notes,
         "warnings": warnings,
-        "pipeline": [pipeline],
-        "quantization": quant.as_ref().map(|q| quantization_json(req.quant.as_ref(), q, &pipeline, &quantized)),
-        "validation": { "ok": true, "problems": [] },
+        "parts": part_json,
     });
     write_json(&staging.path().join(BUILD_REPORT), &report)?;
     claim.commit(staging)?;
 
-    Ok(BuildReport {
-        output: req.output.clone(),
-        nodes: model.graph.nodes.len(),
-        initializers: saved.external_tensors + saved.inline_tensors,
-        model_bytes: saved.model_bytes,
-        data_bytes: saved.data_bytes,
-        copied_files,
-        notes,
-        warnings,
-        pipeline,
-        task,
-        quantized,
-        seconds: start.elapsed().as_secs_f64(),
+    Ok(BuildReport { output: req.output.clone(), parts, copied_files, notes, warnings, task, seconds: start.elapsed().as_secs_f64() })
+}
+
+/// Writes one part's model file and external data into the staging folder, with a byte
+/// progress bar.
+fn write_part(req: &BuildRequest, part: &Part, model: &ir::Model, staging: &Path, progress: &mut dyn FnMut(&str)) -> Result<ir::SaveReport> {
+    progress(&format!("writing {} and {}", part.file, part.data_file()));
+    let bar = write_progress_bar();
+    let on_bytes: ir::Progress = {
+        let bar = bar.clone();
+        std::sync::Arc::new(move |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+    };
+    let write = ir::WriteOptions { threads: req.threads, progress: Some(on_bytes), ..Default::default() };
+    let saved = ir::save_model_with(model, staging, part.file, write);
+    bar.finish_and_clear();
+    // The error names the staging folder's file; say which package it was for.
+    saved.map_err(|source| match source {
+        ir::Error::Io { .. } => Error::Write { output: req.output.clone(), source },
+        other => Error::Ir(other),
+    })
+}
+
+/// One part's entry in build_report.json: its role, files and plan, what the pipeline did,
+/// what validation found and how it was quantized.
+fn part_json(plan: &PartPlan, written: &PartReport, req: Option<&QuantRequest>) -> serde_json::Value {
+    serde_json::json!({
+        "role": written.role.name(),
+        "file": written.file,
+        "data_file": plan.part.data_file(),
+        "plan": plan.plan.role.section(plan.plan.dtype),
+        "nodes": written.nodes,
+        "initializers": written.initializers,
+        "model_bytes": written.model_bytes,
+        "data_bytes": written.data_bytes,
+        "pipeline": written.pipeline,
+        "quantization": plan.quant.as_ref().map(|q| quantization_json(req, q, &written.pipeline, &written.quantized)),
+        "validation": { "ok": true, "problems": [] },
     })
 }
 
@@ -292,29 +328,6 @@ fn left_padding_warning(table: &ep_sets::EpTable, dtype: DType, pipeline: &Pipel
     })
 }
 
-/// The `--quant` request checked against the table's `[quant.<bits>]` section, before any
-/// weight is read.
-fn resolve_quant(req: Option<&QuantRequest>, table: &ep_sets::EpTable, dtype: DType) -> Result<Option<QuantStep>> {
-    let Some(req) = req else { return Ok(None) };
-    let Some(plan) = table.quant(req.bits) else {
-        let offered: Vec<&str> = table.quant_plans().map(|q| q.bits.name()).collect();
-        return Err(Error::Request(format!(
-            "--quant {}: the {} table (ep-sets/tables/{}.toml) has no [quant.{}] section; it offers {}",
-            req.bits,
-            table.name,
-            table.name,
-            req.bits,
-            if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
-        )));
-    };
-    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
-    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
-    if !qmoe {
-        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
-    }
-    Ok(Some(step))
-}
-
 /// build_report.json's `quantization` entry: the settings, what stayed float and why, and
 /// every quantized tensor with its weight error.
 fn quantization_json(req: Option<&QuantRequest>, step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
@@ -348,7 +361,8 @@ pub fn optimized_model_with(model_dir: &Path, ep: &str, dtype: DType, explain: b
     optimized_model_for(model_dir, None, ep, dtype, explain, quant)
 }
 
-/// [`optimized_model_with`] for a chosen task (`None`: the checkpoint's default).
+/// [`optimized_model_with`] for a chosen task (`None`: the checkpoint's default): the package's
+/// main part (its decoder, or its encoder), from the same plan `build` resolves.
 pub fn optimized_model_for(
     model_dir: &Path,
     task: Option<Task>,
@@ -357,34 +371,28 @@ pub fn optimized_model_for(
     explain: bool,
     quant: Option<&QuantRequest>,
 ) -> Result<(ir::Model, PipelineReport)> {
-    let sets = EpSets::builtin()?;
-    let ckpt = Checkpoint::open(model_dir)?;
-    let task = match task {
-        Some(t) => t,
-        None => Task::default_for(&ckpt)?,
-    };
-    let (table, plan) = sets.role_plan(ep, role_of(task), dtype)?;
-    let step = resolve_quant(quant, table, dtype)?;
-    let mut model = task.build(&ckpt, &build_options(plan, dtype))?;
-    let report = optimize(&mut model, table, plan, explain, step.as_ref())?;
+    let mut parts = optimized_parts(model_dir, task, ep, dtype, explain, quant)?;
+    let main = parts.iter().position(|(p, _, _)| matches!(p.role, Role::Decoder | Role::Encoder)).unwrap_or(0);
+    let (_, model, report) = parts.swap_remove(main);
     Ok((model, report))
 }
 
-/// The sub-model role a task's graph has: the EP pipeline runs that role's plan.
-pub fn role_of(task: Task) -> ep_sets::Role {
-    if task.is_encoder() { ep_sets::Role::Encoder } else { ep_sets::Role::Decoder }
-}
-
-/// The task options an EP table's structural flags ask for. Flags reach `models` by name,
-/// never as an EP: `concrete_dims` fixes the dims the table's `limits` give (`batch`).
-pub fn build_options(plan: &ep_sets::DtypePlan, dtype: DType) -> BuildOptions {
-    let mut options = BuildOptions { dtype, ..Default::default() };
-    if plan.has_flag("concrete_dims") {
-        if let Some(&batch) = plan.limits.get("batch") {
-            options.concrete_dims.insert("batch_size".into(), batch);
-        }
-    }
-    options
+/// Every part of the package `build` would write, optimized and validated, in memory.
+pub fn optimized_parts(
+    model_dir: &Path,
+    task: Option<Task>,
+    ep: &str,
+    dtype: DType,
+    explain: bool,
+    quant: Option<&QuantRequest>,
+) -> Result<Vec<(Part, ir::Model, PipelineReport)>> {
+    let sets = EpSets::builtin()?;
+    let request = PlanRequest { model_dir, ep, dtype, task, tied_head: models::TiedHead::Shared, kv_cache: models::KvCache::Dynamic, quant };
+    let plan = plan::resolve(&sets, &request)?;
+    plan.parts
+        .iter()
+        .map(|p| p.optimized(&plan.ckpt, plan.table, explain).map(|(m, r)| (p.part.clone(), m, r)))
+        .collect()
 }
 
 /// The checkpoint's `generation_config.json`, when present.

@@ -232,7 +232,7 @@ fn cpu_build_reports_its_rules() {
         .unwrap();
     assert!(output.status.success());
     let json: Value = serde_json::from_slice(&output.stdout).expect("--diag-format json prints JSON on stdout");
-    let rules = json["diagnostics"]["rules"].as_array().unwrap();
+    let rules = json["parts"][0]["diagnostics"]["rules"].as_array().unwrap();
     let gqa = rules.iter().find(|r| r["rule"] == "fuse.gqa_rotary").expect("fuse.gqa_rotary reported");
     assert_eq!(gqa["fired"], 2);
     assert_eq!(gqa["candidates"], 2);
@@ -245,7 +245,7 @@ fn cpu_build_reports_its_rules() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("build_report.json")).unwrap()).unwrap();
     assert_eq!(report["ep"], "cpu");
     assert_eq!(report["dtype"], "f32");
-    assert_eq!(report["validation"]["ok"], true);
+    assert_eq!(report["parts"][0]["validation"]["ok"], true);
     let config: Value = serde_json::from_str(&std::fs::read_to_string(out.join("genai_config.json")).unwrap()).unwrap();
     assert_eq!(config["search"]["past_present_share_buffer"], true, "GQA shares the KV buffer");
 }
@@ -525,7 +525,7 @@ fn json_diagnostics_on_success_and_failure() {
     let (code, doc) = run(&fixture("tiny-llama"), &dir.path().join("ok"));
     assert_eq!(code, Some(0));
     assert_eq!((doc["ep"].as_str(), doc["dtype"].as_str(), doc["ok"].as_bool()), (Some("cpu"), Some("f32"), Some(true)));
-    assert!(doc["diagnostics"]["rules"].is_array() && doc["error"].is_null());
+    assert!(doc["parts"][0]["diagnostics"]["rules"].is_array() && doc["error"].is_null());
     let bad = with_config(dir.path(), |c| {
         c.insert("hidden_act".into(), Value::String("mish".into()));
     });
@@ -563,7 +563,7 @@ fn an_encoder_package_has_no_genai_config() {
     assert!(r.stderr.contains("genai_config.json is not written") && r.stderr.contains("[encoder]"), "{}", r.stderr);
     assert!(!out.join("genai_config.json").exists());
     let report: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
-    assert_eq!((report["task"].as_str(), report["role"].as_str(), report["genai_config"].as_bool()), (Some("feature-extraction"), Some("encoder"), Some(false)));
+    assert_eq!((report["task"].as_str(), report["parts"][0]["role"].as_str(), report["genai_config"].as_bool()), (Some("feature-extraction"), Some("encoder"), Some(false)));
     // --force replaces it: its report lists exactly the files it holds.
     let r = tailor(&bert, &out, &["--ep", "default", "--force"]);
     assert!(r.status.success(), "{}", r.stderr);

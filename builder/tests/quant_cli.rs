@@ -46,7 +46,7 @@ fn an_embedding_whose_rows_do_not_fill_blocks_is_named() {
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128"], &["model.embed_tokens.weight", "--block-size 128", "--quant-embeddings none"]);
     // Without the embedding it builds: K = 64 is padded to one block of 128 for MatMulNBits.
     let (_d, v, _) = report(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128", "--quant-embeddings", "none"]);
-    assert_eq!(v["quantization"]["block_size"], 128);
+    assert_eq!(v["parts"][0]["quantization"]["block_size"], 128);
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn defaults_come_from_the_table_and_flags_override_them() {
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
     let (_d, v, stderr) = report(&model, &["--ep", "cpu", "--quant", "int4"]);
-    let q = &v["quantization"];
+    let q = &v["parts"][0]["quantization"];
     assert_eq!((q["accuracy_level"].as_i64(), q["lm_head"].as_str(), q["embeddings"].as_str()), (Some(4), Some("int4"), Some("int4")));
     assert_eq!(v["dtype"], "f32");
     assert!(stderr.contains("largest weight error") && stderr.contains("package"), "{stderr}");
@@ -66,7 +66,7 @@ fn defaults_come_from_the_table_and_flags_override_them() {
         &model,
         &["--ep", "cpu", "--quant", "int8", "--quant-lm-head", "none", "--quant-embeddings", "none", "--quant-exclude", "*.down_proj.weight", "--accuracy-level", "0"],
     );
-    let q = &v["quantization"];
+    let q = &v["parts"][0]["quantization"];
     assert_eq!(q["accuracy_level"], 0);
     let weights: Vec<&str> = q["tensors"].as_array().unwrap().iter().map(|t| t["weight"].as_str().unwrap()).collect();
     assert!(!weights.iter().any(|w| w.contains("down_proj") || w.contains("lm_head") || w.contains("embed")), "{weights:?}");
@@ -77,7 +77,7 @@ fn defaults_come_from_the_table_and_flags_override_them() {
     let (_d, v, _) = report(&model, &["--ep", "cuda"]);
     assert_eq!(v["dtype"], "f16");
     let (_d, v, _) = report(&model, &["--ep", "cuda", "--quant", "int4"]);
-    assert_eq!((v["dtype"].as_str(), v["quantization"]["accuracy_level"].as_i64()), (Some("f16"), Some(0)));
+    assert_eq!((v["dtype"].as_str(), v["parts"][0]["quantization"]["accuracy_level"].as_i64()), (Some("f16"), Some(0)));
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn float_expert_stacks_of_an_unfused_moe_block_are_a_warning() {
     let (_dir, v, stderr) = report(&fixture("tiny-mixtral"), &["--ep", "default", "--quant", "int4"]);
     let config: Value = serde_json::from_slice(&std::fs::read(fixture("tiny-mixtral").join("config.json")).unwrap()).unwrap();
     let layers = config["num_hidden_layers"].as_u64().unwrap() as usize;
-    let kept = v["quantization"]["kept_float"].as_array().unwrap();
+    let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap();
     let stacks: Vec<&Value> = kept.iter().filter(|k| k["why"].as_str().unwrap().starts_with("expert stack of an unfused MoE block")).collect();
     assert_eq!(stacks.len(), 3 * layers, "gate, up and down per layer: {kept:?}");
     assert!(stderr.contains(&format!("{} expert weight stack(s) stay float on default", 3 * layers)), "{stderr}");

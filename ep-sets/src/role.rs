@@ -13,17 +13,23 @@ pub enum Role {
     /// A bidirectional encoder without a cache (tasks `feature-extraction`,
     /// `sentence-embedding`).
     Encoder,
+    /// A vision tower: pixels to image features in the text model's hidden size.
+    Vision,
+    /// A multimodal embedding: token ids and image features to the decoder's input embeddings.
+    Embedding,
 }
 
 impl Role {
     /// Every role, in the order reports list them.
-    pub const ALL: [Role; 2] = [Role::Decoder, Role::Encoder];
+    pub const ALL: [Role; 4] = [Role::Decoder, Role::Encoder, Role::Vision, Role::Embedding];
 
     /// The name tables and reports use.
     pub fn name(self) -> &'static str {
         match self {
             Role::Decoder => "decoder",
             Role::Encoder => "encoder",
+            Role::Vision => "vision",
+            Role::Embedding => "embedding",
         }
     }
 

@@ -40,7 +40,7 @@ mod writeq;
 mod text;
 
 pub use dtype::{dtype_from_safetensors, DType};
-pub use ep_sets::ElemType;
+pub use ep_sets::{ElemType, Role};
 pub use error::{Error, Result};
 pub use files::{entry_kind, regular_file, EntryKind};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};

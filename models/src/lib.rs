@@ -10,12 +10,14 @@ mod error;
 
 pub mod arch;
 pub mod components;
+pub mod parts;
 pub mod tasks;
 
 pub use builder::GraphBuilder;
 pub use checkpoint::{index_shards, Checkpoint};
 pub use config::{Activation, DecoderConfig, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
+pub use parts::Part;
 
 use ir::DType;
 

@@ -58,7 +58,7 @@ def encode(pkg: Path, sentences):
 def test_sentence_embedding_matches_transformers(packages, ep):
     pkg = packages[ep]
     report = json.loads((pkg / "build_report.json").read_text())
-    assert (report["task"], report["role"], report["genai_config"]) == ("sentence-embedding", "encoder", False)
+    assert (report["task"], report["parts"][0]["role"], report["genai_config"]) == ("sentence-embedding", "encoder", False)
     assert not (pkg / "genai_config.json").exists()
     feeds = encode(pkg, REFERENCE["sentences"])
     # The batch has sentences of different lengths: padding is exercised.

@@ -284,7 +284,7 @@ def test_qmoe_experts_are_onnx_runtimes_bytes_per_expert(tmp_path, fixture, asym
 def test_report_records_every_quantized_tensor(tmp_path):
     pkg = build_with(tmp_path / "q", "tiny-qwen2-tied-mqa", "cpu", ["--quant", "int8", "--asymmetric", "--block-size", "16"])
     report = json.loads((pkg / "build_report.json").read_text())
-    q = report["quantization"]
+    q = report["parts"][0]["quantization"]
     assert (q["bits"], q["block_size"], q["symmetric"], q["format"]) == (8, 16, False, "matmul_nbits")
     model = load(pkg)
     ops = [n.op_type for n in model.graph.node]

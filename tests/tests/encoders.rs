@@ -43,7 +43,7 @@ fn check_parity(name: &str) {
         let pkg = dir.path().join(ep);
         let report = build(&fixture(name), ep, None, &pkg);
         assert_eq!(report.task, Task::FeatureExtraction, "{name}: a checkpoint without modules.json builds feature-extraction");
-        assert_eq!(report.pipeline.role, "encoder", "{name} {ep}");
+        assert_eq!(report.parts[0].pipeline.role, "encoder", "{name} {ep}");
         // An encoder package: no genai_config.json (the report says so), the tokenizer travels.
         assert!(!pkg.join("genai_config.json").exists(), "{name} {ep}: an encoder package has no genai_config.json");
         assert!(report.notes.iter().any(|n| n.contains("genai_config.json is not written")), "{name} {ep}: {:?}", report.notes);

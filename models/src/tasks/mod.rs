@@ -36,11 +36,6 @@ impl Task {
         Task::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    /// Whether the task builds an encoder (no KV cache, bidirectional attention).
-    pub fn is_encoder(self) -> bool {
-        !matches!(self, Task::CausalLm)
-    }
-
     /// The task a checkpoint builds when `--task` is not given: a sentence-transformers folder
     /// (`modules.json` beside config.json) gives `sentence-embedding`, another encoder
     /// `model_type` `feature-extraction`, a decoder `causal-lm`. An unsupported `model_type`
@@ -84,19 +79,6 @@ impl Task {
             }
             Task::SentenceEmbedding => pooling::SentencePooling::load(&ckpt.dir, c.hidden_size).map(|_| ()),
             _ => Ok(()),
-        }
-    }
-
-    /// Builds the generic graph of `ckpt` for this task.
-    pub fn build(self, ckpt: &Checkpoint, opts: &crate::BuildOptions) -> Result<ir::Model> {
-        self.check(ckpt)?;
-        match self {
-            Task::CausalLm => causal_lm::build(ckpt, opts),
-            Task::FeatureExtraction => encoder::build(ckpt, opts, None),
-            Task::SentenceEmbedding => {
-                let pooling = pooling::SentencePooling::load(&ckpt.dir, ckpt.config.hidden_size)?;
-                encoder::build(ckpt, opts, Some(&pooling))
-            }
         }
     }
 }
