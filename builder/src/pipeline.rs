@@ -75,8 +75,8 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
         for n in accepted {
             if !family.iter().any(|r| r.info.steps.iter().any(|s| s.id == n.check)) {
                 return Err(Error::Pipeline(format!(
-                    "{}.toml [dtype.{dtype}.not_applicable] names check `{}` of `{id}`, which the rule does not have",
-                    table.name, n.check
+                    "{}.toml [role.{}.{dtype}.not_applicable] names check `{}` of `{id}`, which the rule does not have",
+                    table.name, plan.role, n.check
                 )));
             }
         }

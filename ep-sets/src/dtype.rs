@@ -133,7 +133,7 @@ impl DType {
         DType::U4,
     ];
 
-    /// The dtypes a model can be built in (`--dtype`, the tables' `[dtype.<name>]` sections).
+    /// The dtypes a model can be built in (`--dtype`, the tables' `[role.<role>.<name>]` sections).
     pub const PLAN: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
     /// The ONNX element type.

@@ -1,6 +1,6 @@
 //! One TOML table per ONNX Runtime execution provider (EP).
 //!
-//! A table says, for its EP: which dtypes it builds (`[dtype.f16]` ...), the ordered rule
+//! A table says, for its EP: which dtypes it builds (`[role.decoder.f16]` ...), the ordered rule
 //! lists per pipeline stage, which fusions are required, which ops must be absent, the
 //! structural flags a task gets, the ops (with opset range and per-constraint dtypes) the EP's
 //! kernels claim, each with the ONNX Runtime source it comes from, and the provider entry for

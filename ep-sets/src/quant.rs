@@ -102,7 +102,7 @@ impl QuantChoice {
 pub struct QuantPlan {
     pub bits: QuantBits,
     pub format: QuantFormat,
-    /// The activation dtype (`--dtype` default) of a quantized build; a `[dtype.*]` section of
+    /// The activation dtype (`--dtype` default) of a quantized build; a `[role.decoder.*]` section of
     /// the table.
     pub dtype: crate::DType,
     /// MatMulNBits' `accuracy_level` (`--accuracy-level` default); 0 for the standard form.

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-/// What a sub-model does. `[dtype.D]` sections are the decoder's plans; every other role has
-/// its own `[role.<name>.D]` sections (docs/ep-tables.md, "Roles").
+/// What a sub-model does. Each role has its own `[role.<name>.D]` sections in a table
+/// (docs/ep-tables.md, "Roles").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
     /// A causal LM with a KV cache (task `causal-lm`).
@@ -38,13 +38,10 @@ impl Role {
         Role::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// How a table spells this role's section for dtype `dtype` (`[dtype.f32]`,
+    /// How a table spells this role's section for dtype `dtype` (`[role.decoder.f32]`,
     /// `[role.encoder.f32]`), for messages.
     pub fn section(self, dtype: crate::DType) -> String {
-        match self {
-            Role::Decoder => format!("[dtype.{dtype}]"),
-            other => format!("[role.{}.{dtype}]", other.name()),
-        }
+        format!("[role.{}.{dtype}]", self.name())
     }
 }
 

@@ -13,9 +13,11 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTable {
     pub ep: RawEp,
+    /// `[dtype.<dtype>]`: how tables spelt the decoder's plans before every role had a
+    /// `[role.<role>.<dtype>]` section; read only to say what it is now called.
     #[serde(default)]
-    pub dtype: BTreeMap<String, Spanned<RawPlan>>,
-    /// `[role.<role>.<dtype>]`: the plans of sub-model roles other than the decoder.
+    pub dtype: BTreeMap<String, Spanned<toml::Value>>,
+    /// `[role.<role>.<dtype>]`: the plans of every sub-model role, the decoder's included.
     #[serde(default)]
     pub role: BTreeMap<String, Spanned<BTreeMap<String, Spanned<RawPlan>>>>,
     #[serde(default)]

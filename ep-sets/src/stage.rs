@@ -1,5 +1,5 @@
 //! The pipeline stages: the one model of execution order in the workspace. An EP table's
-//! `[dtype.*]` lists are the schedule: stages run in [`Stage::ALL`] order, and within a stage
+//! `[role.<role>.<dtype>]` lists are the schedule: stages run in [`Stage::ALL`] order, and within a stage
 //! the rules run in the order the list gives (docs/ep-tables.md). A `.rule` file's `stage`
 //! line, when present, says which list the rule belongs in, and is checked against the table.
 
@@ -24,7 +24,7 @@ impl Stage {
     /// All stages in pipeline order.
     pub const ALL: [Stage; 5] = [Stage::Cleanup, Stage::Prefuse, Stage::Fuse, Stage::Lower, Stage::Fold];
 
-    /// The stage's name: its list's key in a `[dtype.*]` section and its `stage` line in a
+    /// The stage's name: its list's key in a `[role.<role>.<dtype>]` section and its `stage` line in a
     /// `.rule` file.
     pub fn name(self) -> &'static str {
         match self {

@@ -40,7 +40,7 @@ pub struct Forbidden {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DtypePlan {
     pub dtype: DType,
-    /// The sub-model role this plan is for (`[dtype.D]`: the decoder; `[role.R.D]`: role R).
+    /// The sub-model role this plan is for (the `R` of its `[role.R.D]` section).
     pub role: Role,
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
@@ -166,7 +166,7 @@ pub struct GenaiProvider {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UnknownDtype {
     pub name: String,
-    /// Where it was written, for the message (`[dtype.f8]`, `claim of Add: constraint T`).
+    /// Where it was written, for the message (`[role.decoder.f8]`, `claim of Add: constraint T`).
     pub place: String,
     /// What it should have been (`f32, f16, bf16`).
     pub expected: String,
@@ -222,8 +222,8 @@ impl EpTable {
         self.plans.get(&d)
     }
 
-    /// The plan of `role` for dtype `d`: `[dtype.d]` for the decoder, `[role.<role>.d]` for
-    /// the others; `None` when the table has no such section.
+    /// The plan of `role` for dtype `d`: its `[role.<role>.d]` section; `None` when the table
+    /// has no such section. The decoder's plans also define the EP's dtypes.
     pub fn role_plan(&self, role: Role, d: DType) -> Option<&DtypePlan> {
         match role {
             Role::Decoder => self.plans.get(&d),
@@ -365,17 +365,18 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         location: Location::at(file, text, e.span()),
         message: e.message().to_string(),
     })?;
-    let mut unknown_dtypes = Vec::new();
-    let mut plans = BTreeMap::new();
-    for (name, plan) in raw.dtype {
-        let Some(dtype) = plan_dtype(&mut unknown_dtypes, name.clone(), format!("[dtype.{name}]"), Some(plan.span())) else { continue };
-        plans.insert(dtype, plan_of(Role::Decoder, dtype, plan));
+    if let Some((name, old)) = raw.dtype.iter().next() {
+        return Err(Error::Parse {
+            location: Location::at(file, text, Some(old.span())),
+            message: format!("`[dtype.{name}]` is the old spelling of the decoder's plan: rename the section to `[role.decoder.{name}]` (and `[dtype.{name}.not_applicable]` to `[role.decoder.{name}.not_applicable]`); every role has `[role.<role>.<dtype>]` sections (docs/ep-tables.md, \"Roles\")"),
+        });
     }
+    let mut unknown_dtypes = Vec::new();
     let mut role_plans: BTreeMap<Role, BTreeMap<DType, DtypePlan>> = BTreeMap::new();
     let mut unknown_roles = Vec::new();
     for (name, by_dtype) in raw.role {
         let span = by_dtype.span();
-        match Role::parse(&name).filter(|r| *r != Role::Decoder) {
+        match Role::parse(&name) {
             Some(role) => {
                 let entry = role_plans.entry(role).or_default();
                 for (d, plan) in by_dtype.into_inner() {
@@ -387,6 +388,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             None => unknown_roles.push((name, Some(span))),
         }
     }
+    let plans = role_plans.remove(&Role::Decoder).unwrap_or_default();
     let mut exclusions = Vec::new();
     for e in raw.exclude {
         let span = e.span();
@@ -499,7 +501,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
     })
 }
 
-/// One `[dtype.D]` or `[role.R.D]` section as a plan.
+/// One `[role.R.D]` section as a plan.
 fn plan_of(role: Role, dtype: DType, plan: toml::Spanned<RawPlan>) -> DtypePlan {
     let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
         v.into_iter()

@@ -47,7 +47,7 @@ impl EpTable {
         let at = || q.span.clone();
         let section = format!("[quant.{}]", q.bits);
         if !self.plans.contains_key(&q.dtype) {
-            problem(at(), format!("{section} dtype `{}` has no [dtype.{}] section", q.dtype, q.dtype));
+            problem(at(), format!("{section} dtype `{}` has no [role.decoder.{}] section", q.dtype, q.dtype));
         }
         if !(0..=4).contains(&q.accuracy_level) {
             problem(at(), format!("{section} accuracy_level {} is not one of 0..=4 (MatMulNBits' attribute)", q.accuracy_level));
@@ -99,7 +99,7 @@ impl EpTable {
             problem(self.name_span.clone(), "ep.provider is empty".into());
         }
         if self.plans.is_empty() {
-            problem(self.name_span.clone(), "the table lists no [dtype.*] section".into());
+            problem(self.name_span.clone(), "the table lists no [role.decoder.*] section".into());
         }
 
         for u in &self.unknown_dtypes {
@@ -114,24 +114,24 @@ impl EpTable {
             }
             for d in &k.dtypes {
                 if self.dtype(*d).is_none() {
-                    problem(k.span.clone(), format!("[kv_cache.static] offers dtype {d}, which has no [dtype.{d}] section"));
+                    problem(k.span.clone(), format!("[kv_cache.static] offers dtype {d}, which has no [role.decoder.{d}] section"));
                 }
             }
         }
         for (name, span) in &self.unknown_roles {
-            let known: Vec<&str> = crate::Role::ALL.iter().filter(|r| **r != crate::Role::Decoder).map(|r| r.name()).collect();
-            problem(span.clone(), format!("unknown role `[role.{name}]` (known: {}; the decoder's plans are the [dtype.*] sections)", known.join(", ")));
+            let known: Vec<&str> = crate::Role::ALL.iter().map(|r| r.name()).collect();
+            problem(span.clone(), format!("unknown role `[role.{name}]` (known: {})", known.join(", ")));
         }
         for (role, by_dtype) in &self.role_plans {
             for (dtype, plan) in by_dtype {
                 if !self.plans.contains_key(dtype) {
-                    problem(plan.span.clone(), format!("{} has no [dtype.{dtype}] section: a role's dtypes are a subset of the EP's", role.section(*dtype)));
+                    problem(plan.span.clone(), format!("{} has no [role.decoder.{dtype}] section: a role's dtypes are a subset of the decoder's, which are the EP's", role.section(*dtype)));
                 }
             }
         }
 
         if let Some(d) = self.default_dtype.filter(|d| !self.plans.contains_key(d)) {
-            problem(self.default_dtype_span.clone(), format!("ep.default_dtype `{d}` has no [dtype.{d}] section"));
+            problem(self.default_dtype_span.clone(), format!("ep.default_dtype `{d}` has no [role.decoder.{d}] section"));
         }
         for (bits, span) in &self.unknown_quant {
             problem(span.clone(), format!("unknown quantization `[quant.{bits}]` (expected int4 or int8)"));

@@ -6,7 +6,7 @@ const GOOD_HEAD: &str = r#"[ep]
 name = "toy"
 provider = "ToyExecutionProvider"
 
-[dtype.f16]
+[role.decoder.f16]
 fuse = ["fuse.gqa"]
 required = ["fuse.gqa"]
 "#;
@@ -39,7 +39,7 @@ fn exclusion_without_why_names_file_and_line() {
 
 #[test]
 fn unknown_dtype_names_file_and_line() {
-    let text = format!("{GOOD_HEAD}\n[dtype.f8]\nfuse = []\n");
+    let text = format!("{GOOD_HEAD}\n[role.decoder.f8]\nfuse = []\n");
     let p = problems(&text);
     assert!(p.iter().any(|m| m.starts_with("toy.toml:") && m.contains("unknown dtype `f8`")), "{p:?}");
     let line: usize = p[0].split(':').nth(1).unwrap().parse().unwrap();
@@ -113,7 +113,7 @@ fn quant_sections_are_checked_against_the_table() {
     );
     let p = problems(&text);
     let has = |s: &str| p.iter().any(|m| m.starts_with("toy.toml:") && m.contains(s));
-    assert!(has("dtype `f32` has no [dtype.f32] section"), "{p:?}");
+    assert!(has("dtype `f32` has no [role.decoder.f32] section"), "{p:?}");
     assert!(has("accuracy_level 7"), "{p:?}");
     assert!(has("com.microsoft.MatMulNBits nodes, which the table does not claim"), "{p:?}");
     assert!(has("com.microsoft.GatherBlockQuantized nodes"), "{p:?}");
@@ -138,4 +138,14 @@ fn default_dtypes_come_from_the_table() {
     assert!(cuda.quant(QuantBits::Int8).is_none());
     let s = load(GOOD_HEAD).unwrap();
     assert_eq!(s.get("toy").unwrap().default_dtype(None), DType::F16, "the only dtype");
+}
+
+/// The decoder's plans were once `[dtype.D]` sections: such a table is refused with the new
+/// name, at the section's line, so an old table is fixed rather than silently empty.
+#[test]
+fn old_dtype_sections_are_refused_with_their_new_name() {
+    let text = "[ep]\nname = \"toy\"\nprovider = \"ToyExecutionProvider\"\n\n[dtype.f16]\nfuse = []\n";
+    let e = load(text).unwrap_err().to_string();
+    assert!(e.starts_with("toy.toml:5:") || e.starts_with("toy.toml:6:"), "{e}");
+    assert!(e.contains("`[dtype.f16]` is the old spelling") && e.contains("`[role.decoder.f16]`"), "{e}");
 }

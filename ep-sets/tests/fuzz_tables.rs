@@ -219,7 +219,7 @@ enum LineEdit {
 #[test]
 fn edited_table_lines_load_or_fail() {
     let files = shipped();
-    let inserts = select(vec!["[ep]", "[[exclude]]", "[dtype.f16]", "fuse = [\"fuse.x\"]", "since = -9223372036854775808", "until = 0", "T = []", "\"", "[", "é = 1", "# c", "", "\t"]);
+    let inserts = select(vec!["[ep]", "[[exclude]]", "[role.decoder.f16]", "fuse = [\"fuse.x\"]", "since = -9223372036854775808", "until = 0", "T = []", "\"", "[", "é = 1", "# c", "", "\t"]);
     let edit = prop_oneof![
         any::<Index>().prop_map(LineEdit::Delete),
         any::<Index>().prop_map(LineEdit::Duplicate),

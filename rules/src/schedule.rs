@@ -1,4 +1,4 @@
-//! The order rules run in. An EP table's `[dtype.*]` lists are the schedule: stages in
+//! The order rules run in. An EP table's `[role.<role>.<dtype>]` lists are the schedule: stages in
 //! [`Stage::ALL`] order, and within a stage the rules in list order, each named rule followed
 //! by its variants (`id.<name>`, ordered among themselves by their `before`/`after` lines).
 //! A rule's `stage` line and its `before`/`after` lines are not a second source of order:

@@ -212,7 +212,7 @@ fn encoder_plans_never_run_the_decoder_rules() {
     // The decoder's plan is untouched by a role exclusion.
     let cpu = sets.get("cpu").unwrap();
     assert!(cpu.excluded("fuse.gqa", ir::DType::F32).is_none() && cpu.excluded_for(Role::Encoder, "fuse.gqa", ir::DType::F32).is_some());
-    let text = "[ep]\nname = \"x\"\nprovider = \"CPUExecutionProvider\"\n[dtype.f32]\nfuse = []\n";
+    let text = "[ep]\nname = \"x\"\nprovider = \"CPUExecutionProvider\"\n[role.decoder.f32]\nfuse = []\n";
     let one = EpSets::from_sources([("x.toml".to_string(), text.to_string())]).unwrap();
     let e = one.role_plan("x", Role::Encoder, ir::DType::F32).unwrap_err().to_string();
     assert!(e.contains("has no [role.encoder.f32] section") && e.contains("encoder plans are: none"), "{e}");

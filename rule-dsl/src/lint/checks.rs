@@ -152,7 +152,7 @@ pub(crate) fn cross(rules: &LoadedRules, tables: &[LoadedTable]) -> Vec<Finding>
     let mut out = Vec::new();
     for t in tables.iter().map(|t| &t.table) {
         unknown_ids(&idx, t, &mut out);
-        // Every plan: the decoder's [dtype.*] and each role's [role.<role>.*].
+        // Every plan: each role's [role.<role>.*].
         for plan in t.all_plans() {
             let entries: Vec<Entry> = plan
                 .pipeline()
@@ -332,7 +332,7 @@ fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut V
                             toml_label(t, e.rref.span.clone(), "listed here"),
                             rule_label(&f.path, emit_pos(em.line), "emitted here"),
                         ],
-                        help: format!("claim the kernel in {} (with its ONNX Runtime source) or drop the rule from [dtype.{dtype}]", t.file),
+                        help: format!("claim the kernel in {} (with its ONNX Runtime source) or drop the rule from [role.{}.{dtype}]", t.file, plan.role),
                     });
                 }
             }
@@ -364,9 +364,9 @@ fn fuse_then_decompose(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &m
                     severity: Severity::Error,
                     code: "fuse-then-decompose",
                     message: format!(
-                        "{} [dtype.{}] fuses into {} with `{}` and later decomposes it with `{}`",
+                        "{} {} fuses into {} with `{}` and later decomposes it with `{}`",
                         t.name,
-                        plan.dtype,
+                        plan.role.section(plan.dtype),
                         qualified(&em.domain, em.op),
                         fe.rref.id,
                         le.rref.id
@@ -378,8 +378,8 @@ fn fuse_then_decompose(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &m
                         rule_label(&lf.path, m.op.pos, format!("`{}` matches it", lr.id)),
                     ],
                     help: format!(
-                        "never fuse what the same (EP, dtype) later decomposes: drop one of them from [dtype.{}], and exclude it with [[exclude]] and a why",
-                        plan.dtype
+                        "never fuse what the same (EP, dtype) later decomposes: drop one of them from {}, and exclude it with [[exclude]] and a why",
+                        plan.role.section(plan.dtype)
                     ),
                 });
             }
@@ -406,9 +406,9 @@ fn lowering_feeds_fusion(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: 
                     severity: Severity::Error,
                     code: "lowering-feeds-fusion",
                     message: format!(
-                        "{} [dtype.{}]: `{}` produces {} after `{}`, which consumes it, has run",
+                        "{} {}: `{}` produces {} after `{}`, which consumes it, has run",
                         t.name,
-                        plan.dtype,
+                        plan.role.section(plan.dtype),
                         le.rref.id,
                         qualified(&em.domain, em.op),
                         fe.rref.id
@@ -439,7 +439,7 @@ fn schedule(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Find
                 out.push(Finding {
                     severity: Severity::Error,
                     code: "schedule-stage",
-                    message: format!("{} [dtype.{}] lists `{}` under `{listed}`, but `{}` says `stage {declared}`", t.name, plan.dtype, e.rref.id, r.id),
+                    message: format!("{} {} lists `{}` under `{listed}`, but `{}` says `stage {declared}`", t.name, plan.role.section(plan.dtype), e.rref.id, r.id),
                     labels: vec![toml_label(t, e.rref.span.clone(), "listed here"), rule_label(&f.path, *pos, "the rule's stage")],
                     help: format!("move `{}` to the `{declared}` list", e.rref.id),
                 });
@@ -460,9 +460,9 @@ fn schedule(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Find
                         severity: Severity::Error,
                         code: "schedule-order",
                         message: format!(
-                            "{} [dtype.{}] runs `{}` {} `{other}`, against `{}`'s `{} {other}`",
+                            "{} {} runs `{}` {} `{other}`, against `{}`'s `{} {other}`",
                             t.name,
-                            plan.dtype,
+                            plan.role.section(plan.dtype),
                             e.rref.id,
                             if before { "after" } else { "before" },
                             r.id,
@@ -492,7 +492,7 @@ fn not_applicable_checks(idx: &Index, t: &EpTable, plan: &DtypePlan, out: &mut V
                 out.push(Finding {
                     severity: Severity::Error,
                     code: "unknown-check",
-                    message: format!("{} [dtype.{}] accepts failures of check `{}`, which `{rule}` does not have", t.name, plan.dtype, n.check),
+                    message: format!("{} {} accepts failures of check `{}`, which `{rule}` does not have", t.name, plan.role.section(plan.dtype), n.check),
                     labels: vec![toml_label(t, n.span.clone(), "named here")],
                     help: format!("its checks: {}", checks.join(", ")),
                 });
