@@ -6,6 +6,7 @@
 use crate::{DecoderConfig, Error, Result};
 use ir::{MappedFile, Recipe, SourceTensor};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,6 +20,37 @@ pub struct Checkpoint {
     /// A name prefix the family's tables use but this checkpoint may lack (see
     /// [`Checkpoint::set_optional_prefix`]).
     optional_prefix: RefCell<Option<String>>,
+    /// For a vision-language checkpoint: (table prefix, stored prefix) pairs that map the text
+    /// families' names (`model.layers.0...`, `lm_head.weight`) onto where this checkpoint stores
+    /// its text model (`language_model.model.layers.0...`, `model.language_model.layers.0...`).
+    text_prefixes: Vec<(String, String)>,
+}
+
+/// Where vision-language checkpoints store their text model, as (table prefix, stored prefix):
+/// transformers 5 writes `model.language_model.*` beside `lm_head.*`; Gemma 3 checkpoints
+/// written by transformers 4 hold `language_model.model.*` and `language_model.lm_head.*`. A
+/// checkpoint whose text model is at the table names already (`model.layers.*`, as the Qwen
+/// 2.5-VL fixture) needs none.
+const TEXT_LAYOUTS: &[&[(&str, &str)]] = &[
+    &[("model.", "model.language_model.")],
+    &[("model.", "language_model.model."), ("lm_head.", "language_model.lm_head.")],
+];
+
+/// The text layout of a vision-language checkpoint's tensor names (see [`TEXT_LAYOUTS`]).
+fn text_prefixes(tensors: &BTreeMap<String, SourceTensor>) -> Vec<(String, String)> {
+    if tensors.keys().any(|k| k.starts_with("model.layers.")) {
+        return Vec::new();
+    }
+    let layout = TEXT_LAYOUTS.iter().find(|l| {
+        let (_, stored) = l[0];
+        tensors.keys().any(|k| k.starts_with(&format!("{stored}layers.")))
+    });
+    layout
+        .into_iter()
+        .flat_map(|l| l.iter())
+        .filter(|(_, stored)| tensors.keys().any(|k| k.starts_with(stored)))
+        .map(|(t, s)| (t.to_string(), s.to_string()))
+        .collect()
 }
 
 impl Checkpoint {
@@ -42,7 +74,16 @@ impl Checkpoint {
                 }
             }
         }
-        Ok(Checkpoint { dir: dir.to_path_buf(), config, tensors, taken: RefCell::new(BTreeMap::new()), unused: RefCell::new(BTreeMap::new()), optional_prefix: RefCell::new(None) })
+        let text_prefixes = if config.multimodal.is_some() { text_prefixes(&tensors) } else { Vec::new() };
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            config,
+            tensors,
+            taken: RefCell::new(BTreeMap::new()),
+            unused: RefCell::new(BTreeMap::new()),
+            optional_prefix: RefCell::new(None),
+            text_prefixes,
+        })
     }
 
     /// Lets table names carry `prefix` even when the checkpoint stores names without it: GPT-2
@@ -55,21 +96,27 @@ impl Checkpoint {
     }
 
     /// The stored name of table name `name`.
-    fn resolve<'a>(&self, name: &'a str) -> &'a str {
+    fn resolve<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        for (table, stored) in &self.text_prefixes {
+            if let Some(rest) = name.strip_prefix(table.as_str()) {
+                return Cow::Owned(format!("{stored}{rest}"));
+            }
+        }
         match self.optional_prefix.borrow().as_deref() {
-            Some(p) => name.strip_prefix(p).unwrap_or(name),
-            None => name,
+            Some(p) => Cow::Borrowed(name.strip_prefix(p).unwrap_or(name)),
+            None => Cow::Borrowed(name),
         }
     }
 
     /// Whether the checkpoint holds `name` (for optional weights such as a tied `lm_head`).
     pub fn has(&self, name: &str) -> bool {
-        self.tensors.contains_key(self.resolve(name))
+        self.tensors.contains_key(self.resolve(name).as_ref())
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
         let name = self.resolve(name);
+        let name = name.as_ref();
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
             path: self.dir.clone(),
             name: name.to_string(),
@@ -103,6 +150,7 @@ impl Checkpoint {
     /// Records that the graph deliberately does not read `name`, and why.
     pub fn mark_unused(&self, name: &str, reason: &str) {
         let name = self.resolve(name);
+        let name = name.as_ref();
         self.unused.borrow_mut().insert(name.to_string(), reason.to_string());
     }
 

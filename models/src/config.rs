@@ -100,6 +100,9 @@ pub struct DecoderConfig {
     pub pad_token_id: Option<i64>,
     /// The whole JSON object, unknown keys included.
     pub raw: Map<String, Value>,
+    /// A vision-language checkpoint's top level (its own `model_type`, `vision_config`, token
+    /// ids); the fields above are then its `text_config`'s.
+    pub multimodal: Option<Multimodal>,
 }
 
 struct Reader<'a> {
@@ -211,6 +214,17 @@ impl DecoderConfig {
         let Value::Object(map) = value else {
             return Err(Error::Config { path: path.to_path_buf(), reason: "must hold a JSON object".into() });
         };
+        if let Some(text) = Multimodal::text_config(path, &map)? {
+            let mut config = Self::parse_map(path, text)?;
+            config.multimodal = Some(Multimodal::read(path, map)?);
+            return Ok(config);
+        }
+        Self::parse_map(path, map)
+    }
+
+    /// The decoder config of one JSON object (a text-only config.json, or a multimodal one's
+    /// `text_config`).
+    fn parse_map(path: &Path, map: Map<String, Value>) -> Result<DecoderConfig> {
         let r = Reader { path, map: &map };
         let model_type = r
             .present("model_type")
@@ -336,6 +350,7 @@ impl DecoderConfig {
             pad_token_id: r.token_ids("pad_token_id")?.first().copied(),
             model_type,
             raw: map.clone(),
+            multimodal: None,
         })
     }
 
@@ -656,6 +671,53 @@ const UNTYPED_ROPE_KEYS: &[&str] = &["rope_theta", "partial_rotary_factor"];
 
 /// The `rope_type` values this tool builds.
 pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
+
+/// The top level of a vision-language config.json: `text_config` is the decoder
+/// ([`DecoderConfig`] reads it), `vision_config` the vision tower, and the rest (image token
+/// ids, projector settings) what the vision and embedding parts and genai_config.json read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Multimodal {
+    /// The checkpoint's own `model_type` (`qwen2_5_vl`, `gemma3`), not the text model's.
+    pub model_type: String,
+    /// `vision_config`.
+    pub vision: Map<String, Value>,
+    /// Every top-level key.
+    pub raw: Map<String, Value>,
+}
+
+/// Top-level keys a multimodal config carries for its text model when `text_config` lacks them.
+const INHERITED_TEXT_KEYS: &[&str] = &["bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings"];
+
+impl Multimodal {
+    /// `text_config` with the inherited top-level keys, when `map` is a vision-language config
+    /// (it has both `text_config` and `vision_config`); `None` for a text-only config.
+    fn text_config(path: &Path, map: &Map<String, Value>) -> Result<Option<Map<String, Value>>> {
+        let (Some(text), Some(_)) = (map.get("text_config"), map.get("vision_config")) else { return Ok(None) };
+        let Value::Object(text) = text else {
+            return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `text_config` must be an object, found {text}") });
+        };
+        let mut text = text.clone();
+        for key in INHERITED_TEXT_KEYS {
+            if let (false, Some(v)) = (text.contains_key(*key), map.get(*key)) {
+                text.insert((*key).to_string(), v.clone());
+            }
+        }
+        Ok(Some(text))
+    }
+
+    fn read(path: &Path, map: Map<String, Value>) -> Result<Multimodal> {
+        let err = |reason: String| Error::Config { path: path.to_path_buf(), reason };
+        let model_type = match map.get("model_type") {
+            Some(Value::String(t)) => t.clone(),
+            _ => return Err(err("required key `model_type` is missing or not a string".into())),
+        };
+        let vision = match map.get("vision_config") {
+            Some(Value::Object(v)) => v.clone(),
+            other => return Err(err(format!("key `vision_config` must be an object, found {}", other.map_or("nothing".to_string(), |v| v.to_string())))),
+        };
+        Ok(Multimodal { model_type, vision, raw: map })
+    }
+}
 
 #[cfg(test)]
 mod tests {
