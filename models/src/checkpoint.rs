@@ -137,6 +137,19 @@ impl Checkpoint {
         Ok(Recipe::source(t.clone()))
     }
 
+    /// Whether `name` (a stored name) belongs to the text model of a vision-language
+    /// checkpoint (always true for a text-only one): the decoder accounts for these only, the
+    /// other parts read the rest.
+    pub fn is_text_tensor(&self, name: &str) -> bool {
+        if self.config.multimodal.is_none() {
+            return true;
+        }
+        if self.text_prefixes.is_empty() {
+            return name.starts_with("model.") || name.starts_with("lm_head.");
+        }
+        self.text_prefixes.iter().any(|(_, stored)| name.starts_with(stored.as_str())) || (name.starts_with("lm_head.") && !self.text_prefixes.iter().any(|(t, _)| t == "lm_head."))
+    }
+
     /// All tensor names in the checkpoint.
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
         self.tensors.keys().map(String::as_str)

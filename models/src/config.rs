@@ -100,6 +100,9 @@ pub struct DecoderConfig {
     pub pad_token_id: Option<i64>,
     /// The whole JSON object, unknown keys included.
     pub raw: Map<String, Value>,
+    /// Multimodal RoPE (Qwen2.5-VL, Qwen3-VL): `position_ids` is `[3, batch, seq]` (temporal,
+    /// height, width ids) and each rotary frequency takes its angle from one of the three.
+    pub mrope: Option<MropeConfig>,
     /// A vision-language checkpoint's top level (its own `model_type`, `vision_config`, token
     /// ids); the fields above are then its `text_config`'s.
     pub multimodal: Option<Multimodal>,
@@ -349,6 +352,7 @@ impl DecoderConfig {
             eos_token_id: r.token_ids("eos_token_id")?,
             pad_token_id: r.token_ids("pad_token_id")?.first().copied(),
             model_type,
+            mrope: read_mrope(&r, rotary_dim)?,
             raw: map.clone(),
             multimodal: None,
         })
@@ -671,6 +675,61 @@ const UNTYPED_ROPE_KEYS: &[&str] = &["rope_theta", "partial_rotary_factor"];
 
 /// The `rope_type` values this tool builds.
 pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
+
+/// Multimodal RoPE: which of the three position rows (temporal, height, width) each of the
+/// `rotary_dim / 2` frequencies reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MropeConfig {
+    /// `mrope_section`: how many frequencies each row owns (sum: `rotary_dim / 2`).
+    pub section: Vec<usize>,
+    /// `mrope_interleaved` (Qwen3-VL): the rows take turns frequency by frequency (t, h, w, t,
+    /// ...) while each has frequencies left; otherwise (Qwen2.5-VL) contiguous chunks.
+    pub interleaved: bool,
+}
+
+impl MropeConfig {
+    /// For each frequency, the position row (0 temporal, 1 height, 2 width) it reads.
+    pub fn rows(&self) -> Vec<usize> {
+        let half: usize = self.section.iter().sum();
+        if !self.interleaved {
+            return self.section.iter().enumerate().flat_map(|(row, &n)| std::iter::repeat_n(row, n)).collect();
+        }
+        // transformers' interleaved layout: frequency i reads height when i % 3 == 1 and
+        // i < 3 * section[1], width when i % 3 == 2 and i < 3 * section[2], else temporal.
+        (0..half)
+            .map(|i| match i % 3 {
+                1 if i < 3 * self.section[1] => 1,
+                2 if i < 3 * self.section[2] => 2,
+                _ => 0,
+            })
+            .collect()
+    }
+}
+
+/// `mrope_section` (in `rope_parameters` or legacy `rope_scaling`), checked against the rotary
+/// width; absent: no multimodal RoPE.
+fn read_mrope(r: &Reader, rotary_dim: usize) -> Result<Option<MropeConfig>> {
+    let Some((key, Value::Object(params))) = r.first(&["rope_parameters", "rope_scaling"]) else { return Ok(None) };
+    let Some(section) = params.get("mrope_section").filter(|v| !v.is_null()) else { return Ok(None) };
+    let counts: Option<Vec<usize>> = section.as_array().and_then(|a| a.iter().map(|v| v.as_u64().map(|n| n as usize)).collect());
+    let section = match counts {
+        Some(c) if c.len() == 3 => c,
+        _ => return Err(r.err(format!("key `{key}.mrope_section` must list three whole numbers (temporal, height, width), found {section}"))),
+    };
+    if section.iter().sum::<usize>() != rotary_dim / 2 {
+        return Err(r.err(format!(
+            "key `{key}.mrope_section` {section:?} sums to {}, but the rotary dimension {rotary_dim} has {} frequencies",
+            section.iter().sum::<usize>(),
+            rotary_dim / 2
+        )));
+    }
+    let interleaved = match params.get("mrope_interleaved") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(r.err(format!("key `{key}.mrope_interleaved` must be true or false, found {v}"))),
+    };
+    Ok(Some(MropeConfig { section, interleaved }))
+}
 
 /// The top level of a vision-language config.json: `text_config` is the decoder
 /// ([`DecoderConfig`] reads it), `vision_config` the vision tower, and the rest (image token

@@ -13,12 +13,15 @@ pub const REGISTRY_FILE: &str = "fixtures.toml";
 
 /// What a fixture's checkpoint is, which decides the tests that can run it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// A causal LM: built by `tailor build`, in every per-fixture decoder matrix.
     Decoder,
     /// An encoder only (no task builds it yet).
     Encoder,
+    /// A vision-language checkpoint (vision, embedding and decoder parts): the per-part
+    /// parity tests run it, the text-only decoder matrices do not.
+    VisionLanguage,
 }
 
 impl Kind {
@@ -27,10 +30,11 @@ impl Kind {
         match self {
             Kind::Decoder => "decoder",
             Kind::Encoder => "encoder",
+            Kind::VisionLanguage => "vision-language",
         }
     }
 
-    pub(crate) const ALL: [Kind; 2] = [Kind::Decoder, Kind::Encoder];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Decoder, Kind::Encoder, Kind::VisionLanguage];
 }
 
 /// One fixture folder.

@@ -63,7 +63,11 @@ impl DecoderFamily {
         let c = &ckpt.config;
         ckpt.set_optional_prefix(self.optional_prefix);
         let scalars = self.scalars(c)?;
-        let (embedding, mut h) = self.embed(b, ckpt, io, scalars.embedding)?;
+        let (embedding, mut h) = match &io.inputs_embeds {
+            // The embedding part gathered (and scaled) the rows; a tied head still reads the table.
+            Some(embeds) => (self.embedding_table(b, ckpt)?, embeds.clone()),
+            None => self.embed(b, ckpt, io, scalars.embedding)?,
+        };
         let shared = self.shared(b, c, io, scalars)?;
         for i in 0..c.num_hidden_layers {
             h = self.layer(b, ckpt, &shared, i, &h)?;
@@ -143,6 +147,53 @@ impl DecoderFamily {
         Ok(sliding.into_iter().map(|s| s.then_some(size)).collect())
     }
 
+    /// The token embedding table as an initializer, without gathering from it.
+    fn embedding_table(&self, b: &mut GraphBuilder, ckpt: &Checkpoint) -> Result<Embedding> {
+        let (c, n) = (&ckpt.config, &self.names);
+        let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, c.hidden_size])?;
+        let table = b.initializer(n.embed_tokens, recipe.clone().cast(b.float));
+        Ok(Embedding { table, recipe })
+    }
+
+    /// The multimodal embedding part's graph: `input_ids` rows of the token embedding (scaled
+    /// as the family scales text embeddings), with the rows of `image_token_id` replaced, in
+    /// order, by the rows of `image_features` (`[N, hidden]`, N = 0 at decode steps: the
+    /// features get one zero row appended so the gather always has a row to read).
+    pub(crate) fn build_embedding(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, input_ids: &str, image_features: &str, image_token_id: i64) -> Result<String> {
+        let c = &ckpt.config;
+        ckpt.set_optional_prefix(self.optional_prefix);
+        let scalars = self.scalars(c)?;
+        let Embedding { table, .. } = self.embedding_table(b, ckpt)?;
+        let scope = self.names.embed_tokens.trim_end_matches(".weight");
+        let mut text = b.op(&format!("{scope}/Gather"), "Gather", &[&table, input_ids], vec![ir::Attr::int("axis", 0)]);
+        if let Some(scale) = scalars.embedding {
+            let k = scalar(b, &format!("{scope}.embedding_scale"), scale);
+            text = b.op(&format!("{scope}/Mul"), "Mul", &[&text, &k], vec![]);
+        }
+        let s = "image_features/scatter";
+        let token = b.const_i64_1d(&format!("{s}/image_token_id"), &[image_token_id]);
+        let is_image = b.op(&format!("{s}/is_image"), "Equal", &[input_ids, &token], vec![]);
+        let flat_shape = b.const_i64_1d(&format!("{s}/flat_shape"), &[-1]);
+        let flat = b.op(&format!("{s}/flat"), "Reshape", &[&is_image, &flat_shape], vec![]);
+        let counts = b.op(&format!("{s}/counts"), "Cast", &[&flat], vec![ir::Attr::int("to", ir::DType::I64.to_onnx() as i64)]);
+        let axis = b.const_i64_1d(&format!("{s}/axis"), &[0]);
+        let rank = b.op(&format!("{s}/rank"), "CumSum", &[&counts, &axis], vec![]);
+        let one = b.const_i64_1d(&format!("{s}/one"), &[1]);
+        let zero = b.const_i64_1d(&format!("{s}/zero"), &[0]);
+        let index = b.op(&format!("{s}/index"), "Sub", &[&rank, &one], vec![]);
+        let index = b.op(&format!("{s}/index_clipped"), "Max", &[&index, &zero], vec![]);
+        let pad = b.initializer(&format!("{s}/zero_row"), ir::Recipe::from_f32("one zero row".to_string(), vec![1, c.hidden_size], &vec![0.0; c.hidden_size]).cast(b.float));
+        let rows = b.op(&format!("{s}/rows"), "Concat", &[image_features, &pad], vec![ir::Attr::int("axis", 0)]);
+        let picked = b.op(&format!("{s}/picked"), "Gather", &[&rows, &index], vec![ir::Attr::int("axis", 0)]);
+        let tokens = b.op(&format!("{s}/tokens"), "Shape", &[input_ids], vec![]);
+        let hidden = b.const_i64_1d(&format!("{s}/hidden"), &[c.hidden_size as i64]);
+        let shape = b.op(&format!("{s}/shape"), "Concat", &[&tokens, &hidden], vec![ir::Attr::int("axis", 0)]);
+        let picked = b.op(&format!("{s}/picked_3d"), "Reshape", &[&picked, &shape], vec![]);
+        let mask_axis = b.const_i64_1d(&format!("{s}/mask_axis"), &[-1]);
+        let is_image = b.op(&format!("{s}/is_image_3d"), "Unsqueeze", &[&is_image, &mask_axis], vec![]);
+        Ok(b.op(&format!("{s}/Where"), "Where", &[&is_image, &picked, &text], vec![]))
+    }
+
     /// Token (and learned position) embeddings of `input_ids`.
     /// `scale` multiplies the gathered rows (Gemma's sqrt(hidden), Granite's
     /// `embedding_multiplier`) with a `Mul` node, not in the table's recipe, so a tied head,
@@ -185,7 +236,11 @@ impl DecoderFamily {
         }
         let rotary = l.positions == Positions::Rotary;
         let rope = rotary.then(|| {
-            RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length())
+            let cache = RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length());
+            match &c.mrope {
+                Some(m) => cache.multimodal(b, &io.position_ids, &m.rows()),
+                None => cache,
+            }
         });
         let local_rope = match self.layers.local_rope {
             Some(theta) if rotary && windows.iter().any(Option::is_some) => {
@@ -430,6 +485,8 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
     for name in ckpt.unaccounted() {
         if let Some(u) = unused.iter().find(|u| name.ends_with(u.suffix)) {
             ckpt.mark_unused(&name, u.reason);
+        } else if !ckpt.is_text_tensor(&name) {
+            ckpt.mark_unused(&name, "not the text model's: a vision-language checkpoint's vision and embedding parts read it");
         }
     }
     let left = ckpt.unaccounted();

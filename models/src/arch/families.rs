@@ -74,7 +74,9 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
 
 /// Qwen2: bias on q/k/v (never on o_proj).
 pub const QWEN2: DecoderFamily = DecoderFamily {
-    model_types: &["qwen2"],
+    // `qwen2_5_vl_text`: Qwen2.5-VL's text model (its `text_config`), a Qwen2 decoder with
+    // multimodal RoPE (`mrope_section`).
+    model_types: &["qwen2", "qwen2_5_vl_text"],
     names: LLAMA_NAMES,
     layout: Layout { qkv_bias: Bias::Always, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,

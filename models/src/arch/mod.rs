@@ -19,7 +19,12 @@ use crate::{Checkpoint, GraphBuilder, Result};
 
 /// Values the task hands to an architecture, and the names it expects back.
 pub struct DecoderIo {
+    /// The token input whose first two dims are [batch, seq]: `input_ids`, or the
+    /// `inputs_embeds` input of a decoder fed by an embedding part.
     pub input_ids: String,
+    /// `Some(inputs_embeds)`: the decoder starts from these rows instead of gathering from its
+    /// embedding table (a vision-language package's decoder).
+    pub inputs_embeds: Option<String>,
     pub attention_mask: String,
     pub position_ids: String,
     /// `(key, value)` past inputs per layer.

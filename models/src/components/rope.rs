@@ -26,6 +26,9 @@ pub struct RopeCache {
     pub sin: String,
     pub rotary_dim: usize,
     pub head_dim: usize,
+    /// The caches are already per token (`[batch, seq, rotary_dim / 2]`, multimodal RoPE), so
+    /// `RotaryEmbedding` takes no `position_ids`.
+    pub per_token: bool,
 }
 
 /// `1 / base^(2i / dim)` in f32, as transformers computes it.
@@ -193,7 +196,33 @@ impl RopeCache {
             (_, [only, ..]) => add(b, "", only),
             (_, []) => unreachable!("frequencies() returns at least one set"),
         };
-        RopeCache { cos, sin, rotary_dim, head_dim }
+        RopeCache { cos, sin, rotary_dim, head_dim, per_token: false }
+    }
+
+    /// Multimodal RoPE: the per-token caches `[batch, seq, rotary_dim / 2]` for `position_ids`
+    /// `[3, batch, seq]`, frequency `i` taking its angle from position row `rows[i]`. The rows
+    /// are gathered from this cache and combined with one-hot weights (exact: one term is the
+    /// value, the others are zero).
+    pub fn multimodal(self, b: &mut GraphBuilder, position_ids: &str, rows: &[usize]) -> RopeCache {
+        let half = self.rotary_dim / 2;
+        let s = "rotary_emb/mrope";
+        let mut onehot = vec![0.0f32; 3 * half];
+        for (i, &row) in rows.iter().enumerate() {
+            onehot[row * half + i] = 1.0;
+        }
+        let weights = b.initializer(
+            &format!("{s}/row_weights"),
+            Recipe::from_f32(format!("mrope rows {rows:?}"), vec![3, 1, 1, half], &onehot).cast(b.float),
+        );
+        let axis = b.const_i64_1d(&format!("{s}/row_axis"), &[0]);
+        let pick = |b: &mut GraphBuilder, name: &str, cache: &str| -> String {
+            let all = b.op(&format!("{s}/{name}_rows"), "Gather", &[cache, position_ids], vec![Attr::int("axis", 0)]);
+            let weighted = b.op(&format!("{s}/{name}_weighted"), "Mul", &[&all, &weights], vec![]);
+            b.op(&format!("{s}/{name}"), "ReduceSum", &[&weighted, &axis], vec![Attr::int("keepdims", 0)])
+        };
+        let cos = pick(b, "cos", &self.cos);
+        let sin = pick(b, "sin", &self.sin);
+        RopeCache { cos, sin, per_token: true, ..self }
     }
 
     /// `RotaryEmbedding(x, cos, sin, position_ids)` on a `[batch, seq, heads * head_dim]` input.
@@ -202,7 +231,8 @@ impl RopeCache {
         if self.rotary_dim != self.head_dim {
             attrs.push(Attr::int("rotary_embedding_dim", self.rotary_dim as i64));
         }
-        b.op(&format!("{scope}/RotaryEmbedding"), "RotaryEmbedding", &[x, &self.cos, &self.sin, position_ids], attrs)
+        let inputs: &[&str] = if self.per_token { &[x, &self.cos, &self.sin] } else { &[x, &self.cos, &self.sin, position_ids] };
+        b.op(&format!("{scope}/RotaryEmbedding"), "RotaryEmbedding", inputs, attrs)
     }
 }
 

@@ -47,8 +47,27 @@ pub fn family(c: &crate::DecoderConfig) -> Result<&'static arch::DecoderFamily> 
     })
 }
 
-/// Builds the generic causal-LM graph of `ckpt`.
+/// `inputs_embeds` [batch, sequence_length, hidden]: what a vision-language package's
+/// embedding part gives its decoder.
+pub const INPUTS_EMBEDS: &str = "inputs_embeds";
+
+/// What the decoder starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenInput {
+    /// `input_ids`, gathered from the decoder's own embedding table.
+    Ids,
+    /// `inputs_embeds`, made by a separate embedding part.
+    Embeds,
+}
+
+/// Builds the generic causal-LM graph of `ckpt` on `input_ids`.
 pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
+    build_with(ckpt, opts, TokenInput::Ids)
+}
+
+/// Builds the generic causal-LM graph of `ckpt` starting from `input`. With multimodal RoPE
+/// (`mrope_section`), `position_ids` is `[3, batch, sequence_length]`.
+pub fn build_with(ckpt: &Checkpoint, opts: &BuildOptions, input: TokenInput) -> Result<Model> {
     let c = &ckpt.config;
     let family = family(c)?;
     if !opts.dtype.is_plan() {
@@ -80,9 +99,19 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     };
     let kv = |len: &Dim| vec![batch.clone(), Dim::Fixed(c.num_key_value_heads as i64), len.clone(), Dim::Fixed(c.head_dim as i64)];
 
-    let input_ids = b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
+    let (input_ids, inputs_embeds) = match input {
+        TokenInput::Ids => (b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]), None),
+        TokenInput::Embeds => {
+            let e = b.input(INPUTS_EMBEDS, float, vec![batch.clone(), seq.clone(), Dim::Fixed(c.hidden_size as i64)]);
+            (e.clone(), Some(e))
+        }
+    };
     let attention_mask = b.input(ATTENTION_MASK, DType::I64, vec![batch.clone(), total.clone()]);
-    let position_ids = b.input(POSITION_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
+    let position_dims = match c.mrope {
+        Some(_) => vec![Dim::Fixed(3), batch.clone(), seq.clone()],
+        None => vec![batch.clone(), seq.clone()],
+    };
+    let position_ids = b.input(POSITION_IDS, DType::I64, position_dims);
     let mut io_past = Vec::new();
     let mut io_present = Vec::new();
     for i in 0..c.num_hidden_layers {
@@ -93,6 +122,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     }
     let io = DecoderIo {
         input_ids,
+        inputs_embeds,
         attention_mask,
         position_ids,
         past: io_past,

@@ -1,6 +1,7 @@
 //! Tasks own a graph's I/O contract: input and output names, dtypes and shapes.
 
 pub mod causal_lm;
+pub mod embedding;
 pub mod encoder;
 pub mod pooling;
 
