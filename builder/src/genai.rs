@@ -115,7 +115,7 @@ pub fn genai_config(
     let inputs: Vec<&str> = graph.inputs.iter().map(|v| v.name.as_str()).collect();
     let outputs: Vec<&str> = graph.outputs.iter().map(|v| v.name.as_str()).collect();
     let mut io_in = Map::new();
-    for name in ["input_ids", "attention_mask", "position_ids"] {
+    for name in ["input_ids", "inputs_embeds", "attention_mask", "position_ids"] {
         if inputs.contains(&name) {
             io_in.insert(name.into(), json!(name));
         }

@@ -7,6 +7,7 @@ mod companions;
 mod demo;
 mod error;
 mod genai;
+mod genai_vl;
 pub mod diff;
 pub mod hub;
 pub mod inspect;

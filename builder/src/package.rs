@@ -180,6 +180,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         return Err(Error::Strict { warnings });
     }
 
+    let genai = genai_files(req, &plan, &built, &mut notes)?;
     let staging = claim.stage()?;
     let mut parts = Vec::with_capacity(built.len());
     let mut files: Vec<String> = Vec::new();
@@ -189,21 +190,6 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         part_inputs.push(format!("{}: {}", part.part.file, inputs.join(", ")));
         let saved = write_part(req, &part.part, &model, staging.path(), progress)?;
         files.extend([part.part.file.to_string(), part.part.data_file()]);
-        if part.part.role == Role::Decoder {
-            let generation = read_generation_config(&req.model_dir)?;
-            let provider_options: Vec<serde_json::Value> = table
-                .genai_provider_options()
-                .map(|p| vec![serde_json::json!({ p.name.clone(): p.options })])
-                .unwrap_or_default();
-            let (config, genai_notes) = genai_config(&ckpt.config, &model.graph, part.part.file, provider_options, generation.as_ref());
-            notes.extend(genai_notes);
-            if let Some(p) = table.genai_provider_options() {
-                let source = p.source.as_deref().unwrap_or("no source given");
-                notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));
-            }
-            write_json(&staging.path().join(GENAI_CONFIG), &config)?;
-            files.push(GENAI_CONFIG.to_string());
-        }
         parts.push(PartReport {
             role: part.part.role,
             file: part.part.file.to_string(),
@@ -214,6 +200,10 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             quantized: pipeline.quant.as_ref().map(|q| q.report()).unwrap_or_default(),
             pipeline,
         });
+    }
+    for (name, value) in &genai {
+        write_json(&staging.path().join(name), value)?;
+        files.push(name.to_string());
     }
     if !plan.genai() {
         notes.push(format!(
@@ -249,6 +239,36 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     claim.commit(staging)?;
 
     Ok(BuildReport { output: req.output.clone(), parts, copied_files, notes, warnings, task, seconds: start.elapsed().as_secs_f64() })
+}
+
+/// The onnxruntime-genai files of a package with a decoder part: genai_config.json (with the
+/// vision and embedding sections and processor_config.json for a vision-language package),
+/// as (file name, content); none for an encoder package.
+fn genai_files(
+    req: &BuildRequest,
+    plan: &plan::PackagePlan,
+    built: &[(&PartPlan, ir::Model, PipelineReport)],
+    notes: &mut Vec<String>,
+) -> Result<Vec<(&'static str, serde_json::Value)>> {
+    let (table, ckpt) = (plan.table, &plan.ckpt);
+    let graph_of = |role: Role| built.iter().find(|(p, _, _)| p.part.role == role).map(|(p, m, _)| (p.part.file, &m.graph));
+    let Some((decoder_file, decoder)) = graph_of(Role::Decoder) else { return Ok(Vec::new()) };
+    let generation = read_generation_config(&req.model_dir)?;
+    let provider_options: Vec<serde_json::Value> =
+        table.genai_provider_options().map(|p| vec![serde_json::json!({ p.name.clone(): p.options })]).unwrap_or_default();
+    let (mut config, genai_notes) = genai_config(&ckpt.config, decoder, decoder_file, provider_options, generation.as_ref());
+    notes.extend(genai_notes);
+    if let Some(p) = table.genai_provider_options() {
+        let source = p.source.as_deref().unwrap_or("no source given");
+        notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));
+    }
+    let mut files = Vec::new();
+    if let (Some(m), Some((vision_file, vision)), Some((embedding_file, _))) = (&ckpt.config.multimodal, graph_of(Role::Vision), graph_of(Role::Embedding)) {
+        crate::genai_vl::extend_config(&mut config, m, vision_file, vision, embedding_file)?;
+        files.push((crate::genai_vl::PROCESSOR_CONFIG, crate::genai_vl::processor_config(&req.model_dir, m)?));
+    }
+    files.insert(0, (GENAI_CONFIG, config));
+    Ok(files)
 }
 
 /// Writes one part's model file and external data into the staging folder, with a byte

@@ -6,15 +6,21 @@
 //! decoder checkpoint is one `decoder` part, an encoder one `encoder` part; a vision-language
 //! checkpoint will list its `vision` and `embedding` parts beside the decoder.
 
-use crate::tasks::{causal_lm, encoder, pooling::SentencePooling, Task};
-use crate::{BuildOptions, Checkpoint, Result};
+use crate::tasks::causal_lm::TokenInput;
+use crate::tasks::{causal_lm, embedding, encoder, pooling::SentencePooling, Task};
+use crate::{BuildOptions, Checkpoint, Error, Result};
 use ir::Role;
 
 /// How a part's generic graph is built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PartGraph {
-    /// The causal LM with its external KV cache (onnxruntime-genai's decoder contract).
-    CausalLm,
+    /// The causal LM with its external KV cache (onnxruntime-genai's decoder contract), on
+    /// `input_ids` or, in a vision-language package, on `inputs_embeds`.
+    CausalLm(TokenInput),
+    /// A vision-language package's embedding: `input_ids` + `image_features` -> `inputs_embeds`.
+    Embedding,
+    /// A vision-language package's vision tower: pixels -> `image_features`.
+    Vision,
     /// The bidirectional encoder; with pooling, the `sentence_embedding` output too.
     Encoder { pooling: Option<SentencePooling> },
 }
@@ -38,20 +44,32 @@ impl Part {
 
     /// Does this part hold a KV cache (`--kv-cache` applies to it)?
     pub fn has_kv_cache(&self) -> bool {
-        self.graph == PartGraph::CausalLm
+        matches!(self.graph, PartGraph::CausalLm(_))
     }
 
     /// Builds the part's generic graph.
     pub fn build(&self, ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
         match &self.graph {
-            PartGraph::CausalLm => causal_lm::build(ckpt, opts),
+            PartGraph::CausalLm(input) => causal_lm::build_with(ckpt, opts, *input),
+            PartGraph::Embedding => embedding::build(ckpt, opts),
+            PartGraph::Vision => Err(Error::Config {
+                path: ckpt.config.path.clone(),
+                reason: format!(
+                    "`{}` is a vision-language checkpoint; its vision tower is not built yet",
+                    ckpt.config.multimodal.as_ref().map_or("?", |m| m.model_type.as_str())
+                ),
+            }),
             PartGraph::Encoder { pooling } => encoder::build(ckpt, opts, pooling.as_ref()),
         }
     }
 }
 
-/// The file a one-graph package's model is written to.
+/// The file a package's decoder (or an encoder package's encoder) is written to.
 const MODEL_FILE: &str = "model.onnx";
+/// A vision-language package's vision tower and embedding files (the names genai_config.json
+/// gives them).
+const VISION_FILE: &str = "vision.onnx";
+const EMBEDDING_FILE: &str = "embedding.onnx";
 
 impl Task {
     /// The parts `ckpt` builds for this task, in the order they are written (after
@@ -59,7 +77,14 @@ impl Task {
     pub fn parts(self, ckpt: &Checkpoint) -> Result<Vec<Part>> {
         self.check(ckpt)?;
         let part = match self {
-            Task::CausalLm => Part { role: Role::Decoder, file: MODEL_FILE, graph: PartGraph::CausalLm },
+            Task::CausalLm if ckpt.config.multimodal.is_some() => {
+                return Ok(vec![
+                    Part { role: Role::Vision, file: VISION_FILE, graph: PartGraph::Vision },
+                    Part { role: Role::Embedding, file: EMBEDDING_FILE, graph: PartGraph::Embedding },
+                    Part { role: Role::Decoder, file: MODEL_FILE, graph: PartGraph::CausalLm(TokenInput::Embeds) },
+                ])
+            }
+            Task::CausalLm => Part { role: Role::Decoder, file: MODEL_FILE, graph: PartGraph::CausalLm(TokenInput::Ids) },
             Task::FeatureExtraction => Part { role: Role::Encoder, file: MODEL_FILE, graph: PartGraph::Encoder { pooling: None } },
             Task::SentenceEmbedding => {
                 let pooling = SentencePooling::load(&ckpt.dir, ckpt.config.hidden_size)?;

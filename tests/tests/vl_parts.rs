@@ -105,3 +105,28 @@ fn gemma3_vl_embedding_and_causal_decoder_match_transformers() {
     let d = max_abs_diff(&logits, r.get("text_logits").f32(), None);
     assert!(d <= 1e-3, "text-only logits differ by {d}");
 }
+
+/// The decoder part through the cpu table's decoder plan: it validates, every attention is a
+/// GroupQueryAttention (Qwen's per-token mRoPE caches keep RotaryEmbedding as a node before it:
+/// `fuse.gqa`), and it computes the same logits as the generic graph's reference.
+#[test]
+fn vl_decoders_on_cpu_fuse_attention_and_match_transformers() {
+    for (name, logits_key, positions_3d) in [("tiny-qwen2-5-vl", "logits", true), ("tiny-gemma3-vl", "logits_causal", false)] {
+        let dir = fixture(name);
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let sets = ep_sets::EpSets::builtin().unwrap();
+        let (table, plan) = sets.role_plan("cpu", ir::Role::Decoder, ir::DType::F32).unwrap();
+        let mut decoder = causal_lm::build_with(&ckpt, &builder::build_options(plan, ir::DType::F32), TokenInput::Embeds).unwrap();
+        builder::pipeline::optimize(&mut decoder, table, plan, false, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let gqa = decoder.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").count();
+        assert_eq!(gqa, ckpt.config.num_hidden_layers, "{name}: one GroupQueryAttention per layer");
+        let shape = DecoderShape::of(&decoder);
+        let (_d, mut dec) = session_for(&decoder);
+        let r = Reference::load(&dir);
+        let n = r.get("input_ids").i64().shape()[1];
+        let positions = if positions_3d { r.get("position_ids").i64().clone() } else { arange(None, n) };
+        let logits = prefill(&mut dec, &shape, r.get("inputs_embeds").f32(), r.get("attention_mask").i64(), &positions);
+        let d = max_abs_diff(&logits, r.get(logits_key).f32(), None);
+        assert!(d <= 1e-3, "{name}: cpu image prompt logits differ by {d}");
+    }
+}
