@@ -53,7 +53,7 @@ pub(super) fn download(cache: &Path, id: &str, rev: &Revision) -> std::result::R
     }
     let mut files = Vec::new();
     for name in names.iter().filter(|n| wanted(n)) {
-        files.push(RepoFile::parse(name).map_err(|e| format!("{url} lists a {e}"))?);
+        files.push(RepoFile::parse(name).map_err(|e| format!("{url}: the listing's {e}; check HF_ENDPOINT"))?);
     }
     files.sort_by_key(|f| (f.as_str() == "config.json", f.clone()));
     files.dedup();
@@ -107,14 +107,14 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
     };
     if got != commit.as_str() {
         return Err(Failure::Fatal(format!(
-            "{at} says it serves commit `{}` (X-Repo-Commit), not the listing's commit {commit}",
+            "{at} says it serves commit `{}` (X-Repo-Commit), not the listing's commit {commit}; check HF_ENDPOINT",
             shown(got)
         )));
     }
     let Some(etag) = resolved.etag.as_deref() else {
         return Err(Failure::Fatal(format!("{at} answered without an ETag (the file's hash, which names it in the cache)")));
     };
-    let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}")))?;
+    let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}; check HF_ENDPOINT")))?;
     let size = resolved.size;
     if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
         let body = client.body(resolved)?;
