@@ -233,14 +233,15 @@ fn a_revision_that_is_a_path_is_refused_offline_and_online() {
     assert!(!run.err.contains("TOPSECRET"), "{}", run.err);
     // Online, it is refused before any request (a download once wrote the commit there).
     let hub = s.serve(Lies::default());
-    for rev in ["../../../revdir", "/abs/ref", "main/../../x", "a b"] {
+    let absolute = s.root().join("absref").display().to_string();
+    for rev in ["../../../revdir", &absolute, "main/../../x", "a b"] {
         let run = s.build(Some(&hub.url), &[], &["--revision", rev]);
         run.assert_clean_failure();
         assert!(run.err.contains(&format!("--revision `{rev}` is not a branch, tag or commit hash")), "{}", run.err);
     }
     assert!(hub.requests().is_empty(), "{:?}", hub.requests());
     assert_eq!(s.outside(), before);
-    assert!(!s.root().join("revdir").exists());
+    assert!(!s.root().join("revdir").exists() && !s.root().join("absref").exists());
 }
 
 #[test]
