@@ -163,12 +163,12 @@ fn refused(s: &Setup, lies: Lies, names: &[&str]) -> (Run, hub_server::Hub) {
     let hub = s.serve(lies);
     let before = s.outside();
     let run = s.build(Some(&hub.url), &[], &[]);
+    assert_eq!(s.outside(), before, "nothing outside the cache changes: {}", run.err);
+    s.assert_repo_clean();
     run.assert_clean_failure();
     for n in names {
         assert!(run.err.contains(n), "the error names `{n}`: {}", run.err);
     }
-    assert_eq!(s.outside(), before, "nothing outside the cache changes: {}", run.err);
-    s.assert_repo_clean();
     assert!(!s.work.join("out").exists());
     (run, hub)
 }
