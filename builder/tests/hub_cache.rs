@@ -142,3 +142,12 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     assert!(err.contains(&hub.url) && err.contains("404") && err.contains("Repository not found"), "{err}");
     assert!(!work.join("x").exists());
 }
+
+#[test]
+fn build_help_names_the_hub_variables() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for var in ["HF_HUB_CACHE", "HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "refs/pr/1"] {
+        assert!(help.contains(var), "{var}: {help}");
+    }
+}

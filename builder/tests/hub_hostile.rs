@@ -102,8 +102,8 @@ impl Setup {
     }
 
     /// `tailor build --model org/tiny --output out ARGS` against `endpoint` (offline without
-    /// one), with `env`; killed after [`LIMIT`].
-    fn build(&self, endpoint: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Run {
+    /// one), with `env`.
+    fn command(&self, endpoint: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailor"));
         hub_server::clean_env(&mut cmd)
             .args(["build", "--model", "org/tiny", "--output", "out"])
@@ -117,30 +117,38 @@ impl Setup {
             None => cmd.env("HF_HUB_OFFLINE", "1").env("HF_ENDPOINT", "http://127.0.0.1:9"),
         };
         cmd.envs(env.iter().copied());
-        let start = Instant::now();
-        let mut child = cmd.spawn().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
-        });
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("tailor build still running after {LIMIT:?}, a hang: {}", reader.join().unwrap());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let run = Run { code: status.code(), err: reader.join().unwrap(), took: start.elapsed() };
-        // Shown with --nocapture or when the test fails.
-        eprintln!("--- tailor build {args:?} ({:?}, exit {:?}):\n{}", run.took, run.code, run.err);
-        run
+        cmd
     }
+
+    /// That build, run to its end; killed after [`LIMIT`].
+    fn build(&self, endpoint: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> Run {
+        finish(self.command(endpoint, env, args).spawn().unwrap(), Instant::now())
+    }
+}
+
+/// Waits for `child` (started at `start`) and reads its stderr; kills it after [`LIMIT`].
+fn finish(mut child: std::process::Child, start: Instant) -> Run {
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tailor build still running after {LIMIT:?}, a hang: {}", reader.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let run = Run { code: status.code(), err: reader.join().unwrap(), took: start.elapsed() };
+    // Shown with --nocapture or when the test fails.
+    eprintln!("--- tailor build ({:?}, exit {:?}):\n{}", run.took, run.code, run.err);
+    run
 }
 
 struct Run {
@@ -321,4 +329,31 @@ fn a_timeout_variable_that_is_no_number_is_refused() {
         assert!(run.err.contains(&format!("{var}=`{value}` is not a number of seconds")), "{}", run.err);
     }
     assert!(hub.requests().is_empty());
+}
+
+#[test]
+fn an_interrupted_download_leaves_no_partial_blob() {
+    let s = Setup::new();
+    let hub = s.serve(Lies { broken: Some(("config.json".into(), Break::Stall)), ..Lies::default() });
+    let before = s.outside();
+    let blobs = s.repo().join("blobs");
+    let partial = || {
+        std::fs::read_dir(&blobs).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".incomplete")).count())
+    };
+    let start = Instant::now();
+    let child = s.command(Some(&hub.url), &[("HF_HUB_DOWNLOAD_TIMEOUT", "60")], &[]).spawn().unwrap();
+    while partial() == 0 {
+        assert!(start.elapsed() < LIMIT, "no partial blob appeared: {:?}", hub.requests());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Half of config.json is written and the server stalls: Ctrl-C.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: sending a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let run = finish(child, start);
+    assert_eq!(run.code, Some(130), "{}", run.err);
+    assert!(run.err.contains("interrupted by SIGINT") && run.err.contains("removed the unfinished") && run.err.contains(".incomplete"), "{}", run.err);
+    assert_eq!(partial(), 0);
+    assert_eq!(s.outside(), before);
+    s.assert_repo_clean();
 }

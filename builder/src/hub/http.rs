@@ -15,9 +15,9 @@ const MAX_REDIRECTS: usize = 5;
 /// Seconds a connect, a send or a read may wait when no variable says otherwise (the Python
 /// client's `DEFAULT_ETAG_TIMEOUT` / `DEFAULT_DOWNLOAD_TIMEOUT`).
 const DEFAULT_TIMEOUT_SECS: u64 = 10;
-/// The variable for the file listing and each file's headers.
+/// The variable for the file listing (a metadata request, as the Python client's `HEAD`s).
 pub(super) const ETAG_TIMEOUT_VAR: &str = "HF_HUB_ETAG_TIMEOUT";
-/// The variable for the file downloads.
+/// The variable for each file's request (headers and bytes).
 pub(super) const DOWNLOAD_TIMEOUT_VAR: &str = "HF_HUB_DOWNLOAD_TIMEOUT";
 
 /// One attempt's failure: worth another attempt (the network, an overloaded server), or not
@@ -106,7 +106,7 @@ pub(super) struct Resolved {
 
 enum Pending {
     /// The hub's answer carries the bytes.
-    Here(ureq::Response),
+    Here(Box<ureq::Response>),
     /// The hub redirects to another server (a CDN) for them.
     At(String),
 }
@@ -184,7 +184,7 @@ impl Client {
             url: at,
             bytes: match elsewhere {
                 Some(location) => Pending::At(location),
-                None => Pending::Here(resp),
+                None => Pending::Here(Box::new(resp)),
             },
         })
     }
@@ -192,7 +192,7 @@ impl Client {
     /// The bytes a [`Resolved`] points at: its own body, or a GET of the redirect's target.
     pub(super) fn body(&self, resolved: Resolved) -> Result<Body, Failure> {
         let resp = match resolved.bytes {
-            Pending::Here(resp) => resp,
+            Pending::Here(resp) => *resp,
             Pending::At(location) => self.get(&self.files, &location, false)?.0,
         };
         let url = resp.get_url().to_string();

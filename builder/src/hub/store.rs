@@ -19,18 +19,27 @@ pub(super) struct RepoCache {
     root: PathBuf,
 }
 
-/// A temporary file or link, removed when dropped unless it was renamed into place.
-struct Temp(Option<PathBuf>);
+/// A temporary file or link, removed when dropped unless it was renamed into place, and
+/// removed by the signal handler if the process is interrupted (Ctrl-C) meanwhile.
+struct Temp {
+    path: Option<PathBuf>,
+    _on_interrupt: crate::RemoveOnInterrupt,
+}
 
 impl Temp {
+    /// Takes charge of `path`, which exists.
+    fn new(path: &Path) -> Temp {
+        Temp { path: Some(path.to_path_buf()), _on_interrupt: crate::remove_on_interrupt(path) }
+    }
+
     fn kept(mut self) {
-        self.0 = None;
+        self.path = None;
     }
 }
 
 impl Drop for Temp {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
+        if let Some(p) = self.path.take() {
             let _ = fs::remove_file(p);
         }
     }
@@ -147,7 +156,7 @@ impl RepoCache {
             use std::os::unix::fs::OpenOptionsExt;
             fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp).map_err(|e| local(&tmp, e))?
         };
-        let guard = Temp(Some(tmp.clone()));
+        let guard = Temp::new(&tmp);
         let mut hasher = Hasher::new(blob.kind(), size);
         let bar = Bar::new(file, size);
         let mut reader = body.reader.take(size.saturating_add(1));
@@ -196,7 +205,7 @@ impl RepoCache {
         fs::create_dir_all(parent).map_err(|e| local(parent, e))?;
         let tmp = self.root.join(format!(".tailor-link.{}", unique()));
         std::os::unix::fs::symlink(file.link_to(blob), &tmp).map_err(|e| local(&tmp, e))?;
-        let guard = Temp(Some(tmp.clone()));
+        let guard = Temp::new(&tmp);
         fs::rename(&tmp, &ptr).map_err(|e| local(&ptr, e))?;
         guard.kept();
         Ok(())
@@ -208,8 +217,8 @@ impl RepoCache {
         let parent = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(parent).map_err(|e| local(parent, e))?;
         let tmp = self.root.join(format!(".tailor-ref.{}", unique()));
-        let guard = Temp(Some(tmp.clone()));
         let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(|e| local(&tmp, e))?;
+        let guard = Temp::new(&tmp);
         f.write_all(commit.as_str().as_bytes()).and_then(|_| f.sync_all()).map_err(|e| local(&tmp, e))?;
         drop(f);
         fs::rename(&tmp, &path).map_err(|e| local(&path, e))?;
