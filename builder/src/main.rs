@@ -45,12 +45,15 @@ enum Command {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
         /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found
         /// in the local hub cache (HF_HUB_CACHE, else HF_HOME/hub, else
-        /// ~/.cache/huggingface/hub) or, when not cached, downloaded into it (configs,
-        /// safetensors and tokenizer files only; HF_ENDPOINT and HF_TOKEN honoured;
-        /// HF_HUB_OFFLINE=1 forbids it). Without it, the built-in demo checkpoint is used.
+        /// $XDG_CACHE_HOME/huggingface/hub or ~/.cache/huggingface/hub) or, when not cached,
+        /// downloaded into it (configs, safetensors and tokenizer files only; HF_ENDPOINT and
+        /// HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it; HF_HUB_ETAG_TIMEOUT for the file
+        /// list and HF_HUB_DOWNLOAD_TIMEOUT for each file: seconds a connect or read may wait,
+        /// default 10, three attempts). Without it, the built-in demo checkpoint is used.
         #[arg(long, value_name = "DIR|ID")]
         model: Option<PathBuf>,
-        /// With a hub model id: the branch, tag or commit to build (default main).
+        /// With a hub model id: the branch, tag (a git ref name such as `v1.0`, `refs/pr/1`)
+        /// or 40-hex-digit commit to build (default main).
         #[arg(long, value_name = "REV", requires = "model")]
         revision: Option<String>,
         /// Package folder to write. Defaults to ./tailor-demo for the demo checkpoint.

@@ -1,9 +1,11 @@
 //! `--model ORG/NAME` through the real binary, against a fake Hugging Face cache with the real
 //! layout (blobs, snapshots of relative symlinks, refs): found by id and revision; offline, a
 //! missing model, revision or file says where it looked and how to fetch it; online, it is
-//! downloaded from a local server on 127.0.0.1 that answers the hub's URLs for one fixture.
+//! downloaded from a local server on 127.0.0.1 that answers the hub's URLs for one fixture
+//! (tests/hub_server; tests/hub_hostile.rs has the same server lying).
 
 mod common;
+mod hub_server;
 
 use common::*;
 use std::path::Path;
@@ -28,7 +30,7 @@ fn fake_cache(cache: &Path, fixture: &Path, sha: &str) {
 /// `tailor build ARGS` with the cache at `cache`; `endpoint` `None` runs it offline.
 fn build_with(cache: &Path, cwd: &Path, endpoint: Option<&str>, args: &[&str]) -> (bool, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailor"));
-    cmd.arg("build").args(args).env("HF_HUB_CACHE", cache).env_remove("HF_TOKEN").current_dir(cwd);
+    hub_server::clean_env(&mut cmd).arg("build").args(args).env("HF_HUB_CACHE", cache).current_dir(cwd);
     match endpoint {
         Some(e) => cmd.env("HF_ENDPOINT", e).env_remove("HF_HUB_OFFLINE"),
         None => cmd.env("HF_HUB_OFFLINE", "1").env("HF_ENDPOINT", "http://127.0.0.1:9"),
@@ -73,74 +75,6 @@ fn hub_ids_resolve_in_the_local_cache() {
     assert!(!ok && err.contains("--revision applies to a hub model id"), "{err}");
 }
 
-/// A stand-in for the hub on 127.0.0.1: the file list of `org/tiny` at `main`, and each file
-/// with the headers `hf-hub` reads (`etag`, `x-repo-commit`, `Content-Range` for ranges). Every
-/// request's path is recorded. Serves until the test ends.
-struct FakeHub {
-    url: String,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-fn fake_hub(files: Vec<(String, Vec<u8>)>, sha: &'static str) -> FakeHub {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            if reader.read_line(&mut line).is_err() {
-                continue;
-            }
-            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            let mut range = None;
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-                if let Some((k, v)) = h.split_once(':') {
-                    if k.eq_ignore_ascii_case("range") {
-                        range = Some(v.trim().to_string());
-                    }
-                }
-            }
-            seen.lock().unwrap().push(path.clone());
-            let (status, headers, body): (&str, Vec<String>, Vec<u8>) = if path == "/api/models/org/tiny/revision/main" {
-                let siblings: Vec<String> = files.iter().map(|(n, _)| format!("{{\"rfilename\":\"{n}\"}}")).collect();
-                let json = format!("{{\"sha\":\"{sha}\",\"siblings\":[{}]}}", siblings.join(","));
-                ("200 OK", vec!["Content-Type: application/json".into()], json.into_bytes())
-            } else if let Some((i, (_, data))) = path.strip_prefix("/org/tiny/resolve/main/").and_then(|f| files.iter().enumerate().find(|(_, (n, _))| n == f)) {
-                let total = data.len();
-                let (start, end) = match range.as_deref().and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.split_once('-')) {
-                    Some((a, b)) => (a.parse().unwrap_or(0), b.parse::<usize>().map_or(total.saturating_sub(1), |e| e.min(total.saturating_sub(1)))),
-                    None => (0, total.saturating_sub(1)),
-                };
-                let body = if total == 0 || start > end { Vec::new() } else { data[start..=end].to_vec() };
-                let headers = vec![
-                    format!("etag: \"blob-{i}\""),
-                    format!("x-repo-commit: {sha}"),
-                    format!("Content-Range: bytes {start}-{end}/{total}"),
-                ];
-                ("206 Partial Content", headers, body)
-            } else {
-                ("404 Not Found", vec![], b"not found".to_vec())
-            };
-            let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
-            for h in headers {
-                head.push_str(&h);
-                head.push_str("\r\n");
-            }
-            head.push_str("\r\n");
-            let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body));
-        }
-    });
-    FakeHub { url, requests }
-}
-
 #[test]
 fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -151,10 +85,13 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
         .map(|e| e.unwrap())
         .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
         .collect();
-    // A file a build never reads is listed but not fetched.
+    // A file a build never reads is listed but not fetched; a nested one is linked two
+    // folders deep.
     files.push(("pytorch_model.bin".into(), vec![0u8; 64]));
+    files.push(("1_Pooling/config.json".into(), br#"{"pooling_mode_mean_tokens": true}"#.to_vec()));
+    assert!(files.iter().any(|(n, _)| hub_server::is_lfs(n)), "the fixture has an LFS-served file");
     let sha = "89abcdef0123456789abcdef0123456789abcdef";
-    let hub = fake_hub(files.clone(), sha);
+    let hub = hub_server::serve(files.clone(), sha, hub_server::Lies::default());
     let cache = dir.path().join("cache");
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
@@ -162,27 +99,55 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out"]);
     assert!(ok, "{err}");
     assert!(work.join("out/model.onnx").is_file() && work.join("out/tokenizer.json").is_file(), "{err}");
-    // The Python client's layout: refs/main -> commit, snapshot links into blobs.
+    // The Python client's layout: refs/main -> commit (no newline), snapshot links into
+    // blobs/<etag>, the etag of an LFS file being its X-Linked-Etag (the CDN's ETag is none).
     let repo = cache.join("models--org--tiny");
-    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).unwrap().trim(), sha);
+    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).unwrap(), sha);
     for (name, data) in files.iter().filter(|(n, _)| n != "pytorch_model.bin") {
         let link = repo.join("snapshots").join(sha).join(name);
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "{name} is a link into blobs/");
+        let ups = "../".repeat(name.matches('/').count() + 2);
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new(&format!("{ups}blobs/{}", hub_server::etag_of(name, data))), "{name}");
         assert_eq!(&std::fs::read(&link).unwrap(), data, "{name}");
     }
-    let fetched = hub.requests.lock().unwrap().clone();
+    let blobs: Vec<String> = std::fs::read_dir(repo.join("blobs")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(blobs.len(), files.len() - 1, "one blob per fetched file, no temporary file left: {blobs:?}");
+    let fetched = hub.requests();
     assert!(!fetched.iter().any(|p| p.ends_with("pytorch_model.bin")), "{fetched:?}");
-    assert!(fetched.iter().any(|p| p.ends_with("/model.safetensors")), "{fetched:?}");
+    assert!(fetched.iter().any(|p| p == &format!("/org/tiny/resolve/{sha}/model.safetensors")), "files are fetched at the listed commit: {fetched:?}");
+    assert!(fetched.iter().any(|p| p.starts_with("/cdn/")), "the LFS redirect is followed: {fetched:?}");
+    assert_eq!(fetched.last().map(String::as_str), Some(&*format!("/org/tiny/resolve/{sha}/config.json")), "config.json comes last");
 
-    // Now cached: offline works, and nothing is requested again.
-    let before = hub.requests.lock().unwrap().len();
+    // Now cached: offline works, and so does online, and nothing is requested again.
+    let before = hub.requests().len();
     let (ok, err) = build(&cache, &work, &["--model", "org/tiny", "--output", "out2"]);
     assert!(ok, "{err}");
-    assert_eq!(hub.requests.lock().unwrap().len(), before);
+    let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out3"]);
+    assert!(ok, "{err}");
+    assert_eq!(hub.requests().len(), before);
+
+    // A snapshot missing one file (refs/main not yet written, as after an interrupted
+    // download): only that file is fetched again.
+    std::fs::remove_file(repo.join("refs/main")).unwrap();
+    std::fs::remove_file(repo.join("snapshots").join(sha).join("tokenizer.json")).unwrap();
+    let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out4"]);
+    assert!(ok, "{err}");
+    let again: Vec<String> = hub.requests()[before..].to_vec();
+    assert_eq!(again, vec!["/api/models/org/tiny/revision/main".to_string(), format!("/org/tiny/resolve/{sha}/tokenizer.json")]);
+    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).unwrap(), sha);
 
     // A model the hub does not have: the error names what was tried.
     let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/missing", "--output", "x"]);
     assert!(!ok && err.contains("models--org--missing does not exist") && err.contains("downloading it failed"), "{err}");
-    assert!(err.contains(&hub.url) && err.contains("404"), "{err}");
+    assert!(err.contains(&hub.url) && err.contains("404") && err.contains("Repository not found"), "{err}");
     assert!(!work.join("x").exists());
+}
+
+#[test]
+fn build_help_names_the_hub_variables() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for var in ["HF_HUB_CACHE", "HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "refs/pr/1"] {
+        assert!(help.contains(var), "{var}: {help}");
+    }
 }

@@ -1,12 +1,15 @@
-//! Downloading a model into the hub cache with `hf-hub` (blocking, `ureq`): the repository's
-//! file list (`/api/models/ORG/NAME/revision/REV`), then each file a build reads, each into
-//! `blobs/` with a `snapshots/<commit>/` link and `refs/<revision>`, as the Python client lays
-//! them out. Files already in the cache at that revision are not fetched again.
+//! Downloading a model into the hub cache: the repository's file list
+//! (`/api/models/ORG/NAME/revision/REV`: its commit and file names), then each file a build
+//! reads (`/ORG/NAME/resolve/COMMIT/FILE`), each into `blobs/` with a `snapshots/<commit>/`
+//! link, and `refs/<revision>` last, as the Python client lays them out. Files already in the
+//! snapshot are not fetched again. Every name the server sends is checked before it names a
+//! file ([`super::names`]); the HTTP side is [`super::http`], the writing [`super::store`].
 
 use std::path::Path;
 
-use hf_hub::api::sync::ApiBuilder;
-use hf_hub::{Cache, Repo, RepoType};
+use super::http::{with_retries, Client, Failure};
+use super::names::{encode_segment, shown, BlobName, Commit, RepoFile, Revision};
+use super::store::RepoCache;
 
 /// `HF_HUB_OFFLINE` set to a true value (`1`, `true`, `yes`, `on`), as the Python client reads it.
 pub(super) fn offline() -> bool {
@@ -30,34 +33,104 @@ pub(super) fn wanted(file: &str) -> bool {
     }
 }
 
-/// Downloads `id` at `rev` into `cache` (the hub folder holding `models--ORG--NAME`), with a
-/// progress bar per file on stderr when it is a terminal.
-pub(super) fn download(cache: &Path, id: &str, rev: &str) -> std::result::Result<(), String> {
-    let endpoint = std::env::var("HF_ENDPOINT").ok().filter(|e| !e.is_empty());
-    let mut builder = ApiBuilder::from_cache(Cache::new(cache.to_path_buf()))
-        .with_progress(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_retries(2);
-    if let Some(e) = &endpoint {
-        builder = builder.with_endpoint(e.trim_end_matches('/').to_string());
+/// The most a file listing may weigh (the hub's are kilobytes; a repository of 100 000 files
+/// is a few MB).
+const LISTING_LIMIT: u64 = 32 << 20;
+
+/// Downloads the files a build reads of `id` at `rev` into `cache` (the folder holding
+/// `models--ORG--NAME`), `refs/<rev>` last, with a progress bar per file on stderr when it is
+/// a terminal. Files already in the snapshot are not fetched; `config.json` is fetched last,
+/// so a snapshot that has it is complete.
+pub(super) fn download(cache: &Path, id: &str, rev: &Revision) -> std::result::Result<(), String> {
+    let client = Client::from_env()?;
+    let from = client.endpoint();
+    let url = format!("{from}/api/models/{id}/revision/{}", encode_segment(rev.as_str()));
+    let (commit, names) = with_retries(|| listing(&client, &url)).map_err(|e| format!("listing its files failed: {e}"))?;
+    if let Revision::Commit(asked) = rev {
+        if *asked != commit {
+            return Err(format!("{url} lists commit {commit}, not the commit {asked} that was asked for"));
+        }
     }
-    if let Some(token) = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()) {
-        builder = builder.with_token(Some(token));
+    let mut files = Vec::new();
+    for name in names.iter().filter(|n| wanted(n)) {
+        files.push(RepoFile::parse(name).map_err(|e| format!("{url}: the listing's {e}; check HF_ENDPOINT"))?);
     }
-    let from = endpoint.as_deref().unwrap_or("https://huggingface.co");
-    let api = builder.build().map_err(|e| format!("cannot set up the hub client: {e}"))?;
-    let repo = api.repo(Repo::with_revision(id.to_string(), RepoType::Model, rev.to_string()));
-    let info = repo.info().map_err(|e| format!("listing its files at {from} failed: {e}"))?;
-    let files: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).filter(|f| wanted(f)).collect();
-    if !files.contains(&"config.json") {
-        return Err(format!("{from} lists no config.json for it at revision `{rev}` (files: {})", info.siblings.len()));
+    files.sort_by_key(|f| (f.as_str() == "config.json", f.clone()));
+    files.dedup();
+    if files.last().is_none_or(|f| f.as_str() != "config.json") {
+        return Err(format!("{url} lists no config.json for it at revision `{}` ({} files listed)", rev.as_str(), names.len()));
     }
-    eprintln!("downloading {id} ({rev}, {} files) from {from} into {}", files.len(), cache.display());
-    for f in files {
-        repo.get(f).map_err(|e| format!("{f}: {e}"))?;
+    let repo = RepoCache::new(cache, id);
+    let todo: Vec<&RepoFile> = files.iter().filter(|f| !repo.is_cached(&commit, f)).collect();
+    eprintln!("downloading {id} ({}, {} of {} files) from {from} into {}", rev.as_str(), todo.len(), files.len(), cache.display());
+    for file in todo {
+        let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
+        with_retries(|| fetch(&client, &repo, &commit, file, &url)).map_err(|e| format!("{file}: {e}"))?;
+    }
+    if let Revision::Ref(name) = rev {
+        with_retries(|| repo.write_ref(name, &commit))?;
     }
     Ok(())
 }
 
+/// The listing at `url`: its commit (`sha`) and file names (`siblings[].rfilename`).
+fn listing(client: &Client, url: &str) -> Result<(Commit, Vec<String>), Failure> {
+    let json = client.get_json(url, LISTING_LIMIT)?;
+    let fatal = |what: String| Failure::Fatal(format!("{url} {what}; check HF_ENDPOINT"));
+    let commit = match json.get("sha") {
+        Some(serde_json::Value::String(s)) => Commit::parse(s).ok_or_else(|| fatal(format!("gives the commit `{}` (`sha`), not a commit hash (40 lowercase hex digits)", shown(s))))?,
+        _ => return Err(fatal("has no `sha` (the commit) in its answer".into())),
+    };
+    let Some(siblings) = json.get("siblings").and_then(|s| s.as_array()) else {
+        return Err(fatal("has no `siblings` list (the files) in its answer".into()));
+    };
+    let mut names = Vec::with_capacity(siblings.len());
+    for s in siblings {
+        match s.get("rfilename") {
+            Some(serde_json::Value::String(n)) => names.push(n.clone()),
+            _ => return Err(fatal("lists a file without an `rfilename` string".into())),
+        }
+    }
+    Ok((commit, names))
+}
+
+/// One attempt at `file` of `commit`: its headers checked (the commit is the listing's, the
+/// ETag is a hash, the size is known), its bytes into `blobs/` unless that blob is already
+/// cached, then its snapshot link.
+fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, url: &str) -> Result<(), Failure> {
+    let resolved = client.resolve(url)?;
+    let at = resolved.url.clone();
+    let Some(got) = resolved.commit.as_deref() else {
+        return Err(Failure::Fatal(format!(
+            "{at} answered without an X-Repo-Commit header, so it is not a Hugging Face hub (or a proxy removes its headers); check HF_ENDPOINT"
+        )));
+    };
+    if got != commit.as_str() {
+        return Err(Failure::Fatal(format!(
+            "{at} says it serves commit `{}` (X-Repo-Commit), not the listing's commit {commit}; check HF_ENDPOINT",
+            shown(got)
+        )));
+    }
+    let Some(etag) = resolved.etag.as_deref() else {
+        return Err(Failure::Fatal(format!("{at} answered without an ETag (the file's hash, which names it in the cache)")));
+    };
+    let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}; check HF_ENDPOINT")))?;
+    let size = resolved.size;
+    if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
+        let body = client.body(resolved)?;
+        let size = match (size, body.len) {
+            (Some(s), Some(l)) if s != l => {
+                return Err(Failure::Fatal(format!("{} sends {l} bytes (Content-Length), but {at} announced {s} (X-Linked-Size)", body.url)));
+            }
+            (Some(s), _) | (None, Some(s)) => s,
+            (None, None) => {
+                return Err(Failure::Fatal(format!("{} sends no size (X-Linked-Size or Content-Length), so a broken-off download could not be told from a whole one", body.url)));
+            }
+        };
+        repo.write_blob(&blob, size, body, file)?;
+    }
+    repo.link(commit, file, &blob)
+}
 #[cfg(test)]
 mod tests {
     use super::wanted;
