@@ -78,6 +78,7 @@ impl Task {
         self.check(ckpt)?;
         let part = match self {
             Task::CausalLm if ckpt.config.multimodal.is_some() => {
+                check_vision_language(ckpt)?;
                 return Ok(vec![
                     Part { role: Role::Vision, file: VISION_FILE, graph: PartGraph::Vision },
                     Part { role: Role::Embedding, file: EMBEDDING_FILE, graph: PartGraph::Embedding },
@@ -93,4 +94,26 @@ impl Task {
         };
         Ok(vec![part])
     }
+}
+
+/// The vision-language checkpoints whose packages this build makes: Qwen2.5-VL and Gemma 3
+/// (the two onnxruntime-genai 0.18 runs whose every part is built here).
+const VISION_LANGUAGE_TYPES: &[&str] = &["qwen2_5_vl", "gemma3"];
+
+/// Refuses, by key and before anything is built, a vision-language checkpoint whose package
+/// this build cannot make.
+fn check_vision_language(ckpt: &Checkpoint) -> Result<()> {
+    let c = &ckpt.config;
+    let Some(m) = &c.multimodal else { return Ok(()) };
+    if !VISION_LANGUAGE_TYPES.contains(&m.model_type.as_str()) {
+        let why = match m.model_type.as_str() {
+            "qwen3_vl" => "Qwen3-VL's deepstack features join the decoder's hidden states after its first layers, which onnxruntime-genai 0.18 would need as extra decoder inputs; its text model (interleaved mRoPE) is read, its package is not built yet",
+            _ => "no vision tower and embedding for it",
+        };
+        return Err(Error::Config {
+            path: c.path.clone(),
+            reason: format!("vision-language `model_type` `{}` is not supported ({why}); supported: {}", m.model_type, VISION_LANGUAGE_TYPES.join(", ")),
+        });
+    }
+    Ok(())
 }

@@ -130,3 +130,22 @@ fn vl_decoders_on_cpu_fuse_attention_and_match_transformers() {
         assert!(d <= 1e-3, "{name}: cpu image prompt logits differ by {d}");
     }
 }
+
+/// A vision-language checkpoint this build has no package for is refused by its `model_type`
+/// before any graph is built, saying why.
+#[test]
+fn unsupported_vision_language_types_are_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("tiny-qwen2-5-vl");
+    for f in ["model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    for (model_type, why) in [("qwen3_vl", "deepstack"), ("llava", "no vision tower")] {
+        config["model_type"] = serde_json::json!(model_type);
+        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+        let ckpt = Checkpoint::open(dir.path()).unwrap();
+        let e = models::tasks::Task::CausalLm.parts(&ckpt).unwrap_err().to_string();
+        assert!(e.contains(&format!("`{model_type}`")) && e.contains(why) && e.contains("qwen2_5_vl, gemma3"), "{e}");
+    }
+}
