@@ -461,3 +461,21 @@ fn qwen2_5_vl_tower_on_other_layouts_equals_a_raster_order_reference() {
         assert_within(&format!("grids {grids:?}"), &[("image_features".into(), diff)], 1e-4);
     }
 }
+
+/// f16 towers (f32 at the interface, tests/src/f16.rs) run on ONNX Runtime's CPU EP and stay
+/// within 5e-2 of the f32 reference (the fixtures' f16 floor).
+#[test]
+fn f16_towers_run_on_cpu_near_the_reference() {
+    for name in [QWEN, GEMMA] {
+        let dir = fixture(name);
+        let r = Reference::load(&dir);
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let model = vision::build_vision(&ckpt, &BuildOptions { dtype: ir::DType::F16, ..Default::default() }).unwrap();
+        assert_eq!(model.graph.outputs[0].dtype, ir::DType::F16);
+        let (_t, mut s) = session_for(&tailor_tests::f16::f32_interface(&model));
+        let feeds = ["pixel_values", "image_grid_thw"].into_iter().filter(|n| r.has(n)).map(|n| (n, r.get(n).clone())).collect();
+        let diff = max_abs_diff(&features(&mut s, feeds), r.get("image_features").f32(), None);
+        eprintln!("{name} f16 image_features max |diff| = {diff:e}");
+        assert_within(&format!("{name} f16 image_features"), &[("image_features".into(), diff)], 5e-2);
+    }
+}

@@ -89,11 +89,11 @@ impl Gemma3Vision {
         if hidden % heads != 0 {
             return Err(v.err(format!("key `vision_config.hidden_size` {hidden} is not a multiple of `vision_config.num_attention_heads` {heads}")));
         }
-        if g.image_size % g.patch != 0 {
+        if !g.image_size.is_multiple_of(g.patch) {
             return Err(v.err(format!("key `vision_config.image_size` {} is not a multiple of `vision_config.patch_size` {}", g.image_size, g.patch)));
         }
         let side = g.tokens_per_side();
-        if side * side != tokens_per_image || g.patches_per_side() % side != 0 {
+        if side * side != tokens_per_image || !g.patches_per_side().is_multiple_of(side) {
             return Err(top.err(format!(
                 "key `mm_tokens_per_image` {tokens_per_image} does not tile the {0}x{0} patch grid (`image_size` / `patch_size`) into square pooling blocks",
                 g.patches_per_side()
