@@ -257,7 +257,10 @@ fn genai_files(
     let provider_options: Vec<serde_json::Value> =
         table.genai_provider_options().map(|p| vec![serde_json::json!({ p.name.clone(): p.options })]).unwrap_or_default();
     let (mut config, genai_notes) = genai_config(&ckpt.config, decoder, decoder_file, provider_options, generation.as_ref());
-    notes.extend(genai_notes);
+    // A vision-language package's type is the checkpoint's own, not its text model's.
+    if ckpt.config.multimodal.is_none() {
+        notes.extend(genai_notes);
+    }
     if let Some(p) = table.genai_provider_options() {
         let source = p.source.as_deref().unwrap_or("no source given");
         notes.push(format!("genai_config.json provider_options `{}` come from {}.toml [ep.genai]: {source}", p.name, table.name));

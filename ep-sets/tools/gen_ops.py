@@ -17,7 +17,7 @@ ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal
 DequantizeLinear Greater GreaterOrEqual Identity If LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not
 Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh
-TensorScatter Transpose Trilu Unsqueeze Where""".split()
+TensorScatter Transpose Trilu Unsqueeze Where Compress Mod ScatterElements""".split()
 MS_OPS = """GroupQueryAttention SkipSimplifiedLayerNormalization SkipLayerNormalization RotaryEmbedding
 FastGelu BiasGelu Gelu MatMulNBits GatherBlockQuantized MultiHeadAttention MoE QMoE""".split()
 # Ops ORT registers in the default domain that are not standard ONNX.

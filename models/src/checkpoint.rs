@@ -95,8 +95,13 @@ impl Checkpoint {
         *self.optional_prefix.borrow_mut() = strip.map(str::to_string);
     }
 
-    /// The stored name of table name `name`.
+    /// The stored name of table name `name`. A name the checkpoint stores is its own: the
+    /// vision tower of a transformers-5 layout (`model.visual.*`, `model.vision_tower.*`) sits
+    /// beside `model.language_model.*` and must not be mapped into the text model.
     fn resolve<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        if self.tensors.contains_key(name) {
+            return Cow::Borrowed(name);
+        }
         for (table, stored) in &self.text_prefixes {
             if let Some(rest) = name.strip_prefix(table.as_str()) {
                 return Cow::Owned(format!("{stored}{rest}"));

@@ -52,13 +52,7 @@ impl Part {
         match &self.graph {
             PartGraph::CausalLm(input) => causal_lm::build_with(ckpt, opts, *input),
             PartGraph::Embedding => embedding::build(ckpt, opts),
-            PartGraph::Vision => Err(Error::Config {
-                path: ckpt.config.path.clone(),
-                reason: format!(
-                    "`{}` is a vision-language checkpoint; its vision tower is not built yet",
-                    ckpt.config.multimodal.as_ref().map_or("?", |m| m.model_type.as_str())
-                ),
-            }),
+            PartGraph::Vision => crate::arch::vision::build_vision(ckpt, opts),
             PartGraph::Encoder { pooling } => encoder::build(ckpt, opts, pooling.as_ref()),
         }
     }
@@ -79,6 +73,8 @@ impl Task {
         let part = match self {
             Task::CausalLm if ckpt.config.multimodal.is_some() => {
                 check_vision_language(ckpt)?;
+                // Every vision option is checked before any part is built.
+                crate::arch::vision::supported(&ckpt.config)?;
                 return Ok(vec![
                     Part { role: Role::Vision, file: VISION_FILE, graph: PartGraph::Vision },
                     Part { role: Role::Embedding, file: EMBEDDING_FILE, graph: PartGraph::Embedding },

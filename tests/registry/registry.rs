@@ -13,15 +13,16 @@ pub const REGISTRY_FILE: &str = "fixtures.toml";
 
 /// What a fixture's checkpoint is, which decides the tests that can run it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A causal LM: built by `tailor build`, in every per-fixture decoder matrix.
     Decoder,
     /// An encoder only (no task builds it yet).
     Encoder,
-    /// A vision-language checkpoint (vision, embedding and decoder parts): the per-part
-    /// parity tests run it, the text-only decoder matrices do not.
-    VisionLanguage,
+    /// A vision-language checkpoint (`text_config` + `vision_config`): a package of parts
+    /// (vision tower, embedding, decoder), tested by its own part tests, in no decoder or
+    /// encoder matrix.
+    Vlm,
 }
 
 impl Kind {
@@ -30,18 +31,18 @@ impl Kind {
         match self {
             Kind::Decoder => "decoder",
             Kind::Encoder => "encoder",
-            Kind::VisionLanguage => "vision-language",
+            Kind::Vlm => "vlm",
         }
     }
 
-    pub(crate) const ALL: [Kind; 3] = [Kind::Decoder, Kind::Encoder, Kind::VisionLanguage];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Decoder, Kind::Encoder, Kind::Vlm];
 }
 
 /// One fixture folder.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fixture {
-    /// The folder's name under the fixtures folder (lower-case letters, digits, `-`), also the
+    /// The folder's name under the fixtures folder (lower-case letters, digits, `-`, `_`), also the
     /// name of its per-fixture tests (with `_` for `-`).
     pub name: String,
     pub kind: Kind,
@@ -113,15 +114,20 @@ impl Registry {
     fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut test_names = BTreeSet::new();
         let mut used = BTreeSet::new();
         for f in &self.fixtures {
+            // `_` is allowed because published model_types have it (`tiny-qwen2_5_vl`); test
+            // names replace `-` by `_`, so two names equal after that would clash.
             let name_ok = f.name.starts_with(|c: char| c.is_ascii_lowercase())
-                && f.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                && f.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
             if !name_ok {
-                problems.push(format!("fixture `{}`: a name is lower-case letters, digits and `-`, starting with a letter", f.name));
+                problems.push(format!("fixture `{}`: a name is lower-case letters, digits, `-` and `_`, starting with a letter", f.name));
             }
             if !seen.insert(f.name.as_str()) {
                 problems.push(format!("fixture `{}` is listed twice", f.name));
+            } else if !test_names.insert(f.name.replace('-', "_")) {
+                problems.push(format!("fixture `{}` has the test name of another fixture (`-` and `_` are the same in test names)", f.name));
             }
             if f.model_type.trim().is_empty() || f.exercises.trim().is_empty() {
                 problems.push(format!("fixture `{}`: `model_type` and `exercises` must not be empty", f.name));

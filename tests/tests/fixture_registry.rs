@@ -40,12 +40,12 @@ fn undeclared_unused_and_repeated_names_are_refused() {
         "[traits]\nrope = \"r\"\nstale = \"s\"\n{}{}{}",
         entry("tiny-a", "llama", "\"rope\""),
         entry("tiny-a", "llama", "\"rope\""),
-        entry("Tiny_B", "llama", "\"ropes\"")
-    );
+        entry("Tiny_B", "llama", "\"ropes\""),
+    ) + &entry("tiny-c_d", "llama", "") + &entry("tiny_c-d", "llama", "");
     let err = Registry::parse("/nowhere".into(), &text).unwrap_err();
     let Error::Invalid { problems, .. } = &err else { panic!("{err}") };
     let all = problems.join("\n");
-    for expected in ["`tiny-a` is listed twice", "trait `ropes` is not declared", "`stale` is declared but no fixture has it", "`Tiny_B`: a name is"] {
+    for expected in ["`tiny-a` is listed twice", "trait `ropes` is not declared", "`stale` is declared but no fixture has it", "`Tiny_B`: a name is", "`tiny_c-d` has the test name of another fixture"] {
         assert!(all.contains(expected), "lacks `{expected}`:\n{all}");
     }
 }
@@ -60,7 +60,8 @@ fn selectors_pick_by_kind_and_trait() {
     let plain = names("rope !qk_norm");
     assert!(plain.contains(&"tiny-llama") && !plain.contains(&"tiny-qwen3") && !plain.contains(&"tiny-gpt2"), "{plain:?}");
     assert_eq!(names("rope").len(), plain.len() + 3);
-    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vision-language"] {
+    assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-gemma3-vl"]);
+    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vlm"] {
         assert!(matches!(r.select(bad), Err(Error::Selector { .. })), "`{bad}` must be refused");
     }
 }

@@ -57,7 +57,7 @@ fn parts(name: &str) -> (Vec<tempfile::TempDir>, ort::session::Session, ort::ses
 
 #[test]
 fn qwen2_5_vl_embedding_and_decoder_match_transformers() {
-    let (_dirs, mut emb, mut dec, shape, r) = parts("tiny-qwen2-5-vl");
+    let (_dirs, mut emb, mut dec, shape, r) = parts("tiny-qwen2_5_vl");
     let ids = r.get("input_ids").i64();
     let embeds = embed(&mut emb, ids, r.get("image_features").f32().clone());
     let d = max_abs_diff(&embeds, r.get("inputs_embeds").f32(), None);
@@ -111,7 +111,7 @@ fn gemma3_vl_embedding_and_causal_decoder_match_transformers() {
 /// `fuse.gqa`), and it computes the same logits as the generic graph's reference.
 #[test]
 fn vl_decoders_on_cpu_fuse_attention_and_match_transformers() {
-    for (name, logits_key, positions_3d) in [("tiny-qwen2-5-vl", "logits", true), ("tiny-gemma3-vl", "logits_causal", false)] {
+    for (name, logits_key, positions_3d) in [("tiny-qwen2_5_vl", "logits", true), ("tiny-gemma3-vl", "logits_causal", false)] {
         let dir = fixture(name);
         let ckpt = Checkpoint::open(&dir).unwrap();
         let sets = ep_sets::EpSets::builtin().unwrap();
@@ -136,7 +136,7 @@ fn vl_decoders_on_cpu_fuse_attention_and_match_transformers() {
 #[test]
 fn unsupported_vision_language_types_are_refused_by_key() {
     let dir = tempfile::tempdir().unwrap();
-    let src = fixture("tiny-qwen2-5-vl");
+    let src = fixture("tiny-qwen2_5_vl");
     for f in ["model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
         std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
     }

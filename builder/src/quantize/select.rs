@@ -2,7 +2,8 @@
 //!
 //! * a `MatMul` whose `B` is a 2-D float initializer (`[K, N]`), or the output of a 2-D
 //!   `Transpose` of one (a tied head reading the embedding `[N, K]` through a Transpose node);
-//! * a `Gather` on axis 0 whose data is a 2-D float initializer (an embedding table).
+//! * a `Gather` on axis 0 whose data is a 2-D float initializer read from the checkpoint (an
+//!   embedding table; computed constants such as rotary caches are not weights).
 //!
 //! The head is the MatMul the generic graph names `lm_head/...` (models name every node after
 //! the module it comes from); every other MatMul is a linear layer.
@@ -81,7 +82,10 @@ pub fn candidates(graph: &Graph) -> Vec<Candidate> {
                 }
             }
             "Gather" if node.attr_int("axis").unwrap_or(0) == 0 => {
-                if let Some(w) = node.input(0).filter(|w| float_2d(graph, w).is_some()) {
+                // A table read from the checkpoint: computed constants (the cos/sin caches
+                // multimodal RoPE gathers per token) are not weights.
+                let weight = |w: &&str| float_2d(graph, w).is_some_and(|r| !r.sources().is_empty());
+                if let Some(w) = node.input(0).filter(weight) {
                     out.push(Candidate { node: node.name.clone(), role: Role::Embedding, weight: w.to_string(), reach: Reach::Table });
                 }
             }

@@ -7,6 +7,7 @@ mod encoder;
 mod families;
 mod family;
 mod moe;
+pub mod vision;
 
 pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
 pub use families::{BERT, ROBERTA, GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
