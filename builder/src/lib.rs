@@ -15,6 +15,7 @@ mod package;
 pub mod pipeline;
 pub mod quantize;
 
+pub use companions::check_tokenizer_file;
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
