@@ -278,17 +278,49 @@ fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
     }
 }
 
-/// Writes to stderr or stdout without panicking: a closed pipe (`tailor ... | head`) must
-/// not stop a build, so write errors are dropped.
+/// Writes to stderr without panicking: a closed pipe (`tailor ... 2>&1 | head`) must not stop
+/// a build, and a failed write to stderr has nowhere to be reported, so its errors are
+/// dropped. Stdout goes through [`print_out`].
 macro_rules! say {
     (err, $($arg:tt)*) => {{
         use std::io::Write;
         let _ = writeln!(std::io::stderr().lock(), $($arg)*);
     }};
-    (out, $($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
+}
+
+/// Writes `text` and a newline to stdout and flushes it. A closed pipe (`tailor inspect |
+/// head`) is not an error: the reader chose to stop. Any other failure (`> /dev/full`, a full
+/// disk, an I/O error) is returned, and the command fails saying so: the output asked for is
+/// lost.
+fn print_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
+/// The exit of a command whose stdout could not be written: the reason on stderr.
+fn stdout_failed(e: &std::io::Error, code: u8) -> ExitCode {
+    say!(err, "error: cannot write to standard output: {e}; the output was lost");
+    ExitCode::from(code)
+}
+
+/// clap's help, version and usage errors: printed by clap, but a failed write to stdout
+/// (`tailor --help > /dev/full`) fails the command instead of exiting 0.
+fn clap_exit(e: clap::Error) -> ! {
+    use std::io::Write;
+    let code = e.exit_code();
+    let printed = e.print().and_then(|()| std::io::stdout().flush());
+    match printed {
+        // Usage errors go to stderr, where a failed write has nowhere to be reported.
+        Err(w) if !e.use_stderr() && w.kind() != std::io::ErrorKind::BrokenPipe => {
+            say!(err, "error: cannot write to standard output: {w}; the output was lost");
+            std::process::exit(if code == 0 { 1 } else { code });
+        }
+        _ => std::process::exit(code),
+    }
 }
 
 fn main() -> ExitCode {
@@ -311,19 +343,19 @@ fn main() -> ExitCode {
     let command = Cli::command().mut_subcommand("build", |b| {
         b.mut_arg("ep", |a| a.value_parser(ep_values(&sets))).mut_arg("quant", |a| a.long_help(quant_help(&sets)))
     });
-    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+    let matches = command.try_get_matches().unwrap_or_else(|e| clap_exit(e));
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => clap_exit(e),
     };
     match cli.command {
         Command::Diff { a, b, json } => match builder::diff::diff(&a, &b) {
             Ok(d) => {
-                if json {
-                    say!(out, "{}", serde_json::to_string_pretty(&d).unwrap_or_default());
-                } else {
-                    say!(out, "{}", d.text().trim_end());
+                let text = if json { serde_json::to_string_pretty(&d).unwrap_or_default() } else { d.text().trim_end().to_string() };
+                match print_out(&text) {
+                    Ok(()) => ExitCode::from(if d.same_model { 0 } else { 1 }),
+                    Err(e) => stdout_failed(&e, 2),
                 }
-                ExitCode::from(if d.same_model { 0 } else { 1 })
             }
             Err(e) => {
                 say!(err, "error: {e}");
@@ -331,13 +363,12 @@ fn main() -> ExitCode {
             }
         },
         Command::Inspect { package, json } => match builder::inspect::inspect(&package) {
-            Ok(i) if json => {
-                say!(out, "{}", serde_json::to_string_pretty(&i).unwrap_or_default());
-                ExitCode::SUCCESS
-            }
             Ok(i) => {
-                say!(out, "{}", i.text().trim_end());
-                ExitCode::SUCCESS
+                let text = if json { serde_json::to_string_pretty(&i).unwrap_or_default() } else { i.text().trim_end().to_string() };
+                match print_out(&text) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => stdout_failed(&e, 1),
+                }
             }
             Err(e) => {
                 say!(err, "error: {e}");
@@ -429,8 +460,9 @@ fn main() -> ExitCode {
                 Err(builder::Error::Validation { report, .. }) => Some(&**report),
                 Err(_) => None,
             };
+            let mut json_lost = None;
             if json {
-                print_json(&req, report, result.as_ref().err());
+                json_lost = print_json(&req, report, result.as_ref().err()).err();
             } else if let Some(p) = report {
                 print_diagnostics(p, explain);
             }
@@ -472,10 +504,20 @@ fn main() -> ExitCode {
                             r.pipeline.host_nodes.join(", ")
                         );
                     }
-                    ExitCode::SUCCESS
+                    match json_lost {
+                        // The package is in place; the document asked for is not.
+                        Some(e) => {
+                            say!(err, "error: cannot write the --diag-format json document to standard output: {e}; the package {} was written", r.output.display());
+                            ExitCode::FAILURE
+                        }
+                        None => ExitCode::SUCCESS,
+                    }
                 }
                 Err(e) => {
                     say!(err, "error: {e}");
+                    if let Some(lost) = json_lost {
+                        say!(err, "error: cannot write the --diag-format json document to standard output: {lost}");
+                    }
                     ExitCode::FAILURE
                 }
             }
@@ -485,8 +527,9 @@ fn main() -> ExitCode {
 
 /// The diagnostics as one JSON document on stdout, on success and on failure alike: the
 /// build's EP and dtype, whether it succeeded, the error if not, and the pipeline report
-/// (rules, per-node records with `--explain`, validation) when the pipeline ran.
-fn print_json(req: &BuildRequest, report: Option<&builder::pipeline::PipelineReport>, error: Option<&builder::Error>) {
+/// (rules, per-node records with `--explain`, validation) when the pipeline ran. A failed
+/// write other than a closed pipe is returned.
+fn print_json(req: &BuildRequest, report: Option<&builder::pipeline::PipelineReport>, error: Option<&builder::Error>) -> std::io::Result<()> {
     let mut doc = match report.map(serde_json::to_value) {
         Some(Ok(serde_json::Value::Object(map))) => map,
         _ => serde_json::Map::new(),
@@ -496,7 +539,7 @@ fn print_json(req: &BuildRequest, report: Option<&builder::pipeline::PipelineRep
     doc.insert("ok".into(), error.is_none().into());
     doc.insert("error".into(), error.map(|e| e.to_string()).into());
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
-    say!(out, "{text}");
+    print_out(&text)
 }
 
 /// One line per rule and role on stderr, and per-node records with `--explain`.

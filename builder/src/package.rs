@@ -237,7 +237,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "validation": { "ok": true, "problems": [] },
     });
     write_json(&staging.path().join(BUILD_REPORT), &report)?;
-    claim.commit(staging)?;
+    warnings.extend(claim.commit(staging)?);
 
     Ok(BuildReport {
         output: req.output.clone(),

@@ -64,6 +64,13 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
             model.display()
         ));
     }
+    if is_current_folder(out) {
+        return refuse(
+            "is the current folder: a package replaces its output folder as a whole (one atomic rename), which would move this folder away from under your shell; \
+             write to a folder inside it (e.g. --output ./package) or run tailor from its parent"
+                .into(),
+        );
+    }
     let meta = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::Absent),
         Err(e) => return Err(Error::io(out, e)),
@@ -97,6 +104,19 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     Ok(Existing::Package)
 }
 
+/// Whether the resolved output `out` is the process's current folder: the same path, or the
+/// same folder (device and inode) reached another way.
+fn is_current_folder(out: &Path) -> bool {
+    let Ok(cwd) = std::env::current_dir() else { return false };
+    if cwd.canonicalize().is_ok_and(|c| c == out) {
+        return true;
+    }
+    match (std::fs::metadata(out), std::fs::metadata(&cwd)) {
+        (Ok(a), Ok(b)) => a.is_dir() && (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
 /// Which entry, if any, is one of the checkpoint's files (the same inode).
 fn holds_checkpoint_file(entries: &[std::fs::DirEntry], protected: &Protected) -> Option<String> {
     entries.iter().find_map(|entry| {
@@ -124,9 +144,11 @@ fn recognise_package(dir: &Path, entries: &[std::fs::DirEntry]) -> std::result::
     if !std::fs::symlink_metadata(&report_path).is_ok_and(|m| m.is_file()) {
         return Err(format!("no {BUILD_REPORT}"));
     }
-    let text = std::fs::read_to_string(&report_path).map_err(|e| format!("{BUILD_REPORT} cannot be read: {e}"))?;
+    let bytes = ir::read_regular(&report_path, ir::DATA_FILE_LIMIT)
+        .map_err(|e| format!("{BUILD_REPORT} cannot be read: {e}"))?
+        .ok_or_else(|| format!("no {BUILD_REPORT}"))?;
     let report: serde_json::Value =
-        serde_json::from_str(&text).map_err(|_| format!("{BUILD_REPORT} is not one this tool wrote"))?;
+        serde_json::from_slice(&bytes).map_err(|_| format!("{BUILD_REPORT} is not one this tool wrote"))?;
     let listed: Vec<String> = match (report.get("tool").and_then(|t| t.as_str()), report.get("files")) {
         (Some(TOOL_NAME), Some(serde_json::Value::Array(files))) => {
             files.iter().filter_map(|f| f.as_str().map(str::to_string)).collect()
