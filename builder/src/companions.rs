@@ -199,10 +199,13 @@ fn sentencepiece_model(bytes: &[u8]) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// A message's fields: (number, payload of a length-delimited field).
+type Fields<'a> = Vec<(u64, Option<&'a [u8]>)>;
+
 /// The fields of a protobuf message: (field number, payload for length-delimited fields), or
 /// why the bytes are not a well-formed message. Group wire types (3, 4), deprecated and unused
 /// by SentencePiece, are refused.
-fn protobuf_fields(mut bytes: &[u8]) -> std::result::Result<Vec<(u64, Option<&[u8]>)>, String> {
+fn protobuf_fields(mut bytes: &[u8]) -> std::result::Result<Fields<'_>, String> {
     fn varint(bytes: &mut &[u8]) -> std::result::Result<u64, String> {
         let mut value = 0u64;
         for i in 0..10 {

@@ -146,16 +146,21 @@ enum Command {
         /// build fails.
         #[arg(long, default_value = "text", value_parser = ["text", "json"])]
         diag_format: String,
-        /// Fail instead of warning, before anything is written: tokenizer files missing or
-        /// unreadable in the checkpoint (genai will not load the package), left padding the
-        /// table's attention cannot take, expert stacks a --quant build keeps float.
+        /// Fail instead of warning, before anything is written: tokenizer files missing,
+        /// unreadable or broken in the checkpoint (genai will not load the package), left
+        /// padding the table's attention cannot take, expert stacks a --quant build keeps float.
         #[arg(long)]
         strict: bool,
     },
     /// Show what a package holds before you ship it: EP, dtype and quantization, inputs and
-    /// outputs, ops by domain, the fusions that fired, host-placed nodes, sizes and the largest
-    /// tensors, and whether genai_config.json matches the graph. Reads no weights.
-    #[command(after_help = "Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
+    /// outputs (repeated ones folded: `past_key_values.{0..23}.key`), ops by domain, the
+    /// fusions that fired, host-placed nodes, sizes and the largest tensors, and whether
+    /// genai_config.json matches the graph. Reads no weights, but checks that every tensor's
+    /// external data lies inside the package and its file is long enough.
+    #[command(after_help = "Exit status: 0 when the package reads, 1 when it does not (a file that is missing, not a\n\
+        regular file or not valid; external data that is truncated or lies outside the package:\n\
+        the message names the tensor) or when the output cannot be written.\n\n\
+        Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
     Inspect {
         /// A package folder (what `tailor build --output` wrote).
         #[arg(value_name = "PACKAGE")]

@@ -60,8 +60,11 @@ fn make_fifo(path: &Path) {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
+/// Makes an entry at a path.
+type Make = fn(&Path);
+
 /// Ways a file can be there without being a regular file, with what the message must say.
-fn not_regular() -> Vec<(&'static str, fn(&Path))> {
+fn not_regular() -> Vec<(&'static str, Make)> {
     vec![
         ("FIFO", |p| make_fifo(p)),
         ("not a regular file", |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
@@ -71,7 +74,7 @@ fn not_regular() -> Vec<(&'static str, fn(&Path))> {
 }
 
 /// Replaces `path` (if there) by the entry `make` creates.
-fn replace(path: &Path, make: fn(&Path)) {
+fn replace(path: &Path, make: Make) {
     let _ = std::fs::remove_file(path);
     make(path);
 }
@@ -142,7 +145,7 @@ fn a_generation_config_that_is_not_a_regular_file_fails_naming_it() {
 #[test]
 fn broken_tokenizer_files_warn_and_fail_under_strict() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Option<&[u8]>, fn(&Path), &str)> = vec![
+    let cases: Vec<(&str, Option<&[u8]>, Make, &str)> = vec![
         ("tokenizer.json", Some(b"{not json"), |_| {}, "not valid JSON"),
         ("tokenizer.json", Some(br#"{"version": "1.0", "added_tokens": []}"#), |_| {}, "no `model` object"),
         ("tokenizer_config.json", Some(b"[1, 2]"), |_| {}, "not a JSON object"),

@@ -259,7 +259,7 @@ mod tests {
     }
 
     fn load_error(path: &Path) -> String {
-        let e = load_model(path).err().expect("the model must be refused").to_string();
+        let e = load_model(path).expect_err("the model must be refused").to_string();
         assert!(e.contains("tensor `b`"), "names the tensor: {e}");
         e
     }
@@ -336,7 +336,7 @@ mod tests {
         let fifo = std::ffi::CString::new(fifo_path.clone().into_os_string().into_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let e = load_model(&fifo_path).err().unwrap().to_string();
+        let e = load_model(&fifo_path).expect_err("a FIFO is refused").to_string();
         assert!(e.contains("FIFO"), "{e}");
     }
 }

@@ -64,13 +64,15 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
             model.display()
         ));
     }
-    if is_current_folder(out) {
-        return refuse(
+    // An empty folder or an earlier package would be replaced as a whole: never the current
+    // folder (another folder there is refused below for what it holds).
+    let current = || {
+        refuse(
             "is the current folder: a package replaces its output folder as a whole (one atomic rename), which would move this folder away from under your shell; \
              write to a folder inside it (e.g. --output ./package) or run tailor from its parent"
                 .into(),
-        );
-    }
+        )
+    };
     let meta = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::Absent),
         Err(e) => return Err(Error::io(out, e)),
@@ -85,7 +87,7 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     let entries: Vec<std::fs::DirEntry> =
         std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.collect::<std::io::Result<_>>().map_err(|e| Error::io(out, e))?;
     if entries.is_empty() {
-        return Ok(Existing::Empty);
+        return if is_current_folder(out) { current() } else { Ok(Existing::Empty) };
     }
     if let Err(why) = recognise_package(out, &entries) {
         let hint = if force {
@@ -97,6 +99,9 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     }
     if let Some(why) = holds_checkpoint_file(&entries, protected) {
         return refuse(format!("{why}; replacing the folder would delete the checkpoint's data; choose another --output"));
+    }
+    if is_current_folder(out) {
+        return current();
     }
     if !force {
         return refuse("holds an earlier package; pass --force to replace it (it is replaced only if the build succeeds)".into());

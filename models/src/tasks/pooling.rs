@@ -224,6 +224,9 @@ mod tests {
         assert!(e(format!("[{T},{P}]"), r#"{"pooling_mode_mean_tokens":"yes"}"#).contains("`pooling_mode_mean_tokens`"));
     }
 
+    /// Makes an entry at a path.
+    type Make = fn(&Path);
+
     fn mkfifo(path: &Path) {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
@@ -235,7 +238,7 @@ mod tests {
     /// is named: each error names the file.
     #[test]
     fn pooling_configs_that_are_not_regular_files_are_named() {
-        let cases: [(&str, fn(&Path)); 3] = [
+        let cases: [(&str, Make); 3] = [
             ("FIFO", |p| mkfifo(p)),
             ("not a regular file", |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
             ("folder", |p| std::fs::create_dir(p).unwrap()),
@@ -258,7 +261,7 @@ mod tests {
     /// "no sentence-transformers folder" (which would build without `sentence_embedding`).
     #[test]
     fn a_module_list_that_is_not_a_regular_file_is_an_error() {
-        let cases: [(&str, fn(&Path)); 3] = [
+        let cases: [(&str, Make); 3] = [
             ("does not exist", |p| std::os::unix::fs::symlink("nowhere.json", p).unwrap()),
             ("FIFO", |p| mkfifo(p)),
             ("folder", |p| std::fs::create_dir(p).unwrap()),
