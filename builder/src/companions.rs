@@ -28,10 +28,10 @@ pub(crate) const CHECKPOINT_FILES: &[&str] = &[
     "generation_config.json",
 ];
 
-/// What onnxruntime-genai's tokenizer loads: `tokenizer_config.json` with either a Hugging
-/// Face `tokenizer.json` or a SentencePiece `tokenizer.model`.
-const GENAI_NEEDS_ALL: &[&str] = &["tokenizer_config.json"];
-const GENAI_NEEDS_ONE_OF: &[&str] = &["tokenizer.json", "tokenizer.model"];
+/// What onnxruntime-genai's tokenizer loads from a folder: `tokenizer_config.json` and a
+/// Hugging Face `tokenizer.json`. A SentencePiece `tokenizer.model` alone is not enough: genai
+/// 0.18 fails with "Invalid file: .../tokenizer.json" (`tests/python/test_tokenizer_facts.py`).
+const GENAI_NEEDS: &[&str] = &["tokenizer_config.json", "tokenizer.json"];
 
 /// The most bytes a companion file is read with: settings files as config.json, tokenizer
 /// data (vocabularies, merges, SentencePiece models) more.
@@ -73,7 +73,7 @@ impl Companions {
                     }
                     if let Err(e) = check_tokenizer_file(&path, &bytes) {
                         broken.push(name);
-                        let consequence = if genai && (GENAI_NEEDS_ALL.contains(&name) || GENAI_NEEDS_ONE_OF.contains(&name)) {
+                        let consequence = if genai && GENAI_NEEDS.contains(&name) {
                             "onnxruntime-genai will not load this package's tokenizer"
                         } else {
                             "a tokenizer that reads it will fail"
@@ -85,20 +85,19 @@ impl Companions {
                 Err(e) => warnings.push(format!("{e}; it was not copied")),
             }
         }
-        let missing_all: Vec<&str> = GENAI_NEEDS_ALL.iter().copied().filter(|n| !copyable.contains(n)).collect();
-        let has_one = GENAI_NEEDS_ONE_OF.iter().any(|n| copyable.contains(n));
-        if genai && (!missing_all.is_empty() || !has_one) {
-            let mut missing = missing_all.join(", ");
-            if !has_one {
-                if !missing.is_empty() {
-                    missing.push_str(", and ");
-                }
-                missing.push_str(&GENAI_NEEDS_ONE_OF.join(" or "));
-            }
+        let missing: Vec<&str> = GENAI_NEEDS.iter().copied().filter(|n| !copyable.contains(n)).collect();
+        if genai && !missing.is_empty() {
+            let sentencepiece_only = missing.contains(&"tokenizer.json") && copyable.contains(&"tokenizer.model");
             warnings.push(format!(
-                "the checkpoint {} lacks {missing}: onnxruntime-genai will not load this package's tokenizer \
-                 (add the tokenizer files to the checkpoint folder and build again)",
-                model_dir.display()
+                "the checkpoint {} lacks {}: onnxruntime-genai will not load this package's tokenizer ({})",
+                model_dir.display(),
+                missing.join(" and "),
+                if sentencepiece_only {
+                    "it reads tokenizer.json, not a SentencePiece tokenizer.model; save the tokenizer with transformers \
+                     (`AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)` writes tokenizer.json) and build again"
+                } else {
+                    "add the tokenizer files to the checkpoint folder and build again"
+                }
             ));
         }
         Companions { copyable, warnings, broken }
@@ -106,8 +105,7 @@ impl Companions {
 
     /// Whether onnxruntime-genai finds a tokenizer it can load among the copied files.
     pub(crate) fn genai_loadable(&self) -> bool {
-        let good = |n: &&str| self.copyable.contains(n) && !self.broken.contains(n);
-        GENAI_NEEDS_ALL.iter().all(good) && GENAI_NEEDS_ONE_OF.iter().any(good)
+        GENAI_NEEDS.iter().all(|n| self.copyable.contains(n) && !self.broken.contains(n))
     }
 }
 

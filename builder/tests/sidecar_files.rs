@@ -321,3 +321,25 @@ fn inspect_folds_repeated_ports_in_text_only() {
     let inputs: Vec<&str> = v["inputs"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert!(inputs.contains(&"past_key_values.0.key") && inputs.contains(&"past_key_values.1.value"), "{inputs:?}");
 }
+
+/// A checkpoint with a SentencePiece tokenizer.model and no tokenizer.json: onnxruntime-genai
+/// reads tokenizer.json only, so the build warns that it lacks it and says how to write one
+/// (it was taken as loadable: no warning, `genai_loadable` true).
+#[test]
+fn a_sentencepiece_model_does_not_stand_in_for_tokenizer_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    std::fs::remove_file(model.join("tokenizer.json")).unwrap();
+    // pieces { piece: "a" } pieces { piece: "b" }, trainer_spec { model_type: UNIGRAM }
+    std::fs::write(model.join("tokenizer.model"), [0x0a, 0x03, 0x0a, 0x01, b'a', 0x0a, 0x03, 0x0a, 0x01, b'b', 0x12, 0x02, 0x18, 0x01]).unwrap();
+    let out = dir.path().join("pkg");
+    let o = build(&model, &out, &[]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    let warning = e.lines().find(|l| l.starts_with("warning:") && l.contains("lacks tokenizer.json")).unwrap_or_else(|| panic!("no warning: {e}"));
+    assert!(warning.contains("not a SentencePiece tokenizer.model") && warning.contains("save_pretrained"), "{warning}");
+    assert!(out.join("tokenizer.model").is_file(), "copied all the same");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!(report["tokenizer"]["genai_loadable"], false);
+}
