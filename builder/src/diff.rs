@@ -11,9 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::inspect::{inspect, Inspection};
+use crate::inspect::{inspect, read_genai_config, Inspection};
 use crate::Result;
 
 /// What `diff` found.
@@ -56,9 +55,6 @@ fn count_differences(a: &BTreeMap<String, usize>, b: &BTreeMap<String, usize>) -
         .collect()
 }
 
-fn genai(dir: &Path) -> Option<Value> {
-    std::fs::read(dir.join("genai_config.json")).ok().and_then(|b| serde_json::from_slice(&b).ok())
-}
 
 /// Compares packages `a` and `b`.
 pub fn diff(a: &Path, b: &Path) -> Result<Difference> {
@@ -94,7 +90,7 @@ pub fn diff(a: &Path, b: &Path) -> Result<Difference> {
     let tensors_differing: Vec<String> = da.iter().filter(|(k, v)| db.get(*k).is_some_and(|w| w != *v)).map(|(k, _)| k.clone()).collect();
     let text = |m: &ir::Model| ir::canonical_text(m, ir::TextOptions { recipes: false });
     let graph_text_equal = text(&ma) == text(&mb);
-    let genai_config_equal = genai(a) == genai(b);
+    let genai_config_equal = read_genai_config(a)? == read_genai_config(b)?;
     let (tensors_only_in_a, tensors_only_in_b) = (only(&da, &db), only(&db, &da));
     let same_model = graph_text_equal && genai_config_equal && tensors_differing.is_empty() && tensors_only_in_a.is_empty() && tensors_only_in_b.is_empty();
     Ok(Difference {

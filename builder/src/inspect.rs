@@ -59,14 +59,17 @@ pub struct Inspection {
     pub genai_mismatches: Vec<String>,
 }
 
-fn read_json(path: &Path) -> Result<Option<Value>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::Config { path: path.to_path_buf(), reason: format!("not valid JSON: {e}") }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(path, e)),
-    }
+/// A package's JSON file (`genai_config.json`, `build_report.json`), when present: read as the
+/// build reads a checkpoint's config.json (a regular file of at most `limit` bytes, never
+/// opened in a way that blocks), else an error naming it.
+pub(crate) fn read_json(path: &Path, limit: u64) -> Result<Option<Value>> {
+    let Some(bytes) = ir::read_regular(path, limit)? else { return Ok(None) };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Config { path: path.to_path_buf(), reason: format!("not valid JSON: {e}") })
+}
+
+/// A package's genai_config.json, when present.
+pub(crate) fn read_genai_config(dir: &Path) -> Result<Option<Value>> {
+    read_json(&dir.join("genai_config.json"), ir::SETTINGS_LIMIT)
 }
 
 fn port(v: &ir::ValueInfo) -> Port {
@@ -99,15 +102,20 @@ fn quantization_of(report: &Value) -> Option<&Value> {
 /// Inspects the package folder `dir`.
 pub fn inspect(dir: &Path) -> Result<Inspection> {
     let model_path = dir.join("model.onnx");
-    if !model_path.is_file() {
-        return Err(Error::Request(format!(
-            "{} is not a package: it has no model.onnx (give the folder `tailor build --output` wrote)",
-            dir.display()
-        )));
+    match ir::entry_kind(&model_path) {
+        ir::EntryKind::Regular => {}
+        ir::EntryKind::Absent => {
+            return Err(Error::Request(format!(
+                "{} is not a package: it has no model.onnx (give the folder `tailor build --output` wrote)",
+                dir.display()
+            )))
+        }
+        kind => return Err(Error::Ir(ir::Error::NotAFile { path: model_path, what: kind.describe() })),
     }
+    // Also checks every tensor's external data: inside the package, present, long enough.
     let model = ir::load_model(&model_path)?;
-    let report = read_json(&dir.join(crate::package::BUILD_REPORT))?;
-    let genai = read_json(&dir.join("genai_config.json"))?;
+    let report = read_json(&dir.join(crate::package::BUILD_REPORT), ir::DATA_FILE_LIMIT)?;
+    let genai = read_genai_config(dir)?;
     let g = &model.graph;
 
     let mut ops: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
@@ -225,8 +233,8 @@ impl Inspection {
         }
         for (title, ports) in [("inputs", &self.inputs), ("outputs", &self.outputs)] {
             s.push_str(&format!("  {title}:\n"));
-            for p in ports {
-                s.push_str(&format!("    {} {}[{}]\n", p.name, p.dtype, p.shape.join(", ")));
+            for line in grouped_ports(ports) {
+                s.push_str(&format!("    {line}\n"));
             }
         }
         s.push_str("  ops:\n");
@@ -254,5 +262,121 @@ impl Inspection {
             }
         }
         s
+    }
+}
+
+/// The text lines of `ports`, repeated ones folded into one: ports whose names differ only in
+/// one number and that share a dtype and shape (`past_key_values.0.key` ...
+/// `past_key_values.23.key`) become `past_key_values.{0..23}.key f32[...]` (`{0,2,4}` when
+/// the numbers are not a run), at the place of the first. The JSON form keeps every port.
+fn grouped_ports(ports: &[Port]) -> Vec<String> {
+    let line = |name: &str, p: &Port| format!("{name} {}[{}]", p.dtype, p.shape.join(", "));
+    let mut taken = vec![false; ports.len()];
+    let mut lines = Vec::new();
+    for i in 0..ports.len() {
+        if taken[i] {
+            continue;
+        }
+        let p = &ports[i];
+        // The first number in the name that others vary: (prefix, suffix, members by number).
+        let group = digit_runs(&p.name).into_iter().find_map(|(start, end)| {
+            let (prefix, suffix) = (&p.name[..start], &p.name[end..]);
+            let members: Vec<(usize, u64)> = (i..ports.len())
+                .filter(|&j| !taken[j] && ports[j].dtype == p.dtype && ports[j].shape == p.shape)
+                .filter_map(|j| {
+                    let middle = ports[j].name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+                    let plain = !middle.is_empty() && middle.bytes().all(|b| b.is_ascii_digit()) && (middle == "0" || !middle.starts_with('0'));
+                    plain.then(|| middle.parse().ok().map(|n| (j, n)))?
+                })
+                .collect();
+            (members.len() > 1).then_some((prefix, suffix, members))
+        });
+        match group {
+            Some((prefix, suffix, members)) => {
+                let mut numbers: Vec<u64> = members.iter().map(|&(_, n)| n).collect();
+                numbers.sort_unstable();
+                let run = numbers.windows(2).all(|w| w[1] == w[0] + 1);
+                let set = if run {
+                    format!("{}..{}", numbers[0], numbers[numbers.len() - 1])
+                } else {
+                    numbers.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+                };
+                for &(j, _) in &members {
+                    taken[j] = true;
+                }
+                lines.push(line(&format!("{prefix}{{{set}}}{suffix}"), p));
+            }
+            None => {
+                taken[i] = true;
+                lines.push(line(&p.name, p));
+            }
+        }
+    }
+    lines
+}
+
+/// The byte ranges of the runs of ASCII digits in `name`.
+fn digit_runs(name: &str) -> Vec<(usize, usize)> {
+    let bytes = name.as_bytes();
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            runs.push((start, i));
+        } else {
+            i += 1;
+        }
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(name: &str, dtype: &str, shape: &[&str]) -> Port {
+        Port { name: name.into(), dtype: dtype.into(), shape: shape.iter().map(|d| d.to_string()).collect() }
+    }
+
+    #[test]
+    fn repeated_ports_are_folded_in_text() {
+        let kv = ["batch_size", "2", "past_sequence_length", "16"];
+        let mut ports = vec![port("input_ids", "i64", &["batch_size", "sequence_length"])];
+        for l in 0..24 {
+            ports.push(port(&format!("past_key_values.{l}.key"), "f32", &kv));
+            ports.push(port(&format!("past_key_values.{l}.value"), "f32", &kv));
+        }
+        assert_eq!(
+            grouped_ports(&ports),
+            [
+                "input_ids i64[batch_size, sequence_length]",
+                "past_key_values.{0..23}.key f32[batch_size, 2, past_sequence_length, 16]",
+                "past_key_values.{0..23}.value f32[batch_size, 2, past_sequence_length, 16]",
+            ]
+        );
+    }
+
+    /// Another shape is another group (layers with another cache length), a number that is
+    /// not a run is listed, and a lone numbered port stays as it is.
+    #[test]
+    fn only_ports_of_one_dtype_and_shape_share_a_line() {
+        let ports = vec![
+            port("present.0.key", "f16", &["b", "2", "t", "8"]),
+            port("present.1.key", "f16", &["b", "2", "64", "8"]),
+            port("present.2.key", "f16", &["b", "2", "t", "8"]),
+            port("present.4.key", "f16", &["b", "2", "t", "8"]),
+            port("present.3.key", "f16", &["b", "2", "64", "8"]),
+            port("logits2", "f32", &["b"]),
+            port("x01", "f32", &["b"]),
+            port("x1", "f32", &["b"]),
+        ];
+        assert_eq!(
+            grouped_ports(&ports),
+            ["present.{0,2,4}.key f16[b, 2, t, 8]", "present.{1,3}.key f16[b, 2, 64, 8]", "logits2 f32[b]", "x01 f32[b]", "x1 f32[b]"]
+        );
     }
 }

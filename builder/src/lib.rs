@@ -17,6 +17,7 @@ mod plan;
 pub mod pipeline;
 pub mod quantize;
 
+pub use companions::check_tokenizer_file;
 pub use demo::materialize_demo_checkpoint;
 pub use error::{Error, Result};
 pub use output::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};

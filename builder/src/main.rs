@@ -149,16 +149,21 @@ enum Command {
         /// build fails.
         #[arg(long, default_value = "text", value_parser = ["text", "json"])]
         diag_format: String,
-        /// Fail instead of warning, before anything is written: tokenizer files missing or
-        /// unreadable in the checkpoint (genai will not load the package), left padding the
-        /// table's attention cannot take, expert stacks a --quant build keeps float.
+        /// Fail instead of warning, before anything is written: tokenizer files missing,
+        /// unreadable or broken in the checkpoint (genai will not load the package), left
+        /// padding the table's attention cannot take, expert stacks a --quant build keeps float.
         #[arg(long)]
         strict: bool,
     },
     /// Show what a package holds before you ship it: EP, dtype and quantization, inputs and
-    /// outputs, ops by domain, the fusions that fired, host-placed nodes, sizes and the largest
-    /// tensors, and whether genai_config.json matches the graph. Reads no weights.
-    #[command(after_help = "Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
+    /// outputs (repeated ones folded: `past_key_values.{0..23}.key`), ops by domain, the
+    /// fusions that fired, host-placed nodes, sizes and the largest tensors, and whether
+    /// genai_config.json matches the graph. Reads no weights, but checks that every tensor's
+    /// external data lies inside the package and its file is long enough.
+    #[command(after_help = "Exit status: 0 when the package reads, 1 when it does not (a file that is missing, not a\n\
+        regular file or not valid; external data that is truncated or lies outside the package:\n\
+        the message names the tensor) or when the output cannot be written.\n\n\
+        Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
     Inspect {
         /// A package folder (what `tailor build --output` wrote).
         #[arg(value_name = "PACKAGE")]
@@ -281,17 +286,49 @@ fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
     }
 }
 
-/// Writes to stderr or stdout without panicking: a closed pipe (`tailor ... | head`) must
-/// not stop a build, so write errors are dropped.
+/// Writes to stderr without panicking: a closed pipe (`tailor ... 2>&1 | head`) must not stop
+/// a build, and a failed write to stderr has nowhere to be reported, so its errors are
+/// dropped. Stdout goes through [`print_out`].
 macro_rules! say {
     (err, $($arg:tt)*) => {{
         use std::io::Write;
         let _ = writeln!(std::io::stderr().lock(), $($arg)*);
     }};
-    (out, $($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
+}
+
+/// Writes `text` and a newline to stdout and flushes it. A closed pipe (`tailor inspect |
+/// head`) is not an error: the reader chose to stop. Any other failure (`> /dev/full`, a full
+/// disk, an I/O error) is returned, and the command fails saying so: the output asked for is
+/// lost.
+fn print_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
+/// The exit of a command whose stdout could not be written: the reason on stderr.
+fn stdout_failed(e: &std::io::Error, code: u8) -> ExitCode {
+    say!(err, "error: cannot write to standard output: {e}; the output was lost");
+    ExitCode::from(code)
+}
+
+/// clap's help, version and usage errors: printed by clap, but a failed write to stdout
+/// (`tailor --help > /dev/full`) fails the command instead of exiting 0.
+fn clap_exit(e: clap::Error) -> ! {
+    use std::io::Write;
+    let code = e.exit_code();
+    let printed = e.print().and_then(|()| std::io::stdout().flush());
+    match printed {
+        // Usage errors go to stderr, where a failed write has nowhere to be reported.
+        Err(w) if !e.use_stderr() && w.kind() != std::io::ErrorKind::BrokenPipe => {
+            say!(err, "error: cannot write to standard output: {w}; the output was lost");
+            std::process::exit(if code == 0 { 1 } else { code });
+        }
+        _ => std::process::exit(code),
+    }
 }
 
 fn main() -> ExitCode {
@@ -314,19 +351,19 @@ fn main() -> ExitCode {
     let command = Cli::command().mut_subcommand("build", |b| {
         b.mut_arg("ep", |a| a.value_parser(ep_values(&sets))).mut_arg("quant", |a| a.long_help(quant_help(&sets)))
     });
-    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+    let matches = command.try_get_matches().unwrap_or_else(|e| clap_exit(e));
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => clap_exit(e),
     };
     match cli.command {
         Command::Diff { a, b, json } => match builder::diff::diff(&a, &b) {
             Ok(d) => {
-                if json {
-                    say!(out, "{}", serde_json::to_string_pretty(&d).unwrap_or_default());
-                } else {
-                    say!(out, "{}", d.text().trim_end());
+                let text = if json { serde_json::to_string_pretty(&d).unwrap_or_default() } else { d.text().trim_end().to_string() };
+                match print_out(&text) {
+                    Ok(()) => ExitCode::from(if d.same_model { 0 } else { 1 }),
+                    Err(e) => stdout_failed(&e, 2),
                 }
-                ExitCode::from(if d.same_model { 0 } else { 1 })
             }
             Err(e) => {
                 say!(err, "error: {e}");
@@ -334,13 +371,12 @@ fn main() -> ExitCode {
             }
         },
         Command::Inspect { package, json } => match builder::inspect::inspect(&package) {
-            Ok(i) if json => {
-                say!(out, "{}", serde_json::to_string_pretty(&i).unwrap_or_default());
-                ExitCode::SUCCESS
-            }
             Ok(i) => {
-                say!(out, "{}", i.text().trim_end());
-                ExitCode::SUCCESS
+                let text = if json { serde_json::to_string_pretty(&i).unwrap_or_default() } else { i.text().trim_end().to_string() };
+                match print_out(&text) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => stdout_failed(&e, 1),
+                }
             }
             Err(e) => {
                 say!(err, "error: {e}");
@@ -432,8 +468,9 @@ fn main() -> ExitCode {
                 Err(builder::Error::Validation { report, .. }) => vec![&**report],
                 Err(_) => Vec::new(),
             };
+            let mut json_lost = None;
             if json {
-                print_json(&req, &reports, result.as_ref().err());
+                json_lost = print_json(&req, &reports, result.as_ref().err()).err();
             } else {
                 for p in &reports {
                     print_diagnostics(p, explain);
@@ -482,10 +519,20 @@ fn main() -> ExitCode {
                             p.pipeline.host_nodes.join(", ")
                         );
                     }
-                    ExitCode::SUCCESS
+                    match json_lost {
+                        // The package is in place; the document asked for is not.
+                        Some(e) => {
+                            say!(err, "error: cannot write the --diag-format json document to standard output: {e}; the package {} was written", r.output.display());
+                            ExitCode::FAILURE
+                        }
+                        None => ExitCode::SUCCESS,
+                    }
                 }
                 Err(e) => {
                     say!(err, "error: {e}");
+                    if let Some(lost) = json_lost {
+                        say!(err, "error: cannot write the --diag-format json document to standard output: {lost}");
+                    }
                     ExitCode::FAILURE
                 }
             }
@@ -496,7 +543,8 @@ fn main() -> ExitCode {
 /// The diagnostics as one JSON document on stdout, on success and on failure alike: the
 /// build's EP and dtype, whether it succeeded, the error if not, and per part the pipeline
 /// report (role, rules, per-node records with `--explain`, validation) when the pipeline ran.
-fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport], error: Option<&builder::Error>) {
+/// A failed write other than a closed pipe is returned.
+fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport], error: Option<&builder::Error>) -> std::io::Result<()> {
     let mut doc = serde_json::Map::new();
     doc.insert("ep".into(), req.ep.clone().into());
     doc.insert("dtype".into(), req.dtype.name().into());
@@ -505,7 +553,7 @@ fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport]
     let parts: Vec<serde_json::Value> = reports.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
     doc.insert("parts".into(), parts.into());
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default();
-    say!(out, "{text}");
+    print_out(&text)
 }
 
 fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool) {

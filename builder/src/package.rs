@@ -236,7 +236,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "parts": part_json,
     });
     write_json(&staging.path().join(BUILD_REPORT), &report)?;
-    claim.commit(staging)?;
+    warnings.extend(claim.commit(staging)?);
 
     Ok(BuildReport { output: req.output.clone(), parts, copied_files, notes, warnings, task, seconds: start.elapsed().as_secs_f64() })
 }
@@ -418,14 +418,12 @@ pub fn optimized_parts(
         .collect()
 }
 
-/// The checkpoint's `generation_config.json`, when present.
+/// The checkpoint's `generation_config.json`, when present (read as config.json is: a
+/// regular file of bounded size, else an error naming it).
 fn read_generation_config(dir: &Path) -> Result<Option<serde_json::Value>> {
     let path = dir.join("generation_config.json");
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| Error::Config { path, reason: format!("not valid JSON: {e}") })
+    let Some(bytes) = ir::read_regular(&path, ir::SETTINGS_LIMIT)? else { return Ok(None) };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Config { path, reason: format!("not valid JSON: {e}") })
 }
 
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {

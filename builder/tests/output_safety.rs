@@ -253,3 +253,118 @@ fn concurrent_builds_of_one_output() {
     assert!(tailor(&fixture("tiny-llama"), &out, &["--force"]).status.success());
     assert_eq!(listing(&out_dir), ["pkg"]);
 }
+
+/// `--output` naming the current folder (`.`, `./`, `../NAME`, its absolute path) is refused
+/// before anything is written, whether the folder is empty or holds an earlier package given
+/// with --force: the commit's rename would move the folder away from under the calling shell
+/// (an empty current folder was replaced, leaving the shell in a deleted folder).
+#[test]
+fn the_current_folder_is_never_the_output() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let inode = std::fs::metadata(&work).unwrap().ino();
+    let absolute = work.display().to_string();
+    let run = |output: &str, extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tailor"))
+            .current_dir(&work)
+            .args(["build", "--output", output, "--model"])
+            .arg(fixture("tiny-llama"))
+            .args(extra)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for output in [".", "./", "../work", absolute.as_str(), "../work/./"] {
+        let (code, stderr) = run(output, &[]);
+        assert_eq!(code, Some(1), "--output {output}: {stderr}");
+        assert!(stderr.contains("is the current folder") && stderr.contains("--output ./package"), "--output {output}: {stderr}");
+        assert_eq!(std::fs::metadata(&work).unwrap().ino(), inode, "--output {output}: the folder is the same");
+        assert!(listing(&work).is_empty(), "--output {output}: nothing written into it");
+        assert_eq!(listing(root.path()), ["work"], "--output {output}: nothing beside it");
+    }
+    // An earlier package in the current folder, with --force: refused too, left as it is.
+    let r = tailor(&fixture("tiny-llama"), &work.join("pkg"), &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    for name in listing(&work.join("pkg")) {
+        std::fs::rename(work.join("pkg").join(&name), work.join(&name)).unwrap();
+    }
+    std::fs::remove_dir(work.join("pkg")).unwrap();
+    let before = snapshot(&work);
+    let (code, stderr) = run(".", &["--force"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("is the current folder"), "{stderr}");
+    assert_eq!(snapshot(&work), before);
+    assert_eq!(std::fs::metadata(&work).unwrap().ino(), inode);
+}
+
+/// Makes a file impossible to remove for this process (undone by `allow_removal`): immutable
+/// (`FS_IMMUTABLE_FL`) when running as root, whom permissions do not stop; else its folder
+/// read-only.
+fn forbid_removal(file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        set_immutable(file, true);
+    } else {
+        std::fs::set_permissions(file.parent().unwrap(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+}
+
+fn allow_removal(file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        set_immutable(file, false);
+    } else {
+        std::fs::set_permissions(file.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// Sets or clears the immutable flag of `file` (what `chattr +i` does).
+fn set_immutable(file: &Path, on: bool) {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
+    const FS_IMMUTABLE_FL: libc::c_long = 0x10;
+    let f = std::fs::File::open(file).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    let mut flags: libc::c_long = 0;
+    // SAFETY: the ioctls read and write one long through a valid pointer on an open file.
+    unsafe {
+        assert_eq!(libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags), 0, "FS_IOC_GETFLAGS: {}", std::io::Error::last_os_error());
+        flags = if on { flags | FS_IMMUTABLE_FL } else { flags & !FS_IMMUTABLE_FL };
+        assert_eq!(libc::ioctl(fd, FS_IOC_SETFLAGS, &flags), 0, "FS_IOC_SETFLAGS (the test needs a filesystem with the immutable flag): {}", std::io::Error::last_os_error());
+    }
+}
+
+/// `--force` over an earlier package that cannot be fully removed: the new package is in
+/// place and the build succeeds, with a warning naming the folder where the rest of the old
+/// one is left and saying to remove it (it was silent, the whole old package left in a
+/// hidden folder).
+#[test]
+fn force_reports_what_it_could_not_remove() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    assert!(tailor(&fixture("tiny-llama"), &out, &[]).status.success());
+    let stuck = out.join("tokenizer.json");
+    forbid_removal(&stuck);
+    let r = tailor(&fixture("tiny-qwen2"), &out, &["--force"]);
+    // Undo first, so that a failed assertion does not leave an unremovable folder.
+    let left: Vec<String> = listing(root.path()).into_iter().filter(|n| n.starts_with(".pkg.tailor-")).collect();
+    for name in &left {
+        let file = root.path().join(name).join("tokenizer.json");
+        if file.exists() {
+            allow_removal(&file);
+        }
+    }
+    if left.is_empty() {
+        allow_removal(&stuck);
+    }
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(left.len(), 1, "the rest of the old package is in one folder: {left:?}");
+    let warning = r.stderr.lines().find(|l| l.starts_with("warning:") && l.contains(&left[0])).unwrap_or_else(|| panic!("no warning naming {}: {}", left[0], r.stderr));
+    assert!(warning.contains("could not be fully removed") && warning.contains("remove that folder yourself"), "{warning}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    assert_eq!(report["model_type"], "qwen2", "the new package is in place");
+}

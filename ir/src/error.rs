@@ -15,8 +15,12 @@ pub enum Error {
     Cast { from: String, to: String },
     #[error("{path}: not a valid ONNX model ({reason})")]
     Decode { path: PathBuf, reason: String },
+    #[error("{model}: tensor `{tensor}`'s external data {reason}")]
+    ExternalData { model: PathBuf, tensor: String, reason: String },
     #[error("{path} {what}")]
     NotAFile { path: PathBuf, what: &'static str },
+    #[error("{path} is {size} bytes, more than the {limit} bytes this tool reads of such a file; it is not the file it should be (check where it links to)")]
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
     #[error("graph is not valid: {0}")]
     Graph(String),
     #[error("quantization block size {0} is not supported: it must be a power of two from 16 to 256")]

@@ -42,7 +42,7 @@ mod text;
 pub use dtype::{dtype_from_safetensors, DType};
 pub use ep_sets::{ElemType, Role};
 pub use error::{Error, Result};
-pub use files::{entry_kind, regular_file, EntryKind};
+pub use files::{entry_kind, read_regular, regular_file, EntryKind, DATA_FILE_LIMIT, MODEL_PROTO_LIMIT, SETTINGS_LIMIT};
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;

@@ -15,12 +15,19 @@ struct Loader {
 }
 
 /// Loads a model written by [`crate::save_model`] (or any ONNX model with raw or external data).
+///
+/// model.onnx is read as a regular file of at most 2 GiB ([`crate::MODEL_PROTO_LIMIT`]), and
+/// every tensor's external data is checked before it is mapped: its location is a relative
+/// path inside the model's folder (no absolute path, no `..`, no link that leads out), a
+/// regular file, and long enough for the tensor's offset and length. A problem is an error
+/// naming the tensor.
 pub fn load_model(path: &Path) -> Result<Model> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::read_regular(path, crate::MODEL_PROTO_LIMIT)?
+        .ok_or_else(|| Error::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
     let proto = proto::ModelProto::decode(bytes.as_slice())
         .map_err(|e| Error::Decode { path: path.into(), reason: e.to_string() })?;
     let mut loader = Loader {
-        dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        dir: path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(),
         model_path: path.to_path_buf(),
         opsets: proto
             .opset_import
@@ -42,6 +49,35 @@ pub fn load_model(path: &Path) -> Result<Model> {
 }
 
 impl Loader {
+    /// The file an external-data `location` names, if it is a regular file inside the model's
+    /// folder; else why not. Checked before anything is opened, so a model cannot make a reader
+    /// map (or block on) a file elsewhere.
+    fn data_file(&self, location: &str) -> std::result::Result<PathBuf, String> {
+        use std::path::Component;
+        let rel = Path::new(location);
+        if location.is_empty() {
+            return Err("has an empty location".into());
+        }
+        if rel.is_absolute() {
+            return Err(format!("names `{location}`, an absolute path: external data must lie in the model's folder"));
+        }
+        if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(format!("names `{location}`, which leads out of the model's folder (`..`)"));
+        }
+        let path = self.dir.join(rel);
+        match crate::entry_kind(&path) {
+            crate::EntryKind::Regular => {}
+            crate::EntryKind::Absent => return Err(format!("names `{location}`, which does not exist beside {}", self.model_path.display())),
+            kind => return Err(format!("names `{location}`, which {}", kind.describe())),
+        }
+        let (real, folder) = (path.canonicalize(), self.dir.canonicalize());
+        match (real, folder) {
+            (Ok(real), Ok(folder)) if real.starts_with(&folder) => Ok(path),
+            (Ok(real), Ok(_)) => Err(format!("names `{location}`, a link to {}, outside the model's folder", real.display())),
+            (Err(e), _) | (_, Err(e)) => Err(format!("names `{location}`, which cannot be resolved ({e})")),
+        }
+    }
+
     fn err(&self, reason: impl Into<String>) -> Error {
         Error::Decode { path: self.model_path.clone(), reason: reason.into() }
     }
@@ -131,17 +167,37 @@ impl Loader {
         let shape: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
         let len = dtype.bytes_for(shape.iter().product::<usize>());
         if t.data_location == Some(DataLocation::External as i32) {
+            let bad = |reason: String| Error::ExternalData { model: self.model_path.clone(), tensor: name.clone(), reason };
             let get = |k: &str| t.external_data.iter().find(|e| e.key.as_deref() == Some(k)).and_then(|e| e.value.clone());
-            let location = get("location").ok_or_else(|| self.err(format!("tensor `{name}` has no location")))?;
-            let offset: usize = get("offset").map(|v| v.parse().unwrap_or(usize::MAX)).unwrap_or(0);
+            let number = |key: &str| -> Result<Option<usize>> {
+                get(key).map(|v| v.trim().parse::<usize>().map_err(|_| bad(format!("has {key} `{v}`, which is not a byte count")))).transpose()
+            };
+            let location = get("location").ok_or_else(|| bad("has no location".into()))?;
+            let offset = number("offset")?.unwrap_or(0);
+            if let Some(length) = number("length")? {
+                if length != len {
+                    return Err(bad(format!("has length {length}, but {dtype}{shape:?} is {len} bytes")));
+                }
+            }
             let file = match self.files.get(&location) {
                 Some(f) => Arc::clone(f),
                 None => {
-                    let f = MappedFile::open(&self.dir.join(&location))?;
+                    let path = self.data_file(&location).map_err(&bad)?;
+                    let f = MappedFile::open(&path)?;
                     self.files.insert(location.clone(), Arc::clone(&f));
                     f
                 }
             };
+            let size = file.bytes().len();
+            match offset.checked_add(len) {
+                Some(end) if end <= size => {}
+                _ => {
+                    return Err(bad(format!(
+                        "lies at bytes {offset}..{} of {location}, which holds {size} bytes: the file is truncated (or the model names the wrong file)",
+                        offset as u128 + len as u128
+                    )))
+                }
+            }
             return Ok(Recipe::source(SourceTensor { name, file, dtype, shape, offset, len }));
         }
         let bytes = if let Some(raw) = &t.raw_data {
@@ -163,5 +219,124 @@ impl Loader {
             return Err(self.err(format!("tensor `{name}` holds {} bytes for {dtype}{shape:?}", bytes.len())));
         }
         Ok(Recipe::data(name, dtype, shape, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{save_model, DATA_FILE_SUFFIX};
+
+    /// A model of two external tensors (over the inline limit) saved in `dir`.
+    fn saved(dir: &Path) -> PathBuf {
+        let mut model = Model::default();
+        for name in ["a", "b"] {
+            let values: Vec<f32> = (0..512).map(|v| v as f32).collect();
+            model.graph.initializers.push((name.into(), Recipe::from_f32(name, vec![512], &values)));
+        }
+        model.graph.nodes.push(Node {
+            name: "add".into(),
+            op: "Add".into(),
+            domain: String::new(),
+            opset: crate::OPSET,
+            inputs: vec!["a".into(), "b".into()],
+            outputs: vec!["y".into()],
+            attrs: vec![],
+            metadata: BTreeMap::new(),
+        });
+        model.graph.outputs.push(ValueInfo { name: "y".into(), dtype: DType::F32, shape: Some(vec![Dim::Fixed(512)]) });
+        save_model(&model, dir, "model.onnx").unwrap();
+        dir.join("model.onnx")
+    }
+
+    /// Rewrites tensor `b`'s external-data entry `key` to `value` in the saved model.
+    fn set_entry(path: &Path, key: &str, value: &str) {
+        let mut proto = proto::ModelProto::decode(std::fs::read(path).unwrap().as_slice()).unwrap();
+        let t = proto.graph.as_mut().unwrap().initializer.iter_mut().find(|t| t.name.as_deref() == Some("b")).unwrap();
+        let e = t.external_data.iter_mut().find(|e| e.key.as_deref() == Some(key)).unwrap();
+        e.value = Some(value.into());
+        std::fs::write(path, proto.encode_to_vec()).unwrap();
+    }
+
+    fn load_error(path: &Path) -> String {
+        let e = load_model(path).expect_err("the model must be refused").to_string();
+        assert!(e.contains("tensor `b`"), "names the tensor: {e}");
+        e
+    }
+
+    #[test]
+    fn a_truncated_data_file_is_refused_naming_the_tensor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = saved(dir.path());
+        assert_eq!(load_model(&path).unwrap().graph.initializers.len(), 2);
+        let data = dir.path().join(format!("model.onnx{DATA_FILE_SUFFIX}"));
+        let len = std::fs::metadata(&data).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len - 1).unwrap();
+        let e = load_error(&path);
+        assert!(e.contains("truncated") && e.contains(&format!("holds {} bytes", len - 1)), "{e}");
+    }
+
+    #[test]
+    fn locations_outside_the_folder_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("pkg");
+        std::fs::create_dir(&dir).unwrap();
+        let path = saved(&dir);
+        let data = format!("model.onnx{DATA_FILE_SUFFIX}");
+        std::fs::copy(dir.join(&data), root.path().join("outside.data")).unwrap();
+        let outside = root.path().join("outside.data").display().to_string();
+        std::os::unix::fs::symlink(root.path().join("outside.data"), dir.join("link.data")).unwrap();
+        std::os::unix::fs::symlink(dir.join(&data), dir.join("inside-link.data")).unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo.data").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        for (location, expect) in [
+            (outside.as_str(), "absolute path"),
+            ("../outside.data", "`..`"),
+            ("sub/../../outside.data", "`..`"),
+            ("link.data", "outside the model's folder"),
+            ("missing.data", "does not exist"),
+            ("sub", "folder"),
+            ("fifo.data", "FIFO"),
+            ("", "empty location"),
+        ] {
+            set_entry(&path, "location", location);
+            let e = load_error(&path);
+            assert!(e.contains(expect), "{location:?}: {e}");
+        }
+        // A link that stays inside the folder is fine.
+        set_entry(&path, "location", "inside-link.data");
+        assert!(load_model(&path).is_ok());
+    }
+
+    #[test]
+    fn offsets_and_lengths_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = saved(dir.path());
+        for (key, value, expect) in [
+            ("offset", "x", "not a byte count"),
+            ("offset", "18446744073709551615", "truncated"),
+            ("offset", "4096000", "truncated"),
+            ("length", "12", "has length 12, but f32[512] is 2048 bytes"),
+        ] {
+            let fresh = tempfile::tempdir().unwrap();
+            let p = saved(fresh.path());
+            set_entry(&p, key, value);
+            let e = load_error(&p);
+            assert!(e.contains(expect), "{key}={value}: {e}");
+        }
+        assert!(load_model(&path).is_ok());
+    }
+
+    #[test]
+    fn model_onnx_must_be_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo_path = dir.path().join("model.onnx");
+        let fifo = std::ffi::CString::new(fifo_path.clone().into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = load_model(&fifo_path).expect_err("a FIFO is refused").to_string();
+        assert!(e.contains("FIFO"), "{e}");
     }
 }

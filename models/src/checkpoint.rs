@@ -188,9 +188,7 @@ impl Checkpoint {
 /// else `model.safetensors`, else every `*.safetensors` in the folder, sorted.
 fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
-    if ir::regular_file(&index)? {
-        let text = std::fs::read_to_string(&index)
-            .map_err(|e| Error::Checkpoint { path: index.clone(), reason: format!("cannot read it: {e}") })?;
+    if let Some(text) = crate::config::read_settings(&index)? {
         let mut files = Vec::new();
         for shard in &index_shards(&index, &text)? {
             let (path, shard) = (dir.join(shard), shard.as_str());

@@ -192,20 +192,28 @@ impl Reader<'_> {
     }
 }
 
+/// Reads the settings file at `path` (a JSON file of the checkpoint: config.json, the shard
+/// index, sentence-transformers' module list and pooling config) as text: `Ok(None)` when
+/// nothing is there; an error naming it when it is not a regular file (a dangling link, a
+/// folder, a FIFO or device, never opened in a way that blocks), is larger than
+/// [`ir::SETTINGS_LIMIT`], or is not UTF-8.
+pub(crate) fn read_settings(path: &Path) -> Result<Option<String>> {
+    let Some(bytes) = ir::read_regular(path, ir::SETTINGS_LIMIT)? else { return Ok(None) };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| Error::Config { path: path.to_path_buf(), reason: format!("not UTF-8 text ({e}); a JSON file must be UTF-8") })
+}
+
 impl DecoderConfig {
     /// Reads `dir/config.json`.
     pub fn load(dir: &Path) -> Result<DecoderConfig> {
         let path = dir.join("config.json");
-        if !ir::regular_file(&path)? {
+        let Some(text) = read_settings(&path)? else {
             return Err(Error::Config {
                 path,
                 reason: "cannot read it (it does not exist); a checkpoint folder must contain config.json".into(),
             });
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::Config {
-            path: path.clone(),
-            reason: format!("cannot read it ({e}); a checkpoint folder must contain config.json"),
-        })?;
+        };
         Self::parse(&path, &text)
     }
 

@@ -96,20 +96,30 @@ fn drain(r: &mut Registry) -> Vec<PathBuf> {
 }
 
 /// Removes a folder (retrying while writer threads may still add files to it) or a file;
-/// whether anything was there.
+/// whether anything was there and is gone now.
 pub(crate) fn remove_path(path: &Path) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
+    try_remove_path(path).unwrap_or(false)
+}
+
+/// [`remove_path`], with the last error when something is left: `Ok(false)` when nothing was
+/// there.
+pub(crate) fn try_remove_path(path: &Path) -> std::io::Result<bool> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(false) };
     if !meta.is_dir() {
-        return std::fs::remove_file(path).is_ok();
+        return std::fs::remove_file(path).map(|()| true);
     }
+    let mut last = None;
     for _ in 0..20 {
         match std::fs::remove_dir_all(path) {
-            Ok(()) => return true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => {
+                last = Some(e);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
-    false
+    Err(last.unwrap_or_else(|| std::io::Error::other("the folder could not be removed")))
 }
 
 /// Makes SIGINT, SIGTERM and SIGHUP remove what [`register`] listed (an output is then either

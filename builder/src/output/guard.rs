@@ -64,6 +64,15 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
             model.display()
         ));
     }
+    // An empty folder or an earlier package would be replaced as a whole: never the current
+    // folder (another folder there is refused below for what it holds).
+    let current = || {
+        refuse(
+            "is the current folder: a package replaces its output folder as a whole (one atomic rename), which would move this folder away from under your shell; \
+             write to a folder inside it (e.g. --output ./package) or run tailor from its parent"
+                .into(),
+        )
+    };
     let meta = match std::fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::Absent),
         Err(e) => return Err(Error::io(out, e)),
@@ -78,7 +87,7 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     let entries: Vec<std::fs::DirEntry> =
         std::fs::read_dir(out).map_err(|e| Error::io(out, e))?.collect::<std::io::Result<_>>().map_err(|e| Error::io(out, e))?;
     if entries.is_empty() {
-        return Ok(Existing::Empty);
+        return if is_current_folder(out) { current() } else { Ok(Existing::Empty) };
     }
     if let Err(why) = recognise_package(out, &entries) {
         let hint = if force {
@@ -91,10 +100,26 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     if let Some(why) = holds_checkpoint_file(&entries, protected) {
         return refuse(format!("{why}; replacing the folder would delete the checkpoint's data; choose another --output"));
     }
+    if is_current_folder(out) {
+        return current();
+    }
     if !force {
         return refuse("holds an earlier package; pass --force to replace it (it is replaced only if the build succeeds)".into());
     }
     Ok(Existing::Package)
+}
+
+/// Whether the resolved output `out` is the process's current folder: the same path, or the
+/// same folder (device and inode) reached another way.
+fn is_current_folder(out: &Path) -> bool {
+    let Ok(cwd) = std::env::current_dir() else { return false };
+    if cwd.canonicalize().is_ok_and(|c| c == out) {
+        return true;
+    }
+    match (std::fs::metadata(out), std::fs::metadata(&cwd)) {
+        (Ok(a), Ok(b)) => a.is_dir() && (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 /// Which entry, if any, is one of the checkpoint's files (the same inode).
@@ -124,9 +149,11 @@ fn recognise_package(dir: &Path, entries: &[std::fs::DirEntry]) -> std::result::
     if !std::fs::symlink_metadata(&report_path).is_ok_and(|m| m.is_file()) {
         return Err(format!("no {BUILD_REPORT}"));
     }
-    let text = std::fs::read_to_string(&report_path).map_err(|e| format!("{BUILD_REPORT} cannot be read: {e}"))?;
+    let bytes = ir::read_regular(&report_path, ir::DATA_FILE_LIMIT)
+        .map_err(|e| format!("{BUILD_REPORT} cannot be read: {e}"))?
+        .ok_or_else(|| format!("no {BUILD_REPORT}"))?;
     let report: serde_json::Value =
-        serde_json::from_str(&text).map_err(|_| format!("{BUILD_REPORT} is not one this tool wrote"))?;
+        serde_json::from_slice(&bytes).map_err(|_| format!("{BUILD_REPORT} is not one this tool wrote"))?;
     let listed: Vec<String> = match (report.get("tool").and_then(|t| t.as_str()), report.get("files")) {
         (Some(TOOL_NAME), Some(serde_json::Value::Array(files))) => {
             files.iter().filter_map(|f| f.as_str().map(str::to_string)).collect()

@@ -93,8 +93,10 @@ impl Claim {
         Staging::create(&self.parent, &self.name)
     }
 
-    /// Puts the finished package in `staging` at the output, replacing what was there.
-    pub(crate) fn commit(self, staging: Staging) -> Result<()> {
+    /// Puts the finished package in `staging` at the output, replacing what was there; returns
+    /// warnings for what of the replaced package could not be removed (the new package is in
+    /// place then, so the build does not fail, but the user must know what is left, and where).
+    pub(crate) fn commit(self, staging: Staging) -> Result<Vec<String>> {
         staging.seal()?;
         let out = &self.resolved;
         let from = staging.path().to_path_buf();
@@ -141,8 +143,14 @@ impl Claim {
                 // The new package is in place; a failed fsync of the parent only weakens
                 // durability across a power loss, so it does not fail the build.
                 let _ = sync_dir(&self.parent);
-                cleanup::remove_path(&aside);
-                Ok(())
+                match cleanup::try_remove_path(&aside) {
+                    Ok(_) => Ok(Vec::new()),
+                    Err(e) => Ok(vec![format!(
+                        "the new package is at {}, but the package it replaced could not be fully removed: what is left of it is in {} ({e}); remove that folder yourself",
+                        self.given.display(),
+                        aside.display()
+                    )]),
+                }
             }
         }
     }

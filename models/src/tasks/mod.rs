@@ -44,7 +44,7 @@ impl Task {
     pub fn default_for(ckpt: &Checkpoint) -> Result<Task> {
         let c = &ckpt.config;
         if arch::encoder_for(&c.model_type).is_some() {
-            return Ok(if pooling::is_sentence_transformers(&ckpt.dir) { Task::SentenceEmbedding } else { Task::FeatureExtraction });
+            return Ok(if pooling::is_sentence_transformers(&ckpt.dir)? { Task::SentenceEmbedding } else { Task::FeatureExtraction });
         }
         causal_lm::family(c).map(|_| Task::CausalLm)
     }
