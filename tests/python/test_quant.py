@@ -244,6 +244,88 @@ def test_cpu_default_level_equals_onnx_runtimes_quantizer(tmp_path, asym):
             assert numpy_helper.to_array(ti[n.input[slot]]).tobytes() == numpy_helper.to_array(oi[mine.input[slot]]).tobytes(), n.name
 
 
+def dq_matmuls(model):
+    """{MatMul node name: (x, x_scale, x_zero_point or None) initializers} for every MatMul whose B
+    is a blocked DequantizeLinear of initializers."""
+    init = inits(model)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    out = {}
+    for node in model.graph.node:
+        dq = producers.get(node.input[1]) if node.op_type == "MatMul" else None
+        if dq is not None and dq.op_type == "DequantizeLinear":
+            out[node.name] = [init[name] if name else None for name in list(dq.input) + [""] * (3 - len(dq.input))]
+    return out
+
+
+def same_tensor(a, b, what):
+    """Same ONNX element type, dims and values (4-bit values compared unpacked, as numpy_helper
+    reads them)."""
+    assert (a.data_type, list(a.dims)) == (b.data_type, list(b.dims)), (what, a.data_type, list(a.dims), b.data_type, list(b.dims))
+    x, y = numpy_helper.to_array(a), numpy_helper.to_array(b)
+    assert x.tobytes() == y.tobytes(), f"{what}: {int(np.count_nonzero(x != y))} of {x.size} values differ"
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+@pytest.mark.parametrize("asym", [False, True])
+def test_default_int4_is_onnx_runtimes_qdq_quantizer(tmp_path, fixture, asym):
+    """The `default` int4 package's DequantizeLinear data, scales and zero points are the
+    initializers ONNX Runtime's MatMulNBitsQuantizer writes in QDQ format
+    (quantize_qdq_matmul_4bits) for the same f32 weights, lm_head included (a tied head is
+    given to the quantizer as its own copy: it takes only MatMuls with an initializer B)."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    flags = ["--quant", "int4", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    ours = dq_matmuls(load(build_with(tmp_path / "q", fixture, "default", flags)))
+    f = load(build_with(tmp_path / "f", fixture, "default", ["--tied-head", "copy"]))
+    cfg = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=not asym, bits=4, quant_format=QuantFormat.QDQ)
+    quantizer = MatMulNBitsQuantizer(f, algo_config=cfg)
+    quantizer.process()
+    theirs = {name.removesuffix("_matmul_Q4"): parts for name, parts in dq_matmuls(quantizer.model.model).items()}
+    assert "lm_head/MatMul" in ours and set(ours) == set(theirs), (sorted(ours), sorted(theirs))
+    for name, parts in ours.items():
+        for role, a, b in zip(["data", "scales", "zero points"], parts, theirs[name]):
+            assert (a is None) == (b is None) == (role == "zero points" and not asym), (name, role)
+            if a is not None:
+                same_tensor(a, b, f"{fixture} {name} {role}")
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+@pytest.mark.parametrize("asym", [False, True])
+def test_default_int8_is_onnx_runtimes_8bit_quantizer_relaid_out(tmp_path, fixture, asym):
+    """ONNX Runtime has no QDQ quantizer for 8 bits (MatMulNBitsQuantizer refuses QDQ at 8 bits;
+    the C++ QDQ quantizer has 2- and 4-bit entries only), so the `default` int8 package holds
+    the values of its only 8-bit block quantizer, quantize_matmul_8bits, laid out for
+    DequantizeLinear: x[k, n] = B[n, k // 32, k % 32] (int8 = B - 128 when symmetric),
+    x_scale = scales^T, x_zero_point = zero_points^T."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    flags = ["--quant", "int8", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    ours = dq_matmuls(load(build_with(tmp_path / "q", fixture, "default", flags)))
+    f = load(build_with(tmp_path / "f", fixture, "default", ["--tied-head", "copy"]))
+    fi = inits(f)
+    weights = {n.name: numpy_helper.to_array(fi[n.input[1]]) for n in f.graph.node if n.op_type == "MatMul" and n.input[1] in fi}
+    assert "lm_head/MatMul" in ours and set(ours) <= set(weights), sorted(set(ours) - set(weights))
+    for name, (x, scale, zp) in ours.items():
+        w = np.ascontiguousarray(weights[name].astype(np.float32))
+        k, n = w.shape
+        kb = (k + 31) // 32
+        b = np.zeros((n, kb, 32), np.uint8)
+        s = np.zeros((n, kb), np.float32)
+        z = np.zeros((n, kb), np.uint8)
+        C.quantize_matmul_8bits(b, w, s, z, 32, n, k, not asym)
+        values = b.reshape(n, kb * 32)[:, :k].T
+        expected = values.astype(np.int16) - 128 if not asym else values
+        assert (x.data_type == onnx.TensorProto.UINT8) == asym
+        got = numpy_helper.to_array(x)
+        assert got.shape == (k, n) and np.array_equal(got.astype(np.int16), expected.astype(np.int16)), f"{fixture} {name} data"
+        assert numpy_helper.to_array(scale).tobytes() == np.ascontiguousarray(s.T).tobytes(), f"{fixture} {name} scales"
+        if asym:
+            assert numpy_helper.to_array(zp).tobytes() == np.ascontiguousarray(z.T).tobytes(), f"{fixture} {name} zero points"
+        else:
+            assert zp is None
+
+
 @pytest.mark.parametrize("fixture", MOE_FIXTURES)
 @pytest.mark.parametrize("asym", [False, True])
 def test_qmoe_experts_are_onnx_runtimes_bytes_per_expert(tmp_path, fixture, asym):
