@@ -100,8 +100,10 @@ enum Command {
         /// DequantizeLinear + Gather and would dequantize the whole table on every run).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
         quant_embeddings: Option<ep_sets::QuantChoice>,
-        /// Keep the weights whose initializer name matches PATTERN float (`*` and `?`
-        /// wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'); repeatable.
+        /// Keep the weights read from a checkpoint tensor whose name matches PATTERN float (`*`
+        /// and `?` wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'; a packed QKV
+        /// weight stays float whole when q, k or v matches); repeatable. A pattern matching no
+        /// weight is an error.
         #[arg(long, value_name = "PATTERN", requires = "quant", help_heading = "Quantization")]
         quant_exclude: Vec<String>,
         /// How block scales are chosen: `rtn` (round to nearest from the block's range: the bytes
