@@ -427,3 +427,46 @@ def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
     for ep, flags in [("cpu", []), ("default", [])]:
         pkg = build_with(tmp_path / f"{ep}-all", fixture, ep, ["--quant", "int4"] + flags)
         assert len(genai_tokens(pkg, prompt, 16)) == 16
+
+
+def external_ranges(pkg):
+    """{initializer name: (offset, length)} of a package's external tensors."""
+    m = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    out = {}
+    for t in m.graph.initializer:
+        e = {x.key: x.value for x in t.external_data}
+        if e:
+            out[t.name] = (int(e["offset"]), int(e["length"]))
+    return out
+
+
+@pytest.mark.parametrize("bits,asym", [("int4", False), ("int4", True), ("int8", False), ("int8", True)])
+def test_a_tied_table_and_head_store_their_quantized_bytes_once(tmp_path, bits, asym):
+    """A tied head (MatMulNBits) and embedding (GatherBlockQuantized) read one quantization:
+    the embedding's views of it (the scales as [N, k_blocks, 1] when symmetric, the table as
+    [N, K * bits / 8] when asymmetric) share the head's range of model.onnx.data, no two
+    external tensors hold the same bytes in two ranges, and the logits are those of the f32
+    package with the dequantized weights (accuracy level 0: no activation quantization)."""
+    fixture = "tiny-qwen2-tied-mqa"
+    flags = ["--quant", bits, "--accuracy-level", "0", "--block-size", "16"] + (["--asymmetric"] if asym else [])
+    pkg = build_with(tmp_path / "q", fixture, "cpu", flags)
+    q = load(pkg)
+    ranges = external_ranges(pkg)
+    nodes = {n.op_type: n for n in q.graph.node if n.op_type in ("GatherBlockQuantized",)}
+    gbq = nodes["GatherBlockQuantized"]
+    head = next(n for n in q.graph.node if n.op_type == "MatMulNBits" and n.name.startswith("lm_head/"))
+    # Slot pairs that must be one range: data, scales (and zero points).
+    for g_slot, h_slot in [(0, 1), (2, 2)] + ([(3, 3)] if asym else []):
+        a, b = gbq.input[g_slot], head.input[h_slot]
+        assert a == b or ranges[a] == ranges[b], (a, b, ranges.get(a), ranges.get(b))
+    data = (pkg / "model.onnx.data").read_bytes()
+    seen = {}
+    for name, (off, length) in ranges.items():
+        key = data[off:off + length]
+        if key in seen and length > 64:
+            assert ranges[seen[key]] == (off, length), f"{name} and {seen[key]} hold the same bytes twice"
+        seen.setdefault(key, name)
+    f = load(build_with(tmp_path / "f", fixture, "cpu", []))
+    expected = logits(with_dequantized_weights(f, dequantized_weights(q)), fixture)
+    err = float(np.abs(logits(q, fixture) - expected).max())
+    assert err < TOL, err
