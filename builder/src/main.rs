@@ -85,7 +85,7 @@ enum Command {
         #[arg(long, value_name = "BITS", value_parser = parse_bits, help_heading = "Quantization")]
         quant: Option<ep_sets::QuantBits>,
         /// Weights per quantization block along K: a power of two from 16 to 256.
-        #[arg(long, default_value_t = 32, value_name = "N", requires = "quant", help_heading = "Quantization")]
+        #[arg(long, default_value_t = 32, value_name = "N", value_parser = parse_block_size, requires = "quant", help_heading = "Quantization")]
         block_size: usize,
         /// Asymmetric blocks (uint4/uint8 with zero points) instead of symmetric ones.
         #[arg(long, requires = "quant", help_heading = "Quantization")]
@@ -93,7 +93,7 @@ enum Command {
         /// MatMulNBits' accuracy_level: 0 (unset), 1 (f32), 2 (f16), 3 (bf16), 4 (int8: the
         /// activations are quantized per block inside the kernel, faster, about 1e-2 further
         /// from the float result). Default: the EP table's (cpu and webgpu 4, others 0).
-        #[arg(long, value_name = "N", requires = "quant", help_heading = "Quantization")]
+        #[arg(long, value_name = "N", value_parser = parse_accuracy_level, requires = "quant", help_heading = "Quantization")]
         accuracy_level: Option<i64>,
         /// Quantize the lm_head: int4, int8 or none. Default: the EP table's (cpu: as --quant).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
@@ -103,8 +103,10 @@ enum Command {
         /// DequantizeLinear + Gather and would dequantize the whole table on every run).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
         quant_embeddings: Option<ep_sets::QuantChoice>,
-        /// Keep the weights whose initializer name matches PATTERN float (`*` and `?`
-        /// wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'); repeatable.
+        /// Keep the weights read from a checkpoint tensor whose name matches PATTERN float (`*`
+        /// and `?` wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'; a packed QKV
+        /// weight stays float whole when q, k or v matches); repeatable. A pattern matching no
+        /// weight is an error.
         #[arg(long, value_name = "PATTERN", requires = "quant", help_heading = "Quantization")]
         quant_exclude: Vec<String>,
         /// How block scales are chosen: `rtn` (round to nearest from the block's range: the bytes
@@ -252,20 +254,43 @@ fn quant_help(sets: &EpSets) -> String {
     text
 }
 
-fn parse_threads(s: &str) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|_| format!("`{s}` is not a thread count; give a whole number from 0 to {MAX_THREADS}"))?;
-    if n > MAX_THREADS {
-        return Err(format!("{n} is more than the limit of {MAX_THREADS} threads; use 0 for one per core"));
+/// `s` as a whole number up to `max`. Anything else says which it is: not a whole number
+/// (`what` says what is expected), or one that is too large, with the limit (`limit`): a
+/// number past the integer type (`99999999999999999999`) is too large too, not "not a number".
+fn whole_number<T: std::str::FromStr<Err = std::num::ParseIntError> + PartialOrd>(s: &str, what: &str, max: T, limit: &str) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!("`{s}` is too large: {limit}")),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!("`{s}` is too large: {limit}")),
+        Err(_) => Err(format!("`{s}` is not {what}")),
     }
-    Ok(n)
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    whole_number(s, &format!("a thread count; give a whole number from 0 to {MAX_THREADS}"), MAX_THREADS, &format!("the limit is {MAX_THREADS} threads; use 0 for one per core"))
 }
 
 fn parse_max_length(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
+    // The checkpoint's max_position_embeddings bounds it; a config dimension is at most
+    // u32::MAX (models::config), so a larger number can never fit.
+    match whole_number(s, "a cache length (a positive integer such as 2048)", u32::MAX as usize, "a cache length is at most the checkpoint's max_position_embeddings") {
         Ok(0) => Err("a static KV cache needs at least 1 slot".into()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("`{s}` is not a cache length (a positive integer such as 2048)")),
+        other => other,
     }
+}
+
+/// `--block-size`: ir::quant checks the power of two and the range, with the value; only a
+/// number too large to hold is refused here.
+fn parse_block_size(s: &str) -> Result<usize, String> {
+    let range = format!("a power of two from {} to {}", ir::quant::MIN_BLOCK, ir::quant::MAX_BLOCK);
+    whole_number(s, &format!("a block size ({range})"), usize::MAX, &format!("a block size is {range}"))
+}
+
+/// `--accuracy-level`: 0 to 4, checked against the table with the value; only a number too
+/// large to hold is refused here.
+fn parse_accuracy_level(s: &str) -> Result<i64, String> {
+    const LEVELS: &str = "MatMulNBits' accuracy level is 0 (unset), 1 (f32), 2 (f16), 3 (bf16) or 4 (int8)";
+    whole_number(s, "an accuracy level: 0, 1, 2, 3 or 4", i64::MAX, LEVELS)
 }
 
 /// The KV cache form `--kv-cache` and `--max-length` ask for, or why they do not fit together.

@@ -339,8 +339,47 @@ fn thread_count_is_bounded() {
     let root = tempfile::tempdir().unwrap();
     let r = tailor(&fixture("tiny-llama"), &root.path().join("pkg"), &["--threads", "100000"]);
     assert_eq!(r.status.code(), Some(2), "{}", r.stderr);
-    assert!(r.stderr.contains("limit of 64"), "{}", r.stderr);
+    assert!(r.stderr.contains("limit is 64"), "{}", r.stderr);
     assert!(listing(root.path()).is_empty());
+}
+
+/// A number too large for its flag, or for any integer type, is called too large and the
+/// message gives the limit; one that is no number at all is called that.
+#[test]
+fn too_large_numbers_are_called_too_large_with_the_limit() {
+    let huge = "99999999999999999999";
+    let cases: [(&[&str], &[&str]); 5] = [
+        (&["--threads", huge], &["too large", "the limit is 64 threads"]),
+        (&["--quant", "int4", "--block-size", huge], &["too large", "a power of two from 16 to 256"]),
+        (&["--kv-cache", "static", "--max-length", huge], &["too large", "at most the checkpoint's max_position_embeddings"]),
+        (&["--quant", "int4", "--accuracy-level", huge], &["too large", "4 (int8)"]),
+        (&["--threads", "x"], &["`x` is not a thread count", "from 0 to 64"]),
+    ];
+    for (args, expect) in cases {
+        let root = tempfile::tempdir().unwrap();
+        let r = tailor(&fixture("tiny-llama"), &root.path().join("pkg"), args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", r.stderr);
+        for e in expect {
+            assert!(r.stderr.contains(e), "{args:?}: message lacks `{e}`: {}", r.stderr);
+        }
+        assert!(!r.stderr.contains("positive integer"), "{args:?}: {}", r.stderr);
+    }
+    // In config.json: past u32 and past u64 (which JSON parsers read as a float).
+    for (value, shown) in [("5000000000", "5000000000"), (huge, "1e+20")] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = with_config(dir.path(), |c| {
+            c.insert("intermediate_size".into(), Value::String("HUGE".into()));
+        });
+        let path = model.join("config.json");
+        let text = std::fs::read_to_string(&path).unwrap().replace("\"HUGE\"", value);
+        std::fs::write(&path, text).unwrap();
+        assert_fails(&model, &[], &["config.json", "`intermediate_size`", &format!("is too large: at most 4294967295, found {shown}")]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_config(dir.path(), |c| {
+        c.insert("intermediate_size".into(), serde_json::json!(0));
+    });
+    assert_fails(&model, &[], &["`intermediate_size` must be a positive integer, found 0"]);
 }
 
 /// `--ep` accepts exactly the builtin EP tables: `--help` lists each one with its ONNX Runtime

@@ -101,3 +101,46 @@ fn float_expert_stacks_of_an_unfused_moe_block_are_a_warning() {
     assert_eq!(stacks.len(), 3 * layers, "gate, up and down per layer: {kept:?}");
     assert!(stderr.contains(&format!("{} expert weight stack(s) stay float on default", 3 * layers)), "{stderr}");
 }
+
+/// `--quant-exclude` matches the checkpoint's tensor names, also after `fuse.pack_qkv` renamed
+/// them: on cpu (which packs q/k/v), excluding q keeps each packed QKV weight float, whole, and
+/// the report says why; the package reads them through a float MatMul.
+#[test]
+fn exclusions_match_checkpoint_names_after_packing() {
+    let config: Value = serde_json::from_slice(&std::fs::read(fixture("tiny-llama").join("config.json")).unwrap()).unwrap();
+    let layers = config["num_hidden_layers"].as_u64().unwrap() as usize;
+    let (dir, v, _) = report(&fixture("tiny-llama"), &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "*.q_proj.weight"]);
+    let q = &v["quantization"];
+    let packed: Vec<&Value> = q["kept_float"].as_array().unwrap().iter().filter(|k| k["weight"].as_str().unwrap().ends_with("/packed_weight")).collect();
+    assert_eq!(packed.len(), layers, "{}", q["kept_float"]);
+    for (layer, k) in packed.iter().enumerate() {
+        let why = k["why"].as_str().unwrap();
+        let name = |p: &str| format!("model.layers.{layer}.self_attn.{p}_proj.weight");
+        assert!(why.contains("`*.q_proj.weight`") && why.contains(&name("q")) && why.contains(&name("k")) && why.contains(&name("v")), "{why}");
+        assert!(why.contains("fuse.pack_qkv") && why.contains("all of it stays float"), "{why}");
+    }
+    let quantized: Vec<&str> = q["tensors"].as_array().unwrap().iter().map(|t| t["weight"].as_str().unwrap()).collect();
+    assert!(!quantized.iter().any(|w| w.contains("q_proj") || w.contains("packed")), "{quantized:?}");
+    assert!(quantized.iter().any(|w| w.contains("o_proj")), "{quantized:?}");
+    // The package: one float MatMul per layer reads each packed weight.
+    let onnx = std::fs::read(dir.path().join("pkg/model.onnx")).unwrap();
+    let text = String::from_utf8_lossy(&onnx);
+    assert!(text.contains("q_proj.weight/packed_weight") && !text.contains("q_proj.weight/packed_weight/quant"), "the packed weight is stored float");
+}
+
+/// A pattern that matches no weight is an error that names it and lists the names there are.
+#[test]
+fn an_exclusion_that_matches_nothing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    fails(
+        &model,
+        &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "*.down_proj.weight", "--quant-exclude", "*.q_prj.weight"],
+        &["--quant-exclude `*.q_prj.weight` matches no weight", "model.layers.*.self_attn.q_proj.weight", "lm_head.weight"],
+    );
+    // A weight that stays float anyway is still a match (a tied model's head is the embedding).
+    let (_d, v, _) = report(&fixture("tiny-qwen2-tied-mqa"), &["--ep", "cpu", "--quant", "int4", "--quant-embeddings", "none", "--quant-exclude", "model.embed_tokens.weight"]);
+    assert!(v["quantization"]["tensors"].as_array().unwrap().iter().all(|t| t["weight"] != "model.embed_tokens.weight"));
+    fails(&fixture("tiny-qwen2-tied-mqa"), &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "lm_head.weight"], &["`lm_head.weight` matches no weight", "model.embed_tokens.weight", "--quant-lm-head"]);
+}

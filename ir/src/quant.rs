@@ -13,8 +13,10 @@
 //! slices the caller owns. Columns are independent, so ranges can also be split across threads.
 //!
 //! [`Method::Rtn`] reproduces, byte for byte, what ONNX Runtime 1.32's
-//! `MatMulNBitsQuantizer` with `DefaultWeightOnlyQuantConfig` writes (docs/quantization.md
-//! says where each rule comes from; tests/tests/quant_bytes.rs proves it against the wheel).
+//! `MatMulNBitsQuantizer` with `DefaultWeightOnlyQuantConfig` writes: in QOperator format
+//! (MatMulNBits) with [`Rounding::MatMulNBits`], in QDQ format (DequantizeLinear, 4 bits) with
+//! [`Rounding::Qdq`] and [`dq`]'s layout (docs/quantization.md says where each rule comes from;
+//! tests/tests/quant_bytes.rs proves it against the wheel).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -81,6 +83,25 @@ pub enum Method {
     MseSearch,
 }
 
+/// Where a block's zero point enters the rounding of a value: the one step in which ONNX
+/// Runtime's two block quantizers differ (same scales, zero points, min/max scan and
+/// reciprocal). They give different integers only when `v * reciprocal` lies within an f32
+/// rounding of a half (adding the zero point first rounds it to a half, or a half is rounded
+/// away from zero on the other side of the zero point).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Rounding {
+    /// `clamp(roundf(v * reciprocal + zp), 0, max_q)`: the MatMulNBits quantizer
+    /// (`quantize_matmul_4bits` / `_8bits`, MLAS `BlockwiseQuantizer`), the bytes of
+    /// MatMulNBits, GatherBlockQuantized and QMoE.
+    #[default]
+    MatMulNBits,
+    /// `clamp((int)roundf(v * reciprocal) + zp, 0, max_q)`: the QDQ quantizer
+    /// (`quantize_qdq_matmul_4bits`, MLAS `BlockwiseQDQQuantizer::QuantizeV`), the bytes of
+    /// the DequantizeLinear form. On x86-64 the int conversion of a NaN or of |x| >= 2^31 (a
+    /// subnormal scale's infinite reciprocal) is INT_MIN, which clamps to the low end.
+    Qdq,
+}
+
 /// Validated quantization settings. The fields are private so that a value of this type is
 /// always a block size and bit width the ONNX Runtime kernels accept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,6 +110,7 @@ pub struct QuantSettings {
     block_size: usize,
     symmetric: bool,
     method: Method,
+    rounding: Rounding,
 }
 
 /// Smallest and largest block sizes accepted: MatMulNBits and GatherBlockQuantized require a
@@ -102,11 +124,16 @@ impl QuantSettings {
         if !block_size.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&block_size) {
             return Err(Error::QuantBlockSize(block_size));
         }
-        Ok(QuantSettings { bits, block_size, symmetric, method: Method::Rtn })
+        Ok(QuantSettings { bits, block_size, symmetric, method: Method::Rtn, rounding: Rounding::MatMulNBits })
     }
 
     pub fn with_method(self, method: Method) -> Self {
         QuantSettings { method, ..self }
+    }
+
+    /// The same settings rounding as the quantizer of another format does (see [`Rounding`]).
+    pub fn with_rounding(self, rounding: Rounding) -> Self {
+        QuantSettings { rounding, ..self }
     }
 
     pub fn bits(&self) -> Bits {
@@ -121,6 +148,9 @@ impl QuantSettings {
     }
     pub fn method(&self) -> Method {
         self.method
+    }
+    pub fn rounding(&self) -> Rounding {
+        self.rounding
     }
 
     /// The per-column sizes for a weight with `k` rows.

@@ -14,7 +14,7 @@
 //! The group also accumulates the weight error of what was written, for the build report.
 
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
-use crate::quant::{quantize_measured, NBits, NBitsOut, QuantSettings, Scale, WeightError, WeightView};
+use crate::quant::{quantize_measured, Bits, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,20 @@ pub enum QuantForm {
     /// Standard ONNX blocked `DequantizeLinear` on `[K, N]` with axis 0 (`x_scale: [k_blocks,
     /// N]`), which ONNX Runtime's CPU EP fuses with the MatMul it feeds.
     Dq,
+}
+
+impl QuantForm {
+    /// How ONNX Runtime's quantizer of this form rounds (docs/quantization.md): INT4
+    /// DequantizeLinear data are the QDQ quantizer's (`quantize_qdq_matmul_4bits`); ONNX Runtime
+    /// has no QDQ quantizer for 8 bits (`MatMulNBitsQuantizer` refuses QDQ at 8 bits), so INT8
+    /// DequantizeLinear data, like every MatMulNBits form, are the MatMulNBits quantizer's
+    /// values (`quantize_matmul_8bits`), re-laid out.
+    pub fn rounding(self, bits: Bits) -> Rounding {
+        match (self, bits) {
+            (QuantForm::Dq, Bits::Int4) => Rounding::Qdq,
+            _ => Rounding::MatMulNBits,
+        }
+    }
 }
 
 /// One output tensor of a group.
@@ -63,7 +77,8 @@ pub struct QuantGroup {
 
 impl QuantGroup {
     /// A group over `weight` (`[N, K]`, a float recipe). `scale_dtype` is the activation type
-    /// (f32, f16 or bf16), which MatMulNBits requires of its scales.
+    /// (f32, f16 or bf16), which MatMulNBits requires of its scales. The form decides the
+    /// settings' [`Rounding`] ([`QuantForm::rounding`]).
     pub fn new(name: impl Into<String>, weight: Recipe, settings: QuantSettings, scale_dtype: DType, form: QuantForm) -> Result<Arc<QuantGroup>> {
         let name = name.into();
         let shape = weight.shape();
@@ -79,6 +94,7 @@ impl QuantGroup {
         }
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
+        let settings = settings.with_rounding(form.rounding(settings.bits()));
         Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default() }))
     }
 
@@ -465,6 +481,9 @@ mod tests {
             let t = transposed(&v, n, k);
             for s in all_settings() {
                 let g = QuantGroup::new("w", r.clone(), s, DType::F16, QuantForm::Dq).unwrap();
+                // The expected bytes round as the form's quantizer does.
+                let s = s.with_rounding(QuantForm::Dq.rounding(s.bits()));
+                assert_eq!(g.settings(), s);
                 let layout = s.layout(k).unwrap();
                 let mut b = vec![0u8; n * layout.b_per_column()];
                 let mut scales = vec![f16::ZERO; n * layout.scales_per_column()];

@@ -44,7 +44,12 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
             external.push(entry);
         }
     }
-    let slots = layout_external_data(&external.iter().map(|(_, r)| r.byte_len() as u64).collect::<Vec<_>>());
+    // A reshape of another written initializer holds that one's bytes: it points at that
+    // one's range of the data file instead of being written again (a tied embedding's
+    // GatherBlockQuantized reads the head's quantized table and scales through such views).
+    let shared = shared_bytes(&external);
+    let stored: Vec<&(String, Recipe)> = external.iter().enumerate().filter(|(i, _)| shared[*i].is_none()).map(|(_, e)| *e).collect();
+    let stored_slots = layout_external_data(&stored.iter().map(|(_, r)| r.byte_len() as u64).collect::<Vec<_>>());
 
     // Sources are read through their mappings while the data file is written: overwriting one
     // of them (saving a loaded model over itself) would truncate a mapped file under the reader.
@@ -61,10 +66,20 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
 
     // Stream tensors into the data file in bounded blocks, at offsets fixed by the layout.
     let streamed: Vec<(&str, Recipe, DataSlot)> =
-        external.iter().zip(&slots).map(|((name, r), slot)| (name.as_str(), r.normalized(), *slot)).collect();
+        stored.iter().zip(&stored_slots).map(|((name, r), slot)| (name.as_str(), r.normalized(), *slot)).collect();
     write_data_file(&data_path, &streamed, opts)?;
+    let mut slots: Vec<DataSlot> = vec![DataSlot { offset: 0, len: 0 }; external.len()];
+    let own = (0..external.len()).filter(|i| shared[*i].is_none());
+    for (i, slot) in own.zip(&stored_slots) {
+        slots[i] = *slot;
+    }
+    for (i, base) in shared.iter().enumerate() {
+        if let Some(b) = base {
+            slots[i] = slots[*b];
+        }
+    }
     let placed: BTreeMap<&str, DataSlot> = external.iter().zip(&slots).map(|((n, _), s)| (n.as_str(), *s)).collect();
-    report.data_bytes = slots.last().map(|s| s.offset + s.len).unwrap_or(0);
+    report.data_bytes = stored_slots.last().map(|s| s.offset + s.len).unwrap_or(0);
     report.external_tensors = placed.len();
 
     let graph = graph_to_proto(&model.graph, &placed, &data_name, &used, &mut report)?;
@@ -86,6 +101,33 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
     std::fs::write(&model_path, &bytes).map_err(|e| Error::io(&model_path, e))?;
     report.model_bytes = bytes.len() as u64;
     Ok(report)
+}
+
+/// For each external tensor, the earlier one whose bytes it shares, if any: a tensor whose
+/// recipe is a reshape (the same bytes under another shape) of another tensor's recipe, or of
+/// the same recipe as an earlier view. Only views are compared, so the cost is views x tensors.
+fn shared_bytes(external: &[&(String, Recipe)]) -> Vec<Option<usize>> {
+    fn unreshaped(r: &Recipe) -> &Recipe {
+        match r {
+            Recipe::Reshape { input, .. } => unreshaped(input),
+            other => other,
+        }
+    }
+    let mut shared: Vec<Option<usize>> = vec![None; external.len()];
+    for (i, (_, recipe)) in external.iter().enumerate() {
+        if !matches!(recipe, Recipe::Reshape { .. }) {
+            continue;
+        }
+        let base = unreshaped(recipe);
+        let same = |(j, (_, other)): &(usize, &&(String, Recipe))| {
+            *j != i && shared[*j].is_none() && other.byte_len() == recipe.byte_len() && unreshaped(other) == base
+        };
+        // A tensor that is not a view first (the part itself), else an earlier view of it.
+        let target = external.iter().enumerate().filter(|(_, (_, o))| !matches!(o, Recipe::Reshape { .. })).find(same)
+            .or_else(|| external.iter().enumerate().take(i).find(same));
+        shared[i] = target.map(|(j, _)| j);
+    }
+    shared
 }
 
 /// One opset import per domain used; nodes of one domain must agree on its version.
@@ -295,5 +337,59 @@ mod tests {
         assert_eq!(get("length").unwrap(), "8");
         assert_eq!(t.data_type, Some(DType::F32.to_onnx()));
         assert!(t.raw_data.is_none());
+    }
+
+    /// A reshape of a written tensor (here before and after it in the list, and a view of a
+    /// view) shares its data-file range; the bytes are stored once and read back for both.
+    #[test]
+    fn reshapes_of_a_written_tensor_share_its_bytes() {
+        let values: Vec<f32> = (0..600).map(|i| i as f32).collect();
+        let w = Recipe::from_f32("w", vec![20, 30], &values);
+        let other = Recipe::from_f32("o", vec![600], &vec![1.0; 600]);
+        let mut g = Graph { name: "g".into(), ..Default::default() };
+        // Two views of a tensor that is not itself written: the second shares the first's bytes.
+        let lone = Recipe::from_f32("t", vec![300], &vec![2.0; 300]);
+        let names = ["view", "w", "o", "view2", "view_of_o", "lone_a", "lone_b"];
+        let recipes = [
+            w.clone().reshape(vec![600]),
+            w.clone(),
+            other.clone(),
+            w.clone().reshape(vec![2, 300]).reshape(vec![600, 1]),
+            other.clone().reshape(vec![30, 20]),
+            lone.clone().reshape(vec![3, 100]),
+            lone.clone().reshape(vec![100, 3]),
+        ];
+        for (name, r) in names.iter().zip(recipes) {
+            g.initializers.push((name.to_string(), r));
+            g.outputs.push(ValueInfo::new(*name, DType::F32, vec![]));
+        }
+        let model = Model { graph: g, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let report = save_model(&model, dir.path(), "m.onnx").unwrap();
+        assert_eq!(report.external_tensors, 7);
+        assert_eq!(report.data_bytes, 2 * 4096 + 1200, "three tensors stored, page-aligned");
+        let loaded = crate::load_model(&dir.path().join("m.onnx")).unwrap();
+        for name in names {
+            let r = loaded.graph.initializer(name).unwrap();
+            let want = if name.starts_with("lone") {
+                &lone
+            } else if name.ends_with('o') {
+                &other
+            } else {
+                &w
+            };
+            assert_eq!(r.materialize().unwrap(), want.materialize().unwrap(), "{name}");
+        }
+        let proto = proto::ModelProto::decode(std::fs::read(dir.path().join("m.onnx")).unwrap().as_slice()).unwrap();
+        let offsets: BTreeMap<String, String> = proto
+            .graph
+            .unwrap()
+            .initializer
+            .iter()
+            .map(|t| (t.name.clone().unwrap(), t.external_data.iter().find(|e| e.key.as_deref() == Some("offset")).unwrap().value.clone().unwrap()))
+            .collect();
+        assert_eq!((offsets["view"].as_str(), offsets["w"].as_str(), offsets["view2"].as_str()), ("0", "0", "0"));
+        assert_eq!((offsets["o"].as_str(), offsets["view_of_o"].as_str()), ("4096", "4096"));
+        assert_eq!((offsets["lone_a"].as_str(), offsets["lone_b"].as_str()), ("8192", "8192"));
     }
 }

@@ -108,6 +108,28 @@ pub struct DecoderConfig {
     pub multimodal: Option<Multimodal>,
 }
 
+/// The largest dimension or count a config may give (u32::MAX): a larger one is refused with
+/// its key before any shape is built from it.
+pub const MAX_DIMENSION: u64 = u32::MAX as u64;
+
+/// A config integer of at least `min` (0 or 1), at most [`MAX_DIMENSION`]; otherwise what is
+/// wrong with it, to follow "key `k` ": not an integer at all, or an integer that is too
+/// large (JSON holds integers past u64 as floats: `99999999999999999999` reads as 1e20).
+fn dimension(v: &Value, min: u64) -> std::result::Result<usize, String> {
+    let kind = if min == 0 { "a non-negative integer" } else { "a positive integer" };
+    if let Some(x) = v.as_u64() {
+        return match x {
+            x if x < min => Err(format!("must be {kind}, found {v}")),
+            x if x > MAX_DIMENSION => Err(format!("is too large: at most {MAX_DIMENSION}, found {v}")),
+            x => Ok(x as usize),
+        };
+    }
+    match v.as_f64() {
+        Some(x) if x.is_finite() && x.fract() == 0.0 && x > MAX_DIMENSION as f64 => Err(format!("is too large: at most {MAX_DIMENSION}, found {v}")),
+        _ => Err(format!("must be {kind}, found {v}")),
+    }
+}
+
 struct Reader<'a> {
     path: &'a Path,
     map: &'a Map<String, Value>,
@@ -127,11 +149,7 @@ impl Reader<'_> {
     fn usize_any(&self, keys: &[&str]) -> Result<Option<usize>> {
         match self.first(keys) {
             None => Ok(None),
-            Some((key, v)) => v
-                .as_u64()
-                .filter(|&x| x > 0 && x <= u32::MAX as u64)
-                .map(|x| Some(x as usize))
-                .ok_or_else(|| self.err(format!("key `{key}` must be a positive integer, found {v}"))),
+            Some((key, v)) => dimension(v, 1).map(Some).map_err(|why| self.err(format!("key `{key}` {why}"))),
         }
     }
     fn usize_opt(&self, key: &str) -> Result<Option<usize>> {
@@ -150,11 +168,7 @@ impl Reader<'_> {
     fn count_opt(&self, key: &str) -> Result<Option<usize>> {
         match self.present(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|&x| x <= u32::MAX as u64)
-                .map(|x| Some(x as usize))
-                .ok_or_else(|| self.err(format!("key `{key}` must be a non-negative integer, found {v}"))),
+            Some(v) => dimension(v, 0).map(Some).map_err(|why| self.err(format!("key `{key}` {why}"))),
         }
     }
     fn f64_any(&self, keys: &[&str]) -> Result<Option<f64>> {
@@ -397,11 +411,7 @@ impl DecoderConfig {
     pub fn count(&self, key: &str) -> Result<Option<usize>> {
         match self.raw.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|&x| x > 0 && x <= u32::MAX as u64)
-                .map(|x| Some(x as usize))
-                .ok_or_else(|| self.err(format!("key `{key}` must be a positive integer, found {v}"))),
+            Some(v) => dimension(v, 1).map(Some).map_err(|why| self.err(format!("key `{key}` {why}"))),
         }
     }
 

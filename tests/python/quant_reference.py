@@ -9,6 +9,13 @@
         the resulting MatMulNBits node to <name>.ort.B.bin, .ort.scales.bin and (asymmetric)
         .ort.zero_points.bin, and the node's attributes to <name>.ort.json.
 
+    quant_reference.py quantize_qdq DIR
+        The same cases (4-bit only) through MatMulNBitsQuantizer in QDQ format
+        (quantize_qdq_matmul_4bits): the DequantizeLinear node's initializers as stored, packed
+        4-bit values included, to <name>.qdq.x.bin, .qdq.scale.bin and (asymmetric)
+        .qdq.zero_point.bin, and {dtype, dims} of each with the node's attributes to
+        <name>.qdq.json.
+
     quant_reference.py run DIR
         DIR/run.json lists models to run on the CPU EP with one f32 input from DIR; each is
         {name, kind: "matmulnbits" | "dequantize_linear" | "gather_block_quantized", ...}.
@@ -73,6 +80,33 @@ def quantize(d: Path):
         onnx.save(m, str(d / f"{c['name']}.ort.onnx"))
 
 
+def quantize_qdq(d: Path):
+    from onnxruntime.quantization import QuantFormat
+
+    logging.disable(logging.WARNING)
+    cases = json.loads((d / "cases.json").read_text())
+    for c in cases:
+        k, n, dtype = c["k"], c["n"], c["dtype"]
+        w = np.fromfile(d / f"{c['name']}.weight.bin", dtype=NP[dtype]).reshape(k, n)
+        cfg = DefaultWeightOnlyQuantConfig(block_size=c["block_size"], is_symmetric=c["symmetric"], bits=c["bits"],
+                                           quant_format=QuantFormat.QDQ)
+        q = MatMulNBitsQuantizer(one_matmul(w, dtype), algo_config=cfg)
+        q.process()
+        m = q.model.model
+        nodes = [x for x in m.graph.node if x.op_type == "DequantizeLinear"]
+        if len(nodes) != 1:
+            raise SystemExit(f"{c['name']}: the QDQ quantizer made {[x.op_type for x in m.graph.node]}, not one DequantizeLinear")
+        node = nodes[0]
+        inits = {i.name: i for i in m.graph.initializer}
+        meta = {"attrs": {a.name: helper.get_attribute_value(a) for a in node.attribute}}
+        for role, name in zip(["x", "scale", "zero_point"], node.input):
+            t = inits[name]
+            raw = t.raw_data if t.raw_data else numpy_helper.to_array(t).tobytes()
+            (d / f"{c['name']}.qdq.{role}.bin").write_bytes(raw)
+            meta[role] = {"dtype": t.data_type, "dims": list(t.dims)}
+        (d / f"{c['name']}.qdq.json").write_text(json.dumps(meta))
+
+
 def tensor(d: Path, spec):
     """An initializer from {name, file, dtype (onnx enum), dims}; 4-bit types are stored packed."""
     raw = (d / spec["file"]).read_bytes()
@@ -115,10 +149,10 @@ def run(d: Path):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("quantize", "run"):
+    modes = {"quantize": quantize, "quantize_qdq": quantize_qdq, "run": run}
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
         raise SystemExit(__doc__)
-    d = Path(sys.argv[2])
-    (quantize if sys.argv[1] == "quantize" else run)(d)
+    modes[sys.argv[1]](Path(sys.argv[2]))
     print(f"onnxruntime {ort.__version__}: {sys.argv[1]} done", flush=True)
 
 

@@ -244,6 +244,88 @@ def test_cpu_default_level_equals_onnx_runtimes_quantizer(tmp_path, asym):
             assert numpy_helper.to_array(ti[n.input[slot]]).tobytes() == numpy_helper.to_array(oi[mine.input[slot]]).tobytes(), n.name
 
 
+def dq_matmuls(model):
+    """{MatMul node name: (x, x_scale, x_zero_point or None) initializers} for every MatMul whose B
+    is a blocked DequantizeLinear of initializers."""
+    init = inits(model)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    out = {}
+    for node in model.graph.node:
+        dq = producers.get(node.input[1]) if node.op_type == "MatMul" else None
+        if dq is not None and dq.op_type == "DequantizeLinear":
+            out[node.name] = [init[name] if name else None for name in list(dq.input) + [""] * (3 - len(dq.input))]
+    return out
+
+
+def same_tensor(a, b, what):
+    """Same ONNX element type, dims and values (4-bit values compared unpacked, as numpy_helper
+    reads them)."""
+    assert (a.data_type, list(a.dims)) == (b.data_type, list(b.dims)), (what, a.data_type, list(a.dims), b.data_type, list(b.dims))
+    x, y = numpy_helper.to_array(a), numpy_helper.to_array(b)
+    assert x.tobytes() == y.tobytes(), f"{what}: {int(np.count_nonzero(x != y))} of {x.size} values differ"
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+@pytest.mark.parametrize("asym", [False, True])
+def test_default_int4_is_onnx_runtimes_qdq_quantizer(tmp_path, fixture, asym):
+    """The `default` int4 package's DequantizeLinear data, scales and zero points are the
+    initializers ONNX Runtime's MatMulNBitsQuantizer writes in QDQ format
+    (quantize_qdq_matmul_4bits) for the same f32 weights, lm_head included (a tied head is
+    given to the quantizer as its own copy: it takes only MatMuls with an initializer B)."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    flags = ["--quant", "int4", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    ours = dq_matmuls(load(build_with(tmp_path / "q", fixture, "default", flags)))
+    f = load(build_with(tmp_path / "f", fixture, "default", ["--tied-head", "copy"]))
+    cfg = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=not asym, bits=4, quant_format=QuantFormat.QDQ)
+    quantizer = MatMulNBitsQuantizer(f, algo_config=cfg)
+    quantizer.process()
+    theirs = {name.removesuffix("_matmul_Q4"): parts for name, parts in dq_matmuls(quantizer.model.model).items()}
+    assert "lm_head/MatMul" in ours and set(ours) == set(theirs), (sorted(ours), sorted(theirs))
+    for name, parts in ours.items():
+        for role, a, b in zip(["data", "scales", "zero points"], parts, theirs[name]):
+            assert (a is None) == (b is None) == (role == "zero points" and not asym), (name, role)
+            if a is not None:
+                same_tensor(a, b, f"{fixture} {name} {role}")
+
+
+@pytest.mark.parametrize("fixture", DECODER_FIXTURES)
+@pytest.mark.parametrize("asym", [False, True])
+def test_default_int8_is_onnx_runtimes_8bit_quantizer_relaid_out(tmp_path, fixture, asym):
+    """ONNX Runtime has no QDQ quantizer for 8 bits (MatMulNBitsQuantizer refuses QDQ at 8 bits;
+    the C++ QDQ quantizer has 2- and 4-bit entries only), so the `default` int8 package holds
+    the values of its only 8-bit block quantizer, quantize_matmul_8bits, laid out for
+    DequantizeLinear: x[k, n] = B[n, k // 32, k % 32] (int8 = B - 128 when symmetric),
+    x_scale = scales^T, x_zero_point = zero_points^T."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    flags = ["--quant", "int8", "--block-size", "32"] + (["--asymmetric"] if asym else [])
+    ours = dq_matmuls(load(build_with(tmp_path / "q", fixture, "default", flags)))
+    f = load(build_with(tmp_path / "f", fixture, "default", ["--tied-head", "copy"]))
+    fi = inits(f)
+    weights = {n.name: numpy_helper.to_array(fi[n.input[1]]) for n in f.graph.node if n.op_type == "MatMul" and n.input[1] in fi}
+    assert "lm_head/MatMul" in ours and set(ours) <= set(weights), sorted(set(ours) - set(weights))
+    for name, (x, scale, zp) in ours.items():
+        w = np.ascontiguousarray(weights[name].astype(np.float32))
+        k, n = w.shape
+        kb = (k + 31) // 32
+        b = np.zeros((n, kb, 32), np.uint8)
+        s = np.zeros((n, kb), np.float32)
+        z = np.zeros((n, kb), np.uint8)
+        C.quantize_matmul_8bits(b, w, s, z, 32, n, k, not asym)
+        values = b.reshape(n, kb * 32)[:, :k].T
+        expected = values.astype(np.int16) - 128 if not asym else values
+        assert (x.data_type == onnx.TensorProto.UINT8) == asym
+        got = numpy_helper.to_array(x)
+        assert got.shape == (k, n) and np.array_equal(got.astype(np.int16), expected.astype(np.int16)), f"{fixture} {name} data"
+        assert numpy_helper.to_array(scale).tobytes() == np.ascontiguousarray(s.T).tobytes(), f"{fixture} {name} scales"
+        if asym:
+            assert numpy_helper.to_array(zp).tobytes() == np.ascontiguousarray(z.T).tobytes(), f"{fixture} {name} zero points"
+        else:
+            assert zp is None
+
+
 @pytest.mark.parametrize("fixture", MOE_FIXTURES)
 @pytest.mark.parametrize("asym", [False, True])
 def test_qmoe_experts_are_onnx_runtimes_bytes_per_expert(tmp_path, fixture, asym):
@@ -345,3 +427,46 @@ def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
     for ep, flags in [("cpu", []), ("default", [])]:
         pkg = build_with(tmp_path / f"{ep}-all", fixture, ep, ["--quant", "int4"] + flags)
         assert len(genai_tokens(pkg, prompt, 16)) == 16
+
+
+def external_ranges(pkg):
+    """{initializer name: (offset, length)} of a package's external tensors."""
+    m = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    out = {}
+    for t in m.graph.initializer:
+        e = {x.key: x.value for x in t.external_data}
+        if e:
+            out[t.name] = (int(e["offset"]), int(e["length"]))
+    return out
+
+
+@pytest.mark.parametrize("bits,asym", [("int4", False), ("int4", True), ("int8", False), ("int8", True)])
+def test_a_tied_table_and_head_store_their_quantized_bytes_once(tmp_path, bits, asym):
+    """A tied head (MatMulNBits) and embedding (GatherBlockQuantized) read one quantization:
+    the embedding's views of it (the scales as [N, k_blocks, 1] when symmetric, the table as
+    [N, K * bits / 8] when asymmetric) share the head's range of model.onnx.data, no two
+    external tensors hold the same bytes in two ranges, and the logits are those of the f32
+    package with the dequantized weights (accuracy level 0: no activation quantization)."""
+    fixture = "tiny-qwen2-tied-mqa"
+    flags = ["--quant", bits, "--accuracy-level", "0", "--block-size", "16"] + (["--asymmetric"] if asym else [])
+    pkg = build_with(tmp_path / "q", fixture, "cpu", flags)
+    q = load(pkg)
+    ranges = external_ranges(pkg)
+    nodes = {n.op_type: n for n in q.graph.node if n.op_type in ("GatherBlockQuantized",)}
+    gbq = nodes["GatherBlockQuantized"]
+    head = next(n for n in q.graph.node if n.op_type == "MatMulNBits" and n.name.startswith("lm_head/"))
+    # Slot pairs that must be one range: data, scales (and zero points).
+    for g_slot, h_slot in [(0, 1), (2, 2)] + ([(3, 3)] if asym else []):
+        a, b = gbq.input[g_slot], head.input[h_slot]
+        assert a == b or ranges[a] == ranges[b], (a, b, ranges.get(a), ranges.get(b))
+    data = (pkg / "model.onnx.data").read_bytes()
+    seen = {}
+    for name, (off, length) in ranges.items():
+        key = data[off:off + length]
+        if key in seen and length > 64:
+            assert ranges[seen[key]] == (off, length), f"{name} and {seen[key]} hold the same bytes twice"
+        seen.setdefault(key, name)
+    f = load(build_with(tmp_path / "f", fixture, "cpu", []))
+    expected = logits(with_dequantized_weights(f, dequantized_weights(q)), fixture)
+    err = float(np.abs(logits(q, fixture) - expected).max())
+    assert err < TOL, err

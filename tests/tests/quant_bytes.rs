@@ -14,7 +14,7 @@
 
 use half::f16;
 use ir::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
-use ir::quant::{dequantize, quantize, Bits, NBits, NBitsOut, QuantSettings, Scale, WeightView};
+use ir::quant::{dequantize, quantize, Bits, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightView};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -193,21 +193,20 @@ fn read_f32(path: &Path) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-/// Where two byte strings first differ, said in terms of the tensor (column, block, byte).
+/// Where two byte strings of MatMulNBits' layout first differ, said in terms of the tensor
+/// (column, block, byte).
 fn first_difference(what: &str, ours: &[u8], theirs: &[u8], per_column: usize, per_block: usize) -> Option<String> {
+    first_difference_at(what, ours, theirs, |i| format!("column {}, block {}, byte {} of it", i / per_column, (i % per_column) / per_block, i % per_block))
+}
+
+/// Where two byte strings first differ; `place` says where a byte index is in the tensor.
+fn first_difference_at(what: &str, ours: &[u8], theirs: &[u8], place: impl Fn(usize) -> String) -> Option<String> {
     if ours.len() != theirs.len() {
         return Some(format!("{what}: {} bytes here, {} from ONNX Runtime", ours.len(), theirs.len()));
     }
     let count = ours.iter().zip(theirs).filter(|(a, b)| a != b).count();
     let i = ours.iter().zip(theirs).position(|(a, b)| a != b)?;
-    Some(format!(
-        "{what}: {count} bytes differ; first at byte {i} (column {}, block {}, byte {} of it): ours {:#04x}, ONNX Runtime {:#04x}",
-        i / per_column,
-        (i % per_column) / per_block,
-        i % per_block,
-        ours[i],
-        theirs[i]
-    ))
+    Some(format!("{what}: {count} bytes differ; first at byte {i} ({}): ours {:#04x}, ONNX Runtime {:#04x}", place(i), ours[i], theirs[i]))
 }
 
 fn dequantized(c: &Case, q: &Ours, w: &[f32]) -> Vec<f32> {
@@ -219,11 +218,8 @@ fn dequantized(c: &Case, q: &Ours, w: &[f32]) -> Vec<f32> {
     out
 }
 
-#[test]
-fn quantized_bytes_equal_onnx_runtimes_quantizer() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let cases = grid();
+/// Writes each case's weight and `cases.json` into `d`; returns the weights (f32).
+fn write_cases(d: &Path, cases: &[Case]) -> Vec<Vec<f32>> {
     let mut listed = Vec::new();
     let mut weights = Vec::new();
     for (i, c) in cases.iter().enumerate() {
@@ -239,6 +235,15 @@ fn quantized_bytes_equal_onnx_runtimes_quantizer() {
         weights.push(w);
     }
     std::fs::write(d.join("cases.json"), serde_json::to_string(&listed).unwrap()).unwrap();
+    weights
+}
+
+#[test]
+fn quantized_bytes_equal_onnx_runtimes_quantizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases = grid();
+    let weights = write_cases(d, &cases);
     script("quantize", d);
 
     let mut failures = Vec::new();
@@ -280,6 +285,83 @@ fn quantized_bytes_equal_onnx_runtimes_quantizer() {
     assert!(failures.is_empty(), "ir::quant differs from ONNX Runtime's quantizer:\n{}", failures.join("\n"));
 
     ort_runs_our_bytes(d, &cases, &weights);
+}
+
+/// Our DequantizeLinear form of a case, as the streaming writer makes it: quantized with the
+/// QDQ quantizer's rounding, then re-laid out. Returns (x, x_scale bytes, x_zero_point).
+fn ours_dq(c: &Case, w: &[f32]) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
+    fn typed<S: Scale>(c: &Case, w: &[f32], to_bytes: fn(&[S]) -> Vec<u8>) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
+        let s = c.settings().with_rounding(Rounding::Qdq);
+        let l = s.layout(c.k).unwrap();
+        let mut b = vec![0u8; c.n * l.b_per_column()];
+        let mut scales = vec![S::default(); c.n * l.scales_per_column()];
+        let mut zp = (!c.symmetric).then(|| vec![0u8; c.n * l.zero_points_per_column()]);
+        let view = WeightView::new(w, c.k, c.n, c.n).unwrap();
+        quantize(&s, &view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() }).unwrap();
+        let (dl, sl, zl) = dq_lengths(&s, c.k, c.n).unwrap();
+        let (mut data, mut dsc, mut dzp) = (vec![0u8; dl], vec![S::default(); sl], zl.map(|n| vec![0u8; n]));
+        let nb = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
+        to_dequantize_linear(&s, c.k, c.n, nb, DqOut { data: &mut data, scales: &mut dsc, zero_points: dzp.as_deref_mut() }).unwrap();
+        (data, to_bytes(&dsc), dzp)
+    }
+    if c.f16 {
+        typed::<f16>(c, w, |s| s.iter().flat_map(|x| x.to_le_bytes()).collect())
+    } else {
+        typed::<f32>(c, w, |s| s.iter().flat_map(|x| x.to_le_bytes()).collect())
+    }
+}
+
+/// The 4-bit cases of the grid (column 4 on rounding ties, where rounding before or after
+/// adding the zero point differs) against `MatMulNBitsQuantizer` in QDQ format: our
+/// DequantizeLinear x, x_scale and x_zero_point are its initializers' bytes, with its types
+/// (int4 symmetric, uint4 with zero points), shapes and attributes. ONNX Runtime has no 8-bit
+/// QDQ quantizer (it refuses QDQ at 8 bits), so 8-bit cases are not here.
+#[test]
+fn dequantize_linear_bytes_equal_onnx_runtimes_qdq_quantizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: Vec<Case> = grid().into_iter().filter(|c| c.bits == Bits::Int4).collect();
+    let weights = write_cases(d, &cases);
+    script("quantize_qdq", d);
+    let mut failures = Vec::new();
+    for (c, w) in cases.iter().zip(&weights) {
+        let (x, scales, zp) = ours_dq(c, w);
+        let read = |role: &str| std::fs::read(d.join(format!("{}.qdq.{role}.bin", c.name))).ok();
+        let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join(format!("{}.qdq.json", c.name))).unwrap()).unwrap();
+        let s = c.settings();
+        let kb = s.layout(c.k).unwrap().k_blocks();
+        let t = DqType::of(&s).onnx_data_type();
+        let expect = json!({"attrs": {"axis": 0, "block_size": c.block}, "x": {"dtype": t, "dims": [c.k, c.n]},
+            "scale": {"dtype": if c.f16 { 10 } else { 1 }, "dims": [kb, c.n]}});
+        for key in ["attrs", "x", "scale"] {
+            if meta[key] != expect[key] {
+                failures.push(format!("{}: {key} {} from ONNX Runtime, expected {}", c.name, meta[key], expect[key]));
+            }
+        }
+        // Flat [rows, N] tensors packed two 4-bit values per byte: byte i holds elements 2i, 2i+1.
+        let n = c.n;
+        let packed = move |i: usize| format!("elements [{}, {}] and [{}, {}]", 2 * i / n, 2 * i % n, (2 * i + 1) / n, (2 * i + 1) % n);
+        let scale_size = if c.f16 { 2 } else { 4 };
+        let mut diffs = vec![
+            read("x").map_or(Some("x: missing".into()), |o| first_difference_at("x", &x, &o, packed)),
+            read("scale").map_or(Some("x_scale: missing".into()), |o| {
+                first_difference_at("x_scale", &scales, &o, |i| format!("block {}, column {}", i / scale_size / n, i / scale_size % n))
+            }),
+        ];
+        match (&zp, read("zero_point")) {
+            (None, None) => {}
+            (Some(z), Some(o)) => {
+                if meta["zero_point"] != json!({"dtype": t, "dims": [kb, c.n]}) {
+                    diffs.push(Some(format!("x_zero_point {} from ONNX Runtime", meta["zero_point"])));
+                }
+                diffs.push(first_difference_at("x_zero_point", z, &o, packed));
+            }
+            (ours, theirs) => diffs.push(Some(format!("zero points: ours {:?}, ONNX Runtime's {:?}", ours.is_some(), theirs.is_some()))),
+        }
+        failures.extend(diffs.into_iter().flatten().map(|m| format!("{}: {m}", c.name)));
+    }
+    eprintln!("{} cases compared with ONNX Runtime's QDQ quantizer, {} differences", cases.len(), failures.len());
+    assert!(failures.is_empty(), "ir::quant's DequantizeLinear form differs from ONNX Runtime's QDQ quantizer:\n{}", failures.join("\n"));
 }
 
 /// ONNX Runtime's CPU EP on our bytes. MatMulNBits: same output as the quantizer's own model

@@ -100,10 +100,13 @@ fn unfit(graph: &Graph, c: &ExpertsCandidate, settings: &QuantSettings) -> Optio
 pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) -> Result<()> {
     let Some(settings) = step.settings(Role::Experts) else { return Ok(()) };
     for c in candidates(graph) {
-        let excluded = [&c.fc1, &c.fc2].into_iter().find(|w| step.excluded(w));
-        let why = match (excluded, &step.no_qmoe) {
+        let excluded = [&c.fc1, &c.fc2].into_iter().find_map(|w| step.exclusion(graph, w));
+        let why = match (&excluded, &step.no_qmoe) {
             (_, Some(why)) => Some(why.clone()),
-            (Some(w), None) => Some(format!("matches --quant-exclude (`{w}`; QMoE quantizes both stacks of `{}` or neither)", c.node)),
+            (Some(x), None) => Some(format!(
+                "matches --quant-exclude `{}` (checkpoint tensor `{}`; QMoE quantizes both stacks of `{}` or neither)",
+                x.pattern, x.name, c.node
+            )),
             (None, None) => unfit(graph, &c, &settings),
         };
         if let Some(why) = why {

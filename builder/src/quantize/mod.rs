@@ -131,9 +131,84 @@ impl QuantStep {
         Some(s.with_method(self.method))
     }
 
-    fn excluded(&self, weight: &str) -> bool {
-        self.exclude.iter().any(|p| p.matches(weight))
+    /// The first `--quant-exclude` pattern that matches one of the checkpoint tensor names
+    /// `weight` is read from ([`checkpoint_names`]), with that name.
+    fn exclusion(&self, graph: &Graph, weight: &str) -> Option<Exclusion> {
+        let names = checkpoint_names(graph, weight);
+        self.exclude.iter().find_map(|p| names.iter().find(|n| p.matches(n)).map(|n| Exclusion { pattern: p.as_str().to_string(), name: n.clone(), names: names.clone() }))
     }
+}
+
+/// A weight `--quant-exclude` keeps float: the pattern, the checkpoint tensor it matched, and
+/// every checkpoint tensor of the weight (more than one for a packed weight).
+struct Exclusion {
+    pattern: String,
+    name: String,
+    names: Vec<String>,
+}
+
+impl Exclusion {
+    /// The kept-float reason. A packed weight (q, k and v concatenated by `fuse.pack_qkv`) is
+    /// one MatMul with one quantized weight, so excluding one of its tensors keeps all of them
+    /// float, and the reason says so.
+    fn why(&self, graph: &Graph, node: &str) -> String {
+        let head = format!("matches --quant-exclude `{}` (checkpoint tensor `{}`)", self.pattern, self.name);
+        if self.names.len() < 2 {
+            return head;
+        }
+        let others: Vec<String> = self.names.iter().filter(|n| **n != self.name).map(|n| format!("`{n}`")).collect();
+        let by = graph.nodes.iter().find(|n| n.name == node).and_then(|n| n.metadata.get("rule")).map(|r| format!(" by {r}")).unwrap_or_default();
+        format!(
+            "{head}; it was packed with {}{by} into this one weight, which is quantized whole or not at all, so all of it stays float",
+            others.join(", ")
+        )
+    }
+}
+
+/// The checkpoint tensor names an initializer is read from: its recipe's sources (a packed
+/// QKV weight: q, k and v; an expert stack: every expert's tensors), or its own name for a
+/// computed one. `--quant-exclude` matches these, so a pattern keeps naming the checkpoint's
+/// tensors after a rule renamed or packed them.
+pub(crate) fn checkpoint_names(graph: &Graph, weight: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for s in graph.initializer(weight).map(|r| r.sources()).unwrap_or_default() {
+        if !names.contains(&s.name) {
+            names.push(s.name.clone());
+        }
+    }
+    if names.is_empty() {
+        names.push(weight.to_string());
+    }
+    names
+}
+
+/// Fails on a `--quant-exclude` pattern that matches none of `weights`' checkpoint tensor
+/// names (every weight the step looks at, whether it quantizes it or not): a typo would
+/// otherwise quantize what the user meant to keep, silently. The message lists the names
+/// there are, layer numbers folded into `*`.
+fn check_exclusions(graph: &Graph, step: &QuantStep, weights: &[String]) -> Result<()> {
+    let names: Vec<String> = weights.iter().flat_map(|w| checkpoint_names(graph, w)).collect();
+    let Some(unused) = step.exclude.iter().find(|p| !names.iter().any(|n| p.matches(n))) else { return Ok(()) };
+    let mut shapes: Vec<String> = Vec::new();
+    for n in &names {
+        let folded = fold_numbers(n);
+        if !shapes.contains(&folded) {
+            shapes.push(folded);
+        }
+    }
+    const SHOWN: usize = 16;
+    let more = if shapes.len() > SHOWN { format!(" and {} more", shapes.len() - SHOWN) } else { String::new() };
+    shapes.truncate(SHOWN);
+    Err(Error::Request(format!(
+        "--quant-exclude `{}` matches no weight the quantize step takes; patterns are matched against the checkpoint's tensor names, which are: {}{more} (the head and the embedding table also have --quant-lm-head and --quant-embeddings)",
+        unused.as_str(),
+        shapes.join(", ")
+    )))
+}
+
+/// `name` with every all-digit dot-separated part (a layer or expert index) replaced by `*`.
+fn fold_numbers(name: &str) -> String {
+    name.split('.').map(|part| if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) { "*" } else { part }).collect::<Vec<_>>().join(".")
 }
 
 fn to_bits(b: QuantBits) -> Bits {
@@ -216,6 +291,10 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
             step.table
         )));
     }
+    let mut looked_at: Vec<String> = candidates.iter().map(|c| c.weight.clone()).collect();
+    looked_at.extend(experts::candidates(graph).into_iter().flat_map(|c| [c.fc1, c.fc2]));
+    looked_at.extend(experts::dense_stacks(graph));
+    check_exclusions(graph, step, &looked_at)?;
     let mut outcome = QuantOutcome::default();
     let mut plan = Vec::new();
     for c in candidates {
@@ -223,8 +302,8 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
             outcome.kept_float.push((c.weight.clone(), format!("{} stays float (--quant-{} none)", c.role.name(), c.role.flag())));
             continue;
         };
-        if step.excluded(&c.weight) {
-            outcome.kept_float.push((c.weight.clone(), "matches --quant-exclude".into()));
+        if let Some(x) = step.exclusion(graph, &c.weight) {
+            outcome.kept_float.push((c.weight.clone(), x.why(graph, &c.node)));
             continue;
         }
         plan.push((c, settings));
@@ -245,7 +324,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
     let mut problems = Vec::new();
     let quantized: std::collections::HashSet<&str> = outcome.tensors.iter().map(|t| t.weight.as_str()).collect();
     for c in select::candidates(graph) {
-        if step.settings(c.role).is_some() && !step.excluded(&c.weight) && !quantized.contains(c.weight.as_str()) {
+        if step.settings(c.role).is_some() && step.exclusion(graph, &c.weight).is_none() && !quantized.contains(c.weight.as_str()) {
             problems.push(format!(
                 "{} `{}` (node `{}`) was selected for quantization ({}) but is still float after the pipeline",
                 c.role.name(),
@@ -315,8 +394,24 @@ mod tests {
         let outcome = run(&mut g, &s).unwrap();
         assert!(outcome.tensors.is_empty() && g.nodes.iter().all(|n| n.op == "MatMul"));
         let why: Vec<&str> = outcome.kept_float.iter().map(|(_, w)| w.as_str()).collect();
-        assert_eq!(why, vec!["matches --quant-exclude", "lm_head stays float (--quant-lm-head none)"]);
+        assert_eq!(why, vec!["matches --quant-exclude `w*` (checkpoint tensor `w1`)", "lm_head stays float (--quant-lm-head none)"]);
         assert!(validate(&g, &s, &outcome).is_empty(), "kept-float weights are not misses");
+    }
+
+    #[test]
+    fn a_pattern_that_matches_no_weight_is_an_error_listing_the_names() {
+        let mut g = graph();
+        for (i, name) in ["layers.0.q.weight", "layers.1.q.weight"].into_iter().enumerate() {
+            g.initializers.push((name.into(), Recipe::from_f32(name, vec![32, 32], &[0.5; 32 * 32])));
+            g.nodes.push(Node::new(format!("l{i}/MatMul"), "MatMul", &["x", name], &[&format!("y{i}")]));
+        }
+        let mut s = step(QuantChoice::Int4);
+        s.exclude = vec![glob::Pattern::new("w1").unwrap(), glob::Pattern::new("*.k.weight").unwrap()];
+        let e = run(&mut g.clone(), &s).unwrap_err().to_string();
+        assert!(e.contains("--quant-exclude `*.k.weight` matches no weight"), "{e}");
+        assert!(e.contains("w1, head, layers.*.q.weight (the head"), "names once, layer numbers folded: {e}");
+        s.exclude.pop();
+        assert!(run(&mut g, &s).is_ok(), "a pattern naming a weight is fine");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!   zero_points])`; `Gather(W, ids)` becomes `com.microsoft.GatherBlockQuantized`. A tied head
 //!   and embedding with the same settings use one group: symmetric, the embedding reads the
 //!   head's `B` itself as a `[N, k_blocks, blob]` table (quantize_axis 2, scales viewed
-//!   `[N, k_blocks, 1]`, a Reshape after it), so the table is stored once; asymmetric, it reads
-//!   `B` viewed `[N, K * bits / 8]` (quantize_axis 1) with the same scales and zero points.
+//!   `[N, k_blocks, 1]`, a Reshape after it); asymmetric, it reads `B` viewed `[N, K * bits / 8]`
+//!   (quantize_axis 1) with the same scales and zero points. The views are reshape recipes of
+//!   the head's parts, which the writer stores in the parts' own bytes (ir::save): once.
 //! * DequantizeLinear format: `MatMul(A, W)` becomes `MatMul(A, DequantizeLinear(x, x_scale[,
 //!   x_zero_point]))`, the blocked form ONNX Runtime fuses back into MatMulNBits.
 

@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use super::kernel::{self, ErrorLanes, LANES};
 use super::params::{self, BlockParams};
-use super::{Bits, Scale, MAX_BLOCK};
+use super::{Bits, QuantSettings, Rounding, Scale, MAX_BLOCK};
 
 /// [`params::finite_min_max`]: min and max of a block, `None` when a value is not finite.
 #[inline]
@@ -58,11 +58,12 @@ fn horizontal_max(v: __m256) -> f32 {
 /// (INT4: `pack4`'s nibbles, the even row low), and its error lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+pub(super) fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, settings: &QuantSettings, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
     let len = values.len();
     if len == 0 || !len.is_multiple_of(LANES) {
-        return kernel::portable_quantize_pack(values, p, bits, carried, dst, qbuf, error);
+        return kernel::portable_quantize_pack(values, p, settings, carried, dst, qbuf, error);
     }
+    let (bits, rounding) = (settings.bits(), settings.rounding());
     let max_q = bits.max_q();
     let per_chunk = LANES * bits.count() / 8;
     let (packed, padding) = dst.split_at_mut(len * bits.count() / 8);
@@ -73,22 +74,41 @@ pub(super) fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: 
     let scale = _mm256_set1_ps(p.scale.to_f32());
     let (zero, max_qf, one) = (_mm256_setzero_ps(), _mm256_set1_ps(max_q as f32), _mm256_set1_ps(1.0));
     let (half, sign) = (_mm256_set1_ps(0.5), _mm256_set1_ps(-0.0));
+    let (zero_point_i, max_qi) = (_mm256_set1_epi32(p.zero_point as i32), _mm256_set1_epi32(max_q as i32));
     // SAFETY (loads and stores below): `error.max` holds eight f32, `error.sum_sq` eight f64.
     let mut max = unsafe { _mm256_loadu_ps(error.max.as_ptr()) };
     let mut sq = _mm256_setzero_ps();
     for (c, o) in values.chunks_exact(LANES).zip(packed.chunks_exact_mut(per_chunk)) {
         // SAFETY: `c` holds eight f32.
         let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
-        // params::rounded_value's integer, found another way: round to nearest even, then
-        // move a tie that went down (x - r = 0.5 exactly; the subtraction is exact) up, which
-        // is rounding half away from zero for every x >= 0; a negative x, NaN or -inf clamps to
-        // 0 and +inf to max_q, as there. `_mm256_max_ps(NaN, 0)` is 0.
-        let x = _mm256_add_ps(_mm256_mul_ps(v, reciprocal), zero_point);
-        let nearest = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
-        let tie_down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_sub_ps(x, nearest), half), one);
-        let rounded = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(nearest, tie_down), zero), max_qf);
+        let (rounded, ints) = match rounding {
+            Rounding::MatMulNBits => {
+                // params::rounded_value's integer, found another way: round to nearest even,
+                // then move a tie that went down (x - r = 0.5 exactly; the subtraction is
+                // exact) up, which is rounding half away from zero for every x >= 0; a negative
+                // x, NaN or -inf clamps to 0 and +inf to max_q, as there. `_mm256_max_ps(NaN,
+                // 0)` is 0.
+                let x = _mm256_add_ps(_mm256_mul_ps(v, reciprocal), zero_point);
+                let nearest = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+                let tie_down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_sub_ps(x, nearest), half), one);
+                let rounded = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(nearest, tie_down), zero), max_qf);
+                (rounded, _mm256_cvttps_epi32(rounded))
+            }
+            Rounding::Qdq => {
+                // params::rounded_value_qdq: the same rounding of |x| with x's sign put back
+                // (roundf), converted to int32 as the C++ does (cvttps: INT_MIN for a NaN or
+                // |x| >= 2^31), then the zero point added and clamped as integers.
+                let x = _mm256_mul_ps(v, reciprocal);
+                let magnitude = _mm256_andnot_ps(sign, x);
+                let nearest = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(magnitude);
+                let tie_down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(_mm256_sub_ps(magnitude, nearest), half), one);
+                let signed = _mm256_or_ps(_mm256_add_ps(nearest, tie_down), _mm256_and_ps(x, sign));
+                let q = _mm256_add_epi32(_mm256_cvttps_epi32(signed), zero_point_i);
+                let ints = _mm256_min_epi32(_mm256_max_epi32(q, _mm256_setzero_si256()), max_qi);
+                (_mm256_cvtepi32_ps(ints), ints)
+            }
+        };
         // Eight integers in [0, max_q] to eight bytes.
-        let ints = _mm256_cvttps_epi32(rounded);
         let words = _mm_packus_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256::<1>(ints));
         let bytes = _mm_packus_epi16(words, words);
         match bits {

@@ -6,9 +6,9 @@
 //! contiguous read, gathered into per-column block buffers on the stack (16 KiB), and each
 //! column's block is then quantized and packed in place. Nothing is allocated.
 
-use super::params::{finite_min_max, rounded_value, rtn_params_of_range, BlockParams};
+use super::params::{finite_min_max, rounded_value, rounded_value_qdq, rtn_params_of_range, BlockParams};
 use super::search::search_params;
-use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Scale, WeightError, WeightView, MAX_BLOCK};
+use super::{check_lengths, Bits, Method, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView, MAX_BLOCK};
 use crate::{Error, Result};
 
 /// Columns per tile: 16 columns x 256 rows x 4 bytes of scratch.
@@ -16,8 +16,8 @@ const TILE_COLS: usize = 16;
 
 /// Quantizes every column of `w` into `out` (MatMulNBits layout, `w.cols()` columns).
 ///
-/// With [`Method::Rtn`] the bytes are the ones ONNX Runtime's quantizer writes, including its
-/// padding: the bytes of the last block past K are 0, a padding zero-point nibble is 8, and for
+/// With [`Method::Rtn`] the bytes are the ones ONNX Runtime's quantizer of the settings'
+/// [`Rounding`] writes (re-laid out by [`super::dq`] for the QDQ one), including its padding: the bytes of the last block past K are 0, a padding zero-point nibble is 8, and for
 /// an odd K the unused high nibble of the last byte repeats the previous odd row's value
 /// (ONNX Runtime keeps it from the previous iteration; MatMulNBits never reads it).
 ///
@@ -54,7 +54,7 @@ unsafe fn quantize_avx2<S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, 
 trait BlockOps {
     fn finite_min_max(values: &[f32]) -> Option<(f32, f32)>;
     /// Quantizes a block into its blob `dst` (see [`portable_quantize_pack`]).
-    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8;
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, settings: &QuantSettings, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8;
 }
 
 struct Portable;
@@ -65,8 +65,8 @@ impl BlockOps for Portable {
         finite_min_max(values)
     }
     #[inline(always)]
-    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
-        portable_quantize_pack(values, p, bits, carried, dst, qbuf, error)
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, settings: &QuantSettings, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+        portable_quantize_pack(values, p, settings, carried, dst, qbuf, error)
     }
 }
 
@@ -82,9 +82,9 @@ impl BlockOps for Avx2 {
         unsafe { super::avx2::finite_min_max(values) }
     }
     #[inline(always)]
-    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+    fn quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, settings: &QuantSettings, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
         // SAFETY: see the type's comment.
-        unsafe { super::avx2::quantize_pack(values, p, bits, carried, dst, qbuf, error) }
+        unsafe { super::avx2::quantize_pack(values, p, settings, carried, dst, qbuf, error) }
     }
 }
 
@@ -133,7 +133,7 @@ fn kernel<O: BlockOps, S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, o
                 };
                 let p: BlockParams<S> = match settings.method() {
                     Method::Rtn => rtn_params_of_range(bits, settings.symmetric(), min, max),
-                    Method::MseSearch => search_params(bits, settings.symmetric(), values),
+                    Method::MseSearch => search_params(bits, settings.symmetric(), settings.rounding(), values),
                 };
                 scales[col * k_blocks + kb] = p.scale;
                 if let Some(z) = zero_points.as_deref_mut() {
@@ -141,7 +141,7 @@ fn kernel<O: BlockOps, S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, o
                 }
                 let dst = &mut b[col * b_col + kb * blob..col * b_col + (kb + 1) * blob];
                 let carried = if kb.is_multiple_of(2) { 0 } else { prev_last[j] };
-                prev_last[j] = O::quantize_pack(values, &p, bits, carried, dst, &mut qbuf, &mut error);
+                prev_last[j] = O::quantize_pack(values, &p, settings, carried, dst, &mut qbuf, &mut error);
             }
         }
     }
@@ -192,11 +192,20 @@ impl ErrorLanes {
 
 /// Quantizes one block into `q` (one byte per value) and adds its error, in one pass: the
 /// error is computed from the rounded value while it is still an f32. Branch-free (see
-/// [`rounded_value`]) with eight independent lanes, so the loop vectorizes; a block has at
-/// most 256 values, so its squared errors are summed in f32 lanes and widened into the f64
-/// lanes once per block.
+/// [`rounded_value`] and [`rounded_value_qdq`]; the rounding is chosen once per block) with
+/// eight independent lanes, so the loop vectorizes; a block has at most 256 values, so its
+/// squared errors are summed in f32 lanes and widened into the f64 lanes once per block.
 #[inline(always)]
-pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8], error: &mut ErrorLanes) {
+pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, rounding: Rounding, q: &mut [u8], error: &mut ErrorLanes) {
+    match rounding {
+        Rounding::MatMulNBits => block_lanes(values, p, max_q, q, error, rounded_value),
+        Rounding::Qdq => block_lanes(values, p, max_q, q, error, rounded_value_qdq),
+    }
+}
+
+/// [`portable_quantize_block`] with one rounding function, inlined into the lanes.
+#[inline(always)]
+fn block_lanes<S: Scale>(values: &[f32], p: &BlockParams<S>, max_q: u8, q: &mut [u8], error: &mut ErrorLanes, round: impl Fn(f32, f32, u8, u8) -> f32) {
     let (r, z) = (p.reciprocal(), p.zero_point);
     let (s, zp) = (p.scale.to_f32(), z as f32);
     let mut sq = [0f32; LANES];
@@ -204,7 +213,7 @@ pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<
     let mut qs = q.chunks_exact_mut(LANES);
     for (v, o) in (&mut vs).zip(&mut qs) {
         for i in 0..LANES {
-            let rounded = rounded_value(v[i], r, z, max_q);
+            let rounded = round(v[i], r, z, max_q);
             // SAFETY: an integer in [0, max_q].
             o[i] = unsafe { rounded.to_int_unchecked::<i32>() } as u8;
             let d = (v[i] - (rounded - zp) * s).abs();
@@ -213,7 +222,7 @@ pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<
         }
     }
     for (&v, o) in vs.remainder().iter().zip(qs.into_remainder()) {
-        let rounded = rounded_value(v, r, z, max_q);
+        let rounded = round(v, r, z, max_q);
         // SAFETY: an integer in [0, max_q].
         *o = unsafe { rounded.to_int_unchecked::<i32>() } as u8;
         let d = (v - (rounded - zp) * s).abs();
@@ -226,13 +235,14 @@ pub(super) fn portable_quantize_block<S: Scale>(values: &[f32], p: &BlockParams<
     error.count += values.len() as u64;
 }
 
-/// Quantizes one block into its blob `dst` (INT8: a byte per value; INT4: [`pack4`], with
-/// `carried` its nibble from the previous block), through `qbuf`, adding its error; returns
-/// what the next block of the column carries (INT4; 0 for INT8).
+/// Quantizes one block into its blob `dst` with the settings' bits and rounding (INT8: a byte
+/// per value; INT4: [`pack4`], with `carried` its nibble from the previous block), through
+/// `qbuf`, adding its error; returns what the next block of the column carries (INT4; 0 for
+/// INT8).
 #[inline(always)]
-pub(super) fn portable_quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, bits: Bits, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
-    let q = &mut qbuf[..values.len()];
-    portable_quantize_block(values, p, bits.max_q(), q, error);
+pub(super) fn portable_quantize_pack<S: Scale>(values: &[f32], p: &BlockParams<S>, settings: &QuantSettings, carried: u8, dst: &mut [u8], qbuf: &mut [u8; MAX_BLOCK], error: &mut ErrorLanes) -> u8 {
+    let (bits, q) = (settings.bits(), &mut qbuf[..values.len()]);
+    portable_quantize_block(values, p, bits.max_q(), settings.rounding(), q, error);
     match bits {
         Bits::Int8 => {
             pack8(q, dst);

@@ -3,7 +3,7 @@
 //! in the same order, with the same comparisons, so that ties, signed zeros and the scale's
 //! sign come out identical. docs/quantization.md lists the rules and their sources.
 
-use super::{Bits, Scale};
+use super::{Bits, Rounding, Scale};
 
 /// A block's quantization parameters as stored: the scale in its tensor type and the zero
 /// point (the implicit [`Bits::mid`] when symmetric).
@@ -167,10 +167,17 @@ pub(crate) fn rtn_params_of_range<S: Scale>(bits: Bits, symmetric: bool, min: f3
 /// Branch-free, so a block's loop vectorizes: the rounding is [`round_half_away`]'s, written
 /// with selects; values past 2^31 saturate the truncation and are clamped to `max_q` all the
 /// same.
+///
+/// With [`Rounding::Qdq`] the zero point is added after the rounding instead
+/// ([`rounded_value_qdq`]).
 #[inline]
-pub(crate) fn quantize_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> u8 {
+pub(crate) fn quantize_value(rounding: Rounding, v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> u8 {
+    let rounded = match rounding {
+        Rounding::MatMulNBits => rounded_value(v, reciprocal, zero_point, max_q),
+        Rounding::Qdq => rounded_value_qdq(v, reciprocal, zero_point, max_q),
+    };
     // SAFETY: the rounded value is an integer in [0, max_q].
-    unsafe { rounded_value(v, reciprocal, zero_point, max_q).to_int_unchecked::<i32>() as u8 }
+    unsafe { rounded.to_int_unchecked::<i32>() as u8 }
 }
 
 /// [`quantize_value`] before its conversion to a byte: the stored integer as an f32, which is
@@ -188,9 +195,66 @@ pub(crate) fn rounded_value(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) 
     (t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32).max(0.0).min(max_q as f32)
 }
 
+/// The QDQ quantizer's stored integer as an f32: `clamp((int)roundf(v * reciprocal) + zp, 0,
+/// max_q)` (MLAS `BlockwiseQDQQuantizer::QuantizeV`, in the unsigned form: a symmetric block's
+/// signed value plus 2^(bits-1)). The rounding is [`rounded_value`]'s, before the zero point.
+/// The C++ converts the rounded value to int32, which on x86-64 gives INT_MIN for a NaN or
+/// |x| >= 2^31; INT_MIN + zp clamps to 0, and so does such an x here.
+#[inline(always)]
+pub(crate) fn rounded_value_qdq(v: f32, reciprocal: f32, zero_point: u8, max_q: u8) -> f32 {
+    let x = v * reciprocal;
+    let in_range = x.abs() < 2_147_483_648.0; // false for a NaN
+    let top = max_q as f32 + 1.0;
+    // Past +-top every value rounds and clamps to the same end once the zero point (0..=max_q)
+    // is added, so bound x first, as `rounded_value` does. A NaN becomes -top (masked below).
+    let b = x.max(-top).min(top);
+    // SAFETY: b is finite and within [-256, 256].
+    let t = unsafe { b.to_int_unchecked::<i32>() } as f32;
+    let f = b - t;
+    let r = t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32;
+    let q = (r + zero_point as f32).max(0.0).min(max_q as f32);
+    if in_range {
+        q
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod round_tests {
-    use super::quantize_value;
+    use super::{quantize_value, Rounding};
+
+    /// The QDQ rounding is `roundf` before the zero point, next to every half and at the ends.
+    #[test]
+    fn qdq_rounds_before_the_zero_point() {
+        let reference = |v: f32, z: u8, max: u8| {
+            let r = v.round();
+            if r.is_nan() || r.abs() >= 2_147_483_648.0 {
+                0
+            } else {
+                (r as i64 + z as i64).clamp(0, max as i64) as u8
+            }
+        };
+        let mut x = -140.0f32;
+        while x < 140.0 {
+            for v in [x, f32::from_bits(x.to_bits() + 1), f32::from_bits(x.to_bits().wrapping_sub(1))] {
+                for (z, max) in [(0, 255), (128, 255), (8, 15), (0, 15), (3, 15)] {
+                    assert_eq!(quantize_value(Rounding::Qdq, v, 1.0, z, max), reference(v, z, max), "{v} zp {z}");
+                }
+            }
+            x += 0.125;
+        }
+        // Where the two roundings differ: a negative half (away from zero, then + zp) and a
+        // value just below a half that the zero point's addition rounds up to one.
+        assert_eq!((quantize_value(Rounding::Qdq, -0.5, 1.0, 8, 15), quantize_value(Rounding::MatMulNBits, -0.5, 1.0, 8, 15)), (7, 8));
+        assert_eq!((quantize_value(Rounding::Qdq, 0.49999997, 1.0, 8, 15), quantize_value(Rounding::MatMulNBits, 0.49999997, 1.0, 8, 15)), (8, 9));
+        // An infinite reciprocal (subnormal scale): INT_MIN on x86-64, the low end; 0 * inf is NaN.
+        for v in [1e-39f32, -1e-39, 0.0, 3e38, -3e38] {
+            assert_eq!(quantize_value(Rounding::Qdq, v, f32::INFINITY, 8, 15), 0, "{v}");
+        }
+        assert_eq!(quantize_value(Rounding::Qdq, 3e9, 1.0, 7, 15), 0, "past 2^31");
+        assert_eq!(quantize_value(Rounding::Qdq, 2e9, 1.0, 7, 15), 15);
+    }
 
     /// The branch-free rounding is `roundf` (halves away from zero), next to every half.
     #[test]
@@ -201,15 +265,15 @@ mod round_tests {
             for v in [x, f32::from_bits(x.to_bits() + 1), f32::from_bits(x.to_bits().wrapping_sub(1))] {
                 for (z, max) in [(0, 255), (128, 255), (8, 15), (0, 15)] {
                     if v.is_finite() {
-                        assert_eq!(quantize_value(v, 1.0, z, max), reference(v, z, max), "{v} zp {z}");
+                        assert_eq!(quantize_value(Rounding::MatMulNBits, v, 1.0, z, max), reference(v, z, max), "{v} zp {z}");
                     }
                 }
             }
             x += 0.125;
         }
         for v in [0.49999997f32, -0.49999997, 7.5, -7.5, 1e9, -1e9, 3e38, -3e38, 0.0, -0.0] {
-            assert_eq!(quantize_value(v, 1.0, 8, 15), reference(v, 8, 15), "{v}");
+            assert_eq!(quantize_value(Rounding::MatMulNBits, v, 1.0, 8, 15), reference(v, 8, 15), "{v}");
         }
-        assert_eq!(quantize_value(f32::INFINITY, 0.0, 8, 15), 0, "NaN (0 * inf) is 0");
+        assert_eq!(quantize_value(Rounding::MatMulNBits, f32::INFINITY, 0.0, 8, 15), 0, "NaN (0 * inf) is 0");
     }
 }

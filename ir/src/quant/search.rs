@@ -11,19 +11,19 @@
 //! of one: a build-time cost, with no effect on inference.
 
 use super::params::{asymmetric_params, min_max, quantize_value, rtn_params, symmetric_params, BlockParams};
-use super::{Bits, Scale};
+use super::{Bits, Rounding, Scale};
 
 /// Range factors tried: 0.5 + 0.025 * i for i in 0..=GRID, from half the range to 1.2 times
 /// it (a wider range changes which integers the values round to, and the refit then picks the
 /// scale for them).
 const GRID: usize = 28;
 
-pub(crate) fn search_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32]) -> BlockParams<S> {
+pub(crate) fn search_params<S: Scale>(bits: Bits, symmetric: bool, rounding: Rounding, values: &[f32]) -> BlockParams<S> {
     let (min, max) = min_max(values);
     let mut best = rtn_params::<S>(bits, symmetric, values);
-    let mut best_err = block_sse(bits, values, &best);
+    let mut best_err = block_sse(bits, rounding, values, &best);
     let mut consider = |cand: BlockParams<S>| {
-        let err = block_sse(bits, values, &cand);
+        let err = block_sse(bits, rounding, values, &cand);
         if err < best_err {
             best = cand;
             best_err = err;
@@ -37,7 +37,7 @@ pub(crate) fn search_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32
             asymmetric_params::<S>(bits, min * alpha, max * alpha)
         };
         consider(cand);
-        if let Some(refit) = refit_scale(bits, values, &cand) {
+        if let Some(refit) = refit_scale(bits, rounding, values, &cand) {
             consider(refit);
         }
     }
@@ -45,12 +45,12 @@ pub(crate) fn search_params<S: Scale>(bits: Bits, symmetric: bool, values: &[f32
 }
 
 /// Sum of squared errors of the block dequantized with `p` (in f64: a sum over up to 256 terms).
-pub(crate) fn block_sse<S: Scale>(bits: Bits, values: &[f32], p: &BlockParams<S>) -> f64 {
+pub(crate) fn block_sse<S: Scale>(bits: Bits, rounding: Rounding, values: &[f32], p: &BlockParams<S>) -> f64 {
     let (r, s, z) = (p.reciprocal(), p.scale.to_f32(), p.zero_point);
     values
         .iter()
         .map(|&v| {
-            let q = quantize_value(v, r, z, bits.max_q());
+            let q = quantize_value(rounding, v, r, z, bits.max_q());
             let d = ((q as i32 - z as i32) as f32 * s - v) as f64;
             d * d
         })
@@ -59,11 +59,11 @@ pub(crate) fn block_sse<S: Scale>(bits: Bits, values: &[f32], p: &BlockParams<S>
 
 /// The least-squares scale for the integers `p` gives, with the same zero point; `None` when all
 /// integers sit on the zero point (nothing to fit).
-fn refit_scale<S: Scale>(bits: Bits, values: &[f32], p: &BlockParams<S>) -> Option<BlockParams<S>> {
+fn refit_scale<S: Scale>(bits: Bits, rounding: Rounding, values: &[f32], p: &BlockParams<S>) -> Option<BlockParams<S>> {
     let (r, z) = (p.reciprocal(), p.zero_point);
     let (mut num, mut den) = (0f64, 0f64);
     for &v in values {
-        let d = (quantize_value(v, r, z, bits.max_q()) as i32 - z as i32) as f64;
+        let d = (quantize_value(rounding, v, r, z, bits.max_q()) as i32 - z as i32) as f64;
         num += v as f64 * d;
         den += d * d;
     }

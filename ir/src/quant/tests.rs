@@ -380,6 +380,19 @@ fn mse_search_beats_rtn_on_weights_with_outliers() {
 /// 0.916..0.988, int4 block 128 symmetric 0.935, int4 block 32 0.97..0.98.
 const MSE_SEARCH_MAX_RATIO: f64 = 0.99;
 
+/// Every (bits, symmetric, rounding) combination.
+fn all_roundings() -> Vec<(Bits, bool, Rounding)> {
+    let mut out = Vec::new();
+    for bits in [Bits::Int4, Bits::Int8] {
+        for sym in [true, false] {
+            for rounding in [Rounding::MatMulNBits, Rounding::Qdq] {
+                out.push((bits, sym, rounding));
+            }
+        }
+    }
+    out
+}
+
 /// The AVX2 build of the kernel (chosen at run time where the CPU has it) and the portable one
 /// write the same bytes and measure the same error.
 #[test]
@@ -387,21 +400,19 @@ fn the_dispatched_kernel_equals_the_portable_one() {
     use super::kernel::quantize_portable;
     let (k, n) = (200, 19);
     let w: Vec<f32> = (0..k * n).map(|i| (((i * 2654435761usize) % 10007) as f32 / 10007.0 - 0.5) * if i % 97 == 0 { 20.0 } else { 1.0 }).collect();
-    for bits in [Bits::Int4, Bits::Int8] {
-        for sym in [true, false] {
-            let s = QuantSettings::new(bits, 32, sym).unwrap();
-            let layout = s.layout(k).unwrap();
-            let view = WeightView::new(&w, k, n, n).unwrap();
-            let run = |portable: bool| {
-                let mut b = vec![0u8; n * layout.b_per_column()];
-                let mut sc = vec![half::f16::ZERO; n * layout.scales_per_column()];
-                let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
-                let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
-                let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
-                (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
-            };
-            assert_eq!(run(true), run(false), "{bits:?} symmetric={sym}");
-        }
+    for (bits, sym, rounding) in all_roundings() {
+        let s = QuantSettings::new(bits, 32, sym).unwrap().with_rounding(rounding);
+        let layout = s.layout(k).unwrap();
+        let view = WeightView::new(&w, k, n, n).unwrap();
+        let run = |portable: bool| {
+            let mut b = vec![0u8; n * layout.b_per_column()];
+            let mut sc = vec![half::f16::ZERO; n * layout.scales_per_column()];
+            let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+            let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
+            let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
+            (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
+        };
+        assert_eq!(run(true), run(false), "{bits:?} symmetric={sym} {rounding:?}");
     }
 }
 
@@ -426,31 +437,71 @@ fn dispatched_kernel_rounds_ties_as_the_portable_one() {
         let columns: Vec<Vec<f32>> = (0..n).map(column).collect();
         let column_major: Vec<f32> = columns.concat();
         let row_major: Vec<f32> = (0..k).flat_map(|r| columns.iter().map(move |col| col[r])).collect();
-        for bits in [Bits::Int4, Bits::Int8] {
-            for sym in [true, false] {
-                let s = QuantSettings::new(bits, bs, sym).unwrap();
-                let layout = s.layout(k).unwrap();
-                for view in [WeightView::new(&row_major, k, n, n).unwrap(), WeightView::column_major(&column_major, k, n).unwrap()] {
-                    let run = |portable: bool| {
-                        let mut b = vec![0u8; n * layout.b_per_column()];
-                        let mut sc = vec![0f32; n * layout.scales_per_column()];
-                        let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
-                        let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
-                        let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
-                        (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
-                    };
-                    let (portable, dispatched) = (run(true), run(false));
-                    assert_eq!(portable, dispatched, "{bits:?} symmetric={sym} block {bs}");
-                    // And the integers are roundf's: with the INT4 symmetric scale at 1 the stored
-                    // value is roundf(w + 8) clamped to [0, 15].
-                    if bits == Bits::Int4 && sym {
-                        let deq = dequantize_all(&s, &Owned { b: portable.0.clone(), scales: portable.1.clone(), zp: None }, k, n);
-                        for (i, (&w, &d)) in row_major.iter().zip(&deq).enumerate() {
-                            let expected = (w + 8.0).round().clamp(0.0, 15.0) - 8.0;
-                            assert_eq!(d, expected, "row {} col {}: {w}", i / n, i % n);
-                        }
+        for (bits, sym, rounding) in all_roundings() {
+            let s = QuantSettings::new(bits, bs, sym).unwrap().with_rounding(rounding);
+            let layout = s.layout(k).unwrap();
+            for view in [WeightView::new(&row_major, k, n, n).unwrap(), WeightView::column_major(&column_major, k, n).unwrap()] {
+                let run = |portable: bool| {
+                    let mut b = vec![0u8; n * layout.b_per_column()];
+                    let mut sc = vec![0f32; n * layout.scales_per_column()];
+                    let mut zp = (!sym).then(|| vec![0u8; n * layout.zero_points_per_column()]);
+                    let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
+                    let e = if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
+                    (b, sc, zp, e.max_abs.to_bits(), e.sum_sq.to_bits(), e.count)
+                };
+                let (portable, dispatched) = (run(true), run(false));
+                assert_eq!(portable, dispatched, "{bits:?} symmetric={sym} block {bs} {rounding:?}");
+                // And the integers are roundf's: with the INT4 symmetric scale at 1 the stored
+                // value is roundf(w + 8) clamped to [0, 15] (MatMulNBits), roundf(w) + 8
+                // clamped (QDQ).
+                if bits == Bits::Int4 && sym {
+                    let deq = dequantize_all(&s, &Owned { b: portable.0.clone(), scales: portable.1.clone(), zp: None }, k, n);
+                    for (i, (&w, &d)) in row_major.iter().zip(&deq).enumerate() {
+                        let expected = match rounding {
+                            Rounding::MatMulNBits => (w + 8.0).round().clamp(0.0, 15.0) - 8.0,
+                            Rounding::Qdq => w.round().clamp(-8.0, 7.0),
+                        };
+                        assert_eq!(d, expected, "row {} col {}: {w}", i / n, i % n);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A subnormal block: its f32 scale's reciprocal is infinite. MatMulNBits' rounding clamps
+/// `+-inf + zp` to the ends; the QDQ one converts to int32 first (INT_MIN on x86-64, then
+/// clamped to the low end), and `0 * inf` is NaN, stored 0 by both: as ONNX Runtime 1.32's
+/// quantize_matmul_4bits and quantize_qdq_matmul_4bits do (measured). Both kernels agree.
+#[test]
+fn subnormal_blocks_follow_each_quantizer_in_both_kernels() {
+    use super::kernel::quantize_portable;
+    let (k, n) = (32, 1);
+    let w: Vec<f32> = (0..k).map(|r| (r as f32 - 15.5) * 1e-40).collect();
+    for (bits, sym, rounding) in all_roundings() {
+        let s = QuantSettings::new(bits, 32, sym).unwrap().with_rounding(rounding);
+        let view = WeightView::new(&w, k, n, n).unwrap();
+        let run = |portable: bool| {
+            let layout = s.layout(k).unwrap();
+            let mut b = vec![0u8; layout.b_per_column()];
+            let mut sc = vec![0f32; 1];
+            let mut zp = (!sym).then(|| vec![0u8; layout.zero_points_per_column()]);
+            let out = NBitsOut { b: &mut b, scales: &mut sc, zero_points: zp.as_deref_mut() };
+            if portable { quantize_portable(&s, &view, out) } else { quantize_measured(&s, &view, out) }.unwrap();
+            (b, sc)
+        };
+        let (portable, dispatched) = (run(true), run(false));
+        assert_eq!(portable, dispatched, "{bits:?} symmetric={sym} {rounding:?}");
+        assert!((1.0 / portable.1[0]).is_infinite(), "{:e}", portable.1[0]);
+        let stored: Vec<u8> = match bits {
+            Bits::Int8 => portable.0.clone(),
+            Bits::Int4 => portable.0.iter().flat_map(|b| [b & 0x0f, b >> 4]).collect(),
+        };
+        let max_q = bits.max_q();
+        match rounding {
+            Rounding::Qdq => assert!(stored.iter().all(|&q| q == 0), "{bits:?} {sym}: {stored:?}"),
+            Rounding::MatMulNBits => {
+                assert!(stored.contains(&0) && stored.contains(&max_q), "{bits:?} {sym}: {stored:?}");
             }
         }
     }
