@@ -581,6 +581,7 @@ fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport]
     print_out(&text)
 }
 
+/// One line per rule and role on stderr, and per-node records with `--explain`.
 fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool) {
     for line in p.diagnostics.summary_text().lines() {
         say!(err, "  {line}  [{}]", p.role);
