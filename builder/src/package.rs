@@ -120,7 +120,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         return Err(Error::UnknownEp { ep: req.ep.clone(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
     let table = sets.plan(&req.ep, req.dtype)?.0;
-    let quant = resolve_quant(req.quant.as_ref(), table, req.dtype)?;
+    let quant = resolve_quant(req.quant.as_ref(), &req.model_dir, table, req.dtype)?;
     if let models::KvCache::Static { max_length } = req.kv_cache {
         table.static_kv_cache(req.dtype).map_err(|why| {
             Error::Request(format!("--kv-cache static (max length {max_length}) is not offered for ({}, {}): {why}", table.name, req.dtype))
@@ -233,7 +233,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "notes": notes,
         "warnings": warnings,
         "pipeline": [pipeline],
-        "quantization": quant.as_ref().map(|q| quantization_json(req.quant.as_ref(), q, &pipeline, &quantized)),
+        "quantization": quant.as_ref().map(|q| quantization_json(q, &pipeline, &quantized)),
         "validation": { "ok": true, "problems": [] },
     });
     write_json(&staging.path().join(BUILD_REPORT), &report)?;
@@ -292,39 +292,27 @@ fn left_padding_warning(table: &ep_sets::EpTable, dtype: DType, pipeline: &Pipel
     })
 }
 
-/// The `--quant` request checked against the table's `[quant.<bits>]` section, before any
-/// weight is read.
-fn resolve_quant(req: Option<&QuantRequest>, table: &ep_sets::EpTable, dtype: DType) -> Result<Option<QuantStep>> {
-    let Some(req) = req else { return Ok(None) };
-    let Some(plan) = table.quant(req.bits) else {
-        let offered: Vec<&str> = table.quant_plans().map(|q| q.bits.name()).collect();
-        return Err(Error::Request(format!(
-            "--quant {}: the {} table (ep-sets/tables/{}.toml) has no [quant.{}] section; it offers {}",
-            req.bits,
-            table.name,
-            table.name,
-            req.bits,
-            if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
-        )));
-    };
-    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
-    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
-    if !qmoe {
-        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
-    }
-    Ok(Some(step))
+/// The `--quant` request checked against the table's `[quant.<bits>]` section, or the import
+/// of a pre-quantized checkpoint (its config's keys, refused when it is a format the tool
+/// cannot keep), before any weight is read (quantize/import.rs).
+fn resolve_quant(req: Option<&QuantRequest>, model_dir: &Path, table: &ep_sets::EpTable, dtype: DType) -> Result<Option<QuantStep>> {
+    let source = models::QuantSource::detect(model_dir)?;
+    crate::quantize::import::resolve(req, source.as_ref(), table, dtype)
 }
 
 /// build_report.json's `quantization` entry: the settings, what stayed float and why, and
 /// every quantized tensor with its weight error.
-fn quantization_json(req: Option<&QuantRequest>, step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
+fn quantization_json(step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
     let kept: Vec<serde_json::Value> = pipeline
         .quant
         .iter()
         .flat_map(|q| q.kept_float.iter().map(|(w, why)| serde_json::json!({ "weight": w, "why": why })))
         .collect();
+    if let Some(source) = &step.source {
+        return crate::quantize::import::quantization_json(source, step, kept, tensors);
+    }
     serde_json::json!({
-        "bits": req.map(|r| r.bits.count()),
+        "bits": step.linear.map(|b| b.count()),
         "format": step.format.name(),
         "block_size": step.block_size,
         "symmetric": step.symmetric,
@@ -364,7 +352,7 @@ pub fn optimized_model_for(
         None => Task::default_for(&ckpt)?,
     };
     let (table, plan) = sets.role_plan(ep, role_of(task), dtype)?;
-    let step = resolve_quant(quant, table, dtype)?;
+    let step = resolve_quant(quant, model_dir, table, dtype)?;
     let mut model = task.build(&ckpt, &build_options(plan, dtype))?;
     let report = optimize(&mut model, table, plan, explain, step.as_ref())?;
     Ok((model, report))

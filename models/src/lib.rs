@@ -7,6 +7,7 @@ mod builder;
 mod checkpoint;
 mod config;
 mod error;
+mod prequant;
 
 pub mod arch;
 pub mod components;
@@ -16,6 +17,7 @@ pub use builder::GraphBuilder;
 pub use checkpoint::{index_shards, Checkpoint};
 pub use config::{Activation, DecoderConfig, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
+pub use prequant::QuantSource;
 
 use ir::DType;
 
