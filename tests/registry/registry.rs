@@ -19,6 +19,10 @@ pub enum Kind {
     Decoder,
     /// An encoder only (no task builds it yet).
     Encoder,
+    /// A pre-quantized causal LM (GPTQ, AWQ): its packed integers are imported, and its
+    /// reference is the output of its dequantized model (the float checkpoint in its
+    /// `dequantized/` folder). Only the pre-quantized tests build it (tests/tests/prequant.rs).
+    Prequant,
 }
 
 impl Kind {
@@ -27,10 +31,11 @@ impl Kind {
         match self {
             Kind::Decoder => "decoder",
             Kind::Encoder => "encoder",
+            Kind::Prequant => "prequant",
         }
     }
 
-    pub(crate) const ALL: [Kind; 2] = [Kind::Decoder, Kind::Encoder];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Decoder, Kind::Encoder, Kind::Prequant];
 }
 
 /// One fixture folder.

@@ -60,7 +60,8 @@ fn selectors_pick_by_kind_and_trait() {
     let plain = names("rope !qk_norm");
     assert!(plain.contains(&"tiny-llama") && !plain.contains(&"tiny-qwen3") && !plain.contains(&"tiny-gpt2"), "{plain:?}");
     assert_eq!(names("rope").len(), plain.len() + 3);
-    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder"] {
+    assert_eq!(names("prequant"), ["tiny-llama-gptq", "tiny-llama-gptq-asym", "tiny-qwen2-awq"]);
+    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !prequant"] {
         assert!(matches!(r.select(bad), Err(Error::Selector { .. })), "`{bad}` must be refused");
     }
 }
