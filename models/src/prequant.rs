@@ -199,11 +199,13 @@ impl QuantSource {
         PackedSettings { format: self.format, bits: self.bits, group_size: self.group_size, symmetric: self.symmetric }
     }
 
-    /// One line for messages: `GPTQ (gptq v1), 4 bits, group 32, symmetric, desc_act false`.
+    /// One line for messages: `GPTQ v1, 4 bits, group 32, symmetric, desc_act false (config.json
+    /// quantization_config)`.
     pub fn summary(&self) -> String {
         let method = match self.format {
-            PackedFormat::AwqGemm => "AWQ (GEMM)".to_string(),
-            f => format!("GPTQ ({})", if f == PackedFormat::GptqV2 { "gptq_v2" } else { "gptq v1" }),
+            PackedFormat::AwqGemm => "AWQ GEMM",
+            PackedFormat::GptqV2 => "GPTQ v2",
+            PackedFormat::GptqV1 => "GPTQ v1",
         };
         let group = self.group_size.map_or("one group per column".to_string(), |g| format!("group {g}"));
         let sym = if self.symmetric { "symmetric" } else { "asymmetric" };
@@ -304,4 +306,51 @@ fn is_zero(t: &SourceTensor) -> Result<bool> {
     }
     let bytes = ir::Recipe::source(t.clone()).cast(ir::DType::F32).materialize()?;
     Ok(bytes.chunks_exact(4).all(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(q: Value) -> Result<QuantSource> {
+        QuantSource::from_value(Path::new("config.json"), "quantization_config", &q)
+    }
+
+    #[test]
+    fn gptq_and_awq_settings_are_read_from_their_keys() {
+        let s = parse(json!({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": false, "desc_act": true, "checkpoint_format": "gptq_v2"})).unwrap();
+        assert_eq!((s.format, s.bits, s.group_size, s.symmetric, s.desc_act), (PackedFormat::GptqV2, Bits::Int8, None, false, true));
+        // Defaults: v1, symmetric, no act-order; GPTQModel's `format` spelling is read too.
+        let s = parse(json!({"quant_method": "GPTQ", "bits": 4, "group_size": 128})).unwrap();
+        assert_eq!((s.format, s.group_size, s.symmetric, s.desc_act), (PackedFormat::GptqV1, Some(128), true, false));
+        assert_eq!(parse(json!({"quant_method": "gptq", "bits": 4, "group_size": 32, "format": "gptq_v2"})).unwrap().format, PackedFormat::GptqV2);
+        let s = parse(json!({"quant_method": "awq", "w_bit": 4, "q_group_size": 64, "version": "GEMM", "modules_to_not_convert": ["visual"]})).unwrap();
+        assert_eq!((s.format, s.group_size, s.symmetric), (PackedFormat::AwqGemm, Some(64), false));
+        assert!(s.summary().starts_with("AWQ GEMM, 4 bits, group 64, asymmetric"), "{}", s.summary());
+        let e = parse(json!({"quant_method": "gptq", "bits": 4})).unwrap_err().to_string();
+        assert!(e.contains("quantization_config.group_size` is missing"), "{e}");
+        let e = parse(json!({"quant_method": "gptq", "bits": "4", "group_size": 32})).unwrap_err().to_string();
+        assert!(e.contains("is \"4\", not an integer"), "{e}");
+        let e = parse(json!({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": "yes"})).unwrap_err().to_string();
+        assert!(e.contains("sym` is \"yes\""), "{e}");
+    }
+
+    /// AutoGPTQ checkpoints whose config.json has no quantization_config keep the settings in
+    /// quantize_config.json, which has no quant_method.
+    #[test]
+    fn autogptqs_quantize_config_is_read_when_config_json_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), r#"{"model_type": "llama"}"#).unwrap();
+        assert_eq!(QuantSource::detect(dir.path()).unwrap(), None);
+        std::fs::write(dir.path().join("quantize_config.json"), r#"{"bits": 4, "group_size": 128, "desc_act": true, "sym": true}"#).unwrap();
+        let s = QuantSource::detect(dir.path()).unwrap().unwrap();
+        assert_eq!((s.format, s.group_size, s.desc_act), (PackedFormat::GptqV1, Some(128), true));
+        assert_eq!(s.origin, "quantize_config.json");
+        std::fs::write(dir.path().join("quantize_config.json"), r#"{"bits": 4, "group_size": 128, "is_marlin_format": true}"#).unwrap();
+        let e = QuantSource::detect(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("quantize_config.json") && e.contains("`is_marlin_format` is true"), "{e}");
+        // No config.json at all: nothing detected (opening the checkpoint says what is missing).
+        assert_eq!(QuantSource::detect(&dir.path().join("absent")).unwrap(), None);
+    }
 }

@@ -198,3 +198,56 @@ fn other_layouts_keep_their_integers_and_match_the_dequantized_model() {
         }
     }
 }
+
+/// GPTQ's `lm_head: true`: the head is packed too, imported like the projections; asking to
+/// quantize it again is refused.
+#[test]
+fn a_packed_lm_head_is_imported_and_not_requantized() {
+    let src = tempfile::tempdir().unwrap();
+    let mut with_head = PROJECTIONS.to_vec();
+    with_head.push("lm_head");
+    write_prequant(&fixture("tiny-llama"), src.path(), spec("gptq", "gptq", 4, Some(32), false, false), &with_head, 3);
+    let (_t, pkg) = build_pkg(src.path(), "cpu", level(0));
+    let (compared, problems) = compare_integers(&pkg, src.path());
+    assert!(problems.is_empty() && compared == packed_layers(src.path()), "{problems:?}");
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    assert!(model.graph.nodes.iter().any(|n| n.op == "MatMulNBits" && n.name.starts_with("lm_head/")), "the packed head is MatMulNBits");
+    let out = tempfile::tempdir().unwrap();
+    let req = BuildRequest { ep: "cpu".into(), quant: Some(QuantRequest { bits: None, lm_head: Some(ep_sets::QuantChoice::Int8), ..QuantRequest::new(ep_sets::QuantBits::Int4) }), ..BuildRequest::new(src.path(), out.path().join("pkg")) };
+    let e = build(&req, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("--quant-lm-head") && e.contains("lm_head.weight") && e.contains("already quantized"), "{e}");
+}
+
+/// GPTQ's QuantLinear saves a bias buffer for every layer, zeros when the layer has none: for
+/// a bias-free architecture those are listed as unused; a non-zero one is still an error.
+#[test]
+fn zero_bias_buffers_are_unused_and_a_real_bias_is_not_dropped() {
+    let src = tempfile::tempdir().unwrap();
+    write_prequant(&fixture("tiny-llama"), src.path(), spec("gptq", "gptq", 4, Some(32), true, false), PROJECTIONS, 5);
+    let with_bias = |value: f32, dir: &Path| {
+        tailor_tests::checkpoints::rewrite_checkpoint(src.path(), dir, |mut tensors| {
+            let scopes: Vec<(String, usize)> = tensors
+                .iter()
+                .filter_map(|(n, _, s, _)| n.strip_suffix(".scales").map(|scope| (scope.to_string(), s[1])))
+                .collect();
+            for (scope, n) in scopes {
+                tensors.push((format!("{scope}.bias"), safetensors::Dtype::F16, vec![n], half::f16::from_f32(value).to_le_bytes().repeat(n)));
+            }
+            tensors
+        });
+    };
+    let zeros = tempfile::tempdir().unwrap();
+    with_bias(0.0, zeros.path());
+    let ckpt = models::Checkpoint::open(zeros.path()).unwrap();
+    let unused = ckpt.unused();
+    assert_eq!(unused.len(), 14, "{unused:?}");
+    assert!(unused.values().all(|why| why.contains("bias buffer")), "{unused:?}");
+    let (_t, pkg) = build_pkg(zeros.path(), "cpu", level(0));
+    assert!(compare_integers(&pkg, src.path()).1.is_empty());
+    let real = tempfile::tempdir().unwrap();
+    with_bias(0.5, real.path());
+    let out = tempfile::tempdir().unwrap();
+    let req = BuildRequest { ep: "cpu".into(), ..BuildRequest::new(real.path(), out.path().join("pkg")) };
+    let e = build(&req, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("would be ignored") && e.contains(".bias"), "{e}");
+}

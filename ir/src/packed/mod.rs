@@ -354,11 +354,14 @@ impl PackedWeight {
     }
 }
 
+/// A row order and the rows' groups (`None`: rows in order, row `k` in group `k / group_size`).
+type RowOrder = (Option<Arc<[u32]>>, Option<Arc<[u32]>>);
+
 /// Reads `g_idx` and returns (row order, row groups): both `None` when row `k` is in group
 /// `k / group_size` (contiguous groups, `desc_act: false` or `static_groups`); with act-order,
 /// the rows sorted by group (stable), which must give groups of exactly `group_size` rows in
 /// turn, and the map itself.
-fn row_order(name: &str, g_idx: &SourceTensor, k: usize, group_size: usize) -> Result<(Option<Arc<[u32]>>, Option<Arc<[u32]>>)> {
+fn row_order(name: &str, g_idx: &SourceTensor, k: usize, group_size: usize) -> Result<RowOrder> {
     let bad = |reason: String| Error::Recipe { tensor: g_idx.name.clone(), reason };
     if !matches!(g_idx.dtype, DType::I32) || g_idx.shape != [k] {
         return Err(bad(format!("g_idx of `{name}` is {}{:?}; it must be int32 [{k}] (one group per input row)", g_idx.dtype, g_idx.shape)));

@@ -305,7 +305,7 @@ fn a_v1_zero_point_underflow_is_refused() {
 #[test]
 fn an_irregular_g_idx_is_refused() {
     let l = layer(spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, false), 4);
-    let mut g: Vec<i32> = (0..64).map(|r| (r / 32) as i32).collect();
+    let mut g: Vec<i32> = (0..64).map(|r| r / 32).collect();
     g.swap(0, 40);
     g[1] = 1; // group 0 has 30 rows, group 1 34
     let bytes: Vec<u8> = g.iter().flat_map(|v| v.to_le_bytes()).collect();
