@@ -95,6 +95,8 @@ pub struct PackedWeight {
     /// Group of each checkpoint row when not `row / group_size`.
     groups: Option<Arc<[u32]>>,
     scale_dtype: DType,
+    /// Elements repacked so far (see [`PackedWeight::done`]).
+    repacked: std::sync::atomic::AtomicUsize,
 }
 
 /// Little-endian u32 `i` of a tensor's bytes (lengths are checked at construction).
@@ -163,7 +165,7 @@ impl PackedWeight {
             Some(g) => row_order(&name, g, k, group_size)?,
             None => (None, None),
         };
-        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, order, groups: row_groups };
+        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, order, groups: row_groups, repacked: Default::default() };
         w.check_zero_points()?;
         Ok(Arc::new(w))
     }
@@ -331,7 +333,22 @@ impl PackedWeight {
                 out[n * self.k + k] = self.scale(scales, g, n) * (q - self.zero(qzeros, g, n) as f32);
             }
         }
+        self.done(self.n * self.k);
         Ok(out)
+    }
+
+    /// Records that `elements` more of the weight were written; once all of it is (the ranges
+    /// of one write run in any order, on any thread), its tensors' pages leave the resident
+    /// set (`MappedFile::release`), as a float weight's do range by range: a packed range
+    /// reads words from every row of `qweight`, so the pages are released per tensor.
+    pub(crate) fn done(&self, elements: usize) {
+        let total = self.n * self.k;
+        let before = self.repacked.fetch_add(elements, std::sync::atomic::Ordering::Relaxed);
+        if (before + elements) / total > before / total {
+            for t in self.sources() {
+                t.file.release(t.offset, t.len);
+            }
+        }
     }
 
     /// How the weight is described in recipe chains: `gptq[4b,g32,sym](file:scope)`.

@@ -212,6 +212,7 @@ impl PackedStack {
                 }
             }
             row += last - first;
+            p.done((last - first) * (k1 - k0));
         }
         Ok(error)
     }
