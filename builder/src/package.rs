@@ -165,6 +165,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let pipeline = optimize(&mut model, table, plan, req.explain, quant.as_ref())?;
     warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
     warnings.extend(float_experts_warning(table, &pipeline));
+    warnings.extend(crate::quantize::import::dequantized_warning(&pipeline));
     // Warnings the pipeline raised fail a strict build too, before anything is written.
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });

@@ -221,7 +221,8 @@ impl Recipe {
         }
     }
 
-    /// Whether the recipe reads a pre-quantized weight ([`Recipe::Packed`]) anywhere.
+    /// Whether the recipe reads a pre-quantized weight ([`Recipe::Packed`]) as float anywhere
+    /// (a quantized part, which writes its integers, does not).
     pub fn has_packed(&self) -> bool {
         match self {
             Recipe::Packed(_) => true,
@@ -232,7 +233,7 @@ impl Recipe {
             | Recipe::Reshape { input, .. }
             | Recipe::Offset { input, .. } => input.has_packed(),
             Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().any(Recipe::has_packed),
-            Recipe::Quantized { group, .. } => group.weight().has_packed(),
+            Recipe::Quantized { .. } => false,
         }
     }
 

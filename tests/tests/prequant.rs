@@ -293,3 +293,25 @@ fn every_table_imports_them_in_its_form() {
         }
     }
 }
+
+/// Expert stacks of pre-quantized experts are not imported (QMoE from packed experts is not
+/// written yet): they are their exact float dequantization, and the build warns, naming them.
+/// The attention projections are imported, and the package computes the dequantized model.
+#[test]
+fn packed_experts_are_dequantized_with_a_warning() {
+    let src = tempfile::tempdir().unwrap();
+    write_prequant(&fixture("tiny-mixtral"), src.path(), spec("gptq", "gptq", 4, Some(32), false, false), &["q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3"], 9);
+    let out = tempfile::tempdir().unwrap();
+    let req = BuildRequest { ep: "cpu".into(), quant: level(0), ..BuildRequest::new(src.path(), out.path().join("pkg")) };
+    let report = build(&req, &mut |_| {}).unwrap();
+    let warning = report.warnings.iter().find(|w| w.contains("pre-quantized tensor(s) are written as their float dequantization")).unwrap_or_else(|| panic!("{:?}", report.warnings));
+    assert!(warning.contains("experts"), "{warning}");
+    assert!(report.quantized.iter().all(|t| t.source == "gptq") && !report.quantized.is_empty());
+    let pkg = out.path().join("pkg");
+    let (_b, float_pkg) = build_pkg(&src.path().join("dequantized"), "cpu", None);
+    let float_model = ir::load_model(&float_pkg.join("model.onnx")).unwrap();
+    let reference = Reference::computed(&mut session(&float_pkg.join("model.onnx")), &DecoderShape::of(&float_model), &Reference::load(&fixture("tiny-mixtral")));
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    let diffs = compare_decoder(&mut session(&pkg.join("model.onnx")), &DecoderShape::of(&model), &reference, Cases::ALL);
+    assert_within("tiny-mixtral gptq", &diffs, 2e-5);
+}

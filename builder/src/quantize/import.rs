@@ -63,6 +63,34 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     Ok(Some(step))
 }
 
+/// Records every initializer still reading a pre-quantized layer as float after the step
+/// (only MatMul weights are imported: an expert stack of packed experts, for one), with why.
+pub(super) fn note_dequantized(graph: &ir::Graph, outcome: &mut super::QuantOutcome) {
+    // Initializers no node reads are not written (a weight a fusion replaced, say).
+    let read: std::collections::HashSet<&str> = graph.nodes.iter().flat_map(|n| n.inputs.iter().map(String::as_str)).collect();
+    for (name, recipe) in graph.initializers.iter().filter(|(n, _)| read.contains(n.as_str())) {
+        if recipe.has_packed() {
+            outcome.kept_float.push((
+                name.clone(),
+                "pre-quantized in the checkpoint, but no MatMul reads it as a 2-D weight (an expert stack, say): written as its exact float dequantization".into(),
+            ));
+            outcome.dequantized.push(name.clone());
+        }
+    }
+}
+
+/// The warning of a build that writes pre-quantized tensors as float.
+pub fn dequantized_warning(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    (!q.dequantized.is_empty()).then(|| {
+        format!(
+            "{} pre-quantized tensor(s) are written as their float dequantization (exact, but larger than the checkpoint): {}; build_report.json says why",
+            q.dequantized.len(),
+            q.dequantized.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
 /// The `--quant` step of a float checkpoint against the table's `[quant.<bits>]` section.
 fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType) -> Result<QuantStep> {
     let Some(plan) = table.quant(bits) else {

@@ -187,6 +187,9 @@ pub struct QuantOutcome {
     /// Expert stacks among them that no request kept float: the table or the sizes did
     /// (an unfused MoE block, no QMoE kernel, a block size not dividing the sizes).
     pub float_experts: usize,
+    /// Pre-quantized tensors no quantized node reads (expert stacks, say): written as their
+    /// exact float dequantization, larger than the checkpoint (import.rs warns).
+    pub dequantized: Vec<String>,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -294,6 +297,7 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         outcome.kept_float.push((stack, why));
         outcome.float_experts += 1;
     }
+    import::note_dequantized(graph, &mut outcome);
     Ok(outcome)
 }
 
