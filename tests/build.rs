@@ -30,6 +30,15 @@ fn main() {
          #[macro_export]\n\
          macro_rules! for_each_encoder {{\n    ($m:ident) => {{\n        $m! {{\n{arms}        }}\n    }};\n}}\n"
     );
+    let mut arms = String::new();
+    for f in registry.of_kind(fixture_registry::Kind::Prequant) {
+        writeln!(arms, "            {} => {:?},", f.name.replace('-', "_"), f.name).unwrap();
+    }
+    let code = format!(
+        "{code}\n/// Calls `$m! {{ test_name => \"fixture\", ... }}` with every pre-quantized fixture of the registry.\n\
+         #[macro_export]\n\
+         macro_rules! for_each_prequant {{\n    ($m:ident) => {{\n        $m! {{\n{arms}        }}\n    }};\n}}\n"
+    );
     let out = std::path::Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("for_each_decoder.rs");
     std::fs::write(&out, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", out.display()));
 }

@@ -151,9 +151,17 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
             let e = |t: &Value| t.get("rms_error").and_then(Value::as_f64).unwrap_or(0.0);
             e(a).total_cmp(&e(b))
         });
+        // Per tensor, what its integers come from: `float` (quantized by the build) or the
+        // checkpoint's packed format, counted.
+        let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &tensors {
+            *sources.entry(t.get("source").and_then(Value::as_str).unwrap_or("float").to_string()).or_default() += 1;
+        }
         serde_json::json!({
             "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
             "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
+            "source": q.get("source"),
+            "tensor_sources": sources,
             "tensors": tensors.len(),
             "worst": worst.map(|w| serde_json::json!({ "weight": w.get("weight"), "rms_error": w.get("rms_error") })),
         })
@@ -230,6 +238,14 @@ impl Inspection {
                 q["worst"].get("rms_error").map(|e| format!("{e} ({})", q["worst"]["weight"].as_str().unwrap_or("?"))).unwrap_or_else(|| "-".into())
             )),
             None => s.push_str("  float weights\n"),
+        }
+        if let Some(q) = self.quantization.as_ref().filter(|q| q["source"].is_object()) {
+            let counts: Vec<String> = q["tensor_sources"].as_object().into_iter().flatten().map(|(src, n)| format!("{n} from {src}")).collect();
+            s.push_str(&format!(
+                "  source: pre-quantized {}; tensors: {}\n",
+                q["source"]["summary"].as_str().unwrap_or("?"),
+                counts.join(", ")
+            ));
         }
         for (title, ports) in [("inputs", &self.inputs), ("outputs", &self.outputs)] {
             s.push_str(&format!("  {title}:\n"));

@@ -40,7 +40,12 @@ enum Command {
         The package is written to a staging folder beside OUTPUT and swapped into place in one\n\
         atomic rename: a failed or interrupted build (Ctrl-C, SIGTERM) leaves nothing behind and\n\
         never touches an existing OUTPUT. --force replaces only an empty folder or an earlier\n\
-        package of this tool; two builds of one OUTPUT at once: the second fails.")]
+        package of this tool; two builds of one OUTPUT at once: the second fails.\n\n\
+        A pre-quantized checkpoint (GPTQ, AWQ GEMM: config.json's quantization_config) is imported\n\
+        with its own integers, scales and zero points as MatMulNBits (or DequantizeLinear + MatMul on\n\
+        `default`), never requantized; its float layers, lm_head included, stay float unless\n\
+        --quant-lm-head / --quant-embeddings ask; --quant is refused (docs/quantization.md).")]
+    #[command(group(clap::ArgGroup::new("quantizing").multiple(true).args(["quant", "quant_lm_head", "quant_embeddings"])))]
     Build {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
         /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found
@@ -85,23 +90,26 @@ enum Command {
         #[arg(long, value_name = "BITS", value_parser = parse_bits, help_heading = "Quantization")]
         quant: Option<ep_sets::QuantBits>,
         /// Weights per quantization block along K: a power of two from 16 to 256.
-        #[arg(long, default_value_t = 32, value_name = "N", value_parser = parse_block_size, requires = "quant", help_heading = "Quantization")]
+        #[arg(long, default_value_t = 32, value_name = "N", value_parser = parse_block_size, requires = "quantizing", help_heading = "Quantization")]
         block_size: usize,
         /// Asymmetric blocks (uint4/uint8 with zero points) instead of symmetric ones.
-        #[arg(long, requires = "quant", help_heading = "Quantization")]
+        #[arg(long, requires = "quantizing", help_heading = "Quantization")]
         asymmetric: bool,
         /// MatMulNBits' accuracy_level: 0 (unset), 1 (f32), 2 (f16), 3 (bf16), 4 (int8: the
         /// activations are quantized per block inside the kernel, faster, about 1e-2 further
-        /// from the float result). Default: the EP table's (cpu and webgpu 4, others 0).
-        #[arg(long, value_name = "N", value_parser = parse_accuracy_level, requires = "quant", help_heading = "Quantization")]
+        /// from the float result). Default: the EP table's (cpu and webgpu 4, others 0). Also
+        /// applies to a pre-quantized checkpoint's imported weights (no --quant needed).
+        #[arg(long, value_name = "N", value_parser = parse_accuracy_level, help_heading = "Quantization")]
         accuracy_level: Option<i64>,
-        /// Quantize the lm_head: int4, int8 or none. Default: the EP table's (cpu: as --quant).
-        #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
+        /// Quantize the lm_head: int4, int8 or none. Default: the EP table's (cpu: as --quant);
+        /// for a pre-quantized checkpoint whose lm_head is float, none (give it without --quant).
+        #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_lm_head: Option<ep_sets::QuantChoice>,
         /// Quantize the embedding table (GatherBlockQuantized): int4, int8 or none. Default: the
         /// EP table's (cpu: as --quant; default: none, since ONNX Runtime does not fuse
-        /// DequantizeLinear + Gather and would dequantize the whole table on every run).
-        #[arg(long, value_name = "BITS", value_parser = parse_choice, requires = "quant", help_heading = "Quantization")]
+        /// DequantizeLinear + Gather and would dequantize the whole table on every run); for a
+        /// pre-quantized checkpoint, none.
+        #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_embeddings: Option<ep_sets::QuantChoice>,
         /// Keep the weights read from a checkpoint tensor whose name matches PATTERN float (`*`
         /// and `?` wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'; a packed QKV
@@ -112,7 +120,7 @@ enum Command {
         /// How block scales are chosen: `rtn` (round to nearest from the block's range: the bytes
         /// ONNX Runtime's own quantizer writes) or `mse` (searches scales for a lower weight
         /// error, no calibration data, about 50x slower to quantize).
-        #[arg(long, default_value = "rtn", value_name = "METHOD", value_parser = ["rtn", "mse"], requires = "quant", help_heading = "Quantization")]
+        #[arg(long, default_value = "rtn", value_name = "METHOD", value_parser = ["rtn", "mse"], requires = "quantizing", help_heading = "Quantization")]
         quant_method: String,
         /// Replace OUTPUT when it holds an earlier package of this tool (its build_report.json
         /// and only the files that report lists), once the new package is complete. Any other
@@ -432,8 +440,11 @@ fn main() -> ExitCode {
             quant_exclude,
             quant_method,
         } => {
-            let quant = quant.map(|bits| builder::QuantRequest {
-                bits,
+            // Without --quant, the other flags still make a request: a pre-quantized checkpoint
+            // takes them for its float layers (a float one refuses them, saying why).
+            let asked = quant.is_some() || quant_lm_head.is_some() || quant_embeddings.is_some() || accuracy_level.is_some();
+            let quant = asked.then(|| builder::QuantRequest {
+                bits: quant,
                 block_size,
                 symmetric: !asymmetric,
                 accuracy_level,
@@ -444,7 +455,7 @@ fn main() -> ExitCode {
             });
             // The EP table picks the dtype a build names none of.
             let dtype = dtype
-                .unwrap_or_else(|| sets.get(&ep).map_or(DType::F32, |t| t.default_dtype(quant.as_ref().map(|q| q.bits))));
+                .unwrap_or_else(|| sets.get(&ep).map_or(DType::F32, |t| t.default_dtype(quant.as_ref().and_then(|q| q.bits))));
             let json = diag_format == "json";
             let (demo_dir, _demo_guard);
             let (model_dir, output) = match model {

@@ -170,6 +170,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         let (model, pipeline) = part.optimized(ckpt, table, req.explain)?;
         warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
         warnings.extend(float_experts_warning(table, &pipeline));
+        warnings.extend(crate::quantize::import::dequantized_warning(&pipeline));
         notes.extend(pipeline.not_implemented.iter().map(|r| {
             format!("{}.toml lists `{r}` for {} {}, which this build does not implement yet; it was skipped", table.name, part.part.role, req.dtype)
         }));
@@ -218,7 +219,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         .parts
         .iter()
         .zip(&parts)
-        .map(|(plan_part, written)| part_json(plan_part, written, req.quant.as_ref()))
+        .map(|(plan_part, written)| part_json(plan_part, written))
         .collect();
     let report = serde_json::json!({
         "tool": TOOL_NAME,
@@ -298,7 +299,7 @@ fn write_part(req: &BuildRequest, part: &Part, model: &ir::Model, staging: &Path
 
 /// One part's entry in build_report.json: its role, files and plan, what the pipeline did,
 /// what validation found and how it was quantized.
-fn part_json(plan: &PartPlan, written: &PartReport, req: Option<&QuantRequest>) -> serde_json::Value {
+fn part_json(plan: &PartPlan, written: &PartReport) -> serde_json::Value {
     serde_json::json!({
         "role": written.role.name(),
         "file": written.file,
@@ -309,7 +310,7 @@ fn part_json(plan: &PartPlan, written: &PartReport, req: Option<&QuantRequest>) 
         "model_bytes": written.model_bytes,
         "data_bytes": written.data_bytes,
         "pipeline": written.pipeline,
-        "quantization": plan.quant.as_ref().map(|q| quantization_json(req, q, &written.pipeline, &written.quantized)),
+        "quantization": plan.quant.as_ref().map(|q| quantization_json(q, &written.pipeline, &written.quantized)),
         "validation": { "ok": true, "problems": [] },
     })
 }
@@ -353,14 +354,17 @@ fn left_padding_warning(table: &ep_sets::EpTable, dtype: DType, pipeline: &Pipel
 
 /// build_report.json's `quantization` entry: the settings, what stayed float and why, and
 /// every quantized tensor with its weight error.
-fn quantization_json(req: Option<&QuantRequest>, step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
+fn quantization_json(step: &QuantStep, pipeline: &PipelineReport, tensors: &[TensorReport]) -> serde_json::Value {
     let kept: Vec<serde_json::Value> = pipeline
         .quant
         .iter()
         .flat_map(|q| q.kept_float.iter().map(|(w, why)| serde_json::json!({ "weight": w, "why": why })))
         .collect();
+    if let Some(source) = &step.source {
+        return crate::quantize::import::quantization_json(source, step, kept, tensors);
+    }
     serde_json::json!({
-        "bits": req.map(|r| r.bits.count()),
+        "bits": step.linear.map(|b| b.count()),
         "format": step.format.name(),
         "block_size": step.block_size,
         "symmetric": step.symmetric,

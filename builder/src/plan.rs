@@ -72,7 +72,7 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
         return Err(Error::UnknownEp { ep: req.ep.to_string(), available: sets.names().collect::<Vec<_>>().join(", ") });
     }
     let table = sets.plan(req.ep, req.dtype)?.0;
-    let quant = resolve_quant(req.quant, table, req.dtype)?;
+    let quant = resolve_quant(req.quant, req.model_dir, table, req.dtype)?;
     if let KvCache::Static { max_length } = req.kv_cache {
         table.static_kv_cache(req.dtype).map_err(|why| {
             Error::Request(format!("--kv-cache static (max length {max_length}) is not offered for ({}, {}): {why}", table.name, req.dtype))
@@ -106,27 +106,12 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
     Ok(PackagePlan { table, task, ckpt, parts })
 }
 
-/// The `--quant` request checked against the table's `[quant.<bits>]` section, before any
-/// weight is read.
-fn resolve_quant(req: Option<&QuantRequest>, table: &EpTable, dtype: DType) -> Result<Option<QuantStep>> {
-    let Some(req) = req else { return Ok(None) };
-    let Some(plan) = table.quant(req.bits) else {
-        let offered: Vec<&str> = table.quant_plans().map(|q| q.bits.name()).collect();
-        return Err(Error::Request(format!(
-            "--quant {}: the {} table (ep-sets/tables/{}.toml) has no [quant.{}] section; it offers {}",
-            req.bits,
-            table.name,
-            table.name,
-            req.bits,
-            if offered.is_empty() { "no quantization".to_string() } else { offered.join(", ") }
-        )));
-    };
-    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
-    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
-    if !qmoe {
-        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
-    }
-    Ok(Some(step))
+/// The `--quant` request checked against the table's `[quant.<bits>]` section, or the import
+/// of a pre-quantized checkpoint (its config's keys, refused when it is a format the tool
+/// cannot keep), before any weight is read (quantize/import.rs).
+fn resolve_quant(req: Option<&QuantRequest>, model_dir: &Path, table: &EpTable, dtype: DType) -> Result<Option<QuantStep>> {
+    let source = models::QuantSource::detect(model_dir)?;
+    crate::quantize::import::resolve(req, source.as_ref(), table, dtype)
 }
 
 /// The task options an EP table's structural flags ask for. Flags reach `models` by name,

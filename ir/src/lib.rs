@@ -12,6 +12,8 @@
 //!   Runtime's own quantizer, for MatMulNBits, GatherBlockQuantized and blocked DequantizeLinear.
 //! * [`QuantGroup`]: a quantized weight as lazy recipes ([`Recipe::Quantized`] parts), computed
 //!   while streaming.
+//! * [`PackedWeight`]: a Linear weight the checkpoint stores pre-quantized (GPTQ, AWQ), whose
+//!   integers a [`QuantGroup`] writes unchanged ([`PackedStack`]).
 //! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
 
 pub mod proto {
@@ -28,6 +30,7 @@ mod convert;
 mod direct;
 mod layout;
 mod load;
+pub mod packed;
 pub mod quant;
 mod qweight;
 mod recipe;
@@ -46,6 +49,7 @@ pub use files::{entry_kind, read_regular, regular_file, EntryKind, DATA_FILE_LIM
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
+pub use packed::{PackedFormat, PackedSettings, PackedStack, PackedTensors, PackedWeight};
 pub use qweight::{QuantForm, QuantGroup, QuantPart};
 pub use recipe::{Recipe, TensorData};
 pub use shape::{infer_types, Inferred, OnnxOnly, OpInference};

@@ -15,6 +15,7 @@
 
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
 use crate::quant::{quantize_measured, Bits, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
+use crate::packed::PackedStack;
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -73,6 +74,9 @@ pub struct QuantGroup {
     scale_dtype: DType,
     form: QuantForm,
     error: Mutex<WeightError>,
+    /// The checkpoint's own integers, when the weight is pre-quantized: the parts are repacked
+    /// from them, never quantized from `weight`.
+    packed: Option<PackedStack>,
 }
 
 impl QuantGroup {
@@ -95,7 +99,26 @@ impl QuantGroup {
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
         let settings = settings.with_rounding(form.rounding(settings.bits()));
-        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default() }))
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None }))
+    }
+
+    /// A group writing the integers of pre-quantized layers (`stack`, read from `weight`, the
+    /// `[N, K]` recipe of their dequantized value) in the settings the stack gives.
+    pub fn from_packed(name: impl Into<String>, weight: Recipe, stack: PackedStack, scale_dtype: DType, form: QuantForm) -> Result<Arc<QuantGroup>> {
+        let name = name.into();
+        if weight.shape() != [stack.n(), stack.k()] {
+            return Err(Error::Recipe { tensor: name, reason: format!("the weight is {:?}, its packed layers [{}, {}]", weight.shape(), stack.n(), stack.k()) });
+        }
+        if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
+        }
+        let settings = stack.settings();
+        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack) }))
+    }
+
+    /// The pre-quantized layers the parts are repacked from (`None`: quantized from float).
+    pub fn packed_source(&self) -> Option<&PackedStack> {
+        self.packed.as_ref()
     }
 
     pub fn settings(&self) -> QuantSettings {
@@ -184,7 +207,9 @@ impl QuantGroup {
     pub(crate) fn band_rows(&self, budget: usize) -> usize {
         let bs = self.settings.block_size();
         let odd_nibbles = self.settings.bits().per_byte() == 2 && !self.n().is_multiple_of(2);
-        if odd_nibbles {
+        // Act-order scatters any band over all of K: decode it once.
+        let reordered = self.packed.as_ref().is_some_and(|p| p.order().is_some());
+        if odd_nibbles || reordered {
             return self.k();
         }
         let blocks = (budget / (self.n() * 4 * bs)).max(1);
@@ -290,6 +315,19 @@ impl QuantGroup {
     }
 
     fn compute_rows(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        if let Some(stack) = &self.packed {
+            let (b, scales, zp) = match self.scale_dtype {
+                DType::F16 => {
+                    let (b, s, z) = self.repack::<f16>(stack, n0, n1, 0, self.k())?;
+                    (b, self.scale_bytes(&s), z)
+                }
+                _ => {
+                    let (b, s, z) = self.repack::<f32>(stack, n0, n1, 0, self.k())?;
+                    (b, self.scale_bytes(&s), z)
+                }
+            };
+            return Ok(self.parts(b, scales, zp));
+        }
         self.with_block(n0, n1, 0, self.k(), |values| {
             let view = WeightView::column_major(values, self.k(), n1 - n0)?;
             let (b, scales, zp) = match self.scale_dtype {
@@ -300,7 +338,40 @@ impl QuantGroup {
         })
     }
 
+    /// The checkpoint's integers of output rows `n0..n1`, written rows `k0..k1`, in the
+    /// MatMulNBits layout of settings over `k1 - k0` rows; records the (scale rounding) error.
+    #[allow(clippy::type_complexity)]
+    fn repack<S: Scale>(&self, stack: &PackedStack, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<(Vec<u8>, Vec<S>, Option<Vec<u8>>)> {
+        let layout = self.settings.layout(k1 - k0)?;
+        let cols = n1 - n0;
+        let mut b = vec![0u8; cols * layout.b_per_column()];
+        let mut scales = vec![S::default(); cols * layout.scales_per_column()];
+        let mut zp = (!self.settings.symmetric()).then(|| vec![0u8; cols * layout.zero_points_per_column()]);
+        let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, zp.as_deref_mut())?;
+        self.add_error(&error);
+        Ok((b, scales, zp))
+    }
+
+    fn packed_band<S: Scale + ToBytes>(&self, stack: &PackedStack, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let (n, band) = (self.n(), k1 - k0);
+        let (b, scales, zp) = self.repack::<S>(stack, 0, n, k0, k1)?;
+        let settings = self.settings;
+        let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
+        let (data_len, scales_len, zp_len) = dq_lengths(&settings, band, n)?;
+        let mut data = vec![0u8; data_len];
+        let mut dq_scales = vec![S::default(); scales_len];
+        let mut dq_zp = zp_len.map(|l| vec![0u8; l]);
+        to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
+        Ok(self.parts(data, self.scale_bytes(&dq_scales), dq_zp))
+    }
+
     fn compute_band(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        if let Some(stack) = &self.packed {
+            return match self.scale_dtype {
+                DType::F16 => self.packed_band::<f16>(stack, k0, k1),
+                _ => self.packed_band::<f32>(stack, k0, k1),
+            };
+        }
         let (n, band) = (self.n(), k1 - k0);
         self.with_block(0, n, k0, k1, |values| {
             let view = WeightView::column_major(values, band, n)?;

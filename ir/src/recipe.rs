@@ -2,6 +2,7 @@
 //! data) and the transforms to apply; it is materialized only when the model is written, one
 //! tensor at a time, so a build never holds the whole model in memory.
 
+use crate::packed::PackedWeight;
 use crate::qweight::{QuantGroup, QuantPart};
 use crate::{DType, Error, Result, SourceTensor};
 use half::{bf16, f16};
@@ -38,6 +39,9 @@ pub enum Recipe {
     /// One output tensor of a quantized weight (qweight.rs); the writer computes a group's
     /// parts together.
     Quantized { group: Arc<QuantGroup>, part: QuantPart },
+    /// A Linear weight the checkpoint stores pre-quantized (packed/mod.rs): as a float it is
+    /// its exact dequantization, `[N, K]` f32; the quantize step writes its integers instead.
+    Packed(Arc<PackedWeight>),
 }
 
 impl PartialEq for Recipe {
@@ -58,6 +62,7 @@ impl PartialEq for Recipe {
             (Reshape { input: a, shape: x }, Reshape { input: b, shape: y }) => a == b && x == y,
             (Offset { input: a, by: x }, Offset { input: b, by: y }) => a == b && x.to_bits() == y.to_bits(),
             (Quantized { group: a, part: p }, Quantized { group: b, part: q }) => Arc::ptr_eq(a, b) && p == q,
+            (Packed(a), Packed(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -158,6 +163,7 @@ impl Recipe {
             }
             Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs[0].dtype(),
             Recipe::Quantized { group, part } => group.dtype(*part),
+            Recipe::Packed(_) => DType::F32,
         }
     }
 
@@ -187,6 +193,7 @@ impl Recipe {
                 s
             }
             Recipe::Quantized { group, part } => group.shape(*part),
+            Recipe::Packed(p) => vec![p.n(), p.k()],
         }
     }
 
@@ -210,6 +217,23 @@ impl Recipe {
             | Recipe::Offset { input, .. } => input.sources(),
             Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
             Recipe::Quantized { group, .. } => group.weight().sources(),
+            Recipe::Packed(p) => p.sources(),
+        }
+    }
+
+    /// Whether the recipe reads a pre-quantized weight ([`Recipe::Packed`]) as float anywhere
+    /// (a quantized part, which writes its integers, does not).
+    pub fn has_packed(&self) -> bool {
+        match self {
+            Recipe::Packed(_) => true,
+            Recipe::Source(_) | Recipe::Data(_) => false,
+            Recipe::Transpose { input, .. }
+            | Recipe::Slice { input, .. }
+            | Recipe::Cast { input, .. }
+            | Recipe::Reshape { input, .. }
+            | Recipe::Offset { input, .. } => input.has_packed(),
+            Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().any(Recipe::has_packed),
+            Recipe::Quantized { .. } => false,
         }
     }
 
@@ -250,6 +274,7 @@ impl Recipe {
                     group.weight().describe()
                 )
             }
+            Recipe::Packed(p) => p.describe(),
         }
     }
 
@@ -341,6 +366,7 @@ impl Recipe {
                 Ok(out)
             }
             Recipe::Quantized { group, part } => group.materialize(*part),
+            Recipe::Packed(p) => Ok(to_bytes(&p.dequantize()?, f32::to_le_bytes)),
         }
     }
 }

@@ -111,7 +111,7 @@ impl Recipe {
         match self {
             Recipe::Source(_) | Recipe::Data(_) => true,
             // Offsets are small 1-D norm weights: materialized whole.
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => false,
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => false,
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
@@ -162,7 +162,7 @@ impl Recipe {
             Recipe::Slice { .. } | Recipe::Concat { .. } | Recipe::Interleave { .. } => self.runs(start, end, &mut |part, from, to, at| {
                 part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
             }),
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => {
                 out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }
@@ -186,7 +186,7 @@ impl Recipe {
                 });
             }
             // Materialized whole: nothing of the mapping stays referenced.
-            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {}
+            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => {}
         }
     }
 

@@ -3,8 +3,10 @@
 //! recipes; the checkpoint remembers which were taken, so a test can prove that every tensor
 //! is consumed exactly once.
 
+use crate::prequant::{self, QuantSource};
 use crate::{DecoderConfig, Error, Result};
-use ir::{MappedFile, Recipe, SourceTensor};
+use ir::{MappedFile, PackedWeight, Recipe, SourceTensor};
+use std::sync::Arc;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -15,6 +17,10 @@ pub struct Checkpoint {
     pub dir: PathBuf,
     pub config: DecoderConfig,
     tensors: BTreeMap<String, SourceTensor>,
+    /// What `quantization_config` says, for a pre-quantized checkpoint (prequant.rs).
+    pub quant: Option<QuantSource>,
+    /// Its packed layers, by the `.weight` name each stands for.
+    packed: BTreeMap<String, Arc<PackedWeight>>,
     taken: RefCell<BTreeMap<String, usize>>,
     unused: RefCell<BTreeMap<String, String>>,
     /// A name prefix the family's tables use but this checkpoint may lack (see
@@ -75,15 +81,23 @@ impl Checkpoint {
             }
         }
         let text_prefixes = if config.multimodal.is_some() { text_prefixes(&tensors) } else { Vec::new() };
-        Ok(Checkpoint {
+        let quant = QuantSource::detect(dir)?;
+        let packed = prequant::gather(dir, &tensors, quant.as_ref())?;
+        let ckpt = Checkpoint {
             dir: dir.to_path_buf(),
             config,
             tensors,
+            quant,
+            packed: packed.layers,
             taken: RefCell::new(BTreeMap::new()),
             unused: RefCell::new(BTreeMap::new()),
             optional_prefix: RefCell::new(None),
             text_prefixes,
-        })
+        };
+        for (name, why) in packed.unused {
+            ckpt.mark_unused(&name, &why);
+        }
+        Ok(ckpt)
     }
 
     /// Lets table names carry `prefix` even when the checkpoint stores names without it: GPT-2
@@ -115,13 +129,27 @@ impl Checkpoint {
 
     /// Whether the checkpoint holds `name` (for optional weights such as a tied `lm_head`).
     pub fn has(&self, name: &str) -> bool {
-        self.tensors.contains_key(self.resolve(name).as_ref())
+        let name = self.resolve(name);
+        let name = name.as_ref();
+        self.tensors.contains_key(name) || self.packed.contains_key(name)
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
         let name = self.resolve(name);
         let name = name.as_ref();
+        if let Some(layer) = self.packed.get(name) {
+            // A pre-quantized Linear layer: its dequantized value as a float `[out, in]`.
+            let found = vec![layer.n(), layer.k()];
+            if found != expected {
+                return Err(Error::TensorShape { path: layer.tensors().qweight.file.path.clone(), name: format!("{name} (packed in {}.qweight)", layer.name), found, expected: expected.to_vec() });
+            }
+            let mut taken = self.taken.borrow_mut();
+            for part in prequant::parts_of(name).filter(|p| self.tensors.contains_key(p)) {
+                *taken.entry(part).or_default() += 1;
+            }
+            return Ok(Recipe::Packed(Arc::clone(layer)));
+        }
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
             path: self.dir.clone(),
             name: name.to_string(),
@@ -155,9 +183,9 @@ impl Checkpoint {
         self.text_prefixes.iter().any(|(_, stored)| name.starts_with(stored.as_str())) || (name.starts_with("lm_head.") && !self.text_prefixes.iter().any(|(t, _)| t == "lm_head."))
     }
 
-    /// All tensor names in the checkpoint.
+    /// All tensor names in the checkpoint (a packed layer's `.weight` among them).
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
-        self.tensors.keys().map(String::as_str)
+        self.tensors.keys().chain(self.packed.keys()).map(String::as_str)
     }
 
     /// How many times each tensor was taken by [`Checkpoint::tensor`].

@@ -18,6 +18,9 @@ pub enum Error {
     UnusedTensors { path: PathBuf, model_type: String, count: usize, names: String },
     #[error("{path}: {reason}")]
     Checkpoint { path: PathBuf, reason: String },
+    /// A quantized checkpoint the tool cannot import as it is (models/src/prequant.rs).
+    #[error("{path}: {reason}")]
+    Prequantized { path: PathBuf, reason: String },
     #[error("unsupported dtype {dtype}: choose one of {supported}")]
     Dtype { dtype: ir::DType, supported: String },
     #[error(transparent)]

@@ -7,6 +7,7 @@ mod builder;
 mod checkpoint;
 mod config;
 mod error;
+mod prequant;
 
 pub mod arch;
 pub mod components;
@@ -18,6 +19,7 @@ pub use checkpoint::{index_shards, Checkpoint};
 pub use config::{Activation, DecoderConfig, MropeConfig, Multimodal, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 pub use parts::Part;
+pub use prequant::QuantSource;
 
 use ir::DType;
 

@@ -13,6 +13,8 @@ FIXTURES = REPO / "tests" / "fixtures"
 REGISTRY = tomllib.loads((FIXTURES / "fixtures.toml").read_text())
 # Every decoder fixture, in registry order.
 DECODER_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "decoder"]
+# The pre-quantized decoders (GPTQ, AWQ): imported with their own integers.
+PREQUANT_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "prequant"]
 # The mixture-of-experts decoders (trait `moe`).
 MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if "moe" in f.get("traits", [])]
 

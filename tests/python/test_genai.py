@@ -8,7 +8,7 @@ import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import DECODER_FIXTURES, FIXTURES, REGISTRY
+from conftest import DECODER_FIXTURES, FIXTURES, PREQUANT_FIXTURES, REGISTRY
 
 EPS = ["default", "cpu"]
 TRAITS = {f["name"]: f.get("traits", []) for f in REGISTRY["fixture"]}
@@ -23,22 +23,14 @@ GENERATION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("fixture,ep", GENERATION_CASES)
-def test_generates_reference_greedy_tokens(build_package, fixture, ep, tmp_path):
-    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
-    prompt = ref["input_ids"]
-    expected = ref["greedy_tokens"][0].tolist()
-    # The reference generated 16 tokens without stopping at eos, and some include eos. With
-    # min_length = max_length, onnxruntime-genai suppresses eos instead, so the copy tested
-    # here names as eos a token the reference never produced: the model itself is unchanged.
-    pkg = tmp_path / "pkg"
-    shutil.copytree(build_package(fixture, ep), pkg)
-    if ep == "cpu" and "moe" in TRAITS.get(fixture, []):
-        ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
-        assert "MoE" in ops and "Softmax" not in ops, f"{fixture}: the cpu package generates through com.microsoft MoE"
+def generate(pkg, prompt, expected):
+    """The greedy tokens onnxruntime-genai generates after `prompt`, as many as `expected`.
+
+    The reference generated them without stopping at eos, and some include eos. With
+    min_length = max_length, onnxruntime-genai suppresses eos instead, so the copy tested
+    here names as eos a token the reference never produced: the model itself is unchanged."""
     config = json.loads((pkg / "genai_config.json").read_text())
-    unused = min(set(range(config["model"]["vocab_size"])) - set(expected))
-    config["model"]["eos_token_id"] = unused
+    config["model"]["eos_token_id"] = min(set(range(config["model"]["vocab_size"])) - set(expected))
     (pkg / "genai_config.json").write_text(json.dumps(config))
     model = og.Model(str(pkg))
     params = og.GeneratorParams(model)
@@ -48,8 +40,47 @@ def test_generates_reference_greedy_tokens(build_package, fixture, ep, tmp_path)
     generator.append_tokens(prompt)
     while not generator.is_done():
         generator.generate_next_token()
-    produced = [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
-    assert produced == expected
+    return [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+
+
+@pytest.mark.parametrize("fixture", PREQUANT_FIXTURES)
+def test_prequantized_package_generates_reference_greedy_tokens(fixture, tmp_path):
+    """A GPTQ / AWQ checkpoint imported with its own integers generates through
+    onnxruntime-genai: on cpu at accuracy level 0 (float activations) the reference's greedy
+    tokens, which transformers computed with the dequantized model (every projection
+    MatMulNBits, the lm_head float). The `default` package (DequantizeLinear + MatMul) runs at
+    the accuracy level ONNX Runtime fuses it with, `session.qdq_matmulnbits_accuracy_level`,
+    4 unless set, which genai_config.json cannot set: it generates what the cpu package at
+    accuracy level 4 generates."""
+    from conftest import build_with
+
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    expected = ref["greedy_tokens"][0].tolist()
+    exact = build_with(tmp_path / "cpu0", fixture, "cpu", ["--accuracy-level", "0"])
+    nodes = onnx.load(str(exact / "model.onnx"), load_external_data=False).graph.node
+    assert [n.op_type for n in nodes].count("MatMulNBits") >= 2 * 4, f"{fixture}: the projections are MatMulNBits"
+    assert any(n.op_type == "MatMul" and n.name.startswith("lm_head/") for n in nodes), "the float lm_head stays float"
+    assert generate(exact, ref["input_ids"], expected) == expected
+    portable = build_with(tmp_path / "default", fixture, "default", [])
+    ops = [n.op_type for n in onnx.load(str(portable / "model.onnx"), load_external_data=False).graph.node]
+    assert "DequantizeLinear" in ops and "MatMulNBits" not in ops
+    for pkg in (exact, portable):
+        onnx.checker.check_model(str(pkg / "model.onnx"), full_check=True)
+    level4 = build_with(tmp_path / "cpu4", fixture, "cpu", ["--accuracy-level", "4"])
+    assert generate(portable, ref["input_ids"], expected) == generate(level4, ref["input_ids"], expected)
+
+
+@pytest.mark.parametrize("fixture,ep", GENERATION_CASES)
+def test_generates_reference_greedy_tokens(build_package, fixture, ep, tmp_path):
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    prompt = ref["input_ids"]
+    expected = ref["greedy_tokens"][0].tolist()
+    pkg = tmp_path / "pkg"
+    shutil.copytree(build_package(fixture, ep), pkg)
+    if ep == "cpu" and "moe" in TRAITS.get(fixture, []):
+        ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+        assert "MoE" in ops and "Softmax" not in ops, f"{fixture}: the cpu package generates through com.microsoft MoE"
+    assert generate(pkg, prompt, expected) == expected
 
 
 @pytest.mark.parametrize("fixture,ep", GENERATION_CASES)

@@ -52,3 +52,8 @@ pub fn decoders() -> Vec<&'static str> {
 pub fn encoders() -> Vec<&'static str> {
     repo().of_kind(Kind::Encoder).map(|f| f.name.as_str()).collect()
 }
+
+/// The pre-quantized fixtures' names, in registry order.
+pub fn prequant() -> Vec<&'static str> {
+    repo().of_kind(Kind::Prequant).map(|f| f.name.as_str()).collect()
+}

@@ -23,6 +23,10 @@ pub enum Kind {
     /// (vision tower, embedding, decoder), tested by its own part tests, in no decoder or
     /// encoder matrix.
     Vlm,
+    /// A pre-quantized causal LM (GPTQ, AWQ): its packed integers are imported, and its
+    /// reference is the output of its dequantized model (the float checkpoint in its
+    /// `dequantized/` folder). Only the pre-quantized tests build it (tests/tests/prequant.rs).
+    Prequant,
 }
 
 impl Kind {
@@ -32,10 +36,11 @@ impl Kind {
             Kind::Decoder => "decoder",
             Kind::Encoder => "encoder",
             Kind::Vlm => "vlm",
+            Kind::Prequant => "prequant",
         }
     }
 
-    pub(crate) const ALL: [Kind; 3] = [Kind::Decoder, Kind::Encoder, Kind::Vlm];
+    pub(crate) const ALL: [Kind; 4] = [Kind::Decoder, Kind::Encoder, Kind::Vlm, Kind::Prequant];
 }
 
 /// One fixture folder.

@@ -23,12 +23,16 @@ fn convert(data: &[u8], from: safetensors::Dtype, to: ir::DType) -> Vec<u8> {
 pub type StoredTensor = (String, safetensors::Dtype, Vec<usize>, Vec<u8>);
 
 /// Copies the checkpoint at `src` into `dst`, passing the tensors of each safetensors file
-/// through `edit` (everything else is copied as is).
+/// through `edit` (every other file is copied as is; sub-folders, such as a pre-quantized
+/// fixture's `dequantized/`, are not).
 pub fn rewrite_checkpoint(src: &Path, dst: &Path, mut edit: impl FnMut(Vec<StoredTensor>) -> Vec<StoredTensor>) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(src).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap();
+        if path.is_dir() {
+            continue;
+        }
         let is_weights = path.extension().is_some_and(|e| e == "safetensors") && name != "reference.safetensors";
         if !is_weights {
             std::fs::copy(&path, dst.join(name)).unwrap();

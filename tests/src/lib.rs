@@ -4,6 +4,7 @@
 
 pub mod checkpoints;
 pub mod f16;
+pub mod prequant;
 
 use ndarray::{ArrayD, IxDyn};
 use ort::session::Session;
@@ -22,7 +23,7 @@ pub const HOW_TO_GET_ORT: &str = "ONNX Runtime 1.32 is needed for this test and 
 #[path = "../registry/mod.rs"]
 pub mod fixture_registry;
 
-pub use fixture_registry::{decoders as decoder_fixtures, encoders as encoder_fixtures, fixture, Kind};
+pub use fixture_registry::{decoders as decoder_fixtures, encoders as encoder_fixtures, fixture, prequant as prequant_fixtures, Kind};
 
 /// The repository's fixture registry (tests/fixtures/fixtures.toml).
 pub fn fixtures() -> &'static fixture_registry::Registry {
@@ -161,6 +162,36 @@ impl Reference {
 
     pub fn has(&self, name: &str) -> bool {
         self.0.contains_key(name)
+    }
+
+    /// The reference a model would give: `inputs`' inputs, with the outputs `session` computes
+    /// for them (prefill logits and presents, the decode step, the short prompt, both padded
+    /// batches), for comparing two packages case by case with [`compare_decoder`].
+    pub fn computed(session: &mut Session, shape: &DecoderShape, inputs: &Reference) -> Reference {
+        let mut map = inputs.0.clone();
+        let ids = inputs.get("input_ids").i64();
+        let prefill = run(session, &decoder_feeds(shape, ids, inputs.get("attention_mask").i64(), inputs.get("position_ids").i64(), None));
+        map.insert("logits".into(), prefill["logits"].clone());
+        for i in 0..shape.layers {
+            for kv in ["key", "value"] {
+                let name = format!("present.{i}.{kv}");
+                map.insert(name.clone(), prefill[&name].clone());
+            }
+        }
+        let seq = ids.shape()[1];
+        let decode_mask = ArrayD::from_elem(IxDyn(&[1, seq + 1]), 1i64);
+        let decode = run(session, &decoder_feeds(shape, inputs.get("decode_input_ids").i64(), &decode_mask, &arange(1, seq as i64), Some(&prefill)));
+        map.insert("decode_logits".into(), decode["logits"].clone());
+        let short = inputs.get("short_input_ids").i64();
+        let n = short.shape()[1];
+        let out = run(session, &decoder_feeds(shape, short, &ArrayD::from_elem(IxDyn(&[1, n]), 1), &arange(n, 0), None));
+        map.insert("short_logits".into(), out["logits"].clone());
+        for prefix in ["batch", "rbatch"] {
+            let get = |k: &str| inputs.get(&format!("{prefix}_{k}")).i64();
+            let out = run(session, &decoder_feeds(shape, get("input_ids"), get("attention_mask"), get("position_ids"), None));
+            map.insert(format!("{prefix}_logits"), out["logits"].clone());
+        }
+        Reference(map)
     }
 }
 

@@ -61,7 +61,8 @@ fn selectors_pick_by_kind_and_trait() {
     assert!(plain.contains(&"tiny-llama") && !plain.contains(&"tiny-qwen3") && !plain.contains(&"tiny-gpt2"), "{plain:?}");
     assert_eq!(names("rope").len(), plain.len() + 3);
     assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-gemma3-vl"]);
-    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vlm"] {
+    assert_eq!(names("prequant"), ["tiny-llama-gptq", "tiny-llama-gptq-asym", "tiny-qwen2-awq"]);
+    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vlm !prequant"] {
         assert!(matches!(r.select(bad), Err(Error::Selector { .. })), "`{bad}` must be refused");
     }
 }

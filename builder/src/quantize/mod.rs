@@ -10,6 +10,7 @@
 //! nothing is quantized until the package is written, range by range (ir/src/qweight.rs).
 
 mod experts;
+pub mod import;
 mod rewrite;
 mod select;
 
@@ -28,7 +29,10 @@ pub use select::Role;
 /// What the command line asks for; `None` fields take the EP table's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuantRequest {
-    pub bits: QuantBits,
+    /// `--quant`: the linear layers' bits. `None`: no `--quant`, only the roles the other
+    /// flags name (`--quant-lm-head`, ...), which a pre-quantized checkpoint's float layers
+    /// allow (import.rs).
+    pub bits: Option<QuantBits>,
     /// 16..=256, a power of two.
     pub block_size: usize,
     pub symmetric: bool,
@@ -44,7 +48,7 @@ impl QuantRequest {
     /// `--quant <bits>` with every other setting at its default.
     pub fn new(bits: QuantBits) -> QuantRequest {
         QuantRequest {
-            bits,
+            bits: Some(bits),
             block_size: 32,
             symmetric: true,
             accuracy_level: None,
@@ -65,7 +69,7 @@ pub struct QuantStep {
     pub method: Method,
     pub accuracy_level: i64,
     /// Bits per role (`None`: that role stays float).
-    pub linear: QuantBits,
+    pub linear: Option<QuantBits>,
     pub lm_head: Option<QuantBits>,
     pub embeddings: Option<QuantBits>,
     pub exclude: Vec<glob::Pattern>,
@@ -76,14 +80,31 @@ pub struct QuantStep {
     /// Why fused MoE nodes keep float experts: the table claims no `com.microsoft.QMoE`
     /// kernel for the activation dtype (`None`: it does, and they become QMoE).
     pub no_qmoe: Option<String>,
+    /// The checkpoint's own quantization, when it is pre-quantized: its packed layers are
+    /// written with their integers whatever the role settings say (import.rs).
+    pub source: Option<models::QuantSource>,
 }
 
 impl QuantStep {
     /// Checks `req` against `plan` (`[quant.<bits>]` of table `table`) for a build in `dtype`.
     pub fn resolve(req: &QuantRequest, plan: &QuantPlan, table: &str, dtype: DType) -> Result<QuantStep> {
+        let Some(bits) = req.bits else {
+            return Err(Error::Request(
+                "--quant-lm-head, --quant-embeddings and --accuracy-level without --quant apply to a pre-quantized checkpoint's float layers; this checkpoint is float: add --quant int4 or int8".into(),
+            ));
+        };
+        let mut step = Self::common(req, plan, table, dtype)?;
+        step.linear = Some(bits);
+        step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
+        step.embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
+        step.check_embeddings(table)?;
+        Ok(step)
+    }
+
+    /// Every setting but the roles' bits (all float), checked against `plan`.
+    fn common(req: &QuantRequest, plan: &QuantPlan, table: &str, dtype: DType) -> Result<QuantStep> {
         let bad = |m: String| Error::Request(m);
-        QuantSettings::new(to_bits(req.bits), req.block_size, req.symmetric)
-            .map_err(|e| bad(format!("--block-size {}: {e}", req.block_size)))?;
+        QuantSettings::new(Bits::Int4, req.block_size, req.symmetric).map_err(|e| bad(format!("--block-size {}: {e}", req.block_size)))?;
         let accuracy_level = req.accuracy_level.unwrap_or(plan.accuracy_level);
         if !(0..=4).contains(&accuracy_level) {
             return Err(bad(format!("--accuracy-level {accuracy_level}: MatMulNBits takes 0 (unset), 1 (f32), 2 (f16), 3 (bf16) or 4 (int8)")));
@@ -91,12 +112,6 @@ impl QuantStep {
         if plan.format == QuantFormat::DequantizeLinear && accuracy_level != 0 {
             return Err(bad(format!(
                 "--accuracy-level {accuracy_level}: the {table} EP writes standard DequantizeLinear + MatMul, which has no accuracy level (ONNX Runtime picks one when it fuses them: session entry session.qdq_matmulnbits_accuracy_level)"
-            )));
-        }
-        let embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
-        if embeddings.is_some() && plan.format == QuantFormat::DequantizeLinear {
-            return Err(bad(format!(
-                "--quant-embeddings: the {table} EP keeps embeddings float (DequantizeLinear + Gather is not fused by ONNX Runtime: the whole table would be dequantized on every run); use --quant-embeddings none"
             )));
         }
         let exclude = req
@@ -110,20 +125,30 @@ impl QuantStep {
             symmetric: req.symmetric,
             method: req.method,
             accuracy_level,
-            linear: req.bits,
-            lm_head: req.lm_head.unwrap_or(plan.lm_head).bits(),
-            embeddings,
+            linear: None,
+            lm_head: None,
+            embeddings: None,
             exclude,
             scale_dtype: dtype,
             table: format!("{table}.toml [quant.{}]", plan.bits),
             no_qmoe: None,
+            source: None,
         })
+    }
+
+    fn check_embeddings(&self, table: &str) -> Result<()> {
+        if self.embeddings.is_some() && self.format == QuantFormat::DequantizeLinear {
+            return Err(Error::Request(format!(
+                "--quant-embeddings: the {table} EP keeps embeddings float (DequantizeLinear + Gather is not fused by ONNX Runtime: the whole table would be dequantized on every run); use --quant-embeddings none"
+            )));
+        }
+        Ok(())
     }
 
     /// The settings for a tensor of `role`, or `None` when it stays float.
     fn settings(&self, role: Role) -> Option<QuantSettings> {
         let bits = match role {
-            Role::Linear | Role::Experts => Some(self.linear),
+            Role::Linear | Role::Experts => self.linear,
             Role::LmHead => self.lm_head,
             Role::Embedding => self.embeddings,
         }?;
@@ -237,6 +262,9 @@ pub struct QuantOutcome {
     /// Expert stacks among them that no request kept float: the table or the sizes did
     /// (an unfused MoE block, no QMoE kernel, a block size not dividing the sizes).
     pub float_experts: usize,
+    /// Pre-quantized tensors no quantized node reads (expert stacks, say): written as their
+    /// exact float dequantization, larger than the checkpoint (import.rs warns).
+    pub dequantized: Vec<String>,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -251,6 +279,9 @@ pub struct TensorReport {
     pub block_size: usize,
     pub symmetric: bool,
     pub method: String,
+    /// What the written integers come from: `float` (quantized here) or the checkpoint's
+    /// packed format (`gptq`, `gptq_v2`, `awq_gemm`), imported unchanged.
+    pub source: String,
     pub max_abs_error: f32,
     pub rms_error: f64,
 }
@@ -271,7 +302,18 @@ impl QuantOutcome {
                     bits: s.bits().count(),
                     block_size: s.block_size(),
                     symmetric: s.symmetric(),
-                    method: format!("{:?}", s.method()).to_lowercase(),
+                    method: match t.group.packed_source() {
+                        Some(_) => "imported".to_string(),
+                        None => format!("{:?}", s.method()).to_lowercase(),
+                    },
+                    source: match t.group.packed_source() {
+                        Some(p) => {
+                            let mut names: Vec<&str> = p.layers().map(|l| l.format().name()).collect();
+                            names.dedup();
+                            names.join("+")
+                        }
+                        None => "float".to_string(),
+                    },
                     max_abs_error: e.max_abs,
                     rms_error: e.rms(),
                 }
@@ -298,15 +340,34 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     let mut outcome = QuantOutcome::default();
     let mut plan = Vec::new();
     for c in candidates {
+        // A pre-quantized weight is written with its own integers, whatever the roles say.
+        let packed = graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed);
+        if packed {
+            if let (Some(source), Some(_)) = (&step.source, step.settings(c.role)) {
+                return Err(Error::Request(format!(
+                    "--quant-{}: `{}` is already quantized in the checkpoint ({}); it is imported with its own integers, so drop the flag",
+                    c.role.flag(),
+                    c.weight,
+                    source.summary()
+                )));
+            }
+            plan.push((c, None));
+            continue;
+        }
         let Some(settings) = step.settings(c.role) else {
-            outcome.kept_float.push((c.weight.clone(), format!("{} stays float (--quant-{} none)", c.role.name(), c.role.flag())));
+            let why = match (&step.source, c.role) {
+                (Some(_), Role::Linear) => "float in the pre-quantized checkpoint: it stays float".to_string(),
+                (Some(_), _) => format!("float in the pre-quantized checkpoint: it stays float unless --quant-{} int4|int8 asks", c.role.flag()),
+                (None, _) => format!("{} stays float (--quant-{} none)", c.role.name(), c.role.flag()),
+            };
+            outcome.kept_float.push((c.weight.clone(), why));
             continue;
         };
         if let Some(x) = step.exclusion(graph, &c.weight) {
             outcome.kept_float.push((c.weight.clone(), x.why(graph, &c.node)));
             continue;
         }
-        plan.push((c, settings));
+        plan.push((c, Some(settings)));
     }
     rewrite::apply(graph, step, plan, &mut outcome)?;
     experts::apply(graph, step, &mut outcome)?;
@@ -315,6 +376,7 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         outcome.kept_float.push((stack, why));
         outcome.float_experts += 1;
     }
+    import::note_dequantized(graph, &mut outcome);
     Ok(outcome)
 }
 
@@ -324,6 +386,15 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
     let mut problems = Vec::new();
     let quantized: std::collections::HashSet<&str> = outcome.tensors.iter().map(|t| t.weight.as_str()).collect();
     for c in select::candidates(graph) {
+        if graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed) {
+            problems.push(format!(
+                "{} `{}` (node `{}`) is pre-quantized in the checkpoint but is read as float after the pipeline: its integers would be lost",
+                c.role.name(),
+                c.weight,
+                c.node
+            ));
+            continue;
+        }
         if step.settings(c.role).is_some() && step.exclusion(graph, &c.weight).is_none() && !quantized.contains(c.weight.as_str()) {
             problems.push(format!(
                 "{} `{}` (node `{}`) was selected for quantization ({}) but is still float after the pipeline",

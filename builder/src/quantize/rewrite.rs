@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use ep_sets::QuantFormat;
 use ir::quant::QuantSettings;
-use ir::{Attr, Graph, Node, QuantForm, QuantGroup, QuantPart, Recipe};
+use ir::{Attr, Graph, Node, PackedStack, QuantForm, QuantGroup, QuantPart, Recipe};
 
 use super::select::{Candidate, Reach, Role};
 use super::{QuantOutcome, QuantStep, QuantizedTensor};
@@ -38,13 +38,14 @@ fn weight_nk(graph: &Graph, c: &Candidate) -> Recipe {
     }
 }
 
-/// Groups by weight and settings: a tied head and embedding share theirs.
+/// Groups by weight and settings (`None`: the checkpoint's own, pre-quantized): a tied head
+/// and embedding share theirs.
 struct Groups {
-    by_key: HashMap<(String, QuantSettings, bool), Arc<QuantGroup>>,
+    by_key: HashMap<(String, Option<QuantSettings>, bool), Arc<QuantGroup>>,
 }
 
 impl Groups {
-    fn get(&mut self, graph: &Graph, c: &Candidate, settings: QuantSettings, step: &QuantStep) -> Result<Arc<QuantGroup>> {
+    fn get(&mut self, graph: &Graph, c: &Candidate, settings: Option<QuantSettings>, step: &QuantStep) -> Result<Arc<QuantGroup>> {
         let nk = !matches!(c.reach, Reach::Direct);
         let key = (c.weight.clone(), settings, nk);
         if let Some(g) = self.by_key.get(&key) {
@@ -54,7 +55,16 @@ impl Groups {
             QuantFormat::MatmulNbits => QuantForm::NBits,
             QuantFormat::DequantizeLinear => QuantForm::Dq,
         };
-        let g = QuantGroup::new(c.weight.clone(), weight_nk(graph, c), settings, step.scale_dtype, form)?;
+        let weight = weight_nk(graph, c);
+        let g = match settings {
+            Some(settings) => QuantGroup::new(c.weight.clone(), weight, settings, step.scale_dtype, form)?,
+            None => {
+                let stack = PackedStack::from_recipe(&c.weight, &weight).ok_or_else(|| {
+                    Error::Pipeline(format!("quantize: `{}` was planned as pre-quantized but reads no packed layer", c.weight))
+                })??;
+                QuantGroup::from_packed(c.weight.clone(), weight, stack, step.scale_dtype, form)?
+            }
+        };
         self.by_key.insert(key, Arc::clone(&g));
         Ok(g)
     }
@@ -86,14 +96,23 @@ fn add_parts(graph: &mut Graph, group: &Arc<QuantGroup>) -> Vec<String> {
     names
 }
 
-pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, QuantSettings)>, outcome: &mut QuantOutcome) -> Result<()> {
+pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<QuantSettings>)>, outcome: &mut QuantOutcome) -> Result<()> {
     let mut groups = Groups { by_key: HashMap::new() };
+    let mut gathers: HashMap<(String, Arc<[u32]>), String> = HashMap::new();
     let types = ir::infer_types(graph, rules::op_types());
     let mut added: Vec<Node> = Vec::new();
     for (c, settings) in plan {
         let group = groups.get(graph, &c, settings, step)?;
         let index = graph.nodes.iter().position(|n| n.name == c.node).expect("candidates come from this graph");
         let names = add_parts(graph, &group);
+        if let Some(order) = group.packed_source().and_then(|p| p.order()) {
+            if c.role == Role::Embedding {
+                return Err(Error::Request(format!("embedding `{}`: a pre-quantized table with act-order rows cannot be gathered", c.weight)));
+            }
+            let a = graph.nodes[index].inputs[0].clone();
+            let gathered = act_order_gather(graph, &mut gathers, &mut added, &group.name, &a, order);
+            graph.nodes[index].inputs[0] = gathered;
+        }
         match (step.format, c.role) {
             (QuantFormat::MatmulNbits, Role::Embedding) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
@@ -123,6 +142,25 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, QuantSet
     graph.nodes.extend(added);
     graph.toposort()?;
     Ok(())
+}
+
+/// The activation `a` with its last axis in act-order `order` (the checkpoint row of each
+/// written row): one Gather per (activation, order), shared by the layers that read it.
+fn act_order_gather(graph: &mut Graph, gathers: &mut HashMap<(String, Arc<[u32]>), String>, added: &mut Vec<Node>, weight: &str, a: &str, order: &Arc<[u32]>) -> String {
+    let key = (a.to_string(), Arc::clone(order));
+    if let Some(out) = gathers.get(&key) {
+        return out.clone();
+    }
+    let indices = format!("{weight}/quant/act_order");
+    let values: Vec<i64> = order.iter().map(|&r| r as i64).collect();
+    add_initializer(graph, &indices, Recipe::from_i64(indices.clone(), vec![values.len()], &values));
+    let out = format!("{weight}/quant/act_order/out");
+    let mut node = Node::new(format!("{weight}/quant/act_order/Gather"), "Gather", &[a, &indices], &[&out]);
+    node.attrs.push(Attr::int("axis", -1));
+    node.metadata.insert("rule".into(), "quantize".into());
+    added.push(node);
+    gathers.insert(key, out.clone());
+    out
 }
 
 fn ms_node(node: &mut Node, op: &str) {

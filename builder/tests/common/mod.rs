@@ -10,13 +10,14 @@ use std::process::Command;
 mod fixture_registry;
 pub use fixture_registry::fixture;
 
-/// A writable copy of a fixture's checkpoint files (no reference outputs).
+/// A writable copy of a fixture's checkpoint files (no reference outputs, no sub-folders such
+/// as a pre-quantized fixture's `dequantized/`).
 pub fn copy_fixture(name: &str, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(fixture(name)).unwrap() {
         let path = entry.unwrap().path();
         let file = path.file_name().unwrap();
-        if !file.to_string_lossy().starts_with("reference") {
+        if path.is_file() && !file.to_string_lossy().starts_with("reference") {
             std::fs::copy(&path, dst.join(file)).unwrap();
         }
     }

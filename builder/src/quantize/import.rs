@@ -1,0 +1,165 @@
+//! Pre-quantized checkpoints (GPTQ, AWQ): the quantize step without requantizing.
+//!
+//! The checkpoint's packed layers reach the graph as float weights ([`ir::Recipe::Packed`],
+//! their exact dequantization), so every fusion sees ordinary MatMuls. The quantize step then
+//! writes each one's own integers, scales and zero points in the table's form (MatMulNBits,
+//! or DequantizeLinear + MatMul), with the block the checkpoint's groups give; act-order rows
+//! are sorted by group and the activation gathered in that order (rewrite.rs).
+//!
+//! Which settings apply:
+//! * the form, and the default `accuracy_level`, come from the table's `[quant.int<bits>]`
+//!   section for the checkpoint's bits (a table without it cannot run them: refused);
+//! * layers that are float in the checkpoint stay float, the lm_head and the embeddings
+//!   included, unless `--quant-lm-head` / `--quant-embeddings` ask (RTN from their float);
+//! * `--quant` itself is refused: it would requantize what the checkpoint already quantized.
+
+use ep_sets::{EpTable, QuantBits};
+use ir::DType;
+use serde_json::json;
+
+use super::{QuantRequest, QuantStep};
+use crate::{Error, Result};
+
+/// The quantize step of a build: `--quant` on a float checkpoint, the import of a
+/// pre-quantized one (with the float roles the flags name), or none.
+pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>, table: &EpTable, dtype: DType) -> Result<Option<QuantStep>> {
+    let Some(source) = source else {
+        let Some(req) = req else { return Ok(None) };
+        let Some(bits) = req.bits else {
+            return Err(Error::Request(
+                "--quant-lm-head, --quant-embeddings and --accuracy-level without --quant apply to a pre-quantized checkpoint's float layers; this checkpoint is float: add --quant int4 or int8".into(),
+            ));
+        };
+        return float_step(req, bits, table, dtype).map(Some);
+    };
+    if let Some(bits) = req.and_then(|r| r.bits) {
+        return Err(Error::Request(format!(
+            "--quant {bits}: the checkpoint is already quantized ({}); its integers are imported as they are, and --quant would requantize them. \
+             Drop --quant; --quant-lm-head / --quant-embeddings quantize the layers it keeps float",
+            source.summary()
+        )));
+    }
+    let bits = match source.bits.count() {
+        4 => QuantBits::Int4,
+        _ => QuantBits::Int8,
+    };
+    let Some(plan) = table.quant(bits) else {
+        return Err(Error::Request(format!(
+            "the checkpoint is {} and the {} table (ep-sets/tables/{}.toml) has no [quant.{bits}] section, so it cannot run {}-bit weights; it offers {}",
+            source.summary(),
+            table.name,
+            table.name,
+            source.bits.count(),
+            offered(table)
+        )));
+    };
+    let defaults = QuantRequest { bits: None, ..QuantRequest::new(bits) };
+    let req = req.unwrap_or(&defaults);
+    let mut step = QuantStep::common(req, plan, &table.name, dtype)?;
+    step.lm_head = req.lm_head.and_then(|c| c.bits());
+    step.embeddings = req.embeddings.and_then(|c| c.bits());
+    step.check_embeddings(&table.name)?;
+    step.source = Some(source.clone());
+    Ok(Some(step))
+}
+
+/// Records every initializer still reading a pre-quantized layer as float after the step
+/// (only MatMul weights are imported: an expert stack of packed experts, for one), with why.
+pub(super) fn note_dequantized(graph: &ir::Graph, outcome: &mut super::QuantOutcome) {
+    // Initializers no node reads are not written (a weight a fusion replaced, say).
+    let read: std::collections::HashSet<&str> = graph.nodes.iter().flat_map(|n| n.inputs.iter().map(String::as_str)).collect();
+    for (name, recipe) in graph.initializers.iter().filter(|(n, _)| read.contains(n.as_str())) {
+        if recipe.has_packed() {
+            outcome.kept_float.push((
+                name.clone(),
+                "pre-quantized in the checkpoint, but no MatMul reads it as a 2-D weight (an expert stack, say): written as its exact float dequantization".into(),
+            ));
+            outcome.dequantized.push(name.clone());
+        }
+    }
+}
+
+/// The warning of a build that writes pre-quantized tensors as float.
+pub fn dequantized_warning(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    (!q.dequantized.is_empty()).then(|| {
+        format!(
+            "{} pre-quantized tensor(s) are written as their float dequantization (exact, but larger than the checkpoint): {}; build_report.json says why",
+            q.dequantized.len(),
+            q.dequantized.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// The `--quant` step of a float checkpoint against the table's `[quant.<bits>]` section.
+fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType) -> Result<QuantStep> {
+    let Some(plan) = table.quant(bits) else {
+        return Err(Error::Request(format!(
+            "--quant {bits}: the {} table (ep-sets/tables/{}.toml) has no [quant.{bits}] section; it offers {}",
+            table.name,
+            table.name,
+            offered(table)
+        )));
+    };
+    let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
+    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
+    if !qmoe {
+        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
+    }
+    Ok(step)
+}
+
+fn offered(table: &EpTable) -> String {
+    let offered: Vec<&str> = table.quant_plans().map(|q| q.bits.name()).collect();
+    if offered.is_empty() {
+        "no quantization".to_string()
+    } else {
+        offered.join(", ")
+    }
+}
+
+/// build_report.json's `quantization` entry of an import: what the checkpoint stores
+/// (`source`), the form and block it is written in, the float roles quantized on request (with
+/// their RTN settings), what stayed float, and every tensor with its source.
+pub fn quantization_json(source: &models::QuantSource, step: &QuantStep, kept_float: Vec<serde_json::Value>, tensors: &[super::TensorReport]) -> serde_json::Value {
+    let imported: Vec<&super::TensorReport> = tensors.iter().filter(|t| t.source != "float").collect();
+    let mut blocks: Vec<usize> = imported.iter().map(|t| t.block_size).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let float_roles = (step.lm_head.is_some() || step.embeddings.is_some()).then(|| {
+        json!({
+            "block_size": step.block_size,
+            "symmetric": step.symmetric,
+            "method": format!("{:?}", step.method).to_lowercase(),
+        })
+    });
+    json!({
+        "bits": source.bits.count(),
+        "source": source_json(source),
+        "format": step.format.name(),
+        "block_size": if blocks.len() == 1 { json!(blocks[0]) } else { json!(blocks) },
+        "symmetric": source.symmetric,
+        "method": "imported",
+        "accuracy_level": step.accuracy_level,
+        "lm_head": step.lm_head.map_or("none", |b| b.name()),
+        "embeddings": step.embeddings.map_or("none", |b| b.name()),
+        "float_roles": float_roles,
+        "imported_tensors": imported.len(),
+        "kept_float": kept_float,
+        "tensors": tensors,
+    })
+}
+
+/// build_report.json's `quantization.source`: what the checkpoint stores.
+pub fn source_json(source: &models::QuantSource) -> serde_json::Value {
+    json!({
+        "format": source.format.name(),
+        "bits": source.bits.count(),
+        "group_size": source.group_size,
+        "symmetric": source.symmetric,
+        "desc_act": source.desc_act,
+        "lm_head": source.lm_head,
+        "from": source.origin,
+        "summary": source.summary(),
+    })
+}

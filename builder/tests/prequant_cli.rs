@@ -1,0 +1,145 @@
+//! Pre-quantized checkpoints through the real `tailor` binary: formats the tool cannot keep
+//! exact are refused by their config key before anything is written; `--quant` is refused
+//! with the checkpoint's settings; the float layers take --quant-lm-head; the report,
+//! `inspect` and `diff` say what the package was imported from.
+
+mod common;
+
+use common::*;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A copy of pre-quantized fixture `name` in `dir/model`, its `quantization_config` edited.
+fn with_quant_config(dir: &Path, name: &str, edit: impl FnOnce(&mut Map<String, Value>)) -> PathBuf {
+    let model = dir.join("model");
+    copy_fixture(name, &model);
+    let mut config: Map<String, Value> = serde_json::from_slice(&std::fs::read(model.join("config.json")).unwrap()).unwrap();
+    edit(config.get_mut("quantization_config").and_then(Value::as_object_mut).expect("a pre-quantized fixture"));
+    std::fs::write(model.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    model
+}
+
+fn set(key: &'static str, value: Value) -> impl FnOnce(&mut Map<String, Value>) {
+    move |q| {
+        q.insert(key.into(), value);
+    }
+}
+
+/// A config edit.
+type Edit = Box<dyn FnOnce(&mut Map<String, Value>)>;
+
+#[test]
+fn formats_that_cannot_stay_exact_are_refused_by_key() {
+    let cases: Vec<(&str, Edit, Vec<&str>)> = vec![
+        ("tiny-llama-gptq", Box::new(set("quant_method", "compressed-tensors".into())), vec!["quant_method` is `compressed-tensors`", "only gptq and awq"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "fp8".into())), vec!["`fp8`", "FP8"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "mxfp4".into())), vec!["`mxfp4`", "MXFP4"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "bitsandbytes".into())), vec!["`bitsandbytes`"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "made-up".into())), vec!["`made-up`", "only gptq and awq"]),
+        (
+            "tiny-llama-gptq",
+            Box::new(|q: &mut Map<String, Value>| {
+                q.clear();
+                q.insert("load_in_4bit".into(), true.into());
+            }),
+            vec!["`bitsandbytes`"],
+        ),
+        ("tiny-llama-gptq", Box::new(|q: &mut Map<String, Value>| drop(q.remove("quant_method"))), vec!["quant_method` is missing"]),
+        ("tiny-llama-gptq", Box::new(set("bits", 3.into())), vec!["bits` is 3", "4- and 8-bit"]),
+        ("tiny-llama-gptq", Box::new(set("bits", 2.into())), vec!["bits` is 2"]),
+        ("tiny-llama-gptq", Box::new(set("checkpoint_format", "marlin".into())), vec!["checkpoint_format` is `marlin`", "gptq_v2"]),
+        ("tiny-llama-gptq", Box::new(set("is_marlin_format", true.into())), vec!["is_marlin_format` is true"]),
+        ("tiny-llama-gptq", Box::new(set("pack_dtype", "int16".into())), vec!["pack_dtype` is `int16`"]),
+        ("tiny-llama-gptq", Box::new(set("dynamic", serde_json::json!({"-:.*down_proj.*": {}}))), vec!["dynamic`", "per-module overrides"]),
+        ("tiny-llama-gptq", Box::new(set("group_size", 0.into())), vec!["group_size` is 0"]),
+        ("tiny-qwen2-awq", Box::new(set("version", "gemv".into())), vec!["version` is `gemv`", "GEMM"]),
+        ("tiny-qwen2-awq", Box::new(set("version", "exllama".into())), vec!["version` is `exllama`"]),
+        ("tiny-qwen2-awq", Box::new(set("backend", "llm-awq".into())), vec!["backend` is `llm-awq`"]),
+        ("tiny-qwen2-awq", Box::new(set("zero_point", false.into())), vec!["zero_point` is false"]),
+        ("tiny-qwen2-awq", Box::new(set("bits", 8.into())), vec!["bits` is 8", "4-bit"]),
+    ];
+    for (name, edit, expect) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let model = with_quant_config(dir.path(), name, edit);
+        let mut expect = expect;
+        expect.push("config.json");
+        fails(&model, &["--ep", "cpu"], &expect);
+    }
+}
+
+#[test]
+fn packed_tensors_without_a_config_and_a_config_that_lies_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_quant_config(dir.path(), "tiny-llama-gptq", |_| {});
+    let mut config: Map<String, Value> = serde_json::from_slice(&std::fs::read(model.join("config.json")).unwrap()).unwrap();
+    config.remove("quantization_config");
+    std::fs::write(model.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    fails(&model, &["--ep", "cpu"], &["no quantization_config", ".qweight"]);
+    // sym: true over asymmetric zero points: the tensor is named.
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_quant_config(dir.path(), "tiny-llama-gptq-asym", set("sym", true.into()));
+    fails(&model, &["--ep", "cpu"], &["qzeros", "sym: true"]);
+    // A group size the scales do not have.
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_quant_config(dir.path(), "tiny-llama-gptq", set("group_size", 16.into()));
+    fails(&model, &["--ep", "cpu"], &["group size 16", "qzeros"]);
+}
+
+#[test]
+fn quant_is_refused_and_float_layers_take_the_role_flags() {
+    let model = fixture("tiny-llama-gptq");
+    fails(&model, &["--ep", "cpu", "--quant", "int4"], &["--quant int4", "already quantized", "GPTQ v1, 4 bits, group 32, symmetric", "--quant-lm-head"]);
+    fails(&model, &["--ep", "cuda", "--quant", "int8", "--quant-lm-head", "int8"], &["already quantized"]);
+    // The role flags on a float checkpoint need --quant.
+    fails(&fixture("tiny-llama"), &["--ep", "cpu", "--quant-lm-head", "int8"], &["this checkpoint is float", "--quant int4"]);
+    fails(&fixture("tiny-llama"), &["--ep", "cpu", "--accuracy-level", "0"], &["this checkpoint is float"]);
+    // The import keeps the table's accuracy-level rules.
+    fails(&model, &["--ep", "default", "--accuracy-level", "4"], &["no accuracy level"]);
+    fails(&model, &["--ep", "default", "--quant-embeddings", "int4"], &["--quant-embeddings none"]);
+
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("pkg");
+    let r = tailor(&model, &out, &["--ep", "cpu", "--quant-lm-head", "int8", "--block-size", "64"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let report: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
+    let q = &report["quantization"];
+    assert_eq!((q["accuracy_level"].as_i64(), q["lm_head"].as_str(), q["embeddings"].as_str()), (Some(4), Some("int8"), Some("none")), "{q}");
+    assert_eq!(q["float_roles"]["block_size"], 64);
+    assert_eq!(q["source"]["format"], "gptq");
+    let tensors = q["tensors"].as_array().unwrap();
+    let head: Vec<&Value> = tensors.iter().filter(|t| t["weight"] == "lm_head.weight").collect();
+    assert_eq!(head.len(), 1, "{q}");
+    assert_eq!((head[0]["source"].as_str(), head[0]["bits"].as_u64(), head[0]["block_size"].as_u64()), (Some("float"), Some(8), Some(64)));
+    assert!(tensors.iter().filter(|t| t["weight"] != "lm_head.weight").all(|t| t["source"] == "gptq" && t["block_size"] == 32 && t["method"] == "imported"), "{q}");
+}
+
+fn tailor_cmd(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tailor")).args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Two imports of one checkpoint file, from two folders: the same model for `diff`; `inspect`
+/// names the source format and counts the tensors by source.
+#[test]
+fn inspect_names_the_source_and_diff_sees_one_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m1, m2) = (dir.path().join("one"), dir.path().join("two"));
+    copy_fixture("tiny-qwen2-awq", &m1);
+    copy_fixture("tiny-qwen2-awq", &m2);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (m, out) in [(&m1, &a), (&m2, &b)] {
+        let r = tailor(m, out, &["--ep", "cpu"]);
+        assert!(r.status.success(), "{}", r.stderr);
+    }
+    let (code, text, err) = tailor_cmd(&["diff".as_ref(), a.as_os_str(), b.as_os_str()]);
+    assert_eq!(code, Some(0), "{text}{err}");
+    assert!(text.starts_with("same model"), "{text}");
+    let (code, text, err) = tailor_cmd(&["inspect".as_ref(), a.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains("source: pre-quantized AWQ GEMM, 4 bits, group 32, asymmetric") && text.contains("10 from awq_gemm"), "{text}");
+    let (_, json, _) = tailor_cmd(&["inspect".as_ref(), a.as_os_str(), "--json".as_ref()]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["quantization"]["source"]["format"], "awq_gemm");
+    assert_eq!(v["quantization"]["tensor_sources"]["awq_gemm"], 10, "{}", v["quantization"]);
+}

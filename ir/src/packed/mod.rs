@@ -1,0 +1,414 @@
+//! Weights a checkpoint stores already quantized: GPTQ (v1 and v2) and AutoAWQ GEMM.
+//!
+//! A [`PackedWeight`] is one Linear layer's integer codes, per-group scales and zero points as
+//! the checkpoint holds them (views into the mapped file). It is two things at once:
+//!
+//! * a float `[N, K]` tensor, [`Recipe::Packed`], whose value is the exact dequantization
+//!   `scale * (q - zero)` in f32, so the generic graph and its rewrites see an ordinary
+//!   Linear weight (a Q/K/V packing concatenates three of them);
+//! * the source of a [`crate::QuantGroup`] that writes the *same integers* in MatMulNBits or
+//!   DequantizeLinear layout ([`PackedStack`]), never re-rounding a float.
+//!
+//! GPTQ's `g_idx` maps each input row to its group. With `desc_act` the groups are not
+//! contiguous: the rows are reordered so that they are (`order`), and the activation is
+//! permuted the same way by a Gather before the MatMul (builder/src/quantize). MatMulNBits'
+//! own `g_idx` input is deprecated, and ONNX Runtime 1.32's CPU kernel ignores packed zero
+//! points beside it, so it is never written.
+//!
+//! What each format stores (K inputs, N outputs, G groups of `group_size` rows):
+//!
+//! | format | qweight | qzeros | zero stored as |
+//! |---|---|---|---|
+//! | GPTQ v1 (`checkpoint_format: gptq`) | int32 `[K*bits/32, N]`, packed along K | int32 `[G, N*bits/32]`, packed along N | zero - 1 |
+//! | GPTQ v2 (`gptq_v2`) | the same | the same | zero |
+//! | AWQ GEMM | int32 `[K, N/8]`, packed along N, nibble i = column 8c + [0,2,4,6,1,3,5,7][i] | int32 `[G, N/8]`, the same | zero |
+//!
+//! `scales` is `[G, N]` (f16, bf16 or f32) in all three; `g_idx` is int32 `[K]` (GPTQ only).
+
+pub mod pack;
+mod stack;
+
+pub use stack::PackedStack;
+
+use crate::quant::Bits;
+use crate::{DType, Error, Result, SourceTensor};
+use std::sync::Arc;
+
+/// How `qweight` and `qzeros` are packed (see the module doc's table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PackedFormat {
+    GptqV1,
+    GptqV2,
+    AwqGemm,
+}
+
+impl PackedFormat {
+    /// The name build reports and recipe descriptions use.
+    pub fn name(self) -> &'static str {
+        match self {
+            PackedFormat::GptqV1 => "gptq",
+            PackedFormat::GptqV2 => "gptq_v2",
+            PackedFormat::AwqGemm => "awq_gemm",
+        }
+    }
+}
+
+/// AWQ's nibble order: nibble `i` of a word holds column `8c + AWQ_ORDER[i]`.
+const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+/// Its inverse: column `8c + j` sits in nibble `AWQ_NIBBLE[j]`.
+const AWQ_NIBBLE: [usize; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
+
+/// The tensors of one pre-quantized Linear layer.
+#[derive(Clone, Debug)]
+pub struct PackedTensors {
+    pub qweight: SourceTensor,
+    pub qzeros: SourceTensor,
+    pub scales: SourceTensor,
+    /// GPTQ's row-to-group map; `None` for AWQ (and GPTQ exports that leave it out: groups
+    /// are then contiguous).
+    pub g_idx: Option<SourceTensor>,
+}
+
+/// The quantization settings the checkpoint's config gives for a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedSettings {
+    pub format: PackedFormat,
+    pub bits: Bits,
+    /// Rows per group; `None`: one group over all of K (GPTQ's `group_size: -1`).
+    pub group_size: Option<usize>,
+    /// The config says symmetric: every zero point must be the mid value, and none is written.
+    pub symmetric: bool,
+}
+
+/// One pre-quantized Linear layer; see the module doc.
+#[derive(Debug)]
+pub struct PackedWeight {
+    /// The layer's scope (`model.layers.0.self_attn.q_proj`), for messages.
+    pub name: String,
+    settings: PackedSettings,
+    n: usize,
+    k: usize,
+    group_size: usize,
+    t: PackedTensors,
+    /// Checkpoint row of each MatMulNBits row when the groups are not contiguous (`desc_act`).
+    order: Option<Arc<[u32]>>,
+    /// Group of each checkpoint row when not `row / group_size`.
+    groups: Option<Arc<[u32]>>,
+    scale_dtype: DType,
+    /// Elements repacked so far (see [`PackedWeight::done`]).
+    repacked: std::sync::atomic::AtomicUsize,
+}
+
+/// Little-endian u32 `i` of a tensor's bytes (lengths are checked at construction).
+#[inline(always)]
+fn word(bytes: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]])
+}
+
+impl PackedWeight {
+    /// Checks the tensors of layer `name` against each other and `settings`, reads `g_idx`
+    /// (to find the row order) and the zero points (to check them), and returns the layer.
+    pub fn new(name: impl Into<String>, settings: PackedSettings, t: PackedTensors) -> Result<Arc<PackedWeight>> {
+        let name = name.into();
+        let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
+        let bits = settings.bits.count();
+        let per = 32 / bits;
+        if settings.format == PackedFormat::AwqGemm && settings.bits != Bits::Int4 {
+            return Err(bad(format!("AWQ GEMM packs 4-bit weights, not {bits}-bit")));
+        }
+        for (what, st) in [("qweight", &t.qweight), ("qzeros", &t.qzeros)] {
+            if st.dtype != DType::I32 || st.shape.len() != 2 {
+                return Err(bad(format!("{what} `{}` is {}{:?}; a packed {what} is a 2-D int32 tensor", st.name, st.dtype, st.shape)));
+            }
+        }
+        if !matches!(t.scales.dtype, DType::F16 | DType::BF16 | DType::F32) || t.scales.shape.len() != 2 {
+            return Err(bad(format!("scales `{}` is {}{:?}; scales are a 2-D f16, bf16 or f32 tensor", t.scales.name, t.scales.dtype, t.scales.shape)));
+        }
+        let (q, s) = (&t.qweight.shape, &t.scales.shape);
+        let (k, n) = match settings.format {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 => (q[0] * per, q[1]),
+            PackedFormat::AwqGemm => (q[0], s[1]),
+        };
+        if k == 0 || n == 0 {
+            return Err(bad(format!("qweight `{}` is empty ({q:?})", t.qweight.name)));
+        }
+        if n % per != 0 {
+            return Err(bad(format!("{n} output features are not a multiple of {per}, so they cannot be packed {per} to an int32")));
+        }
+        let group_size = settings.group_size.unwrap_or(k);
+        if group_size == 0 {
+            return Err(bad("group_size 0".into()));
+        }
+        let groups = k.div_ceil(group_size);
+        let want = |what: &str, st: &SourceTensor, shape: [usize; 2]| {
+            if st.shape == shape {
+                Ok(())
+            } else {
+                Err(bad(format!(
+                    "{what} `{}` has shape {:?}; K = {k}, N = {n}, {bits} bits and group size {group_size} need {shape:?}",
+                    st.name, st.shape
+                )))
+            }
+        };
+        if settings.format == PackedFormat::AwqGemm {
+            want("qweight", &t.qweight, [k, n / per])?;
+        }
+        want("qzeros", &t.qzeros, [groups, n / per])?;
+        want("scales", &t.scales, [groups, n])?;
+        for st in [Some(&t.qweight), Some(&t.qzeros), Some(&t.scales), t.g_idx.as_ref()].into_iter().flatten() {
+            let len = st.bytes()?.len();
+            if len != st.numel() * st.dtype.size() {
+                return Err(bad(format!("`{}` holds {len} bytes for {}{:?}", st.name, st.dtype, st.shape)));
+            }
+        }
+        let (order, row_groups) = match &t.g_idx {
+            Some(g) => row_order(&name, g, k, group_size)?,
+            None => (None, None),
+        };
+        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, order, groups: row_groups, repacked: Default::default() };
+        w.check_zero_points()?;
+        Ok(Arc::new(w))
+    }
+
+    pub fn settings(&self) -> PackedSettings {
+        self.settings
+    }
+    pub fn format(&self) -> PackedFormat {
+        self.settings.format
+    }
+    pub fn bits(&self) -> Bits {
+        self.settings.bits
+    }
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Rows per group (K for a single group).
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+    pub fn symmetric(&self) -> bool {
+        self.settings.symmetric
+    }
+    /// The element type of the checkpoint's scales.
+    pub fn scale_dtype(&self) -> DType {
+        self.scale_dtype
+    }
+    /// The checkpoint row of each MatMulNBits row, when `g_idx` reorders them.
+    pub fn order(&self) -> Option<&Arc<[u32]>> {
+        self.order.as_ref()
+    }
+    pub fn tensors(&self) -> &PackedTensors {
+        &self.t
+    }
+
+    /// Code `q[k, n]` (checkpoint row `k`).
+    #[inline(always)]
+    fn code(&self, qweight: &[u8], k: usize, n: usize) -> u8 {
+        let bits = self.settings.bits.count();
+        match self.settings.format {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 => {
+                let per = 32 / bits;
+                ((word(qweight, (k / per) * self.n + n) >> (bits * (k % per))) & ((1 << bits) - 1)) as u8
+            }
+            PackedFormat::AwqGemm => ((word(qweight, k * (self.n / 8) + n / 8) >> (4 * AWQ_NIBBLE[n % 8])) & 0xf) as u8,
+        }
+    }
+
+    /// Zero point of group `g`, column `n`, as the dequantization uses it (v1 adds the 1
+    /// back; a v1 nibble of all ones gives 2^bits, which no unsigned code can hold).
+    fn zero(&self, qzeros: &[u8], g: usize, n: usize) -> u16 {
+        let bits = self.settings.bits.count();
+        let per = 32 / bits;
+        let stored = match self.settings.format {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 => (word(qzeros, g * (self.n / per) + n / per) >> (bits * (n % per))) & ((1 << bits) - 1),
+            PackedFormat::AwqGemm => (word(qzeros, g * (self.n / 8) + n / 8) >> (4 * AWQ_NIBBLE[n % 8])) & 0xf,
+        } as u16;
+        match self.settings.format {
+            PackedFormat::GptqV1 => stored + 1,
+            _ => stored,
+        }
+    }
+
+    /// Scale of group `g`, column `n`, in f32 (exact from f16, bf16 and f32).
+    fn scale(&self, scales: &[u8], g: usize, n: usize) -> f32 {
+        let i = g * self.n + n;
+        match self.scale_dtype {
+            DType::F16 => half::f16::from_le_bytes([scales[2 * i], scales[2 * i + 1]]).to_f32(),
+            DType::BF16 => f32::from_bits((u16::from_le_bytes([scales[2 * i], scales[2 * i + 1]]) as u32) << 16),
+            _ => f32::from_le_bytes([scales[4 * i], scales[4 * i + 1], scales[4 * i + 2], scales[4 * i + 3]]),
+        }
+    }
+
+    /// The group of checkpoint row `k`.
+    #[inline(always)]
+    fn group_of(&self, k: usize) -> usize {
+        match &self.groups {
+            Some(g) => g[k] as usize,
+            None => k / self.group_size,
+        }
+    }
+
+    /// Every zero point fits the code range (GPTQ v1's zero - 1 underflows for a zero of 0:
+    /// the stored all-ones nibble reads back as 2^bits), and is the mid value when the config
+    /// says symmetric.
+    fn check_zero_points(&self) -> Result<()> {
+        let qzeros = self.t.qzeros.bytes()?;
+        let (max, mid) = (self.settings.bits.max_q() as u16, self.settings.bits.mid() as u16);
+        for g in 0..self.k.div_ceil(self.group_size) {
+            for n in 0..self.n {
+                let z = self.zero(qzeros, g, n);
+                if z > max {
+                    return Err(Error::Recipe {
+                        tensor: self.t.qzeros.name.clone(),
+                        reason: format!(
+                            "group {g}, column {n} stores zero - 1 = {} (GPTQ v1), a zero point of {z}, outside the {}-bit codes 0..={max}: \
+                             v1 packing underflows a zero point of 0; re-export the checkpoint in gptq_v2 format",
+                            z - 1,
+                            self.settings.bits.count()
+                        ),
+                    });
+                }
+                if self.settings.symmetric && z != mid {
+                    return Err(Error::Recipe {
+                        tensor: self.t.qzeros.name.clone(),
+                        reason: format!(
+                            "quantization_config says sym: true, but group {g}, column {n} has zero point {z}, not {mid}; the checkpoint does not match its config"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The codes of output rows `n0..n1`, checkpoint rows `k0..k1`, into `out` as
+    /// `[n1 - n0, k1 - k0]` (each output row's codes contiguous).
+    pub(crate) fn codes(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [u8]) -> Result<()> {
+        let qweight = self.t.qweight.bytes()?;
+        let width = k1 - k0;
+        debug_assert_eq!(out.len(), (n1 - n0) * width);
+        match self.settings.format {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 => {
+                // Word row r holds checkpoint rows r*per.. of every column: read each row's run
+                // of columns once, in file order.
+                let bits = self.settings.bits.count();
+                let (per, mask) = (32 / bits, (1u32 << bits) - 1);
+                for r in k0 / per..k1.div_ceil(per) {
+                    for (c, n) in (n0..n1).enumerate() {
+                        let w = word(qweight, r * self.n + n);
+                        for j in 0..per {
+                            let k = r * per + j;
+                            if (k0..k1).contains(&k) {
+                                out[c * width + k - k0] = ((w >> (bits * j)) & mask) as u8;
+                            }
+                        }
+                    }
+                }
+            }
+            PackedFormat::AwqGemm => {
+                for k in k0..k1 {
+                    for (c, n) in (n0..n1).enumerate() {
+                        out[c * width + k - k0] = self.code(qweight, k, n);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The dequantized weight `[N, K]` in f32, checkpoint row order: `scale * (q - zero)` of
+    /// each row's group, exact (a small integer times an f16/bf16/f32 scale).
+    pub fn dequantize(&self) -> Result<Vec<f32>> {
+        let (qweight, qzeros, scales) = (self.t.qweight.bytes()?, self.t.qzeros.bytes()?, self.t.scales.bytes()?);
+        let mut out = vec![0f32; self.n * self.k];
+        for n in 0..self.n {
+            for k in 0..self.k {
+                let g = self.group_of(k);
+                let q = self.code(qweight, k, n) as f32;
+                out[n * self.k + k] = self.scale(scales, g, n) * (q - self.zero(qzeros, g, n) as f32);
+            }
+        }
+        self.done(self.n * self.k);
+        Ok(out)
+    }
+
+    /// Records that `elements` more of the weight were written; once all of it is (the ranges
+    /// of one write run in any order, on any thread), its tensors' pages leave the resident
+    /// set (`MappedFile::release`), as a float weight's do range by range: a packed range
+    /// reads words from every row of `qweight`, so the pages are released per tensor.
+    pub(crate) fn done(&self, elements: usize) {
+        let total = self.n * self.k;
+        let before = self.repacked.fetch_add(elements, std::sync::atomic::Ordering::Relaxed);
+        if (before + elements) / total > before / total {
+            for t in self.sources() {
+                t.file.release(t.offset, t.len);
+            }
+        }
+    }
+
+    /// How the weight is described in recipe chains: `gptq[4b,g32,sym](file:scope)`.
+    pub fn describe(&self) -> String {
+        let file = self.t.qweight.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        format!(
+            "{}[{}b,g{},{}{}]({file}:{})",
+            self.settings.format.name(),
+            self.settings.bits.count(),
+            self.group_size,
+            if self.settings.symmetric { "sym" } else { "asym" },
+            if self.order.is_some() { ",act_order" } else { "" },
+            self.name
+        )
+    }
+
+    /// The source tensors it reads.
+    pub fn sources(&self) -> Vec<&SourceTensor> {
+        [Some(&self.t.qweight), Some(&self.t.qzeros), Some(&self.t.scales), self.t.g_idx.as_ref()].into_iter().flatten().collect()
+    }
+}
+
+/// A row order and the rows' groups (`None`: rows in order, row `k` in group `k / group_size`).
+type RowOrder = (Option<Arc<[u32]>>, Option<Arc<[u32]>>);
+
+/// Reads `g_idx` and returns (row order, row groups): both `None` when row `k` is in group
+/// `k / group_size` (contiguous groups, `desc_act: false` or `static_groups`); with act-order,
+/// the rows sorted by group (stable), which must give groups of exactly `group_size` rows in
+/// turn, and the map itself.
+fn row_order(name: &str, g_idx: &SourceTensor, k: usize, group_size: usize) -> Result<RowOrder> {
+    let bad = |reason: String| Error::Recipe { tensor: g_idx.name.clone(), reason };
+    if !matches!(g_idx.dtype, DType::I32) || g_idx.shape != [k] {
+        return Err(bad(format!("g_idx of `{name}` is {}{:?}; it must be int32 [{k}] (one group per input row)", g_idx.dtype, g_idx.shape)));
+    }
+    let bytes = g_idx.bytes()?;
+    let groups = k.div_ceil(group_size);
+    let mut map = Vec::with_capacity(k);
+    for i in 0..k {
+        let g = word(bytes, i) as i32;
+        if g < 0 || g as usize >= groups {
+            return Err(bad(format!("row {i} is in group {g}, outside 0..{groups}")));
+        }
+        map.push(g as u32);
+    }
+    if map.iter().enumerate().all(|(i, &g)| g as usize == i / group_size) {
+        return Ok((None, None));
+    }
+    let mut order: Vec<u32> = (0..k as u32).collect();
+    order.sort_by_key(|&r| map[r as usize]);
+    if let Some(i) = order.iter().enumerate().position(|(i, &r)| map[r as usize] as usize != i / group_size) {
+        return Err(bad(format!(
+            "the groups of `{name}` are not all {group_size} rows: sorted by group, row {i} (checkpoint row {}) is in group {}, not {}; \
+             MatMulNBits blocks are contiguous runs of one size, so this g_idx cannot be imported",
+            order[i],
+            map[order[i] as usize],
+            i / group_size
+        )));
+    }
+    Ok((Some(order.into()), Some(map.into())))
+}
+
+#[cfg(test)]
+mod tests;

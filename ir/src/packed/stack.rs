@@ -1,0 +1,236 @@
+//! Pre-quantized layers as one MatMulNBits weight: a layer, a slice of its output rows (a
+//! fused projection split per part) or several stacked along N (Q, K and V packed into one
+//! MatMul), with the checkpoint's integers written in MatMulNBits layout.
+
+use super::PackedWeight;
+use crate::quant::{Bits, QuantSettings, Scale, WeightError, MAX_BLOCK, MIN_BLOCK};
+use crate::{DType, Error, Recipe, Result};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Rows `range` of each layer, stacked in order along N.
+#[derive(Debug)]
+pub struct PackedStack {
+    parts: Vec<(Arc<PackedWeight>, Range<usize>)>,
+    n: usize,
+    k: usize,
+    settings: QuantSettings,
+    order: Option<Arc<[u32]>>,
+}
+
+/// The layers and row ranges `r` reads, when it reads pre-quantized layers only through
+/// float casts, row slices, row concatenations and same-shape reshapes.
+fn rows_of(r: &Recipe) -> Option<Vec<(Arc<PackedWeight>, Range<usize>)>> {
+    match r {
+        Recipe::Packed(p) => Some(vec![(Arc::clone(p), 0..p.n())]),
+        Recipe::Cast { input, to } if to.is_float() => rows_of(input),
+        Recipe::Reshape { input, shape } if *shape == input.shape() => rows_of(input),
+        Recipe::Slice { input, axis: 0, start, end } => {
+            let mut out = Vec::new();
+            let mut at = 0;
+            for (p, range) in rows_of(input)? {
+                let len = range.len();
+                let (lo, hi) = ((*start).max(at), (*end).min(at + len));
+                if lo < hi {
+                    out.push((p, range.start + lo - at..range.start + hi - at));
+                }
+                at += len;
+            }
+            Some(out)
+        }
+        Recipe::Concat { inputs, axis: 0 } => {
+            let mut out = Vec::new();
+            for i in inputs {
+                out.extend(rows_of(i)?);
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The largest power of two that divides `n`.
+fn pow2_factor(n: usize) -> usize {
+    1 << n.trailing_zeros()
+}
+
+impl PackedStack {
+    /// The stack a `[N, K]` weight recipe reads: `None` when it reads no pre-quantized layer,
+    /// an error when it reads one in a way that cannot keep its integers (transposed, mixed
+    /// with float rows, computed on).
+    pub fn from_recipe(name: &str, r: &Recipe) -> Option<Result<PackedStack>> {
+        if !r.has_packed() {
+            return None;
+        }
+        let Some(parts) = rows_of(r) else {
+            return Some(Err(Error::Recipe {
+                tensor: name.to_string(),
+                reason: format!(
+                    "it reads pre-quantized weights through {}, which cannot keep their integers (only row slices and row concatenations of them can)",
+                    r.describe()
+                ),
+            }));
+        };
+        Some(Self::new(name, parts))
+    }
+
+    fn new(name: &str, parts: Vec<(Arc<PackedWeight>, Range<usize>)>) -> Result<PackedStack> {
+        let bad = |reason: String| Error::Recipe { tensor: name.to_string(), reason };
+        let Some((first, _)) = parts.first() else { return Err(bad("it reads no rows of its pre-quantized weights".into())) };
+        let (k, bits) = (first.k(), first.bits());
+        let mut group_gcd = 0usize;
+        for (p, _) in &parts {
+            if p.k() != k || p.bits() != bits || p.order().map(|o| &o[..]) != first.order().map(|o| &o[..]) {
+                return Err(bad(format!(
+                    "it stacks `{}` and `{}`, which differ in input features, bits or act-order row order, so they cannot share one MatMulNBits",
+                    first.name, p.name
+                )));
+            }
+            group_gcd = gcd(group_gcd, p.group_size());
+        }
+        // A block inside every group: a power of two dividing the group sizes, at most 256.
+        let block = pow2_factor(group_gcd).min(MAX_BLOCK);
+        if block < MIN_BLOCK {
+            return Err(bad(format!(
+                "its groups of {group_gcd} rows are not a multiple of {MIN_BLOCK}, the smallest MatMulNBits block; no block of one group only exists"
+            )));
+        }
+        let symmetric = parts.iter().all(|(p, _)| p.symmetric());
+        let settings = QuantSettings::new(bits, block, symmetric)?;
+        let n = parts.iter().map(|(_, r)| r.len()).sum();
+        Ok(PackedStack { order: first.order().cloned(), parts, n, k, settings })
+    }
+
+    /// Bits, block (a power of two dividing every group) and symmetry of the written form.
+    pub fn settings(&self) -> QuantSettings {
+        self.settings
+    }
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// The checkpoint row of each written row, when act-order reorders them (the activation
+    /// must be gathered in this order).
+    pub fn order(&self) -> Option<&Arc<[u32]>> {
+        self.order.as_ref()
+    }
+    /// The layers it reads.
+    pub fn layers(&self) -> impl Iterator<Item = &Arc<PackedWeight>> {
+        self.parts.iter().map(|(p, _)| p)
+    }
+
+    /// Writes output rows `n0..n1`, written rows `k0..k1` (`k0` a multiple of the block) in
+    /// MatMulNBits layout: `b` `[n1 - n0, k_blocks, blob]`, `scales` `[n1 - n0, k_blocks]`,
+    /// `zero_points` packed `[n1 - n0, ceil(k_blocks * bits / 8)]` (asymmetric only). Scales are
+    /// stored in `S`; `scale_dtype` is the type they end up in (bf16 is stored from f32), for
+    /// the error: zero unless a scale does not fit that type.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn nbits<S: Scale>(
+        &self,
+        n0: usize,
+        n1: usize,
+        k0: usize,
+        k1: usize,
+        scale_dtype: DType,
+        b: &mut [u8],
+        scales: &mut [S],
+        mut zero_points: Option<&mut [u8]>,
+    ) -> Result<WeightError> {
+        let s = self.settings;
+        let (bits, bs) = (s.bits(), s.block_size());
+        debug_assert!(k0.is_multiple_of(bs));
+        let layout = s.layout(k1 - k0)?;
+        let (kb, blob, zpc) = (layout.k_blocks(), layout.blob_size(), layout.zero_points_per_column());
+        b.fill(0);
+        if let Some(z) = zero_points.as_deref_mut() {
+            z.fill(0);
+        }
+        let mut error = WeightError::default();
+        let order = self.order.as_deref();
+        // Checkpoint rows to decode: the band itself, or all of K when act-order scatters it.
+        let (c0, c1) = if order.is_some() { (0, self.k) } else { (k0, k1) };
+        let width = c1 - c0;
+        let mut codes = Vec::new();
+        let mut at = 0; // first output row of the current part
+        let mut row = 0; // rows written so far
+        for (p, range) in &self.parts {
+            let start = at;
+            at += range.len();
+            let (lo, hi) = (n0.max(start), n1.min(at));
+            if lo >= hi {
+                continue;
+            }
+            // The layer's own rows.
+            let (first, last) = (range.start + lo - start, range.start + hi - start);
+            codes.resize((last - first) * width, 0);
+            p.codes(first, last, c0, c1, &mut codes)?;
+            let t = p.tensors();
+            let (qzeros, sc) = (t.qzeros.bytes()?, t.scales.bytes()?);
+            for (c, n) in (first..last).enumerate() {
+                let out = row + c;
+                let col = &codes[c * width..(c + 1) * width];
+                let b_col = &mut b[out * kb * blob..(out + 1) * kb * blob];
+                for i in 0..k1 - k0 {
+                    let q = match order {
+                        Some(o) => col[o[k0 + i] as usize],
+                        None => col[i],
+                    };
+                    let (blk, pos) = (i / bs, i % bs);
+                    match bits {
+                        Bits::Int8 => b_col[blk * blob + pos] = q,
+                        Bits::Int4 => b_col[blk * blob + pos / 2] |= q << (4 * (pos % 2)),
+                    }
+                }
+                for blk in 0..kb {
+                    let i = k0 + blk * bs;
+                    let g = p.group_of(order.map_or(i, |o| o[i] as usize));
+                    let scale = p.scale(sc, g, n);
+                    let zero = p.zero(qzeros, g, n) as u8;
+                    scales[out * kb + blk] = S::from_f32(scale);
+                    let stored = rounded(scale, scale_dtype);
+                    let rows = bs.min(k1 - i);
+                    if stored != scale {
+                        for j in 0..rows {
+                            let q = match order {
+                                Some(o) => col[o[i + j] as usize],
+                                None => col[i - k0 + j],
+                            };
+                            let e = ((stored - scale) * (q as f32 - zero as f32)).abs();
+                            error.max_abs = error.max_abs.max(e);
+                            error.sum_sq += (e as f64) * (e as f64);
+                        }
+                    }
+                    error.count += rows as u64;
+                    if let Some(z) = zero_points.as_deref_mut() {
+                        match bits {
+                            Bits::Int8 => z[out * zpc + blk] = zero,
+                            Bits::Int4 => z[out * zpc + blk / 2] |= zero << (4 * (blk % 2)),
+                        }
+                    }
+                }
+            }
+            row += last - first;
+            p.done((last - first) * (k1 - k0));
+        }
+        Ok(error)
+    }
+}
+
+/// `v` rounded to `dtype` (f32, f16 or bf16), as an f32.
+fn rounded(v: f32, dtype: DType) -> f32 {
+    match dtype {
+        DType::F16 => half::f16::from_f32(v).to_f32(),
+        DType::BF16 => half::bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}

@@ -1,0 +1,318 @@
+use super::pack;
+use super::*;
+use crate::quant::Bits;
+use crate::{MappedFile, QuantForm, QuantGroup, QuantPart, Recipe};
+
+/// One layer's integers as the tests chose them, and the layer read back from a file.
+struct Layer {
+    w: Arc<PackedWeight>,
+    /// `[K, N]`, checkpoint row order.
+    codes: Vec<u8>,
+    /// `[G, N]`.
+    zeros: Vec<u8>,
+    /// `[G, N]`, f16 values.
+    scales: Vec<f32>,
+    /// Group of each checkpoint row.
+    g_idx: Vec<u32>,
+    _dir: tempfile::TempDir,
+}
+
+/// A small deterministic generator (the tests need no crate for it).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Spec {
+    format: PackedFormat,
+    bits: Bits,
+    k: usize,
+    n: usize,
+    group: Option<usize>,
+    symmetric: bool,
+    act_order: bool,
+}
+
+fn spec(format: PackedFormat, bits: Bits, k: usize, n: usize, group: Option<usize>, symmetric: bool, act_order: bool) -> Spec {
+    Spec { format, bits, k, n, group, symmetric, act_order }
+}
+
+fn u32_bytes(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// Writes a layer in `s`'s format with random codes, zero points (mid when symmetric; never 0
+/// in v1, which cannot store it), f16 scales and (act-order) a shuffled g_idx.
+fn layer(s: Spec, seed: u64) -> Layer {
+    let mut rng = Lcg(seed);
+    let (k, n) = (s.k, s.n);
+    let gs = s.group.unwrap_or(k);
+    let groups = k.div_ceil(gs);
+    let maxq = s.bits.max_q() as u32;
+    let codes: Vec<u8> = (0..k * n).map(|_| (rng.next() % (maxq + 1)) as u8).collect();
+    let zeros: Vec<u8> = (0..groups * n)
+        .map(|_| if s.symmetric { s.bits.mid() } else { (1 + rng.next() % maxq) as u8 })
+        .collect();
+    let scales: Vec<f32> = (0..groups * n).map(|_| half::f16::from_f32((rng.next() % 1000) as f32 / 3000.0 + 0.01).to_f32()).collect();
+    let mut g_idx: Vec<u32> = (0..k as u32).map(|r| r / gs as u32).collect();
+    if s.act_order {
+        // Group i/gs for the i-th row of a random permutation, as GPTQ's act-order writes it.
+        let mut perm: Vec<u32> = (0..k as u32).collect();
+        for i in (1..k).rev() {
+            perm.swap(i, rng.next() as usize % (i + 1));
+        }
+        for (i, &r) in perm.iter().enumerate() {
+            g_idx[r as usize] = (i / gs) as u32;
+        }
+    }
+    let bits = s.bits.count();
+    let (qweight, qweight_shape, qzeros) = match s.format {
+        PackedFormat::AwqGemm => (pack::awq(&codes, k, n), vec![k, n / 8], pack::awq(&zeros, groups, n)),
+        f => (pack::gptq_qweight(&codes, k, n, bits), vec![k * bits / 32, n], pack::gptq_qzeros(&zeros, groups, n, bits, f == PackedFormat::GptqV1)),
+    };
+    let per = 32 / bits;
+    let (qw, qz) = (u32_bytes(&qweight), u32_bytes(&qzeros));
+    let sc: Vec<u8> = scales.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect();
+    let gi: Vec<u8> = g_idx.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect();
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+    let mut views = vec![
+        ("l.qweight", TensorView::new(Dtype::I32, qweight_shape, &qw).unwrap()),
+        ("l.qzeros", TensorView::new(Dtype::I32, vec![groups, n / per], &qz).unwrap()),
+        ("l.scales", TensorView::new(Dtype::F16, vec![groups, n], &sc).unwrap()),
+    ];
+    if s.format != PackedFormat::AwqGemm {
+        views.push(("l.g_idx", TensorView::new(Dtype::I32, vec![k], &gi).unwrap()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.safetensors");
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+    let file = MappedFile::open(&path).unwrap();
+    let t = file.safetensors_tensors().unwrap();
+    let get = |name: &str| t.iter().find(|x| x.name == name).cloned();
+    let tensors = PackedTensors { qweight: get("l.qweight").unwrap(), qzeros: get("l.qzeros").unwrap(), scales: get("l.scales").unwrap(), g_idx: get("l.g_idx") };
+    let settings = PackedSettings { format: s.format, bits: s.bits, group_size: s.group, symmetric: s.symmetric };
+    let w = PackedWeight::new("l", settings, tensors).unwrap();
+    Layer { w, codes, zeros, scales, g_idx, _dir: dir }
+}
+
+/// Value `i` of a MatMulNBits-packed row of `bits`.
+fn unpack(bytes: &[u8], bits: Bits, i: usize) -> u8 {
+    match bits {
+        Bits::Int8 => bytes[i],
+        Bits::Int4 => (bytes[i / 2] >> (4 * (i % 2))) & 0xf,
+    }
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// The MatMulNBits parts hold the checkpoint's codes, scales and zero points, in the row
+/// order the weight gives (act-order: sorted by group).
+fn check_nbits(l: &Layer, s: Spec) {
+    let (k, n) = (s.k, s.n);
+    let gs = s.group.unwrap_or(k);
+    let recipe = Recipe::Packed(Arc::clone(&l.w));
+    let stack = PackedStack::from_recipe("l", &recipe).unwrap().unwrap();
+    let g = QuantGroup::from_packed("l", recipe, stack, DType::F32, QuantForm::NBits).unwrap();
+    let settings = g.settings();
+    assert_eq!(settings.symmetric(), s.symmetric);
+    let bs = settings.block_size();
+    assert!(gs.is_multiple_of(bs) || bs > k, "block {bs} inside groups of {gs}");
+    let b = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+    let scales = f32s(&Recipe::quantized(&g, QuantPart::Scales).materialize().unwrap());
+    let zp = g.has(QuantPart::ZeroPoints).then(|| Recipe::quantized(&g, QuantPart::ZeroPoints).materialize().unwrap());
+    let layout = settings.layout(k).unwrap();
+    let order: Vec<usize> = match l.w.order() {
+        Some(o) => o.iter().map(|&r| r as usize).collect(),
+        None => (0..k).collect(),
+    };
+    assert_eq!(s.act_order, l.w.order().is_some());
+    for col in 0..n {
+        let bcol = &b[col * layout.b_per_column()..(col + 1) * layout.b_per_column()];
+        for (i, &row) in order.iter().enumerate() {
+            let (blk, pos) = (i / bs, i % bs);
+            let q = unpack(&bcol[blk * layout.blob_size()..], s.bits, pos);
+            assert_eq!(q, l.codes[row * n + col], "code of column {col}, row {i} (checkpoint row {row})");
+            let grp = l.g_idx[row] as usize;
+            assert_eq!(scales[col * layout.k_blocks() + blk], l.scales[grp * n + col]);
+            if let Some(zp) = &zp {
+                let z = unpack(&zp[col * layout.zero_points_per_column()..], s.bits, blk);
+                assert_eq!(z, l.zeros[grp * n + col], "zero point of column {col}, block {blk}");
+            }
+        }
+    }
+    // Streamed in ranges of a few rows, the parts are the same bytes.
+    for (a, e) in g.ranges(3 * k * 4) {
+        for (part, bytes) in g.compute(a, e).unwrap() {
+            let at = g.part_offset(part, a);
+            let whole = Recipe::quantized(&g, part).materialize().unwrap();
+            assert_eq!(&whole[at..at + bytes.len()], &bytes[..], "{part:?} of rows {a}..{e}");
+        }
+    }
+    assert_eq!(g.error().max_abs, 0.0, "f16 scales are exact in f32");
+}
+
+/// The float view is `scale * (q - zero)` of each row's group, in checkpoint order.
+fn check_dequantized(l: &Layer, s: Spec) {
+    let (k, n) = (s.k, s.n);
+    let w = f32s(&Recipe::Packed(Arc::clone(&l.w)).materialize().unwrap());
+    for col in 0..n {
+        for row in 0..k {
+            let g = l.g_idx[row] as usize;
+            let want = l.scales[g * n + col] * (l.codes[row * n + col] as f32 - l.zeros[g * n + col] as f32);
+            assert_eq!(w[col * k + row], want, "[{col}, {row}]");
+        }
+    }
+}
+
+#[test]
+fn every_format_keeps_the_checkpoint_integers() {
+    use PackedFormat::*;
+    let cases = [
+        spec(GptqV1, Bits::Int4, 64, 24, Some(32), true, false),
+        spec(GptqV1, Bits::Int4, 128, 16, Some(32), false, false),
+        spec(GptqV2, Bits::Int4, 96, 8, Some(32), false, false),
+        spec(GptqV1, Bits::Int8, 64, 12, Some(16), false, false),
+        spec(GptqV2, Bits::Int8, 64, 8, None, true, false),
+        spec(GptqV1, Bits::Int4, 128, 16, Some(32), true, true),
+        spec(GptqV2, Bits::Int4, 128, 16, Some(64), false, true),
+        spec(AwqGemm, Bits::Int4, 64, 24, Some(32), false, false),
+        // Group 48: blocks of 16 inside it; K not a multiple of the group (a short last group).
+        spec(GptqV1, Bits::Int4, 120, 8, Some(48), false, false),
+    ];
+    for (i, s) in cases.into_iter().enumerate() {
+        let l = layer(s, 11 + i as u64);
+        check_dequantized(&l, s);
+        check_nbits(&l, s);
+    }
+}
+
+/// DequantizeLinear's data is `[K, N]` packed along N: symmetric blocks signed (q - mid),
+/// asymmetric ones unsigned with their zero points; act-order rows in the sorted order.
+#[test]
+fn the_dequantize_linear_form_holds_the_same_integers() {
+    use PackedFormat::*;
+    for (i, s) in [
+        spec(GptqV1, Bits::Int4, 64, 16, Some(32), true, false),
+        spec(GptqV2, Bits::Int4, 128, 8, Some(32), false, true),
+        spec(AwqGemm, Bits::Int4, 64, 16, Some(32), false, false),
+        spec(GptqV1, Bits::Int8, 64, 8, Some(32), false, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let l = layer(s, 100 + i as u64);
+        let recipe = Recipe::Packed(Arc::clone(&l.w));
+        let stack = PackedStack::from_recipe("l", &recipe).unwrap().unwrap();
+        let g = QuantGroup::from_packed("l", recipe, stack, DType::F32, QuantForm::Dq).unwrap();
+        let data = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+        let order: Vec<usize> = l.w.order().map(|o| o.iter().map(|&r| r as usize).collect()).unwrap_or_else(|| (0..s.k).collect());
+        let flip = if s.symmetric { s.bits.mid() } else { 0 };
+        for (i, &row) in order.iter().enumerate() {
+            for col in 0..s.n {
+                assert_eq!(unpack(&data, s.bits, i * s.n + col) ^ flip, l.codes[row * s.n + col], "{s:?}: [{i}, {col}]", s = s.format);
+            }
+        }
+        let scales = f32s(&Recipe::quantized(&g, QuantPart::Scales).materialize().unwrap());
+        let bs = g.settings().block_size();
+        assert_eq!(scales[s.n + 3], l.scales[(l.g_idx[order[bs]] as usize) * s.n + 3]);
+    }
+}
+
+#[test]
+fn stacks_follow_row_slices_and_concatenations() {
+    let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, false);
+    let (a, b) = (layer(s, 1), layer(s, 2));
+    let (ra, rb) = (Recipe::Packed(Arc::clone(&a.w)), Recipe::Packed(Arc::clone(&b.w)));
+    // Rows 8..16 of b, then all of a: a fused projection's part packed beside another layer.
+    let r = Recipe::concat(vec![rb.clone().slice(0, 8, 16).cast(DType::F16), ra.clone().cast(DType::F16)], 0).unwrap();
+    let stack = PackedStack::from_recipe("qkv", &r).unwrap().unwrap();
+    assert_eq!((stack.n(), stack.k()), (24, 64));
+    let g = QuantGroup::from_packed("qkv", r, stack, DType::F16, QuantForm::NBits).unwrap();
+    let data = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+    let col = |c: usize| &data[c * 32..(c + 1) * 32];
+    assert_eq!(unpack(col(0), Bits::Int4, 5), b.codes[5 * 16 + 8]);
+    assert_eq!(unpack(col(8), Bits::Int4, 7), a.codes[7 * 16]);
+    let scales: Vec<f32> = Recipe::quantized(&g, QuantPart::Scales).materialize().unwrap().chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+    assert_eq!(scales[9 * 2 + 1], a.scales[16 + 1]);
+    // Float rows among them, or a transpose inside, cannot keep the integers: an error, not a
+    // silent requantization.
+    let float = Recipe::from_f32("f", vec![4, 64], &[0.5; 256]);
+    let e = PackedStack::from_recipe("mixed", &Recipe::concat(vec![ra.clone(), float.clone()], 0).unwrap()).unwrap().unwrap_err().to_string();
+    assert!(e.contains("mixed") && e.contains("cannot keep their integers"), "{e}");
+    assert!(PackedStack::from_recipe("f", &float).is_none(), "a float weight is not a stack");
+    assert!(PackedStack::from_recipe("t", &ra.clone().transpose(vec![1, 0])).unwrap().is_err());
+    // Layers of different row orders cannot share one weight.
+    let ao = layer(spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, true), 3);
+    let e = PackedStack::from_recipe("qk", &Recipe::concat(vec![ra, Recipe::Packed(Arc::clone(&ao.w))], 0).unwrap()).unwrap().unwrap_err().to_string();
+    assert!(e.contains("act-order"), "{e}");
+}
+
+#[test]
+fn bad_checkpoints_are_refused_with_the_tensor_named() {
+    // Rebuild a layer's tensors with one thing changed.
+    let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), true, false);
+    let l = layer(s, 5);
+    let t = l.w.tensors().clone();
+    let settings = l.w.settings();
+    // sym: true, but the zeros of an asymmetric layer.
+    let asym = layer(PackedFormat::GptqV1.spec_asym(), 6);
+    let e = PackedWeight::new("l", settings, PackedTensors { qzeros: asym.w.tensors().qzeros.clone(), ..t.clone() }).unwrap_err().to_string();
+    assert!(e.contains("sym: true") && e.contains("l.qzeros"), "{e}");
+    // A wrong group size for the scales' shape.
+    let e = PackedWeight::new("l", PackedSettings { group_size: Some(16), ..settings }, t.clone()).unwrap_err().to_string();
+    assert!(e.contains("group size 16") && e.contains("l.qzeros"), "{e}");
+    // AWQ is 4-bit only.
+    let e = PackedWeight::new("l", PackedSettings { format: PackedFormat::AwqGemm, bits: Bits::Int8, ..settings }, t).unwrap_err().to_string();
+    assert!(e.contains("4-bit"), "{e}");
+}
+
+impl PackedFormat {
+    fn spec_asym(self) -> Spec {
+        spec(self, Bits::Int4, 64, 16, Some(32), false, false)
+    }
+}
+
+/// GPTQ v1 stores zero - 1: a zero point of 0 is stored as all ones and reads back as 16,
+/// which no 4-bit code holds.
+#[test]
+fn a_v1_zero_point_underflow_is_refused() {
+    let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, false);
+    let l = layer(s, 9);
+    let mut zeros = l.zeros.clone();
+    zeros[3] = 0;
+    let qz = u32_bytes(&pack::gptq_qzeros(&zeros, 2, 16, 4, true));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("z.safetensors");
+    let views = vec![("l.qzeros", safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![2, 2], &qz).unwrap())];
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+    let file = MappedFile::open(&path).unwrap();
+    let qzeros = file.safetensors_tensors().unwrap().remove(0);
+    let e = PackedWeight::new("l", l.w.settings(), PackedTensors { qzeros: qzeros.clone(), ..l.w.tensors().clone() }).unwrap_err().to_string();
+    assert!(e.contains("group 0, column 3") && e.contains("gptq_v2"), "{e}");
+    // The same bytes read as v2 are a zero point of 15: fine.
+    let v2 = PackedSettings { format: PackedFormat::GptqV2, ..l.w.settings() };
+    assert!(PackedWeight::new("l", v2, PackedTensors { qzeros, ..l.w.tensors().clone() }).is_ok());
+}
+
+/// Act-order whose groups are not all `group_size` rows after sorting cannot be blocked.
+#[test]
+fn an_irregular_g_idx_is_refused() {
+    let l = layer(spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, false), 4);
+    let mut g: Vec<i32> = (0..64).map(|r| r / 32).collect();
+    g.swap(0, 40);
+    g[1] = 1; // group 0 has 30 rows, group 1 34
+    let bytes: Vec<u8> = g.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.safetensors");
+    safetensors::serialize_to_file(vec![("l.g_idx", safetensors::tensor::TensorView::new(safetensors::Dtype::I32, vec![64], &bytes).unwrap())], None, &path).unwrap();
+    let g_idx = MappedFile::open(&path).unwrap().safetensors_tensors().unwrap().remove(0);
+    let e = PackedWeight::new("l", l.w.settings(), PackedTensors { g_idx: Some(g_idx), ..l.w.tensors().clone() }).unwrap_err().to_string();
+    assert!(e.contains("not all 32 rows"), "{e}");
+}
