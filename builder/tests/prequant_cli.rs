@@ -103,7 +103,7 @@ fn quant_is_refused_and_float_layers_take_the_role_flags() {
     let r = tailor(&model, &out, &["--ep", "cpu", "--quant-lm-head", "int8", "--block-size", "64"]);
     assert!(r.status.success(), "{}", r.stderr);
     let report: Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
-    let q = &report["quantization"];
+    let q = &report["parts"][0]["quantization"];
     assert_eq!((q["accuracy_level"].as_i64(), q["lm_head"].as_str(), q["embeddings"].as_str()), (Some(4), Some("int8"), Some("none")), "{q}");
     assert_eq!(q["float_roles"]["block_size"], 64);
     assert_eq!(q["source"]["format"], "gptq");

@@ -110,7 +110,7 @@ fn exclusions_match_checkpoint_names_after_packing() {
     let config: Value = serde_json::from_slice(&std::fs::read(fixture("tiny-llama").join("config.json")).unwrap()).unwrap();
     let layers = config["num_hidden_layers"].as_u64().unwrap() as usize;
     let (dir, v, _) = report(&fixture("tiny-llama"), &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "*.q_proj.weight"]);
-    let q = &v["quantization"];
+    let q = &v["parts"][0]["quantization"];
     let packed: Vec<&Value> = q["kept_float"].as_array().unwrap().iter().filter(|k| k["weight"].as_str().unwrap().ends_with("/packed_weight")).collect();
     assert_eq!(packed.len(), layers, "{}", q["kept_float"]);
     for (layer, k) in packed.iter().enumerate() {
@@ -141,6 +141,6 @@ fn an_exclusion_that_matches_nothing_is_an_error() {
     );
     // A weight that stays float anyway is still a match (a tied model's head is the embedding).
     let (_d, v, _) = report(&fixture("tiny-qwen2-tied-mqa"), &["--ep", "cpu", "--quant", "int4", "--quant-embeddings", "none", "--quant-exclude", "model.embed_tokens.weight"]);
-    assert!(v["quantization"]["tensors"].as_array().unwrap().iter().all(|t| t["weight"] != "model.embed_tokens.weight"));
+    assert!(v["parts"][0]["quantization"]["tensors"].as_array().unwrap().iter().all(|t| t["weight"] != "model.embed_tokens.weight"));
     fails(&fixture("tiny-qwen2-tied-mqa"), &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "lm_head.weight"], &["`lm_head.weight` matches no weight", "model.embed_tokens.weight", "--quant-lm-head"]);
 }

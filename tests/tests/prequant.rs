@@ -90,7 +90,7 @@ fn integers_and_weights(name: &str) {
     let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
     assert!(model.graph.nodes.iter().any(|n| n.op == "MatMul" && n.name.starts_with("lm_head/")), "{name}: lm_head stays float");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(pkg.join("build_report.json")).unwrap()).unwrap();
-    let q = &report["quantization"];
+    let q = &report["parts"][0]["quantization"];
     assert_eq!(q["method"], "imported");
     let source = q["source"]["format"].as_str().unwrap();
     assert!(q["tensors"].as_array().unwrap().iter().all(|t| t["source"] == source && t["max_abs_error"] == 0.0), "{name}: {q}");
@@ -283,8 +283,8 @@ fn every_table_imports_them_in_its_form() {
                 ep_sets::QuantFormat::DequantizeLinear => "DequantizeLinear",
             };
             assert!(model.graph.nodes.iter().filter(|n| n.op == form).count() >= layers / 3, "{what}: {form}");
-            assert!(report.quantized.iter().all(|t| t.source != "float"), "{what}: only the packed layers");
-            let worst = report.quantized.iter().map(|t| t.max_abs_error).fold(0f32, f32::max);
+            assert!(report.parts[0].quantized.iter().all(|t| t.source != "float"), "{what}: only the packed layers");
+            let worst = report.parts[0].quantized.iter().map(|t| t.max_abs_error).fold(0f32, f32::max);
             if dtype == ir::DType::BF16 {
                 assert!(worst > 0.0, "{what}: f16 scales rounded to bf16 are reported");
             } else {
@@ -306,7 +306,7 @@ fn packed_experts_are_dequantized_with_a_warning() {
     let report = build(&req, &mut |_| {}).unwrap();
     let warning = report.warnings.iter().find(|w| w.contains("pre-quantized tensor(s) are written as their float dequantization")).unwrap_or_else(|| panic!("{:?}", report.warnings));
     assert!(warning.contains("experts"), "{warning}");
-    assert!(report.quantized.iter().all(|t| t.source == "gptq") && !report.quantized.is_empty());
+    assert!(report.parts[0].quantized.iter().all(|t| t.source == "gptq") && !report.parts[0].quantized.is_empty());
     let pkg = out.path().join("pkg");
     let (_b, float_pkg) = build_pkg(&src.path().join("dequantized"), "cpu", None);
     let float_model = ir::load_model(&float_pkg.join("model.onnx")).unwrap();
