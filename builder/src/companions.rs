@@ -7,10 +7,10 @@
 //! way that blocks, of bounded size) and checked in the form a tokenizer needs it
 //! ([`check_tokenizer_file`]): onnxruntime-genai 0.18 fails to load a tokenizer.json that is
 //! not JSON, lacks its `model` object or the model's `vocab`, and a tokenizer_config.json
-//! that is not a JSON object (`tests/python/test_tokenizer_facts.py`).
+//! that is not a JSON object; a BPE model without `merges` fails, crashes it or encodes to
+//! other ids, from run to run (`tests/python/test_tokenizer_facts.py`).
 
 use crate::{Error, Result};
-use serde_json::Value;
 use std::path::Path;
 
 /// Files copied from the checkpoint into the package when present.
@@ -74,7 +74,7 @@ impl Companions {
                     if let Err(e) = check_tokenizer_file(&path, &bytes) {
                         broken.push(name);
                         let consequence = if genai && GENAI_NEEDS.contains(&name) {
-                            "onnxruntime-genai will not load this package's tokenizer"
+                            "onnxruntime-genai cannot use this package's tokenizer"
                         } else {
                             "a tokenizer that reads it will fail"
                         };
@@ -126,38 +126,36 @@ impl Companions {
 pub fn check_tokenizer_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let bad = |reason: String| Error::Config { path: path.to_path_buf(), reason };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let json = || -> Result<Value> {
-        let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-        serde_json::from_slice(text).map_err(|e| bad(format!("not valid JSON ({e})")))
-    };
+    let json = |level: Level| -> Result<Shape> { shape_of(bytes, level).map_err(|e| bad(format!("not valid JSON ({e})"))) };
     match name.as_str() {
         "tokenizer.json" => {
-            let v = json()?;
-            let top = v.as_object().ok_or_else(|| bad(format!("holds {}, not a tokenizer object", kind(&v))))?;
-            let model = match top.get("model") {
-                Some(Value::Object(m)) => m,
-                Some(other) => return Err(bad(format!("its `model` is {}, not the tokenizer model object", kind(other)))),
+            let top = json(Level::Tokenizer)?;
+            let Shape::Object(top) = top else { return Err(bad(format!("holds {}, not a tokenizer object", top.kind()))) };
+            let model = match field(&top, "model") {
+                Some(Shape::Object(m)) => m,
+                Some(other) => return Err(bad(format!("its `model` is {}, not the tokenizer model object", other.kind()))),
                 None => return Err(bad("has no `model` object (the tokenizer's algorithm and vocabulary)".into())),
             };
-            let bpe = model.get("type").and_then(Value::as_str) == Some("BPE") || (model.get("type").is_none() && model.contains_key("merges"));
-            match model.get("vocab") {
-                Some(Value::Object(_)) => {}
-                Some(Value::Array(_)) if !bpe => {}
-                Some(other) => return Err(bad(format!("its `model.vocab` is {}, not the vocabulary object", kind(other)))),
+            let ty = field(model, "type");
+            let bpe = matches!(ty, Some(Shape::Str(t)) if t == "BPE") || (ty.is_none() && field(model, "merges").is_some());
+            match field(model, "vocab") {
+                Some(Shape::Object(_)) => {}
+                Some(Shape::List) if !bpe => {}
+                Some(other) => return Err(bad(format!("its `model.vocab` is {}, not the vocabulary object", other.kind()))),
                 None => return Err(bad("its `model` has no `vocab`".into())),
             }
-            if bpe && !model.get("merges").is_some_and(Value::is_array) {
+            if bpe && !matches!(field(model, "merges"), Some(Shape::List)) {
                 return Err(bad("its BPE `model` has no `merges` list".into()));
             }
-            match top.get("added_tokens") {
-                None | Some(Value::Null) | Some(Value::Array(_)) => Ok(()),
-                Some(other) => Err(bad(format!("its `added_tokens` is {}, not a list", kind(other)))),
+            match field(&top, "added_tokens") {
+                None | Some(Shape::Null) | Some(Shape::List) => Ok(()),
+                Some(other) => Err(bad(format!("its `added_tokens` is {}, not a list", other.kind()))),
             }
         }
-        "tokenizer_config.json" | "special_tokens_map.json" | "added_tokens.json" | "vocab.json" => {
-            let v = json()?;
-            if v.is_object() { Ok(()) } else { Err(bad(format!("holds {}, not a JSON object", kind(&v)))) }
-        }
+        "tokenizer_config.json" | "special_tokens_map.json" | "added_tokens.json" | "vocab.json" => match json(Level::Leaf)? {
+            Shape::Object(_) => Ok(()),
+            other => Err(bad(format!("holds {}, not a JSON object", other.kind()))),
+        },
         "tokenizer.model" => sentencepiece_model(bytes).map_err(|why| bad(format!("is not a SentencePiece model: {why}"))),
         "vocab.txt" | "merges.txt" | "chat_template.jinja" => {
             std::str::from_utf8(bytes).map(drop).map_err(|e| bad(format!("is not UTF-8 text ({e})")))
@@ -166,15 +164,118 @@ pub fn check_tokenizer_file(path: &Path, bytes: &[u8]) -> Result<()> {
     }
 }
 
-/// How a JSON value is described in a message.
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+/// The kind of a JSON value and, for the objects the check looks into, the members it reads;
+/// everything else is skipped as it is parsed, so checking a tokenizer.json of hundreds of
+/// MiB holds no more than a few strings (a `serde_json::Value` of it would take gigabytes).
+#[derive(Debug, PartialEq)]
+enum Shape {
+    Null,
+    Bool,
+    Number,
+    /// A string (its first 64 bytes: only `model.type` is read).
+    Str(String),
+    List,
+    /// An object, with the members the check reads (none at [`Level::Leaf`]).
+    Object(Vec<(String, Shape)>),
+}
+
+impl Shape {
+    fn kind(&self) -> &'static str {
+        match self {
+            Shape::Null => "null",
+            Shape::Bool => "a boolean",
+            Shape::Number => "a number",
+            Shape::Str(_) => "a string",
+            Shape::List => "a list",
+            Shape::Object(_) => "an object",
+        }
+    }
+}
+
+fn field<'a>(members: &'a [(String, Shape)], key: &str) -> Option<&'a Shape> {
+    members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// Which members of an object are kept: a tokenizer.json's `model` and `added_tokens`, the
+/// model's `type`, `vocab` and `merges`; none below.
+#[derive(Clone, Copy)]
+enum Level {
+    Tokenizer,
+    Model,
+    Leaf,
+}
+
+impl Level {
+    /// The level of member `key`'s value, if it is kept.
+    fn member(self, key: &str) -> Option<Level> {
+        match (self, key) {
+            (Level::Tokenizer, "model") => Some(Level::Model),
+            (Level::Tokenizer, "added_tokens") | (Level::Model, "type" | "vocab" | "merges") => Some(Level::Leaf),
+            _ => None,
+        }
+    }
+}
+
+/// The [`Shape`] of the JSON document `bytes` (a UTF-8 byte-order mark skipped, as
+/// onnxruntime-genai skips it; nothing but whitespace after the value).
+fn shape_of(bytes: &[u8], level: Level) -> serde_json::Result<Shape> {
+    use serde::de::DeserializeSeed;
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let shape = level.deserialize(&mut de)?;
+    de.end()?;
+    Ok(shape)
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Level {
+    type Value = Shape;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Shape, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Level {
+    type Value = Shape;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Shape, E> {
+        Ok(Shape::Null)
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<Shape, E> {
+        Ok(Shape::Bool)
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<Shape, E> {
+        Ok(Shape::Number)
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<Shape, E> {
+        Ok(Shape::Number)
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<Shape, E> {
+        Ok(Shape::Number)
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Shape, E> {
+        Ok(Shape::Str(v.chars().scan(0, |n, c| { *n += c.len_utf8(); (*n <= 64).then_some(c) }).collect()))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Shape, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Shape::List)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<Shape, A::Error> {
+        if let Level::Leaf = self {
+            while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+            return Ok(Shape::Object(Vec::new()));
+        }
+        let mut members = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match self.member(&key) {
+                Some(level) => members.push((key.into_owned(), map.next_value_seed(level)?)),
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shape::Object(members))
     }
 }
 
