@@ -9,6 +9,7 @@
 //! [`supported`] refuses, by config key, what a tower does not build before any weight is
 //! read; [`build_vision`] builds the tower `multimodal.model_type` names.
 
+mod grid;
 pub mod qwen2_5_vl;
 pub mod siglip;
 
