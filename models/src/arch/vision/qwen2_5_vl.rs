@@ -27,7 +27,7 @@
 
 use super::grid::Grid;
 use super::{account_for_prefixes, dim, find_prefix, finish, Keys, IMAGE_FEATURES, IMAGE_GRID_THW, PIXEL_VALUES};
-use crate::components::linear::{linear, LinearWeights};
+use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{activation, gated, GatedScopes};
 use crate::components::norm::rms_norm;
 use crate::components::rope::inverse_frequencies;
@@ -240,7 +240,7 @@ pub fn layout_model(v: &QwenVision) -> Result<ir::Model> {
 }
 
 /// `[1, 1, L, L]` boolean: patch i may see patch j when their `ids` are equal.
-fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
+pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
     let axes1 = b.const_i64_1d(&format!("{s}/axes1"), &[1]);
     let axes01 = b.const_i64_1d(&format!("{s}/axes01"), &[0, 1]);
@@ -253,11 +253,11 @@ fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
 /// cos/sin `[1, L, head_dim / 2]` of the 2-D rotary: per patch, the row angles of the first
 /// `head_dim / 4` frequencies then the column angles of the same frequencies (transformers'
 /// `rotary_pos_emb_full[pos_ids].flatten(1)`), computed in f32 and cast to the graph's dtype.
-fn rotary_tables(b: &mut GraphBuilder, v: &QwenVision, rows: &str, cols: &str) -> (String, String) {
+pub(super) fn rotary_tables(b: &mut GraphBuilder, head_dim: usize, theta: f64, rows: &str, cols: &str) -> (String, String) {
     let s = "vision/rotary";
-    let rope = RopeConfig { theta: v.rope_theta, kind: RopeKind::Default, partial_rotary_factor: 1.0 };
-    let inv = inverse_frequencies(&rope, v.head_dim / 2);
-    let label = format!("{s}/inv_freq theta={} dim={}", v.rope_theta, v.head_dim / 2);
+    let rope = RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: 1.0 };
+    let inv = inverse_frequencies(&rope, head_dim / 2);
+    let label = format!("{s}/inv_freq theta={theta} dim={}", head_dim / 2);
     let inv = b.initializer(&format!("{s}/inv_freq"), Recipe::from_f32(label, vec![1, inv.len()], &inv));
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
     let axes1 = b.const_i64_1d(&format!("{s}/axes1"), &[1]);
@@ -282,6 +282,36 @@ fn rotary_tables(b: &mut GraphBuilder, v: &QwenVision, rows: &str, cols: &str) -
     let cos = table("Cos");
     let sin = table("Sin");
     (cos, sin)
+}
+
+/// A Qwen vision block's attention (`{scope}.qkv` fused with bias, 2-D rotary on q and k,
+/// `Attention` under `mask`, `{scope}.proj` with bias) on `h` `[1, L, hidden]`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attention(
+    b: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    scope: &str,
+    h: &str,
+    hidden: usize,
+    heads: usize,
+    (cos, sin): (&str, &str),
+    mask: &str,
+) -> Result<String> {
+    let qkv = LinearWeights::read_fused(ckpt, b, &format!("{scope}.qkv"), hidden, &[hidden; 3], true, WeightLayout::Linear)?;
+    let Ok::<[LinearWeights; 3], _>([q, k, v]) = qkv.try_into() else { unreachable!("read_fused returns one weight per part") };
+    let q = linear(b, &format!("{scope}.q"), h, q);
+    let k = linear(b, &format!("{scope}.k"), h, k);
+    let v = linear(b, &format!("{scope}.v"), h, v);
+    let rotary = |b: &mut GraphBuilder, which: &str, t: &str| {
+        let attrs = vec![Attr::int("interleaved", 0), Attr::int("num_heads", heads as i64)];
+        b.op(&format!("{scope}/{which}/RotaryEmbedding"), "RotaryEmbedding", &[t, cos, sin], attrs)
+    };
+    let q = rotary(b, "q", &q);
+    let k = rotary(b, "k", &k);
+    let attrs = vec![Attr::int("is_causal", 0), Attr::int("kv_num_heads", heads as i64), Attr::int("q_num_heads", heads as i64)];
+    let a = b.op(&format!("{scope}/Attention"), "Attention", &[&q, &k, &v, mask], attrs);
+    let proj = LinearWeights::torch(ckpt, b, &format!("{scope}.proj"), hidden, hidden, true)?;
+    Ok(linear(b, &format!("{scope}.proj"), &a, proj))
 }
 
 /// Builds the tower of a `qwen2_5_vl` checkpoint (see the module docs for the graph's I/O).
@@ -318,7 +348,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
     let seq_shape = b.const_i64_1d(&format!("{s}/sequence_shape"), &[1, -1, hidden as i64]);
     let mut x = b.op(&format!("{s}/sequence"), "Reshape", &[&x, &seq_shape], vec![]);
 
-    let (cos, sin) = rotary_tables(&mut b, &v, &layout.rows, &layout.cols);
+    let (cos, sin) = rotary_tables(&mut b, v.head_dim, v.rope_theta, &layout.rows, &layout.cols);
     let windowed = (0..v.depth).any(|i| !v.full_attention.contains(&i));
     let window_mask = windowed.then(|| same_id_mask(&mut b, "vision/window_mask", &layout.window_ids));
     let frame_mask = (!v.full_attention.is_empty()).then(|| same_id_mask(&mut b, "vision/frame_mask", &layout.frame_ids));
@@ -326,22 +356,8 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
         let blk = name(&format!("blocks.{i}"));
         let s = |part: &str| format!("{blk}.{part}");
         let h = rms_norm(&mut b, ckpt, &s("norm1"), &x, hidden, NORM_EPS)?;
-        let qkv = LinearWeights::read_fused(ckpt, &b, &s("attn.qkv"), hidden, &[hidden; 3], true, crate::components::linear::WeightLayout::Linear)?;
-        let Ok::<[LinearWeights; 3], _>([q, k, vv]) = qkv.try_into() else { unreachable!("read_fused returns one weight per part") };
-        let q = linear(&mut b, &s("attn.q"), &h, q);
-        let k = linear(&mut b, &s("attn.k"), &h, k);
-        let vv = linear(&mut b, &s("attn.v"), &h, vv);
-        let rotary = |b: &mut GraphBuilder, which: &str, t: &str| {
-            let attrs = vec![Attr::int("interleaved", 0), Attr::int("num_heads", v.heads as i64)];
-            b.op(&format!("{}/{which}/RotaryEmbedding", s("attn")), "RotaryEmbedding", &[t, &cos, &sin], attrs)
-        };
-        let q = rotary(&mut b, "q", &q);
-        let k = rotary(&mut b, "k", &k);
         let mask = if v.full_attention.contains(&i) { frame_mask.as_ref() } else { window_mask.as_ref() }.expect("the mask a block uses is built");
-        let attrs = vec![Attr::int("is_causal", 0), Attr::int("kv_num_heads", v.heads as i64), Attr::int("q_num_heads", v.heads as i64)];
-        let a = b.op(&format!("{}/Attention", s("attn")), "Attention", &[&q, &k, &vv, mask], attrs);
-        let proj = LinearWeights::torch(ckpt, &b, &s("attn.proj"), hidden, hidden, true)?;
-        let o = linear(&mut b, &s("attn.proj"), &a, proj);
+        let o = attention(&mut b, ckpt, &s("attn"), &h, hidden, v.heads, (&cos, &sin), mask)?;
         x = b.op(&s("attn/residual/Add"), "Add", &[&x, &o], vec![]);
         let h = rms_norm(&mut b, ckpt, &s("norm2"), &x, hidden, NORM_EPS)?;
         let weights = [
