@@ -263,7 +263,7 @@ fn vision_options_not_handled_are_refused_by_key() {
     let tmp = tempfile::tempdir().unwrap();
     let edits: [(&str, &str, serde_json::Value, &str); 2] = [
         (GEMMA, "mm_tokens_per_image", serde_json::json!(64), "key `mm_tokens_per_image` is 64"),
-        (QWEN, "model_type", serde_json::json!("qwen3_vl"), "qwen3_vl"),
+        (QWEN, "model_type", serde_json::json!("qwen2_vl"), "unsupported model_type `qwen2_vl`"),
     ];
     for (name, key, value, expected) in edits {
         let dst = tmp.path().join(format!("{name}-{key}"));
@@ -278,21 +278,26 @@ fn vision_options_not_handled_are_refused_by_key() {
     }
 }
 
-/// An independent Qwen2.5-VL tower in plain Rust, written from transformers' definition but
-/// computed in raster (processor) order: attention windows and frames are sets of patches
-/// found from each patch's coordinates, so nothing here permutes tokens. The graph's window
-/// permutation and its reverse must cancel exactly for the two to agree.
+/// Independent Qwen towers in plain Rust, written from transformers' definitions but computed
+/// in raster (processor) order: attention windows and frames are sets of patches found from
+/// each patch's coordinates, so nothing here permutes tokens. The graph's window permutation
+/// and its reverse must cancel exactly for the two to agree.
 mod reference {
     use models::arch::vision::qwen2_5_vl::QwenVision;
+    use models::arch::vision::qwen3_vl::Qwen3Vision;
     use models::Activation;
-    use ndarray::{s, Array1, Array2, ArrayView2, Axis};
+    use ndarray::{s, Array1, Array2, ArrayView2};
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    pub struct Weights(BTreeMap<String, (Vec<usize>, Vec<f32>)>);
+    pub struct Weights {
+        map: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+        prefix: String,
+    }
 
     impl Weights {
-        pub fn load(dir: &Path) -> Weights {
+        /// The f32 tensors of `dir/model.safetensors`; names are looked up under `prefix`.
+        pub fn load(dir: &Path, prefix: &str) -> Weights {
             let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
             let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
             let map = st
@@ -304,33 +309,53 @@ mod reference {
                     (n, (v.shape().to_vec(), data))
                 })
                 .collect();
-            Weights(map)
+            Weights { map, prefix: prefix.to_string() }
         }
 
-        /// A `[out, in]` weight as a 2-D array (any trailing dims flattened into `in`).
+        fn get(&self, name: &str) -> &(Vec<usize>, Vec<f32>) {
+            let full = format!("{}{name}", self.prefix);
+            self.map.get(&full).unwrap_or_else(|| panic!("no tensor {full}"))
+        }
+
+        /// A `[rows, ...]` tensor as a 2-D array (the trailing dims flattened).
         fn matrix(&self, name: &str) -> Array2<f32> {
-            let (shape, data) = &self.0[name];
+            let (shape, data) = self.get(name);
             Array2::from_shape_vec((shape[0], shape[1..].iter().product()), data.clone()).unwrap()
         }
 
         fn vector(&self, name: &str) -> Array1<f32> {
-            Array1::from_vec(self.0[name].1.clone())
+            Array1::from_vec(self.get(name).1.clone())
         }
 
         /// `x W^T + b`.
         fn linear(&self, scope: &str, x: ArrayView2<f32>) -> Array2<f32> {
             x.dot(&self.matrix(&format!("{scope}.weight")).t()) + &self.vector(&format!("{scope}.bias"))
         }
-    }
 
-    fn rms_norm(x: &Array2<f32>, w: &Array1<f32>) -> Array2<f32> {
-        let mut y = x.clone();
-        for mut row in y.rows_mut() {
-            let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
-            let r = 1.0 / (ms + 1e-6).sqrt();
-            row.iter_mut().zip(w.iter()).for_each(|(v, w)| *v = *v * r * w);
+        fn layer_norm(&self, scope: &str, x: &Array2<f32>) -> Array2<f32> {
+            let (w, b) = (self.vector(&format!("{scope}.weight")), self.vector(&format!("{scope}.bias")));
+            let mut y = x.clone();
+            for mut row in y.rows_mut() {
+                let mean = row.sum() / row.len() as f32;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / row.len() as f32;
+                let r = 1.0 / (var + 1e-6).sqrt();
+                for (i, v) in row.iter_mut().enumerate() {
+                    *v = (*v - mean) * r * w[i] + b[i];
+                }
+            }
+            y
         }
-        y
+
+        fn rms_norm(&self, scope: &str, x: &Array2<f32>) -> Array2<f32> {
+            let w = self.vector(&format!("{scope}.weight"));
+            let mut y = x.clone();
+            for mut row in y.rows_mut() {
+                let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+                let r = 1.0 / (ms + 1e-6).sqrt();
+                row.iter_mut().zip(w.iter()).for_each(|(v, w)| *v = *v * r * w);
+            }
+            y
+        }
     }
 
     /// erf by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7).
@@ -349,88 +374,175 @@ mod reference {
         }
     }
 
-    /// `image_features` of `pixels` (processor order) for `grids`, tower weights under `visual.`.
-    pub fn qwen_tower(w: &Weights, v: &QwenVision, pixels: &Array2<f32>, grids: &[[i64; 3]]) -> Array2<f32> {
-        let (m, side, unit, hd) = (v.merge, v.window_side, v.merge * v.merge, v.head_dim);
-        // Per patch, in processor order: frame, window (frame, window row, window col), row, col.
-        let mut patches = vec![];
+    /// One patch in the processor's order.
+    #[derive(Clone, Copy)]
+    struct Patch {
+        frame: usize,
+        /// (frame, window row, window col) for a window side, when there are windows.
+        window: (usize, usize, usize),
+        row: usize,
+        col: usize,
+        /// The patch grid of its image.
+        h: usize,
+        w: usize,
+    }
+
+    fn patches(grids: &[[i64; 3]], merge: usize, side: usize) -> Vec<Patch> {
+        let mut out = vec![];
         let mut frame = 0;
-        for &[t, h, wd] in grids {
-            let (gh, gw) = (h as usize / m, wd as usize / m);
+        for &[t, h, w] in grids {
+            let (h, w) = (h as usize, w as usize);
             for _ in 0..t {
-                for r in 0..gh {
-                    for c in 0..gw {
-                        for i in 0..unit {
-                            patches.push((frame, (frame, r / side, c / side), r * m + i / m, c * m + i % m));
+                for r in 0..h / merge {
+                    for c in 0..w / merge {
+                        for i in 0..merge * merge {
+                            let (row, col) = (r * merge + i / merge, c * merge + i % merge);
+                            out.push(Patch { frame, window: (frame, r / side, c / side), row, col, h, w });
                         }
                     }
                 }
                 frame += 1;
             }
         }
-        let n = patches.len();
-        assert_eq!(n, pixels.nrows());
-        let mut x = pixels.dot(&w.matrix("visual.patch_embed.proj.weight").t());
-        let quarter = hd / 4;
-        let inv: Vec<f32> = (0..quarter).map(|j| 1.0 / (v.rope_theta as f32).powf((2 * j) as f32 / (hd / 2) as f32)).collect();
-        let angles: Vec<Vec<f32>> = patches
+        out
+    }
+
+    /// Rotary angles per patch: rows on the first quarter of the head, columns on the second,
+    /// repeated (`cat(emb, emb)`).
+    fn angles(patches: &[Patch], head_dim: usize, theta: f64) -> Vec<Vec<f32>> {
+        let quarter = head_dim / 4;
+        let inv: Vec<f32> = (0..quarter).map(|j| 1.0 / (theta as f32).powf((2 * j) as f32 / (head_dim / 2) as f32)).collect();
+        patches
             .iter()
-            .map(|&(_, _, r, c)| {
-                let half: Vec<f32> = inv.iter().map(|f| r as f32 * f).chain(inv.iter().map(|f| c as f32 * f)).collect();
+            .map(|p| {
+                let half: Vec<f32> = inv.iter().map(|f| p.row as f32 * f).chain(inv.iter().map(|f| p.col as f32 * f)).collect();
                 half.iter().chain(half.iter()).copied().collect()
             })
-            .collect();
-        let rotate = |q: &mut Array2<f32>| {
-            for (p, mut row) in q.rows_mut().into_iter().enumerate() {
-                for head in 0..v.heads {
-                    let seg: Vec<f32> = row.slice(s![head * hd..(head + 1) * hd]).to_vec();
+            .collect()
+    }
+
+    /// Multi-head attention with rotate-half rotary on q and k; patch i sees patch j when
+    /// `sees(i, j)`.
+    fn attention(w: &Weights, scope: &str, h: &Array2<f32>, heads: usize, angles: &[Vec<f32>], sees: &dyn Fn(usize, usize) -> bool) -> Array2<f32> {
+        let (n, hidden) = (h.nrows(), h.ncols());
+        let hd = hidden / heads;
+        let qkv = w.linear(&format!("{scope}.qkv"), h.view());
+        let rotate = |x: Array2<f32>| {
+            let mut y = x.clone();
+            for p in 0..n {
+                for head in 0..heads {
                     for d in 0..hd {
-                        let rot = if d < hd / 2 { -seg[d + hd / 2] } else { seg[d - hd / 2] };
+                        let rot = if d < hd / 2 { -x[[p, head * hd + d + hd / 2]] } else { x[[p, head * hd + d - hd / 2]] };
                         let a = angles[p][d];
-                        row[head * hd + d] = seg[d] * a.cos() + rot * a.sin();
+                        y[[p, head * hd + d]] = x[[p, head * hd + d]] * a.cos() + rot * a.sin();
                     }
                 }
             }
+            y
         };
-        for b in 0..v.depth {
-            let p = format!("visual.blocks.{b}");
-            let full = v.full_attention.contains(&b);
-            let h = rms_norm(&x, &w.vector(&format!("{p}.norm1.weight")));
-            let qkv = w.linear(&format!("{p}.attn.qkv"), h.view());
-            let (mut q, mut k) = (qkv.slice(s![.., 0..v.hidden]).to_owned(), qkv.slice(s![.., v.hidden..2 * v.hidden]).to_owned());
-            let val = qkv.slice(s![.., 2 * v.hidden..]).to_owned();
-            rotate(&mut q);
-            rotate(&mut k);
-            let mut out = Array2::<f32>::zeros((n, v.hidden));
-            let scale = 1.0 / (hd as f32).sqrt();
-            for i in 0..n {
-                let seen: Vec<usize> =
-                    (0..n).filter(|&j| if full { patches[j].0 == patches[i].0 } else { patches[j].1 == patches[i].1 }).collect();
-                for head in 0..v.heads {
-                    let cols = head * hd..(head + 1) * hd;
-                    let qi = q.slice(s![i, cols.clone()]);
-                    let scores: Vec<f32> = seen.iter().map(|&j| qi.dot(&k.slice(s![j, cols.clone()])) * scale).collect();
-                    let top = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                    let e: Vec<f32> = scores.iter().map(|s| (s - top).exp()).collect();
-                    let sum: f32 = e.iter().sum();
-                    for (&j, e) in seen.iter().zip(&e) {
-                        let mut o = out.slice_mut(s![i, cols.clone()]);
-                        o.scaled_add(e / sum, &val.slice(s![j, cols.clone()]));
-                    }
+        let q = rotate(qkv.slice(s![.., 0..hidden]).to_owned());
+        let k = rotate(qkv.slice(s![.., hidden..2 * hidden]).to_owned());
+        let v = qkv.slice(s![.., 2 * hidden..]).to_owned();
+        let mut out = Array2::<f32>::zeros((n, hidden));
+        let scale = 1.0 / (hd as f32).sqrt();
+        for i in 0..n {
+            let seen: Vec<usize> = (0..n).filter(|&j| sees(i, j)).collect();
+            for head in 0..heads {
+                let cols = head * hd..(head + 1) * hd;
+                let qi = q.slice(s![i, cols.clone()]);
+                let scores: Vec<f32> = seen.iter().map(|&j| qi.dot(&k.slice(s![j, cols.clone()])) * scale).collect();
+                let top = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let e: Vec<f32> = scores.iter().map(|s| (s - top).exp()).collect();
+                let sum: f32 = e.iter().sum();
+                for (&j, e) in seen.iter().zip(&e) {
+                    out.slice_mut(s![i, cols.clone()]).scaled_add(e / sum, &v.slice(s![j, cols.clone()]));
                 }
             }
-            x = x + w.linear(&format!("{p}.attn.proj"), out.view());
-            let h = rms_norm(&x, &w.vector(&format!("{p}.norm2.weight")));
+        }
+        w.linear(&format!("{scope}.proj"), out.view())
+    }
+
+    fn merged(x: Array2<f32>, unit: usize) -> Array2<f32> {
+        let (n, hidden) = x.dim();
+        x.into_shape_with_order((n / unit, unit * hidden)).unwrap()
+    }
+
+    /// Qwen2.5-VL `image_features` of `pixels` (processor order) for `grids`.
+    pub fn qwen_tower(w: &Weights, v: &QwenVision, pixels: &Array2<f32>, grids: &[[i64; 3]]) -> Array2<f32> {
+        let ps = patches(grids, v.merge, v.window_side);
+        assert_eq!(ps.len(), pixels.nrows());
+        let angles = angles(&ps, v.head_dim, v.rope_theta);
+        let mut x = pixels.dot(&w.matrix("patch_embed.proj.weight").t());
+        for b in 0..v.depth {
+            let p = format!("blocks.{b}");
+            let full = v.full_attention.contains(&b);
+            let sees = |i: usize, j: usize| if full { ps[i].frame == ps[j].frame } else { ps[i].window == ps[j].window };
+            let h = w.rms_norm(&format!("{p}.norm1"), &x);
+            x = x + attention(w, &format!("{p}.attn"), &h, v.heads, &angles, &sees);
+            let h = w.rms_norm(&format!("{p}.norm2"), &x);
             let gate = w.linear(&format!("{p}.mlp.gate_proj"), h.view()).mapv(|g| act(g, v.act));
             let up = w.linear(&format!("{p}.mlp.up_proj"), h.view());
             x = x + w.linear(&format!("{p}.mlp.down_proj"), (gate * up).view());
         }
-        let h = rms_norm(&x, &w.vector("visual.merger.ln_q.weight"));
-        let h = h.into_shape_with_order((n / unit, unit * v.hidden)).unwrap();
-        let h = w.linear("visual.merger.mlp.0", h.view()).mapv(|g| act(g, Activation::Gelu));
-        let y = w.linear("visual.merger.mlp.2", h.view());
-        assert_eq!(y.len_of(Axis(0)), n / unit);
-        y
+        let h = merged(w.rms_norm("merger.ln_q", &x), v.merge * v.merge);
+        let h = w.linear("merger.mlp.0", h.view()).mapv(|g| act(g, Activation::Gelu));
+        w.linear("merger.mlp.2", h.view())
+    }
+
+    /// torch.linspace(0, end, steps)[i] in f32, as ATen computes it (from the start for the
+    /// first half, from the end for the second).
+    fn linspace(end: f32, steps: usize, i: usize) -> f32 {
+        if steps == 1 {
+            return 0.0;
+        }
+        let step = end / (steps - 1) as f32;
+        if i < steps / 2 {
+            step * i as f32
+        } else {
+            end - step * (steps - 1 - i) as f32
+        }
+    }
+
+    /// Qwen3-VL (`image_features`, deepstack features) of `pixels` for `grids`.
+    pub fn qwen3_tower(w: &Weights, v: &Qwen3Vision, pixels: &Array2<f32>, grids: &[[i64; 3]]) -> (Array2<f32>, Vec<Array2<f32>>) {
+        let ps = patches(grids, v.merge, 1);
+        assert_eq!(ps.len(), pixels.nrows());
+        let angles = angles(&ps, v.head_dim, v.rope_theta);
+        let mut x = w.linear("patch_embed.proj", pixels.view());
+        // fast_pos_embed_interpolate: bilinear over the learned side x side grid.
+        let table = w.matrix("pos_embed.weight");
+        let side = v.position_side;
+        for (i, p) in ps.iter().enumerate() {
+            let hy = linspace((side - 1) as f32, p.h, p.row);
+            let wx = linspace((side - 1) as f32, p.w, p.col);
+            let (h0, w0) = (hy as usize, wx as usize);
+            let (h1, w1) = ((h0 + 1).min(side - 1), (w0 + 1).min(side - 1));
+            let (dh, dw) = (hy - h0 as f32, wx - w0 as f32);
+            for (hi, wi, weight) in [(h0, w0, (1.0 - dh) * (1.0 - dw)), (h0, w1, (1.0 - dh) * dw), (h1, w0, dh * (1.0 - dw)), (h1, w1, dh * dw)] {
+                let mut row = x.row_mut(i);
+                row.scaled_add(weight, &table.row(hi * side + wi));
+            }
+        }
+        let sees = |i: usize, j: usize| ps[i].frame == ps[j].frame;
+        let unit = v.merge * v.merge;
+        let merger = |scope: &str, x: &Array2<f32>, post_shuffle: bool| {
+            let h = if post_shuffle { w.layer_norm(&format!("{scope}.norm"), &merged(x.clone(), unit)) } else { merged(w.layer_norm(&format!("{scope}.norm"), x), unit) };
+            let h = w.linear(&format!("{scope}.linear_fc1"), h.view()).mapv(|g| act(g, Activation::Gelu));
+            w.linear(&format!("{scope}.linear_fc2"), h.view())
+        };
+        let mut deepstack = vec![Array2::zeros((0, 0)); v.deepstack.len()];
+        for b in 0..v.depth {
+            let p = format!("blocks.{b}");
+            let h = w.layer_norm(&format!("{p}.norm1"), &x);
+            x = x + attention(w, &format!("{p}.attn"), &h, v.heads, &angles, &sees);
+            let h = w.layer_norm(&format!("{p}.norm2"), &x);
+            let h = w.linear(&format!("{p}.mlp.linear_fc1"), h.view()).mapv(|g| act(g, v.act));
+            x = x + w.linear(&format!("{p}.mlp.linear_fc2"), h.view());
+            for (k, _) in v.deepstack.iter().enumerate().filter(|(_, &at)| at == b) {
+                deepstack[k] = merger(&format!("deepstack_merger_list.{k}"), &x, true);
+            }
+        }
+        (merger("merger", &x, false), deepstack)
     }
 }
 
@@ -441,7 +553,7 @@ mod reference {
 fn qwen2_5_vl_tower_on_other_layouts_equals_a_raster_order_reference() {
     let dir = fixture(QWEN);
     let r = Reference::load(&dir);
-    let weights = reference::Weights::load(&dir);
+    let weights = reference::Weights::load(&dir, "visual.");
     let ckpt = Checkpoint::open(&dir).unwrap();
     let v = qwen2_5_vl::QwenVision::read(&ckpt.config.path, ckpt.config.multimodal.as_ref().unwrap(), 64).unwrap();
     let fixture_pixels = r.get("pixel_values").f32().clone().into_dimensionality::<ndarray::Ix2>().unwrap();
@@ -477,5 +589,99 @@ fn f16_towers_run_on_cpu_near_the_reference() {
         let diff = max_abs_diff(&features(&mut s, feeds), r.get("image_features").f32(), None);
         eprintln!("{name} f16 image_features max |diff| = {diff:e}");
         assert_within(&format!("{name} f16 image_features"), &[("image_features".into(), diff)], 5e-2);
+    }
+}
+
+/// A tiny Qwen3-VL checkpoint with deterministic random weights in the published layout
+/// (`model.visual.*` beside `model.language_model.*`): no transformers fixture exists.
+fn synthetic_qwen3_vl(dir: &Path) {
+    let vision = serde_json::json!({"model_type": "qwen3_vl", "depth": 3, "hidden_size": 32, "num_heads": 2,
+        "intermediate_size": 48, "patch_size": 4, "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2,
+        "out_hidden_size": 64, "num_position_embeddings": 36, "deepstack_visual_indexes": [0, 2], "hidden_act": "gelu_pytorch_tanh"});
+    let text = serde_json::json!({"model_type": "qwen3_vl_text", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 1, "intermediate_size": 128, "vocab_size": 512,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [2, 3, 3], "mrope_interleaved": true}});
+    let config = serde_json::json!({"model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+        "image_token_id": 5, "text_config": text, "vision_config": vision});
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let (h, i, wide, out) = (32usize, 48usize, 128usize, 64usize);
+    let mut shapes: Vec<(String, Vec<usize>, f32, f32)> = vec![
+        ("model.visual.patch_embed.proj.weight".into(), vec![h, 3, 2, 4, 4], 0.0, 0.3),
+        ("model.visual.patch_embed.proj.bias".into(), vec![h], 0.0, 0.1),
+        ("model.visual.pos_embed.weight".into(), vec![36, h], 0.0, 0.5),
+        ("model.language_model.layers.0.input_layernorm.weight".into(), vec![64], 1.0, 0.1),
+    ];
+    let mut linear = |scope: &str, inp: usize, outp: usize| {
+        shapes.push((format!("{scope}.weight"), vec![outp, inp], 0.0, 0.3));
+        shapes.push((format!("{scope}.bias"), vec![outp], 0.0, 0.1));
+    };
+    for b in 0..3 {
+        let p = format!("model.visual.blocks.{b}");
+        linear(&format!("{p}.attn.qkv"), h, 3 * h);
+        linear(&format!("{p}.attn.proj"), h, h);
+        linear(&format!("{p}.mlp.linear_fc1"), h, i);
+        linear(&format!("{p}.mlp.linear_fc2"), i, h);
+    }
+    for m in ["model.visual.merger", "model.visual.deepstack_merger_list.0", "model.visual.deepstack_merger_list.1"] {
+        linear(&format!("{m}.linear_fc1"), wide, wide);
+        linear(&format!("{m}.linear_fc2"), wide, out);
+    }
+    for b in 0..3 {
+        for n in ["norm1", "norm2"] {
+            shapes.push((format!("model.visual.blocks.{b}.{n}.weight"), vec![h], 1.0, 0.1));
+            shapes.push((format!("model.visual.blocks.{b}.{n}.bias"), vec![h], 0.0, 0.1));
+        }
+    }
+    for (m, width) in [("merger", h), ("deepstack_merger_list.0", wide), ("deepstack_merger_list.1", wide)] {
+        shapes.push((format!("model.visual.{m}.norm.weight"), vec![width], 1.0, 0.1));
+        shapes.push((format!("model.visual.{m}.norm.bias"), vec![width], 0.0, 0.1));
+    }
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, (name, shape, base, scale))| {
+            let values = noise(shape, 100 + k as u64).mapv(|x| base + scale * x);
+            (name.clone(), shape.clone(), values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = data
+        .iter()
+        .map(|(n, shape, bytes)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).unwrap()))
+        .collect();
+    std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+/// Qwen3-VL, checked against the Rust reference only (see qwen3_vl.rs): position embeddings
+/// interpolated onto grids larger and smaller than the learned one, several images and
+/// frames, and the deepstack features of blocks 0 and 2.
+#[test]
+fn qwen3_vl_tower_equals_the_raster_order_reference_on_a_synthetic_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tiny-qwen3-vl");
+    synthetic_qwen3_vl(&dir);
+    let ckpt = Checkpoint::open(&dir).unwrap();
+    let v = models::arch::vision::qwen3_vl::Qwen3Vision::read(&ckpt.config.path, ckpt.config.multimodal.as_ref().unwrap(), 64).unwrap();
+    let model = vision::build_vision(&ckpt, &BuildOptions::default()).unwrap();
+    assert_standard(&model);
+    let outputs: Vec<&str> = model.graph.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(outputs, ["image_features", "deepstack_features"]);
+    let weights = reference::Weights::load(&dir, "model.visual.");
+    let (_t, mut s) = session_for(&model);
+    let batches: &[&[[i64; 3]]] = &[&[[1, 8, 12]], &[[1, 4, 4], [1, 6, 10]], &[[2, 4, 6], [1, 2, 2]], &[[1, 14, 2]]];
+    for (i, &grids) in batches.iter().enumerate() {
+        let patches: i64 = grids.iter().map(|[t, h, w]| t * h * w).sum();
+        let pixels = noise(&[patches as usize, v.patch_dim()], 50 + i as u64).into_dimensionality::<ndarray::Ix2>().unwrap();
+        let (want, want_deep) = reference::qwen3_tower(&weights, &v, &pixels, grids);
+        let feeds = [("pixel_values".to_string(), Feed::F32(pixels.into_dyn())), ("image_grid_thw".to_string(), grid(grids))];
+        let out = run(&mut s, &feeds);
+        let diff = max_abs_diff(out["image_features"].f32(), &want.into_dyn(), None);
+        let deep = out["deepstack_features"].f32();
+        assert_eq!(deep.shape(), [2, (patches / 4) as usize, 64]);
+        let deep_diff = (0..2)
+            .map(|k| max_abs_diff(&deep.index_axis(Axis(0), k).to_owned(), &want_deep[k].clone().into_dyn(), None))
+            .fold(0f32, f32::max);
+        eprintln!("qwen3_vl grids {grids:?}: image_features {diff:e}, deepstack {deep_diff:e}");
+        assert_within(&format!("qwen3_vl grids {grids:?}"), &[("image_features".into(), diff), ("deepstack_features".into(), deep_diff)], 1e-4);
     }
 }

@@ -9,7 +9,9 @@
 //! [`supported`] refuses, by config key, what a tower does not build before any weight is
 //! read; [`build_vision`] builds the tower `multimodal.model_type` names.
 
+mod grid;
 pub mod qwen2_5_vl;
+pub mod qwen3_vl;
 pub mod siglip;
 
 use crate::{Activation, BuildOptions, Checkpoint, DecoderConfig, Error, Multimodal, Result};
@@ -25,7 +27,7 @@ pub const IMAGE_GRID_THW: &str = "image_grid_thw";
 pub const IMAGE_FEATURES: &str = "image_features";
 
 /// The top-level `model_type`s with a vision tower, for error messages.
-pub const VISION_MODEL_TYPES: &str = "qwen2_5_vl, gemma3";
+pub const VISION_MODEL_TYPES: &str = "qwen2_5_vl, qwen3_vl, gemma3";
 
 /// Checks, before anything is built, that this build handles every vision option `config`
 /// (a vision-language config.json) sets; the error names the key and its value.
@@ -33,6 +35,7 @@ pub fn supported(config: &DecoderConfig) -> Result<()> {
     let mm = multimodal(config)?;
     match mm.model_type.as_str() {
         "qwen2_5_vl" => qwen2_5_vl::QwenVision::read(&config.path, mm, config.hidden_size).map(|_| ()),
+        "qwen3_vl" => qwen3_vl::Qwen3Vision::read(&config.path, mm, config.hidden_size).map(|_| ()),
         "gemma3" => siglip::Gemma3Vision::read(&config.path, mm, config.hidden_size).map(|_| ()),
         other => Err(unsupported_type(&config.path, other)),
     }
@@ -47,6 +50,7 @@ pub fn build_vision(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model>
     }
     match multimodal(&ckpt.config)?.model_type.as_str() {
         "qwen2_5_vl" => qwen2_5_vl::build(ckpt, opts),
+        "qwen3_vl" => qwen3_vl::build(ckpt, opts),
         "gemma3" => siglip::build(ckpt, opts),
         other => Err(unsupported_type(&ckpt.config.path, other)),
     }
@@ -64,7 +68,6 @@ fn multimodal(config: &DecoderConfig) -> Result<&Multimodal> {
 
 fn unsupported_type(path: &Path, model_type: &str) -> Error {
     let reason = match model_type {
-        "qwen3_vl" => "the Qwen3-VL vision tower (learned position embeddings interpolated to the grid, deepstack features) is not built yet".to_string(),
         "qwen2_vl" => "the Qwen2-VL vision tower (LayerNorm blocks, quick_gelu MLP, no window attention) is not built yet".to_string(),
         _ => "no vision tower is built for it".to_string(),
     };

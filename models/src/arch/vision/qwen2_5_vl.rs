@@ -25,8 +25,9 @@
 //!   half by the column;
 //! - the reverse permutation after the merger (`argsort(window_index)`), by a scatter.
 
+use super::grid::Grid;
 use super::{account_for_prefixes, dim, find_prefix, finish, Keys, IMAGE_FEATURES, IMAGE_GRID_THW, PIXEL_VALUES};
-use crate::components::linear::{linear, LinearWeights};
+use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{activation, gated, GatedScopes};
 use crate::components::norm::rms_norm;
 use crate::components::rope::inverse_frequencies;
@@ -156,76 +157,30 @@ pub struct WindowLayout {
 
 /// Builds the layout of `grid` (`[num_images, 3]` int64) under scope `vision/layout`.
 pub fn window_layout(b: &mut GraphBuilder, v: &QwenVision, grid: &str) -> WindowLayout {
-    let s = "vision/layout";
-    let n = |name: &str| format!("{s}/{name}");
-    let to_i64 = vec![Attr::int("to", DType::I64.to_onnx() as i64)];
-    let c = |b: &mut GraphBuilder, name: &str, value: i64| b.const_i64(&n(name), &[value]);
-    let merge = c(b, "merge", v.merge as i64);
-    let side = c(b, "window_side", v.window_side as i64);
-    let area = c(b, "window_area", (v.window_side * v.window_side) as i64);
-    let zero = c(b, "zero", 0);
-    let one = c(b, "one", 1);
-    let axis0 = c(b, "axis0", 0);
-    let axes0 = b.const_i64_1d(&n("axes0"), &[0]);
-    let axes1 = b.const_i64_1d(&n("axes1"), &[1]);
+    let g = Grid::new(b, "vision/layout", v.merge, grid);
+    let n = |name: &str| g.name(name);
+    let side = g.constant(b, "window_side", v.window_side as i64);
+    let area = g.constant(b, "window_area", (v.window_side * v.window_side) as i64);
+    let one = g.one().to_string();
 
-    let column = |b: &mut GraphBuilder, i: i64, name: &str| {
-        let index = b.const_i64(&n(&format!("{name}_column")), &[i]);
-        b.op(&n(name), "Gather", &[grid, &index], vec![Attr::int("axis", 1)])
-    };
-    let frames_per_image = column(b, 0, "t");
-    let h = column(b, 1, "h");
-    let w = column(b, 2, "w");
-    let merged_h = b.op(&n("merged_h"), "Div", &[&h, &merge], vec![]);
-    let merged_w = b.op(&n("merged_w"), "Div", &[&w, &merge], vec![]);
-
-    // The segment of each element of `x` among consecutive segments ending (exclusive) at
-    // `ends`: how many ends are at or before it.
-    let segment = |b: &mut GraphBuilder, name: &str, x: &str, ends: &str| {
-        let col = b.op(&n(&format!("{name}/column")), "Unsqueeze", &[x, &axes1], vec![]);
-        let row = b.op(&n(&format!("{name}/row")), "Unsqueeze", &[ends, &axes0], vec![]);
-        let past = b.op(&n(&format!("{name}/past")), "GreaterOrEqual", &[&col, &row], vec![]);
-        let past = b.op(&n(&format!("{name}/count")), "Cast", &[&past], to_i64.clone());
-        b.op(&n(name), "ReduceSum", &[&past, &axes1], vec![Attr::int("keepdims", 0)])
-    };
-
-    // Frames: each image's `t` frames in order; every frame has its image's merged grid.
-    let image_ends = b.op(&n("image_frame_ends"), "CumSum", &[&frames_per_image, &axis0], vec![]);
-    let frame_count = b.op(&n("frame_count"), "ReduceSum", &[&frames_per_image], vec![Attr::int("keepdims", 0)]);
-    let frames = b.op(&n("frames"), "Range", &[&zero, &frame_count, &one], vec![]);
-    let image_of_frame = segment(b, "image_of_frame", &frames, &image_ends);
-    let rows_f = b.op(&n("frame_rows"), "Gather", &[&merged_h, &image_of_frame], vec![]);
-    let cols_f = b.op(&n("frame_cols"), "Gather", &[&merged_w, &image_of_frame], vec![]);
-    let size_f = b.op(&n("frame_size"), "Mul", &[&rows_f, &cols_f], vec![]);
     // transformers pads each side up to a whole number of windows, always adding at least one
     // window row and column (`pad = side - n % side`); those windows are empty and only make
     // the padded layout larger.
-    let win_rows = b.op(&n("window_rows/div"), "Div", &[&rows_f, &side], vec![]);
+    let win_rows = b.op(&n("window_rows/div"), "Div", &[&g.frame_rows, &side], vec![]);
     let win_rows = b.op(&n("window_rows"), "Add", &[&win_rows, &one], vec![]);
-    let win_cols = b.op(&n("window_cols/div"), "Div", &[&cols_f, &side], vec![]);
+    let win_cols = b.op(&n("window_cols/div"), "Div", &[&g.frame_cols, &side], vec![]);
     let win_cols = b.op(&n("window_cols"), "Add", &[&win_cols, &one], vec![]);
     let windows_f = b.op(&n("frame_windows"), "Mul", &[&win_rows, &win_cols], vec![]);
     let padded_f = b.op(&n("frame_padded_size"), "Mul", &[&windows_f, &area], vec![]);
-    let end_f = b.op(&n("frame_end"), "CumSum", &[&size_f, &axis0], vec![]);
-    let start_f = b.op(&n("frame_start"), "Sub", &[&end_f, &size_f], vec![]);
-    let padded_end = b.op(&n("frame_padded_end"), "CumSum", &[&padded_f, &axis0], vec![]);
+    let padded_end = g.cumsum(b, "frame_padded_end", &padded_f);
     let padded_start = b.op(&n("frame_padded_start"), "Sub", &[&padded_end, &padded_f], vec![]);
 
-    // Merged tokens in raster order (image, frame, row, column).
-    let token_count = b.op(&n("token_count"), "ReduceSum", &[&size_f], vec![Attr::int("keepdims", 0)]);
-    let tokens = b.op(&n("tokens"), "Range", &[&zero, &token_count, &one], vec![]);
-    let frame_of = segment(b, "frame_of_token", &tokens, &end_f);
-    let gather = |b: &mut GraphBuilder, name: &str, table: &str, at: &str| b.op(&n(name), "Gather", &[table, at], vec![]);
-    let first = gather(b, "token/frame_start", &start_f, &frame_of);
-    let offset = b.op(&n("token/offset"), "Sub", &[&tokens, &first], vec![]);
-    let cols_t = gather(b, "token/frame_cols", &cols_f, &frame_of);
-    let row = b.op(&n("token/row"), "Div", &[&offset, &cols_t], vec![]);
-    let col = b.op(&n("token/col"), "Mod", &[&offset, &cols_t], vec![]);
-    let win_cols_t = gather(b, "token/window_cols", &win_cols, &frame_of);
-    let win_row = b.op(&n("token/window_row"), "Div", &[&row, &side], vec![]);
-    let win_col = b.op(&n("token/window_col"), "Div", &[&col, &side], vec![]);
-    let in_row = b.op(&n("token/row_in_window"), "Mod", &[&row, &side], vec![]);
-    let in_col = b.op(&n("token/col_in_window"), "Mod", &[&col, &side], vec![]);
+    let (row, col) = (&g.row, &g.col);
+    let win_cols_t = g.of_frame(b, "token/window_cols", &win_cols);
+    let win_row = b.op(&n("token/window_row"), "Div", &[row, &side], vec![]);
+    let win_col = b.op(&n("token/window_col"), "Div", &[col, &side], vec![]);
+    let in_row = b.op(&n("token/row_in_window"), "Mod", &[row, &side], vec![]);
+    let in_col = b.op(&n("token/col_in_window"), "Mod", &[col, &side], vec![]);
     let window = b.op(&n("token/window/mul"), "Mul", &[&win_row, &win_cols_t], vec![]);
     let window = b.op(&n("token/window"), "Add", &[&window, &win_col], vec![]);
     // key = padded_start[frame] + (window * side + row_in_window) * side + col_in_window: the
@@ -234,48 +189,29 @@ pub fn window_layout(b: &mut GraphBuilder, v: &QwenVision, grid: &str) -> Window
     let key = b.op(&n("token/key/row"), "Add", &[&key, &in_row], vec![]);
     let key = b.op(&n("token/key/row_scaled"), "Mul", &[&key, &side], vec![]);
     let key = b.op(&n("token/key/col"), "Add", &[&key, &in_col], vec![]);
-    let padded_first = gather(b, "token/frame_padded_start", &padded_start, &frame_of);
+    let padded_first = g.of_frame(b, "token/frame_padded_start", &padded_start);
     let key = b.op(&n("token/key"), "Add", &[&key, &padded_first], vec![]);
 
     // The counting sort: token ids scattered into their slots, empty slots (-1) dropped.
     let slots_n = b.op(&n("slot_count"), "ReduceSum", &[&padded_f], vec![Attr::int("keepdims", 1)]);
     let empty = Recipe::from_i64(n("empty_slot"), vec![1], &[-1]);
     let slots = b.op(&n("slots/empty"), "ConstantOfShape", &[&slots_n], vec![Attr::tensor("value", empty)]);
-    let slots = b.op(&n("slots"), "ScatterElements", &[&slots, &key, &tokens], vec![Attr::int("axis", 0)]);
-    let filled = b.op(&n("slots/filled"), "GreaterOrEqual", &[&slots, &zero], vec![]);
+    let slots = b.op(&n("slots"), "ScatterElements", &[&slots, &key, &g.tokens], vec![Attr::int("axis", 0)]);
+    let filled = b.op(&n("slots/filled"), "GreaterOrEqual", &[&slots, g.zero()], vec![]);
     let window_index = b.op(&n("window_index"), "Compress", &[&slots, &filled], vec![Attr::int("axis", 0)]);
     let reverse_index =
-        b.op(&n("reverse_index"), "ScatterElements", &[&tokens, &window_index, &tokens], vec![Attr::int("axis", 0)]);
+        b.op(&n("reverse_index"), "ScatterElements", &[&g.tokens, &window_index, &g.tokens], vec![Attr::int("axis", 0)]);
 
-    // Per merged token in window order, then per patch (each token's merge x merge patches,
-    // row-major, as the processor lays them out).
-    let key_w = gather(b, "ordered/key", &key, &window_index);
+    // Per merged token in window order, then per patch.
+    let key_w = g.gather(b, "ordered/key", &key, &window_index);
     let window_w = b.op(&n("ordered/window"), "Div", &[&key_w, &area], vec![]);
-    let frame_w = gather(b, "ordered/frame", &frame_of, &window_index);
-    let row_w = gather(b, "ordered/row", &row, &window_index);
-    let col_w = gather(b, "ordered/col", &col, &window_index);
-    let unit = v.unit();
-    let flat = b.const_i64_1d(&n("flat"), &[-1]);
-    let per_unit = b.const_i64_1d(&n("unit_shape"), &[1, unit as i64]);
-    let sub_rows: Vec<i64> = (0..unit).map(|i| (i / v.merge) as i64).collect();
-    let sub_cols: Vec<i64> = (0..unit).map(|i| (i % v.merge) as i64).collect();
-    let sub_rows = b.initializer(&n("patch_row_in_token"), Recipe::from_i64(n("patch_row_in_token"), vec![1, unit], &sub_rows));
-    let sub_cols = b.initializer(&n("patch_col_in_token"), Recipe::from_i64(n("patch_col_in_token"), vec![1, unit], &sub_cols));
-    let repeat = |b: &mut GraphBuilder, name: &str, x: &str| {
-        let col = b.op(&n(&format!("{name}/column")), "Unsqueeze", &[x, &axes1], vec![]);
-        let tile = b.op(&n(&format!("{name}/expand")), "Expand", &[&col, &per_unit], vec![]);
-        b.op(&n(name), "Reshape", &[&tile, &flat], vec![])
-    };
-    let window_ids = repeat(b, "window_ids", &window_w);
-    let frame_ids = repeat(b, "frame_ids", &frame_w);
-    let position = |b: &mut GraphBuilder, name: &str, merged: &str, sub: &str| {
-        let col = b.op(&n(&format!("{name}/column")), "Unsqueeze", &[merged, &axes1], vec![]);
-        let first = b.op(&n(&format!("{name}/first_patch")), "Mul", &[&col, &merge], vec![]);
-        let each = b.op(&n(&format!("{name}/patch")), "Add", &[&first, sub], vec![]);
-        b.op(&n(name), "Reshape", &[&each, &flat], vec![])
-    };
-    let rows = position(b, "patch_rows", &row_w, &sub_rows);
-    let cols = position(b, "patch_cols", &col_w, &sub_cols);
+    let frame_w = g.gather(b, "ordered/frame", &g.frame_of, &window_index);
+    let row_w = g.gather(b, "ordered/row", row, &window_index);
+    let col_w = g.gather(b, "ordered/col", col, &window_index);
+    let window_ids = g.per_patch(b, "window_ids", &window_w);
+    let frame_ids = g.per_patch(b, "frame_ids", &frame_w);
+    let rows = g.patch_position(b, "patch_rows", &row_w, true);
+    let cols = g.patch_position(b, "patch_cols", &col_w, false);
     WindowLayout { window_index, reverse_index, window_ids, frame_ids, rows, cols }
 }
 
@@ -304,7 +240,7 @@ pub fn layout_model(v: &QwenVision) -> Result<ir::Model> {
 }
 
 /// `[1, 1, L, L]` boolean: patch i may see patch j when their `ids` are equal.
-fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
+pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
     let axes1 = b.const_i64_1d(&format!("{s}/axes1"), &[1]);
     let axes01 = b.const_i64_1d(&format!("{s}/axes01"), &[0, 1]);
@@ -317,11 +253,11 @@ fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
 /// cos/sin `[1, L, head_dim / 2]` of the 2-D rotary: per patch, the row angles of the first
 /// `head_dim / 4` frequencies then the column angles of the same frequencies (transformers'
 /// `rotary_pos_emb_full[pos_ids].flatten(1)`), computed in f32 and cast to the graph's dtype.
-fn rotary_tables(b: &mut GraphBuilder, v: &QwenVision, rows: &str, cols: &str) -> (String, String) {
+pub(super) fn rotary_tables(b: &mut GraphBuilder, head_dim: usize, theta: f64, rows: &str, cols: &str) -> (String, String) {
     let s = "vision/rotary";
-    let rope = RopeConfig { theta: v.rope_theta, kind: RopeKind::Default, partial_rotary_factor: 1.0 };
-    let inv = inverse_frequencies(&rope, v.head_dim / 2);
-    let label = format!("{s}/inv_freq theta={} dim={}", v.rope_theta, v.head_dim / 2);
+    let rope = RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: 1.0 };
+    let inv = inverse_frequencies(&rope, head_dim / 2);
+    let label = format!("{s}/inv_freq theta={theta} dim={}", head_dim / 2);
     let inv = b.initializer(&format!("{s}/inv_freq"), Recipe::from_f32(label, vec![1, inv.len()], &inv));
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
     let axes1 = b.const_i64_1d(&format!("{s}/axes1"), &[1]);
@@ -346,6 +282,36 @@ fn rotary_tables(b: &mut GraphBuilder, v: &QwenVision, rows: &str, cols: &str) -
     let cos = table("Cos");
     let sin = table("Sin");
     (cos, sin)
+}
+
+/// A Qwen vision block's attention (`{scope}.qkv` fused with bias, 2-D rotary on q and k,
+/// `Attention` under `mask`, `{scope}.proj` with bias) on `h` `[1, L, hidden]`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attention(
+    b: &mut GraphBuilder,
+    ckpt: &Checkpoint,
+    scope: &str,
+    h: &str,
+    hidden: usize,
+    heads: usize,
+    (cos, sin): (&str, &str),
+    mask: &str,
+) -> Result<String> {
+    let qkv = LinearWeights::read_fused(ckpt, b, &format!("{scope}.qkv"), hidden, &[hidden; 3], true, WeightLayout::Linear)?;
+    let Ok::<[LinearWeights; 3], _>([q, k, v]) = qkv.try_into() else { unreachable!("read_fused returns one weight per part") };
+    let q = linear(b, &format!("{scope}.q"), h, q);
+    let k = linear(b, &format!("{scope}.k"), h, k);
+    let v = linear(b, &format!("{scope}.v"), h, v);
+    let rotary = |b: &mut GraphBuilder, which: &str, t: &str| {
+        let attrs = vec![Attr::int("interleaved", 0), Attr::int("num_heads", heads as i64)];
+        b.op(&format!("{scope}/{which}/RotaryEmbedding"), "RotaryEmbedding", &[t, cos, sin], attrs)
+    };
+    let q = rotary(b, "q", &q);
+    let k = rotary(b, "k", &k);
+    let attrs = vec![Attr::int("is_causal", 0), Attr::int("kv_num_heads", heads as i64), Attr::int("q_num_heads", heads as i64)];
+    let a = b.op(&format!("{scope}/Attention"), "Attention", &[&q, &k, &v, mask], attrs);
+    let proj = LinearWeights::torch(ckpt, b, &format!("{scope}.proj"), hidden, hidden, true)?;
+    Ok(linear(b, &format!("{scope}.proj"), &a, proj))
 }
 
 /// Builds the tower of a `qwen2_5_vl` checkpoint (see the module docs for the graph's I/O).
@@ -382,7 +348,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
     let seq_shape = b.const_i64_1d(&format!("{s}/sequence_shape"), &[1, -1, hidden as i64]);
     let mut x = b.op(&format!("{s}/sequence"), "Reshape", &[&x, &seq_shape], vec![]);
 
-    let (cos, sin) = rotary_tables(&mut b, &v, &layout.rows, &layout.cols);
+    let (cos, sin) = rotary_tables(&mut b, v.head_dim, v.rope_theta, &layout.rows, &layout.cols);
     let windowed = (0..v.depth).any(|i| !v.full_attention.contains(&i));
     let window_mask = windowed.then(|| same_id_mask(&mut b, "vision/window_mask", &layout.window_ids));
     let frame_mask = (!v.full_attention.is_empty()).then(|| same_id_mask(&mut b, "vision/frame_mask", &layout.frame_ids));
@@ -390,22 +356,8 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
         let blk = name(&format!("blocks.{i}"));
         let s = |part: &str| format!("{blk}.{part}");
         let h = rms_norm(&mut b, ckpt, &s("norm1"), &x, hidden, NORM_EPS)?;
-        let qkv = LinearWeights::read_fused(ckpt, &b, &s("attn.qkv"), hidden, &[hidden; 3], true, crate::components::linear::WeightLayout::Linear)?;
-        let Ok::<[LinearWeights; 3], _>([q, k, vv]) = qkv.try_into() else { unreachable!("read_fused returns one weight per part") };
-        let q = linear(&mut b, &s("attn.q"), &h, q);
-        let k = linear(&mut b, &s("attn.k"), &h, k);
-        let vv = linear(&mut b, &s("attn.v"), &h, vv);
-        let rotary = |b: &mut GraphBuilder, which: &str, t: &str| {
-            let attrs = vec![Attr::int("interleaved", 0), Attr::int("num_heads", v.heads as i64)];
-            b.op(&format!("{}/{which}/RotaryEmbedding", s("attn")), "RotaryEmbedding", &[t, &cos, &sin], attrs)
-        };
-        let q = rotary(&mut b, "q", &q);
-        let k = rotary(&mut b, "k", &k);
         let mask = if v.full_attention.contains(&i) { frame_mask.as_ref() } else { window_mask.as_ref() }.expect("the mask a block uses is built");
-        let attrs = vec![Attr::int("is_causal", 0), Attr::int("kv_num_heads", v.heads as i64), Attr::int("q_num_heads", v.heads as i64)];
-        let a = b.op(&format!("{}/Attention", s("attn")), "Attention", &[&q, &k, &vv, mask], attrs);
-        let proj = LinearWeights::torch(ckpt, &b, &s("attn.proj"), hidden, hidden, true)?;
-        let o = linear(&mut b, &s("attn.proj"), &a, proj);
+        let o = attention(&mut b, ckpt, &s("attn"), &h, hidden, v.heads, (&cos, &sin), mask)?;
         x = b.op(&s("attn/residual/Add"), "Add", &[&x, &o], vec![]);
         let h = rms_norm(&mut b, ckpt, &s("norm2"), &x, hidden, NORM_EPS)?;
         let weights = [

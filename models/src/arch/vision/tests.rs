@@ -112,11 +112,39 @@ fn gemma3_options_not_built_are_refused_by_key() {
 
 #[test]
 fn other_model_types_and_text_only_configs_are_refused() {
+    let e = refusal(&with(qwen(qwen_vision()), "model_type", json!("qwen2_vl")));
+    assert!(e.contains("unsupported model_type `qwen2_vl`") && e.contains("quick_gelu"), "{e}");
+    // A Qwen3-VL checkpoint must carry a Qwen3-VL vision_config.
     let e = refusal(&with(qwen(qwen_vision()), "model_type", json!("qwen3_vl")));
-    assert!(e.contains("qwen3_vl") && e.contains("deepstack"), "{e}");
+    assert!(e.contains("key `vision_config.model_type` is \"qwen2_5_vl_vision\""), "{e}");
     let e = refusal(&with(qwen(qwen_vision()), "model_type", json!("llava")));
-    assert!(e.contains("unsupported model_type `llava`") && e.contains("qwen2_5_vl, gemma3"), "{e}");
+    assert!(e.contains("unsupported model_type `llava`") && e.contains("qwen2_5_vl, qwen3_vl, gemma3"), "{e}");
     let text_only = DecoderConfig::parse(Path::new("config.json"), TEXT).unwrap();
     let e = supported(&text_only).unwrap_err().to_string();
     assert!(e.contains("has no `vision_config`"), "{e}");
+}
+
+fn qwen3_vision() -> Value {
+    json!({"model_type": "qwen3_vl", "depth": 3, "hidden_size": 32, "num_heads": 2, "intermediate_size": 48,
+           "patch_size": 4, "temporal_patch_size": 2, "in_channels": 3, "spatial_merge_size": 2, "out_hidden_size": 64,
+           "num_position_embeddings": 36, "deepstack_visual_indexes": [0, 2], "hidden_act": "gelu_pytorch_tanh"})
+}
+
+#[test]
+fn qwen3_sizes_and_refusals() {
+    let config = |vision: Value| with(qwen(vision), "model_type", json!("qwen3_vl"));
+    let c = parse(&config(qwen3_vision()));
+    supported(&c).unwrap();
+    let v = super::qwen3_vl::Qwen3Vision::read(&c.path, c.multimodal.as_ref().unwrap(), 64).unwrap();
+    assert_eq!((v.depth, v.head_dim, v.position_side, v.deepstack.clone(), v.patch_dim()), (3, 16, 6, vec![0, 2], 96));
+    let cases = [
+        (with(qwen3_vision(), "num_position_embeddings", json!(40)), "key `vision_config.num_position_embeddings` is 40"),
+        (with(qwen3_vision(), "deepstack_visual_indexes", json!([1, 3])), "key `vision_config.deepstack_visual_indexes` names block 3"),
+        (with(qwen3_vision(), "hidden_act", json!("relu")), "key `vision_config.hidden_act` is \"relu\""),
+        (with(qwen3_vision(), "out_hidden_size", json!(32)), "key `vision_config.out_hidden_size` is 32"),
+    ];
+    for (vision, expected) in cases {
+        let e = supported(&parse(&config(vision))).expect_err(expected).to_string();
+        assert!(e.contains(expected), "{e}");
+    }
 }
