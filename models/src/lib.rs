@@ -13,7 +13,7 @@ pub mod components;
 pub mod tasks;
 
 pub use builder::GraphBuilder;
-pub use checkpoint::{index_shards, Checkpoint};
+pub use checkpoint::{index_shards, index_weight_map, Checkpoint};
 pub use config::{Activation, DecoderConfig, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 
