@@ -203,7 +203,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         });
     }
     for (name, value) in &genai {
-        write_json(&staging.path().join(name), value)?;
+        write_json(staging.path(), &req.output, name, value)?;
         files.push(name.to_string());
     }
     if !plan.genai() {
@@ -212,7 +212,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             part_inputs.join("; ")
         ));
     }
-    let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &companions.copyable)?;
+    let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &req.output, &companions.copyable)?;
     files.push(BUILD_REPORT.to_string());
     files.extend(copied_files.iter().cloned());
     let part_json: Vec<serde_json::Value> = plan
@@ -236,7 +236,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "warnings": warnings,
         "parts": part_json,
     });
-    write_json(&staging.path().join(BUILD_REPORT), &report)?;
+    write_json(staging.path(), &req.output, BUILD_REPORT, &report)?;
     warnings.extend(claim.commit(staging)?);
 
     Ok(BuildReport { output: req.output.clone(), parts, copied_files, notes, warnings, task, seconds: start.elapsed().as_secs_f64() })
@@ -430,21 +430,39 @@ fn read_generation_config(dir: &Path) -> Result<Option<serde_json::Value>> {
     serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::Config { path, reason: format!("not valid JSON: {e}") })
 }
 
-fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+/// Writes `name` into the staging folder; an error names the file in the package at `output`.
+fn write_json(staging: &Path, output: &Path, name: &str, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-    std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+    std::fs::write(staging.join(name), text + "\n").map_err(|e| Error::write_file(output, name, e))
 }
 
 /// Copies the checkpoint's `names` (regular files, checked by [`Companions::of`]) into the
-/// package; returns those copied.
-fn copy_checkpoint_files(from: &Path, to: &Path, names: &[&'static str]) -> Result<Vec<String>> {
+/// staging folder `to` of the package at `output`; returns those copied.
+fn copy_checkpoint_files(from: &Path, to: &Path, output: &Path, names: &[&'static str]) -> Result<Vec<String>> {
     let mut copied = Vec::new();
     for name in names {
-        let src = from.join(name);
-        std::fs::copy(&src, to.join(name)).map_err(|e| Error::io(&src, e))?;
+        copy_into_package(&from.join(name), &to.join(name), output, name)?;
         copied.push(name.to_string());
     }
     Ok(copied)
+}
+
+/// Copies `src` to `dst`, telling a failed read (the checkpoint's file) from a failed write
+/// (`name` in the package at `output`: a full disk is said so), which `std::fs::copy` does not.
+fn copy_into_package(src: &Path, dst: &Path, output: &Path, name: &str) -> Result<()> {
+    use std::io::{ErrorKind, Read, Write};
+    let mut from = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
+    let mut to = std::fs::File::create(dst).map_err(|e| Error::write_file(output, name, e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(src, e)),
+        };
+        to.write_all(&buf[..n]).map_err(|e| Error::write_file(output, name, e))?;
+    }
 }
 
 /// A byte-progress bar for the data file on stderr; indicatif draws nothing when stderr is not
@@ -455,4 +473,33 @@ fn write_progress_bar() -> indicatif::ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk while a tokenizer file is copied or a JSON file written names the file in
+    /// the package and says the disk is full, not the checkpoint's file: /dev/full fails every
+    /// write with ENOSPC. A failed read still names the checkpoint's file.
+    #[test]
+    fn a_full_disk_names_the_package_file_and_says_so() {
+        let full = Path::new("/dev/full");
+        assert!(full.exists(), "this test writes to /dev/full (a Linux device every write to fails with ENOSPC)");
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("tokenizer.json");
+        std::fs::write(&src, b"{\"model\": {}}").unwrap();
+        let output = Path::new("/somewhere/pkg");
+        let e = copy_into_package(&src, full, output, "tokenizer.json").unwrap_err().to_string();
+        assert!(e.contains("cannot write tokenizer.json in the package /somewhere/pkg") && e.contains("the disk is full"), "{e}");
+        assert!(!e.contains(&dir.path().display().to_string()), "the checkpoint's file is not blamed: {e}");
+        let e = write_json(Path::new("/dev"), output, "full", &serde_json::json!({"a": 1})).unwrap_err().to_string();
+        assert!(e.contains("cannot write full in the package /somewhere/pkg") && e.contains("the disk is full"), "{e}");
+        let missing = dir.path().join("vocab.txt");
+        let e = copy_into_package(&missing, &dir.path().join("out"), output, "vocab.txt").unwrap_err().to_string();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+        // The copy itself is exact.
+        copy_into_package(&src, &dir.path().join("copy"), output, "tokenizer.json").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("copy")).unwrap(), std::fs::read(&src).unwrap());
+    }
 }

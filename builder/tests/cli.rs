@@ -171,6 +171,51 @@ fn shard_index_naming_a_missing_shard() {
     assert_fails(&model, &[], &["model.safetensors.index.json", "model-00002-of-00003.safetensors"]);
 }
 
+/// A bad `weight_map` entry is reported as what the index says and what is wrong with it,
+/// not as a missing tensor.
+#[test]
+fn bad_weight_map_entries_say_what_the_index_says() {
+    let shard = |i: usize| format!("model-0000{i}-of-00003.safetensors");
+    let edits: Vec<(Value, Vec<String>)> = vec![
+        // A tensor mapped to a shard that lacks it (its own shard is then named by no entry).
+        (
+            serde_json::json!({"lm_head.weight": shard(1)}),
+            vec![format!("maps tensor `lm_head.weight` to shard `{}`, which does not hold it", shard(1)), format!("it is in `{}`, which the index names for no tensor", shard(3))],
+        ),
+        // A tensor no shard holds.
+        (serde_json::json!({"model.bogus": shard(1)}), vec![format!("maps tensor `model.bogus` to shard `{}`, which does not hold it (no shard the index names holds it)", shard(1))]),
+        // A shard that does not exist, one outside the folder, and a value that is no file name.
+        (serde_json::json!({"lm_head.weight": "model-00004-of-00003.safetensors"}), vec!["maps `lm_head.weight` to shard `model-00004-of-00003.safetensors`, which does not exist".into()]),
+        (serde_json::json!({"lm_head.weight": "../model.safetensors"}), vec!["maps `lm_head.weight` to shard `../model.safetensors`, which is not a file name".into()]),
+        (serde_json::json!({"lm_head.weight": 5}), vec!["maps tensor `lm_head.weight` to 5, which is not a shard file name".into()]),
+    ];
+    for (edit, expect) in edits {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("model");
+        copy_fixture("tiny-llama-sharded", &model);
+        let path = model.join("model.safetensors.index.json");
+        let mut index: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for (k, v) in edit.as_object().unwrap() {
+            index["weight_map"][k] = v.clone();
+        }
+        std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+        let mut expect: Vec<&str> = expect.iter().map(String::as_str).collect();
+        expect.push("model.safetensors.index.json");
+        assert_fails(&model, &[], &expect);
+        let r = tailor(&model, &dir.path().join("pkg"), &[]);
+        assert!(!r.stderr.contains("not found in the checkpoint"), "{edit}: {}", r.stderr);
+    }
+    // A tensor the index lists no shard for: missing, and the message says where it is.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-llama-sharded", &model);
+    let path = model.join("model.safetensors.index.json");
+    let mut index: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    index["weight_map"].as_object_mut().unwrap().remove("lm_head.weight");
+    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+    assert_fails(&model, &[], &["`lm_head.weight` not found", "model.safetensors.index.json maps no shard to it", &format!("it is in `{}`", shard(3))]);
+}
+
 #[test]
 fn unsupported_dtype_lists_the_supported_ones() {
     assert_fails(&fixture("tiny-llama"), &["--dtype", "f64"], &["f64", "f32", "f16", "bf16"]);

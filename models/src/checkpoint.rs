@@ -30,6 +30,8 @@ pub struct Checkpoint {
     /// families' names (`model.layers.0...`, `lm_head.weight`) onto where this checkpoint stores
     /// its text model (`language_model.model.layers.0...`, `model.language_model.layers.0...`).
     text_prefixes: Vec<(String, String)>,
+    /// The shard index of a sharded checkpoint, for a missing tensor's message.
+    index: Option<ShardIndex>,
 }
 
 /// Where vision-language checkpoints store their text model, as (table prefix, stored prefix):
@@ -69,7 +71,8 @@ impl Checkpoint {
         }
         let config = DecoderConfig::load(dir)?;
         let mut tensors = BTreeMap::new();
-        for file in safetensors_files(dir)? {
+        let (files, index) = safetensors_files(dir)?;
+        for file in files {
             let mapped = MappedFile::open(&file)?;
             for t in mapped.safetensors_tensors()? {
                 if let Some(prev) = tensors.insert(t.name.clone(), t) {
@@ -79,6 +82,9 @@ impl Checkpoint {
                     });
                 }
             }
+        }
+        if let Some(index) = &index {
+            index.check(dir, &tensors)?;
         }
         let text_prefixes = if config.multimodal.is_some() { text_prefixes(&tensors) } else { Vec::new() };
         let quant = QuantSource::detect(dir)?;
@@ -93,6 +99,7 @@ impl Checkpoint {
             unused: RefCell::new(BTreeMap::new()),
             optional_prefix: RefCell::new(None),
             text_prefixes,
+            index,
         };
         for (name, why) in packed.unused {
             ckpt.mark_unused(&name, &why);
@@ -153,7 +160,15 @@ impl Checkpoint {
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
             path: self.dir.clone(),
             name: name.to_string(),
-            hint: format!("{} tensors present; is the checkpoint complete and of the declared model_type?", self.tensors.len()),
+            hint: match &self.index {
+                Some(index) => format!(
+                    "{} tensors present; {} maps no shard to it{}; is the checkpoint complete and of the declared model_type?",
+                    self.tensors.len(),
+                    file_name(&index.path),
+                    index.found_elsewhere(&self.dir, name)
+                ),
+                None => format!("{} tensors present; is the checkpoint complete and of the declared model_type?", self.tensors.len()),
+            },
         })?;
         if t.shape != expected {
             return Err(Error::TensorShape {
@@ -212,33 +227,106 @@ impl Checkpoint {
     }
 }
 
-/// The safetensors files of a checkpoint: the shards named by the index when there is one,
-/// else `model.safetensors`, else every `*.safetensors` in the folder, sorted.
-fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let index = dir.join("model.safetensors.index.json");
-    if let Some(text) = crate::config::read_settings(&index)? {
+/// A checkpoint's `model.safetensors.index.json`: where it is and what its `weight_map` says.
+struct ShardIndex {
+    path: PathBuf,
+    /// Tensor name -> shard file name.
+    map: BTreeMap<String, String>,
+}
+
+impl ShardIndex {
+    /// The tensors the index maps to `shard`, for messages: "`a`" or "`a` and 11 more".
+    fn mapped_to(&self, shard: &str) -> String {
+        let mut names = self.map.iter().filter(|(_, s)| *s == shard).map(|(t, _)| t);
+        let first = names.next().map(String::as_str).unwrap_or_default();
+        match names.count() {
+            0 => format!("`{first}`"),
+            more => format!("`{first}` and {more} more tensor(s)"),
+        }
+    }
+
+    fn err(&self, reason: String) -> Error {
+        Error::Checkpoint { path: self.path.clone(), reason }
+    }
+
+    /// The shard files, each checked to be a plain file name of a regular file in `dir`.
+    fn shard_files(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let shards: BTreeSet<&str> = self.map.values().map(String::as_str).collect();
         let mut files = Vec::new();
-        for shard in &index_shards(&index, &text)? {
-            let (path, shard) = (dir.join(shard), shard.as_str());
-            if shard.contains("..") || shard.contains('/') {
-                return Err(Error::Checkpoint {
-                    path: index.clone(),
-                    reason: format!("names shard `{shard}`, which is not a file name in {}", dir.display()),
-                });
+        for shard in shards {
+            let path = dir.join(shard);
+            if shard.is_empty() || shard.contains("..") || shard.contains('/') || shard.contains('\\') {
+                return Err(self.err(format!(
+                    "maps {} to shard `{shard}`, which is not a file name in {}: shards sit beside the index",
+                    self.mapped_to(shard),
+                    dir.display()
+                )));
             }
             if !ir::regular_file(&path)? {
-                return Err(Error::Checkpoint {
-                    path: index.clone(),
-                    reason: format!("names shard `{shard}`, which is not a file in {}", dir.display()),
-                });
+                return Err(self.err(format!("maps {} to shard `{shard}`, which does not exist in {}", self.mapped_to(shard), dir.display())));
             }
             files.push(path);
         }
-        return Ok(files);
+        Ok(files)
+    }
+
+    /// Every entry names the shard that holds its tensor: an entry whose shard lacks it is a
+    /// broken index or a broken shard, reported as such rather than as a missing tensor later.
+    fn check(&self, dir: &Path, tensors: &BTreeMap<String, SourceTensor>) -> Result<()> {
+        for (name, shard) in &self.map {
+            let holder = tensors.get(name).map(|t| t.file.path.clone());
+            if holder.as_deref() != Some(dir.join(shard).as_path()) {
+                let actually = match holder {
+                    Some(p) => format!("it is in `{}`", file_name(&p)),
+                    None => format!("no shard the index names holds it{}", self.found_elsewhere(dir, name)),
+                };
+                return Err(self.err(format!("maps tensor `{name}` to shard `{shard}`, which does not hold it ({actually})")));
+            }
+        }
+        Ok(())
+    }
+
+    /// For a tensor no named shard holds: the `*.safetensors` files of `dir` the index names for
+    /// no tensor that do hold it (their headers read on this error path only), as a clause.
+    fn found_elsewhere(&self, dir: &Path, name: &str) -> String {
+        let named: BTreeSet<&str> = self.map.values().map(String::as_str).collect();
+        let mut holders: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "safetensors") && !named.contains(file_name(p).as_str()))
+                    .filter(|p| {
+                        ir::regular_file(p).unwrap_or(false)
+                            && MappedFile::open(p).and_then(|m| m.safetensors_tensors()).is_ok_and(|ts| ts.iter().any(|t| t.name == name))
+                    })
+                    .map(|p| format!("`{}`", file_name(&p)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        holders.sort();
+        if holders.is_empty() {
+            String::new()
+        } else {
+            format!("; it is in {}, which the index names for no tensor", holders.join(", "))
+        }
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The safetensors files of a checkpoint: the shards named by the index when there is one
+/// (with the index), else `model.safetensors`, else every `*.safetensors` in the folder, sorted.
+fn safetensors_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<ShardIndex>)> {
+    let index = dir.join("model.safetensors.index.json");
+    if let Some(text) = crate::config::read_settings(&index)? {
+        let index = ShardIndex { map: index_weight_map(&index, &text)?, path: index };
+        return Ok((index.shard_files(dir)?, Some(index)));
     }
     let single = dir.join("model.safetensors");
     if ir::regular_file(&single)? {
-        return Ok(vec![single]);
+        return Ok((vec![single], None));
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::Checkpoint { path: dir.to_path_buf(), reason: format!("cannot list it: {e}") })?
@@ -257,18 +345,27 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
             reason: "holds no *.safetensors file (PyTorch .bin checkpoints are not read; convert them to safetensors)".into(),
         });
     }
-    Ok(files)
+    Ok((files, None))
 }
 
 /// The shard file names that `model.safetensors.index.json` (at `index`, holding `text`)
-/// maps tensors to, sorted and without repeats. Values of `weight_map` that are not strings
-/// are skipped; checking that each name is a file in the folder is the caller's job.
+/// maps tensors to, sorted and without repeats ([`index_weight_map`]'s values); checking that
+/// each name is a file in the folder is the caller's job.
 pub fn index_shards(index: &Path, text: &str) -> Result<BTreeSet<String>> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| Error::Checkpoint { path: index.to_path_buf(), reason: format!("not valid JSON: {e}") })?;
-    let map = value.get("weight_map").and_then(Value::as_object).ok_or_else(|| Error::Checkpoint {
-        path: index.to_path_buf(),
-        reason: "has no `weight_map` object".into(),
-    })?;
-    Ok(map.values().filter_map(Value::as_str).map(str::to_string).collect())
+    Ok(index_weight_map(index, text)?.into_values().collect())
+}
+
+/// `weight_map` of `model.safetensors.index.json` (at `index`, holding `text`): tensor name ->
+/// shard file name. A value that is not a string is an error naming its tensor: skipping it
+/// would lose the shard, and the tensor would be reported missing.
+pub fn index_weight_map(index: &Path, text: &str) -> Result<BTreeMap<String, String>> {
+    let err = |reason: String| Error::Checkpoint { path: index.to_path_buf(), reason };
+    let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not valid JSON: {e}")))?;
+    let map = value.get("weight_map").and_then(Value::as_object).ok_or_else(|| err("has no `weight_map` object".into()))?;
+    map.iter()
+        .map(|(name, shard)| match shard.as_str() {
+            Some(s) => Ok((name.clone(), s.to_string())),
+            None => Err(err(format!("maps tensor `{name}` to {shard}, which is not a shard file name"))),
+        })
+        .collect()
 }

@@ -130,6 +130,11 @@ fn dimension(v: &Value, min: u64) -> std::result::Result<usize, String> {
     }
 }
 
+/// GPT-2's spellings of keys other families spell the Hugging Face way (transformers'
+/// `GPT2Config.attribute_map`: `n_embd` is `hidden_size`, ...), read as aliases. A config that
+/// writes any of them follows GPT-2's convention, and a key it lacks is asked for in it.
+const GPT2_SPELLINGS: &[&str] = &["n_embd", "n_head", "n_layer", "n_positions", "n_inner"];
+
 struct Reader<'a> {
     path: &'a Path,
     map: &'a Map<String, Value>,
@@ -155,9 +160,21 @@ impl Reader<'_> {
     fn usize_opt(&self, key: &str) -> Result<Option<usize>> {
         self.usize_any(&[key])
     }
-    /// A required positive integer under any of `keys`; the error names the first spelling.
+    /// A required positive integer under any of `keys`; a missing one is asked for by the
+    /// spelling this config's family writes ([`Reader::missing`]).
     fn usize_req(&self, keys: &[&str]) -> Result<usize> {
-        self.usize_any(keys)?.ok_or_else(|| self.err(format!("required key `{}` is missing", keys[0])))
+        self.usize_any(keys)?.ok_or_else(|| self.missing(keys))
+    }
+    /// "required key ... is missing" for a key spelled any of `keys`, naming first the spelling
+    /// of the convention this config follows: GPT-2's (`n_layer`) when it writes any GPT-2
+    /// spelling ([`GPT2_SPELLINGS`]), the Hugging Face one (`num_hidden_layers`) otherwise;
+    /// the other spellings follow in parentheses.
+    fn missing(&self, keys: &[&str]) -> Error {
+        let gpt2 = GPT2_SPELLINGS.iter().any(|k| self.map.contains_key(*k));
+        let named = keys.iter().find(|k| GPT2_SPELLINGS.contains(k) == gpt2).unwrap_or(&keys[0]);
+        let others: Vec<String> = keys.iter().filter(|k| *k != named).map(|k| format!("`{k}`")).collect();
+        let also = if others.is_empty() { String::new() } else { format!(" (or {})", others.join(", ")) };
+        self.err(format!("required key `{named}`{also} is missing"))
     }
     /// The spelling of `keys` this config uses (the first when none is present), so messages
     /// about a value name the key the user wrote: GPT-2's `n_head`, not `num_attention_heads`.
@@ -280,7 +297,7 @@ impl DecoderConfig {
         let intermediate_size = match r.usize_any(&["intermediate_size", "n_inner"])? {
             Some(n) => n,
             None if map.contains_key("n_inner") => 4 * hidden_size,
-            None => return Err(r.err("required key `intermediate_size` is missing".into())),
+            None => return Err(r.missing(&["intermediate_size", "n_inner"])),
         };
         const POSITIONS: &[&str] = &["max_position_embeddings", "n_positions"];
         let positions_key = r.key_of(POSITIONS);
@@ -936,6 +953,22 @@ mod tests {
             .to_string();
         assert!(e.contains("`n_embd` (65)") && e.contains("`n_head` (4)"), "{e}");
         assert!(!e.contains("hidden_size") && !e.contains("num_attention_heads"), "{e}");
+    }
+
+    /// A key a GPT-2 config lacks is asked for by GPT-2's name for it; a Llama-style config's
+    /// by the Hugging Face name.
+    #[test]
+    fn a_missing_key_is_asked_for_by_the_familys_spelling() {
+        let gpt2 = r#""model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512"#;
+        for (drop, named, other) in [("n_layer", "n_layer", "num_hidden_layers"), ("n_embd", "n_embd", "hidden_size"), ("n_head", "n_head", "num_attention_heads")] {
+            let text = format!("{{{}}}", gpt2.replace(&format!(r#""{drop}":"#), r#""dropped":"#));
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(&format!("required key `{named}` (or `{other}`) is missing")), "{drop}: {e}");
+        }
+        let e = parse(&format!("{{{}}}", gpt2.replace(r#""n_inner":null"#, r#""x":null"#))).unwrap_err().to_string();
+        assert!(e.contains("required key `n_inner` (or `intermediate_size`) is missing"), "{e}");
+        let e = parse(&format!("{{{}}}", BASE.replace(r#""num_hidden_layers":2"#, r#""x":2"#))).unwrap_err().to_string();
+        assert!(e.contains("required key `num_hidden_layers` (or `n_layer`) is missing"), "{e}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod parts;
 pub mod tasks;
 
 pub use builder::GraphBuilder;
-pub use checkpoint::{index_shards, Checkpoint};
+pub use checkpoint::{index_shards, index_weight_map, Checkpoint};
 pub use config::{Activation, DecoderConfig, MropeConfig, Multimodal, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 pub use parts::Part;

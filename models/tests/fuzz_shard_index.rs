@@ -1,7 +1,7 @@
 //! Property tests of the shard index reader (`models::index_shards`, the JSON part of
 //! reading `model.safetensors.index.json`): whatever the text, it returns shard names or an
 //! error naming the index, never panics, and each case finishes within `proptest_bounds::LIMIT`. The names
-//! it returns are exactly the string values of `weight_map`.
+//! it returns are exactly the values of `weight_map`, which must all be strings.
 //!
 //! Two generators, bounded in cases and size: arbitrary text (up to 4 KiB), and edits of the
 //! fixture index (`tests/fixtures/tiny-llama-sharded`): `weight_map` or one of its values
@@ -122,12 +122,16 @@ fn edited_fixture_index_reads_or_fails() {
                     }
                 }
             }
-            // What the names must be, from the tree itself.
-            let expected = match top.get("weight_map") {
-                Some(Value::Object(map)) => Some(map.values().filter_map(Value::as_str).map(String::from).collect()),
-                _ => None,
+            // What the names must be, from the tree itself: every value a string, or refused
+            // (a value that is not a file name would lose its tensor's shard).
+            let (expected, must_refuse) = match top.get("weight_map") {
+                Some(Value::Object(map)) if map.values().all(Value::is_string) => (Some(map.values().filter_map(Value::as_str).map(String::from).collect()), false),
+                Some(Value::Object(_)) => (None, true),
+                _ => (None, false),
             };
-            let counter = if read(Value::Object(top).to_string(), expected)? { &named } else { &refused };
+            let read_names = read(Value::Object(top).to_string(), expected)?;
+            prop_assert!(!(must_refuse && read_names), "a weight_map value that is not a string was accepted");
+            let counter = if read_names { &named } else { &refused };
             counter.set(counter.get() + 1);
             Ok(())
         })
