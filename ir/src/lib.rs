@@ -26,6 +26,7 @@ mod dtype;
 mod error;
 mod files;
 mod graph;
+pub mod ggml;
 pub mod gguf;
 mod convert;
 mod direct;
