@@ -9,6 +9,8 @@ pub enum Error {
     Safetensors { path: PathBuf, reason: String },
     #[error("{path}: tensor `{name}` has dtype {dtype}, which onnx-tailor cannot read")]
     UnsupportedSourceDtype { path: PathBuf, name: String, dtype: String },
+    #[error("{path}: not a valid GGUF file: {reason}")]
+    Gguf { path: PathBuf, reason: String },
     #[error("recipe for `{tensor}`: {reason}")]
     Recipe { tensor: String, reason: String },
     #[error("cannot cast {from} to {to}: only float <-> float casts are supported for weights")]

@@ -26,6 +26,8 @@ mod dtype;
 mod error;
 mod files;
 mod graph;
+pub mod ggml;
+pub mod gguf;
 mod convert;
 mod direct;
 mod layout;

@@ -1,0 +1,251 @@
+//! ggml's quantized block types, decoded into what MatMulNBits stores: per value a code, per
+//! MatMulNBits block a scale and a zero point, with `value = scale * (code - zero)`.
+//!
+//! | type | block | MatMulNBits form | exact? |
+//! |---|---|---|---|
+//! | Q4_0 | 32: f16 d, 16 bytes of nibbles (value j low nibble of byte j, value j+16 high) | 4 bits, block 32, zero 8 | exact |
+//! | Q4_1 | 32: f16 d, f16 m, nibbles as Q4_0; `d*q + m` | 4 bits, block 32, float zero `-m/d` | to f32 rounding (the zero) |
+//! | Q5_0 | 32: f16 d, u32 high bits, nibbles; `d*(q - 16)`, q 0..31 | 8 bits, block 32, code q + 112, zero 128 | exact |
+//! | Q8_0 | 32: f16 d, 32 x i8; `d*q` | 8 bits, block 32, code q + 128, zero 128 | exact |
+//! | Q4_K | 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; sub-block j of 32: `d*sc_j*q - dmin*m_j` | 4 bits, block 32, scale `d*sc_j`, float zero `dmin*m_j / (d*sc_j)` | scale exact in f32 (not in f16), zero to f32 rounding |
+//! | Q6_K | 256: 128 bytes low nibbles, 64 bytes 2-bit highs, 16 x i8 scales, f16 d; sub-block of 16: `d*sc*(q - 32)`, q 0..63 | 8 bits, block 16, code q + 96, zero 128, scale `d*sc` | scale exact in f32 (not in f16) |
+//!
+//! Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c). A block whose scale is
+//! 0 but whose min is not (every value the same `m`) is written as codes 0, zero 1, scale `-m`:
+//! its codes carry no information.
+
+use crate::gguf::GgmlType;
+use crate::quant::Bits;
+use half::f16;
+
+/// The zero points of a form: the implicit mid value (no tensor), or float ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Zeros {
+    /// 2^(bits - 1), MatMulNBits' default.
+    Mid,
+    /// Float zero points `[N, k_blocks]` in the scales' type.
+    Float,
+}
+
+/// How a ggml type is written as MatMulNBits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockForm {
+    pub bits: Bits,
+    /// Values per MatMulNBits block.
+    pub block: usize,
+    pub zeros: Zeros,
+    /// Whether `scale * (code - zero)` is the ggml value exactly in f32.
+    pub exact_f32: bool,
+}
+
+/// The MatMulNBits form of `t`, for the types decoded here.
+pub fn form(t: GgmlType) -> Option<BlockForm> {
+    let f = |bits, block, zeros, exact_f32| Some(BlockForm { bits, block, zeros, exact_f32 });
+    match t {
+        GgmlType::Q4_0 => f(Bits::Int4, 32, Zeros::Mid, true),
+        GgmlType::Q4_1 => f(Bits::Int4, 32, Zeros::Float, false),
+        GgmlType::Q5_0 => f(Bits::Int8, 32, Zeros::Mid, true),
+        GgmlType::Q8_0 => f(Bits::Int8, 32, Zeros::Mid, true),
+        GgmlType::Q4_K => f(Bits::Int4, 32, Zeros::Float, false),
+        GgmlType::Q6_K => f(Bits::Int8, 16, Zeros::Mid, true),
+        _ => None,
+    }
+}
+
+fn half(b: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+}
+
+/// Q4_K's 6-bit scale and min of sub-block `j` (llama.cpp `get_scale_min_k4`).
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// Writes a `scale * (code - zero)` block whose values are `d * q + m` (a ggml block with a
+/// min): the zero is `-m / d`; a zero `d` with a non-zero `m` is the constant block.
+fn with_min(d: f32, m: f32, codes: &mut [u8], scale: &mut f32, zero: &mut f32) {
+    if d == 0.0 && m != 0.0 {
+        codes.fill(0);
+        (*scale, *zero) = (-m, 1.0);
+    } else if d == 0.0 {
+        (*scale, *zero) = (0.0, 0.0);
+    } else {
+        (*scale, *zero) = (d, -m / d);
+    }
+}
+
+/// Decodes one row of `t` (`bytes`: its blocks, `codes.len()` values) into codes, and per
+/// MatMulNBits block of [`form`] a scale and (for [`Zeros::Float`]) a zero point. Returns
+/// `false` when `t` is not decoded here. The slices' lengths are the caller's (checked).
+pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> bool {
+    let Some((per, size)) = t.block() else { return false };
+    let blocks = codes.len() / per;
+    debug_assert_eq!(bytes.len(), blocks * size);
+    for (i, b) in bytes.chunks_exact(size).enumerate() {
+        let c = &mut codes[i * per..(i + 1) * per];
+        match t {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
+                let qs = if t == GgmlType::Q4_0 { &b[2..18] } else { &b[4..20] };
+                for j in 0..16 {
+                    c[j] = qs[j] & 0xf;
+                    c[j + 16] = qs[j] >> 4;
+                }
+                if t == GgmlType::Q4_0 {
+                    scales[i] = half(b, 0);
+                } else {
+                    with_min(half(b, 0), half(b, 2), c, &mut scales[i], &mut zeros[i]);
+                }
+            }
+            GgmlType::Q5_0 => {
+                let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                for j in 0..16 {
+                    let lo = (b[6 + j] & 0xf) | ((((qh >> j) & 1) as u8) << 4);
+                    let hi = (b[6 + j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+                    // d * (q - 16) = d * ((q + 112) - 128).
+                    c[j] = lo + 112;
+                    c[j + 16] = hi + 112;
+                }
+                scales[i] = half(b, 0);
+            }
+            GgmlType::Q8_0 => {
+                for j in 0..32 {
+                    c[j] = (b[2 + j] as i8 as i16 + 128) as u8;
+                }
+                scales[i] = half(b, 0);
+            }
+            GgmlType::Q4_K => {
+                let (d, dmin) = (half(b, 0), half(b, 2));
+                let (sc, qs) = (&b[4..16], &b[16..144]);
+                for chunk in 0..4 {
+                    for l in 0..32 {
+                        c[64 * chunk + l] = qs[32 * chunk + l] & 0xf;
+                        c[64 * chunk + 32 + l] = qs[32 * chunk + l] >> 4;
+                    }
+                }
+                for j in 0..8 {
+                    let (s, m) = scale_min_k4(j, sc);
+                    let k = i * 8 + j;
+                    with_min(d * s as f32, -(dmin * m as f32), &mut c[32 * j..32 * (j + 1)], &mut scales[k], &mut zeros[k]);
+                }
+            }
+            GgmlType::Q6_K => {
+                let (ql, qh, sc, d) = (&b[0..128], &b[128..192], &b[192..208], half(b, 208));
+                for h in 0..2 {
+                    let (ql, qh) = (&ql[64 * h..], &qh[32 * h..]);
+                    let y = &mut c[128 * h..128 * (h + 1)];
+                    for l in 0..32 {
+                        // q - 32 = (q + 96) - 128.
+                        y[l] = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) + 96;
+                        y[l + 32] = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) + 96;
+                        y[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) + 96;
+                        y[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) + 96;
+                    }
+                }
+                for s in 0..16 {
+                    scales[i * 16 + s] = d * (sc[s] as i8) as f32;
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16b(v: f32) -> [u8; 2] {
+        f16::from_f32(v).to_le_bytes()
+    }
+
+    /// Values of a decoded row: `scale * (code - zero)` (zero 2^(bits-1) when [`Zeros::Mid`]).
+    fn values(t: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
+        let f = form(t).unwrap();
+        let (mut codes, mut scales, mut zeros) = (vec![0u8; n], vec![0f32; n / f.block], vec![0f32; n / f.block]);
+        assert!(decode_row(t, bytes, &mut codes, &mut scales, &mut zeros));
+        let mid = f.bits.mid() as f32;
+        (0..n)
+            .map(|i| {
+                let z = if f.zeros == Zeros::Mid { mid } else { zeros[i / f.block] };
+                scales[i / f.block] * (codes[i] as f32 - z)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn q4_0_q4_1_q5_0_q8_0_by_hand() {
+        // Q4_0: d 0.5; byte 0 = 0x31: value 0 is (1 - 8) * 0.5, value 16 is (3 - 8) * 0.5.
+        let mut b = f16b(0.5).to_vec();
+        b.extend([0x31u8].iter().chain([0x88u8; 15].iter()));
+        let v = values(GgmlType::Q4_0, &b, 32);
+        assert_eq!((v[0], v[16], v[1]), (-3.5, -2.5, 0.0));
+        // Q4_1: d 0.25, m -1: d * q + m.
+        let mut b = f16b(0.25).to_vec();
+        b.extend(f16b(-1.0));
+        b.extend([0xf2u8].iter().chain([0u8; 15].iter()));
+        let v = values(GgmlType::Q4_1, &b, 32);
+        assert_eq!((v[0], v[16], v[5]), (-0.5, 2.75, -1.0));
+        // Q4_1 with d = 0: every value is m.
+        let mut b = f16b(0.0).to_vec();
+        b.extend(f16b(0.75));
+        b.extend([0x5au8; 16]);
+        assert!(values(GgmlType::Q4_1, &b, 32).iter().all(|&x| x == 0.75));
+        // Q5_0: value 1's high bit is bit 1 of qh, value 17's bit 17; d * (q - 16).
+        let mut b = f16b(2.0).to_vec();
+        b.extend(((1u32 << 1) | (1 << 17)).to_le_bytes());
+        b.extend([0x00u8, 0x3f].iter().chain([0u8; 14].iter()));
+        let v = values(GgmlType::Q5_0, &b, 32);
+        assert_eq!((v[0], v[1], v[17], v[16]), (-32.0, 2.0 * (15.0 + 16.0 - 16.0), 2.0 * (3.0 + 16.0 - 16.0), -32.0));
+        // Q8_0: d * q, q signed.
+        let mut b = f16b(0.125).to_vec();
+        b.extend((0..32).map(|i| (i as i8 - 16) as u8));
+        let v = values(GgmlType::Q8_0, &b, 32);
+        assert_eq!((v[0], v[16], v[31]), (-2.0, 0.0, 1.875));
+    }
+
+    #[test]
+    fn q4_k_and_q6_k_by_hand() {
+        // Q4_K: d 1, dmin 0.5; sub-block 0 scale 3 min 2, sub-block 5 (j >= 4) scale
+        // (q[9] & 15) | (q[1] >> 6) << 4 = 1 | 16, min (q[9] >> 4) | (q[5] >> 6) << 4 = 2.
+        let mut sc = [0u8; 12];
+        sc[0] = 3;
+        sc[4] = 2;
+        sc[1] = 1 << 6;
+        sc[9] = 0x21;
+        let mut b = f16b(1.0).to_vec();
+        b.extend(f16b(0.5));
+        b.extend(sc);
+        let mut qs = [0u8; 128];
+        qs[0] = 0x74; // value 0 (sub-block 0) = 4, value 32 (sub-block 1) = 7
+        qs[64 + 3] = 0x90; // value 128 + 32 + 3 = 163 (sub-block 5) = 9
+        b.extend(qs);
+        let v = values(GgmlType::Q4_K, &b, 256);
+        assert!((v[0] - (3.0 * 4.0 - 0.5 * 2.0)).abs() < 1e-5, "{}", v[0]);
+        assert!((v[163] - (17.0 * 9.0 - 0.5 * 2.0)).abs() < 1e-5, "{}", v[163]);
+        assert_eq!(v[32], 0.0, "sub-block 1: scale 0, min 0");
+        // Q6_K: value 64 + 5 of the first half uses ql[5] >> 4, qh[5] bits 4..6, scale sc[4].
+        let mut b = vec![0u8; 210];
+        b[5] = 0xa0;
+        b[128 + 5] = 0b10_0000; // bits 4..6 = 2
+        for s in 0..16 {
+            b[192 + s] = (s as i8 - 8) as u8;
+        }
+        b[208..210].copy_from_slice(&f16b(0.5));
+        let v = values(GgmlType::Q6_K, &b, 256);
+        assert_eq!(v[69], 0.5 * (4.0 - 8.0) * ((0xa + (2 << 4)) as f32 - 32.0));
+        assert_eq!(v[0], 0.5 * -8.0 * -32.0);
+        assert_eq!(v[255], 0.5 * 7.0 * -32.0);
+    }
+
+    #[test]
+    fn forms_of_the_types_read() {
+        assert_eq!(form(GgmlType::Q6_K).map(|f| (f.bits, f.block)), Some((Bits::Int8, 16)));
+        assert!(form(GgmlType::Q4_K).is_some_and(|f| f.zeros == Zeros::Float && !f.exact_f32));
+        assert!(form(GgmlType::F32).is_none() && form(GgmlType::Q5_1).is_none());
+    }
+}
