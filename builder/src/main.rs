@@ -592,9 +592,12 @@ fn print_json(req: &BuildRequest, reports: &[&builder::pipeline::PipelineReport]
     print_out(&text)
 }
 
-/// One line per rule and role on stderr, and per-node records with `--explain`.
+/// One line per rule and role on stderr, and per-node records with `--explain`. Without
+/// `--explain`, only the rules that could have fired (`rules::RuleReport::could_fire`), with
+/// the failures of their pattern's instances.
 fn print_diagnostics(p: &builder::pipeline::PipelineReport, explain: bool) {
-    for line in p.diagnostics.summary_text().lines() {
+    let text = if explain { p.diagnostics.summary_text() } else { p.diagnostics.brief_text() };
+    for line in text.lines() {
         say!(err, "  {line}  [{}]", p.role);
     }
     if explain {

@@ -581,6 +581,32 @@ fn closed_pipes_do_not_stop_a_build() {
     }
 }
 
+/// A plain build reports the rules that could have fired: those that fired, and those with a
+/// candidate that matched the pattern and failed a named check. A rule whose candidates all
+/// failed a pattern line (fold.tied_head_gemm on an untied model, MoE stacks included) is left
+/// out, and so are pattern-line failures of the rules shown; `--explain` reports everything.
+#[test]
+fn a_plain_build_reports_only_rules_that_could_have_fired() {
+    for (model, ep) in [("tiny-llama", "default"), ("tiny-llama", "cpu"), ("tiny-mixtral", "default")] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = tailor(&fixture(model), &dir.path().join("pkg"), &["--ep", ep]);
+        assert!(r.status.success(), "{}", r.stderr);
+        assert!(!r.stderr.contains("fold.tied_head_gemm"), "{model} {ep}: {}", r.stderr);
+        assert!(!r.stderr.contains("failed match."), "{model} {ep}: pattern-line failures are not shown: {}", r.stderr);
+        assert!(!r.stderr.contains("candidates=0"), "{model} {ep}: {}", r.stderr);
+        let r = tailor(&fixture(model), &dir.path().join("pkg"), &["--ep", ep, "--force", "--explain"]);
+        assert!(r.stderr.contains("fold.tied_head_gemm  main_graph  candidates="), "{model} {ep}: --explain reports every rule: {}", r.stderr);
+        assert!(r.stderr.contains("failed match.t"), "{model} {ep}: {}", r.stderr);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = tailor(&fixture("tiny-llama"), &dir.path().join("pkg"), &["--ep", "cpu"]);
+    assert!(r.stderr.contains("fuse.skip_rms_norm  main_graph  candidates=5 fired=4  [decoder]"), "fired rules stay: {}", r.stderr);
+    // A named check that failed on an instance is what a plain build is for.
+    let r = tailor(&fixture("tiny-phi3-partial"), &dir.path().join("pkg2"), &["--ep", "cpu"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(r.stderr.contains("fuse.gqa_rotary") && r.stderr.contains("failed partial_rotary_cpu"), "{}", r.stderr);
+}
+
 /// `--explain` prints each candidate's record once.
 #[test]
 fn explain_prints_each_record_once() {

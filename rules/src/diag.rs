@@ -33,6 +33,21 @@ pub struct Record {
     pub fragment: Option<String>,
 }
 
+impl Record {
+    /// Whether the candidate is an instance of the rule's pattern: it fired, or every pattern
+    /// line matched and a let or a named check failed. A failed pattern line (`match.*`) means
+    /// the node is not what the rule rewrites (fold.tied_head_gemm on an untied head's MatMul),
+    /// the expected outcome on most of a rule's candidates.
+    pub fn is_instance(&self) -> bool {
+        self.outcome == Outcome::Fired || self.check.as_deref().is_some_and(|c| !is_pattern_step(c))
+    }
+}
+
+/// Pattern lines are reported as `match.<capture>`.
+fn is_pattern_step(step: &str) -> bool {
+    step.starts_with("match.")
+}
+
 /// Failures of one check: how many, and the first message.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FailCount {
@@ -70,6 +85,15 @@ pub struct RuleReport {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+impl RuleReport {
+    /// Whether the rule could have fired on this graph: it did, or some candidate was an
+    /// instance of its pattern and failed a let or a named check ([`Record::is_instance`]).
+    /// A rule whose candidates all failed a pattern line had nothing to rewrite.
+    pub fn could_fire(&self) -> bool {
+        self.fired > 0 || self.failed.keys().any(|step| !is_pattern_step(step))
+    }
 }
 
 /// Everything one `apply` did.
@@ -117,13 +141,25 @@ impl Report {
 
     /// One line per rule (and its furthest failure), without the per-candidate records.
     pub fn summary_text(&self) -> String {
+        self.lines(false)
+    }
+
+    /// [`Report::summary_text`] for the rules that could have fired ([`RuleReport::could_fire`]),
+    /// each with the failures of its pattern's instances only: what a plain build prints. A rule
+    /// whose candidates were none of them instances (fold.tied_head_gemm on an untied model) is
+    /// left out; `summary_text`, `text` and the JSON keep everything.
+    pub fn brief_text(&self) -> String {
+        self.lines(true)
+    }
+
+    fn lines(&self, brief: bool) -> String {
         let mut s = String::new();
-        for r in &self.rules {
+        for r in self.rules.iter().filter(|r| !brief || r.could_fire()) {
             let _ = write!(s, "{}  {}  candidates={} fired={}", r.rule, r.graph, r.candidates, r.fired);
             if r.casts > 0 {
                 let _ = write!(s, " casts={}", r.casts);
             }
-            for (check, f) in &r.failed {
+            for (check, f) in r.failed.iter().filter(|(check, _)| !brief || !is_pattern_step(check)) {
                 let _ = write!(s, "  failed {check} x{}: {:?} ({})", f.count, f.message, place(&f.location, f.fragment.as_deref()));
             }
             s.push('\n');
@@ -229,6 +265,62 @@ impl Collector {
                 rr.furthest = None;
             }
             report.rules.push(rr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rule: &str, node: &str, check: Option<&str>, depth: usize) -> Record {
+        Record {
+            graph: "g".into(),
+            node: node.into(),
+            rule: rule.into(),
+            outcome: if check.is_some() { Outcome::Failed } else { Outcome::Fired },
+            check: check.map(str::to_string),
+            message: check.map(|c| format!("{c} failed")),
+            depth,
+            location: "r.rule:1".into(),
+            fragment: None,
+        }
+    }
+
+    /// `brief_text` keeps the rules that fired or had an instance fail a let or a check, with
+    /// those failures only; `summary_text` keeps every rule and failure.
+    #[test]
+    fn the_brief_text_reports_rules_that_could_have_fired() {
+        let mut c = Collector::default();
+        for (rule, node, check, depth) in [
+            ("only_pattern", "a", Some("match.t"), 1),
+            ("only_pattern", "b", Some("match.out"), 0),
+            ("fired", "a", None, 3),
+            ("fired", "b", Some("match.sum"), 0),
+            ("missed", "a", Some("match.x"), 1),
+            ("missed", "b", Some("head_size"), 4),
+            ("let_failed", "a", Some("let.topk"), 2),
+        ] {
+            c.touch("g", rule, "r.rule:1");
+            c.note(rec(rule, node, check, depth));
+        }
+        c.touch("g", "no_candidates", "r.rule:1");
+        let mut report = Report::default();
+        c.finish(false, &mut report);
+        let could: Vec<(&str, bool)> = report.rules.iter().map(|r| (r.rule.as_str(), r.could_fire())).collect();
+        assert_eq!(could, vec![("only_pattern", false), ("fired", true), ("missed", true), ("let_failed", true), ("no_candidates", false)]);
+        assert!(rec("r", "n", None, 0).is_instance() && rec("r", "n", Some("check"), 2).is_instance() && !rec("r", "n", Some("match.q"), 1).is_instance());
+        let brief = report.brief_text();
+        let lines: Vec<&str> = brief.lines().collect();
+        assert_eq!(lines.len(), 5, "three rules, two with their furthest failure: {brief}");
+        assert_eq!(lines[0], "fired  g  candidates=2 fired=1");
+        assert!(lines[1].starts_with("missed  g  candidates=2 fired=0  failed head_size x1") && !lines[1].contains("match.x"), "{brief}");
+        assert!(lines[2].contains("then head_size"), "the furthest failure: {brief}");
+        assert!(lines[3].starts_with("let_failed  g") && lines[3].contains("let.topk"), "{brief}");
+        assert!(lines[4].contains("then let.topk"), "{brief}");
+        let full = report.summary_text();
+        for needle in ["only_pattern", "no_candidates", "failed match.sum", "failed match.x", "failed match.t"] {
+            assert!(full.contains(needle), "summary_text lacks {needle}: {full}");
         }
     }
 }
