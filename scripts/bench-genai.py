@@ -17,6 +17,12 @@ at each `--contexts` prompt length (default 128,2048), all in the same run, as r
 package runs com.microsoft.MoE (f32) and QMoE (`--quant int4`): decode and prefill ratios of
 the cpu packages to the default one, same run.
 
+`--lora` measures LoRA slots (docs/adapters.md): a random PEFT adapter (r 16, alpha 32, on all
+seven projections of every layer) for the Qwen2.5-0.5B shape, the cpu f32 package built with
+`--lora` and run with no adapter bound and with it bound (og.Adapters), and the plain cpu f32
+package, decode tokens per second in the same run, as ratios. `--bin-dir DIR` takes `tailor` and
+`tailor-bench` from DIR (a debug build writes the same packages).
+
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
 -p int4 -e cpu`, which needs torch: never in CI), and prints our cpu int4 package's ratios to it.
@@ -64,14 +70,20 @@ def load_time(pkg: Path, runs: int) -> float:
     return min(genai)
 
 
-def measure(pkg: Path, prompt: np.ndarray, new_tokens: int, runs: int):
+def measure(pkg: Path, prompt: np.ndarray, new_tokens: int, runs: int, adapter: Path = None):
     model = og.Model(str(pkg))
+    adapters = None
+    if adapter is not None:
+        adapters = og.Adapters(model)
+        adapters.load(str(adapter), "bench")
     best_prefill, best_decode = float("inf"), 0.0
     for _ in range(runs):
         params = og.GeneratorParams(model)
         total = prompt.shape[1] + new_tokens
         params.set_search_options(max_length=total, min_length=total, do_sample=False)
         gen = og.Generator(model, params)
+        if adapters is not None:
+            gen.set_active_adapter(adapters, "bench")
         t0 = time.perf_counter()
         gen.append_tokens(prompt)  # runs the prefill
         t1 = time.perf_counter()
@@ -125,6 +137,55 @@ def moe_main(args, work: Path) -> None:
           f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
 
 
+def write_peft_adapter(ckpt: Path, out: Path, r: int = 16, alpha: int = 32) -> None:
+    """A random PEFT LoRA adapter on every projection of every layer of the checkpoint."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    tensors = {}
+    projections = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    files = sorted(ckpt.glob("*.safetensors"))
+    for f in files:
+        with safe_open(str(f), "np") as st:
+            for key in st.keys():
+                module = key.removesuffix(".weight")
+                if key.endswith(".weight") and module.rsplit(".", 1)[-1] in projections:
+                    n, k = st.get_slice(key).get_shape()
+                    tensors[f"base_model.model.{module}.lora_A.weight"] = (rng.standard_normal((r, k)) * 0.01).astype(np.float32)
+                    tensors[f"base_model.model.{module}.lora_B.weight"] = (rng.standard_normal((n, r)) * 0.01).astype(np.float32)
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    config = {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "target_modules": list(projections), "bias": "none",
+              "use_rslora": False, "use_dora": False, "fan_in_fan_out": False, "rank_pattern": {}, "alpha_pattern": {}}
+    (out / "adapter_config.json").write_text(json.dumps(config))
+
+
+def lora_main(args, ckpt: Path, work: Path) -> None:
+    """The base package with empty slots, with an adapter bound, and the plain package."""
+    adapter = work / "bench-lora"
+    write_peft_adapter(ckpt, adapter)
+    prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
+    plain, slots = work / "genai-cpu-f32-plain", work / "genai-cpu-f32-lora"
+    build(ckpt, plain, "cpu", [])
+    build(ckpt, slots, "cpu", ["--lora", f"bench={adapter}"])
+    speed = {}
+    # Interleaved, so a neighbour's load on the machine hits every case alike.
+    for _ in range(args.runs):
+        for name, pkg, a in [("plain", plain, None), ("slots, none bound", slots, None), ("slots, adapter bound", slots, slots / "adapters" / "bench.onnx_adapter")]:
+            prefill, decode = measure(pkg, prompt, 32, 1, a)
+            p0, d0 = speed.get(name, (float("inf"), 0.0))
+            speed[name] = (min(p0, prefill), max(d0, decode))
+    for name, (prefill, decode) in speed.items():
+        print(f"cpu f32 {name:22s}: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s")
+    p, n, b = speed["plain"][1], speed["slots, none bound"][1], speed["slots, adapter bound"][1]
+    print(f"empty_slots_vs_plain_decode={n / p:.3f} adapter_bound_vs_plain_decode={b / p:.3f} plain_tok_s={p:.2f} none_tok_s={n:.2f} bound_tok_s={b:.2f}")
+    shutil.rmtree(plain)
+    shutil.rmtree(slots)
+
+
 def moe_ops(pkg: Path) -> str:
     """How the package computes its experts: the count of MoE / QMoE nodes."""
     import onnx
@@ -142,7 +203,12 @@ def main() -> None:
     ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
     ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
     ap.add_argument("--moe", action="store_true", help="a mixture-of-experts shape: cpu (MoE, QMoE) vs default (dense) instead")
+    ap.add_argument("--lora", action="store_true", help="LoRA slots: none bound, an adapter bound, and the plain package")
+    ap.add_argument("--bin-dir", type=Path, default=None, help="where tailor and tailor-bench are (default target/release)")
     args = ap.parse_args()
+    global RELEASE
+    if args.bin_dir is not None:
+        RELEASE = args.bin_dir
     work = Path(args.workdir)
     if not (RELEASE / "tailor").exists() or not (RELEASE / "tailor-bench").exists():
         sys.exit("build first: cargo build --release -p builder --bins")
@@ -153,6 +219,9 @@ def main() -> None:
                                check=True, capture_output=True, text=True).stdout.strip())
     if args.kv_cache:
         kv_cache_main(args, ckpt, work)
+        return
+    if args.lora:
+        lora_main(args, ckpt, work)
         return
     prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
     results = {}

@@ -57,6 +57,9 @@ pub struct Inspection {
     pub largest: Vec<TensorSize>,
     /// Names genai_config.json gives that the graph does not have (empty: consistent).
     pub genai_mismatches: Vec<String>,
+    /// The LoRA slots (from the graph) and adapter files (read from adapters/, with what
+    /// build_report.json says of each), when the package has slots.
+    pub lora: Option<Value>,
 }
 
 /// A package's JSON file (`genai_config.json`, `build_report.json`), when present: read as the
@@ -167,7 +170,9 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
         })
     });
 
+    let lora = lora_of(dir, g, report.as_ref())?;
     Ok(Inspection {
+        lora,
         package: dir.display().to_string(),
         ep: field("ep"),
         dtype: field("dtype"),
@@ -192,6 +197,46 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
             (None, _) => vec!["no genai_config.json".into()],
         },
     })
+}
+
+/// The package's LoRA slots and adapter files: every `adapters/*.onnx_adapter` read (a file
+/// that is not an adapter is an error naming it), with its tensors and the largest rank it
+/// binds, and the targets, rank and scaling build_report.json records for it.
+fn lora_of(dir: &Path, g: &ir::Graph, report: Option<&Value>) -> Result<Option<Value>> {
+    use crate::lora::{format, Slots, ADAPTERS_DIR, EXTENSION};
+    let slots = Slots::of(g);
+    if slots.0.is_empty() {
+        return Ok(None);
+    }
+    let recorded: Vec<&Value> = report.and_then(|r| r.pointer("/lora/adapters")).and_then(Value::as_array).into_iter().flatten().collect();
+    let mut files: Vec<std::path::PathBuf> = match std::fs::read_dir(dir.join(ADAPTERS_DIR)) {
+        Ok(entries) => entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == EXTENSION)).collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    let mut adapters = Vec::new();
+    for path in files {
+        let bytes = ir::read_regular(&path, crate::lora::FILE_LIMIT)?.ok_or_else(|| Error::Request(format!("{} is not a regular file", path.display())))?;
+        let decoded = format::decode(&bytes).ok_or_else(|| Error::Request(format!("{} is not an .onnx_adapter file (no TORT FlatBuffer)", path.display())))?;
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let unbound: Vec<&str> = decoded.params.iter().map(|p| p.name.as_str()).filter(|n| !g.inputs.iter().any(|i| i.name == *n)).collect();
+        let rec = recorded.iter().find(|r| r.get("name").and_then(Value::as_str) == Some(name.as_str()));
+        adapters.push(serde_json::json!({
+            "name": name,
+            "file": format!("{ADAPTERS_DIR}/{name}.{EXTENSION}"),
+            "format_version": decoded.format_version,
+            "tensors": decoded.params.len(),
+            "targets": rec.and_then(|r| r.get("targets")).cloned().unwrap_or_else(|| {
+                Value::from(decoded.params.iter().filter_map(|p| p.name.strip_suffix(models::lora::A_SUFFIX)).collect::<Vec<_>>())
+            }),
+            "rank": rec.and_then(|r| r.get("rank")).cloned().unwrap_or_else(|| Value::from(decoded.params.iter().filter(|p| p.name.ends_with(models::lora::A_SUFFIX)).filter_map(|p| p.dims.get(1).copied()).max())),
+            "scaling": rec.and_then(|r| r.get("scaling")).cloned(),
+            "names_without_input": unbound,
+        }));
+    }
+    let slot_list: Vec<Value> =
+        slots.0.iter().map(|(m, s)| serde_json::json!({ "module": m, "in": s.inp, "out": s.out, "dtype": s.dtype.name() })).collect();
+    Ok(Some(serde_json::json!({ "slots": slot_list, "adapters": adapters })))
 }
 
 /// Names in genai_config.json's `model.decoder.inputs` / `outputs` that the graph lacks
@@ -269,6 +314,29 @@ impl Inspection {
         s.push_str("  largest tensors:\n");
         for t in &self.largest {
             s.push_str(&format!("    {} {}{:?} {} B\n", t.name, t.dtype, t.shape, t.bytes));
+        }
+        if let Some(l) = &self.lora {
+            let slots = l["slots"].as_array().map_or(0, Vec::len);
+            let mut kinds: Vec<&str> = l["slots"].as_array().into_iter().flatten().filter_map(|s| s["module"].as_str()?.rsplit('.').next()).collect();
+            kinds.sort();
+            kinds.dedup();
+            s.push_str(&format!("  LoRA slots: {slots} ({}), each with its own rank and an empty default\n", kinds.join(", ")));
+            for a in l["adapters"].as_array().into_iter().flatten() {
+                let targets = a["targets"].as_array().map_or(0, Vec::len);
+                s.push_str(&format!(
+                    "    adapter {}: {}, {} tensors, rank {}, scaling {}, {} targets{}\n",
+                    a["name"].as_str().unwrap_or("?"),
+                    a["file"].as_str().unwrap_or("?"),
+                    a["tensors"],
+                    a["rank"],
+                    if a["scaling"].is_null() { "?".to_string() } else { a["scaling"].to_string() },
+                    targets,
+                    match a["names_without_input"].as_array().map_or(0, Vec::len) {
+                        0 => String::new(),
+                        n => format!("; {n} tensor(s) name no graph input (genai will refuse it)"),
+                    }
+                ));
+            }
         }
         if self.genai_mismatches.is_empty() {
             s.push_str("  genai_config.json: matches the graph's inputs and outputs\n");

@@ -164,6 +164,35 @@ enum Command {
         /// padding the table's attention cannot take, expert stacks a --quant build keeps float.
         #[arg(long)]
         strict: bool,
+        /// A LoRA adapter (a PEFT folder: adapter_config.json, adapter_model.safetensors) to
+        /// serve from this package as NAME; repeatable. The decoder gets one LoRA slot per
+        /// projection any adapter targets (q, k and v together), each with an empty default, so
+        /// the package runs with no adapter, and each adapter is written to
+        /// adapters/NAME.onnx_adapter for onnxruntime-genai's og.Adapters (docs/adapters.md).
+        #[arg(long, value_name = "NAME=PEFT_DIR", value_parser = parse_lora, help_heading = "Adapters")]
+        lora: Vec<builder::lora::LoraRequest>,
+    },
+    /// Convert one more LoRA adapter (a PEFT folder) for a package built with --lora: written to
+    /// PKG/adapters/NAME.onnx_adapter and listed in build_report.json. An adapter the package's
+    /// slots do not take (a target with no slot, other widths, a malformed pair) is refused,
+    /// naming the tensor, and nothing is written.
+    #[command(after_help = "Examples:\n  tailor build --model ./llama --output ./pkg --lora chat=./chat-lora\n  \
+        tailor adapter ./sql-lora --package ./pkg --name sql\n\n\
+        Adapter folders are refused by key for what a slot y = base(x) + (x A) B cannot compute: use_dora,\n\
+        rank_pattern / alpha_pattern, bias other than none, fan_in_fan_out, modules_to_save, lora_bias.")]
+    Adapter {
+        /// The PEFT adapter folder (adapter_config.json, adapter_model.safetensors).
+        #[arg(value_name = "PEFT_DIR")]
+        peft_dir: PathBuf,
+        /// The package (what `tailor build --lora` wrote).
+        #[arg(long, value_name = "PKG")]
+        package: PathBuf,
+        /// The adapter's name: its file is adapters/NAME.onnx_adapter, the name to load it under.
+        #[arg(long)]
+        name: String,
+        /// Replace an adapter of that name.
+        #[arg(long)]
+        force: bool,
     },
     /// Show what a package holds before you ship it: EP, dtype and quantization, inputs and
     /// outputs (repeated ones folded: `past_key_values.{0..23}.key`), ops by domain, the
@@ -311,6 +340,10 @@ fn kv_cache_of(form: &str, max_length: Option<usize>) -> Result<models::KvCache,
     }
 }
 
+fn parse_lora(s: &str) -> Result<builder::lora::LoraRequest, String> {
+    builder::lora::LoraRequest::parse(s)
+}
+
 fn parse_tied_head(s: &str) -> Result<models::TiedHead, String> {
     match s {
         "shared" => Ok(models::TiedHead::Shared),
@@ -416,6 +449,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Adapter { peft_dir, package, name, force } => match builder::lora::add_to_package(&peft_dir, &package, &name, force) {
+            Ok(a) => {
+                say!(
+                    err,
+                    "wrote {}: {} tensors, rank {}, scaling {}, targets {}",
+                    a.file.display(),
+                    a.report["tensors"],
+                    a.report["rank"],
+                    a.report["scaling"],
+                    a.report["targets"].as_array().map_or(0, |t| t.len())
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                say!(err, "error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Build {
             model,
             revision,
@@ -439,6 +490,7 @@ fn main() -> ExitCode {
             quant_embeddings,
             quant_exclude,
             quant_method,
+            lora,
         } => {
             // Without --quant, the other flags still make a request: a pre-quantized checkpoint
             // takes them for its float layers (a float one refuses them, saying why).
@@ -497,7 +549,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task, lora };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
             let reports: Vec<&builder::pipeline::PipelineReport> = match &result {
                 Ok(r) => r.parts.iter().map(|p| &p.pipeline).collect(),

@@ -54,6 +54,9 @@ pub struct BuildRequest {
     /// What the package computes (`--task`); `None`: the checkpoint's default
     /// ([`Task::default_for`]).
     pub task: Option<Task>,
+    /// LoRA adapters (`--lora NAME=DIR`): their targets get slots, each its file
+    /// (docs/adapters.md).
+    pub lora: Vec<crate::lora::LoraRequest>,
 }
 
 impl BuildRequest {
@@ -72,6 +75,7 @@ impl BuildRequest {
             strict: false,
             quant: None,
             task: None,
+            lora: Vec::new(),
         }
     }
 }
@@ -127,6 +131,7 @@ impl BuildRequest {
             tied_head: self.tied_head,
             kv_cache: self.kv_cache,
             quant: self.quant.as_ref(),
+            lora: &self.lora,
         }
     }
 }
@@ -176,6 +181,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         }));
         built.push((part, model, pipeline));
     }
+    let (lora_report, converted) = convert_adapters(&plan, &built)?;
     // Warnings the pipeline raised fail a strict build too, before anything is written.
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
@@ -212,6 +218,16 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             part_inputs.join("; ")
         ));
     }
+    if !converted.is_empty() {
+        let dir = staging.path().join(crate::lora::ADAPTERS_DIR);
+        std::fs::create_dir(&dir).map_err(|e| Error::write_file(&req.output, crate::lora::ADAPTERS_DIR, e))?;
+        for c in &converted {
+            let file = crate::lora::file_of(&c.name);
+            progress(&format!("writing {file}"));
+            std::fs::write(staging.path().join(&file), &c.bytes).map_err(|e| Error::write_file(&req.output, &file, e))?;
+            files.push(file);
+        }
+    }
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &req.output, &companions.copyable)?;
     files.push(BUILD_REPORT.to_string());
     files.extend(copied_files.iter().cloned());
@@ -236,6 +252,10 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "warnings": warnings,
         "parts": part_json,
     });
+    let mut report = report;
+    if let Some(lora) = lora_report {
+        report["lora"] = lora;
+    }
     write_json(staging.path(), &req.output, BUILD_REPORT, &report)?;
     warnings.extend(claim.commit(staging)?);
 
@@ -273,6 +293,23 @@ fn genai_files(
     }
     files.insert(0, (GENAI_CONFIG, config));
     Ok(files)
+}
+
+/// The decoder's LoRA slots (read from its optimized graph) and every `--lora` adapter
+/// converted for them, checked before anything is written: build_report.json's `lora` entry
+/// (`None` for a plain package) and the files' bytes.
+fn convert_adapters(
+    plan: &plan::PackagePlan,
+    built: &[(&PartPlan, ir::Model, PipelineReport)],
+) -> Result<(Option<serde_json::Value>, Vec<crate::lora::Converted>)> {
+    let Some((_, decoder, _)) = built.iter().find(|(p, _, _)| p.part.role == Role::Decoder) else { return Ok((None, Vec::new())) };
+    let slots = crate::lora::Slots::of(&decoder.graph);
+    if slots.0.is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    let converted = plan.adapters.iter().map(|(name, a)| crate::lora::convert(name, a, &slots)).collect::<Result<Vec<_>>>()?;
+    let reports: Vec<serde_json::Value> = converted.iter().map(|c| c.report.clone()).collect();
+    Ok((Some(crate::lora::report_json(&slots, &reports)), converted))
 }
 
 /// Writes one part's model file and external data into the staging folder, with a byte
@@ -414,7 +451,7 @@ pub fn optimized_parts(
     quant: Option<&QuantRequest>,
 ) -> Result<Vec<(Part, ir::Model, PipelineReport)>> {
     let sets = EpSets::builtin()?;
-    let request = PlanRequest { model_dir, ep, dtype, task, tied_head: models::TiedHead::Shared, kv_cache: models::KvCache::Dynamic, quant };
+    let request = PlanRequest { model_dir, ep, dtype, task, tied_head: models::TiedHead::Shared, kv_cache: models::KvCache::Dynamic, quant, lora: &[] };
     let plan = plan::resolve(&sets, &request)?;
     plan.parts
         .iter()

@@ -24,6 +24,8 @@ pub(crate) struct PlanRequest<'r> {
     pub tied_head: TiedHead,
     pub kv_cache: KvCache,
     pub quant: Option<&'r QuantRequest>,
+    /// `--lora NAME=DIR`: adapters whose targets get slots in the decoder.
+    pub lora: &'r [crate::lora::LoraRequest],
 }
 
 /// A package's plan.
@@ -32,6 +34,8 @@ pub(crate) struct PackagePlan<'t> {
     pub task: Task,
     pub ckpt: Checkpoint,
     pub parts: Vec<PartPlan<'t>>,
+    /// The adapters to convert, read and checked, by name (in `--lora` order).
+    pub adapters: Vec<(String, crate::lora::peft::PeftAdapter)>,
 }
 
 /// One part's plan.
@@ -78,6 +82,10 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
             Error::Request(format!("--kv-cache static (max length {max_length}) is not offered for ({}, {}): {why}", table.name, req.dtype))
         })?;
     }
+    if !req.lora.is_empty() {
+        table.lora(req.dtype).map_err(|why| Error::Request(format!("--lora is not offered for ({}, {}): {why}", table.name, req.dtype)))?;
+    }
+    let adapters = read_adapters(req.lora)?;
     let ckpt = Checkpoint::open(req.model_dir)?;
     let task = match req.task {
         Some(t) => t,
@@ -91,6 +99,9 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
             options.kv_cache = req.kv_cache;
         }
         let quant = if part.role == Role::Decoder { quant.clone() } else { None };
+        if part.role == Role::Decoder {
+            options.lora = crate::lora::targets(adapters.iter().map(|(_, a)| a));
+        }
         parts.push(PartPlan { part, plan, options, quant });
     }
     if req.kv_cache != KvCache::Dynamic && !parts.iter().any(|p| p.part.has_kv_cache()) {
@@ -103,7 +114,23 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
             "--quant: task {task} is not quantized yet (the quantize step knows a decoder's lm_head and embedding roles only); build the float package"
         )));
     }
-    Ok(PackagePlan { table, task, ckpt, parts })
+    if !adapters.is_empty() && !parts.iter().any(|p| p.part.role == Role::Decoder) {
+        return Err(Error::Request(format!("--lora: task {task} has no decoder; LoRA slots are built on a causal LM's projections only")));
+    }
+    Ok(PackagePlan { table, task, ckpt, parts, adapters })
+}
+
+/// Reads every `--lora` folder (config keys and tensors checked) before any weight of the base
+/// is read; a name given twice is refused.
+fn read_adapters(reqs: &[crate::lora::LoraRequest]) -> Result<Vec<(String, crate::lora::peft::PeftAdapter)>> {
+    let mut out: Vec<(String, crate::lora::peft::PeftAdapter)> = Vec::new();
+    for r in reqs {
+        if out.iter().any(|(n, _)| *n == r.name) {
+            return Err(Error::Request(format!("--lora: the adapter name `{}` is given twice", r.name)));
+        }
+        out.push((r.name.clone(), crate::lora::peft::PeftAdapter::read(&r.dir)?));
+    }
+    Ok(out)
 }
 
 /// The `--quant` request checked against the table's `[quant.<bits>]` section, or the import

@@ -25,6 +25,9 @@ pub(crate) struct RawTable {
     /// `[kv_cache.static]`: the dtypes that offer `--kv-cache static`, and why.
     #[serde(default)]
     pub kv_cache: Option<RawKvCaches>,
+    /// `[lora]`: the dtypes whose decoder takes LoRA slots (`--lora`), and why.
+    #[serde(default)]
+    pub lora: Option<Spanned<RawStaticKvCache>>,
     #[serde(default)]
     pub exclude: Vec<Spanned<RawExclude>>,
     #[serde(default)]

@@ -209,6 +209,9 @@ pub struct EpTable {
     pub(crate) unknown_dtypes: Vec<UnknownDtype>,
     /// `[kv_cache.static]`, when the table has one (absent: no dtype offers it).
     pub(crate) static_kv_cache: Option<StaticKvCache>,
+    /// `[lora]`, when the table has one (absent: no dtype offers LoRA slots). Same shape as
+    /// `[kv_cache.static]`: dtypes and why.
+    pub(crate) lora: Option<StaticKvCache>,
     /// `[ep] default_dtype`, when the table gives one.
     pub(crate) default_dtype: Option<DType>,
     pub(crate) default_dtype_span: Option<Range<usize>>,
@@ -242,6 +245,20 @@ impl EpTable {
                 Err(format!("{} [kv_cache.static] offers it for dtypes: {offered}; {}", self.file, s.why.trim()))
             }
             None => Err(format!("{} has no [kv_cache.static] section: the {} table does not say the static form is supported", self.file, self.name)),
+        }
+    }
+
+    /// Whether the decoder in dtype `d` takes LoRA slots (`--lora`, docs/adapters.md): `Err`
+    /// holds why not (the table's `[lora] why`, or that it has no such section).
+    pub fn lora(&self, d: DType) -> std::result::Result<&StaticKvCache, String> {
+        match &self.lora {
+            Some(s) if s.dtypes.contains(&d) => Ok(s),
+            Some(s) => {
+                let offered: Vec<String> = s.dtypes.iter().map(|d| d.to_string()).collect();
+                let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
+                Err(format!("{} [lora] offers LoRA slots for dtypes: {offered}; {}", self.file, s.why.trim()))
+            }
+            None => Err(format!("{} has no [lora] section: the {} table does not say LoRA slots run on it", self.file, self.name)),
         }
     }
 
@@ -473,6 +490,12 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             .collect();
         StaticKvCache { dtypes, why: k.why, span: Some(span) }
     });
+    let lora = raw.lora.map(|k| {
+        let span = k.span();
+        let k = k.into_inner();
+        let dtypes = k.dtypes.into_iter().filter_map(|d| plan_dtype(&mut unknown_dtypes, d, "[lora] dtypes".into(), Some(span.clone()))).collect();
+        StaticKvCache { dtypes, why: k.why, span: Some(span) }
+    });
     let name_span = raw.ep.name.span();
     let default_dtype_span = raw.ep.default_dtype.as_ref().map(|d| d.span());
     let default_dtype = raw
@@ -495,6 +518,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         unknown_quant,
         unknown_dtypes,
         static_kv_cache,
+        lora,
         default_dtype,
         default_dtype_span,
         ops,

@@ -118,6 +118,16 @@ impl EpTable {
                 }
             }
         }
+        if let Some(k) = &self.lora {
+            if k.why.trim().is_empty() {
+                problem(k.span.clone(), "[lora] has no `why`".into());
+            }
+            for d in &k.dtypes {
+                if self.dtype(*d).is_none() {
+                    problem(k.span.clone(), format!("[lora] offers dtype {d}, which has no [role.decoder.{d}] section"));
+                }
+            }
+        }
         for (name, span) in &self.unknown_roles {
             let known: Vec<&str> = crate::Role::ALL.iter().map(|r| r.name()).collect();
             problem(span.clone(), format!("unknown role `[role.{name}]` (known: {})", known.join(", ")));

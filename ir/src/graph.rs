@@ -183,6 +183,13 @@ impl Graph {
         self.initializers.iter().find(|(n, _)| n == name).map(|(_, r)| r)
     }
 
+    /// The initializer `name` when it is a constant: not also a graph input. An initializer
+    /// that shares its name with a graph input is only that input's default (a LoRA slot's
+    /// empty A/B): a runtime may feed another value, so no rewrite may treat it as known.
+    pub fn constant(&self, name: &str) -> Option<&Recipe> {
+        self.initializer(name).filter(|_| !self.inputs.iter().any(|i| i.name == name))
+    }
+
     /// Names used by this graph and its subgraphs that are not produced inside them: the
     /// outer-scope values a subgraph captures.
     pub fn captured_names(&self) -> HashSet<String> {

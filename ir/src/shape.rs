@@ -39,6 +39,10 @@ pub fn infer_types(graph: &Graph, ops: &dyn OpInference) -> HashMap<String, Valu
         known.insert(v.name.clone(), v.clone());
     }
     for (name, r) in &graph.initializers {
+        // An input's default: the input's declared type (a symbolic dim) is the value's.
+        if graph.inputs.iter().any(|i| &i.name == name) {
+            continue;
+        }
         known.insert(name.clone(), ValueInfo::new(name, r.dtype(), r.shape().iter().map(|&d| Dim::Fixed(d as i64)).collect()));
     }
     for node in &graph.nodes {
@@ -279,7 +283,28 @@ fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Ve
             vec![dt(0).map(|d| (d, out))]
         }
         "Range" => vec![dt(0).map(|d| (d, Some(vec![Dim::Sym(String::new())])))],
-        "Concat" | "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad" => {
+        "Concat" => {
+            // Inputs of one rank whose concat-axis dims are all fixed: their sum there, the
+            // first input's dims elsewhere (the packed LoRA branches, fuse.pack_qkv.lora).
+            let shapes: Option<Vec<Vec<Dim>>> = (0..n.inputs.len()).map(shape).collect();
+            let out = shapes.and_then(|shapes| {
+                let first = shapes.first()?.clone();
+                let axis = n.attr_int("axis")?;
+                let a = usize::try_from(if axis < 0 { axis + first.len() as i64 } else { axis }).ok().filter(|&a| a < first.len())?;
+                let mut total = 0i64;
+                for s in &shapes {
+                    match (s.len() == first.len()).then(|| &s[a]) {
+                        Some(Dim::Fixed(d)) => total += d,
+                        _ => return None,
+                    }
+                }
+                let mut o = first;
+                o[a] = Dim::Fixed(total);
+                Some(o)
+            });
+            vec![dt(0).map(|d| (d, out))]
+        }
+        "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad" => {
             vec![dt(0).map(|d| (d, None))]
         }
         "Split" => {

@@ -2,18 +2,21 @@
 //! float dtype the graph is built in.
 
 use ir::{Attr, DType, Dim, Graph, Node, Recipe, ValueInfo};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 pub struct GraphBuilder {
     pub graph: Graph,
     /// Element type of weights and activations.
     pub float: DType,
+    /// The projections (checkpoint scopes) that get a LoRA slot ([`crate::lora`]); empty for a
+    /// plain package.
+    pub lora: BTreeSet<String>,
     names: HashSet<String>,
 }
 
 impl GraphBuilder {
     pub fn new(name: &str, float: DType) -> Self {
-        GraphBuilder { graph: Graph { name: name.into(), ..Default::default() }, float, names: HashSet::new() }
+        GraphBuilder { graph: Graph { name: name.into(), ..Default::default() }, float, lora: BTreeSet::new(), names: HashSet::new() }
     }
 
     fn claim(&mut self, name: String) -> String {

@@ -11,6 +11,7 @@ mod prequant;
 
 pub mod arch;
 pub mod components;
+pub mod lora;
 pub mod parts;
 pub mod tasks;
 
@@ -36,6 +37,9 @@ pub struct BuildOptions {
     pub tied_head: TiedHead,
     /// The KV cache form of a decoder (docs/generic-graph.md, "Static KV cache").
     pub kv_cache: KvCache,
+    /// The projections (checkpoint scopes, `model.layers.0.self_attn.q_proj`) that get a LoRA
+    /// slot (docs/adapters.md); empty: a plain package.
+    pub lora: std::collections::BTreeSet<String>,
 }
 
 /// The KV cache form of a decoder graph.
@@ -75,7 +79,7 @@ pub enum TiedHead {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { dtype: DType::F32, concrete_dims: Default::default(), tied_head: TiedHead::Shared, kv_cache: KvCache::Dynamic }
+        BuildOptions { dtype: DType::F32, concrete_dims: Default::default(), tied_head: TiedHead::Shared, kv_cache: KvCache::Dynamic, lora: Default::default() }
     }
 }
 

@@ -490,7 +490,7 @@ pub fn fn_is_graph_output(cx: &Cx, v: Val) -> Result<Val, String> {
     Ok(Val::Bool(cx.outputs.contains(value_name(&v)?)))
 }
 pub fn fn_is_initializer(cx: &Cx, v: Val) -> Result<Val, String> {
-    Ok(Val::Bool(cx.graph.initializer(value_name(&v)?).is_some()))
+    Ok(Val::Bool(cx.graph.constant(value_name(&v)?).is_some()))
 }
 pub fn fn_producer(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
@@ -594,7 +594,7 @@ pub fn bind_let(b: &mut Binds, cap: usize, shown: &str, v: Result<Val, String>, 
 /// a sliding window's width).
 pub fn fn_const_int(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
-    match cx.graph.initializer(n) {
+    match cx.graph.constant(n) {
         Some(ir::Recipe::Data(d)) if d.shape.iter().product::<usize>() == 1 => match d.dtype {
             DType::I64 => Ok(Val::Int(i64::from_le_bytes(d.bytes[..8].try_into().map_err(|_| "short data".to_string())?))),
             DType::I32 => Ok(Val::Int(i32::from_le_bytes(d.bytes[..4].try_into().map_err(|_| "short data".to_string())?) as i64)),
@@ -611,7 +611,7 @@ pub fn fn_const_int(cx: &Cx, v: Val) -> Result<Val, String> {
 /// dtype (the MoE block's top-k and zero), read here as the cast value.
 pub fn fn_const_float(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
-    let Some(r) = cx.graph.initializer(n) else { return Err(format!("`{n}` is not an initializer")) };
+    let Some(r) = cx.graph.constant(n) else { return Err(format!("`{n}` is not a constant initializer")) };
     if r.numel() != 1 || !r.sources().is_empty() {
         return Err(format!("`{n}` is not a one-element constant"));
     }

@@ -29,7 +29,23 @@ impl Registry {
                 problems.push(format!("fixture `{}` has no folder in {}", f.name, self.dir.display()));
                 continue;
             }
-            let config = f.dir.join("config.json");
+            // A LoRA fixture's model_type is its base fixture's (lora.json `base_fixture`,
+            // a registered fixture beside it).
+            let config = if f.kind == super::Kind::Lora {
+                match lora_base(&f.dir) {
+                    Ok(base) if self.get(&base).is_some_and(|b| b.kind == super::Kind::Decoder) => self.dir.join(&base).join("config.json"),
+                    Ok(base) => {
+                        problems.push(format!("fixture `{}`: lora.json's base_fixture `{base}` is not a registered decoder fixture", f.name));
+                        continue;
+                    }
+                    Err(e) => {
+                        problems.push(format!("fixture `{}`: {e}", f.name));
+                        continue;
+                    }
+                }
+            } else {
+                f.dir.join("config.json")
+            };
             let model_type = std::fs::read(&config)
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| e.to_string()))
@@ -43,4 +59,15 @@ impl Registry {
         }
         problems
     }
+}
+
+/// The base fixture a LoRA fixture's `lora.json` names (`base_fixture`, a sibling folder
+/// written `../NAME` or `NAME`).
+pub(crate) fn lora_base(dir: &std::path::Path) -> Result<String, String> {
+    let path = dir.join("lora.json");
+    let v: serde_json::Value = std::fs::read(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())))?;
+    let base = v.get("base_fixture").and_then(|b| b.as_str()).ok_or_else(|| format!("{}: no string `base_fixture`", path.display()))?;
+    Ok(base.trim_start_matches("../").to_string())
 }

@@ -27,6 +27,11 @@ pub enum Kind {
     /// reference is the output of its dequantized model (the float checkpoint in its
     /// `dequantized/` folder). Only the pre-quantized tests build it (tests/tests/prequant.rs).
     Prequant,
+    /// LoRA adapters (PEFT folders, each with the reference outputs of base + adapter) for a
+    /// base fixture that `lora.json` names (`base_fixture`): no config.json of its own, so no
+    /// decoder or encoder matrix builds it; only the LoRA tests (tests/tests/lora.rs,
+    /// tests/python/test_lora.py) do, on that base.
+    Lora,
 }
 
 impl Kind {
@@ -37,10 +42,11 @@ impl Kind {
             Kind::Encoder => "encoder",
             Kind::Vlm => "vlm",
             Kind::Prequant => "prequant",
+            Kind::Lora => "lora",
         }
     }
 
-    pub(crate) const ALL: [Kind; 4] = [Kind::Decoder, Kind::Encoder, Kind::Vlm, Kind::Prequant];
+    pub(crate) const ALL: [Kind; 5] = [Kind::Decoder, Kind::Encoder, Kind::Vlm, Kind::Prequant, Kind::Lora];
 }
 
 /// One fixture folder.

@@ -86,6 +86,12 @@ impl Feed {
 
 /// Runs a session; returns every output by name. f32, i64, i32 and bool outputs are read.
 pub fn run(session: &mut Session, feeds: &[(String, Feed)]) -> BTreeMap<String, Feed> {
+    run_with(session, feeds, None)
+}
+
+/// [`run`] with run options (LoRA adapters bound through `RunOptions::add_adapter`, as
+/// onnxruntime-genai binds them).
+pub fn run_with(session: &mut Session, feeds: &[(String, Feed)], options: Option<&ort::session::RunOptions>) -> BTreeMap<String, Feed> {
     let inputs: Vec<(String, ort::session::SessionInputValue<'static>)> = feeds
         .iter()
         .map(|(name, f)| {
@@ -100,7 +106,11 @@ pub fn run(session: &mut Session, feeds: &[(String, Feed)]) -> BTreeMap<String, 
         })
         .collect();
     let names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
-    let outputs = session.run(inputs).unwrap_or_else(|e| panic!("ONNX Runtime run failed: {e}"));
+    let outputs = match options {
+        Some(o) => session.run_with_options(inputs, o),
+        None => session.run(inputs),
+    }
+    .unwrap_or_else(|e| panic!("ONNX Runtime run failed: {e}"));
     let mut out = BTreeMap::new();
     for name in names {
         let v = &outputs[name.as_str()];

@@ -168,6 +168,17 @@ fn recognise_package(dir: &Path, entries: &[std::fs::DirEntry]) -> std::result::
     for entry in entries {
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        // The adapters folder (a real folder, not a link) holds only files the report lists.
+        if name == crate::lora::ADAPTERS_DIR && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let inner = std::fs::read_dir(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+            for e in inner.flatten() {
+                let inner_name = format!("{name}/{}", e.file_name().to_string_lossy());
+                if !e.file_type().is_ok_and(|t| t.is_file()) || !listed.contains(&inner_name) {
+                    foreign.push(inner_name);
+                }
+            }
+            continue;
+        }
         if !is_file || !listed.contains(&name) {
             foreign.push(name);
         }

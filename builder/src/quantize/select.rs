@@ -61,7 +61,8 @@ pub struct Candidate {
 }
 
 fn float_2d<'g>(graph: &'g Graph, name: &str) -> Option<&'g Recipe> {
-    graph.initializer(name).filter(|r| r.dtype().is_float() && r.shape().len() == 2)
+    // `constant`: a LoRA slot's A/B are inputs with empty defaults, never weights to quantize.
+    graph.constant(name).filter(|r| r.dtype().is_float() && r.shape().len() == 2)
 }
 
 /// Every node reading a weight the step can quantize, in graph order.

@@ -305,6 +305,12 @@ impl DecoderFamily {
         let (qkv_bias, o_bias, _) = sh.biases;
         let (q, k, v) = match &n.attention {
             AttentionNames::Separate { q, k, v } => {
+                // A slot on any of q, k, v is a slot on all three (empty where no adapter
+                // targets it), so the packed QKV projection still forms (fuse.pack_qkv.lora).
+                let group = [s(q), s(k), s(v)];
+                if group.iter().any(|m| b.lora.contains(m)) {
+                    b.lora.extend(group);
+                }
                 let mut proj = |part: &str, out: usize| -> Result<String> {
                     let w = LinearWeights::read(ckpt, b, &s(part), sh.hidden, out, qkv_bias, l.weights)?;
                     Ok(linear(b, &s(part), x, w))

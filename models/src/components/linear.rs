@@ -74,15 +74,21 @@ impl LinearWeights {
     }
 }
 
-/// `x @ W (+ bias)`; initializers are named after the checkpoint scope.
+/// `x @ W (+ bias)`; initializers are named after the checkpoint scope. When the build gives
+/// `scope` a LoRA slot, `+ (x A) B` after the bias ([`crate::lora`]).
 pub fn linear(b: &mut GraphBuilder, scope: &str, x: &str, w: LinearWeights) -> String {
+    let shape = w.weight.shape();
     let weight = b.initializer(&format!("{scope}.weight"), w.weight);
     let y = b.op(&format!("{scope}/MatMul"), "MatMul", &[x, &weight], vec![]);
-    match w.bias {
+    let y = match w.bias {
         None => y,
         Some(bias) => {
             let bias = b.initializer(&format!("{scope}.bias"), bias);
             b.op(&format!("{scope}/Add"), "Add", &[&y, &bias], vec![])
         }
+    };
+    match shape[..] {
+        [inp, out] if b.lora.contains(scope) => crate::lora::branch(b, scope, x, &y, inp, out),
+        _ => y,
     }
 }

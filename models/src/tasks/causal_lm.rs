@@ -90,6 +90,7 @@ pub fn build_with(ckpt: &Checkpoint, opts: &BuildOptions, input: TokenInput) -> 
     }
     let float = opts.dtype;
     let mut b = GraphBuilder::new("main_graph", float);
+    b.lora = opts.lora.clone();
     let (batch, seq, total, past) =
         (dim(opts, "batch_size"), dim(opts, "sequence_length"), dim(opts, "total_sequence_length"), dim(opts, "past_sequence_length"));
     // A static cache has one fixed length for past and present alike.

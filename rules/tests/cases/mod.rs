@@ -118,6 +118,46 @@ fn qwen3_gqa() -> Model {
 fn llama() -> Model {
     generic("tiny-llama")
 }
+/// tiny-llama with LoRA slots on layer 0's q, k, v (docs/adapters.md), after fuse.gqa_rotary.
+fn llama_lora_gqa() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-llama")).expect("fixture");
+    let lora = ["q_proj", "k_proj", "v_proj"].iter().map(|p| format!("model.layers.0.self_attn.{p}")).collect();
+    let mut m = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { lora, ..Default::default() }).expect("generic graph builds");
+    rules::apply(&mut m, &["fuse.gqa_rotary"], &rules::Options { remove_dead: true, ..Default::default() }).expect("rules apply");
+    m
+}
+
+/// tiny-qwen2 (biased q/k/v) with LoRA slots on layer 0's q, k, v, after fuse.gqa_rotary.
+fn qwen2_lora_gqa() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-qwen2")).expect("fixture");
+    let lora = ["q_proj", "k_proj", "v_proj"].iter().map(|p| format!("model.layers.0.self_attn.{p}")).collect();
+    let mut m = models::tasks::causal_lm::build(&ckpt, &models::BuildOptions { lora, ..Default::default() }).expect("generic graph builds");
+    rules::apply(&mut m, &["fuse.gqa_rotary"], &rules::Options { remove_dead: true, ..Default::default() }).expect("rules apply");
+    m
+}
+
+/// fuse.pack_qkv.bias.lora on layer 0 of tiny-qwen2 with slots.
+fn pack_bias_lora_step(step: &str) -> Option<Breaker> {
+    match step {
+        "slots_are_inputs" | "lora_reads_x" => pack_lora_step(step),
+        _ => pack_bias_step(step),
+    }
+}
+
+/// fuse.pack_qkv.lora on layer 0 of tiny-llama with slots.
+fn pack_lora_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // The base projections' checks: an Identity in front of the weight or the input, as for
+        // fuse.pack_qkv (the base MatMuls keep their names).
+        "slots_are_inputs" => |m| {
+            let v = "model.layers.0.self_attn.v_proj.lora_B.weight";
+            identity_before(m, v, "model.layers.0.self_attn.v_proj/lora/MatMul_B")
+        },
+        "lora_reads_x" => |m| identity_before(m, X0, "model.layers.0.self_attn.k_proj/lora/MatMul_A"),
+        _ => return pack_step(step),
+    };
+    Some(b)
+}
 
 /// The attention_mask read through an Identity by the generic mask's Cast: the bias's mask no
 /// longer comes from the graph input seqlens_k is recomputed from.
@@ -760,6 +800,8 @@ fn qwen2_moe_f16() -> Model {
 pub fn case(rule: &str) -> Option<Case> {
     Some(match rule {
         "fuse.pack_qkv" => Case { graph: llama_gqa, target: GQA0, breaker: pack_step },
+        "fuse.pack_qkv.lora" => Case { graph: llama_lora_gqa, target: GQA0, breaker: pack_lora_step },
+        "fuse.pack_qkv.bias.lora" => Case { graph: qwen2_lora_gqa, target: GQA0, breaker: pack_bias_lora_step },
         "fuse.pack_qkv.bias" => Case { graph: qwen2_gqa, target: GQA0, breaker: pack_bias_step },
         "fuse.pack_qkv.split" => Case { graph: qwen3_gqa, target: GQA0, breaker: pack_step },
         "fuse.pack_qkv.bias.no_rotary" => Case { graph: gpt2_gqa, target: GPT2_GQA0, breaker: pack_gpt2_step },

@@ -1,0 +1,230 @@
+//! A PEFT LoRA adapter folder (what `PeftModel.save_pretrained` writes): `adapter_config.json`
+//! read key by key, and `adapter_model.safetensors` read into one (A, B) pair per projection.
+//! Everything an adapter means that a slot `y = base(x) + (x A) B` cannot compute is refused by
+//! its key or tensor, before anything is written.
+
+use super::{lora_error, Result};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The config file of a PEFT adapter folder.
+pub const CONFIG_FILE: &str = "adapter_config.json";
+/// The weights file of a PEFT adapter folder.
+pub const WEIGHTS_FILE: &str = "adapter_model.safetensors";
+/// The prefix PEFT puts before the base model's module paths.
+const KEY_PREFIX: &str = "base_model.model.";
+
+/// What `adapter_config.json` says, as far as the conversion reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoraConfig {
+    pub r: usize,
+    pub alpha: f64,
+    pub use_rslora: bool,
+    /// The listed target module names (`None`: a pattern string such as `all-linear`, which the
+    /// tensors resolve).
+    pub target_modules: Option<Vec<String>>,
+    /// `layers_to_transform` (`None`: every layer).
+    pub layers: Option<BTreeSet<usize>>,
+}
+
+impl LoraConfig {
+    /// PEFT's scaling: `lora_alpha / r`, or `lora_alpha / sqrt(r)` with rsLoRA.
+    pub fn scaling(&self) -> f64 {
+        if self.use_rslora {
+            self.alpha / (self.r as f64).sqrt()
+        } else {
+            self.alpha / self.r as f64
+        }
+    }
+}
+
+/// One projection's pair, as float32 in PEFT's layout.
+#[derive(Clone, Debug)]
+pub struct Pair {
+    /// The base model's module path (`model.layers.0.self_attn.q_proj`).
+    pub module: String,
+    /// The safetensors keys, for messages.
+    pub a_key: String,
+    pub b_key: String,
+    /// `lora_A.weight`: `[r, in]`.
+    pub a: Vec<f32>,
+    /// `lora_B.weight`: `[out, r]`.
+    pub b: Vec<f32>,
+    pub r: usize,
+    pub inp: usize,
+    pub out: usize,
+}
+
+/// A PEFT adapter read from its folder.
+#[derive(Clone, Debug)]
+pub struct PeftAdapter {
+    pub dir: PathBuf,
+    pub config: LoraConfig,
+    /// One pair per targeted projection, by module path.
+    pub pairs: BTreeMap<String, Pair>,
+}
+
+impl PeftAdapter {
+    /// Reads and checks the folder `dir`.
+    pub fn read(dir: &Path) -> Result<PeftAdapter> {
+        let config_path = dir.join(CONFIG_FILE);
+        let bytes = ir::read_regular(&config_path, ir::SETTINGS_LIMIT)?
+            .ok_or_else(|| lora_error(&config_path, "not found: a PEFT adapter folder holds adapter_config.json and adapter_model.safetensors"))?;
+        let json: Value = serde_json::from_slice(&bytes).map_err(|e| lora_error(&config_path, format!("not valid JSON: {e}")))?;
+        let config = read_config(&config_path, &json)?;
+        let weights_path = dir.join(WEIGHTS_FILE);
+        let bytes = ir::read_regular(&weights_path, super::FILE_LIMIT)?.ok_or_else(|| {
+            lora_error(&weights_path, "not found (PEFT's older adapter_model.bin pickles are not read: save the adapter with safe_serialization)")
+        })?;
+        let pairs = read_pairs(&weights_path, &bytes, &config)?;
+        Ok(PeftAdapter { dir: dir.to_path_buf(), config, pairs })
+    }
+}
+
+/// Keys whose value changes what the adapter computes beyond `(x A) B * scaling`: refused
+/// unless absent, `null`, `false` or empty, each with why.
+const REFUSED: &[(&str, &str)] = &[
+    ("use_dora", "DoRA rescales each output column by a learned magnitude over the merged weight's norm, which a slot adding (x A) B cannot compute"),
+    ("rank_pattern", "per-module ranks are not read yet; give every module one `r`"),
+    ("alpha_pattern", "per-module alphas are not read yet; give every module one `lora_alpha`"),
+    ("fan_in_fan_out", "Conv1D-layout (fan_in_fan_out) adapters are not read yet"),
+    ("modules_to_save", "whole modules saved beside the adapter replace base weights, which a LoRA slot cannot switch"),
+    ("lora_bias", "a bias on lora_B is not read yet"),
+    ("use_qalora", "QA-LoRA pools the input per group before A, which the slot does not compute"),
+    ("trainable_token_indices", "trained token embeddings replace base weights, which a LoRA slot cannot switch"),
+    ("layer_replication", "replicated layers change the base model's layer stack"),
+    ("target_parameters", "LoRA on parameters (MoE expert stacks) is not a projection slot"),
+    ("alora_invocation_tokens", "activated LoRA switches on after invocation tokens, which the graph does not track"),
+    ("use_bdlora", "block-diagonal LoRA is not read yet"),
+];
+
+fn read_config(path: &Path, json: &Value) -> Result<LoraConfig> {
+    let bad = |key: &str, why: String| lora_error(path, format!("`{key}`: {why}"));
+    let peft_type = json.get("peft_type").and_then(Value::as_str).unwrap_or("LORA");
+    if peft_type != "LORA" {
+        return Err(bad("peft_type", format!("`{peft_type}` is not LoRA; only LORA adapters convert")));
+    }
+    for (key, why) in REFUSED {
+        let set = match json.get(*key) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+            Some(Value::Object(m)) => !m.is_empty(),
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        };
+        if set {
+            return Err(bad(key, format!("{} is set; {why}", json[*key])));
+        }
+    }
+    match json.get("bias").and_then(Value::as_str) {
+        None | Some("none") => {}
+        Some(other) => return Err(bad("bias", format!("`{other}`: trained biases change base weights; only `none` converts"))),
+    }
+    let r = json.get("r").and_then(Value::as_u64).filter(|&r| r > 0).ok_or_else(|| bad("r", "must be a positive integer".into()))? as usize;
+    let alpha = match json.get("lora_alpha") {
+        None => 8.0, // PEFT's default
+        Some(v) => v.as_f64().filter(|a| a.is_finite()).ok_or_else(|| bad("lora_alpha", format!("{v} is not a number")))?,
+    };
+    let use_rslora = match json.get("use_rslora") {
+        None | Some(Value::Null) => false,
+        Some(v) => v.as_bool().ok_or_else(|| bad("use_rslora", format!("{v} is not true or false")))?,
+    };
+    let target_modules = match json.get("target_modules") {
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_str().map(str::to_string).ok_or_else(|| bad("target_modules", format!("{v} is not a module name"))))
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        Some(Value::String(_)) => None,
+        None | Some(Value::Null) => return Err(bad("target_modules", "missing: which projections the adapter trains".into())),
+        Some(v) => return Err(bad("target_modules", format!("{v} is not a list of module names or a pattern"))),
+    };
+    let layers = match json.get("layers_to_transform") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(BTreeSet::from([n.as_u64().ok_or_else(|| bad("layers_to_transform", format!("{n} is not a layer index")))? as usize])),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|v| v.as_u64().map(|i| i as usize).ok_or_else(|| bad("layers_to_transform", format!("{v} is not a layer index"))))
+                .collect::<Result<BTreeSet<_>>>()?,
+        ),
+        Some(v) => return Err(bad("layers_to_transform", format!("{v} is not a layer index or a list of them"))),
+    };
+    Ok(LoraConfig { r, alpha, use_rslora, target_modules, layers })
+}
+
+/// The layer index in a module path (`model.layers.3.mlp.up_proj` -> 3).
+fn layer_of(module: &str) -> Option<usize> {
+    let parts: Vec<&str> = module.split('.').collect();
+    parts.windows(2).find(|w| w[0] == "layers" || w[0] == "h" || w[0] == "blocks").and_then(|w| w[1].parse().ok())
+}
+
+fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap<String, Pair>> {
+    let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| lora_error(path, format!("not a safetensors file: {e}")))?;
+    let mut halves: BTreeMap<String, [Option<(String, Vec<usize>, Vec<f32>)>; 2]> = BTreeMap::new();
+    let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
+    names.sort();
+    for key in names {
+        let tensor = |why: &str| lora_error(path, format!("tensor `{key}`: {why}"));
+        let Some(rest) = key.strip_prefix(KEY_PREFIX) else {
+            return Err(tensor(&format!("not under `{KEY_PREFIX}`; not a PEFT LoRA tensor")));
+        };
+        let (module, half) = if let Some(m) = rest.strip_suffix(".lora_A.weight") {
+            (m, 0)
+        } else if let Some(m) = rest.strip_suffix(".lora_B.weight") {
+            (m, 1)
+        } else {
+            return Err(tensor("not a lora_A/lora_B weight (embedding LoRA, DoRA magnitudes and saved modules are not converted)"));
+        };
+        let leaf = module.rsplit('.').next().unwrap_or(module);
+        if let Some(targets) = &config.target_modules {
+            if !targets.iter().any(|t| t == leaf || module.ends_with(&format!(".{t}")) || module == t) {
+                return Err(tensor(&format!("module `{module}` is not in target_modules {targets:?}")));
+            }
+        }
+        if let Some(layers) = &config.layers {
+            match layer_of(module) {
+                Some(i) if layers.contains(&i) => {}
+                Some(i) => return Err(tensor(&format!("layer {i} is not in layers_to_transform {layers:?}"))),
+                None => return Err(tensor("no layer index in its module path, but layers_to_transform is set")),
+            }
+        }
+        let view = st.tensor(&key).map_err(|e| tensor(&e.to_string()))?;
+        let shape = view.shape().to_vec();
+        if shape.len() != 2 || shape.contains(&0) {
+            return Err(tensor(&format!("shape {shape:?}; a LoRA factor is a non-empty matrix")));
+        }
+        let values = to_f32(view.dtype(), view.data()).ok_or_else(|| tensor(&format!("dtype {:?}; adapters hold F32, F16 or BF16", view.dtype())))?;
+        halves.entry(module.to_string()).or_default()[half] = Some((key.clone(), shape, values));
+    }
+    let mut pairs = BTreeMap::new();
+    for (module, [a, b]) in halves {
+        let (Some((a_key, a_shape, a)), Some((b_key, b_shape, b))) = (a, b) else {
+            return Err(lora_error(path, format!("module `{module}` has only one of lora_A and lora_B")));
+        };
+        let (r, inp, out) = (a_shape[0], a_shape[1], b_shape[0]);
+        if b_shape[1] != r {
+            return Err(lora_error(
+                path,
+                format!("the ranks of A and B disagree: `{a_key}` is {a_shape:?} (rank {r}) but `{b_key}` is {b_shape:?} (rank {})", b_shape[1]),
+            ));
+        }
+        if r != config.r {
+            return Err(lora_error(path, format!("tensor `{a_key}` has rank {r}, but adapter_config.json's `r` is {}", config.r)));
+        }
+        pairs.insert(module.clone(), Pair { module, a_key, b_key, a, b, r, inp, out });
+    }
+    if pairs.is_empty() {
+        return Err(lora_error(path, "holds no lora_A/lora_B tensors"));
+    }
+    Ok(pairs)
+}
+
+fn to_f32(dtype: safetensors::Dtype, data: &[u8]) -> Option<Vec<f32>> {
+    use safetensors::Dtype;
+    Some(match dtype {
+        Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+        Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        _ => return None,
+    })
+}

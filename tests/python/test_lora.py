@@ -1,0 +1,292 @@
+"""LoRA adapters (docs/adapters.md): a base package built with `--lora`, its `.onnx_adapter`
+files read back by ONNX Runtime's own reader, run through RunOptions as onnxruntime-genai binds
+them, and generated with og.Adapters, against the transformers + peft references of
+tests/fixtures/tiny-llama-lora."""
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import onnxruntime_genai as og
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from conftest import FIXTURES, REGISTRY, build_with, tailor_bin
+
+LORA_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "lora"]
+FIXTURE = "tiny-llama-lora"
+LORA = FIXTURES / FIXTURE
+META = json.loads((LORA / "lora.json").read_text())
+BASE = META["base_fixture"].removeprefix("../")
+ADAPTERS = sorted(META["adapters"])
+
+
+def lora_flags(names=ADAPTERS):
+    return [x for n in names for x in ("--lora", f"{n}={LORA / n}")]
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """tiny-llama with both adapters, default EP, f32."""
+    return build_with(tmp_path_factory.mktemp("lora") / "pkg", BASE, "default", lora_flags())
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    return build_with(tmp_path_factory.mktemp("plain") / "pkg", BASE, "default", [])
+
+
+def read_adapter(path):
+    """{name: array} through ONNX Runtime's reader; copied before the reader goes away (its
+    values are views into it)."""
+    r = ort.AdapterFormat.read_adapter(str(path))
+    out = {k: np.array(v.numpy(), copy=True) for k, v in r.get_parameters().items()}
+    return r.get_format_version(), out
+
+
+def expected_params(name):
+    """What the adapter file must hold, from the PEFT folder: A^T, and B^T times the scaling."""
+    cfg = json.loads((LORA / name / "adapter_config.json").read_text())
+    r, alpha = cfg["r"], cfg["lora_alpha"]
+    scaling = alpha / np.sqrt(r) if cfg.get("use_rslora") else alpha / r
+    out = {}
+    for k, v in load_file(LORA / name / "adapter_model.safetensors").items():
+        key = k.removeprefix("base_model.model.")
+        out[key] = v.T * (scaling if ".lora_B." in key else 1.0)
+    return out
+
+
+def test_the_fixture_is_registered_as_lora():
+    assert FIXTURE in LORA_FIXTURES
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_adapter_files_read_back_with_onnx_runtimes_reader(package, name):
+    version, params = read_adapter(package / "adapters" / f"{name}.onnx_adapter")
+    assert version == 1
+    want = expected_params(name)
+    assert sorted(params) == sorted(want)
+    assert len(params) == META["adapters"][name]["tensors"]
+    for k, v in want.items():
+        assert params[k].dtype == np.float32 and params[k].shape == v.shape, k
+        np.testing.assert_allclose(params[k], v, rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+def test_slots_are_graph_inputs_with_their_own_rank_and_an_empty_default(package):
+    s = ort.InferenceSession(str(package / "model.onnx"), providers=["CPUExecutionProvider"])
+    required = {i.name for i in s.get_inputs()}
+    overridable = {i.name: i for i in s.get_overridable_initializers()}
+    slots = sorted(n for n in overridable if ".lora_" in n)
+    # a2 targets all seven projections of both layers: 14 slots, 28 inputs.
+    assert len(slots) == 28 and not any(".lora_" in n for n in required)
+    ranks = {i.shape[1] for n, i in overridable.items() if n.endswith(".lora_A.weight")}
+    assert len(ranks) == 14 and all(isinstance(r, str) for r in ranks)
+    report = json.loads((package / "build_report.json").read_text())
+    assert {a["name"]: (a["rank"], a["scaling"], a["tensors"]) for a in report["lora"]["adapters"]} == {
+        n: (META["adapters"][n]["r"], META["adapters"][n]["scaling"], META["adapters"][n]["tensors"]) for n in ADAPTERS
+    }
+    assert len(report["lora"]["slots"]) == 14
+    assert all(f"adapters/{n}.onnx_adapter" in report["files"] for n in ADAPTERS)
+
+
+def run_reference_steps(model_path, adapter, ref, n_layers):
+    """Prefill then one decode step on ORT CPU with `adapter` (a file, or None) bound through
+    RunOptions; returns (prefill logits, decode logits)."""
+    s = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    ro = ort.RunOptions()
+    if adapter is not None:
+        la = ort.LoraAdapter()
+        la.Load(str(adapter))
+        ro.add_active_adapter(la)
+    feeds = {"input_ids": ref["input_ids"], "attention_mask": ref["attention_mask"], "position_ids": ref["position_ids"]}
+    for i in range(n_layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 16), np.float32)
+    names = [o.name for o in s.get_outputs()]
+    out = dict(zip(names, s.run(None, feeds, ro)))
+    feeds = {"input_ids": ref["decode_input_ids"], "attention_mask": np.ones((1, 8), np.int64), "position_ids": np.array([[7]], np.int64)}
+    for i in range(n_layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = out[f"present.{i}.{kv}"]
+    step = dict(zip(names, s.run(None, feeds, ro)))
+    return out["logits"], step["logits"]
+
+
+@pytest.mark.parametrize("ep", ["default", "cpu"])
+@pytest.mark.parametrize("name", [None, *ADAPTERS])
+def test_ort_logits_match_the_reference_with_each_adapter_bound(package, tmp_path, ep, name):
+    pkg = package if ep == "default" else build_with(tmp_path / "pkg", BASE, ep, lora_flags())
+    ref = load_file((LORA / name if name else FIXTURES / BASE) / "reference.safetensors")
+    adapter = pkg / "adapters" / f"{name}.onnx_adapter" if name else None
+    logits, decode = run_reference_steps(pkg / "model.onnx", adapter, ref, 2)
+    assert np.abs(logits - ref["logits"]).max() < 1e-3
+    assert np.abs(decode - ref["decode_logits"]).max() < 1e-3
+
+
+def generate(model, prompt, n, adapters=None, name=None):
+    params = og.GeneratorParams(model)
+    total = prompt.shape[1] + n
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    g = og.Generator(model, params)
+    if name is not None:
+        g.set_active_adapter(adapters, name)
+    g.append_tokens(prompt)
+    while not g.is_done():
+        g.generate_next_token()
+    return [int(t) for t in g.get_sequence(0)[prompt.shape[1]:]]
+
+
+def genai_ready(pkg, expected_all):
+    """The eos id moved to a token no reference generates (min_length = max_length makes genai
+    suppress eos, as tests/python/test_genai.py explains)."""
+    config = json.loads((pkg / "genai_config.json").read_text())
+    config["model"]["eos_token_id"] = min(set(range(config["model"]["vocab_size"])) - expected_all)
+    (pkg / "genai_config.json").write_text(json.dumps(config))
+
+
+def test_genai_generates_each_adapters_reference_switching_in_one_process(package):
+    refs = {n: load_file(LORA / n / "reference.safetensors")["greedy_tokens"][0].tolist() for n in ADAPTERS}
+    base = load_file(FIXTURES / BASE / "reference.safetensors")
+    refs[None] = base["greedy_tokens"][0].tolist()
+    genai_ready(package, {t for r in refs.values() for t in r})
+    model = og.Model(str(package))
+    adapters = og.Adapters(model)
+    for n in ADAPTERS:
+        adapters.load(str(package / "adapters" / f"{n}.onnx_adapter"), n)
+    order = [None, *ADAPTERS, *reversed(ADAPTERS), None]
+    for name in order:
+        got = generate(model, base["input_ids"], 16, adapters, name)
+        assert got == refs[name], f"adapter {name}"
+
+
+def test_an_int4_base_with_float_adapters_generates(tmp_path):
+    pkg = build_with(tmp_path / "pkg", BASE, "cpu", ["--quant", "int4", *lora_flags()])
+    import onnx
+    m = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    ops = [n.op_type for n in m.graph.node]
+    assert "MatMulNBits" in ops
+    # Every LoRA MatMul reads a float32 slot input, never a quantized one.
+    lora = [n for n in m.graph.node if "/lora/" in n.name and n.op_type != "Add"]
+    assert lora and all(n.op_type == "MatMul" for n in lora)
+    report = json.loads((pkg / "build_report.json").read_text())
+    quantized = {t["weight"] for t in report["parts"][0]["quantization"]["tensors"]}
+    assert not any(".lora_" in w for w in quantized)
+    base = load_file(FIXTURES / BASE / "reference.safetensors")
+    plain_logits, _ = run_reference_steps(pkg / "model.onnx", None, base, 2)
+    # int4 blocks of 32 on a 64-wide random model move the logits by about 2 (the base's own
+    # error here); with an adapter bound the error stays of that order, and the adapter moves
+    # the int4 logits as much as it moves the float ones.
+    base_error = np.abs(plain_logits - base["logits"]).max()
+    for name in ADAPTERS:
+        ref = load_file(LORA / name / "reference.safetensors")
+        logits, _ = run_reference_steps(pkg / "model.onnx", pkg / "adapters" / f"{name}.onnx_adapter", ref, 2)
+        assert np.abs(logits - ref["logits"]).max() < 1.5 * base_error, name
+        assert np.abs(logits - plain_logits).max() > 0.3 * META_MOVE[name], name
+    genai_ready(pkg, set(range(64)))
+    model = og.Model(str(pkg))
+    adapters = og.Adapters(model)
+    adapters.load(str(pkg / "adapters" / f"{ADAPTERS[0]}.onnx_adapter"), ADAPTERS[0])
+    plain = generate(model, base["input_ids"], 16)
+    tuned = generate(model, base["input_ids"], 16, adapters, ADAPTERS[0])
+    assert len(tuned) == 16 and tuned != plain
+
+
+META_MOVE = {n: json.loads((LORA / n / "reference.json").read_text())["checks"]["max_abs_logits_vs_base"] for n in ADAPTERS}
+
+
+def run_adapter_cmd(peft, pkg, name, *extra):
+    return subprocess.run([str(tailor_bin()), "adapter", str(peft), "--package", str(pkg), "--name", name, *extra], capture_output=True, text=True)
+
+
+def snapshot(pkg):
+    return {p.relative_to(pkg): p.read_bytes() for p in sorted(pkg.rglob("*")) if p.is_file()}
+
+
+def test_tailor_adapter_converts_one_more_adapter_for_a_package(tmp_path):
+    pkg = build_with(tmp_path / "pkg", BASE, "default", lora_flags(["a2"]))
+    done = run_adapter_cmd(LORA / "a1", pkg, "later")
+    assert done.returncode == 0, done.stderr
+    _, params = read_adapter(pkg / "adapters" / "later.onnx_adapter")
+    want = expected_params("a1")
+    assert sorted(params) == sorted(want)
+    report = json.loads((pkg / "build_report.json").read_text())
+    assert "adapters/later.onnx_adapter" in report["files"]
+    assert [a["name"] for a in report["lora"]["adapters"]] == ["a2", "later"]
+    # The package still replaces cleanly with --force (the adapters folder is its own).
+    build_with(pkg, BASE, "default", ["--force", *lora_flags(["a2"])])
+    assert not (pkg / "adapters" / "later.onnx_adapter").exists()
+
+
+def test_an_adapter_the_slots_do_not_take_is_refused_and_nothing_is_written(tmp_path):
+    pkg = build_with(tmp_path / "pkg", BASE, "default", lora_flags(["a1"]))
+    before = snapshot(pkg)
+    # a2 targets k_proj and the MLP, which a1's package has no slots for.
+    done = run_adapter_cmd(LORA / "a2", pkg, "x")
+    assert done.returncode != 0 and "mlp.down_proj.lora_A.weight" in done.stderr, done.stderr
+    # Ranks of A and B disagree.
+    bad = tmp_path / "bad"
+    shutil.copytree(LORA / "a1", bad)
+    t = load_file(bad / "adapter_model.safetensors")
+    key = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"
+    t[key] = np.ascontiguousarray(t[key][:, :3])
+    save_file(t, bad / "adapter_model.safetensors")
+    done = run_adapter_cmd(bad, pkg, "bad")
+    assert done.returncode != 0 and "ranks of A and B disagree" in done.stderr and key in done.stderr, done.stderr
+    # Other widths than the base's.
+    wide = tmp_path / "wide"
+    shutil.copytree(LORA / "a1", wide)
+    t = load_file(wide / "adapter_model.safetensors")
+    key = "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight"
+    t[key] = np.zeros((4, 65), np.float32)
+    save_file(t, wide / "adapter_model.safetensors")
+    done = run_adapter_cmd(wide, pkg, "wide")
+    assert done.returncode != 0 and key in done.stderr, done.stderr
+    assert snapshot(pkg) == before
+    # The same malformed adapter given to a build leaves no package.
+    out = tmp_path / "never"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / BASE), "--output", str(out), "--lora", f"bad={bad}"], capture_output=True, text=True)
+    assert done.returncode != 0 and "ranks of A and B disagree" in done.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("key,value,word", [
+    ("use_dora", True, "DoRA"),
+    ("rank_pattern", {"q_proj": 8}, "rank_pattern"),
+    ("bias", "all", "bias"),
+    ("fan_in_fan_out", True, "fan_in_fan_out"),
+    ("target_modules", ["q_proj"], "not in target_modules"),
+])
+def test_adapter_options_a_slot_cannot_compute_are_refused_by_key(tmp_path, key, value, word):
+    d = tmp_path / "a"
+    shutil.copytree(LORA / "a1", d)
+    cfg = json.loads((d / "adapter_config.json").read_text())
+    cfg[key] = value
+    (d / "adapter_config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / BASE), "--output", str(out), "--lora", f"a={d}"], capture_output=True, text=True)
+    assert done.returncode != 0 and word in done.stderr and not out.exists(), done.stderr
+
+
+def test_rslora_and_some_layers_only(tmp_path):
+    """rsLoRA scales by alpha/sqrt(r); layers_to_transform gives tensors for some layers only:
+    the file holds those, and only that layer has slots."""
+    d = tmp_path / "rs"
+    d.mkdir()
+    cfg = json.loads((LORA / "a2" / "adapter_config.json").read_text())
+    cfg.update(use_rslora=True, layers_to_transform=[1])
+    (d / "adapter_config.json").write_text(json.dumps(cfg))
+    t = {k: v for k, v in load_file(LORA / "a2" / "adapter_model.safetensors").items() if ".layers.1." in k}
+    save_file(t, d / "adapter_model.safetensors")
+    pkg = build_with(tmp_path / "pkg", BASE, "default", ["--lora", f"rs={d}"])
+    _, params = read_adapter(pkg / "adapters" / "rs.onnx_adapter")
+    scaling = cfg["lora_alpha"] / np.sqrt(cfg["r"])
+    assert len(params) == 14
+    for k, v in t.items():
+        key = k.removeprefix("base_model.model.")
+        want = v.T * (scaling if ".lora_B." in key else 1.0)
+        np.testing.assert_allclose(params[key], want, rtol=1e-6, atol=1e-7)
+    # Equivalent to merging: the slot's output equals (x W + x A^T B^T s) on ORT.
+    ref = load_file(FIXTURES / BASE / "reference.safetensors")
+    with_a, _ = run_reference_steps(pkg / "model.onnx", pkg / "adapters" / "rs.onnx_adapter", ref, 2)
+    without, _ = run_reference_steps(pkg / "model.onnx", None, ref, 2)
+    assert np.abs(without - ref["logits"]).max() < 1e-3 and np.abs(with_a - without).max() > 1e-2
