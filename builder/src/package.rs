@@ -304,7 +304,9 @@ fn convert_adapters(
 ) -> Result<(Option<serde_json::Value>, Vec<crate::lora::Converted>)> {
     let Some((_, decoder, _)) = built.iter().find(|(p, _, _)| p.part.role == Role::Decoder) else { return Ok((None, Vec::new())) };
     let slots = crate::lora::Slots::of(&decoder.graph);
-    if slots.0.is_empty() {
+    // No slots: a plain package, or adapters whose targets the graph has none of (refused
+    // below, naming the tensor).
+    if slots.0.is_empty() && plan.adapters.is_empty() {
         return Ok((None, Vec::new()));
     }
     let converted = plan.adapters.iter().map(|(name, a)| crate::lora::convert(name, a, &slots)).collect::<Result<Vec<_>>>()?;

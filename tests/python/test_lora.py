@@ -290,3 +290,28 @@ def test_rslora_and_some_layers_only(tmp_path):
     with_a, _ = run_reference_steps(pkg / "model.onnx", pkg / "adapters" / "rs.onnx_adapter", ref, 2)
     without, _ = run_reference_steps(pkg / "model.onnx", None, ref, 2)
     assert np.abs(without - ref["logits"]).max() < 1e-3 and np.abs(with_a - without).max() > 1e-2
+
+
+def test_targets_the_base_graph_does_not_build_are_refused_naming_the_tensor(tmp_path):
+    """Phi-3 fuses q/k/v into qkv_proj: a Llama adapter's q_proj has no projection there."""
+    out = tmp_path / "out"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / "tiny-phi3"), "--output", str(out), "--lora", f"a1={LORA / 'a1'}"], capture_output=True, text=True)
+    assert done.returncode != 0 and "self_attn.q_proj.lora_A.weight" in done.stderr and "no LoRA slot" in done.stderr and not out.exists(), done.stderr
+
+
+def test_gpu_tables_refuse_lora_saying_why(tmp_path):
+    out = tmp_path / "out"
+    for ep in ("cuda", "dml", "webgpu", "trt-rtx"):
+        done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / BASE), "--output", str(out), "--ep", ep, "--lora", f"a1={LORA / 'a1'}"], capture_output=True, text=True)
+        assert done.returncode != 0 and f"{ep}.toml [lora]" in done.stderr and "K = 0" in done.stderr and not out.exists(), done.stderr
+
+
+def test_inspect_lists_slots_and_adapters(package):
+    done = subprocess.run([str(tailor_bin()), "inspect", str(package), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lora = json.loads(done.stdout)["lora"]
+    assert len(lora["slots"]) == 14
+    got = {a["name"]: (a["tensors"], a["rank"], a["scaling"], len(a["targets"]), a["names_without_input"]) for a in lora["adapters"]}
+    assert got == {n: (META["adapters"][n]["tensors"], META["adapters"][n]["r"], META["adapters"][n]["scaling"], META["adapters"][n]["tensors"] // 2, []) for n in ADAPTERS}
+    text = subprocess.run([str(tailor_bin()), "inspect", str(package)], capture_output=True, text=True).stdout
+    assert "LoRA slots: 14" in text and "adapter a1: adapters/a1.onnx_adapter, 8 tensors, rank 4, scaling 2.0" in text

@@ -62,7 +62,10 @@ fn selectors_pick_by_kind_and_trait() {
     assert_eq!(names("rope").len(), plain.len() + 3);
     assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-gemma3-vl"]);
     assert_eq!(names("prequant"), ["tiny-llama-gptq", "tiny-llama-gptq-asym", "tiny-qwen2-awq"]);
-    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vlm !prequant"] {
+    // A LoRA fixture (adapters for a base fixture) is in no decoder matrix: its own kind.
+    assert_eq!(names("lora"), ["tiny-llama-lora"]);
+    assert!(!names("decoder").contains(&"tiny-llama-lora"));
+    for bad in ["rop", "", "gpt2 rope", "!decoder !encoder !vlm !prequant !lora"] {
         assert!(matches!(r.select(bad), Err(Error::Selector { .. })), "`{bad}` must be refused");
     }
 }
