@@ -284,11 +284,13 @@ fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Ve
         }
         "Range" => vec![dt(0).map(|d| (d, Some(vec![Dim::Sym(String::new())])))],
         "Concat" => {
-            // Inputs of one rank whose concat-axis dims are all fixed: their sum there, the
-            // first input's dims elsewhere (the packed LoRA branches, fuse.pack_qkv.lora).
+            // Tensors of one rank (2 or more) whose concat-axis dims are all fixed: their sum
+            // there, the first input's dims elsewhere (the packed LoRA branches,
+            // fuse.pack_qkv.lora). A 1-D Concat builds a shape, whose length stays unnamed as
+            // before (the graph snapshots print it so).
             let shapes: Option<Vec<Vec<Dim>>> = (0..n.inputs.len()).map(shape).collect();
             let out = shapes.and_then(|shapes| {
-                let first = shapes.first()?.clone();
+                let first = shapes.first().filter(|s| s.len() >= 2)?.clone();
                 let axis = n.attr_int("axis")?;
                 let a = usize::try_from(if axis < 0 { axis + first.len() as i64 } else { axis }).ok().filter(|&a| a < first.len())?;
                 let mut total = 0i64;
@@ -431,6 +433,29 @@ mod tests {
         for word in ["com.microsoft", "Microsoft", "normalize_domain", "Domain::Other"] {
             assert!(!code.contains(word), "ir/src/shape.rs mentions `{word}`");
         }
+    }
+
+    #[test]
+    fn concat_sums_fixed_axis_dims_and_inputs_override_their_defaults() {
+        let v = |n: &str, dims: Vec<Dim>| ValueInfo::new(n, DType::F32, dims);
+        let bs = |last: Dim| vec![Dim::sym("b"), Dim::sym("s"), last];
+        let mut cat = Node::new("c", "Concat", &["q", "k", "v"], &["y"]);
+        cat.set_attr(crate::Attr::int("axis", -1));
+        let mut g = Graph {
+            inputs: vec![v("q", bs(Dim::Fixed(64))), v("k", bs(Dim::Fixed(32))), v("v", bs(Dim::Fixed(32))), v("a", vec![Dim::Fixed(4), Dim::sym("a.r")])],
+            nodes: vec![cat],
+            ..Graph::default()
+        };
+        // An initializer named as an input is that input's default: the input's type wins.
+        g.initializers.push(("a".into(), crate::Recipe::data("a", DType::F32, vec![4, 0], Vec::new())));
+        let t = infer_types(&g, &OnnxOnly);
+        assert_eq!(t["y"].shape, Some(bs(Dim::Fixed(128))));
+        assert_eq!(t["a"].shape, Some(vec![Dim::Fixed(4), Dim::sym("a.r")]));
+        // A symbolic axis dim, or a 1-D (shape-building) Concat, stays unknown.
+        g.inputs[1] = v("k", bs(Dim::sym("r")));
+        assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, None);
+        g.inputs = ["q", "k", "v"].iter().map(|n| v(n, vec![Dim::Fixed(1)])).collect();
+        assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, None);
     }
 
     #[test]
