@@ -315,3 +315,89 @@ def test_inspect_lists_slots_and_adapters(package):
     assert got == {n: (META["adapters"][n]["tensors"], META["adapters"][n]["r"], META["adapters"][n]["scaling"], META["adapters"][n]["tensors"] // 2, []) for n in ADAPTERS}
     text = subprocess.run([str(tailor_bin()), "inspect", str(package)], capture_output=True, text=True).stdout
     assert "LoRA slots: 14" in text and "adapter a1: adapters/a1.onnx_adapter, 8 tensors, rank 4, scaling 2.0" in text
+
+
+def random_adapter(ckpt, out, modules, r, alpha, rslora=False, seed=0):
+    """A random PEFT adapter on `modules` (leaf names) of every layer of the checkpoint; returns
+    its tensors by PEFT key."""
+    rng = np.random.default_rng(seed)
+    weights = load_file(ckpt / "model.safetensors")
+    tensors = {}
+    for key, w in weights.items():
+        module = key.removesuffix(".weight")
+        if key.endswith(".weight") and module.rsplit(".", 1)[-1] in modules and w.ndim == 2:
+            n, k = w.shape
+            tensors[f"base_model.model.{module}.lora_A.weight"] = (rng.standard_normal((r, k)) * 0.3).astype(np.float32)
+            tensors[f"base_model.model.{module}.lora_B.weight"] = (rng.standard_normal((n, r)) * 0.3).astype(np.float32)
+    out.mkdir(parents=True)
+    save_file(tensors, out / "adapter_model.safetensors")
+    cfg = {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "use_rslora": rslora, "target_modules": sorted(modules), "bias": "none"}
+    (out / "adapter_config.json").write_text(json.dumps(cfg))
+    return tensors
+
+
+def merged_checkpoint(ckpt, out, tensors, scaling):
+    """The checkpoint with each adapter pair merged into its weight: W + scaling * B A."""
+    shutil.copytree(ckpt, out, ignore=shutil.ignore_patterns("reference.*"))
+    weights = load_file(ckpt / "model.safetensors")
+    for key in [k for k in tensors if k.endswith(".lora_A.weight")]:
+        module = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
+        a, b = tensors[key], tensors[key.replace("lora_A", "lora_B")]
+        w = weights[f"{module}.weight"]
+        weights[f"{module}.weight"] = (w.astype(np.float64) + scaling * (b.astype(np.float64) @ a.astype(np.float64))).astype(w.dtype)
+    save_file(weights, out / "model.safetensors")
+
+
+@pytest.mark.parametrize("fixture,ep,modules", [
+    ("tiny-qwen2", "cpu", {"q_proj", "k_proj", "v_proj", "o_proj"}),       # biased q/k/v: fuse.pack_qkv.bias.lora
+    ("tiny-qwen2", "default", {"q_proj", "v_proj", "down_proj"}),
+    ("tiny-mistral", "cpu", {"k_proj", "gate_proj", "up_proj"}),           # head_dim != hidden / heads
+    ("tiny-qwen3", "cpu", {"q_proj", "k_proj", "v_proj", "down_proj"}),    # per-head q/k norms
+])
+def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules):
+    """For families and adapters the fixtures do not cover (other widths, rsLoRA, biases):
+    the package with an adapter bound computes what the checkpoint with that adapter merged into
+    its weights computes."""
+    ckpt = FIXTURES / fixture
+    r, alpha = 6, 12
+    tensors = random_adapter(ckpt, tmp_path / "peft", modules, r, alpha, rslora=True)
+    merged_checkpoint(ckpt, tmp_path / "merged", tensors, alpha / np.sqrt(r))
+    pkg = build_with(tmp_path / "pkg", fixture, ep, ["--lora", f"x={tmp_path / 'peft'}"])
+    plain = subprocess.run([str(tailor_bin()), "build", "--model", str(tmp_path / "merged"), "--output", str(tmp_path / "m"), "--ep", ep], capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    report = json.loads((pkg / "build_report.json").read_text())
+    if ep == "cpu" and fixture != "tiny-qwen3":
+        fired = {r["rule"]: r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"]}
+        assert fired.get("fuse.pack_qkv.lora", 0) + fired.get("fuse.pack_qkv.bias.lora", 0) > 0, fired
+    ref = load_file(ckpt / "reference.safetensors")
+    cfg = json.loads((ckpt / "config.json").read_text())
+    kv_heads = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    got = run_steps(pkg / "model.onnx", pkg / "adapters" / "x.onnx_adapter", ref, cfg["num_hidden_layers"], kv_heads, head_dim)
+    want = run_steps(tmp_path / "m" / "model.onnx", None, ref, cfg["num_hidden_layers"], kv_heads, head_dim)
+    none = run_steps(pkg / "model.onnx", None, ref, cfg["num_hidden_layers"], kv_heads, head_dim)
+    for g, w, n in zip(got, want, none):
+        assert np.abs(g - w).max() < 1e-3 and np.abs(g - n).max() > 1e-2
+
+
+def run_steps(model_path, adapter, ref, n_layers, kv_heads, head_dim):
+    s = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    ro = ort.RunOptions()
+    if adapter is not None:
+        la = ort.LoraAdapter()
+        la.Load(str(adapter))
+        ro.add_active_adapter(la)
+    names = [o.name for o in s.get_outputs()]
+    inputs = {i.name for i in s.get_inputs()}
+    feeds = {"input_ids": ref["input_ids"], "attention_mask": ref["attention_mask"], "position_ids": ref["position_ids"]}
+    for i in range(n_layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, kv_heads, 0, head_dim), np.float32)
+    out = dict(zip(names, s.run(None, {k: v for k, v in feeds.items() if k in inputs}, ro)))
+    n = ref["input_ids"].shape[1]
+    feeds = {"input_ids": ref["decode_input_ids"], "attention_mask": np.ones((1, n + 1), np.int64), "position_ids": np.array([[n]], np.int64)}
+    for i in range(n_layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = out[f"present.{i}.{kv}"]
+    step = dict(zip(names, s.run(None, {k: v for k, v in feeds.items() if k in inputs}, ro)))
+    return out["logits"], step["logits"]
