@@ -38,19 +38,22 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
+    /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul`, which every table runs.
+    Relu2,
 }
 
 impl Activation {
     /// The config spellings this tool accepts, for error messages. Only activations every
     /// EP table runs are listed: one the tables cannot run is refused here, by its key, before
     /// any weight is read (ReLU, for one, has no table entry yet).
-    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast";
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu2";
 
     pub(crate) fn parse(name: &str) -> Option<Activation> {
         Some(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu2" => Activation::Relu2,
             _ => return None,
         })
     }
@@ -284,10 +287,13 @@ impl DecoderConfig {
                 "`{heads_key}` ({num_attention_heads}) must be a multiple of `num_key_value_heads` ({num_key_value_heads})"
             )));
         }
-        let head_dim = match r.usize_opt("head_dim")? {
-            Some(d) => d,
-            None if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
-            None => {
+        // transformers' per-family defaults of generic keys, from the family's table (GLM's
+        // head_dim 128, Nemotron's partial_rotary_factor 0.5); none for an unknown model_type.
+        let family = crate::arch::decoder_for(&model_type).map(|f| &f.layout);
+        let head_dim = match (r.usize_opt("head_dim")?, family.and_then(|f| f.head_dim_default)) {
+            (Some(d), _) | (None, Some(d)) => d,
+            (None, None) if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
+            (None, None) => {
                 return Err(r.err(format!(
                     "`{hidden_key}` ({hidden_size}) is not a multiple of `{heads_key}` ({num_attention_heads}) and `head_dim` is not given"
                 )))
@@ -302,7 +308,8 @@ impl DecoderConfig {
         const POSITIONS: &[&str] = &["max_position_embeddings", "n_positions"];
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
-        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings)?;
+        let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
+        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -487,7 +494,7 @@ impl DecoderConfig {
 /// the published spelling gives the full layers' as usual and the sliding layers' base as
 /// `rope_local_base_freq` (no scaling). Returns `(rope, sliding-layer rope if the config gives
 /// one)`; the family table decides whether sliding layers use it.
-fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<RopeConfig>)> {
+fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let nested = match r.present("rope_parameters") {
         Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
         _ => None,
@@ -502,13 +509,13 @@ fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<Ro
         let read = |t: &str| -> Result<Option<RopeConfig>> {
             match m.get(t) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions).map(Some),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default).map(Some),
                 Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
             }
         };
         let full = match read("full_attention")? {
             Some(f) => f,
-            None => read_rope(r, "rope_parameters.full_attention", None, max_positions)?,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default)?,
         };
         return Ok((full, read("sliding_attention")?));
     }
@@ -517,7 +524,7 @@ fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<Ro
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
-    let rope = read_rope(r, params_key, params, max_positions)?;
+    let rope = read_rope(r, params_key, params, max_positions, partial_default)?;
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
@@ -533,7 +540,9 @@ const LAYER_TYPES: &[&str] = &["full_attention", "sliding_attention"];
 
 /// One RoPE settings object (`params`, under the key `params_key`), with the top-level keys
 /// as fallbacks.
-fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize) -> Result<RopeConfig> {
+/// `partial_default`: `partial_rotary_factor` when neither `params` nor the top level gives it
+/// (the family's default, 1 for most).
+fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize, partial_default: f64) -> Result<RopeConfig> {
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
@@ -547,7 +556,7 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
     };
     let partial_rotary_factor = match num("partial_rotary_factor")? {
         Some(p) => p,
-        None => r.f64_any(&["partial_rotary_factor"])?.unwrap_or(1.0),
+        None => r.f64_any(&["partial_rotary_factor"])?.unwrap_or(partial_default),
     };
     if !(theta > 1.0 && theta.is_finite()) {
         return Err(r.err(format!("`rope_theta` must be a finite number above 1, found {theta}")));

@@ -46,8 +46,14 @@ const LLAMA_LAYOUT: Layout = Layout {
     o_bias: Bias::Config("attention_bias"),
     mlp_bias: Bias::Config("mlp_bias"),
     tie_default: false,
-    norm_eps: None,
+    norm_eps: NormEps::Generic,
     activation: None,
+    rotary: RotaryPairs::Halves,
+    partial_rotary_default: 1.0,
+    head_dim_default: None,
+    block: BlockShape::Sequential,
+    clip_qkv: None,
+    lm_head_bias: Bias::Never,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -247,8 +253,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         o_bias: Bias::Always,
         mlp_bias: Bias::Always,
         tie_default: true,
-        norm_eps: None,
-        activation: None,
+        ..LLAMA_LAYOUT
     },
     optional_prefix: Some("transformer."),
     unused: &[
@@ -260,7 +265,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
 };
 
 /// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.
-const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head };
+const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head, when: None };
 
 /// Gemma: `(1 + weight)` RMSNorm, embeddings scaled by sqrt(hidden_size), the MLP activation
 /// from `hidden_activation` (transformers ignores `hidden_act` for Gemma; tanh GELU when
@@ -311,7 +316,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None },
 };
 
 /// Gemma 3 (text): Gemma 2 plus per-head `(1 + weight)` q/k norms, softcapping off unless the
@@ -335,6 +340,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
         default_window: Some(4096),
         local_rope: Some(10000.0),
+        no_rope: None,
     },
 };
 
@@ -363,7 +369,7 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
 pub const OLMO2: DecoderFamily = DecoderFamily {
     model_types: &["olmo2"],
     names: NameTable {
-        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection }),
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None }),
         norms: BlockNorms {
             before_attention: None,
             after_attention: Some("post_attention_layernorm"),
@@ -391,7 +397,7 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
         o_bias: Bias::ConfigOr("use_bias", true),
         mlp_bias: Bias::ConfigOr("use_bias", true),
         tie_default: true,
-        norm_eps: Some(Key { name: "norm_epsilon", default: Some(1e-5) }),
+        norm_eps: NormEps::Key(Key { name: "norm_epsilon", default: Some(1e-5) }),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

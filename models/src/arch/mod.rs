@@ -12,8 +12,8 @@ pub mod vision;
 pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
 pub use families::{BERT, ROBERTA, GEMMA, GEMMA2, GEMMA3, GPT2, GRANITE, LLAMA, MISTRAL, MIXTRAL, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI3, QWEN2, QWEN3, STARCODER2};
 pub use family::{
-    AttentionNames, AttentionScale, Bias, BlockNorms, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
-    MlpNames, MoeKeys, MoeNames, NameTable, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
+    AttentionNames, AttentionScale, Bias, BlockNorms, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
+    MlpNames, MoeKeys, MoeNames, NameTable, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, RotaryPairs, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
 };
 
 use crate::{Checkpoint, GraphBuilder, Result};
