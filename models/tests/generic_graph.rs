@@ -45,6 +45,7 @@ fn variant_generic_graphs() {
         "tiny-gemma2",
         "tiny-gemma3",
         "tiny-phi3-partial",
+        "tiny-smollm3",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

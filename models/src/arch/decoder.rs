@@ -571,7 +571,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA};
+    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, SMOLLM3};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -602,6 +602,25 @@ mod tests {
         assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
         let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
         assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn nope_layers_follow_the_list_then_the_interval() {
+        let r = |extra: &str| SMOLLM3.rotates(&config("smollm3", extra));
+        let (y, n) = (true, false);
+        // transformers' default interval 4: every 4th layer has no RoPE.
+        assert_eq!(r("").unwrap(), [y, y, y, n, y, y, y]);
+        assert_eq!(r(r#","no_rope_layer_interval":2"#).unwrap(), [y, n, y, n, y, n, y]);
+        // The list wins over the interval.
+        assert_eq!(r(r#","no_rope_layer_interval":2,"no_rope_layers":[0,1,1,1,1,1,0]"#).unwrap(), [n, y, y, y, y, y, n]);
+        let e = r(r#","no_rope_layers":[1,1]"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layers`") && e.contains("7 layers"), "{e}");
+        let e = r(r#","no_rope_layers":[1,1,1,2,1,1,1]"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layers`"), "{e}");
+        let e = r(r#","no_rope_layer_interval":0"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layer_interval`"), "{e}");
+        // A family without NoPE layers rotates everywhere, whatever the keys say.
+        assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#)).unwrap(), [y; 7]);
     }
 
     #[test]

@@ -406,6 +406,22 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// SmolLM3: Llama with NoPE layers: `no_rope_layers` (one 0/1 per layer, 0 = no RoPE), else
+/// every `no_rope_layer_interval`th layer (default 4) without RoPE; tied head by default
+/// (`SmolLM3Config`).
+pub const SMOLLM3: DecoderFamily = DecoderFamily {
+    model_types: &["smollm3"],
+    names: LLAMA_NAMES,
+    layout: Layout { tie_default: true, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds {
+        no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
+        ..UNIFORM_LAYERS
+    },
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
