@@ -46,6 +46,7 @@ fn variant_generic_graphs() {
         "tiny-gemma3",
         "tiny-phi3-partial",
         "tiny-smollm3",
+        "tiny-olmo",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

@@ -571,7 +571,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, SMOLLM3};
+    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, OLMO, SMOLLM3};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -621,6 +621,15 @@ mod tests {
         assert!(e.contains("`no_rope_layer_interval`"), "{e}");
         // A family without NoPE layers rotates everywhere, whatever the keys say.
         assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#)).unwrap(), [y; 7]);
+    }
+
+    #[test]
+    fn olmo_norm_epsilon_is_fixed_and_clip_qkv_is_read_by_key() {
+        let sc = OLMO.scalars(&config("olmo", r#","rms_norm_eps":0.5"#)).unwrap();
+        assert_eq!(sc.eps, 1e-5, "OLMo's LayerNorm epsilon is fixed in transformers' code");
+        let c = config("olmo", r#","clip_qkv":"big""#);
+        let e = c.number("clip_qkv", None).unwrap_err().to_string();
+        assert!(e.contains("`clip_qkv`"), "{e}");
     }
 
     #[test]

@@ -422,6 +422,25 @@ pub const SMOLLM3: DecoderFamily = DecoderFamily {
     },
 };
 
+/// OLMo (1): LayerNorm without weight or bias (none in the checkpoint; epsilon 1e-5, fixed in
+/// transformers' code), q/k/v clamped to `[-clip_qkv, clip_qkv]` when the key is set,
+/// `attention_bias` on q/k/v/o, no MLP bias.
+pub const OLMO: DecoderFamily = DecoderFamily {
+    model_types: &["olmo"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        norm: NormKind::LayerNoAffine,
+        norm_eps: NormEps::Fixed(1e-5),
+        mlp_bias: Bias::Never,
+        clip_qkv: Some("clip_qkv"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
