@@ -31,6 +31,7 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     ("starcoder2", "llama", Some("onnxruntime-genai 0.18 does not list starcoder2; its `llama` handling (causal decoder, external KV cache, position ids) runs this package, whose LayerNorm, biases and GELU MLP are inside the graph")),
     ("nemotron", "nemotron", None),
     ("smollm3", "smollm3", None),
+    ("ernie4_5", "ernie4_5", None),
 ];
 
 /// The runtime treats every plain decoder the same way once the I/O names are given; for a

@@ -47,6 +47,7 @@ fn variant_generic_graphs() {
         "tiny-phi3-partial",
         "tiny-smollm3",
         "tiny-olmo",
+        "tiny-ernie4_5",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

@@ -441,6 +441,27 @@ pub const OLMO: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// ERNIE 4.5 (dense): Llama with RoPE on interleaved pairs over the whole head, `use_bias`
+/// (default false) on q/k/v/o and the MLP, `head_dim` 128 when absent, tied head by default
+/// (`Ernie4_5Config`).
+pub const ERNIE4_5: DecoderFamily = DecoderFamily {
+    model_types: &["ernie4_5"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        qkv_bias: Bias::Config("use_bias"),
+        o_bias: Bias::Config("use_bias"),
+        mlp_bias: Bias::Config("use_bias"),
+        tie_default: true,
+        rotary: RotaryPairs::Interleaved,
+        head_dim_default: Some(128),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
