@@ -48,6 +48,7 @@ fn variant_generic_graphs() {
         "tiny-smollm3",
         "tiny-olmo",
         "tiny-ernie4_5",
+        "tiny-nemotron",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

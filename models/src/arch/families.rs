@@ -462,6 +462,25 @@ pub const ERNIE4_5: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// Nemotron: LayerNorm1P (`1 + weight`, with bias; epsilon from `norm_eps`, default 1e-5), a
+/// plain MLP `down(act(up(x)))` (`relu2` by default), partial rotary (default 0.5),
+/// `attention_bias` / `mlp_bias` (`NemotronConfig`).
+pub const NEMOTRON: DecoderFamily = DecoderFamily {
+    model_types: &["nemotron"],
+    names: NameTable { mlp: MlpNames::Plain { up: "mlp.up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: Layout {
+        norm: NormKind::LayerUnitOffset,
+        norm_eps: NormEps::Key(Key { name: "norm_eps", default: Some(1e-5) }),
+        activation: Some(("hidden_act", crate::Activation::Relu2)),
+        partial_rotary_default: 0.5,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
