@@ -32,6 +32,7 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     ("nemotron", "nemotron", None),
     ("smollm3", "smollm3", None),
     ("ernie4_5", "ernie4_5", None),
+    ("phi", "phi", None),
 ];
 
 /// The runtime treats every plain decoder the same way once the I/O names are given; for a

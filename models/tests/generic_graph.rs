@@ -49,6 +49,7 @@ fn variant_generic_graphs() {
         "tiny-olmo",
         "tiny-ernie4_5",
         "tiny-nemotron",
+        "tiny-phi",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

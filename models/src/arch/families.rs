@@ -481,6 +481,36 @@ pub const NEMOTRON: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// Phi (1, 1.5, 2): one LayerNorm (with bias) feeding attention and the MLP in parallel,
+/// biases on q/k/v, `dense`, `fc1`/`fc2` and the head, partial rotary (default 0.5), per-head
+/// LayerNorms on q and k when `qk_layernorm` is true, `final_layernorm` (`PhiConfig`).
+pub const PHI: DecoderFamily = DecoderFamily {
+    model_types: &["phi"],
+    names: NameTable {
+        o_proj: "self_attn.dense",
+        qk_norm: Some(QkNorm { q: "self_attn.q_layernorm", k: "self_attn.k_layernorm", over: NormOver::Head, when: Some("qk_layernorm") }),
+        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
+        mlp: MlpNames::Plain { up: "mlp.fc1", down: "mlp.fc2" },
+        final_norm: "model.final_layernorm",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        activation: Some(("hidden_act", crate::Activation::GeluTanh)),
+        partial_rotary_default: 0.5,
+        block: BlockShape::Parallel,
+        lm_head_bias: Bias::Always,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
