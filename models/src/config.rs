@@ -907,6 +907,24 @@ mod tests {
         assert!(e.contains("short_factor") && e.contains("needs 8"), "{e}");
     }
 
+    /// Families whose transformers config defaults `head_dim` or `partial_rotary_factor`
+    /// differently from the generic reader (GLM: 128 and 0.5; Nemotron, Phi: 0.5) get their
+    /// table's default; a given key wins, at the top level or in `rope_parameters`.
+    #[test]
+    fn family_defaults_of_generic_keys() {
+        let obj = |fields: String| format!("{{{fields}}}");
+        let glm = parse(&obj(BASE.replace("llama", "glm").replace(r#""hidden_size":64"#, r#""hidden_size":512"#))).unwrap();
+        assert_eq!((glm.head_dim, glm.rope.partial_rotary_factor, glm.rotary_dim()), (128, 0.5, 64));
+        let nemotron = parse(&obj(BASE.replace("llama", "nemotron"))).unwrap();
+        assert_eq!((nemotron.head_dim, nemotron.rope.partial_rotary_factor), (16, 0.5));
+        let given = parse(&format!(r#"{{{},"partial_rotary_factor":0.25,"head_dim":32}}"#, BASE.replace("llama", "phi"))).unwrap();
+        assert_eq!((given.head_dim, given.rope.partial_rotary_factor), (32, 0.25));
+        let nested = parse(&format!(r#"{{{},"rope_parameters":{{"rope_type":"default","rope_theta":10000.0,"partial_rotary_factor":0.75}}}}"#, BASE.replace("llama", "phi"))).unwrap();
+        assert_eq!(nested.rope.partial_rotary_factor, 0.75);
+        let llama = parse(BASE_OBJECT).unwrap();
+        assert_eq!((llama.head_dim, llama.rope.partial_rotary_factor), (16, 1.0));
+    }
+
     #[test]
     fn yarn_defaults_follow_transformers() {
         let c = parse(&format!(

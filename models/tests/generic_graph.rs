@@ -50,6 +50,7 @@ fn variant_generic_graphs() {
         "tiny-ernie4_5",
         "tiny-nemotron",
         "tiny-phi",
+        "tiny-glm",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

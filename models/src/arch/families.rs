@@ -511,6 +511,30 @@ pub const PHI: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// GLM's layout: partial rotary (default 0.5) on interleaved pairs, q/k/v bias as
+/// `attention_bias` says (default true), never on o_proj, no MLP bias, `head_dim` 128 when
+/// absent (`GlmConfig`, `Glm4Config`).
+const GLM_LAYOUT: Layout = Layout {
+    qkv_bias: Bias::ConfigOr("attention_bias", true),
+    o_bias: Bias::Never,
+    mlp_bias: Bias::Never,
+    rotary: RotaryPairs::Interleaved,
+    partial_rotary_default: 0.5,
+    head_dim_default: Some(128),
+    ..LLAMA_LAYOUT
+};
+
+/// GLM: Llama names with a fused `gate_up_proj` (gate first), [`GLM_LAYOUT`].
+pub const GLM: DecoderFamily = DecoderFamily {
+    model_types: &["glm"],
+    names: NameTable { mlp: MlpNames::GatedFused { gate_up: "mlp.gate_up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: GLM_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
