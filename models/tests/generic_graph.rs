@@ -51,6 +51,7 @@ fn variant_generic_graphs() {
         "tiny-nemotron",
         "tiny-phi",
         "tiny-glm",
+        "tiny-glm4",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

@@ -535,6 +535,28 @@ pub const GLM: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// GLM-4: GLM plus an RMSNorm on each sublayer's output before its residual add
+/// (`post_self_attn_layernorm`, `post_mlp_layernorm`); the MLP's input norm keeps Llama's
+/// name `post_attention_layernorm`.
+pub const GLM4: DecoderFamily = DecoderFamily {
+    model_types: &["glm4"],
+    names: NameTable {
+        norms: BlockNorms {
+            before_attention: Some("input_layernorm"),
+            after_attention: Some("post_self_attn_layernorm"),
+            before_mlp: Some("post_attention_layernorm"),
+            after_mlp: Some("post_mlp_layernorm"),
+        },
+        mlp: MlpNames::GatedFused { gate_up: "mlp.gate_up_proj", down: "mlp.down_proj" },
+        ..LLAMA_NAMES
+    },
+    layout: GLM_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
