@@ -27,6 +27,9 @@ pub struct RopeConfig {
     pub kind: RopeKind,
     /// Fraction of each head's dimensions that is rotated.
     pub partial_rotary_factor: f64,
+    /// LongRoPE's own cos/sin factors for the short and the long set (PhiMoE's `short_mscale`,
+    /// `long_mscale`), replacing `attention_factor`; `None` for every other config.
+    pub mscale: Option<(f64, f64)>,
 }
 
 /// The hidden activation of the MLP (`hidden_act`, or GPT-2's `activation_function`).
@@ -528,7 +531,7 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64) -> Result<
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
-            Some(RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: rope.partial_rotary_factor })
+            Some(RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: rope.partial_rotary_factor, mscale: None })
         }
         Some(theta) => return Err(r.err(format!("`rope_local_base_freq` must be a finite number above 1, found {theta}"))),
     };
@@ -672,7 +675,14 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
         }
         other => return Err(r.err(format!("rope type `{other}` is not supported; supported: {SUPPORTED_ROPE_TYPES}"))),
     };
-    Ok(RopeConfig { theta, kind, partial_rotary_factor })
+    // PhiMoE's LongRoPE scales each set by its own factor (`short_mscale`, `long_mscale`).
+    let mscale = match (&kind, num("short_mscale")?, num("long_mscale")?) {
+        (RopeKind::LongRope { attention_factor, .. }, short, long) if short.is_some() || long.is_some() => {
+            Some((positive("short_mscale", short.unwrap_or(*attention_factor))?, positive("long_mscale", long.unwrap_or(*attention_factor))?))
+        }
+        _ => None,
+    };
+    Ok(RopeConfig { theta, kind, partial_rotary_factor, mscale })
 }
 
 /// The norms' epsilon under any of its spellings: a positive finite number (a negative or
@@ -923,6 +933,20 @@ mod tests {
         assert_eq!(nested.rope.partial_rotary_factor, 0.75);
         let llama = parse(BASE_OBJECT).unwrap();
         assert_eq!((llama.head_dim, llama.rope.partial_rotary_factor), (16, 1.0));
+    }
+
+    /// PhiMoE's `short_mscale`/`long_mscale` give each LongRoPE set its own cos/sin factor; Phi-3's
+    /// configs have neither (one `attention_factor` for both).
+    #[test]
+    fn longrope_mscale_pair_is_read_per_set() {
+        let scaling = |extra: &str| {
+            format!(r#"{{{BASE},"rope_scaling":{{"type":"longrope","short_factor":[1,1,1,1,1,1,1,1],"long_factor":[2,2,2,2,2,2,2,2]{extra}}}}}"#)
+        };
+        let c = parse(&scaling(r#","short_mscale":1.1,"long_mscale":1.3"#)).unwrap();
+        assert_eq!(c.rope.mscale, Some((1.1, 1.3)));
+        assert_eq!(parse(&scaling("")).unwrap().rope.mscale, None);
+        let e = parse(&scaling(r#","long_mscale":-1"#)).unwrap_err().to_string();
+        assert!(e.contains("long_mscale"), "{e}");
     }
 
     #[test]

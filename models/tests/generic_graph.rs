@@ -52,6 +52,7 @@ fn variant_generic_graphs() {
         "tiny-phi",
         "tiny-glm",
         "tiny-glm4",
+        "tiny-phimoe",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

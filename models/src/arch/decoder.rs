@@ -286,6 +286,7 @@ impl DecoderFamily {
                     theta,
                     kind: RopeKind::Default,
                     partial_rotary_factor: c.rope.partial_rotary_factor,
+                    mscale: None,
                 });
                 let dim = (c.head_dim as f64 * local.partial_rotary_factor) as usize;
                 Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length()).with_interleaved(interleaved))

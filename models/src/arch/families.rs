@@ -124,6 +124,7 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
                 intermediate: &[],
                 intermediate_default: None,
                 sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -169,6 +170,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
                 intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(1408),
                 sparse: QWEN_SPARSE,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -203,6 +205,7 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
                 intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(768),
                 sparse: QWEN_SPARSE,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -551,6 +554,48 @@ pub const GLM4: DecoderFamily = DecoderFamily {
         ..LLAMA_NAMES
     },
     layout: GLM_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// PhiMoE (Phi-3.5-MoE): Mixtral's names (`block_sparse_moe.gate`, experts `w1`/`w3`/`w2`),
+/// `num_local_experts` (default 16) routed by sparsemixer (`router_jitter_noise`, default
+/// 0.01; always 2 experts), LayerNorm with bias (epsilon from `rms_norm_eps`), q/k/v/o bias per
+/// `attention_bias`, a head bias per `lm_head_bias` (both default false), LongRoPE with its
+/// `short_mscale`/`long_mscale` (`PhimoeConfig`). transformers' `model_type` is `phimoe` for
+/// both `PhiMoEForCausalLM` (the published config) and `PhimoeForCausalLM`.
+pub const PHIMOE: DecoderFamily = DecoderFamily {
+    model_types: &["phimoe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.gate",
+            expert: "block_sparse_moe.experts.{e}",
+            gate: "w1",
+            up: "w3",
+            down: "w2",
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts"],
+                experts_default: 16,
+                top_k_default: 2,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SparseMixer { jitter: "router_jitter_noise", default: 0.01 },
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        mlp_bias: Bias::Never,
+        lm_head_bias: Bias::Config("lm_head_bias"),
+        ..LLAMA_LAYOUT
+    },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

@@ -232,6 +232,19 @@ pub struct MoeKeys {
     pub intermediate_default: Option<usize>,
     /// Which layers are sparse.
     pub sparse: SparseLayers,
+    /// How the router's logits become expert weights.
+    pub routing: Routing,
+}
+
+/// How a mixture of experts routes.
+#[derive(Clone, Copy, Debug)]
+pub enum Routing {
+    /// Softmax over the experts, the top k kept (renormalized as `normalize` says).
+    SoftmaxTopK,
+    /// PhiMoE's sparsemixer at inference: two picks in turn, each weighted by a softmax over
+    /// the experts whose logit is within a relative `2 * jitter` of the pick's (`jitter` from
+    /// this config key, else `default`; transformers' `router_jitter_noise`).
+    SparseMixer { jitter: &'static str, default: f64 },
 }
 
 /// Renormalization of the routed top-k probabilities.

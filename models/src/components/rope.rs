@@ -115,10 +115,13 @@ pub fn frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<Frequencies> {
             yarn(rope.theta, rotary_dim, *factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate),
             *attention_factor,
         ),
-        RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => vec![
-            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, short_factor), attention_scaling: *attention_factor as f32 },
-            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, long_factor), attention_scaling: *attention_factor as f32 },
-        ],
+        RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => {
+            let (short, long) = rope.mscale.unwrap_or((*attention_factor, *attention_factor));
+            vec![
+                Frequencies { inv_freq: longrope(rope.theta, rotary_dim, short_factor), attention_scaling: short as f32 },
+                Frequencies { inv_freq: longrope(rope.theta, rotary_dim, long_factor), attention_scaling: long as f32 },
+            ]
+        }
     }
 }
 
@@ -169,7 +172,10 @@ impl RopeCache {
         let sets = frequencies(rope, rotary_dim);
         let float = b.float;
         let add = |b: &mut GraphBuilder, prefix: &str, set: &Frequencies| -> (String, String) {
-            let label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+            let mut label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+            if let Some((short, long)) = rope.mscale {
+                label.push_str(&format!(" mscale short={short} long={long}"));
+            }
             let label = if prefix.is_empty() { label } else { format!("{prefix} {label}") };
             let (cos, sin) = tables(set, max_positions);
             let stem = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
