@@ -31,6 +31,13 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     ("starcoder2", "llama", Some("onnxruntime-genai 0.18 does not list starcoder2; its `llama` handling (causal decoder, external KV cache, position ids) runs this package, whose LayerNorm, biases and GELU MLP are inside the graph")),
     ("nemotron", "nemotron", None),
     ("smollm3", "smollm3", None),
+    ("ernie4_5", "ernie4_5", None),
+    ("phi", "phi", None),
+    // 0.18 lists `chatglm` (the older ChatGLM checkpoints' own code and cache layout), not the
+    // transformers `glm`/`glm4` types; interleaved rotary, post-norms and the fused MLP are
+    // inside the graph, so its `llama` handling runs them.
+    ("glm", "llama", Some("onnxruntime-genai 0.18 does not list glm (its `chatglm` is the older ChatGLM layout); its `llama` handling runs this package, whose interleaved partial rotary and fused MLP are inside the graph")),
+    ("glm4", "llama", Some("onnxruntime-genai 0.18 does not list glm4 (its `chatglm` is the older ChatGLM layout); its `llama` handling runs this package, whose post-norms, interleaved partial rotary and fused MLP are inside the graph")),
 ];
 
 /// The runtime treats every plain decoder the same way once the I/O names are given; for a

@@ -27,6 +27,9 @@ pub struct RopeConfig {
     pub kind: RopeKind,
     /// Fraction of each head's dimensions that is rotated.
     pub partial_rotary_factor: f64,
+    /// LongRoPE's own cos/sin factors for the short and the long set (PhiMoE's `short_mscale`,
+    /// `long_mscale`), replacing `attention_factor`; `None` for every other config.
+    pub mscale: Option<(f64, f64)>,
 }
 
 /// The hidden activation of the MLP (`hidden_act`, or GPT-2's `activation_function`).
@@ -38,19 +41,23 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
+    /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul`; webgpu.toml claims no
+    /// `Max`, so a webgpu build of it fails validation naming the node (tests/expectations/ops.toml [pending]).
+    Relu2,
 }
 
 impl Activation {
     /// The config spellings this tool accepts, for error messages. Only activations every
     /// EP table runs are listed: one the tables cannot run is refused here, by its key, before
     /// any weight is read (ReLU, for one, has no table entry yet).
-    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast";
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu2";
 
     pub(crate) fn parse(name: &str) -> Option<Activation> {
         Some(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu2" => Activation::Relu2,
             _ => return None,
         })
     }
@@ -284,10 +291,13 @@ impl DecoderConfig {
                 "`{heads_key}` ({num_attention_heads}) must be a multiple of `num_key_value_heads` ({num_key_value_heads})"
             )));
         }
-        let head_dim = match r.usize_opt("head_dim")? {
-            Some(d) => d,
-            None if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
-            None => {
+        // transformers' per-family defaults of generic keys, from the family's table (GLM's
+        // head_dim 128, Nemotron's partial_rotary_factor 0.5); none for an unknown model_type.
+        let family = crate::arch::decoder_for(&model_type).map(|f| &f.layout);
+        let head_dim = match (r.usize_opt("head_dim")?, family.and_then(|f| f.head_dim_default)) {
+            (Some(d), _) | (None, Some(d)) => d,
+            (None, None) if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
+            (None, None) => {
                 return Err(r.err(format!(
                     "`{hidden_key}` ({hidden_size}) is not a multiple of `{heads_key}` ({num_attention_heads}) and `head_dim` is not given"
                 )))
@@ -302,7 +312,8 @@ impl DecoderConfig {
         const POSITIONS: &[&str] = &["max_position_embeddings", "n_positions"];
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
-        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings)?;
+        let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
+        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -487,7 +498,7 @@ impl DecoderConfig {
 /// the published spelling gives the full layers' as usual and the sliding layers' base as
 /// `rope_local_base_freq` (no scaling). Returns `(rope, sliding-layer rope if the config gives
 /// one)`; the family table decides whether sliding layers use it.
-fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<RopeConfig>)> {
+fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let nested = match r.present("rope_parameters") {
         Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
         _ => None,
@@ -502,13 +513,13 @@ fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<Ro
         let read = |t: &str| -> Result<Option<RopeConfig>> {
             match m.get(t) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions).map(Some),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default).map(Some),
                 Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
             }
         };
         let full = match read("full_attention")? {
             Some(f) => f,
-            None => read_rope(r, "rope_parameters.full_attention", None, max_positions)?,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default)?,
         };
         return Ok((full, read("sliding_attention")?));
     }
@@ -517,11 +528,11 @@ fn read_ropes(r: &Reader, max_positions: usize) -> Result<(RopeConfig, Option<Ro
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
-    let rope = read_rope(r, params_key, params, max_positions)?;
+    let rope = read_rope(r, params_key, params, max_positions, partial_default)?;
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
-            Some(RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: rope.partial_rotary_factor })
+            Some(RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: rope.partial_rotary_factor, mscale: None })
         }
         Some(theta) => return Err(r.err(format!("`rope_local_base_freq` must be a finite number above 1, found {theta}"))),
     };
@@ -533,7 +544,9 @@ const LAYER_TYPES: &[&str] = &["full_attention", "sliding_attention"];
 
 /// One RoPE settings object (`params`, under the key `params_key`), with the top-level keys
 /// as fallbacks.
-fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize) -> Result<RopeConfig> {
+/// `partial_default`: `partial_rotary_factor` when neither `params` nor the top level gives it
+/// (the family's default, 1 for most).
+fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize, partial_default: f64) -> Result<RopeConfig> {
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
@@ -547,7 +560,7 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
     };
     let partial_rotary_factor = match num("partial_rotary_factor")? {
         Some(p) => p,
-        None => r.f64_any(&["partial_rotary_factor"])?.unwrap_or(1.0),
+        None => r.f64_any(&["partial_rotary_factor"])?.unwrap_or(partial_default),
     };
     if !(theta > 1.0 && theta.is_finite()) {
         return Err(r.err(format!("`rope_theta` must be a finite number above 1, found {theta}")));
@@ -663,7 +676,14 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
         }
         other => return Err(r.err(format!("rope type `{other}` is not supported; supported: {SUPPORTED_ROPE_TYPES}"))),
     };
-    Ok(RopeConfig { theta, kind, partial_rotary_factor })
+    // PhiMoE's LongRoPE scales each set by its own factor (`short_mscale`, `long_mscale`).
+    let mscale = match (&kind, num("short_mscale")?, num("long_mscale")?) {
+        (RopeKind::LongRope { attention_factor, .. }, short, long) if short.is_some() || long.is_some() => {
+            Some((positive("short_mscale", short.unwrap_or(*attention_factor))?, positive("long_mscale", long.unwrap_or(*attention_factor))?))
+        }
+        _ => None,
+    };
+    Ok(RopeConfig { theta, kind, partial_rotary_factor, mscale })
 }
 
 /// The norms' epsilon under any of its spellings: a positive finite number (a negative or
@@ -896,6 +916,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("short_factor") && e.contains("needs 8"), "{e}");
+    }
+
+    /// Families whose transformers config defaults `head_dim` or `partial_rotary_factor`
+    /// differently from the generic reader (GLM: 128 and 0.5; Nemotron, Phi: 0.5) get their
+    /// table's default; a given key wins, at the top level or in `rope_parameters`.
+    #[test]
+    fn family_defaults_of_generic_keys() {
+        let obj = |fields: String| format!("{{{fields}}}");
+        let glm = parse(&obj(BASE.replace("llama", "glm").replace(r#""hidden_size":64"#, r#""hidden_size":512"#))).unwrap();
+        assert_eq!((glm.head_dim, glm.rope.partial_rotary_factor, glm.rotary_dim()), (128, 0.5, 64));
+        let nemotron = parse(&obj(BASE.replace("llama", "nemotron"))).unwrap();
+        assert_eq!((nemotron.head_dim, nemotron.rope.partial_rotary_factor), (16, 0.5));
+        let given = parse(&format!(r#"{{{},"partial_rotary_factor":0.25,"head_dim":32}}"#, BASE.replace("llama", "phi"))).unwrap();
+        assert_eq!((given.head_dim, given.rope.partial_rotary_factor), (32, 0.25));
+        let nested = parse(&format!(r#"{{{},"rope_parameters":{{"rope_type":"default","rope_theta":10000.0,"partial_rotary_factor":0.75}}}}"#, BASE.replace("llama", "phi"))).unwrap();
+        assert_eq!(nested.rope.partial_rotary_factor, 0.75);
+        let llama = parse(BASE_OBJECT).unwrap();
+        assert_eq!((llama.head_dim, llama.rope.partial_rotary_factor), (16, 1.0));
+    }
+
+    /// PhiMoE's `short_mscale`/`long_mscale` give each LongRoPE set its own cos/sin factor; Phi-3's
+    /// configs have neither (one `attention_factor` for both).
+    #[test]
+    fn longrope_mscale_pair_is_read_per_set() {
+        let scaling = |extra: &str| {
+            format!(r#"{{{BASE},"rope_scaling":{{"type":"longrope","short_factor":[1,1,1,1,1,1,1,1],"long_factor":[2,2,2,2,2,2,2,2]{extra}}}}}"#)
+        };
+        let c = parse(&scaling(r#","short_mscale":1.1,"long_mscale":1.3"#)).unwrap();
+        assert_eq!(c.rope.mscale, Some((1.1, 1.3)));
+        assert_eq!(parse(&scaling("")).unwrap().rope.mscale, None);
+        let e = parse(&scaling(r#","long_mscale":-1"#)).unwrap_err().to_string();
+        assert!(e.contains("long_mscale"), "{e}");
     }
 
     #[test]

@@ -45,6 +45,14 @@ fn variant_generic_graphs() {
         "tiny-gemma2",
         "tiny-gemma3",
         "tiny-phi3-partial",
+        "tiny-smollm3",
+        "tiny-olmo",
+        "tiny-ernie4_5",
+        "tiny-nemotron",
+        "tiny-phi",
+        "tiny-glm",
+        "tiny-glm4",
+        "tiny-phimoe",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

@@ -1,14 +1,14 @@
 //! The one generic decoder builder: reads a [`DecoderFamily`] table and the config, and
 //! composes components into the generic graph. No family has code of its own.
 
-use super::family::{AttentionNames, AttentionScale, DecoderFamily, EmbeddingScale, MlpNames, NormOver, Positions};
+use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, MlpNames, NormEps, NormOver, Positions, RotaryPairs};
 use super::DecoderIo;
 use crate::components::attention::{attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, GatedScopes};
-use crate::components::norm::{norm, per_head_rms_norm};
+use crate::components::norm::{norm, per_head_norm};
 use crate::components::rope::RopeCache;
 use crate::{Activation, Checkpoint, Error, GraphBuilder, Result, RopeConfig, RopeKind, TiedHead};
 use std::collections::BTreeMap;
@@ -26,6 +26,10 @@ struct Shared<'a> {
     masks: BTreeMap<Option<usize>, String>,
     /// Each layer's sliding window (`None`: full attention).
     windows: Vec<Option<usize>>,
+    /// Whether each layer applies RoPE (false: a NoPE layer, SmolLM3).
+    rotates: Vec<bool>,
+    /// `clip_qkv`: q, k and v clamped to `[-c, c]`, the bounds' constants built once.
+    clip: Option<(String, String)>,
     /// A static cache's per-row write indices, built once (`None`: a dynamic cache).
     write: Option<String>,
     rope: Option<RopeCache>,
@@ -89,8 +93,9 @@ impl DecoderFamily {
             }
         };
         let eps = match self.layout.norm_eps {
-            None => c.norm_eps,
-            Some(k) => c.number(k.name, k.default)?.unwrap_or(c.norm_eps),
+            NormEps::Generic => c.norm_eps,
+            NormEps::Key(k) => c.number(k.name, k.default)?.unwrap_or(c.norm_eps),
+            NormEps::Fixed(eps) => eps,
         };
         let act = match self.layout.activation {
             None => c.hidden_act,
@@ -145,6 +150,30 @@ impl DecoderFamily {
             (None, None, None) => vec![true; layers],
         };
         Ok(sliding.into_iter().map(|s| s.then_some(size)).collect())
+    }
+
+    /// Whether each layer applies RoPE: all of them, unless the family has NoPE layers
+    /// ([`super::NoRope`]): the config's 0/1 list (0: no RoPE), else every `interval`th layer
+    /// without.
+    fn rotates(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
+        let layers = c.num_hidden_layers;
+        let Some(nope) = &self.layers.no_rope else { return Ok(vec![true; layers]) };
+        let err = |reason: String| Error::Config { path: c.path.clone(), reason };
+        match c.raw.get(nope.list) {
+            None | Some(serde_json::Value::Null) => {
+                let n = c.count(nope.interval)?.unwrap_or(nope.interval_default);
+                Ok((0..layers).map(|i| !(i + 1).is_multiple_of(n)).collect())
+            }
+            Some(serde_json::Value::Array(items)) if items.len() == layers => items
+                .iter()
+                .map(|v| match v.as_u64() {
+                    Some(0) => Ok(false),
+                    Some(1) => Ok(true),
+                    _ => Err(err(format!("key `{}` must hold 0 (no RoPE) or 1 per layer, found {v}", nope.list))),
+                })
+                .collect(),
+            Some(v) => Err(err(format!("key `{}` must list 0 or 1 for each of the {layers} layers (`num_hidden_layers`), found {v}", nope.list))),
+        }
     }
 
     /// The token embedding table as an initializer, without gathering from it.
@@ -234,23 +263,33 @@ impl DecoderFamily {
                 causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length())
             });
         }
-        let rotary = l.positions == Positions::Rotary;
+        let rotates = self.rotates(c)?;
+        let rotary = l.positions == Positions::Rotary && rotates.iter().any(|&r| r);
+        let interleaved = l.rotary == RotaryPairs::Interleaved;
+        if interleaved && c.mrope.is_some() {
+            return Err(Error::Config { path: c.path.clone(), reason: format!("the `{}` family rotates interleaved pairs, which multimodal RoPE (`mrope_section`) does not", c.model_type) });
+        }
         let rope = rotary.then(|| {
             let cache = RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length());
             match &c.mrope {
                 Some(m) => cache.multimodal(b, &io.position_ids, &m.rows()),
-                None => cache,
+                None => cache.with_interleaved(interleaved),
             }
         });
+        let clip = match l.clip_qkv {
+            None => None,
+            Some(key) => c.number(key, None)?.map(|v| (scalar(b, &format!("{key}.min"), -v), scalar(b, &format!("{key}.max"), v))),
+        };
         let local_rope = match self.layers.local_rope {
             Some(theta) if rotary && windows.iter().any(Option::is_some) => {
                 let local = c.sliding_rope.clone().unwrap_or(RopeConfig {
                     theta,
                     kind: RopeKind::Default,
                     partial_rotary_factor: c.rope.partial_rotary_factor,
+                    mscale: None,
                 });
                 let dim = (c.head_dim as f64 * local.partial_rotary_factor) as usize;
-                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length()))
+                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length()).with_interleaved(interleaved))
             }
             _ => None,
         };
@@ -264,6 +303,8 @@ impl DecoderFamily {
             biases: (l.qkv_bias.resolve(c), l.o_bias.resolve(c), l.mlp_bias.resolve(c)),
             masks,
             windows,
+            rotates,
+            clip,
             write: io.kv_cache.max_length().map(|_| write_indices(b, "kv_cache/write_indices", &io.input_ids, &io.attention_mask)),
             rope,
             local_rope,
@@ -287,6 +328,13 @@ impl DecoderFamily {
         };
         let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
+        if l.block == BlockShape::Parallel {
+            // Phi: `(attn(ln(h)) + mlp(ln(h))) + h`, in transformers' order.
+            let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
+            let both = b.op(&s("parallel/Add"), "Add", &[&o, &m], vec![]);
+            let both = residual_scale(b, sh, &s("parallel_residual/Mul"), &both);
+            return Ok(b.op(&s("parallel_residual/Add"), "Add", &[&both, h], vec![]));
+        }
         let o = around(b, n.norms.after_attention, &o)?;
         let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
@@ -328,12 +376,23 @@ impl DecoderFamily {
                 )
             }
         };
+        let (q, k, v) = match &sh.clip {
+            None => (q, k, v),
+            Some((lo, hi)) => {
+                let mut clamp = |name: &str, x: String| {
+                    let x = b.op(&s(&format!("self_attn.clip_qkv.{name}/Max")), "Max", &[&x, lo], vec![]);
+                    b.op(&s(&format!("self_attn.clip_qkv.{name}/Min")), "Min", &[&x, hi], vec![])
+                };
+                (clamp("q", q), clamp("k", k), clamp("v", v))
+            }
+        };
         let eps = sh.scalars.eps;
-        let (q, k) = match &n.qk_norm {
+        let qk_norm = n.qk_norm.as_ref().filter(|qk| qk.when.is_none_or(|key| sh.c.flag(key, false)));
+        let (q, k) = match qk_norm {
             None => (q, k),
             Some(qk) if qk.over == NormOver::Head => (
-                per_head_rms_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
-                per_head_rms_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
+                per_head_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
+                per_head_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
             ),
             Some(qk) => (
                 norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?,
@@ -342,6 +401,7 @@ impl DecoderFamily {
         };
         let window = sh.windows[i];
         let rope = if window.is_some() { sh.local_rope.as_ref().or(sh.rope.as_ref()) } else { sh.rope.as_ref() };
+        let rope = rope.filter(|_| sh.rotates[i]);
         let (q, k) = match rope {
             None => (q, k),
             Some(rope) => (
@@ -416,9 +476,16 @@ impl DecoderFamily {
     fn head(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo, embedding: &Embedding, h: &str) -> Result<String> {
         let (c, n) = (&ckpt.config, &self.names);
         let lm_head_weight = format!("{}.weight", n.lm_head);
+        let bias = self.layout.lm_head_bias.resolve(c);
         if !c.tie_word_embeddings.unwrap_or(self.layout.tie_default) {
-            let head = LinearWeights::torch(ckpt, b, n.lm_head, c.hidden_size, c.vocab_size, false)?;
+            let head = LinearWeights::torch(ckpt, b, n.lm_head, c.hidden_size, c.vocab_size, bias)?;
             return Ok(linear(b, n.lm_head, h, head));
+        }
+        if bias {
+            return Err(Error::Config {
+                path: c.path.clone(),
+                reason: format!("`tie_word_embeddings` is true but the `{}` head has a bias (`lm_head.bias`), which a tied head cannot hold", c.model_type),
+            });
         }
         if ckpt.has(&lm_head_weight) {
             ckpt.mark_unused(&lm_head_weight, "tie_word_embeddings: the output projection is the token embedding");
@@ -511,7 +578,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA};
+    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, OLMO, SMOLLM3};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -542,6 +609,34 @@ mod tests {
         assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
         let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
         assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn nope_layers_follow_the_list_then_the_interval() {
+        let r = |extra: &str| SMOLLM3.rotates(&config("smollm3", extra));
+        let (y, n) = (true, false);
+        // transformers' default interval 4: every 4th layer has no RoPE.
+        assert_eq!(r("").unwrap(), [y, y, y, n, y, y, y]);
+        assert_eq!(r(r#","no_rope_layer_interval":2"#).unwrap(), [y, n, y, n, y, n, y]);
+        // The list wins over the interval.
+        assert_eq!(r(r#","no_rope_layer_interval":2,"no_rope_layers":[0,1,1,1,1,1,0]"#).unwrap(), [n, y, y, y, y, y, n]);
+        let e = r(r#","no_rope_layers":[1,1]"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layers`") && e.contains("7 layers"), "{e}");
+        let e = r(r#","no_rope_layers":[1,1,1,2,1,1,1]"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layers`"), "{e}");
+        let e = r(r#","no_rope_layer_interval":0"#).unwrap_err().to_string();
+        assert!(e.contains("`no_rope_layer_interval`"), "{e}");
+        // A family without NoPE layers rotates everywhere, whatever the keys say.
+        assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#)).unwrap(), [y; 7]);
+    }
+
+    #[test]
+    fn olmo_norm_epsilon_is_fixed_and_clip_qkv_is_read_by_key() {
+        let sc = OLMO.scalars(&config("olmo", r#","rms_norm_eps":0.5"#)).unwrap();
+        assert_eq!(sc.eps, 1e-5, "OLMo's LayerNorm epsilon is fixed in transformers' code");
+        let c = config("olmo", r#","clip_qkv":"big""#);
+        let e = c.number("clip_qkv", None).unwrap_err().to_string();
+        assert!(e.contains("`clip_qkv`"), "{e}");
     }
 
     #[test]

@@ -46,8 +46,14 @@ const LLAMA_LAYOUT: Layout = Layout {
     o_bias: Bias::Config("attention_bias"),
     mlp_bias: Bias::Config("mlp_bias"),
     tie_default: false,
-    norm_eps: None,
+    norm_eps: NormEps::Generic,
     activation: None,
+    rotary: RotaryPairs::Halves,
+    partial_rotary_default: 1.0,
+    head_dim_default: None,
+    block: BlockShape::Sequential,
+    clip_qkv: None,
+    lm_head_bias: Bias::Never,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -118,6 +124,7 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
                 intermediate: &[],
                 intermediate_default: None,
                 sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -163,6 +170,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
                 intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(1408),
                 sparse: QWEN_SPARSE,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -197,6 +205,7 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
                 intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(768),
                 sparse: QWEN_SPARSE,
+                routing: Routing::SoftmaxTopK,
             },
         }),
         ..LLAMA_NAMES
@@ -247,8 +256,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         o_bias: Bias::Always,
         mlp_bias: Bias::Always,
         tie_default: true,
-        norm_eps: None,
-        activation: None,
+        ..LLAMA_LAYOUT
     },
     optional_prefix: Some("transformer."),
     unused: &[
@@ -260,7 +268,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
 };
 
 /// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.
-const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head };
+const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head, when: None };
 
 /// Gemma: `(1 + weight)` RMSNorm, embeddings scaled by sqrt(hidden_size), the MLP activation
 /// from `hidden_activation` (transformers ignores `hidden_act` for Gemma; tanh GELU when
@@ -311,7 +319,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None },
 };
 
 /// Gemma 3 (text): Gemma 2 plus per-head `(1 + weight)` q/k norms, softcapping off unless the
@@ -335,6 +343,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
         default_window: Some(4096),
         local_rope: Some(10000.0),
+        no_rope: None,
     },
 };
 
@@ -363,7 +372,7 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
 pub const OLMO2: DecoderFamily = DecoderFamily {
     model_types: &["olmo2"],
     names: NameTable {
-        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection }),
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None }),
         norms: BlockNorms {
             before_attention: None,
             after_attention: Some("post_attention_layernorm"),
@@ -391,7 +400,200 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
         o_bias: Bias::ConfigOr("use_bias", true),
         mlp_bias: Bias::ConfigOr("use_bias", true),
         tie_default: true,
-        norm_eps: Some(Key { name: "norm_epsilon", default: Some(1e-5) }),
+        norm_eps: NormEps::Key(Key { name: "norm_epsilon", default: Some(1e-5) }),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// SmolLM3: Llama with NoPE layers: `no_rope_layers` (one 0/1 per layer, 0 = no RoPE), else
+/// every `no_rope_layer_interval`th layer (default 4) without RoPE; tied head by default
+/// (`SmolLM3Config`).
+pub const SMOLLM3: DecoderFamily = DecoderFamily {
+    model_types: &["smollm3"],
+    names: LLAMA_NAMES,
+    layout: Layout { tie_default: true, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds {
+        no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
+        ..UNIFORM_LAYERS
+    },
+};
+
+/// OLMo (1): LayerNorm without weight or bias (none in the checkpoint; epsilon 1e-5, fixed in
+/// transformers' code), q/k/v clamped to `[-clip_qkv, clip_qkv]` when the key is set,
+/// `attention_bias` on q/k/v/o, no MLP bias.
+pub const OLMO: DecoderFamily = DecoderFamily {
+    model_types: &["olmo"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        norm: NormKind::LayerNoAffine,
+        norm_eps: NormEps::Fixed(1e-5),
+        mlp_bias: Bias::Never,
+        clip_qkv: Some("clip_qkv"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// ERNIE 4.5 (dense): Llama with RoPE on interleaved pairs over the whole head, `use_bias`
+/// (default false) on q/k/v/o and the MLP, `head_dim` 128 when absent, tied head by default
+/// (`Ernie4_5Config`).
+pub const ERNIE4_5: DecoderFamily = DecoderFamily {
+    model_types: &["ernie4_5"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        qkv_bias: Bias::Config("use_bias"),
+        o_bias: Bias::Config("use_bias"),
+        mlp_bias: Bias::Config("use_bias"),
+        tie_default: true,
+        rotary: RotaryPairs::Interleaved,
+        head_dim_default: Some(128),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// Nemotron: LayerNorm1P (`1 + weight`, with bias; epsilon from `norm_eps`, default 1e-5), a
+/// plain MLP `down(act(up(x)))` (`relu2` by default), partial rotary (default 0.5),
+/// `attention_bias` / `mlp_bias` (`NemotronConfig`).
+pub const NEMOTRON: DecoderFamily = DecoderFamily {
+    model_types: &["nemotron"],
+    names: NameTable { mlp: MlpNames::Plain { up: "mlp.up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: Layout {
+        norm: NormKind::LayerUnitOffset,
+        norm_eps: NormEps::Key(Key { name: "norm_eps", default: Some(1e-5) }),
+        activation: Some(("hidden_act", crate::Activation::Relu2)),
+        partial_rotary_default: 0.5,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// Phi (1, 1.5, 2): one LayerNorm (with bias) feeding attention and the MLP in parallel,
+/// biases on q/k/v, `dense`, `fc1`/`fc2` and the head, partial rotary (default 0.5), per-head
+/// LayerNorms on q and k when `qk_layernorm` is true, `final_layernorm` (`PhiConfig`).
+pub const PHI: DecoderFamily = DecoderFamily {
+    model_types: &["phi"],
+    names: NameTable {
+        o_proj: "self_attn.dense",
+        qk_norm: Some(QkNorm { q: "self_attn.q_layernorm", k: "self_attn.k_layernorm", over: NormOver::Head, when: Some("qk_layernorm") }),
+        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
+        mlp: MlpNames::Plain { up: "mlp.fc1", down: "mlp.fc2" },
+        final_norm: "model.final_layernorm",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        activation: Some(("hidden_act", crate::Activation::GeluTanh)),
+        partial_rotary_default: 0.5,
+        block: BlockShape::Parallel,
+        lm_head_bias: Bias::Always,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// GLM's layout: partial rotary (default 0.5) on interleaved pairs, q/k/v bias as
+/// `attention_bias` says (default true), never on o_proj, no MLP bias, `head_dim` 128 when
+/// absent (`GlmConfig`, `Glm4Config`).
+const GLM_LAYOUT: Layout = Layout {
+    qkv_bias: Bias::ConfigOr("attention_bias", true),
+    o_bias: Bias::Never,
+    mlp_bias: Bias::Never,
+    rotary: RotaryPairs::Interleaved,
+    partial_rotary_default: 0.5,
+    head_dim_default: Some(128),
+    ..LLAMA_LAYOUT
+};
+
+/// GLM: Llama names with a fused `gate_up_proj` (gate first), [`GLM_LAYOUT`].
+pub const GLM: DecoderFamily = DecoderFamily {
+    model_types: &["glm"],
+    names: NameTable { mlp: MlpNames::GatedFused { gate_up: "mlp.gate_up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: GLM_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// GLM-4: GLM plus an RMSNorm on each sublayer's output before its residual add
+/// (`post_self_attn_layernorm`, `post_mlp_layernorm`); the MLP's input norm keeps Llama's
+/// name `post_attention_layernorm`.
+pub const GLM4: DecoderFamily = DecoderFamily {
+    model_types: &["glm4"],
+    names: NameTable {
+        norms: BlockNorms {
+            before_attention: Some("input_layernorm"),
+            after_attention: Some("post_self_attn_layernorm"),
+            before_mlp: Some("post_attention_layernorm"),
+            after_mlp: Some("post_mlp_layernorm"),
+        },
+        mlp: MlpNames::GatedFused { gate_up: "mlp.gate_up_proj", down: "mlp.down_proj" },
+        ..LLAMA_NAMES
+    },
+    layout: GLM_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: UNIFORM_LAYERS,
+};
+
+/// PhiMoE (Phi-3.5-MoE): Mixtral's names (`block_sparse_moe.gate`, experts `w1`/`w3`/`w2`),
+/// `num_local_experts` (default 16) routed by sparsemixer (`router_jitter_noise`, default
+/// 0.01; always 2 experts), LayerNorm with bias (epsilon from `rms_norm_eps`), q/k/v/o bias per
+/// `attention_bias`, a head bias per `lm_head_bias` (both default false), LongRoPE with its
+/// `short_mscale`/`long_mscale` (`PhimoeConfig`). transformers' `model_type` is `phimoe` for
+/// both `PhiMoEForCausalLM` (the published config) and `PhimoeForCausalLM`.
+pub const PHIMOE: DecoderFamily = DecoderFamily {
+    model_types: &["phimoe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.gate",
+            expert: "block_sparse_moe.experts.{e}",
+            gate: "w1",
+            up: "w3",
+            down: "w2",
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts"],
+                experts_default: 16,
+                top_k_default: 2,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SparseMixer { jitter: "router_jitter_noise", default: 0.01 },
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        mlp_bias: Bias::Never,
+        lm_head_bias: Bias::Config("lm_head_bias"),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

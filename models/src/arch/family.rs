@@ -47,6 +47,9 @@ pub struct QkNorm {
     pub q: &'static str,
     pub k: &'static str,
     pub over: NormOver,
+    /// A boolean config key that switches the norms on (Phi's `qk_layernorm`, default false);
+    /// `None`: always present.
+    pub when: Option<&'static str>,
 }
 
 /// What a q/k norm normalizes over.
@@ -131,10 +134,21 @@ pub struct LayerKinds {
     pub full_every: Option<FullEvery>,
     /// `sliding_window` when config.json does not give it (transformers' per-family default).
     pub default_window: Option<usize>,
+    /// Layers without RoPE (SmolLM3's NoPE layers), when the family has them.
+    pub no_rope: Option<NoRope>,
     /// Sliding layers have a RoPE of their own (Gemma 3): the config's sliding-layer RoPE
     /// (`rope_local_base_freq`, `rope_parameters.sliding_attention`), else this base frequency
     /// without scaling (transformers' default).
     pub local_rope: Option<f64>,
+}
+
+/// Which layers skip RoPE: `list` (one 0/1 per layer, 0 = no RoPE: SmolLM3 `no_rope_layers`)
+/// when config.json gives it, else every `interval`th layer (`(i + 1) % n == 0`, n from the
+/// `interval` key, else `interval_default`), as transformers derives the list.
+pub struct NoRope {
+    pub list: &'static str,
+    pub interval: &'static str,
+    pub interval_default: usize,
 }
 
 pub struct FullEvery {
@@ -143,7 +157,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike (the generic window rules): Llama and most families.
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None };
 
 /// How q/k/v projections are stored.
 pub enum AttentionNames {
@@ -218,6 +232,19 @@ pub struct MoeKeys {
     pub intermediate_default: Option<usize>,
     /// Which layers are sparse.
     pub sparse: SparseLayers,
+    /// How the router's logits become expert weights.
+    pub routing: Routing,
+}
+
+/// How a mixture of experts routes.
+#[derive(Clone, Copy, Debug)]
+pub enum Routing {
+    /// Softmax over the experts, the top k kept (renormalized as `normalize` says).
+    SoftmaxTopK,
+    /// PhiMoE's sparsemixer at inference: two picks in turn, each weighted by a softmax over
+    /// the experts whose logit is within a relative `2 * jitter` of the pick's (`jitter` from
+    /// this config key, else `default`; transformers' `router_jitter_noise`).
+    SparseMixer { jitter: &'static str, default: f64 },
 }
 
 /// Renormalization of the routed top-k probabilities.
@@ -284,13 +311,57 @@ pub struct Layout {
     pub mlp_bias: Bias,
     /// `tie_word_embeddings` when config.json does not say (transformers' per-family default).
     pub tie_default: bool,
-    /// The key the norms' epsilon comes from when the family does not read the generic
-    /// spellings (StarCoder2's `norm_epsilon`; its configs also carry an unused
-    /// `rms_norm_eps`). `None`: `rms_norm_eps` / `layer_norm_epsilon` / `layer_norm_eps`.
-    pub norm_eps: Option<Key>,
+    /// Where the norms' epsilon comes from.
+    pub norm_eps: NormEps,
     /// The key the MLP activation comes from when it is not `hidden_act` (Gemma's
     /// `hidden_activation`, which transformers reads instead, with its default).
     pub activation: Option<(&'static str, crate::Activation)>,
+    /// Which dimensions RoPE rotates together.
+    pub rotary: RotaryPairs,
+    /// `partial_rotary_factor` when config.json gives none (top level or in the rope
+    /// parameters): transformers' per-family default (GLM, Nemotron, Phi: 0.5).
+    pub partial_rotary_default: f64,
+    /// `head_dim` when config.json gives none, if it is not hidden / heads (GLM, ERNIE 4.5:
+    /// transformers' default 128).
+    pub head_dim_default: Option<usize>,
+    /// How attention and the MLP are arranged in a block.
+    pub block: BlockShape,
+    /// A config key whose value `c` clamps the q, k and v projections to `[-c, c]` (OLMo's
+    /// `clip_qkv`; absent or `null`: no clamp).
+    pub clip_qkv: Option<&'static str>,
+    /// Bias of the output projection (`lm_head`): Phi always, PhiMoE as `lm_head_bias` says.
+    pub lm_head_bias: Bias,
+}
+
+/// Which dimensions of a head RoPE rotates together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RotaryPairs {
+    /// Dimension `i` with `i + rotary_dim / 2` (Llama's `rotate_half`).
+    Halves,
+    /// Dimensions `2i` and `2i + 1` (GLM, ERNIE 4.5): `RotaryEmbedding` with `interleaved = 1`.
+    Interleaved,
+}
+
+/// The order of a block's two halves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockShape {
+    /// Attention, its residual add, then the MLP on the sum (Llama).
+    Sequential,
+    /// Attention and the MLP both read the one norm before attention, and both outputs join the
+    /// residual: `h + attn(ln(h)) + mlp(ln(h))` (Phi-1/2; `norms.before_mlp` unused).
+    Parallel,
+}
+
+/// Where the norms' epsilon comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum NormEps {
+    /// The generic spellings: `rms_norm_eps` / `layer_norm_epsilon` / `layer_norm_eps`.
+    Generic,
+    /// A family key (StarCoder2's `norm_epsilon`, Nemotron's `norm_eps`; their configs may carry
+    /// an unused `rms_norm_eps`), with transformers' default.
+    Key(Key),
+    /// Fixed in transformers' code, not configurable (OLMo 1's LayerNorm: 1e-5).
+    Fixed(f64),
 }
 
 /// A checkpoint tensor the graph does not need, by name suffix, and why.

@@ -3,7 +3,7 @@
 //! checkpoint by name, so an expert the config does not count is left unaccounted and fails
 //! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
 
-use super::family::{MoeNames, SparseLayers, TopKNorm};
+use super::family::{MoeNames, Routing, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
 use crate::components::moe::{moe_block, ExpertStacks, MoeBlock};
@@ -11,7 +11,7 @@ use crate::{Activation, Checkpoint, DecoderConfig, Error, GraphBuilder, Result};
 use ir::Recipe;
 
 /// A mixture of experts' sizes and routing, read from the config keys the table names.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MoeSettings {
     pub num_experts: usize,
     pub top_k: usize,
@@ -22,6 +22,8 @@ pub struct MoeSettings {
     /// Sparse layers: `(i + 1) % step == 0` and not in `dense_layers`.
     pub step: usize,
     pub dense_layers: Vec<usize>,
+    /// Sparsemixer routing with this jitter (PhiMoE); `None`: softmax top-k.
+    pub sparse_mixer: Option<f64>,
 }
 
 impl MoeSettings {
@@ -53,7 +55,20 @@ impl MoeSettings {
             SparseLayers::All => (1, vec![]),
             SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?),
         };
-        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers })
+        let sparse_mixer = match k.routing {
+            Routing::SoftmaxTopK => None,
+            Routing::SparseMixer { jitter, default } => {
+                if top_k != 2 {
+                    return Err(err(c, format!("`num_experts_per_tok` is {top_k}; sparsemixer routing picks exactly 2 experts")));
+                }
+                let v = match c.raw.get(jitter) {
+                    None | Some(serde_json::Value::Null) => default,
+                    Some(v) => v.as_f64().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| err(c, format!("key `{jitter}` must be a number of at least 0, found {v}")))?,
+                };
+                Some(v)
+            }
+        };
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer })
     }
 
     /// Whether layer `i` has the mixture of experts.
@@ -118,6 +133,7 @@ pub(super) fn block(
         num_experts: m.num_experts,
         top_k: m.top_k,
         normalize: m.normalize,
+        sparse_mixer: m.sparse_mixer.map(|j| j as f32),
         act,
     };
     let routed = moe_block(b, block, x);
@@ -150,7 +166,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, MIXTRAL, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -180,6 +196,20 @@ mod tests {
         assert!(e.contains("`shared_expert_intermediate_size`"), "{e}");
         let m = settings(&QWEN2_MOE, "qwen2_moe", r#","shared_expert_intermediate_size":96"#).unwrap();
         assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (60, 4, false, 1408, Some(96)));
+    }
+
+    #[test]
+    fn phimoe_routes_by_sparsemixer_with_its_jitter_key() {
+        let m = settings(&PHIMOE, "phimoe", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.sparse_mixer), (16, 2, Some(0.01)));
+        let m = settings(&PHIMOE, "phimoe", r#","num_local_experts":4,"router_jitter_noise":0.1"#).unwrap();
+        assert_eq!((m.num_experts, m.sparse_mixer), (4, Some(0.1)));
+        assert_eq!(settings(&PHIMOE, "phimoe", r#","router_jitter_noise":0"#).unwrap().sparse_mixer, Some(0.0));
+        let e = settings(&PHIMOE, "phimoe", r#","num_experts_per_tok":3"#).unwrap_err().to_string();
+        assert!(e.contains("`num_experts_per_tok`") && e.contains("exactly 2"), "{e}");
+        let e = settings(&PHIMOE, "phimoe", r#","router_jitter_noise":-1"#).unwrap_err().to_string();
+        assert!(e.contains("`router_jitter_noise`"), "{e}");
+        assert_eq!(settings(&MIXTRAL, "mixtral", r#","router_jitter_noise":0.1"#).unwrap().sparse_mixer, None);
     }
 
     #[test]

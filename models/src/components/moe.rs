@@ -46,6 +46,8 @@ pub struct MoeBlock<'a> {
     pub top_k: usize,
     /// Renormalize the top-k probabilities to sum to 1 (Mixtral; Qwen with `norm_topk_prob`).
     pub normalize: bool,
+    /// Sparsemixer routing with this jitter (PhiMoE) instead of softmax top-k.
+    pub sparse_mixer: Option<f32>,
     pub act: Activation,
 }
 
@@ -106,6 +108,11 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
     let tie = b.op(&format!("{s}/routing_f32/tie_count"), "Cast", &[&tie], to_f32());
     let ahead = b.op(&format!("{s}/rank/ahead"), "Add", &[&higher, &tie], vec![]);
     let rank = b.op(&format!("{s}/rank"), "ReduceSum", &[&ahead, &own_axis], vec![Attr::int("keepdims", 0)]);
+    if let Some(jitter) = m.sparse_mixer {
+        let w = sparse_mixer(b, s, &logits, &rank, jitter);
+        let float = b.float;
+        return cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32);
+    }
     let k = f32_constant(b, s, "top_k", m.top_k as f32);
     let chosen = b.op(&format!("{s}/chosen"), "Less", &[&rank, &k], vec![]);
     let zero = f32_constant(b, s, "zero", 0.0);
@@ -117,6 +124,49 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
     }
     let float = b.float;
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
+}
+
+/// PhiMoE's sparsemixer routing at inference (transformers' `sparsemixer` without jitter):
+/// two picks in turn, the top expert, then the top of the others; pick `r` with logit `t_r`
+/// gets weight `softmax(masked)[pick]`, where `masked` drops (to -inf) every expert whose
+/// `(t_r - logit) / max(|logit|, t_r)` exceeds `2 * jitter` (the second pick also drops the
+/// first). Built from the rank count of [`routing_weights`] and comparisons, `Where`,
+/// `Softmax` and `ReduceSum` (no Max, Abs, TopK or scatter), in f32. Returns `[batch, seq,
+/// experts]` f32 weights, zero off the two picks.
+fn sparse_mixer(b: &mut GraphBuilder, s: &str, logits: &str, rank: &str, jitter: f32) -> String {
+    let zero = f32_constant(b, s, "sparsemixer/zero", 0.0);
+    let neg_inf = f32_constant(b, s, "sparsemixer/neg_inf", f32::NEG_INFINITY);
+    // In the build dtype like every float constant (f16 rounds 0.2 to 0.19995).
+    let eps2 = f32_constant(b, s, "sparsemixer/two_jitter", 2.0 * jitter);
+    let axes = b.const_i64_1d(&format!("{s}/sparsemixer/axes"), &[-1]);
+    // |logits| as Where(logits < 0, 0 - logits, logits).
+    let negative = b.op(&format!("{s}/sparsemixer/negative"), "Less", &[logits, &zero], vec![]);
+    let flipped = b.op(&format!("{s}/sparsemixer/flipped"), "Sub", &[&zero, logits], vec![]);
+    let abs = b.op(&format!("{s}/sparsemixer/abs"), "Where", &[&negative, &flipped, logits], vec![]);
+    let mut total = String::new();
+    let mut scores = logits.to_string();
+    for pick in 0..2 {
+        let p = format!("{s}/sparsemixer/pick{pick}");
+        // The pick: the expert of rank `pick` (ranks are whole numbers in f32).
+        let r = f32_constant(b, s, &format!("sparsemixer/rank{pick}"), pick as f32);
+        let chosen = b.op(&format!("{p}/chosen"), "Equal", &[rank, &r], vec![]);
+        // t: the pick's logit, [batch, seq, 1].
+        let only = b.op(&format!("{p}/logit_only"), "Where", &[&chosen, logits, &zero], vec![]);
+        let t = b.op(&format!("{p}/threshold"), "ReduceSum", &[&only, &axes], vec![Attr::int("keepdims", 1)]);
+        // factor = max(|logits|, t); drop where (t - logits) / factor > 2 * jitter.
+        let above = b.op(&format!("{p}/abs_above"), "Greater", &[&abs, &t], vec![]);
+        let factor = b.op(&format!("{p}/factor"), "Where", &[&above, &abs, &t], vec![]);
+        let gap = b.op(&format!("{p}/gap"), "Sub", &[&t, logits], vec![]);
+        let rel = b.op(&format!("{p}/relative_gap"), "Div", &[&gap, &factor], vec![]);
+        let drop = b.op(&format!("{p}/drop"), "Greater", &[&rel, &eps2], vec![]);
+        let masked = b.op(&format!("{p}/masked"), "Where", &[&drop, &neg_inf, &scores], vec![]);
+        let gates = b.op(&format!("{p}/Softmax"), "Softmax", &[&masked], vec![Attr::int("axis", -1)]);
+        let w = b.op(&format!("{p}/weight"), "Where", &[&chosen, &gates, &zero], vec![]);
+        total = if pick == 0 { w } else { b.op(&format!("{s}/sparsemixer/weights"), "Add", &[&total, &w], vec![]) };
+        // The second pick's scores: the first pick dropped.
+        scores = b.op(&format!("{p}/drop_pick"), "Where", &[&chosen, &neg_inf, &scores], vec![]);
+    }
+    total
 }
 
 /// `x` cast from `from` to `to` (no node when they are the same).

@@ -29,6 +29,8 @@ pub struct RopeCache {
     /// The caches are already per token (`[batch, seq, rotary_dim / 2]`, multimodal RoPE), so
     /// `RotaryEmbedding` takes no `position_ids`.
     pub per_token: bool,
+    /// Rotate adjacent pairs `(2i, 2i + 1)` instead of halves (`interleaved = 1`: GLM, ERNIE 4.5).
+    pub interleaved: bool,
 }
 
 /// `1 / base^(2i / dim)` in f32, as transformers computes it.
@@ -113,10 +115,13 @@ pub fn frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<Frequencies> {
             yarn(rope.theta, rotary_dim, *factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate),
             *attention_factor,
         ),
-        RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => vec![
-            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, short_factor), attention_scaling: *attention_factor as f32 },
-            Frequencies { inv_freq: longrope(rope.theta, rotary_dim, long_factor), attention_scaling: *attention_factor as f32 },
-        ],
+        RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => {
+            let (short, long) = rope.mscale.unwrap_or((*attention_factor, *attention_factor));
+            vec![
+                Frequencies { inv_freq: longrope(rope.theta, rotary_dim, short_factor), attention_scaling: short as f32 },
+                Frequencies { inv_freq: longrope(rope.theta, rotary_dim, long_factor), attention_scaling: long as f32 },
+            ]
+        }
     }
 }
 
@@ -167,7 +172,10 @@ impl RopeCache {
         let sets = frequencies(rope, rotary_dim);
         let float = b.float;
         let add = |b: &mut GraphBuilder, prefix: &str, set: &Frequencies| -> (String, String) {
-            let label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+            let mut label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
+            if let Some((short, long)) = rope.mscale {
+                label.push_str(&format!(" mscale short={short} long={long}"));
+            }
             let label = if prefix.is_empty() { label } else { format!("{prefix} {label}") };
             let (cos, sin) = tables(set, max_positions);
             let stem = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
@@ -196,7 +204,13 @@ impl RopeCache {
             (_, [only, ..]) => add(b, "", only),
             (_, []) => unreachable!("frequencies() returns at least one set"),
         };
-        RopeCache { cos, sin, rotary_dim, head_dim, per_token: false }
+        RopeCache { cos, sin, rotary_dim, head_dim, per_token: false, interleaved: false }
+    }
+
+    /// The same caches, rotating adjacent pairs when `interleaved` (the cache is the same: pair
+    /// `i` takes frequency `i` either way).
+    pub fn with_interleaved(self, interleaved: bool) -> RopeCache {
+        RopeCache { interleaved, ..self }
     }
 
     /// Multimodal RoPE: the per-token caches `[batch, seq, rotary_dim / 2]` for `position_ids`
@@ -227,7 +241,7 @@ impl RopeCache {
 
     /// `RotaryEmbedding(x, cos, sin, position_ids)` on a `[batch, seq, heads * head_dim]` input.
     pub fn apply(&self, b: &mut GraphBuilder, scope: &str, x: &str, num_heads: usize, position_ids: &str) -> String {
-        let mut attrs = vec![Attr::int("interleaved", 0), Attr::int("num_heads", num_heads as i64)];
+        let mut attrs = vec![Attr::int("interleaved", self.interleaved as i64), Attr::int("num_heads", num_heads as i64)];
         if self.rotary_dim != self.head_dim {
             attrs.push(Attr::int("rotary_embedding_dim", self.rotary_dim as i64));
         }

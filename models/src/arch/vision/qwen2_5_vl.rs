@@ -255,7 +255,7 @@ pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
 /// `rotary_pos_emb_full[pos_ids].flatten(1)`), computed in f32 and cast to the graph's dtype.
 pub(super) fn rotary_tables(b: &mut GraphBuilder, head_dim: usize, theta: f64, rows: &str, cols: &str) -> (String, String) {
     let s = "vision/rotary";
-    let rope = RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: 1.0 };
+    let rope = RopeConfig { theta, kind: RopeKind::Default, partial_rotary_factor: 1.0, mscale: None };
     let inv = inverse_frequencies(&rope, head_dim / 2);
     let label = format!("{s}/inv_freq theta={theta} dim={}", head_dim / 2);
     let inv = b.initializer(&format!("{s}/inv_freq"), Recipe::from_f32(label, vec![1, inv.len()], &inv));
