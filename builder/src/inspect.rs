@@ -1,13 +1,16 @@
 //! `tailor inspect PACKAGE`: what a user looks at before shipping a package, read from the
-//! package alone: its EP, dtype and quantization, inputs and outputs, op histogram by domain,
-//! the fusions that fired per role (from build_report.json), host-placed nodes, sizes and the
-//! largest tensors, and whether genai_config.json names the graph's inputs and outputs.
+//! package alone: its EP, dtype and task, then every part (a decoder package has one, a
+//! vision-language package its vision tower, embedding and decoder): its file and role, the
+//! table plan it ran, its quantization, inputs and outputs, op histogram by domain, the
+//! fusions that fired (from build_report.json's `parts`), host-placed nodes, sizes, its
+//! external data and the largest tensors; and whether genai_config.json's sections name each
+//! part's file, inputs and outputs.
 //!
-//! Weights are not read: the model is loaded with its initializers as mapped recipes, so
-//! inspecting a multi-gigabyte package costs the size of model.onnx.
+//! Weights are not read: each model is loaded with its initializers as mapped recipes, so
+//! inspecting a multi-gigabyte package costs the size of its model files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Component, Path};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -32,6 +35,45 @@ pub struct TensorSize {
     pub bytes: usize,
 }
 
+/// Where a part's initializers are stored. Every external tensor was checked as the model was
+/// loaded (its location a file inside the package, the file long enough for it); a failed
+/// check fails `inspect` naming the tensor, so a report exists only for data that passed.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExternalData {
+    /// Initializers stored in external data files.
+    pub tensors: usize,
+    /// Initializers stored inside the model file.
+    pub inline_tensors: usize,
+    /// The external data files, relative to the package.
+    pub files: Vec<String>,
+}
+
+/// What `inspect` reports of one part.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartInspection {
+    /// The model file, relative to the package.
+    pub file: String,
+    /// `decoder`, `encoder`, `vision` or `embedding`.
+    pub role: String,
+    /// The EP table section the part was optimized under (`[role.vision.f32]`), when the report
+    /// says.
+    pub plan: Option<String>,
+    /// `bits`, `format`, `block_size`, `symmetric`, tensor count and the worst RMS error, when
+    /// the part is quantized.
+    pub quantization: Option<Value>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    /// domain (`ai.onnx` for the default one) -> op -> count.
+    pub ops: BTreeMap<String, BTreeMap<String, usize>>,
+    /// The rules that fired in this part's pipeline, with counts.
+    pub fused: BTreeMap<String, usize>,
+    pub host_nodes: Vec<String>,
+    pub model_bytes: u64,
+    pub data_bytes: u64,
+    pub external_data: ExternalData,
+    pub largest: Vec<TensorSize>,
+}
+
 /// Everything `inspect` reports.
 #[derive(Clone, Debug, Serialize)]
 pub struct Inspection {
@@ -42,24 +84,25 @@ pub struct Inspection {
     /// `causal-lm`, `feature-extraction` or `sentence-embedding` (absent in reports written
     /// before tasks existed: those are causal-lm packages).
     pub task: Option<String>,
-    /// `bits`, `format`, `block_size`, `symmetric`, tensor count and the worst RMS error, when
-    /// the package is quantized.
-    pub quantization: Option<Value>,
-    pub inputs: Vec<Port>,
-    pub outputs: Vec<Port>,
-    /// domain (`ai.onnx` for the default one) -> op -> count.
-    pub ops: BTreeMap<String, BTreeMap<String, usize>>,
-    /// Per role: the rules that fired, with counts.
-    pub fused: BTreeMap<String, BTreeMap<String, usize>>,
-    pub host_nodes: Vec<String>,
-    pub model_bytes: u64,
-    pub data_bytes: u64,
-    pub largest: Vec<TensorSize>,
-    /// Names genai_config.json gives that the graph does not have (empty: consistent).
+    /// Every part, in the order the build wrote them.
+    pub parts: Vec<PartInspection>,
+    /// Names genai_config.json gives that the parts do not have (empty: consistent).
     pub genai_mismatches: Vec<String>,
     /// The LoRA slots (from the graph) and adapter files (read from adapters/, with what
     /// build_report.json says of each), when the package has slots.
     pub lora: Option<Value>,
+}
+
+impl Inspection {
+    /// The part in `file`, if the package has one.
+    pub fn part(&self, file: &str) -> Option<&PartInspection> {
+        self.parts.iter().find(|p| p.file == file)
+    }
+
+    /// Bytes of every part's model and external data files.
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.model_bytes + p.data_bytes).sum()
+    }
 }
 
 /// A package's JSON file (`genai_config.json`, `build_report.json`), when present: read as the
@@ -83,44 +126,135 @@ fn port(v: &ir::ValueInfo) -> Port {
     Port { name: v.name.clone(), dtype: v.dtype.name().into(), shape }
 }
 
-/// Every part's pipeline report in build_report.json (`parts[].pipeline`; reports written
-/// before packages had parts hold one `pipeline` array).
-fn pipelines(report: &Value) -> Vec<&Value> {
-    match report.get("parts").and_then(Value::as_array) {
-        Some(parts) => parts.iter().filter_map(|p| p.get("pipeline")).collect(),
-        None => report.get("pipeline").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default(),
-    }
+/// The file a package has when nothing lists its parts (a decoder or encoder package).
+const MODEL_FILE: &str = "model.onnx";
+/// genai_config.json's sections that name a part's file, by role.
+const GENAI_SECTIONS: [&str; 3] = ["vision", "embedding", "decoder"];
+
+/// A part as the package's own files list it, before its model is read.
+struct Listed<'r> {
+    file: String,
+    role: String,
+    plan: Option<String>,
+    /// The part's pipeline reports (one; reports written before packages had parts may hold
+    /// several roles' under one model).
+    pipelines: Vec<&'r Value>,
+    quantization: Option<&'r Value>,
 }
 
-/// The quantization entry of the quantized part (a top-level entry in reports written before
-/// packages had parts).
-fn quantization_of(report: &Value) -> Option<&Value> {
-    let quantized = |q: &&Value| !q.is_null();
-    match report.get("parts").and_then(Value::as_array) {
-        Some(parts) => parts.iter().filter_map(|p| p.get("quantization")).find(quantized),
-        None => report.get("quantization").filter(quantized),
+/// The parts of the package: build_report.json's `parts`; without them (a report written
+/// before packages had parts, or none) the files genai_config.json's sections name, else
+/// `model.onnx`. File names come from files a user may have edited, so each must be a plain
+/// name inside the package.
+fn listed_parts<'r>(dir: &Path, report: Option<&'r Value>, genai: Option<&Value>) -> Result<Vec<Listed<'r>>> {
+    let plain = |name: &str, from: &str| -> Result<String> {
+        let mut parts = Path::new(name).components();
+        match (parts.next(), parts.next()) {
+            (Some(Component::Normal(_)), None) => Ok(name.to_string()),
+            _ => Err(Error::Config { path: dir.join(from), reason: format!("part file `{name}` is not a file name inside the package") }),
+        }
+    };
+    if let Some(parts) = report.and_then(|r| r.get("parts")).and_then(Value::as_array) {
+        let mut out = Vec::new();
+        for p in parts {
+            let file = p.get("file").and_then(Value::as_str).ok_or_else(|| Error::Config {
+                path: dir.join(crate::package::BUILD_REPORT),
+                reason: "a part has no `file`".into(),
+            })?;
+            out.push(Listed {
+                file: plain(file, crate::package::BUILD_REPORT)?,
+                role: p.get("role").and_then(Value::as_str).unwrap_or("decoder").to_string(),
+                plan: p.get("plan").and_then(Value::as_str).map(String::from),
+                pipelines: p.get("pipeline").into_iter().collect(),
+                quantization: p.get("quantization").filter(|q| !q.is_null()),
+            });
+        }
+        return Ok(out);
     }
+    let legacy = |file: String, role: &str| Listed {
+        file,
+        role: role.to_string(),
+        plan: None,
+        pipelines: report.and_then(|r| r.get("pipeline")).and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default(),
+        quantization: report.and_then(|r| r.get("quantization")).filter(|q| !q.is_null()),
+    };
+    let from_genai: Vec<(String, &str)> = GENAI_SECTIONS
+        .iter()
+        .filter_map(|s| genai?.pointer(&format!("/model/{s}/filename")).and_then(Value::as_str).map(|f| (f.to_string(), *s)))
+        .collect();
+    if from_genai.len() > 1 {
+        return from_genai
+            .into_iter()
+            .map(|(f, role)| Ok(Listed { pipelines: Vec::new(), quantization: None, ..legacy(plain(&f, "genai_config.json")?, role) }))
+            .collect();
+    }
+    let encoder = matches!(report.and_then(|r| r.get("task")).and_then(Value::as_str), Some("feature-extraction" | "sentence-embedding"));
+    Ok(vec![legacy(MODEL_FILE.to_string(), if encoder { "encoder" } else { "decoder" })])
 }
 
 /// Inspects the package folder `dir`.
 pub fn inspect(dir: &Path) -> Result<Inspection> {
-    let model_path = dir.join("model.onnx");
-    match ir::entry_kind(&model_path) {
-        ir::EntryKind::Regular => {}
-        ir::EntryKind::Absent => {
-            return Err(Error::Request(format!(
-                "{} is not a package: it has no model.onnx (give the folder `tailor build --output` wrote)",
-                dir.display()
-            )))
-        }
-        kind => return Err(Error::Ir(ir::Error::NotAFile { path: model_path, what: kind.describe() })),
-    }
-    // Also checks every tensor's external data: inside the package, present, long enough.
-    let model = ir::load_model(&model_path)?;
+    inspect_models(dir).map(|(i, _)| i)
+}
+
+/// [`inspect`], also returning each part's loaded model (for `diff`), in the parts' order.
+pub(crate) fn inspect_models(dir: &Path) -> Result<(Inspection, Vec<ir::Model>)> {
     let report = read_json(&dir.join(crate::package::BUILD_REPORT), ir::DATA_FILE_LIMIT)?;
     let genai = read_genai_config(dir)?;
-    let g = &model.graph;
+    let listed = listed_parts(dir, report.as_ref(), genai.as_ref())?;
+    let mut parts = Vec::with_capacity(listed.len());
+    let mut models = Vec::with_capacity(listed.len());
+    for l in &listed {
+        let model_path = dir.join(&l.file);
+        match ir::entry_kind(&model_path) {
+            ir::EntryKind::Regular => {}
+            ir::EntryKind::Absent if report.is_none() && l.file == MODEL_FILE => {
+                return Err(Error::Request(format!(
+                    "{} is not a package: it has no {MODEL_FILE} (give the folder `tailor build --output` wrote)",
+                    dir.display()
+                )))
+            }
+            ir::EntryKind::Absent => {
+                return Err(Error::Request(format!("{} lacks its {} part {}: the package is incomplete", dir.display(), l.role, l.file)))
+            }
+            kind => return Err(Error::Ir(ir::Error::NotAFile { path: model_path, what: kind.describe() })),
+        }
+        // Also checks every tensor's external data: inside the package, present, long enough.
+        let model = ir::load_model(&model_path)?;
+        parts.push(inspect_part(dir, l, &model));
+        models.push(model);
+    }
+    let field = |k: &str| report.as_ref().and_then(|r| r.get(k)).and_then(Value::as_str).map(String::from);
+    let genai_mismatches = match (&genai, report.as_ref().and_then(|r| r.get("genai_config")).and_then(Value::as_bool)) {
+        (Some(c), _) => genai_mismatches(c, &parts),
+        // An encoder package has none by design (onnxruntime-genai runs decoders only).
+        (None, Some(false)) => vec![format!(
+            "not written for a {} package (onnxruntime-genai runs decoders only; run it on ONNX Runtime directly)",
+            field("task").unwrap_or_else(|| "encoder".into())
+        )],
+        (None, _) => vec!["no genai_config.json".into()],
+    };
+    // LoRA slots are graph inputs of the decoder part.
+    let lora = match listed.iter().zip(&models).find(|(l, _)| l.role == "decoder") {
+        Some((_, m)) => lora_of(dir, &m.graph, report.as_ref())?,
+        None => None,
+    };
+    let inspection = Inspection {
+        lora,
+        package: dir.display().to_string(),
+        ep: field("ep"),
+        dtype: field("dtype"),
+        model_type: field("model_type"),
+        task: field("task"),
+        parts,
+        genai_mismatches,
+    };
+    Ok((inspection, models))
+}
 
+/// What one loaded part holds, with what its report entry says.
+fn inspect_part(dir: &Path, l: &Listed, model: &ir::Model) -> PartInspection {
+    let g = &model.graph;
     let mut ops: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for n in &g.nodes {
         let domain = if ep_sets::Domain::is_onnx(&n.domain) { "ai.onnx".to_string() } else { n.domain.clone() };
@@ -134,68 +268,71 @@ pub fn inspect(dir: &Path) -> Result<Inspection> {
     largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
     largest.truncate(5);
 
-    let size = |name: &str| std::fs::metadata(dir.join(name)).map(|m| m.len()).unwrap_or(0);
-    let field = |k: &str| report.as_ref().and_then(|r| r.get(k)).and_then(Value::as_str).map(String::from);
-    let mut fused: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut external = ExternalData { tensors: 0, inline_tensors: 0, files: Vec::new() };
+    for (_, r) in &g.initializers {
+        match r {
+            ir::Recipe::Source(t) => {
+                external.tensors += 1;
+                let file = t.file.path.strip_prefix(dir).unwrap_or(&t.file.path).display().to_string();
+                if !external.files.contains(&file) {
+                    external.files.push(file);
+                }
+            }
+            _ => external.inline_tensors += 1,
+        }
+    }
+    let size = |path: &Path| std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let data_bytes = external.files.iter().map(|f| size(&dir.join(f))).sum();
+
+    let mut fused: BTreeMap<String, usize> = BTreeMap::new();
     let mut host_nodes = Vec::new();
-    for p in report.as_ref().map(pipelines).into_iter().flatten() {
-        let role = p.get("role").and_then(Value::as_str).unwrap_or("decoder").to_string();
+    for p in &l.pipelines {
         for r in p.pointer("/diagnostics/rules").and_then(Value::as_array).into_iter().flatten() {
             let fired = r.get("fired").and_then(Value::as_u64).unwrap_or(0) as usize;
             if let (Some(rule), true) = (r.get("rule").and_then(Value::as_str), fired > 0) {
-                *fused.entry(role.clone()).or_default().entry(rule.to_string()).or_default() += fired;
+                *fused.entry(rule.to_string()).or_default() += fired;
             }
         }
         host_nodes.extend(p.get("host_nodes").and_then(Value::as_array).into_iter().flatten().filter_map(|h| h.as_str().map(String::from)));
     }
-    let quantization = report.as_ref().and_then(quantization_of).map(|q| {
-        let tensors = q.get("tensors").and_then(Value::as_array).cloned().unwrap_or_default();
-        let worst = tensors.iter().max_by(|a, b| {
-            let e = |t: &Value| t.get("rms_error").and_then(Value::as_f64).unwrap_or(0.0);
-            e(a).total_cmp(&e(b))
-        });
-        // Per tensor, what its integers come from: `float` (quantized by the build) or the
-        // checkpoint's packed format, counted.
-        let mut sources: BTreeMap<String, usize> = BTreeMap::new();
-        for t in &tensors {
-            *sources.entry(t.get("source").and_then(Value::as_str).unwrap_or("float").to_string()).or_default() += 1;
-        }
-        serde_json::json!({
-            "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
-            "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
-            "source": q.get("source"),
-            "tensor_sources": sources,
-            "tensors": tensors.len(),
-            "worst": worst.map(|w| serde_json::json!({ "weight": w.get("weight"), "rms_error": w.get("rms_error") })),
-        })
-    });
-
-    let lora = lora_of(dir, g, report.as_ref())?;
-    Ok(Inspection {
-        lora,
-        package: dir.display().to_string(),
-        ep: field("ep"),
-        dtype: field("dtype"),
-        model_type: field("model_type"),
-        task: field("task"),
-        quantization,
+    PartInspection {
+        file: l.file.clone(),
+        role: l.role.clone(),
+        plan: l.plan.clone(),
+        quantization: l.quantization.map(quantization_summary),
         inputs: g.inputs.iter().map(port).collect(),
         outputs: g.outputs.iter().map(port).collect(),
         ops,
         fused,
         host_nodes,
-        model_bytes: size("model.onnx"),
-        data_bytes: size(&format!("model.onnx{}", ir::DATA_FILE_SUFFIX)),
+        model_bytes: size(&dir.join(&l.file)),
+        data_bytes,
+        external_data: external,
         largest,
-        // An encoder package has none by design (onnxruntime-genai runs decoders only).
-        genai_mismatches: match (&genai, report.as_ref().and_then(|r| r.get("genai_config")).and_then(Value::as_bool)) {
-            (Some(c), _) => genai_mismatches(c, g),
-            (None, Some(false)) => vec![format!(
-                "not written for a {} package (onnxruntime-genai runs decoders only; run it on ONNX Runtime directly)",
-                field("task").unwrap_or_else(|| "encoder".into())
-            )],
-            (None, _) => vec!["no genai_config.json".into()],
-        },
+    }
+}
+
+/// A part's quantization entry, summarized: the settings, the tensor count, the worst RMS
+/// error and what the integers come from.
+fn quantization_summary(q: &Value) -> Value {
+    let tensors = q.get("tensors").and_then(Value::as_array).cloned().unwrap_or_default();
+    let worst = tensors.iter().max_by(|a, b| {
+        let e = |t: &Value| t.get("rms_error").and_then(Value::as_f64).unwrap_or(0.0);
+        e(a).total_cmp(&e(b))
+    });
+    // Per tensor, what its integers come from: `float` (quantized by the build) or the
+    // checkpoint's packed format, counted.
+    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &tensors {
+        *sources.entry(t.get("source").and_then(Value::as_str).unwrap_or("float").to_string()).or_default() += 1;
+    }
+    serde_json::json!({
+        "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
+        "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
+        "source": q.get("source"),
+        "tensor_sources": sources,
+        "tensors": tensors.len(),
+        "worst": worst.map(|w| serde_json::json!({ "weight": w.get("weight"), "rms_error": w.get("rms_error") })),
     })
 }
 
@@ -239,22 +376,41 @@ fn lora_of(dir: &Path, g: &ir::Graph, report: Option<&Value>) -> Result<Option<V
     Ok(Some(serde_json::json!({ "slots": slot_list, "adapters": adapters })))
 }
 
-/// Names in genai_config.json's `model.decoder.inputs` / `outputs` that the graph lacks
-/// (`%d` patterns expanded over the layers).
-fn genai_mismatches(config: &Value, g: &ir::Graph) -> Vec<String> {
+/// What genai_config.json says that the parts do not hold: a section (`model.decoder`,
+/// `model.vision`, `model.embedding`) for a part of that role that is missing or names another
+/// file, a section naming a file that is no part, and names in a section's `inputs` /
+/// `outputs` that its part's graph lacks (`%d` patterns expanded over the decoder's layers).
+fn genai_mismatches(config: &Value, parts: &[PartInspection]) -> Vec<String> {
     let layers = config.pointer("/model/decoder/num_hidden_layers").and_then(Value::as_u64).unwrap_or(0);
     let mut out = Vec::new();
-    for (section, ports) in [("inputs", &g.inputs), ("outputs", &g.outputs)] {
-        let Some(map) = config.pointer(&format!("/model/decoder/{section}")).and_then(Value::as_object) else {
-            out.push(format!("genai_config.json has no model.decoder.{section}"));
+    for section in GENAI_SECTIONS {
+        let Some(s) = config.pointer(&format!("/model/{section}")) else {
+            if let Some(p) = parts.iter().find(|p| p.role == section) {
+                out.push(format!("genai_config.json has no model.{section} section for the {section} part {}", p.file));
+            }
             continue;
         };
-        for (key, name) in map {
-            let Some(name) = name.as_str() else { continue };
-            let names: Vec<String> = if name.contains("%d") { (0..layers).map(|l| name.replace("%d", &l.to_string())).collect() } else { vec![name.to_string()] };
-            for n in names {
-                if !ports.iter().any(|p| p.name == n) {
-                    out.push(format!("model.decoder.{section}.{key} names `{n}`, which the graph's {section} lack"));
+        // genai's decoder file defaults to model.onnx when the section names none.
+        let file = s.get("filename").and_then(Value::as_str).unwrap_or(MODEL_FILE);
+        let Some(part) = parts.iter().find(|p| p.file == file) else {
+            out.push(format!("model.{section}.filename names `{file}`, which is no part of the package"));
+            continue;
+        };
+        if part.role != section {
+            out.push(format!("model.{section}.filename names `{file}`, which is the package's {} part", part.role));
+        }
+        for (kind, ports) in [("inputs", &part.inputs), ("outputs", &part.outputs)] {
+            let Some(map) = s.get(kind).and_then(Value::as_object) else {
+                out.push(format!("genai_config.json has no model.{section}.{kind}"));
+                continue;
+            };
+            for (key, name) in map {
+                let Some(name) = name.as_str() else { continue };
+                let names: Vec<String> = if name.contains("%d") { (0..layers).map(|l| name.replace("%d", &l.to_string())).collect() } else { vec![name.to_string()] };
+                for n in names {
+                    if !ports.iter().any(|p| p.name == n) {
+                        out.push(format!("model.{section}.{kind}.{key} names `{n}`, which the {file} graph's {kind} lack"));
+                    }
                 }
             }
         }
@@ -272,6 +428,50 @@ impl Inspection {
         if let Some(task) = &self.task {
             s.push_str(&format!("  task {task}\n"));
         }
+        let list: Vec<String> = self.parts.iter().map(|p| format!("{} ({})", p.file, p.role)).collect();
+        s.push_str(&format!("  parts: {}\n", list.join(", ")));
+        for p in &self.parts {
+            s.push_str(&p.text());
+        }
+        if let Some(l) = &self.lora {
+            let slots = l["slots"].as_array().map_or(0, Vec::len);
+            let mut kinds: Vec<&str> = l["slots"].as_array().into_iter().flatten().filter_map(|s| s["module"].as_str()?.rsplit('.').next()).collect();
+            kinds.sort();
+            kinds.dedup();
+            s.push_str(&format!("  LoRA slots: {slots} ({}), each with its own rank and an empty default\n", kinds.join(", ")));
+            for a in l["adapters"].as_array().into_iter().flatten() {
+                let targets = a["targets"].as_array().map_or(0, Vec::len);
+                s.push_str(&format!(
+                    "    adapter {}: {}, {} tensors, rank {}, scaling {}, {} targets{}\n",
+                    a["name"].as_str().unwrap_or("?"),
+                    a["file"].as_str().unwrap_or("?"),
+                    a["tensors"],
+                    a["rank"],
+                    if a["scaling"].is_null() { "?".to_string() } else { a["scaling"].to_string() },
+                    targets,
+                    match a["names_without_input"].as_array().map_or(0, Vec::len) {
+                        0 => String::new(),
+                        n => format!("; {n} tensor(s) name no graph input (genai will refuse it)"),
+                    }
+                ));
+            }
+        }
+        if self.genai_mismatches.is_empty() {
+            s.push_str("genai_config.json: matches every part's inputs and outputs\n");
+        } else {
+            for m in &self.genai_mismatches {
+                s.push_str(&format!("genai_config.json: {m}\n"));
+            }
+        }
+        s
+    }
+}
+
+impl PartInspection {
+    /// The part's section of `tailor inspect`'s text.
+    fn text(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("part {} ({}{})\n", self.file, self.role, self.plan.as_ref().map(|p| format!(", plan {p}")).unwrap_or_default()));
         match &self.quantization {
             Some(q) => s.push_str(&format!(
                 "  quantized: int{} {} block {} {}, {} tensors, worst rms error {}\n",
@@ -303,47 +503,33 @@ impl Inspection {
             let list: Vec<String> = ops.iter().map(|(op, n)| format!("{op} x{n}")).collect();
             s.push_str(&format!("    {domain}: {}\n", list.join(", ")));
         }
-        for (role, rules) in &self.fused {
-            let list: Vec<String> = rules.iter().map(|(r, n)| format!("{r} x{n}")).collect();
-            s.push_str(&format!("  fired [{role}]: {}\n", list.join(", ")));
+        if !self.fused.is_empty() {
+            let list: Vec<String> = self.fused.iter().map(|(r, n)| format!("{r} x{n}")).collect();
+            s.push_str(&format!("  fired [{}]: {}\n", self.role, list.join(", ")));
         }
         if !self.host_nodes.is_empty() {
             s.push_str(&format!("  host-placed nodes: {}\n", self.host_nodes.join(", ")));
         }
-        s.push_str(&format!("  size: model.onnx {} B, model.onnx.data {} B\n", self.model_bytes, self.data_bytes));
+        let data = self.external_data.files.join(", ");
+        s.push_str(&format!(
+            "  size: {} {} B, {} {} B\n",
+            self.file,
+            self.model_bytes,
+            if data.is_empty() { "external data".to_string() } else { data },
+            self.data_bytes
+        ));
+        let e = &self.external_data;
+        s.push_str(&match e.tensors {
+            0 => format!("  external data: none ({} tensors inside {})\n", e.inline_tensors, self.file),
+            n => format!(
+                "  external data: {n} tensors in {}, each inside the package and within its file; {} inline\n",
+                e.files.join(", "),
+                e.inline_tensors
+            ),
+        });
         s.push_str("  largest tensors:\n");
         for t in &self.largest {
             s.push_str(&format!("    {} {}{:?} {} B\n", t.name, t.dtype, t.shape, t.bytes));
-        }
-        if let Some(l) = &self.lora {
-            let slots = l["slots"].as_array().map_or(0, Vec::len);
-            let mut kinds: Vec<&str> = l["slots"].as_array().into_iter().flatten().filter_map(|s| s["module"].as_str()?.rsplit('.').next()).collect();
-            kinds.sort();
-            kinds.dedup();
-            s.push_str(&format!("  LoRA slots: {slots} ({}), each with its own rank and an empty default\n", kinds.join(", ")));
-            for a in l["adapters"].as_array().into_iter().flatten() {
-                let targets = a["targets"].as_array().map_or(0, Vec::len);
-                s.push_str(&format!(
-                    "    adapter {}: {}, {} tensors, rank {}, scaling {}, {} targets{}\n",
-                    a["name"].as_str().unwrap_or("?"),
-                    a["file"].as_str().unwrap_or("?"),
-                    a["tensors"],
-                    a["rank"],
-                    if a["scaling"].is_null() { "?".to_string() } else { a["scaling"].to_string() },
-                    targets,
-                    match a["names_without_input"].as_array().map_or(0, Vec::len) {
-                        0 => String::new(),
-                        n => format!("; {n} tensor(s) name no graph input (genai will refuse it)"),
-                    }
-                ));
-            }
-        }
-        if self.genai_mismatches.is_empty() {
-            s.push_str("  genai_config.json: matches the graph's inputs and outputs\n");
-        } else {
-            for m in &self.genai_mismatches {
-                s.push_str(&format!("  genai_config.json: {m}\n"));
-            }
         }
         s
     }

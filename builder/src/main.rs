@@ -194,15 +194,16 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Show what a package holds before you ship it: EP, dtype and quantization, inputs and
+    /// Show what a package holds before you ship it, part by part (a vision-language package:
+    /// vision.onnx, embedding.onnx, model.onnx): file, role and plan, quantization, inputs and
     /// outputs (repeated ones folded: `past_key_values.{0..23}.key`), ops by domain, the
-    /// fusions that fired, host-placed nodes, sizes and the largest tensors, and whether
-    /// genai_config.json matches the graph. Reads no weights, but checks that every tensor's
-    /// external data lies inside the package and its file is long enough.
+    /// fusions that fired, host-placed nodes, sizes, external data and the largest tensors, and
+    /// whether genai_config.json's sections match the parts. Reads no weights, but checks that
+    /// every tensor's external data lies inside the package and its file is long enough.
     #[command(after_help = "Exit status: 0 when the package reads, 1 when it does not (a file that is missing, not a\n\
         regular file or not valid; external data that is truncated or lies outside the package:\n\
         the message names the tensor) or when the output cannot be written.\n\n\
-        Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq .ops")]
+        Examples:\n  tailor inspect ./qwen-int4\n  tailor inspect ./qwen-int4 --json | jq '.parts[].ops'")]
     Inspect {
         /// A package folder (what `tailor build --output` wrote).
         #[arg(value_name = "PACKAGE")]
@@ -211,9 +212,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Compare two packages: op counts, rules that fired in one only, inputs and outputs,
-    /// tensors whose bytes differ (SHA-256, streamed), sizes. build_report.json (timings,
-    /// paths) does not count.
+    /// Compare two packages part by part (matched by file; a part only one has is a
+    /// difference): op counts, rules that fired in one only, inputs and outputs, tensors whose
+    /// bytes differ (SHA-256, streamed), sizes. build_report.json (timings, paths) does not
+    /// count.
     #[command(after_help = "Exit status: 0 when the packages mean the same model (same graph, same tensor bytes, same\n\
         genai_config.json), 1 when they differ, 2 on error: CI can gate on it.\n\n\
         Examples:\n  tailor diff ./qwen-cpu ./qwen-default\n  tailor diff ./before ./after --json")]

@@ -140,6 +140,6 @@ fn inspect_names_the_source_and_diff_sees_one_model() {
     assert!(text.contains("source: pre-quantized AWQ GEMM, 4 bits, group 32, asymmetric") && text.contains("10 from awq_gemm"), "{text}");
     let (_, json, _) = tailor_cmd(&["inspect".as_ref(), a.as_os_str(), "--json".as_ref()]);
     let v: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["quantization"]["source"]["format"], "awq_gemm");
-    assert_eq!(v["quantization"]["tensor_sources"]["awq_gemm"], 10, "{}", v["quantization"]);
+    assert_eq!(v["parts"][0]["quantization"]["source"]["format"], "awq_gemm");
+    assert_eq!(v["parts"][0]["quantization"]["tensor_sources"]["awq_gemm"], 10, "{}", v["parts"][0]["quantization"]);
 }

@@ -318,7 +318,7 @@ fn inspect_folds_repeated_ports_in_text_only() {
     assert!(!text.contains("past_key_values.0.key"), "{text}");
     let o = run(&["inspect", "--json"], &[&pkg], None);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let inputs: Vec<&str> = v["inputs"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let inputs: Vec<&str> = v["parts"][0]["inputs"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert!(inputs.contains(&"past_key_values.0.key") && inputs.contains(&"past_key_values.1.value"), "{inputs:?}");
 }
 

@@ -114,6 +114,9 @@ pub enum Error {
     /// an EP whose table has no `[role.encoder.<dtype>]` section).
     #[error("ep-sets/tables/{ep}.toml has no {} section: the {ep} table does not say how to build the {role} role in {dtype}; the (EP, dtype) pairs with {role} plans are: {}", role.section(*dtype), if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     UnknownRolePair { ep: String, role: crate::Role, dtype: crate::DType, available: Vec<String> },
+    /// The table refuses the role (`[[refuse]]`), with its why.
+    #[error("the {ep} table does not build the {role} role in {dtype}: {why} (ep-sets/tables/{ep}.toml [[refuse]]); the (EP, dtype) pairs with {role} plans are: {}", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    RoleRefused { ep: String, role: crate::Role, dtype: crate::DType, why: String, available: Vec<String> },
 }
 
 fn join(problems: &[Problem]) -> String {

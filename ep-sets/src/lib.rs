@@ -35,7 +35,7 @@ pub use domain::Domain;
 pub use opschema::{OpSchema, OpSchemas};
 pub use error::{Error, Location, Problem, Result};
 pub use table::{
-    normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, NotApplicable, RuleRef,
+    normalize_domain, parse, DtypePlan, EpTable, Exclusion, Forbidden, GenaiProvider, Kernel, NotApplicable, Refusal, RuleRef,
     Stage, StaticKvCache,
 };
 pub use validate::{KNOWN_FLAGS, UNDOES};
@@ -114,6 +114,15 @@ impl EpSets {
     pub fn role_plan(&self, ep: &str, role: Role, dtype: DType) -> Result<(&EpTable, &DtypePlan)> {
         if role == Role::Decoder {
             return self.plan(ep, dtype);
+        }
+        if let Some(r) = self.get(ep).and_then(|t| t.refused(role, dtype)) {
+            return Err(Error::RoleRefused {
+                ep: ep.to_string(),
+                role,
+                dtype,
+                why: r.why.trim().to_string(),
+                available: self.role_pairs(role).into_iter().map(|(e, d)| format!("{e}/{d}")).collect(),
+            });
         }
         self.get(ep).and_then(|t| t.role_plan(role, dtype).map(|p| (t, p))).ok_or_else(|| Error::UnknownRolePair {
             ep: ep.to_string(),

@@ -30,6 +30,9 @@ pub(crate) struct RawTable {
     pub lora: Option<Spanned<RawStaticKvCache>>,
     #[serde(default)]
     pub exclude: Vec<Spanned<RawExclude>>,
+    /// `[[refuse]]`: roles (per dtype or for all) the table does not build, each with why.
+    #[serde(default)]
+    pub refuse: Vec<Spanned<RawRefuse>>,
     #[serde(default)]
     pub ops: BTreeMap<String, BTreeMap<String, Vec<Spanned<RawKernel>>>>,
 }
@@ -126,6 +129,16 @@ pub(crate) struct RawExclude {
     /// Only for this role's plans (absent: every role).
     #[serde(default)]
     pub role: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRefuse {
+    pub role: Spanned<String>,
+    #[serde(default)]
+    pub dtype: Option<Spanned<String>>,
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 /// One kernel registration. Type constraints are free keys (`T`, `M`, `T_CACHE`, ...), so

@@ -109,6 +109,18 @@ pub struct Exclusion {
     pub span: Option<Range<usize>>,
 }
 
+/// A role the table does not build (for one dtype, or for all), and why: a build that needs
+/// that role is refused with this why, and `ruleck` checks that every refusal gives one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The role as written (a name no [`Role`] knows is reported by `validate`).
+    pub role: String,
+    /// `None`: refused for every dtype.
+    pub dtype: Option<DType>,
+    pub why: String,
+    pub span: Option<Range<usize>>,
+}
+
 /// One kernel registration: opset range and the element types per type constraint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kernel {
@@ -200,6 +212,8 @@ pub struct EpTable {
     /// `[role.<name>]` sections naming a role no [`Role`] knows, with where.
     pub(crate) unknown_roles: Vec<(String, Option<Range<usize>>)>,
     pub(crate) exclusions: Vec<Exclusion>,
+    /// `[[refuse]]`: roles the table does not build, with why.
+    pub(crate) refusals: Vec<Refusal>,
     /// `[quant.int4]` / `[quant.int8]`; a bit width absent here is refused by `--quant`.
     pub(crate) quant: BTreeMap<QuantBits, QuantPlan>,
     /// Names a bit width no [`QuantBits`] knows, with where: reported by `validate`.
@@ -331,6 +345,16 @@ impl EpTable {
             .find(|e| e.rule == rule && e.dtype.is_none_or(|x| x == d) && e.role.as_deref().is_none_or(|r| r == role.name()))
     }
 
+    /// Every refusal of the table.
+    pub fn refusals(&self) -> &[Refusal] {
+        &self.refusals
+    }
+
+    /// The refusal of `role` in dtype `d`, if the table has one.
+    pub fn refused(&self, role: Role, d: DType) -> Option<&Refusal> {
+        self.refusals.iter().find(|r| r.role == role.name() && r.dtype.is_none_or(|x| x == d))
+    }
+
     /// Every (domain, op) the table claims.
     pub fn ops(&self) -> impl Iterator<Item = (&str, &str, &[Kernel])> {
         self.ops.iter().map(|((d, o), k)| (d.as_str(), o.as_str(), k.as_slice()))
@@ -423,6 +447,23 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         };
         exclusions.push(Exclusion { rule, why: e.why.unwrap_or_default(), dtype, role: e.role.map(|r| r.into_inner()), span: Some(span) });
     }
+    let mut refusals = Vec::new();
+    for r in raw.refuse {
+        let span = r.span();
+        let r = r.into_inner();
+        let role = r.role.into_inner();
+        let dtype = match r.dtype {
+            None => None,
+            Some(d) => {
+                let at = d.span();
+                match plan_dtype(&mut unknown_dtypes, d.into_inner(), format!("the refusal of role `{role}`"), Some(at)) {
+                    Some(d) => Some(d),
+                    None => continue,
+                }
+            }
+        };
+        refusals.push(Refusal { role, dtype, why: r.why.unwrap_or_default(), span: Some(span) });
+    }
     let mut ops: BTreeMap<(String, String), Vec<Kernel>> = BTreeMap::new();
     for (domain, by_op) in raw.ops {
         let domain = normalize_domain(&domain).to_string();
@@ -514,6 +555,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         role_plans,
         unknown_roles,
         exclusions,
+        refusals,
         quant,
         unknown_quant,
         unknown_dtypes,

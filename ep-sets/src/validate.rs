@@ -170,6 +170,34 @@ impl EpTable {
             }
         }
 
+        for r in &self.refusals {
+            let what = match r.dtype {
+                Some(d) => format!("refusal of role `{}` in {d}", r.role),
+                None => format!("refusal of role `{}`", r.role),
+            };
+            if r.why.trim().is_empty() {
+                problem(r.span.clone(), format!("{what} has no `why` (the build's error quotes it)"));
+            }
+            match crate::Role::parse(&r.role) {
+                None => {
+                    let known: Vec<&str> = crate::Role::ALL.iter().map(|r| r.name()).collect();
+                    problem(r.span.clone(), format!("{what} names no role (known: {})", known.join(", ")));
+                }
+                Some(crate::Role::Decoder) => {
+                    problem(r.span.clone(), format!("{what}: the decoder's dtypes are the EP's dtypes; leave the [role.decoder.<dtype>] section out instead"))
+                }
+                Some(role) => {
+                    let planned: Vec<String> = self.role_dtypes(role).into_iter().filter(|d| r.dtype.is_none_or(|x| x == *d)).map(|d| role.section(d)).collect();
+                    if !planned.is_empty() {
+                        problem(r.span.clone(), format!("{what} contradicts the table's {}: a role is built or refused, not both", planned.join(", ")));
+                    }
+                }
+            }
+            if let Some(d) = r.dtype.filter(|d| !self.plans.contains_key(d)) {
+                problem(r.span.clone(), format!("{what} names dtype `{d}`, which the table does not list"));
+            }
+        }
+
         for ((domain, op), kernels) in &self.ops {
             for k in kernels {
                 let what = crate::Domain::qualify(domain, op);

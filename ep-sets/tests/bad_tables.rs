@@ -149,3 +149,28 @@ fn old_dtype_sections_are_refused_with_their_new_name() {
     assert!(e.starts_with("toy.toml:5:") || e.starts_with("toy.toml:6:"), "{e}");
     assert!(e.contains("`[dtype.f16]` is the old spelling") && e.contains("`[role.decoder.f16]`"), "{e}");
 }
+
+/// `[[refuse]]`: a refusal's why is what the build's error quotes; one without a why, of an
+/// unknown role or of the decoder, of a dtype the table does not list, or contradicting a plan
+/// the table has, is a problem naming the line.
+#[test]
+fn refusals_need_a_why_and_a_role_the_table_does_not_build() {
+    let text = format!("{GOOD_HEAD}\n[[refuse]]\nrole = \"vision\"\nwhy = \"no kernel for Compress\"\n");
+    let sets = load(&text).unwrap();
+    let e = sets.role_plan("toy", ep_sets::Role::Vision, DType::F16).unwrap_err().to_string();
+    assert!(e.contains("does not build the vision role in f16: no kernel for Compress") && e.contains("[[refuse]]"), "{e}");
+    // Without a refusal the lookup names the missing section.
+    let e = load(GOOD_HEAD).unwrap().role_plan("toy", ep_sets::Role::Vision, DType::F16).unwrap_err().to_string();
+    assert!(e.contains("has no [role.vision.f16] section"), "{e}");
+
+    let p = problems(&format!("{GOOD_HEAD}\n[[refuse]]\nrole = \"vision\"\n"));
+    assert!(p.len() == 1 && p[0].starts_with("toy.toml:9:") && p[0].contains("refusal of role `vision` has no `why`"), "{p:?}");
+    let p = problems(&format!("{GOOD_HEAD}\n[[refuse]]\nrole = \"speech\"\nwhy = \"x\"\n"));
+    assert!(p.iter().any(|m| m.contains("refusal of role `speech` names no role")), "{p:?}");
+    let p = problems(&format!("{GOOD_HEAD}\n[[refuse]]\nrole = \"decoder\"\nwhy = \"x\"\n"));
+    assert!(p.iter().any(|m| m.contains("the decoder's dtypes are the EP's dtypes")), "{p:?}");
+    let p = problems(&format!("{GOOD_HEAD}\n[[refuse]]\nrole = \"vision\"\ndtype = \"f32\"\nwhy = \"x\"\n"));
+    assert!(p.iter().any(|m| m.contains("names dtype `f32`, which the table does not list")), "{p:?}");
+    let p = problems(&format!("{GOOD_HEAD}\n[role.vision.f16]\n\n[[refuse]]\nrole = \"vision\"\nwhy = \"x\"\n"));
+    assert!(p.iter().any(|m| m.contains("contradicts the table's [role.vision.f16]")), "{p:?}");
+}

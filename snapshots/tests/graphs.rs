@@ -1,7 +1,9 @@
 //! One insta snapshot per (decoder fixture, EP, dtype) the tables list, per (decoder
 //! fixture, EP, quantization) for every `[quant.*]` section (in its dtype, with the table's
-//! defaults), and per (encoder fixture, EP, dtype) with a `[role.encoder.*]` plan: the
-//! optimized graph in
+//! defaults), per (encoder fixture, EP, dtype) with a `[role.encoder.*]` plan, and per
+//! (vision-language fixture, part, EP, dtype) where the table has plans for the vision and
+//! embedding roles (`tiny-qwen2_5_vl.vision@cpu-f32`; the decoder part on `inputs_embeds`
+//! too): the optimized graph in
 //! the text form of [`snapshots::graph_snapshot`], or the build's error message for a build
 //! that fails today, so every cell of the matrix is pinned and any change shows up in review
 //! (`cargo insta review`, docs/snapshots.md). A second test checks that the snapshot files are
@@ -11,10 +13,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use ep_sets::EpSets;
-use tailor_tests::{decoder_fixtures, encoder_fixtures, fixture};
+use tailor_tests::{decoder_fixtures, encoder_fixtures, fixture, vlm_fixtures};
 
-/// One cell: fixture, EP, dtype and, for a quantized build, its bits (`int4`).
+/// One cell: fixture (a vision-language package's part as `fixture.role`), EP, dtype and, for
+/// a quantized build, its bits (`int4`).
 type Cell = (String, String, String, Option<String>);
+
+/// The roles of a vision-language package's parts, as cells name them.
+const VL_PARTS: [ep_sets::Role; 3] = [ep_sets::Role::Vision, ep_sets::Role::Embedding, ep_sets::Role::Decoder];
 
 /// The snapshot name of one cell (insta adds the `graphs__` prefix and `.snap`).
 fn cell((fixture, ep, dtype, quant): &Cell) -> String {
@@ -29,6 +35,11 @@ fn build((fixture_name, ep, dtype, quant): &Cell) -> String {
     let result = (|| -> Result<ir::Model, String> {
         let dt = ir::DType::parse(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
         let req = quant.as_deref().and_then(ep_sets::QuantBits::parse).map(builder::QuantRequest::new);
+        if let Some((name, role)) = fixture_name.split_once('.') {
+            // One part of a vision-language package, from the plan `build` resolves.
+            let parts = builder::optimized_parts(&fixture(name), None, ep, dt, false, req.as_ref()).map_err(|e| e.to_string())?;
+            return parts.into_iter().find(|(p, _, _)| p.role.name() == role).map(|(_, m, _)| m).ok_or_else(|| format!("no {role} part"));
+        }
         builder::optimized_model_with(&fixture(fixture_name), ep, dt, false, req.as_ref()).map(|(m, _)| m).map_err(|e| e.to_string())
     })();
     match result {
@@ -56,6 +67,16 @@ fn matrix() -> Vec<Cell> {
     for f in encoder_fixtures() {
         for (ep, dtype) in sets.role_pairs(ep_sets::Role::Encoder) {
             out.push((f.to_string(), ep.to_string(), dtype.to_string(), None));
+        }
+    }
+    // Every vision-language fixture's parts, for every (EP, dtype) with vision and embedding
+    // plans (the others are refused by the table, with why: tests/tests/vl_parts.rs).
+    let embedding: BTreeSet<(&str, ep_sets::DType)> = sets.role_pairs(ep_sets::Role::Embedding).into_iter().collect();
+    for f in vlm_fixtures() {
+        for (ep, dtype) in sets.role_pairs(ep_sets::Role::Vision).into_iter().filter(|p| embedding.contains(p)) {
+            for role in VL_PARTS {
+                out.push((format!("{f}.{}", role.name()), ep.to_string(), dtype.to_string(), None));
+            }
         }
     }
     out
@@ -91,7 +112,7 @@ fn snapshot_files_are_the_matrix() {
     let extra: Vec<_> = found.difference(&expected).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype[, quantization]) and (encoder fixture, EP, dtype).\n\
+        "snapshots/snapshots/ must hold exactly one snapshot per (decoder fixture, EP, dtype[, quantization]), (encoder fixture, EP, dtype) and (vision-language fixture, part, EP, dtype).\n\
          missing (run `INSTA_UPDATE=always cargo test -p snapshots`, then review): {missing:?}\n\
          not in the matrix (delete them): {extra:?}"
     );

@@ -53,6 +53,11 @@ pub fn encoders() -> Vec<&'static str> {
     repo().of_kind(Kind::Encoder).map(|f| f.name.as_str()).collect()
 }
 
+/// The vision-language fixtures' names, in registry order.
+pub fn vlms() -> Vec<&'static str> {
+    repo().of_kind(Kind::Vlm).map(|f| f.name.as_str()).collect()
+}
+
 /// The pre-quantized fixtures' names, in registry order.
 pub fn prequant() -> Vec<&'static str> {
     repo().of_kind(Kind::Prequant).map(|f| f.name.as_str()).collect()

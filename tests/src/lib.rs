@@ -23,7 +23,7 @@ pub const HOW_TO_GET_ORT: &str = "ONNX Runtime 1.32 is needed for this test and 
 #[path = "../registry/mod.rs"]
 pub mod fixture_registry;
 
-pub use fixture_registry::{decoders as decoder_fixtures, encoders as encoder_fixtures, fixture, prequant as prequant_fixtures, Kind};
+pub use fixture_registry::{decoders as decoder_fixtures, encoders as encoder_fixtures, fixture, prequant as prequant_fixtures, vlms as vlm_fixtures, Kind};
 
 /// The repository's fixture registry (tests/fixtures/fixtures.toml).
 pub fn fixtures() -> &'static fixture_registry::Registry {

@@ -149,3 +149,98 @@ fn unsupported_vision_language_types_are_refused_by_key() {
         assert!(e.contains(&format!("`{model_type}`")) && e.contains(why) && e.contains("qwen2_5_vl, gemma3"), "{e}");
     }
 }
+
+/// The cpu vision part: every block's attention is com.microsoft MultiHeadAttention (Gemma 3's
+/// SigLIP blocks unmasked with packed biases, Qwen2.5-VL's under its window / per-image block
+/// mask as a 3-D key_padding_mask), no ONNX Attention is left, and the part computes what the
+/// generic tower computes (1e-5) and what transformers computes (1e-3) on ORT's CPU EP; for
+/// Qwen also on two images of other grids in one call, where a wrong mask would mix them.
+#[test]
+fn cpu_vision_towers_fuse_attention_and_match_transformers() {
+    for (name, grid) in [("tiny-qwen2_5_vl", true), ("tiny-gemma3-vl", false)] {
+        let dir = fixture(name);
+        let parts = builder::optimized_parts(&dir, None, "cpu", ir::DType::F32, false, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (_, vision, report) = parts.into_iter().find(|(p, _, _)| p.role == ir::Role::Vision).expect("a vision part");
+        let ckpt = Checkpoint::open(&dir).unwrap();
+        let depth = ckpt.config.multimodal.as_ref().unwrap().vision.get("depth").or_else(|| ckpt.config.multimodal.as_ref().unwrap().vision.get("num_hidden_layers")).and_then(|v| v.as_u64()).unwrap() as usize;
+        let count = |op: &str| vision.graph.nodes.iter().filter(|n| n.op == op).count();
+        assert_eq!((count("MultiHeadAttention"), count("Attention")), (depth, 0), "{name}: one MultiHeadAttention per block");
+        let fired: usize = report.diagnostics.rules.iter().filter(|r| r.rule.starts_with("fuse.mha_tower")).map(|r| r.fired).sum();
+        assert_eq!(fired, depth, "{name}");
+
+        let generic = models::arch::vision::build_vision(&ckpt, &BuildOptions::default()).unwrap();
+        let (_d1, mut fused) = session_for(&vision);
+        let (_d2, mut plain) = session_for(&generic);
+        let r = Reference::load(&dir);
+        let mut feeds = vec![("pixel_values".to_string(), r.get("pixel_values").clone())];
+        if grid {
+            feeds.push(("image_grid_thw".to_string(), r.get("image_grid_thw").clone()));
+        }
+        let got = run(&mut fused, &feeds)["image_features"].f32().clone();
+        let want = run(&mut plain, &feeds)["image_features"].f32().clone();
+        let d = max_abs_diff(&got, &want, None);
+        assert!(d <= 1e-5, "{name}: fused tower differs from the generic one by {d}");
+        let d = max_abs_diff(&got, r.get("image_features").f32(), None);
+        assert!(d <= 1e-3, "{name}: fused tower differs from transformers by {d}");
+        if grid {
+            // Two images of other grids (2x2 and 2x4 merged tokens) in one call.
+            let grids = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1i64, 4, 4, 1, 4, 8]).unwrap();
+            let width = r.get("pixel_values").f32().shape()[1];
+            let pixels = ArrayD::from_shape_fn(IxDyn(&[16 + 32, width]), |i| ((i[0] * 31 + i[1] * 7) % 97) as f32 / 97.0 - 0.5);
+            let feeds = vec![("pixel_values".to_string(), Feed::F32(pixels)), ("image_grid_thw".to_string(), Feed::I64(grids))];
+            let got = run(&mut fused, &feeds)["image_features"].f32().clone();
+            let want = run(&mut plain, &feeds)["image_features"].f32().clone();
+            let d = max_abs_diff(&got, &want, None);
+            assert!(d <= 1e-5, "{name}: two images, fused tower differs from the generic one by {d}");
+        }
+    }
+}
+
+/// A GPU table builds a vision-language package only where it has vision and embedding plans;
+/// otherwise its `[[refuse]]` entry says why, and the build's error quotes that why before
+/// anything is built. One check per table: each of them has a why for every dtype it lists.
+fn refused_with_the_tables_why(ep: &str) {
+    let sets = ep_sets::EpSets::builtin().unwrap();
+    let table = sets.get(ep).unwrap();
+    for dtype in table.dtypes() {
+        for role in [ir::Role::Vision, ir::Role::Embedding] {
+            if table.role_plan(role, dtype).is_some() {
+                continue;
+            }
+            let why = table.refused(role, dtype).unwrap_or_else(|| panic!("{ep} {dtype}: neither a {role} plan nor a [[refuse]] entry")).why.trim().to_string();
+            assert!(why.len() > 40, "{ep} {dtype} {role}: a why that says something: {why}");
+        }
+        for name in ["tiny-qwen2_5_vl", "tiny-gemma3-vl"] {
+            let planned = [ir::Role::Vision, ir::Role::Embedding].iter().all(|r| table.role_plan(*r, dtype).is_some());
+            match builder::optimized_parts(&fixture(name), None, ep, dtype, false, None) {
+                Ok(_) => assert!(planned, "{ep} {dtype} {name}: built without plans"),
+                Err(e) => {
+                    let e = e.to_string();
+                    let why = table.refused(ir::Role::Vision, dtype).or_else(|| table.refused(ir::Role::Embedding, dtype)).map(|r| r.why.trim().to_string());
+                    let why = why.unwrap_or_else(|| panic!("{ep} {dtype} {name}: failed without a refusal: {e}"));
+                    assert!(e.contains(&why) && e.contains("[[refuse]]"), "{ep} {dtype} {name}: the error quotes the table's why:\n{e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cuda_refuses_vision_language_packages_with_its_why() {
+    refused_with_the_tables_why("cuda");
+}
+
+#[test]
+fn dml_refuses_vision_language_packages_with_its_why() {
+    refused_with_the_tables_why("dml");
+}
+
+#[test]
+fn webgpu_refuses_vision_language_packages_with_its_why() {
+    refused_with_the_tables_why("webgpu");
+}
+
+#[test]
+fn trt_rtx_refuses_vision_language_packages_with_its_why() {
+    refused_with_the_tables_why("trt-rtx");
+}

@@ -711,6 +711,55 @@ fn mha_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// A vision-language fixture's generic vision tower.
+fn tower(name: &str) -> Model {
+    let ckpt = models::Checkpoint::open(&fixture(name)).expect("fixture");
+    models::arch::vision::build_vision(&ckpt, &models::BuildOptions::default()).expect("vision tower builds")
+}
+
+fn siglip_tower() -> Model {
+    tower("tiny-gemma3-vl")
+}
+
+fn qwen_tower() -> Model {
+    tower("tiny-qwen2_5_vl")
+}
+
+const SIGLIP_ATTN0: &str = "vision_tower.encoder.layers.0.self_attn/Attention";
+const QWEN_VIS_ATTN0: &str = "visual.blocks.0.attn/Attention";
+
+/// fuse.mha_tower and its `.bias` variant on tiny-gemma3-vl's first SigLIP block.
+fn mha_tower_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, SIGLIP_ATTN0).set_attr(Attr::int("is_causal", 1)),
+        "same_heads" => |m| node_mut(m, SIGLIP_ATTN0).set_attr(Attr::int("kv_num_heads", 1)),
+        // q (the base rule reads the biased projection, `.bias` the MatMul) 4-D, its last axis
+        // still the bias width.
+        "qkv_3d" => |m| {
+            let heads = [Dim::sym("num_images"), Dim::Fixed(1024), Dim::Fixed(1), Dim::Fixed(32)];
+            set_type(m, "vision_tower.encoder.layers.0.self_attn.q_proj/MatMul/out", ir::DType::F32, &heads);
+            set_type(m, "vision_tower.encoder.layers.0.self_attn.q_proj/Add/out", ir::DType::F32, &heads);
+        },
+        "biases_1d" => |m| set_init(m, "vision_tower.encoder.layers.0.self_attn.q_proj.bias", Recipe::from_f32("2-D bias", vec![1, 32], &[0.0; 32])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// fuse.mha_tower.block_mask on tiny-qwen2_5_vl's first (windowed) block.
+fn mha_tower_mask_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, QWEN_VIS_ATTN0).set_attr(Attr::int("is_causal", 1)),
+        // The window mask's rows typed int64, not boolean.
+        "row_mask" => |m| set_type(m, "vision/window_mask/rows/out", ir::DType::I64, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::sym("num_patches")]),
+        "one_image_row" => |m| set_type(m, "visual.blocks.0.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(2), Dim::sym("num_patches"), Dim::Fixed(32)]),
+        "same_heads" => |m| node_mut(m, QWEN_VIS_ATTN0).set_attr(Attr::int("kv_num_heads", 1)),
+        "qkv_3d" => |m| set_type(m, "visual.blocks.0.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::Fixed(2), Dim::Fixed(16)]),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// The first sparse layer's MoE block of a generic graph: `fuse.moe` on tiny-mixtral (scope
 /// `model.layers.0.block_sparse_moe`, renormalized), `fuse.moe.unnormalized` on tiny-qwen2-moe
 /// (scope `model.layers.0.mlp`, its shared expert beside the block). One breaker table for
@@ -825,6 +874,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
         "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
         "fuse.mha" | "fuse.mha.bias" => Case { graph: bert, target: BERT_ATTN0, breaker: mha_step },
+        "fuse.mha_tower" | "fuse.mha_tower.bias" => Case { graph: siglip_tower, target: SIGLIP_ATTN0, breaker: mha_tower_step },
+        "fuse.mha_tower.block_mask" => Case { graph: qwen_tower, target: QWEN_VIS_ATTN0, breaker: mha_tower_mask_step },
         "fuse.bias_gelu.erf" => Case { graph: synth::erf_gelu_with_bias, target: "gelu", breaker: bias_gelu_erf_step },
         "fuse.gelu" => Case { graph: synth::gelu_erf, target: "gelu/out", breaker: gelu_step },
         "fuse.gelu.tanh" => Case { graph: synth::gelu_tanh, target: "gelu/out", breaker: gelu_step },

@@ -239,15 +239,21 @@ pub fn layout_model(v: &QwenVision) -> Result<ir::Model> {
     Ok(ir::Model { graph, producer: "onnx-tailor".into(), ..Default::default() })
 }
 
-/// `[1, 1, L, L]` boolean: patch i may see patch j when their `ids` are equal.
-pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str) -> String {
+/// `[1, 1, L, L]` boolean: patch i may see patch j when their `ids` (`[L]`, L = `len`) are
+/// equal. Built as the `[1, L, L]` row mask unsqueezed at axis 1, both annotated with their
+/// type: rules read them (a CPU table turns the row mask into MultiHeadAttention's 3-D
+/// key_padding_mask).
+pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str, len: &Dim) -> String {
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
     let axes1 = b.const_i64_1d(&format!("{s}/axes1"), &[1]);
-    let axes01 = b.const_i64_1d(&format!("{s}/axes01"), &[0, 1]);
     let col = b.op(&format!("{s}/query"), "Unsqueeze", &[ids, &axes1], vec![]);
     let row = b.op(&format!("{s}/key"), "Unsqueeze", &[ids, &axes0], vec![]);
     let same = b.op(&format!("{s}/Equal"), "Equal", &[&col, &row], vec![]);
-    b.op(s, "Unsqueeze", &[&same, &axes01], vec![])
+    let rows = b.op(&format!("{s}/rows"), "Unsqueeze", &[&same, &axes0], vec![]);
+    b.annotate(&rows, DType::Bool, vec![Dim::Fixed(1), len.clone(), len.clone()]);
+    let mask = b.op(s, "Unsqueeze", &[&rows, &axes1], vec![]);
+    b.annotate(&mask, DType::Bool, vec![Dim::Fixed(1), Dim::Fixed(1), len.clone(), len.clone()]);
+    mask
 }
 
 /// cos/sin `[1, L, head_dim / 2]` of the 2-D rotary: per patch, the row angles of the first
@@ -347,11 +353,14 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
     let x = b.op(&format!("{s}/Gather"), "Gather", &[&x, &layout.window_index], vec![Attr::int("axis", 0)]);
     let seq_shape = b.const_i64_1d(&format!("{s}/sequence_shape"), &[1, -1, hidden as i64]);
     let mut x = b.op(&format!("{s}/sequence"), "Reshape", &[&x, &seq_shape], vec![]);
+    // One row of every patch of the call: its type, which Reshape's -1 hides, lets rules see
+    // the blocks' q/k/v shapes.
+    b.annotate(&x, float, vec![Dim::Fixed(1), dim(opts, "num_patches"), Dim::Fixed(hidden as i64)]);
 
     let (cos, sin) = rotary_tables(&mut b, v.head_dim, v.rope_theta, &layout.rows, &layout.cols);
     let windowed = (0..v.depth).any(|i| !v.full_attention.contains(&i));
-    let window_mask = windowed.then(|| same_id_mask(&mut b, "vision/window_mask", &layout.window_ids));
-    let frame_mask = (!v.full_attention.is_empty()).then(|| same_id_mask(&mut b, "vision/frame_mask", &layout.frame_ids));
+    let window_mask = windowed.then(|| same_id_mask(&mut b, "vision/window_mask", &layout.window_ids, &dim(opts, "num_patches")));
+    let frame_mask = (!v.full_attention.is_empty()).then(|| same_id_mask(&mut b, "vision/frame_mask", &layout.frame_ids, &dim(opts, "num_patches")));
     for i in 0..v.depth {
         let blk = name(&format!("blocks.{i}"));
         let s = |part: &str| format!("{blk}.{part}");

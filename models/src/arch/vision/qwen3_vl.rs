@@ -249,9 +249,10 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
     let x = b.op(&name("pos_embed/Add"), "Add", &[&x, &positions], vec![]);
     let batch = b.const_i64_1d("vision/sequence/axes0", &[0]);
     let mut x = b.op("vision/sequence", "Unsqueeze", &[&x, &batch], vec![]);
+    b.annotate(&x, float, vec![Dim::Fixed(1), dim(opts, "num_patches"), Dim::Fixed(hidden as i64)]);
 
     let (cos, sin) = rotary_tables(&mut b, v.head_dim, v.rope_theta, &rows, &cols);
-    let mask = same_id_mask(&mut b, "vision/frame_mask", &frame_ids);
+    let mask = same_id_mask(&mut b, "vision/frame_mask", &frame_ids, &dim(opts, "num_patches"));
     let mut deepstack = vec![String::new(); v.deepstack.len()];
     for i in 0..v.depth {
         let blk = name(&format!("blocks.{i}"));
