@@ -122,7 +122,8 @@ impl QuantStep {
         Ok(QuantStep {
             format: plan.format,
             block_size: req.block_size,
-            symmetric: req.symmetric,
+            // HQQ solves for a float zero point per block: always asymmetric.
+            symmetric: req.symmetric && req.method != Method::Hqq,
             method: req.method,
             accuracy_level,
             linear: None,
@@ -134,6 +135,12 @@ impl QuantStep {
             no_qmoe: None,
             source: None,
         })
+    }
+
+    /// The settings of `role` as QMoE expert stacks take them, or why they cannot be: HQQ's
+    /// float zero points have no QMoE form (its zero points are packed integers).
+    fn hqq_experts(&self) -> Option<String> {
+        (self.method == Method::Hqq).then(|| "--quant-method hqq: com.microsoft.QMoE takes packed integer zero points only, and HQQ's are floats; the expert stacks stay float (use --quant-method rtn to quantize them)".to_string())
     }
 
     fn check_embeddings(&self, table: &str) -> Result<()> {
@@ -162,6 +169,33 @@ impl QuantStep {
         let names = checkpoint_names(graph, weight);
         self.exclude.iter().find_map(|p| names.iter().find(|n| p.matches(n)).map(|n| Exclusion { pattern: p.as_str().to_string(), name: n.clone(), names: names.clone() }))
     }
+}
+
+/// Refuses `--quant-method hqq` where its float zero points have no kernel: the standard
+/// DequantizeLinear form (an integer zero point of the data's type), 8 bits (ONNX Runtime
+/// 1.32's MatMulNBits: "does not support 8-bit weights with floating-point zero points",
+/// measured on CPU), a quantized embedding table (GatherBlockQuantized's zero points have the
+/// data's type, ORT 1.32's schema), and a table that claims no MatMulNBits with float zero
+/// points of the activation type.
+pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, dtype: DType) -> Result<()> {
+    let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
+    if step.format == QuantFormat::DequantizeLinear {
+        return refuse(format!(
+            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP whose MatMulNBits takes float zero points (cpu), or use --quant-method rtn or mse",
+            table.name
+        ));
+    }
+    if step.linear == Some(QuantBits::Int8) || step.lm_head == Some(QuantBits::Int8) {
+        return refuse("ONNX Runtime 1.32's MatMulNBits refuses 8-bit weights with floating-point zero points, which HQQ writes; use --quant int4 (and --quant-lm-head int4 or none)".into());
+    }
+    if step.embeddings.is_some() {
+        return refuse("com.microsoft.GatherBlockQuantized's zero points have the data's integer type, and HQQ's are floats; use --quant-embeddings none (the embedding table stays float; a tied head is still quantized)".into());
+    }
+    let types: std::collections::BTreeMap<String, DType> = [("T1".to_string(), dtype), ("T2".to_string(), DType::U8), ("T3".to_string(), dtype)].into();
+    if let ep_sets::Claim::No { reason } = table.claims("com.microsoft", "MatMulNBits", 1, &types) {
+        return refuse(format!("its zero points are {dtype} (the activation type): {reason}"));
+    }
+    Ok(())
 }
 
 /// A weight `--quant-exclude` keeps float: the pattern, the checkpoint tensor it matched, and
