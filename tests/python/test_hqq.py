@@ -12,7 +12,7 @@ the quantizer needs). Per tensor:
 * the RMS weight error is at most 1.02x ONNX Runtime's, and below the RTN int4 package's.
 
 And the package runs: at accuracy level 0 its logits are those of the same package with ONNX
-Runtime's weights swapped in, within the effect of the flips measured here.
+Runtime's weights swapped in, within 1e-4.
 """
 import json
 
@@ -45,8 +45,9 @@ def reference(fixture):
     return out
 
 
-def ours(pkg):
-    """weight -> (codes [N, K padded], scales [N, kb], zeros [N, kb], K) of each MatMulNBits."""
+def ours(pkg, hqq=True):
+    """weight -> (codes [N, K padded], scales [N, kb], zeros [N, kb], K) of each MatMulNBits; with
+    `hqq`, checks that it has float zero points (else they are unpacked, or the implicit 8)."""
     model = load(pkg)
     inits = {i.name: i for i in model.graph.initializer}
     out = {}
@@ -55,20 +56,26 @@ def ours(pkg):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         assert attrs["bits"] == 4 and attrs["block_size"] == BLOCK, node.name
-        assert len(node.input) > 3 and node.input[3], f"{node.name}: HQQ writes float zero points"
-        zp = inits[node.input[3]]
-        assert zp.data_type == onnx.TensorProto.FLOAT, f"{node.name}: zero points are {zp.data_type}, not float"
         data = numpy_helper.to_array(inits[node.input[1]])
         n, kb, blob = data.shape
         codes = np.stack([data & 0x0F, data >> 4], axis=-1).reshape(n, kb * blob * 2)
+        has_zp = len(node.input) > 3 and node.input[3]
+        if hqq:
+            assert has_zp, f"{node.name}: HQQ writes float zero points"
+            zp = inits[node.input[3]]
+            assert zp.data_type == onnx.TensorProto.FLOAT, f"{node.name}: zero points are {zp.data_type}, not float"
+            zeros = numpy_helper.to_array(zp).reshape(n, kb)
+        elif has_zp:
+            packed = numpy_helper.to_array(inits[node.input[3]]).reshape(n, -1)
+            zeros = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(n, -1)[:, :kb].astype(np.float32)
+        else:
+            zeros = np.full((n, kb), 8.0, dtype=np.float32)
         w = node.input[1][: -len("/quant/data")]
-        out[w] = (codes, numpy_helper.to_array(inits[node.input[2]]).reshape(n, kb),
-                  numpy_helper.to_array(zp).reshape(n, kb), attrs["K"])
+        out[w] = (codes, numpy_helper.to_array(inits[node.input[2]]).reshape(n, kb), zeros, attrs["K"])
     return out, model
 
 
 def dequantized(codes, scales, zeros, k):
-    n, kb = scales.shape
     c = codes[:, :k].astype(np.float32)
     s = np.repeat(scales, BLOCK, axis=1)[:, :k]
     z = np.repeat(zeros, BLOCK, axis=1)[:, :k]
@@ -85,8 +92,7 @@ def test_hqq_weights_equal_onnx_runtime_hqq(fixture, tmp_path):
     flags = ["--quant", "int4", "--quant-method", "hqq", "--accuracy-level", "0"]
     pkg = build_with(tmp_path / "hqq", fixture, "cpu", flags)
     flt = float_weights(build_with(tmp_path / "f32", fixture, "cpu", []))
-    rtn_report = json.loads((build_with(tmp_path / "rtn", fixture, "cpu", ["--quant", "int4"]) / "build_report.json").read_text())
-    rtn_rms = {t["weight"]: t["rms_error"] for p in rtn_report["parts"] for t in (p.get("quantization") or {}).get("tensors", [])}
+    rtn, _ = ours(build_with(tmp_path / "rtn", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none"]), hqq=False)
     report = json.loads((pkg / "build_report.json").read_text())
     quant = next(p["quantization"] for p in report["parts"] if p.get("quantization"))
     assert quant["method"] == "hqq" and quant["symmetric"] is False, quant
@@ -105,8 +111,9 @@ def test_hqq_weights_equal_onnx_runtime_hqq(fixture, tmp_path):
         assert equal.mean() >= 0.99, f"{fixture} {w}: {equal.mean():.4f} of the dequantized values equal ONNX Runtime's"
         rms, ref_rms = np.sqrt(np.mean((wf - a) ** 2)), np.sqrt(np.mean((wf - b) ** 2))
         assert rms <= 1.02 * ref_rms, f"{fixture} {w}: rms {rms} vs ONNX Runtime's {ref_rms}"
-        if w in rtn_rms:
-            assert rms < rtn_rms[w], f"{fixture} {w}: HQQ rms {rms} is not below RTN's {rtn_rms[w]}"
+        if w in rtn:
+            rtn_rms = np.sqrt(np.mean((wf - dequantized(*rtn[w])[0]) ** 2))
+            assert rms < rtn_rms, f"{fixture} {w}: HQQ rms {rms} is not below RTN's {rtn_rms}"
 
 
 @pytest.mark.parametrize("fixture", HQQ_FIXTURES)
@@ -127,6 +134,7 @@ def test_hqq_logits_equal_onnx_runtime_hqq(fixture, tmp_path):
         swapped += 1
     assert swapped == len(theirs)
     want = logits(model, fixture)
-    # A flipped code moves one weight by one step; over the fixtures' few flips the logits move
-    # by at most this much (measured: see docs/quantization.md, "HQQ").
-    assert np.abs(got - want).max() < 2e-3, f"{fixture}: {np.abs(got - want).max()}"
+    # The zero points differ from ONNX Runtime's in their last bits and codes on a rounding
+    # boundary may flip; measured over the fixtures: at most 2.6e-5 (tiny-phi3-longrope), so the
+    # f32 tolerance of the other quantized tests holds.
+    assert np.abs(got - want).max() < 1e-4, f"{fixture}: {np.abs(got - want).max()}"

@@ -96,7 +96,13 @@ impl QuantStep {
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
-        step.embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
+        step.embeddings = match (req.method, req.embeddings) {
+            // GatherBlockQuantized has no float zero points: with HQQ the table's default for the
+            // embedding table is float, as ONNX Runtime's HQQ quantizer leaves Gathers; asking
+            // for it is refused (hqq_fits).
+            (Method::Hqq, None) => None,
+            (_, asked) => asked.unwrap_or(plan.embeddings).bits(),
+        };
         step.check_embeddings(table)?;
         Ok(step)
     }
