@@ -21,10 +21,12 @@ CASES = [
     ("outliers", 16, 96, 4, 32),
     ("flat", 6, 64, 4, 32),
     ("int8", 12, 96, 8, 32),
+    # Weights of magnitude ~3: residuals past the shrink threshold (the power path).
+    ("large", 8, 64, 4, 32),
 ]
 out = {}
 for name, n, k, bits, block in CASES:
-    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+    w = (rng.standard_normal((n, k)) * (3.0 if name == "large" else 0.05)).astype(np.float32)
     if name == "outliers":
         idx = rng.integers(0, n * k, n * k // 40)
         w.reshape(-1)[idx] *= 25.0

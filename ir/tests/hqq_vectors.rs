@@ -23,7 +23,7 @@ fn hqq_matches_onnx_runtime_within_floating_point_order() {
     let t = SafeTensors::deserialize(&bytes).unwrap();
     let mut names: Vec<String> = t.names().iter().filter_map(|n| n.strip_suffix(".weight").map(str::to_string)).collect();
     names.sort();
-    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(names.len(), 8, "{names:?}");
     for case in names {
         let cfg = t.tensor(&format!("{case}.config")).unwrap();
         let cfg: Vec<i64> = cfg.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();

@@ -181,8 +181,8 @@ impl QuantStep {
 /// DequantizeLinear form (an integer zero point of the data's type), 8 bits (ONNX Runtime
 /// 1.32's MatMulNBits: "does not support 8-bit weights with floating-point zero points",
 /// measured on CPU), a quantized embedding table (GatherBlockQuantized's zero points have the
-/// data's type, ORT 1.32's schema), and a table that claims no MatMulNBits with float zero
-/// points of the activation type.
+/// data's type, ORT 1.32's schema), and a table whose MatMulNBits kernels do not list float zero
+/// points (T3) of the activation type.
 pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, dtype: DType) -> Result<()> {
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
@@ -197,9 +197,14 @@ pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, dtype: DType)
     if step.embeddings.is_some() {
         return refuse("com.microsoft.GatherBlockQuantized's zero points have the data's integer type, and HQQ's are floats; use --quant-embeddings none (the embedding table stays float; a tied head is still quantized)".into());
     }
-    let types: std::collections::BTreeMap<String, DType> = [("T1".to_string(), dtype), ("T2".to_string(), DType::U8), ("T3".to_string(), dtype)].into();
-    if let ep_sets::Claim::No { reason } = table.claims("com.microsoft", "MatMulNBits", 1, &types) {
-        return refuse(format!("its zero points are {dtype} (the activation type): {reason}"));
+    // The kernel must list float zero points (T3) of the activation type: a table that leaves
+    // T3 unlisted has not verified them.
+    let listed = table.kernels("com.microsoft", "MatMulNBits").iter().any(|k| k.types.get("T3").is_some_and(|t| t.contains(&dtype.elem())));
+    if !listed {
+        return refuse(format!(
+            "its zero points are {dtype} (the activation type), and ep-sets/tables/{}.toml lists no com.microsoft.MatMulNBits kernel taking {dtype} zero points (type constraint T3); use --quant-method rtn or mse",
+            table.name
+        ));
     }
     Ok(())
 }

@@ -73,44 +73,74 @@ impl HqqBlock {
     /// One solver iteration on the (padded) block: updates the zero and returns the sum of
     /// |w - dequantized| with the zero it started from (the tensor's stopping test).
     ///
-    /// Eight independent lanes (the sums' order is not torch's anyway), and the power of the
-    /// shrink operator by [`pow_shrink`]: written so the loop vectorizes.
+    /// The shrunk residual is `sign(d) * max(|d| - c * (|d| + 1e-8)^-0.3, 0)`, which is 0 for
+    /// every |d| up to the iteration's [`Shrink::threshold`]: a block whose residuals all stay
+    /// under it (nearly every block of weights smaller than 1) needs no power at all, and its
+    /// new zero is the mean of `q - w * s`. Sums run in eight independent lanes (their order is
+    /// not torch's anyway), so the loops vectorize.
     #[inline(always)]
-    pub fn step(&mut self, bits: Bits, values: &[f32], beta: f64) -> f64 {
+    pub fn step(&mut self, bits: Bits, values: &[f32], shrink: &Shrink) -> f64 {
         let max_q = bits.max_q() as f32;
-        // Python scalars meet f32 tensors: torch computes with them rounded to f32.
-        let inv_beta = (1.0 / beta) as f32;
         let (s, z) = (self.inverse_scale, self.zero);
+        let mut codes = [0f32; MAX_BLOCK];
+        let codes = &mut codes[..values.len()];
         let mut error = [0f64; LANES];
-        let mut zero_sum = [0f64; LANES];
-        let mut chunks = values.chunks_exact(LANES);
-        for c in &mut chunks {
-            for i in 0..LANES {
-                let (e, zs) = self.residual(max_q, inv_beta, s, z, c[i]);
-                error[i] += e as f64;
-                zero_sum[i] += zs as f64;
-            }
+        let mut largest = [0f32; LANES];
+        for (j, (q, &w)) in codes.iter_mut().zip(values).enumerate() {
+            *q = round_code(w * s + z, max_q);
+            let a = (w - (*q - z) / s).abs();
+            error[j % LANES] += a as f64;
+            largest[j % LANES] = largest[j % LANES].max(a);
         }
-        for &w in chunks.remainder() {
-            let (e, zs) = self.residual(max_q, inv_beta, s, z, w);
-            error[0] += e as f64;
-            zero_sum[0] += zs as f64;
+        let mut zero_sum = [0f64; LANES];
+        if largest.iter().all(|&a| a <= shrink.threshold) {
+            for (j, (&q, &w)) in codes.iter().zip(values).enumerate() {
+                zero_sum[j % LANES] += (q - w * s) as f64;
+            }
+        } else {
+            for (j, (&q, &w)) in codes.iter().zip(values).enumerate() {
+                let d = w - (q - z) / s;
+                let a = d.abs();
+                let shrunk = (a - shrink.inv_beta * pow_shrink(a + SHRINK_EPS)).max(0.0);
+                // sign(d) * shrunk, with sign(0) = 0 (shrunk is 0 there anyway).
+                let e = if d < 0.0 { -shrunk } else { shrunk };
+                zero_sum[j % LANES] += (q - (w - e) * s) as f64;
+            }
         }
         self.zero = (zero_sum.iter().sum::<f64>() / values.len() as f64) as f32;
         error.iter().sum()
     }
+}
 
-    /// One value's |w - dequantized| and its term of the new zero's mean, `q - (w - e) * s`
-    /// with `e` the shrunk residual.
-    #[inline(always)]
-    fn residual(&self, max_q: f32, inv_beta: f32, s: f32, z: f32, w: f32) -> (f32, f32) {
-        let q = round_code(w * s + z, max_q);
-        let d = w - (q - z) / s;
-        let a = d.abs();
-        let shrunk = (a - inv_beta * pow_shrink(a + SHRINK_EPS)).max(0.0);
-        // sign(d) * shrunk, with sign(0) = 0 (shrunk is 0 there anyway).
-        let e = if d < 0.0 { -shrunk } else { shrunk };
-        (a, q - (w - e) * s)
+/// One iteration's shrink operator: `c = 1 / beta` as torch computes with it (a Python number
+/// met by an f32 tensor: rounded to f32), and the residual up to which it shrinks to 0.
+#[derive(Clone, Copy, Debug)]
+pub struct Shrink {
+    inv_beta: f32,
+    threshold: f32,
+}
+
+impl Shrink {
+    /// `f(a) = a - c * (a + 1e-8)^-0.3` increases with `a`, so it is <= 0 exactly up to its root
+    /// a*; the threshold is a* less a margin (1e-4 relative) far wider than the f32 roundings of
+    /// evaluating f, so a residual under it shrinks to 0 by the formula too.
+    pub fn new(beta: f64) -> Shrink {
+        let inv_beta = (1.0 / beta) as f32;
+        let c = inv_beta as f64;
+        let f = |a: f64| a - c * (a + SHRINK_EPS as f64).powf(LP_NORM - 1.0);
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        while f(hi) <= 0.0 {
+            hi *= 2.0;
+        }
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if f(mid) <= 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Shrink { inv_beta, threshold: (lo * (1.0 - 1e-4)) as f32 }
     }
 }
 
@@ -201,6 +231,7 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
     let count = (n * k_blocks * block_size) as f64;
     let (mut best, mut beta, mut updates) = (1e4f64, BETA, 0);
     while updates < ITERATIONS {
+        let shrink = Shrink::new(beta);
         let parts = split_by_ranges(&mut blocks, &ranges, k_blocks);
         let errors: Vec<f64> = parts
             .into_par_iter()
@@ -208,7 +239,7 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
             .map(|(part, &(n0, n1))| {
                 let base = n0 * k_blocks;
                 let mut sum = 0f64;
-                visit(n0, n1, &mut |i, v| sum += part[i - base].step(bits, v, beta))?;
+                visit(n0, n1, &mut |i, v| sum += part[i - base].step(bits, v, &shrink))?;
                 Ok(sum)
             })
             .collect::<Result<_>>()?;
@@ -271,6 +302,22 @@ mod tests {
             for v in [x, f32::from_bits(x.to_bits() + 1), x + 0.5] {
                 assert_eq!(round_code(v, 15.0), v.round_ties_even().clamp(0.0, 15.0), "{v}");
             }
+        }
+    }
+
+    /// Under the threshold the shrink formula gives 0; just above its root it does not.
+    #[test]
+    fn the_shrink_threshold_is_where_the_formula_turns_positive() {
+        let mut beta = BETA;
+        for _ in 0..ITERATIONS {
+            let sh = Shrink::new(beta);
+            let f = |a: f32| (a - sh.inv_beta * pow_shrink(a + SHRINK_EPS)).max(0.0);
+            let t = sh.threshold;
+            for a in [t, t * 0.99, t * 0.5, 1e-9, 0.0] {
+                assert_eq!(f(a), 0.0, "beta {beta}: {a}");
+            }
+            assert!(f(t * 1.001) > 0.0, "beta {beta}: just past the root");
+            beta *= KAPPA;
         }
     }
 
