@@ -329,6 +329,7 @@ fn quantization_summary(q: &Value) -> Value {
     serde_json::json!({
         "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
         "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
+        "method": q.get("method"),
         "source": q.get("source"),
         "tensor_sources": sources,
         "tensors": tensors.len(),
@@ -474,11 +475,12 @@ impl PartInspection {
         s.push_str(&format!("part {} ({}{})\n", self.file, self.role, self.plan.as_ref().map(|p| format!(", plan {p}")).unwrap_or_default()));
         match &self.quantization {
             Some(q) => s.push_str(&format!(
-                "  quantized: int{} {} block {} {}, {} tensors, worst rms error {}\n",
+                "  quantized: int{} {} block {} {}, method {}, {} tensors, worst rms error {}\n",
                 q["bits"],
                 q["format"].as_str().unwrap_or("?"),
                 q["block_size"],
                 if q["symmetric"] == Value::Bool(true) { "symmetric" } else { "asymmetric" },
+                q["method"].as_str().unwrap_or("?"),
                 q["tensors"],
                 q["worst"].get("rms_error").map(|e| format!("{e} ({})", q["worst"]["weight"].as_str().unwrap_or("?"))).unwrap_or_else(|| "-".into())
             )),

@@ -22,6 +22,7 @@
 mod avx2;
 mod dequant;
 pub mod dq;
+pub mod hqq;
 mod params;
 mod kernel;
 mod search;
@@ -81,6 +82,10 @@ pub enum Method {
     /// squares. Needs no calibration data; never worse than RTN on the block (RTN is a candidate),
     /// and not byte-identical to ONNX Runtime by design.
     MseSearch,
+    /// Half-quadratic quantization ([`hqq`]): RTN's scale and a float zero point refined by ONNX
+    /// Runtime's HQQ solver, over the whole tensor. Always asymmetric; the zero points are
+    /// floats of the scales' type, which only MatMulNBits at 4 bits takes.
+    Hqq,
 }
 
 /// Where a block's zero point enters the rounding of a value: the one step in which ONNX

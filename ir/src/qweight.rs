@@ -14,7 +14,8 @@
 //! The group also accumulates the weight error of what was written, for the build report.
 
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
-use crate::quant::{quantize_measured, Bits, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
+use crate::quant::hqq::{self, HqqBlock};
+use crate::quant::{quantize_measured, Bits, Method, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
 use crate::packed::PackedStack;
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
@@ -96,6 +97,14 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(bad(format!("scales must be f32, f16 or bf16, not {scale_dtype}")));
         }
+        if settings.method() == Method::Hqq {
+            if settings.symmetric() {
+                return Err(bad("HQQ is asymmetric: its zero points are what it solves for".into()));
+            }
+            if form == QuantForm::Dq {
+                return Err(bad("HQQ's zero points are floats; DequantizeLinear's zero point has the data's integer type".into()));
+            }
+        }
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
         let settings = settings.with_rounding(form.rounding(settings.bits()));
@@ -163,10 +172,16 @@ impl QuantGroup {
         part != QuantPart::ZeroPoints || !self.settings.symmetric()
     }
 
+    /// Whether the zero points are floats of the scales' type (HQQ), not packed integers.
+    pub fn float_zero_points(&self) -> bool {
+        self.packed.is_none() && self.settings.method() == Method::Hqq
+    }
+
     /// Element type of a part.
     pub fn dtype(&self, part: QuantPart) -> DType {
         match (self.form, part) {
             (_, QuantPart::Scales) => self.scale_dtype,
+            (_, QuantPart::ZeroPoints) if self.float_zero_points() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
             (QuantForm::Dq, _) => match DqType::of(&self.settings) {
                 DqType::Int4 => DType::I4,
@@ -184,6 +199,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => layout.b_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zero_points() => layout.scales_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
             (QuantForm::Dq, QuantPart::Data) => vec![k, n],
             (QuantForm::Dq, _) => vec![layout.k_blocks(), n],
@@ -224,6 +240,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => start * layout.b_per_column(),
             (QuantForm::NBits, QuantPart::Scales) => start * layout.scales_per_column() * esize,
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zero_points() => start * layout.scales_per_column() * esize,
             (QuantForm::NBits, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
             (QuantForm::Dq, QuantPart::Data) => self.dtype(part).bytes_for(start * self.n()),
             (QuantForm::Dq, QuantPart::Scales) => start / self.settings.block_size() * self.n() * esize,
@@ -328,6 +345,12 @@ impl QuantGroup {
             };
             return Ok(self.parts(b, scales, zp));
         }
+        if self.float_zero_points() {
+            return match self.scale_dtype {
+                DType::F16 => self.hqq_rows::<f16>(n0, n1),
+                _ => self.hqq_rows::<f32>(n0, n1),
+            };
+        }
         self.with_block(n0, n1, 0, self.k(), |values| {
             let view = WeightView::column_major(values, self.k(), n1 - n0)?;
             let (b, scales, zp) = match self.scale_dtype {
@@ -421,6 +444,52 @@ impl QuantGroup {
         }
     }
 
+    /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): solves the tensor
+    /// ([`hqq::solve`], one read of the weight per iteration, [`HQQ_PASS_BYTES`] at a time), then
+    /// writes the codes, scales and float zero points, recording the weight error.
+    fn hqq_rows<S: Scale + ToBytes>(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let (k, settings) = (self.k(), self.settings);
+        let (bits, bs) = (settings.bits(), settings.block_size());
+        let layout = settings.layout(k)?;
+        let k_blocks = layout.k_blocks();
+        let rows = (HQQ_PASS_BYTES / (k * 4)).max(1);
+        let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out);
+        let solution = hqq::solve(bits, bs, n1 - n0, k, rows, &read)?;
+        let cols = n1 - n0;
+        let mut b = vec![0u8; cols * layout.b_per_column()];
+        let mut scales = Vec::with_capacity(cols * k_blocks);
+        let mut zeros = Vec::with_capacity(cols * k_blocks);
+        let max_q = bits.max_q() as f32;
+        let mut error = WeightError::default();
+        let mut codes = [0u8; crate::quant::MAX_BLOCK];
+        for c0 in (0..cols).step_by(rows) {
+            let c1 = (c0 + rows).min(cols);
+            self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
+                for (i, row) in values.chunks_exact(k).enumerate() {
+                    let col = c0 + i;
+                    for kb in 0..k_blocks {
+                        let p: &HqqBlock = &solution.blocks[col * k_blocks + kb];
+                        let (scale, zero) = (S::from_f32(p.scale()), S::from_f32(p.zero));
+                        scales.push(scale);
+                        zeros.push(zero);
+                        let src = &row[kb * bs..((kb + 1) * bs).min(k)];
+                        let (s, z) = (scale.to_f32(), zero.to_f32());
+                        for (q, &v) in codes.iter_mut().zip(src) {
+                            let code = p.code(max_q, v);
+                            *q = code as u8;
+                            error.add(v, (code - z) * s);
+                        }
+                        let blob = &mut b[col * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
+                        pack_codes(bits, &codes[..src.len()], blob);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        self.add_error(&error);
+        Ok(self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&zeros))))
+    }
+
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
         let mut out = vec![(QuantPart::Data, data), (QuantPart::Scales, scales)];
         if let Some(z) = zp {
@@ -432,13 +501,15 @@ impl QuantGroup {
     /// Every range the writer produces, as `(start, end)`, for about `budget` input bytes each.
     pub(crate) fn ranges(&self, budget: usize) -> Vec<(usize, usize)> {
         let (total, step) = match self.form {
+            // HQQ's iterations are a property of the whole tensor: one range, solved in passes.
+            QuantForm::NBits if self.float_zero_points() => (self.n(), self.n()),
             QuantForm::NBits => (self.n(), self.rows_per_range(budget)),
             QuantForm::Dq => (self.k(), self.band_rows(budget)),
         };
         (0..total).step_by(step).map(|s| (s, (s + step).min(total))).collect()
     }
 
-    /// The whole of one part (computes the whole group; the error is not recorded twice).
+    /// The whole of one part (computes the whole group; the error is recorded once).
     pub(crate) fn materialize(&self, part: QuantPart) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.byte_len(part)];
         let saved = self.error();
@@ -450,10 +521,31 @@ impl QuantGroup {
                 }
             }
         }
-        if let Ok(mut e) = self.error.lock() {
-            *e = saved;
+        // The first materialization measures the error (a tensor small enough to be stored inline
+        // in model.onnx is never streamed, and reported 0 before); later ones leave it alone.
+        if saved.count > 0 {
+            if let Ok(mut e) = self.error.lock() {
+                *e = saved;
+            }
         }
         Ok(out)
+    }
+}
+
+/// f32 bytes of weight rows an HQQ pass reads at a time.
+const HQQ_PASS_BYTES: usize = 8 << 20;
+
+/// Codes of one block into its blob: a byte each (8 bits) or two per byte, the even row in the
+/// low nibble (4 bits); bytes past the codes are 0.
+fn pack_codes(bits: Bits, codes: &[u8], blob: &mut [u8]) {
+    blob.fill(0);
+    match bits {
+        Bits::Int8 => blob[..codes.len()].copy_from_slice(codes),
+        Bits::Int4 => {
+            for (i, &q) in codes.iter().enumerate() {
+                blob[i / 2] |= (q & 0x0f) << (4 * (i % 2));
+            }
+        }
     }
 }
 

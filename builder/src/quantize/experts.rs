@@ -101,8 +101,8 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
     let Some(settings) = step.settings(Role::Experts) else { return Ok(()) };
     for c in candidates(graph) {
         let excluded = [&c.fc1, &c.fc2].into_iter().find_map(|w| step.exclusion(graph, w));
-        let why = match (&excluded, &step.no_qmoe) {
-            (_, Some(why)) => Some(why.clone()),
+        let why = match (&excluded, step.no_qmoe.clone().or_else(|| step.hqq_experts())) {
+            (_, Some(why)) => Some(why),
             (Some(x), None) => Some(format!(
                 "matches --quant-exclude `{}` (checkpoint tensor `{}`; QMoE quantizes both stacks of `{}` or neither)",
                 x.pattern, x.name, c.node
@@ -112,7 +112,7 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
         if let Some(why) = why {
             outcome.kept_float.push((c.fc1.clone(), why.clone()));
             outcome.kept_float.push((c.fc2.clone(), why));
-            if excluded.is_none() || step.no_qmoe.is_some() {
+            if excluded.is_none() || step.no_qmoe.is_some() || step.hqq_experts().is_some() {
                 outcome.float_experts += 2;
             }
             continue;

@@ -14,6 +14,7 @@
 //! * `--quant` itself is refused: it would requantize what the checkpoint already quantized.
 
 use ep_sets::{EpTable, QuantBits};
+use ir::quant::Method;
 use ir::DType;
 use serde_json::json;
 
@@ -102,6 +103,9 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
         )));
     };
     let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
+    if step.method == Method::Hqq {
+        super::hqq_fits(&step, table, dtype)?;
+    }
     let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
     if !qmoe {
         step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));

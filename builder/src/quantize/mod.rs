@@ -96,7 +96,13 @@ impl QuantStep {
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
-        step.embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
+        step.embeddings = match (req.method, req.embeddings) {
+            // GatherBlockQuantized has no float zero points: with HQQ the table's default for the
+            // embedding table is float, as ONNX Runtime's HQQ quantizer leaves Gathers; asking
+            // for it is refused (hqq_fits).
+            (Method::Hqq, None) => None,
+            (_, asked) => asked.unwrap_or(plan.embeddings).bits(),
+        };
         step.check_embeddings(table)?;
         Ok(step)
     }
@@ -122,7 +128,8 @@ impl QuantStep {
         Ok(QuantStep {
             format: plan.format,
             block_size: req.block_size,
-            symmetric: req.symmetric,
+            // HQQ solves for a float zero point per block: always asymmetric.
+            symmetric: req.symmetric && req.method != Method::Hqq,
             method: req.method,
             accuracy_level,
             linear: None,
@@ -134,6 +141,12 @@ impl QuantStep {
             no_qmoe: None,
             source: None,
         })
+    }
+
+    /// The settings of `role` as QMoE expert stacks take them, or why they cannot be: HQQ's
+    /// float zero points have no QMoE form (its zero points are packed integers).
+    fn hqq_experts(&self) -> Option<String> {
+        (self.method == Method::Hqq).then(|| "--quant-method hqq: com.microsoft.QMoE takes packed integer zero points only, and HQQ's are floats; the expert stacks stay float (use --quant-method rtn to quantize them)".to_string())
     }
 
     fn check_embeddings(&self, table: &str) -> Result<()> {
@@ -162,6 +175,38 @@ impl QuantStep {
         let names = checkpoint_names(graph, weight);
         self.exclude.iter().find_map(|p| names.iter().find(|n| p.matches(n)).map(|n| Exclusion { pattern: p.as_str().to_string(), name: n.clone(), names: names.clone() }))
     }
+}
+
+/// Refuses `--quant-method hqq` where its float zero points have no kernel: the standard
+/// DequantizeLinear form (an integer zero point of the data's type), 8 bits (ONNX Runtime
+/// 1.32's MatMulNBits: "does not support 8-bit weights with floating-point zero points",
+/// measured on CPU), a quantized embedding table (GatherBlockQuantized's zero points have the
+/// data's type, ORT 1.32's schema), and a table whose MatMulNBits kernels do not list float zero
+/// points (T3) of the activation type.
+pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, dtype: DType) -> Result<()> {
+    let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
+    if step.format == QuantFormat::DequantizeLinear {
+        return refuse(format!(
+            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP whose MatMulNBits takes float zero points (cpu), or use --quant-method rtn or mse",
+            table.name
+        ));
+    }
+    if step.linear == Some(QuantBits::Int8) || step.lm_head == Some(QuantBits::Int8) {
+        return refuse("ONNX Runtime 1.32's MatMulNBits refuses 8-bit weights with floating-point zero points, which HQQ writes; use --quant int4 (and --quant-lm-head int4 or none)".into());
+    }
+    if step.embeddings.is_some() {
+        return refuse("com.microsoft.GatherBlockQuantized's zero points have the data's integer type, and HQQ's are floats; use --quant-embeddings none (the embedding table stays float; a tied head is still quantized)".into());
+    }
+    // The kernel must list float zero points (T3) of the activation type: a table that leaves
+    // T3 unlisted has not verified them.
+    let listed = table.kernels("com.microsoft", "MatMulNBits").iter().any(|k| k.types.get("T3").is_some_and(|t| t.contains(&dtype.elem())));
+    if !listed {
+        return refuse(format!(
+            "its zero points are {dtype} (the activation type), and ep-sets/tables/{}.toml lists no com.microsoft.MatMulNBits kernel taking {dtype} zero points (type constraint T3); use --quant-method rtn or mse",
+            table.name
+        ));
+    }
+    Ok(())
 }
 
 /// A weight `--quant-exclude` keeps float: the pattern, the checkpoint tensor it matched, and

@@ -65,6 +65,15 @@ pub struct WeightError {
 }
 
 impl WeightError {
+    /// Adds one weight and its dequantized value.
+    #[inline]
+    pub fn add(&mut self, weight: f32, dequantized: f32) {
+        let d = (weight - dequantized).abs();
+        self.max_abs = self.max_abs.max(d);
+        self.sum_sq += (d as f64) * (d as f64);
+        self.count += 1;
+    }
+
     pub fn merge(&mut self, other: &WeightError) {
         self.max_abs = self.max_abs.max(other.max_abs);
         self.sum_sq += other.sum_sq;

@@ -134,6 +134,8 @@ fn kernel<O: BlockOps, S: Scale>(settings: &QuantSettings, w: &WeightView<'_>, o
                 let p: BlockParams<S> = match settings.method() {
                     Method::Rtn => rtn_params_of_range(bits, settings.symmetric(), min, max),
                     Method::MseSearch => search_params(bits, settings.symmetric(), settings.rounding(), values),
+                    // Its zero points are floats and its iterations a property of the tensor.
+                    Method::Hqq => return Err(Error::QuantShape("HQQ solves a whole tensor (quant::hqq::solve), not a column range".into())),
                 };
                 scales[col * k_blocks + kb] = p.scale;
                 if let Some(z) = zero_points.as_deref_mut() {

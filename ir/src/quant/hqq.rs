@@ -1,0 +1,361 @@
+//! [`Method::Hqq`](super::Method::Hqq): half-quadratic quantization, as ONNX Runtime 1.32's
+//! `HQQWeightOnlyQuantizer` does it (`onnxruntime/quantization/matmul_nbits_quantizer.py`,
+//! `quantize_internal` and `optimize_weights`, read in the wheel `scripts/test.sh` installs).
+//!
+//! Each block (`block_size` consecutive values of one output column along K, the last one
+//! padded with zeros, which take part in its min/max and its mean) keeps the min/max scale of
+//! RTN and gets a *float* zero point, refined by a proximal solver of `||w - dq(q(w))||_p^p`
+//! (p = 0.7): per iteration the residual is shrunk, and the zero becomes the mean of
+//! `q - (w - shrunk) * inv_scale` over the block. The solver runs over the whole tensor at once:
+//! it stops at the first iteration whose mean absolute error over the tensor is no better than
+//! the best so far (keeping that iteration's update, as ONNX Runtime does), so the number of
+//! updates is a property of the tensor, not of a block. [`solve`] therefore makes one pass over
+//! the weight per iteration, keeping only one zero per block between passes.
+//!
+//! The arithmetic is ONNX Runtime's, in f32 and in its order (quantize with the inverse scale,
+//! round half to even as `torch.round` does, dequantize by dividing); only sums differ in order
+//! (torch's vectorized means against f64 sums here), so a zero may differ in its last bits and
+//! a value on a rounding boundary may flip. ir/tests/hqq_vectors.rs measures both against the
+//! wheel's own output.
+
+use super::{Bits, MAX_BLOCK};
+use crate::{Error, Result};
+
+/// ONNX Runtime's `optimize_weights` defaults: `{"lp_norm": 0.7, "beta": 1e1, "kappa": 1.01,
+/// "iters": 20}`.
+pub const ITERATIONS: usize = 20;
+const LP_NORM: f64 = 0.7;
+const BETA: f64 = 10.0;
+const KAPPA: f64 = 1.01;
+/// `scale.clamp(max=2e4)`: the inverse scale's bound ("to avoid half-precision problems").
+const MAX_INVERSE_SCALE: f32 = 2e4;
+/// `torch.abs(x) + 1e-8` in the shrink operator.
+const SHRINK_EPS: f32 = 1e-8;
+
+/// A block's parameters while it is solved: the inverse scale `max_q / (max - min)` (1 for a
+/// constant block) and the float zero point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HqqBlock {
+    pub inverse_scale: f32,
+    pub zero: f32,
+}
+
+impl HqqBlock {
+    /// The starting point: RTN's range, the zero `round(-min * inverse_scale)`. `values` is the
+    /// block padded to the block size.
+    pub fn initial(bits: Bits, values: &[f32]) -> HqqBlock {
+        let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
+        for &v in values {
+            min = min.min(v);
+            max = max.max(v);
+        }
+        let max_q = bits.max_q() as f32;
+        let range = max - min;
+        // `max_v / range` is a Python number over a tensor, which torch computes as
+        // `range.reciprocal() * max_v`. A constant block's range is replaced by max_q.
+        let range = if range == 0.0 { max_q } else { range };
+        let inverse_scale = ((1.0 / range) * max_q).min(MAX_INVERSE_SCALE);
+        HqqBlock { inverse_scale, zero: ((-min) * inverse_scale).round_ties_even() }
+    }
+
+    /// The stored scale, `1 / inverse_scale` (torch's `1.0 / scale`, a reciprocal), in f32 (ONNX
+    /// Runtime casts it to the weight's type).
+    pub fn scale(&self) -> f32 {
+        1.0 / self.inverse_scale
+    }
+
+    /// The code of one value: `clamp(round_half_even(v * inverse_scale + zero), 0, max_q)`.
+    #[inline(always)]
+    pub fn code(&self, max_q: f32, v: f32) -> f32 {
+        round_code(v * self.inverse_scale + self.zero, max_q)
+    }
+
+    /// One solver iteration on the (padded) block: updates the zero and returns the sum of
+    /// |w - dequantized| with the zero it started from (the tensor's stopping test).
+    ///
+    /// The shrunk residual is `sign(d) * max(|d| - c * (|d| + 1e-8)^-0.3, 0)`, which is 0 for
+    /// every |d| up to the iteration's [`Shrink::threshold`]: a block whose residuals all stay
+    /// under it (nearly every block of weights smaller than 1) needs no power at all, and its
+    /// new zero is the mean of `q - w * s`. Sums run in eight independent lanes (their order is
+    /// not torch's anyway), so the loops vectorize.
+    #[inline(always)]
+    pub fn step(&mut self, bits: Bits, values: &[f32], shrink: &Shrink) -> f64 {
+        let max_q = bits.max_q() as f32;
+        let (s, z) = (self.inverse_scale, self.zero);
+        let mut codes = [0f32; MAX_BLOCK];
+        let codes = &mut codes[..values.len()];
+        let mut error = [0f64; LANES];
+        let mut largest = [0f32; LANES];
+        for (j, (q, &w)) in codes.iter_mut().zip(values).enumerate() {
+            *q = round_code(w * s + z, max_q);
+            let a = (w - (*q - z) / s).abs();
+            error[j % LANES] += a as f64;
+            largest[j % LANES] = largest[j % LANES].max(a);
+        }
+        let mut zero_sum = [0f64; LANES];
+        if largest.iter().all(|&a| a <= shrink.threshold) {
+            for (j, (&q, &w)) in codes.iter().zip(values).enumerate() {
+                zero_sum[j % LANES] += (q - w * s) as f64;
+            }
+        } else {
+            for (j, (&q, &w)) in codes.iter().zip(values).enumerate() {
+                let d = w - (q - z) / s;
+                let a = d.abs();
+                let shrunk = (a - shrink.inv_beta * pow_shrink(a + SHRINK_EPS)).max(0.0);
+                // sign(d) * shrunk, with sign(0) = 0 (shrunk is 0 there anyway).
+                let e = if d < 0.0 { -shrunk } else { shrunk };
+                zero_sum[j % LANES] += (q - (w - e) * s) as f64;
+            }
+        }
+        self.zero = (zero_sum.iter().sum::<f64>() / values.len() as f64) as f32;
+        error.iter().sum()
+    }
+}
+
+/// One iteration's shrink operator: `c = 1 / beta` as torch computes with it (a Python number
+/// met by an f32 tensor: rounded to f32), and the residual up to which it shrinks to 0.
+#[derive(Clone, Copy, Debug)]
+pub struct Shrink {
+    inv_beta: f32,
+    threshold: f32,
+}
+
+impl Shrink {
+    /// `f(a) = a - c * (a + 1e-8)^-0.3` increases with `a`, so it is <= 0 exactly up to its root
+    /// a*; the threshold is a* less a margin (1e-4 relative) far wider than the f32 roundings of
+    /// evaluating f, so a residual under it shrinks to 0 by the formula too.
+    pub fn new(beta: f64) -> Shrink {
+        let inv_beta = (1.0 / beta) as f32;
+        let c = inv_beta as f64;
+        let f = |a: f64| a - c * (a + SHRINK_EPS as f64).powf(LP_NORM - 1.0);
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        while f(hi) <= 0.0 {
+            hi *= 2.0;
+        }
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if f(mid) <= 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Shrink { inv_beta, threshold: (lo * (1.0 - 1e-4)) as f32 }
+    }
+}
+
+/// Lanes of [`HqqBlock::step`]'s sums.
+const LANES: usize = 8;
+
+/// `clamp(round_half_even(x), 0, max_q)` without a rounding instruction (SSE2 has none): x is
+/// first bounded to [-1, max_q + 1], which changes no result, then rounded by adding and
+/// removing 1.5 * 2^23 (exact for |x| < 2^22, ties to even in the default rounding mode).
+#[inline(always)]
+fn round_code(x: f32, max_q: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    let x = x.max(-1.0).min(max_q + 1.0);
+    ((x + MAGIC) - MAGIC).max(0.0).min(max_q)
+}
+
+/// `a^(p - 1)` for the shrink operator (p = [`LP_NORM`], a >= 1e-8), through f64 `exp((p - 1) *
+/// ln a)` with series accurate to about 1e-10: within one f32 rounding of the exact power, as
+/// torch's vectorized `pow` is (libm's `powf` did not vectorize and was 80% of the solver).
+#[inline(always)]
+fn pow_shrink(a: f32) -> f32 {
+    const LN2: f64 = std::f64::consts::LN_2;
+    let a = a as f64;
+    // a = 2^e * m, m in [sqrt(1/2), sqrt(2)).
+    let bits = a.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    let big = m > std::f64::consts::SQRT_2;
+    m = if big { m * 0.5 } else { m };
+    e += big as i64;
+    // ln m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172.
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let ln_m = 2.0 * t * (1.0 + t2 * (1.0 / 3.0 + t2 * (1.0 / 5.0 + t2 * (1.0 / 7.0 + t2 * (1.0 / 9.0 + t2 * (1.0 / 11.0))))));
+    let y = (LP_NORM - 1.0) * (e as f64 * LN2 + ln_m);
+    // exp y = 2^k * exp r, |r| <= ln2 / 2.
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: round to an integer
+    let k = (y * (1.0 / LN2) + MAGIC) - MAGIC;
+    let r = y - k * LN2;
+    let exp_r = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0 + r * (1.0 / 40320.0 + r * (1.0 / 362880.0)))))))));
+    let two_k = f64::from_bits(((k as i64 + 1023) as u64) << 52);
+    (exp_r * two_k) as f32
+}
+
+/// The outcome of [`solve`]: every block's final parameters (`[N, k_blocks]`, row-major) and how
+/// many zero updates the tensor got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HqqSolution {
+    pub blocks: Vec<HqqBlock>,
+    pub updates: usize,
+}
+
+/// Solves a `[N, K]` weight (row `n` = output column `n`, its K values contiguous) read through
+/// `read(n0, n1, out)`, which fills `out` with rows `n0..n1` (`(n1 - n0) * K` values). Reads the
+/// weight once per iteration, `rows_per_pass` rows at a time (the memory bound); holds one
+/// [`HqqBlock`] per block. Rows within a pass are solved on `threads` rayon tasks.
+pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+    use rayon::prelude::*;
+    if block_size == 0 || block_size > MAX_BLOCK || n == 0 || k == 0 {
+        return Err(Error::QuantShape(format!("HQQ of a [{n}, {k}] weight in blocks of {block_size}")));
+    }
+    let k_blocks = k.div_ceil(block_size);
+    let rows = rows_per_pass.clamp(1, n);
+    let ranges: Vec<(usize, usize)> = (0..n).step_by(rows).map(|s| (s, (s + rows).min(n))).collect();
+    // Every block of rows n0..n1, padded, handed to `f` with its index.
+    let visit = |n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])| -> Result<()> {
+        let mut buf = vec![0f32; (n1 - n0) * k];
+        read(n0, n1, &mut buf)?;
+        let mut block = [0f32; MAX_BLOCK];
+        for (i, row) in buf.chunks_exact(k).enumerate() {
+            for kb in 0..k_blocks {
+                let src = &row[kb * block_size..((kb + 1) * block_size).min(k)];
+                block[..src.len()].copy_from_slice(src);
+                block[src.len()..block_size].fill(0.0);
+                f((n0 + i) * k_blocks + kb, &block[..block_size]);
+            }
+        }
+        Ok(())
+    };
+    let mut blocks = vec![HqqBlock { inverse_scale: 0.0, zero: 0.0 }; n * k_blocks];
+    {
+        let parts = split_by_ranges(&mut blocks, &ranges, k_blocks);
+        parts.into_par_iter().zip(ranges.par_iter()).try_for_each(|(part, &(n0, n1))| {
+            let base = n0 * k_blocks;
+            visit(n0, n1, &mut |i, v| part[i - base] = HqqBlock::initial(bits, v))
+        })?;
+    }
+    let count = (n * k_blocks * block_size) as f64;
+    let (mut best, mut beta, mut updates) = (1e4f64, BETA, 0);
+    while updates < ITERATIONS {
+        let shrink = Shrink::new(beta);
+        let parts = split_by_ranges(&mut blocks, &ranges, k_blocks);
+        let errors: Vec<f64> = parts
+            .into_par_iter()
+            .zip(ranges.par_iter())
+            .map(|(part, &(n0, n1))| {
+                let base = n0 * k_blocks;
+                let mut sum = 0f64;
+                visit(n0, n1, &mut |i, v| sum += part[i - base].step(bits, v, &shrink))?;
+                Ok(sum)
+            })
+            .collect::<Result<_>>()?;
+        updates += 1;
+        beta *= KAPPA;
+        // torch: the mean over the tensor as an f32, compared as a Python float.
+        let error = (errors.iter().sum::<f64>() / count) as f32 as f64;
+        if error < best {
+            best = error;
+        } else {
+            break;
+        }
+    }
+    Ok(HqqSolution { blocks, updates })
+}
+
+/// `blocks` cut into the runs of each row range (ranges are consecutive and cover every row).
+fn split_by_ranges<'a>(blocks: &'a mut [HqqBlock], ranges: &[(usize, usize)], k_blocks: usize) -> Vec<&'a mut [HqqBlock]> {
+    let mut out = Vec::with_capacity(ranges.len());
+    let mut rest = blocks;
+    for &(n0, n1) in ranges {
+        let (head, tail) = rest.split_at_mut((n1 - n0) * k_blocks);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weight(n: usize, k: usize) -> Vec<f32> {
+        (0..n * k).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.45) * (1.0 + (i % 7) as f32) * 0.01).collect()
+    }
+
+    fn solved(n: usize, k: usize, bs: usize, rows: usize) -> HqqSolution {
+        let w = weight(n, k);
+        solve(Bits::Int4, bs, n, k, rows, &|n0, n1, out| {
+            out.copy_from_slice(&w[n0 * k..n1 * k]);
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    /// The power is within one f32 rounding of libm's over the range the residuals take, and
+    /// the rounding is `round_ties_even` then clamp.
+    #[test]
+    fn the_vectorizable_helpers_agree_with_libm() {
+        let mut a = 1e-8f32;
+        while a < 1e4 {
+            for x in [a, a * 1.37, a * 1.9] {
+                let (got, want) = (pow_shrink(x), (x as f64).powf(LP_NORM - 1.0));
+                assert!(((got as f64 - want) / want).abs() < 1.2e-7, "{x}: {got} vs {want}");
+            }
+            a *= 2.0;
+        }
+        for i in -40..=700 {
+            let x = i as f32 * 0.025 - 0.5;
+            for v in [x, f32::from_bits(x.to_bits() + 1), x + 0.5] {
+                assert_eq!(round_code(v, 15.0), v.round_ties_even().clamp(0.0, 15.0), "{v}");
+            }
+        }
+    }
+
+    /// Under the threshold the shrink formula gives 0; just above its root it does not.
+    #[test]
+    fn the_shrink_threshold_is_where_the_formula_turns_positive() {
+        let mut beta = BETA;
+        for _ in 0..ITERATIONS {
+            let sh = Shrink::new(beta);
+            let f = |a: f32| (a - sh.inv_beta * pow_shrink(a + SHRINK_EPS)).max(0.0);
+            let t = sh.threshold;
+            for a in [t, t * 0.99, t * 0.5, 1e-9, 0.0] {
+                assert_eq!(f(a), 0.0, "beta {beta}: {a}");
+            }
+            assert!(f(t * 1.001) > 0.0, "beta {beta}: just past the root");
+            beta *= KAPPA;
+        }
+    }
+
+    /// The result does not depend on how the rows are split into passes.
+    #[test]
+    fn passes_do_not_change_the_result() {
+        let a = solved(13, 72, 32, 13);
+        for rows in [1, 4, 5] {
+            assert_eq!(solved(13, 72, 32, rows), a, "{rows} rows per pass");
+        }
+        assert!(a.updates >= 1 && a.updates <= ITERATIONS);
+    }
+
+    /// A constant block has inverse scale 1 and codes its value exactly when it fits the grid.
+    #[test]
+    fn a_constant_block_keeps_inverse_scale_one() {
+        let b = HqqBlock::initial(Bits::Int4, &[-3.0; 16]);
+        assert_eq!((b.inverse_scale, b.zero), (1.0, 3.0));
+        assert_eq!(b.code(15.0, -3.0), 0.0);
+    }
+
+    /// The solver lowers the tensor's mean absolute error below RTN-with-float-zero's start.
+    #[test]
+    fn the_solver_improves_on_its_start() {
+        let (n, k, bs) = (16, 128, 32);
+        let w = weight(n, k);
+        let err = |blocks: &[HqqBlock]| -> f64 {
+            let mut e = 0f64;
+            for (i, b) in blocks.iter().enumerate() {
+                let (row, kb) = (i / (k / bs), i % (k / bs));
+                for &v in &w[row * k + kb * bs..row * k + (kb + 1) * bs] {
+                    e += (v - (b.code(15.0, v) - b.zero) / b.inverse_scale).abs() as f64;
+                }
+            }
+            e
+        };
+        let start: Vec<HqqBlock> = (0..n * k / bs).map(|i| HqqBlock::initial(Bits::Int4, &w[i * bs..(i + 1) * bs])).collect();
+        let s = solved(n, k, bs, 4);
+        assert!(err(&s.blocks) < err(&start), "{} vs {}", err(&s.blocks), err(&start));
+    }
+}
