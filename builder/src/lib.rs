@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod genai;
 mod genai_vl;
+pub mod gguf_tokenizer;
 pub mod diff;
 pub mod hub;
 pub mod inspect;

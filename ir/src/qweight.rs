@@ -15,7 +15,7 @@
 
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
 use crate::quant::{quantize_measured, Bits, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
-use crate::packed::PackedStack;
+use crate::packed::{PackedStack, ZeroOut};
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -112,6 +112,12 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
+        if stack.float_zeros() && form == QuantForm::Dq {
+            return Err(Error::Recipe {
+                tensor: name,
+                reason: "its blocks have float zero points (a GGUF type with a min), which DequantizeLinear's integer zero point cannot hold".into(),
+            });
+        }
         let settings = stack.settings();
         Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack) }))
     }
@@ -158,6 +164,12 @@ impl QuantGroup {
         }
     }
 
+    /// Whether the zero points are floats in the scales' type (`[N, k_blocks]`), not packed
+    /// integers: pre-quantized GGUF blocks with a min.
+    pub fn float_zeros(&self) -> bool {
+        self.packed.as_ref().is_some_and(PackedStack::float_zeros)
+    }
+
     /// Does the group have this part?
     pub fn has(&self, part: QuantPart) -> bool {
         part != QuantPart::ZeroPoints || !self.settings.symmetric()
@@ -167,6 +179,7 @@ impl QuantGroup {
     pub fn dtype(&self, part: QuantPart) -> DType {
         match (self.form, part) {
             (_, QuantPart::Scales) => self.scale_dtype,
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
             (QuantForm::Dq, _) => match DqType::of(&self.settings) {
                 DqType::Int4 => DType::I4,
@@ -184,6 +197,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => layout.b_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => layout.scales_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
             (QuantForm::Dq, QuantPart::Data) => vec![k, n],
             (QuantForm::Dq, _) => vec![layout.k_blocks(), n],
@@ -224,6 +238,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => start * layout.b_per_column(),
             (QuantForm::NBits, QuantPart::Scales) => start * layout.scales_per_column() * esize,
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => start * layout.scales_per_column() * esize,
             (QuantForm::NBits, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
             (QuantForm::Dq, QuantPart::Data) => self.dtype(part).bytes_for(start * self.n()),
             (QuantForm::Dq, QuantPart::Scales) => start / self.settings.block_size() * self.n() * esize,
@@ -341,13 +356,19 @@ impl QuantGroup {
     /// The checkpoint's integers of output rows `n0..n1`, written rows `k0..k1`, in the
     /// MatMulNBits layout of settings over `k1 - k0` rows; records the (scale rounding) error.
     #[allow(clippy::type_complexity)]
-    fn repack<S: Scale>(&self, stack: &PackedStack, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<(Vec<u8>, Vec<S>, Option<Vec<u8>>)> {
+    fn repack<S: Scale + ToBytes>(&self, stack: &PackedStack, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<(Vec<u8>, Vec<S>, Option<Vec<u8>>)> {
         let layout = self.settings.layout(k1 - k0)?;
         let cols = n1 - n0;
         let mut b = vec![0u8; cols * layout.b_per_column()];
         let mut scales = vec![S::default(); cols * layout.scales_per_column()];
+        if stack.float_zeros() {
+            let mut zf = vec![S::default(); cols * layout.scales_per_column()];
+            let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, Some(ZeroOut::Float(&mut zf)))?;
+            self.add_error(&error);
+            return Ok((b, scales, Some(self.scale_bytes(&zf))));
+        }
         let mut zp = (!self.settings.symmetric()).then(|| vec![0u8; cols * layout.zero_points_per_column()]);
-        let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, zp.as_deref_mut())?;
+        let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, zp.as_deref_mut().map(ZeroOut::Packed))?;
         self.add_error(&error);
         Ok((b, scales, zp))
     }

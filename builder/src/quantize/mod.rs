@@ -83,6 +83,12 @@ pub struct QuantStep {
     /// The checkpoint's own quantization, when it is pre-quantized: its packed layers are
     /// written with their integers whatever the role settings say (import.rs).
     pub source: Option<models::QuantSource>,
+    /// Why the table's MatMulNBits takes float zero points (GGUF types with a min), or `None`:
+    /// those weights are then written as their exact float dequantization.
+    pub float_zero_points: Option<String>,
+    /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
+    /// for; the others are written as their exact float dequantization.
+    pub packed_bits: Vec<usize>,
 }
 
 impl QuantStep {
@@ -133,6 +139,8 @@ impl QuantStep {
             table: format!("{table}.toml [quant.{}]", plan.bits),
             no_qmoe: None,
             source: None,
+            float_zero_points: None,
+            packed_bits: Vec::new(),
         })
     }
 
@@ -308,7 +316,10 @@ impl QuantOutcome {
                     },
                     source: match t.group.packed_source() {
                         Some(p) => {
-                            let mut names: Vec<&str> = p.layers().map(|l| l.format().name()).collect();
+                            let mut names: Vec<String> = p.layers().map(|l| match l.ggml_type() {
+                                Some(t) => format!("gguf:{t}"),
+                                None => l.format().name().to_string(),
+                            }).collect();
                             names.dedup();
                             names.join("+")
                         }
@@ -351,6 +362,10 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
                     source.summary()
                 )));
             }
+            if let Some(why) = unwritable_packed(graph, step, &c) {
+                outcome.kept_float.push((c.weight.clone(), why));
+                continue;
+            }
             plan.push((c, None));
             continue;
         }
@@ -376,8 +391,59 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         outcome.kept_float.push((stack, why));
         outcome.float_experts += 1;
     }
-    import::note_dequantized(graph, &mut outcome);
     Ok(outcome)
+}
+
+/// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
+/// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min)
+/// where the table's MatMulNBits takes none, in DequantizeLinear's integer zero point, or in
+/// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema); an
+/// embedding table in the DequantizeLinear format (which keeps embeddings float).
+fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
+    let recipe = graph.initializer(&c.weight)?;
+    let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
+    fn walk(r: &ir::Recipe, out: &mut Vec<Arc<ir::PackedWeight>>) {
+        match r {
+            ir::Recipe::Packed(p) => out.push(Arc::clone(p)),
+            ir::Recipe::Transpose { input, .. } | ir::Recipe::Slice { input, .. } | ir::Recipe::Cast { input, .. } | ir::Recipe::Reshape { input, .. } | ir::Recipe::Offset { input, .. } => walk(input, out),
+            ir::Recipe::Concat { inputs, .. } | ir::Recipe::Interleave { inputs, .. } => inputs.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    walk(recipe, &mut layers);
+    let mut float_zero_types: Vec<String> = Vec::new();
+    for p in layers.iter().filter(|p| p.float_zeros()) {
+        if !float_zero_types.contains(&p.source_type()) {
+            float_zero_types.push(p.source_type());
+        }
+    }
+    let types = float_zero_types.join(", ");
+    if step.source.as_ref().is_some_and(|s| s.format == ir::PackedFormat::Gguf) {
+        if let Some(p) = layers.iter().find(|p| !step.packed_bits.contains(&p.bits().count())) {
+            return Some(format!("{} is {}-bit, and {} has no [quant.int{}] section: written as the exact float dequantization", p.source_type(), p.bits().count(), step.table, p.bits().count()));
+        }
+        let mut bits: Vec<usize> = layers.iter().map(|p| p.bits().count()).collect();
+        bits.dedup();
+        if bits.len() > 1 {
+            return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
+        }
+    }
+    if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
+        return Some(format!("pre-quantized embedding table: the {} format keeps embeddings float (exact dequantization)", step.table));
+    }
+    if float_zero_types.is_empty() {
+        return None;
+    }
+    if c.role == Role::Embedding {
+        return Some(format!("{types} blocks have float zero points, and GatherBlockQuantized's zero points are integers: written as the exact float dequantization"));
+    }
+    if step.format == QuantFormat::DequantizeLinear {
+        return Some(format!("{types} blocks have float zero points, and DequantizeLinear's zero point is an integer ({}): written as the exact float dequantization", step.table));
+    }
+    if step.float_zero_points.is_none() {
+        return Some(format!("{types} blocks have float zero points, and {} claims no MatMulNBits kernel with float zero points (T3) for these activations: written as the exact float dequantization", step.table));
+    }
+    None
 }
 
 /// After the pipeline: every weight the step quantized is still read in its quantized form,
@@ -386,7 +452,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
     let mut problems = Vec::new();
     let quantized: std::collections::HashSet<&str> = outcome.tensors.iter().map(|t| t.weight.as_str()).collect();
     for c in select::candidates(graph) {
-        if graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed) {
+        if graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed) && unwritable_packed(graph, step, &c).is_none() {
             problems.push(format!(
                 "{} `{}` (node `{}`) is pre-quantized in the checkpoint but is read as float after the pipeline: its integers would be lost",
                 c.role.name(),
