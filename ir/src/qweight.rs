@@ -164,8 +164,11 @@ impl QuantGroup {
         }
     }
 
-    /// Whether the zero points are floats in the scales' type (`[N, k_blocks]`), not packed
-    /// integers: pre-quantized GGUF blocks with a min.
+    /// Whether the weight has float zero points (pre-quantized GGUF blocks with a min): its
+    /// ZeroPoints part then holds each block's offset `scale * (mid - zero)` in the scales'
+    /// type (`[N, k_blocks]`), and the weight is `scale * (q - mid) + offset`: a MatMulNBits
+    /// without zero points plus the offsets times the activation's block sums
+    /// (builder/src/quantize/rewrite.rs).
     pub fn float_zeros(&self) -> bool {
         self.packed.as_ref().is_some_and(PackedStack::float_zeros)
     }

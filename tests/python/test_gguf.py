@@ -83,14 +83,18 @@ def nll(logits):
 
 
 def test_the_package_keeps_the_files_integers(packages):
-    """Every projection is MatMulNBits (4-bit, float zero points: Q4_1 has a min), the tied
+    """Every projection is MatMulNBits (4-bit; Q4_1's min as per-block offsets), the tied
     Q8_0 table is read by an 8-bit MatMulNBits head and GatherBlockQuantized, and the package
     is at most 1.3x the file."""
     pkg = packages["level1"]
     model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("MatMulNBits") >= 30 * 4 + 1, ops
-    assert "GatherBlockQuantized" in ops and "MatMul" not in ops
+    assert "GatherBlockQuantized" in ops
+    # Q4_1's min: a MatMulNBits without zero points plus the per-block offsets (the only
+    # float MatMuls: block sums, and their product with the offsets).
+    float_mm = [n for n in model.graph.node if n.op_type == "MatMul"]
+    assert float_mm and all("/quant/" in n.input[1] or n.input[1].startswith("quant/") for n in float_mm), [n.input for n in float_mm]
     size = sum(f.stat().st_size for f in pkg.iterdir() if f.is_file())
     assert size <= 1.3 * SIZE, f"package {size} bytes, file {SIZE}"
     report = json.loads((pkg / "build_report.json").read_text())
@@ -99,6 +103,9 @@ def test_the_package_keeps_the_files_integers(packages):
     sources = {t["source"] for t in q["tensors"]}
     assert sources == {"gguf:Q4_1", "gguf:Q8_0"}, sources
     assert not report["warnings"], report["warnings"]
+    # genai_config.json from the metadata: tokenizer.ggml.bos/eos ids, llama.context_length.
+    m = json.loads((pkg / "genai_config.json").read_text())["model"]
+    assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (1, 2, 8192, 49152)
 
 
 def test_logits_match_transformers_gguf_loader(packages):

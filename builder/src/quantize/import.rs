@@ -56,7 +56,6 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     let defaults = QuantRequest { bits: None, ..QuantRequest::new(bits) };
     let req = req.unwrap_or(&defaults);
     let mut step = QuantStep::common(req, plan, &table.name, dtype)?;
-    step.float_zero_points = float_zero_points(table, dtype);
     // A GGUF file mixes bit widths: tensors of a width the table has no section for are
     // written as their exact float dequantization (quantize::unwritable_packed says so).
     step.packed_bits = source.bit_widths.iter().map(|b| b.count()).filter(|&b| table.quant(if b == 4 { QuantBits::Int4 } else { QuantBits::Int8 }).is_some()).collect();
@@ -65,16 +64,6 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.check_embeddings(&table.name)?;
     step.source = Some(source.clone());
     Ok(Some(step))
-}
-
-/// Whether the table's MatMulNBits kernel for `dtype` activations takes float zero points
-/// (its `T3` lists the activation type, as ORT 1.32's CPU and CUDA registries do).
-fn float_zero_points(table: &EpTable, dtype: DType) -> Option<String> {
-    let ok = table
-        .kernels("com.microsoft", "MatMulNBits")
-        .iter()
-        .any(|k| k.types.get("T1").is_some_and(|t| t.contains(&dtype.elem())) && k.types.get("T3").is_some_and(|t| t.contains(&dtype.elem())));
-    ok.then(|| format!("ep-sets/tables/{}.toml: com.microsoft.MatMulNBits T3 lists {dtype}", table.name))
 }
 
 /// Records every initializer still reading a pre-quantized layer as float after the step

@@ -83,9 +83,6 @@ pub struct QuantStep {
     /// The checkpoint's own quantization, when it is pre-quantized: its packed layers are
     /// written with their integers whatever the role settings say (import.rs).
     pub source: Option<models::QuantSource>,
-    /// Why the table's MatMulNBits takes float zero points (GGUF types with a min), or `None`:
-    /// those weights are then written as their exact float dequantization.
-    pub float_zero_points: Option<String>,
     /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
     /// for; the others are written as their exact float dequantization.
     pub packed_bits: Vec<usize>,
@@ -139,7 +136,6 @@ impl QuantStep {
             table: format!("{table}.toml [quant.{}]", plan.bits),
             no_qmoe: None,
             source: None,
-            float_zero_points: None,
             packed_bits: Vec::new(),
         })
     }
@@ -395,8 +391,9 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
 }
 
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
-/// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min)
-/// where the table's MatMulNBits takes none, in DequantizeLinear's integer zero point, or in
+/// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min,
+/// which MatMulNBits takes as per-block offsets, rewrite.rs) in DequantizeLinear's integer
+/// zero point, or in
 /// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema); an
 /// embedding table in the DequantizeLinear format (which keeps embeddings float).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
@@ -439,9 +436,6 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
     }
     if step.format == QuantFormat::DequantizeLinear {
         return Some(format!("{types} blocks have float zero points, and DequantizeLinear's zero point is an integer ({}): written as the exact float dequantization", step.table));
-    }
-    if step.float_zero_points.is_none() {
-        return Some(format!("{types} blocks have float zero points, and {} claims no MatMulNBits kernel with float zero points (T3) for these activations: written as the exact float dequantization", step.table));
     }
     None
 }

@@ -20,8 +20,12 @@ pub struct PackedStack {
     float_zeros: bool,
 }
 
-/// Where [`PackedStack::nbits`] writes zero points: packed integers (GPTQ, AWQ), or floats in
-/// the scales' type (`[N, k_blocks]`, MatMulNBits' float form).
+/// Where [`PackedStack::nbits`] writes zero points: packed integers (GPTQ, AWQ), or, for
+/// blocks with a float zero point `z` (GGUF types with a min), each block's offset from the
+/// implicit mid zero point, `scale * (mid - z)` (`[N, k_blocks]` in the scales' type): the
+/// weight is `scale * (q - mid) + offset`, a MatMulNBits without zero points (ONNX Runtime
+/// 1.32's CPU kernel has no fast path for float zero points: about 30x slower) plus the
+/// activation's block sums times the offsets.
 pub(crate) enum ZeroOut<'a, S> {
     Packed(&'a mut [u8]),
     Float(&'a mut [S]),
@@ -296,7 +300,8 @@ impl PackedStack {
                     let (stored, stored_zero) = (rounded(scale, scale_dtype), rounded(zero, scale_dtype));
                     let rows = bs.min(k1 - i);
                     match zero_points.as_mut() {
-                        Some(ZeroOut::Float(z)) => z[out * kb + blk] = S::from_f32(zero),
+                        // The block's offset from the implicit mid zero point (see ZeroOut).
+                        Some(ZeroOut::Float(z)) => z[out * kb + blk] = S::from_f32(scale * (mid - zero)),
                         Some(ZeroOut::Packed(z)) => match bits {
                             Bits::Int8 => z[out * zpc + blk] = zero as u8,
                             Bits::Int4 => z[out * zpc + blk / 2] |= (zero as u8) << (4 * (blk % 2)),

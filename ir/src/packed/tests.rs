@@ -345,10 +345,10 @@ fn ggml_layer(ty: crate::gguf::GgmlType, rows: usize, k: usize, order: Option<Ar
     (PackedWeight::ggml("blk.0.attn_q.weight", st, ty, rows, k, order).unwrap(), dir)
 }
 
-/// GGUF blocks written as MatMulNBits: dequantizing the written parts the way the kernel does
-/// (`scale * (q - zero)`, float zero points for the types with a min) gives the weight's own
-/// dequantization, rows in the order given; the Q8_0/Q6_K forms have no zero points, the Q4_1 /
-/// Q4_K ones float zero points `[N, k_blocks]`; DequantizeLinear refuses float zero points.
+/// GGUF blocks written as MatMulNBits: dequantizing the written parts the way the graph does
+/// (`scale * (q - mid)`, plus the per-block offset for the types with a min) gives the
+/// weight's own dequantization, rows in the order given; the Q8_0/Q6_K forms have no zero
+/// points, the Q4_1 / Q4_K ones offsets `[N, k_blocks]`; DequantizeLinear refuses them.
 #[test]
 fn ggml_blocks_are_written_with_their_integers() {
     use crate::gguf::GgmlType as T;
@@ -384,11 +384,12 @@ fn ggml_blocks_are_written_with_their_integers() {
             for i in 0..k {
                 let (blk, pos) = (i / bs, i % bs);
                 let q = unpack(&col[blk * layout.blob_size()..], bits, pos) as f32;
-                let z = zeros.as_ref().map_or(bits.mid() as f32, |z| z[r * kb + blk]);
-                let got = scales[r * kb + blk] * (q - z);
+                // The offset form: scale * (q - mid) + offset.
+                let offset = zeros.as_ref().map_or(0.0, |z| z[r * kb + blk]);
+                let got = scales[r * kb + blk] * (q - bits.mid() as f32) + offset;
                 let exact = want[r * k + i];
                 // Exact for the types without a min; to f32 rounding of the zero otherwise.
-                let tol = if float_zeros { 1e-6 * (1.0 + exact.abs()) } else { 0.0 };
+                let tol = if float_zeros { 2e-6 * (1.0 + exact.abs()) } else { 0.0 };
                 assert!((got - exact).abs() <= tol, "{ty}: [{r}, {i}] {got} vs {exact}");
             }
         }
