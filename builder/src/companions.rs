@@ -56,6 +56,11 @@ pub(crate) struct Companions {
 }
 
 impl Companions {
+    /// No companion files (a GGUF checkpoint's tokenizer is converted, not copied).
+    pub(crate) fn none() -> Companions {
+        Companions { copyable: Vec::new(), warnings: Vec::new(), broken: Vec::new() }
+    }
+
     /// The companions of `model_dir`; with `genai`, a tokenizer onnxruntime-genai cannot load
     /// is a warning (a decoder package), else only unreadable and broken entries are.
     pub(crate) fn of(model_dir: &Path, genai: bool) -> Companions {

@@ -9,6 +9,7 @@ mod error;
 mod genai;
 mod genai_vl;
 pub mod lora;
+pub mod gguf_tokenizer;
 pub mod diff;
 pub mod hub;
 pub mod inspect;

@@ -72,8 +72,11 @@ enum Command {
         /// downloaded into it (configs, safetensors and tokenizer files only; HF_ENDPOINT and
         /// HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it; HF_HUB_ETAG_TIMEOUT for the file
         /// list and HF_HUB_DOWNLOAD_TIMEOUT for each file: seconds a connect or read may wait,
-        /// default 10, three attempts). Without it, the built-in demo checkpoint is used.
-        #[arg(long, value_name = "DIR|ID")]
+        /// default 10, three attempts). Or a llama.cpp GGUF file (FILE.gguf, or a folder
+        /// without config.json holding one): llama or qwen2, config and tokenizer from its
+        /// metadata, its quantized tensors kept as they are (docs/quantization.md). Without it,
+        /// the built-in demo checkpoint is used.
+        #[arg(long, value_name = "DIR|FILE.gguf|ID")]
         model: Option<PathBuf>,
         /// With a hub model id: the branch, tag (a git ref name such as `v1.0`, `refs/pr/1`)
         /// or 40-hex-digit commit to build (default main).

@@ -156,7 +156,13 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
-    let companions = Companions::of(&req.model_dir, plan.genai());
+    // A GGUF file carries its tokenizer as metadata: converted here, before anything is
+    // written (a tokenizer model that is not converted is refused).
+    let gguf_tokenizer = match &plan.ckpt.gguf {
+        Some(file) => Some(crate::gguf_tokenizer::convert(file, &req.model_dir)?),
+        None => None,
+    };
+    let companions = if gguf_tokenizer.is_some() { Companions::none() } else { Companions::of(&req.model_dir, plan.genai()) };
     let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
@@ -228,6 +234,13 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             files.push(file);
         }
     }
+    if let Some((tokenizer, config)) = &gguf_tokenizer {
+        for (name, value) in [("tokenizer.json", tokenizer), ("tokenizer_config.json", config)] {
+            write_json(staging.path(), &req.output, name, value)?;
+            files.push(name.to_string());
+        }
+        notes.push("tokenizer.json and tokenizer_config.json are converted from the GGUF file's tokenizer.ggml.* metadata".into());
+    }
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &req.output, &companions.copyable)?;
     files.push(BUILD_REPORT.to_string());
     files.extend(copied_files.iter().cloned());
@@ -247,7 +260,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "task": task.name(),
         "genai_config": plan.genai(),
         "files": files,
-        "tokenizer": { "genai_loadable": companions.genai_loadable() },
+        "tokenizer": { "genai_loadable": companions.genai_loadable() || gguf_tokenizer.is_some() },
         "notes": notes,
         "warnings": warnings,
         "parts": part_json,
@@ -274,7 +287,7 @@ fn genai_files(
     let (table, ckpt) = (plan.table, &plan.ckpt);
     let graph_of = |role: Role| built.iter().find(|(p, _, _)| p.part.role == role).map(|(p, m, _)| (p.part.file, &m.graph));
     let Some((decoder_file, decoder)) = graph_of(Role::Decoder) else { return Ok(Vec::new()) };
-    let generation = read_generation_config(&req.model_dir)?;
+    let generation = if ckpt.gguf.is_some() { None } else { read_generation_config(&req.model_dir)? };
     let provider_options: Vec<serde_json::Value> =
         table.genai_provider_options().map(|p| vec![serde_json::json!({ p.name.clone(): p.options })]).unwrap_or_default();
     let (mut config, genai_notes) = genai_config(&ckpt.config, decoder, decoder_file, provider_options, generation.as_ref());

@@ -111,11 +111,16 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
     };
     let step: rules::Step<'_> = (ep_sets::Stage::Fold, &mut quantize_step);
     let diagnostics = rules::apply_schedule_with(model, &schedule, &opts, Some(step));
-    let quant_outcome = match quant_outcome {
+    let mut quant_outcome = match quant_outcome {
         Some(Err(e)) => return Err(e),
         Some(Ok(o)) => Some(o),
         None => None,
     };
+    // On the final graph: a node the quantize step left reading a pre-quantized weight as
+    // float may be one a later stage removed (the Transpose of a tied head, say).
+    if let Some(outcome) = quant_outcome.as_mut() {
+        quantize::import::note_dequantized(&model.graph, outcome);
+    }
     let mut diagnostics = diagnostics.map_err(|e| Error::Pipeline(e.to_string()))?;
 
     let mut problems = Vec::new();

@@ -16,7 +16,7 @@
 use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
 use crate::quant::hqq::{self, HqqBlock};
 use crate::quant::{quantize_measured, Bits, Method, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
-use crate::packed::PackedStack;
+use crate::packed::{PackedStack, ZeroOut};
 use crate::{DType, Error, Recipe, Result};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -121,6 +121,12 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
+        if stack.float_zeros() && form == QuantForm::Dq {
+            return Err(Error::Recipe {
+                tensor: name,
+                reason: "its blocks have float zero points (a GGUF type with a min), which DequantizeLinear's integer zero point cannot hold".into(),
+            });
+        }
         let settings = stack.settings();
         Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack) }))
     }
@@ -167,21 +173,31 @@ impl QuantGroup {
         }
     }
 
+    /// Whether the weight has float zero points (pre-quantized GGUF blocks with a min): its
+    /// ZeroPoints part then holds each block's offset `scale * (mid - zero)` in the scales'
+    /// type (`[N, k_blocks]`), and the weight is `scale * (q - mid) + offset`: a MatMulNBits
+    /// without zero points plus the offsets times the activation's block sums
+    /// (builder/src/quantize/rewrite.rs).
+    /// HQQ's float zero points are written the same way.
+    pub fn float_zeros(&self) -> bool {
+        self.packed.as_ref().map_or(self.settings.method() == Method::Hqq, PackedStack::float_zeros)
+    }
+
+    /// Quantized from float by HQQ (not repacked).
+    fn hqq(&self) -> bool {
+        self.packed.is_none() && self.settings.method() == Method::Hqq
+    }
+
     /// Does the group have this part?
     pub fn has(&self, part: QuantPart) -> bool {
         part != QuantPart::ZeroPoints || !self.settings.symmetric()
-    }
-
-    /// Whether the zero points are floats of the scales' type (HQQ), not packed integers.
-    pub fn float_zero_points(&self) -> bool {
-        self.packed.is_none() && self.settings.method() == Method::Hqq
     }
 
     /// Element type of a part.
     pub fn dtype(&self, part: QuantPart) -> DType {
         match (self.form, part) {
             (_, QuantPart::Scales) => self.scale_dtype,
-            (_, QuantPart::ZeroPoints) if self.float_zero_points() => self.scale_dtype,
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
             (QuantForm::Dq, _) => match DqType::of(&self.settings) {
                 DqType::Int4 => DType::I4,
@@ -199,7 +215,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => layout.b_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::Scales) => layout.scales_shape(n).to_vec(),
-            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zero_points() => layout.scales_shape(n).to_vec(),
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => layout.scales_shape(n).to_vec(),
             (QuantForm::NBits, QuantPart::ZeroPoints) => vec![n, layout.zero_points_per_column()],
             (QuantForm::Dq, QuantPart::Data) => vec![k, n],
             (QuantForm::Dq, _) => vec![layout.k_blocks(), n],
@@ -240,7 +256,7 @@ impl QuantGroup {
         match (self.form, part) {
             (QuantForm::NBits, QuantPart::Data) => start * layout.b_per_column(),
             (QuantForm::NBits, QuantPart::Scales) => start * layout.scales_per_column() * esize,
-            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zero_points() => start * layout.scales_per_column() * esize,
+            (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => start * layout.scales_per_column() * esize,
             (QuantForm::NBits, QuantPart::ZeroPoints) => start * layout.zero_points_per_column(),
             (QuantForm::Dq, QuantPart::Data) => self.dtype(part).bytes_for(start * self.n()),
             (QuantForm::Dq, QuantPart::Scales) => start / self.settings.block_size() * self.n() * esize,
@@ -345,7 +361,7 @@ impl QuantGroup {
             };
             return Ok(self.parts(b, scales, zp));
         }
-        if self.float_zero_points() {
+        if self.hqq() {
             return match self.scale_dtype {
                 DType::F16 => self.hqq_rows::<f16>(n0, n1),
                 _ => self.hqq_rows::<f32>(n0, n1),
@@ -364,13 +380,19 @@ impl QuantGroup {
     /// The checkpoint's integers of output rows `n0..n1`, written rows `k0..k1`, in the
     /// MatMulNBits layout of settings over `k1 - k0` rows; records the (scale rounding) error.
     #[allow(clippy::type_complexity)]
-    fn repack<S: Scale>(&self, stack: &PackedStack, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<(Vec<u8>, Vec<S>, Option<Vec<u8>>)> {
+    fn repack<S: Scale + ToBytes>(&self, stack: &PackedStack, n0: usize, n1: usize, k0: usize, k1: usize) -> Result<(Vec<u8>, Vec<S>, Option<Vec<u8>>)> {
         let layout = self.settings.layout(k1 - k0)?;
         let cols = n1 - n0;
         let mut b = vec![0u8; cols * layout.b_per_column()];
         let mut scales = vec![S::default(); cols * layout.scales_per_column()];
+        if stack.float_zeros() {
+            let mut zf = vec![S::default(); cols * layout.scales_per_column()];
+            let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, Some(ZeroOut::Float(&mut zf)))?;
+            self.add_error(&error);
+            return Ok((b, scales, Some(self.scale_bytes(&zf))));
+        }
         let mut zp = (!self.settings.symmetric()).then(|| vec![0u8; cols * layout.zero_points_per_column()]);
-        let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, zp.as_deref_mut())?;
+        let error = stack.nbits(n0, n1, k0, k1, self.scale_dtype, &mut b, &mut scales, zp.as_deref_mut().map(ZeroOut::Packed))?;
         self.add_error(&error);
         Ok((b, scales, zp))
     }
@@ -446,7 +468,10 @@ impl QuantGroup {
 
     /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): solves the tensor
     /// ([`hqq::solve`], one read of the weight per iteration, [`HQQ_PASS_BYTES`] at a time), then
-    /// writes the codes, scales and float zero points, recording the weight error.
+    /// writes the codes, the scales and, as the ZeroPoints part, each block's offset
+    /// `scale * (mid - zero)` ([`Self::float_zeros`]: MatMulNBits without zero points plus the
+    /// offsets times the block sums, the form ONNX Runtime's CPU kernel runs fast), recording
+    /// the weight error of that form.
     fn hqq_rows<S: Scale + ToBytes>(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
         let (k, settings) = (self.k(), self.settings);
         let (bits, bs) = (settings.bits(), settings.block_size());
@@ -458,8 +483,8 @@ impl QuantGroup {
         let cols = n1 - n0;
         let mut b = vec![0u8; cols * layout.b_per_column()];
         let mut scales = Vec::with_capacity(cols * k_blocks);
-        let mut zeros = Vec::with_capacity(cols * k_blocks);
-        let max_q = bits.max_q() as f32;
+        let mut offsets = Vec::with_capacity(cols * k_blocks);
+        let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
         let mut error = WeightError::default();
         let mut codes = [0u8; crate::quant::MAX_BLOCK];
         for c0 in (0..cols).step_by(rows) {
@@ -469,15 +494,17 @@ impl QuantGroup {
                     let col = c0 + i;
                     for kb in 0..k_blocks {
                         let p: &HqqBlock = &solution.blocks[col * k_blocks + kb];
-                        let (scale, zero) = (S::from_f32(p.scale()), S::from_f32(p.zero));
+                        let scale = S::from_f32(p.scale());
+                        let s = scale.to_f32();
+                        let offset = S::from_f32(s * (mid - p.zero));
                         scales.push(scale);
-                        zeros.push(zero);
+                        offsets.push(offset);
                         let src = &row[kb * bs..((kb + 1) * bs).min(k)];
-                        let (s, z) = (scale.to_f32(), zero.to_f32());
+                        let o = offset.to_f32();
                         for (q, &v) in codes.iter_mut().zip(src) {
                             let code = p.code(max_q, v);
                             *q = code as u8;
-                            error.add(v, (code - z) * s);
+                            error.add(v, (code - mid) * s + o);
                         }
                         let blob = &mut b[col * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
                         pack_codes(bits, &codes[..src.len()], blob);
@@ -487,7 +514,7 @@ impl QuantGroup {
             })?;
         }
         self.add_error(&error);
-        Ok(self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&zeros))))
+        Ok(self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&offsets))))
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
@@ -502,7 +529,7 @@ impl QuantGroup {
     pub(crate) fn ranges(&self, budget: usize) -> Vec<(usize, usize)> {
         let (total, step) = match self.form {
             // HQQ's iterations are a property of the whole tensor: one range, solved in passes.
-            QuantForm::NBits if self.float_zero_points() => (self.n(), self.n()),
+            QuantForm::NBits if self.hqq() => (self.n(), self.n()),
             QuantForm::NBits => (self.n(), self.rows_per_range(budget)),
             QuantForm::Dq => (self.k(), self.band_rows(budget)),
         };

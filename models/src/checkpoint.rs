@@ -32,6 +32,10 @@ pub struct Checkpoint {
     text_prefixes: Vec<(String, String)>,
     /// The shard index of a sharded checkpoint, for a missing tensor's message.
     index: Option<ShardIndex>,
+    /// Float tensors read through a recipe (a GGUF file's q/k rows un-permuted), by name.
+    views: BTreeMap<String, Recipe>,
+    /// The GGUF file the checkpoint was read from (its metadata holds the tokenizer).
+    pub gguf: Option<Arc<ir::gguf::GgufFile>>,
 }
 
 /// Where vision-language checkpoints store their text model, as (table prefix, stored prefix):
@@ -63,6 +67,9 @@ fn text_prefixes(tensors: &BTreeMap<String, SourceTensor>) -> Vec<(String, Strin
 
 impl Checkpoint {
     pub fn open(dir: &Path) -> Result<Checkpoint> {
+        if let Some(file) = crate::gguf::gguf_file(dir)? {
+            return Self::open_gguf(&file);
+        }
         if !dir.is_dir() {
             return Err(Error::Checkpoint {
                 path: dir.to_path_buf(),
@@ -100,11 +107,33 @@ impl Checkpoint {
             optional_prefix: RefCell::new(None),
             text_prefixes,
             index,
+            views: BTreeMap::new(),
+            gguf: None,
         };
         for (name, why) in packed.unused {
             ckpt.mark_unused(&name, &why);
         }
         Ok(ckpt)
+    }
+
+    /// A GGUF file (crate::gguf): its metadata as the config, its tensors under the family's names.
+    fn open_gguf(file: &Path) -> Result<Checkpoint> {
+        let imported = crate::gguf::import(file)?;
+        let config = DecoderConfig::parse(file, &Value::Object(imported.config).to_string())?;
+        Ok(Checkpoint {
+            dir: file.to_path_buf(),
+            config,
+            tensors: imported.tensors,
+            quant: Some(imported.source),
+            packed: imported.packed,
+            taken: RefCell::new(BTreeMap::new()),
+            unused: RefCell::new(BTreeMap::new()),
+            optional_prefix: RefCell::new(None),
+            text_prefixes: Vec::new(),
+            index: None,
+            views: imported.views,
+            gguf: Some(Arc::new(imported.file)),
+        })
     }
 
     /// Lets table names carry `prefix` even when the checkpoint stores names without it: GPT-2
@@ -138,7 +167,7 @@ impl Checkpoint {
     pub fn has(&self, name: &str) -> bool {
         let name = self.resolve(name);
         let name = name.as_ref();
-        self.tensors.contains_key(name) || self.packed.contains_key(name)
+        self.tensors.contains_key(name) || self.packed.contains_key(name) || self.views.contains_key(name)
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
@@ -149,13 +178,23 @@ impl Checkpoint {
             // A pre-quantized Linear layer: its dequantized value as a float `[out, in]`.
             let found = vec![layer.n(), layer.k()];
             if found != expected {
-                return Err(Error::TensorShape { path: layer.tensors().qweight.file.path.clone(), name: format!("{name} (packed in {}.qweight)", layer.name), found, expected: expected.to_vec() });
+                return Err(Error::TensorShape { path: layer.file_path().to_path_buf(), name: format!("{name} (packed in {}.qweight)", layer.name), found, expected: expected.to_vec() });
             }
             let mut taken = self.taken.borrow_mut();
             for part in prequant::parts_of(name).filter(|p| self.tensors.contains_key(p)) {
                 *taken.entry(part).or_default() += 1;
             }
+            if self.gguf.is_some() {
+                *taken.entry(name.to_string()).or_default() += 1;
+            }
             return Ok(Recipe::Packed(Arc::clone(layer)));
+        }
+        if let Some(view) = self.views.get(name) {
+            if view.shape() != expected {
+                return Err(Error::TensorShape { path: self.dir.clone(), name: name.into(), found: view.shape(), expected: expected.to_vec() });
+            }
+            *self.taken.borrow_mut().entry(name.to_string()).or_default() += 1;
+            return Ok(view.clone());
         }
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {
             path: self.dir.clone(),
@@ -200,7 +239,7 @@ impl Checkpoint {
 
     /// All tensor names in the checkpoint (a packed layer's `.weight` among them).
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
-        self.tensors.keys().chain(self.packed.keys()).map(String::as_str)
+        self.tensors.keys().chain(self.packed.keys()).chain(self.views.keys()).map(String::as_str)
     }
 
     /// How many times each tensor was taken by [`Checkpoint::tensor`].
@@ -223,7 +262,8 @@ impl Checkpoint {
     /// Tensors neither taken nor marked unused: weights the graph would silently drop.
     pub fn unaccounted(&self) -> Vec<String> {
         let (taken, unused) = (self.taken.borrow(), self.unused.borrow());
-        self.tensors.keys().filter(|n| !taken.contains_key(*n) && !unused.contains_key(*n)).cloned().collect()
+        let gguf = self.gguf.is_some().then(|| self.packed.keys().chain(self.views.keys())).into_iter().flatten();
+        self.tensors.keys().chain(gguf).filter(|n| !taken.contains_key(*n) && !unused.contains_key(*n)).cloned().collect()
     }
 }
 

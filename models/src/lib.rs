@@ -7,6 +7,7 @@ mod builder;
 mod checkpoint;
 mod config;
 mod error;
+mod gguf;
 mod prequant;
 
 pub mod arch;
@@ -20,6 +21,7 @@ pub use checkpoint::{index_shards, index_weight_map, Checkpoint};
 pub use config::{Activation, DecoderConfig, MropeConfig, Multimodal, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 pub use parts::Part;
+pub use gguf::gguf_file;
 pub use prequant::QuantSource;
 
 use ir::DType;

@@ -31,6 +31,11 @@ pub struct QuantSource {
     pub lm_head: bool,
     /// The file and key the settings come from, for messages and the build report.
     pub origin: String,
+    /// A GGUF file's tensor types with their counts (`Q4_1` 210, `F32` 61, ...); empty for
+    /// GPTQ and AWQ, whose layers all have `bits`.
+    pub types: Vec<(String, usize)>,
+    /// The bit widths of the quantized tensors (GGUF files mix them; GPTQ/AWQ: `bits`).
+    pub bit_widths: Vec<Bits>,
 }
 
 /// Methods transformers knows that are not imported, with what they store, for the refusal.
@@ -60,6 +65,9 @@ impl QuantSource {
     /// config.json, else AutoGPTQ's `quantize_config.json`; `None` when neither says it is
     /// quantized (or there is no config.json: opening the checkpoint reports that).
     pub fn detect(dir: &Path) -> Result<Option<QuantSource>> {
+        if let Some(file) = crate::gguf::gguf_file(dir)? {
+            return crate::gguf::import(&file).map(|i| Some(i.source));
+        }
         let config = dir.join("config.json");
         if let Some(map) = read_object(&config)? {
             if let Some(q) = map.get("quantization_config") {
@@ -163,6 +171,8 @@ impl QuantSource {
                     desc_act: boolean("desc_act", false)?,
                     lm_head: boolean("lm_head", false)?,
                     origin,
+                    types: Vec::new(),
+                    bit_widths: vec![bits],
                 })
             }
             "awq" => {
@@ -182,7 +192,7 @@ impl QuantSource {
                 if !boolean("zero_point", true)? {
                     return Err(refuse(format!("{} is false: AutoAWQ's GEMM kernel packs zero points, and a checkpoint without them is not in its layout", at("zero_point"))));
                 }
-                Ok(QuantSource { format: PackedFormat::AwqGemm, bits, group_size: group(&["group_size", "q_group_size"])?, symmetric: false, desc_act: false, lm_head: false, origin })
+                Ok(QuantSource { format: PackedFormat::AwqGemm, bits, group_size: group(&["group_size", "q_group_size"])?, symmetric: false, desc_act: false, lm_head: false, origin, types: Vec::new(), bit_widths: vec![bits] })
             }
             other => {
                 let what = OTHER_METHODS.iter().find(|(m, _)| *m == other).map(|(_, w)| format!(" ({w})")).unwrap_or_default();
@@ -202,7 +212,12 @@ impl QuantSource {
     /// One line for messages: `GPTQ v1, 4 bits, group 32, symmetric, desc_act false (config.json
     /// quantization_config)`.
     pub fn summary(&self) -> String {
+        if self.format == PackedFormat::Gguf {
+            let types: Vec<String> = self.types.iter().map(|(t, n)| format!("{n} {t}")).collect();
+            return format!("GGUF, tensors {} ({})", types.join(", "), self.origin);
+        }
         let method = match self.format {
+            PackedFormat::Gguf => "GGUF",
             PackedFormat::AwqGemm => "AWQ GEMM",
             PackedFormat::GptqV2 => "GPTQ v2",
             PackedFormat::GptqV1 => "GPTQ v1",

@@ -77,6 +77,11 @@ impl Claim {
         };
         let (parent, name) = (parent.to_path_buf(), name.to_string_lossy().into_owned());
         let model = resolve(model_dir);
+        // A GGUF checkpoint is a file: protect the folder it sits in.
+        let model = match model.parent() {
+            Some(folder) if model.is_file() => folder.to_path_buf(),
+            _ => model,
+        };
         let protected = Protected::of_checkpoint(&model);
         // Checked before anything is created (a refused path leaves no folder behind), and
         // again under the lock, since another build may have written OUT meanwhile.

@@ -57,6 +57,9 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     let defaults = QuantRequest { bits: None, ..QuantRequest::new(bits) };
     let req = req.unwrap_or(&defaults);
     let mut step = QuantStep::common(req, plan, &table.name, dtype)?;
+    // A GGUF file mixes bit widths: tensors of a width the table has no section for are
+    // written as their exact float dequantization (quantize::unwritable_packed says so).
+    step.packed_bits = source.bit_widths.iter().map(|b| b.count()).filter(|&b| table.quant(if b == 4 { QuantBits::Int4 } else { QuantBits::Int8 }).is_some()).collect();
     step.lm_head = req.lm_head.and_then(|c| c.bits());
     step.embeddings = req.embeddings.and_then(|c| c.bits());
     step.check_embeddings(&table.name)?;
@@ -66,16 +69,19 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
 
 /// Records every initializer still reading a pre-quantized layer as float after the step
 /// (only MatMul weights are imported: an expert stack of packed experts, for one), with why.
-pub(super) fn note_dequantized(graph: &ir::Graph, outcome: &mut super::QuantOutcome) {
+pub(crate) fn note_dequantized(graph: &ir::Graph, outcome: &mut super::QuantOutcome) {
     // Initializers no node reads are not written (a weight a fusion replaced, say).
     let read: std::collections::HashSet<&str> = graph.nodes.iter().flat_map(|n| n.inputs.iter().map(String::as_str)).collect();
     for (name, recipe) in graph.initializers.iter().filter(|(n, _)| read.contains(n.as_str())) {
         if recipe.has_packed() {
+            outcome.dequantized.push(name.clone());
+            if outcome.kept_float.iter().any(|(n, _)| n == name) {
+                continue;
+            }
             outcome.kept_float.push((
                 name.clone(),
                 "pre-quantized in the checkpoint, but no MatMul reads it as a 2-D weight (an expert stack, say): written as its exact float dequantization".into(),
             ));
-            outcome.dequantized.push(name.clone());
         }
     }
 }
@@ -156,6 +162,16 @@ pub fn quantization_json(source: &models::QuantSource, step: &QuantStep, kept_fl
 
 /// build_report.json's `quantization.source`: what the checkpoint stores.
 pub fn source_json(source: &models::QuantSource) -> serde_json::Value {
+    if source.format == ir::PackedFormat::Gguf {
+        let types: serde_json::Map<String, serde_json::Value> = source.types.iter().map(|(t, n)| (t.clone(), json!(n))).collect();
+        return json!({
+            "format": "gguf",
+            "file": source.origin,
+            "tensor_types": types,
+            "bits": source.bit_widths.iter().map(|b| b.count()).collect::<Vec<_>>(),
+            "summary": source.summary(),
+        });
+    }
     json!({
         "format": source.format.name(),
         "bits": source.bits.count(),

@@ -83,6 +83,9 @@ pub struct QuantStep {
     /// The checkpoint's own quantization, when it is pre-quantized: its packed layers are
     /// written with their integers whatever the role settings say (import.rs).
     pub source: Option<models::QuantSource>,
+    /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
+    /// for; the others are written as their exact float dequantization.
+    pub packed_bits: Vec<usize>,
 }
 
 impl QuantStep {
@@ -140,6 +143,7 @@ impl QuantStep {
             table: format!("{table}.toml [quant.{}]", plan.bits),
             no_qmoe: None,
             source: None,
+            packed_bits: Vec::new(),
         })
     }
 
@@ -177,34 +181,21 @@ impl QuantStep {
     }
 }
 
-/// Refuses `--quant-method hqq` where its float zero points have no kernel: the standard
-/// DequantizeLinear form (an integer zero point of the data's type), 8 bits (ONNX Runtime
-/// 1.32's MatMulNBits: "does not support 8-bit weights with floating-point zero points",
-/// measured on CPU), a quantized embedding table (GatherBlockQuantized's zero points have the
-/// data's type, ORT 1.32's schema), and a table whose MatMulNBits kernels do not list float zero
-/// points (T3) of the activation type.
-pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, dtype: DType) -> Result<()> {
+/// Refuses `--quant-method hqq` where its float zero points have no form: the standard
+/// DequantizeLinear form (an integer zero point of the data's type) and a quantized embedding
+/// table (GatherBlockQuantized's zero points have the data's type, ORT 1.32's schema). Matrix
+/// weights are written as a MatMulNBits without zero points plus per-block offsets
+/// (rewrite.rs, `block_offsets`), which every table with MatMulNBits runs.
+pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, _dtype: DType) -> Result<()> {
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
         return refuse(format!(
-            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP whose MatMulNBits takes float zero points (cpu), or use --quant-method rtn or mse",
+            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP with MatMulNBits (cpu), or use --quant-method rtn or mse",
             table.name
         ));
-    }
-    if step.linear == Some(QuantBits::Int8) || step.lm_head == Some(QuantBits::Int8) {
-        return refuse("ONNX Runtime 1.32's MatMulNBits refuses 8-bit weights with floating-point zero points, which HQQ writes; use --quant int4 (and --quant-lm-head int4 or none)".into());
     }
     if step.embeddings.is_some() {
         return refuse("com.microsoft.GatherBlockQuantized's zero points have the data's integer type, and HQQ's are floats; use --quant-embeddings none (the embedding table stays float; a tied head is still quantized)".into());
-    }
-    // The kernel must list float zero points (T3) of the activation type: a table that leaves
-    // T3 unlisted has not verified them.
-    let listed = table.kernels("com.microsoft", "MatMulNBits").iter().any(|k| k.types.get("T3").is_some_and(|t| t.contains(&dtype.elem())));
-    if !listed {
-        return refuse(format!(
-            "its zero points are {dtype} (the activation type), and ep-sets/tables/{}.toml lists no com.microsoft.MatMulNBits kernel taking {dtype} zero points (type constraint T3); use --quant-method rtn or mse",
-            table.name
-        ));
     }
     Ok(())
 }
@@ -353,7 +344,10 @@ impl QuantOutcome {
                     },
                     source: match t.group.packed_source() {
                         Some(p) => {
-                            let mut names: Vec<&str> = p.layers().map(|l| l.format().name()).collect();
+                            let mut names: Vec<String> = p.layers().map(|l| match l.ggml_type() {
+                                Some(t) => format!("gguf:{t}"),
+                                None => l.format().name().to_string(),
+                            }).collect();
                             names.dedup();
                             names.join("+")
                         }
@@ -396,6 +390,10 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
                     source.summary()
                 )));
             }
+            if let Some(why) = unwritable_packed(graph, step, &c) {
+                outcome.kept_float.push((c.weight.clone(), why));
+                continue;
+            }
             plan.push((c, None));
             continue;
         }
@@ -421,8 +419,57 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         outcome.kept_float.push((stack, why));
         outcome.float_experts += 1;
     }
-    import::note_dequantized(graph, &mut outcome);
     Ok(outcome)
+}
+
+/// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
+/// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min,
+/// which MatMulNBits takes as per-block offsets, rewrite.rs) in DequantizeLinear's integer
+/// zero point, or in
+/// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema); an
+/// embedding table in the DequantizeLinear format (which keeps embeddings float).
+fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
+    let recipe = graph.initializer(&c.weight)?;
+    let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
+    fn walk(r: &ir::Recipe, out: &mut Vec<Arc<ir::PackedWeight>>) {
+        match r {
+            ir::Recipe::Packed(p) => out.push(Arc::clone(p)),
+            ir::Recipe::Transpose { input, .. } | ir::Recipe::Slice { input, .. } | ir::Recipe::Cast { input, .. } | ir::Recipe::Reshape { input, .. } | ir::Recipe::Offset { input, .. } => walk(input, out),
+            ir::Recipe::Concat { inputs, .. } | ir::Recipe::Interleave { inputs, .. } => inputs.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    walk(recipe, &mut layers);
+    let mut float_zero_types: Vec<String> = Vec::new();
+    for p in layers.iter().filter(|p| p.float_zeros()) {
+        if !float_zero_types.contains(&p.source_type()) {
+            float_zero_types.push(p.source_type());
+        }
+    }
+    let types = float_zero_types.join(", ");
+    if step.source.as_ref().is_some_and(|s| s.format == ir::PackedFormat::Gguf) {
+        if let Some(p) = layers.iter().find(|p| !step.packed_bits.contains(&p.bits().count())) {
+            return Some(format!("{} is {}-bit, and {} has no [quant.int{}] section: written as the exact float dequantization", p.source_type(), p.bits().count(), step.table, p.bits().count()));
+        }
+        let mut bits: Vec<usize> = layers.iter().map(|p| p.bits().count()).collect();
+        bits.dedup();
+        if bits.len() > 1 {
+            return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
+        }
+    }
+    if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
+        return Some(format!("pre-quantized embedding table: the {} format keeps embeddings float (exact dequantization)", step.table));
+    }
+    if float_zero_types.is_empty() {
+        return None;
+    }
+    if c.role == Role::Embedding {
+        return Some(format!("{types} blocks have float zero points, and GatherBlockQuantized's zero points are integers: written as the exact float dequantization"));
+    }
+    if step.format == QuantFormat::DequantizeLinear {
+        return Some(format!("{types} blocks have float zero points, and DequantizeLinear's zero point is an integer ({}): written as the exact float dequantization", step.table));
+    }
+    None
 }
 
 /// After the pipeline: every weight the step quantized is still read in its quantized form,
@@ -431,7 +478,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
     let mut problems = Vec::new();
     let quantized: std::collections::HashSet<&str> = outcome.tensors.iter().map(|t| t.weight.as_str()).collect();
     for c in select::candidates(graph) {
-        if graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed) {
+        if graph.initializer(&c.weight).is_some_and(ir::Recipe::has_packed) && unwritable_packed(graph, step, &c).is_none() {
             problems.push(format!(
                 "{} `{}` (node `{}`) is pre-quantized in the checkpoint but is read as float after the pipeline: its integers would be lost",
                 c.role.name(),

@@ -87,7 +87,8 @@ fn part_name(group: &QuantGroup, part: QuantPart) -> String {
 fn add_parts(graph: &mut Graph, group: &Arc<QuantGroup>) -> Vec<String> {
     let mut names = Vec::new();
     for part in [QuantPart::Data, QuantPart::Scales, QuantPart::ZeroPoints] {
-        if group.has(part) {
+        // Float zero points are written as offsets, read through block_offsets.
+        if group.has(part) && !(part == QuantPart::ZeroPoints && group.float_zeros()) {
             let name = part_name(group, part);
             add_initializer(graph, &name, Recipe::quantized(group, part));
             names.push(name);
@@ -119,6 +120,10 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
                 if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank)? {
                     added.push(reshape);
                 }
+            }
+            (QuantFormat::MatmulNbits, _) if group.float_zeros() => {
+                matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level);
+                block_offsets(graph, &mut added, index, &group);
             }
             (QuantFormat::MatmulNbits, _) => matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level),
             (QuantFormat::DequantizeLinear, Role::Embedding) => {
@@ -184,6 +189,39 @@ fn matmul_nbits(node: &mut Node, group: &QuantGroup, parts: &[String], accuracy_
     if accuracy_level != 0 {
         node.attrs.push(Attr::int("accuracy_level", accuracy_level));
     }
+}
+
+/// The MatMulNBits at `index` of a weight with float zero points (GGUF blocks with a min),
+/// written without them (the implicit mid zero point): adds the exact remainder, each block's
+/// offset `scale * (mid - zero)` times the activation's sum over that block,
+/// `MatMul(MatMul(A, E), offsets^T)` with `E` the `[K, k_blocks]` block indicator, and sums it
+/// with the MatMulNBits output. ONNX Runtime 1.32's CPU MatMulNBits has no fast path for float
+/// zero points (about 30x slower per call, docs/benchmarks.md); this keeps the fast one.
+fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>) {
+    let (k, bs) = (group.k(), group.settings().block_size());
+    let kb = k.div_ceil(bs);
+    let dtype = group.scale_dtype();
+    let base = format!("{}/quant", group.name);
+    let node = &mut graph.nodes[index];
+    let (a, out) = (node.inputs[0].clone(), node.outputs[0].clone());
+    let nbits_out = format!("{base}/nbits_out");
+    node.outputs[0] = nbits_out.clone();
+    let e = format!("quant/block_indicator_k{k}_b{bs}_{dtype}");
+    let ones: Vec<f32> = (0..k * kb).map(|i| if (i / kb) / bs == i % kb { 1.0 } else { 0.0 }).collect();
+    add_initializer(graph, &e, Recipe::from_f32(e.clone(), vec![k, kb], &ones).cast(dtype));
+    let offsets = format!("{base}/offsets");
+    add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
+    let sums = format!("{a}/quant/block_sums_b{bs}");
+    let tag = |mut n: Node| {
+        n.metadata.insert("rule".into(), "quantize".into());
+        n
+    };
+    if !graph.nodes.iter().chain(added.iter()).any(|n| n.outputs.first() == Some(&sums)) {
+        added.push(tag(Node::new(format!("{sums}/MatMul"), "MatMul", &[&a, &e], &[&sums])));
+    }
+    let offset_out = format!("{base}/offset_out");
+    added.push(tag(Node::new(format!("{base}/offsets/MatMul"), "MatMul", &[&sums, &offsets], &[&offset_out])));
+    added.push(tag(Node::new(format!("{base}/Add"), "Add", &[&nbits_out, &offset_out], &[&out])));
 }
 
 /// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form

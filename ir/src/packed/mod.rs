@@ -29,7 +29,9 @@ pub mod pack;
 mod stack;
 
 pub use stack::PackedStack;
+pub(crate) use stack::ZeroOut;
 
+use crate::gguf::GgmlType;
 use crate::quant::Bits;
 use crate::{DType, Error, Result, SourceTensor};
 use std::sync::Arc;
@@ -40,6 +42,9 @@ pub enum PackedFormat {
     GptqV1,
     GptqV2,
     AwqGemm,
+    /// A GGUF file's block-quantized tensor (the ggml type is the weight's own, see
+    /// [`PackedWeight::ggml_type`]; crate::ggml decodes it).
+    Gguf,
 }
 
 impl PackedFormat {
@@ -49,6 +54,7 @@ impl PackedFormat {
             PackedFormat::GptqV1 => "gptq",
             PackedFormat::GptqV2 => "gptq_v2",
             PackedFormat::AwqGemm => "awq_gemm",
+            PackedFormat::Gguf => "gguf",
         }
     }
 }
@@ -67,6 +73,28 @@ pub struct PackedTensors {
     /// GPTQ's row-to-group map; `None` for AWQ (and GPTQ exports that leave it out: groups
     /// are then contiguous).
     pub g_idx: Option<SourceTensor>,
+}
+
+/// A GGUF tensor's blocks (see [`PackedWeight::ggml`]).
+#[derive(Debug)]
+struct GgmlLayer {
+    tensor: SourceTensor,
+    ty: GgmlType,
+    /// File row of each weight row, when permuted.
+    rows: Option<Arc<[u32]>>,
+    row_bytes: usize,
+    float_zeros: bool,
+}
+
+impl GgmlLayer {
+    fn decode(&self, w: &PackedWeight, n: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<()> {
+        let row = self.rows.as_ref().map_or(n, |r| r[n] as usize);
+        let bytes = &self.tensor.bytes()?[row * self.row_bytes..(row + 1) * self.row_bytes];
+        if !crate::ggml::decode_row(self.ty, bytes, codes, scales, zeros) {
+            return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
+        }
+        Ok(())
+    }
 }
 
 /// The quantization settings the checkpoint's config gives for a layer.
@@ -90,6 +118,8 @@ pub struct PackedWeight {
     k: usize,
     group_size: usize,
     t: PackedTensors,
+    /// A GGUF tensor's blocks, when the format is [`PackedFormat::Gguf`] (`t` is then empty).
+    ggml: Option<GgmlLayer>,
     /// Checkpoint row of each MatMulNBits row when the groups are not contiguous (`desc_act`).
     order: Option<Arc<[u32]>>,
     /// Group of each checkpoint row when not `row / group_size`.
@@ -113,6 +143,9 @@ impl PackedWeight {
         let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
         let bits = settings.bits.count();
         let per = 32 / bits;
+        if settings.format == PackedFormat::Gguf {
+            return Err(bad("a GGUF tensor is made with PackedWeight::ggml".into()));
+        }
         if settings.format == PackedFormat::AwqGemm && settings.bits != Bits::Int4 {
             return Err(bad(format!("AWQ GEMM packs 4-bit weights, not {bits}-bit")));
         }
@@ -126,7 +159,7 @@ impl PackedWeight {
         }
         let (q, s) = (&t.qweight.shape, &t.scales.shape);
         let (k, n) = match settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 => (q[0] * per, q[1]),
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => (q[0] * per, q[1]),
             PackedFormat::AwqGemm => (q[0], s[1]),
         };
         if k == 0 || n == 0 {
@@ -165,9 +198,93 @@ impl PackedWeight {
             Some(g) => row_order(&name, g, k, group_size)?,
             None => (None, None),
         };
-        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, order, groups: row_groups, repacked: Default::default() };
+        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, ggml: None, order, groups: row_groups, repacked: Default::default() };
         w.check_zero_points()?;
         Ok(Arc::new(w))
+    }
+
+    /// A GGUF tensor of ggml type `ty` holding `n` rows of `k` values (`tensor`: its raw
+    /// blocks), read as the `[n, k]` weight whose row `i` is file row `rows[i]` (`None`: the
+    /// file's order; llama.cpp permutes the rows of q and k). Refused when `ty` has no
+    /// MatMulNBits form here (crate::ggml).
+    pub fn ggml(name: impl Into<String>, tensor: SourceTensor, ty: GgmlType, n: usize, k: usize, rows: Option<Arc<[u32]>>) -> Result<Arc<PackedWeight>> {
+        let name = name.into();
+        let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
+        let Some(form) = crate::ggml::form(ty) else {
+            return Err(bad(format!("ggml type {ty} has no MatMulNBits form here")));
+        };
+        let (per, size) = ty.block().expect("a type with a form has a block layout");
+        if n == 0 || k == 0 || k % per != 0 {
+            return Err(bad(format!("{ty} rows of {k} values are not whole {per}-value blocks")));
+        }
+        let row_bytes = k / per * size;
+        if tensor.bytes()?.len() != n * row_bytes {
+            return Err(bad(format!("`{}` holds {} bytes; {n} rows of {k} {ty} values take {}", tensor.name, tensor.len, n * row_bytes)));
+        }
+        if let Some(r) = &rows {
+            let mut seen = vec![false; n];
+            if r.len() != n || r.iter().any(|&i| (i as usize) >= n || std::mem::replace(&mut seen[i as usize], true)) {
+                return Err(bad(format!("the row order of `{}` is not a permutation of its {n} rows", tensor.name)));
+            }
+        }
+        let settings = PackedSettings { format: PackedFormat::Gguf, bits: form.bits, group_size: Some(form.block), symmetric: form.zeros == crate::ggml::Zeros::Mid };
+        let empty = SourceTensor { name: String::new(), file: Arc::clone(&tensor.file), dtype: DType::U8, shape: vec![0], offset: 0, len: 0 };
+        let t = PackedTensors { qweight: empty.clone(), qzeros: empty.clone(), scales: empty, g_idx: None };
+        let ggml = GgmlLayer { tensor, ty, rows, row_bytes, float_zeros: form.zeros == crate::ggml::Zeros::Float };
+        Ok(Arc::new(PackedWeight {
+            name,
+            settings,
+            n,
+            k,
+            group_size: form.block,
+            t,
+            ggml: Some(ggml),
+            order: None,
+            groups: None,
+            scale_dtype: DType::F32,
+            repacked: Default::default(),
+        }))
+    }
+
+    /// The ggml type of a GGUF tensor (`None` for GPTQ and AWQ layers).
+    pub fn ggml_type(&self) -> Option<GgmlType> {
+        self.ggml.as_ref().map(|g| g.ty)
+    }
+
+    /// Whether its zero points are floats (a GGUF type with a min: Q4_1, Q4_K), which only
+    /// MatMulNBits' float `zero_points` input holds exactly.
+    pub fn float_zeros(&self) -> bool {
+        self.ggml.as_ref().is_some_and(|g| g.float_zeros)
+    }
+
+    /// The source type for reports: `Q4_1` for a GGUF tensor, else the format's name.
+    pub fn source_type(&self) -> String {
+        match &self.ggml {
+            Some(g) => g.ty.name(),
+            None => self.settings.format.name().to_string(),
+        }
+    }
+
+    /// The file holding the weight's data, for messages.
+    pub fn file_path(&self) -> &std::path::Path {
+        match &self.ggml {
+            Some(g) => &g.tensor.file.path,
+            None => &self.t.qweight.file.path,
+        }
+    }
+
+    fn ggml_buffers(&self) -> (Vec<u8>, Vec<f32>, Vec<f32>) {
+        let blocks = self.k / self.group_size;
+        (vec![0u8; self.k], vec![0f32; blocks], vec![0f32; blocks])
+    }
+
+    /// Row `n` of a GGUF weight decoded: codes `[K]`, per block a scale and (float zeros) a
+    /// zero point. `None` for GPTQ and AWQ layers.
+    pub(crate) fn ggml_row(&self, n: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<bool> {
+        match &self.ggml {
+            Some(g) => g.decode(self, n, codes, scales, zeros).map(|_| true),
+            None => Ok(false),
+        }
     }
 
     pub fn settings(&self) -> PackedSettings {
@@ -211,7 +328,7 @@ impl PackedWeight {
     fn code(&self, qweight: &[u8], k: usize, n: usize) -> u8 {
         let bits = self.settings.bits.count();
         match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 => {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => {
                 let per = 32 / bits;
                 ((word(qweight, (k / per) * self.n + n) >> (bits * (k % per))) & ((1 << bits) - 1)) as u8
             }
@@ -225,7 +342,7 @@ impl PackedWeight {
         let bits = self.settings.bits.count();
         let per = 32 / bits;
         let stored = match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 => (word(qzeros, g * (self.n / per) + n / per) >> (bits * (n % per))) & ((1 << bits) - 1),
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => (word(qzeros, g * (self.n / per) + n / per) >> (bits * (n % per))) & ((1 << bits) - 1),
             PackedFormat::AwqGemm => (word(qzeros, g * (self.n / 8) + n / 8) >> (4 * AWQ_NIBBLE[n % 8])) & 0xf,
         } as u16;
         match self.settings.format {
@@ -257,6 +374,9 @@ impl PackedWeight {
     /// the stored all-ones nibble reads back as 2^bits), and is the mid value when the config
     /// says symmetric.
     fn check_zero_points(&self) -> Result<()> {
+        if self.ggml.is_some() {
+            return Ok(());
+        }
         let qzeros = self.t.qzeros.bytes()?;
         let (max, mid) = (self.settings.bits.max_q() as u16, self.settings.bits.mid() as u16);
         for g in 0..self.k.div_ceil(self.group_size) {
@@ -289,11 +409,20 @@ impl PackedWeight {
     /// The codes of output rows `n0..n1`, checkpoint rows `k0..k1`, into `out` as
     /// `[n1 - n0, k1 - k0]` (each output row's codes contiguous).
     pub(crate) fn codes(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [u8]) -> Result<()> {
+        if let Some(g) = &self.ggml {
+            let width = k1 - k0;
+            let (mut codes, mut scales, mut zeros) = self.ggml_buffers();
+            for (c, n) in (n0..n1).enumerate() {
+                g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
+                out[c * width..(c + 1) * width].copy_from_slice(&codes[k0..k1]);
+            }
+            return Ok(());
+        }
         let qweight = self.t.qweight.bytes()?;
         let width = k1 - k0;
         debug_assert_eq!(out.len(), (n1 - n0) * width);
         match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 => {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => {
                 // Word row r holds checkpoint rows r*per.. of every column: read each row's run
                 // of columns once, in file order.
                 let bits = self.settings.bits.count();
@@ -324,6 +453,20 @@ impl PackedWeight {
     /// The dequantized weight `[N, K]` in f32, checkpoint row order: `scale * (q - zero)` of
     /// each row's group, exact (a small integer times an f16/bf16/f32 scale).
     pub fn dequantize(&self) -> Result<Vec<f32>> {
+        if let Some(g) = &self.ggml {
+            let mut out = vec![0f32; self.n * self.k];
+            let (mut codes, mut scales, mut zeros) = self.ggml_buffers();
+            let (bs, mid) = (self.group_size, self.settings.bits.mid() as f32);
+            for (n, row) in out.chunks_exact_mut(self.k).enumerate() {
+                g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
+                for (i, v) in row.iter_mut().enumerate() {
+                    let z = if g.float_zeros { zeros[i / bs] } else { mid };
+                    *v = scales[i / bs] * (codes[i] as f32 - z);
+                }
+            }
+            self.done(self.n * self.k);
+            return Ok(out);
+        }
         let (qweight, qzeros, scales) = (self.t.qweight.bytes()?, self.t.qzeros.bytes()?, self.t.scales.bytes()?);
         let mut out = vec![0f32; self.n * self.k];
         for n in 0..self.n {
@@ -353,6 +496,11 @@ impl PackedWeight {
 
     /// How the weight is described in recipe chains: `gptq[4b,g32,sym](file:scope)`.
     pub fn describe(&self) -> String {
+        if let Some(g) = &self.ggml {
+            let file = g.tensor.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let perm = if g.rows.is_some() { ",rows_permuted" } else { "" };
+            return format!("gguf[{}{perm}]({file}:{})", g.ty, g.tensor.name);
+        }
         let file = self.t.qweight.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         format!(
             "{}[{}b,g{},{}{}]({file}:{})",
@@ -367,6 +515,9 @@ impl PackedWeight {
 
     /// The source tensors it reads.
     pub fn sources(&self) -> Vec<&SourceTensor> {
+        if let Some(g) = &self.ggml {
+            return vec![&g.tensor];
+        }
         [Some(&self.t.qweight), Some(&self.t.qzeros), Some(&self.t.scales), self.t.g_idx.as_ref()].into_iter().flatten().collect()
     }
 }

@@ -16,6 +16,19 @@ pub struct PackedStack {
     k: usize,
     settings: QuantSettings,
     order: Option<Arc<[u32]>>,
+    /// Zero points are written as floats (a GGUF type with a min is among the layers).
+    float_zeros: bool,
+}
+
+/// Where [`PackedStack::nbits`] writes zero points: packed integers (GPTQ, AWQ), or, for
+/// blocks with a float zero point `z` (GGUF types with a min), each block's offset from the
+/// implicit mid zero point, `scale * (mid - z)` (`[N, k_blocks]` in the scales' type): the
+/// weight is `scale * (q - mid) + offset`, a MatMulNBits without zero points (ONNX Runtime
+/// 1.32's CPU kernel has no fast path for float zero points: about 30x slower) plus the
+/// activation's block sums times the offsets.
+pub(crate) enum ZeroOut<'a, S> {
+    Packed(&'a mut [u8]),
+    Float(&'a mut [S]),
 }
 
 /// The layers and row ranges `r` reads, when it reads pre-quantized layers only through
@@ -95,10 +108,14 @@ impl PackedStack {
                 "its groups of {group_gcd} rows are not a multiple of {MIN_BLOCK}, the smallest MatMulNBits block; no block of one group only exists"
             )));
         }
-        let symmetric = parts.iter().all(|(p, _)| p.symmetric());
+        let float_zeros = parts.iter().any(|(p, _)| p.float_zeros());
+        if parts.iter().any(|(p, _)| p.format() == super::PackedFormat::Gguf) && parts.iter().any(|(p, _)| p.format() != super::PackedFormat::Gguf) {
+            return Err(bad("it stacks GGUF tensors with GPTQ/AWQ layers".into()));
+        }
+        let symmetric = parts.iter().all(|(p, _)| p.symmetric()) && !float_zeros;
         let settings = QuantSettings::new(bits, block, symmetric)?;
         let n = parts.iter().map(|(_, r)| r.len()).sum();
-        Ok(PackedStack { order: first.order().cloned(), parts, n, k, settings })
+        Ok(PackedStack { order: first.order().cloned(), parts, n, k, settings, float_zeros })
     }
 
     /// Bits, block (a power of two dividing every group) and symmetry of the written form.
@@ -115,6 +132,10 @@ impl PackedStack {
     /// must be gathered in this order).
     pub fn order(&self) -> Option<&Arc<[u32]>> {
         self.order.as_ref()
+    }
+    /// Whether the zero points are written as floats in the scales' type (`[N, k_blocks]`).
+    pub fn float_zeros(&self) -> bool {
+        self.float_zeros
     }
     /// The layers it reads.
     pub fn layers(&self) -> impl Iterator<Item = &Arc<PackedWeight>> {
@@ -136,7 +157,7 @@ impl PackedStack {
         scale_dtype: DType,
         b: &mut [u8],
         scales: &mut [S],
-        mut zero_points: Option<&mut [u8]>,
+        mut zero_points: Option<ZeroOut<'_, S>>,
     ) -> Result<WeightError> {
         let s = self.settings;
         let (bits, bs) = (s.bits(), s.block_size());
@@ -144,10 +165,16 @@ impl PackedStack {
         let layout = s.layout(k1 - k0)?;
         let (kb, blob, zpc) = (layout.k_blocks(), layout.blob_size(), layout.zero_points_per_column());
         b.fill(0);
-        if let Some(z) = zero_points.as_deref_mut() {
-            z.fill(0);
+        match zero_points.as_mut() {
+            Some(ZeroOut::Packed(z)) => z.fill(0),
+            Some(ZeroOut::Float(z)) => z.fill(S::default()),
+            None => {}
         }
         let mut error = WeightError::default();
+        if self.parts.iter().any(|(p, _)| p.ggml_type().is_some()) {
+            self.ggml_nbits(n0, n1, k0, k1, scale_dtype, b, scales, zero_points, &mut error)?;
+            return Ok(error);
+        }
         let order = self.order.as_deref();
         // Checkpoint rows to decode: the band itself, or all of K when act-order scatters it.
         let (c0, c1) = if order.is_some() { (0, self.k) } else { (k0, k1) };
@@ -203,7 +230,7 @@ impl PackedStack {
                         }
                     }
                     error.count += rows as u64;
-                    if let Some(z) = zero_points.as_deref_mut() {
+                    if let Some(ZeroOut::Packed(z)) = zero_points.as_mut() {
                         match bits {
                             Bits::Int8 => z[out * zpc + blk] = zero,
                             Bits::Int4 => z[out * zpc + blk / 2] |= zero << (4 * (blk % 2)),
@@ -215,6 +242,86 @@ impl PackedStack {
             p.done((last - first) * (k1 - k0));
         }
         Ok(error)
+    }
+}
+
+impl PackedStack {
+    /// [`Self::nbits`] of GGUF tensors: each output row decoded whole (ggml blocks run along
+    /// a row), its codes, scales and zero points written for rows `k0..k1`. The error is what
+    /// storing the f32 scale and zero point in `scale_dtype` changes.
+    #[allow(clippy::too_many_arguments)]
+    fn ggml_nbits<S: Scale>(
+        &self,
+        n0: usize,
+        n1: usize,
+        k0: usize,
+        k1: usize,
+        scale_dtype: DType,
+        b: &mut [u8],
+        scales: &mut [S],
+        mut zero_points: Option<ZeroOut<'_, S>>,
+        error: &mut WeightError,
+    ) -> Result<()> {
+        let s = self.settings;
+        let (bits, bs) = (s.bits(), s.block_size());
+        let layout = s.layout(k1 - k0)?;
+        let (kb, blob, zpc) = (layout.k_blocks(), layout.blob_size(), layout.zero_points_per_column());
+        let mid = bits.mid() as f32;
+        let mut at = 0;
+        let mut row = 0;
+        for (p, range) in &self.parts {
+            let start = at;
+            at += range.len();
+            let (lo, hi) = (n0.max(start), n1.min(at));
+            if lo >= hi {
+                continue;
+            }
+            let g = p.group_size();
+            let (mut codes, mut sc, mut zs) = (vec![0u8; self.k], vec![0f32; self.k / g], vec![0f32; self.k / g]);
+            let (first, last) = (range.start + lo - start, range.start + hi - start);
+            for (c, n) in (first..last).enumerate() {
+                p.ggml_row(n, &mut codes, &mut sc, &mut zs)?;
+                let out = row + c;
+                let b_col = &mut b[out * kb * blob..(out + 1) * kb * blob];
+                for (i, &q) in codes[k0..k1].iter().enumerate() {
+                    let (blk, pos) = (i / bs, i % bs);
+                    match bits {
+                        Bits::Int8 => b_col[blk * blob + pos] = q,
+                        Bits::Int4 => b_col[blk * blob + pos / 2] |= q << (4 * (pos % 2)),
+                    }
+                }
+                for blk in 0..kb {
+                    let i = k0 + blk * bs;
+                    // The written block lies inside one ggml block (bs divides the ggml block).
+                    let gb = i / g;
+                    let scale = sc[gb];
+                    let zero = if p.float_zeros() { zs[gb] } else { mid };
+                    scales[out * kb + blk] = S::from_f32(scale);
+                    let (stored, stored_zero) = (rounded(scale, scale_dtype), rounded(zero, scale_dtype));
+                    let rows = bs.min(k1 - i);
+                    match zero_points.as_mut() {
+                        // The block's offset from the implicit mid zero point (see ZeroOut).
+                        Some(ZeroOut::Float(z)) => z[out * kb + blk] = S::from_f32(scale * (mid - zero)),
+                        Some(ZeroOut::Packed(z)) => match bits {
+                            Bits::Int8 => z[out * zpc + blk] = zero as u8,
+                            Bits::Int4 => z[out * zpc + blk / 2] |= (zero as u8) << (4 * (blk % 2)),
+                        },
+                        None => {}
+                    }
+                    if stored != scale || stored_zero != zero {
+                        for &q in &codes[i..i + rows] {
+                            let e = (stored * (q as f32 - stored_zero) - scale * (q as f32 - zero)).abs();
+                            error.max_abs = error.max_abs.max(e);
+                            error.sum_sq += (e as f64) * (e as f64);
+                        }
+                    }
+                    error.count += rows as u64;
+                }
+            }
+            row += last - first;
+            p.done((last - first) * (k1 - k0));
+        }
+        Ok(())
     }
 }
 

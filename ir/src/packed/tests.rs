@@ -316,3 +316,84 @@ fn an_irregular_g_idx_is_refused() {
     let e = PackedWeight::new("l", l.w.settings(), PackedTensors { g_idx: Some(g_idx), ..l.w.tensors().clone() }).unwrap_err().to_string();
     assert!(e.contains("not all 32 rows"), "{e}");
 }
+
+/// A GGUF tensor of `rows` rows of `k` values of type `ty`, random blocks with finite f16
+/// scales, in a file; returns the weight read with `order` and the raw row bytes.
+fn ggml_layer(ty: crate::gguf::GgmlType, rows: usize, k: usize, order: Option<Arc<[u32]>>, seed: u64) -> (Arc<PackedWeight>, tempfile::TempDir) {
+    let (per, size) = ty.block().unwrap();
+    let mut rng = Lcg(seed);
+    let mut bytes = Vec::new();
+    for _ in 0..rows * k / per {
+        let mut b: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        // The f16 fields: d (and dmin / m) small and finite; Q6_K keeps d at the end.
+        let halves: &[usize] = match ty {
+            crate::gguf::GgmlType::Q6_K => &[208],
+            crate::gguf::GgmlType::Q4_1 | crate::gguf::GgmlType::Q4_K => &[0, 2],
+            _ => &[0],
+        };
+        for &h in halves {
+            let v = half::f16::from_f32((rng.next() % 1000) as f32 / 20000.0 - 0.02);
+            b[h..h + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend(b);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.bin");
+    std::fs::write(&path, &bytes).unwrap();
+    let file = MappedFile::open(&path).unwrap();
+    let st = SourceTensor { name: "blk.0.attn_q.weight".into(), file, dtype: DType::U8, shape: vec![bytes.len()], offset: 0, len: bytes.len() };
+    (PackedWeight::ggml("blk.0.attn_q.weight", st, ty, rows, k, order).unwrap(), dir)
+}
+
+/// GGUF blocks written as MatMulNBits: dequantizing the written parts the way the graph does
+/// (`scale * (q - mid)`, plus the per-block offset for the types with a min) gives the
+/// weight's own dequantization, rows in the order given; the Q8_0/Q6_K forms have no zero
+/// points, the Q4_1 / Q4_K ones offsets `[N, k_blocks]`; DequantizeLinear refuses them.
+#[test]
+fn ggml_blocks_are_written_with_their_integers() {
+    use crate::gguf::GgmlType as T;
+    for ty in [T::Q4_0, T::Q4_1, T::Q5_0, T::Q8_0, T::Q4_K, T::Q6_K] {
+        let (rows, k) = (8, 512);
+        let order: Arc<[u32]> = (0..rows as u32).rev().collect();
+        let (w, _dir) = ggml_layer(ty, rows, k, Some(Arc::clone(&order)), 7 + ty.0 as u64);
+        let (plain, _dir2) = ggml_layer(ty, rows, k, None, 7 + ty.0 as u64);
+        let want = f32s(&Recipe::Packed(Arc::clone(&w)).materialize().unwrap());
+        let file_order = f32s(&Recipe::Packed(Arc::clone(&plain)).materialize().unwrap());
+        for r in 0..rows {
+            assert_eq!(want[r * k..(r + 1) * k], file_order[order[r] as usize * k..(order[r] as usize + 1) * k], "{ty}: row {r} is file row {}", order[r]);
+        }
+        let recipe = Recipe::Packed(Arc::clone(&w));
+        let stack = PackedStack::from_recipe("w", &recipe).unwrap().unwrap();
+        let float_zeros = stack.float_zeros();
+        assert_eq!(float_zeros, matches!(ty, T::Q4_1 | T::Q4_K), "{ty}");
+        let g = QuantGroup::from_packed("w", recipe.clone(), stack, DType::F32, QuantForm::NBits).unwrap();
+        let s = g.settings();
+        let bits = s.bits();
+        let bs = s.block_size();
+        let b = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+        let scales = f32s(&Recipe::quantized(&g, QuantPart::Scales).materialize().unwrap());
+        assert_eq!(g.has(QuantPart::ZeroPoints), float_zeros, "{ty}");
+        let zeros = float_zeros.then(|| f32s(&Recipe::quantized(&g, QuantPart::ZeroPoints).materialize().unwrap()));
+        if float_zeros {
+            assert_eq!((g.dtype(QuantPart::ZeroPoints), g.shape(QuantPart::ZeroPoints)), (DType::F32, vec![rows, k / bs]));
+        }
+        let layout = s.layout(k).unwrap();
+        let kb = layout.k_blocks();
+        for r in 0..rows {
+            let col = &b[r * layout.b_per_column()..(r + 1) * layout.b_per_column()];
+            for i in 0..k {
+                let (blk, pos) = (i / bs, i % bs);
+                let q = unpack(&col[blk * layout.blob_size()..], bits, pos) as f32;
+                // The offset form: scale * (q - mid) + offset.
+                let offset = zeros.as_ref().map_or(0.0, |z| z[r * kb + blk]);
+                let got = scales[r * kb + blk] * (q - bits.mid() as f32) + offset;
+                let exact = want[r * k + i];
+                // Exact for the types without a min; to f32 rounding of the zero otherwise.
+                let tol = if float_zeros { 2e-6 * (1.0 + exact.abs()) } else { 0.0 };
+                assert!((got - exact).abs() <= tol, "{ty}: [{r}, {i}] {got} vs {exact}");
+            }
+        }
+        let dq = QuantGroup::from_packed("w", recipe, PackedStack::from_recipe("w", &Recipe::Packed(w)).unwrap().unwrap(), DType::F32, QuantForm::Dq);
+        assert_eq!(dq.is_err(), float_zeros, "{ty}");
+    }
+}

@@ -1,0 +1,201 @@
+//! The tokenizer of a GGUF file, from its `tokenizer.ggml.*` metadata: a Hugging Face
+//! `tokenizer.json` and `tokenizer_config.json` that encode as transformers' own GGUF loader
+//! does (transformers 5.24, `integrations/gguf/gguf_tokenizer_mapping.py`, read for facts), and
+//! that onnxruntime-genai loads.
+//!
+//! Converted: `tokenizer.ggml.model` `gpt2` (byte-level BPE with the file's merges): the
+//! vocabulary as the file spells it (a token with a character outside GPT-2's byte alphabet is
+//! respelled from its UTF-8 bytes), the control tokens (token type 3) written in that alphabet as
+//! special added tokens and the user-defined ones (type 4) as plain added tokens, the split
+//! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
+//! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
+//! Other tokenizer models (SentencePiece `llama`, `t5`, ...) are refused by key.
+
+use crate::{Error, Result};
+use ir::gguf::{GgufFile, Value};
+use serde_json::{json, Map, Value as Json};
+use std::path::Path;
+
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them.
+const SPLITS: &[(&str, &str)] = &[
+    ("llama3", LLAMA3_SPLIT),
+    ("llama-v3", LLAMA3_SPLIT),
+    ("llama-bpe", LLAMA3_SPLIT),
+    ("falcon3", LLAMA3_SPLIT),
+    ("smaug-bpe", LLAMA3_SPLIT),
+    ("dbrx", LLAMA3_SPLIT),
+    ("qwen2", QWEN2_SPLIT),
+    ("deepseek-r1-qwen", QWEN2_SPLIT),
+    ("megrez", QWEN2_SPLIT),
+];
+
+/// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
+/// 256 + their rank.
+fn byte_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut extra = 0u32;
+    for b in 0..256u32 {
+        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        out[b as usize] = if printable {
+            char::from_u32(b).expect("Latin-1")
+        } else {
+            extra += 1;
+            char::from_u32(255 + extra).expect("a valid code point")
+        };
+    }
+    out
+}
+
+fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str>> {
+    let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
+    let a = file.get(key).and_then(Value::as_array).ok_or_else(|| err(format!("metadata key `{key}` is missing or not an array")))?;
+    a.iter().map(|v| v.as_str().ok_or_else(|| err(format!("`{key}` holds {v:?}, not a string")))).collect()
+}
+
+/// (tokenizer.json, tokenizer_config.json) of the GGUF file at `path`.
+pub fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
+    let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
+    let model = file.get("tokenizer.ggml.model").and_then(Value::as_str).ok_or_else(|| err("has no `tokenizer.ggml.model` string, so it carries no tokenizer".into()))?;
+    if model != "gpt2" {
+        return Err(err(format!("`tokenizer.ggml.model` is `{model}`; only byte-level BPE tokenizers (`gpt2`) are converted from GGUF metadata")));
+    }
+    let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
+    let merges = strings(file, "tokenizer.ggml.merges", path)?;
+    let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+        Some(a) if a.len() == tokens.len() => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
+        Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {} tokens", a.len(), tokens.len()))),
+        None => vec![1; tokens.len()],
+    };
+    let chars = byte_chars();
+    let alphabet: std::collections::HashSet<char> = chars.iter().copied().collect();
+    let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
+    let mut vocab = Map::new();
+    let mut spelled = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.iter().enumerate() {
+        let s: String = if in_alphabet(t) { t.to_string() } else { t.bytes().map(|b| chars[b as usize]).collect() };
+        vocab.insert(s.clone(), json!(i));
+        spelled.push(s);
+    }
+    let mut merge_pairs = Vec::with_capacity(merges.len());
+    for m in &merges {
+        let parts: Vec<&str> = m.split(' ').collect();
+        if parts.len() != 2 {
+            return Err(err(format!("merge `{m}` of `tokenizer.ggml.merges` is not two tokens separated by one space")));
+        }
+        merge_pairs.push(json!([parts[0], parts[1]]));
+    }
+    let added_token = |id: usize, content: &str, special: bool| {
+        json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
+    };
+    let mut added = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        match types[i] {
+            // CONTROL: special, when written in the byte alphabet (transformers skips the rest).
+            3 if in_alphabet(t) => added.push(added_token(i, t, true)),
+            // USER_DEFINED: matched whole, not special.
+            4 if vocab.contains_key(*t) => added.push(added_token(i, t, false)),
+            _ => {}
+        }
+    }
+    let id_key = |k: &str| file.get(k).and_then(Value::as_u64).map(|v| v as usize).filter(|&v| v < tokens.len());
+    let token_of = |k: &str| id_key(k).map(|i| tokens[i].to_string());
+    let flag = |k: &str| file.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token"), flag("tokenizer.ggml.add_eos_token"));
+    let pre = file.get("tokenizer.ggml.pre").and_then(Value::as_str);
+    let pre_tokenizer = match SPLITS.iter().find(|(p, _)| Some(*p) == pre) {
+        Some((_, regex)) => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+        ]}),
+        None => json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}),
+    };
+    let post = post_processor(add_bos.then(|| (token_of("tokenizer.ggml.bos_token_id"), id_key("tokenizer.ggml.bos_token_id"))), add_eos.then(|| (token_of("tokenizer.ggml.eos_token_id"), id_key("tokenizer.ggml.eos_token_id"))), &err)?;
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": merge_pairs,
+        }
+    });
+    let mut config = Map::new();
+    config.insert("tokenizer_class".into(), json!("GPT2Tokenizer"));
+    config.insert("add_bos_token".into(), json!(add_bos));
+    config.insert("add_eos_token".into(), json!(add_eos));
+    for (name, key) in [("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id"), ("unk_token", "tokenizer.ggml.unknown_token_id"), ("pad_token", "tokenizer.ggml.padding_token_id")] {
+        config.insert(name.into(), token_of(key).map_or(Json::Null, Json::String));
+    }
+    if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
+        config.insert("chat_template".into(), json!(t));
+    }
+    Ok((tokenizer, Json::Object(config)))
+}
+
+/// The post-processor: the sequence, with BOS before and EOS after when the file asks.
+fn post_processor(bos: Option<(Option<String>, Option<usize>)>, eos: Option<(Option<String>, Option<usize>)>, err: &dyn Fn(String) -> Error) -> Result<Json> {
+    let mut single = Vec::new();
+    let mut pair_a = Vec::new();
+    let mut special = Map::new();
+    let mut ends = Vec::new();
+    for (which, v) in [("BOS", bos), ("EOS", eos)] {
+        let Some(v) = v else {
+            ends.push(None);
+            continue;
+        };
+        let (Some(token), Some(id)) = v else {
+            return Err(err(format!("asks to add {which} (`tokenizer.ggml.add_{}_token`) but names no {which} token id within the vocabulary", which.to_lowercase())));
+        };
+        special.insert(token.clone(), json!({"id": token, "ids": [id], "tokens": [token]}));
+        ends.push(Some(token));
+    }
+    let spec = |t: &str, type_id: u32| json!({"SpecialToken": {"id": t, "type_id": type_id}});
+    if let Some(b) = &ends[0] {
+        single.push(spec(b, 0));
+        pair_a.push(spec(b, 0));
+    }
+    single.push(json!({"Sequence": {"id": "A", "type_id": 0}}));
+    pair_a.push(json!({"Sequence": {"id": "A", "type_id": 0}}));
+    let mut pair_b = Vec::new();
+    if let Some(e) = &ends[1] {
+        single.push(spec(e, 0));
+        pair_a.push(spec(e, 0));
+    }
+    if let Some(b) = &ends[0] {
+        pair_b.push(spec(b, 1));
+    }
+    pair_b.push(json!({"Sequence": {"id": "B", "type_id": 1}}));
+    if let Some(e) = &ends[1] {
+        pair_b.push(spec(e, 1));
+    }
+    pair_a.extend(pair_b);
+    Ok(json!({"type": "TemplateProcessing", "single": single, "pair": pair_a, "special_tokens": special}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_alphabet_is_gpt2s() {
+        let c = byte_chars();
+        assert_eq!((c[b'a' as usize], c[b' ' as usize], c[b'\n' as usize], c[0]), ('a', 'Ġ', 'Ċ', 'Ā'));
+        assert_eq!(c.iter().collect::<std::collections::HashSet<_>>().len(), 256);
+    }
+}

@@ -1,0 +1,508 @@
+//! A GGUF file (llama.cpp's checkpoint format) read as a checkpoint: the model config from the
+//! file's metadata, llama.cpp's tensor names mapped to the names the families read, the q/k
+//! row permutation llama.cpp's converter applied undone, and every block-quantized tensor kept
+//! as its own integers ([`ir::PackedWeight::ggml`]); float tensors stay float.
+//!
+//! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3 without rope
+//! scaling, Mistral files written as llama) and `qwen2`. Anything else, any metadata key of the
+//! architecture that is not read here, a tensor that is not mapped, and a ggml type with no
+//! MatMulNBits form (crate `ir::ggml`) are refused by name before anything is written.
+//!
+//! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
+//! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
+//! heads and k with the key/value heads; Qwen2 is not permuted), which transformers' GGUF loader
+//! undoes the same way.
+
+use crate::prequant::QuantSource;
+use crate::{Error, Result};
+use ir::gguf::{GgmlType, GgufFile, TensorInfo, Value};
+use ir::{DType, PackedFormat, PackedWeight, Recipe, SourceTensor};
+use serde_json::{json, Map, Value as Json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The GGUF file `path` names: the file itself, or the one `*.gguf` of a folder without
+/// config.json. `None`: not a GGUF checkpoint (a Hugging Face folder). A folder holding several
+/// is an error naming them.
+pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
+    if path.is_file() {
+        return Ok(path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")).then(|| path.to_path_buf()));
+    }
+    if !path.is_dir() || path.join("config.json").exists() {
+        return Ok(None);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::Checkpoint { path: path.to_path_buf(), reason: format!("cannot list it: {e}") })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")))
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(Error::Checkpoint {
+            path: path.to_path_buf(),
+            reason: format!(
+                "holds {} GGUF files ({}); pass the one to build with --model FILE.gguf",
+                found.len(),
+                found.iter().map(|p| format!("`{}`", p.file_name().unwrap_or_default().to_string_lossy())).collect::<Vec<_>>().join(", ")
+            ),
+        }),
+    }
+}
+
+/// What a GGUF file gives the checkpoint.
+pub(crate) struct Imported {
+    /// The config.json the metadata stands for (parsed by DecoderConfig like any other).
+    pub config: Map<String, Json>,
+    /// Float tensors, by family name.
+    pub tensors: BTreeMap<String, SourceTensor>,
+    /// Float tensors read through a recipe (q/k rows un-permuted), by family name.
+    pub views: BTreeMap<String, Recipe>,
+    /// Block-quantized tensors, by family name.
+    pub packed: BTreeMap<String, Arc<PackedWeight>>,
+    pub source: QuantSource,
+    /// The parsed file (its metadata: the tokenizer).
+    pub file: GgufFile,
+}
+
+/// One architecture's mapping.
+struct Arch {
+    /// `model_type` of the config it stands for.
+    model_type: &'static str,
+    /// Whether llama.cpp permuted the rows of q and k.
+    permuted_qk: bool,
+}
+
+fn arch(name: &str) -> Option<Arch> {
+    match name {
+        "llama" => Some(Arch { model_type: "llama", permuted_qk: true }),
+        "qwen2" => Some(Arch { model_type: "qwen2", permuted_qk: false }),
+        _ => None,
+    }
+}
+
+/// Metadata keys of the architecture that are read (after `<arch>.`); any other is refused.
+const READ_KEYS: &[&str] = &[
+    "context_length",
+    "embedding_length",
+    "block_count",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.layer_norm_rms_epsilon",
+    "attention.key_length",
+    "attention.value_length",
+    "rope.freq_base",
+    "rope.dimension_count",
+    "rope.scaling.type",
+    "vocab_size",
+];
+
+/// Per-layer tensor names: llama.cpp's suffix after `blk.N.`, the family's after `model.layers.N.`.
+const LAYER_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_gate.weight", "mlp.gate_proj.weight"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+];
+
+const GLOBAL_NAMES: &[(&str, &str)] = &[("token_embd.weight", "model.embed_tokens.weight"), ("output_norm.weight", "model.norm.weight"), ("output.weight", "lm_head.weight")];
+
+/// The family name of a GGUF tensor name.
+fn family_name(name: &str) -> Option<String> {
+    if let Some((_, to)) = GLOBAL_NAMES.iter().find(|(from, _)| *from == name) {
+        return Some(to.to_string());
+    }
+    let rest = name.strip_prefix("blk.")?;
+    let (layer, suffix) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    LAYER_NAMES.iter().find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+}
+
+/// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
+pub(crate) fn import(path: &Path) -> Result<Imported> {
+    let file = GgufFile::open(path)?;
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let arch_name = file.get("general.architecture").and_then(Value::as_str).ok_or_else(|| err("has no `general.architecture` string".into()))?.to_string();
+    let Some(a) = arch(&arch_name) else {
+        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures llama and qwen2 are imported")));
+    };
+    let config = config_of(path, &file, &arch_name, &a)?;
+    let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize).unwrap_or(0);
+    let (heads, kv_heads) = (int("num_attention_heads"), int("num_key_value_heads"));
+
+    let mut tensors = BTreeMap::new();
+    let mut views = BTreeMap::new();
+    let mut packed = BTreeMap::new();
+    let mut types: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &file.tensors {
+        let Some(name) = family_name(&t.name) else {
+            let why = if t.name == "rope_freqs.weight" {
+                " (Llama 3.1-style rope frequency factors: rope scaling is not imported)"
+            } else {
+                ""
+            };
+            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}{why}", t.name, t.ggml_type)));
+        };
+        *types.entry(t.ggml_type.name()).or_default() += 1;
+        // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
+        let shape: Vec<usize> = t.dims.iter().rev().copied().collect();
+        let permute_heads = match () {
+            _ if !a.permuted_qk => None,
+            _ if t.name.contains(".attn_q.") => Some(heads),
+            _ if t.name.contains(".attn_k.") => Some(kv_heads),
+            _ => None,
+        };
+        let rows = shape[0];
+        if let Some(h) = permute_heads {
+            if h == 0 || rows % (2 * h) != 0 {
+                return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
+            }
+        }
+        match float_dtype(t.ggml_type) {
+            Some(dtype) => {
+                let st = source(&file, t, &name, dtype, shape.clone());
+                match permute_heads {
+                    None => {
+                        tensors.insert(name, st);
+                    }
+                    Some(h) => {
+                        views.insert(name, unpermute_float(Recipe::source(st), &shape, h));
+                    }
+                }
+            }
+            None => {
+                if ir::ggml::form(t.ggml_type).is_none() {
+                    return Err(err(format!(
+                        "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K and float tensors)",
+                        t.name, t.ggml_type
+                    )));
+                }
+                if shape.len() != 2 {
+                    return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
+                }
+                let order = permute_heads.map(|h| unpermuted_rows(rows, h));
+                let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
+                let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
+                packed.insert(name, w);
+            }
+        }
+    }
+    let bits: Vec<usize> = packed.values().map(|w| w.bits().count()).collect();
+    // The bits most quantized tensors have: 8 when there are as many 8-bit ones as 4-bit ones.
+    let fours = bits.iter().filter(|&&b| b == 4).count();
+    let main_bits = if fours * 2 > bits.len() { ir::quant::Bits::Int4 } else { ir::quant::Bits::Int8 };
+    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let source = QuantSource {
+        format: PackedFormat::Gguf,
+        bits: main_bits,
+        group_size: None,
+        symmetric: false,
+        desc_act: false,
+        lm_head: packed.contains_key("lm_head.weight") || (!file.tensors.iter().any(|t| t.name == "output.weight") && packed.contains_key("model.embed_tokens.weight")),
+        origin: file_name,
+        types: types.into_iter().collect(),
+        bit_widths: {
+            let mut b: Vec<ir::quant::Bits> = packed.values().map(|w| w.bits()).collect();
+            b.sort_by_key(|b| b.count());
+            b.dedup();
+            b
+        },
+    };
+    Ok(Imported { config, tensors, views, packed, source, file })
+}
+
+fn float_dtype(t: GgmlType) -> Option<DType> {
+    match t {
+        GgmlType::F32 => Some(DType::F32),
+        GgmlType::F16 => Some(DType::F16),
+        GgmlType::BF16 => Some(DType::BF16),
+        _ => None,
+    }
+}
+
+fn source(file: &GgufFile, t: &TensorInfo, name: &str, dtype: DType, shape: Vec<usize>) -> SourceTensor {
+    SourceTensor { name: name.to_string(), file: Arc::clone(&file.file), dtype, shape, offset: t.offset, len: t.len }
+}
+
+/// The file row of each family row of a permuted q/k weight of `rows` rows and `heads` heads:
+/// family row `h*hd + s*(hd/2) + j` is file row `h*hd + 2j + s`.
+pub(crate) fn unpermuted_rows(rows: usize, heads: usize) -> Arc<[u32]> {
+    let hd = rows / heads;
+    let half = hd / 2;
+    (0..rows)
+        .map(|r| {
+            let (h, i) = (r / hd, r % hd);
+            let (s, j) = (i / half, i % half);
+            (h * hd + 2 * j + s) as u32
+        })
+        .collect()
+}
+
+/// A float q/k tensor (`[rows, ...]`) with llama.cpp's row permutation undone: its rows seen as
+/// `[heads, hd/2, 2, ...]`, the middle axes swapped.
+fn unpermute_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
+    let half = shape[0] / heads / 2;
+    let mut split = vec![heads, half, 2];
+    split.extend_from_slice(&shape[1..]);
+    let mut perm = vec![0, 2, 1];
+    perm.extend(3..split.len());
+    r.reshape(split).transpose(perm).reshape(shape.to_vec())
+}
+
+/// The config.json of the file's metadata (architecture `name`), every key read checked.
+fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<String, Json>> {
+    let err = |reason: String| Error::Config { path: path.to_path_buf(), reason };
+    let prefix = format!("{name}.");
+    for (k, v) in &file.metadata {
+        if let Some(rest) = k.strip_prefix(&prefix) {
+            if !READ_KEYS.contains(&rest) {
+                return Err(err(format!("metadata key `{k}` ({v:?}) is not read: a GGUF import maps {}", READ_KEYS.iter().map(|r| format!("{prefix}{r}")).collect::<Vec<_>>().join(", "))));
+            }
+        }
+    }
+    let key = |k: &str| format!("{prefix}{k}");
+    let uint = |k: &str| -> Result<Option<u64>> {
+        match file.get(&key(k)) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not a non-negative integer", key(k)))),
+        }
+    };
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing", key(k)))) };
+    let float = |k: &str| -> Result<Option<f64>> {
+        match file.get(&key(k)) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not a number", key(k)))),
+        }
+    };
+    if let Some(v) = file.get(&key("rope.scaling.type")) {
+        if v.as_str() != Some("none") {
+            return Err(err(format!("metadata key `{}` is {v:?}: rope scaling is not imported from GGUF files", key("rope.scaling.type"))));
+        }
+    }
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    if heads == 0 {
+        return Err(err(format!("metadata key `{}` is 0", key("attention.head_count"))));
+    }
+    let kv_heads = uint("attention.head_count_kv")?.unwrap_or(heads);
+    let head_dim = match (uint("attention.key_length")?, uint("attention.value_length")?) {
+        (Some(k), Some(v)) if k != v => return Err(err(format!("`{}` ({k}) differs from `{}` ({v}): one head size is read", key("attention.key_length"), key("attention.value_length")))),
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => hidden / heads,
+    };
+    if let Some(rot) = uint("rope.dimension_count")? {
+        if rot != head_dim {
+            return Err(err(format!("metadata key `{}` is {rot}, not the head size {head_dim}: partial rotary embeddings are not imported from GGUF files", key("rope.dimension_count"))));
+        }
+    }
+    let vocab_from_tokens = file.get("tokenizer.ggml.tokens").and_then(Value::as_array).map(<[Value]>::len);
+    let embed = file.tensors.iter().find(|t| t.name == "token_embd.weight").ok_or_else(|| err("has no `token_embd.weight`".into()))?;
+    let vocab = match uint("vocab_size")? {
+        Some(v) => v as usize,
+        None => embed.dims.get(1).copied().unwrap_or(0),
+    };
+    if let Some(n) = vocab_from_tokens.filter(|&n| n != vocab) {
+        return Err(err(format!("`tokenizer.ggml.tokens` lists {n} tokens, the model has {vocab}")));
+    }
+    let id = |k: &str| file.get(k).and_then(Value::as_u64);
+    let mut c = Map::new();
+    c.insert("model_type".into(), json!(a.model_type));
+    c.insert("hidden_size".into(), json!(hidden));
+    c.insert("intermediate_size".into(), json!(need("feed_forward_length")?));
+    c.insert("num_hidden_layers".into(), json!(need("block_count")?));
+    c.insert("num_attention_heads".into(), json!(heads));
+    c.insert("num_key_value_heads".into(), json!(kv_heads));
+    c.insert("head_dim".into(), json!(head_dim));
+    c.insert("vocab_size".into(), json!(vocab));
+    c.insert("hidden_act".into(), json!("silu"));
+    if let Some(eps) = float("attention.layer_norm_rms_epsilon")? {
+        c.insert("rms_norm_eps".into(), json!(eps as f32 as f64));
+    } else {
+        return Err(err(format!("metadata key `{}` is missing", key("attention.layer_norm_rms_epsilon"))));
+    }
+    c.insert("rope_theta".into(), json!(float("rope.freq_base")?.unwrap_or(10000.0)));
+    if let Some(ctx) = uint("context_length")? {
+        c.insert("max_position_embeddings".into(), json!(ctx));
+    }
+    // llama.cpp writes the output projection only when it is not the embedding matrix.
+    c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
+    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
+    if a.model_type == "llama" {
+        c.insert("attention_bias".into(), json!(biased));
+        c.insert("mlp_bias".into(), json!(false));
+    }
+    for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
+        if let Some(v) = id(k) {
+            c.insert(to.into(), json!(v));
+        }
+    }
+    c.insert("torch_dtype".into(), json!("float32"));
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_row_order_undoes_llama_cpps_permutation() {
+        // llama.cpp: rows [heads, 2, hd/2] -> [heads, hd/2, 2]. Permute a labelled weight the
+        // converter's way, then read it back through the order.
+        let (heads, hd) = (3, 8);
+        let rows = heads * hd;
+        let hf: Vec<usize> = (0..rows).collect();
+        let mut gguf = vec![0; rows];
+        for h in 0..heads {
+            for s in 0..2 {
+                for j in 0..hd / 2 {
+                    gguf[h * hd + j * 2 + s] = hf[h * hd + s * hd / 2 + j];
+                }
+            }
+        }
+        let order = unpermuted_rows(rows, heads);
+        let back: Vec<usize> = order.iter().map(|&r| gguf[r as usize]).collect();
+        assert_eq!(back, hf);
+        // The float recipe does the same.
+        let values: Vec<f32> = gguf.iter().flat_map(|&r| [r as f32, r as f32 + 0.5]).collect();
+        let r = unpermute_float(Recipe::from_f32("w", vec![rows, 2], &values), &[rows, 2], heads);
+        let got = r.materialize().unwrap();
+        let got: Vec<f32> = got.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let want: Vec<f32> = hf.iter().flat_map(|&r| [r as f32, r as f32 + 0.5]).collect();
+        assert_eq!(got, want);
+    }
+
+    /// A GGUF v3 file of `meta` (u32 or string values) and F32 / Q8_0 tensors (name, ggml
+    /// type, ne), zero data.
+    fn file(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let s = |b: &mut Vec<u8>, v: &str| {
+            b.extend((v.len() as u64).to_le_bytes());
+            b.extend(v.as_bytes());
+        };
+        b.extend(b"GGUF");
+        b.extend(3u32.to_le_bytes());
+        b.extend((tensors.len() as u64).to_le_bytes());
+        b.extend((meta.len() as u64).to_le_bytes());
+        for (k, v) in meta {
+            s(&mut b, k);
+            match v {
+                Json::String(t) => {
+                    b.extend(8u32.to_le_bytes());
+                    s(&mut b, t);
+                }
+                Json::Number(n) if n.is_f64() => {
+                    b.extend(6u32.to_le_bytes());
+                    b.extend((n.as_f64().unwrap() as f32).to_le_bytes());
+                }
+                Json::Number(n) => {
+                    b.extend(4u32.to_le_bytes());
+                    b.extend((n.as_u64().unwrap() as u32).to_le_bytes());
+                }
+                _ => unreachable!(),
+            }
+        }
+        let mut offset = 0u64;
+        let mut sizes = Vec::new();
+        for (name, ty, ne) in tensors {
+            s(&mut b, name);
+            b.extend((ne.len() as u32).to_le_bytes());
+            ne.iter().for_each(|d| b.extend(d.to_le_bytes()));
+            b.extend(ty.to_le_bytes());
+            b.extend(offset.to_le_bytes());
+            let n: u64 = ne.iter().product();
+            let size = if *ty == 8 { n / 32 * 34 } else { n * 4 };
+            let size = size.div_ceil(32) * 32;
+            sizes.push(size);
+            offset += size;
+        }
+        while b.len() % 32 != 0 {
+            b.push(0);
+        }
+        b.resize(b.len() + offset as usize, 0);
+        b
+    }
+
+    fn llama_meta() -> Vec<(&'static str, Json)> {
+        vec![
+            ("general.architecture", json!("llama")),
+            ("llama.embedding_length", json!(64)),
+            ("llama.feed_forward_length", json!(128)),
+            ("llama.block_count", json!(1)),
+            ("llama.attention.head_count", json!(4)),
+            ("llama.attention.head_count_kv", json!(2)),
+            ("llama.attention.layer_norm_rms_epsilon", json!(1e-5f64)),
+            ("llama.rope.freq_base", json!(10000.5f64)),
+        ]
+    }
+
+    fn llama_tensors() -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.weight", 0, vec![64])];
+        t.extend([("blk.0.attn_q.weight", 8, vec![64, 64]), ("blk.0.attn_k.weight", 0, vec![64, 32]), ("blk.0.attn_v.weight", 8, vec![64, 32]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+        t.extend([("blk.0.ffn_gate.weight", 8, vec![64, 128]), ("blk.0.ffn_up.weight", 8, vec![64, 128]), ("blk.0.ffn_down.weight", 8, vec![128, 64])]);
+        t
+    }
+
+    fn import_of(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Result<Imported> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, file(meta, tensors)).unwrap();
+        let r = import(&path);
+        drop(dir);
+        r
+    }
+
+    #[test]
+    fn the_config_comes_from_the_metadata_and_tensors_from_their_names() {
+        let i = import_of(&llama_meta(), &llama_tensors()).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["hidden_size"].as_u64(), c["num_key_value_heads"].as_u64(), c["head_dim"].as_u64()), (Some("llama"), Some(64), Some(2), Some(16)));
+        assert_eq!((c["tie_word_embeddings"].as_bool(), c["rope_theta"].as_f64(), c["vocab_size"].as_u64()), (Some(true), Some(10000.5), Some(32)));
+        assert!(i.packed.contains_key("model.layers.0.self_attn.q_proj.weight") && i.packed.contains_key("model.embed_tokens.weight"));
+        // A float k is read through the un-permuting recipe; norms as they are.
+        assert!(i.views.contains_key("model.layers.0.self_attn.k_proj.weight") && i.tensors.contains_key("model.norm.weight"));
+        assert_eq!(i.source.types, vec![("F32".to_string(), 4), ("Q8_0".to_string(), 7)]);
+        assert!(i.source.lm_head, "the tied head reads the Q8_0 table");
+    }
+
+    #[test]
+    fn what_is_not_mapped_is_refused_by_name() {
+        let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
+        let mut m = llama_meta();
+        m[0].1 = json!("gemma2");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `gemma2`"));
+        let mut m = llama_meta();
+        m.push(("llama.rope.scaling.type", json!("yarn")));
+        assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
+        let mut m = llama_meta();
+        m.push(("llama.expert_count", json!(8)));
+        assert!(e(m, llama_tensors()).contains("`llama.expert_count`"));
+        let mut m = llama_meta();
+        m.push(("llama.rope.dimension_count", json!(8)));
+        assert!(e(m, llama_tensors()).contains("partial rotary"));
+        let mut t = llama_tensors();
+        t.push(("rope_freqs.weight", 0, vec![8]));
+        assert!(e(llama_meta(), t).contains("`rope_freqs.weight`"));
+        let mut t = llama_tensors();
+        t[4].1 = 7; // Q5_1
+        assert!(e(llama_meta(), t).contains("Q5_1"));
+    }
+
+    #[test]
+    fn names_map_to_the_family_and_unknown_ones_do_not() {
+        assert_eq!(family_name("blk.12.attn_output.weight").as_deref(), Some("model.layers.12.self_attn.o_proj.weight"));
+        assert_eq!(family_name("output.weight").as_deref(), Some("lm_head.weight"));
+        assert_eq!(family_name("blk.x.attn_q.weight"), None);
+        assert_eq!(family_name("blk.0.ffn_gate_exps.weight"), None);
+    }
+}

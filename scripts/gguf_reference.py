@@ -1,0 +1,59 @@
+"""Writes tests/fixtures/gguf-smollm2-reference/reference.npz: what transformers' own GGUF
+loader (`from_pretrained(dir, gguf_file=...)`, which dequantizes every tensor to float32)
+computes for SmolLM2-135M-Instruct.Q4_1.gguf, the reference of tests/python/test_gguf.py.
+
+Run once, not in CI (it needs torch, transformers, gguf and accelerate):
+    python scripts/gguf_reference.py DIR_WITH_THE_GGUF OUT.npz
+
+Saved: the passage's token ids (transformers' tokenizer built from the file's metadata, with
+its default special tokens), the passage's mean next-token NLL, the logits of every passage
+position at a fixed sample of vocabulary ids (seeded) plus each position's top 8 ids (the full
+[T, 49152] table would be 20 MB), and the 24 greedy tokens after the prompt."""
+import sys
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PASSAGE = (
+    "The lighthouse stood at the end of a narrow spit of land, where the river met the sea. "
+    "For more than a century its keepers had climbed the spiral stairs each evening to light "
+    "the lamp, and each morning they wrote in a leather book how the weather had changed, which "
+    "ships had passed, and whether the fog had come in from the east or the south. When the "
+    "light was finally automated, the last keeper carried the books down the stairs one by one."
+)
+PROMPT = "The three primary colors are"
+SAMPLE, TOP, NEW = 512, 8, 24
+
+folder, out = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+tok = AutoTokenizer.from_pretrained(folder, gguf_file=FILE)
+model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=FILE, dtype=torch.float32).eval()
+ids = tok(PASSAGE, return_tensors="pt")["input_ids"]
+with torch.no_grad():
+    logits = model(ids).logits[0].float()
+    nll = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:]).item()
+    prompt = tok(PROMPT, return_tensors="pt")["input_ids"]
+    gen = model.generate(prompt, max_new_tokens=NEW, do_sample=False, attention_mask=torch.ones_like(prompt))
+vocab = logits.shape[1]
+sample = np.sort(np.random.default_rng(29).choice(vocab, SAMPLE, replace=False))
+top = torch.topk(logits, TOP, dim=1).indices.numpy()
+cols = np.concatenate([np.broadcast_to(sample, (logits.shape[0], SAMPLE)), top], axis=1).astype(np.int32)
+values = np.take_along_axis(logits.numpy(), cols, axis=1).astype(np.float32)
+np.savez_compressed(
+    out,
+    passage_ids=ids[0].numpy().astype(np.int64),
+    logit_ids=cols,
+    logits=values,
+    nll=np.float64(nll),
+    prompt_ids=prompt[0].numpy().astype(np.int64),
+    greedy=gen[0, prompt.shape[1]:].numpy().astype(np.int64),
+)
+print("tokens", ids.shape[1], "nll", nll, "greedy", tok.decode(gen[0, prompt.shape[1]:]))
+# The top-2 margin of each greedy step, to judge how robust the 24 tokens are.
+with torch.no_grad():
+    steps = model(gen[:, :-1]).logits[0, prompt.shape[1] - 1:]
+    t2 = torch.topk(steps, 2, dim=1).values
+    print("min greedy margin", (t2[:, 0] - t2[:, 1]).min().item())
+tok.save_pretrained(out + ".tokenizer")
