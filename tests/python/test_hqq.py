@@ -60,18 +60,20 @@ def ours(pkg, hqq=True):
         n, kb, blob = data.shape
         codes = np.stack([data & 0x0F, data >> 4], axis=-1).reshape(n, kb * blob * 2)
         has_zp = len(node.input) > 3 and node.input[3]
+        w = node.input[1][: -len("/quant/data")]
+        scales = numpy_helper.to_array(inits[node.input[2]]).reshape(n, kb)
         if hqq:
-            assert has_zp, f"{node.name}: HQQ writes float zero points"
-            zp = inits[node.input[3]]
-            assert zp.data_type == onnx.TensorProto.FLOAT, f"{node.name}: zero points are {zp.data_type}, not float"
-            zeros = numpy_helper.to_array(zp).reshape(n, kb)
+            # MatMulNBits without zero points (the implicit 8) plus each block's offset
+            # `scale * (8 - zero)` times the activation's block sum: zero = 8 - offset / scale.
+            assert not has_zp, f"{node.name}: HQQ's zero points are written as offsets"
+            offsets = numpy_helper.to_array(inits[f"{w}/quant/offsets"]).T.reshape(n, kb)
+            zeros = 8.0 - offsets / scales
         elif has_zp:
             packed = numpy_helper.to_array(inits[node.input[3]]).reshape(n, -1)
             zeros = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(n, -1)[:, :kb].astype(np.float32)
         else:
             zeros = np.full((n, kb), 8.0, dtype=np.float32)
-        w = node.input[1][: -len("/quant/data")]
-        out[w] = (codes, numpy_helper.to_array(inits[node.input[2]]).reshape(n, kb), zeros, attrs["K"])
+        out[w] = (codes, scales, zeros, attrs["K"])
     return out, model
 
 
@@ -129,7 +131,8 @@ def test_hqq_logits_equal_onnx_runtime_hqq(fixture, tmp_path):
         if w not in theirs:
             continue
         data = REFERENCE[f"{fixture}/{w}.data"]
-        for name, value in [(node.input[1], data), (node.input[2], theirs[w][1]), (node.input[3], theirs[w][2])]:
+        offsets = (theirs[w][1] * (8.0 - theirs[w][2])).T.astype(np.float32)
+        for name, value in [(node.input[1], data), (node.input[2], theirs[w][1]), (f"{w}/quant/offsets", offsets)]:
             inits[name].CopyFrom(numpy_helper.from_array(value.reshape(numpy_helper.to_array(inits[name]).shape), name))
         swapped += 1
     assert swapped == len(theirs)

@@ -68,7 +68,9 @@ fn float_2d<'g>(graph: &'g Graph, name: &str) -> Option<&'g Recipe> {
 /// Every node reading a weight the step can quantize, in graph order.
 pub fn candidates(graph: &Graph) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for node in graph.nodes.iter().filter(|n| ep_sets::Domain::is_onnx(&n.domain)) {
+    // Nodes the quantize step added (the block offsets of float zero points) are its own
+    // output, never candidates.
+    for node in graph.nodes.iter().filter(|n| ep_sets::Domain::is_onnx(&n.domain) && n.metadata.get("rule").map(String::as_str) != Some("quantize")) {
         match node.op.as_str() {
             "MatMul" => {
                 let Some(b) = node.input(1) else { continue };
