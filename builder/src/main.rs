@@ -142,7 +142,7 @@ enum Command {
         /// range: the bytes ONNX Runtime's own quantizer writes), `mse` (searches scales for a
         /// lower weight error, no calibration data, about 50x slower to quantize) or `hqq`
         /// (ONNX Runtime's half-quadratic solver: RTN's scales with a float zero point per block,
-        /// asymmetric, int4, MatMulNBits only; on SmolLM2-135M with --quant-lm-head none its passage NLL
+        /// asymmetric, MatMulNBits tables, the embedding table float; on SmolLM2-135M with --quant-lm-head none its passage NLL
         /// stays within 0.001 of the float model's, and it builds 6-12x slower than rtn;
         /// docs/quantization.md, "HQQ").
         #[arg(long, default_value = "rtn", value_name = "METHOD", value_enum, requires = "quantizing", help_heading = "Quantization")]
