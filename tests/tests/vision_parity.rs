@@ -371,6 +371,7 @@ mod reference {
             Activation::Silu => x / (1.0 + (-x).exp()),
             Activation::Gelu => 0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2)),
             Activation::GeluTanh => 0.5 * x * (1.0 + (0.797_884_6 * (x + 0.044715 * x * x * x)).tanh()),
+            Activation::Relu2 => x.max(0.0) * x.max(0.0),
         }
     }
 
