@@ -30,7 +30,7 @@ fn reports_a_quantized_cpu_package() {
     assert!(ok, "{err}");
     for needle in [
         "ep cpu, dtype f32, model type qwen2",
-        "quantized: int4 matmul_nbits block 32 symmetric, 11 tensors",
+        "quantized: int4 matmul_nbits block 32 symmetric, method rtn, 11 tensors",
         "input_ids i64[batch_size, sequence_length]",
         "com.microsoft: GatherBlockQuantized x1, GroupQueryAttention x2, MatMulNBits x11",
         "fired [decoder]: fuse.gqa_rotary x2",

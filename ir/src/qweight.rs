@@ -536,7 +536,7 @@ impl QuantGroup {
         (0..total).step_by(step).map(|s| (s, (s + step).min(total))).collect()
     }
 
-    /// The whole of one part (computes the whole group; the error is recorded once).
+    /// The whole of one part (computes the whole group; the error is not recorded twice).
     pub(crate) fn materialize(&self, part: QuantPart) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.byte_len(part)];
         let saved = self.error();
@@ -548,12 +548,8 @@ impl QuantGroup {
                 }
             }
         }
-        // The first materialization measures the error (a tensor small enough to be stored inline
-        // in model.onnx is never streamed, and reported 0 before); later ones leave it alone.
-        if saved.count > 0 {
-            if let Ok(mut e) = self.error.lock() {
-                *e = saved;
-            }
+        if let Ok(mut e) = self.error.lock() {
+            *e = saved;
         }
         Ok(out)
     }

@@ -41,8 +41,8 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
-    /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul`; webgpu.toml claims no
-    /// `Max`, so a webgpu build of it fails validation naming the node (tests/expectations/ops.toml [pending]).
+    /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul` (a table that claims no
+    /// `Max` fails validation naming the node; tests/expectations/ops.toml [pending]).
     Relu2,
 }
 

@@ -241,7 +241,7 @@ pub fn layout_model(v: &QwenVision) -> Result<ir::Model> {
 
 /// `[1, 1, L, L]` boolean: patch i may see patch j when their `ids` (`[L]`, L = `len`) are
 /// equal. Built as the `[1, L, L]` row mask unsqueezed at axis 1, both annotated with their
-/// type: rules read them (a CPU table turns the row mask into MultiHeadAttention's 3-D
+/// type: rules read them (a fusion rule turns the row mask into MultiHeadAttention's 3-D
 /// key_padding_mask).
 pub(super) fn same_id_mask(b: &mut GraphBuilder, s: &str, ids: &str, len: &Dim) -> String {
     let axes0 = b.const_i64_1d(&format!("{s}/axes0"), &[0]);
