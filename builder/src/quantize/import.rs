@@ -110,7 +110,7 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
     };
     let mut step = QuantStep::resolve(req, plan, &table.name, dtype)?;
     if step.method == Method::Hqq {
-        super::hqq_fits(&step, table, dtype)?;
+        super::hqq_fits(&step, table)?;
     }
     let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
     if !qmoe {

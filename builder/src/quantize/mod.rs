@@ -186,7 +186,7 @@ impl QuantStep {
 /// table (GatherBlockQuantized's zero points have the data's type, ORT 1.32's schema). Matrix
 /// weights are written as a MatMulNBits without zero points plus per-block offsets
 /// (rewrite.rs, `block_offsets`), which every table with MatMulNBits runs.
-pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable, _dtype: DType) -> Result<()> {
+pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()> {
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
         return refuse(format!(
