@@ -22,6 +22,7 @@ const HF_PROCESSOR_FILES: &[&str] = &["processor_config.json", "preprocessor_con
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum VlType {
     Qwen25Vl,
+    Qwen3Vl,
     Gemma3,
 }
 
@@ -29,9 +30,15 @@ impl VlType {
     fn of(m: &Multimodal) -> Option<VlType> {
         match m.model_type.as_str() {
             "qwen2_5_vl" => Some(VlType::Qwen25Vl),
+            "qwen3_vl" => Some(VlType::Qwen3Vl),
             "gemma3" => Some(VlType::Gemma3),
             _ => None,
         }
+    }
+
+    /// genai's Qwen path (3-D mRoPE ids, `image_grid_thw`, the vision start/video token ids).
+    fn is_qwen(self) -> bool {
+        matches!(self, VlType::Qwen25Vl | VlType::Qwen3Vl)
     }
 }
 
@@ -41,7 +48,10 @@ fn int(raw: &Map<String, Value>, keys: &[&str]) -> Option<i64> {
 
 /// Turns a decoder's genai_config.json into the vision-language package's: `model.type`, the
 /// token ids genai's processors need, and the `vision` / `embedding` sections naming the parts'
-/// files and the vision graph's inputs.
+/// files and the vision graph's inputs. `decoder.hidden_size` becomes the width of the vision
+/// graph's `image_features`: genai sizes both the features and the `inputs_embeds` buffers by
+/// it, and a Qwen3-VL tower's features carry the deepstack blocks beside them
+/// (`models::arch::vision::deepstack_count`).
 pub(crate) fn extend_config(config: &mut Value, m: &Multimodal, vision_file: &str, vision: &Graph, embedding_file: &str) -> Result<()> {
     let kind = VlType::of(m).ok_or_else(|| Error::Request(format!("genai_config.json: no onnxruntime-genai model type for vision-language model_type `{}`", m.model_type)))?;
     let model = config.get_mut("model").and_then(Value::as_object_mut).expect("genai_config.json has a model object");
@@ -61,13 +71,22 @@ pub(crate) fn extend_config(config: &mut Value, m: &Multimodal, vision_file: &st
         "inputs": inputs,
         "outputs": { "image_features": "image_features" },
     });
-    if kind == VlType::Qwen25Vl {
+    let width = vision.outputs.iter().find(|o| o.name == "image_features").and_then(|o| o.shape.as_ref()).and_then(|s| s.last()).and_then(|d| match d {
+        ir::Dim::Fixed(n) => Some(*n),
+        _ => None,
+    });
+    let width = width.ok_or_else(|| Error::Request("genai_config.json: the vision part has no image_features output of a fixed width".into()))?;
+    if let Some(d) = model.get_mut("decoder").and_then(Value::as_object_mut) {
+        d.insert("hidden_size".into(), json!(width));
+    }
+    if kind.is_qwen() {
         for (key, genai_key) in [("video_token_id", "video_token_id"), ("vision_start_token_id", "vision_start_token_id")] {
             if let Some(id) = int(&m.raw, &[key]) {
                 model.insert(genai_key.into(), json!(id));
             }
         }
         let v = section.as_object_mut().expect("object");
+        // Qwen3-VL has no windows: its config has no window_size, so none is written.
         for key in ["spatial_merge_size", "patch_size", "window_size"] {
             if let Some(n) = m.vision.get(key) {
                 v.insert(key.into(), n.clone());
@@ -128,7 +147,7 @@ pub(crate) fn processor_config(dir: &Path, m: &Multimodal) -> Result<Value> {
     let std = need("image_std")?.clone();
     let rescale = number("rescale_factor")?;
     let transforms = match kind {
-        VlType::Qwen25Vl => {
+        VlType::Qwen25Vl | VlType::Qwen3Vl => {
             let size = need("size")?;
             let edge = |k: &str| size.get(k).and_then(Value::as_i64).ok_or_else(|| Error::Config { path: path.clone(), reason: format!("`size.{k}` must be a whole number (the pixel budget)") });
             let (min_pixels, max_pixels) = (edge("shortest_edge")?, edge("longest_edge")?);
@@ -156,7 +175,7 @@ pub(crate) fn processor_config(dir: &Path, m: &Multimodal) -> Result<Value> {
         }
     };
     let name = match kind {
-        VlType::Qwen25Vl => "qwen2_5_image_processor",
+        VlType::Qwen25Vl | VlType::Qwen3Vl => "qwen2_5_image_processor",
         VlType::Gemma3 => "gemma_3_image_processing",
     };
     Ok(json!({ "processor": { "name": name, "transforms": transforms } }))

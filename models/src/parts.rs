@@ -92,19 +92,9 @@ impl Task {
     }
 }
 
-/// The vision-language checkpoints whose packages this build makes: Qwen2.5-VL and Gemma 3
-/// (the two onnxruntime-genai 0.18 runs whose every part is built here).
-const VISION_LANGUAGE_TYPES: &[&str] = &["qwen2_5_vl", "gemma3"];
-
-/// Why a Qwen3-VL package is not built (facts from onnxruntime-genai's sources, commit a0c04eb,
-/// which its 0.18 wheel's strings agree with): the tower's deepstack features must reach the
-/// decoder, and genai has no tensor that carries them there.
-const QWEN3_VL_WHY: &str = "its vision tower's `deepstack_features` (one per `vision_config.deepstack_visual_indexes` entry) \
-    are added to the decoder's hidden states at the image tokens after its first layers, and onnxruntime-genai 0.18 has no way \
-    to pass them there: its vision section binds one output, `image_features` (src/config.h Vision::Outputs; \
-    src/models/multi_modal.cpp VisionState), the embedding model takes only `input_ids` and `image_features` \
-    (Embedding::Inputs) and the decoder has no deepstack input (Decoder::Inputs), so a package would silently \
-    differ from transformers; the tower and the interleaved-mRoPE text model are built, the package is not";
+/// The vision-language checkpoints whose packages this build makes: Qwen2.5-VL, Qwen3-VL and
+/// Gemma 3 (the onnxruntime-genai 0.18 VLM types whose every part is built here).
+const VISION_LANGUAGE_TYPES: &[&str] = &["qwen2_5_vl", "qwen3_vl", "gemma3"];
 
 /// Refuses, by key and before anything is built, a vision-language checkpoint whose package
 /// this build cannot make.
@@ -112,10 +102,7 @@ fn check_vision_language(ckpt: &Checkpoint) -> Result<()> {
     let c = &ckpt.config;
     let Some(m) = &c.multimodal else { return Ok(()) };
     if !VISION_LANGUAGE_TYPES.contains(&m.model_type.as_str()) {
-        let why = match m.model_type.as_str() {
-            "qwen3_vl" => QWEN3_VL_WHY,
-            _ => "no vision tower and embedding for it",
-        };
+        let why = "no vision tower and embedding for it";
         return Err(Error::Config {
             path: c.path.clone(),
             reason: format!("vision-language `model_type` `{}` is not supported ({why}); supported: {}", m.model_type, VISION_LANGUAGE_TYPES.join(", ")),

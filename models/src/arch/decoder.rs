@@ -56,6 +56,25 @@ struct Scalars {
     logits_divisor: Option<f64>,
 }
 
+/// Columns `[k * hidden, (k + 1) * hidden)` of a wide `inputs_embeds` (block 0: the
+/// embeddings, block k > 0: deepstack block k - 1; see [`crate::arch::vision::deepstack_count`]).
+fn deepstack_block(b: &mut GraphBuilder, embeds: &str, hidden: usize, k: usize) -> String {
+    let s = format!("inputs_embeds/block{k}");
+    let start = b.const_i64_1d(&format!("{s}/start"), &[(k * hidden) as i64]);
+    let end = b.const_i64_1d(&format!("{s}/end"), &[((k + 1) * hidden) as i64]);
+    let axis = b.const_i64_1d(&format!("{s}/axis"), &[2]);
+    let out = b.op(&format!("{s}/Slice"), "Slice", &[embeds, &start, &end, &axis], vec![]);
+    // Shape inference does not evaluate Slice; the fusions downstream need [batch, seq, hidden].
+    let input = b.graph.inputs.iter().find(|v| v.name == embeds).and_then(|v| v.shape.clone().map(|s| (v.dtype, s)));
+    if let Some((dtype, mut shape)) = input {
+        if let Some(last) = shape.last_mut() {
+            *last = ir::Dim::Fixed(hidden as i64);
+        }
+        b.annotate(&out, dtype, shape);
+    }
+    out
+}
+
 /// The token embedding: its initializer (a tied head reads it too) and its recipe.
 struct Embedding {
     table: String,
@@ -69,12 +88,18 @@ impl DecoderFamily {
         let scalars = self.scalars(c)?;
         let (embedding, mut h) = match &io.inputs_embeds {
             // The embedding part gathered (and scaled) the rows; a tied head still reads the table.
-            Some(embeds) => (self.embedding_table(b, ckpt)?, embeds.clone()),
+            Some(embeds) if io.deepstack == 0 => (self.embedding_table(b, ckpt)?, embeds.clone()),
+            Some(embeds) => (self.embedding_table(b, ckpt)?, deepstack_block(b, embeds, c.hidden_size, 0)),
             None => self.embed(b, ckpt, io, scalars.embedding)?,
         };
         let shared = self.shared(b, c, io, scalars)?;
         for i in 0..c.num_hidden_layers {
             h = self.layer(b, ckpt, &shared, i, &h)?;
+            if let (Some(embeds), true) = (&io.inputs_embeds, i < io.deepstack) {
+                // Qwen3-VL's deepstack: block i (zeros at text tokens) joins after layer i.
+                let block = deepstack_block(b, embeds, c.hidden_size, i + 1);
+                h = b.op(&format!("model.layers.{i}/deepstack/Add"), "Add", &[&h, &block], vec![]);
+            }
         }
         let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?;
         let logits = self.head(b, ckpt, io, &embedding, &h)?;
@@ -188,7 +213,10 @@ impl DecoderFamily {
     /// as the family scales text embeddings), with the rows of `image_token_id` replaced, in
     /// order, by the rows of `image_features` (`[N, hidden]`, N = 0 at decode steps: the
     /// features get one zero row appended so the gather always has a row to read).
-    pub(crate) fn build_embedding(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, input_ids: &str, image_features: &str, image_token_id: i64) -> Result<String> {
+    /// `width` is the features' width: `hidden`, or wider when deepstack blocks ride beside
+    /// them (Qwen3-VL, [`crate::arch::vision::deepstack_count`]); then text rows are padded
+    /// with zeros to that width, so a deepstack block adds nothing at text tokens.
+    pub(crate) fn build_embedding(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, input_ids: &str, image_features: &str, image_token_id: i64, width: usize) -> Result<String> {
         let c = &ckpt.config;
         ckpt.set_optional_prefix(self.optional_prefix);
         let scalars = self.scalars(c)?;
@@ -211,15 +239,24 @@ impl DecoderFamily {
         let zero = b.const_i64_1d(&format!("{s}/zero"), &[0]);
         let index = b.op(&format!("{s}/index"), "Sub", &[&rank, &one], vec![]);
         let index = b.op(&format!("{s}/index_clipped"), "Max", &[&index, &zero], vec![]);
-        let pad = b.initializer(&format!("{s}/zero_row"), ir::Recipe::from_f32("one zero row".to_string(), vec![1, c.hidden_size], &vec![0.0; c.hidden_size]).cast(b.float));
+        let pad = b.initializer(&format!("{s}/zero_row"), ir::Recipe::from_f32("one zero row".to_string(), vec![1, width], &vec![0.0; width]).cast(b.float));
         let rows = b.op(&format!("{s}/rows"), "Concat", &[image_features, &pad], vec![ir::Attr::int("axis", 0)]);
         let picked = b.op(&format!("{s}/picked"), "Gather", &[&rows, &index], vec![ir::Attr::int("axis", 0)]);
         let tokens = b.op(&format!("{s}/tokens"), "Shape", &[input_ids], vec![]);
-        let hidden = b.const_i64_1d(&format!("{s}/hidden"), &[c.hidden_size as i64]);
+        let hidden = b.const_i64_1d(&format!("{s}/hidden"), &[width as i64]);
         let shape = b.op(&format!("{s}/shape"), "Concat", &[&tokens, &hidden], vec![ir::Attr::int("axis", 0)]);
         let picked = b.op(&format!("{s}/picked_3d"), "Reshape", &[&picked, &shape], vec![]);
         let mask_axis = b.const_i64_1d(&format!("{s}/mask_axis"), &[-1]);
         let is_image = b.op(&format!("{s}/is_image_3d"), "Unsqueeze", &[&is_image, &mask_axis], vec![]);
+        if width > c.hidden_size {
+            // Text rows carry zeros in the deepstack columns (ConstantOfShape + Concat, which
+            // every table claims).
+            let extra = b.const_i64_1d(&format!("{s}/deepstack_width"), &[(width - c.hidden_size) as i64]);
+            let zeros_shape = b.op(&format!("{s}/deepstack_shape"), "Concat", &[&tokens, &extra], vec![ir::Attr::int("axis", 0)]);
+            let zero = ir::Recipe::from_f32(format!("{s}/deepstack_value"), vec![1], &[0.0]).cast(b.float);
+            let zeros = b.op(&format!("{s}/deepstack_zeros"), "ConstantOfShape", &[&zeros_shape], vec![ir::Attr::tensor("value", zero)]);
+            text = b.op(&format!("{s}/text_and_zeros"), "Concat", &[&text, &zeros], vec![ir::Attr::int("axis", -1)]);
+        }
         Ok(b.op(&format!("{s}/Where"), "Where", &[&is_image, &picked, &text], vec![]))
     }
 

@@ -93,7 +93,9 @@ pub const QWEN2: DecoderFamily = DecoderFamily {
 
 /// Qwen3: per-head RMSNorm on q and k before RoPE; biases follow `attention_bias`.
 pub const QWEN3: DecoderFamily = DecoderFamily {
-    model_types: &["qwen3"],
+    // `qwen3_vl_text`: Qwen3-VL's text model (its `text_config`), a Qwen3 decoder with
+    // interleaved multimodal RoPE (`mrope_interleaved`).
+    model_types: &["qwen3", "qwen3_vl_text"],
     names: NameTable { qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
     layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,

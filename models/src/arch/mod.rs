@@ -36,6 +36,9 @@ pub struct DecoderIo {
     pub tied_head: crate::TiedHead,
     /// The KV cache form: the past inputs are fixed-length buffers when it is static.
     pub kv_cache: crate::KvCache,
+    /// Deepstack blocks carried in `inputs_embeds` beside the embeddings (Qwen3-VL; 0
+    /// otherwise): block j is added to the hidden states after layer j.
+    pub deepstack: usize,
 }
 
 /// The decoder families this build knows, in the order they are listed to users.

@@ -89,6 +89,11 @@ pub fn build_with(ckpt: &Checkpoint, opts: &BuildOptions, input: TokenInput) -> 
         }
     }
     let float = opts.dtype;
+    // Deepstack blocks arrive only through an embedding part's `inputs_embeds`.
+    let deepstack = match input {
+        TokenInput::Embeds => crate::arch::vision::deepstack_count(c)?,
+        TokenInput::Ids => 0,
+    };
     let mut b = GraphBuilder::new("main_graph", float);
     b.lora = opts.lora.clone();
     let (batch, seq, total, past) =
@@ -103,7 +108,8 @@ pub fn build_with(ckpt: &Checkpoint, opts: &BuildOptions, input: TokenInput) -> 
     let (input_ids, inputs_embeds) = match input {
         TokenInput::Ids => (b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]), None),
         TokenInput::Embeds => {
-            let e = b.input(INPUTS_EMBEDS, float, vec![batch.clone(), seq.clone(), Dim::Fixed(c.hidden_size as i64)]);
+            let width = c.hidden_size * (1 + deepstack);
+            let e = b.input(INPUTS_EMBEDS, float, vec![batch.clone(), seq.clone(), Dim::Fixed(width as i64)]);
             (e.clone(), Some(e))
         }
     };
@@ -130,6 +136,7 @@ pub fn build_with(ckpt: &Checkpoint, opts: &BuildOptions, input: TokenInput) -> 
         present: io_present.clone(),
         tied_head: opts.tied_head,
         kv_cache: opts.kv_cache,
+        deepstack,
     };
     let logits = arch::build_decoder(family, &mut b, ckpt, &io)?;
 

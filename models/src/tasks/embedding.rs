@@ -4,6 +4,8 @@
 //! features in order (every image's features, batch row by batch row); the others are the
 //! token embedding, scaled as the text family scales it (Gemma's sqrt(hidden); image features
 //! are not scaled). onnxruntime-genai runs it at every step, with 0 image rows at decode steps.
+//! With Qwen3-VL's deepstack blocks both `image_features` and `inputs_embeds` are
+//! `hidden * (1 + k)` wide ([`crate::arch::vision::deepstack_count`]).
 
 use crate::tasks::causal_lm::{self, INPUTS_EMBEDS, INPUT_IDS};
 use crate::{BuildOptions, Checkpoint, Error, GraphBuilder, Result};
@@ -39,10 +41,12 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<Model> {
     let mut b = GraphBuilder::new("embedding_graph", float);
     let dim = |name: &str| opts.concrete_dims.get(name).map_or_else(|| Dim::sym(name), |&v| Dim::Fixed(v));
     let (batch, seq) = (dim("batch_size"), dim("sequence_length"));
-    let hidden = Dim::Fixed(c.hidden_size as i64);
+    // Wider than hidden when deepstack blocks ride beside the features (Qwen3-VL).
+    let width = c.hidden_size * (1 + crate::arch::vision::deepstack_count(c)?);
+    let hidden = Dim::Fixed(width as i64);
     let input_ids = b.input(INPUT_IDS, DType::I64, vec![batch.clone(), seq.clone()]);
     let features = b.input(IMAGE_FEATURES, float, vec![Dim::sym("num_image_tokens"), hidden.clone()]);
-    let out = family.build_embedding(&mut b, ckpt, &input_ids, &features, image_token)?;
+    let out = family.build_embedding(&mut b, ckpt, &input_ids, &features, image_token, width)?;
     let last = b.graph.nodes.iter_mut().rev().find(|n| n.outputs.contains(&out)).expect("inputs_embeds has a producer");
     for o in last.outputs.iter_mut().filter(|o| **o == out) {
         *o = INPUTS_EMBEDS.to_string();

@@ -35,7 +35,20 @@ pub fn supported(config: &DecoderConfig) -> Result<()> {
     let mm = multimodal(config)?;
     match mm.model_type.as_str() {
         "qwen2_5_vl" => qwen2_5_vl::QwenVision::read(&config.path, mm, config.hidden_size).map(|_| ()),
-        "qwen3_vl" => qwen3_vl::Qwen3Vision::read(&config.path, mm, config.hidden_size).map(|_| ()),
+        "qwen3_vl" => {
+            let v = qwen3_vl::Qwen3Vision::read(&config.path, mm, config.hidden_size)?;
+            if v.deepstack.len() > config.num_hidden_layers {
+                return Err(Error::Config {
+                    path: config.path.clone(),
+                    reason: format!(
+                        "key `vision_config.deepstack_visual_indexes` lists {} blocks, but the text model has only {} layers to add them after (`text_config.num_hidden_layers`)",
+                        v.deepstack.len(),
+                        config.num_hidden_layers
+                    ),
+                });
+            }
+            Ok(())
+        }
         "gemma3" => siglip::Gemma3Vision::read(&config.path, mm, config.hidden_size).map(|_| ()),
         other => Err(unsupported_type(&config.path, other)),
     }
@@ -53,6 +66,22 @@ pub fn build_vision(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model>
         "qwen3_vl" => qwen3_vl::build(ckpt, opts),
         "gemma3" => siglip::build(ckpt, opts),
         other => Err(unsupported_type(&ckpt.config.path, other)),
+    }
+}
+
+/// How many deepstack feature blocks travel beside the image features (Qwen3-VL: one per
+/// `vision_config.deepstack_visual_indexes` entry; 0 for every other tower).
+///
+/// onnxruntime-genai 0.18 moves exactly one tensor from the vision part to the embedding part
+/// (`image_features`) and one from the embedding part to the decoder (`inputs_embeds`), each
+/// `decoder.hidden_size` wide. Qwen3-VL's deepstack features therefore ride in the same
+/// tensors: `image_features [tokens, hidden * (1 + k)]` holds the merger's output and then the
+/// k deepstack mergers' outputs side by side, the embedding part puts them at the image tokens
+/// (zeros at text tokens), and the decoder adds block j to its hidden states after layer j.
+pub fn deepstack_count(config: &DecoderConfig) -> Result<usize> {
+    match &config.multimodal {
+        Some(mm) if mm.model_type == "qwen3_vl" => Ok(qwen3_vl::Qwen3Vision::read(&config.path, mm, config.hidden_size)?.deepstack.len()),
+        _ => Ok(0),
     }
 }
 

@@ -7,13 +7,13 @@
 //! checkpoint, which catches layout and wiring mistakes but not a misreading shared by both.
 //!
 //! Inputs as Qwen2.5-VL: `pixel_values [num_patches, C*T*P*P]` (merge-block order) and
-//! `image_grid_thw [num_images, 3]`. Outputs: `image_features [num_image_tokens,
-//! out_hidden_size]` (merged tokens in raster order) and, when `deepstack_visual_indexes` is
-//! not empty, `deepstack_features [num_deepstack, num_image_tokens, out_hidden_size]` (one
-//! merger output per listed block, in list order), which the decoder adds to the image
-//! positions' hidden states after its first layers. onnxruntime-genai 0.18 binds only
-//! `image_features`; a package that feeds the deepstack features needs a decoder that takes
-//! them.
+//! `image_grid_thw [num_images, 3]`. One output, `image_features [num_image_tokens,
+//! out_hidden_size * (1 + k)]` (merged tokens in raster order): the merger's output, then the
+//! k deepstack mergers' outputs (one per `deepstack_visual_indexes` entry, in list order) side
+//! by side, which the decoder adds to the image positions' hidden states after its first k
+//! layers. They share one tensor because onnxruntime-genai 0.18 moves only `image_features`
+//! from the vision part to the embedding part ([`super::deepstack_count`] says how the
+//! embedding part and the decoder carry them on).
 //!
 //! Differences from Qwen2.5-VL: the patch embedding has a bias; learned position embeddings
 //! (`pos_embed`, a `sqrt(num_position_embeddings)`-a-side grid) are bilinearly interpolated
@@ -32,9 +32,6 @@ use crate::components::norm::layer_norm;
 use crate::{Activation, BuildOptions, Checkpoint, Error, GraphBuilder, Multimodal, Result};
 use ir::{Attr, DType, Dim, Recipe};
 use std::path::Path;
-
-/// The tower's extra output, one merger output per `deepstack_visual_indexes` entry.
-pub const DEEPSTACK_FEATURES: &str = "deepstack_features";
 
 /// Published Qwen3-VL checkpoints store the tower as `model.visual.*`; `visual.*` is the
 /// older layout.
@@ -156,10 +153,12 @@ fn interpolated_positions(
         let step = b.op(&m("step"), "Div", &[&last, &steps], vec![]);
         let at = b.op(&m("index"), "Cast", &[at], to(DType::F32));
         let x = b.op(&m("coordinate"), "Mul", &[&at, &step], vec![]);
-        let low = b.op(&m("floor"), "Floor", &[&x], vec![]);
-        let frac = b.op(&m("fraction"), "Sub", &[&x, &low], vec![]);
+        // Coordinates are never negative, so truncation (Cast) is the floor; no Floor node,
+        // which not every table claims.
+        let low = b.op(&m("low"), "Cast", &[&x], to(DType::I64));
+        let floor = b.op(&m("floor"), "Cast", &[&low], to(DType::F32));
+        let frac = b.op(&m("fraction"), "Sub", &[&x, &floor], vec![]);
         let rest = b.op(&m("one_minus_fraction"), "Sub", &[&one, &frac], vec![]);
-        let low = b.op(&m("low"), "Cast", &[&low], to(DType::I64));
         let high = b.op(&m("high/next"), "Add", &[&low, &one_i], vec![]);
         let high = b.op(&m("high"), "Min", &[&high, &last_i], vec![]);
         (low, high, rest, frac)
@@ -270,20 +269,14 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
         }
     }
     let features = merger(&mut b, ckpt, &v, &name("merger"), &x, false)?;
-    b.node_named("vision/image_features", "Identity", &[&features], vec![], &[IMAGE_FEATURES]);
-    let tokens = dim(opts, "num_image_tokens");
-    b.output(IMAGE_FEATURES, float, vec![tokens.clone(), Dim::Fixed(v.out_hidden as i64)]);
-    if !deepstack.is_empty() {
-        let axes0 = b.const_i64_1d("vision/deepstack/axes0", &[0]);
-        let stacked: Vec<String> = deepstack
-            .iter()
-            .enumerate()
-            .map(|(k, d)| b.op(&format!("vision/deepstack/{k}/Unsqueeze"), "Unsqueeze", &[d, &axes0], vec![]))
-            .collect();
-        let refs: Vec<&str> = stacked.iter().map(String::as_str).collect();
-        b.node_named("vision/deepstack/Concat", "Concat", &refs, vec![Attr::int("axis", 0)], &[DEEPSTACK_FEATURES]);
-        b.output(DEEPSTACK_FEATURES, float, vec![Dim::Fixed(deepstack.len() as i64), tokens, Dim::Fixed(v.out_hidden as i64)]);
+    let width = v.out_hidden * (1 + deepstack.len());
+    if deepstack.is_empty() {
+        b.node_named("vision/image_features", "Identity", &[&features], vec![], &[IMAGE_FEATURES]);
+    } else {
+        let blocks: Vec<&str> = std::iter::once(features.as_str()).chain(deepstack.iter().map(String::as_str)).collect();
+        b.node_named("vision/image_features/with_deepstack", "Concat", &blocks, vec![Attr::int("axis", -1)], &[IMAGE_FEATURES]);
     }
+    b.output(IMAGE_FEATURES, float, vec![dim(opts, "num_image_tokens"), Dim::Fixed(width as i64)]);
     account_for_prefixes(ckpt, &[p])?;
     finish(b, ckpt)
 }
