@@ -5,7 +5,7 @@ Qwen2.5-0.5B-shaped checkpoint (128 prompt tokens, 32 new), in f32 and with `--q
 (each table's defaults), reported as ratios measured in the same run.
 
     cargo build --release -p builder --bins
-    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR] [--kv-cache] [--moe]
+    .venv/bin/python scripts/bench-genai.py [--workdir /tmp/tailor-bench] [--runs 3] [--compare DIR] [--kv-cache] [--moe] [--vl]
 
 `--kv-cache` measures the static KV cache instead (docs/benchmarks.md): decode tokens per second
 of the `default` (standard form) and `cpu` (GroupQueryAttention form) f32 packages with
@@ -22,6 +22,15 @@ seven projections of every layer) for the Qwen2.5-0.5B shape, the cpu f32 packag
 `--lora` and run with no adapter bound and with it bound (og.Adapters), and the plain cpu f32
 package, decode tokens per second in the same run, as ratios. `--bin-dir DIR` takes `tailor` and
 `tailor-bench` from DIR (a debug build writes the same packages).
+
+`--vl` measures a vision-language package instead: tailor-bench's qwen2.5-vl-small shape (the
+Qwen2.5-0.5B decoder behind an 8-block, 640-wide window-attention vision tower) with the
+tokenizer and processor files of the `tiny-qwen2_5_vl` fixture, a 448x448 image (256 image
+tokens) in the fixture's chat prompt: per package (default f32, cpu f32, cpu int4) the
+processor time, the image prefill (vision tower, embedding and decoder prefill: `set_inputs`
+and the first token), the vision tower alone in ONNX Runtime, and decode tokens per second,
+with the cpu/default and int4/f32 ratios of the same run. No anchor builds a whole VL package
+(the onnxruntime-genai builder exports only the text decoder), so there is no anchor ratio.
 
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
@@ -186,6 +195,89 @@ def lora_main(args, ckpt: Path, work: Path) -> None:
     shutil.rmtree(slots)
 
 
+def write_png(path: Path, side: int) -> None:
+    """An RGB test picture (smooth gradients and a checker pattern) as a plain PNG, written
+    with zlib so the benchmark needs no imaging library."""
+    import struct
+    import zlib
+
+    y, x = np.mgrid[0:side, 0:side]
+    rgb = np.stack([(x * 255 // side), (y * 255 // side), ((x // 32 + y // 32) % 2) * 200 + 20], axis=-1).astype(np.uint8)
+    raw = b"".join(b"\x00" + row.tobytes() for row in rgb)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def vl_main(args, work: Path) -> None:
+    """A Qwen2.5-VL package: image prefill and decode speed per (EP, dtype), same run."""
+    import json
+
+    import onnxruntime as ort
+
+    ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--model", "qwen2.5-vl-small", "--workdir", str(work), "--write-only"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    fixture = REPO / "tests" / "fixtures" / "tiny-qwen2_5_vl"
+    for name in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"]:
+        shutil.copy(fixture / name, ckpt / name)
+    side = 448
+    processor = json.loads((fixture / "processor_config.json").read_text())
+    processor["image_processor"]["size"]["longest_edge"] = side * side  # max_pixels: the whole picture, 256 tokens
+    (ckpt / "processor_config.json").write_text(json.dumps(processor, indent=2))
+    image = work / "bench-image.png"
+    write_png(image, side)
+    prompt = json.loads((fixture / "reference.json").read_text())["prompt"]
+    new_tokens = 32
+    speed = {}
+    for ep, name, flags in [("default", "f32", []), ("cpu", "f32", []), ("cpu", "int4", ["--quant", "int4"])]:
+        pkg = work / f"genai-vl-{ep}-{name}"
+        build(ckpt, pkg, ep, flags)
+        model = og.Model(str(pkg))
+        proc = model.create_multimodal_processor()
+        best = (float("inf"), float("inf"), 0.0)
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            inputs = proc(prompt, images=og.Images.open(str(image)))
+            t1 = time.perf_counter()
+            total = inputs["input_ids"].as_numpy().shape[-1] + new_tokens
+            params = og.GeneratorParams(model)
+            params.set_search_options(do_sample=False, max_length=total, min_length=total, batch_size=1)
+            gen = og.Generator(model, params)
+            t2 = time.perf_counter()
+            gen.set_inputs(inputs)
+            gen.generate_next_token()
+            t3 = time.perf_counter()
+            for _ in range(new_tokens - 1):
+                gen.generate_next_token()
+            t4 = time.perf_counter()
+            best = (min(best[0], t1 - t0), min(best[1], t3 - t2), max(best[2], (new_tokens - 1) / (t4 - t3)))
+        pixels = inputs["pixel_values"].as_numpy()
+        grid = inputs["image_grid_thw"].as_numpy()
+        tokens = int(inputs["num_image_tokens"].as_numpy().reshape(-1)[0])
+        sess = ort.InferenceSession(str(pkg / "vision.onnx"), providers=["CPUExecutionProvider"])
+        feeds = {"pixel_values": pixels.astype(np.float32), "image_grid_thw": grid.astype(np.int64)}
+        feeds = {i.name: feeds[i.name] for i in sess.get_inputs()}
+        vision = float("inf")
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            vision = min(vision, time.perf_counter() - t0)
+        del sess, gen, model
+        speed[(ep, name)] = (best[1], best[2], vision)
+        print(f"vl {ep:8s} {name}: {tokens} image tokens, {pixels.shape[0]} patches   processor {best[0] * 1000:7.1f} ms   "
+              f"image prefill {best[1] * 1000:8.1f} ms (vision tower alone {vision * 1000:7.1f} ms)   decode {best[2]:6.2f} tokens/s")
+        shutil.rmtree(pkg)
+    d, c, q = speed[("default", "f32")], speed[("cpu", "f32")], speed[("cpu", "int4")]
+    print(f"vl_cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} vl_cpu_vs_default_vision_speedup={d[2] / c[2]:.2f} "
+          f"vl_cpu_vs_default_decode={c[1] / d[1]:.2f} vl_cpu_int4_vs_cpu_f32_decode={q[1] / c[1]:.2f} "
+          f"vl_cpu_int4_vs_cpu_f32_prefill_speedup={c[0] / q[0]:.2f} "
+          f"default_prefill_ms={d[0] * 1000:.0f} cpu_prefill_ms={c[0] * 1000:.0f} cpu_int4_prefill_ms={q[0] * 1000:.0f} "
+          f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
+
+
 def moe_ops(pkg: Path) -> str:
     """How the package computes its experts: the count of MoE / QMoE nodes."""
     import onnx
@@ -203,6 +295,7 @@ def main() -> None:
     ap.add_argument("--kv-cache", action="store_true", help="static vs dynamic KV cache decode speed instead")
     ap.add_argument("--contexts", default="128,2048", help="prompt lengths for --kv-cache")
     ap.add_argument("--moe", action="store_true", help="a mixture-of-experts shape: cpu (MoE, QMoE) vs default (dense) instead")
+    ap.add_argument("--vl", action="store_true", help="a vision-language package (Qwen2.5-VL shape): image prefill and decode")
     ap.add_argument("--lora", action="store_true", help="LoRA slots: none bound, an adapter bound, and the plain package")
     ap.add_argument("--bin-dir", type=Path, default=None, help="where tailor and tailor-bench are (default target/release)")
     args = ap.parse_args()
@@ -214,6 +307,9 @@ def main() -> None:
         sys.exit("build first: cargo build --release -p builder --bins")
     if args.moe:
         moe_main(args, work)
+        return
+    if args.vl:
+        vl_main(args, work)
         return
     ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--workdir", str(work), "--write-only"],
                                check=True, capture_output=True, text=True).stdout.strip())

@@ -82,6 +82,73 @@ fn qwen2_5_vl_embedding_and_decoder_match_transformers() {
     assert!(max_abs_diff(&plain, r.get("logits").f32(), None) > 1e-2, "the mRoPE ids change the logits");
 }
 
+/// Qwen3-VL's deepstack: the tower's `image_features` hold the merger's output and the two
+/// deepstack mergers' outputs side by side, the embedding part puts all three blocks at the
+/// image tokens (zeros beside text tokens), and the decoder adds block j after layer j. Each
+/// block equals transformers', the logits too (generic and cpu decoders), and dropping the
+/// deepstack blocks changes the logits measurably (so the test would see them lost).
+#[test]
+fn qwen3_vl_deepstack_parts_match_transformers() {
+    let (_dirs, mut emb, mut dec, shape, r) = parts("tiny-qwen3_vl");
+    let dir = fixture("tiny-qwen3_vl");
+    let ckpt = Checkpoint::open(&dir).unwrap();
+    let h = ckpt.config.hidden_size;
+    let tower = models::arch::vision::build_vision(&ckpt, &BuildOptions::default()).unwrap();
+    let (_d, mut vision) = session_for(&tower);
+    let feeds = [("pixel_values".to_string(), r.get("pixel_values").clone()), ("image_grid_thw".to_string(), r.get("image_grid_thw").clone())];
+    let wide = run(&mut vision, &feeds)["image_features"].f32().clone();
+    let deep = r.get("deepstack_features").f32();
+    let k = deep.shape()[0];
+    assert_eq!(wide.shape()[1], h * (1 + k), "image_features carry the {k} deepstack blocks");
+    let block = |a: &ArrayD<f32>, j: usize| a.slice_axis(ndarray::Axis(a.ndim() - 1), (j * h..(j + 1) * h).into()).to_owned();
+    let d = max_abs_diff(&block(&wide, 0), r.get("image_features").f32(), None);
+    assert!(d <= 1e-4, "image_features differ from transformers by {d}");
+    for j in 0..k {
+        let d = max_abs_diff(&block(&wide, j + 1), &deep.index_axis(ndarray::Axis(0), j).to_owned(), None);
+        assert!(d <= 1e-4, "deepstack block {j} differs from transformers by {d}");
+    }
+
+    let ids = r.get("input_ids").i64();
+    let embeds = embed(&mut emb, ids, wide.clone());
+    let d = max_abs_diff(&block(&embeds, 0), r.get("inputs_embeds").f32(), None);
+    assert!(d <= 1e-4, "inputs_embeds differ by {d}");
+    let image_rows: Vec<bool> = ids.iter().map(|&t| t == 5).collect();
+    for j in 1..=k {
+        let b = block(&embeds, j);
+        for (s, &image) in image_rows.iter().enumerate() {
+            let row = b.slice(ndarray::s![0, s, ..]);
+            assert!(image || row.iter().all(|&x| x == 0.0), "deepstack block {j} is not zero at text token {s}");
+        }
+    }
+    let logits = prefill(&mut dec, &shape, &embeds, r.get("attention_mask").i64(), r.get("position_ids").i64());
+    let d = max_abs_diff(&logits, r.get("logits").f32(), None);
+    assert!(d <= 1e-3, "image prompt logits differ by {d}");
+    let mut without = embeds.clone();
+    without.slice_axis_mut(ndarray::Axis(2), (h..).into()).fill(0.0);
+    let lost = prefill(&mut dec, &shape, &without, r.get("attention_mask").i64(), r.get("position_ids").i64());
+    assert!(max_abs_diff(&lost, r.get("logits").f32(), None) > 1e-2, "the deepstack blocks change the logits");
+
+    // Decode steps feed no image rows.
+    let text_ids = r.get("text_input_ids").i64();
+    let text = embed(&mut emb, text_ids, ArrayD::zeros(IxDyn(&[0, h * (1 + k)])));
+    let d = max_abs_diff(&block(&text, 0), r.get("text_inputs_embeds").f32(), None);
+    assert!(d <= 1e-5, "text-only inputs_embeds differ by {d}");
+    let logits = prefill(&mut dec, &shape, &text, r.get("text_attention_mask").i64(), &arange(Some(3), text_ids.shape()[1]));
+    let d = max_abs_diff(&logits, r.get("text_logits").f32(), None);
+    assert!(d <= 1e-3, "text-only logits differ by {d}");
+
+    // The cpu decoder (GroupQueryAttention, skip norms) on the same wide rows.
+    let sets = ep_sets::EpSets::builtin().unwrap();
+    let (table, plan) = sets.role_plan("cpu", ir::Role::Decoder, ir::DType::F32).unwrap();
+    let mut cpu = causal_lm::build_with(&ckpt, &builder::build_options(plan, ir::DType::F32), TokenInput::Embeds).unwrap();
+    builder::pipeline::optimize(&mut cpu, table, plan, false, None).unwrap();
+    assert_eq!(cpu.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").count(), ckpt.config.num_hidden_layers);
+    let (_d2, mut cpu) = session_for(&cpu);
+    let logits = prefill(&mut cpu, &shape, &embeds, r.get("attention_mask").i64(), r.get("position_ids").i64());
+    let d = max_abs_diff(&logits, r.get("logits").f32(), None);
+    assert!(d <= 1e-3, "cpu image prompt logits differ by {d}");
+}
+
 #[test]
 fn gemma3_vl_embedding_and_causal_decoder_match_transformers() {
     let (_dirs, mut emb, mut dec, shape, r) = parts("tiny-gemma3-vl");
@@ -141,12 +208,12 @@ fn unsupported_vision_language_types_are_refused_by_key() {
         std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
     }
     let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    for (model_type, why) in [("qwen3_vl", "deepstack"), ("llava", "no vision tower")] {
+    for (model_type, why) in [("qwen2_vl", "no vision tower"), ("llava", "no vision tower")] {
         config["model_type"] = serde_json::json!(model_type);
         std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
         let ckpt = Checkpoint::open(dir.path()).unwrap();
         let e = models::tasks::Task::CausalLm.parts(&ckpt).unwrap_err().to_string();
-        assert!(e.contains(&format!("`{model_type}`")) && e.contains(why) && e.contains("qwen2_5_vl, gemma3"), "{e}");
+        assert!(e.contains(&format!("`{model_type}`")) && e.contains(why) && e.contains("qwen2_5_vl, qwen3_vl, gemma3"), "{e}");
     }
 }
 
@@ -157,7 +224,7 @@ fn unsupported_vision_language_types_are_refused_by_key() {
 /// Qwen also on two images of other grids in one call, where a wrong mask would mix them.
 #[test]
 fn cpu_vision_towers_fuse_attention_and_match_transformers() {
-    for (name, grid) in [("tiny-qwen2_5_vl", true), ("tiny-gemma3-vl", false)] {
+    for (name, grid) in [("tiny-qwen2_5_vl", true), ("tiny-qwen3_vl", true), ("tiny-gemma3-vl", false)] {
         let dir = fixture(name);
         let parts = builder::optimized_parts(&dir, None, "cpu", ir::DType::F32, false, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let (_, vision, report) = parts.into_iter().find(|(p, _, _)| p.role == ir::Role::Vision).expect("a vision part");
@@ -180,7 +247,9 @@ fn cpu_vision_towers_fuse_attention_and_match_transformers() {
         let want = run(&mut plain, &feeds)["image_features"].f32().clone();
         let d = max_abs_diff(&got, &want, None);
         assert!(d <= 1e-5, "{name}: fused tower differs from the generic one by {d}");
-        let d = max_abs_diff(&got, r.get("image_features").f32(), None);
+        // Qwen3-VL's deepstack blocks follow the features (checked in qwen3_vl_deepstack_parts_match_transformers).
+        let h = r.get("image_features").f32().shape()[1];
+        let d = max_abs_diff(&got.slice_axis(ndarray::Axis(1), (0..h).into()).to_owned(), r.get("image_features").f32(), None);
         assert!(d <= 1e-3, "{name}: fused tower differs from transformers by {d}");
         if grid {
             // Two images of other grids (2x2 and 2x4 merged tokens) in one call.

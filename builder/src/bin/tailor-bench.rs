@@ -1,13 +1,14 @@
 //! Build benchmark (never run in CI): writes a random checkpoint with the exact tensor names,
 //! shapes and dtype (bf16) of Qwen2.5-0.5B (or Llama-3.2-1B with `--model llama-3.2-1b`, or a
-//! small Qwen3-MoE shape with `--model qwen3-moe-small`), then
+//! small Qwen3-MoE shape with `--model qwen3-moe-small`, or a Qwen2.5-VL shape with
+//! `--model qwen2.5-vl-small`), then
 //! times, as child processes, a plain copy of its safetensors file, `tailor build --dtype f16`
 //! and `tailor build --dtype f32`, `tailor build --ep cpu --quant int4` and `--quant int8`
 //! (the cpu table's defaults), plus the demo tiny-llama build. Wall times are reported as
 //! ratios to the copy (measured in the same run) and each child's peak RSS (`ru_maxrss`, which
 //! includes file-backed pages) as a fraction of the checkpoint's size.
 //!
-//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small]
+//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|qwen2.5-vl-small]
 //!        [--workdir DIR] [--runs N] [--write-only]
 //!
 //! `--write-only` writes the checkpoint and stops (scripts/bench-genai.py uses it).
@@ -137,6 +138,70 @@ fn qwen3_moe_small() -> Shape {
     }
 }
 
+/// A Qwen2.5-VL-shaped checkpoint for the vision-language decode benchmark
+/// (scripts/bench-genai.py --vl): the Qwen2.5-0.5B text decoder (mRoPE sections for head dim
+/// 64) behind an 8-block vision tower of width 640 with window attention (full attention in
+/// blocks 3 and 7), about 0.55 B parameters. The special token ids are those of the
+/// `tiny-qwen2_5_vl` fixture's tokenizer, which the script copies beside it.
+fn qwen25_vl_small() -> Shape {
+    let (h, inter, layers, heads, kv, hd, vocab) = (896, 4864, 24, 14, 2, 64, 151936);
+    let mut t = llama_style_tensors((h, inter, layers, heads, kv, hd, vocab), true);
+    t.push(("lm_head.weight".into(), vec![vocab, h]));
+    let (vh, vinter, depth, patch, temporal, merge) = (640, 1712, 8, 14, 2, 2);
+    t.push(("visual.patch_embed.proj.weight".into(), vec![vh, 3, temporal, patch, patch]));
+    for i in 0..depth {
+        let p = format!("visual.blocks.{i}");
+        for (n, s) in [
+            ("attn.qkv.weight", vec![3 * vh, vh]),
+            ("attn.qkv.bias", vec![3 * vh]),
+            ("attn.proj.weight", vec![vh, vh]),
+            ("attn.proj.bias", vec![vh]),
+            ("mlp.gate_proj.weight", vec![vinter, vh]),
+            ("mlp.gate_proj.bias", vec![vinter]),
+            ("mlp.up_proj.weight", vec![vinter, vh]),
+            ("mlp.up_proj.bias", vec![vinter]),
+            ("mlp.down_proj.weight", vec![vh, vinter]),
+            ("mlp.down_proj.bias", vec![vh]),
+            ("norm1.weight", vec![vh]),
+            ("norm2.weight", vec![vh]),
+        ] {
+            t.push((format!("{p}.{n}"), s));
+        }
+    }
+    let merged = vh * merge * merge;
+    t.extend([
+        ("visual.merger.ln_q.weight".to_string(), vec![vh]),
+        ("visual.merger.mlp.0.weight".into(), vec![merged, merged]),
+        ("visual.merger.mlp.0.bias".into(), vec![merged]),
+        ("visual.merger.mlp.2.weight".into(), vec![h, merged]),
+        ("visual.merger.mlp.2.bias".into(), vec![h]),
+    ]);
+    Shape {
+        name: "qwen2.5-vl-small",
+        config: serde_json::json!({
+            "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
+            "image_token_id": 5, "video_token_id": 6, "vision_start_token_id": 3, "vision_end_token_id": 4,
+            "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+            "text_config": {
+                "model_type": "qwen2_5_vl_text", "hidden_size": h, "intermediate_size": inter,
+                "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
+                "vocab_size": vocab, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+                "hidden_act": "silu", "tie_word_embeddings": false, "use_sliding_window": false,
+                "sliding_window": null, "max_window_layers": 80, "bos_token_id": 0, "eos_token_id": 2,
+                "pad_token_id": 0,
+                "rope_parameters": {"mrope_section": [16, 8, 8], "rope_theta": 1000000.0, "rope_type": "default"},
+            },
+            "vision_config": {
+                "model_type": "qwen2_5_vl_vision", "depth": depth, "hidden_size": vh, "intermediate_size": vinter,
+                "num_heads": 10, "out_hidden_size": h, "patch_size": patch, "temporal_patch_size": temporal,
+                "spatial_merge_size": merge, "in_channels": 3, "window_size": 112,
+                "fullatt_block_indexes": [3, 7], "hidden_act": "silu", "tokens_per_second": 2,
+            },
+        }),
+        tensors: t,
+    }
+}
+
 /// Writes `model.safetensors` (bf16, random values of moderate magnitude) block by block.
 fn write_checkpoint(shape: &Shape, dir: &Path) -> std::io::Result<u64> {
     std::fs::create_dir_all(dir)?;
@@ -221,15 +286,16 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small] [--workdir DIR] [--runs N] [--write-only]");
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|qwen2.5-vl-small] [--workdir DIR] [--runs N] [--write-only]");
         return;
     }
     let shape = match arg("--model").as_deref() {
         None | Some("qwen2.5-0.5b") => qwen25_05b(),
         Some("llama-3.2-1b") => llama32_1b(),
         Some("qwen3-moe-small") => qwen3_moe_small(),
+        Some("qwen2.5-vl-small") => qwen25_vl_small(),
         Some(other) => {
-            eprintln!("unknown --model {other}; choose qwen2.5-0.5b, llama-3.2-1b or qwen3-moe-small");
+            eprintln!("unknown --model {other}; choose qwen2.5-0.5b, llama-3.2-1b, qwen3-moe-small or qwen2.5-vl-small");
             std::process::exit(2);
         }
     };

@@ -1,10 +1,9 @@
 //! The Qwen3-VL vision tower (`Qwen3VLVisionModel`), every index computed in the graph from
 //! `image_grid_thw`.
 //!
-//! **Not checked against transformers**: no Qwen3-VL fixture exists. The graph follows
-//! transformers' `modeling_qwen3_vl.py` as read, and its test compares it with an independent
-//! Rust tower written from the same reading (tests/tests/vision_parity.rs) on a synthetic
-//! checkpoint, which catches layout and wiring mistakes but not a misreading shared by both.
+//! Checked against transformers on the `tiny-qwen3_vl` fixture (tests/tests/vl_parts.rs,
+//! scripts/make_tiny_qwen3_vl.py) and, on grids the fixture does not have, against an
+//! independent Rust tower (tests/tests/vision_parity.rs).
 //!
 //! Inputs as Qwen2.5-VL: `pixel_values [num_patches, C*T*P*P]` (merge-block order) and
 //! `image_grid_thw [num_images, 3]`. One output, `image_features [num_image_tokens,

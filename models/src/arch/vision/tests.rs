@@ -142,6 +142,8 @@ fn qwen3_sizes_and_refusals() {
         (with(qwen3_vision(), "deepstack_visual_indexes", json!([1, 3])), "key `vision_config.deepstack_visual_indexes` names block 3"),
         (with(qwen3_vision(), "hidden_act", json!("relu")), "key `vision_config.hidden_act` is \"relu\""),
         (with(qwen3_vision(), "out_hidden_size", json!(32)), "key `vision_config.out_hidden_size` is 32"),
+        // Three deepstack blocks but two text layers to add them after.
+        (with(qwen3_vision(), "deepstack_visual_indexes", json!([0, 1, 2])), "lists 3 blocks, but the text model has only 2 layers"),
     ];
     for (vision, expected) in cases {
         let e = supported(&parse(&config(vision))).expect_err(expected).to_string();
