@@ -256,7 +256,8 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "ep": table.name,
         "provider": table.provider,
         "dtype": req.dtype.name(),
-        "model_type": ckpt.config.model_type,
+        // A vision-language checkpoint's own type (`qwen2_5_vl`), not its text model's.
+        "model_type": ckpt.config.multimodal.as_ref().map_or(&ckpt.config.model_type, |m| &m.model_type),
         "task": task.name(),
         "genai_config": plan.genai(),
         "files": files,

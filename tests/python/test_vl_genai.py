@@ -12,6 +12,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, REGISTRY, build_with
 
 VL_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "vlm"]
+REGISTRY_TYPES = {f["name"]: f["model_type"] for f in REGISTRY["fixture"] if f["kind"] == "vlm"}
 # Gemma 3's package decoder is causal (docs/models.md): its greedy tokens are the causal ones
 # (on tiny-gemma3-vl they equal the bidirectional ones too).
 GREEDY = {"tiny-gemma3-vl": "greedy_tokens_causal"}
@@ -68,6 +69,7 @@ def test_text_only_prompt_matches_transformers(fixture, tmp_path):
 def test_int4_package_generates_with_an_image(fixture, tmp_path):
     pkg = build_with(tmp_path / "pkg", fixture, "cpu", ["--quant", "int4"])
     report = json.loads((pkg / "build_report.json").read_text())
+    assert report["model_type"] == REGISTRY_TYPES[fixture], "the checkpoint's own model_type, not its text model's"
     quantized = {p["role"]: p["quantization"] is not None for p in report["parts"]}
     assert quantized == {"vision": False, "embedding": False, "decoder": True}, quantized
     _, meta = reference(fixture)
