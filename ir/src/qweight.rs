@@ -516,7 +516,7 @@ impl QuantGroup {
         let cols = n1 - n0;
         let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
         let passes: Vec<usize> = (0..cols).step_by(rows).collect();
-        passes
+        hqq::install(|| passes
             .into_par_iter()
             .map(|c0| {
                 let c1 = (c0 + rows).min(cols);
@@ -550,7 +550,7 @@ impl QuantGroup {
                 self.add_error(&error);
                 emit(n0 + c0, self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&offsets))))
             })
-            .collect()
+            .collect())
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
