@@ -32,6 +32,15 @@ and the first token), the vision tower alone in ONNX Runtime, and decode tokens 
 with the cpu/default and int4/f32 ratios of the same run. No anchor builds a whole VL package
 (the onnxruntime-genai builder exports only the text decoder), so there is no anchor ratio.
 
+`--hqq` measures `--quant-method hqq` against RTN (docs/quantization.md): the cpu int4 builds of
+the Qwen2.5-0.5B shape with each method, timed as child processes (best wall time and worst peak
+RSS of `--runs`), their package sizes and decode tokens per second, as hqq/RTN ratios of the same
+run. With `--nll-model DIR` (a float checkpoint with real weights, e.g. the SmolLM2 GGUF
+dequantized, docs/quantization.md), it also builds that checkpoint float, RTN int4 and HQQ int4
+(and HQQ with `--quant-lm-head int8`, which shares the table as RTN int8 does) and prints each
+package's passage NLL (scripts/measure_nll.py's passage) less the float package's, and its size
+over the RTN int4 package's.
+
 `--compare DIR` measures one more package in the same run, e.g. the onnxruntime-genai builder's
 int4 package of the same checkpoint (`python -m onnxruntime_genai.models.builder -i CKPT -o DIR
 -p int4 -e cpu`, which needs torch: never in CI), and prints our cpu int4 package's ratios to it.
@@ -102,6 +111,59 @@ def measure(pkg: Path, prompt: np.ndarray, new_tokens: int, runs: int, adapter: 
         best_prefill = min(best_prefill, t1 - t0)
         best_decode = max(best_decode, new_tokens / (t2 - t1))
     return best_prefill, best_decode
+
+
+def timed_build(ckpt: Path, out: Path, ep: str, flags: list, runs: int):
+    """Best wall time (s) and worst peak RSS (bytes, the child's own ru_maxrss) of `runs` builds,
+    each from a removed output folder after a `sync` (as tailor-bench does)."""
+    best, rss = float("inf"), 0
+    for _ in range(runs):
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run(["sync"], check=False)
+        cmd = [str(RELEASE / "tailor"), "build", "--model", str(ckpt), "--output", str(out), "--ep", ep, "--dtype", "f32", *flags]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"{cmd} failed")
+        best, rss = min(best, wall), max(rss, usage.ru_maxrss * 1024)
+    return best, rss
+
+
+def package_bytes(pkg: Path) -> int:
+    return sum(f.stat().st_size for f in pkg.iterdir() if f.name.startswith("model.onnx"))
+
+
+def hqq_main(args, ckpt: Path, work: Path) -> None:
+    """HQQ against RTN, same run: build time, peak RSS, size, decode speed; NLL on real weights."""
+    prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
+    res = {}
+    for name, flags in [("rtn", ["--quant", "int4"]), ("hqq", ["--quant", "int4", "--quant-method", "hqq"])]:
+        pkg = work / f"genai-cpu-int4-{name}"
+        secs, rss = timed_build(ckpt, pkg, "cpu", flags, args.runs)
+        prefill, decode = measure(pkg, prompt, 32, args.runs)
+        res[name] = (secs, rss, package_bytes(pkg), prefill, decode)
+        print(f"{name}: build {secs:7.2f} s  peak RSS {rss / 2**30:6.3f} GiB  package {res[name][2] / 1e6:7.1f} MB  "
+              f"prefill {prefill * 1000:7.1f} ms  decode {decode:6.2f} tokens/s")
+    r, h = res["rtn"], res["hqq"]
+    print(f"hqq_vs_rtn_build_time={h[0] / r[0]:.2f} hqq_vs_rtn_peak_rss={h[1] / r[1]:.3f} hqq_vs_rtn_size={h[2] / r[2]:.3f} "
+          f"hqq_vs_rtn_decode={h[4] / r[4]:.3f} hqq_vs_rtn_prefill_speedup={r[3] / h[3]:.3f}")
+    if args.nll_model is None:
+        return
+    sys.path.insert(0, str(REPO / "scripts"))
+    import measure_nll
+
+    cases = [("float", []), ("rtn", ["--quant", "int4"]), ("hqq", ["--quant", "int4", "--quant-method", "hqq"]),
+             ("hqq-head-int8", ["--quant", "int4", "--quant-method", "hqq", "--quant-lm-head", "int8", "--quant-embeddings", "int8"]),
+             ("hqq-head-none", ["--quant", "int4", "--quant-method", "hqq", "--quant-lm-head", "none", "--quant-embeddings", "none"])]
+    nll, size = {}, {}
+    for name, flags in cases:
+        pkg = work / f"nll-{name}"
+        build(args.nll_model, pkg, "cpu", flags)
+        nll[name], size[name] = measure_nll.nll(pkg), package_bytes(pkg)
+        print(f"{name}: NLL {nll[name]:.4f}  package {size[name] / 1e6:.1f} MB")
+    print(" ".join(f"{n}_nll_minus_float={nll[n] - nll['float']:.4f} {n}_size_vs_rtn={size[n] / size['rtn']:.3f}" for n, _ in cases[1:]))
 
 
 def kv_cache_main(args, ckpt: Path, work: Path) -> None:
@@ -297,6 +359,8 @@ def main() -> None:
     ap.add_argument("--moe", action="store_true", help="a mixture-of-experts shape: cpu (MoE, QMoE) vs default (dense) instead")
     ap.add_argument("--vl", action="store_true", help="a vision-language package (Qwen2.5-VL shape): image prefill and decode")
     ap.add_argument("--lora", action="store_true", help="LoRA slots: none bound, an adapter bound, and the plain package")
+    ap.add_argument("--hqq", action="store_true", help="--quant-method hqq vs RTN: build time, peak RSS, size, decode speed")
+    ap.add_argument("--nll-model", type=Path, default=None, help="with --hqq: a float checkpoint with real weights for the NLL check")
     ap.add_argument("--bin-dir", type=Path, default=None, help="where tailor and tailor-bench are (default target/release)")
     args = ap.parse_args()
     global RELEASE
@@ -318,6 +382,9 @@ def main() -> None:
         return
     if args.lora:
         lora_main(args, ckpt, work)
+        return
+    if args.hqq:
+        hqq_main(args, ckpt, work)
         return
     prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
     results = {}

@@ -48,6 +48,20 @@ def greedy(sess, model, ids, n=24):
     return out
 
 
+def nll(pkg):
+    """The passage NLL of one package (its own tokenizer)."""
+    tok = Tokenizer.from_file(os.path.join(pkg, "tokenizer.json"))
+    ids = np.array([tok.encode(PASSAGE).ids], dtype=np.int64)
+    model = onnx.load(os.path.join(pkg, "model.onnx"), load_external_data=False)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = ort.InferenceSession(os.path.join(pkg, "model.onnx"), so, providers=["CPUExecutionProvider"])
+    logits = sess.run(["logits"], feeds(model, ids))[0][0].astype(np.float64)
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    return float(-np.mean([logp[t, ids[0, t + 1]] for t in range(ids.shape[1] - 1)]))
+
+
 def main(pkgs):
     tok = Tokenizer.from_file(os.path.join(pkgs[0], "tokenizer.json"))
     ids = np.array([tok.encode(PASSAGE).ids], dtype=np.int64)

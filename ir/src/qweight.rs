@@ -267,9 +267,46 @@ impl QuantGroup {
     /// Quantizes weight rows `start..end` (NBits) or reduced rows `start..end` (Dq) and
     /// returns each present part's bytes of that range, in [`QuantPart`] order.
     pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        let r = match self.form {
-            QuantForm::NBits => self.compute_rows(start, end),
-            QuantForm::Dq => self.compute_band(start, end),
+        if !self.streams_pieces() {
+            return self.compute_each(start, end, &|_, parts| Ok(parts)).map(|mut v| v.pop().unwrap_or_default());
+        }
+        // Pieces (HQQ) gathered into whole parts of the range.
+        let parts: Vec<QuantPart> = [QuantPart::Data, QuantPart::Scales, QuantPart::ZeroPoints].into_iter().filter(|&p| self.has(p)).collect();
+        let whole: Vec<Mutex<Vec<u8>>> =
+            parts.iter().map(|&p| Mutex::new(vec![0u8; self.part_offset(p, end) - self.part_offset(p, start)])).collect();
+        self.compute_each(start, end, &|s, pieces| {
+            for (p, bytes) in pieces {
+                let i = parts.iter().position(|&q| q == p).expect("a present part");
+                let at = self.part_offset(p, s) - self.part_offset(p, start);
+                let mut w = whole[i].lock().map_err(|_| Error::Graph("a quantizing thread panicked".into()))?;
+                w[at..at + bytes.len()].copy_from_slice(&bytes);
+            }
+            Ok(())
+        })?;
+        Ok(parts.into_iter().zip(whole).map(|(p, w)| (p, w.into_inner().unwrap_or_default())).collect())
+    }
+
+    /// Whether [`Self::compute_each`] hands a range over in several pieces (HQQ, whose range is
+    /// the whole tensor: its pieces are written as they are coded, not held until the end).
+    fn streams_pieces(&self) -> bool {
+        self.form == QuantForm::NBits && self.hqq()
+    }
+
+    /// [`Self::compute`] handing the bytes to `emit` as pieces `(first row, parts)`, each
+    /// part's bytes starting at [`Self::part_offset`] of that row; pieces may come from
+    /// several threads at once. Returns what `emit` returned, in piece order for one piece.
+    pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
+        let r = if self.streams_pieces() {
+            match self.scale_dtype {
+                DType::F16 => self.hqq_rows::<f16, R>(start, end, emit),
+                _ => self.hqq_rows::<f32, R>(start, end, emit),
+            }
+        } else {
+            let parts = match self.form {
+                QuantForm::NBits => self.compute_rows(start, end),
+                QuantForm::Dq => self.compute_band(start, end),
+            };
+            parts.and_then(|p| emit(start, p)).map(|r| vec![r])
         };
         r.map_err(|e| match e {
             Error::QuantNonFinite { row, col, value } => {
@@ -360,12 +397,6 @@ impl QuantGroup {
                 }
             };
             return Ok(self.parts(b, scales, zp));
-        }
-        if self.hqq() {
-            return match self.scale_dtype {
-                DType::F16 => self.hqq_rows::<f16>(n0, n1),
-                _ => self.hqq_rows::<f32>(n0, n1),
-            };
         }
         self.with_block(n0, n1, 0, self.k(), |values| {
             let view = WeightView::column_major(values, self.k(), n1 - n0)?;
@@ -467,12 +498,14 @@ impl QuantGroup {
     }
 
     /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): solves the tensor
-    /// ([`hqq::solve`], one read of the weight per iteration, [`HQQ_PASS_BYTES`] at a time), then
-    /// writes the codes, the scales and, as the ZeroPoints part, each block's offset
-    /// `scale * (mid - zero)` ([`Self::float_zeros`]: MatMulNBits without zero points plus the
-    /// offsets times the block sums, the form ONNX Runtime's CPU kernel runs fast), recording
-    /// the weight error of that form.
-    fn hqq_rows<S: Scale + ToBytes>(&self, n0: usize, n1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+    /// ([`hqq::solve`], one read of the weight per iteration, [`HQQ_PASS_BYTES`] at a time,
+    /// keeping 8 bytes per block between reads), then codes it in passes of the same size, in
+    /// parallel, handing each pass's codes, scales and, as the ZeroPoints part, each block's
+    /// offset `scale * (mid - zero)` to `emit` ([`Self::float_zeros`]: MatMulNBits without zero
+    /// points plus the offsets times the block sums, the form ONNX Runtime's CPU kernel runs
+    /// fast), recording the weight error of that form.
+    fn hqq_rows<S: Scale + ToBytes, R: Send>(&self, n0: usize, n1: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
+        use rayon::prelude::*;
         let (k, settings) = (self.k(), self.settings);
         let (bits, bs) = (settings.bits(), settings.block_size());
         let layout = settings.layout(k)?;
@@ -481,40 +514,43 @@ impl QuantGroup {
         let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out);
         let solution = hqq::solve(bits, bs, n1 - n0, k, rows, &read)?;
         let cols = n1 - n0;
-        let mut b = vec![0u8; cols * layout.b_per_column()];
-        let mut scales = Vec::with_capacity(cols * k_blocks);
-        let mut offsets = Vec::with_capacity(cols * k_blocks);
         let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
-        let mut error = WeightError::default();
-        let mut codes = [0u8; crate::quant::MAX_BLOCK];
-        for c0 in (0..cols).step_by(rows) {
-            let c1 = (c0 + rows).min(cols);
-            self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
-                for (i, row) in values.chunks_exact(k).enumerate() {
-                    let col = c0 + i;
-                    for kb in 0..k_blocks {
-                        let p: &HqqBlock = &solution.blocks[col * k_blocks + kb];
-                        let scale = S::from_f32(p.scale());
-                        let s = scale.to_f32();
-                        let offset = S::from_f32(s * (mid - p.zero));
-                        scales.push(scale);
-                        offsets.push(offset);
-                        let src = &row[kb * bs..((kb + 1) * bs).min(k)];
-                        let o = offset.to_f32();
-                        for (q, &v) in codes.iter_mut().zip(src) {
-                            let code = p.code(max_q, v);
-                            *q = code as u8;
-                            error.add(v, (code - mid) * s + o);
+        let passes: Vec<usize> = (0..cols).step_by(rows).collect();
+        hqq::install(|| passes
+            .into_par_iter()
+            .map(|c0| {
+                let c1 = (c0 + rows).min(cols);
+                let mut b = vec![0u8; (c1 - c0) * layout.b_per_column()];
+                let mut scales = Vec::with_capacity((c1 - c0) * k_blocks);
+                let mut offsets = Vec::with_capacity((c1 - c0) * k_blocks);
+                let mut error = WeightError::default();
+                let mut codes = [0u8; crate::quant::MAX_BLOCK];
+                self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
+                    for (i, row) in values.chunks_exact(k).enumerate() {
+                        for kb in 0..k_blocks {
+                            let p: &HqqBlock = &solution.blocks[(c0 + i) * k_blocks + kb];
+                            let scale = S::from_f32(p.scale());
+                            let s = scale.to_f32();
+                            let offset = S::from_f32(s * (mid - p.zero));
+                            scales.push(scale);
+                            offsets.push(offset);
+                            let src = &row[kb * bs..((kb + 1) * bs).min(k)];
+                            let o = offset.to_f32();
+                            for (q, &v) in codes.iter_mut().zip(src) {
+                                let code = p.code(max_q, v);
+                                *q = code as u8;
+                                error.add(v, (code - mid) * s + o);
+                            }
+                            let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
+                            pack_codes(bits, &codes[..src.len()], blob);
                         }
-                        let blob = &mut b[col * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
-                        pack_codes(bits, &codes[..src.len()], blob);
                     }
-                }
-                Ok(())
-            })?;
-        }
-        self.add_error(&error);
-        Ok(self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&offsets))))
+                    Ok(())
+                })?;
+                self.add_error(&error);
+                emit(n0 + c0, self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&offsets))))
+            })
+            .collect())
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
@@ -534,6 +570,15 @@ impl QuantGroup {
             QuantForm::Dq => (self.k(), self.band_rows(budget)),
         };
         (0..total).step_by(step).map(|s| (s, (s + step).min(total))).collect()
+    }
+
+    /// Computes the whole group once and records its error, as writing it range by range does:
+    /// for a weight whose parts are all stored inline (materialized, which records nothing).
+    pub(crate) fn record_error(&self) -> Result<()> {
+        for (s, e) in self.ranges(usize::MAX / 2) {
+            self.compute(s, e)?;
+        }
+        Ok(())
     }
 
     /// The whole of one part (computes the whole group; the error is not recorded twice).

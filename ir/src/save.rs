@@ -82,6 +82,20 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
     report.data_bytes = stored_slots.last().map(|s| s.offset + s.len).unwrap_or(0);
     report.external_tensors = placed.len();
 
+    // A quantized weight none of whose parts went to the data file is stored inline, through
+    // `materialize`, which records no error: record it here, once per weight.
+    let mut inline_groups: Vec<&std::sync::Arc<crate::QuantGroup>> = Vec::new();
+    for (name, recipe) in &model.graph.initializers {
+        if !used.contains(name) || recipe.byte_len() >= INLINE_LIMIT {
+            continue;
+        }
+        let Some((group, _, _)) = crate::stream::quantized_part(recipe) else { continue };
+        let streamed = streamed.iter().any(|(_, r, _)| crate::stream::quantized_part(r).is_some_and(|(g, _, _)| std::sync::Arc::ptr_eq(g, group)));
+        if !streamed && !inline_groups.iter().any(|g| std::sync::Arc::ptr_eq(g, group)) {
+            group.record_error()?;
+            inline_groups.push(group);
+        }
+    }
     let graph = graph_to_proto(&model.graph, &placed, &data_name, &used, &mut report)?;
     let proto = proto::ModelProto {
         ir_version: Some(IR_VERSION),

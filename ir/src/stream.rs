@@ -270,10 +270,11 @@ enum Task {
     Quant { group: usize, start: usize, end: usize },
 }
 
-/// A quantized weight being written: its group and, per part, the tensor that holds it.
+/// A quantized weight being written: its group and, per part, the tensor that holds it
+/// (and whether that tensor is the part's `[1, 0]` transpose, see [`quantized_part`]).
 struct QuantWrite {
     group: std::sync::Arc<QuantGroup>,
-    tensors: Vec<(QuantPart, usize)>,
+    tensors: Vec<(QuantPart, usize, bool)>,
 }
 
 /// Writes every `(recipe, slot)` into `path`, which is created (zero-filled between slots).
@@ -287,15 +288,15 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     let mut direct = Vec::with_capacity(tensors.len());
     let mut quant: Vec<QuantWrite> = Vec::new();
     for (i, (_, recipe, slot)) in tensors.iter().enumerate() {
-        if let Some((group, part)) = quantized_part(recipe) {
+        if let Some((group, part, transposed)) = quantized_part(recipe) {
             // Parts land at offsets that are not whole pages: buffered writes.
             direct.push(false);
             match quant.iter_mut().find(|q| std::sync::Arc::ptr_eq(&q.group, group)) {
-                Some(q) => q.tensors.push((part, i)),
+                Some(q) => q.tensors.push((part, i, transposed)),
                 None => {
                     let g = quant.len();
                     tasks.extend(group.ranges(opts.block_bytes).into_iter().map(|(start, end)| Task::Quant { group: g, start, end }));
-                    quant.push(QuantWrite { group: std::sync::Arc::clone(group), tensors: vec![(part, i)] });
+                    quant.push(QuantWrite { group: std::sync::Arc::clone(group), tensors: vec![(part, i, transposed)] });
                 }
             }
             let _ = slot;
@@ -401,14 +402,21 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     let run = |queue: &Queue, task: &Task| -> Result<()> {
         if let Task::Quant { group, start, end } = *task {
             let QuantWrite { group, tensors: members } = &quant[group];
-            for (part, bytes) in group.compute(start, end)? {
-                for &(_, tensor) in members.iter().filter(|(p, _)| *p == part) {
-                    let slot = &tensors[tensor].2;
-                    let mut buf = queue.buffer()?;
-                    buf.get(bytes.len())[..bytes.len()].copy_from_slice(&bytes);
-                    queue.submit(buf, slot.offset + group.part_offset(part, start) as u64, bytes.len(), false)?;
+            group.compute_each(start, end, &|first, parts| {
+                for (part, bytes) in parts {
+                    for &(_, tensor, transposed) in members.iter().filter(|(p, _, _)| *p == part) {
+                        let slot = &tensors[tensor].2;
+                        if transposed {
+                            write_transposed(queue, group, part, first, &bytes, slot.offset)?;
+                            continue;
+                        }
+                        let mut buf = queue.buffer()?;
+                        buf.get(bytes.len())[..bytes.len()].copy_from_slice(&bytes);
+                        queue.submit(buf, slot.offset + group.part_offset(part, first) as u64, bytes.len(), false)?;
+                    }
                 }
-            }
+                Ok(())
+            })?;
             return Ok(());
         }
         let mut buf = queue.buffer()?;
@@ -446,13 +454,50 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
 }
 
 /// The quantized part a recipe writes: the part itself, or a reshape of it (an embedding's
-/// GatherBlockQuantized view of the table), whose bytes are the same.
-fn quantized_part(recipe: &Recipe) -> Option<(&std::sync::Arc<QuantGroup>, QuantPart)> {
+/// GatherBlockQuantized view of the table), whose bytes are the same, or (`true`) the `[1, 0]`
+/// transpose of a part of whole elements per weight row (the `[k_blocks, N]` block offsets of
+/// float zero points, rewrite.rs), written from the same computation as the other parts: a
+/// whole-tensor materialization would quantize the weight a second time.
+pub(crate) fn quantized_part(recipe: &Recipe) -> Option<(&std::sync::Arc<QuantGroup>, QuantPart, bool)> {
     match recipe {
-        Recipe::Quantized { group, part } => Some((group, *part)),
-        Recipe::Reshape { input, .. } => quantized_part(input),
+        Recipe::Quantized { group, part } => Some((group, *part, false)),
+        Recipe::Reshape { input, .. } => quantized_part(input).filter(|q| !q.2),
+        Recipe::Transpose { input, perm } if perm == &[1, 0] => match input.as_ref() {
+            Recipe::Quantized { group, part } if row_elements(group, *part) => Some((group, *part, true)),
+            _ => None,
+        },
         _ => None,
     }
+}
+
+/// Whether a part is `[N, c]` whole elements, a weight row's `c` of them per row, so that its
+/// transpose can be written piece by piece (scales, and float zero points' offsets, of the
+/// MatMulNBits form).
+fn row_elements(group: &QuantGroup, part: QuantPart) -> bool {
+    group.form() == crate::QuantForm::NBits
+        && match part {
+            QuantPart::Scales => true,
+            QuantPart::ZeroPoints => group.float_zeros(),
+            QuantPart::Data => false,
+        }
+}
+
+/// Writes weight rows `first..` of `part` (`bytes`, `[rows, c]`) into its `[c, N]` transpose at
+/// `offset`: one run of `rows` elements per column.
+fn write_transposed(queue: &Queue, group: &QuantGroup, part: QuantPart, first: usize, bytes: &[u8], offset: u64) -> Result<()> {
+    let shape = group.shape(part);
+    let (n, c) = (shape[0], shape[1]);
+    let esize = group.dtype(part).size();
+    let rows = bytes.len() / (c * esize);
+    for j in 0..c {
+        let mut buf = queue.buffer()?;
+        let out = buf.get(rows * esize);
+        for r in 0..rows {
+            out[r * esize..(r + 1) * esize].copy_from_slice(&bytes[(r * c + j) * esize..][..esize]);
+        }
+        queue.submit(buf, offset + ((j * n + first) * esize) as u64, rows * esize, false)?;
+    }
+    Ok(())
 }
 
 fn gcd(a: usize, b: usize) -> usize {

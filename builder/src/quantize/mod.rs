@@ -99,13 +99,10 @@ impl QuantStep {
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
-        step.embeddings = match (req.method, req.embeddings) {
-            // GatherBlockQuantized has no float zero points: with HQQ the table's default for the
-            // embedding table is float, as ONNX Runtime's HQQ quantizer leaves Gathers; asking
-            // for it is refused (hqq_fits).
-            (Method::Hqq, None) => None,
-            (_, asked) => asked.unwrap_or(plan.embeddings).bits(),
-        };
+        // With HQQ a quantized embedding table is gathered from the head's parts and
+        // dequantized with standard ops (rewrite.rs, `gather_dequantized`): a tied head and
+        // embedding share one table, as with RTN.
+        step.embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
         step.check_embeddings(table)?;
         Ok(step)
     }
@@ -182,10 +179,11 @@ impl QuantStep {
 }
 
 /// Refuses `--quant-method hqq` where its float zero points have no form: the standard
-/// DequantizeLinear form (an integer zero point of the data's type) and a quantized embedding
-/// table (GatherBlockQuantized's zero points have the data's type, ORT 1.32's schema). Matrix
-/// weights are written as a MatMulNBits without zero points plus per-block offsets
-/// (rewrite.rs, `block_offsets`), which every table with MatMulNBits runs.
+/// DequantizeLinear form (an integer zero point of the data's type). Matrix weights are
+/// written as a MatMulNBits without zero points plus per-block offsets (rewrite.rs,
+/// `block_offsets`), which every table with MatMulNBits runs; an embedding table as Gathers of
+/// the same parts dequantized with standard ops (GatherBlockQuantized's zero points have the
+/// data's type, ORT 1.32's schema), rewrite.rs `gather_dequantized`.
 pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()> {
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
@@ -193,9 +191,6 @@ pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()>
             "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP with MatMulNBits (cpu), or use --quant-method rtn or mse",
             table.name
         ));
-    }
-    if step.embeddings.is_some() {
-        return refuse("com.microsoft.GatherBlockQuantized's zero points have the data's integer type, and HQQ's are floats; use --quant-embeddings none (the embedding table stays float; a tied head is still quantized)".into());
     }
     Ok(())
 }

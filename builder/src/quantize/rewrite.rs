@@ -115,6 +115,10 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             graph.nodes[index].inputs[0] = gathered;
         }
         match (step.format, c.role) {
+            (QuantFormat::MatmulNbits, Role::Embedding) if group.float_zeros() => {
+                let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
+                gather_dequantized(graph, &mut added, index, &group, &names, rank)?;
+            }
             (QuantFormat::MatmulNbits, Role::Embedding) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
                 if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank)? {
@@ -222,6 +226,90 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
     let offset_out = format!("{base}/offset_out");
     added.push(tag(Node::new(format!("{base}/offsets/MatMul"), "MatMul", &[&sums, &offsets], &[&offset_out])));
     added.push(tag(Node::new(format!("{base}/Add"), "Add", &[&nbits_out, &offset_out], &[&out])));
+}
+
+/// The Gather at `index` of a table with float zero points (HQQ), which GatherBlockQuantized
+/// cannot read (its zero points have the data's integer type, ORT 1.32 schema): the rows are
+/// gathered from the head's own parts and dequantized with standard ops, so a tied head and
+/// embedding store one quantized table. Per gathered row: `B` `[N, k_blocks, blob]` gives the
+/// bytes, a 256-entry table (`quant/codes_<bits>b_<dtype>`) maps each byte to its codes less
+/// the mid point (two per byte at 4 bits, low nibble first), then `(q - mid) * scale + offset`
+/// per block, the value MatMulNBits plus the block offsets compute for the head. The offsets
+/// are read from the head's `[k_blocks, N]` initializer (Gather on axis 1, then Transpose).
+fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
+    let s = group.settings();
+    let (k, bs) = (group.k(), s.block_size());
+    if !k.is_multiple_of(bs) {
+        return Err(Error::Request(format!(
+            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which the gathered table needs; choose a block size dividing {k} or --quant-embeddings none",
+            group.name
+        )));
+    }
+    let Some(rank) = indices_rank else {
+        return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be reshaped", group.name)));
+    };
+    let kb = k / bs;
+    let dtype = group.scale_dtype();
+    let node = &graph.nodes[index];
+    let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
+    let base = format!("{name}/quant");
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut op = |op: &str, suffix: &str, inputs: &[&str]| -> String {
+        let o = format!("{base}/{suffix}");
+        let mut n = Node::new(format!("{base}/{suffix}/{op}"), op, inputs, &[&o]);
+        n.metadata.insert("rule".into(), "quantize".into());
+        nodes.push(n);
+        o
+    };
+    // Each byte's codes less the mid point, in the scales' type.
+    let per_byte = s.bits().per_byte();
+    let mid = s.bits().mid() as f32;
+    let lut_name = format!("quant/codes_{}b_{dtype}", s.bits().count());
+    let lut: Vec<f32> = (0..256usize)
+        .flat_map(|b| (0..per_byte).map(move |i| ((b >> (i * 8 / per_byte)) & (0xff >> (8 - 8 / per_byte))) as f32 - mid))
+        .collect();
+    add_initializer(graph, &lut_name, Recipe::from_f32(lut_name.clone(), vec![256, per_byte], &lut).cast(dtype));
+    let shape = |graph: &mut Graph, suffix: &str, tail: &[usize]| -> String {
+        let n = format!("{base}/{suffix}");
+        let dims: Vec<i64> = std::iter::repeat_n(0, rank).chain(tail.iter().map(|&d| d as i64)).collect();
+        add_initializer(graph, &n, Recipe::from_i64(n.clone(), vec![dims.len()], &dims));
+        n
+    };
+    let blocks_shape = shape(graph, "blocks_shape", &[kb, bs]);
+    let params_shape = shape(graph, "params_shape", &[kb, 1]);
+    let row_shape = shape(graph, "row_shape", &[k]);
+    let offsets = format!("{}/quant/offsets", group.name);
+    add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
+    // The float Gather itself becomes the Gather of the rows' bytes.
+    let bytes = format!("{base}/bytes");
+    let byte_ids = op("Cast", "byte_ids", &[&bytes]);
+    let codes = op("Gather", "codes", &[&lut_name, &byte_ids]);
+    let codes = op("Reshape", "blocks", &[&codes, &blocks_shape]);
+    let scales = op("Gather", "scales", &[&parts[1], &ids]);
+    let scales = op("Reshape", "scales_by_block", &[&scales, &params_shape]);
+    let offs = op("Gather", "offsets_t", &[&offsets, &ids]);
+    let offs = op("Transpose", "offsets", &[&offs]);
+    let offs = op("Reshape", "offsets_by_block", &[&offs, &params_shape]);
+    let scaled = op("Mul", "scaled", &[&codes, &scales]);
+    let values = op("Add", "values", &[&scaled, &offs]);
+    let mut reshape = Node::new(format!("{base}/Reshape"), "Reshape", &[&values, &row_shape], &[&out]);
+    reshape.metadata.insert("rule".into(), "quantize".into());
+    nodes.push(reshape);
+    for n in &mut nodes {
+        match n.op.as_str() {
+            "Cast" => n.attrs.push(Attr::int("to", ir::DType::I64.to_onnx() as i64)),
+            "Gather" if n.name.contains("/offsets_t/") => n.attrs.push(Attr::int("axis", 1)),
+            "Transpose" => n.attrs.push(Attr::ints("perm", &(1..=rank as i64).chain([0]).collect::<Vec<_>>())),
+            _ => {}
+        }
+    }
+    let node = &mut graph.nodes[index];
+    node.inputs = vec![parts[0].clone(), ids];
+    node.outputs = vec![bytes];
+    node.attrs.clear();
+    node.metadata.insert("rule".into(), "quantize".into());
+    added.extend(nodes);
+    Ok(())
 }
 
 /// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form

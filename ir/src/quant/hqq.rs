@@ -198,7 +198,6 @@ pub struct HqqSolution {
 /// weight once per iteration, `rows_per_pass` rows at a time (the memory bound); holds one
 /// [`HqqBlock`] per block. Rows within a pass are solved on `threads` rayon tasks.
 pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
-    use rayon::prelude::*;
     if block_size == 0 || block_size > MAX_BLOCK || n == 0 || k == 0 {
         return Err(Error::QuantShape(format!("HQQ of a [{n}, {k}] weight in blocks of {block_size}")));
     }
@@ -206,20 +205,47 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
     let rows = rows_per_pass.clamp(1, n);
     let ranges: Vec<(usize, usize)> = (0..n).step_by(rows).map(|s| (s, (s + rows).min(n))).collect();
     // Every block of rows n0..n1, padded, handed to `f` with its index.
+    // Read into each thread's reused buffer: a fresh multi-megabyte one per pass was zeroed
+    // and faulted in again on every iteration.
     let visit = |n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])| -> Result<()> {
-        let mut buf = vec![0f32; (n1 - n0) * k];
-        read(n0, n1, &mut buf)?;
-        let mut block = [0f32; MAX_BLOCK];
-        for (i, row) in buf.chunks_exact(k).enumerate() {
-            for kb in 0..k_blocks {
-                let src = &row[kb * block_size..((kb + 1) * block_size).min(k)];
-                block[..src.len()].copy_from_slice(src);
-                block[src.len()..block_size].fill(0.0);
-                f((n0 + i) * k_blocks + kb, &block[..block_size]);
+        PASS.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            let len = (n1 - n0) * k;
+            if buf.len() < len {
+                buf.resize(len, 0.0);
             }
-        }
-        Ok(())
+            let buf = &mut buf[..len];
+            read(n0, n1, buf)?;
+            let mut block = [0f32; MAX_BLOCK];
+            for (i, row) in buf.chunks_exact(k).enumerate() {
+                for kb in 0..k_blocks {
+                    let src = &row[kb * block_size..((kb + 1) * block_size).min(k)];
+                    block[..src.len()].copy_from_slice(src);
+                    block[src.len()..block_size].fill(0.0);
+                    f((n0 + i) * k_blocks + kb, &block[..block_size]);
+                }
+            }
+            Ok(())
+        })
     };
+    install(|| solve_in_pool(bits, block_size, k_blocks, &ranges, &visit, n))
+}
+
+thread_local! {
+    /// Each solver thread's f32 rows of the pass it works on.
+    static PASS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The solver's passes, on the current rayon pool (see [`install`]).
+fn solve_in_pool(
+    bits: Bits,
+    block_size: usize,
+    k_blocks: usize,
+    ranges: &[(usize, usize)],
+    visit: &(dyn Fn(usize, usize, &mut dyn FnMut(usize, &[f32])) -> Result<()> + Sync),
+    n: usize,
+) -> Result<HqqSolution> {
+    use rayon::prelude::*;
     let mut blocks = vec![HqqBlock { inverse_scale: 0.0, zero: 0.0 }; n * k_blocks];
     {
         let parts = split_by_ranges(&mut blocks, &ranges, k_blocks);
@@ -239,7 +265,7 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
             .map(|(part, &(n0, n1))| {
                 let base = n0 * k_blocks;
                 let mut sum = 0f64;
-                visit(n0, n1, &mut |i, v| sum += part[i - base].step(bits, v, &shrink))?;
+                visit(n0, n1, &mut |i, v| sum += step(&mut part[i - base], bits, v, &shrink))?;
                 Ok(sum)
             })
             .collect::<Result<_>>()?;
@@ -254,6 +280,98 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
         }
     }
     Ok(HqqSolution { blocks, updates })
+}
+
+/// Runs `f` on the pool HQQ solves on: its own, one thread per core, so that a solve's
+/// parallel passes started from a writer thread never run another tensor's solve nested inside
+/// them (work stealing in one shared pool did, holding many tensors' pass buffers at once). The
+/// calling thread waits; at most one solve per writer thread is in progress.
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("hqq-{i}")).build().ok()
+    });
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+/// [`HqqBlock::step`], compiled for AVX2 where the CPU has it: the same IEEE operations in the
+/// same order (Rust fuses no multiply-add), so the same bits, in wider registers.
+#[inline]
+fn step(block: &mut HqqBlock, bits: Bits, values: &[f32], shrink: &Shrink) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { step_avx2(block, bits, values, shrink) };
+    }
+    block.step(bits, values, shrink)
+}
+
+/// [`HqqBlock::step`] in AVX2 intrinsics, eight lanes in registers (the compiler's version kept
+/// the lane sums in memory, one value at a time). Lane `i` of a chunk is value `j` with
+/// `j % 8 == i`, as in the portable sums; every lane runs the portable operations in the same
+/// order (multiply then add, no fused multiply-add; `_mm256_max_ps(x, c)` / `_mm256_min_ps(x, c)`
+/// are `x.max(c)` / `x.min(c)` for the non-NaN `x` a finite weight gives); the eight f64 lane
+/// sums are reduced in lane order. A block with a residual above the shrink threshold (rare
+/// for weights below 1) and a block whose length is not a multiple of eight take the portable
+/// path, which computes the same bits. `tests::avx2_step_equals_the_portable_step` checks it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn step_avx2(block: &mut HqqBlock, bits: Bits, values: &[f32], shrink: &Shrink) -> f64 {
+    use std::arch::x86_64::*;
+    if values.is_empty() || !values.len().is_multiple_of(LANES) {
+        return block.step(bits, values, shrink);
+    }
+    let max_q = bits.max_q() as f32;
+    let (vs, vz) = (_mm256_set1_ps(block.inverse_scale), _mm256_set1_ps(block.zero));
+    let (lo, hi, vmax_q, zero) = (_mm256_set1_ps(-1.0), _mm256_set1_ps(max_q + 1.0), _mm256_set1_ps(max_q), _mm256_setzero_ps());
+    let magic = _mm256_set1_ps(12_582_912.0);
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    // round_code of w * s + z, lane by lane.
+    let code = |w: __m256| -> __m256 {
+        let x = _mm256_add_ps(_mm256_mul_ps(w, vs), vz);
+        let x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+        let r = _mm256_sub_ps(_mm256_add_ps(x, magic), magic);
+        _mm256_min_ps(_mm256_max_ps(r, zero), vmax_q)
+    };
+    let (mut err_lo, mut err_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let mut largest = _mm256_setzero_ps();
+    for c in values.chunks_exact(LANES) {
+        // SAFETY: `c` holds eight f32.
+        let w = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        let q = code(w);
+        let a = _mm256_and_ps(_mm256_sub_ps(w, _mm256_div_ps(_mm256_sub_ps(q, vz), vs)), abs_mask);
+        err_lo = _mm256_add_pd(err_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+        err_hi = _mm256_add_pd(err_hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(a)));
+        largest = _mm256_max_ps(largest, a);
+    }
+    let over = _mm256_cmp_ps::<_CMP_NLE_UQ>(largest, _mm256_set1_ps(shrink.threshold));
+    if _mm256_movemask_ps(over) != 0 {
+        return block.step(bits, values, shrink);
+    }
+    let (mut z_lo, mut z_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    for c in values.chunks_exact(LANES) {
+        // SAFETY: `c` holds eight f32.
+        let w = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        let d = _mm256_sub_ps(code(w), _mm256_mul_ps(w, vs));
+        z_lo = _mm256_add_pd(z_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(d)));
+        z_hi = _mm256_add_pd(z_hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(d)));
+    }
+    let lanes = |l: __m256d, h: __m256d| -> [f64; LANES] {
+        let mut out = [0f64; LANES];
+        // SAFETY: `out` holds eight f64.
+        unsafe {
+            _mm256_storeu_pd(out.as_mut_ptr(), l);
+            _mm256_storeu_pd(out.as_mut_ptr().add(4), h);
+        }
+        out
+    };
+    let zero_sum = lanes(z_lo, z_hi);
+    block.zero = (zero_sum.iter().sum::<f64>() / values.len() as f64) as f32;
+    lanes(err_lo, err_hi).iter().sum()
 }
 
 /// `blocks` cut into the runs of each row range (ranges are consecutive and cover every row).
@@ -301,6 +419,49 @@ mod tests {
             let x = i as f32 * 0.025 - 0.5;
             for v in [x, f32::from_bits(x.to_bits() + 1), x + 0.5] {
                 assert_eq!(round_code(v, 15.0), v.round_ties_even().clamp(0.0, 15.0), "{v}");
+            }
+        }
+    }
+
+    /// The AVX2 step gives the portable step's zero and error, bit for bit, on blocks under and
+    /// over the shrink threshold, with outliers, constant blocks and padding zeros.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_step_equals_the_portable_step() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        for case in 0..600 {
+            let bs = [16, 32, 64, 128][case % 4];
+            let scale = [0.02f32, 0.5, 3.0, 40.0][(case / 4) % 4];
+            let mut v: Vec<f32> = (0..bs).map(|_| rnd() * scale).collect();
+            if case % 7 == 0 {
+                v[case % bs] *= 50.0;
+            }
+            if case % 11 == 0 {
+                v.iter_mut().for_each(|x| *x = 0.25);
+            }
+            if case % 5 == 0 {
+                v[bs / 2..].fill(0.0);
+            }
+            for bits in [Bits::Int4, Bits::Int8] {
+                let mut beta = BETA;
+                let (mut a, mut b) = (HqqBlock::initial(bits, &v), HqqBlock::initial(bits, &v));
+                for _ in 0..ITERATIONS {
+                    let sh = Shrink::new(beta);
+                    let ea = a.step(bits, &v, &sh);
+                    // SAFETY: AVX2 checked above.
+                    let eb = unsafe { step_avx2(&mut b, bits, &v, &sh) };
+                    assert_eq!((a.zero.to_bits(), ea.to_bits()), (b.zero.to_bits(), eb.to_bits()), "case {case} {bits:?}");
+                    beta *= KAPPA;
+                }
             }
         }
     }
