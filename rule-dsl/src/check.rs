@@ -109,10 +109,17 @@ pub(crate) enum Kind {
 /// A `stage` line names a known stage (a rule without one may run in any list).
 fn check_stage(r: &Rule, err: &mut dyn FnMut(Pos, String, &str)) {
     if let Some((s, p)) = &r.stage {
-        if ep_sets::Stage::parse(s).is_none() {
-            err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", ep_sets::Stage::names()))
+        match ep_sets::Stage::parse(s) {
+            None => err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", rule_stage_names())),
+            Some(st) if !st.runs_rules() => err(*p, format!("stage `{s}` runs the quantize step, not rules"), &format!("use one of: {}", rule_stage_names())),
+            Some(_) => {}
         }
     }
+}
+
+/// The stages a rule may name (every stage but the quantize step's).
+fn rule_stage_names() -> String {
+    ep_sets::Stage::ALL.into_iter().filter(|s| s.runs_rules()).map(|s| s.name()).collect::<Vec<_>>().join(", ")
 }
 
 /// Match lines and emit lines on their own: known operators (emitted ones with an opset),
