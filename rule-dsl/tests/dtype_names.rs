@@ -24,6 +24,7 @@ rule lower.widen {
 }
 "#;
 
+const NAMES2: &str = "f32, f16, bf16, f64, i64, i32, i16, i8, u8, bool, i4, u4";
 const NAMES: &str = "the dtypes are f32, f16, bf16, f64, i64, i32, i16, i8, u8, bool, i4, u4";
 
 fn errors(from: &str, to: &str) -> String {
@@ -54,7 +55,7 @@ fn names_compile_to_codes_and_names() {
 fn unknown_name_in_a_cast_target() {
     assert_eq!(
         errors("[to: f32]", "[to: f31]"),
-        format!("rules/lower.widen.rule:13:27: error: unknown dtype `f31`\n  help: {NAMES}\n")
+        format!("rules/lower.widen.rule:13:31: error: unknown dtype `f31`\n  help: {NAMES}")
     );
 }
 
@@ -62,7 +63,7 @@ fn unknown_name_in_a_cast_target() {
 fn unknown_name_in_a_dtype_set() {
     assert_eq!(
         errors("in {f16, bf16}", "in {f16, bfloat16}"),
-        format!("rules/lower.widen.rule:9:39: error: unknown dtype `bfloat16`\n  help: {NAMES}\n")
+        format!("rules/lower.widen.rule:10:41: error: unknown dtype `bfloat16`\n  help: {NAMES}")
     );
 }
 
@@ -70,7 +71,7 @@ fn unknown_name_in_a_dtype_set() {
 fn unknown_name_in_a_comparison() {
     assert_eq!(
         errors("dtype(?x) in {f16, bf16}", "dtype(?x) == float16"),
-        format!("rules/lower.widen.rule:9:36: error: unknown dtype `float16`\n  help: {NAMES}\n")
+        format!("rules/lower.widen.rule:10:35: error: unknown dtype `float16`\n  help: {NAMES}")
     );
 }
 
@@ -78,7 +79,7 @@ fn unknown_name_in_a_comparison() {
 fn cast_code_is_refused() {
     assert_eq!(
         errors("[to: f32]", "[to: 1]"),
-        format!("rules/lower.widen.rule:13:27: error: `Cast` target written as the code `1`\n  help: write the dtype name, e.g. `[to: f32]` (`1` is `f32`); {NAMES}\n")
+        format!("rules/lower.widen.rule:13:31: error: `Cast` target written as the code `1`\n  help: write the dtype name, e.g. `[to: f32]` (`1` is `f32`); {NAMES}")
     );
 }
 
@@ -86,6 +87,6 @@ fn cast_code_is_refused() {
 fn quoted_dtype_is_refused() {
     assert_eq!(
         errors("dtype(?x) in {f16, bf16}", "dtype(?x) == \"f61\""),
-        format!("rules/lower.widen.rule:9:36: error: dtype compared with the string \"f61\"\n  help: write the dtype as a name, unquoted, so it is checked: `f61` ({NAMES})\n")
+        format!("rules/lower.widen.rule:10:35: error: dtype compared with the string \"f61\"\n  help: write the dtype as a name, unquoted, so it is checked: `f61` ({NAMES2})")
     );
 }

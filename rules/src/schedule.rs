@@ -52,7 +52,13 @@ impl Schedule {
                 }
             }
             match stages.iter_mut().find(|(s, _)| *s == stage) {
-                Some((_, listed)) => listed.extend(rules.into_iter().filter(|r| !listed.iter().any(|x| x.info.id == r.info.id))),
+                Some((_, listed)) => {
+                    for r in rules {
+                        if !listed.iter().any(|x| x.info.id == r.info.id) {
+                            listed.push(r);
+                        }
+                    }
+                }
                 None => stages.push((stage, rules)),
             }
         }
