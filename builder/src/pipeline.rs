@@ -15,6 +15,9 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Serialize)]
 pub struct PipelineReport {
     pub role: String,
+    /// The stages in the order they ran: the table's `[ep] stages`, the `quantize` stage (the
+    /// quantize step, which does nothing in a float build) included.
+    pub stages: Vec<ep_sets::Stage>,
     /// Rule ids run, in the table's order (stage by stage, in list order); each ran with its
     /// variants.
     pub rules_run: Vec<String>,
@@ -48,17 +51,18 @@ fn root_count(graph: &Graph, domain: &str, op: &str) -> usize {
     graph.nodes.iter().filter(|n| n.op == op && n.domain == domain).count()
 }
 
-/// Runs the table's stages on `model` and validates the result.
-/// With `quant`, the quantize step runs between the lower and fold stages (docs/pipeline.md).
+/// Runs the table's stages on `model`, in the table's order, and validates the result. With
+/// `quant`, the quantize step runs where the table's `[ep] stages` lists `quantize`
+/// (docs/pipeline.md).
 pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: bool, quant: Option<&QuantStep>) -> Result<PipelineReport> {
     let dtype = plan.dtype;
-    let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = Vec::new();
+    // Every stage in the table's order, the quantize step's (no rules) included.
+    let mut lists: Vec<(ep_sets::Stage, Vec<&str>)> = plan.order.iter().map(|&s| (s, Vec::new())).collect();
     let mut not_implemented = Vec::new();
     for (stage, rule) in plan.pipeline() {
         if rules::rule(&rule.id).is_some() {
-            match lists.last_mut() {
-                Some((s, ids)) if *s == stage => ids.push(rule.id.as_str()),
-                _ => lists.push((stage, vec![rule.id.as_str()])),
+            if let Some((_, ids)) = lists.iter_mut().find(|(s, _)| *s == stage) {
+                ids.push(rule.id.as_str());
             }
         } else if plan.is_required(&rule.id) {
             return Err(Error::Pipeline(format!(
@@ -94,9 +98,10 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
         .map_err(|e| Error::Pipeline(format!("{}.toml {}: {e}", table.name, plan.role.section(dtype))))?;
     // Per-candidate records are always kept: validation needs each candidate's outcome.
     let opts = rules::Options { explain: true, limits: plan.limits.clone(), ..Default::default() };
-    // The quantize step, after fusion and lowering, before folding: the fusions and lowerings
+    // The quantize step runs as the `quantize` stage, where the table lists it: every shipped
+    // table lists it after fusion and lowering, before folding, since the fusions and lowerings
     // match float MatMuls (a packed QKV weight is quantized as one; `lower.separate_rope` and
-    // `lower.unpack_qkv` read q/k/v projections), folding sees the quantized graph.
+    // `lower.unpack_qkv` read q/k/v projections) and folding should see the quantized graph.
     let mut quant_outcome: Option<Result<QuantOutcome>> = None;
     let mut quantize_step = |m: &mut Model| -> std::result::Result<(), String> {
         if let Some(step) = quant {
@@ -109,7 +114,8 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
         }
         Ok(())
     };
-    let step: rules::Step<'_> = (ep_sets::Stage::Fold, &mut quantize_step);
+    let stages: Vec<ep_sets::Stage> = schedule.stages().collect();
+    let step: rules::Step<'_> = (ep_sets::Stage::Quantize, &mut quantize_step);
     let diagnostics = rules::apply_schedule_with(model, &schedule, &opts, Some(step));
     let mut quant_outcome = match quant_outcome {
         Some(Err(e)) => return Err(e),
@@ -145,6 +151,7 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
     }
     let report = PipelineReport {
         role: plan.role.name().into(),
+        stages,
         rules_run: ids,
         not_implemented,
         diagnostics,

@@ -63,6 +63,10 @@ pub(crate) struct RawEp {
     pub notes: Option<String>,
     #[serde(default)]
     pub genai: Option<RawGenai>,
+    /// The order the stages run in, every stage once: `["cleanup", "prefuse", "fuse", "lower",
+    /// "quantize", "fold"]`.
+    #[serde(default)]
+    pub stages: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,7 +1,8 @@
-//! The pipeline stages: the one model of execution order in the workspace. An EP table's
-//! `[role.<role>.<dtype>]` lists are the schedule: stages run in [`Stage::ALL`] order, and within a stage
-//! the rules run in the order the list gives (docs/ep-tables.md). A `.rule` file's `stage`
-//! line, when present, says which list the rule belongs in, and is checked against the table.
+//! The pipeline stages: the one model of execution order in the workspace. An EP table is the
+//! whole schedule: its `[ep] stages` list gives the order of the stages (the quantize step's
+//! place included), its `[role.<role>.<dtype>]` lists the rules of each rule stage, run in the
+//! order the list gives (docs/ep-tables.md). A `.rule` file's `stage` line, when present, says
+//! which list the rule belongs in, and is checked against the table.
 
 use serde::Serialize;
 
@@ -16,13 +17,16 @@ pub enum Stage {
     Fuse,
     /// Lowerings the EP needs after fusion (e.g. `lower.int64_to_int32`).
     Lower,
+    /// The quantize step (`--quant`, builder/src/quantize): weights to MatMulNBits and
+    /// friends. Not a rule stage: no rule is listed in it; a float build runs nothing here.
+    Quantize,
     /// Constant folding and dead-node removal.
     Fold,
 }
 
 impl Stage {
-    /// All stages in pipeline order.
-    pub const ALL: [Stage; 5] = [Stage::Cleanup, Stage::Prefuse, Stage::Fuse, Stage::Lower, Stage::Fold];
+    /// All stages, in the order a table that lists no `[ep] stages` runs them.
+    pub const ALL: [Stage; 6] = [Stage::Cleanup, Stage::Prefuse, Stage::Fuse, Stage::Lower, Stage::Quantize, Stage::Fold];
 
     /// The stage's name: its list's key in a `[role.<role>.<dtype>]` section and its `stage` line in a
     /// `.rule` file.
@@ -32,8 +36,15 @@ impl Stage {
             Stage::Prefuse => "prefuse",
             Stage::Fuse => "fuse",
             Stage::Lower => "lower",
+            Stage::Quantize => "quantize",
             Stage::Fold => "fold",
         }
+    }
+
+    /// Does this stage run rules (a table's list, a `.rule` file's `stage` line)? Only
+    /// [`Stage::Quantize`] does not: it is the quantize step's place in the schedule.
+    pub fn runs_rules(self) -> bool {
+        self != Stage::Quantize
     }
 
     /// The stage called `name`.

@@ -43,6 +43,9 @@ pub struct DtypePlan {
     /// The sub-model role this plan is for (the `R` of its `[role.R.D]` section).
     pub role: Role,
     pub stages: BTreeMap<Stage, Vec<RuleRef>>,
+    /// The order the stages run in: the table's `[ep] stages` ([`Stage::ALL`] when it gives
+    /// none), the quantize step's place included.
+    pub order: Vec<Stage>,
     /// Fusions that must fire on every candidate root (a miss fails the build).
     pub required: Vec<RuleRef>,
     /// For required fusions: named checks whose failure on a candidate is not a miss, each
@@ -64,9 +67,9 @@ impl DtypePlan {
         self.stages.get(&stage).map_or(&[], |v| v.as_slice())
     }
 
-    /// Every rule of the plan in pipeline order, with its stage.
+    /// Every rule of the plan in pipeline order (the table's stage order), with its stage.
     pub fn pipeline(&self) -> impl Iterator<Item = (Stage, &RuleRef)> {
-        Stage::ALL.into_iter().flat_map(move |s| self.stage(s).iter().map(move |r| (s, r)))
+        self.order.iter().flat_map(move |&s| self.stage(s).iter().map(move |r| (s, r)))
     }
 
     /// Is `rule` in any stage list?
@@ -226,6 +229,11 @@ pub struct EpTable {
     /// `[lora]`, when the table has one (absent: no dtype offers LoRA slots). Same shape as
     /// `[kv_cache.static]`: dtypes and why.
     pub(crate) lora: Option<StaticKvCache>,
+    /// `[ep] stages`: the order the stages run in; `None` when the table gives none.
+    pub(crate) stages: Option<Vec<Stage>>,
+    /// What is wrong with `[ep] stages` (unknown, repeated or missing stages), and where.
+    pub(crate) stage_problems: Vec<String>,
+    pub(crate) stages_span: Option<Range<usize>>,
     /// `[ep] default_dtype`, when the table gives one.
     pub(crate) default_dtype: Option<DType>,
     pub(crate) default_dtype_span: Option<Range<usize>>,
@@ -234,6 +242,16 @@ pub struct EpTable {
 }
 
 impl EpTable {
+    /// The order the stages run in: `[ep] stages`, or [`Stage::ALL`] when the table gives none.
+    pub fn stage_order(&self) -> Vec<Stage> {
+        self.stages.clone().unwrap_or_else(|| Stage::ALL.to_vec())
+    }
+
+    /// Does the table list its stage order (`[ep] stages`)? Every shipped table does.
+    pub fn lists_stages(&self) -> bool {
+        self.stages.is_some()
+    }
+
     /// The decoder's plan for dtype `d` (`f32`, `f16`, `bf16`), if the EP supports it.
     pub fn dtype(&self, d: DType) -> Option<&DtypePlan> {
         self.plans.get(&d)
@@ -402,7 +420,7 @@ fn plan_dtype(unknown: &mut Vec<UnknownDtype>, name: String, place: String, span
 
 /// Parse one table. Only the shape of the TOML is checked here; `validate` checks the rest.
 pub fn parse(file: &str, text: &str) -> Result<EpTable> {
-    let raw: RawTable = toml::from_str(text).map_err(|e| Error::Parse {
+    let mut raw: RawTable = toml::from_str(text).map_err(|e| Error::Parse {
         location: Location::at(file, text, e.span()),
         message: e.message().to_string(),
     })?;
@@ -412,6 +430,15 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
             message: format!("`[dtype.{name}]` is the old spelling of the decoder's plan: rename the section to `[role.decoder.{name}]` (and `[dtype.{name}.not_applicable]` to `[role.decoder.{name}.not_applicable]`); every role has `[role.<role>.<dtype>]` sections (docs/ep-tables.md, \"Roles\")"),
         });
     }
+    let stages_span = raw.ep.stages.as_ref().map(|s| s.span());
+    let (stages, stage_problems) = match raw.ep.stages.take() {
+        Some(list) => {
+            let (order, problems) = stage_order(&list.into_inner());
+            (Some(order), problems)
+        }
+        None => (None, vec![]),
+    };
+    let order = stages.clone().unwrap_or_else(|| Stage::ALL.to_vec());
     let mut unknown_dtypes = Vec::new();
     let mut role_plans: BTreeMap<Role, BTreeMap<DType, DtypePlan>> = BTreeMap::new();
     let mut unknown_roles = Vec::new();
@@ -423,7 +450,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                 for (d, plan) in by_dtype.into_inner() {
                     let place = format!("[role.{name}.{d}]");
                     let Some(dtype) = plan_dtype(&mut unknown_dtypes, d, place, Some(plan.span())) else { continue };
-                    entry.insert(dtype, plan_of(role, dtype, plan));
+                    entry.insert(dtype, plan_of(role, dtype, plan, &order));
                 }
             }
             None => unknown_roles.push((name, Some(span))),
@@ -561,14 +588,43 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
         unknown_dtypes,
         static_kv_cache,
         lora,
+        stages,
+        stage_problems,
+        stages_span,
         default_dtype,
         default_dtype_span,
         ops,
     })
 }
 
-/// One `[role.R.D]` section as a plan.
-fn plan_of(role: Role, dtype: DType, plan: toml::Spanned<RawPlan>) -> DtypePlan {
+/// `[ep] stages` as stages in order, with what is wrong with it: an unknown name, a stage
+/// listed twice, a stage missing (every stage runs once: the list is the whole schedule).
+fn stage_order(names: &[String]) -> (Vec<Stage>, Vec<String>) {
+    let mut order = Vec::new();
+    let mut problems = Vec::new();
+    for n in names {
+        match Stage::parse(n) {
+            None => problems.push(format!("[ep] stages names `{n}`, which is no stage (the stages are {})", Stage::names())),
+            Some(s) if order.contains(&s) => problems.push(format!("[ep] stages lists `{s}` twice")),
+            Some(s) => order.push(s),
+        }
+    }
+    for s in Stage::ALL {
+        if !order.contains(&s) {
+            problems.push(format!("[ep] stages does not list `{s}`: the list is the whole schedule, every stage once"));
+        }
+    }
+    // A broken list still gives every stage once, in the listed order then the default's.
+    for s in Stage::ALL {
+        if !order.contains(&s) {
+            order.push(s);
+        }
+    }
+    (order, problems)
+}
+
+/// One `[role.R.D]` section as a plan, its stages in `order`.
+fn plan_of(role: Role, dtype: DType, plan: toml::Spanned<RawPlan>, order: &[Stage]) -> DtypePlan {
     let rules = |v: Vec<toml::Spanned<String>>| -> Vec<RuleRef> {
         v.into_iter()
             .map(|s| {
@@ -603,6 +659,7 @@ fn plan_of(role: Role, dtype: DType, plan: toml::Spanned<RawPlan>) -> DtypePlan 
         dtype,
         role,
         stages,
+        order: order.to_vec(),
         required: rules(p.required),
         not_applicable: p
             .not_applicable

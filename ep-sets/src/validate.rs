@@ -36,6 +36,7 @@ fn stage_accepts(stage: Stage, id: &str) -> bool {
         Stage::Prefuse | Stage::Lower => prefix == "lower",
         Stage::Fuse => prefix == "fuse",
         Stage::Fold => prefix == "fold" || prefix == "cleanup",
+        Stage::Quantize => false,
     }
 }
 
@@ -102,6 +103,9 @@ impl EpTable {
             problem(self.name_span.clone(), "the table lists no [role.decoder.*] section".into());
         }
 
+        for p in &self.stage_problems {
+            problem(self.stages_span.clone(), p.clone());
+        }
         for u in &self.unknown_dtypes {
             problem(u.span.clone(), format!("unknown dtype `{}` in {} (expected {})", u.name, u.place, u.expected));
         }

@@ -17,6 +17,8 @@ pub struct RuleFile {
     pub uses: Vec<UseDecl>,
     pub rules: Vec<Rule>,
     pub fragments: Vec<Fragment>,
+    /// `emit fragment`s: emit lines rules share.
+    pub emit_fragments: Vec<EmitFragment>,
 }
 
 /// `use domain com.microsoft as ms opset 1`
@@ -58,6 +60,50 @@ pub struct Rule {
     /// The fragments the rule uses, as written (in its match block and among its checks). After
     /// [`crate::prepare`], `matches`, `lets` and `checks` hold their inlined lines as well.
     pub uses: Vec<FragmentUse>,
+    /// The emit fragments the emit block uses, as written. After [`crate::prepare`], `emits` and
+    /// `replaces` hold their inlined lines, where each use stood.
+    pub emit_uses: Vec<EmitUse>,
+}
+
+/// `emit fragment name(?a, ?b) -> ?r { ... }`: emit lines (op, helper and `replace` lines) that
+/// rules share, inlined where an emit block uses them. Parameters and results are the user's
+/// captures; every other capture is the fragment's own, fresh at each use.
+#[derive(Clone, Debug)]
+pub struct EmitFragment {
+    pub name: String,
+    pub pos: Pos,
+    /// The `///` lines above it, joined with newlines.
+    pub doc: String,
+    pub params: Vec<(String, Pos)>,
+    pub results: Vec<(String, Pos)>,
+    /// The body's emit lines (those of its `replace ... with Op(..)` included), in order.
+    pub emits: Vec<EmitLine>,
+    /// The body's `replace`s, in order.
+    pub replaces: Vec<Replace>,
+    /// Other emit fragments it uses, where they stand (inlined before its own uses are).
+    pub uses: Vec<EmitUse>,
+}
+
+/// `(?a, _) = name(?x, _, -1)` (or `name(..)` alone) in an emit block.
+#[derive(Clone, Debug)]
+pub struct EmitUse {
+    pub name: String,
+    /// The results as the user names them (`_`: not needed).
+    pub outputs: Vec<Slot>,
+    /// One per parameter.
+    pub args: Vec<EmitArg>,
+    pub pos: Pos,
+    /// Where the use stands: how many of the rule's emit lines and replaces come before it.
+    pub emits_at: usize,
+    pub replaces_at: usize,
+}
+
+/// An argument of an emit fragment use: a capture or `_`, or a literal for a parameter the
+/// fragment uses only as an attribute value (`-1`, `f32`).
+#[derive(Clone, Debug)]
+pub enum EmitArg {
+    Slot(Slot),
+    Lit(Literal, Pos),
 }
 
 /// `fragment name(?a, ?b) -> ?r { ... }`: a named sub-pattern (match lines, uses of other
@@ -186,6 +232,9 @@ pub enum Literal {
     Str(String),
     Bool(bool),
     List(Vec<Literal>),
+    /// A dtype token (`f32`): an attribute's `TensorProto.DataType` code (`[to: f32]` is
+    /// `to = 1`), a dtype name in an expression (`dtype(?x) == f16`).
+    DType(ep_sets::DType),
 }
 
 /// `check id: expr else "message {expr}"`

@@ -109,10 +109,17 @@ pub(crate) enum Kind {
 /// A `stage` line names a known stage (a rule without one may run in any list).
 fn check_stage(r: &Rule, err: &mut dyn FnMut(Pos, String, &str)) {
     if let Some((s, p)) = &r.stage {
-        if ep_sets::Stage::parse(s).is_none() {
-            err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", ep_sets::Stage::names()))
+        match ep_sets::Stage::parse(s) {
+            None => err(*p, format!("unknown stage `{s}`"), &format!("use one of: {}", rule_stage_names())),
+            Some(st) if !st.runs_rules() => err(*p, format!("stage `{s}` runs the quantize step, not rules"), &format!("use one of: {}", rule_stage_names())),
+            Some(_) => {}
         }
     }
+}
+
+/// The stages a rule may name (every stage but the quantize step's).
+fn rule_stage_names() -> String {
+    ep_sets::Stage::ALL.into_iter().filter(|s| s.runs_rules()).map(|s| s.name()).collect::<Vec<_>>().join(", ")
 }
 
 /// Match lines and emit lines on their own: known operators (emitted ones with an opset),
@@ -324,6 +331,11 @@ fn check_for_header<'r>(r: &'r Rule, s: usize, caps: &mut Captures<'r>, err: &mu
 /// One emit line: operands bound and of the kind the op or helper takes, attribute captures
 /// bound as attributes, outputs fresh.
 fn check_emit_line<'r>(r: &'r Rule, e: &'r EmitLine, caps: &mut Captures<'r>, err: &mut dyn FnMut(Pos, String, &str)) {
+    if let EmitLine::Op { op, attrs, .. } = e {
+        for (name, v, _) in attrs {
+            check_dtype_attr(op, name, v, err);
+        }
+    }
     let scope = e.scope();
     let takes_graphs = matches!(e, EmitLine::Helper { name, .. } if vocab::GRAPH_HELPERS.contains(&name.as_str()));
     let takes_list = matches!(e, EmitLine::Helper { name, .. } if vocab::LIST_HELPERS.contains(&name.as_str()));
@@ -434,6 +446,9 @@ pub(crate) fn check_op(f: &RuleFile, op: &OpRef, emitted: bool, err: &mut dyn Fn
 /// One match line on its own: its op, `{a, b}`, `-` and `..?xs` where they may stand.
 pub(crate) fn check_match_line(f: &RuleFile, m: &MatchLine, err: &mut dyn FnMut(Pos, String, &str)) {
     check_op(f, &m.op, false, err);
+    for a in &m.attrs {
+        check_dtype_attr(&m.op, &a.name, &a.value, err);
+    }
     if m.commutative && (m.args.len() != 2 || m.rest) {
         err(m.pos, format!("`{{...}}` operands of `{}` must be exactly two", m.op.name), "write `(a, b, ...)` for ordered operands");
     }
@@ -502,7 +517,35 @@ fn check_connected(r: &Rule, root: &str, err: &mut dyn FnMut(Pos, String, &str))
     }
 }
 
+/// The attributes that hold a dtype (`Cast`'s `to`) take a dtype name, never a raw
+/// `TensorProto.DataType` code: `[to: f32]`, not `[to: 1]`.
+pub(crate) fn check_dtype_attr(op: &OpRef, name: &str, v: &AttrVal, err: &mut dyn FnMut(Pos, String, &str)) {
+    if op.name == "Cast" && name == "to" {
+        if let AttrVal::Lit(Literal::Int(code), p) = v {
+            let hint = ep_sets::DType::ALL.iter().find(|d| i64::from(d.to_onnx()) == *code).map_or(String::new(), |d| format!(" (`{code}` is `{d}`)"));
+            err(*p, format!("`Cast` target written as the code `{code}`"), &format!("write the dtype name, e.g. `[to: f32]`{hint}; the dtypes are {}", dtype_names()));
+        }
+    }
+}
+
+/// Every dtype name, for messages.
+pub(crate) fn dtype_names() -> String {
+    ep_sets::DType::ALL.map(|d| d.name()).join(", ")
+}
+
+/// Does `e` give a dtype name (`dtype(?x)`, `branch_dtype(?g, i)`)?
+fn gives_dtype(e: &Expr) -> bool {
+    matches!(e, Expr::Call { name, .. } if name == "dtype" || name == "branch_dtype")
+}
+
 pub(crate) fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
+    if let Expr::Bin { op: BinOp::Eq | BinOp::Ne, lhs, rhs, .. } = e {
+        for (a, b) in [(lhs, rhs), (rhs, lhs)] {
+            if let (true, Expr::Lit(Literal::Str(s), p)) = (gives_dtype(a), b.as_ref()) {
+                err(*p, format!("dtype compared with the string \"{s}\""), &format!("write the dtype as a name, unquoted, so it is checked: `{s}` ({})", dtype_names()));
+            }
+        }
+    }
     match e {
         Expr::Call { name, args, pos } => {
             match vocab::FUNCTIONS.iter().find(|f| f.0 == name) {

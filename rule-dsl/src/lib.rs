@@ -17,7 +17,7 @@ pub use check::{check_set, resolve};
 pub use diag::{render, Diagnostic, Error};
 pub use parse::{parse_file, MAX_EXPR_DEPTH, MAX_FILE_BYTES, MAX_NESTING};
 /// The pipeline stages a `stage` line names (the workspace's one model of execution order).
-pub use ep_sets::{Domain, Stage};
+pub use ep_sets::{DType, Domain, Stage};
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! From text to [`RuleFile`]: pest does the syntax, this module builds the tree and keeps
 //! every position.
 
-use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitLine, Expr, ForLoop, Fragment, FragmentItem, FragmentUse, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
+use crate::ast::{AttrPat, AttrVal, BinOp, Check, EmitArg, EmitFragment, EmitLine, EmitUse, Expr, ForLoop, Fragment, FragmentItem, FragmentUse, Let, Literal, MatchLine, MsgPart, OpRef, Pos, Replace, RuleFile, Slot, UseDecl};
 use crate::diag::Diagnostic;
 use pest::iterators::Pair;
 use pest::Parser;
@@ -136,12 +136,13 @@ pub fn parse_file(path: &str, src: &str) -> Result<RuleFile, Diagnostic> {
     check_nesting(cx, src)?;
     let mut pairs = RuleParser::parse(Rule::file, src).map_err(|e| syntax_error(cx, e))?;
     let file = pairs.next().expect("the file rule always yields one pair");
-    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new(), fragments: Vec::new() };
+    let mut out = RuleFile { path: path.to_string(), uses: Vec::new(), rules: Vec::new(), fragments: Vec::new(), emit_fragments: Vec::new() };
     for item in file.into_inner() {
         match item.as_rule() {
             Rule::use_decl => out.uses.push(use_decl(cx, item)),
             Rule::rule => out.rules.push(rule(cx, item)?),
             Rule::fragment => out.fragments.push(fragment(cx, item)?),
+            Rule::emit_fragment => out.emit_fragments.push(emit_fragment(cx, item)?),
             _ => {}
         }
     }
@@ -192,9 +193,9 @@ fn use_decl(cx: &Cx, p: Pair<Rule>) -> UseDecl {
     UseDecl { domain, alias, opset, pos: at, from_prelude: false }
 }
 
-fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
-    let at = cx.pos(&p);
-    let mut r = Rule_ {
+/// A rule with nothing in it yet, at `at`.
+fn empty_rule(at: Pos) -> Rule_ {
+    Rule_ {
         id: String::new(),
         pos: at,
         doc: String::new(),
@@ -212,7 +213,13 @@ fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
         emit_pos: at,
         match_pos: at,
         uses: vec![],
-    };
+        emit_uses: vec![],
+    }
+}
+
+fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
+    let at = cx.pos(&p);
+    let mut r = empty_rule(at);
     let mut docs = Vec::new();
     for item in p.into_inner() {
         match item.as_rule() {
@@ -262,6 +269,10 @@ fn rule(cx: &Cx, p: Pair<Rule>) -> Result<Rule_, Diagnostic> {
                                 emit_item(cx, inner, Some(scope), &mut r)?;
                             }
                         }
+                        Rule::emit_use => {
+                            let u = emit_use(cx, line, &r)?;
+                            r.emit_uses.push(u);
+                        }
                         _ => emit_item(cx, line, None, &mut r)?,
                     }
                 }
@@ -306,6 +317,60 @@ fn fragment(cx: &Cx, p: Pair<Rule>) -> Result<Fragment, Diagnostic> {
     }
     f.doc = docs.join("\n");
     Ok(f)
+}
+
+/// `emit fragment name(?a, ?b) -> (?r) { ... }`: its lines are parsed as an emit block's.
+fn emit_fragment(cx: &Cx, p: Pair<Rule>) -> Result<EmitFragment, Diagnostic> {
+    let at = cx.pos(&p);
+    let mut scratch = empty_rule(at);
+    let mut f = EmitFragment { name: String::new(), pos: at, doc: String::new(), params: vec![], results: vec![], emits: vec![], replaces: vec![], uses: vec![] };
+    let mut docs = Vec::new();
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::doc => docs.push(item.as_str().trim_start_matches("///").trim().to_string()),
+            Rule::ident => {
+                f.name = item.as_str().to_string();
+                f.pos = cx.pos(&item);
+            }
+            Rule::capture => f.params.push((cap_name(&item), cx.pos(&item))),
+            Rule::frag_results => f.results.extend(item.into_inner().map(|c| (cap_name(&c), cx.pos(&c)))),
+            Rule::replace_line | Rule::emit_line => emit_item(cx, item, None, &mut scratch)?,
+            Rule::emit_use => {
+                let u = emit_use(cx, item, &scratch)?;
+                f.uses.push(u);
+            }
+            _ => {}
+        }
+    }
+    f.doc = docs.join("\n");
+    f.emits = scratch.emits;
+    f.replaces = scratch.replaces;
+    Ok(f)
+}
+
+/// `(?a, _) = name(?x, _, -1)` in an emit block, standing after the lines parsed so far.
+fn emit_use(cx: &Cx, p: Pair<Rule>, r: &Rule_) -> Result<EmitUse, Diagnostic> {
+    let at = cx.pos(&p);
+    let mut u = EmitUse { name: String::new(), outputs: vec![], args: vec![], pos: at, emits_at: r.emits.len(), replaces_at: r.replaces.len() };
+    for item in p.into_inner() {
+        match item.as_rule() {
+            Rule::outputs => u.outputs = outputs(cx, item),
+            Rule::ident => u.name = item.as_str().to_string(),
+            Rule::emit_args => {
+                for a in item.into_inner() {
+                    let inner = a.into_inner().next().expect("grammar: an argument");
+                    let ap = cx.pos(&inner);
+                    u.args.push(match inner.as_rule() {
+                        Rule::slot => EmitArg::Slot(slot(cx, inner)),
+                        Rule::dtype_name => EmitArg::Lit(dtype_name(cx, &inner)?, ap),
+                        _ => EmitArg::Lit(literal(cx, inner)?, ap),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(u)
 }
 
 /// A use of a fragment: `(?a, _) = name(?x, _, -)` or `check name(?x)`.
@@ -440,6 +505,7 @@ fn attr_val(cx: &Cx, p: Pair<Rule>) -> Result<AttrVal, Diagnostic> {
     let at = cx.pos(&inner);
     Ok(match inner.as_rule() {
         Rule::capture => AttrVal::Capture(cap_name(&inner), at),
+        Rule::dtype_name => AttrVal::Lit(dtype_name(cx, &inner)?, at),
         _ => AttrVal::Lit(literal(cx, inner)?, at),
     })
 }
@@ -455,6 +521,20 @@ fn literal(cx: &Cx, p: Pair<Rule>) -> Result<Literal, Diagnostic> {
         Rule::string => Literal::Str(unescape(p.into_inner().next().map(|s| s.as_str()).unwrap_or(""))),
         Rule::list => Literal::List(p.into_inner().map(|l| literal(cx, l)).collect::<Result<_, _>>()?),
         _ => return Err(Diagnostic::new(cx.path, at, "expected a literal", "write a number, a string or a list")),
+    })
+}
+
+/// A dtype token (`f16`) as a literal: a name of [`ep_sets::DType`], or an error naming the
+/// ones that exist.
+fn dtype_name(cx: &Cx, p: &Pair<Rule>) -> Result<Literal, Diagnostic> {
+    let name = p.as_str();
+    ep_sets::DType::parse(name).map(Literal::DType).ok_or_else(|| {
+        Diagnostic::new(
+            cx.path,
+            cx.pos(p),
+            format!("unknown dtype `{name}`"),
+            format!("the dtypes are {}", ep_sets::DType::ALL.map(|d| d.name()).join(", ")),
+        )
     })
 }
 
@@ -574,6 +654,22 @@ fn expr_h(cx: &Cx, p: Pair<Rule>) -> Result<(Expr, usize), Diagnostic> {
             let mut it = p.into_inner();
             let (mut lhs, mut h) = expr_h(cx, it.next().expect("grammar: operand"))?;
             while let Some(next) = it.next() {
+                if next.as_rule() == Rule::in_op {
+                    // `x in {a, b}` is `x == a || x == b`, compiled as written out.
+                    let set = it.next().expect("grammar: a dtype set after `in`");
+                    let mut alt: Option<Expr> = None;
+                    for d in set.into_inner() {
+                        let dp = cx.pos(&d);
+                        let eq = Expr::Bin { op: BinOp::Eq, lhs: Box::new(lhs.clone()), rhs: Box::new(Expr::Lit(dtype_name(cx, &d)?, dp)), pos: at };
+                        alt = Some(match alt {
+                            None => eq,
+                            Some(a) => Expr::Bin { op: BinOp::Or, lhs: Box::new(a), rhs: Box::new(eq), pos: at },
+                        });
+                    }
+                    let n = alt.as_ref().map_or(0, count_alts);
+                    (lhs, h) = node(alt.expect("grammar: a dtype set is not empty"), h + 1 + n)?;
+                    continue;
+                }
                 let (op, rhs) = match fixed {
                     Some(op) => (op, next),
                     None => (bin_op(next.as_str()), it.next().expect("grammar: operand after operator")),
@@ -613,6 +709,7 @@ fn expr_h(cx: &Cx, p: Pair<Rule>) -> Result<(Expr, usize), Diagnostic> {
             node(Expr::List(items, at), h + 1)
         }
         Rule::capture => Ok((Expr::Capture(cap_name(&p), at), 1)),
+        Rule::dtype_name => Ok((Expr::Lit(dtype_name(cx, &p)?, at), 1)),
         Rule::literal => Ok((Expr::Lit(literal(cx, p)?, at), 1)),
         _ => Err(Diagnostic::new(cx.path, at, "expected an expression", "see docs/rule-language.md, section Checks")),
     }
@@ -628,6 +725,14 @@ fn exprs_h<'i>(cx: &Cx, pairs: impl Iterator<Item = Pair<'i, Rule>>) -> Result<(
         h = h.max(he);
     }
     Ok((out, h))
+}
+
+/// How many `||` a desugared `in` set holds.
+fn count_alts(e: &Expr) -> usize {
+    match e {
+        Expr::Bin { op: BinOp::Or, lhs, .. } => 1 + count_alts(lhs),
+        _ => 0,
+    }
 }
 
 fn bin_op(s: &str) -> BinOp {

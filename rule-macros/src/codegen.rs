@@ -71,6 +71,12 @@ fn lit_tokens(l: &Literal_) -> TokenStream {
         Literal_::Float(v) => quote! { crate::rt::Lit::Float(#v) },
         Literal_::Str(s) => quote! { crate::rt::Lit::Str(#s) },
         Literal_::Bool(b) => quote! { crate::rt::Lit::Bool(#b) },
+        // In an attribute, a dtype is its `TensorProto.DataType` code (`[to: f32]` is `to = 1`);
+        // in an expression it is its name (`expr_tokens`), as `dtype(?x)` gives it.
+        Literal_::DType(d) => {
+            let code = i64::from(d.to_onnx());
+            quote! { crate::rt::Lit::Int(#code) }
+        }
         Literal_::List(items) => {
             let items: Vec<TokenStream> = items.iter().map(lit_tokens).collect();
             quote! { crate::rt::Lit::List(&[#(#items),*]) }
@@ -521,6 +527,10 @@ fn expr_tokens(e: &Expr, cap: &dyn Fn(&str) -> usize) -> TokenStream {
             let ci = cap(c);
             let shown = format!("?{}", display(c));
             quote! { crate::rt::cap_val(cx, &b, #ci, #shown) }
+        }
+        Expr::Lit(Literal_::DType(d), _) => {
+            let name = d.name();
+            quote! { Ok::<crate::rt::Val, String>(crate::rt::Val::from_lit(&crate::rt::Lit::Str(#name))) }
         }
         Expr::Lit(l, _) => {
             let t = lit_tokens(l);

@@ -89,8 +89,9 @@ pub fn apply_schedule(model: &mut ir::Model, schedule: &Schedule, opts: &Options
     apply_schedule_with(model, schedule, opts, None)
 }
 
-/// A step of the pipeline that is not a rule (weight quantization), run once just before
-/// `stage` (or at the end when no later stage has rules), with the report so far.
+/// A step of the pipeline that is not a rule (weight quantization), run once where the
+/// schedule lists its stage ([`Stage::Quantize`]), or at the end when the schedule does not
+/// list that stage (a test's schedule without a table).
 pub type Step<'a> = (Stage, &'a mut dyn FnMut(&mut ir::Model) -> Result<(), String>);
 
 /// [`apply_schedule`] with a [`Step`] between stages; its error becomes [`Error::Step`].
@@ -98,7 +99,7 @@ pub fn apply_schedule_with(model: &mut ir::Model, schedule: &Schedule, opts: &Op
     let mut report = Report::default();
     let mut col = Collector::default();
     for (stage, rules) in &schedule.stages {
-        if step.as_ref().is_some_and(|(at, _)| stage >= at) {
+        if step.as_ref().is_some_and(|(at, _)| stage == at) {
             let (_, f) = step.take().expect("checked");
             f(model).map_err(Error::Step)?;
         }

@@ -1,5 +1,6 @@
-//! The order rules run in. An EP table's `[role.<role>.<dtype>]` lists are the schedule: stages in
-//! [`Stage::ALL`] order, and within a stage the rules in list order, each named rule followed
+//! The order rules run in. An EP table is the schedule: its stages in the table's order (`[ep]
+//! stages`, which also places the quantize step), and within a stage the rules of its
+//! `[role.<role>.<dtype>]` list in list order, each named rule followed
 //! by its variants (`id.<name>`, ordered among themselves by their `before`/`after` lines).
 //! A rule's `stage` line and its `before`/`after` lines are not a second source of order:
 //! they are constraints the schedule is checked against when it is built, so a table that
@@ -22,12 +23,17 @@ impl std::fmt::Debug for RuleDef {
 }
 
 impl Schedule {
-    /// The schedule of an EP table's lists: `lists` gives each stage's rule ids in table
-    /// order. Fails on an unknown id, on a rule listed outside the stage its `.rule` file
-    /// names, and on two rules listed against their `before`/`after` lines.
+    /// The schedule of an EP table's lists: `lists` gives the stages in the order they run (the
+    /// table's), each with its rule ids in table order; a stage may have none (the quantize
+    /// step's, [`Stage::Quantize`], always has none). Fails on an unknown id, on a rule listed
+    /// outside the stage its `.rule` file names or in the quantize stage, and on two rules
+    /// listed against their `before`/`after` lines.
     pub fn from_lists<'a>(lists: impl IntoIterator<Item = (Stage, Vec<&'a str>)>) -> Result<Schedule, Error> {
         let mut stages: Vec<(Stage, Vec<&'static RuleDef>)> = Vec::new();
         for (stage, ids) in lists {
+            if !stage.runs_rules() && !ids.is_empty() {
+                return Err(Error::Schedule(format!("rules are listed under `{stage}`, the quantize step's stage: {}", ids.join(", "))));
+            }
             let mut rules: Vec<&'static RuleDef> = Vec::new();
             for id in ids {
                 let family = order(&select(&[id])?);
@@ -45,10 +51,17 @@ impl Schedule {
                     }
                 }
             }
-            stages.retain(|(s, _)| *s != stage);
-            stages.push((stage, rules));
+            match stages.iter_mut().find(|(s, _)| *s == stage) {
+                Some((_, listed)) => {
+                    for r in rules {
+                        if !listed.iter().any(|x| x.info.id == r.info.id) {
+                            listed.push(r);
+                        }
+                    }
+                }
+                None => stages.push((stage, rules)),
+            }
         }
-        stages.sort_by_key(|(s, _)| *s);
         let schedule = Schedule { stages };
         schedule.check_constraints()?;
         Ok(schedule)
@@ -68,6 +81,11 @@ impl Schedule {
             .filter(|(_, rules)| !rules.is_empty())
             .collect();
         Ok(Schedule { stages })
+    }
+
+    /// The stages in run order, those without rules (the quantize step's) included.
+    pub fn stages(&self) -> impl Iterator<Item = Stage> + '_ {
+        self.stages.iter().map(|(s, _)| *s)
     }
 
     /// Every scheduled rule id with its stage, in run order.

@@ -172,12 +172,17 @@ fn generated_code_is_visible_and_specialised() {
 }
 
 /// A check written in a fragment keeps its own id and is located in the fragment's file, with
-/// the fragment noted: `fuse.gqa_rotary` has `head_size_cpu` from `rotary_caches`.
+/// the fragment noted: `fuse.gqa_rotary` has `head_size_cpu` from `rotary_caches`, and
+/// `match.q_rot` from `rotated_qk`; a rule's own line (fuse.skip_rms_norm's root) stays in
+/// the rule's file.
 #[test]
 fn fragment_steps_keep_their_id_and_name_their_fragment() {
     let r = rules::rule("fuse.gqa_rotary").unwrap();
     let s = r.info.steps.iter().find(|s| s.id == "head_size_cpu").expect("the check keeps its id");
     assert_eq!((s.file, s.fragment), ("rules/rules/fragments/attention.rule", Some("rotary_caches")));
-    let own = r.info.steps.iter().find(|s| s.id == "match.q_rot").unwrap();
+    let line = r.info.steps.iter().find(|s| s.id == "match.q_rot").unwrap();
+    assert_eq!((line.file, line.fragment), ("rules/rules/fragments/attention.rule", Some("rotated_qk")));
+    let r = rules::rule("fuse.skip_rms_norm").unwrap();
+    let own = r.info.steps.iter().find(|s| s.id == "match.out").unwrap();
     assert_eq!((own.file, own.fragment), (r.info.file, None));
 }

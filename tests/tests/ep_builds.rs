@@ -497,3 +497,30 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
         }
     }
 }
+
+/// The table is the whole schedule: the build report lists the stages in the order the table's
+/// `[ep] stages` gives, the quantize step's stage included, and moving `quantize` in a copy of
+/// the cpu table moves it in the report (rules/tests/schedule.rs shows the step runs there).
+#[test]
+fn the_quantize_stage_runs_where_the_table_lists_it() {
+    use ep_sets::Stage::*;
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ep-sets/tables/cpu.toml")).unwrap();
+    let listed = r#"stages = ["cleanup", "prefuse", "fuse", "lower", "quantize", "fold"]"#;
+    assert!(text.contains(listed), "cpu.toml lists its stages");
+    let moved = text.replace(listed, r#"stages = ["cleanup", "prefuse", "quantize", "fuse", "lower", "fold"]"#);
+    for (text, want) in [(&text, [Cleanup, Prefuse, Fuse, Lower, Quantize, Fold]), (&moved, [Cleanup, Prefuse, Quantize, Fuse, Lower, Fold])] {
+        let table = ep_sets::parse("cpu.toml", text).unwrap();
+        let plan = table.dtype(ir::DType::F32).unwrap();
+        assert_eq!(plan.order, want);
+        let mut model = generic("tiny-llama", ir::DType::F32);
+        let report = optimize(&mut model, &table, plan, false, None).unwrap();
+        assert_eq!(report.stages, want);
+        let json = serde_json::to_value(&report).unwrap();
+        let names: Vec<&str> = json["stages"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+        assert_eq!(names, want.map(|s| s.name()));
+    }
+    // Every stage once: a table that drops one is refused.
+    let dropped = text.replace(listed, r#"stages = ["cleanup", "prefuse", "fuse", "lower", "fold"]"#);
+    let problems = ep_sets::parse("cpu.toml", &dropped).unwrap().validate();
+    assert!(problems.iter().any(|p| format!("{p:?}").contains("does not list `quantize`")), "{problems:?}");
+}

@@ -6,6 +6,7 @@
 //! stand ([`inline`]).
 
 mod define;
+mod emit;
 mod inline;
 
 use crate::ast::{AttrVal, Fragment, FragmentItem, MsgPart, Pos, RuleFile, Slot};
@@ -25,7 +26,7 @@ pub(crate) fn expand_set(files: &mut [RuleFile]) -> (Vec<Diagnostic>, HashSet<(u
     let defs: Vec<Def> = files
         .iter()
         .flat_map(|f| {
-            let file = RuleFile { path: f.path.clone(), uses: f.uses.clone(), rules: vec![], fragments: vec![] };
+            let file = RuleFile { path: f.path.clone(), uses: f.uses.clone(), rules: vec![], fragments: vec![], emit_fragments: vec![] };
             f.fragments.iter().map(move |g| Def { file: file.clone(), frag: g.clone() })
         })
         .collect();
@@ -34,10 +35,34 @@ pub(crate) fn expand_set(files: &mut [RuleFile]) -> (Vec<Diagnostic>, HashSet<(u
     for d in &defs {
         by_name.entry(&d.frag.name).or_insert(d);
     }
+    let mut emit_defs: Vec<emit::EmitDef> = files
+        .iter()
+        .flat_map(|f| {
+            let file = RuleFile { path: f.path.clone(), uses: f.uses.clone(), rules: vec![], fragments: vec![], emit_fragments: vec![] };
+            f.emit_fragments.iter().map(move |g| emit::EmitDef { file: file.clone(), frag: g.clone() })
+        })
+        .collect();
+    let pattern: HashSet<&str> = by_name.keys().copied().collect();
+    let (flat_diags, mut emit_bad) = emit::flatten_all(&mut emit_defs, &pattern);
+    out.extend(flat_diags);
+    let (emit_diags, bad_defs) = emit::check_defs(&emit_defs, &pattern);
+    out.extend(emit_diags);
+    emit_bad.extend(bad_defs);
+    let mut emit_by_name: HashMap<&str, &emit::EmitDef> = HashMap::new();
+    for d in &emit_defs {
+        emit_by_name.entry(&d.frag.name).or_insert(d);
+    }
     let mut skip = HashSet::new();
     for (fi, f) in files.iter_mut().enumerate() {
         let path = f.path.clone();
         for (ri, r) in f.rules.iter_mut().enumerate() {
+            if !r.emit_uses.is_empty() {
+                if let Err(diags) = emit::inline_rule(r, &path, &emit_by_name, &pattern, &emit_bad) {
+                    out.extend(diags);
+                    skip.insert((fi, ri));
+                    continue;
+                }
+            }
             if r.uses.is_empty() {
                 continue;
             }

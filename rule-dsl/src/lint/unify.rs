@@ -44,6 +44,7 @@ pub fn root_line(rule: &Rule) -> Option<&MatchLine> {
 fn lit_eq(a: &Literal, b: &Literal) -> bool {
     match (a, b) {
         (Literal::Int(i), Literal::Float(f)) | (Literal::Float(f), Literal::Int(i)) => (*i as f64) == *f,
+        (Literal::Int(i), Literal::DType(d)) | (Literal::DType(d), Literal::Int(i)) => *i == i64::from(d.to_onnx()),
         _ => a == b,
     }
 }
