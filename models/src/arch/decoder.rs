@@ -3,7 +3,7 @@
 
 use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, MlpNames, NormEps, NormOver, Positions, RotaryPairs};
 use super::DecoderIo;
-use crate::components::attention::{attention, Heads};
+use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
@@ -415,6 +415,9 @@ impl DecoderFamily {
         let attn_scope = s(n.o_proj.rsplit_once('.').map_or("self_attn", |(p, _)| p));
         let mask = &sh.masks[&window];
         let (scale, softcap) = (scale, sh.scalars.attention_softcap);
+        if let Some(sinks) = n.sinks {
+            return self.sink_attention_block(b, ckpt, sh, i, layer, [&q, &k, &v], sinks, scale, &attn_scope);
+        }
         let y = match &sh.write {
             None => attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap),
             Some(write) => {
@@ -422,6 +425,32 @@ impl DecoderFamily {
             }
         };
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;
+        Ok(linear(b, &s(n.o_proj), &y, o))
+    }
+
+    /// The attention of a family with sinks (gpt-oss) over the dynamic cache, and the output
+    /// projection. The static cache and softcapping are refused here (before anything is
+    /// written): the sink block has no form of either yet.
+    #[allow(clippy::too_many_arguments)]
+    fn sink_attention_block(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, i: usize, layer: &str, qkv: [&str; 3], sinks: &str, scale: Option<f32>, attn_scope: &str) -> Result<String> {
+        let (n, l, heads) = (&self.names, &self.layout, sh.heads);
+        let s = |part: &str| format!("{layer}.{part}");
+        let refuse = |reason: String| Error::Config { path: sh.c.path.clone(), reason };
+        if sh.write.is_some() {
+            return Err(refuse(format!("the `{}` family's attention sinks have no static KV cache form; build with the dynamic cache (no --kv-cache static)", sh.c.model_type)));
+        }
+        if sh.scalars.attention_softcap.is_some() {
+            return Err(refuse(format!("the `{}` family's attention sinks are not built together with attention softcapping", sh.c.model_type)));
+        }
+        let name = s(sinks);
+        let recipe = ckpt.tensor(&name, &[heads.q])?.cast(b.float);
+        let sinks = b.initializer(&name, recipe);
+        let scale = scale.unwrap_or(heads.default_scale() as f32);
+        let (past_k, past_v) = &sh.io.past[i];
+        let (present_k, present_v) = &sh.io.present[i];
+        let mask = &sh.masks[&sh.windows[i]];
+        let y = sink_attention(b, attn_scope, qkv, mask, [past_k, past_v], [present_k, present_v], heads, scale, &sinks);
+        let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, sh.biases.1, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
     }
 
