@@ -449,7 +449,10 @@ impl DecoderFamily {
         let (past_k, past_v) = &sh.io.past[i];
         let (present_k, present_v) = &sh.io.present[i];
         let mask = &sh.masks[&sh.windows[i]];
-        let y = sink_attention(b, attn_scope, qkv, mask, [past_k, past_v], [present_k, present_v], heads, scale, &sinks);
+        let input_ids = &sh.io.input_ids;
+        let token_dims = b.graph.inputs.iter().find(|v| &v.name == input_ids).and_then(|v| v.shape.clone()).unwrap_or_default();
+        let token_dims = token_dims.into_iter().take(2).collect();
+        let y = sink_attention(b, attn_scope, qkv, mask, [past_k, past_v], [present_k, present_v], heads, scale, &sinks, token_dims);
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, sh.biases.1, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
     }

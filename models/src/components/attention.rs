@@ -85,8 +85,9 @@ pub fn bidirectional_attention(b: &mut GraphBuilder, scope: &str, qkv: [&str; 3]
 ///
 /// `sinks` is the `[q_heads]` initializer (reshaped in the graph to `[1, kv, q / kv, 1, 1]`:
 /// query head `h` reads key/value head `h / (q / kv)`, as transformers' `repeat_kv`). `mask` is
-/// the boolean `[batch, 1, seq, total]` mask of [`super::mask::causal_padding_mask`]. Returns
-/// `[batch, seq, q_heads * head_dim]`.
+/// the boolean `[batch, 1, seq, total]` mask of [`super::mask::causal_padding_mask`];
+/// `token_dims` the `[batch, seq]` dims of the token input. Returns `[batch, seq, q_heads *
+/// head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn sink_attention(
     b: &mut GraphBuilder,
@@ -98,6 +99,7 @@ pub fn sink_attention(
     heads: Heads,
     scale: f32,
     sinks: &str,
+    token_dims: Vec<ir::Dim>,
 ) -> String {
     let s = format!("{scope}/sink_attention");
     let (hq, hkv, d) = (heads.q as i64, heads.kv as i64, heads.head_dim as i64);
@@ -130,9 +132,11 @@ pub fn sink_attention(
     // The sink column [batch, kv, group, seq, 1].
     let sink_shape = b.const_i64_1d(&format!("{s}/sinks_shape"), &[1, hkv, group, 1, 1]);
     let sinks = b.op(&format!("{s}/sinks/Reshape"), "Reshape", &[sinks, &sink_shape], vec![]);
-    let rows = b.op(&format!("{s}/rows"), "Shape", &[&masked], vec![Attr::int("start", 0), Attr::int("end", 4)]);
-    let one = b.const_i64_1d(&format!("{s}/one"), &[1]);
-    let column = b.op(&format!("{s}/sinks/shape"), "Concat", &[&rows, &one], vec![Attr::int("axis", 0)]);
+    // The column's shape from the first score column (no int64 Concat: WebGPU claims Concat
+    // for float and int32 only).
+    let (first, one, last) = (b.const_i64_1d(&format!("{s}/column/start"), &[0]), b.const_i64_1d(&format!("{s}/column/end"), &[1]), b.const_i64_1d(&format!("{s}/column/axis"), &[-1]));
+    let column = b.op(&format!("{s}/column"), "Slice", &[&scores, &first, &one, &last], vec![]);
+    let column = b.op(&format!("{s}/sinks/shape"), "Shape", &[&column], vec![]);
     let sinks = b.op(&format!("{s}/sinks/Expand"), "Expand", &[&sinks, &column], vec![]);
     let combined = b.op(&format!("{s}/with_sinks"), "Concat", &[&masked, &sinks], vec![Attr::int("axis", -1)]);
     let probs = b.op(&format!("{s}/Softmax"), "Softmax", &[&combined], vec![Attr::int("axis", -1)]);
@@ -145,5 +149,11 @@ pub fn sink_attention(
     let y = b.op(&format!("{s}/merge_heads/Reshape"), "Reshape", &[&y, &heads_shape], vec![]);
     let y = b.op(&format!("{s}/merge_heads/Transpose"), "Transpose", &[&y], vec![Attr::ints("perm", &[0, 2, 1, 3])]);
     let out_shape = b.const_i64_1d(&format!("{s}/out_shape"), &[0, 0, hq * d]);
-    b.op(&format!("{scope}/sink_attention"), "Reshape", &[&y, &out_shape], vec![])
+    let out = b.op(&format!("{scope}/sink_attention"), "Reshape", &[&y, &out_shape], vec![]);
+    // `[batch, seq, q_heads * head_dim]`, recorded: the rules downstream (skip norms) check the
+    // residual's shape, which the Reshapes hide from inference.
+    let mut shape = token_dims;
+    shape.push(ir::Dim::Fixed(hq * d));
+    b.annotate(&out, b.float, shape);
+    out
 }
