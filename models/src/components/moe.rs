@@ -77,6 +77,14 @@ pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
         b.op(&format!("{}.{part}/Transpose", m.experts), "Transpose", &[&w], vec![Attr::ints("perm", &[0, 2, 1])])
     };
     let e = m.experts;
+    // The stacks' initializers first, then the tokens by expert (the order the graph's text
+    // lists them in).
+    let (stacks, inter) = match m.stacks {
+        ExpertStacks::Separate { gate, up, down } => ((stack(b, "gate", gate), stack(b, "up", up), stack(b, "down", down), None), None),
+        ExpertStacks::Interleaved { gate_up, gate_up_bias, down, down_bias, inter } => {
+            ((stack(b, "gate_up", gate_up), String::new(), stack(b, "down", down), Some((gate_up_bias, down_bias))), Some(inter))
+        }
+    };
     let axis1 = b.const_i64_1d(&format!("{s}/axis1"), &[1]);
     let x4 = b.op(&format!("{s}/by_expert"), "Unsqueeze", &[x, &axis1], vec![]);
     // A `[E, n]` bias added to `[batch, E, seq, n]` as `[E, 1, n]`.
@@ -85,16 +93,8 @@ pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
         let bias = b.op(&format!("{e}.{part}/bias_by_expert"), "Unsqueeze", &[&bias, &axis1], vec![]);
         b.op(&format!("{e}.{part}/Add"), "Add", &[y, &bias], vec![])
     };
-    let y = match m.stacks {
-        ExpertStacks::Separate { gate, up, down } => {
-            let (wg, wu, wd) = (stack(b, "gate", gate), stack(b, "up", up), stack(b, "down", down));
-            let g = b.op(&format!("{e}.gate/MatMul"), "MatMul", &[&x4, &wg], vec![]);
-            let u = b.op(&format!("{e}.up/MatMul"), "MatMul", &[&x4, &wu], vec![]);
-            let h = expert_activation(b, e, &g, &u, m.act);
-            b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![])
-        }
-        ExpertStacks::Interleaved { gate_up, gate_up_bias, down, down_bias, inter } => {
-            let (wgu, wd) = (stack(b, "gate_up", gate_up), stack(b, "down", down));
+    let y = match (stacks, inter) {
+        ((wgu, _, wd, Some((gate_up_bias, down_bias))), Some(inter)) => {
             let gu = b.op(&format!("{e}.gate_up/MatMul"), "MatMul", &[&x4, &wgu], vec![]);
             let gu = add_bias(b, "gate_up", &gu, gate_up_bias);
             // [batch, E, seq, 2 * inter] -> [.., inter, 2]: gate on even columns, up on odd.
@@ -106,6 +106,12 @@ pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
             let h = expert_activation(b, e, &g, &u, m.act);
             let y = b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![]);
             add_bias(b, "down", &y, down_bias)
+        }
+        ((wg, wu, wd, _), _) => {
+            let g = b.op(&format!("{e}.gate/MatMul"), "MatMul", &[&x4, &wg], vec![]);
+            let u = b.op(&format!("{e}.up/MatMul"), "MatMul", &[&x4, &wu], vec![]);
+            let h = expert_activation(b, e, &g, &u, m.act);
+            b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![])
         }
     };
     // [batch, seq, experts] -> [batch, experts, seq, 1], beside y [batch, experts, seq, hidden].
