@@ -610,7 +610,8 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, OLMO, SMOLLM3};
+    use crate::arch::{GEMMA2, GEMMA3, GPT_OSS, GRANITE, LLAMA, OLMO, SMOLLM3};
+    use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -641,6 +642,29 @@ mod tests {
         assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
         let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
         assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn gpt_oss_alternates_from_layer_0_and_defaults_to_yarn() {
+        let (s, f) = (Some(128), None);
+        assert_eq!(GPT_OSS.windows(&config("gpt_oss", "")).unwrap(), [s, f, s, f, s, f, s]);
+        let types = r#","sliding_window":4,"layer_types":["full_attention","full_attention","sliding_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
+        assert_eq!(GPT_OSS.windows(&config("gpt_oss", types)).unwrap(), [f, f, Some(4), f, f, f, Some(4)]);
+        // No RoPE keys: transformers' GptOssConfig defaults (theta 150000, YaRN).
+        let c = config("gpt_oss", "");
+        assert_eq!(c.rope.theta, 150000.0);
+        let RopeKind::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, truncate, .. } = c.rope.kind else { panic!("{:?}", c.rope) };
+        assert_eq!((factor, original_max_position_embeddings, beta_fast, beta_slow, truncate), (32.0, 4096.0, 32.0, 1.0, false));
+        // The legacy keys and rope_parameters are read as written.
+        let c = config("gpt_oss", r#","rope_theta":1000.0,"rope_scaling":{"rope_type":"yarn","factor":8.0,"original_max_position_embeddings":256,"truncate":true}"#);
+        let RopeKind::Yarn { factor, original_max_position_embeddings, truncate, .. } = c.rope.kind else { panic!() };
+        assert_eq!((c.rope.theta, factor, original_max_position_embeddings, truncate), (1000.0, 8.0, 256.0, true));
+        let c = config("gpt_oss", r#","rope_parameters":{"rope_type":"default","rope_theta":5000.0}"#);
+        assert_eq!((c.rope.theta, &c.rope.kind), (5000.0, &RopeKind::Default));
+        // Other families keep theta 10000 and no scaling.
+        assert_eq!((config("llama", "").rope.theta, config("llama", "").rope.kind), (10000.0, RopeKind::Default));
+        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"rope_scaling":{"rope_type":"dynamic","factor":2.0}}"#).unwrap_err().to_string();
+        assert!(e.contains("dynamic"), "{e}");
     }
 
     #[test]

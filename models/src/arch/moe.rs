@@ -204,7 +204,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -248,6 +248,22 @@ mod tests {
         let e = settings(&PHIMOE, "phimoe", r#","router_jitter_noise":-1"#).unwrap_err().to_string();
         assert!(e.contains("`router_jitter_noise`"), "{e}");
         assert_eq!(settings(&MIXTRAL, "mixtral", r#","router_jitter_noise":0.1"#).unwrap().sparse_mixer, None);
+    }
+
+    #[test]
+    fn gpt_oss_reads_its_swiglu_keys_with_transformers_defaults() {
+        let m = settings(&GPT_OSS, "gpt_oss", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.clamped_swiglu), (128, 4, true, 128, Some((1.702, 7.0))));
+        let m = settings(&GPT_OSS, "gpt_oss", r#","num_local_experts":32,"num_experts_per_tok":2,"swiglu_alpha":1.5,"swiglu_limit":3.0"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.clamped_swiglu), (32, 2, Some((1.5, 3.0))));
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_limit":null"#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_limit`"), "{e}");
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_alpha":"fast""#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_alpha`"), "{e}");
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_limit":-1"#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_limit`"), "{e}");
+        // Families without the clamped SwiGLU ignore the keys.
+        assert_eq!(settings(&MIXTRAL, "mixtral", r#","swiglu_limit":3.0"#).unwrap().clamped_swiglu, None);
     }
 
     #[test]
