@@ -12,10 +12,12 @@ of the `default` (standard form) and `cpu` (GroupQueryAttention form) f32 packag
 `--kv-cache static --max-length CONTEXT+NEW` against the dynamic `default` and `cpu` packages,
 at each `--contexts` prompt length (default 128,2048), all in the same run, as ratios.
 
-`--moe` measures a mixture-of-experts decoder instead: tailor-bench's qwen3-moe-small shape
-(32 experts, top 4), whose `default` package computes every expert densely and whose `cpu`
-package runs com.microsoft.MoE (f32) and QMoE (`--quant int4`): decode and prefill ratios of
-the cpu packages to the default one, same run.
+`--moe` measures mixture-of-experts decoders instead: tailor-bench's qwen3-moe-small,
+gpt-oss-small (top 4) and phimoe-small (sparsemixer, top 2) shapes (32 experts each), whose
+`default` package computes every expert densely and whose `cpu` package runs com.microsoft.MoE
+(f32) and QMoE (`--quant int4`) where a rule fuses the block (PhiMoE's stays dense on every
+table: docs/models.md): decode and prefill ratios of the cpu packages to the default one, per
+shape, same run.
 
 `--lora` measures LoRA slots (docs/adapters.md): a random PEFT adapter (r 16, alpha 32, on all
 seven projections of every layer) for the Qwen2.5-0.5B shape, the cpu f32 package built with
@@ -189,23 +191,26 @@ def kv_cache_main(args, ckpt: Path, work: Path) -> None:
 
 
 def moe_main(args, work: Path) -> None:
-    """cpu (fused MoE, QMoE) vs default (dense experts) on a MoE shape, same run."""
-    ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--model", "qwen3-moe-small", "--workdir", str(work), "--write-only"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    """cpu (fused MoE, QMoE where a rule fuses the block) vs default (dense experts), per MoE
+    shape, the cpu/default ratios measured in the same run."""
     prompt = np.random.default_rng(0).integers(0, 32768, size=(1, 128), dtype=np.int32)
-    speed = {}
-    for ep, name, flags in [("default", "f32", []), ("cpu", "f32", []), ("cpu", "int4", ["--quant", "int4"])]:
-        pkg = work / f"genai-moe-{ep}-{name}"
-        build(ckpt, pkg, ep, flags)
-        ops = moe_ops(pkg)
-        prefill, decode = measure(pkg, prompt, 32, args.runs)
-        speed[(ep, name)] = (prefill, decode)
-        print(f"moe {ep:8s} {name}: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s   ({ops})")
-        shutil.rmtree(pkg)
-    d, c, q = speed[("default", "f32")], speed[("cpu", "f32")], speed[("cpu", "int4")]
-    print(f"moe_cpu_vs_default_decode={c[1] / d[1]:.2f} moe_cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} "
-          f"moe_cpu_int4_vs_default_decode={q[1] / d[1]:.2f} moe_cpu_int4_vs_cpu_f32_decode={q[1] / c[1]:.2f} "
-          f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
+    for shape in ["qwen3-moe-small", "gpt-oss-small", "phimoe-small"]:
+        ckpt = Path(subprocess.run([str(RELEASE / "tailor-bench"), "--model", shape, "--workdir", str(work), "--write-only"],
+                                   check=True, capture_output=True, text=True).stdout.strip())
+        speed = {}
+        for ep, name, flags in [("default", "f32", []), ("cpu", "f32", []), ("cpu", "int4", ["--quant", "int4"])]:
+            pkg = work / f"genai-moe-{shape}-{ep}-{name}"
+            build(ckpt, pkg, ep, flags)
+            ops = moe_ops(pkg)
+            prefill, decode = measure(pkg, prompt, 32, args.runs)
+            speed[(ep, name)] = (prefill, decode)
+            print(f"moe {shape:16s} {ep:8s} {name}: prefill {prefill * 1000:8.1f} ms   decode {decode:6.2f} tokens/s   ({ops})")
+            shutil.rmtree(pkg)
+        d, c, q = speed[("default", "f32")], speed[("cpu", "f32")], speed[("cpu", "int4")]
+        print(f"shape={shape} moe_cpu_vs_default_decode={c[1] / d[1]:.2f} moe_cpu_vs_default_prefill_speedup={d[0] / c[0]:.2f} "
+              f"moe_cpu_int4_vs_default_decode={q[1] / d[1]:.2f} moe_cpu_int4_vs_cpu_f32_decode={q[1] / c[1]:.2f} "
+              f"default_tok_s={d[1]:.2f} cpu_tok_s={c[1]:.2f} cpu_int4_tok_s={q[1]:.2f}")
+        shutil.rmtree(ckpt)
 
 
 def write_peft_adapter(ckpt: Path, out: Path, r: int = 16, alpha: int = 32) -> None:

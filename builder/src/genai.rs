@@ -37,6 +37,10 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     // transformers `glm`/`glm4` types; interleaved rotary, post-norms and the fused MLP are
     // inside the graph, so its `llama` handling runs them.
     ("glm", "llama", Some("onnxruntime-genai 0.18 does not list glm (its `chatglm` is the older ChatGLM layout); its `llama` handling runs this package, whose interleaved partial rotary and fused MLP are inside the graph")),
+    // 0.18 lists `gptoss` (the spelling the genai builder writes for its own gpt-oss layout);
+    // these packages' sinks, windows and experts are inside the graph and their cache is the
+    // plain growing one, which its `llama` handling runs (tests/python/test_genai.py).
+    ("gpt_oss", "llama", Some("onnxruntime-genai 0.18 lists `gptoss`, the layout its own builder writes; this package's attention sinks, sliding windows and experts are inside the graph with a plain growing KV cache, which its `llama` handling runs (generation checked against transformers' greedy tokens)")),
     ("glm4", "llama", Some("onnxruntime-genai 0.18 does not list glm4 (its `chatglm` is the older ChatGLM layout); its `llama` handling runs this package, whose post-norms, interleaved partial rotary and fused MLP are inside the graph")),
 ];
 

@@ -143,3 +143,22 @@ fn inspect_names_the_source_and_diff_sees_one_model() {
     assert_eq!(v["parts"][0]["quantization"]["source"]["format"], "awq_gemm");
     assert_eq!(v["parts"][0]["quantization"]["tensor_sources"]["awq_gemm"], 10, "{}", v["parts"][0]["quantization"]);
 }
+
+/// gpt-oss as published: MXFP4 experts (`quantization_config.quant_method: mxfp4`, the
+/// attention and router left float in `modules_to_not_convert`). Refused by the key, on every
+/// table, before anything is written.
+#[test]
+fn gpt_oss_mxfp4_checkpoints_are_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-gpt-oss", &model);
+    let mut config: Map<String, Value> = serde_json::from_slice(&std::fs::read(model.join("config.json")).unwrap()).unwrap();
+    config.insert(
+        "quantization_config".into(),
+        serde_json::json!({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}),
+    );
+    std::fs::write(model.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    for ep in ["cpu", "default", "cuda"] {
+        fails(&model, &["--ep", ep], &["`mxfp4`", "MXFP4", "config.json"]);
+    }
+}

@@ -313,7 +313,8 @@ impl DecoderConfig {
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
         let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
-        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default)?;
+        let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None }, |f| f.rope_default);
+        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default, rope_default)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -498,7 +499,11 @@ impl DecoderConfig {
 /// the published spelling gives the full layers' as usual and the sliding layers' base as
 /// `rope_local_base_freq` (no scaling). Returns `(rope, sliding-layer rope if the config gives
 /// one)`; the family table decides whether sliding layers use it.
-fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64) -> Result<(RopeConfig, Option<RopeConfig>)> {
+///
+/// `defaults`: the family's `rope_theta` when none is given, and its scaling when the config
+/// has neither `rope_parameters` nor `rope_scaling` (gpt-oss: YaRN).
+fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: crate::arch::RopeDefault) -> Result<(RopeConfig, Option<RopeConfig>)> {
+    let theta_default = defaults.theta;
     let nested = match r.present("rope_parameters") {
         Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
         _ => None,
@@ -513,22 +518,32 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64) -> Result<
         let read = |t: &str| -> Result<Option<RopeConfig>> {
             match m.get(t) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default).map(Some),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default, theta_default).map(Some),
                 Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
             }
         };
         let full = match read("full_attention")? {
             Some(f) => f,
-            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default)?,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default, theta_default)?,
         };
         return Ok((full, read("sliding_attention")?));
     }
+    // The family's default scaling (transformers fills `rope_parameters` with it when the config
+    // gives none); a JSON literal in the table, so a parse failure is a table bug.
+    let default_params: Option<Map<String, Value>> = match defaults.scaling {
+        Some(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => return Err(r.err(format!("internal: the `{}` table's default RoPE scaling is not a JSON object", r.present("model_type").and_then(Value::as_str).unwrap_or("?")))),
+        },
+        None => None,
+    };
     let (params_key, params) = match r.first(&["rope_parameters", "rope_scaling"]) {
+        None if default_params.is_some() => ("rope_parameters (the family's default)", default_params.as_ref()),
         None => ("rope_scaling", None),
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
-    let rope = read_rope(r, params_key, params, max_positions, partial_default)?;
+    let rope = read_rope(r, params_key, params, max_positions, partial_default, theta_default)?;
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
@@ -546,7 +561,7 @@ const LAYER_TYPES: &[&str] = &["full_attention", "sliding_attention"];
 /// as fallbacks.
 /// `partial_default`: `partial_rotary_factor` when neither `params` nor the top level gives it
 /// (the family's default, 1 for most).
-fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize, partial_default: f64) -> Result<RopeConfig> {
+fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize, partial_default: f64, theta_default: f64) -> Result<RopeConfig> {
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
@@ -556,7 +571,7 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
     };
     let theta = match num("rope_theta")? {
         Some(t) => t,
-        None => r.f64_any(&["rope_theta"])?.unwrap_or(10000.0),
+        None => r.f64_any(&["rope_theta"])?.unwrap_or(theta_default),
     };
     let partial_rotary_factor = match num("partial_rotary_factor")? {
         Some(p) => p,

@@ -53,6 +53,7 @@ fn variant_generic_graphs() {
         "tiny-glm",
         "tiny-glm4",
         "tiny-phimoe",
+        "tiny-gpt-oss",
     ] {
         let ckpt = Checkpoint::open(&fixture(name)).unwrap();
         let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap();

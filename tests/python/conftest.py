@@ -16,7 +16,9 @@ DECODER_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "deco
 # The pre-quantized decoders (GPTQ, AWQ): imported with their own integers.
 PREQUANT_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "prequant"]
 # The mixture-of-experts decoders (trait `moe`).
-MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if "moe" in f.get("traits", [])]
+# Fixtures whose experts the cpu table fuses into MoE (QMoE when quantized): the `moe` trait, and
+# gpt-oss (`attention_sinks`, a trait of its own because its op counts differ).
+MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "attention_sinks"} & set(f.get("traits", []))]
 
 
 def tailor_bin() -> Path:

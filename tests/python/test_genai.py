@@ -2,13 +2,14 @@
 the ONNX checker with full_check."""
 import json
 import shutil
+import subprocess
 
 import onnx
 import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import DECODER_FIXTURES, FIXTURES, PREQUANT_FIXTURES, REGISTRY
+from conftest import DECODER_FIXTURES, FIXTURES, PREQUANT_FIXTURES, REGISTRY, tailor_bin
 
 EPS = ["default", "cpu"]
 TRAITS = {f["name"]: f.get("traits", []) for f in REGISTRY["fixture"]}
@@ -105,6 +106,15 @@ def test_static_cache_package_generates_reference_greedy_tokens(fixture, ep, for
     with GroupQueryAttention in place."""
     from conftest import build_with
 
+    if "attention_sinks" in TRAITS.get(fixture, []):
+        # gpt-oss's sink attention has no static form yet: refused by the model builder, by
+        # name, before anything is written.
+        cmd = [str(tailor_bin()), "build", "--model", str(FIXTURES / fixture), "--output", str(tmp_path / "pkg"),
+               "--ep", ep, "--kv-cache", "static", "--max-length", str(STATIC_LENGTH)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode != 0 and "no static KV cache form" in done.stderr, done.stderr
+        assert not (tmp_path / "pkg").exists()
+        return
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     prompt = ref["input_ids"]
     expected = ref["greedy_tokens"][0].tolist()

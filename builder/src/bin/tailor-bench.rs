@@ -8,7 +8,7 @@
 //! ratios to the copy (measured in the same run) and each child's peak RSS (`ru_maxrss`, which
 //! includes file-backed pages) as a fraction of the checkpoint's size.
 //!
-//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|qwen2.5-vl-small]
+//! Usage: cargo run --release -p builder --bin tailor-bench -- [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|gpt-oss-small|phimoe-small|qwen2.5-vl-small]
 //!        [--workdir DIR] [--runs N] [--write-only]
 //!
 //! `--write-only` writes the checkpoint and stops (scripts/bench-genai.py uses it).
@@ -197,6 +197,96 @@ fn qwen25_vl_small() -> Shape {
                 "spatial_merge_size": merge, "in_channels": 3, "window_size": 112,
                 "fullatt_block_indexes": [3, 7], "hidden_act": "silu", "tokens_per_second": 2,
             },
+/// A gpt-oss-shaped decoder at qwen3-moe-small's sizes (attention sinks, q/k/v/o biases,
+/// sliding and full layers alternating, 32 experts stored stacked with gate/up interleaved and
+/// biases, top 4, a router with bias, the clamped SwiGLU), for the MoE decode benchmark.
+fn gpt_oss_small() -> Shape {
+    let (h, layers, heads, kv, hd, vocab, experts, top_k, inter) = (1024, 8, 16, 4, 64, 32768, 32, 4, 512);
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}");
+        let layer: Vec<(String, Vec<usize>)> = vec![
+            ("self_attn.q_proj.weight".into(), vec![heads * hd, h]),
+            ("self_attn.q_proj.bias".into(), vec![heads * hd]),
+            ("self_attn.k_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.k_proj.bias".into(), vec![kv * hd]),
+            ("self_attn.v_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.v_proj.bias".into(), vec![kv * hd]),
+            ("self_attn.o_proj.weight".into(), vec![h, heads * hd]),
+            ("self_attn.o_proj.bias".into(), vec![h]),
+            ("self_attn.sinks".into(), vec![heads]),
+            ("mlp.router.weight".into(), vec![experts, h]),
+            ("mlp.router.bias".into(), vec![experts]),
+            ("mlp.experts.gate_up_proj".into(), vec![experts, h, 2 * inter]),
+            ("mlp.experts.gate_up_proj_bias".into(), vec![experts, 2 * inter]),
+            ("mlp.experts.down_proj".into(), vec![experts, inter, h]),
+            ("mlp.experts.down_proj_bias".into(), vec![experts, h]),
+            ("input_layernorm.weight".into(), vec![h]),
+            ("post_attention_layernorm.weight".into(), vec![h]),
+        ];
+        t.extend(layer.into_iter().map(|(n, s)| (format!("{p}.{n}"), s)));
+    }
+    t.push(("model.norm.weight".into(), vec![h]));
+    t.push(("lm_head.weight".into(), vec![vocab, h]));
+    let layer_types: Vec<&str> = (0..layers).map(|i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" }).collect();
+    Shape {
+        name: "gpt-oss-small",
+        config: serde_json::json!({
+            "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": h,
+            "intermediate_size": inter, "num_local_experts": experts, "num_experts_per_tok": top_k,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
+            "head_dim": hd, "vocab_size": vocab, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "attention_bias": true,
+            "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                             "truncate": false, "original_max_position_embeddings": 4096},
+            "layer_types": layer_types, "sliding_window": 128, "swiglu_limit": 7.0,
+            "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16",
+        }),
+        tensors: t,
+    }
+}
+
+/// A PhiMoE-shaped decoder at qwen3-moe-small's sizes (LayerNorm with bias, q/k/v/o biases,
+/// 32 experts stored per expert, sparsemixer routing to 2), for the MoE decode benchmark.
+fn phimoe_small() -> Shape {
+    let (h, layers, heads, kv, hd, vocab, experts, inter) = (1024, 8, 16, 4, 64, 32768, 32, 512);
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}");
+        let mut layer: Vec<(String, Vec<usize>)> = vec![
+            ("self_attn.q_proj.weight".into(), vec![heads * hd, h]),
+            ("self_attn.q_proj.bias".into(), vec![heads * hd]),
+            ("self_attn.k_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.k_proj.bias".into(), vec![kv * hd]),
+            ("self_attn.v_proj.weight".into(), vec![kv * hd, h]),
+            ("self_attn.v_proj.bias".into(), vec![kv * hd]),
+            ("self_attn.o_proj.weight".into(), vec![h, heads * hd]),
+            ("self_attn.o_proj.bias".into(), vec![h]),
+            ("block_sparse_moe.gate.weight".into(), vec![experts, h]),
+            ("input_layernorm.weight".into(), vec![h]),
+            ("input_layernorm.bias".into(), vec![h]),
+            ("post_attention_layernorm.weight".into(), vec![h]),
+            ("post_attention_layernorm.bias".into(), vec![h]),
+        ];
+        for e in 0..experts {
+            layer.push((format!("block_sparse_moe.experts.{e}.w1.weight"), vec![inter, h]));
+            layer.push((format!("block_sparse_moe.experts.{e}.w3.weight"), vec![inter, h]));
+            layer.push((format!("block_sparse_moe.experts.{e}.w2.weight"), vec![h, inter]));
+        }
+        t.extend(layer.into_iter().map(|(n, s)| (format!("{p}.{n}"), s)));
+    }
+    t.push(("model.norm.weight".into(), vec![h]));
+    t.push(("model.norm.bias".into(), vec![h]));
+    t.push(("lm_head.weight".into(), vec![vocab, h]));
+    Shape {
+        name: "phimoe-small",
+        config: serde_json::json!({
+            "architectures": ["PhiMoEForCausalLM"], "model_type": "phimoe", "hidden_size": h,
+            "intermediate_size": inter, "num_local_experts": experts, "num_experts_per_tok": 2,
+            "router_jitter_noise": 0.01, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "vocab_size": vocab, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "attention_bias": true, "lm_head_bias": false,
+            "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16",
         }),
         tensors: t,
     }
@@ -286,16 +376,14 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|qwen2.5-vl-small] [--workdir DIR] [--runs N] [--write-only]");
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|gpt-oss-small|phimoe-small|qwen2.5-vl-small] [--workdir DIR] [--runs N] [--write-only]");
         return;
     }
     let shape = match arg("--model").as_deref() {
         None | Some("qwen2.5-0.5b") => qwen25_05b(),
         Some("llama-3.2-1b") => llama32_1b(),
         Some("qwen3-moe-small") => qwen3_moe_small(),
-        Some("qwen2.5-vl-small") => qwen25_vl_small(),
-        Some(other) => {
-            eprintln!("unknown --model {other}; choose qwen2.5-0.5b, llama-3.2-1b, qwen3-moe-small or qwen2.5-vl-small");
+        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|gpt-oss-small|phimoe-small|qwen2.5-vl-small] [--workdir DIR] [--runs N] [--write-only]");
             std::process::exit(2);
         }
     };

@@ -3,7 +3,7 @@
 
 use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, MlpNames, NormEps, NormOver, Positions, RotaryPairs};
 use super::DecoderIo;
-use crate::components::attention::{attention, Heads};
+use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
@@ -452,6 +452,9 @@ impl DecoderFamily {
         let attn_scope = s(n.o_proj.rsplit_once('.').map_or("self_attn", |(p, _)| p));
         let mask = &sh.masks[&window];
         let (scale, softcap) = (scale, sh.scalars.attention_softcap);
+        if let Some(sinks) = n.sinks {
+            return self.sink_attention_block(b, ckpt, sh, i, layer, [&q, &k, &v], sinks, scale, &attn_scope);
+        }
         let y = match &sh.write {
             None => attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap),
             Some(write) => {
@@ -459,6 +462,35 @@ impl DecoderFamily {
             }
         };
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;
+        Ok(linear(b, &s(n.o_proj), &y, o))
+    }
+
+    /// The attention of a family with sinks (gpt-oss) over the dynamic cache, and the output
+    /// projection. The static cache and softcapping are refused here (before anything is
+    /// written): the sink block has no form of either yet.
+    #[allow(clippy::too_many_arguments)]
+    fn sink_attention_block(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, i: usize, layer: &str, qkv: [&str; 3], sinks: &str, scale: Option<f32>, attn_scope: &str) -> Result<String> {
+        let (n, l, heads) = (&self.names, &self.layout, sh.heads);
+        let s = |part: &str| format!("{layer}.{part}");
+        let refuse = |reason: String| Error::Config { path: sh.c.path.clone(), reason };
+        if sh.write.is_some() {
+            return Err(refuse(format!("the `{}` family's attention sinks have no static KV cache form; build with the dynamic cache (no --kv-cache static)", sh.c.model_type)));
+        }
+        if sh.scalars.attention_softcap.is_some() {
+            return Err(refuse(format!("the `{}` family's attention sinks are not built together with attention softcapping", sh.c.model_type)));
+        }
+        let name = s(sinks);
+        let recipe = ckpt.tensor(&name, &[heads.q])?.cast(b.float);
+        let sinks = b.initializer(&name, recipe);
+        let scale = scale.unwrap_or(heads.default_scale() as f32);
+        let (past_k, past_v) = &sh.io.past[i];
+        let (present_k, present_v) = &sh.io.present[i];
+        let mask = &sh.masks[&sh.windows[i]];
+        let input_ids = &sh.io.input_ids;
+        let token_dims = b.graph.inputs.iter().find(|v| &v.name == input_ids).and_then(|v| v.shape.clone()).unwrap_or_default();
+        let token_dims = token_dims.into_iter().take(2).collect();
+        let y = sink_attention(b, attn_scope, qkv, mask, [past_k, past_v], [present_k, present_v], heads, scale, &sinks, token_dims);
+        let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, sh.biases.1, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
     }
 
@@ -615,7 +647,8 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GRANITE, LLAMA, OLMO, SMOLLM3};
+    use crate::arch::{GEMMA2, GEMMA3, GPT_OSS, GRANITE, LLAMA, OLMO, SMOLLM3};
+    use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -646,6 +679,29 @@ mod tests {
         assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
         let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
         assert!(e.contains("`sliding_window_pattern`"), "{e}");
+    }
+
+    #[test]
+    fn gpt_oss_alternates_from_layer_0_and_defaults_to_yarn() {
+        let (s, f) = (Some(128), None);
+        assert_eq!(GPT_OSS.windows(&config("gpt_oss", "")).unwrap(), [s, f, s, f, s, f, s]);
+        let types = r#","sliding_window":4,"layer_types":["full_attention","full_attention","sliding_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
+        assert_eq!(GPT_OSS.windows(&config("gpt_oss", types)).unwrap(), [f, f, Some(4), f, f, f, Some(4)]);
+        // No RoPE keys: transformers' GptOssConfig defaults (theta 150000, YaRN).
+        let c = config("gpt_oss", "");
+        assert_eq!(c.rope.theta, 150000.0);
+        let RopeKind::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, truncate, .. } = c.rope.kind else { panic!("{:?}", c.rope) };
+        assert_eq!((factor, original_max_position_embeddings, beta_fast, beta_slow, truncate), (32.0, 4096.0, 32.0, 1.0, false));
+        // The legacy keys and rope_parameters are read as written.
+        let c = config("gpt_oss", r#","rope_theta":1000.0,"rope_scaling":{"rope_type":"yarn","factor":8.0,"original_max_position_embeddings":256,"truncate":true}"#);
+        let RopeKind::Yarn { factor, original_max_position_embeddings, truncate, .. } = c.rope.kind else { panic!() };
+        assert_eq!((c.rope.theta, factor, original_max_position_embeddings, truncate), (1000.0, 8.0, 256.0, true));
+        let c = config("gpt_oss", r#","rope_parameters":{"rope_type":"default","rope_theta":5000.0}"#);
+        assert_eq!((c.rope.theta, &c.rope.kind), (5000.0, &RopeKind::Default));
+        // Other families keep theta 10000 and no scaling.
+        assert_eq!((config("llama", "").rope.theta, config("llama", "").rope.kind), (10000.0, RopeKind::Default));
+        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"rope_scaling":{"rope_type":"dynamic","factor":2.0}}"#).unwrap_err().to_string();
+        assert!(e.contains("dynamic"), "{e}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ const LLAMA_NAMES: NameTable = NameTable {
     qk_norm: None,
     norms: PRE_NORMS,
     mlp: GATED_MLP,
+    sinks: None,
     final_norm: "model.norm",
     lm_head: "lm_head",
 };
@@ -54,6 +55,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     block: BlockShape::Sequential,
     clip_qkv: None,
     lm_head_bias: Bias::Never,
+    rope_default: RopeDefault { theta: 10000.0, scaling: None },
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -112,10 +114,8 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
     names: NameTable {
         mlp: MlpNames::Experts(MoeNames {
             router: "block_sparse_moe.gate",
-            expert: "block_sparse_moe.experts.{e}",
-            gate: "w1",
-            up: "w3",
-            down: "w2",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
             shared: None,
             dense: None,
             keys: MoeKeys {
@@ -127,6 +127,7 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
                 intermediate_default: None,
                 sparse: SparseLayers::All,
                 routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
             },
         }),
         ..LLAMA_NAMES
@@ -151,10 +152,8 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
     names: NameTable {
         mlp: MlpNames::Experts(MoeNames {
             router: "mlp.gate",
-            expert: "mlp.experts.{e}",
-            gate: "gate_proj",
-            up: "up_proj",
-            down: "down_proj",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert {
                 mlp_gate: "mlp.shared_expert.gate_proj",
                 mlp_up: "mlp.shared_expert.up_proj",
@@ -173,6 +172,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
                 intermediate_default: Some(1408),
                 sparse: QWEN_SPARSE,
                 routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
             },
         }),
         ..LLAMA_NAMES
@@ -193,10 +193,8 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
         qk_norm: Some(PER_HEAD_QK_NORM),
         mlp: MlpNames::Experts(MoeNames {
             router: "mlp.gate",
-            expert: "mlp.experts.{e}",
-            gate: "gate_proj",
-            up: "up_proj",
-            down: "down_proj",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: None,
             dense: Some(&GATED_MLP),
             keys: MoeKeys {
@@ -208,6 +206,7 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
                 intermediate_default: Some(768),
                 sparse: QWEN_SPARSE,
                 routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
             },
         }),
         ..LLAMA_NAMES
@@ -247,6 +246,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         qk_norm: None,
         norms: BlockNorms { before_attention: Some("ln_1"), after_attention: None, before_mlp: Some("ln_2"), after_mlp: None },
         mlp: MlpNames::Plain { up: "mlp.c_fc", down: "mlp.c_proj" },
+        sinks: None,
         final_norm: "transformer.ln_f",
         lm_head: "lm_head",
     },
@@ -573,10 +573,8 @@ pub const PHIMOE: DecoderFamily = DecoderFamily {
     names: NameTable {
         mlp: MlpNames::Experts(MoeNames {
             router: "block_sparse_moe.gate",
-            expert: "block_sparse_moe.experts.{e}",
-            gate: "w1",
-            up: "w3",
-            down: "w2",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
             shared: None,
             dense: None,
             keys: MoeKeys {
@@ -588,6 +586,7 @@ pub const PHIMOE: DecoderFamily = DecoderFamily {
                 intermediate_default: None,
                 sparse: SparseLayers::All,
                 routing: Routing::SparseMixer { jitter: "router_jitter_noise", default: 0.01 },
+                activation: ExpertActivation::Gated,
             },
         }),
         ..LLAMA_NAMES
@@ -602,6 +601,58 @@ pub const PHIMOE: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: UNIFORM_LAYERS,
+};
+
+/// gpt-oss: attention sinks (`self_attn.sinks`), q/k/v/o bias per `attention_bias` (default
+/// true), layers from `layer_types`, else sliding and full alternating from layer 0
+/// (`sliding_window` default 128); a mixture of `num_local_experts` (default 128) experts
+/// stored stacked with gate/up interleaved (`mlp.experts.gate_up_proj`, `down_proj`, with
+/// biases), a router with bias (`mlp.router`), top-`num_experts_per_tok` (default 4) with a
+/// softmax over the chosen logits (the full softmax renormalized over the top k: the same
+/// weights), the clamped SwiGLU from `swiglu_alpha` (default 1.702) and `swiglu_limit`
+/// (default 7.0); `rope_theta` 150000 and YaRN (factor 32, original length 4096, `truncate`
+/// false) when config.json gives no RoPE keys (`GptOssConfig`).
+pub const GPT_OSS: DecoderFamily = DecoderFamily {
+    model_types: &["gpt_oss"],
+    names: NameTable {
+        sinks: Some("self_attn.sinks"),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.router",
+            router_bias: true,
+            experts: ExpertNames::Interleaved { experts: "mlp.experts", gate_up: "gate_up_proj", down: "down_proj" },
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts", "num_experts"],
+                experts_default: 128,
+                top_k_default: 4,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::ClampedSwiglu {
+                    alpha: Key { name: "swiglu_alpha", default: Some(1.702) },
+                    limit: Key { name: "swiglu_limit", default: Some(7.0) },
+                },
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::ConfigOr("attention_bias", true),
+        o_bias: Bias::ConfigOr("attention_bias", true),
+        mlp_bias: Bias::Never,
+        rope_default: RopeDefault {
+            theta: 150000.0,
+            scaling: Some(r#"{"rope_type":"yarn","factor":32.0,"beta_fast":32.0,"beta_slow":1.0,"truncate":false,"original_max_position_embeddings":4096}"#),
+        },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None },
 };
 
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.

@@ -38,6 +38,9 @@ pub struct NameTable {
     /// Where each layer normalizes (Llama: before attention and before the MLP).
     pub norms: BlockNorms,
     pub mlp: MlpNames,
+    /// Attention sinks (gpt-oss `self_attn.sinks`, relative to the layer): one learned logit per
+    /// query head that joins each softmax row and is then dropped.
+    pub sinks: Option<&'static str>,
     pub final_norm: &'static str,
     pub lm_head: &'static str,
 }
@@ -182,23 +185,42 @@ pub enum MlpNames {
 }
 
 /// A mixture-of-experts MLP: a router, `E` gated experts, optionally a shared expert, and the
-/// config keys that size and route it. Names are scopes relative to the layer; `{e}` in
-/// `expert` is the expert's index.
+/// config keys that size and route it. Names are scopes relative to the layer.
 pub struct MoeNames {
     /// The router projection (`[experts, hidden]`): Mixtral `block_sparse_moe.gate`.
     pub router: &'static str,
-    /// One expert's scope, with `{e}`: Mixtral `block_sparse_moe.experts.{e}`.
-    pub expert: &'static str,
-    /// The expert's projections, relative to `expert`: Mixtral `w1`, `w3`, `w2`.
-    pub gate: &'static str,
-    pub up: &'static str,
-    pub down: &'static str,
+    /// Whether the router has a bias (`{router}.bias`, `[experts]`: gpt-oss).
+    pub router_bias: bool,
+    /// Where the experts' weights are and how they are stored.
+    pub experts: ExpertNames,
     /// A shared expert every token goes through, scaled by a sigmoid gate (Qwen2-MoE).
     pub shared: Option<SharedExpert>,
     /// The dense MLP of the layers that are not sparse (Qwen's `mlp_only_layers`,
     /// `decoder_sparse_step`), sized by `intermediate_size`.
     pub dense: Option<&'static MlpNames>,
     pub keys: MoeKeys,
+}
+
+/// How a mixture's expert weights are stored.
+pub enum ExpertNames {
+    /// One module per expert, `expert` holding `{e}` (Mixtral `block_sparse_moe.experts.{e}`),
+    /// each with its `[out, in]` projections relative to it (Mixtral `w1`, `w3`, `w2`), no bias.
+    PerExpert { expert: &'static str, gate: &'static str, up: &'static str, down: &'static str },
+    /// All experts in stacked parameters under `experts` (gpt-oss `mlp.experts`): `gate_up`
+    /// `[E, hidden, 2 * inter]` (`[in, out]` per expert) with gate and up interleaved as even and
+    /// odd columns, `down` `[E, inter, hidden]`, and their biases `{gate_up}_bias` `[E, 2 *
+    /// inter]` and `{down}_bias` `[E, hidden]` (no `.weight` suffix on any).
+    Interleaved { experts: &'static str, gate_up: &'static str, down: &'static str },
+}
+
+/// The experts' activation between the gate/up and the down projections.
+#[derive(Clone, Copy, Debug)]
+pub enum ExpertActivation {
+    /// `act(gate) * up` with the family's activation (Mixtral, Qwen: SiLU).
+    Gated,
+    /// gpt-oss's clamped SwiGLU: `(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g)` with
+    /// `g = min(gate, limit)`, `alpha` and `limit` from their keys (transformers' defaults).
+    ClampedSwiglu { alpha: Key, limit: Key },
 }
 
 /// A shared expert: a gated MLP sized by `intermediate` (a config key, else `intermediate_default`), its output scaled by
@@ -234,6 +256,8 @@ pub struct MoeKeys {
     pub sparse: SparseLayers,
     /// How the router's logits become expert weights.
     pub routing: Routing,
+    /// The experts' activation.
+    pub activation: ExpertActivation,
 }
 
 /// How a mixture of experts routes.
@@ -331,6 +355,17 @@ pub struct Layout {
     pub clip_qkv: Option<&'static str>,
     /// Bias of the output projection (`lm_head`): Phi always, PhiMoE as `lm_head_bias` says.
     pub lm_head_bias: Bias,
+    /// transformers' per-family RoPE defaults, used when config.json does not give them.
+    pub rope_default: RopeDefault,
+}
+
+/// A family's RoPE when config.json leaves it out: `rope_theta` when absent, and the scaling
+/// (a JSON `rope_parameters` object) when neither `rope_parameters` nor `rope_scaling` is given
+/// (gpt-oss: theta 150000 and YaRN, `GptOssConfig`).
+#[derive(Clone, Copy, Debug)]
+pub struct RopeDefault {
+    pub theta: f64,
+    pub scaling: Option<&'static str>,
 }
 
 /// Which dimensions of a head RoPE rotates together.

@@ -3,10 +3,10 @@
 //! checkpoint by name, so an expert the config does not count is left unaccounted and fails
 //! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
 
-use super::family::{MoeNames, Routing, SparseLayers, TopKNorm};
+use super::family::{ExpertActivation, ExpertNames, MoeNames, Routing, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
-use crate::components::moe::{moe_block, ExpertStacks, MoeBlock};
+use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, MoeBlock};
 use crate::{Activation, Checkpoint, DecoderConfig, Error, GraphBuilder, Result};
 use ir::Recipe;
 
@@ -24,6 +24,8 @@ pub struct MoeSettings {
     pub dense_layers: Vec<usize>,
     /// Sparsemixer routing with this jitter (PhiMoE); `None`: softmax top-k.
     pub sparse_mixer: Option<f64>,
+    /// gpt-oss's clamped SwiGLU `(alpha, limit)`; `None`: the family's gated activation.
+    pub clamped_swiglu: Option<(f64, f64)>,
 }
 
 impl MoeSettings {
@@ -68,7 +70,17 @@ impl MoeSettings {
                 Some(v)
             }
         };
-        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer })
+        let clamped_swiglu = match k.activation {
+            ExpertActivation::Gated => None,
+            ExpertActivation::ClampedSwiglu { alpha, limit } => {
+                // Both are required numbers: transformers clamps with them unconditionally.
+                let read = |key: super::Key| -> Result<f64> {
+                    c.number(key.name, key.default)?.ok_or_else(|| err(c, format!("key `{}` is null; the clamped SwiGLU needs a positive number", key.name)))
+                };
+                Some((read(alpha)?, read(limit)?))
+            }
+        };
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, clamped_swiglu })
     }
 
     /// Whether layer `i` has the mixture of experts.
@@ -114,18 +126,41 @@ pub(super) fn block(
     let s = |part: &str| format!("{layer}.{part}");
     let router = s(t.router);
     let router_weight = ckpt.tensor(&format!("{router}.weight"), &[m.num_experts, hidden])?.transpose(vec![1, 0]).cast(b.float);
-    let expert_scope = s(t.expert);
-    let experts = expert_scope.trim_end_matches(".{e}").to_string();
-    let stacks = ExpertStacks {
-        gate: stack(ckpt, b, &expert_scope, t.gate, m.num_experts, [m.intermediate, hidden])?,
-        up: stack(ckpt, b, &expert_scope, t.up, m.num_experts, [m.intermediate, hidden])?,
-        down: stack(ckpt, b, &expert_scope, t.down, m.num_experts, [hidden, m.intermediate])?,
+    let router_bias = match t.router_bias {
+        true => Some(ckpt.tensor(&format!("{router}.bias"), &[m.num_experts])?.cast(b.float)),
+        false => None,
+    };
+    let (experts, stacks) = match &t.experts {
+        ExpertNames::PerExpert { expert, gate, up, down } => {
+            let expert_scope = s(expert);
+            let stacks = ExpertStacks::Separate {
+                gate: stack(ckpt, b, &expert_scope, gate, m.num_experts, [m.intermediate, hidden])?,
+                up: stack(ckpt, b, &expert_scope, up, m.num_experts, [m.intermediate, hidden])?,
+                down: stack(ckpt, b, &expert_scope, down, m.num_experts, [hidden, m.intermediate])?,
+            };
+            (expert_scope.trim_end_matches(".{e}").to_string(), stacks)
+        }
+        ExpertNames::Interleaved { experts, gate_up, down } => {
+            let scope = s(experts);
+            let (e, inter) = (m.num_experts, m.intermediate);
+            let read = |name: &str, shape: &[usize]| ckpt.tensor(&format!("{scope}.{name}"), shape).map(|r| r.cast(b.float));
+            // Stored `[in, out]` per expert: transposed to the `[out, in]` stacks the block takes.
+            let stacks = ExpertStacks::Interleaved {
+                gate_up: read(gate_up, &[e, hidden, 2 * inter])?.transpose(vec![0, 2, 1]),
+                gate_up_bias: read(&format!("{gate_up}_bias"), &[e, 2 * inter])?,
+                down: read(down, &[e, inter, hidden])?.transpose(vec![0, 2, 1]),
+                down_bias: read(&format!("{down}_bias"), &[e, hidden])?,
+                inter,
+            };
+            (scope, stacks)
+        }
     };
     let scope = router.rsplit_once('.').map_or(router.clone(), |(p, _)| p.to_string());
     let block = MoeBlock {
         scope: &scope,
         router: &router,
         router_weight,
+        router_bias,
         experts: &experts,
         stacks,
         hidden,
@@ -134,7 +169,10 @@ pub(super) fn block(
         top_k: m.top_k,
         normalize: m.normalize,
         sparse_mixer: m.sparse_mixer.map(|j| j as f32),
-        act,
+        act: match m.clamped_swiglu {
+            None => ExpertAct::Gated(act),
+            Some((alpha, limit)) => ExpertAct::ClampedSwiglu { alpha: alpha as f32, limit: limit as f32 },
+        },
     };
     let routed = moe_block(b, block, x);
     let Some(sh) = &t.shared else { return Ok(routed) };
@@ -166,7 +204,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -210,6 +248,22 @@ mod tests {
         let e = settings(&PHIMOE, "phimoe", r#","router_jitter_noise":-1"#).unwrap_err().to_string();
         assert!(e.contains("`router_jitter_noise`"), "{e}");
         assert_eq!(settings(&MIXTRAL, "mixtral", r#","router_jitter_noise":0.1"#).unwrap().sparse_mixer, None);
+    }
+
+    #[test]
+    fn gpt_oss_reads_its_swiglu_keys_with_transformers_defaults() {
+        let m = settings(&GPT_OSS, "gpt_oss", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.clamped_swiglu), (128, 4, true, 128, Some((1.702, 7.0))));
+        let m = settings(&GPT_OSS, "gpt_oss", r#","num_local_experts":32,"num_experts_per_tok":2,"swiglu_alpha":1.5,"swiglu_limit":3.0"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.clamped_swiglu), (32, 2, Some((1.5, 3.0))));
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_limit":null"#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_limit`"), "{e}");
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_alpha":"fast""#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_alpha`"), "{e}");
+        let e = settings(&GPT_OSS, "gpt_oss", r#","swiglu_limit":-1"#).unwrap_err().to_string();
+        assert!(e.contains("`swiglu_limit`"), "{e}");
+        // Families without the clamped SwiGLU ignore the keys.
+        assert_eq!(settings(&MIXTRAL, "mixtral", r#","swiglu_limit":3.0"#).unwrap().clamped_swiglu, None);
     }
 
     #[test]

@@ -19,13 +19,25 @@ use super::mlp::activation;
 use crate::{Activation, GraphBuilder};
 use ir::{Attr, DType, Recipe};
 
-/// The stacked weights of one MoE block, each in the checkpoint's `[out, in]` orientation
-/// per expert: `gate`, `up` `[E, inter, hidden]`, `down` `[E, hidden, inter]`. Fused kernels
-/// take these layouts as they are; the dense graph reads them through a `Transpose` node.
-pub struct ExpertStacks {
-    pub gate: Recipe,
-    pub up: Recipe,
-    pub down: Recipe,
+/// The stacked weights of one MoE block. Fused kernels take these layouts as they are; the
+/// dense graph reads them through a `Transpose` node.
+pub enum ExpertStacks {
+    /// Each in the checkpoint's `[out, in]` orientation per expert: `gate`, `up` `[E, inter,
+    /// hidden]`, `down` `[E, hidden, inter]`, no biases (Mixtral, Qwen, PhiMoE).
+    Separate { gate: Recipe, up: Recipe, down: Recipe },
+    /// gpt-oss: `gate_up` `[E, 2 * inter, hidden]` with gate and up on even and odd rows (the
+    /// layout com.microsoft MoE calls `swiglu_fusion` 1), its bias `[E, 2 * inter]`, `down`
+    /// `[E, hidden, inter]` and its bias `[E, hidden]`.
+    Interleaved { gate_up: Recipe, gate_up_bias: Recipe, down: Recipe, down_bias: Recipe, inter: usize },
+}
+
+/// The experts' activation between the gate/up and the down projections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ExpertAct {
+    /// `act(gate) * up`.
+    Gated(Activation),
+    /// gpt-oss: `(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g)`, `g = min(gate, limit)`.
+    ClampedSwiglu { alpha: f32, limit: f32 },
 }
 
 /// Where the block's weights go and how it routes.
@@ -36,6 +48,8 @@ pub struct MoeBlock<'a> {
     pub router: &'a str,
     /// `[hidden, experts]` router weight recipe.
     pub router_weight: Recipe,
+    /// `[experts]` router bias (gpt-oss), added to the logits.
+    pub router_bias: Option<Recipe>,
     /// Initializer name prefix of the stacks (`{experts}.gate.weight`, ...).
     pub experts: &'a str,
     pub stacks: ExpertStacks,
@@ -44,11 +58,12 @@ pub struct MoeBlock<'a> {
     pub token_dims: Vec<ir::Dim>,
     pub num_experts: usize,
     pub top_k: usize,
-    /// Renormalize the top-k probabilities to sum to 1 (Mixtral; Qwen with `norm_topk_prob`).
+    /// Renormalize the top-k probabilities to sum to 1 (Mixtral; Qwen with `norm_topk_prob`;
+    /// gpt-oss's softmax over the chosen logits is the same weights).
     pub normalize: bool,
     /// Sparsemixer routing with this jitter (PhiMoE) instead of softmax top-k.
     pub sparse_mixer: Option<f32>,
-    pub act: Activation,
+    pub act: ExpertAct,
 }
 
 /// The routed experts' weighted sum for `x` `[batch, seq, hidden]`; returns a value of the
@@ -61,16 +76,44 @@ pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
         let w = b.initializer(&format!("{}.{part}.weight", m.experts), recipe);
         b.op(&format!("{}.{part}/Transpose", m.experts), "Transpose", &[&w], vec![Attr::ints("perm", &[0, 2, 1])])
     };
-    let (gate, up, down) = (m.stacks.gate, m.stacks.up, m.stacks.down);
-    let (wg, wu, wd) = (stack(b, "gate", gate), stack(b, "up", up), stack(b, "down", down));
     let e = m.experts;
+    // The stacks' initializers first, then the tokens by expert (the order the graph's text
+    // lists them in).
+    let (stacks, inter) = match m.stacks {
+        ExpertStacks::Separate { gate, up, down } => ((stack(b, "gate", gate), stack(b, "up", up), stack(b, "down", down), None), None),
+        ExpertStacks::Interleaved { gate_up, gate_up_bias, down, down_bias, inter } => {
+            ((stack(b, "gate_up", gate_up), String::new(), stack(b, "down", down), Some((gate_up_bias, down_bias))), Some(inter))
+        }
+    };
     let axis1 = b.const_i64_1d(&format!("{s}/axis1"), &[1]);
     let x4 = b.op(&format!("{s}/by_expert"), "Unsqueeze", &[x, &axis1], vec![]);
-    let g = b.op(&format!("{e}.gate/MatMul"), "MatMul", &[&x4, &wg], vec![]);
-    let u = b.op(&format!("{e}.up/MatMul"), "MatMul", &[&x4, &wu], vec![]);
-    let a = activation(b, &format!("{e}.act"), &g, m.act);
-    let h = b.op(&format!("{e}/Mul"), "Mul", &[&a, &u], vec![]);
-    let y = b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![]);
+    // A `[E, n]` bias added to `[batch, E, seq, n]` as `[E, 1, n]`.
+    let add_bias = |b: &mut GraphBuilder, part: &str, y: &str, recipe: Recipe| -> String {
+        let bias = b.initializer(&format!("{e}.{part}.bias"), recipe);
+        let bias = b.op(&format!("{e}.{part}/bias_by_expert"), "Unsqueeze", &[&bias, &axis1], vec![]);
+        b.op(&format!("{e}.{part}/Add"), "Add", &[y, &bias], vec![])
+    };
+    let y = match (stacks, inter) {
+        ((wgu, _, wd, Some((gate_up_bias, down_bias))), Some(inter)) => {
+            let gu = b.op(&format!("{e}.gate_up/MatMul"), "MatMul", &[&x4, &wgu], vec![]);
+            let gu = add_bias(b, "gate_up", &gu, gate_up_bias);
+            // [batch, E, seq, 2 * inter] -> [.., inter, 2]: gate on even columns, up on odd.
+            let pairs_shape = b.const_i64_1d(&format!("{e}.gate_up/pairs_shape"), &[0, 0, 0, inter as i64, 2]);
+            let pairs = b.op(&format!("{e}.gate_up/pairs"), "Reshape", &[&gu, &pairs_shape], vec![]);
+            let (even, odd) = (b.const_i64(&format!("{e}.gate_up/even"), &[0]), b.const_i64(&format!("{e}.gate_up/odd"), &[1]));
+            let g = b.op(&format!("{e}.gate/Gather"), "Gather", &[&pairs, &even], vec![Attr::int("axis", -1)]);
+            let u = b.op(&format!("{e}.up/Gather"), "Gather", &[&pairs, &odd], vec![Attr::int("axis", -1)]);
+            let h = expert_activation(b, e, &g, &u, m.act);
+            let y = b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![]);
+            add_bias(b, "down", &y, down_bias)
+        }
+        ((wg, wu, wd, _), _) => {
+            let g = b.op(&format!("{e}.gate/MatMul"), "MatMul", &[&x4, &wg], vec![]);
+            let u = b.op(&format!("{e}.up/MatMul"), "MatMul", &[&x4, &wu], vec![]);
+            let h = expert_activation(b, e, &g, &u, m.act);
+            b.op(&format!("{e}.down/MatMul"), "MatMul", &[&h, &wd], vec![])
+        }
+    };
     // [batch, seq, experts] -> [batch, experts, seq, 1], beside y [batch, experts, seq, hidden].
     let per_expert = b.op(&format!("{s}/weights_by_expert"), "Transpose", &[&weights], vec![Attr::ints("perm", &[0, 2, 1])]);
     let last = b.const_i64_1d(&format!("{s}/last_axis"), &[-1]);
@@ -85,13 +128,43 @@ pub fn moe_block(b: &mut GraphBuilder, m: MoeBlock, x: &str) -> String {
     out
 }
 
+/// The experts' hidden activations from their gate and up projections `[batch, E, seq, inter]`.
+fn expert_activation(b: &mut GraphBuilder, e: &str, g: &str, u: &str, act: ExpertAct) -> String {
+    match act {
+        ExpertAct::Gated(act) => {
+            let a = activation(b, &format!("{e}.act"), g, act);
+            b.op(&format!("{e}/Mul"), "Mul", &[&a, u], vec![])
+        }
+        ExpertAct::ClampedSwiglu { alpha, limit } => {
+            let float = b.float;
+            let constant = |b: &mut GraphBuilder, name: &str, v: f32| -> String {
+                let init = format!("{e}.act/{name}");
+                b.initializer(&init, Recipe::from_f32(format!("{init} = {v}"), vec![], &[v]).cast(float))
+            };
+            let (hi, lo, one, a) = (constant(b, "limit", limit), constant(b, "minus_limit", -limit), constant(b, "one", 1.0), constant(b, "alpha", alpha));
+            let g = b.op(&format!("{e}.act/gate_clamp"), "Min", &[g, &hi], vec![]);
+            let u = b.op(&format!("{e}.act/up_floor"), "Max", &[u, &lo], vec![]);
+            let u = b.op(&format!("{e}.act/up_clamp"), "Min", &[&u, &hi], vec![]);
+            let scaled = b.op(&format!("{e}.act/alpha_gate"), "Mul", &[&g, &a], vec![]);
+            let sig = b.op(&format!("{e}.act/Sigmoid"), "Sigmoid", &[&scaled], vec![]);
+            let glu = b.op(&format!("{e}.act/glu"), "Mul", &[&g, &sig], vec![]);
+            let u1 = b.op(&format!("{e}.act/up_plus_one"), "Add", &[&u, &one], vec![]);
+            b.op(&format!("{e}/Mul"), "Mul", &[&u1, &glu], vec![])
+        }
+    }
+}
+
 /// `[batch, seq, experts]` routing weights in the build dtype: the softmax of the router logits
 /// where an expert is among the token's top k, else 0, renormalized over the top k when the
 /// family does.
 fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
     let s = m.scope;
     let router = b.initializer(&format!("{}.weight", m.router), m.router_weight.clone());
-    let logits = b.op(&format!("{}/MatMul", m.router), "MatMul", &[x, &router], vec![]);
+    let mut logits = b.op(&format!("{}/MatMul", m.router), "MatMul", &[x, &router], vec![]);
+    if let Some(bias) = &m.router_bias {
+        let bias = b.initializer(&format!("{}.bias", m.router), bias.clone());
+        logits = b.op(&format!("{}/Add", m.router), "Add", &[&logits, &bias], vec![]);
+    }
     let logits = cast(b, &format!("{s}/routing_f32/logits"), &logits, DType::F32, b.float);
     let p = b.op(&format!("{s}/Softmax"), "Softmax", &[&logits], vec![Attr::int("axis", -1)]);
     // rank[e] = #{j : p[j] > p[e]} + #{j < e : p[j] == p[e]} over the last axis; the two

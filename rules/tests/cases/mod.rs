@@ -868,6 +868,9 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.moe" => Case { graph: mixtral, target: "model.layers.0.block_sparse_moe/ReduceSum", breaker: moe_mixtral_step },
         "fuse.moe.unnormalized" => Case { graph: qwen2_moe, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
         "fuse.moe.f16" => Case { graph: mixtral_f16, target: "model.layers.0.block_sparse_moe/ReduceSum", breaker: moe_mixtral_step },
+        "fuse.moe.swiglu_limit" => Case { graph: gpt_oss, target: "model.layers.0.mlp/ReduceSum", breaker: moe_gpt_oss_step },
+        "fuse.gqa_sink" => Case { graph: gpt_oss, target: "model.layers.1.self_attn/sink_attention", breaker: sink_full_step },
+        "fuse.gqa_sink.window" => Case { graph: gpt_oss, target: "model.layers.0.self_attn/sink_attention", breaker: sink_window_step },
         "fuse.moe.unnormalized.f16" => Case { graph: qwen2_moe_f16, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
         "fold.tied_head_gemm" => Case { graph: gpt2, target: HEAD, breaker: tied_head_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
@@ -1019,3 +1022,118 @@ fn static_step(step: &str) -> Option<Breaker> {
     };
     Some(b)
 }
+
+fn gpt_oss() -> Model {
+    generic("tiny-gpt-oss")
+}
+
+/// fuse.moe.swiglu_limit on tiny-gpt-oss's first MoE block (scope `model.layers.0.mlp`).
+fn moe_gpt_oss_step(step: &str) -> Option<Breaker> {
+    const S: &str = "model.layers.0.mlp";
+    const E: &str = "model.layers.0.mlp.experts";
+    const ROUTER: &str = "model.layers.0.mlp.router/MatMul";
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, "model.layers.0.mlp/ReduceSum").set_attr(Attr::int("keepdims", 1)),
+        "let.limit" => |m| set_init(m, &format!("{E}.act/limit"), Recipe::from_f32("two limits", vec![2], &[2.0, 2.0])),
+        "let.alpha" => |m| set_init(m, &format!("{E}.act/alpha"), Recipe::from_f32("two alphas", vec![2], &[1.702, 1.702])),
+        // Gate and up both read from the even columns.
+        "one_pair_split" => |m| set_init(m, &format!("{E}.gate_up/odd"), Recipe::from_i64("even", vec![], &[0])),
+        // up + 2 instead of up + 1 (MoE's activation_beta is the 1).
+        "clamp_bounds" => |m| set_init(m, &format!("{E}.act/one"), Recipe::from_f32("two", vec![], &[2.0])),
+        "expert_axes" => |m| set_init(m, &format!("{S}/last_axis"), Recipe::from_i64("axis 2", vec![1], &[2])),
+        "weights_constant" => |m| identity_before(m, &format!("{E}.down.bias"), &format!("{E}.down/bias_by_expert")),
+        // A down bias narrower than the hidden size.
+        "expert_stacks" => |m| set_init(m, &format!("{E}.down.bias"), Recipe::from_f32("narrow bias", vec![4, 32], &[0.0; 128])),
+        "float_type" => |m| {
+            let x = node_mut(m, ROUTER).inputs[0].clone();
+            set_type(m, &x, ir::DType::BF16, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(64)]);
+        },
+        // A router bias of 3 experts for 4.
+        "router_bias" => |m| set_init(m, "model.layers.0.mlp.router.bias", Recipe::from_f32("3 experts", vec![3], &[0.0; 3])),
+        "rank_count" => |m| set_init(m, &format!("{S}/rank/other_axis"), Recipe::from_i64("axis -1", vec![1], &[-1])),
+        "sum_axes" => |m| {
+            let axes = format!("{S}/sequence_axis");
+            m.graph.initializers.push((axes.clone(), Recipe::from_i64("axis 2", vec![1], &[2])));
+            node_mut(m, "model.layers.0.mlp/ReduceSum").inputs[1] = axes;
+        },
+        "norm_axis" => |m| set_init(m, &format!("{S}/normalize/axes"), Recipe::from_i64("axis -2", vec![1], &[-2])),
+        "router" => |m| identity_before(m, "model.layers.0.mlp.router.weight", ROUTER),
+        "tokens_3d" => |m| {
+            let x = node_mut(m, ROUTER).inputs[0].clone();
+            set_type(m, &x, ir::DType::F32, &[Dim::sym("tokens"), Dim::Fixed(64)]);
+        },
+        "top_k" => |m| set_init(m, &format!("{S}/top_k"), Recipe::from_f32("top_k = 7", vec![], &[7.0])),
+        "let.topk" => |m| set_init(m, &format!("{S}/top_k"), Recipe::from_f32("top_k = 2.5", vec![], &[2.5])),
+        "zero_unrouted" => |m| set_init(m, &format!("{S}/zero"), Recipe::from_f32("zero = 1", vec![], &[1.0])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// fuse.gqa_sink (layer 1, full attention) and fuse.gqa_sink.window (layer 0, window 3) on
+/// tiny-gpt-oss, one breaker table per layer, written once by the macro.
+macro_rules! sink_steps {
+    ($name:ident, $layer:literal, $mask:literal) => {
+        fn $name(step: &str) -> Option<Breaker> {
+            const A: &str = concat!("model.layers.", $layer, ".self_attn/sink_attention");
+            const L: &str = concat!("model.layers.", $layer, ".self_attn");
+            const ROOT: &str = concat!("model.layers.", $layer, ".self_attn/sink_attention");
+            const QROT: &str = concat!("model.layers.", $layer, ".self_attn.q_rotary/RotaryEmbedding");
+            const KROT: &str = concat!("model.layers.", $layer, ".self_attn.k_rotary/RotaryEmbedding");
+            const PAST: &str = concat!("past_key_values.", $layer, ".key");
+            fn caches(m: &mut Model, cols: usize) {
+                for name in ["rotary_emb.cos_cache", "rotary_emb.sin_cache"] {
+                    set_init(m, name, Recipe::from_f32("narrow cache", vec![8192, cols], &vec![0.0; 8192 * cols]));
+                }
+            }
+            fn rotary_dim(m: &mut Model, dim: i64) {
+                for n in [QROT, KROT] {
+                    node_mut(m, n).set_attr(Attr::int("rotary_embedding_dim", dim));
+                }
+            }
+            let b: Breaker = match step {
+                "match.out" => |m| node_mut(m, ROOT).set_attr(Attr::int("allowzero", 1)),
+                "let.scale" => |m| set_init(m, &format!("{A}/scale"), Recipe::from_f32("two scales", vec![2], &[0.25, 0.25])),
+                // The mask unsqueezed on axis 2 instead of 1.
+                "group_axes" => |m| set_init(m, &format!("{A}/mask_axis"), Recipe::from_i64("axis 2", vec![1], &[2])),
+                // Two columns sliced off instead of the sink's one.
+                "sink_column_dropped" => |m| set_init(m, &format!("{A}/drop/end"), Recipe::from_i64("end -2", vec![1], &[-2])),
+                "masked_out" => |m| set_init(m, &format!("{A}/neg_inf"), Recipe::from_f32("-1e4", vec![], &[-1e4])),
+                "sinks_per_head" => |m| set_init(m, &format!("{L}.sinks"), Recipe::from_f32("3 sinks", vec![3], &[0.0; 3])),
+                "sinks_dtype" => |m| set_init(m, &format!("{L}.sinks"), Recipe::from_f32("f16 sinks", vec![4], &[0.0; 4]).cast(ir::DType::F16)),
+                "mask_from_input" => |m| identity_before(m, "attention_mask", concat!($mask, "/padding")),
+                "past_from_inputs" => |m| identity_before(m, PAST, &format!("{A}/key_cache/Concat")),
+                "q_3d" => |m| {
+                    let heads = [Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(4), Dim::Fixed(16)];
+                    set_type(m, &format!("{L}.q_proj/Add/out"), ir::DType::F32, &heads);
+                },
+                "heads_divide" => |m| node_mut(m, KROT).set_attr(Attr::int("num_heads", 3)),
+                "cache_bnsh" => |m| node_mut(m, KROT).set_attr(Attr::int("num_heads", 1)),
+                "head_size_cpu" => |m| {
+                    let v = m.graph.inputs.iter_mut().find(|v| v.name == PAST).unwrap();
+                    v.shape.as_mut().unwrap()[3] = Dim::Fixed(8);
+                },
+                "caches_2d" => |m| set_init(m, "rotary_emb.cos_cache", Recipe::from_f32("3-D cache", vec![1, 8192, 8], &vec![0.0; 8192 * 8])),
+                "full_rotary" => |m| caches(m, 4),
+                "partial_rotary_cache" => |m| rotary_dim(m, 8),
+                "partial_rotary_cpu" => |m| {
+                    rotary_dim(m, 8);
+                    caches(m, 4);
+                },
+                // The caches computed by a node (as LongRoPE's selection), for both rotations.
+                "length_free_caches" => |m| {
+                    add_node(m, "cos/Identity", "Identity", &["rotary_emb.cos_cache"], "cos/copy");
+                    for n in [QROT, KROT] {
+                        node_mut(m, n).inputs[1] = "cos/copy".into();
+                    }
+                },
+                "let.window" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("two widths", vec![2], &[3, 3])),
+                "window_positive" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("zero width", vec![], &[0])),
+                _ => return None,
+            };
+            Some(b)
+        }
+    };
+}
+sink_steps!(sink_full_step, "1", "attn_mask");
+sink_steps!(sink_window_step, "0", "attn_mask_window3");
