@@ -197,6 +197,11 @@ fn qwen25_vl_small() -> Shape {
                 "spatial_merge_size": merge, "in_channels": 3, "window_size": 112,
                 "fullatt_block_indexes": [3, 7], "hidden_act": "silu", "tokens_per_second": 2,
             },
+        }),
+        tensors: t,
+    }
+}
+
 /// A gpt-oss-shaped decoder at qwen3-moe-small's sizes (attention sinks, q/k/v/o biases,
 /// sliding and full layers alternating, 32 experts stored stacked with gate/up interleaved and
 /// biases, top 4, a router with bias, the clamped SwiGLU), for the MoE decode benchmark.
@@ -383,7 +388,11 @@ fn main() {
         None | Some("qwen2.5-0.5b") => qwen25_05b(),
         Some("llama-3.2-1b") => llama32_1b(),
         Some("qwen3-moe-small") => qwen3_moe_small(),
-        println!("tailor-bench [--model qwen2.5-0.5b|llama-3.2-1b|qwen3-moe-small|gpt-oss-small|phimoe-small|qwen2.5-vl-small] [--workdir DIR] [--runs N] [--write-only]");
+        Some("gpt-oss-small") => gpt_oss_small(),
+        Some("phimoe-small") => phimoe_small(),
+        Some("qwen2.5-vl-small") => qwen25_vl_small(),
+        Some(other) => {
+            eprintln!("unknown --model {other}; choose qwen2.5-0.5b, llama-3.2-1b, qwen3-moe-small, gpt-oss-small, phimoe-small or qwen2.5-vl-small");
             std::process::exit(2);
         }
     };
