@@ -89,6 +89,15 @@ fn check_structure(name: &str, model: &ir::Model, shape: &DecoderShape, form: Fo
 
 fn check_static(name: &str, ep: &str, form: Form) {
     let out = tempfile::tempdir().unwrap();
+    if tailor_tests::fixtures().get(name).is_some_and(|f| f.has("attention_sinks")) {
+        // Attention sinks have no static form: refused by name, nothing written.
+        let pkg = out.path().join("pkg");
+        let req = builder::BuildRequest { ep: ep.into(), kv_cache: models::KvCache::Static { max_length: N }, ..builder::BuildRequest::new(fixture(name), &pkg) };
+        let e = builder::build(&req, &mut |_| {}).expect_err("sinks have no static cache").to_string();
+        assert!(e.contains("attention sinks have no static KV cache form"), "{name}: {e}");
+        assert!(!pkg.exists(), "{name}: a refused build writes nothing");
+        return;
+    }
     let (model, mut shape, mut fixed) = build(name, ep, models::KvCache::Static { max_length: N }, out.path());
     assert_eq!(shape.static_len, Some(N), "{name}: caches of {N} slots");
     check_structure(name, &model, &shape, form);

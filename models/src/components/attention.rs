@@ -132,8 +132,8 @@ pub fn sink_attention(
     // The sink column [batch, kv, group, seq, 1].
     let sink_shape = b.const_i64_1d(&format!("{s}/sinks_shape"), &[1, hkv, group, 1, 1]);
     let sinks = b.op(&format!("{s}/sinks/Reshape"), "Reshape", &[sinks, &sink_shape], vec![]);
-    // The column's shape from the first score column (no int64 Concat: WebGPU claims Concat
-    // for float and int32 only).
+    // The column's shape from the first score column (no int64 Concat, which not every table
+    // claims).
     let (first, one, last) = (b.const_i64_1d(&format!("{s}/column/start"), &[0]), b.const_i64_1d(&format!("{s}/column/end"), &[1]), b.const_i64_1d(&format!("{s}/column/axis"), &[-1]));
     let column = b.op(&format!("{s}/column"), "Slice", &[&scores, &first, &one, &last], vec![]);
     let column = b.op(&format!("{s}/sinks/shape"), "Shape", &[&column], vec![]);
