@@ -48,10 +48,8 @@ def greedy(sess, model, ids, n=24):
     return out
 
 
-def nll(pkg):
-    """The passage NLL of one package (its own tokenizer)."""
-    tok = Tokenizer.from_file(os.path.join(pkg, "tokenizer.json"))
-    ids = np.array([tok.encode(PASSAGE).ids], dtype=np.int64)
+def passage_nll(pkg, ids):
+    """The NLL of `ids` under one package, with its session and graph (for further runs)."""
     model = onnx.load(os.path.join(pkg, "model.onnx"), load_external_data=False)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 2
@@ -59,27 +57,30 @@ def nll(pkg):
     logits = sess.run(["logits"], feeds(model, ids))[0][0].astype(np.float64)
     logp = logits - logits.max(-1, keepdims=True)
     logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
-    return float(-np.mean([logp[t, ids[0, t + 1]] for t in range(ids.shape[1] - 1)]))
+    return float(-np.mean([logp[t, ids[0, t + 1]] for t in range(ids.shape[1] - 1)])), sess, model
+
+
+def passage_ids(pkg):
+    """The passage's token ids by the package's own tokenizer."""
+    tok = Tokenizer.from_file(os.path.join(pkg, "tokenizer.json"))
+    return np.array([tok.encode(PASSAGE).ids], dtype=np.int64)
+
+
+def nll(pkg):
+    """The passage NLL of one package (its own tokenizer)."""
+    return passage_nll(pkg, passage_ids(pkg))[0]
 
 
 def main(pkgs):
-    tok = Tokenizer.from_file(os.path.join(pkgs[0], "tokenizer.json"))
-    ids = np.array([tok.encode(PASSAGE).ids], dtype=np.int64)
+    ids = passage_ids(pkgs[0])
     first = None
     for pkg in pkgs:
-        model = onnx.load(os.path.join(pkg, "model.onnx"), load_external_data=False)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 2
-        sess = ort.InferenceSession(os.path.join(pkg, "model.onnx"), so, providers=["CPUExecutionProvider"])
-        logits = sess.run(["logits"], feeds(model, ids))[0][0].astype(np.float64)
-        logp = logits - logits.max(-1, keepdims=True)
-        logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
-        nll = -np.mean([logp[t, ids[0, t + 1]] for t in range(ids.shape[1] - 1)])
+        value, sess, model = passage_nll(pkg, ids)
         tokens = greedy(sess, model, ids[:, :16])
         first = first or tokens
         size = sum(os.path.getsize(os.path.join(pkg, f)) for f in os.listdir(pkg) if f.startswith("model.onnx"))
         same = sum(a == b for a, b in zip(tokens, first))
-        print(f"{pkg}: {ids.shape[1]} tokens, NLL {nll:.4f}, model {size / 1e6:.1f} MB, greedy equal to the first {same}/24")
+        print(f"{pkg}: {ids.shape[1]} tokens, NLL {value:.4f}, model {size / 1e6:.1f} MB, greedy equal to the first {same}/24")
 
 
 if __name__ == "__main__":
