@@ -286,6 +286,12 @@ impl QuantGroup {
         Ok(parts.into_iter().zip(whole).map(|(p, w)| (p, w.into_inner().unwrap_or_default())).collect())
     }
 
+    /// Whether the group is one range solved over the whole tensor (HQQ): the writer runs such
+    /// groups one at a time (stream.rs).
+    pub(crate) fn solves_whole_tensor(&self) -> bool {
+        self.streams_pieces()
+    }
+
     /// Whether [`Self::compute_each`] hands a range over in several pieces (HQQ, whose range is
     /// the whole tensor: its pieces are written as they are coded, not held until the end).
     fn streams_pieces(&self) -> bool {
@@ -328,7 +334,9 @@ impl QuantGroup {
     /// matrix (each weight row's run contiguous). A `[N, K]` recipe is read a row run at a
     /// time; the transpose of a `[K, N]` recipe (a GPT-2 Conv1D weight) a row of its input at
     /// a time, transposed here; anything else is materialized (no builder recipe is).
-    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [f32]) -> Result<()> {
+    /// `release`: drop the pages read from the checkpoint's mapping afterwards (see
+    /// [`Self::hqq_rows`] for when they are kept).
+    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [f32], release: bool) -> Result<()> {
         let (n, k) = (self.n(), self.k());
         let (rows, cols) = (k1 - k0, n1 - n0);
         debug_assert_eq!(out.len(), rows * cols);
@@ -340,7 +348,9 @@ impl QuantGroup {
                 for (r, chunk) in (k0..k1).zip(bytes.chunks_exact_mut(cols * 4)) {
                     input.read_into(r * n + n0, r * n + n1, chunk)?;
                 }
-                input.release(k0 * n, k1 * n);
+                if release {
+                    input.release(k0 * n, k1 * n);
+                }
                 for r in 0..rows {
                     for c in 0..cols {
                         out[c * rows + r] = band[r * cols + c];
@@ -356,7 +366,9 @@ impl QuantGroup {
                         w.read_into(c * k + k0, c * k + k1, chunk)?;
                     }
                 }
-                w.release(n0 * k, n1 * k);
+                if release {
+                    w.release(n0 * k, n1 * k);
+                }
             }
             w => {
                 let all = w.materialize()?;
@@ -379,7 +391,7 @@ impl QuantGroup {
             if buf.len() < len {
                 buf.resize(len, 0.0);
             }
-            self.read_block(n0, n1, k0, k1, &mut buf[..len])?;
+            self.read_block(n0, n1, k0, k1, &mut buf[..len], true)?;
             f(&buf[..len])
         })
     }
@@ -510,8 +522,17 @@ impl QuantGroup {
         let (bits, bs) = (settings.bits(), settings.block_size());
         let layout = settings.layout(k)?;
         let k_blocks = layout.k_blocks();
-        let rows = (HQQ_PASS_BYTES / (k * 4)).max(1);
-        let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out);
+        // At most HQQ_PASS_BYTES of f32 rows per pass, and at least HQQ_MIN_PASSES passes, so
+        // that every core has work in each iteration (tensors are solved one at a time).
+        let rows = (HQQ_PASS_BYTES / (k * 4)).min((n1 - n0).div_ceil(HQQ_MIN_PASSES)).max(1);
+        // The solver reads the weight once per iteration. Dropping the mapping's pages after
+        // each read made every iteration fault them in again (measured on a 0.5B build: 630k
+        // faults, 455k madvise calls, 12 s of system time against 14 s of user time), so a
+        // tensor of at most HQQ_KEEP_MAPPED bytes (as f32; every projection of a 7B model)
+        // keeps its pages until the coding pass below reads it a last time and drops them;
+        // a larger one (an embedding table) is dropped pass by pass, bounding the memory.
+        let keep = (n1 - n0) * k * 4 <= HQQ_KEEP_MAPPED;
+        let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out, !keep);
         let solution = hqq::solve(bits, bs, n1 - n0, k, rows, &read)?;
         let cols = n1 - n0;
         let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
@@ -536,11 +557,26 @@ impl QuantGroup {
                             offsets.push(offset);
                             let src = &row[kb * bs..((kb + 1) * bs).min(k)];
                             let o = offset.to_f32();
-                            for (q, &v) in codes.iter_mut().zip(src) {
+                            // Eight error lanes, so the loop vectorizes (one f64 sum was a
+                            // chain of dependent adds, as long as the solver's passes).
+                            let (mut sq, mut top) = ([0f64; 8], [0f32; 8]);
+                            let mut lane = |l: usize, q: &mut u8, v: f32| {
                                 let code = p.code(max_q, v);
                                 *q = code as u8;
-                                error.add(v, (code - mid) * s + o);
+                                let d = (v - ((code - mid) * s + o)).abs();
+                                sq[l] += d as f64 * d as f64;
+                                top[l] = top[l].max(d);
+                            };
+                            let (mut qs, mut vs) = (codes[..src.len()].chunks_exact_mut(8), src.chunks_exact(8));
+                            for (qc, vc) in (&mut qs).zip(&mut vs) {
+                                for l in 0..8 {
+                                    lane(l, &mut qc[l], vc[l]);
+                                }
                             }
+                            for (l, (q, &v)) in qs.into_remainder().iter_mut().zip(vs.remainder()).enumerate() {
+                                lane(l, q, v);
+                            }
+                            error.merge(&WeightError { max_abs: top.iter().fold(0f32, |m, &d| m.max(d)), sum_sq: sq.iter().sum(), count: src.len() as u64 });
                             let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
                             pack_codes(bits, &codes[..src.len()], blob);
                         }
@@ -602,6 +638,14 @@ impl QuantGroup {
 
 /// f32 bytes of weight rows an HQQ pass reads at a time.
 const HQQ_PASS_BYTES: usize = 8 << 20;
+/// The fewest passes an HQQ tensor is cut into (see [`QuantGroup::hqq_rows`]): a few per core
+/// of these machines, so the last pass of an iteration does not leave cores idle for long.
+const HQQ_MIN_PASSES: usize = 16;
+/// The largest HQQ tensor (its f32 bytes) whose checkpoint pages stay mapped while it is solved
+/// (see [`QuantGroup::hqq_rows`]): the projections of the 0.5B-1B shapes (at most 17 MB) and a
+/// 7B's attention projections (4096 x 4096: 64 MB); larger ones (a 7B's MLP, embedding tables)
+/// are dropped pass by pass. It bounds what the mapping adds to the peak memory.
+const HQQ_KEEP_MAPPED: usize = 64 << 20;
 
 /// Codes of one block into its blob: a byte each (8 bits) or two per byte, the even row in the
 /// low nibble (4 bits); bytes past the codes are 0.

@@ -447,7 +447,30 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
             progress(*done, data_bytes);
         }
     };
-    with_write_queue(&sink, threads, WRITERS, &wrote, |queue| pool.install(|| tasks.par_iter().try_for_each(|t| run(queue, t))))?;
+    // Whole-tensor solves (HQQ) run one at a time on a thread of their own, each parallel
+    // inside on the solver's pool: started from the writer pool, a writer thread waiting for
+    // its solve picked up further tasks (rayon keeps a thread that waits on another pool busy),
+    // so dozens of solves were in progress at once, each holding its solution and buffers
+    // (measured: 74 at the peak of a 0.5B build, 123 MB of solver state).
+    let (serial, parallel): (Vec<&Task>, Vec<&Task>) =
+        tasks.iter().partition(|t| matches!(t, Task::Quant { group, .. } if quant[*group].group.solves_whole_tensor()));
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let note = |r: Result<()>| {
+        if r.is_err() {
+            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    };
+    with_write_queue(&sink, threads, WRITERS, &wrote, |queue| {
+        std::thread::scope(|scope| {
+            let solver = scope.spawn(|| {
+                serial.iter().try_for_each(|t| if failed.load(std::sync::atomic::Ordering::Relaxed) { Ok(()) } else { note(run(queue, t)) })
+            });
+            let rest = pool.install(|| parallel.par_iter().try_for_each(|t| note(run(queue, t))));
+            let solved = solver.join().unwrap_or_else(|_| Err(Error::Graph("the solver thread panicked".into())));
+            rest.and(solved)
+        })
+    })?;
     // No fsync: like compilers and package managers, the build leaves write-back to the OS;
     // atomicity comes from renaming the finished package folder into place.
     sink.finish(total)
