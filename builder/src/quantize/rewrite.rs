@@ -127,7 +127,8 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             }
             (QuantFormat::MatmulNbits, _) if group.float_zeros() => {
                 matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level);
-                block_offsets(graph, &mut added, index, &group);
+                let a_rank = graph.nodes[index].input(0).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
+                block_offsets(graph, &mut added, index, &group, a_rank);
             }
             (QuantFormat::MatmulNbits, _) => matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level),
             (QuantFormat::DequantizeLinear, Role::Embedding) => {
@@ -198,10 +199,16 @@ fn matmul_nbits(node: &mut Node, group: &QuantGroup, parts: &[String], accuracy_
 /// The MatMulNBits at `index` of a weight with float zero points (GGUF blocks with a min),
 /// written without them (the implicit mid zero point): adds the exact remainder, each block's
 /// offset `scale * (mid - zero)` times the activation's sum over that block,
-/// `MatMul(MatMul(A, E), offsets^T)` with `E` the `[K, k_blocks]` block indicator, and sums it
-/// with the MatMulNBits output. ONNX Runtime 1.32's CPU MatMulNBits has no fast path for float
-/// zero points (about 30x slower per call, docs/benchmarks.md); this keeps the fast one.
-fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>) {
+/// `MatMul(block_sums(A), offsets^T)`, and sums it with the MatMulNBits output. ONNX Runtime
+/// 1.32's CPU MatMulNBits has no fast path for float zero points (about 30x slower per call,
+/// docs/benchmarks.md); this keeps the fast one.
+///
+/// The block sums are `ReduceSum(Reshape(A, [.., k_blocks, block]), -1)` when K is a whole
+/// number of blocks and A's rank is known: they read A only. Otherwise `MatMul(A, E)` with `E`
+/// the `[K, k_blocks]` block indicator, which a decode step reads whole (K = 4864: 3 MB per
+/// layer per token, as much as the int4 weight beside it). One sum per activation and block
+/// size, shared by the projections reading it.
+fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, a_rank: Option<usize>) {
     let (k, bs) = (group.k(), group.settings().block_size());
     let kb = k.div_ceil(bs);
     let dtype = group.scale_dtype();
@@ -210,9 +217,6 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
     let (a, out) = (node.inputs[0].clone(), node.outputs[0].clone());
     let nbits_out = format!("{base}/nbits_out");
     node.outputs[0] = nbits_out.clone();
-    let e = format!("quant/block_indicator_k{k}_b{bs}_{dtype}");
-    let ones: Vec<f32> = (0..k * kb).map(|i| if (i / kb) / bs == i % kb { 1.0 } else { 0.0 }).collect();
-    add_initializer(graph, &e, Recipe::from_f32(e.clone(), vec![k, kb], &ones).cast(dtype));
     let offsets = format!("{base}/offsets");
     add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
     let sums = format!("{a}/quant/block_sums_b{bs}");
@@ -221,7 +225,27 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
         n
     };
     if !graph.nodes.iter().chain(added.iter()).any(|n| n.outputs.first() == Some(&sums)) {
-        added.push(tag(Node::new(format!("{sums}/MatMul"), "MatMul", &[&a, &e], &[&sums])));
+        match a_rank.filter(|&r| r >= 1 && k.is_multiple_of(bs)) {
+            Some(rank) => {
+                // [0, .., 0, k_blocks, block]: Reshape's 0 keeps A's leading dimensions.
+                let shape = format!("quant/block_shape_r{rank}_k{k}_b{bs}");
+                let dims: Vec<i64> = std::iter::repeat_n(0, rank - 1).chain([kb as i64, bs as i64]).collect();
+                add_initializer(graph, &shape, Recipe::from_i64(shape.clone(), vec![dims.len()], &dims));
+                let axes = "quant/last_axis".to_string();
+                add_initializer(graph, &axes, Recipe::from_i64(axes.clone(), vec![1], &[-1]));
+                let blocks = format!("{sums}/blocks");
+                added.push(tag(Node::new(format!("{sums}/Reshape"), "Reshape", &[&a, &shape], &[&blocks])));
+                let mut sum = Node::new(format!("{sums}/ReduceSum"), "ReduceSum", &[&blocks, &axes], &[&sums]);
+                sum.attrs.push(Attr::int("keepdims", 0));
+                added.push(tag(sum));
+            }
+            None => {
+                let e = format!("quant/block_indicator_k{k}_b{bs}_{dtype}");
+                let ones: Vec<f32> = (0..k * kb).map(|i| if (i / kb) / bs == i % kb { 1.0 } else { 0.0 }).collect();
+                add_initializer(graph, &e, Recipe::from_f32(e.clone(), vec![k, kb], &ones).cast(dtype));
+                added.push(tag(Node::new(format!("{sums}/MatMul"), "MatMul", &[&a, &e], &[&sums])));
+            }
+        }
     }
     let offset_out = format!("{base}/offset_out");
     added.push(tag(Node::new(format!("{base}/offsets/MatMul"), "MatMul", &[&sums, &offsets], &[&offset_out])));
