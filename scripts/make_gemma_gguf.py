@@ -23,7 +23,9 @@ Files: `<fixture>.F32.gguf` (every tensor float32) and `<fixture>.Q.gguf` (atten
 Q4_0, embedding Q8_0, norms F32). References (`<fixture>.reference.safetensors`), for the fixture's
 `input_ids`: `logits_f32` and `logits_q` (and `dequant.<name>`: gguf-py's dequantization of
 blk.0.attn_q (Q8_0) and blk.0.ffn_up (Q4_0)), transformers' Gemma model with the fixture's config
-(tied head for gemma/gemma2, as the files are) and the file's tensors dequantized by gguf-py with
+(tied head for gemma/gemma2, as the files are; the layer pattern the file implies: the
+gemma3 file's two layers are both sliding, as llama.cpp and transformers' GGUF loader read it,
+where the fixture's second layer is full) and the file's tensors dequantized by gguf-py with
 the +1 undone, as transformers' GGUF loader loads them; and for the tokenizer, `reference.json`:
 the ids transformers' GGUF loader (AutoTokenizer, gguf_file=) gives the test strings (Gemma's
 tokenizer builder, chosen by architecture).
@@ -175,11 +177,19 @@ def hf_state(cfg, g, arch):
     return st
 
 
-def logits(fixture, cfg, state, ids):
+def logits(fixture, cfg, state, ids, arch):
+    """transformers' model for the file: the fixture's config, with the layer pattern the file
+    implies (llama.cpp and transformers' GGUF loader alike: Gemma 2 every other layer from layer 0
+    sliding, Gemma 3 five of every six), and the file's tensors."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     conf = AutoConfig.from_pretrained(str(FIX / fixture))
     conf.tie_word_embeddings = False
+    n = cfg["num_hidden_layers"]
+    if arch == "gemma2":
+        conf.layer_types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    if arch == "gemma3":
+        conf.layer_types = ["sliding_attention" if i % 6 < 5 else "full_attention" for i in range(n)]
     model = AutoModelForCausalLM.from_config(conf, attn_implementation="eager", dtype=torch.float32).eval()
     missing, unexpected = model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, strict=False)
     assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
@@ -220,14 +230,24 @@ def main():
             path = OUT / f"{fixture}.{kind}.gguf"
             write(path, cfg, st, arch, vocab, quantized)
             g = loaded(path)
-            out[f"logits_{kind.lower()}"] = logits(fixture, cfg, hf_state(cfg, g, arch), ids)
+            out[f"logits_{kind.lower()}"] = logits(fixture, cfg, hf_state(cfg, g, arch), ids, arch)
             if quantized:
                 # gguf-py's dequantization of one Q8_0 and one Q4_0 tensor, for the weight check.
                 for name in ["blk.0.attn_q.weight", "blk.0.ffn_up.weight"]:
                     out[f"dequant.{name}"] = g[name]
-        if arch == "gemma3":
-            diff = np.abs(out["logits_f32"] - ref["logits"]).max()
-            print(fixture, "F32 file vs the fixture's reference:", diff)
+        diff = np.abs(out["logits_f32"] - ref["logits"]).max()
+        print(fixture, "F32 file vs the fixture's own reference:", diff)
+        if arch != "gemma" and "--loader" in sys.argv:
+            # transformers' own GGUF loader on the same files, for the record (not committed).
+            from transformers import AutoModelForCausalLM
+
+            for kind in ["F32", "Q"]:
+                m = AutoModelForCausalLM.from_pretrained(str(OUT), gguf_file=f"{fixture}.{kind}.gguf", dtype=torch.float32, attn_implementation="eager").eval()
+                with torch.no_grad():
+                    got = m(torch.from_numpy(ids)).logits.numpy()
+                c = m.config
+                print(fixture, kind, "transformers' GGUF loader vs the reference:", np.abs(got - out[f"logits_{kind.lower()}"]).max(),
+                      "query_pre_attn_scalar", c.query_pre_attn_scalar, "layer_types", c.layer_types)
         save_file(out, str(OUT / f"{fixture}.reference.safetensors"), metadata={"generator": "scripts/make_gemma_gguf.py"})
         print(fixture, "quantized vs f32 logits:", np.abs(out["logits_q"] - out["logits_f32"]).max())
     ref = tokenizer_reference(OUT / "tiny-gemma2.F32.gguf")

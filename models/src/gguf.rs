@@ -630,6 +630,55 @@ mod tests {
         assert!(e(llama_meta(), t).contains("Q5_1"));
     }
 
+    fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
+        let mut m: Vec<(String, Json)> = llama_meta().into_iter().skip(1).map(|(k, v)| (k.replacen("llama", arch, 1), v)).collect();
+        m.insert(0, ("general.architecture".into(), json!(arch)));
+        m.push((format!("{arch}.attention.key_length"), json!(16)));
+        m
+    }
+
+    fn gemma_tensors(extra: &[&'static str]) -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = llama_tensors();
+        t.extend(extra.iter().map(|n| (*n, 0, vec![64])));
+        t
+    }
+
+    #[test]
+    fn gemma_files_read_llama_cpps_defaults_and_undo_the_norm_offset() {
+        let as_ref = |m: &[(String, Json)]| m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>();
+        let g2 = ["blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight"];
+        let mut m = gemma_meta("gemma2");
+        m.push(("gemma2.attention.sliding_window".into(), json!(3)));
+        let i = import_of(&as_ref(&m), &gemma_tensors(&g2)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["query_pre_attn_scalar"].as_u64(), c["sliding_window"].as_u64()), (Some("gemma2"), Some(16), Some(3)));
+        assert_eq!((c["attn_logit_softcapping"].as_f64(), c["final_logit_softcapping"].as_f64()), (Some(50.0), Some(30.0)));
+        assert_eq!(c["layer_types"], json!(["sliding_attention"]));
+        // Every norm is read through `stored - 1`; llama.cpp's ffn_norm is the pre-MLP norm.
+        for n in ["model.norm.weight", "model.layers.0.input_layernorm.weight", "model.layers.0.pre_feedforward_layernorm.weight", "model.layers.0.post_feedforward_layernorm.weight"] {
+            assert!(i.views.contains_key(n) && !i.tensors.contains_key(n), "{n}");
+        }
+        // Gemma 3: sliding window required, layers 0-4 of 6 sliding, linear scaling read.
+        let mut m = gemma_meta("gemma3");
+        let g3 = ["blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"];
+        let e = import_of(&as_ref(&m), &gemma_tensors(&g3)).err().expect("refused").to_string();
+        assert!(e.contains("gemma3.attention.sliding_window"), "{e}");
+        m.push(("gemma3.attention.sliding_window".into(), json!(512)));
+        m.push(("gemma3.rope.scaling.type".into(), json!("linear")));
+        m.push(("gemma3.rope.scaling.factor".into(), json!(8.0f64)));
+        let c = import_of(&as_ref(&m), &gemma_tensors(&g3)).unwrap().config;
+        assert_eq!(c["model_type"].as_str(), Some("gemma3_text"));
+        assert_eq!(c["rope_parameters"]["full_attention"]["factor"].as_f64(), Some(8.0));
+        assert_eq!(c["rope_parameters"]["sliding_attention"]["rope_theta"].as_f64(), Some(10000.0));
+        // Keys and tensors outside the architecture are refused by name.
+        let mut m = gemma_meta("gemma3");
+        m.push(("gemma3.attention.sliding_window".into(), json!(512)));
+        m.push(("gemma3.attn_logit_softcapping".into(), json!(50.0f64)));
+        assert!(import_of(&as_ref(&m), &gemma_tensors(&g3)).err().expect("refused").to_string().contains("`gemma3.attn_logit_softcapping`"));
+        let e = import_of(&as_ref(&gemma_meta("gemma")), &gemma_tensors(&["blk.0.post_ffw_norm.weight"])).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.post_ffw_norm.weight`"), "{e}");
+    }
+
     #[test]
     fn names_map_to_the_family_and_unknown_ones_do_not() {
         let llama = arch("llama").unwrap();

@@ -5,9 +5,10 @@ no q/k permutation, gemma/gemma2 tied, metadata as the converter writes it), bui
 weights (tests/python/data/gguf-gemma/*.reference.safetensors):
 
 - `<fixture>.F32.gguf` (every tensor float32): the logits of transformers' Gemma model with the
-  fixture's config (the head tied for gemma/gemma2, as their files are) within 1e-4, the
-  fixtures' f32 bound; the gemma3 file keeps its own head, so its logits are also the fixture's
-  own reference.safetensors.
+  fixture's config and the file's weights within 1e-4, the fixtures' f32 bound. The config is
+  the one the file implies (the head tied for gemma/gemma2, as their files always are; gemma3's
+  layer pattern, five of every six sliding, which the file cannot state: its two layers are both
+  sliding, where the fixture's second is full), so these are not the fixtures' own references.
 - `<fixture>.Q.gguf` (attention and embedding Q8_0, MLP Q4_0): the logits of that model with
   gguf-py's dequantization of the file's tensors (what transformers' GGUF loader loads), at
   accuracy level 1 (f32 activations).
@@ -22,7 +23,7 @@ import onnxruntime as ort
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import FIXTURES, tailor_bin
+from conftest import tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-gemma"
 GEMMAS = ["tiny-gemma", "tiny-gemma2", "tiny-gemma3"]
@@ -59,10 +60,6 @@ def test_f32_file_matches_transformers(fixture, tmp_path):
     assert diff <= 1e-4, f"{fixture}: max |logit difference| {diff}"
     cfg = json.loads((pkg / "genai_config.json").read_text())["model"]
     assert cfg["type"] == {"tiny-gemma": "gemma", "tiny-gemma2": "gemma2", "tiny-gemma3": "gemma3_text"}[fixture]
-    if fixture == "tiny-gemma3":
-        own = load_file(str(FIXTURES / fixture / "reference.safetensors"))
-        diff = np.abs(got - own["logits"]).max()
-        assert diff <= 1e-4, f"against the fixture's own reference: {diff}"
 
 
 @pytest.mark.parametrize("fixture", GEMMAS)
