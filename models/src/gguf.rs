@@ -637,6 +637,10 @@ mod tests {
         m
     }
 
+    fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {
+        m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+    }
+
     fn gemma_tensors(extra: &[&'static str]) -> Vec<(&'static str, u32, Vec<u64>)> {
         let mut t = llama_tensors();
         t.extend(extra.iter().map(|n| (*n, 0, vec![64])));
@@ -645,7 +649,6 @@ mod tests {
 
     #[test]
     fn gemma_files_read_llama_cpps_defaults_and_undo_the_norm_offset() {
-        let as_ref = |m: &[(String, Json)]| m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>();
         let g2 = ["blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight"];
         let mut m = gemma_meta("gemma2");
         m.push(("gemma2.attention.sliding_window".into(), json!(3)));
