@@ -9,7 +9,8 @@
 //! special added tokens and the user-defined ones (type 4) as plain added tokens, the split
 //! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
 //! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
-//! Other tokenizer models (SentencePiece `llama`, `t5`, ...) are refused by key.
+//! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`]. Other tokenizer models
+//! (`t5`, `bert`, ...) are refused by key.
 
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
@@ -49,7 +50,7 @@ fn byte_chars() -> [char; 256] {
     out
 }
 
-fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str>> {
+pub(crate) fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let a = file.get(key).and_then(Value::as_array).ok_or_else(|| err(format!("metadata key `{key}` is missing or not an array")))?;
     a.iter().map(|v| v.as_str().ok_or_else(|| err(format!("`{key}` holds {v:?}, not a string")))).collect()
@@ -59,8 +60,11 @@ fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str
 pub fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let model = file.get("tokenizer.ggml.model").and_then(Value::as_str).ok_or_else(|| err("has no `tokenizer.ggml.model` string, so it carries no tokenizer".into()))?;
+    if model == "llama" {
+        return crate::gguf_spm::convert(file, path);
+    }
     if model != "gpt2" {
-        return Err(err(format!("`tokenizer.ggml.model` is `{model}`; only byte-level BPE tokenizers (`gpt2`) are converted from GGUF metadata")));
+        return Err(err(format!("`tokenizer.ggml.model` is `{model}`; byte-level BPE (`gpt2`) and SentencePiece (`llama`) tokenizers are converted from GGUF metadata")));
     }
     let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
     let merges = strings(file, "tokenizer.ggml.merges", path)?;
@@ -105,13 +109,7 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     let flag = |k: &str| file.get(k).and_then(Value::as_bool).unwrap_or(false);
     let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token"), flag("tokenizer.ggml.add_eos_token"));
     let pre = file.get("tokenizer.ggml.pre").and_then(Value::as_str);
-    let pre_tokenizer = match SPLITS.iter().find(|(p, _)| Some(*p) == pre) {
-        Some((_, regex)) => json!({"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
-            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-        ]}),
-        None => json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}),
-    };
+    let pre_tokenizer = split_pre_tokenizer(pre).unwrap_or_else(|| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}));
     let post = post_processor(add_bos.then(|| (token_of("tokenizer.ggml.bos_token_id"), id_key("tokenizer.ggml.bos_token_id"))), add_eos.then(|| (token_of("tokenizer.ggml.eos_token_id"), id_key("tokenizer.ggml.eos_token_id"))), &err)?;
     let tokenizer = json!({
         "version": "1.0",
@@ -148,8 +146,18 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     Ok((tokenizer, Json::Object(config)))
 }
 
+/// The pre-tokenizer transformers sets for a `tokenizer.ggml.pre` it knows (the split regex,
+/// then byte-level), whatever the tokenizer model; `None` for any other value.
+pub(crate) fn split_pre_tokenizer(pre: Option<&str>) -> Option<Json> {
+    let (_, regex) = SPLITS.iter().find(|(p, _)| Some(*p) == pre)?;
+    Some(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
+    ]}))
+}
+
 /// The post-processor: the sequence, with BOS before and EOS after when the file asks.
-fn post_processor(bos: Option<(Option<String>, Option<usize>)>, eos: Option<(Option<String>, Option<usize>)>, err: &dyn Fn(String) -> Error) -> Result<Json> {
+pub(crate) fn post_processor(bos: Option<(Option<String>, Option<usize>)>, eos: Option<(Option<String>, Option<usize>)>, err: &dyn Fn(String) -> Error) -> Result<Json> {
     let mut single = Vec::new();
     let mut pair_a = Vec::new();
     let mut special = Map::new();

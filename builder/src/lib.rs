@@ -9,6 +9,7 @@ mod error;
 mod genai;
 mod genai_vl;
 pub mod lora;
+mod gguf_spm;
 pub mod gguf_tokenizer;
 pub mod diff;
 pub mod hub;

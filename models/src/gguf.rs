@@ -4,9 +4,21 @@
 //! as its own integers ([`ir::PackedWeight::ggml`]); float tensors stay float.
 //!
 //! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3 without rope
-//! scaling, Mistral files written as llama) and `qwen2`. Anything else, any metadata key of the
-//! architecture that is not read here, a tensor that is not mapped, and a ggml type with no
-//! MatMulNBits form (crate `ir::ggml`) are refused by name before anything is written.
+//! scaling, Mistral files written as llama), `qwen2`, `gemma`, `gemma2` and `gemma3` (text).
+//! Anything else, any metadata key of the architecture that is not read here, a tensor that is
+//! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
+//! before anything is written.
+//!
+//! Gemma files (llama.cpp's `GemmaModel`, `Gemma2Model`, `Gemma3Model`): every `*norm.weight`
+//! is stored as `weight + 1` (Gemma's RMSNorm multiplies by `1 + weight`), so the import reads
+//! it back as `stored - 1` and the family adds the 1 again (transformers' GGUF loader subtracts 1
+//! the same way); q/k are not permuted. What the file does not state, the import takes from
+//! llama.cpp's loader (`llama-model.cpp`), which is what the file was written for: the attention
+//! scale `1/sqrt(head size)` (`1/sqrt(hidden / heads)` for the 27B models, recognised there by
+//! their layer count: 46 for Gemma 2, 62 for Gemma 3), sliding layers every other layer from
+//! layer 0 (Gemma 2; window 4096 unless `attention.sliding_window`) or five of every six (Gemma
+//! 3; window from `attention.sliding_window`, their own rope base 10000, unscaled), Gemma 2's
+//! softcapping 50 / 30 unless the keys say otherwise, and tanh GELU.
 //!
 //! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
 //! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
@@ -67,21 +79,75 @@ pub(crate) struct Imported {
     pub file: GgufFile,
 }
 
+/// The model families a GGUF architecture maps to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Llama,
+    Qwen2,
+    Gemma,
+    Gemma2,
+    Gemma3,
+}
+
 /// One architecture's mapping.
 struct Arch {
     /// `model_type` of the config it stands for.
     model_type: &'static str,
     /// Whether llama.cpp permuted the rows of q and k.
     permuted_qk: bool,
+    kind: Kind,
+}
+
+impl Arch {
+    fn gemma(&self) -> bool {
+        matches!(self.kind, Kind::Gemma | Kind::Gemma2 | Kind::Gemma3)
+    }
+
+    /// Metadata keys read beyond [`READ_KEYS`].
+    fn extra_keys(&self) -> &'static [&'static str] {
+        match self.kind {
+            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[],
+            Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
+            Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
+        }
+    }
+
+    /// Per-layer tensor names beyond [`LAYER_NAMES`] (Gemma 2 and 3's four norms: llama.cpp's
+    /// `ffn_norm` is the norm before the MLP).
+    fn layer_names(&self) -> &'static [(&'static str, &'static str)] {
+        match self.kind {
+            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[("ffn_norm.weight", "post_attention_layernorm.weight")],
+            Kind::Gemma2 => GEMMA2_NAMES,
+            Kind::Gemma3 => GEMMA3_NAMES,
+        }
+    }
 }
 
 fn arch(name: &str) -> Option<Arch> {
-    match name {
-        "llama" => Some(Arch { model_type: "llama", permuted_qk: true }),
-        "qwen2" => Some(Arch { model_type: "qwen2", permuted_qk: false }),
-        _ => None,
-    }
+    let (model_type, permuted_qk, kind) = match name {
+        "llama" => ("llama", true, Kind::Llama),
+        "qwen2" => ("qwen2", false, Kind::Qwen2),
+        "gemma" => ("gemma", false, Kind::Gemma),
+        "gemma2" => ("gemma2", false, Kind::Gemma2),
+        "gemma3" => ("gemma3_text", false, Kind::Gemma3),
+        _ => return None,
+    };
+    Some(Arch { model_type, permuted_qk, kind })
 }
+
+const GEMMA2_NAMES: &[(&str, &str)] = &[
+    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
+    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
+];
+
+const GEMMA3_NAMES: &[(&str, &str)] = &[
+    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
+    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
+    ("attn_q_norm.weight", "self_attn.q_norm.weight"),
+    ("attn_k_norm.weight", "self_attn.k_norm.weight"),
+];
 
 /// Metadata keys of the architecture that are read (after `<arch>.`); any other is refused.
 const READ_KEYS: &[&str] = &[
@@ -110,7 +176,6 @@ const LAYER_NAMES: &[(&str, &str)] = &[
     ("attn_v.weight", "self_attn.v_proj.weight"),
     ("attn_v.bias", "self_attn.v_proj.bias"),
     ("attn_output.weight", "self_attn.o_proj.weight"),
-    ("ffn_norm.weight", "post_attention_layernorm.weight"),
     ("ffn_gate.weight", "mlp.gate_proj.weight"),
     ("ffn_up.weight", "mlp.up_proj.weight"),
     ("ffn_down.weight", "mlp.down_proj.weight"),
@@ -118,15 +183,15 @@ const LAYER_NAMES: &[(&str, &str)] = &[
 
 const GLOBAL_NAMES: &[(&str, &str)] = &[("token_embd.weight", "model.embed_tokens.weight"), ("output_norm.weight", "model.norm.weight"), ("output.weight", "lm_head.weight")];
 
-/// The family name of a GGUF tensor name.
-fn family_name(name: &str) -> Option<String> {
+/// The family name of a GGUF tensor name of architecture `a`.
+fn family_name(name: &str, a: &Arch) -> Option<String> {
     if let Some((_, to)) = GLOBAL_NAMES.iter().find(|(from, _)| *from == name) {
         return Some(to.to_string());
     }
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
-    LAYER_NAMES.iter().find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+    LAYER_NAMES.iter().chain(a.layer_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
@@ -135,7 +200,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let arch_name = file.get("general.architecture").and_then(Value::as_str).ok_or_else(|| err("has no `general.architecture` string".into()))?.to_string();
     let Some(a) = arch(&arch_name) else {
-        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures llama and qwen2 are imported")));
+        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures llama, qwen2, gemma, gemma2 and gemma3 are imported")));
     };
     let config = config_of(path, &file, &arch_name, &a)?;
     let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize).unwrap_or(0);
@@ -146,7 +211,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut packed = BTreeMap::new();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for t in &file.tensors {
-        let Some(name) = family_name(&t.name) else {
+        let Some(name) = family_name(&t.name, &a) else {
             let why = if t.name == "rope_freqs.weight" {
                 " (Llama 3.1-style rope frequency factors: rope scaling is not imported)"
             } else {
@@ -169,9 +234,18 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                 return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
             }
         }
+        // llama.cpp stores Gemma's norms as weight + 1; the family adds the 1 itself.
+        let shifted_norm = a.gemma() && t.name.ends_with("norm.weight");
+        if shifted_norm && float_dtype(t.ggml_type).is_none() {
+            return Err(err(format!("tensor `{}` is {}: a Gemma norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type)));
+        }
         match float_dtype(t.ggml_type) {
             Some(dtype) => {
                 let st = source(&file, t, &name, dtype, shape.clone());
+                if shifted_norm {
+                    views.insert(name, Recipe::source(st).offset(-1.0));
+                    continue;
+                }
                 match permute_heads {
                     None => {
                         tensors.insert(name, st);
@@ -266,8 +340,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     let prefix = format!("{name}.");
     for (k, v) in &file.metadata {
         if let Some(rest) = k.strip_prefix(&prefix) {
-            if !READ_KEYS.contains(&rest) {
-                return Err(err(format!("metadata key `{k}` ({v:?}) is not read: a GGUF import maps {}", READ_KEYS.iter().map(|r| format!("{prefix}{r}")).collect::<Vec<_>>().join(", "))));
+            if !READ_KEYS.contains(&rest) && !a.extra_keys().contains(&rest) {
+                let read = READ_KEYS.iter().chain(a.extra_keys()).map(|r| format!("{prefix}{r}")).collect::<Vec<_>>().join(", ");
+                return Err(err(format!("metadata key `{k}` ({v:?}) is not read: a GGUF import of {name} maps {read}")));
             }
         }
     }
@@ -285,10 +360,16 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
             Some(v) => v.as_f64().map(Some).ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not a number", key(k)))),
         }
     };
-    if let Some(v) = file.get(&key("rope.scaling.type")) {
-        if v.as_str() != Some("none") {
-            return Err(err(format!("metadata key `{}` is {v:?}: rope scaling is not imported from GGUF files", key("rope.scaling.type"))));
+    // Rope scaling: none, or (Gemma 3) linear with `rope.scaling.factor` on the full layers.
+    let linear_factor = match file.get(&key("rope.scaling.type")).map(|v| (v, v.as_str())) {
+        None | Some((_, Some("none"))) => None,
+        Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
+            Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
+        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: rope scaling is not imported from GGUF files of {name} (Gemma 3's linear scaling is)", key("rope.scaling.type")))),
+    };
+    if linear_factor.is_none() && file.get(&key("rope.scaling.factor")).is_some() {
+        return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
     }
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
@@ -325,13 +406,22 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("num_key_value_heads".into(), json!(kv_heads));
     c.insert("head_dim".into(), json!(head_dim));
     c.insert("vocab_size".into(), json!(vocab));
-    c.insert("hidden_act".into(), json!("silu"));
+    c.insert("hidden_act".into(), json!(if a.gemma() { "gelu_pytorch_tanh" } else { "silu" }));
     if let Some(eps) = float("attention.layer_norm_rms_epsilon")? {
         c.insert("rms_norm_eps".into(), json!(eps as f32 as f64));
     } else {
         return Err(err(format!("metadata key `{}` is missing", key("attention.layer_norm_rms_epsilon"))));
     }
-    c.insert("rope_theta".into(), json!(float("rope.freq_base")?.unwrap_or(10000.0)));
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    if a.kind == Kind::Gemma3 {
+        let mut full = json!({"rope_type": "default", "rope_theta": theta});
+        if let Some(f) = linear_factor {
+            full = json!({"rope_type": "linear", "rope_theta": theta, "factor": f});
+        }
+        c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}));
+    } else {
+        c.insert("rope_theta".into(), json!(theta));
+    }
     if let Some(ctx) = uint("context_length")? {
         c.insert("max_position_embeddings".into(), json!(ctx));
     }
@@ -342,6 +432,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         c.insert("attention_bias".into(), json!(biased));
         c.insert("mlp_bias".into(), json!(false));
     }
+    if a.gemma() {
+        gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
+    }
     for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
         if let Some(v) = id(k) {
             c.insert(to.into(), json!(v));
@@ -349,6 +442,45 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     c.insert("torch_dtype".into(), json!("float32"));
     Ok(c)
+}
+
+type Read<'a, T> = &'a dyn Fn(&str) -> Result<Option<T>>;
+
+/// The Gemma keys of the config: what the file states, else what llama.cpp's loader assumes
+/// for the architecture (see the module doc). `c` already holds the common keys.
+fn gemma_config(c: &mut Map<String, Json>, kind: Kind, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let n = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let (layers, hidden, heads, head_dim) = (n("num_hidden_layers"), n("hidden_size"), n("num_attention_heads"), n("head_dim"));
+    c.insert("hidden_activation".into(), json!("gelu_pytorch_tanh"));
+    c.insert("attention_bias".into(), json!(false));
+    // llama.cpp: 1/sqrt(head size), except the 27B models (known by their layer count).
+    let big = match kind {
+        Kind::Gemma2 => layers == 46,
+        Kind::Gemma3 => layers == 62,
+        _ => false,
+    };
+    let scalar = if big { hidden / heads.max(1) } else { head_dim };
+    match kind {
+        Kind::Gemma2 => {
+            c.insert("query_pre_attn_scalar".into(), json!(scalar));
+            c.insert("attn_logit_softcapping".into(), json!(float("attn_logit_softcapping")?.unwrap_or(50.0) as f32 as f64));
+            c.insert("final_logit_softcapping".into(), json!(float("final_logit_softcapping")?.unwrap_or(30.0) as f32 as f64));
+            c.insert("sliding_window".into(), json!(uint("attention.sliding_window")?.unwrap_or(4096)));
+            let types: Vec<&str> = (0..layers).map(|i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" }).collect();
+            c.insert("layer_types".into(), json!(types));
+        }
+        Kind::Gemma3 => {
+            c.insert("query_pre_attn_scalar".into(), json!(scalar));
+            c.insert("attn_logit_softcapping".into(), Json::Null);
+            c.insert("final_logit_softcapping".into(), float("final_logit_softcapping")?.map_or(Json::Null, |v| json!(v as f32 as f64)));
+            let window = uint("attention.sliding_window")?.ok_or_else(|| err(format!("metadata key `{}` is missing (llama.cpp requires it for gemma3)", key("attention.sliding_window"))))?;
+            c.insert("sliding_window".into(), json!(window));
+            let types: Vec<&str> = (0..layers).map(|i| if i % 6 < 5 { "sliding_attention" } else { "full_attention" }).collect();
+            c.insert("layer_types".into(), json!(types));
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -479,8 +611,8 @@ mod tests {
     fn what_is_not_mapped_is_refused_by_name() {
         let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
         let mut m = llama_meta();
-        m[0].1 = json!("gemma2");
-        assert!(e(m, llama_tensors()).contains("`general.architecture` is `gemma2`"));
+        m[0].1 = json!("phi3");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `phi3`"));
         let mut m = llama_meta();
         m.push(("llama.rope.scaling.type", json!("yarn")));
         assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
@@ -498,11 +630,71 @@ mod tests {
         assert!(e(llama_meta(), t).contains("Q5_1"));
     }
 
+    fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
+        let mut m: Vec<(String, Json)> = llama_meta().into_iter().skip(1).map(|(k, v)| (k.replacen("llama", arch, 1), v)).collect();
+        m.insert(0, ("general.architecture".into(), json!(arch)));
+        m.push((format!("{arch}.attention.key_length"), json!(16)));
+        m
+    }
+
+    fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {
+        m.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+    }
+
+    fn gemma_tensors(extra: &[&'static str]) -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = llama_tensors();
+        t.extend(extra.iter().map(|n| (*n, 0, vec![64])));
+        t
+    }
+
+    #[test]
+    fn gemma_files_read_llama_cpps_defaults_and_undo_the_norm_offset() {
+        let g2 = ["blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight"];
+        let mut m = gemma_meta("gemma2");
+        m.push(("gemma2.attention.sliding_window".into(), json!(3)));
+        let i = import_of(&as_ref(&m), &gemma_tensors(&g2)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["query_pre_attn_scalar"].as_u64(), c["sliding_window"].as_u64()), (Some("gemma2"), Some(16), Some(3)));
+        assert_eq!((c["attn_logit_softcapping"].as_f64(), c["final_logit_softcapping"].as_f64()), (Some(50.0), Some(30.0)));
+        assert_eq!(c["layer_types"], json!(["sliding_attention"]));
+        // Every norm is read through `stored - 1`; llama.cpp's ffn_norm is the pre-MLP norm.
+        for n in ["model.norm.weight", "model.layers.0.input_layernorm.weight", "model.layers.0.pre_feedforward_layernorm.weight", "model.layers.0.post_feedforward_layernorm.weight"] {
+            assert!(i.views.contains_key(n) && !i.tensors.contains_key(n), "{n}");
+        }
+        // Gemma 3: sliding window required, layers 0-4 of 6 sliding, linear scaling read.
+        let mut m = gemma_meta("gemma3");
+        let g3 = ["blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"];
+        let e = import_of(&as_ref(&m), &gemma_tensors(&g3)).err().expect("refused").to_string();
+        assert!(e.contains("gemma3.attention.sliding_window"), "{e}");
+        m.push(("gemma3.attention.sliding_window".into(), json!(512)));
+        m.push(("gemma3.rope.scaling.type".into(), json!("linear")));
+        m.push(("gemma3.rope.scaling.factor".into(), json!(8.0f64)));
+        let c = import_of(&as_ref(&m), &gemma_tensors(&g3)).unwrap().config;
+        assert_eq!(c["model_type"].as_str(), Some("gemma3_text"));
+        assert_eq!(c["rope_parameters"]["full_attention"]["factor"].as_f64(), Some(8.0));
+        assert_eq!(c["rope_parameters"]["sliding_attention"]["rope_theta"].as_f64(), Some(10000.0));
+        // Keys and tensors outside the architecture are refused by name.
+        let mut m = gemma_meta("gemma3");
+        m.push(("gemma3.attention.sliding_window".into(), json!(512)));
+        m.push(("gemma3.attn_logit_softcapping".into(), json!(50.0f64)));
+        assert!(import_of(&as_ref(&m), &gemma_tensors(&g3)).err().expect("refused").to_string().contains("`gemma3.attn_logit_softcapping`"));
+        let e = import_of(&as_ref(&gemma_meta("gemma")), &gemma_tensors(&["blk.0.post_ffw_norm.weight"])).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.post_ffw_norm.weight`"), "{e}");
+    }
+
     #[test]
     fn names_map_to_the_family_and_unknown_ones_do_not() {
-        assert_eq!(family_name("blk.12.attn_output.weight").as_deref(), Some("model.layers.12.self_attn.o_proj.weight"));
-        assert_eq!(family_name("output.weight").as_deref(), Some("lm_head.weight"));
-        assert_eq!(family_name("blk.x.attn_q.weight"), None);
-        assert_eq!(family_name("blk.0.ffn_gate_exps.weight"), None);
+        let llama = arch("llama").unwrap();
+        assert_eq!(family_name("blk.12.attn_output.weight", &llama).as_deref(), Some("model.layers.12.self_attn.o_proj.weight"));
+        assert_eq!(family_name("output.weight", &llama).as_deref(), Some("lm_head.weight"));
+        assert_eq!(family_name("blk.0.ffn_norm.weight", &llama).as_deref(), Some("model.layers.0.post_attention_layernorm.weight"));
+        assert_eq!(family_name("blk.x.attn_q.weight", &llama), None);
+        assert_eq!(family_name("blk.0.ffn_gate_exps.weight", &llama), None);
+        assert_eq!(family_name("blk.0.post_ffw_norm.weight", &llama), None);
+        // Gemma 2/3: llama.cpp's ffn_norm is the norm before the MLP.
+        let g3 = arch("gemma3").unwrap();
+        assert_eq!(family_name("blk.1.ffn_norm.weight", &g3).as_deref(), Some("model.layers.1.pre_feedforward_layernorm.weight"));
+        assert_eq!(family_name("blk.1.attn_k_norm.weight", &g3).as_deref(), Some("model.layers.1.self_attn.k_norm.weight"));
+        assert_eq!(family_name("blk.1.attn_k_norm.weight", &arch("gemma2").unwrap()), None);
     }
 }

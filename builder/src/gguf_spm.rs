@@ -1,0 +1,215 @@
+//! The SentencePiece tokenizer of a GGUF file (`tokenizer.ggml.model = "llama"`: tokens,
+//! scores and token types, no merges; Llama 2, Mistral, TinyLlama, Gemma files) as the
+//! `tokenizer.json` and `tokenizer_config.json` transformers' own GGUF loader builds (5.24,
+//! `integrations/gguf/gguf_tokenizer_mapping.py`, `LlamaTokenizer`, `GemmaTokenizer` and
+//! `generate_merges`, read for facts).
+//!
+//! transformers picks the builder by `general.architecture`, not by the tokenizer model:
+//! - **Gemma** (`gemma`, `gemma2`, `gemma3`): a token made only of whitespace that holds a space
+//!   (llama.cpp writes Gemma's multi-space tokens with real spaces) is respelled with one `▁` per
+//!   character; merges are rebuilt from the vocabulary ranked by token position (Gemma's scores
+//!   do not follow its merge order); spaces become `▁` by a normalizer, no prefix space; the BPE
+//!   model's unknown token is `<unk>`.
+//! - **Llama** (every other architecture): merges rebuilt from the vocabulary ranked by score;
+//!   a `Metaspace` pre-tokenizer that prefixes `▁` to the start of the text only ("first").
+//!
+//! Both: byte fallback (`<0x00>`..`<0xFF>` spell what the vocabulary lacks), the control tokens
+//! (type 3) and the named bos/eos/unk/pad tokens as special added tokens, user-defined ones (type
+//! 4) still spelled as in the vocabulary as plain added tokens, BOS added unless
+//! `tokenizer.ggml.add_bos_token` is false (llama.cpp's default for SentencePiece), EOS when
+//! `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not read, as transformers does
+//! not read it.
+
+use crate::gguf_tokenizer::{post_processor, split_pre_tokenizer, strings};
+use crate::{Error, Result};
+use ir::gguf::{GgufFile, Value};
+use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Architectures whose SentencePiece files transformers builds with `GemmaTokenizer`.
+const GEMMA_ARCHS: &[&str] = &["gemma", "gemma2", "gemma3"];
+
+/// Python's `str.isspace` (Unicode whitespace plus the four ASCII separators 0x1C..0x1F).
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// transformers' `generate_merges`: every split of a token into two vocabulary tokens, ranked by
+/// `scores` (the token's score, or minus its position for Gemma) from high to low, ties kept in
+/// token order (longer left, then longer right first). `order` lists each distinct token once,
+/// at its first position; `vocab` maps a token to its last position.
+fn generate_merges(order: &[&str], scores: &HashMap<&str, f64>, vocab: &HashMap<&str, usize>) -> Vec<(String, String)> {
+    let mut merges: Vec<(&str, &str, f64)> = Vec::new();
+    for token in order {
+        let score = scores[token];
+        let mut local: Vec<(&str, &str)> = token
+            .char_indices()
+            .skip(1)
+            .map(|(i, _)| token.split_at(i))
+            .filter(|(l, r)| vocab.contains_key(l) && vocab.contains_key(r))
+            .collect();
+        local.sort_by_key(|(l, r)| (vocab[l], vocab[r]));
+        merges.extend(local.into_iter().map(|(l, r)| (l, r, score)));
+    }
+    let key = |m: &(&str, &str, f64)| (m.2, m.0.chars().count(), m.1.chars().count());
+    // A stable sort on the reversed key: Python's `sorted(..., reverse=True)` keeps equal keys in order.
+    merges.sort_by(|a, b| {
+        let (ka, kb) = (key(a), key(b));
+        kb.0.partial_cmp(&ka.0).unwrap_or(std::cmp::Ordering::Equal).then(kb.1.cmp(&ka.1)).then(kb.2.cmp(&ka.2))
+    });
+    merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
+}
+
+/// (tokenizer.json, tokenizer_config.json) of a SentencePiece GGUF file (see the module doc).
+pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
+    let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
+    let arch = file.get("general.architecture").and_then(Value::as_str).unwrap_or_default();
+    let gemma = GEMMA_ARCHS.contains(&arch);
+    let stored = strings(file, "tokenizer.ggml.tokens", path)?;
+    if file.get("tokenizer.ggml.merges").is_some() {
+        return Err(err("`tokenizer.ggml.model` is `llama` (SentencePiece) but the file lists `tokenizer.ggml.merges`; transformers would use them and this import rebuilds merges from the vocabulary: not converted".into()));
+    }
+    let n = stored.len();
+    let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+        Some(a) if a.len() == n => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
+        Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {n} tokens", a.len()))),
+        None => vec![1; n],
+    };
+    let tokens: Vec<String> = if gemma {
+        stored.iter().map(|t| if t.contains(' ') && t.chars().all(py_space) { "\u{2581}".repeat(t.chars().count()) } else { t.to_string() }).collect()
+    } else {
+        stored.iter().map(|t| t.to_string()).collect()
+    };
+    // Python dict semantics: a repeated token keeps its first place and its last id/score.
+    let mut vocab_ids: HashMap<&str, usize> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if vocab_ids.insert(t.as_str(), i).is_none() {
+            order.push(t);
+        }
+    }
+    let scores: HashMap<&str, f64> = if gemma {
+        tokens.iter().enumerate().map(|(i, t)| (t.as_str(), -(i as f64))).collect()
+    } else {
+        let a = file.get("tokenizer.ggml.scores").and_then(Value::as_array).ok_or_else(|| err("`tokenizer.ggml.scores` is missing: a SentencePiece vocabulary's merges are ranked by its scores".into()))?;
+        if a.len() != n {
+            return Err(err(format!("`tokenizer.ggml.scores` has {} entries for {n} tokens", a.len())));
+        }
+        let values = a.iter().map(|v| v.as_f64().ok_or_else(|| err(format!("`tokenizer.ggml.scores` holds {v:?}, not a number")))).collect::<Result<Vec<f64>>>()?;
+        tokens.iter().zip(values).map(|(t, s)| (t.as_str(), s)).collect()
+    };
+    let merges = generate_merges(&order, &scores, &vocab_ids);
+    let mut vocab = Map::new();
+    for t in &order {
+        vocab.insert(t.to_string(), json!(vocab_ids[t]));
+    }
+
+    let id_key = |k: &str| file.get(k).and_then(Value::as_u64).map(|v| v as usize).filter(|&v| v < n);
+    let token_of = |k: &str| id_key(k).map(|i| stored[i].to_string());
+    let flag = |k: &str, default: bool| file.get(k).and_then(Value::as_bool).unwrap_or(default);
+    // llama.cpp adds BOS to a SentencePiece vocabulary that does not say otherwise.
+    let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token", true), flag("tokenizer.ggml.add_eos_token", false));
+    let named = [("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id"), ("unk_token", "tokenizer.ggml.unknown_token_id"), ("pad_token", "tokenizer.ggml.padding_token_id")];
+
+    // Added tokens, in id order: control tokens and the named special tokens are special; a
+    // user-defined token is added when the vocabulary still spells it so. GemmaTokenizer also
+    // names `<mask>`: special when the vocabulary has it (transformers would append it past the
+    // vocabulary otherwise, an id the model has no row for; not written).
+    let mut special: Vec<usize> = (0..n).filter(|&i| types[i] == 3).collect();
+    special.extend(named.iter().filter_map(|(_, k)| id_key(k)));
+    if gemma {
+        special.extend(vocab_ids.get("<mask>").copied());
+    }
+    let mut added: Vec<(usize, bool)> = special.iter().map(|&i| (i, true)).collect();
+    added.extend((0..n).filter(|&i| types[i] == 4 && vocab_ids.contains_key(stored[i]) && !special.contains(&i)).map(|i| (i, false)));
+    added.sort();
+    added.dedup_by_key(|(i, _)| *i);
+    let added: Vec<Json> = added
+        .into_iter()
+        .map(|(id, sp)| json!({"id": id, "content": stored[id], "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": sp}))
+        .collect();
+
+    let bos = add_bos.then(|| (token_of("tokenizer.ggml.bos_token_id"), id_key("tokenizer.ggml.bos_token_id")));
+    let eos = add_eos.then(|| (token_of("tokenizer.ggml.eos_token_id"), id_key("tokenizer.ggml.eos_token_id")));
+    let post = post_processor(bos, eos, &err)?;
+    let replace_space = json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "});
+    let (normalizer, mut pre_tokenizer, decoder, unk) = if gemma {
+        (
+            json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}),
+            json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
+            json!({"type": "Sequence", "decoders": [replace_space, {"type": "ByteFallback"}, {"type": "Fuse"}]}),
+            json!("<unk>"),
+        )
+    } else {
+        (
+            Json::Null,
+            json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}),
+            json!({"type": "Sequence", "decoders": [replace_space, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}),
+            Json::Null,
+        )
+    };
+    // transformers applies a known `tokenizer.ggml.pre` split whatever the tokenizer model.
+    if let Some(split) = split_pre_tokenizer(file.get("tokenizer.ggml.pre").and_then(Value::as_str)) {
+        pre_tokenizer = split;
+    }
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": post,
+        "decoder": decoder,
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": unk,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": true,
+            "byte_fallback": true,
+            "ignore_merges": false,
+            "vocab": vocab,
+            "merges": merges.into_iter().map(|(l, r)| json!([l, r])).collect::<Vec<_>>(),
+        }
+    });
+    let mut config = Map::new();
+    // The class onnxruntime-extensions reads the SentencePiece conventions of.
+    config.insert("tokenizer_class".into(), json!(if gemma { "GemmaTokenizer" } else { "LlamaTokenizer" }));
+    config.insert("add_bos_token".into(), json!(add_bos));
+    config.insert("add_eos_token".into(), json!(add_eos));
+    for (name, key) in named {
+        config.insert(name.into(), token_of(key).map_or(Json::Null, Json::String));
+    }
+    if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
+        config.insert("chat_template".into(), json!(t));
+    }
+    Ok((tokenizer, Json::Object(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merges(tokens: &[&str], scores: &[f64]) -> Vec<(String, String)> {
+        let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+        let s: HashMap<&str, f64> = tokens.iter().zip(scores).map(|(t, s)| (*t, *s)).collect();
+        generate_merges(tokens, &s, &vocab)
+    }
+
+    #[test]
+    fn merges_are_ranked_by_score_then_length() {
+        // "ab" (score -1) before "abc" (-2); "abc" splits as a+bc and ab+c, ordered by the
+        // parts' ids; equal scores put the longer left part first.
+        let m = merges(&["a", "b", "c", "ab", "bc", "abc"], &[0.0, 0.0, 0.0, -1.0, -3.0, -2.0]);
+        let m: Vec<String> = m.iter().map(|(l, r)| format!("{l} {r}")).collect();
+        assert_eq!(m, ["a b", "ab c", "a bc", "b c"]);
+    }
+
+    #[test]
+    fn python_whitespace_includes_the_ascii_separators() {
+        assert!(py_space('\u{1f}') && py_space(' ') && py_space('\u{3000}') && !py_space('\u{2581}'));
+    }
+}
