@@ -8,9 +8,9 @@ packages in the order a, b, b, a.
 
     .venv/bin/python scripts/bench-gguf.py TAILOR FILE.gguf FLOAT_CHECKPOINT WORKDIR
 
-FLOAT_CHECKPOINT: config.json + model.safetensors of the dequantized weights (for SmolLM2,
-written from transformers' GGUF loader's state dict; transformers refuses save_pretrained of a
-GGUF-loaded model)."""
+FLOAT_CHECKPOINT: config.json + model.safetensors of the dequantized weights, written by
+scripts/gguf_float_checkpoint.py FILE.gguf FLOAT_CHECKPOINT (transformers' GGUF loader's state
+dict; transformers refuses save_pretrained of a GGUF-loaded model)."""
 import re
 import shutil
 import subprocess

@@ -51,7 +51,7 @@ pub use files::{entry_kind, read_regular, regular_file, EntryKind, DATA_FILE_LIM
 pub use graph::{Attr, AttrValue, Dim, Graph, Model, Node, ValueInfo};
 pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
-pub use packed::{PackedFormat, PackedSettings, PackedStack, PackedTensors, PackedWeight};
+pub use packed::{PackedFormat, PackedSettings, PackedStack, PackedTensors, PackedWeight, StoredForm, ZeroForm};
 pub use qweight::{QuantForm, QuantGroup, QuantPart};
 pub use recipe::{Recipe, TensorData};
 pub use shape::{infer_types, Inferred, OnnxOnly, OpInference};

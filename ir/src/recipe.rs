@@ -237,6 +237,64 @@ impl Recipe {
         }
     }
 
+    /// The pre-quantized layers the recipe reads through the transforms that keep their integers
+    /// (transposes, float casts, reshapes, slices, concatenations, interleaves), in order, and
+    /// whether it reads anything else: float data, or pre-quantized layers computed on (an
+    /// offset). What [`Recipe::stored_form`] and [`Recipe::stored_as`] describe.
+    pub fn stored_parts(&self) -> (Vec<Arc<PackedWeight>>, bool) {
+        fn walk(r: &Recipe, layers: &mut Vec<Arc<PackedWeight>>, other: &mut bool) {
+            match r {
+                Recipe::Packed(p) => layers.push(Arc::clone(p)),
+                Recipe::Cast { input, to } if to.is_float() => walk(input, layers, other),
+                Recipe::Transpose { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => walk(input, layers, other),
+                Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().for_each(|i| walk(i, layers, other)),
+                _ => *other = true,
+            }
+        }
+        let (mut layers, mut other) = (Vec::new(), false);
+        walk(self, &mut layers, &mut other);
+        (layers, other)
+    }
+
+    /// How the weight is stored, which decides whether weights can be packed into one
+    /// MatMulNBits in their stored form: `float` (no pre-quantized layer), the
+    /// [`crate::StoredForm`] its pre-quantized layers share (`4-bit, block 32, float zero
+    /// points`), or `mixed: ...` naming each form (and `float`) it reads. The rule function
+    /// `stored_form`.
+    pub fn stored_form(&self) -> String {
+        let (layers, other) = self.stored_parts();
+        let mut forms: Vec<String> = Vec::new();
+        for f in layers.iter().map(|p| p.stored_form().to_string()).chain(other.then(|| "float".to_string())) {
+            if !forms.contains(&f) {
+                forms.push(f);
+            }
+        }
+        match forms.len() {
+            0 => "float".into(),
+            1 => forms.remove(0),
+            _ => format!("mixed: {}", forms.join(" + ")),
+        }
+    }
+
+    /// What the weight is stored as, for messages: `float`, or each pre-quantized layer's
+    /// type (a GGUF tensor's ggml type, `gptq`, `awq_gemm`) with its form, `Q4_K (4-bit, block
+    /// 32, float zero points)`, joined by ` + ` when it reads several. The rule function
+    /// `stored_as`.
+    pub fn stored_as(&self) -> String {
+        let (layers, other) = self.stored_parts();
+        let mut parts: Vec<String> = Vec::new();
+        for t in layers.iter().map(|p| format!("{} ({})", p.source_type(), p.stored_form())).chain(other.then(|| "float".to_string())) {
+            if !parts.contains(&t) {
+                parts.push(t);
+            }
+        }
+        if parts.is_empty() {
+            "float".into()
+        } else {
+            parts.join(" + ")
+        }
+    }
+
     /// The transform chain as text, e.g. `transpose[1,0](model.safetensors:lm_head.weight)`.
     pub fn describe(&self) -> String {
         match self {

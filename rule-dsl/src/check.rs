@@ -538,11 +538,34 @@ fn gives_dtype(e: &Expr) -> bool {
     matches!(e, Expr::Call { name, .. } if name == "dtype" || name == "branch_dtype")
 }
 
+/// Whether `s` is a form `stored_form(?w)` can give: `float`, or `<4|8>-bit, block <n>, <zero
+/// points>[, act-order]` (`ir::StoredForm`'s spelling). A comparison with anything else would
+/// be a check that never passes.
+fn is_stored_form(s: &str) -> bool {
+    if s == "float" {
+        return true;
+    }
+    let s = s.strip_suffix(", act-order").unwrap_or(s);
+    let parts: Vec<&str> = s.split(", ").collect();
+    let [bits, block, zeros] = parts[..] else { return false };
+    let block_ok = block.strip_prefix("block ").and_then(|b| b.parse::<usize>().ok()).is_some_and(|b| b > 0);
+    matches!(bits, "4-bit" | "8-bit") && block_ok && matches!(zeros, "mid zero point" | "integer zero points" | "float zero points")
+}
+
 pub(crate) fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
     if let Expr::Bin { op: BinOp::Eq | BinOp::Ne, lhs, rhs, .. } = e {
         for (a, b) in [(lhs, rhs), (rhs, lhs)] {
             if let (true, Expr::Lit(Literal::Str(s), p)) = (gives_dtype(a), b.as_ref()) {
                 err(*p, format!("dtype compared with the string \"{s}\""), &format!("write the dtype as a name, unquoted, so it is checked: `{s}` ({})", dtype_names()));
+            }
+            if let (Expr::Call { name, .. }, Expr::Lit(lit, p)) = (a.as_ref(), b.as_ref()) {
+                if name == "stored_form" && !matches!(lit, Literal::Str(s) if is_stored_form(s)) {
+                    err(
+                        *p,
+                        "`stored_form` compared with something it never gives".to_string(),
+                        "it gives \"float\" or \"<4|8>-bit, block <n>, <mid zero point|integer zero points|float zero points>\" (\", act-order\" after it for GPTQ act-order), e.g. \"4-bit, block 32, float zero points\"",
+                    );
+                }
             }
         }
     }

@@ -68,6 +68,16 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("const_float", 1, "the number held by a one-element float constant initializer (f32/f64/f16/bf16, or an f32 one cast)"),
     ("limit", 1, "a named bound from the EP table's limits, e.g. limit(\"max_context\"); fails when the table gives none"),
     ("numel", 1, "the element count of a value whose shape is fully fixed"),
+    (
+        "stored_form",
+        1,
+        "how an initializer is stored: \"float\", or the bits, block and zero points of the pre-quantized layers it reads, e.g. \"4-bit, block 32, float zero points\" (\"mixed: ...\" when they differ)",
+    ),
+    (
+        "stored_as",
+        1,
+        "what an initializer is stored as, for messages: \"float\", or each pre-quantized layer's type with its form, e.g. \"Q4_K (4-bit, block 32, float zero points)\"",
+    ),
     ("branch_outputs", 1, "how many outputs a subgraph attribute (an If branch) has"),
     ("branch_dtype", 2, "the declared element type of output i of a subgraph attribute"),
     ("branch_shape", 2, "the declared shape of output i of a subgraph attribute"),
@@ -84,7 +94,7 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
 /// give the list of their results, one per value: `rank(?ys)` is `[3, 3]`.
 pub const VALUE_FUNCTIONS: &[&str] = &[
     "shape", "rank", "dim", "dtype", "is_graph_input", "is_graph_output", "is_initializer", "producer", "uses", "name",
-    "const_int", "const_float", "numel",
+    "const_int", "const_float", "numel", "stored_form", "stored_as",
 ];
 
 /// Output count of a helper that returns as many values as its input has (`inline_branch`).

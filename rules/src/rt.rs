@@ -483,6 +483,20 @@ pub fn fn_dtype(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
     cx.type_of(n).map(|t| Val::Str(t.dtype.name().to_string())).ok_or_else(|| format!("type of `{n}` unknown"))
 }
+/// `stored_form(?w)`: how an initializer's weight is stored ([`ir::Recipe::stored_form`]):
+/// `float`, or the bits, block and zero points of the pre-quantized layers it reads. The
+/// packing rules compare it: weights of different forms cannot share one MatMulNBits as
+/// they are stored.
+pub fn fn_stored_form(cx: &Cx, v: Val) -> Result<Val, String> {
+    let n = value_name(&v)?;
+    cx.graph.initializer(n).map(|r| Val::Str(r.stored_form())).ok_or_else(|| format!("`{n}` is not an initializer"))
+}
+/// `stored_as(?w)`: what an initializer's weight is stored as, for messages
+/// ([`ir::Recipe::stored_as`]): `float`, or `Q4_K (4-bit, block 32, float zero points)`.
+pub fn fn_stored_as(cx: &Cx, v: Val) -> Result<Val, String> {
+    let n = value_name(&v)?;
+    cx.graph.initializer(n).map(|r| Val::Str(r.stored_as())).ok_or_else(|| format!("`{n}` is not an initializer"))
+}
 pub fn fn_is_graph_input(cx: &Cx, v: Val) -> Result<Val, String> {
     Ok(Val::Bool(cx.inputs.contains(value_name(&v)?)))
 }

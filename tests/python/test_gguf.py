@@ -103,6 +103,11 @@ def test_the_package_keeps_the_files_integers(packages):
     sources = {t["source"] for t in q["tensors"]}
     assert sources == {"gguf:Q4_1", "gguf:Q8_0"}, sources
     assert not report["warnings"], report["warnings"]
+    # Every layer's q/k/v are Q4_1 alike: fuse.pack_qkv packs all 30 (q/k/v, o, gate, up, down:
+    # five MatMulNBits a layer, and the head).
+    pack = [r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"] if r["rule"] == "fuse.pack_qkv"]
+    assert pack == [30], pack
+    assert ops.count("MatMulNBits") == 30 * 5 + 1, ops.count("MatMulNBits")
     # genai_config.json from the metadata: tokenizer.ggml.bos/eos ids, llama.context_length.
     m = json.loads((pkg / "genai_config.json").read_text())["model"]
     assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (1, 2, 8192, 49152)

@@ -59,6 +59,45 @@ impl PackedFormat {
     }
 }
 
+/// How a pre-quantized layer's integers are written as MatMulNBits: bits, values per scale and
+/// the zero points' kind. Layers of one form can be stacked into one MatMulNBits keeping each
+/// layer's integers, scales and zero points as they are ([`PackedStack`]); layers of different
+/// forms cannot without widening one of them (4-bit codes written as 8-bit, a block split so
+/// its scale is written twice, zero offsets added to a layer that has none), so the packing rules
+/// (fuse.pack_qkv's `same_stored_form`, through the rule function `stored_form`) leave them
+/// separate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StoredForm {
+    pub bits: Bits,
+    /// Values per scale: the group size, or a ggml type's (sub-)block.
+    pub block: usize,
+    pub zeros: ZeroForm,
+    /// GPTQ act-order: the rows are gathered in the layer's `g_idx` order.
+    pub act_order: bool,
+}
+
+/// The zero points of a [`StoredForm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZeroForm {
+    /// Every zero point is 2^(bits - 1) (symmetric GPTQ, Q4_0, Q5_0, Q8_0, Q6_K): none is written.
+    Mid,
+    /// Integer zero points (asymmetric GPTQ, AWQ).
+    Integer,
+    /// Float zero points (a ggml type with a min: Q4_1, Q4_K), written as per-block offsets.
+    Float,
+}
+
+impl std::fmt::Display for StoredForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let zeros = match self.zeros {
+            ZeroForm::Mid => "mid zero point",
+            ZeroForm::Integer => "integer zero points",
+            ZeroForm::Float => "float zero points",
+        };
+        write!(f, "{}-bit, block {}, {zeros}{}", self.bits.count(), self.block, if self.act_order { ", act-order" } else { "" })
+    }
+}
+
 /// AWQ's nibble order: nibble `i` of a word holds column `8c + AWQ_ORDER[i]`.
 const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
 /// Its inverse: column `8c + j` sits in nibble `AWQ_NIBBLE[j]`.
@@ -255,6 +294,16 @@ impl PackedWeight {
     /// MatMulNBits' float `zero_points` input holds exactly.
     pub fn float_zeros(&self) -> bool {
         self.ggml.as_ref().is_some_and(|g| g.float_zeros)
+    }
+
+    /// The form its integers are written in (see [`StoredForm`]).
+    pub fn stored_form(&self) -> StoredForm {
+        let zeros = match (self.float_zeros(), self.settings.symmetric) {
+            (true, _) => ZeroForm::Float,
+            (false, true) => ZeroForm::Mid,
+            (false, false) => ZeroForm::Integer,
+        };
+        StoredForm { bits: self.settings.bits, block: self.group_size, zeros, act_order: self.order.is_some() }
     }
 
     /// The source type for reports: `Q4_1` for a GGUF tensor, else the format's name.

@@ -397,3 +397,44 @@ fn ggml_blocks_are_written_with_their_integers() {
         assert_eq!(dq.is_err(), float_zeros, "{ty}");
     }
 }
+
+/// The stored form the packing rules compare (`stored_form`): bits, block and zero points of
+/// each ggml type's MatMulNBits form and of GPTQ/AWQ settings; `float` for a recipe reading no
+/// pre-quantized layer; one form through transposes and concatenations of layers that share
+/// it; `mixed: ...` when a concatenation mixes forms or float rows.
+#[test]
+fn stored_forms_name_bits_block_and_zero_points() {
+    use crate::gguf::GgmlType as T;
+    let form = |ty| {
+        let (w, _dir) = ggml_layer(ty, 4, 256, None, 3);
+        let r = Recipe::Packed(w).transpose(vec![1, 0]);
+        (r.stored_form(), r.stored_as())
+    };
+    assert_eq!(form(T::Q4_K), ("4-bit, block 32, float zero points".to_string(), "Q4_K (4-bit, block 32, float zero points)".to_string()));
+    assert_eq!(form(T::Q4_1).0, "4-bit, block 32, float zero points");
+    assert_eq!(form(T::Q4_0).0, "4-bit, block 32, mid zero point");
+    assert_eq!(form(T::Q6_K).0, "8-bit, block 16, mid zero point");
+    assert_eq!(form(T::Q8_0).0, "8-bit, block 32, mid zero point");
+    assert_eq!(form(T::Q5_0).0, "8-bit, block 32, mid zero point", "Q5_0 and Q8_0 write the same form");
+    let gptq = layer(spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), false, false), 1);
+    assert_eq!(Recipe::Packed(Arc::clone(&gptq.w)).stored_form(), "4-bit, block 32, integer zero points");
+    assert_eq!(Recipe::Packed(Arc::clone(&gptq.w)).stored_as(), "gptq (4-bit, block 32, integer zero points)");
+    let sym = layer(spec(PackedFormat::GptqV2, Bits::Int8, 64, 16, Some(32), true, true), 2);
+    assert_eq!(Recipe::Packed(Arc::clone(&sym.w)).stored_form(), "8-bit, block 32, mid zero point, act-order");
+    let float = Recipe::from_f32("w", vec![256, 4], &[0.0; 1024]);
+    assert_eq!((float.stored_form(), float.stored_as()), ("float".to_string(), "float".to_string()));
+    // Stacked like fuse.pack_qkv's weights: [K, N] transposes concatenated on N.
+    let (q, _d1) = ggml_layer(T::Q4_K, 4, 256, None, 4);
+    let (k, _d2) = ggml_layer(T::Q4_K, 4, 256, None, 5);
+    let (v, _d3) = ggml_layer(T::Q6_K, 4, 256, None, 6);
+    let kn = |w: &Arc<PackedWeight>| Recipe::Packed(Arc::clone(w)).transpose(vec![1, 0]);
+    let same = Recipe::concat(vec![kn(&q), kn(&k)], 1).unwrap();
+    assert_eq!((same.stored_form(), same.stored_as()), ("4-bit, block 32, float zero points".to_string(), "Q4_K (4-bit, block 32, float zero points)".to_string()));
+    let mixed = Recipe::concat(vec![kn(&q), kn(&v)], 1).unwrap();
+    assert_eq!(mixed.stored_form(), "mixed: 4-bit, block 32, float zero points + 8-bit, block 16, mid zero point");
+    assert_eq!(mixed.stored_as(), "Q4_K (4-bit, block 32, float zero points) + Q6_K (8-bit, block 16, mid zero point)");
+    let with_float = Recipe::concat(vec![kn(&q), float], 1).unwrap();
+    assert_eq!(with_float.stored_form(), "mixed: 4-bit, block 32, float zero points + float");
+    // Computed on (an offset) is not a stored form.
+    assert_eq!(Recipe::Packed(q).offset(1.0).stored_form(), "float");
+}

@@ -79,6 +79,23 @@ pub fn identity_before(m: &mut Model, value: &str, reader: &str) {
     add_node(m, &format!("{value}/Identity"), "Identity", &[value], &copy);
 }
 
+/// Replaces initializer `name` (a `[K, N]` MatMul weight, K a multiple of 32) by a
+/// pre-quantized one of its shape: a Q8_0 GGUF tensor (8-bit, block 32, zeros) read as
+/// `[K, N]`, so its stored form differs from its float neighbours'.
+pub fn set_packed(m: &mut Model, name: &str) {
+    let shape = m.graph.initializer(name).unwrap_or_else(|| panic!("no initializer {name}")).shape();
+    let (k, n) = (shape[0], shape[1]);
+    let len = n * k / 32 * 34;
+    // The mapping outlives the file, which is removed when `dir` drops.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q8_0.gguf");
+    std::fs::write(&path, vec![0u8; len]).unwrap();
+    let file = ir::MappedFile::open(&path).unwrap();
+    let st = ir::SourceTensor { name: "blk.0.attn_v.weight".into(), file, dtype: ir::DType::U8, shape: vec![len], offset: 0, len };
+    let w = ir::PackedWeight::ggml(name, st, ir::gguf::GgmlType::Q8_0, n, k, None).unwrap();
+    set_init(m, name, Recipe::Packed(w).transpose(vec![1, 0]));
+}
+
 /// Breakers shared by the fuse.pack_qkv family (llama, qwen2 and qwen3 name their weights
 /// alike).
 fn pack_step(step: &str) -> Option<Breaker> {
@@ -89,6 +106,7 @@ fn pack_step(step: &str) -> Option<Breaker> {
         "distinct_weights" => |m| node_mut(m, KPROJ0).inputs[1] = WV0.into(),
         "weight_single_use" => |m| add_node(m, "extra_reader", "Identity", &[WK0], "extra_reader/out"),
         "weights_stack" => |m| set_init(m, WV0, Recipe::from_f32("narrow v", vec![32, 32], &[0.0; 1024])),
+        "same_stored_form" => |m| set_packed(m, WV0),
         _ => return None,
     };
     Some(b)
@@ -306,6 +324,7 @@ fn pack_gpt2_step(step: &str) -> Option<Breaker> {
         "weight_single_use" => |m| add_node(m, "extra_reader", "Identity", &[GPT2_BK0], "extra_reader/out"),
         // v's weight takes a 32-wide input: the three cannot stack on the output axis.
         "weights_stack" => |m| set_init(m, GPT2_WV0, Recipe::from_f32("narrow-input v", vec![32, 64], &[0.0; 32 * 64])),
+        "same_stored_form" => |m| set_packed(m, GPT2_WV0),
         _ => return None,
     };
     Some(b)
