@@ -55,3 +55,25 @@ def build_with(out: Path, fixture: str, ep: str, flags: list) -> Path:
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
     return out
+
+
+def prefill_logits(pkg: Path, ids):
+    """The logits of a no-past prefill of `ids` ([1, S] int64) through a decoder package's
+    model.onnx on ORT's CPU EP: empty caches, all-ones mask, positions 0..S-1 where the model
+    takes them. Shape [1, S, V]."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    sess = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    names = {i.name for i in model.graph.input}
+    if "position_ids" in names:
+        feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
+    for i in model.graph.input:
+        if i.name.startswith("past_key_values."):
+            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
+            dims[0] = 1
+            feeds[i.name] = np.zeros(dims, dtype=np.float32)
+    return sess.run(["logits"], feeds)[0]

@@ -15,7 +15,7 @@ import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 
-from conftest import tailor_bin
+from conftest import prefill_logits, tailor_bin
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SIZE = 98_362_432
@@ -59,19 +59,7 @@ def packages(tmp_path_factory):
 
 
 def passage_logits(pkg):
-    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
-    ids = REF["passage_ids"][None, :]
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-    names = {i.name for i in model.graph.input}
-    if "position_ids" in names:
-        feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values."):
-            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
-            dims[0] = 1
-            feeds[i.name] = np.zeros(dims, dtype=np.float32)
-    return sess.run(["logits"], feeds)[0][0]
+    return prefill_logits(pkg, REF["passage_ids"][None, :])[0]
 
 
 def nll(logits):

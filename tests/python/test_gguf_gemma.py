@@ -23,7 +23,7 @@ import onnxruntime as ort
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import tailor_bin
+from conftest import prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-gemma"
 GEMMAS = ["tiny-gemma", "tiny-gemma2", "tiny-gemma3"]
@@ -37,18 +37,7 @@ def build(src: Path, out: Path, flags=()) -> Path:
 
 
 def logits(pkg: Path, ids: np.ndarray) -> np.ndarray:
-    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-    names = {i.name for i in model.graph.input}
-    if "position_ids" in names:
-        feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values."):
-            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
-            dims[0] = 1
-            feeds[i.name] = np.zeros(dims, dtype=np.float32)
-    return sess.run(["logits"], feeds)[0]
+    return prefill_logits(pkg, ids)
 
 
 @pytest.mark.parametrize("fixture", GEMMAS)

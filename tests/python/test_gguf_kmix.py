@@ -20,7 +20,7 @@ import onnxruntime_genai as og
 import pytest
 from onnx import numpy_helper
 
-from conftest import tailor_bin
+from conftest import prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "gguf_kmix.gguf"
@@ -159,19 +159,8 @@ def test_integers_and_scales_are_the_files(packages):
         np.testing.assert_allclose(values, REF[f"{name}.values"], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def prefill_logits(pkg, ids):
-    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-    names = {i.name for i in model.graph.input}
-    if "position_ids" in names:
-        feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None, :]
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values."):
-            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
-            dims[0] = 1
-            feeds[i.name] = np.zeros(dims, dtype=np.float32)
-    return sess.run(["logits"], feeds)[0][0]
+def first_logits(pkg, ids):
+    return prefill_logits(pkg, ids)[0]
 
 
 def test_logits_match_transformers_gguf_loader(packages):
@@ -179,7 +168,7 @@ def test_logits_match_transformers_gguf_loader(packages):
     file's dequantized weights; the default (int8 activations) within 0.1."""
     ids = REF["input_ids"].astype(np.int64)
     for name, bound in [("level1", 1e-3), ("default", 0.1)]:
-        diff = np.abs(prefill_logits(packages[name], ids) - REF["logits"]).max()
+        diff = np.abs(first_logits(packages[name], ids) - REF["logits"]).max()
         assert diff <= bound, f"{name}: max |logit difference| {diff}"
 
 
