@@ -9,7 +9,9 @@ from safetensors.numpy import save_file
 rng = np.random.default_rng(29)
 # (type, values per block, bytes per block, offsets of f16 fields that must be finite)
 CASES = [(T.Q4_0, 32, 18, [0]), (T.Q4_1, 32, 20, [0, 2]), (T.Q5_0, 32, 22, [0]), (T.Q8_0, 32, 34, [0]),
-         (T.Q4_K, 256, 144, [0, 2]), (T.Q6_K, 256, 210, [208])]
+         (T.Q4_K, 256, 144, [0, 2]), (T.Q6_K, 256, 210, [208]), (T.Q5_1, 32, 24, [0, 2]),
+         (T.Q5_K, 256, 176, [0, 2]), (T.Q3_K, 256, 110, [108]), (T.Q2_K, 256, 84, [80, 82]),
+         (T.IQ4_NL, 32, 18, [0]), (T.IQ4_XS, 256, 136, [0])]
 ROWS, K = 4, 512
 out = {}
 for t, per, size, halves in CASES:

@@ -1,18 +1,27 @@
 //! ggml's quantized block types, decoded into what MatMulNBits stores: per value a code, per
-//! MatMulNBits block a scale and a zero point, with `value = scale * (code - zero)`.
+//! MatMulNBits block a scale, and for the types with a min an offset: `value = scale * (code -
+//! mid) + offset` (`mid` = 2^(bits - 1), MatMulNBits' implicit zero point; the offset is the
+//! float zero point `zero` as `scale * (mid - zero)`, the form the graph writes).
 //!
 //! | type | block | MatMulNBits form | exact? |
 //! |---|---|---|---|
 //! | Q4_0 | 32: f16 d, 16 bytes of nibbles (value j low nibble of byte j, value j+16 high) | 4 bits, block 32, zero 8 | exact |
-//! | Q4_1 | 32: f16 d, f16 m, nibbles as Q4_0; `d*q + m` | 4 bits, block 32, float zero `-m/d` | to f32 rounding (the zero) |
+//! | Q4_1 | 32: f16 d, f16 m, nibbles as Q4_0; `d*q + m` | 4 bits, block 32, code q, offset `m + 8d` | to one f32 rounding (the offset) |
 //! | Q5_0 | 32: f16 d, u32 high bits, nibbles; `d*(q - 16)`, q 0..31 | 8 bits, block 32, code q + 112, zero 128 | exact |
+//! | Q5_1 | 32: f16 d, f16 m, u32 high bits, nibbles as Q5_0; `d*q + m`, q 0..31 | 8 bits, block 32, code q + 112, offset `m + 16d` | to one f32 rounding |
 //! | Q8_0 | 32: f16 d, 32 x i8; `d*q` | 8 bits, block 32, code q + 128, zero 128 | exact |
-//! | Q4_K | 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; sub-block j of 32: `d*sc_j*q - dmin*m_j` | 4 bits, block 32, scale `d*sc_j`, float zero `dmin*m_j / (d*sc_j)` | scale exact in f32 (not in f16), zero to f32 rounding |
+//! | Q2_K | 256: 16 bytes of 4-bit scale / 4-bit min, 64 bytes of 2-bit codes, f16 d, f16 dmin; sub-block of 16: `d*sc*q - dmin*m`, q 0..3 | 4 bits, block 16, code q + 6, scale `d*sc`, offset `2*d*sc - dmin*m` | scale exact in f32, offset to one f32 rounding |
+//! | Q3_K | 256: 32 bytes of high-bit masks, 64 bytes of 2-bit lows, 12 bytes of 6-bit scales, f16 d; sub-block of 16: `d*(sc - 32)*q`, q -4..3 | 4 bits, block 16, code q + 8, zero 8, scale `d*(sc - 32)` | exact in f32 |
+//! | Q4_K | 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; sub-block j of 32: `d*sc_j*q - dmin*m_j` | 4 bits, block 32, code q, scale `d*sc_j`, offset `8*d*sc_j - dmin*m_j` | scale exact in f32 (not in f16), offset to one f32 rounding |
+//! | Q5_K | 256: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins (as Q4_K), 32 bytes of high bits, 128 bytes of nibbles; sub-block j of 32: `d*sc_j*q - dmin*m_j`, q 0..31 | 8 bits, block 32, code q + 112, scale `d*sc_j`, offset `16*d*sc_j - dmin*m_j` | scale exact in f32, offset to one f32 rounding |
 //! | Q6_K | 256: 128 bytes low nibbles, 64 bytes 2-bit highs, 16 x i8 scales, f16 d; sub-block of 16: `d*sc*(q - 32)`, q 0..63 | 8 bits, block 16, code q + 96, zero 128, scale `d*sc` | scale exact in f32 (not in f16) |
+//! | IQ4_NL | 32: f16 d, 16 bytes of nibbles as Q4_0; `d*kv[q]`, kv llama.cpp's 16 non-uniform levels (-127..113) | 8 bits, block 32, code kv[q] + 128, zero 128 | exact |
+//! | IQ4_XS | 256: f16 d, u16 high scale bits, 4 bytes of low scale nibbles, 128 bytes of nibbles; sub-block j of 32: `d*(ls_j - 32)*kv[q]` | 8 bits, block 32, code kv[q] + 128, zero 128, scale `d*(ls_j - 32)` | exact in f32 |
 //!
-//! Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c). A block whose scale is
-//! 0 but whose min is not (every value the same `m`) is written as codes 0, zero 1, scale `-m`:
-//! its codes carry no information.
+//! Codes of the types with a min are centred on the mid value (see `with_min`). The IQ4
+//! types' levels are not a scale times an evenly spaced code, so no 4-bit form holds them;
+//! their levels are integers, so an 8-bit code per value holds them exactly (twice the file's
+//! bits). Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c).
 
 use crate::gguf::GgmlType;
 use crate::quant::Bits;
@@ -23,7 +32,8 @@ use half::f16;
 pub enum Zeros {
     /// 2^(bits - 1), MatMulNBits' default.
     Mid,
-    /// Float zero points `[N, k_blocks]` in the scales' type.
+    /// A float zero point per block, held as its offset `scale * (mid - zero)`: values are
+    /// `scale * (code - mid) + offset` ([`decode_row`]).
     Float,
 }
 
@@ -34,9 +44,28 @@ pub struct BlockForm {
     /// Values per MatMulNBits block.
     pub block: usize,
     pub zeros: Zeros,
-    /// Whether `scale * (code - zero)` is the ggml value exactly in f32.
+    /// Whether the form's values are the ggml values exactly in f32.
     pub exact_f32: bool,
 }
+
+/// The block-quantized types decoded here (every one has a [`form`]), for messages.
+pub const DECODED: [GgmlType; 12] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
+];
+
+/// llama.cpp's IQ4_NL / IQ4_XS levels (`kvalues_iq4nl`, ggml-common.h).
+const IQ4_LEVELS: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
 /// The MatMulNBits form of `t`, for the types decoded here.
 pub fn form(t: GgmlType) -> Option<BlockForm> {
@@ -48,6 +77,11 @@ pub fn form(t: GgmlType) -> Option<BlockForm> {
         GgmlType::Q8_0 => f(Bits::Int8, 32, Zeros::Mid, true),
         GgmlType::Q4_K => f(Bits::Int4, 32, Zeros::Float, false),
         GgmlType::Q6_K => f(Bits::Int8, 16, Zeros::Mid, true),
+        GgmlType::Q5_1 => f(Bits::Int8, 32, Zeros::Float, false),
+        GgmlType::Q5_K => f(Bits::Int8, 32, Zeros::Float, false),
+        GgmlType::Q3_K => f(Bits::Int4, 16, Zeros::Mid, true),
+        GgmlType::Q2_K => f(Bits::Int4, 16, Zeros::Float, false),
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS => f(Bits::Int8, 32, Zeros::Mid, true),
         _ => None,
     }
 }
@@ -65,23 +99,53 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     }
 }
 
-/// Writes a `scale * (code - zero)` block whose values are `d * q + m` (a ggml block with a
-/// min): the zero is `-m / d`; a zero `d` with a non-zero `m` is the constant block.
-fn with_min(d: f32, m: f32, codes: &mut [u8], scale: &mut f32, zero: &mut f32) {
-    if d == 0.0 && m != 0.0 {
-        codes.fill(0);
-        (*scale, *zero) = (-m, 1.0);
-    } else if d == 0.0 {
-        (*scale, *zero) = (0.0, 0.0);
-    } else {
-        (*scale, *zero) = (d, -m / d);
+/// The 32 five-bit values of a Q5_0 / Q5_1 block: value j is the low nibble of `qs[j]`, value
+/// j + 16 its high nibble, bit 4 of value v is bit v of the little-endian `qh`.
+fn five_bits(qh: &[u8], qs: &[u8], codes: &mut [u8]) {
+    let qh = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    for j in 0..16 {
+        codes[j] = (qs[j] & 0xf) | ((((qh >> j) & 1) as u8) << 4);
+        codes[j + 16] = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
     }
 }
 
+/// Q3_K's sixteen 6-bit scales (0..63, 32 meaning 0) from its 12 bytes: scale s has its low
+/// four bits in byte s (s < 8, low nibble) or byte s - 8 (high nibble), its high two bits in
+/// byte 8 + s % 4 at bit 2 * (s / 4) (llama.cpp's `kmask` unpacking).
+fn scales_q3_k(b: &[u8]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (s, o) in out.iter_mut().enumerate() {
+        let low = if s < 8 { b[s] & 0xf } else { b[s - 8] >> 4 };
+        let high = (b[8 + s % 4] >> (2 * (s / 4))) & 3;
+        *o = low | (high << 4);
+    }
+    out
+}
+
+/// Writes a ggml block with a min, values `d * q + m` (q `0..levels`), in the offset form of
+/// `bits`: codes `q + shift`, centred on the mid value (`shift = mid - levels / 2`), and
+/// `value = scale * (code - mid) + offset` with `scale = d`, `offset = m + d * (mid - shift)`.
+/// `d * (mid - shift)` is exact (a power of two times `d`), so the offset is rounded once, and
+/// the values are the ggml ones to that one rounding. The graph writes exactly this offset
+/// (MatMulNBits without zero points plus the block sums times the offsets), so no zero point
+/// `-m / d` is formed: at 8 bits its f32 rounding near 128 would cost 30 times more. Centred
+/// codes keep `code - mid` small, which matters where MatMulNBits quantizes the activations
+/// (accuracy level 4) while the offsets multiply float block sums. A zero `d` is the constant
+/// block `m`.
+fn with_min(bits: Bits, levels: u8, d: f32, m: f32, codes: &mut [u8], scale: &mut f32, offset: &mut f32) {
+    let mid = bits.mid() as u8;
+    let shift = mid - levels / 2;
+    codes.iter_mut().for_each(|q| *q += shift);
+    *scale = d;
+    *offset = m + d * (levels / 2) as f32;
+}
+
 /// Decodes one row of `t` (`bytes`: its blocks, `codes.len()` values) into codes, and per
-/// MatMulNBits block of [`form`] a scale and (for [`Zeros::Float`]) a zero point. Returns
-/// `false` when `t` is not decoded here. The slices' lengths are the caller's (checked).
-pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> bool {
+/// MatMulNBits block of [`form`] a scale and (for [`Zeros::Float`]) an offset: the block's
+/// values are `scale * (code - mid) + offset` (`mid` = 2^(bits - 1); without a min, `scale *
+/// (code - mid)`). Returns `false` when `t` is not decoded here. The slices' lengths are the
+/// caller's (checked).
+pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32], offsets: &mut [f32]) -> bool {
     let Some((per, size)) = t.block() else { return false };
     let blocks = codes.len() / per;
     debug_assert_eq!(bytes.len(), blocks * size);
@@ -97,19 +161,71 @@ pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32
                 if t == GgmlType::Q4_0 {
                     scales[i] = half(b, 0);
                 } else {
-                    with_min(half(b, 0), half(b, 2), c, &mut scales[i], &mut zeros[i]);
+                    with_min(Bits::Int4, 16, half(b, 0), half(b, 2), c, &mut scales[i], &mut offsets[i]);
                 }
             }
             GgmlType::Q5_0 => {
-                let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-                for j in 0..16 {
-                    let lo = (b[6 + j] & 0xf) | ((((qh >> j) & 1) as u8) << 4);
-                    let hi = (b[6 + j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
-                    // d * (q - 16) = d * ((q + 112) - 128).
-                    c[j] = lo + 112;
-                    c[j + 16] = hi + 112;
-                }
+                five_bits(&b[2..6], &b[6..22], c);
+                // d * (q - 16) = d * ((q + 112) - 128).
+                c.iter_mut().for_each(|q| *q += 112);
                 scales[i] = half(b, 0);
+            }
+            GgmlType::Q5_1 => {
+                five_bits(&b[4..8], &b[8..24], c);
+                with_min(Bits::Int8, 32, half(b, 0), half(b, 2), c, &mut scales[i], &mut offsets[i]);
+            }
+            GgmlType::Q5_K => {
+                let (d, dmin) = (half(b, 0), half(b, 2));
+                let (sc, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
+                // Chunk of 64 values: sub-blocks 2c (low nibbles, high bit 2c of qh[l]) and 2c + 1
+                // (high nibbles, high bit 2c + 1).
+                for chunk in 0..4 {
+                    for l in 0..32 {
+                        let q = qs[32 * chunk + l];
+                        c[64 * chunk + l] = (q & 0xf) | (((qh[l] >> (2 * chunk)) & 1) << 4);
+                        c[64 * chunk + 32 + l] = (q >> 4) | (((qh[l] >> (2 * chunk + 1)) & 1) << 4);
+                    }
+                }
+                for j in 0..8 {
+                    let (s, m) = scale_min_k4(j, sc);
+                    let k = i * 8 + j;
+                    with_min(Bits::Int8, 32, d * s as f32, -(dmin * m as f32), &mut c[32 * j..32 * (j + 1)], &mut scales[k], &mut offsets[k]);
+                }
+            }
+            GgmlType::Q3_K => {
+                let (hmask, qs, d) = (&b[0..32], &b[32..96], half(b, 108));
+                let sc = scales_q3_k(&b[96..108]);
+                // Half h of 128 values, group g of 32 (shift 2g, mask bit 4h + g), two
+                // sub-blocks of 16: q = low two bits - (4 unless the mask bit is set).
+                for h in 0..2 {
+                    for g in 0..4 {
+                        for l in 0..32 {
+                            let low = (qs[32 * h + l] >> (2 * g)) & 3;
+                            let high = (hmask[l] >> (4 * h + g)) & 1;
+                            // q + 8 = low - 4 * (1 - high) + 8.
+                            c[128 * h + 32 * g + l] = low + 4 + 4 * high;
+                        }
+                    }
+                }
+                for s in 0..16 {
+                    scales[i * 16 + s] = d * (sc[s] as f32 - 32.0);
+                }
+            }
+            GgmlType::Q2_K => {
+                let (sc, qs, d, dmin) = (&b[0..16], &b[16..80], half(b, 80), half(b, 82));
+                // Half h of 128 values, group g of 32 (shift 2g), two sub-blocks of 16.
+                for h in 0..2 {
+                    for g in 0..4 {
+                        for l in 0..32 {
+                            c[128 * h + 32 * g + l] = (qs[32 * h + l] >> (2 * g)) & 3;
+                        }
+                    }
+                }
+                for s in 0..16 {
+                    let k = i * 16 + s;
+                    let (scale, min) = ((sc[s] & 0xf) as f32, (sc[s] >> 4) as f32);
+                    with_min(Bits::Int4, 4, d * scale, -(dmin * min), &mut c[16 * s..16 * (s + 1)], &mut scales[k], &mut offsets[k]);
+                }
             }
             GgmlType::Q8_0 => {
                 for j in 0..32 {
@@ -129,7 +245,7 @@ pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32
                 for j in 0..8 {
                     let (s, m) = scale_min_k4(j, sc);
                     let k = i * 8 + j;
-                    with_min(d * s as f32, -(dmin * m as f32), &mut c[32 * j..32 * (j + 1)], &mut scales[k], &mut zeros[k]);
+                    with_min(Bits::Int4, 16, d * s as f32, -(dmin * m as f32), &mut c[32 * j..32 * (j + 1)], &mut scales[k], &mut offsets[k]);
                 }
             }
             GgmlType::Q6_K => {
@@ -149,10 +265,32 @@ pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32
                     scales[i * 16 + s] = d * (sc[s] as i8) as f32;
                 }
             }
+            GgmlType::IQ4_NL => {
+                iq4_codes(&b[2..18], c);
+                scales[i] = half(b, 0);
+            }
+            GgmlType::IQ4_XS => {
+                let (d, high, low) = (half(b, 0), u16::from_le_bytes([b[2], b[3]]), &b[4..8]);
+                for j in 0..8 {
+                    iq4_codes(&b[8 + 16 * j..24 + 16 * j], &mut c[32 * j..32 * (j + 1)]);
+                    let ls = ((low[j / 2] >> (4 * (j % 2))) & 0xf) | ((((high >> (2 * j)) & 3) as u8) << 4);
+                    scales[i * 8 + j] = d * (ls as f32 - 32.0);
+                }
+            }
             _ => return false,
         }
     }
     true
+}
+
+/// 32 IQ4 values from 16 bytes (value j the low nibble of byte j, j + 16 its high nibble) as
+/// 8-bit codes: the level + 128.
+fn iq4_codes(qs: &[u8], codes: &mut [u8]) {
+    let code = |n: u8| (IQ4_LEVELS[n as usize] as i16 + 128) as u8;
+    for j in 0..16 {
+        codes[j] = code(qs[j] & 0xf);
+        codes[j + 16] = code(qs[j] >> 4);
+    }
 }
 
 #[cfg(test)]
@@ -163,7 +301,7 @@ mod tests {
         f16::from_f32(v).to_le_bytes()
     }
 
-    /// Values of a decoded row: `scale * (code - zero)` (zero 2^(bits-1) when [`Zeros::Mid`]).
+    /// Values of a decoded row: `scale * (code - mid) + offset` (no offset when [`Zeros::Mid`]).
     fn values(t: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
         let f = form(t).unwrap();
         let (mut codes, mut scales, mut zeros) = (vec![0u8; n], vec![0f32; n / f.block], vec![0f32; n / f.block]);
@@ -171,8 +309,12 @@ mod tests {
         let mid = f.bits.mid() as f32;
         (0..n)
             .map(|i| {
-                let z = if f.zeros == Zeros::Mid { mid } else { zeros[i / f.block] };
-                scales[i / f.block] * (codes[i] as f32 - z)
+                let scaled = scales[i / f.block] * (codes[i] as f32 - mid);
+                if f.zeros == Zeros::Mid {
+                    scaled
+                } else {
+                    scaled + zeros[i / f.block]
+                }
             })
             .collect()
     }
@@ -246,6 +388,8 @@ mod tests {
     fn forms_of_the_types_read() {
         assert_eq!(form(GgmlType::Q6_K).map(|f| (f.bits, f.block)), Some((Bits::Int8, 16)));
         assert!(form(GgmlType::Q4_K).is_some_and(|f| f.zeros == Zeros::Float && !f.exact_f32));
-        assert!(form(GgmlType::F32).is_none() && form(GgmlType::Q5_1).is_none());
+        assert!(form(GgmlType::F32).is_none() && form(GgmlType(16)).is_none());
+        assert!(DECODED.iter().all(|&t| form(t).is_some() && t.block().is_some()));
+        assert_eq!(form(GgmlType::Q3_K).map(|f| (f.bits, f.block, f.zeros)), Some((Bits::Int4, 16, Zeros::Mid)));
     }
 }

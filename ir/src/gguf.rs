@@ -115,6 +115,8 @@ impl GgmlType {
     pub const Q4_K: GgmlType = GgmlType(12);
     pub const Q5_K: GgmlType = GgmlType(13);
     pub const Q6_K: GgmlType = GgmlType(14);
+    pub const IQ4_NL: GgmlType = GgmlType(20);
+    pub const IQ4_XS: GgmlType = GgmlType(23);
     pub const BF16: GgmlType = GgmlType(30);
 
     /// (name, values per block, bytes per block) of the types whose byte size is known here.
@@ -133,6 +135,8 @@ impl GgmlType {
         (13, "Q5_K", 256, 176),
         (14, "Q6_K", 256, 210),
         (15, "Q8_K", 256, 292),
+        (20, "IQ4_NL", 32, 18),
+        (23, "IQ4_XS", 256, 136),
         (24, "I8", 1, 1),
         (25, "I16", 1, 2),
         (26, "I32", 1, 4),
@@ -146,10 +150,8 @@ impl GgmlType {
         (17, "IQ2_XS"),
         (18, "IQ3_XXS"),
         (19, "IQ1_S"),
-        (20, "IQ4_NL"),
         (21, "IQ3_S"),
         (22, "IQ2_S"),
-        (23, "IQ4_XS"),
         (29, "IQ1_M"),
         (34, "TQ1_0"),
         (35, "TQ2_0"),

@@ -1,6 +1,7 @@
 //! ir::ggml decodes each block type as gguf-py's `dequantize` does (gguf 0.19.0, vectors in
 //! tests/data/ggml_blocks.safetensors, made by scripts/make_ggml_vectors.py from random blocks):
-//! Q4_0, Q5_0, Q8_0 and Q6_K exactly, Q4_1 and Q4_K (float zero points) to f32 rounding.
+//! Q4_0, Q5_0, Q8_0, Q6_K, Q3_K, IQ4_NL and IQ4_XS exactly, Q4_1, Q5_1, Q4_K, Q5_K and Q2_K (float zero points)
+//! to f32 rounding.
 
 use ir::ggml::{decode_row, form, Zeros};
 use ir::gguf::GgmlType;
@@ -16,6 +17,12 @@ fn every_block_type_dequantizes_as_gguf_py() {
         (GgmlType::Q8_0, true),
         (GgmlType::Q4_K, false),
         (GgmlType::Q6_K, true),
+        (GgmlType::Q5_1, false),
+        (GgmlType::Q5_K, false),
+        (GgmlType::Q3_K, true),
+        (GgmlType::Q2_K, false),
+        (GgmlType::IQ4_NL, true),
+        (GgmlType::IQ4_XS, true),
     ] {
         let raw = st.tensor(&format!("{t}.raw")).unwrap();
         let want = st.tensor(&format!("{t}.values")).unwrap();
@@ -31,8 +38,8 @@ fn every_block_type_dequantizes_as_gguf_py() {
             let (mut codes, mut scales, mut zeros) = (vec![0u8; k], vec![0f32; k / f.block], vec![0f32; k / f.block]);
             assert!(decode_row(t, &raw.data()[r * row_bytes..(r + 1) * row_bytes], &mut codes, &mut scales, &mut zeros));
             for i in 0..k {
-                let z = if f.zeros == Zeros::Mid { f.bits.mid() as f32 } else { zeros[i / f.block] };
-                let got = scales[i / f.block] * (codes[i] as f32 - z);
+                let scaled = scales[i / f.block] * (codes[i] as f32 - f.bits.mid() as f32);
+                let got = if f.zeros == Zeros::Mid { scaled } else { scaled + zeros[i / f.block] };
                 let w = want[r * k + i];
                 if exact {
                     assert_eq!(got.to_bits(), w.to_bits(), "{t} [{r}, {i}]: {got} vs {w}");

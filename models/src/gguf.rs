@@ -258,8 +258,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             None => {
                 if ir::ggml::form(t.ggml_type).is_none() {
                     return Err(err(format!(
-                        "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K and float tensors)",
-                        t.name, t.ggml_type
+                        "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
+                        t.name,
+                        t.ggml_type,
+                        ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                     )));
                 }
                 if shape.len() != 2 {
@@ -626,8 +628,9 @@ mod tests {
         t.push(("rope_freqs.weight", 0, vec![8]));
         assert!(e(llama_meta(), t).contains("`rope_freqs.weight`"));
         let mut t = llama_tensors();
-        t[4].1 = 7; // Q5_1
-        assert!(e(llama_meta(), t).contains("Q5_1"));
+        t[4].1 = 9; // Q8_1: a layout, no MatMulNBits form
+        let m = e(llama_meta(), t);
+        assert!(m.contains("is Q8_1") && m.contains("Q5_K"), "{m}");
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {

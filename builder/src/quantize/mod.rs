@@ -420,9 +420,11 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
 /// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min,
 /// which MatMulNBits takes as per-block offsets, rewrite.rs) in DequantizeLinear's integer
-/// zero point, or in
-/// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema); an
-/// embedding table in the DequantizeLinear format (which keeps embeddings float).
+/// zero point; an embedding table in the DequantizeLinear format (which keeps embeddings
+/// float). An embedding table with float zero points is not GatherBlockQuantized's (its zero
+/// points are the data's type, ORT 1.32 schema) but keeps its integers all the same: its rows
+/// are gathered from the MatMulNBits parts and dequantized with their offsets
+/// (`rewrite::gather_dequantized`, as HQQ's tables are).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
     let recipe = graph.initializer(&c.weight)?;
     let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
@@ -457,9 +459,6 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
     }
     if float_zero_types.is_empty() {
         return None;
-    }
-    if c.role == Role::Embedding {
-        return Some(format!("{types} blocks have float zero points, and GatherBlockQuantized's zero points are integers: written as the exact float dequantization"));
     }
     if step.format == QuantFormat::DequantizeLinear {
         return Some(format!("{types} blocks have float zero points, and DequantizeLinear's zero point is an integer ({}): written as the exact float dequantization", step.table));

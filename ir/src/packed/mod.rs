@@ -83,7 +83,8 @@ pub enum ZeroForm {
     Mid,
     /// Integer zero points (asymmetric GPTQ, AWQ).
     Integer,
-    /// Float zero points (a ggml type with a min: Q4_1, Q4_K), written as per-block offsets.
+    /// Float zero points (a ggml type with a min: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), written as
+    /// per-block offsets.
     Float,
 }
 
@@ -290,7 +291,7 @@ impl PackedWeight {
         self.ggml.as_ref().map(|g| g.ty)
     }
 
-    /// Whether its zero points are floats (a GGUF type with a min: Q4_1, Q4_K), which only
+    /// Whether its zero points are floats (a GGUF type with a min: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), which only
     /// MatMulNBits' float `zero_points` input holds exactly.
     pub fn float_zeros(&self) -> bool {
         self.ggml.as_ref().is_some_and(|g| g.float_zeros)
@@ -509,8 +510,8 @@ impl PackedWeight {
             for (n, row) in out.chunks_exact_mut(self.k).enumerate() {
                 g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
                 for (i, v) in row.iter_mut().enumerate() {
-                    let z = if g.float_zeros { zeros[i / bs] } else { mid };
-                    *v = scales[i / bs] * (codes[i] as f32 - z);
+                    let scaled = scales[i / bs] * (codes[i] as f32 - mid);
+                    *v = if g.float_zeros { scaled + zeros[i / bs] } else { scaled };
                 }
             }
             self.done(self.n * self.k);

@@ -295,22 +295,23 @@ impl PackedStack {
                     // The written block lies inside one ggml block (bs divides the ggml block).
                     let gb = i / g;
                     let scale = sc[gb];
-                    let zero = if p.float_zeros() { zs[gb] } else { mid };
+                    // ggml's offset form: scale * (q - mid) + offset (ir::ggml::decode_row).
+                    let offset = if p.float_zeros() { zs[gb] } else { 0.0 };
                     scales[out * kb + blk] = S::from_f32(scale);
-                    let (stored, stored_zero) = (rounded(scale, scale_dtype), rounded(zero, scale_dtype));
+                    let (stored, stored_offset) = (rounded(scale, scale_dtype), rounded(offset, scale_dtype));
                     let rows = bs.min(k1 - i);
                     match zero_points.as_mut() {
                         // The block's offset from the implicit mid zero point (see ZeroOut).
-                        Some(ZeroOut::Float(z)) => z[out * kb + blk] = S::from_f32(scale * (mid - zero)),
+                        Some(ZeroOut::Float(z)) => z[out * kb + blk] = S::from_f32(offset),
                         Some(ZeroOut::Packed(z)) => match bits {
-                            Bits::Int8 => z[out * zpc + blk] = zero as u8,
-                            Bits::Int4 => z[out * zpc + blk / 2] |= (zero as u8) << (4 * (blk % 2)),
+                            Bits::Int8 => z[out * zpc + blk] = mid as u8,
+                            Bits::Int4 => z[out * zpc + blk / 2] |= (mid as u8) << (4 * (blk % 2)),
                         },
                         None => {}
                     }
-                    if stored != scale || stored_zero != zero {
+                    if stored != scale || stored_offset != offset {
                         for &q in &codes[i..i + rows] {
-                            let e = (stored * (q as f32 - stored_zero) - scale * (q as f32 - zero)).abs();
+                            let e = (stored * (q as f32 - mid) + stored_offset - (scale * (q as f32 - mid) + offset)).abs();
                             error.max_abs = error.max_abs.max(e);
                             error.sum_sq += (e as f64) * (e as f64);
                         }

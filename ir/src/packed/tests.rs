@@ -328,7 +328,9 @@ fn ggml_layer(ty: crate::gguf::GgmlType, rows: usize, k: usize, order: Option<Ar
         // The f16 fields: d (and dmin / m) small and finite; Q6_K keeps d at the end.
         let halves: &[usize] = match ty {
             crate::gguf::GgmlType::Q6_K => &[208],
-            crate::gguf::GgmlType::Q4_1 | crate::gguf::GgmlType::Q4_K => &[0, 2],
+            crate::gguf::GgmlType::Q4_1 | crate::gguf::GgmlType::Q4_K | crate::gguf::GgmlType::Q5_1 | crate::gguf::GgmlType::Q5_K => &[0, 2],
+            crate::gguf::GgmlType::Q3_K => &[108],
+            crate::gguf::GgmlType::Q2_K => &[80, 82],
             _ => &[0],
         };
         for &h in halves {
@@ -347,12 +349,13 @@ fn ggml_layer(ty: crate::gguf::GgmlType, rows: usize, k: usize, order: Option<Ar
 
 /// GGUF blocks written as MatMulNBits: dequantizing the written parts the way the graph does
 /// (`scale * (q - mid)`, plus the per-block offset for the types with a min) gives the
-/// weight's own dequantization, rows in the order given; the Q8_0/Q6_K forms have no zero
-/// points, the Q4_1 / Q4_K ones offsets `[N, k_blocks]`; DequantizeLinear refuses them.
+/// weight's own dequantization, rows in the order given; the forms without a min have no zero
+/// points, those with one (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) offsets `[N, k_blocks]`;
+/// DequantizeLinear refuses them.
 #[test]
 fn ggml_blocks_are_written_with_their_integers() {
     use crate::gguf::GgmlType as T;
-    for ty in [T::Q4_0, T::Q4_1, T::Q5_0, T::Q8_0, T::Q4_K, T::Q6_K] {
+    for ty in [T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K, T::IQ4_NL, T::IQ4_XS] {
         let (rows, k) = (8, 512);
         let order: Arc<[u32]> = (0..rows as u32).rev().collect();
         let (w, _dir) = ggml_layer(ty, rows, k, Some(Arc::clone(&order)), 7 + ty.0 as u64);
@@ -365,7 +368,7 @@ fn ggml_blocks_are_written_with_their_integers() {
         let recipe = Recipe::Packed(Arc::clone(&w));
         let stack = PackedStack::from_recipe("w", &recipe).unwrap().unwrap();
         let float_zeros = stack.float_zeros();
-        assert_eq!(float_zeros, matches!(ty, T::Q4_1 | T::Q4_K), "{ty}");
+        assert_eq!(float_zeros, matches!(ty, T::Q4_1 | T::Q5_1 | T::Q4_K | T::Q5_K | T::Q2_K), "{ty}");
         let g = QuantGroup::from_packed("w", recipe.clone(), stack, DType::F32, QuantForm::NBits).unwrap();
         let s = g.settings();
         let bits = s.bits();

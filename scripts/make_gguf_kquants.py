@@ -1,0 +1,140 @@
+"""Writes tests/python/data/gguf_kquants.gguf: a two-layer llama GGUF file whose projections are
+of the ggml types llama.cpp's Q2_K, Q3_K_M, Q5_K_M and Q5_1 files use (issue #29), and a tied
+Q4_K token table, the input of tests/python/test_gguf_kquants.py.
+
+Run once, not in CI (it needs gguf and numpy, no torch):
+    python scripts/make_gguf_kquants.py tests/python/data
+
+The model: hidden 256, 4 query heads and 2 key/value heads of 64, MLP 256, vocabulary 416,
+tied head (no `output.weight`: llama.cpp writes the head only when it is not the table).
+
+| tensor | layer 0 | layer 1 |
+|---|---|---|
+| attn_q, attn_k, attn_v | Q3_K (alike: packable) | Q5_K (alike: packable) |
+| attn_output | Q5_K | Q3_K |
+| ffn_gate, ffn_up | Q2_K | Q4_K |
+| ffn_down | Q5_1 | Q2_K |
+
+token_embd (and so the head) is Q4_K, norms F32. The blocks are random (seeded): random codes,
+sub-block scales and mins, and f16 super-block scales sized so that values are about
+`1/sqrt(K)` (1.0 for the table), centred by the mins. Whatever they decode to is the model:
+the test dequantizes the file with gguf-py and compares the import with a float build of
+those values. Every tensor is decoded by gguf-py here and checked to be finite and not
+constant. Block layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c), q and k
+rows permuted as llama.cpp's converter writes them (any byte string of valid blocks is a
+valid tensor, so permuting the rows of blocks is permuting the weight). The tokenizer is
+tiny-llama's byte-level BPE padded to 416 tokens, as scripts/make_gguf_kmix.py writes it."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType as T, GGUFWriter, dequantize
+
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
+EPS, THETA, CTX = 1e-5, 10000.0, 256
+TYPES = {
+    0: {"attn_q": T.Q3_K, "attn_k": T.Q3_K, "attn_v": T.Q3_K, "attn_output": T.Q5_K, "ffn_gate": T.Q2_K, "ffn_up": T.Q2_K, "ffn_down": T.Q5_1},
+    1: {"attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q5_K, "attn_output": T.Q3_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q2_K},
+}
+# (values per block, bytes per block)
+LAYOUT = {T.Q2_K: (256, 84), T.Q3_K: (256, 110), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q5_1: (32, 24)}
+
+rng = np.random.default_rng(33)
+
+
+def f16_bytes(x):
+    return np.asarray(x, dtype=np.float16).view(np.uint8).reshape(*np.shape(x), 2)
+
+
+def random_blocks(ty, rows, k, std):
+    """`rows` rows of `k` values of `ty` as random valid blocks whose values are about `std`."""
+    per, size = LAYOUT[ty]
+    n = rows * k // per
+    raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    if ty == T.Q2_K:
+        # scales: low nibble scale, high nibble min; value d*sc*q - dmin*m, q 0..3.
+        sc = rng.integers(4, 16, (n, 16))
+        m = rng.integers(0, 16, (n, 16))
+        raw[:, 0:16] = (sc | (m << 4)).astype(np.uint8)
+        d = std / 8.0 / 1.5
+        raw[:, 80:82] = f16_bytes(np.full(n, d))
+        raw[:, 82:84] = f16_bytes(np.full(n, d * 1.5 * 10 / 7.5))
+    elif ty == T.Q3_K:
+        # 6-bit scales (32 is 0) unpacked by llama.cpp's kmask dance: any 12 bytes are valid.
+        raw[:, 108:110] = f16_bytes(np.full(n, std / 16 / 2.5))
+    elif ty in (T.Q4_K, T.Q5_K):
+        # d*sc*q - dmin*m, 6-bit sc and m; centre: dmin*m about d*sc*(levels/2).
+        levels = 15 if ty == T.Q4_K else 31
+        d = std / 32 / (levels / 3.5)
+        raw[:, 0:2] = f16_bytes(np.full(n, d))
+        raw[:, 2:4] = f16_bytes(np.full(n, d * levels / 2))
+    else:  # Q5_1: f16 d, f16 m; value d*q + m, q 0..31
+        d = rng.uniform(0.5, 1.5, n) * std / 9.0
+        raw[:, 0:2] = f16_bytes(d)
+        raw[:, 2:4] = f16_bytes(-d * 15.5 + rng.normal(0, std / 4, n))
+    return raw.reshape(rows, -1)
+
+
+def permute(w, heads):
+    """llama.cpp's q/k row order: rows [heads, 2, hd/2] read as [heads, hd/2, 2]."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def main():
+    out = Path(sys.argv[1])
+    tok = json.loads((Path(__file__).parent.parent / "tests/fixtures/tiny-llama/tokenizer.json").read_text())
+    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
+    assert [i for _, i in vocab] == list(range(len(vocab)))
+    tokens = [t for t, _ in vocab] + [f"<unused{i}>" for i in range(VOCAB - len(vocab))]
+    types = [1] * len(vocab) + [4] * (VOCAB - len(vocab))
+    for a in tok["added_tokens"]:
+        types[a["id"]] = 3
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+
+    path = out / "gguf_kquants.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_context_length(CTX)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(INTER)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_layer_norm_rms_eps(EPS)
+    w.add_rope_freq_base(THETA)
+    w.add_rope_dimension_count(HEAD_DIM)
+    w.add_vocab_size(VOCAB)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def add(name, ty, rows, k, std, heads=None):
+        blocks = random_blocks(ty, rows, k, std)
+        if heads:
+            blocks = permute(blocks, heads)
+        values = dequantize(blocks.reshape(-1), ty).reshape(rows, k)
+        assert np.isfinite(values).all() and values.std() > 0, name
+        print(f"{name}: {ty.name} [{rows}, {k}], std {values.std():.4f} (wanted about {std:.4f}), mean {values.mean():+.4f}")
+        w.add_tensor(name, blocks, raw_dtype=ty)
+
+    add("token_embd.weight", T.Q4_K, VOCAB, HIDDEN, 1.0)
+    w.add_tensor("output_norm.weight", (1 + rng.normal(0, 0.1, HIDDEN)).astype(np.float32))
+    for layer in range(LAYERS):
+        shapes = {"attn_q": (HEADS * HEAD_DIM, HIDDEN), "attn_k": (KV_HEADS * HEAD_DIM, HIDDEN), "attn_v": (KV_HEADS * HEAD_DIM, HIDDEN),
+                  "attn_output": (HIDDEN, HEADS * HEAD_DIM), "ffn_gate": (INTER, HIDDEN), "ffn_up": (INTER, HIDDEN), "ffn_down": (HIDDEN, INTER)}
+        for n, (rows, k) in shapes.items():
+            add(f"blk.{layer}.{n}.weight", TYPES[layer][n], rows, k, k ** -0.5, {"attn_q": HEADS, "attn_k": KV_HEADS}.get(n))
+        for n in ("attn_norm", "ffn_norm"):
+            w.add_tensor(f"blk.{layer}.{n}.weight", (1 + rng.normal(0, 0.1, HIDDEN)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print("file", path.stat().st_size, "bytes")
+
+
+if __name__ == "__main__":
+    main()
