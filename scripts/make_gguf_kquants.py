@@ -1,6 +1,6 @@
 """Writes tests/python/data/gguf_kquants.gguf: a two-layer llama GGUF file whose projections are
-of the ggml types llama.cpp's Q2_K, Q3_K_M, Q5_K_M and Q5_1 files use (issue #29), and a tied
-Q4_K token table, the input of tests/python/test_gguf_kquants.py.
+of the ggml types llama.cpp's Q2_K, Q3_K_M, Q5_K_M, Q5_1, IQ4_NL and IQ4_XS files use (issue
+#29), and a tied Q4_K token table, the input of tests/python/test_gguf_kquants.py.
 
 Run once, not in CI (it needs gguf and numpy, no torch):
     python scripts/make_gguf_kquants.py tests/python/data
@@ -12,8 +12,8 @@ tied head (no `output.weight`: llama.cpp writes the head only when it is not the
 |---|---|---|
 | attn_q, attn_k, attn_v | Q3_K (alike: packable) | Q5_K (alike: packable) |
 | attn_output | Q5_K | Q3_K |
-| ffn_gate, ffn_up | Q2_K | Q4_K |
-| ffn_down | Q5_1 | Q2_K |
+| ffn_gate, ffn_up | Q2_K | IQ4_NL |
+| ffn_down | Q5_1 | IQ4_XS |
 
 token_embd (and so the head) is Q4_K, norms F32. The blocks are random (seeded): random codes,
 sub-block scales and mins, and f16 super-block scales sized so that values are about
@@ -35,10 +35,10 @@ HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2,
 EPS, THETA, CTX = 1e-5, 10000.0, 256
 TYPES = {
     0: {"attn_q": T.Q3_K, "attn_k": T.Q3_K, "attn_v": T.Q3_K, "attn_output": T.Q5_K, "ffn_gate": T.Q2_K, "ffn_up": T.Q2_K, "ffn_down": T.Q5_1},
-    1: {"attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q5_K, "attn_output": T.Q3_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q2_K},
+    1: {"attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q5_K, "attn_output": T.Q3_K, "ffn_gate": T.IQ4_NL, "ffn_up": T.IQ4_NL, "ffn_down": T.IQ4_XS},
 }
 # (values per block, bytes per block)
-LAYOUT = {T.Q2_K: (256, 84), T.Q3_K: (256, 110), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q5_1: (32, 24)}
+LAYOUT = {T.Q2_K: (256, 84), T.Q3_K: (256, 110), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q5_1: (32, 24), T.IQ4_NL: (32, 18), T.IQ4_XS: (256, 136)}
 
 rng = np.random.default_rng(33)
 
@@ -69,6 +69,12 @@ def random_blocks(ty, rows, k, std):
         d = std / 32 / (levels / 3.5)
         raw[:, 0:2] = f16_bytes(np.full(n, d))
         raw[:, 2:4] = f16_bytes(np.full(n, d * levels / 2))
+    elif ty == T.IQ4_NL:
+        # f16 d; value d * level, levels -127..113.
+        raw[:, 0:2] = f16_bytes(np.full(n, std / 60))
+    elif ty == T.IQ4_XS:
+        # f16 d, 6-bit sub-block scales ls (ls - 32); value d * (ls - 32) * level.
+        raw[:, 0:2] = f16_bytes(np.full(n, std / 60 / 16))
     else:  # Q5_1: f16 d, f16 m; value d*q + m, q 0..31
         d = rng.uniform(0.5, 1.5, n) * std / 9.0
         raw[:, 0:2] = f16_bytes(d)

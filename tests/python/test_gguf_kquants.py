@@ -1,6 +1,7 @@
-"""The ggml types of llama.cpp's Q2_K, Q3_K_M, Q5_K_M and Q5_1 files, and a table with a min
+"""The ggml types of llama.cpp's Q2_K, Q3_K_M, Q5_K_M, Q5_1, IQ4_NL and IQ4_XS files, and a table with a min
 (issue #29): tests/python/data/gguf_kquants.gguf (scripts/make_gguf_kquants.py: two llama
-layers of random Q3_K, Q5_K, Q2_K, Q4_K and Q5_1 blocks, a tied Q4_K token table) built for cpu.
+layers of random Q3_K, Q5_K, Q2_K, Q5_1, IQ4_NL and IQ4_XS blocks, a tied Q4_K token table)
+built for cpu.
 
 The reference is independent of the import: gguf-py (`gguf.dequantize`, the gguf package's own
 decoding of every block type) dequantizes the file, the q/k rows are put back in Hugging Face's
@@ -25,7 +26,8 @@ DATA = Path(__file__).parent / "data"
 FILE = DATA / "gguf_kquants.gguf"
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 # MatMulNBits form of each ggml type (ir::ggml): bits, block, float zero points (offsets).
-FORMS = {"Q2_K": (4, 16, True), "Q3_K": (4, 16, False), "Q4_K": (4, 32, True), "Q5_K": (8, 32, True), "Q5_1": (8, 32, True)}
+FORMS = {"Q2_K": (4, 16, True), "Q3_K": (4, 16, False), "Q4_K": (4, 32, True), "Q5_K": (8, 32, True), "Q5_1": (8, 32, True),
+         "IQ4_NL": (8, 32, False), "IQ4_XS": (8, 32, False)}
 HF = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm",
@@ -147,6 +149,7 @@ def test_every_projection_keeps_its_form_and_the_table_is_gathered(packages):
     sources = {t["weight"]: t["source"] for t in q["tensors"]}
     assert sources[head] == "gguf:Q4_K", sources
     assert sources["model.layers.0.mlp.down_proj.weight"] == "gguf:Q5_1", sources
+    assert sources["model.layers.1.mlp.down_proj.weight"] == "gguf:IQ4_XS", sources
 
 
 def test_codes_are_the_files(packages):
