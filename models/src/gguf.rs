@@ -3,8 +3,9 @@
 //! row permutation llama.cpp's converter applied undone, and every block-quantized tensor kept
 //! as its own integers ([`ir::PackedWeight::ggml`]); float tensors stay float.
 //!
-//! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3 without rope
-//! scaling, Mistral files written as llama), `qwen2`, `gemma`, `gemma2` and `gemma3` (text).
+//! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3, Llama 3.1/3.2
+//! with their rope factors, Mistral files written as llama), `qwen2`, `gemma`, `gemma2` and
+//! `gemma3` (text).
 //! Anything else, any metadata key of the architecture that is not read here, a tensor that is
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
@@ -19,6 +20,16 @@
 //! layer 0 (Gemma 2; window 4096 unless `attention.sliding_window`) or five of every six (Gemma
 //! 3; window from `attention.sliding_window`, their own rope base 10000, unscaled), Gemma 2's
 //! softcapping 50 / 30 unless the keys say otherwise, and tanh GELU.
+//!
+//! Llama 3.1/3.2 files (llama.cpp's `LlamaModel.generate_extra_tensors`): the converter turns a
+//! llama3 `rope_scaling` into one F32 factor per rotary pair, `rope_freqs.weight` (1 for short
+//! wavelengths, `factor` for long ones, `1 / ((1 - smooth) / factor + smooth)` between), and
+//! writes no scaling key; ggml's rope divides each pair's angle by its factor
+//! (`ggml_rope_cache_init`, `theta / freq_factors[i]`). The import reads the factors from the
+//! tensor as they are (rope type `freq_factors`, [`crate::RopeKind::Factors`]), so the model is
+//! the one the file describes: the llama3 frequencies up to f32 rounding. transformers' GGUF
+//! loader (5.24) drops the tensor (no model weight maps to it) and reads no rope scaling for
+//! llama, so it computes the unscaled model.
 //!
 //! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
 //! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
@@ -112,6 +123,15 @@ impl Arch {
         }
     }
 
+    /// Tensors read into the config rather than the weights: rope frequency factors, which
+    /// llama.cpp's converter writes once for the whole model (`rope_freqs.weight`: Llama 3.1/3.2).
+    fn rope_tensors(&self) -> &'static [&'static str] {
+        match self.kind {
+            Kind::Llama => &[ROPE_FREQS],
+            _ => &[],
+        }
+    }
+
     /// Per-layer tensor names beyond [`LAYER_NAMES`] (Gemma 2 and 3's four norms: llama.cpp's
     /// `ffn_norm` is the norm before the MLP).
     fn layer_names(&self) -> &'static [(&'static str, &'static str)] {
@@ -134,6 +154,10 @@ fn arch(name: &str) -> Option<Arch> {
     };
     Some(Arch { model_type, permuted_qk, kind })
 }
+
+/// llama.cpp's rope frequency factors (`LlamaModel.generate_extra_tensors`): one f32 per
+/// rotary pair, the divisor of that pair's inverse frequency.
+const ROPE_FREQS: &str = "rope_freqs.weight";
 
 const GEMMA2_NAMES: &[(&str, &str)] = &[
     ("post_attention_norm.weight", "post_attention_layernorm.weight"),
@@ -211,13 +235,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut packed = BTreeMap::new();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for t in &file.tensors {
+        // Rope factors are part of the config (read by config_of), not weights.
+        if a.rope_tensors().contains(&t.name.as_str()) {
+            continue;
+        }
         let Some(name) = family_name(&t.name, &a) else {
-            let why = if t.name == "rope_freqs.weight" {
-                " (Llama 3.1-style rope frequency factors: rope scaling is not imported)"
-            } else {
-                ""
-            };
-            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}{why}", t.name, t.ggml_type)));
+            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
         };
         *types.entry(t.ggml_type.name()).or_default() += 1;
         // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
@@ -334,6 +357,24 @@ fn unpermute_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
     r.reshape(split).transpose(perm).reshape(shape.to_vec())
 }
 
+/// The values of the rope factor tensor `name` (`None` when the file has none): an F32
+/// vector of `len` values, as llama.cpp writes them and as ggml's rope requires them.
+fn factor_tensor(path: &Path, file: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f64>>> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let Some(t) = file.tensors.iter().find(|t| t.name == name) else { return Ok(None) };
+    if t.ggml_type != GgmlType::F32 || t.dims != [len] {
+        return Err(err(format!(
+            "tensor `{name}` is {} {:?}; rope factors are read as an F32 vector of {len} values (one per rotary pair), as llama.cpp writes them",
+            t.ggml_type, t.dims
+        )));
+    }
+    let values: Vec<f64> = file.data(t).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect();
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+        return Err(err(format!("tensor `{name}` holds {v} at {i}: rope factors divide the frequencies and must be positive")));
+    }
+    Ok(Some(values))
+}
+
 /// The config.json of the file's metadata (architecture `name`), every key read checked.
 fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<String, Json>> {
     let err = |reason: String| Error::Config { path: path.to_path_buf(), reason };
@@ -421,6 +462,13 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}));
     } else {
         c.insert("rope_theta".into(), json!(theta));
+    }
+    // Llama 3.1/3.2: the converter turned the llama3 `rope_scaling` into per-pair factors and
+    // wrote no scaling key; the model divides each inverse frequency by its factor.
+    if a.rope_tensors().contains(&ROPE_FREQS) {
+        if let Some(factors) = factor_tensor(path, file, ROPE_FREQS, head_dim as usize / 2)? {
+            c.insert("rope_scaling".into(), json!({"rope_type": "freq_factors", "factors": factors}));
+        }
     }
     if let Some(ctx) = uint("context_length")? {
         c.insert("max_position_embeddings".into(), json!(ctx));
@@ -517,6 +565,11 @@ mod tests {
     /// A GGUF v3 file of `meta` (u32 or string values) and F32 / Q8_0 tensors (name, ggml
     /// type, ne), zero data.
     fn file(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Vec<u8> {
+        file_with(meta, tensors, &[])
+    }
+
+    /// [`file`] with the F32 tensors of `values` holding those values.
+    fn file_with(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)], values: &[(&str, Vec<f32>)]) -> Vec<u8> {
         let mut b = Vec::new();
         let s = |b: &mut Vec<u8>, v: &str| {
             b.extend((v.len() as u64).to_le_bytes());
@@ -561,7 +614,18 @@ mod tests {
         while b.len() % 32 != 0 {
             b.push(0);
         }
-        b.resize(b.len() + offset as usize, 0);
+        let data = b.len();
+        b.resize(data + offset as usize, 0);
+        let mut at = 0;
+        for ((name, ty, _), size) in tensors.iter().zip(&sizes) {
+            if let Some((_, v)) = values.iter().find(|(n, _)| n == name) {
+                assert_eq!(*ty, 0, "{name}: values are written for F32 tensors");
+                for (i, x) in v.iter().enumerate() {
+                    b[data + at + 4 * i..data + at + 4 * i + 4].copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            at += *size as usize;
+        }
         b
     }
 
@@ -586,9 +650,13 @@ mod tests {
     }
 
     fn import_of(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Result<Imported> {
+        import_with(meta, tensors, &[])
+    }
+
+    fn import_with(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)], values: &[(&str, Vec<f32>)]) -> Result<Imported> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
-        std::fs::write(&path, file(meta, tensors)).unwrap();
+        std::fs::write(&path, file_with(meta, tensors, values)).unwrap();
         let r = import(&path);
         drop(dir);
         r
@@ -611,8 +679,8 @@ mod tests {
     fn what_is_not_mapped_is_refused_by_name() {
         let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
         let mut m = llama_meta();
-        m[0].1 = json!("phi3");
-        assert!(e(m, llama_tensors()).contains("`general.architecture` is `phi3`"));
+        m[0].1 = json!("falcon");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `falcon`"));
         let mut m = llama_meta();
         m.push(("llama.rope.scaling.type", json!("yarn")));
         assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
@@ -622,12 +690,40 @@ mod tests {
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
         assert!(e(m, llama_tensors()).contains("partial rotary"));
+        // Rope factors of another length than head_dim / 2 (8 here).
         let mut t = llama_tensors();
-        t.push(("rope_freqs.weight", 0, vec![8]));
-        assert!(e(llama_meta(), t).contains("`rope_freqs.weight`"));
+        t.push(("rope_freqs.weight", 0, vec![4]));
+        let got = e(llama_meta(), t);
+        assert!(got.contains("`rope_freqs.weight`") && got.contains("8 values"), "{got}");
         let mut t = llama_tensors();
         t[4].1 = 7; // Q5_1
         assert!(e(llama_meta(), t).contains("Q5_1"));
+    }
+
+    #[test]
+    fn llama3_rope_factors_become_the_configs_freq_factors() {
+        let factors = [1.0f32, 1.0, 1.0, 1.25, 2.5, 4.0, 4.0, 4.0];
+        let mut t = llama_tensors();
+        t.push((ROPE_FREQS, 0, vec![8]));
+        let i = import_with(&llama_meta(), &t, &[(ROPE_FREQS, factors.to_vec())]).unwrap();
+        let want: Vec<f64> = factors.iter().map(|&f| f as f64).collect();
+        assert_eq!(i.config["rope_scaling"], json!({"rope_type": "freq_factors", "factors": want}));
+        // Not a weight: the family never sees it.
+        assert!(!i.tensors.keys().chain(i.views.keys()).chain(i.packed.keys()).any(|n| n.contains("rope")));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert_eq!((c.rope.theta, c.rope.kind), (10000.5, crate::RopeKind::Factors { factors: want }));
+        // F16 factors, a zero factor, and factors in a qwen2 file are refused by name.
+        let mut t16 = llama_tensors();
+        t16.push((ROPE_FREQS, 1, vec![8]));
+        let e = import_of(&llama_meta(), &t16).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight` is F16"), "{e}");
+        let e = import_with(&llama_meta(), &t, &[(ROPE_FREQS, vec![1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])]).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight` holds 0 at 2"), "{e}");
+        let mut m = llama_meta();
+        m[0].1 = json!("qwen2");
+        let m: Vec<(String, Json)> = m.into_iter().map(|(k, v)| (k.replacen("llama.", "qwen2.", 1), v)).collect();
+        let e = import_with(&as_ref(&m), &t, &[(ROPE_FREQS, factors.to_vec())]).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight`") && e.contains("not mapped for architecture qwen2"), "{e}");
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
