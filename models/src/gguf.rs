@@ -4,8 +4,10 @@
 //! as its own integers ([`ir::PackedWeight::ggml`]); float tensors stay float.
 //!
 //! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3, Llama 3.1/3.2
-//! with their rope factors, Mistral files written as llama), `qwen2`, `gemma`, `gemma2` and
-//! `gemma3` (text).
+//! with their rope factors, Mistral files written as llama), `qwen2`, `qwen3` (q/k norms
+//! `attn_q_norm` / `attn_k_norm`, not permuted), `gemma`, `gemma2` and `gemma3` (text).
+//! Mixture-of-experts files (`qwen2moe`, `qwen3moe`) are refused saying why: their experts are
+//! 3-D stacks the build would write as float.
 //! Anything else, any metadata key of the architecture that is not read here, a tensor that is
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
@@ -33,7 +35,7 @@
 //!
 //! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
 //! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
-//! heads and k with the key/value heads; Qwen2 is not permuted), which transformers' GGUF loader
+//! heads and k with the key/value heads; Qwen2 and Qwen3 are not permuted), which transformers' GGUF loader
 //! undoes the same way.
 
 use crate::prequant::QuantSource;
@@ -95,6 +97,7 @@ pub(crate) struct Imported {
 enum Kind {
     Llama,
     Qwen2,
+    Qwen3,
     Gemma,
     Gemma2,
     Gemma3,
@@ -117,7 +120,7 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[],
+            Kind::Llama | Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma => &[],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
         }
@@ -133,20 +136,26 @@ impl Arch {
     }
 
     /// Per-layer tensor names beyond [`LAYER_NAMES`] (Gemma 2 and 3's four norms: llama.cpp's
-    /// `ffn_norm` is the norm before the MLP).
-    fn layer_names(&self) -> &'static [(&'static str, &'static str)] {
+    /// `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms).
+    fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[("ffn_norm.weight", "post_attention_layernorm.weight")],
-            Kind::Gemma2 => GEMMA2_NAMES,
-            Kind::Gemma3 => GEMMA3_NAMES,
+            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[PRE_MLP_NORM],
+            Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
+            Kind::Gemma2 => &[GEMMA2_NAMES],
+            Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
         }
     }
 }
+
+/// The architectures [`arch`] maps, for messages.
+const ARCHITECTURES: &str = "llama, qwen2, qwen3, gemma, gemma2 and gemma3";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
         "llama" => ("llama", true, Kind::Llama),
         "qwen2" => ("qwen2", false, Kind::Qwen2),
+        // llama.cpp's Qwen3Model is its Qwen2Model (no permutation) with q/k norms.
+        "qwen3" => ("qwen3", false, Kind::Qwen3),
         "gemma" => ("gemma", false, Kind::Gemma),
         "gemma2" => ("gemma2", false, Kind::Gemma2),
         "gemma3" => ("gemma3_text", false, Kind::Gemma3),
@@ -165,13 +174,11 @@ const GEMMA2_NAMES: &[(&str, &str)] = &[
     ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
 ];
 
-const GEMMA3_NAMES: &[(&str, &str)] = &[
-    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
-    ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
-    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
-    ("attn_q_norm.weight", "self_attn.q_norm.weight"),
-    ("attn_k_norm.weight", "self_attn.k_norm.weight"),
-];
+/// llama.cpp's `ffn_norm`: the norm before the MLP, Llama's `post_attention_layernorm`.
+const PRE_MLP_NORM: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight")];
+
+/// Per-head q/k RMSNorms (Qwen3, Gemma 3).
+const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
 
 /// Metadata keys of the architecture that are read (after `<arch>.`); any other is refused.
 const READ_KEYS: &[&str] = &[
@@ -215,7 +222,7 @@ fn family_name(name: &str, a: &Arch) -> Option<String> {
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
-    LAYER_NAMES.iter().chain(a.layer_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+    LAYER_NAMES.iter().chain(a.layer_names().iter().copied().flatten()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
@@ -224,7 +231,14 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let arch_name = file.get("general.architecture").and_then(Value::as_str).ok_or_else(|| err("has no `general.architecture` string".into()))?.to_string();
     let Some(a) = arch(&arch_name) else {
-        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures llama, qwen2, gemma, gemma2 and gemma3 are imported")));
+        let why = match arch_name.as_str() {
+            // The expert weights are 3-D stacks (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`,
+            // [experts, rows, K]); the build writes a stack of pre-quantized experts as its float
+            // dequantization (no QMoE form of ggml blocks), which would undo the point of importing.
+            "qwen3moe" | "qwen2moe" => " (mixture-of-experts files are not imported: their experts are 3-D ggml stacks, `ffn_gate_exps` / `ffn_up_exps` / `ffn_down_exps`, which the build would write as their float dequantization)",
+            _ => "",
+        };
+        return Err(err(format!("`general.architecture` is `{arch_name}`{why}; GGUF files of architectures {ARCHITECTURES} are imported")));
     };
     let config = config_of(path, &file, &arch_name, &a)?;
     let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize).unwrap_or(0);
@@ -476,8 +490,10 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if a.model_type == "llama" {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3) {
         c.insert("attention_bias".into(), json!(biased));
+    }
+    if a.kind == Kind::Llama {
         c.insert("mlp_bias".into(), json!(false));
     }
     if a.gemma() {
@@ -719,11 +735,40 @@ mod tests {
         assert!(e.contains("`rope_freqs.weight` is F16"), "{e}");
         let e = import_with(&llama_meta(), &t, &[(ROPE_FREQS, vec![1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])]).err().expect("refused").to_string();
         assert!(e.contains("`rope_freqs.weight` holds 0 at 2"), "{e}");
-        let mut m = llama_meta();
-        m[0].1 = json!("qwen2");
-        let m: Vec<(String, Json)> = m.into_iter().map(|(k, v)| (k.replacen("llama.", "qwen2.", 1), v)).collect();
-        let e = import_with(&as_ref(&m), &t, &[(ROPE_FREQS, factors.to_vec())]).err().expect("refused").to_string();
+        let e = import_with(&as_ref(&meta_of("qwen2")), &t, &[(ROPE_FREQS, factors.to_vec())]).err().expect("refused").to_string();
         assert!(e.contains("`rope_freqs.weight`") && e.contains("not mapped for architecture qwen2"), "{e}");
+    }
+
+    /// `llama_meta` under another architecture's prefix.
+    fn meta_of(arch: &str) -> Vec<(String, Json)> {
+        llama_meta().into_iter().map(|(k, v)| if k == "general.architecture" { (k.to_string(), json!(arch)) } else { (k.replacen("llama.", &format!("{arch}."), 1), v) }).collect()
+    }
+
+    #[test]
+    fn qwen3_files_map_the_qk_norms_and_keep_q_and_k_unpermuted() {
+        let norms = ["blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"];
+        let mut t = llama_tensors();
+        t.extend(norms.iter().map(|n| (*n, 0, vec![16])));
+        let mut m = meta_of("qwen3");
+        m.push(("qwen3.attention.key_length".into(), json!(16)));
+        m.push(("qwen3.attention.value_length".into(), json!(16)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["head_dim"].as_u64(), c["attention_bias"].as_bool()), (Some("qwen3"), Some(16), Some(false)));
+        // The float k is read as stored (no un-permuting view), the norms under the family's names.
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.k_proj.weight") && i.views.is_empty());
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.tensors.contains_key("model.layers.0.self_attn.k_norm.weight"));
+        assert!(i.packed["model.layers.0.self_attn.q_proj.weight"].order().is_none());
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        // Experts and Llama 3 rope factors are not qwen3's; MoE architectures are refused whole.
+        for extra in [("blk.0.ffn_gate_exps.weight", 0, vec![64, 32, 4]), (ROPE_FREQS, 0, vec![8])] {
+            let mut t2 = t.clone();
+            t2.push(extra.clone());
+            let e = import_of(&as_ref(&m), &t2).err().expect("refused").to_string();
+            assert!(e.contains(&format!("`{}`", extra.0)) && e.contains("not mapped for architecture qwen3"), "{e}");
+        }
+        let e = import_of(&as_ref(&meta_of("qwen3moe")), &t).err().expect("refused").to_string();
+        assert!(e.contains("`qwen3moe`") && e.contains("mixture-of-experts") && e.contains("ffn_gate_exps"), "{e}");
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {

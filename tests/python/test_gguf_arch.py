@@ -28,7 +28,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-arch"
-F32 = ["tiny-llama3-rope"]
+F32 = ["tiny-llama3-rope", "tiny-qwen3"]
 QUANTIZED = ["tiny-llama3-rope"]
 
 
