@@ -28,8 +28,8 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-arch"
-F32 = ["tiny-llama3-rope", "tiny-qwen3"]
-QUANTIZED = ["tiny-llama3-rope"]
+F32 = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope"]
 
 
 def build(src: Path, out: Path, flags=()) -> Path:
