@@ -19,6 +19,13 @@ pub enum RopeKind {
     /// most `original_max_position_embeddings`, `long_factor` beyond it; cos/sin multiplied by
     /// `attention_factor`.
     LongRope { short_factor: Vec<f64>, long_factor: Vec<f64>, original_max_position_embeddings: f64, attention_factor: f64 },
+    /// Explicit per-dimension divisors: inverse frequency `i` is `1 / theta^(2i / dim)` divided
+    /// by `factors[i]`, cos/sin unscaled. This is llama.cpp's `freq_factors` (ggml's rope
+    /// divides each dimension's angle by its factor), which a GGUF file stores as
+    /// `rope_freqs.weight`: the GGUF import writes it as rope type `freq_factors` with the
+    /// file's values under `factors`, so a Llama 3.1/3.2 file keeps the exact factors its
+    /// converter computed from the llama3 scaling (see models/src/gguf.rs).
+    Factors { factors: Vec<f64> },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -335,16 +342,21 @@ impl DecoderConfig {
             if matches!(local.kind, RopeKind::LongRope { .. }) {
                 return Err(r.err("longrope for sliding layers (`rope_parameters.sliding_attention`) is not supported".into()));
             }
-        }
-        if let RopeKind::LongRope { short_factor, long_factor, .. } = &rope.kind {
-            for (key, f) in [("short_factor", short_factor), ("long_factor", long_factor)] {
-                if f.len() != rotary_dim / 2 {
-                    return Err(r.err(format!(
-                        "rope key `{key}` has {} entries; rotary dimension {rotary_dim} needs {}",
-                        f.len(),
-                        rotary_dim / 2
-                    )));
+            if let RopeKind::Factors { factors } = &local.kind {
+                if factors.len() != local_dim / 2 {
+                    return Err(r.err(format!("rope key `rope_parameters.sliding_attention.factors` has {} entries; rotary dimension {local_dim} needs {}", factors.len(), local_dim / 2)));
                 }
+            }
+        }
+        // Per-dimension factor lists (LongRoPE's two, llama.cpp's freq_factors) cover the rotary half.
+        let factor_lists: Vec<(&str, &Vec<f64>)> = match &rope.kind {
+            RopeKind::LongRope { short_factor, long_factor, .. } => vec![("short_factor", short_factor), ("long_factor", long_factor)],
+            RopeKind::Factors { factors } => vec![("factors", factors)],
+            _ => vec![],
+        };
+        for (key, f) in factor_lists {
+            if f.len() != rotary_dim / 2 {
+                return Err(r.err(format!("rope key `{key}` has {} entries; rotary dimension {rotary_dim} needs {}", f.len(), rotary_dim / 2)));
             }
         }
         let act_key = if r.present("hidden_act").is_some() { "hidden_act" } else { "activation_function" };
@@ -681,6 +693,7 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
                 attention_factor,
             }
         }
+        "freq_factors" => RopeKind::Factors { factors: factors("factors")? },
         "dynamic" => {
             return Err(r.err(format!(
                 "rope type `dynamic` (dynamic NTK) is not supported: it recomputes the frequencies from the running \
@@ -744,7 +757,7 @@ const BOOLEAN_KEYS: &[&str] =
 const UNTYPED_ROPE_KEYS: &[&str] = &["rope_theta", "partial_rotary_factor"];
 
 /// The `rope_type` values this tool builds.
-pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope";
+pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope, freq_factors";
 
 /// Multimodal RoPE: which of the three position rows (temporal, height, width) each of the
 /// `rotary_dim / 2` frequencies reads.
@@ -931,6 +944,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("short_factor") && e.contains("needs 8"), "{e}");
+    }
+
+    #[test]
+    fn freq_factors_are_read_as_given_and_must_cover_the_rotary_half() {
+        // BASE: head_dim 16, so 8 factors.
+        let c = parse(&format!(r#"{{{BASE},"rope_scaling":{{"rope_type":"freq_factors","factors":[1,1,1,1,2.5,4,4,4]}}}}"#)).unwrap();
+        assert_eq!(c.rope.kind, RopeKind::Factors { factors: vec![1.0, 1.0, 1.0, 1.0, 2.5, 4.0, 4.0, 4.0] });
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"rope_type":"freq_factors","factors":[1,1]}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`factors`") && e.contains("needs 8"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"rope_type":"freq_factors","factors":[1,1,1,1,1,1,1,0]}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("rope_scaling.factors") && e.contains("positive"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"rope_type":"freq_factors"}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`rope_scaling.factors`"), "{e}");
     }
 
     /// Families whose transformers config defaults `head_dim` or `partial_rotary_factor`

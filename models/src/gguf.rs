@@ -3,8 +3,12 @@
 //! row permutation llama.cpp's converter applied undone, and every block-quantized tensor kept
 //! as its own integers ([`ir::PackedWeight::ggml`]); float tensors stay float.
 //!
-//! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3 without rope
-//! scaling, Mistral files written as llama), `qwen2`, `gemma`, `gemma2` and `gemma3` (text).
+//! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3, Llama 3.1/3.2
+//! with their rope factors, Mistral files written as llama), `qwen2`, `qwen3` (q/k norms
+//! `attn_q_norm` / `attn_k_norm`, not permuted), `phi3` (Phi-3, Phi-3.5, Phi-4-mini), `gemma`,
+//! `gemma2` and `gemma3` (text).
+//! Mixture-of-experts files (`qwen2moe`, `qwen3moe`) are refused saying why: their experts are
+//! 3-D stacks the build would write as float.
 //! Anything else, any metadata key of the architecture that is not read here, a tensor that is
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
@@ -20,9 +24,30 @@
 //! 3; window from `attention.sliding_window`, their own rope base 10000, unscaled), Gemma 2's
 //! softcapping 50 / 30 unless the keys say otherwise, and tanh GELU.
 //!
+//! Llama 3.1/3.2 files (llama.cpp's `LlamaModel.generate_extra_tensors`): the converter turns a
+//! llama3 `rope_scaling` into one F32 factor per rotary pair, `rope_freqs.weight` (1 for short
+//! wavelengths, `factor` for long ones, `1 / ((1 - smooth) / factor + smooth)` between), and
+//! writes no scaling key; ggml's rope divides each pair's angle by its factor
+//! (`ggml_rope_cache_init`, `theta / freq_factors[i]`). The import reads the factors from the
+//! tensor as they are (rope type `freq_factors`, [`crate::RopeKind::Factors`]), so the model is
+//! the one the file describes: the llama3 frequencies up to f32 rounding. transformers' GGUF
+//! loader (5.24) drops the tensor (no model weight maps to it) and reads no rope scaling for
+//! llama, so it computes the unscaled model.
+//!
+//! Phi-3 files (llama.cpp's `Phi3MiniModel` and its `LLM_ARCH_PHI3` loader): `attn_qkv` and
+//! `ffn_up` (gate then up) are Phi-3's fused `qkv_proj` / `gate_up_proj`, kept as they are
+//! (quantized ones stay packed: the family splits them by row slices, which keep the integers);
+//! `rope.dimension_count` below the head size is `partial_rotary_factor`; LongRoPE is the two
+//! F32 tensors `rope_factors_long.weight` / `rope_factors_short.weight` with
+//! `rope.scaling.attn_factor` (1 when absent, as llama.cpp defaults it) and
+//! `rope.scaling.original_context_length` (else `context_length`); `attention.sliding_window`
+//! (0: none) is the model's window, which transformers applies and llama.cpp's loader currently
+//! ignores. The long set applies past the original length of the running sequence, as in
+//! transformers (llama.cpp chooses by the context size it was started with).
+//!
 //! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
 //! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
-//! heads and k with the key/value heads; Qwen2 is not permuted), which transformers' GGUF loader
+//! heads and k with the key/value heads; Qwen2 and Qwen3 are not permuted), which transformers' GGUF loader
 //! undoes the same way.
 
 use crate::prequant::QuantSource;
@@ -84,6 +109,8 @@ pub(crate) struct Imported {
 enum Kind {
     Llama,
     Qwen2,
+    Qwen3,
+    Phi3,
     Gemma,
     Gemma2,
     Gemma3,
@@ -106,27 +133,56 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[],
+            Kind::Llama | Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma => &[],
+            Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
         }
     }
 
-    /// Per-layer tensor names beyond [`LAYER_NAMES`] (Gemma 2 and 3's four norms: llama.cpp's
-    /// `ffn_norm` is the norm before the MLP).
-    fn layer_names(&self) -> &'static [(&'static str, &'static str)] {
+    /// Tensors read into the config rather than the weights: rope frequency factors, which
+    /// llama.cpp's converter writes once for the whole model (`rope_freqs.weight`: Llama 3.1/3.2;
+    /// LongRoPE's two sets: Phi-3.5, Phi-4-mini).
+    fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[("ffn_norm.weight", "post_attention_layernorm.weight")],
-            Kind::Gemma2 => GEMMA2_NAMES,
-            Kind::Gemma3 => GEMMA3_NAMES,
+            Kind::Llama => &[ROPE_FREQS],
+            Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
+            _ => &[],
+        }
+    }
+
+    /// The per-layer names every layer has: Llama's, or Phi-3's fused ones.
+    fn base_names(&self) -> &'static [(&'static str, &'static str)] {
+        match self.kind {
+            Kind::Phi3 => PHI3_NAMES,
+            _ => LAYER_NAMES,
+        }
+    }
+
+    /// Per-layer tensor names beyond [`Arch::base_names`] (Gemma 2 and 3's four norms:
+    /// llama.cpp's `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms).
+    fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
+        match self.kind {
+            Kind::Phi3 => &[],
+            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[PRE_MLP_NORM],
+            Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
+            Kind::Gemma2 => &[GEMMA2_NAMES],
+            Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
         }
     }
 }
+
+/// The architectures [`arch`] maps, for messages.
+const ARCHITECTURES: &str = "llama, qwen2, qwen3, phi3, gemma, gemma2 and gemma3";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
         "llama" => ("llama", true, Kind::Llama),
         "qwen2" => ("qwen2", false, Kind::Qwen2),
+        // llama.cpp's Qwen3Model is its Qwen2Model (no permutation) with q/k norms.
+        "qwen3" => ("qwen3", false, Kind::Qwen3),
+        // Phi3MiniModel: q/k not permuted (NeoX-style rope), the fused projections as stored.
+        "phi3" => ("phi3", false, Kind::Phi3),
         "gemma" => ("gemma", false, Kind::Gemma),
         "gemma2" => ("gemma2", false, Kind::Gemma2),
         "gemma3" => ("gemma3_text", false, Kind::Gemma3),
@@ -135,19 +191,37 @@ fn arch(name: &str) -> Option<Arch> {
     Some(Arch { model_type, permuted_qk, kind })
 }
 
+/// llama.cpp's rope frequency factors (`LlamaModel.generate_extra_tensors`): one f32 per
+/// rotary pair, the divisor of that pair's inverse frequency.
+const ROPE_FREQS: &str = "rope_freqs.weight";
+
+/// LongRoPE's factor sets (`Phi3MiniModel.generate_extra_tensors`): one f32 per rotary pair
+/// each, llama.cpp's `freq_factors` for a context longer than the original one, or not.
+const ROPE_LONG: &str = "rope_factors_long.weight";
+const ROPE_SHORT: &str = "rope_factors_short.weight";
+
+/// Phi-3's layers (llama.cpp's `LLM_ARCH_PHI3` tensors): q, k and v fused in `attn_qkv`, gate
+/// and up fused in `ffn_up` (gate first), stored as Phi-3's `qkv_proj` / `gate_up_proj` are.
+const PHI3_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_qkv.weight", "self_attn.qkv_proj.weight"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_up.weight", "mlp.gate_up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+];
+
 const GEMMA2_NAMES: &[(&str, &str)] = &[
     ("post_attention_norm.weight", "post_attention_layernorm.weight"),
     ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
     ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
 ];
 
-const GEMMA3_NAMES: &[(&str, &str)] = &[
-    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
-    ("ffn_norm.weight", "pre_feedforward_layernorm.weight"),
-    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
-    ("attn_q_norm.weight", "self_attn.q_norm.weight"),
-    ("attn_k_norm.weight", "self_attn.k_norm.weight"),
-];
+/// llama.cpp's `ffn_norm`: the norm before the MLP, Llama's `post_attention_layernorm`.
+const PRE_MLP_NORM: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight")];
+
+/// Per-head q/k RMSNorms (Qwen3, Gemma 3).
+const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
 
 /// Metadata keys of the architecture that are read (after `<arch>.`); any other is refused.
 const READ_KEYS: &[&str] = &[
@@ -191,7 +265,7 @@ fn family_name(name: &str, a: &Arch) -> Option<String> {
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
-    LAYER_NAMES.iter().chain(a.layer_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+    a.base_names().iter().chain(a.layer_names().iter().copied().flatten()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
@@ -200,7 +274,14 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let arch_name = file.get("general.architecture").and_then(Value::as_str).ok_or_else(|| err("has no `general.architecture` string".into()))?.to_string();
     let Some(a) = arch(&arch_name) else {
-        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures llama, qwen2, gemma, gemma2 and gemma3 are imported")));
+        let why = match arch_name.as_str() {
+            // The expert weights are 3-D stacks (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`,
+            // [experts, rows, K]); the build writes a stack of pre-quantized experts as its float
+            // dequantization (no QMoE form of ggml blocks), which would undo the point of importing.
+            "qwen3moe" | "qwen2moe" => " (mixture-of-experts files are not imported: their experts are 3-D ggml stacks, `ffn_gate_exps` / `ffn_up_exps` / `ffn_down_exps`, which the build would write as their float dequantization)",
+            _ => "",
+        };
+        return Err(err(format!("`general.architecture` is `{arch_name}`{why}; GGUF files of architectures {ARCHITECTURES} are imported")));
     };
     let config = config_of(path, &file, &arch_name, &a)?;
     let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize).unwrap_or(0);
@@ -211,13 +292,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut packed = BTreeMap::new();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for t in &file.tensors {
+        // Rope factors are part of the config (read by config_of), not weights.
+        if a.rope_tensors().contains(&t.name.as_str()) {
+            continue;
+        }
         let Some(name) = family_name(&t.name, &a) else {
-            let why = if t.name == "rope_freqs.weight" {
-                " (Llama 3.1-style rope frequency factors: rope scaling is not imported)"
-            } else {
-                ""
-            };
-            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}{why}", t.name, t.ggml_type)));
+            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
         };
         *types.entry(t.ggml_type.name()).or_default() += 1;
         // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
@@ -336,6 +416,24 @@ fn unpermute_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
     r.reshape(split).transpose(perm).reshape(shape.to_vec())
 }
 
+/// The values of the rope factor tensor `name` (`None` when the file has none): an F32
+/// vector of `len` values, as llama.cpp writes them and as ggml's rope requires them.
+fn factor_tensor(path: &Path, file: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f64>>> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let Some(t) = file.tensors.iter().find(|t| t.name == name) else { return Ok(None) };
+    if t.ggml_type != GgmlType::F32 || t.dims != [len] {
+        return Err(err(format!(
+            "tensor `{name}` is {} {:?}; rope factors are read as an F32 vector of {len} values (one per rotary pair), as llama.cpp writes them",
+            t.ggml_type, t.dims
+        )));
+    }
+    let values: Vec<f64> = file.data(t).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect();
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+        return Err(err(format!("tensor `{name}` holds {v} at {i}: rope factors divide the frequencies and must be positive")));
+    }
+    Ok(Some(values))
+}
+
 /// The config.json of the file's metadata (architecture `name`), every key read checked.
 fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<String, Json>> {
     let err = |reason: String| Error::Config { path: path.to_path_buf(), reason };
@@ -368,7 +466,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
-        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: rope scaling is not imported from GGUF files of {name} (Gemma 3's linear scaling is)", key("rope.scaling.type")))),
+        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
     if linear_factor.is_none() && file.get(&key("rope.scaling.factor")).is_some() {
         return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
@@ -384,9 +482,19 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => hidden / heads,
     };
-    if let Some(rot) = uint("rope.dimension_count")? {
-        if rot != head_dim {
-            return Err(err(format!("metadata key `{}` is {rot}, not the head size {head_dim}: partial rotary embeddings are not imported from GGUF files", key("rope.dimension_count"))));
+    // The rotated dimensions of each head: all of them, or (Phi-3: Phi-4-mini's 0.75) the first
+    // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
+    let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
+    if rotary != head_dim {
+        if a.kind != Kind::Phi3 {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi3 files only", key("rope.dimension_count"))));
+        }
+        let partial = rotary as f64 / head_dim as f64;
+        if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
+            return Err(err(format!(
+                "metadata key `{}` is {rotary}: the rotated dimensions must be even, positive, at most the head size {head_dim}, and a fraction of it that `partial_rotary_factor` can state",
+                key("rope.dimension_count")
+            )));
         }
     }
     let vocab_from_tokens = file.get("tokenizer.ggml.tokens").and_then(Value::as_array).map(<[Value]>::len);
@@ -424,14 +532,26 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     } else {
         c.insert("rope_theta".into(), json!(theta));
     }
+    // Llama 3.1/3.2: the converter turned the llama3 `rope_scaling` into per-pair factors and
+    // wrote no scaling key; the model divides each inverse frequency by its factor.
+    if a.rope_tensors().contains(&ROPE_FREQS) {
+        if let Some(factors) = factor_tensor(path, file, ROPE_FREQS, head_dim as usize / 2)? {
+            c.insert("rope_scaling".into(), json!({"rope_type": "freq_factors", "factors": factors}));
+        }
+    }
     if let Some(ctx) = uint("context_length")? {
         c.insert("max_position_embeddings".into(), json!(ctx));
     }
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if a.model_type == "llama" {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3) {
         c.insert("attention_bias".into(), json!(biased));
+    }
+    if a.kind == Kind::Phi3 {
+        phi3_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
+    }
+    if a.kind == Kind::Llama {
         c.insert("mlp_bias".into(), json!(false));
     }
     if a.gemma() {
@@ -447,6 +567,55 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
 }
 
 type Read<'a, T> = &'a dyn Fn(&str) -> Result<Option<T>>;
+
+/// The Phi-3 keys of the config (`Phi3MiniModel` in llama.cpp's converter, `LLM_ARCH_PHI3` in its
+/// loader): partial rotary, LongRoPE from the two factor tensors, the sliding window.
+#[allow(clippy::too_many_arguments)]
+fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: u64, head_dim: u64, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    if rotary != head_dim {
+        c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
+    }
+    let original = uint("rope.scaling.original_context_length")?;
+    let attn_factor = float("rope.scaling.attn_factor")?;
+    let long = factor_tensor(path, file, ROPE_LONG, rotary as usize / 2)?;
+    let short = factor_tensor(path, file, ROPE_SHORT, rotary as usize / 2)?;
+    match (short, long) {
+        (Some(short), Some(long)) => {
+            // llama.cpp: the original length defaults to the training context; cos/sin are
+            // multiplied by `attn_factor` (1 when absent) whichever set applies.
+            let original = match (original, uint("context_length")?) {
+                (Some(o), _) | (None, Some(o)) => o,
+                (None, None) => return Err(err(format!("LongRoPE factors without `{}` or `{}`: the length at which the long factors apply is not stated", key("rope.scaling.original_context_length"), key("context_length")))),
+            };
+            c.insert("original_max_position_embeddings".into(), json!(original));
+            c.insert(
+                "rope_scaling".into(),
+                json!({"rope_type": "longrope", "short_factor": short, "long_factor": long, "attention_factor": attn_factor.unwrap_or(1.0)}),
+            );
+        }
+        (None, None) => {
+            // llama.cpp multiplies cos/sin by `attn_factor` with or without factors; the
+            // converter writes it only beside them.
+            if let Some(f) = attn_factor.filter(|&f| f != 1.0) {
+                return Err(err(format!("metadata key `{}` is {f} without LongRoPE factor tensors: a cos/sin factor alone is not imported", key("rope.scaling.attn_factor"))));
+            }
+            if let Some(o) = original {
+                c.insert("original_max_position_embeddings".into(), json!(o));
+            }
+        }
+        (one, _) => {
+            let (has, lacks) = if one.is_some() { (ROPE_SHORT, ROPE_LONG) } else { (ROPE_LONG, ROPE_SHORT) };
+            return Err(err(format!("holds `{has}` without `{lacks}`: LongRoPE needs both factor sets")));
+        }
+    }
+    // 0: no window (the converter's value for a config without one, Phi-4). llama.cpp's loader
+    // currently ignores a Phi-3 window (it warns and attends to everything); the import keeps
+    // the model's own window, which transformers applies.
+    if let Some(w) = uint("attention.sliding_window")?.filter(|&w| w > 0) {
+        c.insert("sliding_window".into(), json!(w));
+    }
+    Ok(())
+}
 
 /// The Gemma keys of the config: what the file states, else what llama.cpp's loader assumes
 /// for the architecture (see the module doc). `c` already holds the common keys.
@@ -516,9 +685,9 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    /// A GGUF v3 file of `meta` (u32 or string values) and F32 / Q8_0 tensors (name, ggml
-    /// type, ne), zero data.
-    fn file(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Vec<u8> {
+    /// A GGUF v3 file of `meta` (u32, f32 or string values) and F32 / Q8_0 tensors (name, ggml
+    /// type, ne), zero data except the F32 tensors of `values`, which hold those values.
+    fn file_with(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)], values: &[(&str, Vec<f32>)]) -> Vec<u8> {
         let mut b = Vec::new();
         let s = |b: &mut Vec<u8>, v: &str| {
             b.extend((v.len() as u64).to_le_bytes());
@@ -563,7 +732,18 @@ mod tests {
         while b.len() % 32 != 0 {
             b.push(0);
         }
-        b.resize(b.len() + offset as usize, 0);
+        let data = b.len();
+        b.resize(data + offset as usize, 0);
+        let mut at = 0;
+        for ((name, ty, _), size) in tensors.iter().zip(&sizes) {
+            if let Some((_, v)) = values.iter().find(|(n, _)| n == name) {
+                assert_eq!(*ty, 0, "{name}: values are written for F32 tensors");
+                for (i, x) in v.iter().enumerate() {
+                    b[data + at + 4 * i..data + at + 4 * i + 4].copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            at += *size as usize;
+        }
         b
     }
 
@@ -588,9 +768,13 @@ mod tests {
     }
 
     fn import_of(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Result<Imported> {
+        import_with(meta, tensors, &[])
+    }
+
+    fn import_with(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)], values: &[(&str, Vec<f32>)]) -> Result<Imported> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.gguf");
-        std::fs::write(&path, file(meta, tensors)).unwrap();
+        std::fs::write(&path, file_with(meta, tensors, values)).unwrap();
         let r = import(&path);
         drop(dir);
         r
@@ -613,8 +797,8 @@ mod tests {
     fn what_is_not_mapped_is_refused_by_name() {
         let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
         let mut m = llama_meta();
-        m[0].1 = json!("phi3");
-        assert!(e(m, llama_tensors()).contains("`general.architecture` is `phi3`"));
+        m[0].1 = json!("falcon");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `falcon`"));
         let mut m = llama_meta();
         m.push(("llama.rope.scaling.type", json!("yarn")));
         assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
@@ -624,13 +808,156 @@ mod tests {
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
         assert!(e(m, llama_tensors()).contains("partial rotary"));
+        // Rope factors of another length than head_dim / 2 (8 here).
         let mut t = llama_tensors();
-        t.push(("rope_freqs.weight", 0, vec![8]));
-        assert!(e(llama_meta(), t).contains("`rope_freqs.weight`"));
+        t.push(("rope_freqs.weight", 0, vec![4]));
+        let got = e(llama_meta(), t);
+        assert!(got.contains("`rope_freqs.weight`") && got.contains("8 values"), "{got}");
         let mut t = llama_tensors();
         t[4].1 = 9; // Q8_1: a layout, no MatMulNBits form
         let m = e(llama_meta(), t);
         assert!(m.contains("is Q8_1") && m.contains("Q5_K"), "{m}");
+    }
+
+    #[test]
+    fn llama3_rope_factors_become_the_configs_freq_factors() {
+        let factors = [1.0f32, 1.0, 1.0, 1.25, 2.5, 4.0, 4.0, 4.0];
+        let mut t = llama_tensors();
+        t.push((ROPE_FREQS, 0, vec![8]));
+        let i = import_with(&llama_meta(), &t, &[(ROPE_FREQS, factors.to_vec())]).unwrap();
+        let want: Vec<f64> = factors.iter().map(|&f| f as f64).collect();
+        assert_eq!(i.config["rope_scaling"], json!({"rope_type": "freq_factors", "factors": want}));
+        // Not a weight: the family never sees it.
+        assert!(!i.tensors.keys().chain(i.views.keys()).chain(i.packed.keys()).any(|n| n.contains("rope")));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert_eq!((c.rope.theta, c.rope.kind), (10000.5, crate::RopeKind::Factors { factors: want }));
+        // F16 factors, a zero factor, and factors in a qwen2 file are refused by name.
+        let mut t16 = llama_tensors();
+        t16.push((ROPE_FREQS, 1, vec![8]));
+        let e = import_of(&llama_meta(), &t16).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight` is F16"), "{e}");
+        let e = import_with(&llama_meta(), &t, &[(ROPE_FREQS, vec![1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])]).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight` holds 0 at 2"), "{e}");
+        let e = import_with(&as_ref(&meta_of("qwen2")), &t, &[(ROPE_FREQS, factors.to_vec())]).err().expect("refused").to_string();
+        assert!(e.contains("`rope_freqs.weight`") && e.contains("not mapped for architecture qwen2"), "{e}");
+    }
+
+    /// `llama_meta` under another architecture's prefix.
+    fn meta_of(arch: &str) -> Vec<(String, Json)> {
+        llama_meta().into_iter().map(|(k, v)| if k == "general.architecture" { (k.to_string(), json!(arch)) } else { (k.replacen("llama.", &format!("{arch}."), 1), v) }).collect()
+    }
+
+    #[test]
+    fn qwen3_files_map_the_qk_norms_and_keep_q_and_k_unpermuted() {
+        let norms = ["blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"];
+        let mut t = llama_tensors();
+        t.extend(norms.iter().map(|n| (*n, 0, vec![16])));
+        let mut m = meta_of("qwen3");
+        m.push(("qwen3.attention.key_length".into(), json!(16)));
+        m.push(("qwen3.attention.value_length".into(), json!(16)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["head_dim"].as_u64(), c["attention_bias"].as_bool()), (Some("qwen3"), Some(16), Some(false)));
+        // The float k is read as stored (no un-permuting view), the norms under the family's names.
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.k_proj.weight") && i.views.is_empty());
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.tensors.contains_key("model.layers.0.self_attn.k_norm.weight"));
+        assert!(i.packed["model.layers.0.self_attn.q_proj.weight"].order().is_none());
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        // Experts and Llama 3 rope factors are not qwen3's; MoE architectures are refused whole.
+        for extra in [("blk.0.ffn_gate_exps.weight", 0, vec![64, 32, 4]), (ROPE_FREQS, 0, vec![8])] {
+            let mut t2 = t.clone();
+            t2.push(extra.clone());
+            let e = import_of(&as_ref(&m), &t2).err().expect("refused").to_string();
+            assert!(e.contains(&format!("`{}`", extra.0)) && e.contains("not mapped for architecture qwen3"), "{e}");
+        }
+        let e = import_of(&as_ref(&meta_of("qwen3moe")), &t).err().expect("refused").to_string();
+        assert!(e.contains("`qwen3moe`") && e.contains("mixture-of-experts") && e.contains("ffn_gate_exps"), "{e}");
+    }
+
+    /// A one-layer phi3 file: hidden 64, 4 heads of 16 (2 KV heads), fused Q8_0 projections.
+    fn phi3_tensors() -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("output.weight", 8, vec![64, 32])];
+        t.extend([("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.weight", 0, vec![64])]);
+        // q 64 + k 32 + v 32 rows; gate 128 + up 128 rows.
+        t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 128]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+        t.extend([("blk.0.ffn_up.weight", 8, vec![64, 256]), ("blk.0.ffn_down.weight", 8, vec![128, 64])]);
+        t
+    }
+
+    fn phi3_meta() -> Vec<(String, Json)> {
+        let mut m = meta_of("phi3");
+        m.push(("phi3.context_length".into(), json!(64)));
+        m.push(("phi3.rope.scaling.original_context_length".into(), json!(4)));
+        m.push(("phi3.rope.dimension_count".into(), json!(8)));
+        m.push(("phi3.attention.sliding_window".into(), json!(0)));
+        m
+    }
+
+    #[test]
+    fn phi3_files_keep_the_fused_projections_packed_and_read_longrope_and_partial_rotary() {
+        let (short, long) = ([1.0f32, 1.5, 2.0, 2.5], [3.0f32, 4.0, 5.0, 6.0]);
+        let mut m = phi3_meta();
+        m.push(("phi3.rope.scaling.attn_factor".into(), json!(1.25f64)));
+        let mut t = phi3_tensors();
+        t.extend([(ROPE_LONG, 0, vec![4]), (ROPE_SHORT, 0, vec![4])]);
+        let i = import_with(&as_ref(&m), &t, &[(ROPE_LONG, long.to_vec()), (ROPE_SHORT, short.to_vec())]).unwrap();
+        // The fused tensors stay packed, under the names the phi3 family splits.
+        let qkv = &i.packed["model.layers.0.self_attn.qkv_proj.weight"];
+        assert_eq!((qkv.n(), qkv.k(), qkv.order().is_none()), (128, 64, true));
+        assert_eq!(i.packed["model.layers.0.mlp.gate_up_proj.weight"].n(), 256);
+        assert!(i.views.is_empty() && !i.packed.keys().chain(i.tensors.keys()).any(|n| n.contains("rope")));
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["partial_rotary_factor"].as_f64(), c["original_max_position_embeddings"].as_u64()), (Some("phi3"), Some(0.5), Some(4)));
+        assert!(c.get("sliding_window").is_none(), "0: no window");
+        let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+        assert_eq!(c["rope_scaling"], json!({"rope_type": "longrope", "short_factor": f64s(&short), "long_factor": f64s(&long), "attention_factor": 1.25}));
+        let d = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        assert_eq!(d.rotary_dim(), 8);
+        let crate::RopeKind::LongRope { original_max_position_embeddings, attention_factor, .. } = d.rope.kind else { panic!("{:?}", d.rope) };
+        assert_eq!((original_max_position_embeddings, attention_factor), (4.0, 1.25));
+        // Without factors: default rope, the window as stated.
+        let mut m = phi3_meta();
+        m.retain(|(k, _)| k != "phi3.attention.sliding_window");
+        m.push(("phi3.attention.sliding_window".into(), json!(2047)));
+        let c = import_of(&as_ref(&m), &phi3_tensors()).unwrap().config;
+        assert_eq!((c["sliding_window"].as_u64(), c.get("rope_scaling")), (Some(2047), None));
+    }
+
+    #[test]
+    fn phi3_refusals_name_the_key_or_tensor() {
+        let e = |m: Vec<(String, Json)>, t: Vec<(&str, u32, Vec<u64>)>, v: &[(&str, Vec<f32>)]| import_with(&as_ref(&m), &t, v).err().expect("refused").to_string();
+        // One factor set only.
+        let mut t = phi3_tensors();
+        t.push((ROPE_LONG, 0, vec![4]));
+        let got = e(phi3_meta(), t, &[(ROPE_LONG, vec![1.0; 4])]);
+        assert!(got.contains("`rope_factors_long.weight` without `rope_factors_short.weight`"), "{got}");
+        // Factors of the head size, where 8 dimensions rotate.
+        let mut t = phi3_tensors();
+        t.extend([(ROPE_LONG, 0, vec![8]), (ROPE_SHORT, 0, vec![8])]);
+        let got = e(phi3_meta(), t, &[(ROPE_LONG, vec![1.0; 8]), (ROPE_SHORT, vec![1.0; 8])]);
+        assert!(got.contains("`rope_factors_") && got.contains("4 values"), "{got}");
+        // An odd rotary count; a cos/sin factor without factors; a key phi3 does not read.
+        let mut m = phi3_meta();
+        m.retain(|(k, _)| k != "phi3.rope.dimension_count");
+        m.push(("phi3.rope.dimension_count".into(), json!(7)));
+        assert!(e(m, phi3_tensors(), &[]).contains("`phi3.rope.dimension_count` is 7"));
+        let mut m = phi3_meta();
+        m.push(("phi3.rope.scaling.attn_factor".into(), json!(1.5f64)));
+        assert!(e(m, phi3_tensors(), &[]).contains("`phi3.rope.scaling.attn_factor` is 1.5 without"));
+        let mut m = phi3_meta();
+        m.push(("phi3.rope.scaling.factor".into(), json!(2.0f64)));
+        assert!(e(m, phi3_tensors(), &[]).contains("`phi3.rope.scaling.factor`"));
+        // Separate q/k/v, a split gate and a qkv bias are not Phi-3's layout here.
+        for extra in [("blk.0.attn_q.weight", 8, vec![64, 64]), ("blk.0.ffn_gate.weight", 8, vec![64, 128]), ("blk.0.attn_qkv.bias", 0, vec![128])] {
+            let mut t = phi3_tensors();
+            t.push(extra.clone());
+            let got = e(phi3_meta(), t, &[]);
+            assert!(got.contains(&format!("`{}`", extra.0)) && got.contains("not mapped for architecture phi3"), "{got}");
+        }
+        // Partial rotary stays refused for llama.
+        let mut m = llama_meta();
+        m.push(("llama.rope.dimension_count", json!(8)));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi3 files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {

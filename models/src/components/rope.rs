@@ -1,8 +1,9 @@
 //! Rotary position embedding: cos/sin caches computed once per graph (`[max_positions,
 //! rotary_dim / 2]`) and the opset-23 `RotaryEmbedding` op applied to q and k.
 //!
-//! Every scaling variant is folded into the caches at build time: linear, llama3 and yarn
-//! change the inverse frequencies; yarn and longrope also multiply cos/sin by an attention
+//! Every scaling variant is folded into the caches at build time: linear, llama3, yarn and
+//! explicit per-dimension factors (llama.cpp's `freq_factors`, from a GGUF file) change the
+//! inverse frequencies; yarn and longrope also multiply cos/sin by an attention
 //! factor (as transformers does). LongRoPE has two cache pairs, short and long, and the graph
 //! picks one with an `If` on the total sequence length (`attention_mask`'s second dim), so one
 //! graph serves prompts on both sides of `original_max_position_embeddings`. An `If` (not a
@@ -114,6 +115,11 @@ pub fn frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<Frequencies> {
         RopeKind::Yarn { factor, original_max_position_embeddings, attention_factor, beta_fast, beta_slow, truncate } => one(
             yarn(rope.theta, rotary_dim, *factor, *original_max_position_embeddings, *beta_fast, *beta_slow, *truncate),
             *attention_factor,
+        ),
+        // llama.cpp's freq_factors: ggml divides each dimension's angle by its factor.
+        RopeKind::Factors { factors } => one(
+            base_inverse_frequencies(rope.theta, rotary_dim).iter().zip(factors).map(|(f, d)| f / *d as f32).collect(),
+            1.0,
         ),
         RopeKind::LongRope { short_factor, long_factor, attention_factor, .. } => {
             let (short, long) = rope.mscale.unwrap_or((*attention_factor, *attention_factor));
@@ -302,4 +308,48 @@ fn select_by_length(
     b.annotate(&out[0], b.float, dims.clone());
     b.annotate(&out[1], b.float, dims);
     (out[0].clone(), out[1].clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's converter turns a llama3 `rope_scaling` into per-dimension factors
+    /// (`rope_freqs.weight`: 1 for short wavelengths, `factor` for long ones,
+    /// `1 / ((1 - smooth) / factor + smooth)` between); dividing the base frequencies by them
+    /// gives transformers' llama3 frequencies up to f32 rounding.
+    #[test]
+    fn factors_as_llama_cpp_writes_them_give_the_llama3_frequencies() {
+        let (theta, dim, factor, low, high, old) = (10000.0, 16, 8.0f64, 1.0f64, 4.0f64, 64.0f64);
+        let base = base_inverse_frequencies(theta, dim);
+        let factors: Vec<f64> = base
+            .iter()
+            .map(|&f| {
+                let wavelen = 2.0 * std::f64::consts::PI / f as f64;
+                if wavelen < old / high {
+                    1.0
+                } else if wavelen > old / low {
+                    factor
+                } else {
+                    let smooth = (old / wavelen - low) / (high - low);
+                    1.0 / ((1.0 - smooth) / factor + smooth)
+                }
+            })
+            .collect();
+        // These settings reach all three cases.
+        assert!(factors.contains(&1.0) && factors.contains(&factor) && factors.iter().any(|&f| f > 1.0 && f < factor), "{factors:?}");
+        let rope = |kind| RopeConfig { theta, kind, partial_rotary_factor: 1.0, mscale: None };
+        let got = inverse_frequencies(&rope(RopeKind::Factors { factors }), dim);
+        let want = inverse_frequencies(
+            &rope(RopeKind::Llama3 { factor, low_freq_factor: low, high_freq_factor: high, original_max_position_embeddings: old }),
+            dim,
+        );
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6 * w.abs(), "{got:?} vs {want:?}");
+        }
+        let sets = frequencies(&rope(RopeKind::Factors { factors: vec![2.0; dim / 2] }), dim);
+        assert_eq!(sets.len(), 1);
+        assert_eq!(sets[0].attention_scaling, 1.0);
+        assert_eq!(sets[0].inv_freq[0], 0.5);
+    }
 }

@@ -1,0 +1,280 @@
+"""Writes tests/python/data/gguf-arch/: tiny fixtures of the llama (Llama 3 rope factors), qwen3
+and phi3 GGUF architectures, written the way llama.cpp's converter writes them (issue #29), for
+tests/python/test_gguf_arch.py. No torch: gguf-py (its writer, `quantize` and `dequantize`),
+numpy and safetensors only.
+
+Run once, not in CI:
+    /work/venv-tools/bin/python scripts/make_arch_gguf.py     # from the repository root
+
+What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split into
+`conversion/*.py` in newer trees; `TextModel.set_gguf_parameters`, `LlamaModel`, `Qwen3Model`,
+`Phi3MiniModel`):
+
+- every architecture: block_count, context_length (max_position_embeddings),
+  embedding_length, feed_forward_length, attention.head_count(_kv),
+  attention.layer_norm_rms_epsilon, general.file_type.
+- `llama` (tests/fixtures/tiny-llama3-rope): rope.freq_base, attention.key_length /
+  value_length (the config has head_dim), vocab_size, rope.dimension_count (head_dim); q/k rows
+  permuted (`[heads, 2, hd/2]` -> `[heads, hd/2, 2]`, k with the KV heads); a llama3
+  `rope_scaling` writes no scaling key but the tensor `rope_freqs.weight` (F32, head_dim/2):
+  with the base frequencies `1/theta^(2i/dim)` in f32 and wavelength `2 pi / f`, the factor is 1
+  below `original / high_freq_factor`, `factor` above `original / low_freq_factor`, and
+  `1 / ((1 - smooth) / factor + smooth)` between, `smooth = (original / wavelength - low) /
+  (high - low)`.
+- `qwen3` (tiny-qwen3): rope.freq_base, key_length / value_length; `attn_q_norm` /
+  `attn_k_norm`; q/k not permuted.
+- `phi3` (tiny-phi3, tiny-phi3-longrope, tiny-phi3-partial; Phi3MiniModel writes its keys
+  itself, not through TextModel): context_length, rope.scaling.original_context_length,
+  rope.dimension_count `int(partial_rotary_factor * hidden) // heads`, rope.freq_base,
+  attention.sliding_window (0 when the config has none); fused `attn_qkv` and `ffn_up` (gate then
+  up) as stored; with LongRoPE factors, rope.scaling.attn_factor `sqrt(1 + ln(scale) /
+  ln(original))` (scale `max_position_embeddings / original`, 1 when not above 1) and the F32
+  tensors `rope_factors_long.weight` / `rope_factors_short.weight`.
+- no `lm_head` tying here: every fixture has its own head (`output.weight`).
+
+Tokenizer: the fixture's byte-level BPE (tokenizer.json, 411 tokens and its merges) as a `gpt2`
+vocabulary, its added tokens CONTROL, padded to the model's vocabulary with `[PADi]` tokens of
+type UNUSED as llama.cpp's `get_vocab_base` pads; bos/eos/pad ids from config.json.
+
+Files (`<fixture>` one of the five above):
+- `<fixture>.F32.gguf`: every tensor F32, so the model is the fixture's own: the test compares
+  with the fixture's reference (tests/fixtures/<fixture>/reference.safetensors).
+- `tiny-llama3-rope.Q.gguf`, `tiny-phi3-longrope.Q.gguf`: attention (and token embedding and
+  head) Q8_0, MLP Q4_0 (gguf-py's quantizer), norms and rope factors F32; and
+  `<fixture>.Q.dequantized.safetensors`: gguf-py's `dequantize` of every tensor of that file,
+  in Hugging Face names and row order (q/k un-permuted), a float checkpoint (with the fixture's
+  config.json and tokenizer) the test builds beside the quantized file.
+"""
+import json
+import math
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from safetensors.numpy import load_file, save_file
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+OUT = ROOT / "tests" / "python" / "data" / "gguf-arch"
+ARCH = {"llama": "llama", "qwen3": "qwen3", "phi3": "phi3"}
+FIXTURES = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope"]
+
+
+def permute(w, heads):
+    """llama.cpp's q/k row order (LlamaModel.permute)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def unpermute(w, heads):
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def rope_params(cfg):
+    """TextModel's view of the rope settings: `rope_parameters` (or `rope_scaling`) with the
+    top-level theta, type, partial factor and original length mirrored in."""
+    p = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    p = dict(p.get("full_attention", p))
+    if "rope_theta" not in p and "rope_theta" in cfg:
+        p["rope_theta"] = cfg["rope_theta"]
+    if "rope_type" not in p and "type" in p:
+        p["rope_type"] = p["type"]
+    if "partial_rotary_factor" not in p and "partial_rotary_factor" in cfg:
+        p["partial_rotary_factor"] = cfg["partial_rotary_factor"]
+    if "original_max_position_embeddings" not in p and "original_max_position_embeddings" in cfg:
+        p["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
+    return p
+
+
+def llama3_factors(cfg):
+    """`rope_freqs.weight` as LlamaModel.generate_extra_tensors computes it (f32 base frequencies)."""
+    p = rope_params(cfg)
+    base = p.get("rope_theta", 10000.0)
+    dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    freqs = (np.float32(1.0) / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))).astype(np.float32)
+    factor, low, high = p.get("factor", 8.0), p.get("low_freq_factor", 1.0), p.get("high_freq_factor", 4.0)
+    old = p.get("original_max_position_embeddings", 8192)
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for f in freqs:
+        wavelen = np.float32(2 * math.pi) / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (np.float32(old) / wavelen - np.float32(low)) / np.float32(high - low)
+            out.append(np.float32(1) / ((np.float32(1) - smooth) / np.float32(factor) + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def tensors_of(cfg, st, arch):
+    """(gguf name, float32 array) as the converter names (and, for llama, permutes) them."""
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"])]
+    if arch == "phi3":
+        names = {
+            "input_layernorm.weight": "attn_norm.weight", "self_attn.qkv_proj.weight": "attn_qkv.weight",
+            "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+            "mlp.gate_up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+        }
+    else:
+        names = {
+            "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+            "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+            "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+            "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+        }
+        if arch == "qwen3":
+            names["self_attn.q_norm.weight"] = "attn_q_norm.weight"
+            names["self_attn.k_norm.weight"] = "attn_k_norm.weight"
+    for i in range(cfg["num_hidden_layers"]):
+        for hf, g in names.items():
+            w = st[f"model.layers.{i}.{hf}"]
+            if arch == "llama" and g == "attn_q.weight":
+                w = permute(w, heads)
+            if arch == "llama" and g == "attn_k.weight":
+                w = permute(w, kv)
+            out.append((f"blk.{i}.{g}", w))
+    assert "lm_head.weight" in st and not cfg.get("tie_word_embeddings")
+    out.append(("output.weight", st["lm_head.weight"]))
+    return out
+
+
+def qtype_of(name, quantized):
+    if not quantized or name.endswith("norm.weight"):
+        return T.F32
+    return T.Q4_0 if ".ffn_" in name else T.Q8_0
+
+
+def write_vocab(w, fixture, cfg):
+    tok = json.loads((FIX / fixture / "tokenizer.json").read_text())
+    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
+    assert [i for _, i in vocab] == list(range(len(vocab)))
+    n = cfg["vocab_size"]
+    tokens = [t for t, _ in vocab] + [f"[PAD{i}]" for i in range(len(vocab), n)]
+    types = [int(gguf.TokenType.NORMAL)] * len(vocab) + [int(gguf.TokenType.UNUSED)] * (n - len(vocab))
+    for a in tok["added_tokens"]:
+        types[a["id"]] = int(gguf.TokenType.CONTROL)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+    w.add_pad_token_id(cfg["pad_token_id"])
+
+
+def write(path, fixture, cfg, st, quantized):
+    arch = ARCH[cfg["model_type"]]
+    p = rope_params(cfg)
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(fixture)
+    extra = []
+    if arch == "phi3":
+        # Phi3MiniModel.set_gguf_parameters (its own keys, in its order).
+        rot = int(p.get("partial_rotary_factor", 1.0) * hidden) // heads
+        original = p["original_max_position_embeddings"]
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_rope_scaling_orig_ctx_len(original)
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_rope_dimension_count(rot)
+        w.add_rope_freq_base(p["rope_theta"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_sliding_window(cfg.get("sliding_window") or 0)
+        # generate_extra_tensors: LongRoPE factors and their attention factor.
+        if p.get("long_factor"):
+            scale = cfg["max_position_embeddings"] / original
+            assert p["rope_type"] in ("longrope", "su")
+            w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0)
+            assert len(p["long_factor"]) == len(p["short_factor"]) == rot // 2
+            extra += [("rope_factors_long.weight", np.array(p["long_factor"], np.float32)), ("rope_factors_short.weight", np.array(p["short_factor"], np.float32))]
+    else:
+        # TextModel.set_gguf_parameters, then LlamaModel's additions for llama.
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        assert p.get("rope_type", "default") in ("default", "llama3")
+        w.add_rope_freq_base(p["rope_theta"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        if arch == "llama":
+            w.add_vocab_size(cfg["vocab_size"])
+            w.add_rope_dimension_count(cfg["head_dim"])
+            if p.get("rope_type") == "llama3":
+                extra.append(("rope_freqs.weight", llama3_factors(cfg)))
+    write_vocab(w, fixture, cfg)
+    for name, data in extra + tensors_of(cfg, st, arch):
+        data = np.ascontiguousarray(data.astype(np.float32))
+        q = qtype_of(name, quantized) if data.ndim == 2 else T.F32
+        if q == T.F32:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, gguf.quantize(data, q), raw_dtype=q)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return arch
+
+
+def dequantized(path, cfg, arch):
+    """gguf-py's dequantization of every weight of the file, in Hugging Face names and order."""
+    r = gguf.GGUFReader(str(path))
+    inverse = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    layer = {
+        "attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+        "attn_v.weight": "self_attn.v_proj.weight", "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+        "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+        "ffn_up.weight": "mlp.gate_up_proj.weight" if arch == "phi3" else "mlp.up_proj.weight",
+        "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+    }
+    out = {}
+    for t in r.tensors:
+        if t.name.startswith("rope_"):
+            continue
+        v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name in inverse:
+            out[inverse[t.name]] = v
+            continue
+        _, i, rest = t.name.split(".", 2)
+        if arch == "llama" and rest == "attn_q.weight":
+            v = unpermute(v, cfg["num_attention_heads"])
+        if arch == "llama" and rest == "attn_k.weight":
+            v = unpermute(v, cfg["num_key_value_heads"])
+        out[f"model.layers.{i}.{layer[rest]}"] = np.ascontiguousarray(v)
+    return out
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for fixture in FIXTURES:
+        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        st = load_file(str(FIX / fixture / "model.safetensors"))
+        for quantized in ([False, True] if fixture in QUANTIZED else [False]):
+            path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
+            arch = write(path, fixture, cfg, st, quantized)
+            back = dequantized(path, cfg, arch)
+            assert set(back) == set(st), (set(back) ^ set(st))
+            err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
+            if quantized:
+                save_file(back, str(OUT / f"{fixture}.Q.dequantized.safetensors"))
+            else:
+                assert err == 0.0, f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
+            print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")
+
+
+if __name__ == "__main__":
+    main()

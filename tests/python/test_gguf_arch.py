@@ -1,0 +1,94 @@
+"""GGUF files of the llama (Llama 3 rope factors), qwen3 and phi3 architectures (issue #29):
+tests/python/data/gguf-arch/, the tiny fixtures written as llama.cpp's converter writes them by
+scripts/make_arch_gguf.py (llama q/k permuted, `rope_freqs.weight` from the llama3 scaling;
+qwen3's q/k norms; phi3's fused `attn_qkv` and `ffn_up`, LongRoPE factor tensors, partial
+rotary `rope.dimension_count`), built with `tailor build --model FILE.gguf --ep cpu`:
+
+- `<fixture>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
+  fixture's own reference logits (tests/fixtures/<fixture>/reference.safetensors, transformers
+  on the original config) within the fixture's f32 bound; for LongRoPE also the short prompt
+  (below `original_max_position_embeddings`, the short factors).
+- `<fixture>.Q.gguf` (attention, embedding and head Q8_0, MLP Q4_0): against a float checkpoint
+  of gguf-py's dequantization of the same file (committed as
+  `<fixture>.Q.dequantized.safetensors`, with the fixture's config.json and tokenizer) built by
+  tailor for the same EP, at accuracy level 1 (f32 activations); every projection stays a
+  MatMulNBits of the file's type (no MatMul reads a float weight) and no tensor is written as
+  its float dequantization.
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import FIXTURES, prefill_logits, tailor_bin
+
+DATA = Path(__file__).parent / "data" / "gguf-arch"
+F32 = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope"]
+
+
+def build(src: Path, out: Path, flags=()) -> Path:
+    cmd = [str(tailor_bin()), "build", "--model", str(src), "--output", str(out), "--ep", "cpu", *flags]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    return out
+
+
+def bound(fixture: str) -> float:
+    return json.loads((FIXTURES / fixture / "reference.json").read_text())["tolerance"]["float32"]["atol"]
+
+
+@pytest.mark.parametrize("fixture", F32)
+def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    atol = bound(fixture)
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        got = prefill_logits(pkg, ref[ids])
+        diff = np.abs(got - ref[want]).max()
+        assert diff <= atol, f"{fixture} {want}: max |logit difference| {diff} > {atol}"
+    model_type = json.loads((FIXTURES / fixture / "config.json").read_text())["model_type"]
+    assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == model_type
+
+
+def float_checkpoint(fixture: str, out: Path) -> Path:
+    """The fixture's config and tokenizer with gguf-py's dequantized weights of the Q file."""
+    out.mkdir()
+    for f in (FIXTURES / fixture).iterdir():
+        if f.suffix == ".json" and not f.name.startswith("reference"):
+            shutil.copy(f, out / f.name)
+    shutil.copy(DATA / f"{fixture}.Q.dequantized.safetensors", out / "model.safetensors")
+    return out
+
+
+@pytest.mark.parametrize("fixture", QUANTIZED)
+def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_path):
+    ids = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    flags = ["--accuracy-level", "1"]
+    pkg = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", flags)
+    ref = build(float_checkpoint(fixture, tmp_path / "dequantized"), tmp_path / "float")
+    for key in ["input_ids", "short_input_ids"]:
+        got, want = prefill_logits(pkg, ids[key]), prefill_logits(ref, ids[key])
+        diff = np.abs(got - want).max()
+        assert diff <= bound(fixture), f"{fixture} {key}: max |logit difference| {diff}"
+    # The float build is another model than the fixture's (the weights were quantized).
+    assert np.abs(prefill_logits(ref, ids["input_ids"]) - ids["logits"]).max() > 1e-3
+    report = json.loads((pkg / "build_report.json").read_text())
+    q = report["parts"][0]["quantization"]
+    assert q["source"]["format"] == "gguf"
+    assert {t["source"] for t in q["tensors"]} == {"gguf:Q8_0", "gguf:Q4_0"}, q["tensors"]
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    ops = [n.op_type for n in model.graph.node]
+    float_weights = [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input)]
+    assert not float_weights, f"projections read as float weights: {float_weights}"
+    layers = json.loads((FIXTURES / fixture / "config.json").read_text())["num_hidden_layers"]
+    # Per layer at least attention (qkv, o) and MLP (gate/up, down), plus the head.
+    assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
+    assert "GatherBlockQuantized" in ops, ops
+    assert not report["parts"][0]["quantization"].get("dequantized"), report["parts"][0]["quantization"]
