@@ -334,9 +334,8 @@ impl QuantGroup {
     /// matrix (each weight row's run contiguous). A `[N, K]` recipe is read a row run at a
     /// time; the transpose of a `[K, N]` recipe (a GPT-2 Conv1D weight) a row of its input at
     /// a time, transposed here; anything else is materialized (no builder recipe is).
-    /// `release`: drop the pages read from the checkpoint's mapping afterwards (see
-    /// [`Self::hqq_rows`] for when they are kept).
-    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [f32], release: bool) -> Result<()> {
+    /// The pages read are dropped from the checkpoint's mapping afterwards.
+    fn read_block(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [f32]) -> Result<()> {
         let (n, k) = (self.n(), self.k());
         let (rows, cols) = (k1 - k0, n1 - n0);
         debug_assert_eq!(out.len(), rows * cols);
@@ -348,9 +347,7 @@ impl QuantGroup {
                 for (r, chunk) in (k0..k1).zip(bytes.chunks_exact_mut(cols * 4)) {
                     input.read_into(r * n + n0, r * n + n1, chunk)?;
                 }
-                if release {
-                    input.release(k0 * n, k1 * n);
-                }
+                input.release(k0 * n, k1 * n);
                 for r in 0..rows {
                     for c in 0..cols {
                         out[c * rows + r] = band[r * cols + c];
@@ -366,9 +363,7 @@ impl QuantGroup {
                         w.read_into(c * k + k0, c * k + k1, chunk)?;
                     }
                 }
-                if release {
-                    w.release(n0 * k, n1 * k);
-                }
+                w.release(n0 * k, n1 * k);
             }
             w => {
                 let all = w.materialize()?;
@@ -391,7 +386,7 @@ impl QuantGroup {
             if buf.len() < len {
                 buf.resize(len, 0.0);
             }
-            self.read_block(n0, n1, k0, k1, &mut buf[..len], true)?;
+            self.read_block(n0, n1, k0, k1, &mut buf[..len])?;
             f(&buf[..len])
         })
     }
@@ -509,13 +504,15 @@ impl QuantGroup {
         }
     }
 
-    /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): solves the tensor
-    /// ([`hqq::solve`], one read of the weight per iteration, [`HQQ_PASS_BYTES`] at a time,
-    /// keeping 8 bytes per block between reads), then codes it in passes of the same size, in
-    /// parallel, handing each pass's codes, scales and, as the ZeroPoints part, each block's
-    /// offset `scale * (mid - zero)` to `emit` ([`Self::float_zeros`]: MatMulNBits without zero
-    /// points plus the offsets times the block sums, the form ONNX Runtime's CPU kernel runs
-    /// fast), recording the weight error of that form.
+    /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): finds the
+    /// tensor's number of solver updates ([`hqq::iterations`]: one read of the weight,
+    /// [`HQQ_PASS_BYTES`] at a time, every block through every iteration, nothing kept per
+    /// block), then codes it in passes of the same size, in parallel: each block solved again
+    /// up to that update while its values are read ([`hqq::Schedule::run_block`]), its codes,
+    /// scale and, as the ZeroPoints part, its offset `scale * (mid - zero)` handed to `emit`
+    /// ([`Self::float_zeros`]: MatMulNBits without zero points plus the offsets times the block
+    /// sums, the form ONNX Runtime's CPU kernel runs fast), recording the weight error of that
+    /// form.
     fn hqq_rows<S: Scale + ToBytes, R: Send>(&self, n0: usize, n1: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
         use rayon::prelude::*;
         let (k, settings) = (self.k(), self.settings);
@@ -523,17 +520,12 @@ impl QuantGroup {
         let layout = settings.layout(k)?;
         let k_blocks = layout.k_blocks();
         // At most HQQ_PASS_BYTES of f32 rows per pass, and at least HQQ_MIN_PASSES passes, so
-        // that every core has work in each iteration (tensors are solved one at a time).
+        // that every core has work (tensors are solved one at a time). Each pass drops the
+        // pages it read: the weight is read twice in all.
         let rows = (HQQ_PASS_BYTES / (k * 4)).min((n1 - n0).div_ceil(HQQ_MIN_PASSES)).max(1);
-        // The solver reads the weight once per iteration. Dropping the mapping's pages after
-        // each read made every iteration fault them in again (measured on a 0.5B build: 630k
-        // faults, 455k madvise calls, 12 s of system time against 14 s of user time), so a
-        // tensor of at most HQQ_KEEP_MAPPED bytes (as f32; every projection of a 7B model)
-        // keeps its pages until the coding pass below reads it a last time and drops them;
-        // a larger one (an embedding table) is dropped pass by pass, bounding the memory.
-        let keep = (n1 - n0) * k * 4 <= HQQ_KEEP_MAPPED;
-        let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out, !keep);
-        let solution = hqq::solve(bits, bs, n1 - n0, k, rows, &read)?;
+        let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out);
+        let updates = hqq::iterations(bits, bs, n1 - n0, k, rows, &read)?;
+        let schedule = hqq::Schedule::new();
         let cols = n1 - n0;
         let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
         let passes: Vec<usize> = (0..cols).step_by(rows).collect();
@@ -549,7 +541,7 @@ impl QuantGroup {
                 self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
                     for (i, row) in values.chunks_exact(k).enumerate() {
                         for kb in 0..k_blocks {
-                            let p: &HqqBlock = &solution.blocks[(c0 + i) * k_blocks + kb];
+                            let p: HqqBlock = schedule.run_block(bits, bs, row, kb, updates, None, true);
                             let scale = S::from_f32(p.scale());
                             let s = scale.to_f32();
                             let offset = S::from_f32(s * (mid - p.zero));
@@ -639,13 +631,8 @@ impl QuantGroup {
 /// f32 bytes of weight rows an HQQ pass reads at a time.
 const HQQ_PASS_BYTES: usize = 8 << 20;
 /// The fewest passes an HQQ tensor is cut into (see [`QuantGroup::hqq_rows`]): a few per core
-/// of these machines, so the last pass of an iteration does not leave cores idle for long.
+/// of these machines, so the last pass does not leave cores idle for long.
 const HQQ_MIN_PASSES: usize = 16;
-/// The largest HQQ tensor (its f32 bytes) whose checkpoint pages stay mapped while it is solved
-/// (see [`QuantGroup::hqq_rows`]): the projections of the 0.5B-1B shapes (at most 17 MB) and a
-/// 7B's attention projections (4096 x 4096: 64 MB); larger ones (a 7B's MLP, embedding tables)
-/// are dropped pass by pass. It bounds what the mapping adds to the peak memory.
-const HQQ_KEEP_MAPPED: usize = 64 << 20;
 
 /// Codes of one block into its blob: a byte each (8 bits) or two per byte, the even row in the
 /// low nibble (4 bits); bytes past the codes are 0.

@@ -9,8 +9,10 @@
 //! `q - (w - shrunk) * inv_scale` over the block. The solver runs over the whole tensor at once:
 //! it stops at the first iteration whose mean absolute error over the tensor is no better than
 //! the best so far (keeping that iteration's update, as ONNX Runtime does), so the number of
-//! updates is a property of the tensor, not of a block. [`solve`] therefore makes one pass over
-//! the weight per iteration, keeping only one zero per block between passes.
+//! updates is a property of the tensor, not of a block; the blocks are otherwise independent.
+//! [`iterations`] therefore runs every block through all iterations in one read of the weight,
+//! summing the errors per iteration, which gives the tensor's number of updates; the coding
+//! pass runs each block again up to it ([`Schedule::run_block`]). Nothing is kept per block.
 //!
 //! The arithmetic is ONNX Runtime's, in f32 and in its order (quantize with the inverse scale,
 //! round half to even as `torch.round` does, dequantize by dividing); only sums differ in order
@@ -209,186 +211,181 @@ pub struct HqqSolution {
     pub updates: usize,
 }
 
-/// Solves a `[N, K]` weight (row `n` = output column `n`, its K values contiguous) read through
-/// `read(n0, n1, out)`, which fills `out` with rows `n0..n1` (`(n1 - n0) * K` values). Reads the
-/// weight once per iteration, `rows_per_pass` rows at a time (the memory bound); holds one
-/// [`HqqBlock`] per block and a [`RowState`] per row. Rows within a pass are solved on
-/// `threads` rayon tasks.
-///
-/// A row whose every block came out of its last step unchanged is *frozen* (see [`Step`]): the
-/// next iterations replay its error instead of reading and stepping it, until its largest
-/// residual exceeds an iteration's threshold. The result is bit for bit the one of stepping
-/// every row (`tests::frozen_rows_give_the_result_of_stepping_every_row`); most rows freeze
-/// after a few iterations, so later passes read a fraction of the weight.
-pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
-    solve_with(bits, block_size, n, k, rows_per_pass, true, read)
+/// The solver's schedule: each iteration's shrink operator (beta grows by `KAPPA` per update).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    shrinks: Vec<Shrink>,
 }
 
-/// [`solve`], freezing rows or not (the test's reference steps every row).
-fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, freeze: bool, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+impl Default for Schedule {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Schedule {
+    pub fn new() -> Schedule {
+        let mut beta = BETA;
+        let shrinks = (0..ITERATIONS)
+            .map(|_| {
+                let s = Shrink::new(beta);
+                beta *= KAPPA;
+                s
+            })
+            .collect();
+        Schedule { shrinks }
+    }
+
+    /// One block (padded to the block size) from its starting point through `updates`
+    /// iterations; iteration `t`'s error (measured with the zero it starts from, see
+    /// [`HqqBlock::step`]) is added to `errors[t]` when given.
+    ///
+    /// A block whose step leaves its zero unchanged, bit for bit, with every residual under the
+    /// shrink threshold is at a fixed point: the next step computes the same codes, error and
+    /// zero as long as its largest residual stays under that iteration's (smaller) threshold
+    /// (see [`Step`]). Such steps are replayed (`freeze`) instead of computed: the result is bit
+    /// for bit that of stepping every time (`tests::frozen_blocks_give_the_result_of_stepping_every_time`).
+    /// On random weights a block is unchanged after 1-5 steps with probability 0.45, 0.65,
+    /// 0.79, 0.88, 0.93, so most of the 20 iterations are replays.
+    pub fn run(&self, bits: Bits, values: &[f32], updates: usize, mut errors: Option<&mut [f64]>, freeze: bool) -> HqqBlock {
+        let mut block = HqqBlock::initial(bits, values);
+        // The last step, while the block is at a fixed point.
+        let mut fixed: Option<Step> = None;
+        for (t, shrink) in self.shrinks[..updates].iter().enumerate() {
+            let got = match fixed {
+                Some(last) if freeze && last.largest <= shrink.threshold => last,
+                _ => {
+                    #[cfg(test)]
+                    tests::STEPS.with(|c| c.set(c.get() + 1));
+                    let before = block.zero.to_bits();
+                    let got = step(&mut block, bits, values, shrink);
+                    fixed = (got.largest <= shrink.threshold && block.zero.to_bits() == before).then_some(got);
+                    got
+                }
+            };
+            if let Some(e) = errors.as_deref_mut() {
+                e[t] += got.error;
+            }
+        }
+        block
+    }
+
+    /// [`Self::run`] of block `kb` of `row` (`block_size` values; the last block padded with zeros).
+    pub fn run_block(&self, bits: Bits, block_size: usize, row: &[f32], kb: usize, updates: usize, errors: Option<&mut [f64]>, freeze: bool) -> HqqBlock {
+        let src = &row[kb * block_size..((kb + 1) * block_size).min(row.len())];
+        if src.len() == block_size {
+            return self.run(bits, src, updates, errors, freeze);
+        }
+        let mut pad = [0f32; MAX_BLOCK];
+        pad[..src.len()].copy_from_slice(src);
+        self.run(bits, &pad[..block_size], updates, errors, freeze)
+    }
+}
+
+/// How many zero updates ONNX Runtime's solver gives a `[N, K]` weight (row `n` = output column
+/// `n`, its K values contiguous) read through `read(n0, n1, out)`, which fills `out` with rows
+/// `n0..n1` (`(n1 - n0) * K` values).
+///
+/// ONNX Runtime stops at the first iteration whose mean |w - dq| over the whole tensor is no
+/// better than the best so far, keeping that iteration's update: the only coupling between
+/// blocks, which otherwise iterate on their own values. So each block runs all [`ITERATIONS`]
+/// here, one after the other while its values are in cache, adding its error per iteration;
+/// the sums give the stopping iteration. The weight is read once, `rows_per_pass` rows at a
+/// time on the HQQ pool, and nothing is kept per block: the coding pass runs each block again
+/// up to that iteration ([`Schedule::run_block`]). Sums run per pass in row and block order,
+/// then over the passes in order, so the result does not depend on threads or pass size.
+pub fn iterations(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<usize> {
+    iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, read)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn iterations_with(
+    schedule: &Schedule,
+    bits: Bits,
+    block_size: usize,
+    n: usize,
+    k: usize,
+    rows_per_pass: usize,
+    freeze: bool,
+    read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync),
+) -> Result<usize> {
+    use rayon::prelude::*;
     if block_size == 0 || block_size > MAX_BLOCK || n == 0 || k == 0 {
         return Err(Error::QuantShape(format!("HQQ of a [{n}, {k}] weight in blocks of {block_size}")));
     }
     let k_blocks = k.div_ceil(block_size);
     let rows = rows_per_pass.clamp(1, n);
     let ranges: Vec<(usize, usize)> = (0..n).step_by(rows).map(|s| (s, (s + rows).min(n))).collect();
-    // Every row of n0..n1 handed to `f` with its index, read into each thread's reused buffer
-    // (a fresh multi-megabyte one per pass was zeroed and faulted in again on every iteration).
-    let visit = |n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])| -> Result<()> {
-        PASS.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            let len = (n1 - n0) * k;
-            if buf.len() < len {
-                buf.resize(len, 0.0);
-            }
-            let buf = &mut buf[..len];
-            read(n0, n1, buf)?;
-            for (i, row) in buf.chunks_exact(k).enumerate() {
-                f(n0 + i, row);
-            }
-            Ok(())
-        })
-    };
-    let segments = k_blocks.div_ceil(SEGMENT_BLOCKS);
-    let pass = Pass { bits, block_size, k_blocks, segments, n, freeze };
-    install(|| pass.solve(&ranges, &visit))
+    let sums: Vec<[f64; ITERATIONS]> = install(|| {
+        ranges
+            .par_iter()
+            .map(|&(n0, n1)| {
+                let mut errors = [0f64; ITERATIONS];
+                visit(read, k, n0, n1, &mut |_, row| {
+                    for kb in 0..k_blocks {
+                        schedule.run_block(bits, block_size, row, kb, ITERATIONS, Some(&mut errors), freeze);
+                    }
+                })?;
+                Ok(errors)
+            })
+            .collect::<Result<_>>()
+    })?;
+    let count = (n * k_blocks * block_size) as f64;
+    let mut best = 1e4f64;
+    for t in 0..ITERATIONS {
+        // torch: the mean over the tensor as an f32, compared as a Python float.
+        let error = (sums.iter().map(|s| s[t]).sum::<f64>() / count) as f32 as f64;
+        if error < best {
+            best = error;
+        } else {
+            return Ok(t + 1);
+        }
+    }
+    Ok(ITERATIONS)
+}
+
+/// Solves a `[N, K]` weight read through `read` (see [`iterations`]): every block's parameters
+/// after the tensor's number of updates. Holds them all (8 bytes per block): for tests and
+/// tools; the writer codes each block as it recomputes it (ir::qweight).
+pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+    solve_with(bits, block_size, n, k, rows_per_pass, true, read)
+}
+
+/// [`solve`], replaying fixed-point steps or not (the test's reference steps every time).
+fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, freeze: bool, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+    let schedule = Schedule::new();
+    let updates = iterations_with(&schedule, bits, block_size, n, k, rows_per_pass, freeze, read)?;
+    let k_blocks = k.div_ceil(block_size);
+    let mut blocks = Vec::with_capacity(n * k_blocks);
+    visit(read, k, 0, n, &mut |_, row| {
+        for kb in 0..k_blocks {
+            blocks.push(schedule.run_block(bits, block_size, row, kb, updates, None, freeze));
+        }
+    })?;
+    Ok(HqqSolution { blocks, updates })
+}
+
+/// Reads rows `n0..n1` into the thread's reused buffer (a fresh multi-megabyte one per pass
+/// was zeroed and faulted in every time) and hands each to `f(row index, values)`.
+fn visit(read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync), k: usize, n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])) -> Result<()> {
+    PASS.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let len = (n1 - n0) * k;
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        let buf = &mut buf[..len];
+        read(n0, n1, buf)?;
+        for (i, row) in buf.chunks_exact(k).enumerate() {
+            f(n0 + i, row);
+        }
+        Ok(())
+    })
 }
 
 thread_local! {
     /// Each solver thread's f32 rows of the pass it works on.
     static PASS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Blocks per [`Segment`]: the unit that freezes. One block would skip the most steps but keep
-/// 16 bytes per block; a whole row (28 to 150 blocks) rarely has every block unchanged before
-/// the last iterations. Four blocks keep 4 bytes per block and skip about as many steps as one
-/// (measured on random weights: a block is unchanged after 1, 2, 3, 4, 5 steps with
-/// probability 0.45, 0.65, 0.79, 0.88, 0.93).
-const SEGMENT_BLOCKS: usize = 4;
-
-/// A segment's (up to [`SEGMENT_BLOCKS`] consecutive blocks of a row) last step: the sum of its
-/// blocks' errors (in block order), their largest residual, and whether every block's zero
-/// came out unchanged from a step under the threshold.
-#[derive(Clone, Copy, Debug, Default)]
-struct Segment {
-    error: f64,
-    largest: f32,
-    frozen: bool,
-}
-
-impl Segment {
-    /// Whether this iteration's step of the row would repeat the last one (see [`Step`]).
-    fn replays(&self, shrink: &Shrink) -> bool {
-        self.frozen && self.largest <= shrink.threshold
-    }
-}
-
-/// Reads rows `n0..n1`, handing each to `f(row, values)`.
-type Visit<'a> = dyn Fn(usize, usize, &mut dyn FnMut(usize, &[f32])) -> Result<()> + Sync + 'a;
-
-/// The shape of one solve.
-struct Pass {
-    bits: Bits,
-    block_size: usize,
-    k_blocks: usize,
-    /// Segments per row.
-    segments: usize,
-    n: usize,
-    freeze: bool,
-}
-
-impl Pass {
-    /// The solver's passes, on the current rayon pool (see [`install`]).
-    fn solve(&self, ranges: &[(usize, usize)], visit: &Visit<'_>) -> Result<HqqSolution> {
-        use rayon::prelude::*;
-        let (k_blocks, n) = (self.k_blocks, self.n);
-        // Each block's starting point is set by the first iteration's read (`step_range`).
-        let mut blocks = vec![HqqBlock { inverse_scale: 0.0, zero: 0.0 }; n * k_blocks];
-        let mut segments = vec![Segment::default(); n * self.segments];
-        let count = (n * k_blocks * self.block_size) as f64;
-        let (mut best, mut beta, mut updates) = (1e4f64, BETA, 0);
-        while updates < ITERATIONS {
-            let shrink = Shrink::new(beta);
-            let parts = split_by_ranges(&mut blocks, ranges, k_blocks);
-            let segment_parts = split_by_ranges(&mut segments, ranges, self.segments);
-            let errors: Vec<f64> = parts
-                .into_par_iter()
-                .zip(segment_parts)
-                .zip(ranges.par_iter())
-                .map(|((part, states), &(n0, n1))| self.step_range(part, states, n0, n1, &shrink, updates == 0, visit))
-                .collect::<Result<_>>()?;
-            updates += 1;
-            beta *= KAPPA;
-            // torch: the mean over the tensor as an f32, compared as a Python float.
-            let error = (errors.iter().sum::<f64>() / count) as f32 as f64;
-            if error < best {
-                best = error;
-            } else {
-                break;
-            }
-        }
-        Ok(HqqSolution { blocks, updates })
-    }
-
-    /// Block `kb` of a row: the slice itself, or the last one padded with zeros into `pad`.
-    #[inline]
-    fn block<'a>(&self, row: &'a [f32], kb: usize, pad: &'a mut [f32; MAX_BLOCK]) -> &'a [f32] {
-        let bs = self.block_size;
-        let src = &row[kb * bs..((kb + 1) * bs).min(row.len())];
-        if src.len() == bs {
-            return src;
-        }
-        pad[..src.len()].copy_from_slice(src);
-        pad[src.len()..bs].fill(0.0);
-        &pad[..bs]
-    }
-
-    /// One iteration over rows `n0..n1` (their blocks `part`, their segments `states`): steps
-    /// every segment that does not replay, reading the runs of rows that have one; returns the
-    /// sum of the segment errors in order (the same sum whichever segments replay). `first`:
-    /// each block starts from [`HqqBlock::initial`] of the values read (no frozen segments yet).
-    #[allow(clippy::too_many_arguments)]
-    fn step_range(&self, part: &mut [HqqBlock], states: &mut [Segment], n0: usize, n1: usize, shrink: &Shrink, first: bool, visit: &Visit<'_>) -> Result<f64> {
-        let (bits, k_blocks, segs) = (self.bits, self.k_blocks, self.segments);
-        let replays = |s: &Segment| self.freeze && s.replays(shrink);
-        let row_replays = |states: &[Segment], r: usize| states[r * segs..(r + 1) * segs].iter().all(replays);
-        let mut pad = [0f32; MAX_BLOCK];
-        let mut r = 0;
-        while r < n1 - n0 {
-            if row_replays(states, r) {
-                r += 1;
-                continue;
-            }
-            let mut e = r + 1;
-            while e < n1 - n0 && !row_replays(states, e) {
-                e += 1;
-            }
-            visit(n0 + r, n0 + e, &mut |row, values| {
-                let i = row - n0;
-                for (sg, state) in states[i * segs..(i + 1) * segs].iter_mut().enumerate() {
-                    if replays(state) {
-                        continue;
-                    }
-                    let (mut error, mut largest, mut frozen) = (0f64, 0f32, true);
-                    for kb in sg * SEGMENT_BLOCKS..((sg + 1) * SEGMENT_BLOCKS).min(k_blocks) {
-                        let block = &mut part[i * k_blocks + kb];
-                        let v = self.block(values, kb, &mut pad);
-                        if first {
-                            *block = HqqBlock::initial(bits, v);
-                        }
-                        let before = block.zero.to_bits();
-                        let got = step(block, bits, v, shrink);
-                        error += got.error;
-                        largest = largest.max(got.largest);
-                        frozen &= got.largest <= shrink.threshold && block.zero.to_bits() == before;
-                    }
-                    *state = Segment { error, largest, frozen };
-                }
-            })?;
-            r = e;
-        }
-        Ok(states.iter().map(|s| s.error).sum())
-    }
 }
 
 /// Runs `f` on the pool HQQ solves on: its own, one thread per core, so that a solve's
@@ -486,22 +483,14 @@ unsafe fn step_avx2(block: &mut HqqBlock, bits: Bits, values: &[f32], shrink: &S
     Step { error: lanes(err_lo, err_hi).iter().sum(), largest: top.iter().fold(0f32, |m, &a| m.max(a)) }
 }
 
-/// `items` (`per_row` of them per row) cut into the runs of each row range (ranges are
-/// consecutive and cover every row).
-fn split_by_ranges<'a, T>(items: &'a mut [T], ranges: &[(usize, usize)], per_row: usize) -> Vec<&'a mut [T]> {
-    let mut out = Vec::with_capacity(ranges.len());
-    let mut rest = items;
-    for &(n0, n1) in ranges {
-        let (head, tail) = rest.split_at_mut((n1 - n0) * per_row);
-        out.push(head);
-        rest = tail;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Steps computed (not replayed) by [`Schedule::run`] on this thread.
+        pub(super) static STEPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     fn weight(n: usize, k: usize) -> Vec<f32> {
         (0..n * k).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.45) * (1.0 + (i % 7) as f32) * 0.01).collect()
@@ -595,33 +584,43 @@ mod tests {
         }
     }
 
-    /// Replaying frozen rows gives every block's parameters and the update count of stepping
-    /// every row, bit for bit (weights with outliers, so some rows keep the shrink path, and a
-    /// K that is not a multiple of the block), and reads fewer rows.
+    /// Replaying the steps of blocks at a fixed point gives the result of stepping every block
+    /// every time, bit for bit (outliers, K that is not a multiple of the block), and computes
+    /// fewer steps.
     #[test]
-    fn frozen_rows_give_the_result_of_stepping_every_row() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
+    fn frozen_blocks_give_the_result_of_stepping_every_time() {
         for (n, k, bs, rows) in [(64, 200, 32, 7), (40, 96, 16, 40), (33, 128, 64, 1)] {
             let mut w = weight(n, k);
             for i in (0..w.len()).step_by(97) {
                 w[i] *= 40.0;
             }
             let run = |freeze: bool| {
-                let read_rows = AtomicUsize::new(0);
-                let got = solve_with(Bits::Int4, bs, n, k, rows, freeze, &|n0, n1, out| {
-                    read_rows.fetch_add(n1 - n0, Ordering::Relaxed);
+                solve_with(Bits::Int4, bs, n, k, rows, freeze, &|n0, n1, out| {
                     out.copy_from_slice(&w[n0 * k..n1 * k]);
                     Ok(())
                 })
-                .unwrap();
-                (got, read_rows.into_inner())
+                .unwrap()
             };
-            let ((frozen, frozen_reads), (every, every_reads)) = (run(true), run(false));
+            let (frozen, every) = (run(true), run(false));
             assert_eq!(frozen.updates, every.updates, "[{n}, {k}] blocks of {bs}");
             for (i, (a, b)) in frozen.blocks.iter().zip(&every.blocks).enumerate() {
                 assert_eq!((a.inverse_scale.to_bits(), a.zero.to_bits()), (b.inverse_scale.to_bits(), b.zero.to_bits()), "block {i} of [{n}, {k}]");
             }
-            assert!(every.updates > 2 && frozen_reads < every_reads, "[{n}, {k}]: {frozen_reads} rows read vs {every_reads}, {} updates", every.updates);
+            // The steps computed, on this thread, for every block's 20 iterations.
+            let schedule = Schedule::new();
+            let steps = |freeze: bool| {
+                STEPS.with(|c| c.set(0));
+                let mut errors = [0f64; ITERATIONS];
+                for row in w.chunks_exact(k) {
+                    for kb in 0..k.div_ceil(bs) {
+                        schedule.run_block(Bits::Int4, bs, row, kb, ITERATIONS, Some(&mut errors), freeze);
+                    }
+                }
+                (STEPS.with(|c| c.get()), errors)
+            };
+            let ((replayed, e1), (stepped, e2)) = (steps(true), steps(false));
+            assert_eq!(e1.map(f64::to_bits), e2.map(f64::to_bits), "[{n}, {k}]: the errors per iteration");
+            assert!(every.updates > 2 && replayed * 2 < stepped, "[{n}, {k}]: {replayed} steps vs {stepped}, {} updates", every.updates);
         }
     }
 
