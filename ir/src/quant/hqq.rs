@@ -46,11 +46,18 @@ impl HqqBlock {
     /// The starting point: RTN's range, the zero `round(-min * inverse_scale)`. `values` is the
     /// block padded to the block size.
     pub fn initial(bits: Bits, values: &[f32]) -> HqqBlock {
-        let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
-        for &v in values {
-            min = min.min(v);
-            max = max.max(v);
+        // In eight lanes, with plain comparisons (the weights are finite, checked before any
+        // solve): `f32::min`'s NaN handling kept this loop scalar, and every block is started
+        // twice (the update count, then the coding pass).
+        let (mut lo, mut hi) = ([f32::INFINITY; 8], [f32::NEG_INFINITY; 8]);
+        for c in values.chunks(8) {
+            for (j, &v) in c.iter().enumerate() {
+                lo[j] = if v < lo[j] { v } else { lo[j] };
+                hi[j] = if v > hi[j] { v } else { hi[j] };
+            }
         }
+        let min = lo.iter().fold(f32::INFINITY, |m, &v| if v < m { v } else { m });
+        let max = hi.iter().fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
         let max_q = bits.max_q() as f32;
         let range = max - min;
         // `max_v / range` is a Python number over a tensor, which torch computes as
