@@ -1,24 +1,34 @@
 //! The SentencePiece tokenizer of a GGUF file (`tokenizer.ggml.model = "llama"`: tokens,
-//! scores and token types, no merges; Llama 2, Mistral, TinyLlama, Gemma files) as the
+//! scores and token types, no merges; Llama 2, Mistral, TinyLlama, Gemma, Phi-3 files) as the
 //! `tokenizer.json` and `tokenizer_config.json` transformers' own GGUF loader builds (5.24,
-//! `integrations/gguf/gguf_tokenizer_mapping.py`, `LlamaTokenizer`, `GemmaTokenizer` and
-//! `generate_merges`, read for facts).
+//! `integrations/gguf/gguf_tokenizer_mapping.py`: `sentencepiece_tokenizer`, `gemma_tokenizer`,
+//! `phi3_tokenizer`, `add_gguf_special_tokens`, `set_split_regex`; `LlamaTokenizer`,
+//! `GemmaTokenizer` and `generate_merges`, read for facts).
 //!
-//! transformers picks the builder by `general.architecture`, not by the tokenizer model:
+//! transformers picks the builder by `general.architecture`, not by the tokenizer model
+//! (`GGUF_SENTENCEPIECE_BUILDERS`):
 //! - **Gemma** (`gemma`, `gemma2`, `gemma3`): a token made only of whitespace that holds a space
 //!   (llama.cpp writes Gemma's multi-space tokens with real spaces) is respelled with one `▁` per
 //!   character; merges are rebuilt from the vocabulary ranked by token position (Gemma's scores
 //!   do not follow its merge order); spaces become `▁` by a normalizer, no prefix space; the BPE
 //!   model's unknown token is `<unk>`.
+//! - **Phi-3** (`phi3`: Phi-3, Phi-3.5; Phi-4-mini files are byte-level `gpt2`, not this):
+//!   Llama's vocabulary, merges and decoder, but the prefix space comes from a normalizer,
+//!   `Prepend("▁")` then `Replace(" ", "▁")`, and there is no pre-tokenizer (`phi3_tokenizer`,
+//!   the shape of Phi-3's own tokenizer.json). The normalizer runs on each piece of text between
+//!   added tokens, so every such piece gets its `▁`, and text starting with a space gets one more
+//!   (`" hi"` is `▁▁hi`, `▁hi` under Llama's `Metaspace`).
 //! - **Llama** (every other architecture): merges rebuilt from the vocabulary ranked by score;
 //!   a `Metaspace` pre-tokenizer that prefixes `▁` to the start of the text only ("first").
 //!
-//! Both: byte fallback (`<0x00>`..`<0xFF>` spell what the vocabulary lacks), the control tokens
-//! (type 3) and the named bos/eos/unk/pad tokens as special added tokens, user-defined ones (type
-//! 4) still spelled as in the vocabulary as plain added tokens, BOS added unless
-//! `tokenizer.ggml.add_bos_token` is false (llama.cpp's default for SentencePiece), EOS when
-//! `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not read, as transformers does
-//! not read it.
+//! All: byte fallback (`<0x00>`..`<0xFF>` spell what the vocabulary lacks), the control tokens
+//! (type 3), the named bos/eos/unk/pad tokens and the defaults of the class the builder
+//! constructs (`<unk>` `<s>` `</s>`; Gemma's `<unk>` `<bos>` `<eos>` `<pad>` `<mask>`) where the
+//! vocabulary has them as special added tokens, user-defined ones (type 4) still spelled as in
+//! the vocabulary as plain added tokens (all with transformers' default flags: not normalized,
+//! no strip; a GGUF file keeps no `rstrip`, so Phi-3's chat markers lose theirs), BOS added unless `tokenizer.ggml.add_bos_token` is false (llama.cpp's default for
+//! SentencePiece), EOS when `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not
+//! read, as transformers does not read it.
 
 use crate::gguf_tokenizer::{post_processor, split_pre_tokenizer, strings};
 use crate::{Error, Result};
@@ -27,8 +37,64 @@ use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Architectures whose SentencePiece files transformers builds with `GemmaTokenizer`.
-const GEMMA_ARCHS: &[&str] = &["gemma", "gemma2", "gemma3"];
+/// transformers' SentencePiece builder for a file, chosen by `general.architecture` (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Builder {
+    Llama,
+    Gemma,
+    Phi3,
+}
+
+impl Builder {
+    fn of(architecture: &str) -> Builder {
+        match architecture {
+            "gemma" | "gemma2" | "gemma3" => Builder::Gemma,
+            "phi3" => Builder::Phi3,
+            _ => Builder::Llama,
+        }
+    }
+
+    /// The special tokens the tokenizer class the builder constructs (`LlamaTokenizer` for Llama
+    /// and Phi-3, `GemmaTokenizer`) registers by default, before the file's own added tokens:
+    /// transformers' tokenizer skips them when decoding even where the file makes one
+    /// user-defined (Phi-3's `</s>`): the `tokenizers` library keeps a token in its special set
+    /// once added as special, though re-adding it as plain rewrites the flag `save_pretrained`
+    /// writes. Encoding is the same either way (added tokens are matched whole).
+    fn class_defaults(self) -> &'static [&'static str] {
+        match self {
+            Builder::Gemma => &["<unk>", "<bos>", "<eos>", "<pad>", "<mask>"],
+            Builder::Llama | Builder::Phi3 => &["<unk>", "<s>", "</s>"],
+        }
+    }
+
+    /// (normalizer, pre-tokenizer, decoder, BPE unknown token).
+    fn pipeline(self) -> (Json, Json, Json, Json) {
+        let replace_space = json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "});
+        let spaces_to_metaspace = json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"});
+        // LlamaTokenizer's decoder; phi3_tokenizer keeps it.
+        let llama_decoder = json!({"type": "Sequence", "decoders": [replace_space.clone(), {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]});
+        match self {
+            Builder::Gemma => (
+                spaces_to_metaspace,
+                json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
+                json!({"type": "Sequence", "decoders": [replace_space, {"type": "ByteFallback"}, {"type": "Fuse"}]}),
+                json!("<unk>"),
+            ),
+            Builder::Phi3 => (
+                json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, spaces_to_metaspace]}),
+                Json::Null,
+                llama_decoder,
+                Json::Null,
+            ),
+            Builder::Llama => (
+                Json::Null,
+                json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}),
+                llama_decoder,
+                Json::Null,
+            ),
+        }
+    }
+}
 
 /// Python's `str.isspace` (Unicode whitespace plus the four ASCII separators 0x1C..0x1F).
 fn py_space(c: char) -> bool {
@@ -65,7 +131,8 @@ fn generate_merges(order: &[&str], scores: &HashMap<&str, f64>, vocab: &HashMap<
 pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let arch = file.get("general.architecture").and_then(Value::as_str).unwrap_or_default();
-    let gemma = GEMMA_ARCHS.contains(&arch);
+    let builder = Builder::of(arch);
+    let gemma = builder == Builder::Gemma;
     let stored = strings(file, "tokenizer.ggml.tokens", path)?;
     if file.get("tokenizer.ggml.merges").is_some() {
         return Err(err("`tokenizer.ggml.model` is `llama` (SentencePiece) but the file lists `tokenizer.ggml.merges`; transformers would use them and this import rebuilds merges from the vocabulary: not converted".into()));
@@ -113,14 +180,13 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     let named = [("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id"), ("unk_token", "tokenizer.ggml.unknown_token_id"), ("pad_token", "tokenizer.ggml.padding_token_id")];
 
     // Added tokens, in id order: control tokens and the named special tokens are special; a
-    // user-defined token is added when the vocabulary still spells it so. GemmaTokenizer also
-    // names `<mask>`: special when the vocabulary has it (transformers would append it past the
-    // vocabulary otherwise, an id the model has no row for; not written).
+    // user-defined token is added when the vocabulary still spells it so. The class the builder
+    // constructs first registers its default special tokens (see `Builder::class_defaults`):
+    // special when the vocabulary has them (transformers would append them past the vocabulary
+    // otherwise, ids the model has no row for; not written).
     let mut special: Vec<usize> = (0..n).filter(|&i| types[i] == 3).collect();
     special.extend(named.iter().filter_map(|(_, k)| id_key(k)));
-    if gemma {
-        special.extend(vocab_ids.get("<mask>").copied());
-    }
+    special.extend(builder.class_defaults().iter().filter_map(|t| vocab_ids.get(t).copied()));
     let mut added: Vec<(usize, bool)> = special.iter().map(|&i| (i, true)).collect();
     added.extend((0..n).filter(|&i| types[i] == 4 && vocab_ids.contains_key(stored[i]) && !special.contains(&i)).map(|i| (i, false)));
     added.sort();
@@ -133,22 +199,7 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     let bos = add_bos.then(|| (token_of("tokenizer.ggml.bos_token_id"), id_key("tokenizer.ggml.bos_token_id")));
     let eos = add_eos.then(|| (token_of("tokenizer.ggml.eos_token_id"), id_key("tokenizer.ggml.eos_token_id")));
     let post = post_processor(bos, eos, &err)?;
-    let replace_space = json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "});
-    let (normalizer, mut pre_tokenizer, decoder, unk) = if gemma {
-        (
-            json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}),
-            json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}),
-            json!({"type": "Sequence", "decoders": [replace_space, {"type": "ByteFallback"}, {"type": "Fuse"}]}),
-            json!("<unk>"),
-        )
-    } else {
-        (
-            Json::Null,
-            json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": "first", "split": false}),
-            json!({"type": "Sequence", "decoders": [replace_space, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}),
-            Json::Null,
-        )
-    };
+    let (normalizer, mut pre_tokenizer, decoder, unk) = builder.pipeline();
     // transformers applies a known `tokenizer.ggml.pre` split whatever the tokenizer model.
     if let Some(split) = split_pre_tokenizer(file.get("tokenizer.ggml.pre").and_then(Value::as_str)) {
         pre_tokenizer = split;
@@ -176,7 +227,8 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
         }
     });
     let mut config = Map::new();
-    // The class onnxruntime-extensions reads the SentencePiece conventions of.
+    // The class onnxruntime-extensions reads the SentencePiece conventions of (transformers itself
+    // writes TokenizersBackend). Phi-3's own tokenizer_config.json names LlamaTokenizer too.
     config.insert("tokenizer_class".into(), json!(if gemma { "GemmaTokenizer" } else { "LlamaTokenizer" }));
     config.insert("add_bos_token".into(), json!(add_bos));
     config.insert("add_eos_token".into(), json!(add_eos));
@@ -206,6 +258,36 @@ mod tests {
         let m = merges(&["a", "b", "c", "ab", "bc", "abc"], &[0.0, 0.0, 0.0, -1.0, -3.0, -2.0]);
         let m: Vec<String> = m.iter().map(|(l, r)| format!("{l} {r}")).collect();
         assert_eq!(m, ["a b", "ab c", "a bc", "b c"]);
+    }
+
+    #[test]
+    fn the_builder_follows_the_architecture() {
+        let of = |a: &str| Builder::of(a);
+        assert_eq!([of("gemma"), of("gemma2"), of("gemma3"), of("phi3"), of("llama"), of("mistral"), of("")], [Builder::Gemma, Builder::Gemma, Builder::Gemma, Builder::Phi3, Builder::Llama, Builder::Llama, Builder::Llama]);
+    }
+
+    /// The committed test files (scripts/make_spm_gguf.py, scripts/make_phi3_spm_gguf.py): the
+    /// phi3 file gets phi3_tokenizer's normalizer and no pre-tokenizer, the rest as Llama's.
+    #[test]
+    fn phi3_files_get_a_prepend_normalizer_instead_of_metaspace() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-spm");
+        let convert_file = |name: &str| {
+            let path = data.join(name);
+            convert(&GgufFile::open(&path).unwrap(), &path).unwrap()
+        };
+        let (llama, llama_config) = convert_file("tiny-spm-llama.Q8_0.gguf");
+        let (phi3, phi3_config) = convert_file("tiny-spm-phi3.Q8_0.gguf");
+        assert_eq!(phi3["normalizer"], json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}]}));
+        assert!(phi3["pre_tokenizer"].is_null() && llama["normalizer"].is_null());
+        assert_eq!(llama["pre_tokenizer"]["type"], "Metaspace");
+        assert_eq!(phi3["decoder"], llama["decoder"]);
+        assert_eq!((&phi3["model"]["unk_token"], &phi3["model"]["byte_fallback"]), (&Json::Null, &json!(true)));
+        // Phi-3's `</s>` is user-defined in the file, special as LlamaTokenizer's default eos;
+        // its chat markers are control tokens.
+        let added = |content: &str| phi3["added_tokens"].as_array().unwrap().iter().find(|t| t["content"] == content).map(|t| t["special"].as_bool().unwrap());
+        assert_eq!((added("</s>"), added("<|end|>"), added("<s>"), added("[PAD1011]")), (Some(true), Some(true), Some(true), None));
+        assert_eq!((&phi3_config["tokenizer_class"], &phi3_config["add_bos_token"], &phi3_config["eos_token"]), (&json!("LlamaTokenizer"), &json!(false), &json!("<|endoftext|>")));
+        assert_eq!(llama_config["add_bos_token"], json!(true));
     }
 
     #[test]
