@@ -47,12 +47,16 @@ Files (`<fixture>` one of the five above):
 """
 import json
 import math
+import sys
 from pathlib import Path
 
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_tensors_and_close  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -216,17 +220,7 @@ def write(path, fixture, cfg, st, quantized):
             if p.get("rope_type") == "llama3":
                 extra.append(("rope_freqs.weight", llama3_factors(cfg)))
     write_vocab(w, fixture, cfg)
-    for name, data in extra + tensors_of(cfg, st, arch):
-        data = np.ascontiguousarray(data.astype(np.float32))
-        q = qtype_of(name, quantized) if data.ndim == 2 else T.F32
-        if q == T.F32:
-            w.add_tensor(name, data)
-        else:
-            w.add_tensor(name, gguf.quantize(data, q), raw_dtype=q)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch), lambda name, data: qtype_of(name, quantized) if data.ndim == 2 else T.F32)
     return arch
 
 

@@ -41,6 +41,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_tensors_and_close  # noqa: E402
 from make_spm_gguf import TEST_STRINGS, train, vocab_of, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,17 +130,7 @@ def write(path, cfg, st, arch, vocab, quantized):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     tokens, scores, types = vocab
     write_vocab(w, tokens, scores, types, IDS, add_bos=True, add_eos=False, add_space_prefix=False)
-    for name, data in tensors_of(cfg, st, arch):
-        data = np.ascontiguousarray(data.astype(np.float32))
-        q = qtype_of(name, quantized)
-        if q == T.F32:
-            w.add_tensor(name, data)
-        else:
-            w.add_tensor(name, gguf.quantize(data, q), raw_dtype=q)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_tensors_and_close(w, tensors_of(cfg, st, arch), lambda name, _: qtype_of(name, quantized))
 
 
 def loaded(path):

@@ -28,13 +28,15 @@ nibbles 0..15, Q6_K 6-bit codes 0..63, Q8_0 signed bytes), block scales (`.scale
 sc` per 32 or 16 values) and the values transformers' loader dequantized (`.values`). The
 tokenizer is tiny-llama's byte-level BPE (411 tokens, its merges), padded to 416 with unused
 tokens."""
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as T, GGUFWriter, dequantize, quantize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_small_llama, tiny_llama_bpe  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
 EPS, THETA, CTX = 1e-5, 10000.0, 256
@@ -119,14 +121,8 @@ def permute(w, heads):
 def main():
     out = Path(sys.argv[1])
     rng = np.random.default_rng(29)
-    tok = json.loads((Path(__file__).parent.parent / "tests/fixtures/tiny-llama/tokenizer.json").read_text())
-    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
-    assert [i for _, i in vocab] == list(range(len(vocab)))
-    tokens = [t for t, _ in vocab] + [f"<unused{i}>" for i in range(VOCAB - len(vocab))]
-    types = [1] * len(vocab) + [4] * (VOCAB - len(vocab))
-    for a in tok["added_tokens"]:
-        types[a["id"]] = 3
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    # The ids drawn for the test input: tiny-llama's own tokens, not the padding.
+    n_vocab = sum(not t.startswith("<unused") for t in tiny_llama_bpe(VOCAB)[0])
 
     def normal(*shape, std):
         return (rng.standard_normal(shape) * std).astype(np.float32)
@@ -144,22 +140,7 @@ def main():
 
     path = out / "gguf_kmix.gguf"
     w = GGUFWriter(str(path), "llama")
-    w.add_context_length(CTX)
-    w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(INTER)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_layer_norm_rms_eps(EPS)
-    w.add_rope_freq_base(THETA)
-    w.add_rope_dimension_count(HEAD_DIM)
-    w.add_vocab_size(VOCAB)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    add_small_llama(w, context=CTX, hidden=HIDDEN, layers=LAYERS, inter=INTER, heads=HEADS, kv_heads=KV_HEADS, eps=EPS, theta=THETA, head_dim=HEAD_DIM, vocab=VOCAB)
     samples, samples_meant = {}, {}
     for name, value in weights.items():
         if value.ndim == 1:
@@ -209,7 +190,7 @@ def main():
         saved[f"{key}.codes"] = codes.astype(np.int16)
         saved[f"{key}.scales"] = scales.astype(np.float32)
         saved[f"{key}.values"] = values.astype(np.float32)
-    ids = torch.tensor(rng.integers(3, len(vocab), (1, 12)), dtype=torch.long)
+    ids = torch.tensor(rng.integers(3, n_vocab, (1, 12)), dtype=torch.long)
     with torch.no_grad():
         logits = model(ids).logits[0].float().numpy()
         prompt = ids[:, :6]

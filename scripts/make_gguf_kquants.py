@@ -24,12 +24,14 @@ constant. Block layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants
 rows permuted as llama.cpp's converter writes them (any byte string of valid blocks is a
 valid tensor, so permuting the rows of blocks is permuting the weight). The tokenizer is
 tiny-llama's byte-level BPE padded to 416 tokens, as scripts/make_gguf_kmix.py writes it."""
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType as T, GGUFWriter, dequantize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_small_llama  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
 EPS, THETA, CTX = 1e-5, 10000.0, 256
@@ -89,33 +91,9 @@ def permute(w, heads):
 
 def main():
     out = Path(sys.argv[1])
-    tok = json.loads((Path(__file__).parent.parent / "tests/fixtures/tiny-llama/tokenizer.json").read_text())
-    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
-    assert [i for _, i in vocab] == list(range(len(vocab)))
-    tokens = [t for t, _ in vocab] + [f"<unused{i}>" for i in range(VOCAB - len(vocab))]
-    types = [1] * len(vocab) + [4] * (VOCAB - len(vocab))
-    for a in tok["added_tokens"]:
-        types[a["id"]] = 3
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-
     path = out / "gguf_kquants.gguf"
     w = GGUFWriter(str(path), "llama")
-    w.add_context_length(CTX)
-    w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(INTER)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_layer_norm_rms_eps(EPS)
-    w.add_rope_freq_base(THETA)
-    w.add_rope_dimension_count(HEAD_DIM)
-    w.add_vocab_size(VOCAB)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    add_small_llama(w, context=CTX, hidden=HIDDEN, layers=LAYERS, inter=INTER, heads=HEADS, kv_heads=KV_HEADS, eps=EPS, theta=THETA, head_dim=HEAD_DIM, vocab=VOCAB)
 
     def add(name, ty, rows, k, std, heads=None):
         blocks = random_blocks(ty, rows, k, std)

@@ -1,0 +1,62 @@
+"""What the GGUF test-data generators (scripts/make_*gguf*.py, run once, never in CI) write
+alike: tiny-llama's byte-level BPE as a GGUF vocabulary, the metadata of a small llama file,
+and float-or-quantized tensors. Needs gguf and numpy only."""
+import json
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tiny_llama_bpe(size):
+    """tests/fixtures/tiny-llama's byte-level BPE padded to `size` tokens with unused ones
+    (`<unused{i}>`, USER_DEFINED), its added tokens CONTROL: (tokens, token types, merges)."""
+    tok = json.loads((ROOT / "tests/fixtures/tiny-llama/tokenizer.json").read_text())
+    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
+    assert [i for _, i in vocab] == list(range(len(vocab)))
+    tokens = [t for t, _ in vocab] + [f"<unused{i}>" for i in range(size - len(vocab))]
+    types = [int(gguf.TokenType.NORMAL)] * len(vocab) + [int(gguf.TokenType.USER_DEFINED)] * (size - len(vocab))
+    for a in tok["added_tokens"]:
+        types[a["id"]] = int(gguf.TokenType.CONTROL)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    return tokens, types, merges
+
+
+def add_small_llama(w, *, context, hidden, layers, inter, heads, kv_heads, eps, theta, head_dim, vocab):
+    """The `llama` metadata of a small test file, with tiny-llama's BPE (bos 1, eos 2)."""
+    w.add_context_length(context)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(inter)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_layer_norm_rms_eps(eps)
+    w.add_rope_freq_base(theta)
+    w.add_rope_dimension_count(head_dim)
+    w.add_vocab_size(vocab)
+    tokens, types, merges = tiny_llama_bpe(vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+
+def add_tensors_and_close(w, items, qtype_of):
+    """Adds each `(name, array)` as float32, or quantized by gguf-py to `qtype_of(name, array)`
+    when that is not F32, then writes the file."""
+    for name, data in items:
+        data = np.ascontiguousarray(data.astype(np.float32))
+        q = qtype_of(name, data)
+        if q == T.F32:
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, gguf.quantize(data, q), raw_dtype=q)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
