@@ -147,7 +147,7 @@ enum Command {
         /// (1.36x with --quant-lm-head int8 --quant-embeddings int8, whose passage NLL is within
         /// 0.006 of the float model's; the int4 head costs 0.08), builds about 8-10x slower than
         /// rtn (a 0.5B model: 8 s against 0.8 s) in less memory than rtn, and decodes about
-        /// 0.8-1.0x as fast (measured, docs/quantization.md, "HQQ").
+        /// 0.8x as fast (measured, docs/quantization.md, "HQQ").
         #[arg(long, default_value = "rtn", value_name = "METHOD", value_enum, requires = "quantizing", help_heading = "Quantization")]
         quant_method: QuantMethodArg,
         /// Replace OUTPUT when it holds an earlier package of this tool (its build_report.json
