@@ -524,7 +524,15 @@ impl QuantGroup {
         // pages it read: the weight is read twice in all.
         let rows = (HQQ_PASS_BYTES / (k * 4)).min((n1 - n0).div_ceil(HQQ_MIN_PASSES)).max(1);
         let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(n0 + a, n0 + b, 0, k, out);
-        let updates = hqq::iterations(bits, bs, n1 - n0, k, rows, &read)?;
+        // A tensor whose per-iteration zeros fit HQQ_TRACE_BYTES keeps them (each projection of
+        // the 0.5B-1B shapes), so the coding pass takes each block's zero instead of solving it
+        // again; a larger one (an embedding table) is solved again block by block.
+        let (updates, zeros) = if (n1 - n0) * k_blocks * hqq::ITERATIONS * 4 <= HQQ_TRACE_BYTES {
+            let (updates, zeros) = hqq::iterations_and_zeros(bits, bs, n1 - n0, k, rows, &read)?;
+            (updates, Some(zeros))
+        } else {
+            (hqq::iterations(bits, bs, n1 - n0, k, rows, &read)?, None)
+        };
         let schedule = hqq::Schedule::new();
         let cols = n1 - n0;
         let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
@@ -541,7 +549,10 @@ impl QuantGroup {
                 self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
                     for (i, row) in values.chunks_exact(k).enumerate() {
                         for kb in 0..k_blocks {
-                            let p: HqqBlock = schedule.run_block(bits, bs, row, kb, updates, None, true);
+                            let p: HqqBlock = match &zeros {
+                                Some(z) => HqqBlock { zero: z[(c0 + i) * k_blocks + kb], ..hqq::start_block(bits, bs, row, kb) },
+                                None => schedule.run_block(bits, bs, row, kb, updates, None, true),
+                            };
                             let scale = S::from_f32(p.scale());
                             let s = scale.to_f32();
                             let offset = S::from_f32(s * (mid - p.zero));
@@ -635,6 +646,10 @@ const HQQ_PASS_BYTES: usize = 2 << 20;
 /// The fewest passes an HQQ tensor is cut into (see [`QuantGroup::hqq_rows`]): a few per core
 /// of these machines, so the last pass does not leave cores idle for long.
 const HQQ_MIN_PASSES: usize = 16;
+/// The most bytes of per-iteration zeros (80 per block) an HQQ solve keeps so that its coding
+/// pass need not solve the blocks again (see [`QuantGroup::hqq_rows`]): every projection of
+/// the 0.5B-1B shapes (4864 x 896 in blocks of 32: 11 MB), not embedding tables.
+const HQQ_TRACE_BYTES: usize = 16 << 20;
 
 /// Codes of one block into its blob: a byte each (8 bits) or two per byte, the even row in the
 /// low nibble (4 bits); bytes past the codes are 0.

@@ -244,8 +244,7 @@ impl Schedule {
     }
 
     /// One block (padded to the block size) from its starting point through `updates`
-    /// iterations; iteration `t`'s error (measured with the zero it starts from, see
-    /// [`HqqBlock::step`]) is added to `errors[t]` when given.
+    /// iterations, recording each in `record` when given (see [`Record`]).
     ///
     /// A block whose step leaves its zero unchanged, bit for bit, with every residual under the
     /// shrink threshold is at a fixed point: the next step computes the same codes, error and
@@ -254,7 +253,7 @@ impl Schedule {
     /// for bit that of stepping every time (`tests::frozen_blocks_give_the_result_of_stepping_every_time`).
     /// On random weights a block is unchanged after 1-5 steps with probability 0.45, 0.65,
     /// 0.79, 0.88, 0.93, so most of the 20 iterations are replays.
-    pub fn run(&self, bits: Bits, values: &[f32], updates: usize, mut errors: Option<&mut [f64]>, freeze: bool) -> HqqBlock {
+    pub fn run(&self, bits: Bits, values: &[f32], updates: usize, mut record: Option<Record<'_>>, freeze: bool) -> HqqBlock {
         let mut block = HqqBlock::initial(bits, values);
         // The last step, while the block is at a fixed point.
         let mut fixed: Option<Step> = None;
@@ -270,23 +269,49 @@ impl Schedule {
                     got
                 }
             };
-            if let Some(e) = errors.as_deref_mut() {
-                e[t] += got.error;
+            if let Some(r) = record.as_mut() {
+                r.errors[t] += got.error;
+                if let Some(z) = r.zeros.as_deref_mut() {
+                    z[t] = block.zero;
+                }
             }
         }
         block
     }
 
     /// [`Self::run`] of block `kb` of `row` (`block_size` values; the last block padded with zeros).
-    pub fn run_block(&self, bits: Bits, block_size: usize, row: &[f32], kb: usize, updates: usize, errors: Option<&mut [f64]>, freeze: bool) -> HqqBlock {
-        let src = &row[kb * block_size..((kb + 1) * block_size).min(row.len())];
-        if src.len() == block_size {
-            return self.run(bits, src, updates, errors, freeze);
-        }
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_block(&self, bits: Bits, block_size: usize, row: &[f32], kb: usize, updates: usize, record: Option<Record<'_>>, freeze: bool) -> HqqBlock {
         let mut pad = [0f32; MAX_BLOCK];
-        pad[..src.len()].copy_from_slice(src);
-        self.run(bits, &pad[..block_size], updates, errors, freeze)
+        self.run(bits, padded(row, kb, block_size, &mut pad), updates, record, freeze)
     }
+}
+
+/// Block `kb` of `row`: the slice itself, or the last one padded with zeros into `pad`.
+fn padded<'a>(row: &'a [f32], kb: usize, block_size: usize, pad: &'a mut [f32; MAX_BLOCK]) -> &'a [f32] {
+    let src = &row[kb * block_size..((kb + 1) * block_size).min(row.len())];
+    if src.len() == block_size {
+        return src;
+    }
+    pad[..src.len()].copy_from_slice(src);
+    pad[src.len()..block_size].fill(0.0);
+    &pad[..block_size]
+}
+
+/// The starting point of block `kb` of `row` ([`HqqBlock::initial`] of the padded block): with
+/// the zero [`iterations_and_zeros`] kept, the block's final parameters (steps change only the
+/// zero).
+pub fn start_block(bits: Bits, block_size: usize, row: &[f32], kb: usize) -> HqqBlock {
+    let mut pad = [0f32; MAX_BLOCK];
+    HqqBlock::initial(bits, padded(row, kb, block_size, &mut pad))
+}
+
+/// What [`Schedule::run`] records of a block: iteration `t`'s error (measured with the zero it
+/// starts from, see [`HqqBlock::step`]) added to `errors[t]`, and the zero after iteration `t`
+/// in `zeros[t]` when given.
+pub struct Record<'a> {
+    pub errors: &'a mut [f64],
+    pub zeros: Option<&'a mut [f32]>,
 }
 
 /// How many zero updates ONNX Runtime's solver gives a `[N, K]` weight (row `n` = output column
@@ -302,7 +327,26 @@ impl Schedule {
 /// up to that iteration ([`Schedule::run_block`]). Sums run per pass in row and block order,
 /// then over the passes in order, so the result does not depend on threads or pass size.
 pub fn iterations(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<usize> {
-    iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, read)
+    Ok(iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, false, read)?.0)
+}
+
+/// [`iterations`], keeping every block's zero after each iteration (`[N * k_blocks,
+/// ITERATIONS]` f32 while it runs: 80 bytes per block) and returning the zero of each block
+/// after the tensor's last update (`[N, k_blocks]`): with [`start_block`], every block's final
+/// parameters, bit for bit those of solving it again (`tests::kept_zeros_are_the_solved_ones`).
+/// For tensors whose trace fits the caller's memory bound: it saves the coding pass solving
+/// each block again.
+pub fn iterations_and_zeros(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<(usize, Vec<f32>)> {
+    let (updates, trace) = iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, true, read)?;
+    let mut zeros = trace.unwrap_or_default();
+    let blocks = zeros.len() / ITERATIONS;
+    // In place: block b's zero moves from b * ITERATIONS + updates - 1 down to b.
+    for b in 0..blocks {
+        zeros[b] = zeros[b * ITERATIONS + updates - 1];
+    }
+    zeros.truncate(blocks);
+    zeros.shrink_to_fit();
+    Ok((updates, zeros))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -314,8 +358,9 @@ fn iterations_with(
     k: usize,
     rows_per_pass: usize,
     freeze: bool,
+    keep_zeros: bool,
     read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync),
-) -> Result<usize> {
+) -> Result<(usize, Option<Vec<f32>>)> {
     use rayon::prelude::*;
     if block_size == 0 || block_size > MAX_BLOCK || n == 0 || k == 0 {
         return Err(Error::QuantShape(format!("HQQ of a [{n}, {k}] weight in blocks of {block_size}")));
@@ -323,32 +368,41 @@ fn iterations_with(
     let k_blocks = k.div_ceil(block_size);
     let rows = rows_per_pass.clamp(1, n);
     let ranges: Vec<(usize, usize)> = (0..n).step_by(rows).map(|s| (s, (s + rows).min(n))).collect();
+    let mut trace = if keep_zeros { vec![0f32; n * k_blocks * ITERATIONS] } else { Vec::new() };
+    // Each pass's part of the trace (none when not kept).
+    let mut parts: Vec<Option<&mut [f32]>> = if keep_zeros { trace.chunks_mut(rows * k_blocks * ITERATIONS).map(Some).collect() } else { ranges.iter().map(|_| None).collect() };
     let sums: Vec<[f64; ITERATIONS]> = install(|| {
-        ranges
-            .par_iter()
-            .map(|&(n0, n1)| {
+        parts
+            .par_iter_mut()
+            .zip(ranges.par_iter())
+            .map(|(part, &(n0, n1))| {
                 let mut errors = [0f64; ITERATIONS];
-                visit(read, k, n0, n1, &mut |_, row| {
+                visit(read, k, n0, n1, &mut |row_index, row| {
                     for kb in 0..k_blocks {
-                        schedule.run_block(bits, block_size, row, kb, ITERATIONS, Some(&mut errors), freeze);
+                        let at = ((row_index - n0) * k_blocks + kb) * ITERATIONS;
+                        let zeros = part.as_deref_mut().map(|p| &mut p[at..at + ITERATIONS]);
+                        schedule.run_block(bits, block_size, row, kb, ITERATIONS, Some(Record { errors: &mut errors, zeros }), freeze);
                     }
                 })?;
                 Ok(errors)
             })
             .collect::<Result<_>>()
     })?;
+    drop(parts);
     let count = (n * k_blocks * block_size) as f64;
     let mut best = 1e4f64;
+    let mut updates = ITERATIONS;
     for t in 0..ITERATIONS {
         // torch: the mean over the tensor as an f32, compared as a Python float.
         let error = (sums.iter().map(|s| s[t]).sum::<f64>() / count) as f32 as f64;
         if error < best {
             best = error;
         } else {
-            return Ok(t + 1);
+            updates = t + 1;
+            break;
         }
     }
-    Ok(ITERATIONS)
+    Ok((updates, keep_zeros.then_some(trace)))
 }
 
 /// Solves a `[N, K]` weight read through `read` (see [`iterations`]): every block's parameters
@@ -361,7 +415,7 @@ pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: u
 /// [`solve`], replaying fixed-point steps or not (the test's reference steps every time).
 fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, freeze: bool, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
     let schedule = Schedule::new();
-    let updates = iterations_with(&schedule, bits, block_size, n, k, rows_per_pass, freeze, read)?;
+    let (updates, _) = iterations_with(&schedule, bits, block_size, n, k, rows_per_pass, freeze, false, read)?;
     let k_blocks = k.div_ceil(block_size);
     let mut blocks = Vec::with_capacity(n * k_blocks);
     visit(read, k, 0, n, &mut |_, row| {
@@ -620,7 +674,7 @@ mod tests {
                 let mut errors = [0f64; ITERATIONS];
                 for row in w.chunks_exact(k) {
                     for kb in 0..k.div_ceil(bs) {
-                        schedule.run_block(Bits::Int4, bs, row, kb, ITERATIONS, Some(&mut errors), freeze);
+                        schedule.run_block(Bits::Int4, bs, row, kb, ITERATIONS, Some(Record { errors: &mut errors, zeros: None }), freeze);
                     }
                 }
                 (STEPS.with(|c| c.get()), errors)
@@ -628,6 +682,31 @@ mod tests {
             let ((replayed, e1), (stepped, e2)) = (steps(true), steps(false));
             assert_eq!(e1.map(f64::to_bits), e2.map(f64::to_bits), "[{n}, {k}]: the errors per iteration");
             assert!(every.updates > 2 && replayed * 2 < stepped, "[{n}, {k}]: {replayed} steps vs {stepped}, {} updates", every.updates);
+        }
+    }
+
+    /// The zeros kept by `iterations_and_zeros` are the ones solving each block again gives,
+    /// bit for bit, and with `start_block` make its final parameters.
+    #[test]
+    fn kept_zeros_are_the_solved_ones() {
+        for (n, k, bs, rows) in [(64, 200, 32, 7), (13, 72, 32, 13), (33, 128, 64, 1)] {
+            let mut w = weight(n, k);
+            for i in (0..w.len()).step_by(89) {
+                w[i] *= 30.0;
+            }
+            let read = |n0: usize, n1: usize, out: &mut [f32]| {
+                out.copy_from_slice(&w[n0 * k..n1 * k]);
+                Ok(())
+            };
+            let solved = solve(Bits::Int4, bs, n, k, rows, &read).unwrap();
+            let (updates, zeros) = iterations_and_zeros(Bits::Int4, bs, n, k, rows, &read).unwrap();
+            assert_eq!(updates, solved.updates);
+            let kb = k.div_ceil(bs);
+            assert_eq!(zeros.len(), n * kb);
+            for (i, (z, b)) in zeros.iter().zip(&solved.blocks).enumerate() {
+                let start = start_block(Bits::Int4, bs, &w[(i / kb) * k..(i / kb + 1) * k], i % kb);
+                assert_eq!((start.inverse_scale.to_bits(), z.to_bits()), (b.inverse_scale.to_bits(), b.zero.to_bits()), "block {i} of [{n}, {k}]");
+            }
         }
     }
 
