@@ -145,8 +145,8 @@ enum Command {
         /// asymmetric, MatMulNBits tables; a tied head and embedding share one table). HQQ costs
         /// 6 bits per value against RTN's 5 at block 32: SmolLM2-135M int4 is 1.20x RTN's size
         /// (1.36x with --quant-lm-head int8 --quant-embeddings int8, whose passage NLL is within
-        /// 0.006 of the float model's; the int4 head costs 0.08), builds about 8-10x slower than
-        /// rtn (a 0.5B model: 8 s against 0.8 s) in less memory than rtn, and decodes about
+        /// 0.006 of the float model's; the int4 head costs 0.08), builds about 7-10x slower than
+        /// rtn (a 0.5B model: 7 s against 0.8 s) in less peak memory than rtn, and decodes about
         /// 0.8x as fast (measured, docs/quantization.md, "HQQ").
         #[arg(long, default_value = "rtn", value_name = "METHOD", value_enum, requires = "quantizing", help_heading = "Quantization")]
         quant_method: QuantMethodArg,
