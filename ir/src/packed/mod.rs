@@ -133,6 +133,23 @@ impl GgmlLayer {
         if !crate::ggml::decode_row(self.ty, bytes, codes, scales, zeros) {
             return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
         }
+        // A corrupt block (an f16 scale or min that is NaN or infinite) would give a package of
+        // NaN weights: refused, naming where it is in the file.
+        let offsets = if self.float_zeros { &zeros[..scales.len()] } else { &[][..] };
+        if let Some(b) = scales.iter().chain(offsets).position(|v| !v.is_finite()) {
+            let block = b % scales.len();
+            return Err(Error::Recipe {
+                tensor: w.name.clone(),
+                reason: format!(
+                    "{}{} row {row}, values {}..{}: the block's {} is not finite; the file is corrupt",
+                    if self.tensor.name == w.name { String::new() } else { format!("`{}` ", self.tensor.name) },
+                    self.ty,
+                    block * w.group_size,
+                    (block + 1) * w.group_size,
+                    if b < scales.len() { "scale" } else { "min" }
+                ),
+            });
+        }
         Ok(())
     }
 }

@@ -441,3 +441,31 @@ fn stored_forms_name_bits_block_and_zero_points() {
     // Computed on (an offset) is not a stored form.
     assert_eq!(Recipe::Packed(q).offset(1.0).stored_form(), "float");
 }
+
+/// A block whose f16 scale or min is not finite (a corrupt file) is an error naming the file
+/// tensor, its row and values, not a package of NaN weights.
+#[test]
+fn a_non_finite_ggml_scale_or_min_is_an_error() {
+    use crate::gguf::GgmlType as T;
+    for (ty, at, what) in [(T::Q8_0, 0, "scale"), (T::Q4_K, 2, "min"), (T::Q6_K, 208, "scale")] {
+        let (per, size) = ty.block().unwrap();
+        let (rows, k) = (2, 256);
+        let mut bytes = vec![0u8; rows * k / per * size];
+        // Row 1's first block: NaN (0x7e00) or infinity (0x7c00) in the f16 field at `at`.
+        let first_of_row_1 = (k / per) * size;
+        let bad = if what == "min" { 0x7c00u16 } else { 0x7e00u16 };
+        bytes[first_of_row_1 + at..first_of_row_1 + at + 2].copy_from_slice(&bad.to_le_bytes());
+        if ty == T::Q4_K {
+            // A non-zero min scale for sub-block 0, so the infinite dmin reaches its min.
+            bytes[first_of_row_1 + 4 + 4] = 1;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = MappedFile::open(&path).unwrap();
+        let st = SourceTensor { name: "blk.3.ffn_down.weight".into(), file, dtype: DType::U8, shape: vec![bytes.len()], offset: 0, len: bytes.len() };
+        let w = PackedWeight::ggml("model.layers.3.mlp.down_proj", st, ty, rows, k, None).unwrap();
+        let e = w.dequantize().unwrap_err().to_string();
+        assert!(e.contains("`blk.3.ffn_down.weight` ") && e.contains("row 1, values 0..") && e.contains(&format!("{what} is not finite")), "{ty}: {e}");
+    }
+}
