@@ -267,7 +267,7 @@ impl QuantGroup {
     /// Quantizes weight rows `start..end` (NBits) or reduced rows `start..end` (Dq) and
     /// returns each present part's bytes of that range, in [`QuantPart`] order.
     pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        if !self.streams_pieces() {
+        if !self.solves_whole_tensor() {
             return self.compute_each(start, end, &|_, parts| Ok(parts)).map(|mut v| v.pop().unwrap_or_default());
         }
         // Pieces (HQQ) gathered into whole parts of the range.
@@ -286,15 +286,10 @@ impl QuantGroup {
         Ok(parts.into_iter().zip(whole).map(|(p, w)| (p, w.into_inner().unwrap_or_default())).collect())
     }
 
-    /// Whether the group is one range solved over the whole tensor (HQQ): the writer runs such
-    /// groups one at a time (stream.rs).
+    /// Whether the group is one range solved over the whole tensor (HQQ): [`Self::compute_each`]
+    /// hands it over in pieces as they are coded (not held until the end), and the writer runs
+    /// such groups one at a time (stream.rs).
     pub(crate) fn solves_whole_tensor(&self) -> bool {
-        self.streams_pieces()
-    }
-
-    /// Whether [`Self::compute_each`] hands a range over in several pieces (HQQ, whose range is
-    /// the whole tensor: its pieces are written as they are coded, not held until the end).
-    fn streams_pieces(&self) -> bool {
         self.form == QuantForm::NBits && self.hqq()
     }
 
@@ -302,7 +297,7 @@ impl QuantGroup {
     /// part's bytes starting at [`Self::part_offset`] of that row; pieces may come from
     /// several threads at once. Returns what `emit` returned, in piece order for one piece.
     pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
-        let r = if self.streams_pieces() {
+        let r = if self.solves_whole_tensor() {
             match self.scale_dtype {
                 DType::F16 => self.hqq_rows::<f16, R>(start, end, emit),
                 _ => self.hqq_rows::<f32, R>(start, end, emit),
