@@ -37,7 +37,9 @@ with the cpu/default and int4/f32 ratios of the same run. No anchor builds a who
 `--hqq` measures `--quant-method hqq` against RTN (docs/quantization.md): the cpu int4 builds of
 the Qwen2.5-0.5B shape with each method, timed as child processes (best wall time and worst peak
 RSS of `--runs`), their package sizes and decode tokens per second, as hqq/RTN ratios of the same
-run. With `--nll-model DIR` (a float checkpoint with real weights, e.g. the SmolLM2 GGUF
+run; `--decode-rounds N` adds N rounds of 64 decoded tokens with both packages loaded and
+alternating, and prints the median and quartiles of the per-round HQQ/RTN ratios. With
+`--nll-model DIR` (a float checkpoint with real weights, e.g. the SmolLM2 GGUF
 dequantized, docs/quantization.md), it also builds that checkpoint float, RTN int4 and HQQ int4
 (and HQQ with `--quant-lm-head int8`, which shares the table as RTN int8 does) and prints each
 package's passage NLL (scripts/measure_nll.py's passage) less the float package's, and its size
@@ -52,6 +54,7 @@ import os
 import shutil
 import subprocess
 import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -72,7 +75,6 @@ def build(ckpt: Path, out: Path, ep: str, flags: list) -> None:
 def load_time(pkg: Path, runs: int) -> float:
     """onnxruntime-genai open time (og.Model), min of `runs`; prints min and median with the
     plain ONNX Runtime session-creation time."""
-    import statistics
 
     import onnxruntime as ort
 
@@ -159,6 +161,26 @@ def hqq_main(args, ckpt: Path, work: Path) -> None:
     r, h = res["rtn"], res["hqq"]
     print(f"hqq_vs_rtn_build_time={h[0] / r[0]:.2f} hqq_vs_rtn_peak_rss={h[1] / r[1]:.3f} hqq_vs_rtn_size={h[2] / r[2]:.3f} "
           f"hqq_vs_rtn_decode={h[4] / r[4]:.3f} hqq_vs_rtn_prefill_speedup={r[3] / h[3]:.3f}")
+    if args.decode_rounds:
+        # Decode alone, the two packages alternating round by round (both loaded), so that a
+        # slow spell of the machine hits both: the median of the per-round ratios.
+        models = {name: og.Model(str(work / f"genai-cpu-int4-{name}")) for name in ("rtn", "hqq")}
+        ratios = []
+        for i in range(args.decode_rounds):
+            speed = {}
+            for name in (("rtn", "hqq") if i % 2 == 0 else ("hqq", "rtn")):
+                params = og.GeneratorParams(models[name])
+                params.set_search_options(max_length=prompt.shape[1] + 64, min_length=prompt.shape[1] + 64, do_sample=False)
+                gen = og.Generator(models[name], params)
+                gen.append_tokens(prompt)
+                t0 = time.perf_counter()
+                for _ in range(64):
+                    gen.generate_next_token()
+                speed[name] = 64 / (time.perf_counter() - t0)
+            ratios.append(speed["hqq"] / speed["rtn"])
+        ratios.sort()
+        print(f"hqq_vs_rtn_decode_interleaved median={statistics.median(ratios):.3f} "
+              f"quartiles={ratios[len(ratios) // 4]:.3f}..{ratios[(3 * len(ratios)) // 4]:.3f} rounds={len(ratios)} (64 tokens each)")
     if args.nll_model is None:
         return
     sys.path.insert(0, str(REPO / "scripts"))
@@ -374,6 +396,7 @@ def main() -> None:
     ap.add_argument("--lora", action="store_true", help="LoRA slots: none bound, an adapter bound, and the plain package")
     ap.add_argument("--hqq", action="store_true", help="--quant-method hqq vs RTN: build time, peak RSS, size, decode speed")
     ap.add_argument("--nll-model", type=Path, default=None, help="with --hqq: a float checkpoint with real weights for the NLL check")
+    ap.add_argument("--decode-rounds", type=int, default=0, help="with --hqq: this many decode rounds of 64 tokens, RTN and HQQ alternating")
     ap.add_argument("--bin-dir", type=Path, default=None, help="where tailor and tailor-bench are (default target/release)")
     args = ap.parse_args()
     global RELEASE
