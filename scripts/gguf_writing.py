@@ -10,6 +10,11 @@ from gguf import GGMLQuantizationType as T
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The small llama of scripts/make_gguf_kmix.py and make_gguf_kquants.py: K-quant blocks are 256
+# values, so hidden and MLP sizes are 256.
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
+EPS, THETA, CTX = 1e-5, 10000.0, 256
+
 
 def tiny_llama_bpe(size):
     """tests/fixtures/tiny-llama's byte-level BPE padded to `size` tokens with unused ones
@@ -25,19 +30,20 @@ def tiny_llama_bpe(size):
     return tokens, types, merges
 
 
-def add_small_llama(w, *, context, hidden, layers, inter, heads, kv_heads, eps, theta, head_dim, vocab):
-    """The `llama` metadata of a small test file, with tiny-llama's BPE (bos 1, eos 2)."""
-    w.add_context_length(context)
-    w.add_embedding_length(hidden)
-    w.add_block_count(layers)
-    w.add_feed_forward_length(inter)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv_heads)
-    w.add_layer_norm_rms_eps(eps)
-    w.add_rope_freq_base(theta)
-    w.add_rope_dimension_count(head_dim)
-    w.add_vocab_size(vocab)
-    tokens, types, merges = tiny_llama_bpe(vocab)
+def add_small_llama(w):
+    """The `llama` metadata of the small test file (the sizes above), with tiny-llama's BPE
+    (bos 1, eos 2)."""
+    w.add_context_length(CTX)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(INTER)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_layer_norm_rms_eps(EPS)
+    w.add_rope_freq_base(THETA)
+    w.add_rope_dimension_count(HEAD_DIM)
+    w.add_vocab_size(VOCAB)
+    tokens, types, merges = tiny_llama_bpe(VOCAB)
     w.add_tokenizer_model("gpt2")
     w.add_token_list(tokens)
     w.add_token_types(types)

@@ -36,10 +36,8 @@ import torch
 from gguf import GGMLQuantizationType as T, GGUFWriter, dequantize, quantize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_small_llama, tiny_llama_bpe  # noqa: E402
+from gguf_writing import add_small_llama, tiny_llama_bpe, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB  # noqa: E402
 
-HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
-EPS, THETA, CTX = 1e-5, 10000.0, 256
 TYPES = {
     0: {"attn_q": T.Q4_K, "attn_k": T.Q4_K, "attn_v": T.Q4_K, "attn_output": T.Q4_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q4_K},
     1: {"attn_q": T.Q4_K, "attn_k": T.Q4_K, "attn_v": T.Q6_K, "attn_output": T.Q4_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K, "ffn_down": T.Q6_K},
@@ -140,7 +138,7 @@ def main():
 
     path = out / "gguf_kmix.gguf"
     w = GGUFWriter(str(path), "llama")
-    add_small_llama(w, context=CTX, hidden=HIDDEN, layers=LAYERS, inter=INTER, heads=HEADS, kv_heads=KV_HEADS, eps=EPS, theta=THETA, head_dim=HEAD_DIM, vocab=VOCAB)
+    add_small_llama(w)
     samples, samples_meant = {}, {}
     for name, value in weights.items():
         if value.ndim == 1:

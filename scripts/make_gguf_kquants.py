@@ -31,10 +31,8 @@ import numpy as np
 from gguf import GGMLQuantizationType as T, GGUFWriter, dequantize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_small_llama  # noqa: E402
+from gguf_writing import add_small_llama, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB  # noqa: E402
 
-HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, VOCAB = 256, 4, 2, 64, 256, 2, 416
-EPS, THETA, CTX = 1e-5, 10000.0, 256
 TYPES = {
     0: {"attn_q": T.Q3_K, "attn_k": T.Q3_K, "attn_v": T.Q3_K, "attn_output": T.Q5_K, "ffn_gate": T.Q2_K, "ffn_up": T.Q2_K, "ffn_down": T.Q5_1},
     1: {"attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q5_K, "attn_output": T.Q3_K, "ffn_gate": T.IQ4_NL, "ffn_up": T.IQ4_NL, "ffn_down": T.IQ4_XS},
@@ -93,7 +91,7 @@ def main():
     out = Path(sys.argv[1])
     path = out / "gguf_kquants.gguf"
     w = GGUFWriter(str(path), "llama")
-    add_small_llama(w, context=CTX, hidden=HIDDEN, layers=LAYERS, inter=INTER, heads=HEADS, kv_heads=KV_HEADS, eps=EPS, theta=THETA, head_dim=HEAD_DIM, vocab=VOCAB)
+    add_small_llama(w)
 
     def add(name, ty, rows, k, std, heads=None):
         blocks = random_blocks(ty, rows, k, std)

@@ -133,7 +133,7 @@ fn scales_q3_k(b: &[u8]) -> [u8; 16] {
 /// (accuracy level 4) while the offsets multiply float block sums. A zero `d` is the constant
 /// block `m`.
 fn with_min(bits: Bits, levels: u8, d: f32, m: f32, codes: &mut [u8], scale: &mut f32, offset: &mut f32) {
-    let mid = bits.mid() as u8;
+    let mid = bits.mid();
     let shift = mid - levels / 2;
     codes.iter_mut().for_each(|q| *q += shift);
     *scale = d;

@@ -296,7 +296,7 @@ impl QuantGroup {
     /// [`Self::compute`] handing the bytes to `emit` as pieces `(first row, parts)`, each
     /// part's bytes starting at [`Self::part_offset`] of that row; pieces may come from
     /// several threads at once. Returns what `emit` returned, in piece order for one piece.
-    pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
+    pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &Emit<'_, R>) -> Result<Vec<R>> {
         let r = if self.solves_whole_tensor() {
             match self.scale_dtype {
                 DType::F16 => self.hqq_rows::<f16, R>(start, end, emit),
@@ -502,13 +502,15 @@ impl QuantGroup {
     /// Rows `n0..n1` of an HQQ group (the whole tensor, see [`Self::ranges`]): finds the
     /// tensor's number of solver updates ([`hqq::iterations`]: one read of the weight,
     /// [`HQQ_PASS_BYTES`] at a time, every block through every iteration, nothing kept per
-    /// block), then codes it in passes of the same size, in parallel: each block solved again
-    /// up to that update while its values are read ([`hqq::Schedule::run_block`]), its codes,
-    /// scale and, as the ZeroPoints part, its offset `scale * (mid - zero)` handed to `emit`
+    /// block but, for a tensor whose per-iteration zeros fit [`HQQ_TRACE_BYTES`], those zeros),
+    /// then codes it in passes of the same size, in parallel: each block's zero at that update
+    /// taken from the kept zeros ([`hqq::start_block`] gives its scale) or solved again while its
+    /// values are read ([`hqq::Schedule::run_block`]), its codes, scale and, as the ZeroPoints
+    /// part, its offset `scale * (mid - zero)` handed to `emit`
     /// ([`Self::float_zeros`]: MatMulNBits without zero points plus the offsets times the block
     /// sums, the form ONNX Runtime's CPU kernel runs fast), recording the weight error of that
     /// form.
-    fn hqq_rows<S: Scale + ToBytes, R: Send>(&self, n0: usize, n1: usize, emit: &(dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync)) -> Result<Vec<R>> {
+    fn hqq_rows<S: Scale + ToBytes, R: Send>(&self, n0: usize, n1: usize, emit: &Emit<'_, R>) -> Result<Vec<R>> {
         use rayon::prelude::*;
         let (k, settings) = (self.k(), self.settings);
         let (bits, bs) = (settings.bits(), settings.block_size());
@@ -633,6 +635,10 @@ impl QuantGroup {
         Ok(out)
     }
 }
+
+/// Takes the parts of weight rows from `first` on (`(first, parts)`): how [`QuantGroup::compute_each`]
+/// hands a range over, piece by piece.
+pub(crate) type Emit<'a, R> = dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result<R> + Sync + 'a;
 
 /// f32 bytes of weight rows an HQQ pass reads at a time: each core holds one pass's rows (and
 /// the coding pass its output), so this bounds the solver's memory; 2 MiB took a 0.5B build's

@@ -310,7 +310,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         };
         let rows = shape[0];
         if let Some(h) = permute_heads {
-            if h == 0 || rows % (2 * h) != 0 {
+            if h == 0 || !rows.is_multiple_of(2 * h) {
                 return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
             }
         }

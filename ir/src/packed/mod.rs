@@ -271,7 +271,7 @@ impl PackedWeight {
             return Err(bad(format!("ggml type {ty} has no MatMulNBits form here")));
         };
         let (per, size) = ty.block().expect("a type with a form has a block layout");
-        if n == 0 || k == 0 || k % per != 0 {
+        if n == 0 || k == 0 || !k.is_multiple_of(per) {
             return Err(bad(format!("{ty} rows of {k} values are not whole {per}-value blocks")));
         }
         let row_bytes = k / per * size;

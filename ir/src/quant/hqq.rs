@@ -210,6 +210,10 @@ fn pow_shrink(a: f32) -> f32 {
     (exp_r * two_k) as f32
 }
 
+/// Fills `out` with weight rows `n0..n1` (`(n1 - n0) * K` f32 values): how the solver reads
+/// the weight, one pass at a time.
+pub type ReadRows<'a> = dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync + 'a;
+
 /// The outcome of [`solve`]: every block's final parameters (`[N, k_blocks]`, row-major) and how
 /// many zero updates the tensor got.
 #[derive(Clone, Debug, PartialEq)]
@@ -326,7 +330,7 @@ pub struct Record<'a> {
 /// time on the HQQ pool, and nothing is kept per block: the coding pass runs each block again
 /// up to that iteration ([`Schedule::run_block`]). Sums run per pass in row and block order,
 /// then over the passes in order, so the result does not depend on threads or pass size.
-pub fn iterations(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<usize> {
+pub fn iterations(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &ReadRows<'_>) -> Result<usize> {
     Ok(iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, false, read)?.0)
 }
 
@@ -336,7 +340,7 @@ pub fn iterations(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pa
 /// parameters, bit for bit those of solving it again (`tests::kept_zeros_are_the_solved_ones`).
 /// For tensors whose trace fits the caller's memory bound: it saves the coding pass solving
 /// each block again.
-pub fn iterations_and_zeros(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<(usize, Vec<f32>)> {
+pub fn iterations_and_zeros(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &ReadRows<'_>) -> Result<(usize, Vec<f32>)> {
     let (updates, trace) = iterations_with(&Schedule::new(), bits, block_size, n, k, rows_per_pass, true, true, read)?;
     let mut zeros = trace.unwrap_or_default();
     let blocks = zeros.len() / ITERATIONS;
@@ -359,7 +363,7 @@ fn iterations_with(
     rows_per_pass: usize,
     freeze: bool,
     keep_zeros: bool,
-    read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync),
+    read: &ReadRows<'_>,
 ) -> Result<(usize, Option<Vec<f32>>)> {
     use rayon::prelude::*;
     if block_size == 0 || block_size > MAX_BLOCK || n == 0 || k == 0 {
@@ -408,12 +412,12 @@ fn iterations_with(
 /// Solves a `[N, K]` weight read through `read` (see [`iterations`]): every block's parameters
 /// after the tensor's number of updates. Holds them all (8 bytes per block): for tests and
 /// tools; the writer codes each block as it recomputes it (ir::qweight).
-pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+pub fn solve(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, read: &ReadRows<'_>) -> Result<HqqSolution> {
     solve_with(bits, block_size, n, k, rows_per_pass, true, read)
 }
 
 /// [`solve`], replaying fixed-point steps or not (the test's reference steps every time).
-fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, freeze: bool, read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync)) -> Result<HqqSolution> {
+fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: usize, freeze: bool, read: &ReadRows<'_>) -> Result<HqqSolution> {
     let schedule = Schedule::new();
     let (updates, _) = iterations_with(&schedule, bits, block_size, n, k, rows_per_pass, freeze, false, read)?;
     let k_blocks = k.div_ceil(block_size);
@@ -428,7 +432,7 @@ fn solve_with(bits: Bits, block_size: usize, n: usize, k: usize, rows_per_pass: 
 
 /// Reads rows `n0..n1` into the thread's reused buffer (a fresh multi-megabyte one per pass
 /// was zeroed and faulted in every time) and hands each to `f(row index, values)`.
-fn visit(read: &(dyn Fn(usize, usize, &mut [f32]) -> Result<()> + Sync), k: usize, n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])) -> Result<()> {
+fn visit(read: &ReadRows<'_>, k: usize, n0: usize, n1: usize, f: &mut dyn FnMut(usize, &[f32])) -> Result<()> {
     PASS.with(|cell| {
         let mut buf = cell.borrow_mut();
         let len = (n1 - n0) * k;
@@ -557,6 +561,14 @@ mod tests {
         (0..n * k).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.45) * (1.0 + (i % 7) as f32) * 0.01).collect()
     }
 
+    /// `w` with every `every`-th value multiplied by `factor`: blocks over the shrink threshold.
+    fn with_outliers(mut w: Vec<f32>, every: usize, factor: f32) -> Vec<f32> {
+        for i in (0..w.len()).step_by(every) {
+            w[i] *= factor;
+        }
+        w
+    }
+
     fn solved(n: usize, k: usize, bs: usize, rows: usize) -> HqqSolution {
         let w = weight(n, k);
         solve(Bits::Int4, bs, n, k, rows, &|n0, n1, out| {
@@ -651,10 +663,7 @@ mod tests {
     #[test]
     fn frozen_blocks_give_the_result_of_stepping_every_time() {
         for (n, k, bs, rows) in [(64, 200, 32, 7), (40, 96, 16, 40), (33, 128, 64, 1)] {
-            let mut w = weight(n, k);
-            for i in (0..w.len()).step_by(97) {
-                w[i] *= 40.0;
-            }
+            let w = with_outliers(weight(n, k), 97, 40.0);
             let run = |freeze: bool| {
                 solve_with(Bits::Int4, bs, n, k, rows, freeze, &|n0, n1, out| {
                     out.copy_from_slice(&w[n0 * k..n1 * k]);
@@ -690,10 +699,7 @@ mod tests {
     #[test]
     fn kept_zeros_are_the_solved_ones() {
         for (n, k, bs, rows) in [(64, 200, 32, 7), (13, 72, 32, 13), (33, 128, 64, 1)] {
-            let mut w = weight(n, k);
-            for i in (0..w.len()).step_by(89) {
-                w[i] *= 30.0;
-            }
+            let w = with_outliers(weight(n, k), 89, 30.0);
             let read = |n0: usize, n1: usize, out: &mut [f32]| {
                 out.copy_from_slice(&w[n0 * k..n1 * k]);
                 Ok(())
