@@ -77,3 +77,18 @@ def prefill_logits(pkg: Path, ids):
             dims[0] = 1
             feeds[i.name] = np.zeros(dims, dtype=np.float32)
     return sess.run(["logits"], feeds)[0]
+
+
+def genai_greedy(model, prompt, new_tokens: int) -> list:
+    """The `new_tokens` greedy tokens onnxruntime-genai generates after `prompt` ([1, S] int32)
+    with an `og.Model`; min_length = max_length, so eos does not stop it early."""
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    total = prompt.shape[1] + new_tokens
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    gen = og.Generator(model, params)
+    gen.append_tokens(prompt)
+    while not gen.is_done():
+        gen.generate_next_token()
+    return [int(t) for t in gen.get_sequence(0)[prompt.shape[1]:]]

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 
-from conftest import prefill_logits, tailor_bin
+from conftest import genai_greedy, prefill_logits, tailor_bin
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SIZE = 98_362_432
@@ -126,11 +125,4 @@ def test_genai_tokenizer_and_greedy_tokens(packages):
     prompt = tok.encode("The three primary colors are")
     assert prompt.tolist() == REF["prompt_ids"].tolist()
     expected = REF["greedy"].tolist()
-    params = og.GeneratorParams(model)
-    total = len(prompt) + len(expected)
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    gen = og.Generator(model, params)
-    gen.append_tokens(prompt[None, :])
-    while not gen.is_done():
-        gen.generate_next_token()
-    assert [int(t) for t in gen.get_sequence(0)[len(prompt):]] == expected
+    assert genai_greedy(model, prompt[None, :], len(expected)) == expected

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 from onnx import numpy_helper
 
-from conftest import prefill_logits, tailor_bin
+from conftest import genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "gguf_kmix.gguf"
@@ -178,11 +177,4 @@ def test_genai_greedy_tokens(packages):
     model = og.Model(str(packages["level1"]))
     prompt = REF["prompt_ids"].astype(np.int32)
     expected = REF["greedy"].tolist()
-    params = og.GeneratorParams(model)
-    total = prompt.shape[1] + len(expected)
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    gen = og.Generator(model, params)
-    gen.append_tokens(prompt)
-    while not gen.is_done():
-        gen.generate_next_token()
-    assert [int(t) for t in gen.get_sequence(0)[prompt.shape[1]:]] == expected
+    assert genai_greedy(model, prompt, len(expected)) == expected
