@@ -9,7 +9,7 @@ import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import DECODER_FIXTURES, FIXTURES, PREQUANT_FIXTURES, REGISTRY, tailor_bin
+from conftest import DECODER_FIXTURES, FIXTURES, PREQUANT_FIXTURES, REGISTRY, genai_greedy, tailor_bin
 
 EPS = ["default", "cpu"]
 TRAITS = {f["name"]: f.get("traits", []) for f in REGISTRY["fixture"]}
@@ -33,15 +33,7 @@ def generate(pkg, prompt, expected):
     config = json.loads((pkg / "genai_config.json").read_text())
     config["model"]["eos_token_id"] = min(set(range(config["model"]["vocab_size"])) - set(expected))
     (pkg / "genai_config.json").write_text(json.dumps(config))
-    model = og.Model(str(pkg))
-    params = og.GeneratorParams(model)
-    total = prompt.shape[1] + len(expected)
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(prompt)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+    return genai_greedy(og.Model(str(pkg)), prompt, len(expected))
 
 
 @pytest.mark.parametrize("fixture", PREQUANT_FIXTURES)

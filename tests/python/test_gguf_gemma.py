@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from safetensors.numpy import load_file
 

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from conftest import DECODER_FIXTURES, FIXTURES, MOE_FIXTURES, build_with
+from conftest import DECODER_FIXTURES, FIXTURES, MOE_FIXTURES, build_with, genai_greedy
 
 TOL = 1e-4
 
@@ -387,15 +387,7 @@ def genai_tokens(pkg, prompt, count):
     config = json.loads((pkg / "genai_config.json").read_text())
     config["model"]["eos_token_id"] = config["model"]["vocab_size"] - 1
     (pkg / "genai_config.json").write_text(json.dumps(config))
-    model = og.Model(str(pkg))
-    params = og.GeneratorParams(model)
-    total = prompt.shape[1] + count
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(prompt)
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)[prompt.shape[1]:]]
+    return genai_greedy(og.Model(str(pkg)), prompt, count)
 
 
 @pytest.mark.parametrize("fixture", DECODER_FIXTURES)
