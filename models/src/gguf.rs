@@ -7,8 +7,19 @@
 //! with their rope factors, Mistral files written as llama), `qwen2`, `qwen3` (q/k norms
 //! `attn_q_norm` / `attn_k_norm`, not permuted), `phi3` (Phi-3, Phi-3.5, Phi-4-mini), `gemma`,
 //! `gemma2` and `gemma3` (text).
-//! Mixture-of-experts files (`qwen2moe`, `qwen3moe`) are refused saying why: their experts are
-//! 3-D stacks the build would write as float.
+//!
+//! Mixture-of-experts files (llama.cpp's `build_moe_ffn`): `llama` with `llama.expert_count`
+//! (Mixtral), `qwen2moe` (with its sigmoid-gated shared expert) and `qwen3moe`. The experts are
+//! 3-D tensors `ffn_gate_exps` / `ffn_up_exps` / `ffn_down_exps` (ggml `[K, rows, experts]`),
+//! whose experts are contiguous slabs: each is read as its own 2-D tensor under the family's
+//! per-expert name (a block-quantized slab keeps its integers, and the quantize step writes
+//! the stacks as `com.microsoft.QMoE` where the table fuses MoE). The router `ffn_gate_inp` is
+//! softmax top-`expert_used_count`; llama.cpp renormalizes the chosen weights for llama and
+//! qwen3moe and not for qwen2moe (its `norm_w` argument, fixed per architecture: the file has
+//! no key for it), which becomes `norm_topk_prob`. The expert size is
+//! `expert_feed_forward_length`, else llama.cpp's default `feed_forward_length /
+//! expert_used_count`; qwen2moe's shared expert is `expert_shared_feed_forward_length`, else
+//! `feed_forward_length`. A qwen layer without a router is a dense MLP (`mlp_only_layers`).
 //! Anything else, any metadata key of the architecture that is not read here, a tensor that is
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
@@ -114,6 +125,8 @@ enum Kind {
     Gemma,
     Gemma2,
     Gemma3,
+    Qwen2Moe,
+    Qwen3Moe,
 }
 
 /// One architecture's mapping.
@@ -133,7 +146,10 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma => &[],
+            Kind::Llama => &["expert_count", "expert_used_count"],
+            Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
+            Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
@@ -164,16 +180,43 @@ impl Arch {
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
             Kind::Phi3 => &[],
-            Kind::Llama | Kind::Qwen2 | Kind::Gemma => &[PRE_MLP_NORM],
+            Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
+            Kind::Qwen2 | Kind::Gemma => &[PRE_MLP_NORM],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
+            Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
+            Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
         }
     }
 }
 
+impl Arch {
+    /// The experts' 3-D tensors (llama.cpp's suffix after `blk.N.`) and the family's per-expert
+    /// name after `model.layers.N.` (`{e}`: the expert), for the architectures with experts.
+    fn expert_names(&self) -> &'static [(&'static str, &'static str)] {
+        match self.kind {
+            Kind::Llama => &[
+                ("ffn_gate_exps.weight", "block_sparse_moe.experts.{e}.w1.weight"),
+                ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
+                ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
+            ],
+            Kind::Qwen2Moe | Kind::Qwen3Moe => &[
+                ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
+                ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
+                ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
+            ],
+            _ => &[],
+        }
+    }
+
+    fn qwen_moe(&self) -> bool {
+        matches!(self.kind, Kind::Qwen2Moe | Kind::Qwen3Moe)
+    }
+}
+
 /// The architectures [`arch`] maps, for messages.
-const ARCHITECTURES: &str = "llama, qwen2, qwen3, phi3, gemma, gemma2 and gemma3";
+const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2 and gemma3";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -181,6 +224,9 @@ fn arch(name: &str) -> Option<Arch> {
         "qwen2" => ("qwen2", false, Kind::Qwen2),
         // llama.cpp's Qwen3Model is its Qwen2Model (no permutation) with q/k norms.
         "qwen3" => ("qwen3", false, Kind::Qwen3),
+        // Qwen2MoeModel / Qwen3MoeModel: their dense parents' tensors plus experts and router.
+        "qwen2moe" => ("qwen2_moe", false, Kind::Qwen2Moe),
+        "qwen3moe" => ("qwen3_moe", false, Kind::Qwen3Moe),
         // Phi3MiniModel: q/k not permuted (NeoX-style rope), the fused projections as stored.
         "phi3" => ("phi3", false, Kind::Phi3),
         "gemma" => ("gemma", false, Kind::Gemma),
@@ -219,6 +265,20 @@ const GEMMA2_NAMES: &[(&str, &str)] = &[
 
 /// llama.cpp's `ffn_norm`: the norm before the MLP, Llama's `post_attention_layernorm`.
 const PRE_MLP_NORM: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight")];
+
+/// The router of a MoE layer (llama.cpp's `ffn_gate_inp`, `[experts, hidden]`).
+const MIXTRAL_ROUTER: &[(&str, &str)] = &[("ffn_gate_inp.weight", "block_sparse_moe.gate.weight")];
+const QWEN_ROUTER: &[(&str, &str)] = &[("ffn_gate_inp.weight", "mlp.gate.weight")];
+
+/// Qwen2-MoE's shared expert and its gate (`ffn_gate_inp_shexp`, a `[hidden]` vector in the
+/// file, the family's `[1, hidden]` Linear weight).
+const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
+    ("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"),
+    ("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"),
+];
+const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
 
 /// Per-head q/k RMSNorms (Qwen3, Gemma 3).
 const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
@@ -274,14 +334,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let arch_name = file.get("general.architecture").and_then(Value::as_str).ok_or_else(|| err("has no `general.architecture` string".into()))?.to_string();
     let Some(a) = arch(&arch_name) else {
-        let why = match arch_name.as_str() {
-            // The expert weights are 3-D stacks (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`,
-            // [experts, rows, K]); the build writes a stack of pre-quantized experts as its float
-            // dequantization (no QMoE form of ggml blocks), which would undo the point of importing.
-            "qwen3moe" | "qwen2moe" => " (mixture-of-experts files are not imported: their experts are 3-D ggml stacks, `ffn_gate_exps` / `ffn_up_exps` / `ffn_down_exps`, which the build would write as their float dequantization)",
-            _ => "",
-        };
-        return Err(err(format!("`general.architecture` is `{arch_name}`{why}; GGUF files of architectures {ARCHITECTURES} are imported")));
+        return Err(err(format!("`general.architecture` is `{arch_name}`; GGUF files of architectures {ARCHITECTURES} are imported")));
     };
     let config = config_of(path, &file, &arch_name, &a)?;
     let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize).unwrap_or(0);
@@ -296,12 +349,21 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         if a.rope_tensors().contains(&t.name.as_str()) {
             continue;
         }
+        if let Some((layer, template)) = expert_stack(&t.name, &a) {
+            *types.entry(t.ggml_type.name()).or_default() += 1;
+            split_experts(path, &file, t, layer, template, &mut tensors, &mut packed)?;
+            continue;
+        }
         let Some(name) = family_name(&t.name, &a) else {
             return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
         };
         *types.entry(t.ggml_type.name()).or_default() += 1;
         // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
-        let shape: Vec<usize> = t.dims.iter().rev().copied().collect();
+        let mut shape: Vec<usize> = t.dims.iter().rev().copied().collect();
+        // Qwen2-MoE's shared-expert gate: a vector in the file, a one-row Linear weight here.
+        if t.name.ends_with(SHARED_GATE) && shape.len() == 1 {
+            shape.insert(0, 1);
+        }
         let permute_heads = match () {
             _ if !a.permuted_qk => None,
             _ if t.name.contains(".attn_q.") => Some(heads),
@@ -376,6 +438,50 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         },
     };
     Ok(Imported { config, tensors, views, packed, source, file })
+}
+
+/// The layer and the family's per-expert name (`{e}` for the expert) of a 3-D expert tensor.
+fn expert_stack(name: &str, a: &Arch) -> Option<(usize, &'static str)> {
+    let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
+    let layer = layer.parse().ok()?;
+    a.expert_names().iter().find(|(from, _)| *from == suffix).map(|(_, to)| (layer, *to))
+}
+
+/// Each expert of the 3-D tensor `t` (ggml `[K, rows, experts]`: the experts are contiguous
+/// slabs of whole rows) as its own `[rows, K]` tensor named after `template`: a float slab as
+/// a source tensor, a block-quantized one as its own [`PackedWeight`] keeping its integers.
+fn split_experts(path: &Path, file: &GgufFile, t: &TensorInfo, layer: usize, template: &str, tensors: &mut BTreeMap<String, SourceTensor>, packed: &mut BTreeMap<String, Arc<PackedWeight>>) -> Result<()> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let &[k, rows, experts] = &t.dims[..] else {
+        return Err(err(format!("tensor `{}` is {:?}; expert stacks are 3-D ggml tensors [K, rows, experts]", t.name, t.dims)));
+    };
+    if experts == 0 || !t.len.is_multiple_of(experts) {
+        return Err(err(format!("tensor `{}` ({} bytes) does not split into {experts} experts of equal size", t.name, t.len)));
+    }
+    if float_dtype(t.ggml_type).is_none() && ir::ggml::form(t.ggml_type).is_none() {
+        return Err(err(format!(
+            "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
+            t.name,
+            t.ggml_type,
+            ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let slab = t.len / experts;
+    for e in 0..experts {
+        let name = format!("model.layers.{layer}.{}", template.replace("{e}", &e.to_string()));
+        let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(&file.file), dtype, shape, offset: t.offset + e * slab, len: slab };
+        match float_dtype(t.ggml_type) {
+            Some(dtype) => {
+                tensors.insert(name.clone(), part(&name, dtype, vec![rows, k]));
+            }
+            None => {
+                let label = format!("{} (expert {e})", t.name);
+                let w = PackedWeight::ggml(label.clone(), part(&label, DType::U8, vec![slab]), t.ggml_type, rows, k, None)?;
+                packed.insert(name, w);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn float_dtype(t: GgmlType) -> Option<DType> {
@@ -545,8 +651,11 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe) {
         c.insert("attention_bias".into(), json!(biased));
+    }
+    if a.kind == Kind::Qwen2Moe {
+        c.insert("qkv_bias".into(), json!(biased));
     }
     if a.kind == Kind::Phi3 {
         phi3_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
@@ -557,6 +666,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.gemma() {
         gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
     }
+    moe_config(&mut c, a, file, &uint, &key, &err)?;
     for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
         if let Some(v) = id(k) {
             c.insert(to.into(), json!(v));
@@ -613,6 +723,49 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
     // the model's own window, which transformers applies.
     if let Some(w) = uint("attention.sliding_window")?.filter(|&w| w > 0) {
         c.insert("sliding_window".into(), json!(w));
+    }
+    Ok(())
+}
+
+/// The mixture-of-experts keys of the config (see the module doc): none for a file without
+/// `expert_count` (a dense llama), Mixtral's for llama with experts, Qwen-MoE's otherwise.
+fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let experts = uint("expert_count")?.unwrap_or(0);
+    if experts == 0 {
+        if a.qwen_moe() {
+            return Err(err(format!("metadata key `{}` is missing or 0: every {} file routes over experts", key("expert_count"), a.model_type)));
+        }
+        return Ok(());
+    }
+    let used = uint("expert_used_count")?.filter(|&u| u > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 beside `{}` {experts}", key("expert_used_count"), key("expert_count"))))?;
+    if used > experts {
+        return Err(err(format!("metadata key `{}` ({used}) is larger than `{}` ({experts})", key("expert_used_count"), key("expert_count"))));
+    }
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    let n_ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
+    if a.kind == Kind::Llama {
+        // Mixtral: every layer routes (llama.cpp's llama graph takes the expert branch in
+        // every layer of a file with experts).
+        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
+            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: a llama file with `{}` routes every layer", key("expert_count"))));
+        }
+        c.insert("model_type".into(), json!("mixtral"));
+        c.remove("attention_bias");
+        c.remove("mlp_bias");
+        c.insert("num_local_experts".into(), json!(experts));
+        c.insert("num_experts_per_tok".into(), json!(used));
+        return Ok(());
+    }
+    c.insert("num_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(uint("expert_feed_forward_length")?.unwrap_or(n_ff / used)));
+    // llama.cpp's `norm_w`: qwen3moe renormalizes the chosen weights, qwen2moe does not.
+    c.insert("norm_topk_prob".into(), json!(a.kind == Kind::Qwen3Moe));
+    c.insert("decoder_sparse_step".into(), json!(1));
+    c.insert("mlp_only_layers".into(), json!((0..layers).filter(|&i| !routed(i)).collect::<Vec<_>>()));
+    if a.kind == Kind::Qwen2Moe {
+        c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
     }
     Ok(())
 }
@@ -863,15 +1016,104 @@ mod tests {
         assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.tensors.contains_key("model.layers.0.self_attn.k_norm.weight"));
         assert!(i.packed["model.layers.0.self_attn.q_proj.weight"].order().is_none());
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
-        // Experts and Llama 3 rope factors are not qwen3's; MoE architectures are refused whole.
+        // Experts and Llama 3 rope factors are not qwen3's.
         for extra in [("blk.0.ffn_gate_exps.weight", 0, vec![64, 32, 4]), (ROPE_FREQS, 0, vec![8])] {
             let mut t2 = t.clone();
             t2.push(extra.clone());
             let e = import_of(&as_ref(&m), &t2).err().expect("refused").to_string();
             assert!(e.contains(&format!("`{}`", extra.0)) && e.contains("not mapped for architecture qwen3"), "{e}");
         }
-        let e = import_of(&as_ref(&meta_of("qwen3moe")), &t).err().expect("refused").to_string();
-        assert!(e.contains("`qwen3moe`") && e.contains("mixture-of-experts") && e.contains("ffn_gate_exps"), "{e}");
+    }
+
+    /// A one-layer MoE file of `arch`: llama_tensors' attention, a router and 4 experts of 32
+    /// (Q8_0 gate/up, F32 down), plus `extra`.
+    fn moe_tensors(extra: &[(&'static str, u32, Vec<u64>)]) -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t: Vec<_> = llama_tensors().into_iter().filter(|(n, ..)| !n.contains("ffn_gate.") && !n.contains("ffn_up.") && !n.contains("ffn_down.")).collect();
+        t.extend([("blk.0.ffn_gate_inp.weight", 0, vec![64, 4]), ("blk.0.ffn_gate_exps.weight", 8, vec![64, 32, 4]), ("blk.0.ffn_up_exps.weight", 8, vec![64, 32, 4]), ("blk.0.ffn_down_exps.weight", 0, vec![32, 64, 4])]);
+        t.extend(extra.iter().cloned());
+        t
+    }
+
+    fn moe_meta(arch: &str, used: u64) -> Vec<(String, Json)> {
+        let mut m = meta_of(arch);
+        m.push((format!("{arch}.expert_count"), json!(4)));
+        m.push((format!("{arch}.expert_used_count"), json!(used)));
+        m
+    }
+
+    #[test]
+    fn moe_files_split_the_expert_stacks_into_each_experts_tensor() {
+        // qwen3moe: per-expert names, the Q8_0 slabs packed (each expert its own rows), the F32
+        // ones float, the router float; llama.cpp's fixed routing settings in the config.
+        let mut m = moe_meta("qwen3moe", 2);
+        m.push(("qwen3moe.expert_feed_forward_length".into(), json!(32)));
+        let norms: [(&str, u32, Vec<u64>); 2] = [("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])];
+        let i = import_of(&as_ref(&m), &moe_tensors(&norms)).unwrap();
+        let c = &i.config;
+        assert_eq!(c["model_type"], json!("qwen3_moe"));
+        assert_eq!((c["num_experts"].as_u64(), c["num_experts_per_tok"].as_u64(), c["moe_intermediate_size"].as_u64()), (Some(4), Some(2), Some(32)));
+        assert_eq!((c["norm_topk_prob"].as_bool(), c["mlp_only_layers"].clone()), (Some(true), json!([])));
+        for e in 0..4 {
+            let gate = &i.packed[&format!("model.layers.0.mlp.experts.{e}.gate_proj.weight")];
+            assert_eq!((gate.n(), gate.k()), (32, 64));
+            assert!(i.packed.contains_key(&format!("model.layers.0.mlp.experts.{e}.up_proj.weight")));
+            let down = &i.tensors[&format!("model.layers.0.mlp.experts.{e}.down_proj.weight")];
+            assert_eq!((down.shape.clone(), down.len), (vec![64, 32], 64 * 32 * 4));
+        }
+        // Expert 2's slab starts two slabs in.
+        let (d0, d2) = (&i.tensors["model.layers.0.mlp.experts.0.down_proj.weight"], &i.tensors["model.layers.0.mlp.experts.2.down_proj.weight"]);
+        assert_eq!(d2.offset - d0.offset, 2 * 64 * 32 * 4);
+        assert!(i.tensors.contains_key("model.layers.0.mlp.gate.weight"));
+        assert_eq!(i.source.types.iter().find(|(t, _)| t == "Q8_0").map(|(_, n)| *n), Some(6), "each stack counted once");
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // Without the expert size, llama.cpp's default: feed_forward_length / expert_used_count.
+        let i = import_of(&as_ref(&moe_meta("qwen3moe", 2)), &moe_tensors(&norms)).unwrap();
+        assert_eq!(i.config["moe_intermediate_size"].as_u64(), Some(64));
+
+        // qwen2moe: not renormalized, the shared expert with its gate vector as a [1, hidden] weight.
+        let shared: [(&str, u32, Vec<u64>); 4] = [
+            ("blk.0.ffn_gate_inp_shexp.weight", 0, vec![64]),
+            ("blk.0.ffn_gate_shexp.weight", 8, vec![64, 96]),
+            ("blk.0.ffn_up_shexp.weight", 8, vec![64, 96]),
+            ("blk.0.ffn_down_shexp.weight", 0, vec![96, 64]),
+        ];
+        let mut m = moe_meta("qwen2moe", 2);
+        m.push(("qwen2moe.expert_shared_feed_forward_length".into(), json!(96)));
+        let i = import_of(&as_ref(&m), &moe_tensors(&shared)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["norm_topk_prob"].as_bool(), c["shared_expert_intermediate_size"].as_u64()), (Some("qwen2_moe"), Some(false), Some(96)));
+        assert_eq!(i.tensors["model.layers.0.mlp.shared_expert_gate.weight"].shape, vec![1, 64]);
+        assert!(i.packed.contains_key("model.layers.0.mlp.shared_expert.up_proj.weight"));
+
+        // llama with experts is Mixtral: its names, every layer routed, always renormalized.
+        let i = import_of(&as_ref(&moe_meta("llama", 2)), &moe_tensors(&[])).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_local_experts"].as_u64(), c.get("attention_bias")), (Some("mixtral"), Some(4), None));
+        assert!(i.packed.contains_key("model.layers.0.block_sparse_moe.experts.3.w3.weight") && i.tensors.contains_key("model.layers.0.block_sparse_moe.experts.3.w2.weight"));
+        assert!(i.tensors.contains_key("model.layers.0.block_sparse_moe.gate.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+    }
+
+    #[test]
+    fn moe_refusals_name_the_key_or_tensor() {
+        let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let got = e(meta_of("qwen3moe"), moe_tensors(&[]));
+        assert!(got.contains("`qwen3moe.expert_count`") && got.contains("missing"), "{got}");
+        let got = e(moe_meta("qwen3moe", 5), moe_tensors(&[]));
+        assert!(got.contains("`qwen3moe.expert_used_count` (5)"), "{got}");
+        // A llama file with experts must route every layer.
+        let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("gate_inp")).collect();
+        let got = e(moe_meta("llama", 2), t);
+        assert!(got.contains("`blk.0.ffn_gate_inp.weight`"), "{got}");
+        // A stack that is not 3-D, or does not split into equal experts.
+        let mut t = moe_tensors(&[]);
+        t.retain(|(n, ..)| !n.contains("down_exps"));
+        t.push(("blk.0.ffn_down_exps.weight", 0, vec![32, 256]));
+        let got = e(moe_meta("llama", 2), t);
+        assert!(got.contains("`blk.0.ffn_down_exps.weight`") && got.contains("3-D"), "{got}");
+        // Old per-expert tensor names (before the merged stacks) are not mapped.
+        let got = e(moe_meta("llama", 2), moe_tensors(&[("blk.0.ffn_gate.0.weight", 0, vec![64, 32])]));
+        assert!(got.contains("`blk.0.ffn_gate.0.weight`") && got.contains("not mapped"), "{got}");
     }
 
     /// A one-layer phi3 file: hidden 64, 4 heads of 16 (2 KV heads), fused Q8_0 projections.

@@ -294,24 +294,48 @@ fn every_table_imports_them_in_its_form() {
     }
 }
 
-/// Expert stacks of pre-quantized experts are not imported (QMoE from packed experts is not
-/// written yet): they are their exact float dequantization, and the build warns, naming them.
-/// The attention projections are imported, and the package computes the dequantized model.
+/// Pre-quantized experts keep their integers: on cpu (which fuses MoE and runs QMoE) the
+/// per-expert GPTQ layers become com.microsoft.QMoE with the checkpoint's codes, scales and
+/// zero points (report source `gptq`, no warning) and the package computes the dequantized
+/// model at accuracy level 0; act-order experts (QMoE has no g_idx) and the `default` table's
+/// dense experts are written as their exact float dequantization, with the reason and a
+/// warning naming them.
 #[test]
-fn packed_experts_are_dequantized_with_a_warning() {
-    let src = tempfile::tempdir().unwrap();
-    write_prequant(&fixture("tiny-mixtral"), src.path(), spec("gptq", "gptq", 4, Some(32), false, false), &["q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3"], 9);
-    let out = tempfile::tempdir().unwrap();
-    let req = BuildRequest { ep: "cpu".into(), quant: level(0), ..BuildRequest::new(src.path(), out.path().join("pkg")) };
-    let report = build(&req, &mut |_| {}).unwrap();
-    let warning = report.warnings.iter().find(|w| w.contains("pre-quantized tensor(s) are written as their float dequantization")).unwrap_or_else(|| panic!("{:?}", report.warnings));
-    assert!(warning.contains("experts"), "{warning}");
-    assert!(report.parts[0].quantized.iter().all(|t| t.source == "gptq") && !report.parts[0].quantized.is_empty());
-    let pkg = out.path().join("pkg");
-    let (_b, float_pkg) = build_pkg(&src.path().join("dequantized"), "cpu", None);
-    let float_model = ir::load_model(&float_pkg.join("model.onnx")).unwrap();
-    let reference = Reference::computed(&mut session(&float_pkg.join("model.onnx")), &DecoderShape::of(&float_model), &Reference::load(&fixture("tiny-mixtral")));
-    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
-    let diffs = compare_decoder(&mut session(&pkg.join("model.onnx")), &DecoderShape::of(&model), &reference, Cases::ALL);
-    assert_within("tiny-mixtral gptq", &diffs, 2e-5);
+fn packed_experts_become_qmoe_or_their_dequantization_with_a_warning() {
+    let moe = ["q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3"];
+    let cases = [(spec("gptq", "gptq", 4, Some(32), false, false), "cpu", true), (spec("gptq", "gptq", 4, Some(32), false, true), "cpu", false), (spec("gptq", "gptq", 4, Some(32), false, false), "default", false)];
+    for (i, (spec, ep, qmoe)) in cases.into_iter().enumerate() {
+        let what = format!("tiny-mixtral {spec:?} {ep}");
+        let src = tempfile::tempdir().unwrap();
+        write_prequant(&fixture("tiny-mixtral"), src.path(), spec, &moe, 9 + i as u64);
+        let out = tempfile::tempdir().unwrap();
+        let req = BuildRequest { ep: ep.into(), quant: level(0), ..BuildRequest::new(src.path(), out.path().join("pkg")) };
+        let report = build(&req, &mut |_| {}).unwrap();
+        let pkg = out.path().join("pkg");
+        let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+        let qmoe_nodes: Vec<&ir::Node> = model.graph.nodes.iter().filter(|n| n.op == "QMoE").collect();
+        let experts: Vec<_> = report.parts[0].quantized.iter().filter(|t| t.role == "experts").collect();
+        let warning = report.warnings.iter().find(|w| w.contains("pre-quantized tensor(s) are written as their float dequantization"));
+        if qmoe {
+            assert_eq!(qmoe_nodes.len(), 2, "{what}: one QMoE per layer");
+            for n in &qmoe_nodes {
+                assert_eq!((n.attr_int("expert_weight_bits"), n.attr_int("block_size")), (Some(4), Some(32)), "{what}");
+                assert!(n.input(11).is_some(), "{what}: asymmetric GPTQ keeps its zero points");
+            }
+            assert_eq!(experts.len(), 4, "{what}: {experts:?}");
+            assert!(experts.iter().all(|t| t.source == "gptq" && t.method == "imported" && t.max_abs_error == 0.0), "{what}: {experts:?}");
+            assert!(warning.is_none(), "{what}: {:?}", report.warnings);
+        } else {
+            assert!(qmoe_nodes.is_empty() && experts.is_empty(), "{what}");
+            let warning = warning.unwrap_or_else(|| panic!("{what}: {:?}", report.warnings));
+            assert!(warning.contains("experts"), "{what}: {warning}");
+        }
+        assert!(report.parts[0].quantized.iter().all(|t| t.source == "gptq") && !report.parts[0].quantized.is_empty(), "{what}");
+        let (_b, float_pkg) = build_pkg(&src.path().join("dequantized"), ep, None);
+        let float_model = ir::load_model(&float_pkg.join("model.onnx")).unwrap();
+        let reference = Reference::computed(&mut session(&float_pkg.join("model.onnx")), &DecoderShape::of(&float_model), &Reference::load(&fixture("tiny-mixtral")));
+        let mut s = session_level0(&pkg.join("model.onnx"));
+        let diffs = compare_decoder(&mut s, &DecoderShape::of(&model), &reference, Cases::ALL);
+        assert_within(&what, &diffs, 2e-5);
+    }
 }

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use ir::quant::QuantSettings;
-use ir::{Attr, AttrValue, Graph, Node, QuantForm, QuantGroup, QuantPart, Recipe};
+use ir::{Attr, AttrValue, Graph, Node, PackedStack, QuantForm, QuantGroup, QuantPart, Recipe};
 
 use super::{QuantOutcome, QuantStep, QuantizedTensor, Role};
 use crate::Result;
@@ -95,11 +95,31 @@ fn unfit(graph: &Graph, c: &ExpertsCandidate, settings: &QuantSettings) -> Optio
     })
 }
 
-/// Quantizes every expert candidate with the linear setting, in place; returns nothing to do
-/// when `--quant-exclude` or the sizes keep a node float (recorded in `outcome.kept_float`).
+/// Quantizes every expert candidate with the linear setting, or writes pre-quantized expert
+/// stacks with their own integers, in place; a node that stays float is recorded in
+/// `outcome.kept_float` with why (`--quant-exclude`, the table, the sizes, a packed form QMoE
+/// cannot hold).
 pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) -> Result<()> {
-    let Some(settings) = step.settings(Role::Experts) else { return Ok(()) };
     for c in candidates(graph) {
+        let packed = [&c.fc1, &c.fc2].into_iter().any(|w| graph.initializer(w).is_some_and(Recipe::has_packed));
+        if packed {
+            match packed_groups(graph, &c, step)? {
+                Ok((fc1, fc2)) => to_qmoe(graph, &c, fc1, fc2, step, outcome),
+                Err(why) => {
+                    outcome.kept_float.push((c.fc1.clone(), why.clone()));
+                    outcome.kept_float.push((c.fc2.clone(), why));
+                    outcome.float_experts += 2;
+                }
+            }
+            continue;
+        }
+        let Some(settings) = step.settings(Role::Experts) else {
+            // An import: experts that are float in the checkpoint stay float.
+            let why = "float in the pre-quantized checkpoint: it stays float".to_string();
+            outcome.kept_float.push((c.fc1.clone(), why.clone()));
+            outcome.kept_float.push((c.fc2.clone(), why));
+            continue;
+        };
         let excluded = [&c.fc1, &c.fc2].into_iter().find_map(|w| step.exclusion(graph, w));
         let why = match (&excluded, step.no_qmoe.clone().or_else(|| step.hqq_experts())) {
             (_, Some(why)) => Some(why),
@@ -119,59 +139,126 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
         }
         let fc1 = stack_group(graph, &c.fc1, settings, step)?;
         let fc2 = stack_group(graph, &c.fc2, settings, step)?;
-        let index = graph.nodes.iter().position(|n| n.name == c.node).expect("candidates come from this graph");
-        let router_weights = (graph.nodes[index].attr_int("normalize_routing_weights").unwrap_or(0) == 0).then(|| {
-            let probs = graph.nodes[index].inputs[1].clone();
-            let out = format!("{}/router_weights", c.node);
-            let mut softmax = Node::new(format!("{}/router_weights/Softmax", c.node), "Softmax", &[&probs], &[&out]);
-            softmax.attrs.push(Attr::int("axis", -1));
-            softmax.metadata.insert("rule".into(), "quantize".into());
-            (softmax, out)
-        });
-        let parts1 = add_parts(graph, &fc1);
-        let parts2 = add_parts(graph, &fc2);
-        let node = &mut graph.nodes[index];
-        let mut inputs = vec![String::new(); QMOE_SLOTS];
-        inputs[0] = node.inputs[0].clone();
-        inputs[1] = node.inputs[1].clone();
-        (inputs[Q_FC1], inputs[Q_FC1_SCALES]) = (parts1[0].clone(), parts1[1].clone());
-        (inputs[Q_FC2], inputs[Q_FC2_SCALES]) = (parts2[0].clone(), parts2[1].clone());
-        inputs[Q_FC1_BIAS] = node.input(MOE_FC1_BIAS).unwrap_or_default().to_string();
-        inputs[Q_FC2_BIAS] = node.input(MOE_FC2_BIAS).unwrap_or_default().to_string();
-        if !settings.symmetric() {
-            inputs[Q_FC1_ZERO_POINTS] = parts1[2].clone();
-            inputs[Q_FC2_ZERO_POINTS] = parts2[2].clone();
-        }
-        if let Some((_, out)) = &router_weights {
-            inputs[Q_ROUTER_WEIGHTS] = out.clone();
-        }
-        while inputs.last().is_some_and(String::is_empty) {
-            inputs.pop();
-        }
-        node.op = "QMoE".into();
-        node.domain = MS.into();
-        node.opset = 1;
-        node.inputs = inputs;
-        node.attrs.retain(|a| !matches!(a.name.as_str(), "expert_weight_bits" | "block_size" | "weights_prepacked" | "accuracy_level"));
-        node.attrs.push(Attr::int("expert_weight_bits", settings.bits().count() as i64));
-        node.attrs.push(Attr::int("block_size", settings.block_size() as i64));
-        // The raw per-expert layout MatMulNBits' quantizer writes; -1 (the default) and 1 mean
-        // an EP-prepacked layout.
-        node.attrs.push(Attr::int("weights_prepacked", 0));
-        if step.accuracy_level != 0 {
-            node.attrs.push(Attr::int("accuracy_level", step.accuracy_level));
-        }
-        node.metadata.insert("quantize".into(), "QMoE".into());
-        let op = format!("{} (QMoE)", c.node);
-        if let Some((softmax, _)) = router_weights {
-            graph.nodes.push(softmax);
-        }
-        for group in [fc1, fc2] {
-            outcome.tensors.push(QuantizedTensor { weight: group.name.clone(), role: Role::Experts, ops: vec![op.clone()], group });
-        }
+        to_qmoe(graph, &c, fc1, fc2, step, outcome);
     }
     graph.toposort()?;
     Ok(())
+}
+
+/// The groups of a MoE node whose stacks read pre-quantized experts, with the checkpoint's
+/// integers: both stacks as one [`PackedStack`] each (viewed `[E * N, K]`: a stack of
+/// per-expert layers, fc1 the gate and up rows interleaved), written with one block size (the
+/// smaller of the two; QMoE has one `block_size`). `Err(why)` when QMoE cannot hold them (they
+/// are then written as their exact float dequantization): no QMoE kernel on the table, float
+/// zero points (a GGUF type with a min; QMoE's zero points are packed integers), act-order
+/// rows (QMoE has no `g_idx`), float rows among the packed ones, or two stacks of different
+/// bits or symmetry (one `expert_weight_bits`).
+type PackedGroups = std::result::Result<(Arc<QuantGroup>, Arc<QuantGroup>), String>;
+fn packed_groups(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep) -> Result<PackedGroups> {
+    if let Some(why) = &step.no_qmoe {
+        return Ok(Err(format!("pre-quantized experts: {why}")));
+    }
+    let mut stacks = Vec::new();
+    for name in [&c.fc1, &c.fc2] {
+        let w = graph.initializer(name).expect("candidates name initializers");
+        let s = w.shape();
+        let rows = w.clone().reshape(vec![s[0] * s[1], s[2]]);
+        let stack = match PackedStack::from_recipe(name, &rows) {
+            Some(Ok(stack)) => stack,
+            Some(Err(e)) => return Ok(Err(format!("pre-quantized experts that QMoE cannot hold: {e}"))),
+            None => return Ok(Err(format!("`{name}` reads no pre-quantized expert while the other stack of `{}` does: QMoE quantizes both stacks or neither", c.node))),
+        };
+        if stack.float_zeros() {
+            let mut types: Vec<String> = stack.layers().filter(|l| l.float_zeros()).map(|l| l.source_type()).collect();
+            types.dedup();
+            return Ok(Err(format!(
+                "pre-quantized experts of {} have float zero points (a minimum per block), and com.microsoft.QMoE takes packed integer zero points only (ONNX Runtime 1.32: QMoE T1 is uint8)",
+                types.join(", ")
+            )));
+        }
+        if stack.order().is_some() {
+            return Ok(Err("pre-quantized experts with act-order rows (g_idx): com.microsoft.QMoE has no g_idx input".into()));
+        }
+        stacks.push((rows, stack));
+    }
+    let (s1, s2) = (stacks[0].1.settings(), stacks[1].1.settings());
+    if s1.bits() != s2.bits() || s1.symmetric() != s2.symmetric() {
+        return Ok(Err(format!(
+            "the pre-quantized experts' two stacks differ ({}-bit {}, {}-bit {}), and com.microsoft.QMoE takes one expert_weight_bits and one zero-point form for both",
+            s1.bits().count(),
+            if s1.symmetric() { "symmetric" } else { "with zero points" },
+            s2.bits().count(),
+            if s2.symmetric() { "symmetric" } else { "with zero points" }
+        )));
+    }
+    let block = s1.block_size().min(s2.block_size());
+    let mut groups = Vec::new();
+    for ((rows, stack), name) in stacks.into_iter().zip([&c.fc1, &c.fc2]) {
+        let stack = if stack.settings().block_size() == block { stack } else { stack.with_block(block)? };
+        groups.push(QuantGroup::from_packed(name.clone(), rows, stack, step.scale_dtype, QuantForm::NBits)?);
+    }
+    let fc2 = groups.pop().expect("two groups");
+    let fc1 = groups.pop().expect("two groups");
+    Ok(Ok((fc1, fc2)))
+}
+
+/// Rewrites candidate `c`'s MoE node into QMoE reading the two groups' parts (their bits,
+/// block and symmetry), with `router_weights` where the node does not renormalize.
+fn to_qmoe(graph: &mut Graph, c: &ExpertsCandidate, fc1: Arc<QuantGroup>, fc2: Arc<QuantGroup>, step: &QuantStep, outcome: &mut QuantOutcome) {
+    let settings = fc1.settings();
+    let index = graph.nodes.iter().position(|n| n.name == c.node).expect("candidates come from this graph");
+    let router_weights = (graph.nodes[index].attr_int("normalize_routing_weights").unwrap_or(0) == 0).then(|| {
+        let probs = graph.nodes[index].inputs[1].clone();
+        let out = format!("{}/router_weights", c.node);
+        let mut softmax = Node::new(format!("{}/router_weights/Softmax", c.node), "Softmax", &[&probs], &[&out]);
+        softmax.attrs.push(Attr::int("axis", -1));
+        softmax.metadata.insert("rule".into(), "quantize".into());
+        (softmax, out)
+    });
+    let parts1 = add_parts(graph, &fc1);
+    let parts2 = add_parts(graph, &fc2);
+    let node = &mut graph.nodes[index];
+    let mut inputs = vec![String::new(); QMOE_SLOTS];
+    inputs[0] = node.inputs[0].clone();
+    inputs[1] = node.inputs[1].clone();
+    (inputs[Q_FC1], inputs[Q_FC1_SCALES]) = (parts1[0].clone(), parts1[1].clone());
+    (inputs[Q_FC2], inputs[Q_FC2_SCALES]) = (parts2[0].clone(), parts2[1].clone());
+    inputs[Q_FC1_BIAS] = node.input(MOE_FC1_BIAS).unwrap_or_default().to_string();
+    inputs[Q_FC2_BIAS] = node.input(MOE_FC2_BIAS).unwrap_or_default().to_string();
+    if !settings.symmetric() {
+        inputs[Q_FC1_ZERO_POINTS] = parts1[2].clone();
+        inputs[Q_FC2_ZERO_POINTS] = parts2[2].clone();
+    }
+    if let Some((_, out)) = &router_weights {
+        inputs[Q_ROUTER_WEIGHTS] = out.clone();
+    }
+    while inputs.last().is_some_and(String::is_empty) {
+        inputs.pop();
+    }
+    node.op = "QMoE".into();
+    node.domain = MS.into();
+    node.opset = 1;
+    node.inputs = inputs;
+    node.attrs.retain(|a| !matches!(a.name.as_str(), "expert_weight_bits" | "block_size" | "weights_prepacked" | "accuracy_level"));
+    node.attrs.push(Attr::int("expert_weight_bits", settings.bits().count() as i64));
+    node.attrs.push(Attr::int("block_size", settings.block_size() as i64));
+    // The raw per-expert layout MatMulNBits' quantizer writes; -1 (the default) and 1 mean
+    // an EP-prepacked layout.
+    node.attrs.push(Attr::int("weights_prepacked", 0));
+    if step.accuracy_level != 0 {
+        node.attrs.push(Attr::int("accuracy_level", step.accuracy_level));
+    }
+    node.metadata.insert("quantize".into(), "QMoE".into());
+    if settings.bits() == ir::quant::Bits::Int8 && step.accuracy_level != 4 {
+        outcome.int8_activation_experts.push(c.node.clone());
+    }
+    let op = format!("{} (QMoE)", c.node);
+    if let Some((softmax, _)) = router_weights {
+        graph.nodes.push(softmax);
+    }
+    for group in [fc1, fc2] {
+        outcome.tensors.push(QuantizedTensor { weight: group.name.clone(), role: Role::Experts, ops: vec![op.clone()], group });
+    }
 }
 
 /// One group over a `[E, N, K]` stack viewed `[E * N, K]`.

@@ -11,7 +11,10 @@
 //!   section for the checkpoint's bits (a table without it cannot run them: refused);
 //! * layers that are float in the checkpoint stay float, the lm_head and the embeddings
 //!   included, unless `--quant-lm-head` / `--quant-embeddings` ask (RTN from their float);
-//! * `--quant` itself is refused: it would requantize what the checkpoint already quantized.
+//! * `--quant` itself is refused: it would requantize what the checkpoint already quantized;
+//! * pre-quantized expert stacks become `com.microsoft.QMoE` with their integers where the
+//!   table fuses MoE and runs QMoE, and QMoE can hold their form (experts.rs); otherwise they
+//!   are their exact float dequantization, with a warning.
 
 use ep_sets::{EpTable, QuantBits};
 use ir::quant::Method;
@@ -64,6 +67,8 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.embeddings = req.embeddings.and_then(|c| c.bits());
     step.check_embeddings(&table.name)?;
     step.source = Some(source.clone());
+    // Pre-quantized experts become QMoE where the table runs it (experts.rs).
+    step.no_qmoe = no_qmoe(table, dtype);
     Ok(Some(step))
 }
 
@@ -84,6 +89,20 @@ pub(crate) fn note_dequantized(graph: &ir::Graph, outcome: &mut super::QuantOutc
             ));
         }
     }
+}
+
+/// The note of a build whose 8-bit experts (QMoE) take int8 activations although the
+/// accuracy level asks for float ones (tests/python/test_qmoe_facts.py: ORT 1.32's CPU QMoE has
+/// no float-activation path for 8-bit weights; about 1e-2 relative, as accuracy level 4).
+pub fn int8_experts_note(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    (!q.int8_activation_experts.is_empty()).then(|| {
+        format!(
+            "{} 8-bit QMoE node(s) ({}) run with int8 activations whatever the accuracy level says: ONNX Runtime 1.32's CPU QMoE kernel has no float-activation path for 8-bit experts (about 1e-2 relative error, as accuracy level 4)",
+            q.int8_activation_experts.len(),
+            q.int8_activation_experts.iter().take(2).cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// The warning of a build that writes pre-quantized tensors as float.
@@ -112,11 +131,14 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
     if step.method == Method::Hqq {
         super::hqq_fits(&step, table)?;
     }
-    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
-    if !qmoe {
-        step.no_qmoe = Some(format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name));
-    }
+    step.no_qmoe = no_qmoe(table, dtype);
     Ok(step)
+}
+
+/// Why fused MoE nodes cannot become QMoE on `table` in `dtype` (`None`: they can).
+fn no_qmoe(table: &EpTable, dtype: DType) -> Option<String> {
+    let qmoe = table.kernels("com.microsoft", "QMoE").iter().any(|k| k.types.get("T").is_some_and(|t| t.contains(&dtype.elem())));
+    (!qmoe).then(|| format!("ep-sets/tables/{}.toml claims no com.microsoft.QMoE kernel for {dtype} activations", table.name))
 }
 
 fn offered(table: &EpTable) -> String {

@@ -296,6 +296,9 @@ pub struct QuantOutcome {
     /// Pre-quantized tensors no quantized node reads (expert stacks, say): written as their
     /// exact float dequantization, larger than the checkpoint (import.rs warns).
     pub dequantized: Vec<String>,
+    /// 8-bit QMoE nodes of a build whose accuracy level is not 4: ONNX Runtime 1.32's CPU
+    /// kernel quantizes their activations to int8 whatever the level says (a note says so).
+    pub int8_activation_experts: Vec<String>,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -339,11 +342,17 @@ impl QuantOutcome {
                     },
                     source: match t.group.packed_source() {
                         Some(p) => {
-                            let mut names: Vec<String> = p.layers().map(|l| match l.ggml_type() {
-                                Some(t) => format!("gguf:{t}"),
-                                None => l.format().name().to_string(),
-                            }).collect();
-                            names.dedup();
+                            // Each source type once, in order (an interleaved stack alternates them).
+                            let mut names: Vec<String> = Vec::new();
+                            for l in p.layers() {
+                                let name = match l.ggml_type() {
+                                    Some(t) => format!("gguf:{t}"),
+                                    None => l.format().name().to_string(),
+                                };
+                                if !names.contains(&name) {
+                                    names.push(name);
+                                }
+                            }
                             names.join("+")
                         }
                         None => "float".to_string(),

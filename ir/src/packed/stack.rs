@@ -11,13 +11,31 @@ use std::sync::Arc;
 /// Rows `range` of each layer, stacked in order along N.
 #[derive(Debug)]
 pub struct PackedStack {
-    parts: Vec<(Arc<PackedWeight>, Range<usize>)>,
+    /// The layers read, each once.
+    layers: Vec<Arc<PackedWeight>>,
+    /// Runs of consecutive rows of one layer, in output order: compact, because an
+    /// interleaved expert stack has a run per row (Qwen3-30B-A3B: 196,608 per layer).
+    parts: Vec<Run>,
     n: usize,
     k: usize,
     settings: QuantSettings,
     order: Option<Arc<[u32]>>,
     /// Zero points are written as floats (a GGUF type with a min is among the layers).
     float_zeros: bool,
+}
+
+/// Rows `start..start + len` of layer `layer` (an index into [`PackedStack`]'s layers).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    layer: u32,
+    start: u32,
+    len: u32,
+}
+
+impl Run {
+    fn range(self) -> Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
 }
 
 /// Where [`PackedStack::nbits`] writes zero points: packed integers (GPTQ, AWQ), or, for
@@ -31,35 +49,124 @@ pub(crate) enum ZeroOut<'a, S> {
     Float(&'a mut [S]),
 }
 
-/// The layers and row ranges `r` reads, when it reads pre-quantized layers only through
-/// float casts, row slices, row concatenations and same-shape reshapes.
-fn rows_of(r: &Recipe) -> Option<Vec<(Arc<PackedWeight>, Range<usize>)>> {
-    match r {
-        Recipe::Packed(p) => Some(vec![(Arc::clone(p), 0..p.n())]),
-        Recipe::Cast { input, to } if to.is_float() => rows_of(input),
-        Recipe::Reshape { input, shape } if *shape == input.shape() => rows_of(input),
-        Recipe::Slice { input, axis: 0, start, end } => {
-            let mut out = Vec::new();
-            let mut at = 0;
-            for (p, range) in rows_of(input)? {
-                let len = range.len();
-                let (lo, hi) = ((*start).max(at), (*end).min(at + len));
-                if lo < hi {
-                    out.push((p, range.start + lo - at..range.start + hi - at));
-                }
-                at += len;
-            }
-            Some(out)
-        }
-        Recipe::Concat { inputs, axis: 0 } => {
-            let mut out = Vec::new();
-            for i in inputs {
-                out.extend(rows_of(i)?);
-            }
-            Some(out)
-        }
-        _ => None,
+/// The rows of a recipe that only rearranges whole rows of pre-quantized layers: the layers,
+/// and for each row of the recipe seen as `[rows, K]` (every axis but the last flattened, in
+/// order) the layer and row it is.
+struct RowMap {
+    layers: Vec<Arc<PackedWeight>>,
+    /// `(index into layers, layer row)` per row.
+    rows: Vec<(u32, u32)>,
+    shape: Vec<usize>,
+}
+
+impl RowMap {
+    /// `outer`, `dim` and `inner`: the row counts before, along and after `axis` (a leading axis).
+    fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+        let lead = &shape[..shape.len() - 1];
+        (lead[..axis].iter().product(), lead[axis], lead[axis + 1..].iter().product())
     }
+
+    /// Appends `other`'s layers to these and returns its rows renumbered.
+    fn adopt(&mut self, other: RowMap) -> Vec<(u32, u32)> {
+        let base = self.layers.len() as u32;
+        self.layers.extend(other.layers);
+        other.rows.into_iter().map(|(l, r)| (l + base, r)).collect()
+    }
+
+    /// Float casts, reshapes that keep the last axis, and slices, concatenations and
+    /// interleavings along leading axes keep every row whole; anything else (a transpose, a
+    /// computation, float data) does not, and gives `None`.
+    fn of(r: &Recipe) -> Option<RowMap> {
+        match r {
+            Recipe::Packed(p) => Some(RowMap { layers: vec![Arc::clone(p)], rows: (0..p.n() as u32).map(|r| (0, r)).collect(), shape: vec![p.n(), p.k()] }),
+            Recipe::Cast { input, to } if to.is_float() => Self::of(input),
+            Recipe::Reshape { input, shape } => {
+                let mut m = Self::of(input)?;
+                (shape.last() == m.shape.last()).then(|| {
+                    m.shape = shape.clone();
+                    m
+                })
+            }
+            Recipe::Slice { input, axis, start, end } => {
+                let m = Self::of(input)?;
+                if *axis + 1 >= m.shape.len() {
+                    return None;
+                }
+                let (outer, dim, inner) = Self::split(&m.shape, *axis);
+                let mut rows = Vec::with_capacity(outer * (end - start) * inner);
+                for o in 0..outer {
+                    rows.extend_from_slice(&m.rows[(o * dim + start) * inner..(o * dim + end) * inner]);
+                }
+                let mut shape = m.shape;
+                shape[*axis] = end - start;
+                Some(RowMap { layers: m.layers, rows, shape })
+            }
+            Recipe::Concat { inputs, axis } | Recipe::Interleave { inputs, axis } => {
+                let woven = matches!(r, Recipe::Interleave { .. });
+                let mut out = RowMap { layers: Vec::new(), rows: Vec::new(), shape: r.shape() };
+                if *axis + 1 >= out.shape.len() {
+                    return None;
+                }
+                let mut parts = Vec::new();
+                for i in inputs {
+                    let m = Self::of(i)?;
+                    let split = Self::split(&m.shape, *axis);
+                    parts.push((out.adopt(m), split));
+                }
+                let outer = parts.first().map_or(0, |(_, (o, _, _))| *o);
+                for o in 0..outer {
+                    if woven {
+                        // Index a of every input in turn, for each a.
+                        let (_, dim, inner) = parts[0].1;
+                        for a in 0..dim {
+                            for (rows, _) in &parts {
+                                out.rows.extend_from_slice(&rows[(o * dim + a) * inner..(o * dim + a + 1) * inner]);
+                            }
+                        }
+                    } else {
+                        for (rows, (_, dim, inner)) in &parts {
+                            out.rows.extend_from_slice(&rows[o * dim * inner..(o + 1) * dim * inner]);
+                        }
+                    }
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// The distinct layers and the rows as runs of consecutive rows of one layer.
+    fn runs(self) -> (Vec<Arc<PackedWeight>>, Vec<Run>) {
+        // A layer reached twice (the same weight read by two inputs) is one layer.
+        let mut layers: Vec<Arc<PackedWeight>> = Vec::new();
+        let index: Vec<u32> = self
+            .layers
+            .iter()
+            .map(|l| match layers.iter().position(|k| Arc::ptr_eq(k, l)) {
+                Some(i) => i as u32,
+                None => {
+                    layers.push(Arc::clone(l));
+                    (layers.len() - 1) as u32
+                }
+            })
+            .collect();
+        let mut out: Vec<Run> = Vec::new();
+        for (l, r) in self.rows {
+            let layer = index[l as usize];
+            match out.last_mut() {
+                Some(run) if run.layer == layer && run.start + run.len == r => run.len += 1,
+                _ => out.push(Run { layer, start: r, len: 1 }),
+            }
+        }
+        (layers, out)
+    }
+}
+
+/// The layers and row runs `r` reads, when it reads pre-quantized layers only through float
+/// casts, row slices, row concatenations and interleavings and reshapes of the rows
+/// ([`RowMap::of`]).
+fn rows_of(r: &Recipe) -> Option<(Vec<Arc<PackedWeight>>, Vec<Run>)> {
+    RowMap::of(r).map(RowMap::runs)
 }
 
 /// The largest power of two that divides `n`.
@@ -75,24 +182,24 @@ impl PackedStack {
         if !r.has_packed() {
             return None;
         }
-        let Some(parts) = rows_of(r) else {
+        let Some((layers, parts)) = rows_of(r) else {
             return Some(Err(Error::Recipe {
                 tensor: name.to_string(),
                 reason: format!(
-                    "it reads pre-quantized weights through {}, which cannot keep their integers (only row slices and row concatenations of them can)",
+                    "it reads pre-quantized weights through {}, which cannot keep their integers (only casts, row slices, row concatenations and interleavings, and reshapes of whole rows can)",
                     r.describe()
                 ),
             }));
         };
-        Some(Self::new(name, parts))
+        Some(Self::new(name, layers, parts))
     }
 
-    fn new(name: &str, parts: Vec<(Arc<PackedWeight>, Range<usize>)>) -> Result<PackedStack> {
+    fn new(name: &str, layers: Vec<Arc<PackedWeight>>, parts: Vec<Run>) -> Result<PackedStack> {
         let bad = |reason: String| Error::Recipe { tensor: name.to_string(), reason };
-        let Some((first, _)) = parts.first() else { return Err(bad("it reads no rows of its pre-quantized weights".into())) };
+        let Some(first) = layers.first() else { return Err(bad("it reads no rows of its pre-quantized weights".into())) };
         let (k, bits) = (first.k(), first.bits());
         let mut group_gcd = 0usize;
-        for (p, _) in &parts {
+        for p in &layers {
             if p.k() != k || p.bits() != bits || p.order().map(|o| &o[..]) != first.order().map(|o| &o[..]) {
                 return Err(bad(format!(
                     "it stacks `{}` and `{}`, which differ in input features, bits or act-order row order, so they cannot share one MatMulNBits",
@@ -108,19 +215,34 @@ impl PackedStack {
                 "its groups of {group_gcd} rows are not a multiple of {MIN_BLOCK}, the smallest MatMulNBits block; no block of one group only exists"
             )));
         }
-        let float_zeros = parts.iter().any(|(p, _)| p.float_zeros());
-        if parts.iter().any(|(p, _)| p.format() == super::PackedFormat::Gguf) && parts.iter().any(|(p, _)| p.format() != super::PackedFormat::Gguf) {
+        let float_zeros = layers.iter().any(|p| p.float_zeros());
+        if layers.iter().any(|p| p.format() == super::PackedFormat::Gguf) && layers.iter().any(|p| p.format() != super::PackedFormat::Gguf) {
             return Err(bad("it stacks GGUF tensors with GPTQ/AWQ layers".into()));
         }
-        let symmetric = parts.iter().all(|(p, _)| p.symmetric()) && !float_zeros;
+        let symmetric = layers.iter().all(|p| p.symmetric()) && !float_zeros;
         let settings = QuantSettings::new(bits, block, symmetric)?;
-        let n = parts.iter().map(|(_, r)| r.len()).sum();
-        Ok(PackedStack { order: first.order().cloned(), parts, n, k, settings, float_zeros })
+        let n = parts.iter().map(|r| r.len as usize).sum();
+        Ok(PackedStack { order: first.order().cloned(), layers, parts, n, k, settings, float_zeros })
     }
 
     /// Bits, block (a power of two dividing every group) and symmetry of the written form.
     pub fn settings(&self) -> QuantSettings {
         self.settings
+    }
+
+    /// The same rows written in blocks of `block`, a power of two dividing the stack's own
+    /// (so every written block still lies inside one group: exact). Two stacks that one node
+    /// reads with one block size (QMoE's fc1 and fc2) meet at the smaller.
+    pub fn with_block(mut self, block: usize) -> Result<PackedStack> {
+        let own = self.settings.block_size();
+        if block == 0 || !own.is_multiple_of(block) || block < MIN_BLOCK {
+            return Err(Error::Recipe {
+                tensor: self.layers.first().map_or_else(String::new, |p| p.name.clone()),
+                reason: format!("blocks of {block} do not divide its blocks of {own} (or are below {MIN_BLOCK})"),
+            });
+        }
+        self.settings = QuantSettings::new(self.settings.bits(), block, self.settings.symmetric())?;
+        Ok(self)
     }
     pub fn n(&self) -> usize {
         self.n
@@ -139,7 +261,7 @@ impl PackedStack {
     }
     /// The layers it reads.
     pub fn layers(&self) -> impl Iterator<Item = &Arc<PackedWeight>> {
-        self.parts.iter().map(|(p, _)| p)
+        self.layers.iter()
     }
 
     /// Writes output rows `n0..n1`, written rows `k0..k1` (`k0` a multiple of the block) in
@@ -171,7 +293,7 @@ impl PackedStack {
             None => {}
         }
         let mut error = WeightError::default();
-        if self.parts.iter().any(|(p, _)| p.ggml_type().is_some()) {
+        if self.layers.iter().any(|p| p.ggml_type().is_some()) {
             self.ggml_nbits(n0, n1, k0, k1, scale_dtype, b, scales, zero_points, &mut error)?;
             return Ok(error);
         }
@@ -182,7 +304,8 @@ impl PackedStack {
         let mut codes = Vec::new();
         let mut at = 0; // first output row of the current part
         let mut row = 0; // rows written so far
-        for (p, range) in &self.parts {
+        for &run in &self.parts {
+            let (p, range) = (&self.layers[run.layer as usize], run.range());
             let start = at;
             at += range.len();
             let (lo, hi) = (n0.max(start), n1.min(at));
@@ -269,7 +392,11 @@ impl PackedStack {
         let mid = bits.mid() as f32;
         let mut at = 0;
         let mut row = 0;
-        for (p, range) in &self.parts {
+        // One row's codes, scales and offsets, reused by every part (an interleaved expert
+        // stack has a part per row).
+        let (mut codes, mut sc, mut zs) = (vec![0u8; self.k], Vec::new(), Vec::new());
+        for &run in &self.parts {
+            let (p, range) = (&self.layers[run.layer as usize], run.range());
             let start = at;
             at += range.len();
             let (lo, hi) = (n0.max(start), n1.min(at));
@@ -277,7 +404,8 @@ impl PackedStack {
                 continue;
             }
             let g = p.group_size();
-            let (mut codes, mut sc, mut zs) = (vec![0u8; self.k], vec![0f32; self.k / g], vec![0f32; self.k / g]);
+            sc.resize(self.k / g, 0f32);
+            zs.resize(self.k / g, 0f32);
             let (first, last) = (range.start + lo - start, range.start + hi - start);
             for (c, n) in (first..last).enumerate() {
                 p.ggml_row(n, &mut codes, &mut sc, &mut zs)?;

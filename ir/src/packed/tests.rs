@@ -254,6 +254,51 @@ fn stacks_follow_row_slices_and_concatenations() {
     assert!(e.contains("act-order"), "{e}");
 }
 
+/// Expert stacks: per-expert layers stacked into `[E, N, K]`, gate and up interleaved row by
+/// row (com.microsoft MoE's fc1), viewed `[E * 2N, K]`: every written row is its layer's own.
+#[test]
+fn stacks_follow_expert_stacks_and_interleaved_rows() {
+    let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), true, false);
+    let experts = 3;
+    let gate: Vec<Layer> = (0..experts).map(|e| layer(s, 10 + e as u64)).collect();
+    let up: Vec<Layer> = (0..experts).map(|e| layer(s, 20 + e as u64)).collect();
+    let stack_of = |ls: &[Layer]| Recipe::concat(ls.iter().map(|l| Recipe::Packed(Arc::clone(&l.w)).reshape(vec![1, 16, 64])).collect(), 0).unwrap();
+    let fc1 = Recipe::interleave(vec![stack_of(&gate), stack_of(&up)], 1).unwrap();
+    assert_eq!(fc1.shape(), vec![experts, 32, 64]);
+    let rows = fc1.clone().reshape(vec![experts * 32, 64]);
+    let stack = PackedStack::from_recipe("fc1", &rows).unwrap().unwrap();
+    assert_eq!((stack.n(), stack.k(), stack.settings().block_size()), (experts * 32, 64, 32));
+    let g = QuantGroup::from_packed("fc1", rows.clone(), stack, DType::F32, QuantForm::NBits).unwrap();
+    let data = Recipe::quantized(&g, QuantPart::Data).materialize().unwrap();
+    for e in 0..experts {
+        for r in 0..16 {
+            for (j, l) in [&gate[e], &up[e]].into_iter().enumerate() {
+                let out = e * 32 + 2 * r + j;
+                let col = &data[out * 32..(out + 1) * 32];
+                for i in [0, 31, 63] {
+                    assert_eq!(unpack(col, Bits::Int4, i), l.codes[i * 16 + r], "expert {e}, row {r} of {}", ["gate", "up"][j]);
+                }
+            }
+        }
+    }
+    // The float view is the same rows dequantized.
+    let float = f32s(&rows.materialize().unwrap());
+    let one = f32s(&Recipe::Packed(Arc::clone(&up[1].w)).materialize().unwrap());
+    assert_eq!(&float[(32 + 2 * 5 + 1) * 64..(32 + 2 * 5 + 2) * 64], &one[5 * 64..6 * 64]);
+    // A slice of experts keeps its rows too; a transpose of the stack does not.
+    let two = PackedStack::from_recipe("two", &fc1.clone().slice(0, 1, 3).reshape(vec![64, 64])).unwrap().unwrap();
+    assert_eq!(two.n(), 64);
+    assert!(PackedStack::from_recipe("t", &fc1.transpose(vec![0, 2, 1])).unwrap().is_err());
+    // A smaller block dividing the groups is exact; one that does not divide is refused.
+    let half = PackedStack::from_recipe("fc1", &rows).unwrap().unwrap().with_block(16).unwrap();
+    assert_eq!(half.settings().block_size(), 16);
+    let g16 = QuantGroup::from_packed("fc1", rows.clone(), half, DType::F32, QuantForm::NBits).unwrap();
+    let scales = f32s(&Recipe::quantized(&g16, QuantPart::Scales).materialize().unwrap());
+    assert_eq!(scales.len(), experts * 32 * 4);
+    assert_eq!(scales[1], scales[0], "two blocks of 16 in one group of 32 share its scale");
+    assert!(PackedStack::from_recipe("fc1", &rows).unwrap().unwrap().with_block(64).is_err());
+}
+
 #[test]
 fn bad_checkpoints_are_refused_with_the_tensor_named() {
     // Rebuild a layer's tensors with one thing changed.

@@ -1,0 +1,191 @@
+"""Writes tests/python/data/gguf-moe/: the tiny mixture-of-experts fixtures as llama.cpp's
+converter writes them (issue #29), for tests/python/test_gguf_moe.py. No torch: gguf-py (its
+writer, `quantize` and `dequantize`), numpy and safetensors only.
+
+Run once, not in CI:
+    .venv/bin/python scripts/make_moe_gguf.py     # from the repository root
+
+What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2MoeModel`,
+`Qwen3MoeModel`; `conversion/llama.py` for Mixtral, which is `llama` with experts;
+`TextModel.set_gguf_parameters` for the common keys and `expert_count` / `expert_used_count`):
+
+- the experts of a layer merged into 3-D tensors `ffn_gate_exps`, `ffn_up_exps` (ggml ne
+  `[hidden, expert_ff, experts]`) and `ffn_down_exps` (`[expert_ff, hidden, experts]`): numpy
+  `[experts, rows, K]`, each expert's `[out, in]` weight stacked on axis 0; the router
+  `ffn_gate_inp` (`[experts, hidden]`), F32 (llama.cpp's quantize keeps it float);
+- `llama` (tests/fixtures/tiny-mixtral): q/k rows permuted as for every llama file; the expert
+  size is `feed_forward_length`; Mixtral's `w1`/`w3`/`w2` are gate/up/down;
+- `qwen3moe` (tiny-qwen3-moe): `expert_feed_forward_length` (moe_intermediate_size), q/k norms,
+  key/value length (head_dim);
+- `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
+  expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
+  (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
+  written with the dense `ffn_gate/up/down` (llama.cpp's qwen2moe loader would not load such a
+  file; transformers' model has that layer, and the import reads it as `mlp_only_layers`).
+
+Files (`<fixture>` one of the three above):
+- `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
+- `<fixture>.Q.gguf`: attention, embedding and head Q8_0; experts Q4_0 (qwen3-moe), Q8_0
+  (mixtral) or Q4_1 (qwen2-moe: a type with a min, which QMoE cannot hold); norms, router and
+  biases F32 (and rows that are not whole 32-value blocks); beside it `<fixture>.Q.dequantized.safetensors`, gguf-py's `dequantize` of every
+  tensor in Hugging Face names and order (q/k un-permuted, experts split), a float checkpoint
+  (with the fixture's config.json and tokenizer) the test builds beside the quantized file.
+"""
+import json
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from safetensors.numpy import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_tensors_and_close  # noqa: E402
+from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1}
+
+ATTN = {
+    "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+}
+DENSE = {"mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
+SHARED = {
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+}
+
+
+def experts_of(arch):
+    """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
+    if arch == "llama":
+        return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
+    return "mlp.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
+
+
+def tensors_of(cfg, st, arch):
+    """(gguf name, float32 array) as the converter names, permutes and merges them."""
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    n_exp = cfg.get("num_local_experts") or cfg["num_experts"]
+    router, scope, stacks = experts_of(arch)
+    out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for hf, g in ATTN.items():
+            if p + hf not in st:
+                continue
+            w = st[p + hf]
+            if arch == "llama" and g == "attn_q.weight":
+                w = permute(w, heads)
+            if arch == "llama" and g == "attn_k.weight":
+                w = permute(w, kv)
+            out.append((f"blk.{i}.{g}", w))
+        if p + router not in st:
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in DENSE.items()]
+            continue
+        out.append((f"blk.{i}.ffn_gate_inp.weight", st[p + router]))
+        for g, part in stacks.items():
+            out.append((f"blk.{i}.{g}", np.stack([st[f"{p}{scope}.{e}.{part}.weight"] for e in range(n_exp)])))
+        if arch == "qwen2moe":
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in SHARED.items()]
+            out.append((f"blk.{i}.ffn_gate_inp_shexp.weight", st[p + "mlp.shared_expert_gate.weight"].reshape(-1)))
+    return out
+
+
+def qtype_of(fixture, quantized):
+    def pick(name, data):
+        # Rows of a length that is not whole 32-value blocks (qwen2-moe's shared down, 48) stay F32.
+        if not quantized or data.ndim == 1 or name.endswith("norm.weight") or "gate_inp" in name or data.shape[-1] % 32:
+            return T.F32
+        return EXPERT_TYPE[fixture] if "_exps" in name else T.Q8_0
+    return pick
+
+
+def write(path, fixture, cfg, st, quantized):
+    arch = FIXTURES[fixture]
+    p = rope_params(cfg)
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(fixture)
+    # TextModel.set_gguf_parameters, then the architecture's additions.
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(p["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    if cfg.get("head_dim"):
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    w.add_expert_count(cfg.get("num_local_experts") or cfg["num_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    if arch == "llama":
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+    else:
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if arch == "qwen2moe":
+            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    write_vocab(w, fixture, cfg)
+    add_tensors_and_close(w, tensors_of(cfg, st, arch), qtype_of(fixture, quantized))
+
+
+def dequantized(path, cfg, arch):
+    """gguf-py's dequantization of every tensor of the file, in Hugging Face names and order."""
+    names = {v: k for k, v in {**ATTN, **DENSE, **SHARED}.items()}
+    router, scope, stacks = experts_of(arch)
+    out = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+        if t.name in top:
+            out[top[t.name]] = v
+            continue
+        _, i, rest = t.name.split(".", 2)
+        p = f"model.layers.{i}."
+        if rest in stacks:
+            for e in range(v.shape[0]):
+                out[f"{p}{scope}.{e}.{stacks[rest]}.weight"] = np.ascontiguousarray(v[e])
+        elif rest == "ffn_gate_inp.weight":
+            out[p + router] = v
+        elif rest == "ffn_gate_inp_shexp.weight":
+            out[p + "mlp.shared_expert_gate.weight"] = v.reshape(1, -1)
+        else:
+            if arch == "llama" and rest == "attn_q.weight":
+                v = unpermute(v, cfg["num_attention_heads"])
+            if arch == "llama" and rest == "attn_k.weight":
+                v = unpermute(v, cfg["num_key_value_heads"])
+            out[p + names[rest]] = np.ascontiguousarray(v)
+    return out
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for fixture, arch in FIXTURES.items():
+        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        st = load_file(str(FIX / fixture / "model.safetensors"))
+        for quantized in (False, True):
+            path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
+            write(path, fixture, cfg, st, quantized)
+            back = dequantized(path, cfg, arch)
+            assert set(back) == set(st), set(back) ^ set(st)
+            err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
+            if quantized:
+                save_file(back, str(OUT / f"{fixture}.Q.dequantized.safetensors"))
+            else:
+                assert err == 0.0, f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
+            print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")
+
+
+if __name__ == "__main__":
+    main()
