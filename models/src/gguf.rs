@@ -824,7 +824,7 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
 fn scale_key(float: Read<f64>, k: &str, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<Option<f64>> {
     match float(k)? {
         None => Ok(None),
-        Some(v) if v == 0.0 => Ok(None),
+        Some(0.0) => Ok(None),
         Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v as f32 as f64)),
         Some(v) => Err(err(format!("metadata key `{}` is {v}: a scale must be positive", key(k)))),
     }
