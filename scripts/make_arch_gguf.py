@@ -61,9 +61,15 @@ from gguf_writing import add_tensors_and_close  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-arch"
-ARCH = {"llama": "llama", "qwen3": "qwen3", "phi3": "phi3"}
-FIXTURES = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial"]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope"]
+ARCH = {"llama": "llama", "qwen3": "qwen3", "phi3": "phi3", "granite": "granite", "olmo2": "olmo2", "starcoder2": "starcoder2", "phi": "phi2", "smollm3": "smollm3"}
+# The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
+# names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
+MAPPED = {"granite": gguf.MODEL_ARCH.GRANITE, "olmo2": gguf.MODEL_ARCH.OLMO2, "starcoder2": gguf.MODEL_ARCH.STARCODER2, "phi2": gguf.MODEL_ARCH.PHI2, "smollm3": gguf.MODEL_ARCH.SMOLLM3}
+PERMUTED = {"llama", "granite", "smollm3"}
+FIXTURES = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-smollm3"]
+# Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
+VARIANTS = {"tiny-phi-fused": "tiny-phi"}
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused"]
 
 
 def permute(w, heads):
@@ -113,8 +119,36 @@ def llama3_factors(cfg):
     return np.array(out, dtype=np.float32)
 
 
-def tensors_of(cfg, st, arch):
+def mapped_tensors(cfg, st, arch, fused):
+    """(gguf name, float32 array) of the architectures in MAPPED: gguf-py's TensorNameMap names
+    (what `TextModel.map_tensor_name` writes), q/k weights and biases permuted for the
+    LlamaModel subclasses (granite, smollm3), the head only when the checkpoint has one (tied
+    otherwise). `fused` (phi2): q, k and v concatenated into `attn_qkv`, as the converter wrote
+    Phi-2 from its original `mixer.Wqkv` checkpoints."""
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
+    out = {}
+    for hf, w in st.items():
+        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        assert g is not None, f"{arch}: no GGUF name for {hf}"
+        if arch in PERMUTED and ".attn_q." in g:
+            w = permute(w, heads)
+        if arch in PERMUTED and ".attn_k." in g:
+            w = permute(w, kv)
+        out[g] = w
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3")))
+    if fused:
+        for i in range(cfg["num_hidden_layers"]):
+            for suffix in ("weight", "bias"):
+                parts = [out.pop(f"blk.{i}.attn_{x}.{suffix}") for x in "qkv"]
+                out[f"blk.{i}.attn_qkv.{suffix}"] = np.concatenate(parts, axis=0)
+    return list(out.items())
+
+
+def tensors_of(cfg, st, arch, fused=False):
     """(gguf name, float32 array) as the converter names (and, for llama, permutes) them."""
+    if arch in MAPPED:
+        return mapped_tensors(cfg, st, arch, fused)
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"])]
     if arch == "phi3":
@@ -170,14 +204,81 @@ def write_vocab(w, fixture, cfg):
     w.add_pad_token_id(cfg["pad_token_id"])
 
 
-def write(path, fixture, cfg, st, quantized):
+def add_text_model(w, cfg, quantized):
+    """`TextModel.set_gguf_parameters` for the keys the fixtures have: sizes, rope base (a
+    `default` rope writes no scaling key), the RMS epsilon (`rms_norm_eps`) and the LayerNorm
+    one (`layer_norm_eps`, `layer_norm_epsilon` or `norm_epsilon`) when the config has them,
+    key/value length when it has `head_dim`."""
+    p = rope_params(cfg)
+    assert p.get("rope_type", "default") == "default", p
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    if "rope_theta" in p:
+        w.add_rope_freq_base(p["rope_theta"])
+    if (eps := cfg.get("rms_norm_eps", cfg.get("norm_eps"))) is not None:
+        w.add_layer_norm_rms_eps(eps)
+    if (eps := next((cfg[k] for k in ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon") if cfg.get(k) is not None), None)) is not None:
+        w.add_layer_norm_eps(eps)
+    if cfg.get("head_dim") is not None:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+
+
+def write_mapped(w, cfg, arch, quantized):
+    """The metadata of the MAPPED architectures, as their converter classes write it."""
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    if arch == "phi2":
+        # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
+        # feed_forward_length: the converter writes 4 x hidden, which llama.cpp checks against
+        # the tensors; the fixture's MLP is 2 x hidden (128), so the file states 128, the value
+        # that loads (for Phi-1/1.5/2 themselves 4 x hidden is their intermediate size).
+        rot = int(rope_params(cfg)["partial_rotary_factor"] * hidden) // heads
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(heads)
+        w.add_layer_norm_eps(cfg["layer_norm_eps"])
+        w.add_rope_dimension_count(rot)
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_add_bos_token(False)
+        return
+    if arch == "granite":
+        # GraniteModel: drops head_dim before TextModel's keys.
+        cfg = {k: v for k, v in cfg.items() if k != "head_dim"}
+    add_text_model(w, cfg, quantized)
+    if arch in ("granite", "smollm3"):
+        # LlamaModel.set_gguf_parameters.
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+    if arch == "granite":
+        # GraniteModel: each multiplier when the config sets it (truthy).
+        if cfg.get("attention_multiplier"):
+            w.add_attention_scale(cfg["attention_multiplier"])
+        if cfg.get("embedding_multiplier"):
+            w.add_embedding_scale(cfg["embedding_multiplier"])
+        if cfg.get("residual_multiplier"):
+            w.add_residual_scale(cfg["residual_multiplier"])
+        if cfg.get("logits_scaling"):
+            w.add_logit_scale(cfg["logits_scaling"])
+
+
+def write(path, fixture, cfg, st, quantized, fused=False):
     arch = ARCH[cfg["model_type"]]
     p = rope_params(cfg)
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(fixture)
     extra = []
-    if arch == "phi3":
+    if arch in MAPPED:
+        write_mapped(w, cfg, arch, quantized)
+    elif arch == "phi3":
         # Phi3MiniModel.set_gguf_parameters (its own keys, in its order).
         rot = int(p.get("partial_rotary_factor", 1.0) * hidden) // heads
         original = p["original_max_position_embeddings"]
@@ -220,13 +321,15 @@ def write(path, fixture, cfg, st, quantized):
             if p.get("rope_type") == "llama3":
                 extra.append(("rope_freqs.weight", llama3_factors(cfg)))
     write_vocab(w, fixture, cfg)
-    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch), lambda name, data: qtype_of(name, quantized) if data.ndim == 2 else T.F32)
+    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, quantized) if data.ndim == 2 else T.F32)
     return arch
 
 
-def dequantized(path, cfg, arch):
+def dequantized(path, cfg, arch, st):
     """gguf-py's dequantization of every weight of the file, in Hugging Face names and order."""
     r = gguf.GGUFReader(str(path))
+    if arch in MAPPED:
+        return dequantized_mapped(r, cfg, arch, st)
     inverse = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
     layer = {
         "attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
@@ -252,19 +355,42 @@ def dequantized(path, cfg, arch):
     return out
 
 
+def dequantized_mapped(r, cfg, arch, st):
+    """`dequantized` for the MAPPED architectures: names inverted through the same TensorNameMap
+    over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
+    names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
+    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in st}
+    heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    out = {}
+    for t in r.tensors:
+        v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        parts = [(t.name, v)]
+        if ".attn_qkv." in t.name:
+            q, k = heads * hd, kv * hd
+            parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
+        for name, x in parts:
+            if arch in PERMUTED and ".attn_q." in name:
+                x = unpermute(x, heads)
+            if arch in PERMUTED and ".attn_k." in name:
+                x = unpermute(x, kv)
+            out[inverse[name]] = np.ascontiguousarray(x)
+    return out
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    for fixture in FIXTURES:
+    for stem in FIXTURES + list(VARIANTS):
+        fixture = VARIANTS.get(stem, stem)
         cfg = json.loads((FIX / fixture / "config.json").read_text())
         st = load_file(str(FIX / fixture / "model.safetensors"))
-        for quantized in ([False, True] if fixture in QUANTIZED else [False]):
-            path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
-            arch = write(path, fixture, cfg, st, quantized)
-            back = dequantized(path, cfg, arch)
+        for quantized in ([False, True] if stem in QUANTIZED else [False]):
+            path = OUT / f"{stem}.{'Q' if quantized else 'F32'}.gguf"
+            arch = write(path, fixture, cfg, st, quantized, fused=stem.endswith("-fused"))
+            back = dequantized(path, cfg, arch, st)
             assert set(back) == set(st), (set(back) ^ set(st))
             err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
             if quantized:
-                save_file(back, str(OUT / f"{fixture}.Q.dequantized.safetensors"))
+                save_file(back, str(OUT / f"{stem}.Q.dequantized.safetensors"))
             else:
                 assert err == 0.0, f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
             print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")

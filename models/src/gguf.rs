@@ -6,7 +6,8 @@
 //! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3, Llama 3.1/3.2
 //! with their rope factors, Mistral files written as llama), `qwen2`, `qwen3` (q/k norms
 //! `attn_q_norm` / `attn_k_norm`, not permuted), `phi3` (Phi-3, Phi-3.5, Phi-4-mini), `gemma`,
-//! `gemma2` and `gemma3` (text).
+//! `gemma2` and `gemma3` (text), `granite` (Granite 3.x dense), `olmo2` (OLMo 2), `starcoder2`,
+//! `phi2` (Phi-1, 1.5 and 2: our `phi`) and `smollm3`.
 //!
 //! Mixture-of-experts files (llama.cpp's `build_moe_ffn`): `llama` with `llama.expert_count`
 //! (Mixtral), `qwen2moe` (with its sigmoid-gated shared expert) and `qwen3moe`. The experts are
@@ -55,6 +56,34 @@
 //! (0: none) is the model's window, which transformers applies and llama.cpp's loader currently
 //! ignores. The long set applies past the original length of the running sequence, as in
 //! transformers (llama.cpp chooses by the context size it was started with).
+//!
+//! Granite, OLMo2, StarCoder2, Phi-2 and SmolLM3 files (llama.cpp's `GraniteModel`,
+//! `Olmo2Model`, `StarCoder2Model`, `Phi2Model`, `SmolLM3Model` and their loaders), each read by
+//! its own config function:
+//! - granite: q/k permuted (a LlamaModel); `logit_scale` (required by llama.cpp; the logits are
+//!   divided by it), `embedding_scale`, `residual_scale` and `attention.scale` are
+//!   `logits_scaling` and the three multipliers; an absent or 0 scale is llama.cpp's default (no
+//!   scaling; for attention `1/sqrt(head size)`, where transformers' default multiplier is 1).
+//!   `rope.scaling.finetuned` (false: no RoPE at all in llama.cpp) is refused as unread.
+//! - olmo2: nothing permuted, no norm before attention or the MLP, `post_attention_norm` /
+//!   `post_ffw_norm` after them, q/k RMSNorms over the whole projection. OLMo 3 files (also
+//!   `olmo2`, with `attention.sliding_window` and its pattern) are refused by that key.
+//! - starcoder2: nothing permuted, LayerNorms with bias (`attention.layer_norm_epsilon`;
+//!   an RMS epsilon the converter may also write is not read, as llama.cpp's loader does not),
+//!   biases on every projection, tanh GELU (ggml's). Neither converter nor loader has a sliding
+//!   window for starcoder2, so none applies (StarCoder2-3B/7B's own configs have 4096).
+//! - phi2: nothing permuted (NEOX rope), `rope.dimension_count` is `partial_rotary_factor`, no
+//!   `rope.freq_base` written (llama.cpp's default 10000), biases everywhere, the head's too; q,
+//!   k and v separate (today's checkpoints) or one `attn_qkv` (the original `mixer.Wqkv` ones),
+//!   which is read as three row ranges of the file, quantized ones kept packed. The converter
+//!   writes `feed_forward_length` as 4 x hidden; a file whose `ffn_up` disagrees is refused, as
+//!   llama.cpp refuses it.
+//! - smollm3: q/k permuted; the file states no NoPE layers: llama.cpp's loader fixes every
+//!   fourth layer (`(layer + 1) % 4 == 0`) without RoPE, written as that `no_rope_layers` list.
+//!
+//! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
+//! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
+//! StarCoder2-3B's 999999.4); the import follows the file and llama.cpp.
 //!
 //! The names and the permutation follow llama.cpp's `convert_hf_to_gguf.py` (`LlamaModel.permute`:
 //! rows `[heads, 2, head_dim / 2]` swapped to `[heads, head_dim / 2, 2]`, for q with the query
@@ -127,6 +156,11 @@ enum Kind {
     Gemma3,
     Qwen2Moe,
     Qwen3Moe,
+    Granite,
+    Olmo2,
+    Starcoder2,
+    Phi2,
+    Smollm3,
 }
 
 /// One architecture's mapping.
@@ -143,13 +177,20 @@ impl Arch {
         matches!(self.kind, Kind::Gemma | Kind::Gemma2 | Kind::Gemma3)
     }
 
+    /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
+    fn layer_norm(&self) -> bool {
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2)
+    }
+
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Olmo2 | Kind::Smollm3 => &[],
             Kind::Llama => &["expert_count", "expert_used_count"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
+            Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
+            Kind::Starcoder2 | Kind::Phi2 => &["attention.layer_norm_epsilon"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
@@ -158,20 +199,34 @@ impl Arch {
 
     /// Tensors read into the config rather than the weights: rope frequency factors, which
     /// llama.cpp's converter writes once for the whole model (`rope_freqs.weight`: Llama 3.1/3.2;
-    /// LongRoPE's two sets: Phi-3.5, Phi-4-mini).
+    /// LongRoPE's two sets: Phi-3.5, Phi-4-mini). Granite's converter is Llama's, and its
+    /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite => &[ROPE_FREQS],
             Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
     }
 
-    /// The per-layer names every layer has: Llama's, or Phi-3's fused ones.
+    /// The per-layer names every layer has: Llama's, Phi-3's fused ones, or the family's own.
     fn base_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
             Kind::Phi3 => PHI3_NAMES,
+            Kind::Olmo2 => OLMO2_NAMES,
+            Kind::Starcoder2 => STARCODER2_NAMES,
+            Kind::Phi2 => PHI2_NAMES,
             _ => LAYER_NAMES,
+        }
+    }
+
+    /// The names outside the layers: Llama's, or with the LayerNorm biases (StarCoder2) and
+    /// Phi's names (`model.final_layernorm`, the head's bias).
+    fn global_names(&self) -> &'static [(&'static str, &'static str)] {
+        match self.kind {
+            Kind::Starcoder2 => STARCODER2_GLOBAL_NAMES,
+            Kind::Phi2 => PHI2_GLOBAL_NAMES,
+            _ => GLOBAL_NAMES,
         }
     }
 
@@ -179,9 +234,11 @@ impl Arch {
     /// llama.cpp's `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 => &[],
+            Kind::Phi3 | Kind::Starcoder2 | Kind::Phi2 => &[],
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
-            Kind::Qwen2 | Kind::Gemma => &[PRE_MLP_NORM],
+            Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
+            Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
+            Kind::Olmo2 => &[QK_NORMS],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
@@ -216,7 +273,7 @@ impl Arch {
 }
 
 /// The architectures [`arch`] maps, for messages.
-const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2 and gemma3";
+const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2 and smollm3";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -232,6 +289,14 @@ fn arch(name: &str) -> Option<Arch> {
         "gemma" => ("gemma", false, Kind::Gemma),
         "gemma2" => ("gemma2", false, Kind::Gemma2),
         "gemma3" => ("gemma3_text", false, Kind::Gemma3),
+        // GraniteModel and SmolLM3Model are LlamaModels: q/k permuted (llama.cpp's NORM rope).
+        "granite" => ("granite", true, Kind::Granite),
+        "smollm3" => ("smollm3", true, Kind::Smollm3),
+        // Olmo2Model, StarCoder2Model and Phi2Model are plain TextModels: nothing permuted
+        // (NEOX rope in `llama_model_rope_type`). `phi2` is Phi-1, 1.5 and 2: our `phi`.
+        "olmo2" => ("olmo2", false, Kind::Olmo2),
+        "starcoder2" => ("starcoder2", false, Kind::Starcoder2),
+        "phi2" => ("phi", false, Kind::Phi2),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -280,8 +345,88 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
 
-/// Per-head q/k RMSNorms (Qwen3, Gemma 3).
+/// q/k RMSNorms: per head (Qwen3, Gemma 3) or over the whole projection (OLMo2), as the family reads them.
 const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
+
+/// Granite's optional biases beyond q/k/v (llama.cpp's GRANITE loader: `attn_output.bias`
+/// and the MLP's, transformers' `attention_bias` / `mlp_bias`).
+const OUT_AND_MLP_BIASES: &[(&str, &str)] = &[
+    ("attn_output.bias", "self_attn.o_proj.bias"),
+    ("ffn_gate.bias", "mlp.gate_proj.bias"),
+    ("ffn_up.bias", "mlp.up_proj.bias"),
+    ("ffn_down.bias", "mlp.down_proj.bias"),
+];
+
+/// OLMo2's layers (llama.cpp's `LLM_ARCH_OLMO2`): no norm before attention or the MLP, one after
+/// each (`post_attention_norm`, `post_ffw_norm`), no biases; q/k norms from [`QK_NORMS`].
+const OLMO2_NAMES: &[(&str, &str)] = &[
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_gate.weight", "mlp.gate_proj.weight"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+    ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
+];
+
+/// StarCoder2's layers (llama.cpp's `LLM_ARCH_STARCODER2`): LayerNorms with bias, biases on every
+/// projection, the plain MLP `ffn_up` / `ffn_down` (`mlp.c_fc` / `mlp.c_proj`).
+const STARCODER2_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("attn_output.bias", "self_attn.o_proj.bias"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.bias", "post_attention_layernorm.bias"),
+    ("ffn_up.weight", "mlp.c_fc.weight"),
+    ("ffn_up.bias", "mlp.c_fc.bias"),
+    ("ffn_down.weight", "mlp.c_proj.weight"),
+    ("ffn_down.bias", "mlp.c_proj.bias"),
+];
+
+const STARCODER2_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "model.embed_tokens.weight"),
+    ("output_norm.weight", "model.norm.weight"),
+    ("output_norm.bias", "model.norm.bias"),
+    ("output.weight", "lm_head.weight"),
+];
+
+/// Phi-1/2's layers (llama.cpp's `LLM_ARCH_PHI2`): one LayerNorm feeding attention and the MLP,
+/// biases everywhere, `attn_output` is Phi's `dense`, the MLP `fc1` / `fc2`. A fused
+/// `attn_qkv` (files converted from the original `mixer.Wqkv` checkpoints) is split into these
+/// three by [`phi2_qkv_parts`].
+const PHI2_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_output.weight", "self_attn.dense.weight"),
+    ("attn_output.bias", "self_attn.dense.bias"),
+    ("ffn_up.weight", "mlp.fc1.weight"),
+    ("ffn_up.bias", "mlp.fc1.bias"),
+    ("ffn_down.weight", "mlp.fc2.weight"),
+    ("ffn_down.bias", "mlp.fc2.bias"),
+];
+
+const PHI2_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "model.embed_tokens.weight"),
+    ("output_norm.weight", "model.final_layernorm.weight"),
+    ("output_norm.bias", "model.final_layernorm.bias"),
+    ("output.weight", "lm_head.weight"),
+    ("output.bias", "lm_head.bias"),
+];
 
 /// Metadata keys of the architecture that are read (after `<arch>.`); any other is refused.
 const READ_KEYS: &[&str] = &[
@@ -319,7 +464,7 @@ const GLOBAL_NAMES: &[(&str, &str)] = &[("token_embd.weight", "model.embed_token
 
 /// The family name of a GGUF tensor name of architecture `a`.
 fn family_name(name: &str, a: &Arch) -> Option<String> {
-    if let Some((_, to)) = GLOBAL_NAMES.iter().find(|(from, _)| *from == name) {
+    if let Some((_, to)) = a.global_names().iter().find(|(from, _)| *from == name) {
         return Some(to.to_string());
     }
     let rest = name.strip_prefix("blk.")?;
@@ -344,75 +489,82 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut views = BTreeMap::new();
     let mut packed = BTreeMap::new();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
-    for t in &file.tensors {
+    let head_dim = int("head_dim");
+    for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
-        if a.rope_tensors().contains(&t.name.as_str()) {
+        if a.rope_tensors().contains(&whole.name.as_str()) {
             continue;
         }
-        if let Some((layer, template)) = expert_stack(&t.name, &a) {
-            *types.entry(t.ggml_type.name()).or_default() += 1;
-            split_experts(path, &file, t, layer, template, &mut tensors, &mut packed)?;
+        *types.entry(whole.ggml_type.name()).or_default() += 1;
+        if let Some((layer, template)) = expert_stack(&whole.name, &a) {
+            split_experts(path, &file, whole, layer, template, &mut tensors, &mut packed)?;
             continue;
         }
-        let Some(name) = family_name(&t.name, &a) else {
-            return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
-        };
-        *types.entry(t.ggml_type.name()).or_default() += 1;
-        // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
-        let mut shape: Vec<usize> = t.dims.iter().rev().copied().collect();
-        // Qwen2-MoE's shared-expert gate: a vector in the file, a one-row Linear weight here.
-        if t.name.ends_with(SHARED_GATE) && shape.len() == 1 {
-            shape.insert(0, 1);
-        }
-        let permute_heads = match () {
-            _ if !a.permuted_qk => None,
-            _ if t.name.contains(".attn_q.") => Some(heads),
-            _ if t.name.contains(".attn_k.") => Some(kv_heads),
-            _ => None,
-        };
-        let rows = shape[0];
-        if let Some(h) = permute_heads {
-            if h == 0 || !rows.is_multiple_of(2 * h) {
-                return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
+        // Each piece: the tensor itself, or (phi2's fused attn_qkv) its q, k and v rows.
+        for (mapped, t) in pieces(whole, &a, heads, kv_heads, head_dim).map_err(err)? {
+            let t = &t;
+            let Some(name) = family_name(&mapped, &a) else {
+                return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
+            };
+            if tensors.contains_key(&name) || views.contains_key(&name) || packed.contains_key(&name) {
+                return Err(err(format!("holds `{}` beside another tensor read as `{name}` (a fused and a separate projection?)", t.name)));
             }
-        }
-        // llama.cpp stores Gemma's norms as weight + 1; the family adds the 1 itself.
-        let shifted_norm = a.gemma() && t.name.ends_with("norm.weight");
-        if shifted_norm && float_dtype(t.ggml_type).is_none() {
-            return Err(err(format!("tensor `{}` is {}: a Gemma norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type)));
-        }
-        match float_dtype(t.ggml_type) {
-            Some(dtype) => {
-                let st = source(&file, t, &name, dtype, shape.clone());
-                if shifted_norm {
-                    views.insert(name, Recipe::source(st).offset(-1.0));
-                    continue;
-                }
-                match permute_heads {
-                    None => {
-                        tensors.insert(name, st);
-                    }
-                    Some(h) => {
-                        views.insert(name, unpermute_float(Recipe::source(st), &shape, h));
-                    }
+            // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
+            let mut shape: Vec<usize> = t.dims.iter().rev().copied().collect();
+            // Qwen2-MoE's shared-expert gate: a vector in the file, a one-row Linear weight here.
+            if t.name.ends_with(SHARED_GATE) && shape.len() == 1 {
+                shape.insert(0, 1);
+            }
+            let permute_heads = match () {
+                _ if !a.permuted_qk => None,
+                _ if mapped.contains(".attn_q.") => Some(heads),
+                _ if mapped.contains(".attn_k.") => Some(kv_heads),
+                _ => None,
+            };
+            let rows = shape[0];
+            if let Some(h) = permute_heads {
+                if h == 0 || !rows.is_multiple_of(2 * h) {
+                    return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
                 }
             }
-            None => {
-                if ir::ggml::form(t.ggml_type).is_none() {
-                    return Err(err(format!(
-                        "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
-                        t.name,
-                        t.ggml_type,
-                        ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                    )));
+            // llama.cpp stores Gemma's norms as weight + 1; the family adds the 1 itself.
+            let shifted_norm = a.gemma() && t.name.ends_with("norm.weight");
+            if shifted_norm && float_dtype(t.ggml_type).is_none() {
+                return Err(err(format!("tensor `{}` is {}: a Gemma norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type)));
+            }
+            match float_dtype(t.ggml_type) {
+                Some(dtype) => {
+                    let st = source(&file, t, &name, dtype, shape.clone());
+                    if shifted_norm {
+                        views.insert(name, Recipe::source(st).offset(-1.0));
+                        continue;
+                    }
+                    match permute_heads {
+                        None => {
+                            tensors.insert(name, st);
+                        }
+                        Some(h) => {
+                            views.insert(name, unpermute_float(Recipe::source(st), &shape, h));
+                        }
+                    }
                 }
-                if shape.len() != 2 {
-                    return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
+                None => {
+                    if ir::ggml::form(t.ggml_type).is_none() {
+                        return Err(err(format!(
+                            "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
+                            t.name,
+                            t.ggml_type,
+                            ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                    if shape.len() != 2 {
+                        return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
+                    }
+                    let order = permute_heads.map(|h| unpermuted_rows(rows, h));
+                    let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
+                    let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
+                    packed.insert(name, w);
                 }
-                let order = permute_heads.map(|h| unpermuted_rows(rows, h));
-                let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
-                let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
-                packed.insert(name, w);
             }
         }
     }
@@ -482,6 +634,43 @@ fn split_experts(path: &Path, file: &GgufFile, t: &TensorInfo, layer: usize, tem
         }
     }
     Ok(())
+}
+
+/// The pieces file tensor `t` is read as, each with the llama.cpp name it maps by: `t` itself,
+/// or for a phi2 `attn_qkv` (weight or bias) its q, k and v row ranges (q: the query heads, k
+/// and v: the key/value heads, in that order, as llama.cpp's PHI2 graph views them), named
+/// `attn_q` / `attn_k` / `attn_v`. Rows are contiguous in every ggml type (a row is whole
+/// blocks), so each range is a byte range of the file: quantized pieces keep their integers.
+fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usize) -> std::result::Result<Vec<(String, TensorInfo)>, String> {
+    let fused = a.kind == Kind::Phi2 && t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"));
+    if !fused {
+        return Ok(vec![(t.name.clone(), t.clone())]);
+    }
+    let (q, kv) = (heads * head_dim, kv_heads * head_dim);
+    let n = t.dims.last().copied().unwrap_or(0);
+    if t.dims.len() > 2 || n != q + 2 * kv || n == 0 || !t.len.is_multiple_of(n) {
+        return Err(format!(
+            "tensor `{}` has shape {:?} ({} bytes); a fused q/k/v of {heads} query and {kv_heads} key/value heads of {head_dim} has {} rows",
+            t.name,
+            t.dims,
+            t.len,
+            q + 2 * kv
+        ));
+    }
+    let row_bytes = t.len / n;
+    let part = |which: &str, start: usize, rows: usize| {
+        let mut dims = t.dims.clone();
+        *dims.last_mut().expect("checked non-empty") = rows;
+        let piece = TensorInfo {
+            name: format!("{} (rows {start}..{} of {which})", t.name, start + rows),
+            dims,
+            ggml_type: t.ggml_type,
+            offset: t.offset + start * row_bytes,
+            len: rows * row_bytes,
+        };
+        (t.name.replacen(".attn_qkv.", &format!(".attn_{which}."), 1), piece)
+    };
+    Ok(vec![part("q", 0, q), part("k", q, kv), part("v", q + kv, kv)])
 }
 
 fn float_dtype(t: GgmlType) -> Option<DType> {
@@ -592,8 +781,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if a.kind != Kind::Phi3 {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi3 files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2 and phi3 files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -623,10 +812,11 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("head_dim".into(), json!(head_dim));
     c.insert("vocab_size".into(), json!(vocab));
     c.insert("hidden_act".into(), json!(if a.gemma() { "gelu_pytorch_tanh" } else { "silu" }));
-    if let Some(eps) = float("attention.layer_norm_rms_epsilon")? {
+    // LayerNorm architectures state `attention.layer_norm_epsilon` (read by their config
+    // function); llama.cpp's loaders for them do not read an RMS epsilon.
+    if !a.layer_norm() {
+        let eps = float("attention.layer_norm_rms_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_rms_epsilon"))))?;
         c.insert("rms_norm_eps".into(), json!(eps as f32 as f64));
-    } else {
-        return Err(err(format!("metadata key `{}` is missing", key("attention.layer_norm_rms_epsilon"))));
     }
     let theta = float("rope.freq_base")?.unwrap_or(10000.0);
     if a.kind == Kind::Gemma3 {
@@ -651,7 +841,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -665,6 +855,18 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.gemma() {
         gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
+    }
+    if a.kind == Kind::Granite {
+        granite_config(&mut c, file, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Starcoder2 {
+        starcoder2_config(&mut c, biased, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Phi2 {
+        phi2_config(&mut c, file, rotary, head_dim, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Smollm3 {
+        smollm3_config(&mut c);
     }
     moe_config(&mut c, a, file, &uint, &key, &err)?;
     for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
@@ -768,6 +970,77 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
         c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
     }
     Ok(())
+}
+
+/// A positive, finite scale (`None` when the key is absent or 0: llama.cpp's "not set").
+fn scale_key(float: Read<f64>, k: &str, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<Option<f64>> {
+    match float(k)? {
+        None => Ok(None),
+        Some(0.0) => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v as f32 as f64)),
+        Some(v) => Err(err(format!("metadata key `{}` is {v}: a scale must be positive", key(k)))),
+    }
+}
+
+/// Granite's four scales (`GraniteModel` in llama.cpp's converter writes each from its config
+/// key when it is set; `LLM_ARCH_GRANITE` in the loader): `logit_scale` is required there (the
+/// logits are divided by it); `embedding_scale` and `residual_scale` absent or 0 mean no
+/// scaling; `attention.scale` absent or 0 means llama.cpp's `1/sqrt(head size)`, written here
+/// as that value since transformers' `attention_multiplier` defaults to 1.
+fn granite_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let logits = scale_key(float, "logit_scale", key, err)?.ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp requires it for granite: the logits are divided by it)", key("logit_scale"))))?;
+    let head_dim = c.get("head_dim").and_then(Json::as_u64).unwrap_or(1) as f64;
+    let attention = scale_key(float, "attention.scale", key, err)?.unwrap_or((1.0 / (head_dim as f32).sqrt()) as f64);
+    c.insert("logits_scaling".into(), json!(logits));
+    c.insert("embedding_multiplier".into(), json!(scale_key(float, "embedding_scale", key, err)?.unwrap_or(1.0)));
+    c.insert("residual_multiplier".into(), json!(scale_key(float, "residual_scale", key, err)?.unwrap_or(1.0)));
+    c.insert("attention_multiplier".into(), json!(attention));
+    c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
+    Ok(())
+}
+
+/// StarCoder2 (`LLM_ARCH_STARCODER2`): LayerNorm epsilon from `attention.layer_norm_epsilon`
+/// (required there), tanh GELU (ggml's GELU), biases as the file holds them (llama.cpp
+/// requires them; transformers' `use_bias`). No sliding window: neither the converter nor the
+/// loader has one for starcoder2, where the original config may (StarCoder2-3B/7B: 4096).
+fn starcoder2_config(c: &mut Map<String, Json>, biased: bool, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    c.insert("norm_epsilon".into(), json!(eps as f32 as f64));
+    c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
+    c.insert("use_bias".into(), json!(biased));
+    Ok(())
+}
+
+/// Phi-1/1.5/2 (`Phi2Model` in the converter, `LLM_ARCH_PHI2` in the loader): LayerNorm epsilon
+/// from `attention.layer_norm_epsilon`, the rotated dimensions from `rope.dimension_count`
+/// (always written as `partial_rotary_factor`: the phi family's default is 0.5), tanh GELU,
+/// no q/k LayerNorms (the loader has none). The converter writes no `rope.freq_base` (llama.cpp's
+/// default 10000, Phi's too) and `feed_forward_length` as 4 x hidden whatever the config says,
+/// so the key is checked against `ffn_up` as llama.cpp's tensor shapes check it.
+fn phi2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, head_dim: u64, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+    c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
+    c.insert("hidden_act".into(), json!("gelu_new"));
+    c.insert("qk_layernorm".into(), json!(false));
+    let ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
+    if let Some(up) = file.tensors.iter().find(|t| t.name == "blk.0.ffn_up.weight") {
+        if up.dims.get(1).copied() != Some(ff as usize) {
+            return Err(err(format!("metadata key `{}` is {ff} but `blk.0.ffn_up.weight` has {:?} (llama.cpp refuses such a file too)", key("feed_forward_length"), up.dims)));
+        }
+    }
+    Ok(())
+}
+
+/// SmolLM3 (`LLM_ARCH_SMOLLM3`): the file states no NoPE layers; llama.cpp's loader fixes
+/// `n_no_rope_layer_step = 4` and skips RoPE where `(layer + 1) % 4 == 0`, which is
+/// transformers' default `no_rope_layers` for `no_rope_layer_interval` 4. Written as that list.
+fn smollm3_config(c: &mut Map<String, Json>) {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let rotates: Vec<u64> = (0..layers).map(|i| u64::from(!(i + 1).is_multiple_of(4))).collect();
+    c.insert("no_rope_layer_interval".into(), json!(4));
+    c.insert("no_rope_layers".into(), json!(rotates));
+    c.insert("mlp_bias".into(), json!(false));
 }
 
 /// The Gemma keys of the config: what the file states, else what llama.cpp's loader assumes
@@ -1252,6 +1525,247 @@ mod tests {
         assert!(import_of(&as_ref(&m), &gemma_tensors(&g3)).err().expect("refused").to_string().contains("`gemma3.attn_logit_softcapping`"));
         let e = import_of(&as_ref(&gemma_meta("gemma")), &gemma_tensors(&["blk.0.post_ffw_norm.weight"])).err().expect("refused").to_string();
         assert!(e.contains("`blk.0.post_ffw_norm.weight`"), "{e}");
+    }
+
+    /// `llama_meta` as a granite file with its four scales.
+    fn granite_meta() -> Vec<(String, Json)> {
+        let mut m = meta_of("granite");
+        m.extend([("granite.logit_scale", 4.0f64), ("granite.embedding_scale", 8.0), ("granite.residual_scale", 0.25), ("granite.attention.scale", 0.5)].map(|(k, v)| (k.to_string(), json!(v))));
+        m
+    }
+
+    #[test]
+    fn granite_files_read_the_four_scales_and_llama_cpps_defaults() {
+        let i = import_of(&as_ref(&granite_meta()), &llama_tensors()).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["logits_scaling"].as_f64(), c["embedding_multiplier"].as_f64()), (Some("granite"), Some(4.0), Some(8.0)));
+        assert_eq!((c["residual_multiplier"].as_f64(), c["attention_multiplier"].as_f64(), c["mlp_bias"].as_bool()), (Some(0.25), Some(0.5), Some(false)));
+        // A LlamaModel: the float k is un-permuted.
+        assert!(i.views.contains_key("model.layers.0.self_attn.k_proj.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // Absent (or 0) scales: llama.cpp's defaults, 1/sqrt(head size) for attention.
+        let mut m = granite_meta();
+        m.retain(|(k, _)| !k.contains("attention.scale") && !k.contains("residual") && !k.contains("embedding_scale"));
+        m.push(("granite.embedding_scale".into(), json!(0.0f64)));
+        let c = import_of(&as_ref(&m), &llama_tensors()).unwrap().config;
+        assert_eq!((c["attention_multiplier"].as_f64(), c["residual_multiplier"].as_f64(), c["embedding_multiplier"].as_f64()), (Some(0.25), Some(1.0), Some(1.0)));
+        // Biases beyond q/k/v map; the MLP's set mlp_bias.
+        let mut t = llama_tensors();
+        t.extend([("blk.0.attn_output.bias", 0, vec![64]), ("blk.0.ffn_gate.bias", 0, vec![128]), ("blk.0.ffn_up.bias", 0, vec![128]), ("blk.0.ffn_down.bias", 0, vec![64])]);
+        let i = import_of(&as_ref(&granite_meta()), &t).unwrap();
+        assert!(i.tensors.contains_key("model.layers.0.mlp.down_proj.bias") && i.config["mlp_bias"].as_bool() == Some(true));
+    }
+
+    #[test]
+    fn granite_refusals_name_the_key() {
+        let e = |m: Vec<(String, Json)>| import_of(&as_ref(&m), &llama_tensors()).err().expect("refused").to_string();
+        // llama.cpp requires the logit scale.
+        let mut m = granite_meta();
+        m.retain(|(k, _)| k != "granite.logit_scale");
+        let got = e(m);
+        assert!(got.contains("`granite.logit_scale` is missing"), "{got}");
+        let mut m = granite_meta();
+        m.retain(|(k, _)| k != "granite.residual_scale");
+        m.push(("granite.residual_scale".into(), json!(-0.5f64)));
+        assert!(e(m).contains("`granite.residual_scale` is -0.5"));
+        // RoPE switched off (`rope.scaling.finetuned`), an expert count: not read, refused.
+        for key in ["granite.rope.scaling.finetuned", "granite.expert_count"] {
+            let mut m = granite_meta();
+            m.push((key.into(), json!(0)));
+            let got = e(m);
+            assert!(got.contains(&format!("`{key}`")) && got.contains("not read"), "{got}");
+        }
+    }
+
+    fn olmo2_tensors() -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("output.weight", 8, vec![64, 32])];
+        t.extend([("blk.0.attn_q.weight", 8, vec![64, 64]), ("blk.0.attn_k.weight", 0, vec![64, 32]), ("blk.0.attn_v.weight", 8, vec![64, 32]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+        t.extend([("blk.0.attn_q_norm.weight", 0, vec![64]), ("blk.0.attn_k_norm.weight", 0, vec![32]), ("blk.0.post_attention_norm.weight", 0, vec![64]), ("blk.0.post_ffw_norm.weight", 0, vec![64])]);
+        t.extend([("blk.0.ffn_gate.weight", 8, vec![64, 128]), ("blk.0.ffn_up.weight", 8, vec![64, 128]), ("blk.0.ffn_down.weight", 8, vec![128, 64])]);
+        t
+    }
+
+    #[test]
+    fn olmo2_files_map_the_post_norms_and_keep_q_and_k_unpermuted() {
+        let i = import_of(&as_ref(&meta_of("olmo2")), &olmo2_tensors()).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), i.config["attention_bias"].as_bool()), (Some("olmo2"), Some(false)));
+        for n in ["post_attention_layernorm.weight", "post_feedforward_layernorm.weight", "self_attn.k_norm.weight", "self_attn.k_proj.weight"] {
+            assert!(i.tensors.contains_key(&format!("model.layers.0.{n}")), "{n}");
+        }
+        assert!(i.views.is_empty(), "no permutation");
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        // A pre-norm and OLMo 3's sliding window are not OLMo2's.
+        let mut t = olmo2_tensors();
+        t.push(("blk.0.attn_norm.weight", 0, vec![64]));
+        let got = import_of(&as_ref(&meta_of("olmo2")), &t).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.attn_norm.weight`") && got.contains("not mapped for architecture olmo2"), "{got}");
+        let mut m = meta_of("olmo2");
+        m.push(("olmo2.attention.sliding_window".into(), json!(4096)));
+        assert!(import_of(&as_ref(&m), &olmo2_tensors()).err().expect("refused").to_string().contains("`olmo2.attention.sliding_window`"));
+    }
+
+    fn starcoder2_meta() -> Vec<(String, Json)> {
+        let mut m: Vec<(String, Json)> = meta_of("starcoder2").into_iter().filter(|(k, _)| !k.contains("rms")).collect();
+        m.push(("starcoder2.attention.layer_norm_epsilon".into(), json!(1e-5f64)));
+        m
+    }
+
+    /// A one-layer file with LayerNorm biases and biased projections (StarCoder2's names).
+    fn biased_tensors(mlp: &[(&'static str, u32, Vec<u64>)]) -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64]), ("output.weight", 8, vec![64, 32])];
+        t.extend([("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.attn_norm.bias", 0, vec![64])]);
+        t.extend([("blk.0.attn_output.weight", 8, vec![64, 64]), ("blk.0.attn_output.bias", 0, vec![64])]);
+        t.extend([("blk.0.ffn_up.weight", 8, vec![64, 128]), ("blk.0.ffn_up.bias", 0, vec![128]), ("blk.0.ffn_down.weight", 8, vec![128, 64]), ("blk.0.ffn_down.bias", 0, vec![64])]);
+        t.extend(mlp.iter().cloned());
+        t
+    }
+
+    fn separate_qkv() -> Vec<(&'static str, u32, Vec<u64>)> {
+        vec![
+            ("blk.0.attn_q.weight", 8, vec![64, 64]),
+            ("blk.0.attn_q.bias", 0, vec![64]),
+            ("blk.0.attn_k.weight", 8, vec![64, 32]),
+            ("blk.0.attn_k.bias", 0, vec![32]),
+            ("blk.0.attn_v.weight", 8, vec![64, 32]),
+            ("blk.0.attn_v.bias", 0, vec![32]),
+        ]
+    }
+
+    #[test]
+    fn starcoder2_files_read_the_layer_norm_epsilon_and_the_biases() {
+        let mut t = biased_tensors(&separate_qkv());
+        t.extend([("blk.0.ffn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.bias", 0, vec![64])]);
+        let i = import_of(&as_ref(&starcoder2_meta()), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["norm_epsilon"].as_f64(), c["use_bias"].as_bool()), (Some("starcoder2"), Some(1e-5f32 as f64), Some(true)));
+        assert_eq!((c["hidden_act"].as_str(), c.get("rms_norm_eps"), c["tie_word_embeddings"].as_bool()), (Some("gelu_pytorch_tanh"), None, Some(false)));
+        for n in ["model.norm.bias", "model.layers.0.post_attention_layernorm.bias", "model.layers.0.mlp.c_fc.bias", "model.layers.0.self_attn.o_proj.bias"] {
+            assert!(i.tensors.contains_key(n), "{n}");
+        }
+        assert!(i.packed.contains_key("model.layers.0.mlp.c_proj.weight") && i.views.is_empty());
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // The RMS epsilon the converter writes when the config has one is not read by llama.cpp's
+        // loader, nor here; without the LayerNorm epsilon the file is refused.
+        let mut m = starcoder2_meta();
+        m.push(("starcoder2.attention.layer_norm_rms_epsilon".into(), json!(1e-6f64)));
+        assert_eq!(import_of(&as_ref(&m), &t).unwrap().config["norm_epsilon"].as_f64(), Some(1e-5f32 as f64));
+        let m: Vec<(String, Json)> = starcoder2_meta().into_iter().filter(|(k, _)| !k.contains("layer_norm_epsilon")).collect();
+        let got = import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        assert!(got.contains("`starcoder2.attention.layer_norm_epsilon` is missing"), "{got}");
+        // A gated MLP is not StarCoder2's.
+        let mut t2 = t.clone();
+        t2.push(("blk.0.ffn_gate.weight", 8, vec![64, 128]));
+        assert!(import_of(&as_ref(&starcoder2_meta()), &t2).err().expect("refused").to_string().contains("`blk.0.ffn_gate.weight`"));
+    }
+
+    fn phi2_meta() -> Vec<(String, Json)> {
+        let mut m = starcoder2_meta().into_iter().map(|(k, v)| (k.replace("starcoder2", "phi2"), if k == "general.architecture" { json!("phi2") } else { v })).collect::<Vec<_>>();
+        m.retain(|(k, _)| !k.contains("head_count_kv"));
+        m.push(("phi2.rope.dimension_count".into(), json!(8)));
+        m
+    }
+
+    fn phi2_tensors(qkv: &[(&'static str, u32, Vec<u64>)]) -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = biased_tensors(qkv);
+        t.push(("output.bias", 0, vec![32]));
+        t
+    }
+
+    /// Phi-2's fused q/k/v: 4 heads of 16, all of them key/value heads (64 + 64 + 64 rows).
+    fn fused_qkv(weight_type: u32) -> Vec<(&'static str, u32, Vec<u64>)> {
+        vec![("blk.0.attn_qkv.weight", weight_type, vec![64, 192]), ("blk.0.attn_qkv.bias", 0, vec![192])]
+    }
+
+    #[test]
+    fn phi2_files_split_a_fused_qkv_into_row_ranges_and_read_partial_rotary() {
+        let bias: Vec<f32> = (0..192).map(|i| i as f32).collect();
+        let i = import_with(&as_ref(&phi2_meta()), &phi2_tensors(&fused_qkv(8)), &[("blk.0.attn_qkv.bias", bias.clone())]).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["partial_rotary_factor"].as_f64(), c["layer_norm_eps"].as_f64()), (Some("phi"), Some(0.5), Some(1e-5f32 as f64)));
+        assert_eq!((c["num_key_value_heads"].as_u64(), c["hidden_act"].as_str(), c["qk_layernorm"].as_bool()), (Some(4), Some("gelu_new"), Some(false)));
+        // The Q8_0 rows stay packed, 64 each; the bias pieces hold their rows' values.
+        for (n, from) in [("q", 0), ("k", 64), ("v", 128)] {
+            let w = &i.packed[&format!("model.layers.0.self_attn.{n}_proj.weight")];
+            assert_eq!((w.n(), w.k()), (64, 64));
+            let b: Vec<f32> = i.tensors[&format!("model.layers.0.self_attn.{n}_proj.bias")].bytes().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            assert_eq!(b, bias[from..from + 64], "{n}");
+        }
+        for n in ["model.final_layernorm.bias", "lm_head.bias", "model.layers.0.self_attn.dense.bias", "model.layers.0.mlp.fc2.bias"] {
+            assert!(i.tensors.contains_key(n), "{n}");
+        }
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // A float fused weight: k is rows 64..128 of the file.
+        let w: Vec<f32> = (0..192 * 64).map(|i| (i / 64) as f32).collect();
+        let i = import_with(&as_ref(&phi2_meta()), &phi2_tensors(&fused_qkv(0)), &[("blk.0.attn_qkv.weight", w)]).unwrap();
+        let k = &i.tensors["model.layers.0.self_attn.k_proj.weight"];
+        assert_eq!(k.shape, vec![64, 64]);
+        assert_eq!(f32::from_le_bytes(k.bytes().unwrap()[..4].try_into().unwrap()), 64.0);
+        // Separate q/k/v as the converter writes them from today's checkpoints; a full-head
+        // rotary is stated as 1.0 (the phi family's default is 0.5).
+        let mut m = phi2_meta();
+        m.retain(|(k, _)| k != "phi2.rope.dimension_count");
+        let mut sep = separate_qkv();
+        sep.retain(|(n, _, _)| !n.contains("attn_k") && !n.contains("attn_v"));
+        sep.extend([("blk.0.attn_k.weight", 8, vec![64, 64]), ("blk.0.attn_k.bias", 0, vec![64]), ("blk.0.attn_v.weight", 8, vec![64, 64]), ("blk.0.attn_v.bias", 0, vec![64])]);
+        let c = import_of(&as_ref(&m), &phi2_tensors(&sep)).unwrap().config;
+        assert_eq!(c["partial_rotary_factor"].as_f64(), Some(1.0));
+    }
+
+    #[test]
+    fn phi2_refusals_name_the_key_or_tensor() {
+        let e = |m: Vec<(String, Json)>, t: Vec<(&str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        // Fused and separate q at once; a fused q/k/v of the wrong row count.
+        let mut t = phi2_tensors(&fused_qkv(8));
+        t.push(("blk.0.attn_q.weight", 8, vec![64, 64]));
+        let got = e(phi2_meta(), t);
+        assert!(got.contains("`blk.0.attn_q.weight` beside another tensor read as `model.layers.0.self_attn.q_proj.weight`"), "{got}");
+        let mut t = phi2_tensors(&[]);
+        t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 160]), ("blk.0.attn_qkv.bias", 0, vec![160])]);
+        let got = e(phi2_meta(), t);
+        assert!(got.contains("`blk.0.attn_qkv.weight`") && got.contains("has 192 rows"), "{got}");
+        // The converter's 4 x hidden where the MLP has 2 x hidden: llama.cpp refuses it too.
+        let mut m = phi2_meta();
+        m.retain(|(k, _)| k != "phi2.feed_forward_length");
+        m.push(("phi2.feed_forward_length".into(), json!(256)));
+        let got = e(m, phi2_tensors(&fused_qkv(8)));
+        assert!(got.contains("`phi2.feed_forward_length` is 256") && got.contains("blk.0.ffn_up.weight"), "{got}");
+        // The LayerNorm epsilon is required; an odd rotary count is refused; a gated MLP and
+        // q/k LayerNorms are not Phi-2's in llama.cpp.
+        let m: Vec<(String, Json)> = phi2_meta().into_iter().filter(|(k, _)| !k.contains("layer_norm_epsilon")).collect();
+        assert!(e(m, phi2_tensors(&fused_qkv(8))).contains("`phi2.attention.layer_norm_epsilon` is missing"));
+        let mut m = phi2_meta();
+        m.retain(|(k, _)| k != "phi2.rope.dimension_count");
+        m.push(("phi2.rope.dimension_count".into(), json!(7)));
+        assert!(e(m, phi2_tensors(&fused_qkv(8))).contains("`phi2.rope.dimension_count` is 7"));
+        for extra in [("blk.0.ffn_gate.weight", 8, vec![64, 128]), ("blk.0.attn_q_norm.weight", 0, vec![16])] {
+            let mut t = phi2_tensors(&fused_qkv(8));
+            t.push(extra.clone());
+            let got = e(phi2_meta(), t);
+            assert!(got.contains(&format!("`{}`", extra.0)) && got.contains("not mapped for architecture phi2"), "{got}");
+        }
+    }
+
+    #[test]
+    fn smollm3_files_get_llama_cpps_nope_layers() {
+        let mut m = meta_of("smollm3");
+        m.retain(|(k, _)| k != "smollm3.block_count");
+        m.push(("smollm3.block_count".into(), json!(8)));
+        let layers: Vec<(String, u32, Vec<u64>)> =
+            (1..8).flat_map(|i| llama_tensors().into_iter().filter(|(n, _, _)| n.starts_with("blk.0.")).map(move |(n, ty, d)| (n.replacen("blk.0.", &format!("blk.{i}."), 1), ty, d))).collect();
+        let mut t = llama_tensors();
+        t.extend(layers.iter().map(|(n, ty, d)| (n.as_str(), *ty, d.clone())));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["no_rope_layers"].clone(), c["tie_word_embeddings"].as_bool()), (Some("smollm3"), json!([1, 1, 1, 0, 1, 1, 1, 0]), Some(true)));
+        assert!(i.views.contains_key("model.layers.7.self_attn.k_proj.weight"), "a LlamaModel: q/k un-permuted");
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // llama.cpp's SmolLM3 graph applies no rope factors and reads no attention scale.
+        let mut t2 = t.clone();
+        t2.push((ROPE_FREQS, 0, vec![8]));
+        assert!(import_of(&as_ref(&m), &t2).err().expect("refused").to_string().contains("not mapped for architecture smollm3"));
+        let mut m2 = m.clone();
+        m2.push(("smollm3.attention.scale".into(), json!(0.125f64)));
+        assert!(import_of(&as_ref(&m2), &t).err().expect("refused").to_string().contains("`smollm3.attention.scale`"));
     }
 
     #[test]

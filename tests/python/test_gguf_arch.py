@@ -1,14 +1,20 @@
-"""GGUF files of the llama (Llama 3 rope factors), qwen3 and phi3 architectures (issue #29):
-tests/python/data/gguf-arch/, the tiny fixtures written as llama.cpp's converter writes them by
-scripts/make_arch_gguf.py (llama q/k permuted, `rope_freqs.weight` from the llama3 scaling;
-qwen3's q/k norms; phi3's fused `attn_qkv` and `ffn_up`, LongRoPE factor tensors, partial
-rotary `rope.dimension_count`), built with `tailor build --model FILE.gguf --ep cpu`:
+"""GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2, starcoder2,
+phi2 and smollm3 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
+written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
+smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
+fused `attn_qkv` and `ffn_up`, LongRoPE factor tensors, partial rotary `rope.dimension_count`;
+granite's four scales; olmo2's post-norms and whole-projection q/k norms; starcoder2's and
+phi2's LayerNorms and biases; phi2's q/k/v separate, and fused in `tiny-phi-fused`; smollm3,
+whose NoPE layers the file does not state), built with `tailor build --model FILE.gguf --ep cpu`:
 
-- `<fixture>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
+- `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
   fixture's own reference logits (tests/fixtures/<fixture>/reference.safetensors, transformers
   on the original config) within the fixture's f32 bound; for LongRoPE also the short prompt
   (below `original_max_position_embeddings`, the short factors).
-- `<fixture>.Q.gguf` (attention, embedding and head Q8_0, MLP Q4_0): against a float checkpoint
+- the same comparison fails for the config a mis-read key or a wrong loader default would give
+  (`MISREAD`: the fixture's checkpoint built with that one key changed), so the bound tells the
+  right reading from a wrong one.
+- `<stem>.Q.gguf` (attention, embedding and head Q8_0, MLP Q4_0): against a float checkpoint
   of gguf-py's dequantization of the same file (committed as
   `<fixture>.Q.dequantized.safetensors`, with the fixture's config.json and tokenizer) built by
   tailor for the same EP, at accuracy level 1 (f32 activations); every projection stays a
@@ -28,8 +34,33 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-arch"
-F32 = ["tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial"]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope"]
+F32 = [
+    "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial",
+    "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
+]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused"]
+# Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
+VARIANTS = {"tiny-phi-fused": "tiny-phi"}
+# What the import reads from each new architecture's file (or takes from llama.cpp's loader),
+# and a wrong reading of it: the config key it becomes, with the wrong value.
+MISREAD = {
+    # `attention.scale` taken as llama.cpp's default 1/sqrt(head size) instead of 0.05.
+    "tiny-granite": {"attention_multiplier": 0.25},
+    # `logit_scale` not applied.
+    "tiny-granite-logits": {"logits_scaling": 1.0},
+    # `rope.freq_base` (500000) missed: the default 10000.
+    "tiny-olmo2": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+    # ggml's GELU (tanh) read as the exact one.
+    "tiny-starcoder2": {"hidden_act": "gelu"},
+    # `rope.dimension_count` (8 of 16) read as the whole head.
+    "tiny-phi": {"partial_rotary_factor": 1.0},
+    # llama.cpp's NoPE layers (every 4th) missed: all layers rotate.
+    "tiny-smollm3": {"no_rope_layers": [1, 1, 1, 1]},
+}
+
+
+def fixture_of(stem: str) -> str:
+    return VARIANTS.get(stem, stem)
 
 
 def build(src: Path, out: Path, flags=()) -> Path:
@@ -43,35 +74,55 @@ def bound(fixture: str) -> float:
     return json.loads((FIXTURES / fixture / "reference.json").read_text())["tolerance"]["float32"]["atol"]
 
 
-@pytest.mark.parametrize("fixture", F32)
-def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
+@pytest.mark.parametrize("stem", F32)
+def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
+    fixture = fixture_of(stem)
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
-    pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    pkg = build(DATA / f"{stem}.F32.gguf", tmp_path / "pkg")
     atol = bound(fixture)
     for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
         got = prefill_logits(pkg, ref[ids])
         diff = np.abs(got - ref[want]).max()
         assert diff <= atol, f"{fixture} {want}: max |logit difference| {diff} > {atol}"
     model_type = json.loads((FIXTURES / fixture / "config.json").read_text())["model_type"]
-    assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == model_type
+    # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
+    # olmo2 nor starcoder2), as a build of the fixture's own checkpoint writes it.
+    runtime = {"olmo2": "olmo", "starcoder2": "llama"}.get(model_type, model_type)
+    assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
-def float_checkpoint(fixture: str, out: Path) -> Path:
+@pytest.mark.parametrize("case", sorted(MISREAD))
+def test_a_misread_key_would_miss_the_reference(case, tmp_path):
+    """The fixture's own checkpoint with one key as a wrong reading of the file would give:
+    its logits are outside the bound the F32 file meets."""
+    fixture = case.removesuffix("-logits")
+    src = tmp_path / "misread"
+    shutil.copytree(FIXTURES / fixture, src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(MISREAD[case])
+    (src / "config.json").write_text(json.dumps(cfg))
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    diff = np.abs(prefill_logits(build(src, tmp_path / "pkg"), ref["input_ids"]) - ref["logits"]).max()
+    assert diff > 10 * bound(fixture), f"{case}: {MISREAD[case]} gives max |logit difference| {diff}, which the F32 test would not catch"
+
+
+def float_checkpoint(stem: str, out: Path) -> Path:
     """The fixture's config and tokenizer with gguf-py's dequantized weights of the Q file."""
     out.mkdir()
-    for f in (FIXTURES / fixture).iterdir():
+    for f in (FIXTURES / fixture_of(stem)).iterdir():
         if f.suffix == ".json" and not f.name.startswith("reference"):
             shutil.copy(f, out / f.name)
-    shutil.copy(DATA / f"{fixture}.Q.dequantized.safetensors", out / "model.safetensors")
+    shutil.copy(DATA / f"{stem}.Q.dequantized.safetensors", out / "model.safetensors")
     return out
 
 
-@pytest.mark.parametrize("fixture", QUANTIZED)
-def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_path):
+@pytest.mark.parametrize("stem", QUANTIZED)
+def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, tmp_path):
+    fixture = fixture_of(stem)
     ids = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     flags = ["--accuracy-level", "1"]
-    pkg = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", flags)
-    ref = build(float_checkpoint(fixture, tmp_path / "dequantized"), tmp_path / "float")
+    pkg = build(DATA / f"{stem}.Q.gguf", tmp_path / "q", flags)
+    ref = build(float_checkpoint(stem, tmp_path / "dequantized"), tmp_path / "float")
     for key in ["input_ids", "short_input_ids"]:
         got, want = prefill_logits(pkg, ids[key]), prefill_logits(ref, ids[key])
         diff = np.abs(got - want).max()
