@@ -489,7 +489,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut views = BTreeMap::new();
     let mut packed = BTreeMap::new();
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
+    // The bits of each block-quantized file tensor (an expert stack counts once, not per expert).
+    let mut file_bits: Vec<ir::quant::Bits> = Vec::new();
     let head_dim = int("head_dim");
+    let moe = ExpertShape::of(&config);
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) {
@@ -497,13 +500,31 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         }
         *types.entry(whole.ggml_type.name()).or_default() += 1;
         if let Some((layer, template)) = expert_stack(&whole.name, &a) {
-            split_experts(path, &file, whole, layer, template, &mut tensors, &mut packed)?;
+            let Some(moe) = moe else {
+                return Err(err(format!(
+                    "holds the expert stack `{}`, but `{arch_name}.expert_count` is missing or 0: a file with experts says how many it routes over",
+                    whole.name
+                )));
+            };
+            let down = whole.name.ends_with("ffn_down_exps.weight");
+            if let Some(bits) = split_experts(path, &file, whole, layer, template, moe.dims(down), &mut tensors, &mut packed)? {
+                file_bits.push(bits);
+            }
             continue;
         }
         // Each piece: the tensor itself, or (phi2's fused attn_qkv) its q, k and v rows.
         for (mapped, t) in pieces(whole, &a, heads, kv_heads, head_dim).map_err(err)? {
             let t = &t;
             let Some(name) = family_name(&mapped, &a) else {
+                if per_expert_tensor(&t.name) {
+                    return Err(err(format!(
+                        "holds `{}`, one expert's tensor as llama.cpp wrote Mixtral files before merging experts into `ffn_*_exps` stacks (2024); llama.cpp no longer loads that layout either: convert the checkpoint again with a current llama.cpp",
+                        t.name
+                    )));
+                }
+                if moe.is_none() && t.name.ends_with(".ffn_gate_inp.weight") {
+                    return Err(err(format!("holds the router `{}`, but `{arch_name}.expert_count` is missing or 0: a file with experts says how many it routes over", t.name)));
+                }
                 return Err(err(format!("holds tensor `{}` ({}), which is not mapped for architecture {arch_name}", t.name, t.ggml_type)));
             };
             if tensors.contains_key(&name) || views.contains_key(&name) || packed.contains_key(&name) {
@@ -550,12 +571,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                 }
                 None => {
                     if ir::ggml::form(t.ggml_type).is_none() {
-                        return Err(err(format!(
-                            "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
-                            t.name,
-                            t.ggml_type,
-                            ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                        )));
+                        return Err(err(unimported_type(t)));
                     }
                     if shape.len() != 2 {
                         return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
@@ -563,15 +579,17 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     let order = permute_heads.map(|h| unpermuted_rows(rows, h));
                     let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
                     let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
+                    file_bits.push(w.bits());
                     packed.insert(name, w);
                 }
             }
         }
     }
-    let bits: Vec<usize> = packed.values().map(|w| w.bits().count()).collect();
-    // The bits most quantized tensors have: 8 when there are as many 8-bit ones as 4-bit ones.
-    let fours = bits.iter().filter(|&&b| b == 4).count();
-    let main_bits = if fours * 2 > bits.len() { ir::quant::Bits::Int4 } else { ir::quant::Bits::Int8 };
+    // The bits most quantized file tensors have (an expert stack is one tensor, not one per
+    // expert, so a file's experts do not outvote its attention): 8 when there are as many
+    // 8-bit ones as 4-bit ones.
+    let fours = file_bits.iter().filter(|b| b.count() == 4).count();
+    let main_bits = if fours * 2 > file_bits.len() { ir::quant::Bits::Int4 } else { ir::quant::Bits::Int8 };
     let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let source = QuantSource {
         format: PackedFormat::Gguf,
@@ -599,26 +617,85 @@ fn expert_stack(name: &str, a: &Arch) -> Option<(usize, &'static str)> {
     a.expert_names().iter().find(|(from, _)| *from == suffix).map(|(_, to)| (layer, *to))
 }
 
+/// Why tensor `t`'s ggml type is refused, with the types that are imported.
+fn unimported_type(t: &TensorInfo) -> String {
+    format!(
+        "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
+        t.name,
+        t.ggml_type,
+        ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// The sizes a file's expert stacks must have, from the config the metadata gave.
+#[derive(Clone, Copy)]
+struct ExpertShape {
+    experts: usize,
+    hidden: usize,
+    /// One expert's intermediate size (Mixtral's `intermediate_size`, Qwen-MoE's `moe_intermediate_size`).
+    ff: usize,
+}
+
+impl ExpertShape {
+    /// `None` for a file without experts.
+    fn of(config: &Map<String, Json>) -> Option<ExpertShape> {
+        let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize);
+        let experts = int("num_local_experts").or_else(|| int("num_experts")).filter(|&e| e > 0)?;
+        let ff = int("moe_intermediate_size").or_else(|| int("intermediate_size"))?;
+        Some(ExpertShape { experts, hidden: int("hidden_size")?, ff })
+    }
+
+    /// The ggml dims `[K, rows, experts]` of a gate or up stack, or of the down stack.
+    fn dims(self, down: bool) -> [usize; 3] {
+        if down {
+            [self.ff, self.hidden, self.experts]
+        } else {
+            [self.hidden, self.ff, self.experts]
+        }
+    }
+}
+
+/// Whether `name` is one expert's tensor as llama.cpp wrote Mixtral files before it stacked
+/// experts (`blk.N.ffn_gate.E.weight`).
+fn per_expert_tensor(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("blk.").and_then(|r| r.split_once('.')).map(|(_, r)| r) else { return false };
+    ["ffn_gate.", "ffn_up.", "ffn_down."].iter().any(|p| rest.strip_prefix(p).and_then(|e| e.strip_suffix(".weight")).is_some_and(|e| e.parse::<usize>().is_ok()))
+}
+
 /// Each expert of the 3-D tensor `t` (ggml `[K, rows, experts]`: the experts are contiguous
 /// slabs of whole rows) as its own `[rows, K]` tensor named after `template`: a float slab as
 /// a source tensor, a block-quantized one as its own [`PackedWeight`] keeping its integers.
-fn split_experts(path: &Path, file: &GgufFile, t: &TensorInfo, layer: usize, template: &str, tensors: &mut BTreeMap<String, SourceTensor>, packed: &mut BTreeMap<String, Arc<PackedWeight>>) -> Result<()> {
+/// `expected`: the dims the config says (llama.cpp refuses a file whose stack differs).
+/// Returns the bits of a block-quantized stack.
+#[allow(clippy::too_many_arguments)]
+fn split_experts(
+    path: &Path,
+    file: &GgufFile,
+    t: &TensorInfo,
+    layer: usize,
+    template: &str,
+    expected: [usize; 3],
+    tensors: &mut BTreeMap<String, SourceTensor>,
+    packed: &mut BTreeMap<String, Arc<PackedWeight>>,
+) -> Result<Option<ir::quant::Bits>> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let &[k, rows, experts] = &t.dims[..] else {
         return Err(err(format!("tensor `{}` is {:?}; expert stacks are 3-D ggml tensors [K, rows, experts]", t.name, t.dims)));
     };
+    if [k, rows, experts] != expected {
+        return Err(err(format!(
+            "tensor `{}` has ggml dims {:?}, where the metadata (expert count, embedding and expert feed-forward lengths) says {expected:?}",
+            t.name, t.dims
+        )));
+    }
     if experts == 0 || !t.len.is_multiple_of(experts) {
         return Err(err(format!("tensor `{}` ({} bytes) does not split into {experts} experts of equal size", t.name, t.len)));
     }
     if float_dtype(t.ggml_type).is_none() && ir::ggml::form(t.ggml_type).is_none() {
-        return Err(err(format!(
-            "tensor `{}` is {}, a ggml type with no exact MatMulNBits form here (imported: {} and float tensors)",
-            t.name,
-            t.ggml_type,
-            ir::ggml::DECODED.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-        )));
+        return Err(err(unimported_type(t)));
     }
     let slab = t.len / experts;
+    let mut bits = None;
     for e in 0..experts {
         let name = format!("model.layers.{layer}.{}", template.replace("{e}", &e.to_string()));
         let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(&file.file), dtype, shape, offset: t.offset + e * slab, len: slab };
@@ -629,11 +706,12 @@ fn split_experts(path: &Path, file: &GgufFile, t: &TensorInfo, layer: usize, tem
             None => {
                 let label = format!("{} (expert {e})", t.name);
                 let w = PackedWeight::ggml(label.clone(), part(&label, DType::U8, vec![slab]), t.ggml_type, rows, k, None)?;
+                bits = Some(w.bits());
                 packed.insert(name, w);
             }
         }
     }
-    Ok(())
+    Ok(bits)
 }
 
 /// The pieces file tensor `t` is read as, each with the llama.cpp name it maps by: `t` itself,
@@ -1307,8 +1385,11 @@ mod tests {
         t
     }
 
+    /// `feed_forward_length` 32 x `used`: llama.cpp's default expert size is then the stacks' 32
+    /// rows (Mixtral's is the whole feed-forward length: `used` 1 there).
     fn moe_meta(arch: &str, used: u64) -> Vec<(String, Json)> {
-        let mut m = meta_of(arch);
+        let ff = format!("{arch}.feed_forward_length");
+        let mut m: Vec<(String, Json)> = meta_of(arch).into_iter().map(|(k, v)| if k == ff { (k, json!(32 * used)) } else { (k, v) }).collect();
         m.push((format!("{arch}.expert_count"), json!(4)));
         m.push((format!("{arch}.expert_used_count"), json!(used)));
         m
@@ -1339,9 +1420,9 @@ mod tests {
         assert!(i.tensors.contains_key("model.layers.0.mlp.gate.weight"));
         assert_eq!(i.source.types.iter().find(|(t, _)| t == "Q8_0").map(|(_, n)| *n), Some(6), "each stack counted once");
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
-        // Without the expert size, llama.cpp's default: feed_forward_length / expert_used_count.
+        // Without the expert size, llama.cpp's default: feed_forward_length (64) / expert_used_count.
         let i = import_of(&as_ref(&moe_meta("qwen3moe", 2)), &moe_tensors(&norms)).unwrap();
-        assert_eq!(i.config["moe_intermediate_size"].as_u64(), Some(64));
+        assert_eq!(i.config["moe_intermediate_size"].as_u64(), Some(32));
 
         // qwen2moe: not renormalized, the shared expert with its gate vector as a [1, hidden] weight.
         let shared: [(&str, u32, Vec<u64>); 4] = [
@@ -1359,7 +1440,7 @@ mod tests {
         assert!(i.packed.contains_key("model.layers.0.mlp.shared_expert.up_proj.weight"));
 
         // llama with experts is Mixtral: its names, every layer routed, always renormalized.
-        let i = import_of(&as_ref(&moe_meta("llama", 2)), &moe_tensors(&[])).unwrap();
+        let i = import_of(&as_ref(&moe_meta("llama", 1)), &moe_tensors(&[])).unwrap();
         let c = &i.config;
         assert_eq!((c["model_type"].as_str(), c["num_local_experts"].as_u64(), c.get("attention_bias")), (Some("mixtral"), Some(4), None));
         assert!(i.packed.contains_key("model.layers.0.block_sparse_moe.experts.3.w3.weight") && i.tensors.contains_key("model.layers.0.block_sparse_moe.experts.3.w2.weight"));
@@ -1382,11 +1463,23 @@ mod tests {
         let mut t = moe_tensors(&[]);
         t.retain(|(n, ..)| !n.contains("down_exps"));
         t.push(("blk.0.ffn_down_exps.weight", 0, vec![32, 256]));
-        let got = e(moe_meta("llama", 2), t);
+        let got = e(moe_meta("llama", 1), t);
         assert!(got.contains("`blk.0.ffn_down_exps.weight`") && got.contains("3-D"), "{got}");
-        // Old per-expert tensor names (before the merged stacks) are not mapped.
-        let got = e(moe_meta("llama", 2), moe_tensors(&[("blk.0.ffn_gate.0.weight", 0, vec![64, 32])]));
-        assert!(got.contains("`blk.0.ffn_gate.0.weight`") && got.contains("not mapped"), "{got}");
+        // Old per-expert tensor names (before the merged stacks) are refused saying so.
+        let got = e(moe_meta("llama", 1), moe_tensors(&[("blk.0.ffn_gate.0.weight", 0, vec![64, 32])]));
+        assert!(got.contains("`blk.0.ffn_gate.0.weight`") && got.contains("convert the checkpoint again"), "{got}");
+        // Stacks whose dims differ from the metadata's, by the file's tensor name.
+        let mut m = moe_meta("qwen3moe", 2);
+        m.push(("qwen3moe.expert_feed_forward_length".into(), json!(48)));
+        let got = e(m, moe_tensors(&[("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])]));
+        assert!(got.contains("`blk.0.ffn_gate_exps.weight`") && got.contains("[64, 48, 4]"), "{got}");
+        let mut m = moe_meta("qwen3moe", 2);
+        *m.iter_mut().find(|(k, _)| k == "qwen3moe.expert_count").map(|(_, v)| v).unwrap() = json!(8);
+        let got = e(m, moe_tensors(&[("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])]));
+        assert!(got.contains("`blk.0.ffn_gate_exps.weight`") && got.contains("[64, 32, 8]"), "{got}");
+        // A dense llama file (no expert count) holding experts or a router is refused by the key.
+        let got = e(meta_of("llama"), moe_tensors(&[]));
+        assert!(got.contains("`llama.expert_count` is missing") && (got.contains("gate_inp") || got.contains("_exps")), "{got}");
     }
 
     /// A one-layer phi3 file: hidden 64, 4 heads of 16 (2 KV heads), fused Q8_0 projections.

@@ -105,10 +105,11 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
         if packed {
             match packed_groups(graph, &c, step)? {
                 Ok((fc1, fc2)) => to_qmoe(graph, &c, fc1, fc2, step, outcome),
+                // Reported as dequantized tensors (import::dequantized_warning), not as experts
+                // the table failed to quantize.
                 Err(why) => {
                     outcome.kept_float.push((c.fc1.clone(), why.clone()));
                     outcome.kept_float.push((c.fc2.clone(), why));
-                    outcome.float_experts += 2;
                 }
             }
             continue;
@@ -184,12 +185,15 @@ fn packed_groups(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep) -> Resul
     let (s1, s2) = (stacks[0].1.settings(), stacks[1].1.settings());
     if s1.bits() != s2.bits() || s1.symmetric() != s2.symmetric() {
         return Ok(Err(format!(
-            "the pre-quantized experts' two stacks differ ({}-bit {}, {}-bit {}), and com.microsoft.QMoE takes one expert_weight_bits and one zero-point form for both",
+            "the pre-quantized experts' two stacks differ ({}-bit {}, {}-bit {}), and com.microsoft.QMoE takes one expert_weight_bits and one zero-point form for both (ONNX Runtime 1.32's CPU kernel: \"Mixed-width QMoE execution is not yet implemented\")",
             s1.bits().count(),
             if s1.symmetric() { "symmetric" } else { "with zero points" },
             s2.bits().count(),
             if s2.symmetric() { "symmetric" } else { "with zero points" }
         )));
+    }
+    if !step.packed_bits.contains(&s1.bits().count()) {
+        return Ok(Err(format!("the pre-quantized experts are {}-bit, and {} has no [quant.int{}] section", s1.bits().count(), step.table, s1.bits().count())));
     }
     let block = s1.block_size().min(s2.block_size());
     let mut groups = Vec::new();

@@ -82,7 +82,8 @@ impl RowMap {
             Recipe::Cast { input, to } if to.is_float() => Self::of(input),
             Recipe::Reshape { input, shape } => {
                 let mut m = Self::of(input)?;
-                (shape.last() == m.shape.last()).then(|| {
+                let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
+                (shape.last() == m.shape.last() && rows == m.rows.len()).then(|| {
                     m.shape = shape.clone();
                     m
                 })
@@ -93,9 +94,12 @@ impl RowMap {
                     return None;
                 }
                 let (outer, dim, inner) = Self::split(&m.shape, *axis);
+                if start > end || *end > dim {
+                    return None;
+                }
                 let mut rows = Vec::with_capacity(outer * (end - start) * inner);
                 for o in 0..outer {
-                    rows.extend_from_slice(&m.rows[(o * dim + start) * inner..(o * dim + end) * inner]);
+                    rows.extend_from_slice(m.rows.get((o * dim + start) * inner..(o * dim + end) * inner)?);
                 }
                 let mut shape = m.shape;
                 shape[*axis] = end - start;
@@ -120,12 +124,12 @@ impl RowMap {
                         let (_, dim, inner) = parts[0].1;
                         for a in 0..dim {
                             for (rows, _) in &parts {
-                                out.rows.extend_from_slice(&rows[(o * dim + a) * inner..(o * dim + a + 1) * inner]);
+                                out.rows.extend_from_slice(rows.get((o * dim + a) * inner..(o * dim + a + 1) * inner)?);
                             }
                         }
                     } else {
                         for (rows, (_, dim, inner)) in &parts {
-                            out.rows.extend_from_slice(&rows[o * dim * inner..(o + 1) * dim * inner]);
+                            out.rows.extend_from_slice(rows.get(o * dim * inner..(o + 1) * dim * inner)?);
                         }
                     }
                 }
@@ -167,6 +171,26 @@ impl RowMap {
 /// ([`RowMap::of`]).
 fn rows_of(r: &Recipe) -> Option<(Vec<Arc<PackedWeight>>, Vec<Run>)> {
     RowMap::of(r).map(RowMap::runs)
+}
+
+/// Packs one output row's codes (`codes[i]` for input feature `i`) into MatMulNBits blocks of
+/// `bs` values, `blob` bytes each: bytes at 8 bits, two codes per byte (low nibble first) at 4.
+/// Positions past the last code (K not a whole number of blocks) are left as they are (zero).
+fn pack_row(codes: &[u8], bits: Bits, bs: usize, blob: usize, out: &mut [u8]) {
+    for (chunk, dst) in codes.chunks(bs).zip(out.chunks_mut(blob)) {
+        match bits {
+            Bits::Int8 => dst[..chunk.len()].copy_from_slice(chunk),
+            Bits::Int4 => {
+                let pairs = chunk.chunks_exact(2);
+                if let [last] = pairs.remainder() {
+                    dst[chunk.len() / 2] = *last;
+                }
+                for (d, pair) in dst.iter_mut().zip(pairs) {
+                    *d = pair[0] | (pair[1] << 4);
+                }
+            }
+        }
+    }
 }
 
 /// The largest power of two that divides `n`.
@@ -302,6 +326,7 @@ impl PackedStack {
         let (c0, c1) = if order.is_some() { (0, self.k) } else { (k0, k1) };
         let width = c1 - c0;
         let mut codes = Vec::new();
+        let mut permuted = Vec::new(); // one row's codes in output order (act-order only)
         let mut at = 0; // first output row of the current part
         let mut row = 0; // rows written so far
         for &run in &self.parts {
@@ -322,16 +347,13 @@ impl PackedStack {
                 let out = row + c;
                 let col = &codes[c * width..(c + 1) * width];
                 let b_col = &mut b[out * kb * blob..(out + 1) * kb * blob];
-                for i in 0..k1 - k0 {
-                    let q = match order {
-                        Some(o) => col[o[k0 + i] as usize],
-                        None => col[i],
-                    };
-                    let (blk, pos) = (i / bs, i % bs);
-                    match bits {
-                        Bits::Int8 => b_col[blk * blob + pos] = q,
-                        Bits::Int4 => b_col[blk * blob + pos / 2] |= q << (4 * (pos % 2)),
+                match order {
+                    Some(o) => {
+                        permuted.clear();
+                        permuted.extend(o[k0..k1].iter().map(|&j| col[j as usize]));
+                        pack_row(&permuted, bits, bs, blob, b_col);
                     }
+                    None => pack_row(&col[..k1 - k0], bits, bs, blob, b_col),
                 }
                 for blk in 0..kb {
                     let i = k0 + blk * bs;
@@ -410,14 +432,7 @@ impl PackedStack {
             for (c, n) in (first..last).enumerate() {
                 p.ggml_row(n, &mut codes, &mut sc, &mut zs)?;
                 let out = row + c;
-                let b_col = &mut b[out * kb * blob..(out + 1) * kb * blob];
-                for (i, &q) in codes[k0..k1].iter().enumerate() {
-                    let (blk, pos) = (i / bs, i % bs);
-                    match bits {
-                        Bits::Int8 => b_col[blk * blob + pos] = q,
-                        Bits::Int4 => b_col[blk * blob + pos / 2] |= q << (4 * (pos % 2)),
-                    }
-                }
+                pack_row(&codes[k0..k1], bits, bs, blob, &mut b[out * kb * blob..(out + 1) * kb * blob]);
                 for blk in 0..kb {
                     let i = k0 + blk * bs;
                     // The written block lies inside one ggml block (bs divides the ggml block).

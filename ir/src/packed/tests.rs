@@ -297,6 +297,11 @@ fn stacks_follow_expert_stacks_and_interleaved_rows() {
     assert_eq!(scales.len(), experts * 32 * 4);
     assert_eq!(scales[1], scales[0], "two blocks of 16 in one group of 32 share its scale");
     assert!(PackedStack::from_recipe("fc1", &rows).unwrap().unwrap().with_block(64).is_err());
+    // Recipes that do not add up (unchecked when built) are refused, not a panic.
+    let one = || Recipe::Packed(Arc::clone(&gate[0].w));
+    for bad in [one().reshape(vec![5, 64]), one().reshape(vec![1, 16, 64]).slice(1, 10, 20), one().reshape(vec![1, 16, 64]).slice(1, 9, 3)] {
+        assert!(PackedStack::from_recipe("bad", &bad).unwrap().is_err(), "{}", bad.describe());
+    }
 }
 
 #[test]

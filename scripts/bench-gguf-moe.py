@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Mixture-of-experts GGUF import benchmark (never run in CI; issue #29): memory and time of
+`tailor build --model FILE.gguf --ep cpu` on a file shaped like a real MoE checkpoint, against
+baselines measured in the same run.
+
+    .venv/bin/python scripts/bench-gguf-moe.py TAILOR WORKDIR [--layers N] [--experts E]
+        [--hidden H] [--expert-ff F] [--used K]
+
+The file: a `qwen3moe` GGUF with Qwen3-30B-A3B's layer shape by default (hidden 2048, 32 query
+and 4 key/value heads of 128, 128 experts of 768, 8 used per token), N layers (default 2) and
+tiny-qwen3-moe's 512-token vocabulary. Its blocks are random bytes of the right types, written
+directly (no quantizer run): experts Q4_0 (one 3-D stack per projection and layer, as llama.cpp's
+converter merges them), attention and the embedding/head Q8_0, norms and the router F32. The
+numbers do not mean anything; the layout and the sizes are what the import streams.
+
+Baselines in the same run: copying the file (`shutil.copyfile`: the I/O floor of reading and
+writing that many bytes) and the largest single tensor of the file (one expert stack). Printed:
+file size, build wall time and peak RSS (`/usr/bin/time -v`), the ratios build / copy time,
+peak RSS / file size and peak RSS / largest tensor, the package size / file size, and one
+prefill + 8 decode steps on ONNX Runtime's CPU EP (finite logits; seconds per step).
+"""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_arch_gguf import write_vocab  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = "tiny-qwen3-moe"
+
+
+def random_blocks(rng, qtype, rows, k):
+    """Random blocks of `qtype` for a [rows, k] weight: codes uniform, scales around 0.01."""
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    n = rows * (k // block)
+    raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
+    scales = (rng.uniform(0.005, 0.02, n).astype(np.float16)).view(np.uint8).reshape(n, 2)
+    raw[:, :2] = scales
+    return raw.reshape(rows, (k // block) * size)
+
+
+def write_file(path, a, rng):
+    cfg = json.loads((ROOT / "tests" / "fixtures" / FIXTURE / "config.json").read_text())
+    head, heads, kv, vocab = 128, a.hidden // 64, max(1, a.hidden // 512), cfg["vocab_size"]
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_name("bench-qwen3-moe")
+    w.add_block_count(a.layers)
+    w.add_context_length(4096)
+    w.add_embedding_length(a.hidden)
+    w.add_feed_forward_length(a.expert_ff * 8)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_freq_base(1e6)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.used)
+    w.add_expert_feed_forward_length(a.expert_ff)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
+    write_vocab(w, FIXTURE, cfg)
+
+    def quant(name, qtype, rows, k, stack=None):
+        shape = (rows, k) if stack is None else (stack, rows, k)
+        data = random_blocks(rng, qtype, rows * (stack or 1), k).reshape(*shape[:-1], -1)
+        w.add_tensor(name, data, raw_dtype=qtype)
+
+    def ones(name, n):
+        w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    quant("token_embd.weight", T.Q8_0, vocab, a.hidden)
+    quant("output.weight", T.Q8_0, vocab, a.hidden)
+    ones("output_norm.weight", a.hidden)
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        ones(b + "attn_norm.weight", a.hidden)
+        ones(b + "ffn_norm.weight", a.hidden)
+        ones(b + "attn_q_norm.weight", head)
+        ones(b + "attn_k_norm.weight", head)
+        quant(b + "attn_q.weight", T.Q8_0, heads * head, a.hidden)
+        quant(b + "attn_k.weight", T.Q8_0, kv * head, a.hidden)
+        quant(b + "attn_v.weight", T.Q8_0, kv * head, a.hidden)
+        quant(b + "attn_output.weight", T.Q8_0, a.hidden, heads * head)
+        w.add_tensor(b + "ffn_gate_inp.weight", (rng.standard_normal((a.experts, a.hidden)) * 0.02).astype(np.float32))
+        quant(b + "ffn_gate_exps.weight", T.Q4_0, a.expert_ff, a.hidden, stack=a.experts)
+        quant(b + "ffn_up_exps.weight", T.Q4_0, a.expert_ff, a.hidden, stack=a.experts)
+        quant(b + "ffn_down_exps.weight", T.Q4_0, a.hidden, a.expert_ff, stack=a.experts)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return a.experts * a.expert_ff * a.hidden * 18 // 32
+
+
+def run_package(pkg, steps=8):
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = ort.InferenceSession(str(pkg / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in model.graph.input}
+    past = [n for n in inputs if n.startswith("past_key_values.")]
+    dims = [d.dim_value for d in inputs[past[0]].type.tensor_type.shape.dim]
+    ids = np.array([[1, 5, 9, 13, 17, 21, 25, 29]], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    if "position_ids" in inputs:
+        feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None]
+    feeds.update({n: np.zeros((1, dims[1], 0, dims[3]), dtype=np.float32) for n in past})
+    outs = [o.name for o in sess.get_outputs()]
+    times = []
+    for _ in range(steps + 1):
+        t = time.perf_counter()
+        got = dict(zip(outs, sess.run(outs, feeds)))
+        times.append(time.perf_counter() - t)
+        assert np.isfinite(got["logits"]).all(), "non-finite logits"
+        nxt = np.array([[int(got["logits"][0, -1].argmax())]], dtype=np.int64)
+        feeds["attention_mask"] = np.ones((1, feeds["attention_mask"].shape[1] + 1), dtype=np.int64)
+        if "position_ids" in inputs:
+            feeds["position_ids"] = np.array([[feeds["attention_mask"].shape[1] - 1]], dtype=np.int64)
+        feeds["input_ids"] = nxt
+        for n in past:
+            feeds[n] = got[n.replace("past_key_values.", "present.")]
+    return times[0], float(np.median(times[1:]))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("tailor")
+    p.add_argument("workdir", type=Path)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--experts", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--expert-ff", type=int, default=768)
+    p.add_argument("--used", type=int, default=8)
+    a = p.parse_args()
+    a.workdir.mkdir(parents=True, exist_ok=True)
+    (a.workdir / "file").mkdir(exist_ok=True)
+    path = a.workdir / "file" / "bench-qwen3-moe.gguf"
+    largest = write_file(path, a, np.random.default_rng(0))
+    size = path.stat().st_size
+    t = time.perf_counter()
+    shutil.copyfile(path, a.workdir / "copy.gguf")
+    copy = time.perf_counter() - t
+    (a.workdir / "copy.gguf").unlink()
+    out = a.workdir / "pkg"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["/usr/bin/time", "-v", a.tailor, "build", "--model", str(path), "--output", str(out), "--ep", "cpu"]
+    t = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if done.returncode:
+        sys.exit(done.stderr)
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1)) * 1024
+    pkg = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    ops = {}
+    import onnx
+
+    for n in onnx.load(str(out / "model.onnx"), load_external_data=False).graph.node:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    print(f"file {size / 1e6:.1f} MB ({a.layers} layers of {a.experts} experts x {a.expert_ff}, hidden {a.hidden}); largest tensor {largest / 1e6:.1f} MB")
+    print(f"copy of the file: {copy:.2f} s")
+    print(f"import: {wall:.2f} s = {wall / copy:.1f}x the copy; peak RSS {rss / 1e6:.1f} MB = {rss / size:.3f}x the file, {rss / largest:.2f}x the largest tensor")
+    print(f"package {pkg / 1e6:.1f} MB = {pkg / size:.3f}x the file; QMoE nodes {ops.get('QMoE', 0)}, MatMulNBits {ops.get('MatMulNBits', 0)}")
+    prefill, step = run_package(out)
+    print(f"ORT CPU: prefill of 8 tokens {prefill:.2f} s, decode step median {step * 1e3:.0f} ms, logits finite")
+
+
+if __name__ == "__main__":
+    main()
