@@ -438,6 +438,12 @@ PROBES = {  # (domain, op): (constraints {name: candidates}, builder)
     ("com.microsoft", "MatMulNBits"): ({"T1": FLOATS, "T2": ["u8"]}, lambda t: (
         [("a", t["T1"], [1, 32], None), ("b", "u8", [8, 1, 16], None), ("scales", t["T1"], [8], None)],
         [("y", t["T1"], [1, 8])], {"K": 32, "N": 8, "bits": 4, "block_size": 32})),
+    # 8-bit uint8 rows, one scale per 16 values along the last axis, as the quantize step
+    # writes an embedding table (docs/quantization.md); the values are not checked here.
+    ("com.microsoft", "GatherBlockQuantized"): ({"T1": ["u8"], "T2": FLOATS, "Tind": ["i32", "i64"]}, lambda t: (
+        [("data", "u8", [8, 32], None), ("ids", t["Tind"], [1, 3], _ints(t["Tind"], [[0, 3, 7]])),
+         ("scales", t["T2"], [8, 2], None)],
+        [("y", t["T2"], [1, 3, 32])], {"bits": 8, "block_size": 16, "gather_axis": 0, "quantize_axis": 1})),
     ("com.microsoft", "MultiHeadAttention"): ({"T": FLOATS}, lambda t: (
         [("q", t["T"], [1, 3, 16], None), ("k", t["T"], [1, 3, 16], None), ("v", t["T"], [1, 3, 16], None)],
         [("y", t["T"], [1, 3, 16])], {"num_heads": 2})),

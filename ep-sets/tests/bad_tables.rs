@@ -136,7 +136,8 @@ fn default_dtypes_come_from_the_table() {
     let cuda = sets.get("cuda").unwrap();
     assert_eq!(cuda.default_dtype(None), DType::F16, "cuda has no f32 section");
     assert_eq!(cuda.default_dtype(Some(QuantBits::Int8)), DType::F16, "cuda's [quant.int8] dtype");
-    assert!(sets.get("webgpu").unwrap().quant(QuantBits::Int8).is_none());
+    assert!(sets.get("trt-rtx").unwrap().quant(QuantBits::Int8).is_none());
+    assert_eq!(sets.get("webgpu").unwrap().default_dtype(Some(QuantBits::Int8)), DType::F16, "webgpu's [quant.int8] dtype");
     let s = load(GOOD_HEAD).unwrap();
     assert_eq!(s.get("toy").unwrap().default_dtype(None), DType::F16, "the only dtype");
 }
