@@ -49,6 +49,28 @@ fn an_embedding_whose_rows_do_not_fill_blocks_is_named() {
 }
 
 #[test]
+fn an_asymmetric_int4_embedding_of_odd_blocks_is_refused_where_the_table_says_so() {
+    // tiny-llama's rows are 64 values: one block of 64 (odd), two of 32 (even).
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    let odd = ["--quant", "int4", "--asymmetric", "--block-size", "64"];
+    fails(&model, &[&["--ep", "webgpu"][..], &odd].concat(), &["model.embed_tokens.weight", "1 blocks of 64", "embedding_int4_zero_points_odd_blocks = false", "--quant-embeddings none"]);
+    // The same request builds where the table does not say so, and on webgpu with even blocks
+    // or without the embedding.
+    let quantized_table = |v: &Value| {
+        let q = &v["parts"][0]["quantization"];
+        q["embeddings"] == "int4" && !q["kept_float"].as_array().unwrap().iter().any(|k| k["weight"] == "model.embed_tokens.weight")
+    };
+    let (_d, v, _) = report(&model, &[&["--ep", "cpu"][..], &odd].concat());
+    assert!(quantized_table(&v), "{}", v["parts"][0]["quantization"]);
+    let (_d, v, _) = report(&model, &["--ep", "webgpu", "--quant", "int4", "--asymmetric", "--block-size", "32"]);
+    assert!(quantized_table(&v), "{}", v["parts"][0]["quantization"]);
+    let (_d, v, _) = report(&model, &[&["--ep", "webgpu"][..], &odd, &["--quant-embeddings", "none"]].concat());
+    assert!(!quantized_table(&v));
+}
+
+#[test]
 fn defaults_come_from_the_table_and_flags_override_them() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("m");

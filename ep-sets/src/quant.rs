@@ -111,6 +111,9 @@ pub struct QuantPlan {
     pub lm_head: QuantChoice,
     /// Default of `--quant-embeddings`.
     pub embeddings: QuantChoice,
+    /// Whether the EP's GatherBlockQuantized takes 4-bit zero points (packed two per byte) on
+    /// table rows of an odd number of blocks; `false` refuses such an asymmetric embedding.
+    pub embedding_int4_zero_points_odd_blocks: bool,
     /// Why these defaults (shown by `--help`-level docs and the build report).
     pub why: String,
     pub span: Option<Range<usize>>,
@@ -126,6 +129,12 @@ pub(crate) struct RawQuant {
     pub accuracy_level: i64,
     pub lm_head: QuantChoice,
     pub embeddings: QuantChoice,
+    #[serde(default = "yes")]
+    pub embedding_int4_zero_points_odd_blocks: bool,
     #[serde(default)]
     pub why: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }

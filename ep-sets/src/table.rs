@@ -540,6 +540,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                         accuracy_level: q.accuracy_level,
                         lm_head: q.lm_head,
                         embeddings: q.embeddings,
+                        embedding_int4_zero_points_odd_blocks: q.embedding_int4_zero_points_odd_blocks,
                         why: q.why.unwrap_or_default(),
                         span: Some(span),
                     },

@@ -86,6 +86,9 @@ pub struct QuantStep {
     /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
     /// for; the others are written as their exact float dequantization.
     pub packed_bits: Vec<usize>,
+    /// The table's `embedding_int4_zero_points_odd_blocks` (rewrite.rs refuses an asymmetric
+    /// 4-bit table of odd blocks per row where it is false).
+    pub embedding_int4_zero_points_odd_blocks: bool,
 }
 
 impl QuantStep {
@@ -141,6 +144,7 @@ impl QuantStep {
             no_qmoe: None,
             source: None,
             packed_bits: Vec::new(),
+            embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
         })
     }
 
@@ -530,6 +534,7 @@ mod tests {
             accuracy_level: 0,
             lm_head,
             embeddings: QuantChoice::None,
+            embedding_int4_zero_points_odd_blocks: true,
             why: "test".into(),
             span: None,
         };
