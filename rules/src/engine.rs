@@ -161,7 +161,7 @@ fn run_stage_in(
         }
     }
     report.rounds += rounds;
-    graph.toposort().map_err(|source| Error::Graph { graph: gname.clone(), stage: stage.name().into(), source })?;
+    graph.toposort().map_err(|source| Error::Graph { graph: gname.clone(), stage: stage.name().into(), source: Box::new(source) })?;
     let mut scope = outer.clone();
     if graph.nodes.iter().any(|n| n.subgraphs().next().is_some()) {
         scope.extend(ir::infer_types(graph, crate::op_types()));
@@ -255,7 +255,7 @@ fn pass(
         return Ok(0);
     }
     commit(graph, new_nodes, new_inits, replaces, matched)
-        .map_err(|source| Error::Commit { graph: gname.to_string(), rule: info.id.to_string(), source })?;
+        .map_err(|source| Error::Commit { graph: gname.to_string(), rule: info.id.to_string(), source: Box::new(source) })?;
     Ok(fired)
 }
 

@@ -14,7 +14,7 @@ pub enum Error {
     #[error("rule `{rule}` on node `{node}`: {reason}")]
     Emit { rule: String, node: String, reason: String },
     #[error("graph `{graph}` is invalid after rule `{rule}` fired: {source}")]
-    Commit { graph: String, rule: String, source: ir::Error },
+    Commit { graph: String, rule: String, source: Box<ir::Error> },
     #[error("graph `{graph}` is invalid after stage {stage}: {source}")]
-    Graph { graph: String, stage: String, source: ir::Error },
+    Graph { graph: String, stage: String, source: Box<ir::Error> },
 }

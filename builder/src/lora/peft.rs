@@ -158,9 +158,12 @@ fn layer_of(module: &str) -> Option<usize> {
     parts.windows(2).find(|w| w[0] == "layers" || w[0] == "h" || w[0] == "blocks").and_then(|w| w[1].parse().ok())
 }
 
+/// One half of a pair as read: the tensor's key, shape and values.
+type Half = (String, Vec<usize>, Vec<f32>);
+
 fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap<String, Pair>> {
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| lora_error(path, format!("not a safetensors file: {e}")))?;
-    let mut halves: BTreeMap<String, [Option<(String, Vec<usize>, Vec<f32>)>; 2]> = BTreeMap::new();
+    let mut halves: BTreeMap<String, [Option<Half>; 2]> = BTreeMap::new();
     let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
     names.sort();
     for key in names {
