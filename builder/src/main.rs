@@ -132,6 +132,16 @@ enum Command {
         /// pre-quantized checkpoint, none.
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_embeddings: Option<ep_sets::QuantChoice>,
+        /// For a pre-quantized checkpoint (GGUF, GPTQ, AWQ) whose experts QMoE cannot hold with
+        /// their own integers (GGUF types with a minimum per block, as the Q4_K experts of most
+        /// Q4_K_M files; act-order GPTQ): quantize those experts again (RTN, asymmetric,
+        /// --block-size) as int4 or int8 QMoE instead of writing them float, which is exact but
+        /// several times the file's size. Not exact: the report gives each stack's weight
+        /// error and its source ("requantized from gguf:Q4_K"). int8 stays close (tiny
+        /// Qwen2-MoE Q4_1 file: logits 1e-2 relative to its dequantization, int8 activations
+        /// included); int4 is another 4-bit grid (1.5e-1 there). Default none.
+        #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
+        requantize_experts: Option<ep_sets::QuantChoice>,
         /// Keep the weights read from a checkpoint tensor whose name matches PATTERN float (`*`
         /// and `?` wildcards, e.g. 'model.layers.0.*' or '*.down_proj.weight'; a packed QKV
         /// weight stays float whole when q, k or v matches); repeatable. A pattern matching no
@@ -518,13 +528,15 @@ fn main() -> ExitCode {
             accuracy_level,
             quant_lm_head,
             quant_embeddings,
+            requantize_experts,
             quant_exclude,
             quant_method,
             lora,
         } => {
             // Without --quant, the other flags still make a request: a pre-quantized checkpoint
             // takes them for its float layers (a float one refuses them, saying why).
-            let asked = quant.is_some() || quant_lm_head.is_some() || quant_embeddings.is_some() || accuracy_level.is_some();
+            let requantize_experts = requantize_experts.and_then(|c| c.bits());
+            let asked = quant.is_some() || quant_lm_head.is_some() || quant_embeddings.is_some() || accuracy_level.is_some() || requantize_experts.is_some();
             let quant = asked.then(|| builder::QuantRequest {
                 bits: quant,
                 block_size,
@@ -534,6 +546,7 @@ fn main() -> ExitCode {
                 embeddings: quant_embeddings,
                 exclude: quant_exclude,
                 method: quant_method.method(),
+                requantize_experts,
             });
             // The EP table picks the dtype a build names none of.
             let dtype = dtype

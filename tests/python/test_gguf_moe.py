@@ -73,11 +73,11 @@ def float_checkpoint(fixture: str, out: Path) -> Path:
     return out
 
 
-def compare(fixture, tmp_path):
-    """Max |logit difference| of the Q file's package against its dequantization's, relative to
-    the largest logit, over both prompts; and the Q package."""
+def compare(fixture, tmp_path, flags=()):
+    """Max |logit difference| of the Q file's package (built with `flags`) against its
+    dequantization's, relative to the largest logit, over both prompts; and the Q package."""
     ids = load_file(str(FIXTURES / fixture / "reference.safetensors"))
-    pkg, stderr = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    pkg, stderr = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0", *flags])
     ref, _ = build(float_checkpoint(fixture, tmp_path / "dequantized"), tmp_path / "float")
     worst = 0.0
     for key in ["input_ids", "short_input_ids"]:
@@ -135,7 +135,32 @@ def test_experts_with_a_minimum_are_written_float_with_the_reason(tmp_path):
     report = json.loads((pkg / "build_report.json").read_text())
     q = report["parts"][0]["quantization"]
     reasons = [k for k in q["kept_float"] if "_exps" in json.dumps(k) or "experts" in json.dumps(k)]
-    assert any("float zero points" in json.dumps(k) and "Q4_1" in json.dumps(k) for k in reasons), q["kept_float"]
+    assert any("float zero points" in json.dumps(k) and "Q4_1" in json.dumps(k) and "--requantize-experts" in json.dumps(k) for k in reasons), q["kept_float"]
     assert any("float dequantization" in w for w in report["warnings"]), report["warnings"]
     nodes, float_stacks, _ = qmoe_nodes(pkg)
     assert not nodes and float_stacks
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_requantize_experts_turns_experts_with_a_minimum_into_qmoe(bits, tmp_path):
+    """--requantize-experts: the Q4_1 experts quantized again (RTN, asymmetric, block 32) into
+    QMoE, said so in the report and a warning; the rest of the file keeps its integers."""
+    worst, pkg, stderr = compare("tiny-qwen2-moe", tmp_path, ["--requantize-experts", f"int{bits}"])
+    # 8 bits: RTN of the Q4_1 values (step range/255) and 8-bit QMoE's int8 activations, the
+    # int8 bound above; 4 bits: another 4-bit grid than Q4_1's (integer zero points).
+    assert worst < (5e-2 if bits == 8 else 2e-1), f"relative logit difference {worst}"
+    nodes, float_stacks, _ = qmoe_nodes(pkg)
+    cfg = json.loads((FIXTURES / "tiny-qwen2-moe" / "config.json").read_text())
+    routed = cfg["num_hidden_layers"] - len(cfg.get("mlp_only_layers", []))
+    assert len(nodes) == routed and not float_stacks, (len(nodes), float_stacks)
+    for n in nodes:
+        assert (attr(n, "expert_weight_bits"), attr(n, "block_size")) == (bits, 32)
+        assert len(n.input) > 12 and n.input[11] and n.input[12], "asymmetric: zero points for fc1 and fc2"
+    report = json.loads((pkg / "build_report.json").read_text())
+    experts = [t for t in report["parts"][0]["quantization"]["tensors"] if t["role"] == "experts"]
+    assert len(experts) == 2 * routed and {t["source"] for t in experts} == {"requantized from gguf:Q4_1"}, experts
+    assert all(t["method"] == "rtn" and not t["symmetric"] and t["rms_error"] > 0 for t in experts), experts
+    assert any("--requantize-experts" in w and "quantized again" in w for w in report["warnings"]), report["warnings"]
+    # Q8_0 attention keeps its integers.
+    others = [t for t in report["parts"][0]["quantization"]["tensors"] if t["role"] == "linear"]
+    assert others and all(t["source"].startswith("gguf:") and t["method"] == "imported" for t in others), others

@@ -105,12 +105,20 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
         if packed {
             match packed_groups(graph, &c, step)? {
                 Ok((fc1, fc2)) => to_qmoe(graph, &c, fc1, fc2, step, outcome),
-                // Reported as dequantized tensors (import::dequantized_warning), not as experts
-                // the table failed to quantize.
-                Err(why) => {
-                    outcome.kept_float.push((c.fc1.clone(), why.clone()));
-                    outcome.kept_float.push((c.fc2.clone(), why));
-                }
+                Err(why) => match requantized(graph, &c, step, &why)? {
+                    Ok((fc1, fc2)) => {
+                        for name in [&c.fc1, &c.fc2] {
+                            outcome.requantized.push((name.clone(), source_types(graph, name)));
+                        }
+                        to_qmoe(graph, &c, fc1, fc2, step, outcome);
+                    }
+                    // Reported as dequantized tensors (import::dequantized_warning), not as
+                    // experts the table failed to quantize.
+                    Err(why) => {
+                        outcome.kept_float.push((c.fc1.clone(), why.clone()));
+                        outcome.kept_float.push((c.fc2.clone(), why));
+                    }
+                },
             }
             continue;
         }
@@ -204,6 +212,39 @@ fn packed_groups(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep) -> Resul
     let fc2 = groups.pop().expect("two groups");
     let fc1 = groups.pop().expect("two groups");
     Ok(Ok((fc1, fc2)))
+}
+
+/// With `--requantize-experts`, the groups of pre-quantized experts QMoE cannot hold as they
+/// are (`why`): their dequantization quantized again, RTN asymmetric at `--block-size` (a
+/// minimum per block, as Q4_K's, fits zero points better than a symmetric grid). `Err(why)`
+/// (extended) when the flag is absent, the table has no QMoE, or the sizes do not fit the block.
+fn requantized(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep, why: &str) -> Result<PackedGroups> {
+    if step.no_qmoe.is_some() {
+        return Ok(Err(why.to_string()));
+    }
+    let Some(bits) = step.requantize_experts else {
+        return Ok(Err(format!("{why}; --requantize-experts int4|int8 quantizes them again instead")));
+    };
+    let settings = QuantSettings::new(super::to_bits(bits), step.block_size, false).expect("checked by resolve").with_method(ir::quant::Method::Rtn);
+    if let Some(unfit) = unfit(graph, c, &settings) {
+        return Ok(Err(format!("{why}; --requantize-experts: {unfit}")));
+    }
+    Ok(Ok((stack_group(graph, &c.fc1, settings, step)?, stack_group(graph, &c.fc2, settings, step)?)))
+}
+
+/// The checkpoint types a stack reads (`gguf:Q4_K`, `gptq`), each once, for the report.
+fn source_types(graph: &Graph, name: &str) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for l in graph.initializer(name).map(|r| r.stored_parts().0).unwrap_or_default() {
+        let t = match l.ggml_type() {
+            Some(t) => format!("gguf:{t}"),
+            None => l.format().name().to_string(),
+        };
+        if !names.contains(&t) {
+            names.push(t);
+        }
+    }
+    names.join("+")
 }
 
 /// Rewrites candidate `c`'s MoE node into QMoE reading the two groups' parts (their bits,

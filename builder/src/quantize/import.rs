@@ -69,6 +69,7 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.source = Some(source.clone());
     // Pre-quantized experts become QMoE where the table runs it (experts.rs).
     step.no_qmoe = no_qmoe(table, dtype);
+    step.requantize_experts = req.requantize_experts;
     Ok(Some(step))
 }
 
@@ -101,6 +102,19 @@ pub fn int8_experts_note(pipeline: &crate::pipeline::PipelineReport) -> Option<S
             "{} 8-bit QMoE node(s) ({}) run with int8 activations whatever the accuracy level says: ONNX Runtime 1.32's CPU QMoE kernel has no float-activation path for 8-bit experts (about 1e-2 relative error, as accuracy level 4)",
             q.int8_activation_experts.len(),
             q.int8_activation_experts.iter().take(2).cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// The warning of a build that quantized pre-quantized experts again (`--requantize-experts`):
+/// their integers are no longer the checkpoint's.
+pub fn requantized_warning(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
+    let q = pipeline.quant.as_ref()?;
+    (!q.requantized.is_empty()).then(|| {
+        format!(
+            "{} pre-quantized expert stack(s) were quantized again (--requantize-experts), not kept exact: {}; build_report.json gives each one's weight error",
+            q.requantized.len(),
+            q.requantized.iter().take(2).map(|(w, from)| format!("{w} ({from})")).collect::<Vec<_>>().join(", ")
         )
     })
 }

@@ -42,6 +42,10 @@ pub struct QuantRequest {
     /// Weight initializers (by name, `*` and `?` wildcards) that stay float.
     pub exclude: Vec<String>,
     pub method: Method,
+    /// `--requantize-experts`: a pre-quantized checkpoint's expert stacks that QMoE cannot hold
+    /// with their own integers (float zero points, act-order, ...) are quantized again (RTN,
+    /// asymmetric) at these bits instead of written float. `None`: they stay float.
+    pub requantize_experts: Option<QuantBits>,
 }
 
 impl QuantRequest {
@@ -56,6 +60,7 @@ impl QuantRequest {
             embeddings: None,
             exclude: Vec::new(),
             method: Method::Rtn,
+            requantize_experts: None,
         }
     }
 }
@@ -89,6 +94,8 @@ pub struct QuantStep {
     /// The table's `embedding_int4_zero_points_odd_blocks` (rewrite.rs refuses an asymmetric
     /// 4-bit table of odd blocks per row where it is false).
     pub embedding_int4_zero_points_odd_blocks: bool,
+    /// [`QuantRequest::requantize_experts`], for an import.
+    pub requantize_experts: Option<QuantBits>,
 }
 
 impl QuantStep {
@@ -99,6 +106,11 @@ impl QuantStep {
                 "--quant-lm-head, --quant-embeddings and --accuracy-level without --quant apply to a pre-quantized checkpoint's float layers; this checkpoint is float: add --quant int4 or int8".into(),
             ));
         };
+        if let Some(b) = req.requantize_experts {
+            return Err(Error::Request(format!(
+                "--requantize-experts {b}: the checkpoint is float, so there is nothing to requantize; --quant {bits} quantizes its experts (QMoE where the table fuses them)"
+            )));
+        }
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
@@ -145,6 +157,7 @@ impl QuantStep {
             source: None,
             packed_bits: Vec::new(),
             embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
+            requantize_experts: None,
         })
     }
 
@@ -303,6 +316,9 @@ pub struct QuantOutcome {
     /// 8-bit QMoE nodes of a build whose accuracy level is not 4: ONNX Runtime 1.32's CPU
     /// kernel quantizes their activations to int8 whatever the level says (a note says so).
     pub int8_activation_experts: Vec<String>,
+    /// Pre-quantized expert stacks quantized again (`--requantize-experts`): the stack and the
+    /// checkpoint types it was read from (`gguf:Q4_K`), which the report gives as its source.
+    pub requantized: Vec<(String, String)>,
 }
 
 /// A quantized tensor as build_report.json records it (after the write, with its error).
@@ -345,6 +361,10 @@ impl QuantOutcome {
                         None => format!("{:?}", s.method()).to_lowercase(),
                     },
                     source: match t.group.packed_source() {
+                        None if self.requantized.iter().any(|(w, _)| *w == t.weight) => {
+                            let from = self.requantized.iter().find(|(w, _)| *w == t.weight).map(|(_, f)| f.as_str()).unwrap_or_default();
+                            format!("requantized from {from}")
+                        }
                         Some(p) => {
                             // Each source type once, in order (an interleaved stack alternates them).
                             let mut names: Vec<String> = Vec::new();
