@@ -63,7 +63,7 @@ enum Command {
         with its own integers, scales and zero points as MatMulNBits (or DequantizeLinear + MatMul on\n\
         `default`), never requantized; its float layers, lm_head included, stay float unless\n\
         --quant-lm-head / --quant-embeddings ask; --quant is refused (docs/quantization.md).")]
-    #[command(group(clap::ArgGroup::new("quantizing").multiple(true).args(["quant", "quant_lm_head", "quant_embeddings"])))]
+    #[command(group(clap::ArgGroup::new("quantizing").multiple(true).args(["quant", "quant_lm_head", "quant_embeddings", "requantize_experts"])))]
     Build {
         /// Checkpoint folder with config.json and *.safetensors (sharded checkpoints need
         /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found

@@ -182,8 +182,8 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         warnings.extend(left_padding_warning(table, req.dtype, &pipeline));
         warnings.extend(float_experts_warning(table, &pipeline));
         warnings.extend(crate::quantize::import::dequantized_warning(&pipeline));
-        warnings.extend(crate::quantize::import::requantized_warning(&pipeline));
         notes.extend(crate::quantize::import::int8_experts_note(&pipeline));
+        notes.extend(crate::quantize::import::requantized_note(&pipeline));
         notes.extend(pipeline.not_implemented.iter().map(|r| {
             format!("{}.toml lists `{r}` for {} {}, which this build does not implement yet; it was skipped", table.name, part.part.role, req.dtype)
         }));

@@ -55,13 +55,22 @@ fn an_asymmetric_int4_embedding_of_odd_blocks_is_refused_where_the_table_says_so
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
     let odd = ["--quant", "int4", "--asymmetric", "--block-size", "64"];
-    fails(&model, &[&["--ep", "webgpu"][..], &odd].concat(), &["model.embed_tokens.weight", "1 blocks of 64", "embedding_int4_zero_points_odd_blocks = false", "--quant-embeddings none"]);
-    // The same request builds where the table does not say so, and on webgpu with even blocks
-    // or without the embedding.
+    // Asked for explicitly: refused with the ways out.
+    fails(
+        &model,
+        &[&["--ep", "webgpu", "--quant-embeddings", "int4"][..], &odd].concat(),
+        &["model.embed_tokens.weight", "1 blocks of 64", "embedding_int4_zero_points_odd_blocks = false", "--quant-embeddings none"],
+    );
     let quantized_table = |v: &Value| {
         let q = &v["parts"][0]["quantization"];
         q["embeddings"] == "int4" && !q["kept_float"].as_array().unwrap().iter().any(|k| k["weight"] == "model.embed_tokens.weight")
     };
+    // From the table's default: the table stays float, with the reason.
+    let (_d, v, _) = report(&model, &[&["--ep", "webgpu"][..], &odd].concat());
+    let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap().clone();
+    assert!(kept.iter().any(|k| k["weight"] == "model.embed_tokens.weight" && k["why"].as_str().unwrap().contains("odd number")), "{kept:?}");
+    // The same request builds where the table does not say so, and on webgpu with even blocks
+    // or without the embedding.
     let (_d, v, _) = report(&model, &[&["--ep", "cpu"][..], &odd].concat());
     assert!(quantized_table(&v), "{}", v["parts"][0]["quantization"]);
     let (_d, v, _) = report(&model, &["--ep", "webgpu", "--quant", "int4", "--asymmetric", "--block-size", "32"]);

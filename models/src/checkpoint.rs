@@ -124,7 +124,7 @@ impl Checkpoint {
             dir: file.to_path_buf(),
             config,
             tensors: imported.tensors,
-            quant: Some(imported.source),
+            quant: imported.source,
             packed: imported.packed,
             taken: RefCell::new(BTreeMap::new()),
             unused: RefCell::new(BTreeMap::new()),

@@ -139,7 +139,8 @@ pub(crate) struct Imported {
     pub views: BTreeMap<String, Recipe>,
     /// Block-quantized tensors, by family name.
     pub packed: BTreeMap<String, Arc<PackedWeight>>,
-    pub source: QuantSource,
+    /// `None` for a file of float tensors only (a float checkpoint).
+    pub source: Option<QuantSource>,
     /// The parsed file (its metadata: the tokenizer).
     pub file: GgufFile,
 }
@@ -512,7 +513,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             }
             continue;
         }
-        // Each piece: the tensor itself, or (phi2's fused attn_qkv) its q, k and v rows.
+        // Each piece: the tensor itself, or (phi2's fused attn_qkv) its q, k and v rows; the
+        // file tensor's bits count once.
+        let mut whole_bits = None;
         for (mapped, t) in pieces(whole, &a, heads, kv_heads, head_dim).map_err(err)? {
             let t = &t;
             let Some(name) = family_name(&mapped, &a) else {
@@ -579,11 +582,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     let order = permute_heads.map(|h| unpermuted_rows(rows, h));
                     let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
                     let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
-                    file_bits.push(w.bits());
+                    whole_bits = Some(w.bits());
                     packed.insert(name, w);
                 }
             }
         }
+        file_bits.extend(whole_bits);
     }
     // The bits most quantized file tensors have (an expert stack is one tensor, not one per
     // expert, so a file's experts do not outvote its attention): 8 when there are as many
@@ -591,7 +595,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let fours = file_bits.iter().filter(|b| b.count() == 4).count();
     let main_bits = if fours * 2 > file_bits.len() { ir::quant::Bits::Int4 } else { ir::quant::Bits::Int8 };
     let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    let source = QuantSource {
+    // A file of float tensors only is a float checkpoint (`--quant` applies, no [quant] section
+    // is needed).
+    let source = (!file_bits.is_empty()).then(|| QuantSource {
         format: PackedFormat::Gguf,
         bits: main_bits,
         group_size: None,
@@ -606,7 +612,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             b.dedup();
             b
         },
-    };
+    });
     Ok(Imported { config, tensors, views, packed, source, file })
 }
 
@@ -1293,8 +1299,8 @@ mod tests {
         assert!(i.packed.contains_key("model.layers.0.self_attn.q_proj.weight") && i.packed.contains_key("model.embed_tokens.weight"));
         // A float k is read through the un-permuting recipe; norms as they are.
         assert!(i.views.contains_key("model.layers.0.self_attn.k_proj.weight") && i.tensors.contains_key("model.norm.weight"));
-        assert_eq!(i.source.types, vec![("F32".to_string(), 4), ("Q8_0".to_string(), 7)]);
-        assert!(i.source.lm_head, "the tied head reads the Q8_0 table");
+        assert_eq!(i.source.as_ref().unwrap().types, vec![("F32".to_string(), 4), ("Q8_0".to_string(), 7)]);
+        assert!(i.source.as_ref().unwrap().lm_head, "the tied head reads the Q8_0 table");
     }
 
     #[test]
@@ -1418,7 +1424,7 @@ mod tests {
         let (d0, d2) = (&i.tensors["model.layers.0.mlp.experts.0.down_proj.weight"], &i.tensors["model.layers.0.mlp.experts.2.down_proj.weight"]);
         assert_eq!(d2.offset - d0.offset, 2 * 64 * 32 * 4);
         assert!(i.tensors.contains_key("model.layers.0.mlp.gate.weight"));
-        assert_eq!(i.source.types.iter().find(|(t, _)| t == "Q8_0").map(|(_, n)| *n), Some(6), "each stack counted once");
+        assert_eq!(i.source.as_ref().unwrap().types.iter().find(|(t, _)| t == "Q8_0").map(|(_, n)| *n), Some(6), "each stack counted once");
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
         // Without the expert size, llama.cpp's default: feed_forward_length (64) / expert_used_count.
         let i = import_of(&as_ref(&moe_meta("qwen3moe", 2)), &moe_tensors(&norms)).unwrap();
@@ -1446,6 +1452,14 @@ mod tests {
         assert!(i.packed.contains_key("model.layers.0.block_sparse_moe.experts.3.w3.weight") && i.tensors.contains_key("model.layers.0.block_sparse_moe.experts.3.w2.weight"));
         assert!(i.tensors.contains_key("model.layers.0.block_sparse_moe.gate.weight"));
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_float_tensors_is_a_float_checkpoint() {
+        let float: Vec<_> = llama_tensors().into_iter().map(|(n, _, d)| (n, 0, d)).collect();
+        let i = import_of(&llama_meta(), &float).unwrap();
+        assert!(i.source.is_none() && i.packed.is_empty());
+        assert!(import_of(&llama_meta(), &llama_tensors()).unwrap().source.is_some());
     }
 
     #[test]

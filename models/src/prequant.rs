@@ -66,7 +66,7 @@ impl QuantSource {
     /// quantized (or there is no config.json: opening the checkpoint reports that).
     pub fn detect(dir: &Path) -> Result<Option<QuantSource>> {
         if let Some(file) = crate::gguf::gguf_file(dir)? {
-            return crate::gguf::import(&file).map(|i| Some(i.source));
+            return crate::gguf::import(&file).map(|i| i.source);
         }
         let config = dir.join("config.json");
         if let Some(map) = read_object(&config)? {

@@ -160,7 +160,12 @@ def test_requantize_experts_turns_experts_with_a_minimum_into_qmoe(bits, tmp_pat
     experts = [t for t in report["parts"][0]["quantization"]["tensors"] if t["role"] == "experts"]
     assert len(experts) == 2 * routed and {t["source"] for t in experts} == {"requantized from gguf:Q4_1"}, experts
     assert all(t["method"] == "rtn" and not t["symmetric"] and t["rms_error"] > 0 for t in experts), experts
-    assert any("--requantize-experts" in w and "quantized again" in w for w in report["warnings"]), report["warnings"]
+    # Asked for: a note, not a warning (--strict refuses warnings).
+    assert any("--requantize-experts" in n and "quantized again" in n for n in report.get("notes", [])), report.get("notes")
+    assert not any("--requantize-experts" in w for w in report["warnings"]), report["warnings"]
+    q = report["parts"][0]["quantization"]
+    assert q["requantized_experts"] == {"bits": bits, "block_size": 32, "symmetric": False, "method": "rtn"}, q["requantized_experts"]
+    assert q["imported_tensors"] == sum(t["source"].startswith("gguf:") for t in q["tensors"]), q["imported_tensors"]
     # Q8_0 attention keeps its integers.
     others = [t for t in report["parts"][0]["quantization"]["tensors"] if t["role"] == "linear"]
     assert others and all(t["source"].startswith("gguf:") and t["method"] == "imported" for t in others), others

@@ -107,7 +107,8 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, outcome: &mut QuantOutcome) ->
                 Ok((fc1, fc2)) => to_qmoe(graph, &c, fc1, fc2, step, outcome),
                 Err(why) => match requantized(graph, &c, step, &why)? {
                     Ok((fc1, fc2)) => {
-                        for name in [&c.fc1, &c.fc2] {
+                        // A float stack beside a packed one is quantized here for the first time.
+                        for name in [&c.fc1, &c.fc2].into_iter().filter(|n| graph.initializer(n).is_some_and(Recipe::has_packed)) {
                             outcome.requantized.push((name.clone(), source_types(graph, name)));
                         }
                         to_qmoe(graph, &c, fc1, fc2, step, outcome);
@@ -232,10 +233,12 @@ fn requantized(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep, why: &str)
     Ok(Ok((stack_group(graph, &c.fc1, settings, step)?, stack_group(graph, &c.fc2, settings, step)?)))
 }
 
-/// The checkpoint types a stack reads (`gguf:Q4_K`, `gptq`), each once, for the report.
+/// The checkpoint types a stack reads (`gguf:Q4_K`, `gptq`, `+float` for float rows beside
+/// them), each once, for the report.
 fn source_types(graph: &Graph, name: &str) -> String {
     let mut names: Vec<String> = Vec::new();
-    for l in graph.initializer(name).map(|r| r.stored_parts().0).unwrap_or_default() {
+    let (layers, other) = graph.initializer(name).map(|r| r.stored_parts()).unwrap_or_default();
+    for l in layers {
         let t = match l.ggml_type() {
             Some(t) => format!("gguf:{t}"),
             None => l.format().name().to_string(),
@@ -243,6 +246,9 @@ fn source_types(graph: &Graph, name: &str) -> String {
         if !names.contains(&t) {
             names.push(t);
         }
+    }
+    if other {
+        names.push("float".into());
     }
     names.join("+")
 }

@@ -29,6 +29,11 @@ use crate::{Error, Result};
 pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>, table: &EpTable, dtype: DType) -> Result<Option<QuantStep>> {
     let Some(source) = source else {
         let Some(req) = req else { return Ok(None) };
+        if let Some(b) = req.requantize_experts {
+            return Err(Error::Request(format!(
+                "--requantize-experts {b}: the checkpoint is float, so there is nothing to requantize; --quant int4|int8 quantizes its experts (QMoE where the table fuses them)"
+            )));
+        }
         let Some(bits) = req.bits else {
             return Err(Error::Request(
                 "--quant-lm-head, --quant-embeddings and --accuracy-level without --quant apply to a pre-quantized checkpoint's float layers; this checkpoint is float: add --quant int4 or int8".into(),
@@ -106,9 +111,10 @@ pub fn int8_experts_note(pipeline: &crate::pipeline::PipelineReport) -> Option<S
     })
 }
 
-/// The warning of a build that quantized pre-quantized experts again (`--requantize-experts`):
-/// their integers are no longer the checkpoint's.
-pub fn requantized_warning(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
+/// The note of a build that quantized pre-quantized experts again (`--requantize-experts`):
+/// their integers are no longer the checkpoint's. A note, not a warning: the user asked for it
+/// (and `--strict` would otherwise refuse every such build).
+pub fn requantized_note(pipeline: &crate::pipeline::PipelineReport) -> Option<String> {
     let q = pipeline.quant.as_ref()?;
     (!q.requantized.is_empty()).then(|| {
         format!(
@@ -164,11 +170,15 @@ fn offered(table: &EpTable) -> String {
     }
 }
 
+/// How a report's tensor `source` begins for stacks `--requantize-experts` quantized again.
+pub const REQUANTIZED: &str = "requantized from ";
+
 /// build_report.json's `quantization` entry of an import: what the checkpoint stores
 /// (`source`), the form and block it is written in, the float roles quantized on request (with
 /// their RTN settings), what stayed float, and every tensor with its source.
 pub fn quantization_json(source: &models::QuantSource, step: &QuantStep, kept_float: Vec<serde_json::Value>, tensors: &[super::TensorReport]) -> serde_json::Value {
-    let imported: Vec<&super::TensorReport> = tensors.iter().filter(|t| t.source != "float").collect();
+    let imported: Vec<&super::TensorReport> = tensors.iter().filter(|t| t.source != "float" && !t.source.starts_with(REQUANTIZED)).collect();
+    let requantized = tensors.iter().find(|t| t.source.starts_with(REQUANTIZED)).map(|t| json!({"bits": t.bits, "block_size": t.block_size, "symmetric": t.symmetric, "method": t.method}));
     let mut blocks: Vec<usize> = imported.iter().map(|t| t.block_size).collect();
     blocks.sort_unstable();
     blocks.dedup();
@@ -190,6 +200,7 @@ pub fn quantization_json(source: &models::QuantSource, step: &QuantStep, kept_fl
         "lm_head": step.lm_head.map_or("none", |b| b.name()),
         "embeddings": step.embeddings.map_or("none", |b| b.name()),
         "float_roles": float_roles,
+        "requantized_experts": requantized,
         "imported_tensors": imported.len(),
         "kept_float": kept_float,
         "tensors": tensors,

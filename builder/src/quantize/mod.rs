@@ -96,6 +96,9 @@ pub struct QuantStep {
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
+    /// Whether `--quant-embeddings` was given (else the table's default chose the embeddings'
+    /// bits, and a table it cannot hold stays float rather than failing the build).
+    pub embeddings_asked: bool,
 }
 
 impl QuantStep {
@@ -106,11 +109,6 @@ impl QuantStep {
                 "--quant-lm-head, --quant-embeddings and --accuracy-level without --quant apply to a pre-quantized checkpoint's float layers; this checkpoint is float: add --quant int4 or int8".into(),
             ));
         };
-        if let Some(b) = req.requantize_experts {
-            return Err(Error::Request(format!(
-                "--requantize-experts {b}: the checkpoint is float, so there is nothing to requantize; --quant {bits} quantizes its experts (QMoE where the table fuses them)"
-            )));
-        }
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
@@ -158,6 +156,7 @@ impl QuantStep {
             packed_bits: Vec::new(),
             embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
             requantize_experts: None,
+            embeddings_asked: req.embeddings.is_some(),
         })
     }
 
@@ -333,8 +332,9 @@ pub struct TensorReport {
     pub block_size: usize,
     pub symmetric: bool,
     pub method: String,
-    /// What the written integers come from: `float` (quantized here) or the checkpoint's
-    /// packed format (`gptq`, `gptq_v2`, `awq_gemm`), imported unchanged.
+    /// What the written integers come from: `float` (quantized here), the checkpoint's packed
+    /// format (`gptq`, `gptq_v2`, `awq_gemm`, `gguf:Q4_0`), imported unchanged, or
+    /// `requantized from gguf:Q4_K` (`--requantize-experts`: quantized here from those).
     pub source: String,
     pub max_abs_error: f32,
     pub rms_error: f64,
@@ -363,7 +363,7 @@ impl QuantOutcome {
                     source: match t.group.packed_source() {
                         None if self.requantized.iter().any(|(w, _)| *w == t.weight) => {
                             let from = self.requantized.iter().find(|(w, _)| *w == t.weight).map(|(_, f)| f.as_str()).unwrap_or_default();
-                            format!("requantized from {from}")
+                            format!("{}{from}", import::REQUANTIZED)
                         }
                         Some(p) => {
                             // Each source type once, in order (an interleaved stack alternates them).
@@ -438,6 +438,13 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
             outcome.kept_float.push((c.weight.clone(), x.why(graph, &c.node)));
             continue;
         }
+        if let Some(why) = odd_block_table(graph, step, &c, &settings) {
+            // Asked for explicitly, rewrite.rs refuses it with the ways out.
+            if !step.embeddings_asked {
+                outcome.kept_float.push((c.weight.clone(), why));
+                continue;
+            }
+        }
         plan.push((c, Some(settings)));
     }
     rewrite::apply(graph, step, plan, &mut outcome)?;
@@ -448,6 +455,22 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         outcome.float_experts += 1;
     }
     Ok(outcome)
+}
+
+/// Why the table's GatherBlockQuantized cannot take embedding `c` with `settings`: 4-bit
+/// zero points (asymmetric) on rows of an odd number of blocks, where the table says its
+/// kernel fails on them (`embedding_int4_zero_points_odd_blocks = false`).
+fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, settings: &QuantSettings) -> Option<String> {
+    let k = *graph.initializer(&c.weight)?.shape().last()?;
+    let blocks = k.div_ceil(settings.block_size());
+    let odd = c.role == Role::Embedding && !settings.symmetric() && settings.bits() == Bits::Int4 && blocks % 2 == 1;
+    (odd && !step.embedding_int4_zero_points_odd_blocks).then(|| {
+        format!(
+            "its rows hold {blocks} blocks of {}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false): it stays float",
+            settings.block_size(),
+            step.table
+        )
+    })
 }
 
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
