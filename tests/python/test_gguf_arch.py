@@ -91,6 +91,15 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
+def test_a_file_of_float_tensors_is_a_float_checkpoint(tmp_path):
+    """No block-quantized tensor: nothing is imported packed, so --quant quantizes it like any
+    float checkpoint (an import refuses --quant) and no [quant] section is required."""
+    pkg = build(DATA / "tiny-granite.F32.gguf", tmp_path / "q", ["--quant", "int4"])
+    q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
+    assert q["method"] == "rtn" and q["bits"] == 4 and "source" not in q, q
+    assert all(t["source"] == "float" for t in q["tensors"]), q["tensors"]
+
+
 @pytest.mark.parametrize("case", sorted(MISREAD))
 def test_a_misread_key_would_miss_the_reference(case, tmp_path):
     """The fixture's own checkpoint with one key as a wrong reading of the file would give:

@@ -537,7 +537,8 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
             ));
             continue;
         }
-        if step.settings(c.role).is_some() && step.exclusion(graph, &c.weight).is_none() && !quantized.contains(c.weight.as_str()) {
+        let table_kept = step.settings(c.role).is_some_and(|s| odd_block_table(graph, step, &c, &s).is_some());
+        if step.settings(c.role).is_some() && step.exclusion(graph, &c.weight).is_none() && !table_kept && !quantized.contains(c.weight.as_str()) {
             problems.push(format!(
                 "{} `{}` (node `{}`) was selected for quantization ({}) but is still float after the pipeline",
                 c.role.name(),
