@@ -9,8 +9,8 @@ baselines measured in the same run.
 The file: a `qwen3moe` GGUF with Qwen3-30B-A3B's layer shape by default (hidden 2048, 32 query
 and 4 key/value heads of 128, 128 experts of 768, 8 used per token), N layers (default 2) and
 tiny-qwen3-moe's 512-token vocabulary. Its blocks are random bytes of the right types, written
-directly (no quantizer run): experts Q4_0 (one 3-D stack per projection and layer, as llama.cpp's
-converter merges them), attention and the embedding/head Q8_0, norms and the router F32. The
+directly (no quantizer run): experts Q4_0 or `--expert-type` (one 3-D stack per projection and layer, as
+llama.cpp's converter merges them), attention and the embedding/head Q8_0, norms and the router F32. The
 numbers do not mean anything; the layout and the sizes are what the import streams.
 
 Baselines in the same run: copying the file (`shutil.copyfile`: the I/O floor of reading and
@@ -44,8 +44,9 @@ def random_blocks(rng, qtype, rows, k):
     block, size = gguf.GGML_QUANT_SIZES[qtype]
     n = rows * (k // block)
     raw = rng.integers(0, 256, (n, size), dtype=np.uint8)
-    scales = (rng.uniform(0.005, 0.02, n).astype(np.float16)).view(np.uint8).reshape(n, 2)
-    raw[:, :2] = scales
+    # The leading f16 scale (d; Q4_K: d then dmin) kept finite and small.
+    for at in (0, 2) if qtype == T.Q4_K else (0,):
+        raw[:, at:at + 2] = (rng.uniform(0.005, 0.02, n).astype(np.float16)).view(np.uint8).reshape(n, 2)
     return raw.reshape(rows, (k // block) * size)
 
 
@@ -92,14 +93,16 @@ def write_file(path, a, rng):
         quant(b + "attn_v.weight", T.Q8_0, kv * head, a.hidden)
         quant(b + "attn_output.weight", T.Q8_0, a.hidden, heads * head)
         w.add_tensor(b + "ffn_gate_inp.weight", (rng.standard_normal((a.experts, a.hidden)) * 0.02).astype(np.float32))
-        quant(b + "ffn_gate_exps.weight", T.Q4_0, a.expert_ff, a.hidden, stack=a.experts)
-        quant(b + "ffn_up_exps.weight", T.Q4_0, a.expert_ff, a.hidden, stack=a.experts)
-        quant(b + "ffn_down_exps.weight", T.Q4_0, a.hidden, a.expert_ff, stack=a.experts)
+        experts = T[a.expert_type]
+        quant(b + "ffn_gate_exps.weight", experts, a.expert_ff, a.hidden, stack=a.experts)
+        quant(b + "ffn_up_exps.weight", experts, a.expert_ff, a.hidden, stack=a.experts)
+        quant(b + "ffn_down_exps.weight", experts, a.hidden, a.expert_ff, stack=a.experts)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return a.experts * a.expert_ff * a.hidden * 18 // 32
+    block, size = gguf.GGML_QUANT_SIZES[T[a.expert_type]]
+    return a.experts * a.expert_ff * a.hidden * size // block
 
 
 def run_package(pkg, steps=8):
@@ -144,6 +147,8 @@ def main():
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--expert-ff", type=int, default=768)
     p.add_argument("--used", type=int, default=8)
+    p.add_argument("--expert-type", default="Q4_0", choices=["Q4_0", "Q8_0", "Q4_K", "Q6_K"], help="ggml type of the experts (Q4_K: a minimum per block, float experts unless --flags asks)")
+    p.add_argument("--flags", default="", help="extra tailor build flags, e.g. '--requantize-experts int8'")
     a = p.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     (a.workdir / "file").mkdir(exist_ok=True)
@@ -156,7 +161,7 @@ def main():
     (a.workdir / "copy.gguf").unlink()
     out = a.workdir / "pkg"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["/usr/bin/time", "-v", a.tailor, "build", "--model", str(path), "--output", str(out), "--ep", "cpu"]
+    cmd = ["/usr/bin/time", "-v", a.tailor, "build", "--model", str(path), "--output", str(out), "--ep", "cpu", *a.flags.split()]
     t = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -169,7 +174,7 @@ def main():
 
     for n in onnx.load(str(out / "model.onnx"), load_external_data=False).graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
-    print(f"file {size / 1e6:.1f} MB ({a.layers} layers of {a.experts} experts x {a.expert_ff}, hidden {a.hidden}); largest tensor {largest / 1e6:.1f} MB")
+    print(f"file {size / 1e6:.1f} MB ({a.layers} layers of {a.experts} {a.expert_type} experts x {a.expert_ff}, hidden {a.hidden}); largest tensor {largest / 1e6:.1f} MB; flags {a.flags or 'none'}")
     print(f"copy of the file: {copy:.2f} s")
     print(f"import: {wall:.2f} s = {wall / copy:.1f}x the copy; peak RSS {rss / 1e6:.1f} MB = {rss / size:.3f}x the file, {rss / largest:.2f}x the largest tensor")
     print(f"package {pkg / 1e6:.1f} MB = {pkg / size:.3f}x the file; QMoE nodes {ops.get('QMoE', 0)}, MatMulNBits {ops.get('MatMulNBits', 0)}")

@@ -109,9 +109,10 @@ impl Recipe {
     /// (true when the recipe has no transpose).
     pub fn is_streamable(&self) -> bool {
         match self {
-            Recipe::Source(_) | Recipe::Data(_) => true,
+            // A packed weight's float view is dequantized by whole rows of the range.
+            Recipe::Source(_) | Recipe::Data(_) | Recipe::Packed(_) => true,
             // Offsets are small 1-D norm weights: materialized whole.
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => false,
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => false,
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
@@ -162,7 +163,19 @@ impl Recipe {
             Recipe::Slice { .. } | Recipe::Concat { .. } | Recipe::Interleave { .. } => self.runs(start, end, &mut |part, from, to, at| {
                 part.read_into(from, to, &mut out[at * esize..(at + to - from) * esize])
             }),
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => {
+            // The rows the range touches, dequantized (f32, as materialize gives them); a float
+            // expert stack of a GGUF MoE file reads every expert this way, row run by row run.
+            Recipe::Packed(p) => {
+                let k = p.k();
+                let (n0, n1) = (start / k, end.div_ceil(k));
+                let rows = p.dequantize_rows(n0, n1)?;
+                for (o, v) in out.chunks_exact_mut(4).zip(&rows[start - n0 * k..end - n0 * k]) {
+                    o.copy_from_slice(&v.to_le_bytes());
+                }
+                p.done(end - start);
+                Ok(())
+            }
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
                 out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }

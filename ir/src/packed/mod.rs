@@ -520,30 +520,36 @@ impl PackedWeight {
     /// The dequantized weight `[N, K]` in f32, checkpoint row order: `scale * (q - zero)` of
     /// each row's group, exact (a small integer times an f16/bf16/f32 scale).
     pub fn dequantize(&self) -> Result<Vec<f32>> {
+        let out = self.dequantize_rows(0, self.n)?;
+        self.done(self.n * self.k);
+        Ok(out)
+    }
+
+    /// Rows `n0..n1` of [`Self::dequantize`] (the writer streams a float view of a packed
+    /// weight by ranges: no whole-weight copy per range). Does not count as written.
+    pub fn dequantize_rows(&self, n0: usize, n1: usize) -> Result<Vec<f32>> {
         if let Some(g) = &self.ggml {
-            let mut out = vec![0f32; self.n * self.k];
+            let mut out = vec![0f32; (n1 - n0) * self.k];
             let (mut codes, mut scales, mut zeros) = self.ggml_buffers();
             let (bs, mid) = (self.group_size, self.settings.bits.mid() as f32);
-            for (n, row) in out.chunks_exact_mut(self.k).enumerate() {
+            for (n, row) in (n0..n1).zip(out.chunks_exact_mut(self.k)) {
                 g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
                 for (i, v) in row.iter_mut().enumerate() {
                     let scaled = scales[i / bs] * (codes[i] as f32 - mid);
                     *v = if g.float_zeros { scaled + zeros[i / bs] } else { scaled };
                 }
             }
-            self.done(self.n * self.k);
             return Ok(out);
         }
         let (qweight, qzeros, scales) = (self.t.qweight.bytes()?, self.t.qzeros.bytes()?, self.t.scales.bytes()?);
-        let mut out = vec![0f32; self.n * self.k];
-        for n in 0..self.n {
+        let mut out = vec![0f32; (n1 - n0) * self.k];
+        for (c, n) in (n0..n1).enumerate() {
             for k in 0..self.k {
                 let g = self.group_of(k);
                 let q = self.code(qweight, k, n) as f32;
-                out[n * self.k + k] = self.scale(scales, g, n) * (q - self.zero(qzeros, g, n) as f32);
+                out[c * self.k + k] = self.scale(scales, g, n) * (q - self.zero(qzeros, g, n) as f32);
             }
         }
-        self.done(self.n * self.k);
         Ok(out)
     }
 

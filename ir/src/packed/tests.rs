@@ -305,6 +305,27 @@ fn stacks_follow_expert_stacks_and_interleaved_rows() {
 }
 
 #[test]
+fn float_views_of_packed_layers_stream_by_ranges_as_they_materialize() {
+    // An interleaved stack of two experts' float views, read in ranges that cut rows.
+    let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), true, false);
+    let (a, b) = (layer(s, 41), layer(s, 42));
+    let stack = Recipe::interleave(vec![Recipe::Packed(Arc::clone(&a.w)), Recipe::Packed(Arc::clone(&b.w))], 0).unwrap();
+    assert!(stack.is_streamable());
+    let whole = stack.materialize().unwrap();
+    let n = stack.numel();
+    for step in [1, 7, 64, 100, n] {
+        let mut got = vec![0u8; n * 4];
+        let mut at = 0;
+        while at < n {
+            let end = (at + step).min(n);
+            stack.read_into(at, end, &mut got[at * 4..end * 4]).unwrap();
+            at = end;
+        }
+        assert_eq!(got, whole, "ranges of {step}");
+    }
+}
+
+#[test]
 fn bad_checkpoints_are_refused_with_the_tensor_named() {
     // Rebuild a layer's tensors with one thing changed.
     let s = spec(PackedFormat::GptqV1, Bits::Int4, 64, 16, Some(32), true, false);
