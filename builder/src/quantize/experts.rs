@@ -236,17 +236,8 @@ fn requantized(graph: &Graph, c: &ExpertsCandidate, step: &QuantStep, why: &str)
 /// The checkpoint types a stack reads (`gguf:Q4_K`, `gptq`, `+float` for float rows beside
 /// them), each once, for the report.
 fn source_types(graph: &Graph, name: &str) -> String {
-    let mut names: Vec<String> = Vec::new();
     let (layers, other) = graph.initializer(name).map(|r| r.stored_parts()).unwrap_or_default();
-    for l in layers {
-        let t = match l.ggml_type() {
-            Some(t) => format!("gguf:{t}"),
-            None => l.format().name().to_string(),
-        };
-        if !names.contains(&t) {
-            names.push(t);
-        }
-    }
+    let mut names = super::source_names(layers.iter().map(|l| &**l));
     if other {
         names.push("float".into());
     }

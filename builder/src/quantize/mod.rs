@@ -91,8 +91,8 @@ pub struct QuantStep {
     /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
     /// for; the others are written as their exact float dequantization.
     pub packed_bits: Vec<usize>,
-    /// The table's `embedding_int4_zero_points_odd_blocks` (rewrite.rs refuses an asymmetric
-    /// 4-bit table of odd blocks per row where it is false).
+    /// The table's `embedding_int4_zero_points_odd_blocks` (`odd_block_table`: an asymmetric
+    /// 4-bit table of odd blocks per row stays float where it is false, or is refused if asked).
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
@@ -360,26 +360,10 @@ impl QuantOutcome {
                         Some(_) => "imported".to_string(),
                         None => format!("{:?}", s.method()).to_lowercase(),
                     },
-                    source: match t.group.packed_source() {
-                        None if self.requantized.iter().any(|(w, _)| *w == t.weight) => {
-                            let from = self.requantized.iter().find(|(w, _)| *w == t.weight).map(|(_, f)| f.as_str()).unwrap_or_default();
-                            format!("{}{from}", import::REQUANTIZED)
-                        }
-                        Some(p) => {
-                            // Each source type once, in order (an interleaved stack alternates them).
-                            let mut names: Vec<String> = Vec::new();
-                            for l in p.layers() {
-                                let name = match l.ggml_type() {
-                                    Some(t) => format!("gguf:{t}"),
-                                    None => l.format().name().to_string(),
-                                };
-                                if !names.contains(&name) {
-                                    names.push(name);
-                                }
-                            }
-                            names.join("+")
-                        }
-                        None => "float".to_string(),
+                    source: match (t.group.packed_source(), self.requantized.iter().find(|(w, _)| *w == t.weight)) {
+                        (None, Some((_, from))) => format!("{}{from}", import::REQUANTIZED),
+                        (Some(p), _) => source_names(p.layers().map(|l| &**l)).join("+"),
+                        (None, None) => "float".to_string(),
                     },
                     max_abs_error: e.max_abs,
                     rms_error: e.rms(),
@@ -387,6 +371,22 @@ impl QuantOutcome {
             })
             .collect()
     }
+}
+
+/// The checkpoint types of pre-quantized layers for reports (`gguf:Q4_K`, `gptq`), each once,
+/// in order of first appearance.
+fn source_names<'a>(layers: impl IntoIterator<Item = &'a ir::PackedWeight>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for l in layers {
+        let name = match l.ggml_type() {
+            Some(t) => format!("gguf:{t}"),
+            None => l.format().name().to_string(),
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// Quantizes every selected weight of `graph` in place.
@@ -439,11 +439,15 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
             continue;
         }
         if let Some(why) = odd_block_table(graph, step, &c, &settings) {
-            // Asked for explicitly, rewrite.rs refuses it with the ways out.
-            if !step.embeddings_asked {
-                outcome.kept_float.push((c.weight.clone(), why));
-                continue;
+            // The table's default chose these bits: the table stays float. Asked for: refused.
+            if step.embeddings_asked {
+                return Err(Error::Request(format!(
+                    "--quant-embeddings: embedding `{}`: {why}; drop --asymmetric, choose a --block-size giving an even number of blocks per row, or use --quant-embeddings none",
+                    c.weight
+                )));
             }
+            outcome.kept_float.push((c.weight.clone(), format!("{why}: it stays float")));
+            continue;
         }
         plan.push((c, Some(settings)));
     }
@@ -466,7 +470,7 @@ fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, setti
     let odd = c.role == Role::Embedding && !settings.symmetric() && settings.bits() == Bits::Int4 && blocks % 2 == 1;
     (odd && !step.embedding_int4_zero_points_odd_blocks).then(|| {
         format!(
-            "its rows hold {blocks} blocks of {}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false): it stays float",
+            "its rows hold {blocks} blocks of {}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false)",
             settings.block_size(),
             step.table
         )

@@ -121,7 +121,7 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             }
             (QuantFormat::MatmulNbits, Role::Embedding) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
-                if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank, step)? {
+                if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank)? {
                     added.push(reshape);
                 }
             }
@@ -338,7 +338,7 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
 
 /// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form
 /// needs after it.
-fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>, step: &QuantStep) -> Result<Option<Node>> {
+fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Option<Node>> {
     let s = group.settings();
     let (n, k, bs) = (group.n(), group.k(), s.block_size());
     if !k.is_multiple_of(bs) {
@@ -348,13 +348,6 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
         )));
     }
     let kb = k / bs;
-    if !s.symmetric() && s.bits() == ir::quant::Bits::Int4 && kb % 2 == 1 && !step.embedding_int4_zero_points_odd_blocks {
-        return Err(Error::Request(format!(
-            "embedding `{}`: its rows hold {kb} blocks of {bs}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false); \
-             drop --asymmetric, choose a --block-size giving an even number of blocks per row of {k}, or use --quant-embeddings none",
-            group.name, step.table
-        )));
-    }
     let node = &graph.nodes[index];
     let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
     let mut reshape = None;
