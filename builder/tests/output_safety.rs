@@ -226,6 +226,37 @@ fn dot_dot_cannot_reach_into_the_checkpoint() {
     assert_eq!(listing(root.path()), ["model"]);
 }
 
+/// A GGUF checkpoint is one file: the package may go beside it (`--model x.gguf --output
+/// x-onnx` in the same folder), but never replace the file, its folder or a folder holding it.
+#[test]
+fn a_gguf_files_package_may_sit_beside_it() {
+    let root = tempfile::tempdir().unwrap();
+    let models = root.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let gguf = models.join("tiny-gemma.Q.gguf");
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-gemma/tiny-gemma.Q.gguf");
+    std::fs::copy(committed, &gguf).unwrap();
+    let before = std::fs::read(&gguf).unwrap();
+
+    let beside = models.join("tiny-gemma-onnx");
+    let r = tailor(&gguf, &beside, &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(listing(&models), ["tiny-gemma-onnx", "tiny-gemma.Q.gguf"]);
+    assert!(beside.join("model.onnx").is_file());
+
+    for (out, why) in [
+        (gguf.clone(), "is the model file itself"),
+        (models.clone(), "is the folder the model file sits in"),
+        (root.path().to_path_buf(), "contains the model file"),
+    ] {
+        let r = tailor(&gguf, &out, &["--force"]);
+        assert_eq!(r.status.code(), Some(1), "{}: {}", out.display(), r.stderr);
+        assert!(r.stderr.contains(why), "{}: {}", out.display(), r.stderr);
+    }
+    assert_eq!(std::fs::read(&gguf).unwrap(), before, "the checkpoint is untouched");
+    assert_eq!(listing(&models), ["tiny-gemma-onnx", "tiny-gemma.Q.gguf"]);
+}
+
 /// Two builds of one new output at once: exactly one wins, the other fails naming the lock,
 /// and only the winner's package is left.
 #[test]

@@ -46,11 +46,17 @@ impl Protected {
 }
 
 /// Checks the output folder `out` (resolved) given as `given`; `model` is the resolved
-/// checkpoint folder.
+/// checkpoint: its folder, or the file of a GGUF checkpoint.
 pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protected: &Protected) -> Result<Existing> {
     let refuse = |reason: String| Err(Error::Output { output: given.to_path_buf(), reason });
     if out.parent().is_none() || out.file_name().is_none() {
         return refuse("is a filesystem root; choose a folder to write the package into".into());
+    }
+    if out == model && model.is_file() {
+        return refuse("is the model file itself; pass a folder for the package (e.g. --output ./package)".into());
+    }
+    if model.is_file() && model.parent() == Some(out) {
+        return refuse("is the folder the model file sits in; pass a new folder for the package (e.g. one beside the file)".into());
     }
     if out == model {
         return refuse("is the model folder itself; choose another folder (--force does not allow this)".into());
@@ -60,7 +66,8 @@ pub(crate) fn check(given: &Path, out: &Path, model: &Path, force: bool, protect
     }
     if model.starts_with(out) {
         return refuse(format!(
-            "contains the model folder {}; replacing it would delete the source (--force does not allow this)",
+            "contains the model {} {}; replacing it would delete the source (--force does not allow this)",
+            if model.is_file() { "file" } else { "folder" },
             model.display()
         ));
     }

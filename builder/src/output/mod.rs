@@ -76,13 +76,14 @@ impl Claim {
             });
         };
         let (parent, name) = (parent.to_path_buf(), name.to_string_lossy().into_owned());
+        // A GGUF checkpoint is a file: the output may sit beside it (`--model x.gguf --output
+        // x-onnx`, the usual layout), never replace a folder holding it; the files of its folder
+        // are protected as a checkpoint folder's are.
         let model = resolve(model_dir);
-        // A GGUF checkpoint is a file: protect the folder it sits in.
-        let model = match model.parent() {
-            Some(folder) if model.is_file() => folder.to_path_buf(),
-            _ => model,
+        let protected = match model.parent() {
+            Some(folder) if model.is_file() => Protected::of_checkpoint(folder),
+            _ => Protected::of_checkpoint(&model),
         };
-        let protected = Protected::of_checkpoint(&model);
         // Checked before anything is created (a refused path leaves no folder behind), and
         // again under the lock, since another build may have written OUT meanwhile.
         guard::check(output, &resolved, &model, force, &protected)?;
