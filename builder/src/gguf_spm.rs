@@ -30,7 +30,7 @@
 //! SentencePiece), EOS when `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not
 //! read, as transformers does not read it.
 
-use crate::gguf_tokenizer::{post_processor, split_pre_tokenizer, strings};
+use crate::gguf_tokenizer::{first_places_last_ids, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, TokenizerJson};
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
 use serde_json::{json, Map, Value as Json};
@@ -105,7 +105,7 @@ fn py_space(c: char) -> bool {
 /// `scores` (the token's score, or minus its position for Gemma) from high to low, ties kept in
 /// token order (longer left, then longer right first). `order` lists each distinct token once,
 /// at its first position; `vocab` maps a token to its last position.
-fn generate_merges(order: &[&str], scores: &HashMap<&str, f64>, vocab: &HashMap<&str, usize>) -> Vec<(String, String)> {
+fn generate_merges<'a>(order: &[&'a str], scores: &HashMap<&str, f64>, vocab: &HashMap<&str, usize>) -> Vec<(&'a str, &'a str)> {
     let mut merges: Vec<(&str, &str, f64)> = Vec::new();
     for token in order {
         let score = scores[token];
@@ -124,11 +124,11 @@ fn generate_merges(order: &[&str], scores: &HashMap<&str, f64>, vocab: &HashMap<
         let (ka, kb) = (key(a), key(b));
         kb.0.partial_cmp(&ka.0).unwrap_or(std::cmp::Ordering::Equal).then(kb.1.cmp(&ka.1)).then(kb.2.cmp(&ka.2))
     });
-    merges.into_iter().map(|(l, r, _)| (l.to_string(), r.to_string())).collect()
+    merges.into_iter().map(|(l, r, _)| (l, r)).collect()
 }
 
 /// (tokenizer.json, tokenizer_config.json) of a SentencePiece GGUF file (see the module doc).
-pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
+pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let arch = file.get("general.architecture").and_then(Value::as_str).unwrap_or_default();
     let builder = Builder::of(arch);
@@ -149,13 +149,7 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
         stored.iter().map(|t| t.to_string()).collect()
     };
     // Python dict semantics: a repeated token keeps its first place and its last id/score.
-    let mut vocab_ids: HashMap<&str, usize> = HashMap::new();
-    let mut order: Vec<&str> = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        if vocab_ids.insert(t.as_str(), i).is_none() {
-            order.push(t);
-        }
-    }
+    let (order, vocab_ids) = first_places_last_ids(tokens.iter().map(String::as_str));
     let scores: HashMap<&str, f64> = if gemma {
         tokens.iter().enumerate().map(|(i, t)| (t.as_str(), -(i as f64))).collect()
     } else {
@@ -167,10 +161,6 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
         tokens.iter().zip(values).map(|(t, s)| (t.as_str(), s)).collect()
     };
     let merges = generate_merges(&order, &scores, &vocab_ids);
-    let mut vocab = Map::new();
-    for t in &order {
-        vocab.insert(t.to_string(), json!(vocab_ids[t]));
-    }
 
     let id_key = |k: &str| file.get(k).and_then(Value::as_u64).map(|v| v as usize).filter(|&v| v < n);
     let token_of = |k: &str| id_key(k).map(|i| stored[i].to_string());
@@ -204,28 +194,28 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     if let Some(split) = split_pre_tokenizer(file.get("tokenizer.ggml.pre").and_then(Value::as_str)) {
         pre_tokenizer = split;
     }
-    let tokenizer = json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added,
-        "normalizer": normalizer,
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": post,
-        "decoder": decoder,
-        "model": {
-            "type": "BPE",
-            "dropout": null,
-            "unk_token": unk,
-            "continuing_subword_prefix": null,
-            "end_of_word_suffix": null,
-            "fuse_unk": true,
-            "byte_fallback": true,
-            "ignore_merges": false,
-            "vocab": vocab,
-            "merges": merges.into_iter().map(|(l, r)| json!([l, r])).collect::<Vec<_>>(),
-        }
-    });
+    let tokenizer = TokenizerJson {
+        version: "1.0",
+        truncation: None,
+        padding: None,
+        added_tokens: added,
+        normalizer,
+        pre_tokenizer,
+        post_processor: post,
+        decoder,
+        model: BpeModel {
+            kind: "BPE",
+            dropout: None,
+            unk_token: unk,
+            continuing_subword_prefix: None,
+            end_of_word_suffix: None,
+            fuse_unk: true,
+            byte_fallback: true,
+            ignore_merges: false,
+            vocab: order.iter().map(|t| (*t, vocab_ids[t])).collect(),
+            merges,
+        },
+    };
     let mut config = Map::new();
     // The class onnxruntime-extensions reads the SentencePiece conventions of (transformers itself
     // writes TokenizersBackend). Phi-3's own tokenizer_config.json names LlamaTokenizer too.
@@ -238,14 +228,14 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<(Json, Json)> {
     if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
         config.insert("chat_template".into(), json!(t));
     }
-    Ok((tokenizer, Json::Object(config)))
+    Ok(Converted { tokenizer_json: tokenizer.to_bytes(), config: Json::Object(config) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn merges(tokens: &[&str], scores: &[f64]) -> Vec<(String, String)> {
+    fn merges<'a>(tokens: &[&'a str], scores: &[f64]) -> Vec<(&'a str, &'a str)> {
         let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (*t, i)).collect();
         let s: HashMap<&str, f64> = tokens.iter().zip(scores).map(|(t, s)| (*t, *s)).collect();
         generate_merges(tokens, &s, &vocab)
@@ -273,7 +263,8 @@ mod tests {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-spm");
         let convert_file = |name: &str| {
             let path = data.join(name);
-            convert(&GgufFile::open(&path).unwrap(), &path).unwrap()
+            let c = convert(&GgufFile::open(&path).unwrap(), &path).unwrap();
+            (serde_json::from_slice::<Json>(&c.tokenizer_json).unwrap(), c.config)
         };
         let (llama, llama_config) = convert_file("tiny-spm-llama.Q8_0.gguf");
         let (phi3, phi3_config) = convert_file("tiny-spm-phi3.Q8_0.gguf");

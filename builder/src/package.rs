@@ -236,11 +236,11 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             files.push(file);
         }
     }
-    if let Some((tokenizer, config)) = &gguf_tokenizer {
-        for (name, value) in [("tokenizer.json", tokenizer), ("tokenizer_config.json", config)] {
-            write_json(staging.path(), &req.output, name, value)?;
-            files.push(name.to_string());
-        }
+    if let Some(converted) = &gguf_tokenizer {
+        let name = "tokenizer.json";
+        std::fs::write(staging.path().join(name), &converted.tokenizer_json).map_err(|e| Error::write_file(&req.output, name, e))?;
+        write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+        files.extend(["tokenizer.json".to_string(), "tokenizer_config.json".to_string()]);
         notes.push("tokenizer.json and tokenizer_config.json are converted from the GGUF file's tokenizer.ggml.* metadata".into());
     }
     let copied_files = copy_checkpoint_files(&req.model_dir, staging.path(), &req.output, &companions.copyable)?;
