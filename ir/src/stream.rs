@@ -172,7 +172,7 @@ impl Recipe {
                 for (o, v) in out.chunks_exact_mut(4).zip(&rows[start - n0 * k..end - n0 * k]) {
                     o.copy_from_slice(&v.to_le_bytes());
                 }
-                p.done(end - start);
+                p.rows_done(n0, end / k, end - start);
                 Ok(())
             }
             Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {

@@ -567,6 +567,19 @@ impl PackedWeight {
         }
     }
 
+    /// [`Self::done`] for rows `n0..n1` written whole (or their last columns): a GGUF layer
+    /// stores each row's blocks together, so those rows' pages leave the resident set now,
+    /// not when the whole tensor is written (a 262,144-row Q8_0 token table kept 174 MB
+    /// resident until its last row). Rows of a permuted layer (llama's q/k) lie apart in the
+    /// file and wait for the tensor. Releasing rows another range still reads only faults
+    /// those pages in again.
+    pub(crate) fn rows_done(&self, n0: usize, n1: usize, elements: usize) {
+        if let Some(g) = self.ggml.as_ref().filter(|g| g.rows.is_none()) {
+            g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
+        }
+        self.done(elements);
+    }
+
     /// How the weight is described in recipe chains: `gptq[4b,g32,sym](file:scope)`.
     pub fn describe(&self) -> String {
         if let Some(g) = &self.ggml {

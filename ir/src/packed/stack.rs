@@ -463,7 +463,12 @@ impl PackedStack {
                 }
             }
             row += last - first;
-            p.done((last - first) * (k1 - k0));
+            // The rows' last columns: their file pages are no longer needed.
+            if k1 == self.k {
+                p.rows_done(first, last, (last - first) * (k1 - k0));
+            } else {
+                p.done((last - first) * (k1 - k0));
+            }
         }
         Ok(())
     }
