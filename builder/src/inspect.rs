@@ -326,8 +326,12 @@ fn quantization_summary(q: &Value) -> Value {
     for t in &tensors {
         *sources.entry(t.get("source").and_then(Value::as_str).unwrap_or("float").to_string()).or_default() += 1;
     }
+    // The widths the tensors were written with: a GGUF file's mix has several.
+    let mut widths: Vec<u64> = tensors.iter().filter_map(|t| t.get("bits").and_then(Value::as_u64)).collect();
+    widths.sort_unstable();
+    widths.dedup();
     serde_json::json!({
-        "bits": q.get("bits"), "format": q.get("format"), "block_size": q.get("block_size"),
+        "bits": q.get("bits"), "bit_widths": widths, "format": q.get("format"), "block_size": q.get("block_size"),
         "symmetric": q.get("symmetric"), "accuracy_level": q.get("accuracy_level"),
         "method": q.get("method"),
         "source": q.get("source"),
@@ -475,8 +479,11 @@ impl PartInspection {
         s.push_str(&format!("part {} ({}{})\n", self.file, self.role, self.plan.as_ref().map(|p| format!(", plan {p}")).unwrap_or_default()));
         match &self.quantization {
             Some(q) => s.push_str(&format!(
-                "  quantized: int{} {} block {} {}, method {}, {} tensors, worst rms error {}\n",
-                q["bits"],
+                "  quantized: {} {} block {} {}, method {}, {} tensors, worst rms error {}\n",
+                match q["bit_widths"].as_array().map(Vec::as_slice) {
+                    Some(widths) if widths.len() > 1 => widths.iter().map(|b| format!("int{b}")).collect::<Vec<_>>().join("+"),
+                    _ => format!("int{}", q["bits"]),
+                },
                 q["format"].as_str().unwrap_or("?"),
                 q["block_size"],
                 if q["symmetric"] == Value::Bool(true) { "symmetric" } else { "asymmetric" },

@@ -60,6 +60,16 @@ fn reports_a_quantized_cpu_package() {
     std::fs::write(&cfg_path, serde_json::to_vec(&cfg).unwrap()).unwrap();
     let (ok, text, _) = inspect(&pkg, false);
     assert!(ok && text.contains("model.decoder.inputs.position_ids names `positions`, which the model.onnx graph's inputs lack"), "{text}");
+
+    // Tensors of two widths (an int8 table and head beside int4 projections) show both.
+    let mixed = dir.path().join("mixed");
+    let r = tailor(&model, &mixed, &["--ep", "cpu", "--quant", "int4", "--quant-embeddings", "int8"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let (ok, text, _) = inspect(&mixed, false);
+    assert!(ok && text.contains("quantized: int4+int8 matmul_nbits block 32 symmetric"), "{text}");
+    let (_, json, _) = inspect(&mixed, true);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["parts"][0]["quantization"]["bit_widths"], serde_json::json!([4, 8]));
 }
 
 #[test]
