@@ -126,10 +126,11 @@ enum Command {
         /// for a pre-quantized checkpoint whose lm_head is float, none (give it without --quant).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_lm_head: Option<ep_sets::QuantChoice>,
-        /// Quantize the embedding table (GatherBlockQuantized): int4, int8 or none. Default: the
-        /// EP table's (cpu: as --quant; default: none, since ONNX Runtime does not fuse
-        /// DequantizeLinear + Gather and would dequantize the whole table on every run); for a
-        /// pre-quantized checkpoint, none.
+        /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
+        /// has it; on `default` (int8 only: ONNX Gather takes no int4) the rows are gathered from
+        /// the head's DequantizeLinear table and only they are dequantized. Default: the EP
+        /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
+        /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_embeddings: Option<ep_sets::QuantChoice>,
         /// For a pre-quantized checkpoint (GGUF, GPTQ, AWQ) whose experts QMoE cannot hold with

@@ -154,6 +154,15 @@ def dequantized_weights(qmodel):
             out[node.name] = dequant_matmul_nbits(as_matmul, tables).T.copy()
         elif node.op_type == "QMoE":
             out[node.name] = dequant_qmoe(node, init)
+        elif node.op_type == "Gather" and node.input[0] in init and init[node.input[0]].data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8):
+            # The default format's embedding: Gather(axis 1) of the head's [K, V] codes, scales
+            # and zero points, then DequantizeLinear (axis 0) and a Transpose.
+            dq = next((n for n in qmodel.graph.node if n.op_type == "DequantizeLinear" and n.input[0] == node.output[0]), None)
+            if dq is None:  # the Gather of its zero points
+                continue
+            table = {i: init[producers[i].input[0]] for i in dq.input[1:]}
+            table[node.output[0]] = init[node.input[0]]
+            out[node.name] = dequant_dq(dq, table).T.copy()
     return out
 
 
@@ -217,6 +226,28 @@ def test_int4_adds_no_error_beyond_the_weights(tmp_path, fixture, ep, extra):
     got = logits(q, fixture, accuracy_level_0=True)
     err = float(np.abs(got - expected).max())
     assert err < TOL, f"{fixture} {ep} int4: max |logits - dequantized f32| = {err}"
+
+
+@pytest.mark.parametrize("fixture", ["tiny-llama", "tiny-qwen2-tied-mqa", "tiny-gemma"])
+@pytest.mark.parametrize("asym", [False, True])
+def test_default_int8_embeddings_gather_rows_then_dequantize(tmp_path, fixture, asym):
+    """`--ep default --quant-embeddings int8`: standard ops only (Gather of the head's [K, V]
+    codes, scales and zero points, DequantizeLinear, Transpose), no float table left, and the
+    logits of the f32 package with the dequantized weights, untied, tied and Gemma's scaled
+    embedding."""
+    flags = ["--quant", "int4", "--quant-embeddings", "int8"] + (["--asymmetric"] if asym else [])
+    q = load(build_with(tmp_path / "q", fixture, "default", flags))
+    f = load(build_with(tmp_path / "f", fixture, "default", []))
+    assert not [n for n in q.graph.node if n.domain not in ("", "ai.onnx")]
+    codes = [n for n in q.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data")]
+    assert [numpy_helper.to_array(inits(q)[g.input[0]]).dtype for g in codes] == [np.uint8 if asym else np.int8], [g.input for g in codes]
+    assert "model.embed_tokens.weight" not in inits(q), "the float table is left"
+    weights = dequantized_weights(q)
+    assert any("embed_tokens" in name for name in weights), list(weights)
+    expected = logits(with_dequantized_weights(f, weights), fixture)
+    got = logits(q, fixture, accuracy_level_0=True)
+    err = float(np.abs(got - expected).max())
+    assert err < TOL, f"{fixture} default int8 embeddings: max |logits - dequantized f32| = {err}"
 
 
 @pytest.mark.parametrize("asym", [False, True])

@@ -166,10 +166,12 @@ impl QuantStep {
         (self.method == Method::Hqq).then(|| "--quant-method hqq: com.microsoft.QMoE takes packed integer zero points only, and HQQ's are floats; the expert stacks stay float (use --quant-method rtn to quantize them)".to_string())
     }
 
+    /// The DequantizeLinear format gathers a quantized table's rows with ONNX `Gather`, which
+    /// ONNX Runtime 1.32's CPU EP registers for 8-bit data but not int4.
     fn check_embeddings(&self, table: &str) -> Result<()> {
-        if self.embeddings.is_some() && self.format == QuantFormat::DequantizeLinear {
+        if self.format == QuantFormat::DequantizeLinear && self.embeddings == Some(QuantBits::Int4) {
             return Err(Error::Request(format!(
-                "--quant-embeddings: the {table} EP keeps embeddings float (DequantizeLinear + Gather is not fused by ONNX Runtime: the whole table would be dequantized on every run); use --quant-embeddings none"
+                "--quant-embeddings: the {table} EP gathers a quantized table's rows with ONNX Gather, which takes no int4 data (ONNX Runtime 1.32's CPU kernel registry: 8-bit and wider); use --quant-embeddings int8, or --quant-embeddings none to keep the table float"
             )));
         }
         Ok(())
@@ -515,7 +517,9 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         }
     }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
-        return Some(format!("pre-quantized embedding table: the {} format keeps embeddings float (exact dequantization)", step.table));
+        if let Some(p) = layers.iter().find(|p| p.bits().count() != 8) {
+            return Some(format!("pre-quantized embedding table of {} ({}-bit): the {} format gathers rows with ONNX Gather, which takes no int4 data (exact dequantization)", p.source_type(), p.bits().count(), step.table));
+        }
     }
     if float_zero_types.is_empty() {
         return None;

@@ -132,7 +132,8 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             }
             (QuantFormat::MatmulNbits, _) => matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level),
             (QuantFormat::DequantizeLinear, Role::Embedding) => {
-                return Err(Error::Request(format!("embedding `{}`: the DequantizeLinear format keeps embeddings float", c.weight)));
+                let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
+                gather_rows_dequantize_linear(graph, &mut added, index, &group, &names, rank)?;
             }
             (QuantFormat::DequantizeLinear, _) => {
                 let dq = dequantize_linear(&group, &names);
@@ -389,6 +390,51 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     node.attrs.push(Attr::int("gather_axis", 0));
     node.attrs.push(Attr::int("quantize_axis", quantize_axis));
     Ok(reshape)
+}
+
+/// The `default` format's embedding (8 bits): standard ONNX, only the gathered rows dequantized.
+/// The table is the head's `[K, V]` DequantizeLinear data (one copy when tied), so the ids pick
+/// columns: `Gather(axis 1)` of the codes, the scales and the zero points, a blocked
+/// `DequantizeLinear` along axis 0, and a `Transpose` putting K last. ONNX Runtime 1.32's CPU
+/// Gather takes 8-bit data but not int4, so a 4-bit table stays float (decided in planning).
+fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
+    let Some(rank) = indices_rank else {
+        return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be transposed", group.name)));
+    };
+    let node = &graph.nodes[index];
+    let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
+    let base = format!("{name}/quant");
+    let tag = |mut n: Node| {
+        n.metadata.insert("rule".into(), "quantize".into());
+        n
+    };
+    let mut gathered = Vec::new();
+    for (i, (part, suffix)) in parts.iter().zip(["codes", "scales", "zero_points"]).enumerate() {
+        let o = format!("{base}/{suffix}");
+        if i == 0 {
+            // The float Gather itself becomes the Gather of the codes.
+            let node = &mut graph.nodes[index];
+            node.inputs = vec![part.clone(), ids.clone()];
+            node.outputs = vec![o.clone()];
+            node.attrs = vec![Attr::int("axis", 1)];
+            node.metadata.insert("rule".into(), "quantize".into());
+        } else {
+            let mut g = Node::new(format!("{base}/{suffix}/Gather"), "Gather", &[part, &ids], &[&o]);
+            g.attrs.push(Attr::int("axis", 1));
+            added.push(tag(g));
+        }
+        gathered.push(o);
+    }
+    let inputs: Vec<&str> = gathered.iter().map(String::as_str).collect();
+    let dq_out = format!("{base}/dequantized");
+    let mut dq = Node::new(format!("{base}/DequantizeLinear"), "DequantizeLinear", &inputs, &[&dq_out]);
+    dq.attrs.push(Attr::int("axis", 0));
+    dq.attrs.push(Attr::int("block_size", group.settings().block_size() as i64));
+    added.push(tag(dq));
+    let mut t = Node::new(format!("{base}/Transpose"), "Transpose", &[&dq_out], &[&out]);
+    t.attrs.push(Attr::ints("perm", &(1..=rank as i64).chain([0]).collect::<Vec<_>>()));
+    added.push(tag(t));
+    Ok(())
 }
 
 fn dequantize_linear(group: &QuantGroup, parts: &[String]) -> Node {
