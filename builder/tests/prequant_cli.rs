@@ -97,6 +97,8 @@ fn quant_is_refused_and_float_layers_take_the_role_flags() {
     // The import keeps the table's accuracy-level rules.
     fails(&model, &["--ep", "default", "--accuracy-level", "4"], &["no accuracy level"]);
     fails(&model, &["--ep", "default", "--quant-embeddings", "int4"], &["--quant-embeddings none"]);
+    // dml claims no GatherBlockQuantized: a quantized table is refused by that reason.
+    fails(&fixture("tiny-llama"), &["--ep", "dml", "--quant", "int4", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
 
     let root = tempfile::tempdir().unwrap();
     let out = root.path().join("pkg");
@@ -161,4 +163,27 @@ fn gpt_oss_mxfp4_checkpoints_are_refused_by_key() {
     for ep in ["cpu", "default", "cuda"] {
         fails(&model, &["--ep", ep], &["`mxfp4`", "MXFP4", "config.json"]);
     }
+}
+
+/// A GGUF file's quantized table on a table that claims no GatherBlockQuantized (dml) is
+/// written float with the reason; on `default` its 8-bit rows are gathered from the head's
+/// DequantizeLinear data, no float copy.
+#[test]
+fn a_gguf_table_follows_what_the_ep_can_gather() {
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-gemma/tiny-gemma.Q.gguf");
+    let root = tempfile::tempdir().unwrap();
+    let report = |ep: &str| -> Value {
+        let out = root.path().join(ep);
+        let r = tailor(&gguf, &out, &["--ep", ep]);
+        assert!(r.status.success(), "{ep}: {}", r.stderr);
+        serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap()
+    };
+    let dml = report("dml");
+    let kept = dml["parts"][0]["quantization"]["kept_float"].as_array().unwrap().clone();
+    assert!(kept.iter().any(|k| k["weight"] == "model.embed_tokens.weight" && k["why"].as_str().unwrap().contains("GatherBlockQuantized")), "{kept:?}");
+    let default = report("default");
+    let q = &default["parts"][0]["quantization"];
+    assert!(q["kept_float"].as_array().unwrap().is_empty(), "{q}");
+    let table = q["tensors"].as_array().unwrap().iter().find(|t| t["weight"] == "model.embed_tokens.weight").expect("the table is quantized");
+    assert!(table["ops"].as_array().unwrap().iter().any(|o| o.as_str().unwrap().contains("(Gather)")), "{table}");
 }

@@ -121,12 +121,6 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
-        if stack.float_zeros() && form == QuantForm::Dq {
-            return Err(Error::Recipe {
-                tensor: name,
-                reason: "its blocks have float zero points (a GGUF type with a min), which DequantizeLinear's integer zero point cannot hold".into(),
-            });
-        }
         let settings = stack.settings();
         Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack) }))
     }
@@ -188,6 +182,18 @@ impl QuantGroup {
         self.packed.is_none() && self.settings.method() == Method::Hqq
     }
 
+    /// The settings of the DequantizeLinear data: a group with float zero points writes its
+    /// codes symmetric (against the implicit mid point, as MatMulNBits without zero points
+    /// reads them) and its zero points as the per-block float offsets `[k_blocks, N]` the
+    /// graph adds after the MatMul (the offset form, docs/quantization.md).
+    pub fn dq_settings(&self) -> QuantSettings {
+        if self.float_zeros() {
+            self.settings.as_symmetric()
+        } else {
+            self.settings
+        }
+    }
+
     /// Does the group have this part?
     pub fn has(&self, part: QuantPart) -> bool {
         part != QuantPart::ZeroPoints || !self.settings.symmetric()
@@ -199,7 +205,8 @@ impl QuantGroup {
             (_, QuantPart::Scales) => self.scale_dtype,
             (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
-            (QuantForm::Dq, _) => match DqType::of(&self.settings) {
+            (QuantForm::Dq, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
+            (QuantForm::Dq, _) => match DqType::of(&self.dq_settings()) {
                 DqType::Int4 => DType::I4,
                 DqType::Uint4 => DType::U4,
                 DqType::Int8 => DType::I8,
@@ -433,7 +440,26 @@ impl QuantGroup {
     fn packed_band<S: Scale + ToBytes>(&self, stack: &PackedStack, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
         let (n, band) = (self.n(), k1 - k0);
         let (b, scales, zp) = self.repack::<S>(stack, 0, n, k0, k1)?;
-        let settings = self.settings;
+        let settings = self.dq_settings();
+        if stack.float_zeros() {
+            // The offsets, [N, k_blocks] as repacked, transposed to [k_blocks, N]; the codes
+            // against the mid point.
+            let esize = self.scale_dtype.size();
+            let offsets = zp.expect("a float-zero stack repacks its offsets");
+            let kb = offsets.len() / esize / n;
+            let mut transposed = vec![0u8; offsets.len()];
+            for (i, v) in offsets.chunks_exact(esize).enumerate() {
+                let (col, blk) = (i / kb, i % kb);
+                let at = (blk * n + col) * esize;
+                transposed[at..at + esize].copy_from_slice(v);
+            }
+            let q = NBits { b: &b, scales: &scales, zero_points: None };
+            let (data_len, scales_len, _) = dq_lengths(&settings, band, n)?;
+            let mut data = vec![0u8; data_len];
+            let mut dq_scales = vec![S::default(); scales_len];
+            to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: None })?;
+            return Ok(self.parts(data, self.scale_bytes(&dq_scales), Some(transposed)));
+        }
         let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
         let (data_len, scales_len, zp_len) = dq_lengths(&settings, band, n)?;
         let mut data = vec![0u8; data_len];

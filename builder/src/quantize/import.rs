@@ -16,7 +16,7 @@
 //!   table fuses MoE and runs QMoE, and QMoE can hold their form (experts.rs); otherwise they
 //!   are their exact float dequantization, with a warning.
 
-use ep_sets::{EpTable, QuantBits};
+use ep_sets::{EpTable, QuantBits, QuantFormat};
 use ir::quant::Method;
 use ir::DType;
 use serde_json::json;
@@ -74,6 +74,7 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.source = Some(source.clone());
     // Pre-quantized experts become QMoE where the table runs it (experts.rs).
     step.no_qmoe = no_qmoe(table, dtype);
+    step.no_gather_block_quantized = no_gather_block_quantized(table);
     step.requantize_experts = req.requantize_experts;
     Ok(Some(step))
 }
@@ -152,7 +153,19 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
         super::hqq_fits(&step, table)?;
     }
     step.no_qmoe = no_qmoe(table, dtype);
+    step.no_gather_block_quantized = no_gather_block_quantized(table);
+    if let (QuantFormat::MatmulNbits, Some(_), Some(why), false) = (step.format, step.embeddings, &step.no_gather_block_quantized, step.method == Method::Hqq) {
+        return Err(Error::Request(format!("--quant-embeddings: {why}; use --quant-embeddings none")));
+    }
     Ok(step)
+}
+
+/// Why `table` cannot write a quantized embedding as `com.microsoft.GatherBlockQuantized`.
+fn no_gather_block_quantized(table: &EpTable) -> Option<String> {
+    table
+        .kernels("com.microsoft", "GatherBlockQuantized")
+        .is_empty()
+        .then(|| format!("ep-sets/tables/{}.toml claims no com.microsoft.GatherBlockQuantized kernel", table.name))
 }
 
 /// Why fused MoE nodes cannot become QMoE on `table` in `dtype` (`None`: they can).

@@ -96,6 +96,9 @@ pub struct QuantStep {
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
+    /// Why the table cannot gather a table's rows with `com.microsoft.GatherBlockQuantized`: it
+    /// claims no kernel for it (`None`: it does). A pre-quantized table then stays float.
+    pub no_gather_block_quantized: Option<String>,
     /// Whether `--quant-embeddings` was given (else the table's default chose the embeddings'
     /// bits, and a table it cannot hold stays float rather than failing the build).
     pub embeddings_asked: bool,
@@ -156,6 +159,7 @@ impl QuantStep {
             packed_bits: Vec::new(),
             embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
             requantize_experts: None,
+            no_gather_block_quantized: None,
             embeddings_asked: req.embeddings.is_some(),
         })
     }
@@ -516,16 +520,16 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
             return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
         }
     }
+    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, float_zero_types.is_empty()) {
+        return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
+    }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
         if let Some(p) = layers.iter().find(|p| p.bits().count() != 8) {
             return Some(format!("pre-quantized embedding table of {} ({}-bit): the {} format gathers rows with ONNX Gather, which takes no int4 data (exact dequantization)", p.source_type(), p.bits().count(), step.table));
         }
-    }
-    if float_zero_types.is_empty() {
-        return None;
-    }
-    if step.format == QuantFormat::DequantizeLinear {
-        return Some(format!("{types} blocks have float zero points, and DequantizeLinear's zero point is an integer ({}): written as the exact float dequantization", step.table));
+        if !float_zero_types.is_empty() {
+            return Some(format!("pre-quantized embedding table of {types}, whose blocks have float zero points: the {} format's gathered rows are dequantized by DequantizeLinear, whose zero point is an integer (exact dequantization)", step.table));
+        }
     }
     None
 }

@@ -142,6 +142,13 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
                     added.push(dq);
                 }
                 graph.nodes[index].inputs[1] = out;
+                // Float zero points (a GGUF type with a min): the codes are symmetric around
+                // the mid point; the per-block offsets are added after the MatMul, as for
+                // MatMulNBits.
+                if group.float_zeros() {
+                    let a_rank = graph.nodes[index].input(0).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
+                    block_offsets(graph, &mut added, index, &group, a_rank);
+                }
             }
         }
         let op = graph.nodes[index].op.clone();
@@ -219,7 +226,9 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
     let nbits_out = format!("{base}/nbits_out");
     node.outputs[0] = nbits_out.clone();
     let offsets = format!("{base}/offsets");
-    add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
+    // [k_blocks, N]: the DequantizeLinear form writes them so, MatMulNBits' is [N, k_blocks].
+    let parts = Recipe::quantized(group, QuantPart::ZeroPoints);
+    add_initializer(graph, &offsets, if group.form() == ir::QuantForm::Dq { parts } else { parts.transpose(vec![1, 0]) });
     let sums = format!("{a}/quant/block_sums_b{bs}");
     let tag = |mut n: Node| {
         n.metadata.insert("rule".into(), "quantize".into());

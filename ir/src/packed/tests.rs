@@ -421,8 +421,9 @@ fn ggml_layer(ty: crate::gguf::GgmlType, rows: usize, k: usize, order: Option<Ar
 /// GGUF blocks written as MatMulNBits: dequantizing the written parts the way the graph does
 /// (`scale * (q - mid)`, plus the per-block offset for the types with a min) gives the
 /// weight's own dequantization, rows in the order given; the forms without a min have no zero
-/// points, those with one (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) offsets `[N, k_blocks]`;
-/// DequantizeLinear refuses them.
+/// points, those with one (Q4_1, Q5_1, Q4_K, Q5_K, Q2_K) offsets `[N, k_blocks]`; the
+/// DequantizeLinear form holds the same codes against the mid point, and the offsets
+/// `[k_blocks, N]`.
 #[test]
 fn ggml_blocks_are_written_with_their_integers() {
     use crate::gguf::GgmlType as T;
@@ -467,8 +468,27 @@ fn ggml_blocks_are_written_with_their_integers() {
                 assert!((got - exact).abs() <= tol, "{ty}: [{r}, {i}] {got} vs {exact}");
             }
         }
-        let dq = QuantGroup::from_packed("w", recipe, PackedStack::from_recipe("w", &Recipe::Packed(w)).unwrap().unwrap(), DType::F32, QuantForm::Dq);
-        assert_eq!(dq.is_err(), float_zeros, "{ty}");
+        // DequantizeLinear: `[K, N]` codes against the mid point (symmetric: signed, `q ^ mid`)
+        // and `[k_blocks, N]` scales; the types with a min add `[k_blocks, N]` offsets (the
+        // offset form after the MatMul).
+        let dq = QuantGroup::from_packed("w", recipe, PackedStack::from_recipe("w", &Recipe::Packed(w)).unwrap().unwrap(), DType::F32, QuantForm::Dq).unwrap();
+        assert!(dq.dq_settings().symmetric(), "{ty}");
+        let data = Recipe::quantized(&dq, QuantPart::Data).materialize().unwrap();
+        let dq_scales = f32s(&Recipe::quantized(&dq, QuantPart::Scales).materialize().unwrap());
+        let offsets = float_zeros.then(|| f32s(&Recipe::quantized(&dq, QuantPart::ZeroPoints).materialize().unwrap()));
+        if float_zeros {
+            assert_eq!((dq.dtype(QuantPart::ZeroPoints), dq.shape(QuantPart::ZeroPoints)), (DType::F32, vec![k / bs, rows]));
+        }
+        for i in 0..k {
+            for r in 0..rows {
+                let q = (unpack(&data, bits, i * rows + r) ^ bits.mid() as u8) as f32 - bits.mid() as f32;
+                let blk = i / bs;
+                let got = dq_scales[blk * rows + r] * q + offsets.as_ref().map_or(0.0, |o| o[blk * rows + r]);
+                let exact = want[r * k + i];
+                let tol = if float_zeros { 2e-6 * (1.0 + exact.abs()) } else { 0.0 };
+                assert!((got - exact).abs() <= tol, "{ty} DequantizeLinear: [{i}, {r}] {got} vs {exact}");
+            }
+        }
     }
 }
 
