@@ -481,7 +481,7 @@ fn ggml_blocks_are_written_with_their_integers() {
         }
         for i in 0..k {
             for r in 0..rows {
-                let q = (unpack(&data, bits, i * rows + r) ^ bits.mid() as u8) as f32 - bits.mid() as f32;
+                let q = (unpack(&data, bits, i * rows + r) ^ bits.mid()) as f32 - bits.mid() as f32;
                 let blk = i / bs;
                 let got = dq_scales[blk * rows + r] * q + offsets.as_ref().map_or(0.0, |o| o[blk * rows + r]);
                 let exact = want[r * k + i];
