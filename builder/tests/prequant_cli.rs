@@ -99,6 +99,9 @@ fn quant_is_refused_and_float_layers_take_the_role_flags() {
     fails(&model, &["--ep", "default", "--quant-embeddings", "int4"], &["--quant-embeddings none"]);
     // dml claims no GatherBlockQuantized: a quantized table is refused by that reason.
     fails(&fixture("tiny-llama"), &["--ep", "dml", "--quant", "int4", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
+    fails(&model, &["--ep", "dml", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
+    // trt-rtx does not gather DequantizeLinear rows (embedding_gather_dequantize_linear unset).
+    fails(&fixture("tiny-llama"), &["--ep", "trt-rtx", "--quant", "int4", "--quant-embeddings", "int8"], &["embedding_gather_dequantize_linear", "--quant-embeddings none"]);
 
     let root = tempfile::tempdir().unwrap();
     let out = root.path().join("pkg");

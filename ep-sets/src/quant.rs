@@ -114,6 +114,12 @@ pub struct QuantPlan {
     /// Whether the EP's GatherBlockQuantized takes 4-bit zero points (packed two per byte) on
     /// table rows of an odd number of blocks; `false` refuses such an asymmetric embedding.
     pub embedding_int4_zero_points_odd_blocks: bool,
+    /// Whether a `dequantize_linear` table reads an 8-bit embedding as Gather of the head's
+    /// `[K, V]` DequantizeLinear data on axis 1, a blocked DequantizeLinear of the gathered
+    /// rows and a Transpose (standard ONNX; a runtime input to DequantizeLinear, which an EP
+    /// that takes block quantization for constant weights only cannot run). `false`: such a
+    /// table's embeddings stay float.
+    pub embedding_gather_dequantize_linear: bool,
     /// Why these defaults (shown by `--help`-level docs and the build report).
     pub why: String,
     pub span: Option<Range<usize>>,
@@ -131,6 +137,8 @@ pub(crate) struct RawQuant {
     pub embeddings: QuantChoice,
     #[serde(default = "yes")]
     pub embedding_int4_zero_points_odd_blocks: bool,
+    #[serde(default)]
+    pub embedding_gather_dequantize_linear: bool,
     #[serde(default)]
     pub why: Option<String>,
 }

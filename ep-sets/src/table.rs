@@ -541,6 +541,7 @@ pub fn parse(file: &str, text: &str) -> Result<EpTable> {
                         lm_head: q.lm_head,
                         embeddings: q.embeddings,
                         embedding_int4_zero_points_odd_blocks: q.embedding_int4_zero_points_odd_blocks,
+                        embedding_gather_dequantize_linear: q.embedding_gather_dequantize_linear,
                         why: q.why.unwrap_or_default(),
                         span: Some(span),
                     },

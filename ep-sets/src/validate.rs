@@ -56,6 +56,9 @@ impl EpTable {
         if q.format == QuantFormat::DequantizeLinear && q.accuracy_level != 0 {
             problem(at(), format!("{section}: accuracy_level is a MatMulNBits attribute; the dequantize_linear format has none (set 0)"));
         }
+        if q.embedding_gather_dequantize_linear && q.format != QuantFormat::DequantizeLinear {
+            problem(at(), format!("{section}: embedding_gather_dequantize_linear applies to the dequantize_linear format only"));
+        }
         if q.why.trim().is_empty() {
             problem(at(), format!("{section} has no `why` for its defaults"));
         }

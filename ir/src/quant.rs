@@ -136,12 +136,12 @@ impl QuantSettings {
         QuantSettings { method, ..self }
     }
 
-    /// The same settings rounding as the quantizer of another format does (see [`Rounding`]).
     /// The same settings, symmetric: the codes read against the implicit mid point.
     pub fn as_symmetric(self) -> Self {
         Self { symmetric: true, ..self }
     }
 
+    /// The same settings rounding as the quantizer of another format does (see [`Rounding`]).
     pub fn with_rounding(self, rounding: Rounding) -> Self {
         QuantSettings { rounding, ..self }
     }

@@ -187,7 +187,9 @@ impl QuantGroup {
     /// reads them) and its zero points as the per-block float offsets `[k_blocks, N]` the
     /// graph adds after the MatMul (the offset form, docs/quantization.md).
     pub fn dq_settings(&self) -> QuantSettings {
-        if self.float_zeros() {
+        // Only a packed stack's float zero points have the offset form here; HQQ's (from float)
+        // are refused for this form before a group is made (quantize::hqq_fits).
+        if self.packed.is_some() && self.float_zeros() {
             self.settings.as_symmetric()
         } else {
             self.settings
@@ -205,7 +207,7 @@ impl QuantGroup {
             (_, QuantPart::Scales) => self.scale_dtype,
             (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
-            (QuantForm::Dq, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
+            (QuantForm::Dq, QuantPart::ZeroPoints) if self.packed.is_some() && self.float_zeros() => self.scale_dtype,
             (QuantForm::Dq, _) => match DqType::of(&self.dq_settings()) {
                 DqType::Int4 => DType::I4,
                 DqType::Uint4 => DType::U4,

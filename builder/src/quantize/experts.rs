@@ -368,7 +368,7 @@ mod tests {
     }
 
     fn step(symmetric: bool, exclude: &[&str]) -> QuantStep {
-        let plan = QuantPlan { bits: QuantBits::Int4, format: QuantFormat::MatmulNbits, dtype: DType::F32, accuracy_level: 0, lm_head: QuantChoice::None, embeddings: QuantChoice::None, embedding_int4_zero_points_odd_blocks: true, why: "test".into(), span: None };
+        let plan = QuantPlan { bits: QuantBits::Int4, format: QuantFormat::MatmulNbits, dtype: DType::F32, accuracy_level: 0, lm_head: QuantChoice::None, embeddings: QuantChoice::None, embedding_int4_zero_points_odd_blocks: true, embedding_gather_dequantize_linear: false, why: "test".into(), span: None };
         let mut req = QuantRequest::new(QuantBits::Int4);
         req.symmetric = symmetric;
         req.exclude = exclude.iter().map(|s| s.to_string()).collect();

@@ -16,7 +16,7 @@
 //!   table fuses MoE and runs QMoE, and QMoE can hold their form (experts.rs); otherwise they
 //!   are their exact float dequantization, with a warning.
 
-use ep_sets::{EpTable, QuantBits, QuantFormat};
+use ep_sets::{EpTable, QuantBits};
 use ir::quant::Method;
 use ir::DType;
 use serde_json::json;
@@ -70,11 +70,11 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.packed_bits = source.bit_widths.iter().map(|b| b.count()).filter(|&b| table.quant(if b == 4 { QuantBits::Int4 } else { QuantBits::Int8 }).is_some()).collect();
     step.lm_head = req.lm_head.and_then(|c| c.bits());
     step.embeddings = req.embeddings.and_then(|c| c.bits());
+    step.no_gather_block_quantized = no_gather_block_quantized(table);
     step.check_embeddings(&table.name)?;
     step.source = Some(source.clone());
     // Pre-quantized experts become QMoE where the table runs it (experts.rs).
     step.no_qmoe = no_qmoe(table, dtype);
-    step.no_gather_block_quantized = no_gather_block_quantized(table);
     step.requantize_experts = req.requantize_experts;
     Ok(Some(step))
 }
@@ -154,9 +154,7 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
     }
     step.no_qmoe = no_qmoe(table, dtype);
     step.no_gather_block_quantized = no_gather_block_quantized(table);
-    if let (QuantFormat::MatmulNbits, Some(_), Some(why), false) = (step.format, step.embeddings, &step.no_gather_block_quantized, step.method == Method::Hqq) {
-        return Err(Error::Request(format!("--quant-embeddings: {why}; use --quant-embeddings none")));
-    }
+    step.check_embeddings(&table.name)?;
     Ok(step)
 }
 

@@ -96,6 +96,9 @@ pub struct QuantStep {
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
+    /// The table's `embedding_gather_dequantize_linear`: a `dequantize_linear` table may read an
+    /// 8-bit embedding as gathered DequantizeLinear rows (rewrite.rs).
+    pub embedding_gather_dequantize_linear: bool,
     /// Why the table cannot gather a table's rows with `com.microsoft.GatherBlockQuantized`: it
     /// claims no kernel for it (`None`: it does). A pre-quantized table then stays float.
     pub no_gather_block_quantized: Option<String>,
@@ -160,6 +163,7 @@ impl QuantStep {
             embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
             requantize_experts: None,
             no_gather_block_quantized: None,
+            embedding_gather_dequantize_linear: plan.embedding_gather_dequantize_linear,
             embeddings_asked: req.embeddings.is_some(),
         })
     }
@@ -170,15 +174,28 @@ impl QuantStep {
         (self.method == Method::Hqq).then(|| "--quant-method hqq: com.microsoft.QMoE takes packed integer zero points only, and HQQ's are floats; the expert stacks stay float (use --quant-method rtn to quantize them)".to_string())
     }
 
-    /// The DequantizeLinear format gathers a quantized table's rows with ONNX `Gather`, which
-    /// ONNX Runtime 1.32's CPU EP registers for 8-bit data but not int4.
-    fn check_embeddings(&self, table: &str) -> Result<()> {
-        if self.format == QuantFormat::DequantizeLinear && self.embeddings == Some(QuantBits::Int4) {
-            return Err(Error::Request(format!(
-                "--quant-embeddings: the {table} EP gathers a quantized table's rows with ONNX Gather, which takes no int4 data (ONNX Runtime 1.32's CPU kernel registry: 8-bit and wider); use --quant-embeddings int8, or --quant-embeddings none to keep the table float"
-            )));
+    /// `--quant-embeddings` against the table's forms: the DequantizeLinear format gathers a
+    /// quantized table's rows with ONNX `Gather` where the table says so
+    /// (`embedding_gather_dequantize_linear`), 8-bit only (ONNX Runtime 1.32's CPU Gather has
+    /// no int4 kernel); the MatMulNBits format needs a GatherBlockQuantized claim (HQQ's tables
+    /// are gathered with standard ops instead).
+    pub(crate) fn check_embeddings(&self, table: &str) -> Result<()> {
+        let Some(bits) = self.embeddings else { return Ok(()) };
+        let refuse = |why: String| Err(Error::Request(format!("--quant-embeddings {bits}: {why}")));
+        match self.format {
+            QuantFormat::DequantizeLinear if !self.embedding_gather_dequantize_linear => refuse(format!(
+                "the {table} EP keeps embeddings float ({}: embedding_gather_dequantize_linear is not set, so a table's rows are not gathered as DequantizeLinear data there); use --quant-embeddings none",
+                self.table
+            )),
+            QuantFormat::DequantizeLinear if bits == QuantBits::Int4 => refuse(format!(
+                "the {table} EP gathers a quantized table's rows with ONNX Gather, which takes no int4 data (ONNX Runtime 1.32's CPU kernel registry: 8-bit and wider); use --quant-embeddings int8, or --quant-embeddings none to keep the table float"
+            )),
+            QuantFormat::MatmulNbits if self.method != Method::Hqq => match &self.no_gather_block_quantized {
+                Some(why) => refuse(format!("{why}; use --quant-embeddings none")),
+                None => Ok(()),
+            },
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The settings for a tensor of `role`, or `None` when it stays float.
@@ -210,7 +227,7 @@ pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()>
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
         return refuse(format!(
-            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats; build for an EP with MatMulNBits (cpu), or use --quant-method rtn or mse",
+            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats (their offset form is written for MatMulNBits tables only); build for an EP with MatMulNBits (cpu), or use --quant-method rtn or mse",
             table.name
         ));
     }
@@ -484,13 +501,15 @@ fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, setti
 }
 
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
-/// exact float dequantization (import.rs warns): float zero points (a GGUF type with a min,
-/// which MatMulNBits takes as per-block offsets, rewrite.rs) in DequantizeLinear's integer
-/// zero point; an embedding table in the DequantizeLinear format (which keeps embeddings
-/// float). An embedding table with float zero points is not GatherBlockQuantized's (its zero
-/// points are the data's type, ORT 1.32 schema) but keeps its integers all the same: its rows
-/// are gathered from the MatMulNBits parts and dequantized with their offsets
-/// (`rewrite::gather_dequantized`, as HQQ's tables are).
+/// exact float dequantization (import.rs warns): a width the table has no section for, GGUF
+/// tensors of several widths stacked into one weight, and for an embedding table: an EP that
+/// claims no GatherBlockQuantized (MatMulNBits format), or in the DequantizeLinear format a
+/// table that does not gather DequantizeLinear rows, act-order rows, 4 bits (ONNX Gather has
+/// no int4) or float zero points. Float zero points (a GGUF type with a min) are otherwise
+/// kept in the offset form (rewrite.rs `block_offsets`); an embedding table with them is not
+/// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema) but keeps
+/// its integers all the same: its rows are gathered from the MatMulNBits parts and
+/// dequantized with their offsets (`rewrite::gather_dequantized`, as HQQ's tables are).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
     let recipe = graph.initializer(&c.weight)?;
     let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
@@ -524,6 +543,12 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
     }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
+        if !step.embedding_gather_dequantize_linear {
+            return Some(format!("pre-quantized embedding table: {} does not set embedding_gather_dequantize_linear, so its rows are not gathered as DequantizeLinear data (exact dequantization)", step.table));
+        }
+        if layers.iter().any(|p| p.order().is_some()) {
+            return Some("pre-quantized embedding table with act-order rows, which cannot be gathered (exact dequantization)".into());
+        }
         if let Some(p) = layers.iter().find(|p| p.bits().count() != 8) {
             return Some(format!("pre-quantized embedding table of {} ({}-bit): the {} format gathers rows with ONNX Gather, which takes no int4 data (exact dequantization)", p.source_type(), p.bits().count(), step.table));
         }
@@ -591,6 +616,7 @@ mod tests {
             lm_head,
             embeddings: QuantChoice::None,
             embedding_int4_zero_points_odd_blocks: true,
+            embedding_gather_dequantize_linear: false,
             why: "test".into(),
             span: None,
         };

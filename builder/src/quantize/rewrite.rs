@@ -407,6 +407,12 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
 /// `DequantizeLinear` along axis 0, and a `Transpose` putting K last. ONNX Runtime 1.32's CPU
 /// Gather takes 8-bit data but not int4, so a 4-bit table stays float (decided in planning).
 fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
+    if group.settings().bits().count() != 8 || group.float_zeros() {
+        return Err(Error::Request(format!(
+            "embedding `{}`: only an 8-bit table without float zero points is gathered as DequantizeLinear rows (planning keeps the others float)",
+            group.name
+        )));
+    }
     let Some(rank) = indices_rank else {
         return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be transposed", group.name)));
     };

@@ -560,3 +560,37 @@ fn a_non_finite_ggml_scale_or_min_is_an_error() {
         assert!(e.contains("`blk.3.ffn_down.weight` ") && e.contains("row 1, values 0..") && e.contains(&format!("{what} is not finite")), "{ty}: {e}");
     }
 }
+
+/// The DequantizeLinear form of GGUF blocks with a min, streamed in bands of one block of K
+/// each (as the writer does for a large weight), is the same bytes as written whole, with f32
+/// and f16 scales: the codes, the scales and the `[k_blocks, N]` offsets each start at their
+/// band's offset.
+#[test]
+fn ggml_offsets_of_the_dequantize_linear_form_stream_by_bands() {
+    use crate::gguf::GgmlType as T;
+    for ty in [T::Q4_K, T::Q5_1, T::Q2_K, T::Q8_0] {
+        for dtype in [DType::F32, DType::F16] {
+            let (rows, k) = (6, 512);
+            let (w, _dir) = ggml_layer(ty, rows, k, None, 31 + ty.0 as u64);
+            let recipe = Recipe::Packed(Arc::clone(&w));
+            let stack = PackedStack::from_recipe("w", &recipe).unwrap().unwrap();
+            let g = QuantGroup::from_packed("w", recipe, stack, dtype, QuantForm::Dq).unwrap();
+            let bs = g.settings().block_size();
+            let ranges = g.ranges(rows * 4 * bs);
+            assert_eq!(ranges.len(), k / bs, "{ty} {dtype}: one block of K per band");
+            let parts: Vec<QuantPart> = [QuantPart::Data, QuantPart::Scales, QuantPart::ZeroPoints].into_iter().filter(|&p| g.has(p)).collect();
+            let mut got: Vec<Vec<u8>> = parts.iter().map(|&p| vec![0u8; g.byte_len(p)]).collect();
+            for (a, e) in ranges {
+                for (part, bytes) in g.compute(a, e).unwrap() {
+                    let at = g.part_offset(part, a);
+                    let i = parts.iter().position(|&p| p == part).unwrap();
+                    got[i][at..at + bytes.len()].copy_from_slice(&bytes);
+                }
+            }
+            for (i, &part) in parts.iter().enumerate() {
+                let whole = Recipe::quantized(&g, part).materialize().unwrap();
+                assert_eq!(got[i], whole, "{ty} {dtype}: {part:?}");
+            }
+        }
+    }
+}
