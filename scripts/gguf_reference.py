@@ -12,20 +12,16 @@ its default special tokens), the passage's mean next-token NLL, the logits of ev
 position at a fixed sample of vocabulary ids (seeded) plus each position's top 8 ids (the full
 [T, 49152] table would be 20 MB), and the 24 greedy tokens after the prompt."""
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
+from real_gguf_passage import PASSAGE, PROMPT  # noqa: E402  (the tests' own text)
+
 FILE = sys.argv[3] if len(sys.argv) > 3 else "SmolLM2-135M-Instruct.Q4_1.gguf"
-PASSAGE = (
-    "The lighthouse stood at the end of a narrow spit of land, where the river met the sea. "
-    "For more than a century its keepers had climbed the spiral stairs each evening to light "
-    "the lamp, and each morning they wrote in a leather book how the weather had changed, which "
-    "ships had passed, and whether the fog had come in from the east or the south. When the "
-    "light was finally automated, the last keeper carried the books down the stairs one by one."
-)
-PROMPT = "The three primary colors are"
 SAMPLE, TOP, NEW = 512, 8, 24
 LONG, TAIL = 640, 32
 

@@ -57,16 +57,20 @@ def build_with(out: Path, fixture: str, ep: str, flags: list) -> Path:
     return out
 
 
-def prefill_logits(pkg: Path, ids):
+def prefill_logits(pkg: Path, ids, config: dict | None = None):
     """The logits of a no-past prefill of `ids` ([1, S] int64) through a decoder package's
     model.onnx on ORT's CPU EP: empty caches, all-ones mask, positions 0..S-1 where the model
-    takes them. Shape [1, S, V]."""
+    takes them; `config`: session config entries (e.g. the accuracy level ONNX Runtime gives
+    a `default` package's fused DequantizeLinear + MatMul). Shape [1, S, V]."""
     import numpy as np
     import onnx
     import onnxruntime as ort
 
     model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
+    sess = ort.InferenceSession(str(pkg / "model.onnx"), so, providers=["CPUExecutionProvider"])
     feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     names = {i.name for i in model.graph.input}
     if "position_ids" in names:

@@ -15,17 +15,11 @@ import onnxruntime_genai as og
 import pytest
 
 from conftest import genai_greedy, prefill_logits, tailor_bin
+from real_gguf_passage import PASSAGE, PROMPT, passage_nll
 
 FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SIZE = 98_362_432
 REF = np.load(Path(__file__).parent / "data" / "gguf_smollm2_reference.npz")
-PASSAGE = (
-    "The lighthouse stood at the end of a narrow spit of land, where the river met the sea. "
-    "For more than a century its keepers had climbed the spiral stairs each evening to light "
-    "the lamp, and each morning they wrote in a leather book how the weather had changed, which "
-    "ships had passed, and whether the fog had come in from the east or the south. When the "
-    "light was finally automated, the last keeper carried the books down the stairs one by one."
-)
 
 
 def gguf_path() -> Path:
@@ -59,14 +53,6 @@ def packages(tmp_path_factory):
 
 def passage_logits(pkg):
     return prefill_logits(pkg, REF["passage_ids"][None, :])[0]
-
-
-def nll(logits):
-    ids = REF["passage_ids"]
-    z = logits[:-1].astype(np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
 
 
 def test_the_package_keeps_the_files_integers(packages):
@@ -111,7 +97,7 @@ def test_logits_match_transformers_gguf_loader(packages):
 def test_default_package_passage_nll(packages):
     """The cpu default (accuracy level 4: int8 activations) stays within 0.05 of the reference
     NLL; a requantized model moves it by about 0.24 (issue #29)."""
-    got = nll(passage_logits(packages["default"]))
+    got = passage_nll(passage_logits(packages["default"]), REF["passage_ids"])
     assert abs(got - float(REF["nll"])) <= 0.05, f"NLL {got}, reference {float(REF['nll'])}"
 
 
@@ -122,7 +108,7 @@ def test_genai_tokenizer_and_greedy_tokens(packages):
     model = og.Model(str(pkg))
     tok = og.Tokenizer(model)
     assert tok.encode(PASSAGE).tolist() == REF["passage_ids"].tolist()
-    prompt = tok.encode("The three primary colors are")
+    prompt = tok.encode(PROMPT)
     assert prompt.tolist() == REF["prompt_ids"].tolist()
     expected = REF["greedy"].tolist()
     assert genai_greedy(model, prompt[None, :], len(expected)) == expected

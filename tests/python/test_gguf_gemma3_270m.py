@@ -17,16 +17,10 @@ import onnxruntime_genai as og
 import pytest
 
 from conftest import genai_greedy, prefill_logits, tailor_bin
+from real_gguf_passage import PASSAGE, PROMPT, passage_nll
 
 SIZE = 253_113_024
 REF = np.load(Path(__file__).parent / "data" / "gguf_gemma3_270m_reference.npz")
-PASSAGE = (
-    "The lighthouse stood at the end of a narrow spit of land, where the river met the sea. "
-    "For more than a century its keepers had climbed the spiral stairs each evening to light "
-    "the lamp, and each morning they wrote in a leather book how the weather had changed, which "
-    "ships had passed, and whether the fog had come in from the east or the south. When the "
-    "light was finally automated, the last keeper carried the books down the stairs one by one."
-)
 
 
 def gguf_path() -> Path:
@@ -80,14 +74,6 @@ def chunked_logits(pkg: Path, ids: np.ndarray, chunk: int, keep: int) -> np.ndar
         kept.append(got["logits"][0])
         kept = [np.concatenate(kept)[-keep:]]
     return kept[0]
-
-
-def nll(logits):
-    ids = REF["passage_ids"]
-    z = logits[:-1].astype(np.float64)
-    z = z - z.max(axis=1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
 
 
 def test_the_package_keeps_every_tensor_type_of_the_mix(packages):
@@ -146,7 +132,7 @@ def test_logits_past_the_sliding_window(packages):
 def test_default_package_passage_nll(packages):
     """The cpu default (accuracy level 4: int8 activations) stays within 0.05 of the reference
     NLL (measured +0.007)."""
-    got = nll(prefill_logits(packages["default"], REF["passage_ids"][None, :])[0])
+    got = passage_nll(prefill_logits(packages["default"], REF["passage_ids"][None, :])[0], REF["passage_ids"])
     assert abs(got - float(REF["nll"])) <= 0.05, f"NLL {got}, reference {float(REF['nll'])}"
 
 
@@ -159,7 +145,7 @@ def test_genai_tokenizer_and_greedy_tokens(packages):
     tok = og.Tokenizer(model)
     tok.update_options(add_special_tokens="true")
     assert tok.encode(PASSAGE).tolist() == REF["passage_ids"].tolist()
-    prompt = tok.encode("The three primary colors are")
+    prompt = tok.encode(PROMPT)
     assert prompt.tolist() == REF["prompt_ids"].tolist()
     expected = REF["greedy"].tolist()
     assert genai_greedy(model, prompt[None, :], len(expected)) == expected
@@ -181,16 +167,6 @@ def test_the_portable_package_gathers_the_int8_table(packages):
     report = json.loads((pkg / "build_report.json").read_text())
     assert not report["warnings"] and not report["parts"][0]["quantization"]["kept_float"], report["warnings"]
     assert "model.layers.0.self_attn.o_proj.weight/quant/offsets" in tables  # Q4_K
-    so = ort.SessionOptions()
-    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), so, providers=["CPUExecutionProvider"])
-    ids = REF["passage_ids"][None, :]
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None, :]}
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values."):
-            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
-            dims[0] = 1
-            feeds[i.name] = np.zeros(dims, dtype=np.float32)
-    got = sess.run(["logits"], feeds)[0][0]
+    got = prefill_logits(pkg, REF["passage_ids"][None, :], {"session.qdq_matmulnbits_accuracy_level": "1"})[0]
     diff = np.abs(np.take_along_axis(got, REF["logit_ids"], axis=1) - REF["logits"]).max()
     assert diff <= 2e-3, f"max |logit difference| {diff}"

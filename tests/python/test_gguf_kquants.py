@@ -184,8 +184,6 @@ def test_the_portable_package_keeps_the_integers_in_standard_onnx(packages):
     MatMul, Add: the offset form in standard ops). Only the Q4_K table, which ONNX Gather
     cannot read as 4 bits, is float, with the reason. Logits equal the float build's with
     ONNX Runtime's fused DequantizeLinear + MatMul at accuracy level 0."""
-    import onnxruntime as ort
-
     pkg = packages["portable"]
     model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
     assert not [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")]
@@ -200,16 +198,7 @@ def test_the_portable_package_keeps_the_integers_in_standard_onnx(packages):
     kept = report["parts"][0]["quantization"]["kept_float"]
     assert [k["weight"] for k in kept] == ["model.embed_tokens.weight"] and "Q4_K" in kept[0]["why"], kept
     ids = np.array([[1, 37, 5, 211, 90, 402, 17, 3, 300, 64, 128, 255]], dtype=np.int64)
-    so = ort.SessionOptions()
-    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
-    sess = ort.InferenceSession(str(pkg / "model.onnx"), so, providers=["CPUExecutionProvider"])
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(ids.shape[1], dtype=np.int64)[None, :]}
-    for i in model.graph.input:
-        if i.name.startswith("past_key_values."):
-            dims = [d.dim_value if d.dim_value else 0 for d in i.type.tensor_type.shape.dim]
-            dims[0] = 1
-            feeds[i.name] = np.zeros(dims, dtype=np.float32)
-    got = sess.run(["logits"], feeds)[0]
+    got = prefill_logits(pkg, ids, {"session.qdq_matmulnbits_accuracy_level": "0"})
     want = prefill_logits(packages["float"], ids)
     diff, scale = np.abs(got - want).max(), np.abs(want).max()
     assert diff <= 1e-4 * max(1.0, scale), f"max |logit difference| {diff} (logits up to {scale})"
