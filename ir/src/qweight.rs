@@ -442,33 +442,30 @@ impl QuantGroup {
     fn packed_band<S: Scale + ToBytes>(&self, stack: &PackedStack, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
         let (n, band) = (self.n(), k1 - k0);
         let (b, scales, zp) = self.repack::<S>(stack, 0, n, k0, k1)?;
+        // `dq_settings`: a float-zero stack's codes are written against the mid point (no
+        // integer zero points) and its offsets, repacked `[N, k_blocks]`, go out transposed.
         let settings = self.dq_settings();
-        if stack.float_zeros() {
-            // The offsets, [N, k_blocks] as repacked, transposed to [k_blocks, N]; the codes
-            // against the mid point.
-            let esize = self.scale_dtype.size();
-            let offsets = zp.expect("a float-zero stack repacks its offsets");
-            let kb = offsets.len() / esize / n;
-            let mut transposed = vec![0u8; offsets.len()];
-            for (i, v) in offsets.chunks_exact(esize).enumerate() {
-                let (col, blk) = (i / kb, i % kb);
-                let at = (blk * n + col) * esize;
-                transposed[at..at + esize].copy_from_slice(v);
-            }
-            let q = NBits { b: &b, scales: &scales, zero_points: None };
-            let (data_len, scales_len, _) = dq_lengths(&settings, band, n)?;
-            let mut data = vec![0u8; data_len];
-            let mut dq_scales = vec![S::default(); scales_len];
-            to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: None })?;
-            return Ok(self.parts(data, self.scale_bytes(&dq_scales), Some(transposed)));
-        }
-        let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
+        let (zero_points, offsets) = if stack.float_zeros() { (None, zp.map(|z| self.offsets_by_block(&z, n))) } else { (zp, None) };
+        let q = NBits { b: &b, scales: &scales, zero_points: zero_points.as_deref() };
         let (data_len, scales_len, zp_len) = dq_lengths(&settings, band, n)?;
         let mut data = vec![0u8; data_len];
         let mut dq_scales = vec![S::default(); scales_len];
         let mut dq_zp = zp_len.map(|l| vec![0u8; l]);
         to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
-        Ok(self.parts(data, self.scale_bytes(&dq_scales), dq_zp))
+        Ok(self.parts(data, self.scale_bytes(&dq_scales), offsets.or(dq_zp)))
+    }
+
+    /// Per-block float offsets (scale-dtype bytes) from MatMulNBits' `[N, k_blocks]` to
+    /// DequantizeLinear's `[k_blocks, N]`.
+    fn offsets_by_block(&self, offsets: &[u8], n: usize) -> Vec<u8> {
+        let esize = self.scale_dtype.size();
+        let kb = offsets.len() / esize / n;
+        let mut out = vec![0u8; offsets.len()];
+        for (i, v) in offsets.chunks_exact(esize).enumerate() {
+            let at = ((i % kb) * n + i / kb) * esize;
+            out[at..at + esize].copy_from_slice(v);
+        }
+        out
     }
 
     fn compute_band(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
