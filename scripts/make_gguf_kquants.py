@@ -1,6 +1,8 @@
 """Writes tests/python/data/gguf_kquants.gguf: a two-layer llama GGUF file whose projections are
 of the ggml types llama.cpp's Q2_K, Q3_K_M, Q5_K_M, Q5_1, IQ4_NL and IQ4_XS files use (issue
-#29), and a tied Q4_K token table, the input of tests/python/test_gguf_kquants.py.
+#29), and a tied Q4_K token table, the input of tests/python/test_gguf_kquants.py; then
+gguf_kquants_untied.gguf, the same layer types (other random blocks) with an untied Q5_K
+token table (8-bit codes with a min) and a Q4_0 `output.weight`.
 
 Run once, not in CI (it needs gguf and numpy, no torch):
     python scripts/make_gguf_kquants.py tests/python/data
@@ -15,7 +17,7 @@ tied head (no `output.weight`: llama.cpp writes the head only when it is not the
 | ffn_gate, ffn_up | Q2_K | IQ4_NL |
 | ffn_down | Q5_1 | IQ4_XS |
 
-token_embd (and so the head) is Q4_K, norms F32. The blocks are random (seeded): random codes,
+token_embd (and so the head) is Q4_K, norms F32 (the untied file: token_embd Q5_K, output Q4_0). The blocks are random (seeded): random codes,
 sub-block scales and mins, and f16 super-block scales sized so that values are about
 `1/sqrt(K)` (1.0 for the table), centred by the mins. Whatever they decode to is the model:
 the test dequantizes the file with gguf-py and compares the import with a float build of
@@ -38,7 +40,7 @@ TYPES = {
     1: {"attn_q": T.Q5_K, "attn_k": T.Q5_K, "attn_v": T.Q5_K, "attn_output": T.Q3_K, "ffn_gate": T.IQ4_NL, "ffn_up": T.IQ4_NL, "ffn_down": T.IQ4_XS},
 }
 # (values per block, bytes per block)
-LAYOUT = {T.Q2_K: (256, 84), T.Q3_K: (256, 110), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q5_1: (32, 24), T.IQ4_NL: (32, 18), T.IQ4_XS: (256, 136)}
+LAYOUT = {T.Q4_0: (32, 18), T.Q2_K: (256, 84), T.Q3_K: (256, 110), T.Q4_K: (256, 144), T.Q5_K: (256, 176), T.Q5_1: (32, 24), T.IQ4_NL: (32, 18), T.IQ4_XS: (256, 136)}
 
 rng = np.random.default_rng(33)
 
@@ -69,6 +71,9 @@ def random_blocks(ty, rows, k, std):
         d = std / 32 / (levels / 3.5)
         raw[:, 0:2] = f16_bytes(np.full(n, d))
         raw[:, 2:4] = f16_bytes(np.full(n, d * levels / 2))
+    elif ty == T.Q4_0:
+        # f16 d; value d * (q - 8), q 0..15.
+        raw[:, 0:2] = f16_bytes(np.full(n, std / 4.5))
     elif ty == T.IQ4_NL:
         # f16 d; value d * level, levels -127..113.
         raw[:, 0:2] = f16_bytes(np.full(n, std / 60))
@@ -89,7 +94,13 @@ def permute(w, heads):
 
 def main():
     out = Path(sys.argv[1])
-    path = out / "gguf_kquants.gguf"
+    write(out / "gguf_kquants.gguf", T.Q4_K, None)
+    write(out / "gguf_kquants_untied.gguf", T.Q5_K, T.Q4_0)
+
+
+def write(path, table, head):
+    """The file at `path`: token_embd of type `table`, and `output.weight` of type `head`
+    unless that is None (tied)."""
     w = GGUFWriter(str(path), "llama")
     add_small_llama(w)
 
@@ -102,7 +113,9 @@ def main():
         print(f"{name}: {ty.name} [{rows}, {k}], std {values.std():.4f} (wanted about {std:.4f}), mean {values.mean():+.4f}")
         w.add_tensor(name, blocks, raw_dtype=ty)
 
-    add("token_embd.weight", T.Q4_K, VOCAB, HIDDEN, 1.0)
+    add("token_embd.weight", table, VOCAB, HIDDEN, 1.0)
+    if head is not None:
+        add("output.weight", head, VOCAB, HIDDEN, HIDDEN ** -0.5)
     w.add_tensor("output_norm.weight", (1 + rng.normal(0, 0.1, HIDDEN)).astype(np.float32))
     for layer in range(LAYERS):
         shapes = {"attn_q": (HEADS * HEAD_DIM, HIDDEN), "attn_k": (KV_HEADS * HEAD_DIM, HIDDEN), "attn_v": (KV_HEADS * HEAD_DIM, HIDDEN),

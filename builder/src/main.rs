@@ -127,8 +127,9 @@ enum Command {
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_lm_head: Option<ep_sets::QuantChoice>,
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
-        /// has it; on `default` (int8 only: ONNX Gather takes no int4) the rows are gathered from
-        /// the head's DequantizeLinear table and only they are dequantized. Default: the EP
+        /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
+        /// (one copy when tied; 4-bit rows as bytes decoded with standard ops, ONNX Gather
+        /// having no int4) and only they are dequantized. Default: the EP
         /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
         /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]

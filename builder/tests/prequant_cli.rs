@@ -96,7 +96,7 @@ fn quant_is_refused_and_float_layers_take_the_role_flags() {
     fails(&fixture("tiny-llama"), &["--ep", "cpu", "--accuracy-level", "0"], &["this checkpoint is float"]);
     // The import keeps the table's accuracy-level rules.
     fails(&model, &["--ep", "default", "--accuracy-level", "4"], &["no accuracy level"]);
-    fails(&model, &["--ep", "default", "--quant-embeddings", "int4"], &["--quant-embeddings none"]);
+    fails(&model, &["--ep", "trt-rtx", "--quant-embeddings", "int4"], &["embedding_gather_dequantize_linear", "--quant-embeddings none"]);
     // dml claims no GatherBlockQuantized: a quantized table is refused by that reason.
     fails(&fixture("tiny-llama"), &["--ep", "dml", "--quant", "int4", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
     fails(&model, &["--ep", "dml", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);

@@ -29,7 +29,7 @@ fn requests_a_table_cannot_take_are_refused() {
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "512"], &["--block-size 512"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--accuracy-level", "5"], &["--accuracy-level 5"]);
     fails(&model, &["--ep", "default", "--quant", "int4", "--accuracy-level", "4"], &["no accuracy level"]);
-    fails(&model, &["--ep", "default", "--quant", "int4", "--quant-embeddings", "int4"], &["--quant-embeddings", "--quant-embeddings none"]);
+    fails(&model, &["--ep", "trt-rtx", "--quant", "int4", "--quant-embeddings", "int4"], &["embedding_gather_dequantize_linear", "--quant-embeddings none"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "[a"], &["--quant-exclude `[a`"]);
     fails(&model, &["--ep", "cpu", "--quant", "int3"], &["int3", "int4 or int8"]);
     // Quantization flags need --quant.

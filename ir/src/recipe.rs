@@ -32,6 +32,10 @@ pub enum Recipe {
     Slice { input: Box<Recipe>, axis: usize, start: usize, end: usize },
     Cast { input: Box<Recipe>, to: DType },
     Reshape { input: Box<Recipe>, shape: Vec<usize> },
+    /// The same bytes read as another element type and shape ([`Recipe::view`]): a `uint8`
+    /// view of packed 4-bit DequantizeLinear data, which ONNX `Gather` can index where it has
+    /// no 4-bit kernel. The writer stores a view of a written tensor once (save.rs).
+    View { input: Box<Recipe>, dtype: DType, shape: Vec<usize> },
     /// `input + by`, element-wise in f32 (the input is an f32 recipe, the result is f32).
     /// Gemma's RMSNorm multiplies by `1 + weight`: the `+ 1` is folded into the weight here,
     /// once, instead of an `Add` node in every graph.
@@ -60,6 +64,7 @@ impl PartialEq for Recipe {
             }
             (Cast { input: a, to: x }, Cast { input: b, to: y }) => a == b && x == y,
             (Reshape { input: a, shape: x }, Reshape { input: b, shape: y }) => a == b && x == y,
+            (View { input: a, dtype: d, shape: x }, View { input: b, dtype: e, shape: y }) => a == b && d == e && x == y,
             (Offset { input: a, by: x }, Offset { input: b, by: y }) => a == b && x.to_bits() == y.to_bits(),
             (Quantized { group: a, part: p }, Quantized { group: b, part: q }) => Arc::ptr_eq(a, b) && p == q,
             (Packed(a), Packed(b)) => Arc::ptr_eq(a, b),
@@ -111,6 +116,19 @@ impl Recipe {
         Recipe::Reshape { input: Box::new(self), shape }
     }
 
+    /// The recipe's bytes as `dtype` elements of `shape` ([`Recipe::View`]); the byte lengths
+    /// must agree.
+    pub fn view(self, dtype: DType, shape: Vec<usize>) -> Result<Recipe> {
+        let len = dtype.bytes_for(shape.iter().product());
+        if len != self.byte_len() {
+            return Err(Error::Recipe {
+                tensor: self.describe(),
+                reason: format!("cannot view {} bytes as {dtype}{shape:?} ({len} bytes)", self.byte_len()),
+            });
+        }
+        Ok(Recipe::View { input: Box::new(self), dtype, shape })
+    }
+
     /// `self + by` computed in f32 (the recipe is cast to f32 first; cast the result to the
     /// graph's dtype afterwards, so the sum is rounded once).
     pub fn offset(self, by: f32) -> Recipe {
@@ -158,6 +176,7 @@ impl Recipe {
             Recipe::Data(d) => d.dtype,
             Recipe::Cast { to, .. } => *to,
             Recipe::Offset { .. } => DType::F32,
+            Recipe::View { dtype, .. } => *dtype,
             Recipe::Transpose { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.dtype()
             }
@@ -181,7 +200,7 @@ impl Recipe {
                 s[*axis] = end - start;
                 s
             }
-            Recipe::Reshape { shape, .. } => shape.clone(),
+            Recipe::Reshape { shape, .. } | Recipe::View { shape, .. } => shape.clone(),
             Recipe::Concat { inputs, axis } => {
                 let mut s = inputs[0].shape();
                 s[*axis] = inputs.iter().map(|r| r.shape()[*axis]).sum();
@@ -214,6 +233,7 @@ impl Recipe {
             | Recipe::Slice { input, .. }
             | Recipe::Cast { input, .. }
             | Recipe::Reshape { input, .. }
+            | Recipe::View { input, .. }
             | Recipe::Offset { input, .. } => input.sources(),
             Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().flat_map(|r| r.sources()).collect(),
             Recipe::Quantized { group, .. } => group.weight().sources(),
@@ -231,6 +251,7 @@ impl Recipe {
             | Recipe::Slice { input, .. }
             | Recipe::Cast { input, .. }
             | Recipe::Reshape { input, .. }
+            | Recipe::View { input, .. }
             | Recipe::Offset { input, .. } => input.has_packed(),
             Recipe::Concat { inputs, .. } | Recipe::Interleave { inputs, .. } => inputs.iter().any(Recipe::has_packed),
             Recipe::Quantized { .. } => false,
@@ -309,6 +330,7 @@ impl Recipe {
             }
             Recipe::Cast { input, to } => format!("cast[{to}]({})", input.describe()),
             Recipe::Reshape { input, shape } => format!("reshape{shape:?}({})", input.describe()),
+            Recipe::View { input, dtype, shape } => format!("view[{dtype}]{shape:?}({})", input.describe()),
             Recipe::Offset { input, by } => format!("offset[{by:+}]({})", input.describe()),
             Recipe::Concat { inputs, axis } => {
                 let parts: Vec<String> = inputs.iter().map(|r| r.describe()).collect();
@@ -341,7 +363,7 @@ impl Recipe {
         match self {
             Recipe::Source(t) => {
                 let bytes = t.bytes()?;
-                if bytes.len() != t.numel() * t.dtype.size() {
+                if bytes.len() != t.dtype.bytes_for(t.numel()) {
                     return Err(Error::Recipe {
                         tensor: t.name.clone(),
                         reason: format!("{} bytes stored for {}{:?}", bytes.len(), t.dtype, t.shape),
@@ -389,6 +411,16 @@ impl Recipe {
                     });
                 }
                 input.materialize()
+            }
+            Recipe::View { input, .. } => {
+                let bytes = input.materialize()?;
+                if bytes.len() != self.byte_len() {
+                    return Err(Error::Recipe {
+                        tensor: input.describe(),
+                        reason: format!("cannot view {} bytes as {}{:?}", bytes.len(), self.dtype(), self.shape()),
+                    });
+                }
+                Ok(bytes)
             }
             Recipe::Concat { inputs, axis } => {
                 let esize = inputs[0].dtype().size();

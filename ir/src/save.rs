@@ -123,13 +123,13 @@ pub fn save_model_with(model: &Model, dir: &Path, file_name: &str, opts: WriteOp
 fn shared_bytes(external: &[&(String, Recipe)]) -> Vec<Option<usize>> {
     fn unreshaped(r: &Recipe) -> &Recipe {
         match r {
-            Recipe::Reshape { input, .. } => unreshaped(input),
+            Recipe::Reshape { input, .. } | Recipe::View { input, .. } => unreshaped(input),
             other => other,
         }
     }
     let mut shared: Vec<Option<usize>> = vec![None; external.len()];
     for (i, (_, recipe)) in external.iter().enumerate() {
-        if !matches!(recipe, Recipe::Reshape { .. }) {
+        if !matches!(recipe, Recipe::Reshape { .. } | Recipe::View { .. }) {
             continue;
         }
         let base = unreshaped(recipe);
@@ -137,7 +137,7 @@ fn shared_bytes(external: &[&(String, Recipe)]) -> Vec<Option<usize>> {
             *j != i && shared[*j].is_none() && other.byte_len() == recipe.byte_len() && unreshaped(other) == base
         };
         // A tensor that is not a view first (the part itself), else an earlier view of it.
-        let target = external.iter().enumerate().filter(|(_, (_, o))| !matches!(o, Recipe::Reshape { .. })).find(same)
+        let target = external.iter().enumerate().filter(|(_, (_, o))| !matches!(o, Recipe::Reshape { .. } | Recipe::View { .. })).find(same)
             .or_else(|| external.iter().enumerate().take(i).find(same));
         shared[i] = target.map(|(j, _)| j);
     }
@@ -405,5 +405,43 @@ mod tests {
         assert_eq!((offsets["view"].as_str(), offsets["w"].as_str(), offsets["view2"].as_str()), ("0", "0", "0"));
         assert_eq!((offsets["o"].as_str(), offsets["view_of_o"].as_str()), ("4096", "4096"));
         assert_eq!((offsets["lone_a"].as_str(), offsets["lone_b"].as_str()), ("8192", "8192"));
+    }
+    /// A byte view of a quantized part (the `uint8` view of 4-bit DequantizeLinear data an
+    /// embedding's Gather reads) shares the part's range when the part is written too, and is
+    /// written as the part's own bytes when it is not; an odd element count included.
+    #[test]
+    fn byte_views_of_a_quantized_part_share_or_hold_its_bytes() {
+        use crate::quant::{Bits, QuantSettings};
+        use crate::{QuantForm, QuantGroup, QuantPart};
+        let (k, n) = (64, 129);
+        let values: Vec<f32> = (0..k * n).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+        let settings = QuantSettings::new(Bits::Int4, 32, true).unwrap();
+        let group = |name: &str| QuantGroup::new(name, Recipe::from_f32("w", vec![n, k], &values), settings, DType::F32, QuantForm::Dq).unwrap();
+        let (shared, alone) = (group("shared"), group("alone"));
+        let data = Recipe::quantized(&shared, QuantPart::Data);
+        let bytes = data.byte_len();
+        assert_eq!(bytes, (k * n).div_ceil(2));
+        let mut g = Graph { name: "g".into(), ..Default::default() };
+        let tensors = [
+            ("data", data.clone()),
+            ("data_bytes", data.clone().view(DType::U8, vec![bytes]).unwrap()),
+            ("alone_bytes", Recipe::quantized(&alone, QuantPart::Data).view(DType::U8, vec![bytes]).unwrap()),
+        ];
+        for (name, r) in tensors {
+            g.outputs.push(ValueInfo::new(name, r.dtype(), vec![]));
+            g.initializers.push((name.to_string(), r));
+        }
+        assert!(data.clone().view(DType::U8, vec![bytes + 1]).is_err(), "a view of another length");
+        let model = Model { graph: g, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let report = save_model(&model, dir.path(), "m.onnx").unwrap();
+        assert_eq!(report.external_tensors, 3);
+        assert_eq!(report.data_bytes, 2 * 4096 + bytes as u64, "two tensors stored, page-aligned");
+        let want = data.materialize().unwrap();
+        let loaded = crate::load_model(&dir.path().join("m.onnx")).unwrap();
+        for name in ["data", "data_bytes", "alone_bytes"] {
+            assert_eq!(loaded.graph.initializer(name).unwrap().materialize().unwrap(), want, "{name}");
+        }
+        assert_eq!(loaded.graph.initializer("data_bytes").unwrap().dtype(), DType::U8);
     }
 }

@@ -99,6 +99,7 @@ impl Recipe {
                 Recipe::Slice { input: Box::new(input.normalized()), axis: *axis, start: *start, end: *end }
             }
             Recipe::Reshape { input, shape } => Recipe::Reshape { input: Box::new(input.normalized()), shape: shape.clone() },
+            Recipe::View { input, dtype, shape } => Recipe::View { input: Box::new(input.normalized()), dtype: *dtype, shape: shape.clone() },
             Recipe::Transpose { input, perm } => Recipe::Transpose { input: Box::new(input.normalized()), perm: perm.clone() },
             Recipe::Offset { input, by } => Recipe::Offset { input: Box::new(input.normalized()), by: *by },
             leaf => leaf.clone(),
@@ -112,7 +113,9 @@ impl Recipe {
             // A packed weight's float view is dequantized by whole rows of the range.
             Recipe::Source(_) | Recipe::Data(_) | Recipe::Packed(_) => true,
             // Offsets are small 1-D norm weights: materialized whole.
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => false,
+            // A view's elements are not its input's: materialized whole (a view of a quantized
+            // part is written as the part itself, `quantized_part`).
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::View { .. } => false,
             Recipe::Cast { input, .. } | Recipe::Slice { input, .. } | Recipe::Reshape { input, .. } => {
                 input.is_streamable()
             }
@@ -175,7 +178,7 @@ impl Recipe {
                 p.rows_done(n0, end / k, end - start);
                 Ok(())
             }
-            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } => {
+            Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::View { .. } => {
                 out.copy_from_slice(&self.materialize()?[start * esize..end * esize]);
                 Ok(())
             }
@@ -199,7 +202,7 @@ impl Recipe {
                 });
             }
             // Materialized whole: nothing of the mapping stays referenced.
-            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::Packed(_) => {}
+            Recipe::Data(_) | Recipe::Transpose { .. } | Recipe::Offset { .. } | Recipe::Quantized { .. } | Recipe::View { .. } | Recipe::Packed(_) => {}
         }
     }
 
@@ -497,7 +500,7 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
 pub(crate) fn quantized_part(recipe: &Recipe) -> Option<(&std::sync::Arc<QuantGroup>, QuantPart, bool)> {
     match recipe {
         Recipe::Quantized { group, part } => Some((group, *part, false)),
-        Recipe::Reshape { input, .. } => quantized_part(input).filter(|q| !q.2),
+        Recipe::Reshape { input, .. } | Recipe::View { input, .. } => quantized_part(input).filter(|q| !q.2),
         Recipe::Transpose { input, perm } if perm == &[1, 0] => match input.as_ref() {
             Recipe::Quantized { group, part } if row_elements(group, *part) => Some((group, *part, true)),
             _ => None,

@@ -8,7 +8,11 @@ decoding of every block type) dequantizes the file, the q/k rows are put back in
 order, and `tailor` builds that float checkpoint; the import must give the same logits (up to
 the f32 rounding of the zero points) with every projection a MatMulNBits of the type's form
 (ir::ggml), no float projection and the tied table gathered from the head's quantized parts.
-A requantized weight (RTN int4 of the same values) is off by far more than the bound."""
+A requantized weight (RTN int4 of the same values) is off by far more than the bound.
+
+tests/python/data/gguf_kquants_untied.gguf (the same script) has the same layer types, an
+untied Q5_K table (8-bit codes with a min) and a Q4_0 head: both keep their integers on cpu and
+on `default`, with the same logits."""
 import json
 import subprocess
 from pathlib import Path
@@ -24,6 +28,7 @@ from conftest import prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data"
 FILE = DATA / "gguf_kquants.gguf"
+UNTIED = DATA / "gguf_kquants_untied.gguf"
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 # MatMulNBits form of each ggml type (ir::ggml): bits, block, float zero points (offsets).
 FORMS = {"Q2_K": (4, 16, True), "Q3_K": (4, 16, False), "Q4_K": (4, 32, True), "Q5_K": (8, 32, True), "Q5_1": (8, 32, True),
@@ -46,10 +51,10 @@ def field(reader, key):
     return f.parts[f.data[0]].tolist()[0]
 
 
-def float_checkpoint(out: Path) -> dict:
+def float_checkpoint(out: Path, file: Path = FILE) -> dict:
     """The file as a Hugging Face llama checkpoint of gguf-py's dequantized values; returns the
     ggml type of each family weight."""
-    reader = gguf.GGUFReader(str(FILE))
+    reader = gguf.GGUFReader(str(file))
     k = lambda name: field(reader, f"llama.{name}")  # noqa: E731
     heads, kv_heads = k("attention.head_count"), k("attention.head_count_kv")
     tensors, types = {}, {}
@@ -61,6 +66,8 @@ def float_checkpoint(out: Path) -> dict:
             name = "model.embed_tokens.weight"
         elif t.name == "output_norm.weight":
             name = "model.norm.weight"
+        elif t.name == "output.weight":
+            name = "lm_head.weight"
         else:
             _, layer, kind, _ = t.name.split(".")
             name = f"model.layers.{layer}.{HF[kind]}.weight"
@@ -77,7 +84,7 @@ def float_checkpoint(out: Path) -> dict:
         "intermediate_size": k("feed_forward_length"), "num_hidden_layers": k("block_count"), "num_attention_heads": heads,
         "num_key_value_heads": kv_heads, "head_dim": k("rope.dimension_count"), "rms_norm_eps": float(np.float32(k("attention.layer_norm_rms_epsilon"))),
         "rope_theta": k("rope.freq_base"), "max_position_embeddings": k("context_length"), "vocab_size": k("vocab_size"),
-        "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
+        "tie_word_embeddings": "lm_head.weight" not in tensors, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
     }
     (out / "config.json").write_text(json.dumps(config))
@@ -181,9 +188,11 @@ def test_the_portable_package_keeps_the_integers_in_standard_onnx(packages):
     """`--ep default`: every projection is a blocked DequantizeLinear + MatMul of the file's
     codes; the types with a min (Q2_K, Q4_K, Q5_K, Q5_1) read them against the mid point and add
     their per-block float offsets after the MatMul (ReduceSum of the activation's blocks,
-    MatMul, Add: the offset form in standard ops). Only the Q4_K table, which ONNX Gather
-    cannot read as 4 bits, is float, with the reason. Logits equal the float build's with
-    ONNX Runtime's fused DequantizeLinear + MatMul at accuracy level 0."""
+    MatMul, Add: the offset form in standard ops). The tied Q4_K table keeps its integers too:
+    ONNX Gather cannot read 4 bits, so its rows are gathered as bytes of a uint8 view of the
+    head's int4 data (one copy) and decoded with standard ops, offsets added; nothing is kept
+    float. Logits equal the float build's with ONNX Runtime's fused DequantizeLinear + MatMul
+    at accuracy level 0."""
     pkg = packages["portable"]
     model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
     assert not [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")]
@@ -194,11 +203,52 @@ def test_the_portable_package_keeps_the_integers_in_standard_onnx(packages):
             name = f"model.layers.{layer}.{proj}.weight"
             assert f"{name}/quant/data" in inits, name
             assert (f"{name}/quant/offsets" in inits) == FORMS[types[name]][2], f"{name} ({types[name]}): offsets"
+    head = "model.embed_tokens.weight"
+    table = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0] == f"{head}/quant/data/bytes"]
+    assert len(table) == 1, [n.input for n in model.graph.node if n.op_type == "Gather"]
+    assert {f"{head}/quant/offsets/flat", f"{head}/quant/data"} <= inits, sorted(i for i in inits if i.startswith(head))
+    big_float = [i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and "/quant/" not in i.name and np.prod(i.dims) >= 128 * 256]
+    assert not big_float, big_float
     report = json.loads((pkg / "build_report.json").read_text())
-    kept = report["parts"][0]["quantization"]["kept_float"]
-    assert [k["weight"] for k in kept] == ["model.embed_tokens.weight"] and "Q4_K" in kept[0]["why"], kept
+    q = report["parts"][0]["quantization"]
+    assert not q["kept_float"] and not report["warnings"], (q["kept_float"], report["warnings"])
+    assert {t["weight"]: t["source"] for t in q["tensors"]}[head] == "gguf:Q4_K"
     ids = np.array([[1, 37, 5, 211, 90, 402, 17, 3, 300, 64, 128, 255]], dtype=np.int64)
     got = prefill_logits(pkg, ids, {"session.qdq_matmulnbits_accuracy_level": "0"})
     want = prefill_logits(packages["float"], ids)
     diff, scale = np.abs(got - want).max(), np.abs(want).max()
     assert diff <= 1e-4 * max(1.0, scale), f"max |logit difference| {diff} (logits up to {scale})"
+
+
+def test_an_untied_table_with_a_min_and_a_q4_0_head_keep_their_integers(tmp_path):
+    """The untied file: a Q5_K table (8-bit codes, float offsets) and a Q4_0 head. On cpu the
+    table is gathered from its MatMulNBits parts with its offsets; on `default` its rows are
+    read from the DequantizeLinear parts (8-bit codes through a flat Gather and a Cast, plus
+    the gathered offsets) and the head is a 4-bit DequantizeLinear + MatMul. Nothing is float
+    and both give the logits of the float build of gguf-py's values."""
+    checkpoint = tmp_path / "checkpoint"
+    types = float_checkpoint(checkpoint, UNTIED)
+    assert (types["model.embed_tokens.weight"], types["lm_head.weight"]) == ("Q5_K", "Q4_0"), types
+    ids = np.array([[1, 37, 5, 211, 90, 402, 17, 3, 300, 64, 128, 255]], dtype=np.int64)
+    float_pkg = tmp_path / "float"
+    run([tailor_bin(), "build", "--model", checkpoint, "--output", float_pkg, "--ep", "cpu"])
+    want = prefill_logits(float_pkg, ids)
+    table = "model.embed_tokens.weight"
+    for ep, flags, config in [("cpu", ["--accuracy-level", "1"], None), ("default", [], {"session.qdq_matmulnbits_accuracy_level": "0"})]:
+        pkg = tmp_path / ep
+        run([tailor_bin(), "build", "--model", UNTIED, "--output", pkg, "--ep", ep, *flags])
+        report = json.loads((pkg / "build_report.json").read_text())
+        q = report["parts"][0]["quantization"]
+        assert not q["kept_float"] and not report["warnings"], (ep, q["kept_float"], report["warnings"])
+        sources = {t["weight"]: t["source"] for t in q["tensors"]}
+        assert (sources[table], sources["lm_head.weight"]) == ("gguf:Q5_K", "gguf:Q4_0"), sources
+        model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+        big_float = [i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and "/quant/" not in i.name and np.prod(i.dims) >= 128 * 256]
+        assert not big_float, (ep, big_float)
+        if ep == "default":
+            assert not [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+            gathers = {n.input[0] for n in model.graph.node if n.op_type == "Gather"}
+            assert {f"{table}/quant/data/flat", f"{table}/quant/scales/flat", f"{table}/quant/offsets/flat"} <= gathers, sorted(gathers)
+        got = prefill_logits(pkg, ids, config)
+        diff, scale = np.abs(got - want).max(), np.abs(want).max()
+        assert diff <= 1e-4 * max(1.0, scale), f"{ep}: max |logit difference| {diff} (logits up to {scale})"

@@ -81,6 +81,7 @@ def dequant_matmul_nbits(node, init):
     k, n, bits, bs = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
     b = numpy_helper.to_array(init[node.input[1]])
     scales = numpy_helper.to_array(init[node.input[2]]).astype(np.float32).reshape(n, -1)
+    assert b.ndim == 3 and b.shape[2] == bs * bits // 8, f"{node.name}: B {b.shape} for {bits} bits, block {bs}"
     q = unpack_nbits(b, bits, k)
     kb = scales.shape[1]
     if len(node.input) > 3 and node.input[3]:
@@ -90,6 +91,9 @@ def dequant_matmul_nbits(node, init):
     block = np.arange(k) // bs
     w_nk = (q - zp[:, block]).astype(np.float32) * scales[:, block]
     return w_nk.T.copy()
+
+
+DQ_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4, onnx.TensorProto.INT8: 8, onnx.TensorProto.UINT8: 8}
 
 
 def dequant_dq(node, init):
@@ -128,14 +132,52 @@ def dequant_qmoe(node, init):
     return out
 
 
-def dequantized_weights(qmodel):
+def unpack_flat(part, count, signed):
+    """The first `count` values of an ONNX 4-bit tensor's bytes, packed over the flattened
+    tensor low nibble first (a `uint8` view of them)."""
+    b = numpy_helper.to_array(part).reshape(-1)
+    q = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)[:count].astype(np.int32)
+    return np.where(q >= 8, q - 16, q) if signed else q
+
+
+def dequant_decoded_table(init, weight, vocab, hidden):
+    """[V, H] table of the `default` format's decoded embedding (4-bit, or float offsets): the
+    head's [K = H, V] DequantizeLinear parts read by the spec, from their flat views: int4 data
+    signed (symmetric, or codes against the mid point with float offsets), uint4 with uint4 zero
+    points when asymmetric."""
+    q = f"{weight}/quant"
+    data = init.get(f"{q}/data/bytes") or init[f"{q}/data/flat"]
+    scales = numpy_helper.to_array(init[f"{q}/scales/flat"]).astype(np.float32).reshape(-1, vocab)
+    block = -(-hidden // scales.shape[0])
+    if data.data_type == onnx.TensorProto.UINT8 and data.name.endswith("/bytes"):
+        signed = f"{q}/zero_points/bytes" not in init
+        codes = unpack_flat(data, hidden * vocab, signed).reshape(hidden, vocab)
+    else:
+        codes = numpy_helper.to_array(data).astype(np.int32).reshape(hidden, vocab)
+    rows = np.arange(hidden) // block
+    if f"{q}/zero_points/bytes" in init:
+        zp = unpack_flat(init[f"{q}/zero_points/bytes"], scales.size, False).reshape(scales.shape)
+        w = (codes - zp[rows]).astype(np.float32) * scales[rows]
+    else:
+        w = codes.astype(np.float32) * scales[rows]
+    if f"{q}/offsets/flat" in init:
+        w = w + numpy_helper.to_array(init[f"{q}/offsets/flat"]).astype(np.float32).reshape(-1, vocab)[rows]
+    return w.T.copy()
+
+
+def dequantized_weights(qmodel, table=None):
     """{node name: [K, N] or [V, H] float weight} for every quantized node of a package ({MoE
-    input slot: stack} for a QMoE node)."""
+    input slot: stack} for a QMoE node). `table`: (vocab, hidden) of a `default` package whose
+    embedding rows are decoded (4-bit, or float offsets)."""
     init = inits(qmodel)
     out = {}
     producers = {o: n for n in qmodel.graph.node for o in n.output}
     for node in qmodel.graph.node:
-        if node.op_type == "MatMulNBits":
+        if node.op_type == "Gather" and node.input[0].endswith(("/quant/data/bytes", "/quant/data/flat")):
+            assert table, "a decoded table needs its (vocab, hidden)"
+            weight = node.input[0].rsplit("/quant/", 1)[0]
+            out[node.name] = dequant_decoded_table(init, weight, *table)
+        elif node.op_type == "MatMulNBits":
             out[node.name] = dequant_matmul_nbits(node, init)
         elif node.op_type == "MatMul" and node.input[1] in producers and producers[node.input[1]].op_type == "DequantizeLinear":
             out[node.name] = dequant_dq(producers[node.input[1]], init)
@@ -230,24 +272,44 @@ def test_int4_adds_no_error_beyond_the_weights(tmp_path, fixture, ep, extra):
 
 @pytest.mark.parametrize("fixture", ["tiny-llama", "tiny-qwen2-tied-mqa", "tiny-gemma"])
 @pytest.mark.parametrize("asym", [False, True])
-def test_default_int8_embeddings_gather_rows_then_dequantize(tmp_path, fixture, asym):
-    """`--ep default --quant-embeddings int8`: standard ops only (Gather of the head's [K, V]
-    codes, scales and zero points, DequantizeLinear, Transpose), no float table left, and the
-    logits of the f32 package with the dequantized weights, untied, tied and Gemma's scaled
-    embedding."""
-    flags = ["--quant", "int4", "--quant-embeddings", "int8"] + (["--asymmetric"] if asym else [])
-    q = load(build_with(tmp_path / "q", fixture, "default", flags))
+@pytest.mark.parametrize("bits", ["int8", "int4"])
+def test_default_quantized_embeddings_gather_rows(tmp_path, fixture, asym, bits):
+    """`--ep default --quant-embeddings int8|int4`: standard ops only, no float table left, and
+    the logits of the f32 package with the dequantized weights, untied, tied and Gemma's scaled
+    embedding. 8 bits: Gather of the head's [K, V] codes, scales and zero points on axis 1,
+    DequantizeLinear, Transpose. 4 bits (ONNX Runtime's CPU Gather has no int4 kernel): Gather
+    of a uint8 view of the same bytes, decoded with standard ops; the table here is decoded
+    from those bytes by the ONNX 4-bit packing, independently of the graph; a tied head's
+    DequantizeLinear data is the same bytes, stored once."""
+    flags = ["--quant", "int4", "--quant-embeddings", bits] + (["--asymmetric"] if asym else [])
+    pkg = build_with(tmp_path / "q", fixture, "default", flags)
+    q = load(pkg)
     f = load(build_with(tmp_path / "f", fixture, "default", []))
+    config = json.loads((FIXTURES / fixture / "config.json").read_text())
+    vocab, hidden = config["vocab_size"], config["hidden_size"]
     assert not [n for n in q.graph.node if n.domain not in ("", "ai.onnx")]
-    codes = [n for n in q.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data")]
-    assert [numpy_helper.to_array(inits(q)[g.input[0]]).dtype for g in codes] == [np.uint8 if asym else np.int8], [g.input for g in codes]
-    assert "model.embed_tokens.weight" not in inits(q), "the float table is left"
-    weights = dequantized_weights(q)
+    init = inits(q)
+    if bits == "int8":
+        codes = [n for n in q.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data")]
+        assert [numpy_helper.to_array(init[g.input[0]]).dtype for g in codes] == [np.uint8 if asym else np.int8], [g.input for g in codes]
+    else:
+        codes = [n for n in q.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data/bytes")]
+        assert len(codes) == 1, [n.input for n in q.graph.node if n.op_type == "Gather"]
+        view = init[codes[0].input[0]]
+        assert (view.data_type, list(view.dims)) == (onnx.TensorProto.UINT8, [-(-hidden * vocab // 2)])
+        head = init.get(codes[0].input[0].removesuffix("/bytes"))
+        if head is not None:  # tied: the head's int4 data, one range of the data file
+            assert head.data_type == (onnx.TensorProto.UINT4 if asym else onnx.TensorProto.INT4)
+            raw = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
+            where = {t.name: {e.key: e.value for e in t.external_data} for t in raw.graph.initializer}
+            assert where[head.name]["offset"] == where[view.name]["offset"], (where[head.name], where[view.name])
+    assert "model.embed_tokens.weight" not in init, "the float table is left"
+    weights = dequantized_weights(q, table=(vocab, hidden))
     assert any("embed_tokens" in name for name in weights), list(weights)
     expected = logits(with_dequantized_weights(f, weights), fixture)
     got = logits(q, fixture, accuracy_level_0=True)
     err = float(np.abs(got - expected).max())
-    assert err < TOL, f"{fixture} default int8 embeddings: max |logits - dequantized f32| = {err}"
+    assert err < TOL, f"{fixture} default {bits} embeddings: max |logits - dequantized f32| = {err}"
 
 
 @pytest.mark.parametrize("asym", [False, True])
@@ -493,3 +555,34 @@ def test_a_tied_table_and_head_store_their_quantized_bytes_once(tmp_path, bits, 
     expected = logits(with_dequantized_weights(f, dequantized_weights(q)), fixture)
     err = float(np.abs(logits(q, fixture) - expected).max())
     assert err < TOL, err
+
+
+@pytest.mark.parametrize("ep,extra", [("cpu", ["--accuracy-level", "0"]), ("default", [])])
+def test_a_tied_head_and_table_of_different_widths_keep_their_own_parts(tmp_path, ep, extra):
+    """`--quant int4 --quant-embeddings int8` on a tied model: the head is 4-bit and the table
+    8-bit, each with its own parts (they used to share one name, so both read the first
+    group's: a 4-bit MatMulNBits over 8-bit blobs on cpu, an 8-bit head on `default`, which ONNX
+    Runtime does not fuse and dequantized whole on every step). Logits of the f32 package with
+    both dequantized weights."""
+    fixture = "tiny-qwen2-tied-mqa"
+    q = load(build_with(tmp_path / "q", fixture, ep, ["--quant", "int4", "--quant-embeddings", "int8"] + extra))
+    f = load(build_with(tmp_path / "f", fixture, ep, []))
+    init = inits(q)
+    producers = {o: n for n in q.graph.node for o in n.output}
+    head = next(n for n in q.graph.node if n.name == "lm_head/MatMul")
+    if ep == "cpu":
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in head.attribute}
+        table = next(n for n in q.graph.node if n.op_type == "GatherBlockQuantized")
+        table_bits = {a.name: onnx.helper.get_attribute_value(a) for a in table.attribute}["bits"]
+        assert (head.op_type, attrs["bits"], table_bits) == ("MatMulNBits", 4, 8)
+        assert head.input[1] != table.input[0]
+    else:
+        dq = producers[head.input[1]]
+        table = next(n for n in q.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data"))
+        assert (DQ_BITS[init[dq.input[0]].data_type], DQ_BITS[init[table.input[0]].data_type]) == (4, 8)
+    weights = dequantized_weights(q)
+    assert len(weights) >= 2 and any("embed_tokens" in name for name in weights), list(weights)
+    expected = logits(with_dequantized_weights(f, weights), fixture)
+    got = logits(q, fixture, accuracy_level_0=True)
+    err = float(np.abs(got - expected).max())
+    assert err < TOL, f"{ep}: max |logits - dequantized f32| = {err}"

@@ -176,9 +176,9 @@ impl QuantStep {
 
     /// `--quant-embeddings` against the table's forms: the DequantizeLinear format gathers a
     /// quantized table's rows with ONNX `Gather` where the table says so
-    /// (`embedding_gather_dequantize_linear`), 8-bit only (ONNX Runtime 1.32's CPU Gather has
-    /// no int4 kernel); the MatMulNBits format needs a GatherBlockQuantized claim (HQQ's tables
-    /// are gathered with standard ops instead).
+    /// (`embedding_gather_dequantize_linear`; 4-bit rows as bytes, decoded with standard ops:
+    /// rewrite.rs `gather_rows_decoded`); the MatMulNBits format needs a GatherBlockQuantized
+    /// claim (HQQ's tables are gathered with standard ops instead).
     pub(crate) fn check_embeddings(&self, table: &str) -> Result<()> {
         let Some(bits) = self.embeddings else { return Ok(()) };
         let refuse = |why: String| Err(Error::Request(format!("--quant-embeddings {bits}: {why}")));
@@ -186,9 +186,6 @@ impl QuantStep {
             QuantFormat::DequantizeLinear if !self.embedding_gather_dequantize_linear => refuse(format!(
                 "the {table} EP keeps embeddings float ({}: embedding_gather_dequantize_linear is not set, so a table's rows are not gathered as DequantizeLinear data there); use --quant-embeddings none",
                 self.table
-            )),
-            QuantFormat::DequantizeLinear if bits == QuantBits::Int4 => refuse(format!(
-                "the {table} EP gathers a quantized table's rows with ONNX Gather, which takes no int4 data (ONNX Runtime 1.32's CPU kernel registry: 8-bit and wider); use --quant-embeddings int8, or --quant-embeddings none to keep the table float"
             )),
             QuantFormat::MatmulNbits if self.method != Method::Hqq => match &self.no_gather_block_quantized {
                 Some(why) => refuse(format!("{why}; use --quant-embeddings none")),
@@ -504,12 +501,13 @@ fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, setti
 /// exact float dequantization (import.rs warns): a width the table has no section for, GGUF
 /// tensors of several widths stacked into one weight, and for an embedding table: an EP that
 /// claims no GatherBlockQuantized (MatMulNBits format), or in the DequantizeLinear format a
-/// table that does not gather DequantizeLinear rows, act-order rows, 4 bits (ONNX Gather has
-/// no int4) or float zero points. Float zero points (a GGUF type with a min) are otherwise
-/// kept in the offset form (rewrite.rs `block_offsets`); an embedding table with them is not
-/// GatherBlockQuantized's (its zero points are the data's type, ORT 1.32 schema) but keeps
-/// its integers all the same: its rows are gathered from the MatMulNBits parts and
-/// dequantized with their offsets (`rewrite::gather_dequantized`, as HQQ's tables are).
+/// table that does not gather DequantizeLinear rows or has act-order rows. Float zero points
+/// (a GGUF type with a min) are otherwise kept in the offset form (rewrite.rs
+/// `block_offsets`); an embedding table with them is not GatherBlockQuantized's (its zero
+/// points are the data's type, ORT 1.32 schema) but keeps its integers all the same: its rows
+/// are gathered from the MatMulNBits parts and dequantized with their offsets
+/// (`rewrite::gather_dequantized`, as HQQ's tables are), or in the DequantizeLinear format
+/// from the head's parts (`rewrite::gather_rows_decoded`, which also reads 4-bit tables).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
     let recipe = graph.initializer(&c.weight)?;
     let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
@@ -522,13 +520,7 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         }
     }
     walk(recipe, &mut layers);
-    let mut float_zero_types: Vec<String> = Vec::new();
-    for p in layers.iter().filter(|p| p.float_zeros()) {
-        if !float_zero_types.contains(&p.source_type()) {
-            float_zero_types.push(p.source_type());
-        }
-    }
-    let types = float_zero_types.join(", ");
+    let float_zeros = layers.iter().any(|p| p.float_zeros());
     if step.source.as_ref().is_some_and(|s| s.format == ir::PackedFormat::Gguf) {
         if let Some(p) = layers.iter().find(|p| !step.packed_bits.contains(&p.bits().count())) {
             return Some(format!("{} is {}-bit, and {} has no [quant.int{}] section: written as the exact float dequantization", p.source_type(), p.bits().count(), step.table, p.bits().count()));
@@ -539,7 +531,7 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
             return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
         }
     }
-    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, float_zero_types.is_empty()) {
+    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, !float_zeros) {
         return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
     }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
@@ -548,12 +540,6 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         }
         if layers.iter().any(|p| p.order().is_some()) {
             return Some("pre-quantized embedding table with act-order rows, which cannot be gathered (exact dequantization)".into());
-        }
-        if let Some(p) = layers.iter().find(|p| p.bits().count() != 8) {
-            return Some(format!("pre-quantized embedding table of {} ({}-bit): the {} format gathers rows with ONNX Gather, which takes no int4 data (exact dequantization)", p.source_type(), p.bits().count(), step.table));
-        }
-        if !float_zero_types.is_empty() {
-            return Some(format!("pre-quantized embedding table of {types}, whose blocks have float zero points: the {} format's gathered rows are dequantized by DequantizeLinear, whose zero point is an integer (exact dequantization)", step.table));
         }
     }
     None

@@ -39,7 +39,10 @@ fn weight_nk(graph: &Graph, c: &Candidate) -> Recipe {
 }
 
 /// Groups by weight and settings (`None`: the checkpoint's own, pre-quantized): a tied head
-/// and embedding share theirs.
+/// and embedding share theirs. A group's parts are named after it (`<name>/quant/<part>`), so
+/// a second group of one weight (a tied head and table of different settings: `--quant int4
+/// --quant-embeddings int8`) is named after its role too, `<weight>/<role>`: with one name the
+/// second group's parts were dropped as already present and both read the first's.
 struct Groups {
     by_key: HashMap<(String, Option<QuantSettings>, bool), Arc<QuantGroup>>,
 }
@@ -56,13 +59,21 @@ impl Groups {
             QuantFormat::DequantizeLinear => QuantForm::Dq,
         };
         let weight = weight_nk(graph, c);
+        let taken = |name: &str| self.by_key.values().any(|g| g.name == name);
+        let mut name = c.weight.clone();
+        for i in 1.. {
+            if !taken(&name) {
+                break;
+            }
+            name = if i == 1 { format!("{}/{}", c.weight, c.role.name()) } else { format!("{}/{}{i}", c.weight, c.role.name()) };
+        }
         let g = match settings {
-            Some(settings) => QuantGroup::new(c.weight.clone(), weight, settings, step.scale_dtype, form)?,
+            Some(settings) => QuantGroup::new(name, weight, settings, step.scale_dtype, form)?,
             None => {
                 let stack = PackedStack::from_recipe(&c.weight, &weight).ok_or_else(|| {
                     Error::Pipeline(format!("quantize: `{}` was planned as pre-quantized but reads no packed layer", c.weight))
                 })??;
-                QuantGroup::from_packed(c.weight.clone(), weight, stack, step.scale_dtype, form)?
+                QuantGroup::from_packed(name, weight, stack, step.scale_dtype, form)?
             }
         };
         self.by_key.insert(key, Arc::clone(&g));
@@ -131,6 +142,9 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
                 block_offsets(graph, &mut added, index, &group, a_rank);
             }
             (QuantFormat::MatmulNbits, _) => matmul_nbits(&mut graph.nodes[index], &group, &names, step.accuracy_level),
+            (QuantFormat::DequantizeLinear, Role::Embedding) if group.settings().bits().count() != 8 || group.float_zeros() => {
+                gather_rows_decoded(graph, &mut added, index, &group)?;
+            }
             (QuantFormat::DequantizeLinear, Role::Embedding) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
                 gather_rows_dequantize_linear(graph, &mut added, index, &group, &names, rank)?;
@@ -401,17 +415,14 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     Ok(reshape)
 }
 
-/// The `default` format's embedding (8 bits): standard ONNX, only the gathered rows dequantized.
-/// The table is the head's `[K, V]` DequantizeLinear data (one copy when tied), so the ids pick
-/// columns: `Gather(axis 1)` of the codes, the scales and the zero points, a blocked
-/// `DequantizeLinear` along axis 0, and a `Transpose` putting K last. ONNX Runtime 1.32's CPU
-/// Gather takes 8-bit data but not int4, so a 4-bit table stays float (decided in planning).
+/// The `default` format's embedding (8 bits, integer or no zero points): standard ONNX, only
+/// the gathered rows dequantized. The table is the head's `[K, V]` DequantizeLinear data (one
+/// copy when tied), so the ids pick columns: `Gather(axis 1)` of the codes, the scales and the
+/// zero points, a blocked `DequantizeLinear` along axis 0, and a `Transpose` putting K last.
+/// A 4-bit table, or one with float zero points, is [`gather_rows_decoded`].
 fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
     if group.settings().bits().count() != 8 || group.float_zeros() {
-        return Err(Error::Request(format!(
-            "embedding `{}`: only an 8-bit table without float zero points is gathered as DequantizeLinear rows (planning keeps the others float)",
-            group.name
-        )));
+        return Err(Error::Pipeline(format!("embedding `{}`: a 4-bit table or float zero points are gathered_rows_decoded", group.name)));
     }
     let Some(rank) = indices_rank else {
         return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be transposed", group.name)));
@@ -449,6 +460,124 @@ fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index
     let mut t = Node::new(format!("{base}/Transpose"), "Transpose", &[&dq_out], &[&out]);
     t.attrs.push(Attr::ints("perm", &(1..=rank as i64).chain([0]).collect::<Vec<_>>()));
     added.push(tag(t));
+    Ok(())
+}
+
+/// The `default` format's embedding of a 4-bit table, or of one with float zero points (a GGUF
+/// type with a min): standard ONNX, from the head's `[K, V]` DequantizeLinear parts (one copy
+/// when tied). ONNX Runtime 1.32's CPU Gather has no 4-bit kernel and DequantizeLinear's zero
+/// point is an integer, so the rows are decoded with plain ops instead, element by element in
+/// the output's `[.., K]` order: the flat position of element `(k, v)` of a `[K, V]` part is
+/// `k * V + v` (`quant/row_base_*` holds `k * V`), of its block's scale, zero point or offset
+/// `(k / block) * V + v` (`quant/block_base_*`), so no reshape needs K to be whole blocks.
+/// 8-bit codes are a Gather of the part's flat reshape and a Cast; 4-bit codes are a Gather
+/// of the byte at `position / 2` in a `uint8` view of the same bytes (ONNX packs 4-bit tensors
+/// over the flattened tensor, low nibble first) and a 512-entry table indexed by
+/// `256 * (position % 2) + byte` giving the nibble as a number (`quant/nibbles_*`, signed for
+/// int4). The value is `code * scale`, `(code - zero_point) * scale` or `code * scale + offset`,
+/// each the value DequantizeLinear (plus the block offsets) gives the head.
+fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>) -> Result<()> {
+    let s = group.dq_settings();
+    let (k, n, bs) = (group.k(), group.n(), s.block_size());
+    let kb = k.div_ceil(bs);
+    let dtype = group.scale_dtype();
+    let node = &graph.nodes[index];
+    let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
+    let base = format!("{name}/quant");
+    let tag = |mut n: Node| {
+        n.metadata.insert("rule".into(), "quantize".into());
+        n
+    };
+    let i64s = |graph: &mut Graph, name: &str, shape: Vec<usize>, values: Vec<i64>| {
+        add_initializer(graph, name, Recipe::from_i64(name.to_string(), shape, &values));
+        name.to_string()
+    };
+    let axes = i64s(graph, "quant/last_axis", vec![1], vec![-1]);
+    let row_base = i64s(graph, &format!("quant/row_base_k{k}_n{n}"), vec![k], (0..k).map(|i| (i * n) as i64).collect());
+    let block_base = i64s(graph, &format!("quant/block_base_k{k}_b{bs}_n{n}"), vec![k], (0..k).map(|i| (i / bs * n) as i64).collect());
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut op = |op: &str, suffix: &str, inputs: &[&str]| -> String {
+        let o = format!("{base}/{suffix}");
+        nodes.push(tag(Node::new(format!("{base}/{suffix}/{op}"), op, inputs, &[&o])));
+        o
+    };
+    let ids = op("Unsqueeze", "ids", &[&ids, &axes]);
+    let at_value = op("Add", "at_value", &[&ids, &row_base]);
+    let at_block = op("Add", "at_block", &[&ids, &block_base]);
+    // The codes of one part at flat positions `at`, as numbers of the scales' type. The
+    // data's Gather is written last as the float Gather's own node (it keeps its name).
+    let mut gathers: Vec<(String, String, String)> = Vec::new(); // (table, positions, output)
+    let mut decode = |graph: &mut Graph, op: &mut dyn FnMut(&str, &str, &[&str]) -> String, part: QuantPart, at: &str| -> Result<String> {
+        let recipe = Recipe::quantized(group, part);
+        let what = part.name();
+        let table = format!("{}/quant/{what}", group.name);
+        if s.bits().count() == 8 {
+            let flat = format!("{table}/flat");
+            add_initializer(graph, &flat, recipe.clone().reshape(vec![recipe.numel()]));
+            let raw = format!("{base}/{what}_raw");
+            gathers.push((flat, at.to_string(), raw.clone()));
+            return Ok(op("Cast", what, &[&raw]));
+        }
+        let bytes = format!("{table}/bytes");
+        let len = recipe.byte_len();
+        add_initializer(graph, &bytes, recipe.view(ir::DType::U8, vec![len]).map_err(|e| Error::Pipeline(e.to_string()))?);
+        let signed = group.dtype(part) == ir::DType::I4;
+        let lut = format!("quant/nibbles_{}_{dtype}", if signed { "int4" } else { "uint4" });
+        let values: Vec<f32> = (0..2)
+            .flat_map(|p| (0..256).map(move |b: i32| (b >> (4 * p)) & 15))
+            .map(|v| if signed && v >= 8 { (v - 16) as f32 } else { v as f32 })
+            .collect();
+        add_initializer(graph, &lut, Recipe::from_f32(lut.clone(), vec![512], &values).cast(dtype));
+        let two = i64s(graph, "quant/two", vec![], vec![2]);
+        let byte_count = i64s(graph, "quant/byte_values", vec![], vec![256]);
+        let at_byte = op("Div", &format!("{what}_at_byte"), &[at, &two]);
+        let nibble = op("Mod", &format!("{what}_nibble"), &[at, &two]);
+        let raw = format!("{base}/{what}_bytes");
+        gathers.push((bytes, at_byte, raw.clone()));
+        let byte = op("Cast", &format!("{what}_byte"), &[&raw]);
+        let row = op("Mul", &format!("{what}_lut_row"), &[&nibble, &byte_count]);
+        let entry = op("Add", &format!("{what}_lut_entry"), &[&row, &byte]);
+        Ok(op("Gather", what, &[&lut, &entry]))
+    };
+    let codes = decode(graph, &mut op, QuantPart::Data, &at_value)?;
+    let scales_flat = format!("{}/quant/scales/flat", group.name);
+    add_initializer(graph, &scales_flat, Recipe::quantized(group, QuantPart::Scales).reshape(vec![kb * n]));
+    let scales = op("Gather", "scales", &[&scales_flat, &at_block]);
+    let value = if group.float_zeros() {
+        // [k_blocks, V] offsets, the head's own initializer (block_offsets).
+        let offsets_flat = format!("{}/quant/offsets/flat", group.name);
+        add_initializer(graph, &offsets_flat, Recipe::quantized(group, QuantPart::ZeroPoints).reshape(vec![kb * n]));
+        let offsets = op("Gather", "offsets", &[&offsets_flat, &at_block]);
+        let scaled = op("Mul", "scaled", &[&codes, &scales]);
+        nodes.push(tag(Node::new(format!("{base}/values/Add"), "Add", &[&scaled, &offsets], &[&out])));
+        out
+    } else if group.has(QuantPart::ZeroPoints) {
+        let zero_points = decode(graph, &mut op, QuantPart::ZeroPoints, &at_block)?;
+        let centred = op("Sub", "centred", &[&codes, &zero_points]);
+        nodes.push(tag(Node::new(format!("{base}/values/Mul"), "Mul", &[&centred, &scales], &[&out])));
+        out
+    } else {
+        nodes.push(tag(Node::new(format!("{base}/values/Mul"), "Mul", &[&codes, &scales], &[&out])));
+        out
+    };
+    debug_assert_eq!(value, graph.nodes[index].outputs[0]);
+    for n in &mut nodes {
+        if n.op == "Cast" {
+            n.attrs.push(Attr::int("to", if n.name.ends_with("_byte/Cast") { ir::DType::I64 } else { dtype }.to_onnx() as i64));
+        }
+    }
+    // The float Gather itself becomes the Gather of the data's codes (or bytes).
+    let mut gathers = gathers.into_iter();
+    let (table, at, raw) = gathers.next().expect("the data is decoded first");
+    let node = &mut graph.nodes[index];
+    node.inputs = vec![table, at];
+    node.outputs = vec![raw];
+    node.attrs.clear();
+    node.metadata.insert("rule".into(), "quantize".into());
+    for (table, at, raw) in gathers {
+        nodes.push(tag(Node::new(format!("{raw}/Gather"), "Gather", &[&table, &at], &[&raw])));
+    }
+    added.extend(nodes);
     Ok(())
 }
 
