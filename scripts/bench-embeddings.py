@@ -2,8 +2,8 @@
 """Embedding-table forms on `default` (never run in CI): `tailor build --ep default --quant int4`
 of one float checkpoint with `--quant-embeddings none`, `int8` and `int4`, same run: package
 size, prefill time of 512 tokens (ONNX Runtime, median of 5) and decode tokens/s through
-onnxruntime-genai (128 prompt tokens, 32 new, greedy), packages run in the order a, b, c, c,
-b, a; each figure also as a ratio to the float table's.
+onnxruntime-genai (128 prompt tokens, run by append_tokens and not timed; 32 new, greedy),
+packages run in the order a, b, c, c, b, a; each figure also as a ratio to the float table's.
 
     .venv/bin/python scripts/bench-embeddings.py TAILOR CHECKPOINT WORKDIR"""
 import shutil

@@ -114,11 +114,13 @@ pub struct QuantPlan {
     /// Whether the EP's GatherBlockQuantized takes 4-bit zero points (packed two per byte) on
     /// table rows of an odd number of blocks; `false` refuses such an asymmetric embedding.
     pub embedding_int4_zero_points_odd_blocks: bool,
-    /// Whether a `dequantize_linear` table reads an 8-bit embedding as Gather of the head's
-    /// `[K, V]` DequantizeLinear data on axis 1, a blocked DequantizeLinear of the gathered
-    /// rows and a Transpose (standard ONNX; a runtime input to DequantizeLinear, which an EP
-    /// that takes block quantization for constant weights only cannot run). `false`: such a
-    /// table's embeddings stay float.
+    /// Whether a `dequantize_linear` table reads a quantized embedding from the head's
+    /// `[K, V]` DequantizeLinear data: 8-bit as a Gather on axis 1, a blocked DequantizeLinear
+    /// of the gathered rows and a Transpose (a runtime input to DequantizeLinear, which an EP
+    /// that takes block quantization for constant weights only cannot run); 4-bit, or with
+    /// float offsets, as Gathers of bytes decoded with plain ops (Div, Mod, Cast, Mul, Add),
+    /// which no table without the flag has been checked to run. `false`: such a table's
+    /// embeddings stay float.
     pub embedding_gather_dequantize_linear: bool,
     /// Why these defaults (shown by `--help`-level docs and the build report).
     pub why: String,

@@ -270,18 +270,23 @@ def test_int4_adds_no_error_beyond_the_weights(tmp_path, fixture, ep, extra):
     assert err < TOL, f"{fixture} {ep} int4: max |logits - dequantized f32| = {err}"
 
 
-@pytest.mark.parametrize("fixture", ["tiny-llama", "tiny-qwen2-tied-mqa", "tiny-gemma"])
-@pytest.mark.parametrize("asym", [False, True])
-@pytest.mark.parametrize("bits", ["int8", "int4"])
-def test_default_quantized_embeddings_gather_rows(tmp_path, fixture, asym, bits):
+EMBEDDING_CASES = [(fixture, asym, bits, []) for fixture in ["tiny-llama", "tiny-qwen2-tied-mqa", "tiny-gemma"]
+                   for asym in [False, True] for bits in ["int8", "int4"]]
+# A block longer than the rows (hidden 64): one partial block per row, K not whole blocks.
+EMBEDDING_CASES += [("tiny-qwen2-tied-mqa", asym, "int4", ["--block-size", "128"]) for asym in [False, True]]
+
+
+@pytest.mark.parametrize("fixture,asym,bits,extra", EMBEDDING_CASES)
+def test_default_quantized_embeddings_gather_rows(tmp_path, fixture, asym, bits, extra):
     """`--ep default --quant-embeddings int8|int4`: standard ops only, no float table left, and
     the logits of the f32 package with the dequantized weights, untied, tied and Gemma's scaled
     embedding. 8 bits: Gather of the head's [K, V] codes, scales and zero points on axis 1,
     DequantizeLinear, Transpose. 4 bits (ONNX Runtime's CPU Gather has no int4 kernel): Gather
     of a uint8 view of the same bytes, decoded with standard ops; the table here is decoded
     from those bytes by the ONNX 4-bit packing, independently of the graph; a tied head's
-    DequantizeLinear data is the same bytes, stored once."""
-    flags = ["--quant", "int4", "--quant-embeddings", bits] + (["--asymmetric"] if asym else [])
+    DequantizeLinear data is the same bytes, stored once; and the decoded table is the float
+    table within the quantization's error (a view of wrong bytes would decode consistently)."""
+    flags = ["--quant", "int4", "--quant-embeddings", bits] + (["--asymmetric"] if asym else []) + extra
     pkg = build_with(tmp_path / "q", fixture, "default", flags)
     q = load(pkg)
     f = load(build_with(tmp_path / "f", fixture, "default", []))
@@ -298,6 +303,7 @@ def test_default_quantized_embeddings_gather_rows(tmp_path, fixture, asym, bits)
         view = init[codes[0].input[0]]
         assert (view.data_type, list(view.dims)) == (onnx.TensorProto.UINT8, [-(-hidden * vocab // 2)])
         head = init.get(codes[0].input[0].removesuffix("/bytes"))
+        assert (head is not None) == bool(config.get("tie_word_embeddings")), "a tied head reads the same int4 data"
         if head is not None:  # tied: the head's int4 data, one range of the data file
             assert head.data_type == (onnx.TensorProto.UINT4 if asym else onnx.TensorProto.INT4)
             raw = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
@@ -305,7 +311,11 @@ def test_default_quantized_embeddings_gather_rows(tmp_path, fixture, asym, bits)
             assert where[head.name]["offset"] == where[view.name]["offset"], (where[head.name], where[view.name])
     assert "model.embed_tokens.weight" not in init, "the float table is left"
     weights = dequantized_weights(q, table=(vocab, hidden))
-    assert any("embed_tokens" in name for name in weights), list(weights)
+    table = [w for name, w in weights.items() if "embed_tokens" in name]
+    assert len(table) == 1, list(weights)
+    floats = numpy_helper.to_array(inits(f)["model.embed_tokens.weight"])
+    rel = float(np.sqrt(np.mean((table[0] - floats) ** 2) / np.mean(floats ** 2)))
+    assert rel < 0.25, f"the decoded table is {rel:.3f} (relative RMS) from the float one"
     expected = logits(with_dequantized_weights(f, weights), fixture)
     got = logits(q, fixture, accuracy_level_0=True)
     err = float(np.abs(got - expected).max())
@@ -586,3 +596,23 @@ def test_a_tied_head_and_table_of_different_widths_keep_their_own_parts(tmp_path
     got = logits(q, fixture, accuracy_level_0=True)
     err = float(np.abs(got - expected).max())
     assert err < TOL, f"{ep}: max |logits - dequantized f32| = {err}"
+
+
+def test_decoded_table_reads_ids_as_gather_does(tmp_path):
+    """The decoded `default` table (4-bit) reads ids as the float Gather it replaces: a negative
+    id counts from the end (-1 is V - 1), and an id past the table fails the run instead of
+    reading another row."""
+    fixture = "tiny-llama"
+    q = load(build_with(tmp_path / "q", fixture, "default", ["--quant", "int4", "--quant-embeddings", "int4"]))
+    vocab = json.loads((FIXTURES / fixture / "config.json").read_text())["vocab_size"]
+    sess = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def run(ids):
+        ids = np.array([ids], dtype=np.int64)
+        return sess.run(["logits"], feeds_for(q, ids, np.ones_like(ids), np.arange(ids.shape[1])[None]))[0]
+
+    assert np.array_equal(run([5, -1, -vocab]), run([5, vocab - 1, 0]))
+    assert not np.array_equal(run([5, -1, 7]), run([5, vocab - 2, 7]))
+    for past_the_end in (vocab, vocab + 1, 2 * vocab):
+        with pytest.raises(Exception, match="out of"):
+            run([5, past_the_end, 7])

@@ -96,8 +96,9 @@ pub struct QuantStep {
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
-    /// The table's `embedding_gather_dequantize_linear`: a `dequantize_linear` table may read an
-    /// 8-bit embedding as gathered DequantizeLinear rows (rewrite.rs).
+    /// The table's `embedding_gather_dequantize_linear`: a `dequantize_linear` table may read a
+    /// quantized embedding's rows from DequantizeLinear data (rewrite.rs
+    /// `gather_rows_dequantize_linear`, `gather_rows_decoded`).
     pub embedding_gather_dequantize_linear: bool,
     /// Why the table cannot gather a table's rows with `com.microsoft.GatherBlockQuantized`: it
     /// claims no kernel for it (`None`: it does). A pre-quantized table then stays float.

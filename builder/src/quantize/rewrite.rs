@@ -422,7 +422,7 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
 /// A 4-bit table, or one with float zero points, is [`gather_rows_decoded`].
 fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
     if group.settings().bits().count() != 8 || group.float_zeros() {
-        return Err(Error::Pipeline(format!("embedding `{}`: a 4-bit table or float zero points are gathered_rows_decoded", group.name)));
+        return Err(Error::Pipeline(format!("embedding `{}`: a 4-bit table or float zero points go through gather_rows_decoded", group.name)));
     }
     let Some(rank) = indices_rank else {
         return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be transposed", group.name)));
@@ -476,38 +476,63 @@ fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index
 /// `256 * (position % 2) + byte` giving the nibble as a number (`quant/nibbles_*`, signed for
 /// int4). The value is `code * scale`, `(code - zero_point) * scale` or `code * scale + offset`,
 /// each the value DequantizeLinear (plus the block offsets) gives the head.
+///
+/// Negative ids count from the end, as ONNX Gather reads them (`Where(ids < 0, ids + V, ids)`:
+/// a raw negative position would read another row); an id of V or more still fails the last
+/// row's Gather. Positions are int32 when `K * V` fits, which halves the index tensors of a
+/// long prefill (`[tokens, K]` each).
 fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>) -> Result<()> {
+    use ir::DType;
     let s = group.dq_settings();
     let (k, n, bs) = (group.k(), group.n(), s.block_size());
     let kb = k.div_ceil(bs);
     let dtype = group.scale_dtype();
+    let at_type = if k * n <= i32::MAX as usize { DType::I32 } else { DType::I64 };
     let node = &graph.nodes[index];
     let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
     let base = format!("{name}/quant");
-    let tag = |mut n: Node| {
+    // Integer constants of the positions' type.
+    let ints = |graph: &mut Graph, name: String, shape: Vec<usize>, values: Vec<i64>, ty: DType| -> String {
+        let recipe = match ty {
+            DType::I32 => Recipe::data(name.clone(), DType::I32, shape, values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect()),
+            _ => Recipe::from_i64(name.clone(), shape, &values),
+        };
+        add_initializer(graph, &name, recipe);
+        name
+    };
+    let axes = ints(graph, "quant/last_axis".into(), vec![1], vec![-1], DType::I64);
+    let zero = ints(graph, "quant/zero".into(), vec![], vec![0], DType::I64);
+    let rows = ints(graph, format!("quant/rows_{n}"), vec![], vec![n as i64], DType::I64);
+    let row_base = ints(graph, format!("quant/row_base_k{k}_n{n}_{at_type}"), vec![k], (0..k).map(|i| (i * n) as i64).collect(), at_type);
+    let block_base = ints(graph, format!("quant/block_base_k{k}_b{bs}_n{n}_{at_type}"), vec![k], (0..k).map(|i| (i / bs * n) as i64).collect(), at_type);
+    let two = ints(graph, format!("quant/two_{at_type}"), vec![], vec![2], at_type);
+    let byte_values = ints(graph, format!("quant/byte_values_{at_type}"), vec![], vec![256], at_type);
+    // `<base>/<suffix>` = op(inputs), or the Gather's own output `out` for the last step.
+    let op = |nodes: &mut Vec<Node>, op: &str, suffix: &str, inputs: &[&str]| -> String {
+        let o = if suffix == "values" { out.clone() } else { format!("{base}/{suffix}") };
+        let mut n = Node::new(format!("{base}/{suffix}/{op}"), op, inputs, &[&o]);
         n.metadata.insert("rule".into(), "quantize".into());
-        n
-    };
-    let i64s = |graph: &mut Graph, name: &str, shape: Vec<usize>, values: Vec<i64>| {
-        add_initializer(graph, name, Recipe::from_i64(name.to_string(), shape, &values));
-        name.to_string()
-    };
-    let axes = i64s(graph, "quant/last_axis", vec![1], vec![-1]);
-    let row_base = i64s(graph, &format!("quant/row_base_k{k}_n{n}"), vec![k], (0..k).map(|i| (i * n) as i64).collect());
-    let block_base = i64s(graph, &format!("quant/block_base_k{k}_b{bs}_n{n}"), vec![k], (0..k).map(|i| (i / bs * n) as i64).collect());
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut op = |op: &str, suffix: &str, inputs: &[&str]| -> String {
-        let o = format!("{base}/{suffix}");
-        nodes.push(tag(Node::new(format!("{base}/{suffix}/{op}"), op, inputs, &[&o])));
+        nodes.push(n);
         o
     };
-    let ids = op("Unsqueeze", "ids", &[&ids, &axes]);
-    let at_value = op("Add", "at_value", &[&ids, &row_base]);
-    let at_block = op("Add", "at_block", &[&ids, &block_base]);
+    let cast = |nodes: &mut Vec<Node>, suffix: &str, input: &str, to: DType| -> String {
+        let o = op(nodes, "Cast", suffix, &[input]);
+        nodes.last_mut().expect("just pushed").attrs.push(Attr::int("to", to.to_onnx() as i64));
+        o
+    };
+    let mut nodes: Vec<Node> = Vec::new();
+    let negative = op(&mut nodes, "Less", "negative", &[&ids, &zero]);
+    let wrapped = op(&mut nodes, "Add", "wrapped", &[&ids, &rows]);
+    let ids = op(&mut nodes, "Where", "ids", &[&negative, &wrapped, &ids]);
+    let ids = if at_type == DType::I32 { cast(&mut nodes, "ids_i32", &ids, DType::I32) } else { ids };
+    let ids = op(&mut nodes, "Unsqueeze", "ids_last", &[&ids, &axes]);
+    let at_value = op(&mut nodes, "Add", "at_value", &[&ids, &row_base]);
+    let at_block = op(&mut nodes, "Add", "at_block", &[&ids, &block_base]);
     // The codes of one part at flat positions `at`, as numbers of the scales' type. The
-    // data's Gather is written last as the float Gather's own node (it keeps its name).
+    // Gathers of stored parts are collected, and the data's is written last as the float
+    // Gather's own node (it keeps its name).
     let mut gathers: Vec<(String, String, String)> = Vec::new(); // (table, positions, output)
-    let mut decode = |graph: &mut Graph, op: &mut dyn FnMut(&str, &str, &[&str]) -> String, part: QuantPart, at: &str| -> Result<String> {
+    let mut decode = |graph: &mut Graph, nodes: &mut Vec<Node>, part: QuantPart, at: &str| -> Result<String> {
         let recipe = Recipe::quantized(group, part);
         let what = part.name();
         let table = format!("{}/quant/{what}", group.name);
@@ -516,55 +541,44 @@ fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, g
             add_initializer(graph, &flat, recipe.clone().reshape(vec![recipe.numel()]));
             let raw = format!("{base}/{what}_raw");
             gathers.push((flat, at.to_string(), raw.clone()));
-            return Ok(op("Cast", what, &[&raw]));
+            return Ok(cast(nodes, what, &raw, dtype));
         }
         let bytes = format!("{table}/bytes");
         let len = recipe.byte_len();
-        add_initializer(graph, &bytes, recipe.view(ir::DType::U8, vec![len]).map_err(|e| Error::Pipeline(e.to_string()))?);
-        let signed = group.dtype(part) == ir::DType::I4;
+        add_initializer(graph, &bytes, recipe.view(DType::U8, vec![len]).map_err(|e| Error::Pipeline(e.to_string()))?);
+        let signed = group.dtype(part) == DType::I4;
         let lut = format!("quant/nibbles_{}_{dtype}", if signed { "int4" } else { "uint4" });
         let values: Vec<f32> = (0..2)
             .flat_map(|p| (0..256).map(move |b: i32| (b >> (4 * p)) & 15))
             .map(|v| if signed && v >= 8 { (v - 16) as f32 } else { v as f32 })
             .collect();
         add_initializer(graph, &lut, Recipe::from_f32(lut.clone(), vec![512], &values).cast(dtype));
-        let two = i64s(graph, "quant/two", vec![], vec![2]);
-        let byte_count = i64s(graph, "quant/byte_values", vec![], vec![256]);
-        let at_byte = op("Div", &format!("{what}_at_byte"), &[at, &two]);
-        let nibble = op("Mod", &format!("{what}_nibble"), &[at, &two]);
+        let at_byte = op(nodes, "Div", &format!("{what}_at_byte"), &[at, &two]);
+        let nibble = op(nodes, "Mod", &format!("{what}_nibble"), &[at, &two]);
         let raw = format!("{base}/{what}_bytes");
         gathers.push((bytes, at_byte, raw.clone()));
-        let byte = op("Cast", &format!("{what}_byte"), &[&raw]);
-        let row = op("Mul", &format!("{what}_lut_row"), &[&nibble, &byte_count]);
-        let entry = op("Add", &format!("{what}_lut_entry"), &[&row, &byte]);
-        Ok(op("Gather", what, &[&lut, &entry]))
+        let byte = cast(nodes, &format!("{what}_byte"), &raw, at_type);
+        let row = op(nodes, "Mul", &format!("{what}_lut_row"), &[&nibble, &byte_values]);
+        let entry = op(nodes, "Add", &format!("{what}_lut_entry"), &[&row, &byte]);
+        Ok(op(nodes, "Gather", what, &[&lut, &entry]))
     };
-    let codes = decode(graph, &mut op, QuantPart::Data, &at_value)?;
+    let codes = decode(graph, &mut nodes, QuantPart::Data, &at_value)?;
     let scales_flat = format!("{}/quant/scales/flat", group.name);
     add_initializer(graph, &scales_flat, Recipe::quantized(group, QuantPart::Scales).reshape(vec![kb * n]));
-    let scales = op("Gather", "scales", &[&scales_flat, &at_block]);
-    let value = if group.float_zeros() {
+    let scales = op(&mut nodes, "Gather", "scales", &[&scales_flat, &at_block]);
+    if group.float_zeros() {
         // [k_blocks, V] offsets, the head's own initializer (block_offsets).
         let offsets_flat = format!("{}/quant/offsets/flat", group.name);
         add_initializer(graph, &offsets_flat, Recipe::quantized(group, QuantPart::ZeroPoints).reshape(vec![kb * n]));
-        let offsets = op("Gather", "offsets", &[&offsets_flat, &at_block]);
-        let scaled = op("Mul", "scaled", &[&codes, &scales]);
-        nodes.push(tag(Node::new(format!("{base}/values/Add"), "Add", &[&scaled, &offsets], &[&out])));
-        out
+        let offsets = op(&mut nodes, "Gather", "offsets", &[&offsets_flat, &at_block]);
+        let scaled = op(&mut nodes, "Mul", "scaled", &[&codes, &scales]);
+        op(&mut nodes, "Add", "values", &[&scaled, &offsets]);
     } else if group.has(QuantPart::ZeroPoints) {
-        let zero_points = decode(graph, &mut op, QuantPart::ZeroPoints, &at_block)?;
-        let centred = op("Sub", "centred", &[&codes, &zero_points]);
-        nodes.push(tag(Node::new(format!("{base}/values/Mul"), "Mul", &[&centred, &scales], &[&out])));
-        out
+        let zero_points = decode(graph, &mut nodes, QuantPart::ZeroPoints, &at_block)?;
+        let centred = op(&mut nodes, "Sub", "centred", &[&codes, &zero_points]);
+        op(&mut nodes, "Mul", "values", &[&centred, &scales]);
     } else {
-        nodes.push(tag(Node::new(format!("{base}/values/Mul"), "Mul", &[&codes, &scales], &[&out])));
-        out
-    };
-    debug_assert_eq!(value, graph.nodes[index].outputs[0]);
-    for n in &mut nodes {
-        if n.op == "Cast" {
-            n.attrs.push(Attr::int("to", if n.name.ends_with("_byte/Cast") { ir::DType::I64 } else { dtype }.to_onnx() as i64));
-        }
+        op(&mut nodes, "Mul", "values", &[&codes, &scales]);
     }
     // The float Gather itself becomes the Gather of the data's codes (or bytes).
     let mut gathers = gathers.into_iter();
@@ -575,7 +589,9 @@ fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, g
     node.attrs.clear();
     node.metadata.insert("rule".into(), "quantize".into());
     for (table, at, raw) in gathers {
-        nodes.push(tag(Node::new(format!("{raw}/Gather"), "Gather", &[&table, &at], &[&raw])));
+        let mut g = Node::new(format!("{raw}/Gather"), "Gather", &[&table, &at], &[&raw]);
+        g.metadata.insert("rule".into(), "quantize".into());
+        nodes.push(g);
     }
     added.extend(nodes);
     Ok(())
