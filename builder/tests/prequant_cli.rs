@@ -97,9 +97,9 @@ fn quant_is_refused_and_float_layers_take_the_role_flags() {
     // The import keeps the table's accuracy-level rules.
     fails(&model, &["--ep", "default", "--accuracy-level", "4"], &["no accuracy level"]);
     fails(&model, &["--ep", "trt-rtx", "--quant-embeddings", "int4"], &["embedding_gather_dequantize_linear", "--quant-embeddings none"]);
-    // dml claims no GatherBlockQuantized: a quantized table is refused by that reason.
-    fails(&fixture("tiny-llama"), &["--ep", "dml", "--quant", "int4", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
-    fails(&model, &["--ep", "dml", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--quant-embeddings none"]);
+    // dml claims no GatherBlockQuantized: an asymmetric table (packed zero points) is refused
+    // by that reason; a symmetric one is read with standard ops (test_quant.py).
+    fails(&fixture("tiny-llama"), &["--ep", "dml", "--quant", "int4", "--asymmetric", "--quant-embeddings", "int4"], &["claims no com.microsoft.GatherBlockQuantized", "--asymmetric", "--quant-embeddings none"]);
     // trt-rtx does not gather DequantizeLinear rows (embedding_gather_dequantize_linear unset).
     fails(&fixture("tiny-llama"), &["--ep", "trt-rtx", "--quant", "int4", "--quant-embeddings", "int8"], &["embedding_gather_dequantize_linear", "--quant-embeddings none"]);
 
@@ -168,9 +168,10 @@ fn gpt_oss_mxfp4_checkpoints_are_refused_by_key() {
     }
 }
 
-/// A GGUF file's quantized table on a table that claims no GatherBlockQuantized (dml) is
-/// written float with the reason; on `default` its 8-bit rows are gathered from the head's
-/// DequantizeLinear data, no float copy.
+/// A GGUF file's quantized (symmetric Q8_0) table keeps its integers where the EP has no
+/// GatherBlockQuantized too: on dml its rows are read from the head's MatMulNBits bytes with
+/// standard ops; on `default` they are gathered from the head's DequantizeLinear data. No
+/// float copy either way.
 #[test]
 fn a_gguf_table_follows_what_the_ep_can_gather() {
     let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-gemma/tiny-gemma.Q.gguf");
@@ -181,12 +182,11 @@ fn a_gguf_table_follows_what_the_ep_can_gather() {
         assert!(r.status.success(), "{ep}: {}", r.stderr);
         serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap()
     };
-    let dml = report("dml");
-    let kept = dml["parts"][0]["quantization"]["kept_float"].as_array().unwrap().clone();
-    assert!(kept.iter().any(|k| k["weight"] == "model.embed_tokens.weight" && k["why"].as_str().unwrap().contains("GatherBlockQuantized")), "{kept:?}");
-    let default = report("default");
-    let q = &default["parts"][0]["quantization"];
-    assert!(q["kept_float"].as_array().unwrap().is_empty(), "{q}");
-    let table = q["tensors"].as_array().unwrap().iter().find(|t| t["weight"] == "model.embed_tokens.weight").expect("the table is quantized");
-    assert!(table["ops"].as_array().unwrap().iter().any(|o| o.as_str().unwrap().contains("(Gather)")), "{table}");
+    for ep in ["dml", "default"] {
+        let report = report(ep);
+        let q = &report["parts"][0]["quantization"];
+        assert!(q["kept_float"].as_array().unwrap().is_empty(), "{ep}: {q}");
+        let table = q["tensors"].as_array().unwrap().iter().find(|t| t["weight"] == "model.embed_tokens.weight").expect("the table is quantized");
+        assert!(table["ops"].as_array().unwrap().iter().any(|o| o.as_str().unwrap().contains("(Gather)")), "{ep}: {table}");
+    }
 }

@@ -11,6 +11,8 @@
   package, embeddings kept float as that quantizer keeps them.
 """
 import json
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,7 +20,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from conftest import DECODER_FIXTURES, FIXTURES, MOE_FIXTURES, build_with, genai_greedy
+from conftest import DECODER_FIXTURES, FIXTURES, MOE_FIXTURES, build_with, genai_greedy, tailor_bin
 
 TOL = 1e-4
 
@@ -616,3 +618,61 @@ def test_decoded_table_reads_ids_as_gather_does(tmp_path):
     for past_the_end in (vocab, vocab + 1, 2 * vocab):
         with pytest.raises(Exception, match="out of"):
             run([5, past_the_end, 7])
+
+
+def embedding_rows(model, ids):
+    """Runs only the nodes that read the embedding table (the table's Gather, renamed in place,
+    and the `<gather>/quant/*` nodes after it) on ORT's CPU EP; returns their output rows."""
+    gather = next(n for n in model.graph.node if n.name.endswith("embed_tokens/Gather"))
+    nodes = [n for n in model.graph.node if n.name == gather.name or n.name.startswith(gather.name + "/quant/")]
+    produced = {o for n in nodes for o in n.output}
+    out = next(o for n in nodes for o in n.output if not any(o in m.input for m in nodes))
+    used = {i for n in nodes for i in n.input}
+    graph = onnx.helper.make_graph(
+        nodes, "rows", [onnx.helper.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, list(ids.shape))],
+        [onnx.helper.make_tensor_value_info(out, model.graph.output[0].type.tensor_type.elem_type, None)],
+        [i for i in model.graph.initializer if i.name in used and i.name not in produced])
+    sub = onnx.helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    sess = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run([out], {"input_ids": ids})[0]
+
+
+@pytest.mark.parametrize("source", ["int4", "int8", "gguf"])
+def test_dml_symmetric_table_is_gathered_from_the_heads_parts(tmp_path, source):
+    """dml claims no GatherBlockQuantized: a symmetric table (`--quant-embeddings`, or a GGUF
+    file's Q8_0 table) is read from the head's MatMulNBits bytes, `(q - mid) * scale` with
+    standard ops, one copy; no float table is left. The rows these nodes compute (on ORT's CPU
+    EP: no DirectML here) equal the head's dequantized weight computed in numpy from the same
+    bytes. An asymmetric table is refused (its packed zero points are GatherBlockQuantized's)."""
+    if source == "gguf":
+        pkg = tmp_path / "dml"
+        done = subprocess.run([str(tailor_bin()), "build", "--model", str(Path(__file__).parent / "data/gguf-gemma/tiny-gemma.Q.gguf"),
+                               "--output", str(pkg), "--ep", "dml"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    else:
+        pkg = build_with(tmp_path / "dml", "tiny-qwen2-tied-mqa", "dml", ["--quant", "int4", "--quant-embeddings", source])
+    model = load(pkg)
+    report = json.loads((pkg / "build_report.json").read_text())
+    assert not report["parts"][0]["quantization"]["kept_float"], report["parts"][0]["quantization"]["kept_float"]
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    head = next(n for n in model.graph.node if n.op_type == "MatMulNBits" and n.name.startswith("lm_head/"))
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in head.attribute}
+    n, k = attrs["N"], attrs["K"]
+    assert not [name for name, v in init.items() if v.dtype.kind == "f" and v.shape in ((n, k), (k, n))], "a float table is left"
+    # The table's own MatMulNBits parts: the head's when their settings agree (one copy).
+    gather = next(g for g in model.graph.node if g.name.endswith("embed_tokens/Gather"))
+    data_name = gather.input[0]
+    scales_name = data_name.removesuffix("/data") + "/scales"
+    data, scales = init[data_name], init[scales_name]
+    bits = 8 if source != "int4" else 4
+    block = k // scales.reshape(n, -1).shape[1]
+    assert data.shape == (n, k // block, block * bits // 8), data.shape
+    assert (data_name == head.input[1]) == (source != "int8"), (data_name, head.input[1])
+    assert scales_name + "/zero_points" not in init and data_name.removesuffix("/data") + "/zero_points" not in init, "symmetric"
+    as_matmul = onnx.helper.make_node("MatMulNBits", ["a", data_name, scales_name], ["y"], K=k, N=n, bits=bits, block_size=block)
+    table = dequant_matmul_nbits(as_matmul, {name: numpy_helper.from_array(v, name) for name, v in init.items()}).T
+    ids = np.array([[0, 3, n - 1, 17, 3]], dtype=np.int64)
+    got = embedding_rows(model, ids).astype(np.float32)
+    want = table[ids]
+    # f16 rows: within f16 rounding of the f32 product.
+    assert np.abs(got - want).max() <= 1e-3 * max(1.0, float(np.abs(want).max())), float(np.abs(got - want).max())

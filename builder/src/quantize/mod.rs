@@ -188,8 +188,10 @@ impl QuantStep {
                 "the {table} EP keeps embeddings float ({}: embedding_gather_dequantize_linear is not set, so a table's rows are not gathered as DequantizeLinear data there); use --quant-embeddings none",
                 self.table
             )),
-            QuantFormat::MatmulNbits if self.method != Method::Hqq => match &self.no_gather_block_quantized {
-                Some(why) => refuse(format!("{why}; use --quant-embeddings none")),
+            // Without GatherBlockQuantized a symmetric table's rows are gathered from the head's
+            // parts with standard ops (rewrite.rs `gather_dequantized`); zero points are not.
+            QuantFormat::MatmulNbits if self.method != Method::Hqq && !self.symmetric => match &self.no_gather_block_quantized {
+                Some(why) => refuse(format!("{why}, and --asymmetric tables' packed zero points are read by it alone; drop --asymmetric, or use --quant-embeddings none")),
                 None => Ok(()),
             },
             _ => Ok(()),
@@ -500,9 +502,11 @@ fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, setti
 
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
 /// exact float dequantization (import.rs warns): a width the table has no section for, GGUF
-/// tensors of several widths stacked into one weight, and for an embedding table: an EP that
-/// claims no GatherBlockQuantized (MatMulNBits format), or in the DequantizeLinear format a
-/// table that does not gather DequantizeLinear rows or has act-order rows. Float zero points
+/// tensors of several widths stacked into one weight, and for an embedding table: integer
+/// zero points on an EP that claims no GatherBlockQuantized (MatMulNBits format; a symmetric
+/// table is gathered from the head's parts there, `rewrite::gather_dequantized`), or in the
+/// DequantizeLinear format a table that does not gather DequantizeLinear rows or has
+/// act-order rows. Float zero points
 /// (a GGUF type with a min) are otherwise kept in the offset form (rewrite.rs
 /// `block_offsets`); an embedding table with them is not GatherBlockQuantized's (its zero
 /// points are the data's type, ORT 1.32 schema) but keeps its integers all the same: its rows
@@ -532,7 +536,8 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
             return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
         }
     }
-    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, !float_zeros) {
+    let zero_points = !float_zeros && layers.iter().any(|p| !p.symmetric());
+    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, zero_points) {
         return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
     }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {

@@ -126,7 +126,9 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             graph.nodes[index].inputs[0] = gathered;
         }
         match (step.format, c.role) {
-            (QuantFormat::MatmulNbits, Role::Embedding) if group.float_zeros() => {
+            // Float zero points (GatherBlockQuantized's are integers), or a symmetric table where
+            // the EP claims no GatherBlockQuantized (dml).
+            (QuantFormat::MatmulNbits, Role::Embedding) if group.float_zeros() || (step.no_gather_block_quantized.is_some() && group.settings().symmetric()) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
                 gather_dequantized(graph, &mut added, index, &group, &names, rank)?;
             }
@@ -284,6 +286,8 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
 /// the mid point (two per byte at 4 bits, low nibble first), then `(q - mid) * scale + offset`
 /// per block, the value MatMulNBits plus the block offsets compute for the head. The offsets
 /// are read from the head's `[k_blocks, N]` initializer (Gather on axis 1, then Transpose).
+/// A symmetric table (no zero points: `(q - mid) * scale`) takes the same path on a table that
+/// claims no GatherBlockQuantized (dml), with no offsets.
 fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
     let s = group.settings();
     let (k, bs) = (group.k(), s.block_size());
@@ -312,6 +316,10 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     // Each byte's codes less the mid point, in the scales' type.
     let per_byte = s.bits().per_byte();
     let mid = s.bits().mid() as f32;
+    let offsets = format!("{}/quant/offsets", group.name);
+    if group.float_zeros() {
+        add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
+    }
     let lut_name = format!("quant/codes_{}b_{dtype}", s.bits().count());
     let lut: Vec<f32> = (0..256usize)
         .flat_map(|b| (0..per_byte).map(move |i| ((b >> (i * 8 / per_byte)) & (0xff >> (8 - 8 / per_byte))) as f32 - mid))
@@ -326,8 +334,6 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     let blocks_shape = shape(graph, "blocks_shape", &[kb, bs]);
     let params_shape = shape(graph, "params_shape", &[kb, 1]);
     let row_shape = shape(graph, "row_shape", &[k]);
-    let offsets = format!("{}/quant/offsets", group.name);
-    add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
     // The float Gather itself becomes the Gather of the rows' bytes.
     let bytes = format!("{base}/bytes");
     let byte_ids = op("Cast", "byte_ids", &[&bytes]);
@@ -335,11 +341,17 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     let codes = op("Reshape", "blocks", &[&codes, &blocks_shape]);
     let scales = op("Gather", "scales", &[&parts[1], &ids]);
     let scales = op("Reshape", "scales_by_block", &[&scales, &params_shape]);
-    let offs = op("Gather", "offsets_t", &[&offsets, &ids]);
-    let offs = op("Transpose", "offsets", &[&offs]);
-    let offs = op("Reshape", "offsets_by_block", &[&offs, &params_shape]);
     let scaled = op("Mul", "scaled", &[&codes, &scales]);
-    let values = op("Add", "values", &[&scaled, &offs]);
+    let values = if group.float_zeros() {
+        let offs = op("Gather", "offsets_t", &[&offsets, &ids]);
+        let offs = op("Transpose", "offsets", &[&offs]);
+        let offs = op("Reshape", "offsets_by_block", &[&offs, &params_shape]);
+        op("Add", "values", &[&scaled, &offs])
+    } else if group.settings().symmetric() {
+        scaled
+    } else {
+        return Err(Error::Pipeline(format!("embedding `{}`: integer zero points are GatherBlockQuantized's (planning refuses them where it is not claimed)", group.name)));
+    };
     let mut reshape = Node::new(format!("{base}/Reshape"), "Reshape", &[&values, &row_shape], &[&out]);
     reshape.metadata.insert("rule".into(), "quantize".into());
     nodes.push(reshape);
