@@ -33,6 +33,10 @@ pub struct TensorSize {
     pub dtype: String,
     pub shape: Vec<usize>,
     pub bytes: usize,
+    /// Another initializer stored on the same range of the same data file (a view the writer
+    /// stored once: a tied table read as bytes, a reshaped scale), so its bytes count once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_bytes_as: Option<String>,
 }
 
 /// Where a part's initializers are stored. Every external tensor was checked as the model was
@@ -260,10 +264,23 @@ fn inspect_part(dir: &Path, l: &Listed, model: &ir::Model) -> PartInspection {
         let domain = if ep_sets::Domain::is_onnx(&n.domain) { "ai.onnx".to_string() } else { n.domain.clone() };
         *ops.entry(domain).or_default().entry(n.op.clone()).or_default() += 1;
     }
+    // The first initializer (in the model's order) on each range of a data file.
+    let mut first_on: BTreeMap<(std::path::PathBuf, usize, usize), &str> = BTreeMap::new();
+    for (name, r) in &g.initializers {
+        if let ir::Recipe::Source(t) = r {
+            first_on.entry((t.file.path.clone(), t.offset, t.len)).or_insert(name);
+        }
+    }
     let mut largest: Vec<TensorSize> = g
         .initializers
         .iter()
-        .map(|(name, r)| TensorSize { name: name.clone(), dtype: r.dtype().name().into(), shape: r.shape(), bytes: r.byte_len() })
+        .map(|(name, r)| {
+            let same_bytes_as = match r {
+                ir::Recipe::Source(t) => first_on.get(&(t.file.path.clone(), t.offset, t.len)).filter(|n| **n != name).map(|n| n.to_string()),
+                _ => None,
+            };
+            TensorSize { name: name.clone(), dtype: r.dtype().name().into(), shape: r.shape(), bytes: r.byte_len(), same_bytes_as }
+        })
         .collect();
     largest.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
     largest.truncate(5);
@@ -538,7 +555,8 @@ impl PartInspection {
         });
         s.push_str("  largest tensors:\n");
         for t in &self.largest {
-            s.push_str(&format!("    {} {}{:?} {} B\n", t.name, t.dtype, t.shape, t.bytes));
+            let shared = t.same_bytes_as.as_ref().map(|n| format!(" (the bytes of {n}, stored once)")).unwrap_or_default();
+            s.push_str(&format!("    {} {}{:?} {} B{shared}\n", t.name, t.dtype, t.shape, t.bytes));
         }
         s
     }

@@ -70,6 +70,21 @@ fn reports_a_quantized_cpu_package() {
     let (_, json, _) = inspect(&mixed, true);
     let v: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["parts"][0]["quantization"]["bit_widths"], serde_json::json!([4, 8]));
+
+    // A view the writer stored once (the tied int4 table's bytes on `default`) says so.
+    let portable = dir.path().join("portable");
+    let r = tailor(&model, &portable, &["--ep", "default", "--quant", "int4", "--quant-embeddings", "int4"]);
+    assert!(r.status.success(), "{}", r.stderr);
+    let (ok, text, _) = inspect(&portable, false);
+    let needle = "model.embed_tokens.weight/quant/data/bytes u8[16384] 16384 B (the bytes of model.embed_tokens.weight/quant/data, stored once)";
+    assert!(ok && text.contains(needle), "inspect lacks `{needle}`:\n{text}");
+    let (_, json, _) = inspect(&portable, true);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let largest = v["parts"][0]["largest"].as_array().unwrap();
+    let head = largest.iter().find(|t| t["name"] == "model.embed_tokens.weight/quant/data").expect("the head's data is listed");
+    assert!(head.get("same_bytes_as").is_none(), "{head}");
+    let view = largest.iter().find(|t| t["name"] == "model.embed_tokens.weight/quant/data/bytes").expect("the view is listed");
+    assert_eq!(view["same_bytes_as"], "model.embed_tokens.weight/quant/data");
 }
 
 #[test]
