@@ -555,7 +555,7 @@ impl PartInspection {
         });
         s.push_str("  largest tensors:\n");
         for t in &self.largest {
-            let shared = t.same_bytes_as.as_ref().map(|n| format!(" (the bytes of {n}, stored once)")).unwrap_or_default();
+            let shared = t.same_bytes_as.as_ref().map(|n| format!(" (shares its stored bytes with {n})")).unwrap_or_default();
             s.push_str(&format!("    {} {}{:?} {} B{shared}\n", t.name, t.dtype, t.shape, t.bytes));
         }
         s

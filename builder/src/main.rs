@@ -129,7 +129,8 @@ enum Command {
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
         /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
         /// (one copy when tied; 4-bit rows as bytes decoded with standard ops, ONNX Gather
-        /// having no int4) and only they are dequantized. Default: the EP
+        /// having no int4) and only they are dequantized; on dml (no GatherBlockQuantized) from
+        /// the head's MatMulNBits bytes, symmetric only. Default: the EP
         /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
         /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]

@@ -76,7 +76,7 @@ fn reports_a_quantized_cpu_package() {
     let r = tailor(&model, &portable, &["--ep", "default", "--quant", "int4", "--quant-embeddings", "int4"]);
     assert!(r.status.success(), "{}", r.stderr);
     let (ok, text, _) = inspect(&portable, false);
-    let needle = "model.embed_tokens.weight/quant/data/bytes u8[16384] 16384 B (the bytes of model.embed_tokens.weight/quant/data, stored once)";
+    let needle = "model.embed_tokens.weight/quant/data/bytes u8[16384] 16384 B (shares its stored bytes with model.embed_tokens.weight/quant/data)";
     assert!(ok && text.contains(needle), "inspect lacks `{needle}`:\n{text}");
     let (_, json, _) = inspect(&portable, true);
     let v: Value = serde_json::from_str(&json).unwrap();

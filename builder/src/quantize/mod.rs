@@ -101,7 +101,9 @@ pub struct QuantStep {
     /// `gather_rows_dequantize_linear`, `gather_rows_decoded`).
     pub embedding_gather_dequantize_linear: bool,
     /// Why the table cannot gather a table's rows with `com.microsoft.GatherBlockQuantized`: it
-    /// claims no kernel for it (`None`: it does). A pre-quantized table then stays float.
+    /// claims no kernel for it (`None`: it does). A table with integer zero points then stays
+    /// float (pre-quantized) or is refused (`--asymmetric --quant-embeddings`); a symmetric one,
+    /// or one with float offsets, is gathered with standard ops (rewrite.rs `gather_dequantized`).
     pub no_gather_block_quantized: Option<String>,
     /// Whether `--quant-embeddings` was given (else the table's default chose the embeddings'
     /// bits, and a table it cannot hold stays float rather than failing the build).
@@ -179,7 +181,8 @@ impl QuantStep {
     /// quantized table's rows with ONNX `Gather` where the table says so
     /// (`embedding_gather_dequantize_linear`; 4-bit rows as bytes, decoded with standard ops:
     /// rewrite.rs `gather_rows_decoded`); the MatMulNBits format needs a GatherBlockQuantized
-    /// claim (HQQ's tables are gathered with standard ops instead).
+    /// claim for integer zero points (`--asymmetric`); symmetric tables and HQQ's are gathered
+    /// with standard ops where it has none.
     pub(crate) fn check_embeddings(&self, table: &str) -> Result<()> {
         let Some(bits) = self.embeddings else { return Ok(()) };
         let refuse = |why: String| Err(Error::Request(format!("--quant-embeddings {bits}: {why}")));

@@ -293,8 +293,9 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     let (k, bs) = (group.k(), s.block_size());
     if !k.is_multiple_of(bs) {
         return Err(Error::Request(format!(
-            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which the gathered table needs; choose a block size dividing {k} or --quant-embeddings none",
-            group.name
+            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which the gathered table needs; choose {}, or --quant-embeddings none",
+            group.name,
+            dividing_block_sizes(k)
         )));
     }
     let Some(rank) = indices_rank else {
@@ -372,6 +373,16 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     Ok(())
 }
 
+/// The `--block-size` values (powers of two, 16..=256) that divide `k`, for messages.
+fn dividing_block_sizes(k: usize) -> String {
+    let sizes: Vec<String> = (4..=8).map(|p| 1usize << p).filter(|b| k.is_multiple_of(*b)).map(|b| b.to_string()).collect();
+    match sizes.as_slice() {
+        [] => format!("a --block-size dividing {k} (none of 16..256 does)"),
+        [one] => format!("--block-size {one}"),
+        [rest @ .., last] => format!("--block-size {} or {last}", rest.join(", ")),
+    }
+}
+
 /// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form
 /// needs after it.
 fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Option<Node>> {
@@ -379,8 +390,9 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     let (n, k, bs) = (group.n(), group.k(), s.block_size());
     if !k.is_multiple_of(bs) {
         return Err(Error::Request(format!(
-            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which GatherBlockQuantized needs; choose a block size dividing {k} or --quant-embeddings none",
-            group.name
+            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which GatherBlockQuantized needs; choose {}, or --quant-embeddings none",
+            group.name,
+            dividing_block_sizes(k)
         )));
     }
     let kb = k / bs;
