@@ -531,14 +531,15 @@ fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, g
     let block_base = ints(graph, format!("quant/block_base_k{k}_b{bs}_n{n}_{at_type}"), vec![k], (0..k).map(|i| (i / bs * n) as i64).collect(), at_type);
     let two = ints(graph, format!("quant/two_{at_type}"), vec![], vec![2], at_type);
     let byte_values = ints(graph, format!("quant/byte_values_{at_type}"), vec![], vec![256], at_type);
-    // `<base>/<suffix>` = op(inputs), or the Gather's own output `out` for the last step.
-    let op = |nodes: &mut Vec<Node>, op: &str, suffix: &str, inputs: &[&str]| -> String {
-        let o = if suffix == "values" { out.clone() } else { format!("{base}/{suffix}") };
+    // `<base>/<suffix>` = op(inputs); `last` writes the float Gather's own output `out`.
+    let node_to = |nodes: &mut Vec<Node>, op: &str, suffix: &str, inputs: &[&str], o: String| -> String {
         let mut n = Node::new(format!("{base}/{suffix}/{op}"), op, inputs, &[&o]);
         n.metadata.insert("rule".into(), "quantize".into());
         nodes.push(n);
         o
     };
+    let op = |nodes: &mut Vec<Node>, op: &str, suffix: &str, inputs: &[&str]| node_to(nodes, op, suffix, inputs, format!("{base}/{suffix}"));
+    let last = |nodes: &mut Vec<Node>, op: &str, inputs: &[&str]| node_to(nodes, op, "values", inputs, out.clone());
     let cast = |nodes: &mut Vec<Node>, suffix: &str, input: &str, to: DType| -> String {
         let o = op(nodes, "Cast", suffix, &[input]);
         nodes.last_mut().expect("just pushed").attrs.push(Attr::int("to", to.to_onnx() as i64));
@@ -596,13 +597,13 @@ fn gather_rows_decoded(graph: &mut Graph, added: &mut Vec<Node>, index: usize, g
         add_initializer(graph, &offsets_flat, Recipe::quantized(group, QuantPart::ZeroPoints).reshape(vec![kb * n]));
         let offsets = op(&mut nodes, "Gather", "offsets", &[&offsets_flat, &at_block]);
         let scaled = op(&mut nodes, "Mul", "scaled", &[&codes, &scales]);
-        op(&mut nodes, "Add", "values", &[&scaled, &offsets]);
+        last(&mut nodes, "Add", &[&scaled, &offsets]);
     } else if group.has(QuantPart::ZeroPoints) {
         let zero_points = decode(graph, &mut nodes, QuantPart::ZeroPoints, &at_block)?;
         let centred = op(&mut nodes, "Sub", "centred", &[&codes, &zero_points]);
-        op(&mut nodes, "Mul", "values", &[&centred, &scales]);
+        last(&mut nodes, "Mul", &[&centred, &scales]);
     } else {
-        op(&mut nodes, "Mul", "values", &[&codes, &scales]);
+        last(&mut nodes, "Mul", &[&codes, &scales]);
     }
     // The float Gather itself becomes the Gather of the data's codes (or bytes).
     let mut gathers = gathers.into_iter();
