@@ -129,8 +129,9 @@ enum Command {
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
         /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
         /// (one copy when tied; 4-bit rows as bytes decoded with standard ops, ONNX Gather
-        /// having no int4) and only they are dequantized; on dml (no GatherBlockQuantized) from
-        /// the head's MatMulNBits bytes, symmetric only. Default: the EP
+        /// having no int4) and only they are dequantized; where GatherBlockQuantized cannot
+        /// read the table (dml has none; rows that are not whole blocks; HQQ's float zero
+        /// points), from its MatMulNBits bytes with standard ops. Default: the EP
         /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
         /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]

@@ -37,15 +37,25 @@ fn requests_a_table_cannot_take_are_refused() {
 }
 
 #[test]
-fn an_embedding_whose_rows_do_not_fill_blocks_is_named() {
-    // tiny-llama's hidden size is 64: block 128 cannot hold a row of GatherBlockQuantized.
+fn an_embedding_whose_rows_do_not_fill_blocks_is_gathered_with_standard_ops_or_named() {
+    // tiny-llama's hidden size is 64: a row is part of one block of 128, which
+    // GatherBlockQuantized cannot hold. cpu gathers the rows' bytes with standard ops
+    // (test_quant.py checks the values); webgpu's Gather takes no uint8, so there the table
+    // stays float (the table's default) or is refused (asked for), naming the sizes that fit.
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
-    fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128"], &["model.embed_tokens.weight", "--block-size 128", "--quant-embeddings none"]);
-    // Without the embedding it builds: K = 64 is padded to one block of 128 for MatMulNBits.
-    let (_d, v, _) = report(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128", "--quant-embeddings", "none"]);
-    assert_eq!(v["parts"][0]["quantization"]["block_size"], 128);
+    let (_d, v, _) = report(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "128"]);
+    let q = &v["parts"][0]["quantization"];
+    assert_eq!(q["block_size"], 128);
+    assert!(q["kept_float"].as_array().unwrap().is_empty(), "{q}");
+    let table = q["tensors"].as_array().unwrap().iter().find(|t| t["weight"] == "model.embed_tokens.weight").expect("the table is quantized");
+    assert!(table["ops"].to_string().contains("(Gather)"), "{table}");
+    let asked = ["--ep", "webgpu", "--quant", "int4", "--block-size", "128", "--quant-embeddings", "int4"];
+    fails(&model, &asked, &["model.embed_tokens.weight", "not whole blocks of 128", "--block-size 16, 32 or 64", "T=u8 is not registered", "--quant-embeddings none"]);
+    let (_d, v, _) = report(&model, &["--ep", "webgpu", "--quant", "int4", "--block-size", "128"]);
+    let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap().clone();
+    assert!(kept.iter().any(|k| k["weight"] == "model.embed_tokens.weight" && k["why"].as_str().unwrap().contains("not whole blocks")), "{kept:?}");
 }
 
 #[test]
@@ -59,7 +69,7 @@ fn an_asymmetric_int4_embedding_of_odd_blocks_is_refused_where_the_table_says_so
     fails(
         &model,
         &[&["--ep", "webgpu", "--quant-embeddings", "int4"][..], &odd].concat(),
-        &["model.embed_tokens.weight", "1 blocks of 64", "embedding_int4_zero_points_odd_blocks = false", "--quant-embeddings none"],
+        &["model.embed_tokens.weight", "1 blocks of 64", "embedding_int4_zero_points_odd_blocks = false", "drop --asymmetric", "T=u8 is not registered", "--quant-embeddings none"],
     );
     let quantized_table = |v: &Value| {
         let q = &v["parts"][0]["quantization"];

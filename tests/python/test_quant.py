@@ -637,20 +637,39 @@ def embedding_rows(model, ids):
     return sess.run([out], {"input_ids": ids})[0]
 
 
-@pytest.mark.parametrize("source", ["int4", "int8", "gguf"])
-def test_dml_symmetric_table_is_gathered_from_the_heads_parts(tmp_path, source):
-    """dml claims no GatherBlockQuantized: a symmetric table (`--quant-embeddings`, or a GGUF
-    file's Q8_0 table) is read from the head's MatMulNBits bytes, `(q - mid) * scale` with
-    standard ops, one copy; no float table is left. The rows these nodes compute (on ORT's CPU
-    EP: no DirectML here) equal the head's dequantized weight computed in numpy from the same
-    bytes. An asymmetric table is refused (its packed zero points are GatherBlockQuantized's)."""
+STANDARD_OP_TABLES = [
+    # dml claims no GatherBlockQuantized: every table.
+    ("dml", "int4", ["--quant", "int4", "--quant-embeddings", "int4"]),
+    ("dml", "int8", ["--quant", "int4", "--quant-embeddings", "int8"]),
+    ("dml", "gguf", []),
+    ("dml", "int4", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int4"]),
+    # One block of 64 per row: a packed 4-bit zero point and a padding nibble.
+    ("dml", "int4", ["--quant", "int4", "--asymmetric", "--block-size", "64", "--quant-embeddings", "int4"]),
+    ("dml", "int8", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int8"]),
+    # Rows of 64 values in a block of 128, which GatherBlockQuantized cannot hold.
+    ("cpu", "int4", ["--quant", "int4", "--block-size", "128"]),
+    ("cpu", "int4", ["--quant", "int4", "--block-size", "128", "--asymmetric"]),
+    ("dml", "int8", ["--quant", "int8", "--block-size", "128", "--asymmetric", "--quant-embeddings", "int8"]),
+]
+
+
+@pytest.mark.parametrize("ep,source,args", STANDARD_OP_TABLES)
+def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, source, args):
+    """A table GatherBlockQuantized cannot take (dml claims none; rows that are not whole
+    blocks) is read from its MatMulNBits parts with standard ops: `(q - mid) * scale` or, with
+    packed zero points, `(q - zero_point) * scale`, a partial block's padding sliced off; one copy
+    when tied with the same settings; no float table is left. The rows these nodes compute (on
+    ORT's CPU EP: no DirectML here) equal the dequantized table computed in numpy from the same
+    bytes by the MatMulNBits packing, and that table is the checkpoint's within quantization
+    error."""
     if source == "gguf":
-        pkg = tmp_path / "dml"
+        pkg = tmp_path / ep
         done = subprocess.run([str(tailor_bin()), "build", "--model", str(Path(__file__).parent / "data/gguf-gemma/tiny-gemma.Q.gguf"),
-                               "--output", str(pkg), "--ep", "dml"], capture_output=True, text=True)
+                               "--output", str(pkg), "--ep", ep], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     else:
-        pkg = build_with(tmp_path / "dml", "tiny-qwen2-tied-mqa", "dml", ["--quant", "int4", "--quant-embeddings", source])
+        # cpu at accuracy level 0 (f32 activations), for the whole-model comparison below.
+        pkg = build_with(tmp_path / ep, "tiny-qwen2-tied-mqa", ep, args + (["--accuracy-level", "0"] if ep == "cpu" else []))
     model = load(pkg)
     report = json.loads((pkg / "build_report.json").read_text())
     assert not report["parts"][0]["quantization"]["kept_float"], report["parts"][0]["quantization"]["kept_float"]
@@ -659,20 +678,24 @@ def test_dml_symmetric_table_is_gathered_from_the_heads_parts(tmp_path, source):
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in head.attribute}
     n, k = attrs["N"], attrs["K"]
     assert not [name for name, v in init.items() if v.dtype.kind == "f" and v.shape in ((n, k), (k, n))], "a float table is left"
+    assert not [g for g in model.graph.node if g.op_type == "GatherBlockQuantized"]
     # The table's own MatMulNBits parts: the head's when their settings agree (one copy).
     gather = next(g for g in model.graph.node if g.name.endswith("embed_tokens/Gather"))
     data_name = gather.input[0]
-    scales_name = data_name.removesuffix("/data") + "/scales"
-    data, scales = init[data_name], init[scales_name]
-    bits = 8 if source != "int4" else 4
-    block = k // scales.reshape(n, -1).shape[1]
-    assert data.shape == (n, k // block, block * bits // 8), data.shape
-    assert (data_name == head.input[1]) == (source != "int8"), (data_name, head.input[1])
-    assert data_name.removesuffix("/data") + "/zero_points" not in init, "symmetric"
-    as_matmul = onnx.helper.make_node("MatMulNBits", ["a", data_name, scales_name], ["y"], K=k, N=n, bits=bits, block_size=block)
+    part = data_name.removesuffix("/data")
+    data, scales = init[data_name], init[part + "/scales"]
+    bits = 4 if source == "int4" else 8
+    block = data.shape[2] * 8 // bits
+    assert data.shape == (n, -(-k // block), block * bits // 8), data.shape
+    asymmetric = "--asymmetric" in args
+    assert (part + "/zero_points" in init) == asymmetric
+    assert (data_name == head.input[1]) == (bits == attrs["bits"]), (data_name, head.input[1])
+    inputs = ["a", data_name, part + "/scales"] + ([part + "/zero_points"] if asymmetric else [])
+    as_matmul = onnx.helper.make_node("MatMulNBits", inputs, ["y"], K=k, N=n, bits=bits, block_size=block)
     table = dequant_matmul_nbits(as_matmul, {name: numpy_helper.from_array(v, name) for name, v in init.items()}).T
     ids = np.array([[0, 3, n - 1, 17, 3]], dtype=np.int64)
     got = embedding_rows(model, ids).astype(np.float32)
+    assert got.shape == (1, 5, k), got.shape
     want = table[ids]
     if source != "gguf":  # the table quantized from the checkpoint's own float table
         from safetensors.numpy import load_file
@@ -680,5 +703,15 @@ def test_dml_symmetric_table_is_gathered_from_the_heads_parts(tmp_path, source):
         floats = load_file(str(FIXTURES / "tiny-qwen2-tied-mqa" / "model.safetensors"))["model.embed_tokens.weight"].astype(np.float32)
         rel = float(np.sqrt(np.mean((table - floats) ** 2) / np.mean(floats ** 2)))
         assert rel < 0.25, f"the table is {rel:.3f} (relative RMS) from the checkpoint's"
-    # f16 rows: within f16 rounding of the f32 product.
+    # f16 rows on dml: within f16 rounding of the f32 product; f32 on cpu.
     assert np.abs(got - want).max() <= 1e-3 * max(1.0, float(np.abs(want).max())), float(np.abs(got - want).max())
+    if ep == "cpu":
+        # The whole model: the f32 package with every quantized weight and the table replaced
+        # by their dequantized values (numpy, from the package's bytes).
+        f = load(build_with(tmp_path / "f", "tiny-qwen2-tied-mqa", "cpu", []))
+        weights = dequantized_weights(model)
+        assert gather.name not in weights
+        weights[gather.name] = table
+        expected = logits(with_dequantized_weights(f, weights), "tiny-qwen2-tied-mqa")
+        err = float(np.abs(logits(model, "tiny-qwen2-tied-mqa", accuracy_level_0=True) - expected).max())
+        assert err < TOL, err

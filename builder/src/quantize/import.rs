@@ -71,6 +71,7 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.lm_head = req.lm_head.and_then(|c| c.bits());
     step.embeddings = req.embeddings.and_then(|c| c.bits());
     step.no_gather_block_quantized = no_gather_block_quantized(table);
+    step.no_gathered_bytes = no_gathered_bytes(table);
     step.check_embeddings(&table.name)?;
     step.source = Some(source.clone());
     // Pre-quantized experts become QMoE where the table runs it (experts.rs).
@@ -154,6 +155,7 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
     }
     step.no_qmoe = no_qmoe(table, dtype);
     step.no_gather_block_quantized = no_gather_block_quantized(table);
+    step.no_gathered_bytes = no_gathered_bytes(table);
     step.check_embeddings(&table.name)?;
     Ok(step)
 }
@@ -164,6 +166,18 @@ fn no_gather_block_quantized(table: &EpTable) -> Option<String> {
         .kernels("com.microsoft", "GatherBlockQuantized")
         .is_empty()
         .then(|| format!("ep-sets/tables/{}.toml claims no com.microsoft.GatherBlockQuantized kernel", table.name))
+}
+
+/// Why `table` cannot gather a quantized table's rows as bytes with standard ops (rewrite.rs
+/// `gather_dequantized`: a Gather of uint8 rows, a Cast of the bytes to int64 indices).
+fn no_gathered_bytes(table: &EpTable) -> Option<String> {
+    use std::collections::BTreeMap;
+    let u8_to_i64: BTreeMap<String, DType> = [("T1".to_string(), DType::U8), ("T2".to_string(), DType::I64)].into();
+    let u8_data: BTreeMap<String, DType> = [("T".to_string(), DType::U8)].into();
+    [table.claims("", "Gather", ir::OPSET, &u8_data), table.claims("", "Cast", ir::OPSET, &u8_to_i64)].into_iter().find_map(|c| match c {
+        ep_sets::Claim::Yes { .. } => None,
+        ep_sets::Claim::No { reason } => Some(reason),
+    })
 }
 
 /// Why fused MoE nodes cannot become QMoE on `table` in `dtype` (`None`: they can).

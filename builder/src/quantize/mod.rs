@@ -91,8 +91,9 @@ pub struct QuantStep {
     /// The bit widths of pre-quantized weights the table has a `[quant.int<bits>]` section
     /// for; the others are written as their exact float dequantization.
     pub packed_bits: Vec<usize>,
-    /// The table's `embedding_int4_zero_points_odd_blocks` (`odd_block_table`: an asymmetric
-    /// 4-bit table of odd blocks per row stays float where it is false, or is refused if asked).
+    /// The table's `embedding_int4_zero_points_odd_blocks`: where it is false, an asymmetric
+    /// 4-bit table of odd blocks per row is gathered with standard ops, not by the EP's
+    /// GatherBlockQuantized (rewrite.rs `gather_block_quantized_takes`).
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
@@ -101,13 +102,63 @@ pub struct QuantStep {
     /// `gather_rows_dequantize_linear`, `gather_rows_decoded`).
     pub embedding_gather_dequantize_linear: bool,
     /// Why the table cannot gather a table's rows with `com.microsoft.GatherBlockQuantized`: it
-    /// claims no kernel for it (`None`: it does). A table with integer zero points then stays
-    /// float (pre-quantized) or is refused (`--asymmetric --quant-embeddings`); a symmetric one,
-    /// or one with float offsets, is gathered with standard ops (rewrite.rs `gather_dequantized`).
+    /// claims no kernel for it (`None`: it does). Tables are then gathered from the head's
+    /// parts with standard ops (rewrite.rs `gather_dequantized`) where [`Self::no_gathered_bytes`]
+    /// allows.
     pub no_gather_block_quantized: Option<String>,
+    /// Why the table cannot gather a quantized table's bytes with standard ops (its Gather or
+    /// Cast claims no uint8 data: webgpu), `None` when it can ([`table_gather`]).
+    pub no_gathered_bytes: Option<String>,
     /// Whether `--quant-embeddings` was given (else the table's default chose the embeddings'
     /// bits, and a table it cannot hold stays float rather than failing the build).
     pub embeddings_asked: bool,
+}
+
+/// How the MatMulNBits format reads a quantized embedding table's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableGather {
+    /// `com.microsoft.GatherBlockQuantized` (rewrite.rs `gather_block_quantized`).
+    BlockQuantized,
+    /// The rows' bytes with standard ops (rewrite.rs `gather_dequantized`).
+    Bytes,
+}
+
+/// Which form reads a table of `k`-value rows quantized with `settings` (`float_zeros`: HQQ, or
+/// a GGUF type with a min), or why neither can on this table. GatherBlockQuantized needs a
+/// claim, integer zero points (the data's type, ORT 1.32 schema), whole blocks, and, where the
+/// table says its kernel fails on them, no packed 4-bit zero points on rows of an odd number of
+/// blocks; the byte form needs the table's Gather and Cast to take uint8.
+pub(crate) fn table_gather(step: &QuantStep, settings: &QuantSettings, k: usize, float_zeros: bool) -> std::result::Result<TableGather, String> {
+    let bs = settings.block_size();
+    let blocks = k.div_ceil(bs);
+    let not_gbq = if let Some(why) = &step.no_gather_block_quantized {
+        why.clone()
+    } else if float_zeros {
+        "its zero points are floats, and com.microsoft.GatherBlockQuantized's have the data's integer type (ORT 1.32 schema)".to_string()
+    } else if !k.is_multiple_of(bs) {
+        format!("its rows ({k} values) are not whole blocks of {bs}, which com.microsoft.GatherBlockQuantized needs; choose {}", dividing_block_sizes(k))
+    } else if !settings.symmetric() && settings.bits() == Bits::Int4 && blocks % 2 == 1 && !step.embedding_int4_zero_points_odd_blocks {
+        format!(
+            "its rows hold {blocks} blocks of {bs}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false); drop --asymmetric, or choose a --block-size giving an even number of blocks per row",
+            step.table
+        )
+    } else {
+        return Ok(TableGather::BlockQuantized);
+    };
+    match &step.no_gathered_bytes {
+        None => Ok(TableGather::Bytes),
+        Some(bytes) => Err(format!("{not_gbq}; and its rows cannot be gathered with standard ops either: {bytes}")),
+    }
+}
+
+/// The `--block-size` values (powers of two, 16..=256) that divide `k`, for messages.
+fn dividing_block_sizes(k: usize) -> String {
+    let sizes: Vec<String> = (4..=8).map(|p| 1usize << p).filter(|b| k.is_multiple_of(*b)).map(|b| b.to_string()).collect();
+    match sizes.as_slice() {
+        [] => format!("a --block-size dividing {k} (none of 16..256 does)"),
+        [one] => format!("--block-size {one}"),
+        [rest @ .., last] => format!("--block-size {} or {last}", rest.join(", ")),
+    }
 }
 
 impl QuantStep {
@@ -166,8 +217,9 @@ impl QuantStep {
             embedding_int4_zero_points_odd_blocks: plan.embedding_int4_zero_points_odd_blocks,
             requantize_experts: None,
             no_gather_block_quantized: None,
-            embedding_gather_dequantize_linear: plan.embedding_gather_dequantize_linear,
+            no_gathered_bytes: None,
             embeddings_asked: req.embeddings.is_some(),
+            embedding_gather_dequantize_linear: plan.embedding_gather_dequantize_linear,
         })
     }
 
@@ -180,9 +232,9 @@ impl QuantStep {
     /// `--quant-embeddings` against the table's forms: the DequantizeLinear format gathers a
     /// quantized table's rows with ONNX `Gather` where the table says so
     /// (`embedding_gather_dequantize_linear`; 4-bit rows as bytes, decoded with standard ops:
-    /// rewrite.rs `gather_rows_decoded`); the MatMulNBits format needs a GatherBlockQuantized
-    /// claim for integer zero points (`--asymmetric`); symmetric tables and HQQ's are gathered
-    /// with standard ops where it has none.
+    /// rewrite.rs `gather_rows_decoded`). The MatMulNBits format takes every table: with
+    /// GatherBlockQuantized where it can, else from the head's parts with standard ops
+    /// (rewrite.rs `gather_dequantized`).
     pub(crate) fn check_embeddings(&self, table: &str) -> Result<()> {
         let Some(bits) = self.embeddings else { return Ok(()) };
         let refuse = |why: String| Err(Error::Request(format!("--quant-embeddings {bits}: {why}")));
@@ -191,12 +243,6 @@ impl QuantStep {
                 "the {table} EP keeps embeddings float ({}: embedding_gather_dequantize_linear is not set, so a table's rows are not gathered as DequantizeLinear data there); use --quant-embeddings none",
                 self.table
             )),
-            // Without GatherBlockQuantized a symmetric table's rows are gathered from the head's
-            // parts with standard ops (rewrite.rs `gather_dequantized`); zero points are not.
-            QuantFormat::MatmulNbits if self.method != Method::Hqq && !self.symmetric => match &self.no_gather_block_quantized {
-                Some(why) => refuse(format!("{why}, and --asymmetric tables' packed zero points are read by it alone; drop --asymmetric, or use --quant-embeddings none")),
-                None => Ok(()),
-            },
             _ => Ok(()),
         }
     }
@@ -464,13 +510,11 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
             outcome.kept_float.push((c.weight.clone(), x.why(graph, &c.node)));
             continue;
         }
-        if let Some(why) = odd_block_table(graph, step, &c, &settings) {
+        if let Some(why) = unreadable_table(graph, step, &c, &settings) {
             // The table's default chose these bits: the table stays float. Asked for: refused.
             if step.embeddings_asked {
-                return Err(Error::Request(format!(
-                    "--quant-embeddings: embedding `{}`: {why}; drop --asymmetric, choose a --block-size giving an even number of blocks per row, or use --quant-embeddings none",
-                    c.weight
-                )));
+                let rtn = if settings.method() == Method::Hqq { "--quant-method rtn or " } else { "" };
+                return Err(Error::Request(format!("--quant-embeddings: embedding `{}`: {why}; or use {rtn}--quant-embeddings none", c.weight)));
             }
             outcome.kept_float.push((c.weight.clone(), format!("{why}: it stays float")));
             continue;
@@ -487,35 +531,27 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     Ok(outcome)
 }
 
-/// Why the table's GatherBlockQuantized cannot take embedding `c` with `settings`: 4-bit
-/// zero points (asymmetric) on rows of an odd number of blocks, where the table says its
-/// kernel fails on them (`embedding_int4_zero_points_odd_blocks = false`).
-fn odd_block_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, settings: &QuantSettings) -> Option<String> {
+/// Why no form of the MatMulNBits format can read embedding `c` quantized with `settings`
+/// ([`table_gather`]).
+fn unreadable_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, settings: &QuantSettings) -> Option<String> {
+    if c.role != Role::Embedding || step.format != QuantFormat::MatmulNbits {
+        return None;
+    }
     let k = *graph.initializer(&c.weight)?.shape().last()?;
-    let blocks = k.div_ceil(settings.block_size());
-    let odd = c.role == Role::Embedding && !settings.symmetric() && settings.bits() == Bits::Int4 && blocks % 2 == 1;
-    (odd && !step.embedding_int4_zero_points_odd_blocks).then(|| {
-        format!(
-            "its rows hold {blocks} blocks of {}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false)",
-            settings.block_size(),
-            step.table
-        )
-    })
+    table_gather(step, settings, k, settings.method() == Method::Hqq).err()
 }
 
 /// Why a pre-quantized weight cannot keep its integers on this table, so it is written as its
 /// exact float dequantization (import.rs warns): a width the table has no section for, GGUF
-/// tensors of several widths stacked into one weight, and for an embedding table: integer
-/// zero points on an EP that claims no GatherBlockQuantized (MatMulNBits format; a symmetric
-/// table is gathered from the head's parts there, `rewrite::gather_dequantized`), or in the
-/// DequantizeLinear format a table that does not gather DequantizeLinear rows or has
-/// act-order rows. Float zero points
-/// (a GGUF type with a min) are otherwise kept in the offset form (rewrite.rs
-/// `block_offsets`); an embedding table with them is not GatherBlockQuantized's (its zero
-/// points are the data's type, ORT 1.32 schema) but keeps its integers all the same: its rows
-/// are gathered from the MatMulNBits parts and dequantized with their offsets
-/// (`rewrite::gather_dequantized`, as HQQ's tables are), or in the DequantizeLinear format
-/// from the head's parts (`rewrite::gather_rows_decoded`, which also reads 4-bit tables).
+/// tensors of several widths stacked into one weight, and for an embedding table in the
+/// DequantizeLinear format: a table that does not gather DequantizeLinear rows or has
+/// act-order rows. Float zero points (a GGUF type with a min) are otherwise kept in the offset
+/// form (rewrite.rs `block_offsets`). An embedding table the EP's GatherBlockQuantized cannot
+/// read (float zero points: its zero points are the data's type, ORT 1.32 schema; an EP that
+/// claims none, dml) keeps its integers all the same: its rows are gathered from the
+/// MatMulNBits parts and dequantized with standard ops (`rewrite::gather_dequantized`, as HQQ's
+/// tables are), or in the DequantizeLinear format from the head's parts
+/// (`rewrite::gather_rows_decoded`, which also reads 4-bit tables).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
     let recipe = graph.initializer(&c.weight)?;
     let mut layers: Vec<Arc<ir::PackedWeight>> = Vec::new();
@@ -528,7 +564,6 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         }
     }
     walk(recipe, &mut layers);
-    let float_zeros = layers.iter().any(|p| p.float_zeros());
     if step.source.as_ref().is_some_and(|s| s.format == ir::PackedFormat::Gguf) {
         if let Some(p) = layers.iter().find(|p| !step.packed_bits.contains(&p.bits().count())) {
             return Some(format!("{} is {}-bit, and {} has no [quant.int{}] section: written as the exact float dequantization", p.source_type(), p.bits().count(), step.table, p.bits().count()));
@@ -539,9 +574,11 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
             return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
         }
     }
-    let zero_points = !float_zeros && layers.iter().any(|p| !p.symmetric());
-    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(why), true) = (c.role, step.format, &step.no_gather_block_quantized, zero_points) {
-        return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
+    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(p)) = (c.role, step.format, layers.first()) {
+        let settings = QuantSettings::new(p.bits(), p.group_size(), p.symmetric()).ok()?;
+        if let Err(why) = table_gather(step, &settings, p.k(), p.float_zeros()) {
+            return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
+        }
     }
     if c.role == Role::Embedding && step.format == QuantFormat::DequantizeLinear {
         if !step.embedding_gather_dequantize_linear {
@@ -569,7 +606,7 @@ pub fn validate(graph: &Graph, step: &QuantStep, outcome: &QuantOutcome) -> Vec<
             ));
             continue;
         }
-        let table_kept = step.settings(c.role).is_some_and(|s| odd_block_table(graph, step, &c, &s).is_some());
+        let table_kept = step.settings(c.role).is_some_and(|s| unreadable_table(graph, step, &c, &s).is_some());
         if step.settings(c.role).is_some() && step.exclusion(graph, &c.weight).is_none() && !table_kept && !quantized.contains(c.weight.as_str()) {
             problems.push(format!(
                 "{} `{}` (node `{}`) was selected for quantization ({}) but is still float after the pipeline",

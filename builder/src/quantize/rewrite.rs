@@ -126,9 +126,8 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             graph.nodes[index].inputs[0] = gathered;
         }
         match (step.format, c.role) {
-            // Float zero points (GatherBlockQuantized's are integers), or a symmetric table where
-            // the EP claims no GatherBlockQuantized (dml).
-            (QuantFormat::MatmulNbits, Role::Embedding) if group.float_zeros() || (step.no_gather_block_quantized.is_some() && group.settings().symmetric()) => {
+            // A table GatherBlockQuantized cannot take (`gather_dequantized` says which).
+            (QuantFormat::MatmulNbits, Role::Embedding) if super::table_gather(step, &group.settings(), group.k(), group.float_zeros()) != Ok(super::TableGather::BlockQuantized) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
                 gather_dequantized(graph, &mut added, index, &group, &names, rank)?;
             }
@@ -278,30 +277,31 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
     added.push(tag(Node::new(format!("{base}/Add"), "Add", &[&nbits_out, &offset_out], &[&out])));
 }
 
-/// The Gather at `index` of a table with float zero points (HQQ), which GatherBlockQuantized
-/// cannot read (its zero points have the data's integer type, ORT 1.32 schema): the rows are
-/// gathered from the head's own parts and dequantized with standard ops, so a tied head and
-/// embedding store one quantized table. Per gathered row: `B` `[N, k_blocks, blob]` gives the
-/// bytes, a 256-entry table (`quant/codes_<bits>b_<dtype>`) maps each byte to its codes less
-/// the mid point (two per byte at 4 bits, low nibble first), then `(q - mid) * scale + offset`
-/// per block, the value MatMulNBits plus the block offsets compute for the head. The offsets
-/// are read from the head's `[k_blocks, N]` initializer (Gather on axis 1, then Transpose).
-/// A symmetric table (no zero points: `(q - mid) * scale`) takes the same path on a table that
-/// claims no GatherBlockQuantized (dml), with no offsets.
+/// The Gather at `index` of a table GatherBlockQuantized cannot take, gathered from the head's
+/// own MatMulNBits parts and dequantized with standard ops, so a tied head and embedding store
+/// one quantized table:
+/// * float zero points (HQQ, a GGUF type with a min): GatherBlockQuantized's zero points have
+///   the data's integer type (ORT 1.32 schema);
+/// * any table on an EP that claims no GatherBlockQuantized (dml);
+/// * rows that are not whole blocks (GatherBlockQuantized needs whole blocks), or packed 4-bit
+///   zero points on rows of an odd number of blocks where the table says its kernel fails on
+///   them (webgpu, `embedding_int4_zero_points_odd_blocks = false`).
+///
+/// Per gathered row: `B` `[N, k_blocks, blob]` gives the bytes, a 256-entry table
+/// (`quant/codes_<bits>b_<dtype>`) maps each byte to its codes less the mid point (two per
+/// byte at 4 bits, low nibble first), then per block `(q - mid) * scale` (symmetric),
+/// `(q - zero_point) * scale` (the packed zero points decoded by the same table, so the
+/// difference of the two centred codes) or `(q - mid) * scale + offset` (float zero points,
+/// the offsets read from the head's `[k_blocks, N]` initializer: Gather on axis 1, then
+/// Transpose): the value MatMulNBits (plus the block offsets) computes for the head. A last
+/// partial block and zero-point padding are sliced off.
 fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<()> {
     let s = group.settings();
     let (k, bs) = (group.k(), s.block_size());
-    if !k.is_multiple_of(bs) {
-        return Err(Error::Request(format!(
-            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which the gathered table needs; choose {}, or --quant-embeddings none",
-            group.name,
-            dividing_block_sizes(k)
-        )));
-    }
     let Some(rank) = indices_rank else {
         return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its gathered rows cannot be reshaped", group.name)));
     };
-    let kb = k / bs;
+    let kb = k.div_ceil(bs);
     let dtype = group.scale_dtype();
     let node = &graph.nodes[index];
     let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
@@ -332,30 +332,60 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
         add_initializer(graph, &n, Recipe::from_i64(n.clone(), vec![dims.len()], &dims));
         n
     };
+    // `[0]`, `[end]`, `[axis]`: a Slice of the first `end` entries of `axis`.
+    let slice = |graph: &mut Graph, end: usize, axis: i64| -> [String; 3] {
+        [("start", 0), ("end", end as i64), ("axis", axis)].map(|(what, v)| {
+            let n = format!("{base}/slice_{what}_{v}");
+            add_initializer(graph, &n, Recipe::from_i64(n.clone(), vec![1], &[v]));
+            n
+        })
+    };
     let blocks_shape = shape(graph, "blocks_shape", &[kb, bs]);
     let params_shape = shape(graph, "params_shape", &[kb, 1]);
-    let row_shape = shape(graph, "row_shape", &[k]);
+    let row_shape = shape(graph, "row_shape", &[kb * bs]);
     // The float Gather itself becomes the Gather of the rows' bytes.
     let bytes = format!("{base}/bytes");
     let byte_ids = op("Cast", "byte_ids", &[&bytes]);
     let codes = op("Gather", "codes", &[&lut_name, &byte_ids]);
     let codes = op("Reshape", "blocks", &[&codes, &blocks_shape]);
+    let centred = if group.float_zeros() || s.symmetric() {
+        codes
+    } else {
+        // Packed zero points `[N, ceil(k_blocks * bits / 8)]`, decoded as the codes are; a
+        // 4-bit row of an odd number of blocks has a padding nibble, sliced off.
+        let zp_width = kb.div_ceil(per_byte);
+        let zp_shape = shape(graph, "zero_points_shape", &[zp_width * per_byte, 1]);
+        let zp_bytes = op("Gather", "zero_point_bytes", &[&parts[2], &ids]);
+        let zp_ids = op("Cast", "zero_point_ids", &[&zp_bytes]);
+        let zps = op("Gather", "zero_point_codes", &[&lut_name, &zp_ids]);
+        let mut zps = op("Reshape", "zero_points_by_block", &[&zps, &zp_shape]);
+        if zp_width * per_byte != kb {
+            let [start, end, axis] = slice(graph, kb, -2);
+            zps = op("Slice", "zero_points", &[&zps, &start, &end, &axis]);
+        }
+        op("Sub", "centred", &[&codes, &zps])
+    };
     let scales = op("Gather", "scales", &[&parts[1], &ids]);
     let scales = op("Reshape", "scales_by_block", &[&scales, &params_shape]);
-    let scaled = op("Mul", "scaled", &[&codes, &scales]);
+    let scaled = op("Mul", "scaled", &[&centred, &scales]);
     let values = if group.float_zeros() {
         let offs = op("Gather", "offsets_t", &[&offsets, &ids]);
         let offs = op("Transpose", "offsets", &[&offs]);
         let offs = op("Reshape", "offsets_by_block", &[&offs, &params_shape]);
         op("Add", "values", &[&scaled, &offs])
-    } else if group.settings().symmetric() {
-        scaled
     } else {
-        return Err(Error::Pipeline(format!("embedding `{}`: integer zero points are GatherBlockQuantized's (planning refuses them where it is not claimed)", group.name)));
+        scaled
     };
-    let mut reshape = Node::new(format!("{base}/Reshape"), "Reshape", &[&values, &row_shape], &[&out]);
-    reshape.metadata.insert("rule".into(), "quantize".into());
-    nodes.push(reshape);
+    // The last node writes the Gather's output: the rows, less a partial block's padding.
+    let mut last = if kb * bs == k {
+        Node::new(format!("{base}/Reshape"), "Reshape", &[&values, &row_shape], &[&out])
+    } else {
+        let padded = op("Reshape", "padded_rows", &[&values, &row_shape]);
+        let [start, end, axis] = slice(graph, k, -1);
+        Node::new(format!("{base}/Slice"), "Slice", &[&padded, &start, &end, &axis], &[&out])
+    };
+    last.metadata.insert("rule".into(), "quantize".into());
+    nodes.push(last);
     for n in &mut nodes {
         match n.op.as_str() {
             "Cast" => n.attrs.push(Attr::int("to", ir::DType::I64.to_onnx() as i64)),
@@ -373,27 +403,13 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     Ok(())
 }
 
-/// The `--block-size` values (powers of two, 16..=256) that divide `k`, for messages.
-fn dividing_block_sizes(k: usize) -> String {
-    let sizes: Vec<String> = (4..=8).map(|p| 1usize << p).filter(|b| k.is_multiple_of(*b)).map(|b| b.to_string()).collect();
-    match sizes.as_slice() {
-        [] => format!("a --block-size dividing {k} (none of 16..256 does)"),
-        [one] => format!("--block-size {one}"),
-        [rest @ .., last] => format!("--block-size {} or {last}", rest.join(", ")),
-    }
-}
-
 /// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form
 /// needs after it.
 fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Option<Node>> {
     let s = group.settings();
     let (n, k, bs) = (group.n(), group.k(), s.block_size());
     if !k.is_multiple_of(bs) {
-        return Err(Error::Request(format!(
-            "embedding `{}`: its rows ({k} values) are not a multiple of --block-size {bs}, which GatherBlockQuantized needs; choose {}, or --quant-embeddings none",
-            group.name,
-            dividing_block_sizes(k)
-        )));
+        return Err(Error::Pipeline(format!("embedding `{}`: rows of partial blocks are gathered by gather_dequantized, not GatherBlockQuantized", group.name)));
     }
     let kb = k / bs;
     let node = &graph.nodes[index];
