@@ -206,6 +206,16 @@ fn hqq_is_refused_where_float_zero_points_have_no_form() {
         // Every tensor, also one small enough to be stored inline in model.onnx.
         assert!(tensors.iter().all(|t| t["rms_error"].as_f64().unwrap() > 0.0), "{q}");
     }
+    // The GPU tables: GatherBlockQuantized reads the table's symmetric codes and the offsets
+    // are added after it (webgpu, cuda; webgpu's build used to fail validation), or the rows'
+    // bytes are decoded with standard ops (dml, no GatherBlockQuantized).
+    for (ep, op) in [("webgpu", "(GatherBlockQuantized)"), ("cuda", "(GatherBlockQuantized)"), ("dml", "(Gather)")] {
+        let (_d, v, _) = report(&model, &["--ep", ep, "--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int4"]);
+        let q = &v["parts"][0]["quantization"];
+        assert!(q["kept_float"].as_array().unwrap().is_empty(), "{ep}: {q}");
+        let table = q["tensors"].as_array().unwrap().iter().find(|t| t["role"] == "embedding").expect("the table is quantized");
+        assert!(table["ops"].to_string().contains(op), "{ep}: {table}");
+    }
     let (_d, v, _) = report(&fixture("tiny-mixtral"), &["--ep", "cpu", "--quant", "int4", "--quant-method", "hqq"]);
     let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap();
     assert!(kept.iter().any(|k| k["why"].as_str().unwrap().contains("QMoE takes packed integer zero points")), "{kept:?}");

@@ -144,13 +144,16 @@ def test_every_projection_keeps_its_form_and_the_table_is_gathered(packages):
         qkv = f"model.layers.{layer}.self_attn.q_proj.weight/packed_weight"
         bits, block, _ = FORMS[types[f"model.layers.{layer}.self_attn.q_proj.weight"]]
         assert nodes.get(qkv, (None,))[:2] == (bits, block), f"layer {layer} q/k/v: {nodes}"
-    # The tied head: Q4_K, 4 bits, block 32, offsets; the table's rows gathered from its bytes.
+    # The tied head: Q4_K, 4 bits, block 32, offsets; the table's rows gathered from its codes
+    # by GatherBlockQuantized (symmetric), the rows' offsets added after it.
     head = "model.embed_tokens.weight"
     assert nodes.get(head, (None,))[:2] == (4, 32), nodes
     big_float = [i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT and "/quant/" not in i.name and np.prod(i.dims) >= 128 * 256]
     assert not big_float, big_float
-    gathers = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0] == f"{head}/quant/data"]
-    assert len(gathers) == 1, "the embedding gathers the head's bytes"
+    gathers = [n for n in model.graph.node if n.op_type == "GatherBlockQuantized" and n.input[0] == f"{head}/quant/data"]
+    assert len(gathers) == 1, "the embedding gathers the head's codes"
+    offsets = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0] == f"{head}/quant/offsets"]
+    assert len(offsets) == 1, "and the rows' offsets"
     report = json.loads((packages["import"] / "build_report.json").read_text())
     q = report["parts"][0]["quantization"]
     assert not report["warnings"], report["warnings"]

@@ -1,10 +1,12 @@
 """`--quant-method hqq` with a tied head and embedding: one quantized table serves both.
 
-GatherBlockQuantized takes no float zero points, so the embedding Gather reads the head's own
-MatMulNBits parts (codes, scales, the `[k_blocks, N]` block offsets) and dequantizes the rows
-with standard ops (builder/src/quantize/rewrite.rs, `gather_dequantized`). Checked here: the
-package stores no float table, and the embedding output ORT computes equals, row by row, the
-head's dequantized weight `(q - 8) * scale + offset` computed in numpy from the same bytes.
+GatherBlockQuantized takes no float zero points, so it reads the head's own MatMulNBits codes
+and scales as a symmetric table, and the rows' block offsets (the head's `[k_blocks, N]`
+initializer, gathered by column) are added after it (builder/src/quantize/rewrite.rs,
+`gather_block_quantized`, `row_offsets`; where the EP has no GatherBlockQuantized the rows are
+decoded from the bytes, test_quant.py). Checked here: the package stores no float table, and
+the embedding output ORT computes equals, row by row, the head's dequantized weight
+`(q - mid) * scale + offset` computed in numpy from the same bytes.
 """
 import numpy as np
 import onnx
@@ -29,9 +31,10 @@ def test_tied_hqq_table_is_stored_once_and_gathered_exactly(bits, tmp_path):
     nk = (dict(nk)["N"], dict(nk)["K"])
     floats = [n for n, v in inits.items() if v.dtype.kind == "f" and v.shape in (nk, nk[::-1])]
     assert not floats, f"float tables left: {floats}"
-    gathers = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0] == head.input[1]]
+    gathers = [n for n in model.graph.node if n.op_type == "GatherBlockQuantized" and n.input[0] == head.input[1]]
     assert len(gathers) == 1, "the embedding gathers the head's codes"
-    out = next(n for n in model.graph.node if n.name == gathers[0].name.rsplit("/quant/", 1)[0] + "/quant/Reshape").output[0]
+    assert len(gathers[0].input) == 3, "no zero points: the offsets are added after it"
+    out = next(n for n in model.graph.node if n.name == gathers[0].name + "/Reshape").output[0]
 
     data, scales = inits[head.input[1]], inits[head.input[2]]
     offsets = inits[f"{w}/quant/offsets"].T

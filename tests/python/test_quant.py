@@ -650,6 +650,9 @@ STANDARD_OP_TABLES = [
     ("cpu", "int4", ["--quant", "int4", "--block-size", "128"]),
     ("cpu", "int4", ["--quant", "int4", "--block-size", "128", "--asymmetric"]),
     ("dml", "int8", ["--quant", "int8", "--block-size", "128", "--asymmetric", "--quant-embeddings", "int8"]),
+    # Float zero points: HQQ's offsets, added to the decoded rows.
+    ("dml", "int4", ["--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int4"]),
+    ("cpu", "int4", ["--quant", "int4", "--quant-method", "hqq", "--block-size", "128"]),
 ]
 
 
@@ -687,12 +690,15 @@ def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, 
     bits = 4 if source == "int4" else 8
     block = data.shape[2] * 8 // bits
     assert data.shape == (n, -(-k // block), block * bits // 8), data.shape
-    asymmetric = "--asymmetric" in args
+    asymmetric = "--asymmetric" in args  # HQQ's zero points are offsets, not a zero_points part
     assert (part + "/zero_points" in init) == asymmetric
     assert (data_name == head.input[1]) == (bits == attrs["bits"]), (data_name, head.input[1])
     inputs = ["a", data_name, part + "/scales"] + ([part + "/zero_points"] if asymmetric else [])
     as_matmul = onnx.helper.make_node("MatMulNBits", inputs, ["y"], K=k, N=n, bits=bits, block_size=block)
     table = dequant_matmul_nbits(as_matmul, {name: numpy_helper.from_array(v, name) for name, v in init.items()}).T
+    if "hqq" in args:  # the symmetric codes plus each block's offset ([k_blocks, N])
+        offsets = init[part + "/offsets"].astype(np.float32).T
+        table = table + np.repeat(offsets, block, axis=1)[:, :k]
     ids = np.array([[0, 3, n - 1, 17, 3]], dtype=np.int64)
     got = embedding_rows(model, ids).astype(np.float32)
     assert got.shape == (1, 5, k), got.shape
@@ -710,6 +716,11 @@ def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, 
         # by their dequantized values (numpy, from the package's bytes).
         f = load(build_with(tmp_path / "f", "tiny-qwen2-tied-mqa", "cpu", []))
         weights = dequantized_weights(model)
+        for node in model.graph.node:  # HQQ: each block's offset, added after MatMulNBits
+            offsets = node.input[1].removesuffix("/data") + "/offsets" if node.op_type == "MatMulNBits" else None
+            if offsets in init:
+                kb_n = init[offsets].astype(np.float32)
+                weights[node.name] = weights[node.name] + np.repeat(kb_n, block, axis=0)[: weights[node.name].shape[0]]
         assert gather.name not in weights
         weights[gather.name] = table
         expected = logits(with_dequantized_weights(f, weights), "tiny-qwen2-tied-mqa")

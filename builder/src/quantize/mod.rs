@@ -125,19 +125,19 @@ pub(crate) enum TableGather {
 
 /// Which form reads a table of `k`-value rows quantized with `settings` (`float_zeros`: HQQ, or
 /// a GGUF type with a min), or why neither can on this table. GatherBlockQuantized needs a
-/// claim, integer zero points (the data's type, ORT 1.32 schema), whole blocks, and, where the
-/// table says its kernel fails on them, no packed 4-bit zero points on rows of an odd number of
-/// blocks; the byte form needs the table's Gather and Cast to take uint8.
+/// claim, whole blocks, and, where the table says its kernel fails on them, no packed 4-bit
+/// zero points on rows of an odd number of blocks; float zero points are not its (its zero
+/// points have the data's type, ORT 1.32 schema), so it reads their symmetric codes and the
+/// rows' offsets are added after it. The byte form needs the table's Gather and Cast to take
+/// uint8.
 pub(crate) fn table_gather(step: &QuantStep, settings: &QuantSettings, k: usize, float_zeros: bool) -> std::result::Result<TableGather, String> {
     let bs = settings.block_size();
     let blocks = k.div_ceil(bs);
     let not_gbq = if let Some(why) = &step.no_gather_block_quantized {
         why.clone()
-    } else if float_zeros {
-        "its zero points are floats, and com.microsoft.GatherBlockQuantized's have the data's integer type (ORT 1.32 schema)".to_string()
     } else if !k.is_multiple_of(bs) {
         format!("its rows ({k} values) are not whole blocks of {bs}, which com.microsoft.GatherBlockQuantized needs; choose {}", dividing_block_sizes(k))
-    } else if !settings.symmetric() && settings.bits() == Bits::Int4 && blocks % 2 == 1 && !step.embedding_int4_zero_points_odd_blocks {
+    } else if !settings.symmetric() && !float_zeros && settings.bits() == Bits::Int4 && blocks % 2 == 1 && !step.embedding_int4_zero_points_odd_blocks {
         format!(
             "its rows hold {blocks} blocks of {bs}, an odd number, and the EP's GatherBlockQuantized cannot take their packed 4-bit zero points ({}: embedding_int4_zero_points_odd_blocks = false); drop --asymmetric, or choose a --block-size giving an even number of blocks per row",
             step.table
@@ -172,9 +172,9 @@ impl QuantStep {
         let mut step = Self::common(req, plan, table, dtype)?;
         step.linear = Some(bits);
         step.lm_head = req.lm_head.unwrap_or(plan.lm_head).bits();
-        // With HQQ a quantized embedding table is gathered from the head's parts and
-        // dequantized with standard ops (rewrite.rs, `gather_dequantized`): a tied head and
-        // embedding share one table, as with RTN.
+        // With HQQ a quantized embedding table reads the head's parts (GatherBlockQuantized of
+        // the symmetric codes plus the rows' offsets, or the bytes decoded with standard ops:
+        // `table_gather`): a tied head and embedding share one table, as with RTN.
         step.embeddings = req.embeddings.unwrap_or(plan.embeddings).bits();
         step.check_embeddings(table)?;
         Ok(step)
@@ -269,9 +269,9 @@ impl QuantStep {
 /// Refuses `--quant-method hqq` where its float zero points have no form: the standard
 /// DequantizeLinear form (an integer zero point of the data's type). Matrix weights are
 /// written as a MatMulNBits without zero points plus per-block offsets (rewrite.rs,
-/// `block_offsets`), which every table with MatMulNBits runs; an embedding table as Gathers of
-/// the same parts dequantized with standard ops (GatherBlockQuantized's zero points have the
-/// data's type, ORT 1.32's schema), rewrite.rs `gather_dequantized`.
+/// `block_offsets`), which every table with MatMulNBits runs; an embedding table reads the same
+/// parts ([`table_gather`]: GatherBlockQuantized of the symmetric codes plus the rows' offsets,
+/// or the bytes decoded with standard ops).
 pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()> {
     let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
     if step.format == QuantFormat::DequantizeLinear {
@@ -513,8 +513,7 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
         if let Some(why) = unreadable_table(graph, step, &c, &settings) {
             // The table's default chose these bits: the table stays float. Asked for: refused.
             if step.embeddings_asked {
-                let rtn = if settings.method() == Method::Hqq { "--quant-method rtn or " } else { "" };
-                return Err(Error::Request(format!("--quant-embeddings: embedding `{}`: {why}; or use {rtn}--quant-embeddings none", c.weight)));
+                return Err(Error::Request(format!("--quant-embeddings: embedding `{}`: {why}; or use --quant-embeddings none", c.weight)));
             }
             outcome.kept_float.push((c.weight.clone(), format!("{why}: it stays float")));
             continue;
@@ -546,11 +545,10 @@ fn unreadable_table(graph: &Graph, step: &QuantStep, c: &select::Candidate, sett
 /// tensors of several widths stacked into one weight, and for an embedding table in the
 /// DequantizeLinear format: a table that does not gather DequantizeLinear rows or has
 /// act-order rows. Float zero points (a GGUF type with a min) are otherwise kept in the offset
-/// form (rewrite.rs `block_offsets`). An embedding table the EP's GatherBlockQuantized cannot
-/// read (float zero points: its zero points are the data's type, ORT 1.32 schema; an EP that
-/// claims none, dml) keeps its integers all the same: its rows are gathered from the
-/// MatMulNBits parts and dequantized with standard ops (`rewrite::gather_dequantized`, as HQQ's
-/// tables are), or in the DequantizeLinear format from the head's parts
+/// form (rewrite.rs `block_offsets`). An embedding table keeps its integers where a form of
+/// [`table_gather`] reads it (a table with a min: GatherBlockQuantized of its symmetric codes
+/// plus the rows' offsets; dml: the bytes decoded with standard ops), else it is its exact
+/// dequantization; in the DequantizeLinear format its rows are read from the head's parts
 /// (`rewrite::gather_rows_decoded`, which also reads 4-bit tables).
 fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> Option<String> {
     let recipe = graph.initializer(&c.weight)?;

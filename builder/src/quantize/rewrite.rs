@@ -126,15 +126,12 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
             graph.nodes[index].inputs[0] = gathered;
         }
         match (step.format, c.role) {
-            // A table GatherBlockQuantized cannot take (`gather_dequantized` says which).
-            (QuantFormat::MatmulNbits, Role::Embedding) if super::table_gather(step, &group.settings(), group.k(), group.float_zeros()) != Ok(super::TableGather::BlockQuantized) => {
-                let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
-                gather_dequantized(graph, &mut added, index, &group, &names, rank)?;
-            }
             (QuantFormat::MatmulNbits, Role::Embedding) => {
                 let rank = graph.nodes[index].input(1).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
-                if let Some(reshape) = gather_block_quantized(graph, index, &group, &names, rank)? {
-                    added.push(reshape);
+                match super::table_gather(step, &group.settings(), group.k(), group.float_zeros()) {
+                    Ok(super::TableGather::BlockQuantized) => added.extend(gather_block_quantized(graph, index, &group, &names, rank)?),
+                    Ok(super::TableGather::Bytes) => gather_dequantized(graph, &mut added, index, &group, &names, rank)?,
+                    Err(why) => return Err(Error::Pipeline(format!("embedding `{}` was planned for quantization, but {why}", c.weight))),
                 }
             }
             (QuantFormat::MatmulNbits, _) if group.float_zeros() => {
@@ -279,9 +276,7 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
 
 /// The Gather at `index` of a table GatherBlockQuantized cannot take, gathered from the head's
 /// own MatMulNBits parts and dequantized with standard ops, so a tied head and embedding store
-/// one quantized table:
-/// * float zero points (HQQ, a GGUF type with a min): GatherBlockQuantized's zero points have
-///   the data's integer type (ORT 1.32 schema);
+/// one quantized table (`quantize::table_gather` decides):
 /// * any table on an EP that claims no GatherBlockQuantized (dml);
 /// * rows that are not whole blocks (GatherBlockQuantized needs whole blocks), or packed 4-bit
 ///   zero points on rows of an odd number of blocks where the table says its kernel fails on
@@ -317,10 +312,6 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     // Each byte's codes less the mid point, in the scales' type.
     let per_byte = s.bits().per_byte();
     let mid = s.bits().mid() as f32;
-    let offsets = format!("{}/quant/offsets", group.name);
-    if group.float_zeros() {
-        add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
-    }
     let lut_name = format!("quant/codes_{}b_{dtype}", s.bits().count());
     let lut: Vec<f32> = (0..256usize)
         .flat_map(|b| (0..per_byte).map(move |i| ((b >> (i * 8 / per_byte)) & (0xff >> (8 - 8 / per_byte))) as f32 - mid))
@@ -368,30 +359,24 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     let scales = op("Gather", "scales", &[&parts[1], &ids]);
     let scales = op("Reshape", "scales_by_block", &[&scales, &params_shape]);
     let scaled = op("Mul", "scaled", &[&centred, &scales]);
-    let values = if group.float_zeros() {
-        let offs = op("Gather", "offsets_t", &[&offsets, &ids]);
-        let offs = op("Transpose", "offsets", &[&offs]);
-        let offs = op("Reshape", "offsets_by_block", &[&offs, &params_shape]);
-        op("Add", "values", &[&scaled, &offs])
-    } else {
-        scaled
-    };
+    drop(op);
+    let values = if group.float_zeros() { row_offsets(graph, &mut nodes, &base, group, &ids, rank, &scaled) } else { scaled };
     // The last node writes the Gather's output: the rows, less a partial block's padding.
     let mut last = if kb * bs == k {
         Node::new(format!("{base}/Reshape"), "Reshape", &[&values, &row_shape], &[&out])
     } else {
-        let padded = op("Reshape", "padded_rows", &[&values, &row_shape]);
+        let padded = format!("{base}/padded_rows");
+        let mut r = Node::new(format!("{padded}/Reshape"), "Reshape", &[&values, &row_shape], &[&padded]);
+        r.metadata.insert("rule".into(), "quantize".into());
+        nodes.push(r);
         let [start, end, axis] = slice(graph, k, -1);
         Node::new(format!("{base}/Slice"), "Slice", &[&padded, &start, &end, &axis], &[&out])
     };
     last.metadata.insert("rule".into(), "quantize".into());
     nodes.push(last);
     for n in &mut nodes {
-        match n.op.as_str() {
-            "Cast" => n.attrs.push(Attr::int("to", ir::DType::I64.to_onnx() as i64)),
-            "Gather" if n.name.contains("/offsets_t/") => n.attrs.push(Attr::int("axis", 1)),
-            "Transpose" => n.attrs.push(Attr::ints("perm", &(1..=rank as i64).chain([0]).collect::<Vec<_>>())),
-            _ => {}
+        if n.op == "Cast" {
+            n.attrs.push(Attr::int("to", ir::DType::I64.to_onnx() as i64));
         }
     }
     let node = &mut graph.nodes[index];
@@ -403,9 +388,35 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     Ok(())
 }
 
-/// Rewrites the Gather at `index`; returns the Reshape node the symmetric (shared-table) form
-/// needs after it.
-fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Option<Node>> {
+/// Adds each gathered row's block offsets (float zero points: HQQ, a GGUF type with a min) to
+/// `values` (`[.., k_blocks, block]`): the offsets are the head's `[k_blocks, N]` initializer
+/// (`<group>/quant/offsets`, which the head's offset MatMul reads; a `[N, k_blocks]` copy would
+/// store them twice), so the ids pick columns (Gather on axis 1) and a Transpose puts the
+/// blocks last. Returns the sum's name.
+fn row_offsets(graph: &mut Graph, nodes: &mut Vec<Node>, base: &str, group: &Arc<QuantGroup>, ids: &str, rank: usize, values: &str) -> String {
+    let offsets = format!("{}/quant/offsets", group.name);
+    add_initializer(graph, &offsets, Recipe::quantized(group, QuantPart::ZeroPoints).transpose(vec![1, 0]));
+    let shape = format!("{base}/offsets_shape");
+    let dims: Vec<i64> = std::iter::repeat_n(0, rank).chain([group.k().div_ceil(group.settings().block_size()) as i64, 1]).collect();
+    add_initializer(graph, &shape, Recipe::from_i64(shape.clone(), vec![dims.len()], &dims));
+    let mut op = |op: &str, suffix: &str, inputs: &[&str], attr: Option<Attr>| -> String {
+        let o = format!("{base}/{suffix}");
+        let mut n = Node::new(format!("{o}/{op}"), op, inputs, &[&o]);
+        n.attrs.extend(attr);
+        n.metadata.insert("rule".into(), "quantize".into());
+        nodes.push(n);
+        o
+    };
+    let by_column = op("Gather", "offsets_t", &[&offsets, ids], Some(Attr::int("axis", 1)));
+    let by_row = op("Transpose", "offsets", &[&by_column], Some(Attr::ints("perm", &(1..=rank as i64).chain([0]).collect::<Vec<_>>())));
+    let by_block = op("Reshape", "offsets_by_block", &[&by_row, &shape], None);
+    op("Add", "values", &[values, &by_block], None)
+}
+
+/// Rewrites the Gather at `index`; returns the nodes the symmetric (shared-table) form needs
+/// after it: a Reshape, and for float zero points (whose codes are symmetric around the mid
+/// point, as the head's MatMulNBits reads them) the rows' block offsets added before it.
+fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGroup>, parts: &[String], indices_rank: Option<usize>) -> Result<Vec<Node>> {
     let s = group.settings();
     let (n, k, bs) = (group.n(), group.k(), s.block_size());
     if !k.is_multiple_of(bs) {
@@ -414,9 +425,10 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     let kb = k / bs;
     let node = &graph.nodes[index];
     let (ids, out, name) = (node.inputs[1].clone(), node.outputs[0].clone(), node.name.clone());
-    let mut reshape = None;
+    let mut after = Vec::new();
+    let symmetric = s.symmetric() || group.float_zeros();
     let (data, scales, quantize_axis, gbq_out);
-    if s.symmetric() {
+    if symmetric {
         // The head's B itself, [N, k_blocks, blob]: blocks along the last axis.
         let Some(rank) = indices_rank else {
             return Err(Error::Request(format!("embedding `{}`: the rank of its indices is unknown, so its GatherBlockQuantized output cannot be reshaped", group.name)));
@@ -429,9 +441,10 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
         let shape = format!("{name}/GatherBlockQuantized/shape");
         let dims: Vec<i64> = std::iter::repeat_n(0, rank).chain([k as i64]).collect();
         add_initializer(graph, &shape, Recipe::from_i64(shape.clone(), vec![rank + 1], &dims));
-        let mut r = Node::new(format!("{name}/Reshape"), "Reshape", &[&gbq_out, &shape], &[&out]);
+        let values = if group.float_zeros() { row_offsets(graph, &mut after, &format!("{name}/quant"), group, &ids, rank, &gbq_out) } else { gbq_out.clone() };
+        let mut r = Node::new(format!("{name}/Reshape"), "Reshape", &[&values, &shape], &[&out]);
         r.metadata.insert("rule".into(), "quantize".into());
-        reshape = Some(r);
+        after.push(r);
     } else {
         // B viewed [N, K * bits / 8]; scales and zero points as MatMulNBits has them.
         data = format!("{}/quant/table", group.name);
@@ -444,7 +457,7 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     let node = &mut graph.nodes[index];
     ms_node(node, "GatherBlockQuantized");
     node.inputs = vec![data, ids, scales];
-    if !s.symmetric() {
+    if !symmetric {
         node.inputs.push(parts[2].clone());
     }
     node.outputs = vec![gbq_out];
@@ -452,7 +465,7 @@ fn gather_block_quantized(graph: &mut Graph, index: usize, group: &Arc<QuantGrou
     node.attrs.push(Attr::int("block_size", bs as i64));
     node.attrs.push(Attr::int("gather_axis", 0));
     node.attrs.push(Attr::int("quantize_axis", quantize_axis));
-    Ok(reshape)
+    Ok(after)
 }
 
 /// The `default` format's embedding (8 bits, integer or no zero points): standard ONNX, only
