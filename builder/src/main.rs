@@ -73,9 +73,11 @@ enum Command {
         /// HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it; HF_HUB_ETAG_TIMEOUT for the file
         /// list and HF_HUB_DOWNLOAD_TIMEOUT for each file: seconds a connect or read may wait,
         /// default 10, three attempts). Or a llama.cpp GGUF file (FILE.gguf, or a folder
-        /// without config.json holding one): llama or qwen2, config and tokenizer from its
-        /// metadata, its quantized tensors kept as they are (docs/quantization.md). Without it,
-        /// the built-in demo checkpoint is used.
+        /// without config.json holding one) whose `general.architecture` is llama (Mixtral's
+        /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
+        /// granite, olmo2, starcoder2, phi2 or smollm3: config and tokenizer from its metadata,
+        /// its quantized tensors kept as they are (docs/quantization.md). Without it, the
+        /// built-in demo checkpoint is used.
         #[arg(long, value_name = "DIR|FILE.gguf|ID")]
         model: Option<PathBuf>,
         /// With a hub model id: the branch, tag (a git ref name such as `v1.0`, `refs/pr/1`)
@@ -129,9 +131,12 @@ enum Command {
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
         /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
         /// (one copy when tied; 4-bit rows as bytes decoded with standard ops, ONNX Gather
-        /// having no int4) and only they are dequantized; where GatherBlockQuantized cannot
-        /// read the table (dml has none; rows that are not whole blocks; HQQ's float zero
-        /// points), from its MatMulNBits bytes with standard ops. Default: the EP
+        /// having no int4) and only they are dequantized; HQQ's float zero points (and a GGUF
+        /// type's min) are added to the rows after GatherBlockQuantized; where
+        /// GatherBlockQuantized cannot read the table (dml has none; rows that are not whole
+        /// blocks), the rows are decoded from its MatMulNBits bytes with standard ops, which
+        /// webgpu cannot run (there such a table stays float, or is refused when asked for).
+        /// Default: the EP
         /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
         /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]

@@ -129,6 +129,24 @@ fn help_lists_every_tables_quantization() {
     }
 }
 
+/// `--model`'s help names every GGUF architecture the import maps (a hand-written list that
+/// would drift from models' `GGUF_ARCHITECTURES`).
+#[test]
+fn help_names_every_gguf_architecture() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let names: Vec<&str> = models::GGUF_ARCHITECTURES
+        .split(", ")
+        .flat_map(|s| s.split(" and "))
+        .map(|s| s.split(" (").next().unwrap().trim())
+        .collect();
+    assert!(names.len() >= 14 && names.contains(&"llama") && names.contains(&"smollm3"), "{names:?}");
+    for name in names {
+        let word = |sep: char| text.contains(&format!(" {name}{sep}"));
+        assert!(word(',') || word(' ') || word(':'), "--help does not name GGUF architecture `{name}`:\n{text}");
+    }
+}
+
 /// A table that keeps the MoE block dense cannot quantize its expert stacks: the build says
 /// how many stay float, and the report gives each one's reason.
 #[test]
@@ -202,7 +220,8 @@ fn hqq_is_refused_where_float_zero_points_have_no_form() {
         let q = &v["parts"][0]["quantization"];
         assert_eq!((q["method"].as_str(), q["symmetric"].as_bool(), q["embeddings"].as_str()), (Some("hqq"), Some(false), Some(bits)), "{q}");
         let tensors = q["tensors"].as_array().unwrap();
-        assert!(tensors.iter().any(|t| t["role"] == "embedding" || t["ops"].to_string().contains("Gather")), "{q}");
+        // The tied table: GatherBlockQuantized of the symmetric codes, the offsets added after.
+        assert!(tensors.iter().any(|t| t["role"] == "embedding" && t["ops"].to_string().contains("(GatherBlockQuantized)")), "{q}");
         // Every tensor, also one small enough to be stored inline in model.onnx.
         assert!(tensors.iter().all(|t| t["rms_error"].as_f64().unwrap() > 0.0), "{q}");
     }
@@ -216,6 +235,14 @@ fn hqq_is_refused_where_float_zero_points_have_no_form() {
         let table = q["tensors"].as_array().unwrap().iter().find(|t| t["role"] == "embedding").expect("the table is quantized");
         assert!(table["ops"].to_string().contains(op), "{ep}: {table}");
     }
+    // Rows of 64 values in blocks of 128: not GatherBlockQuantized's, and webgpu's Gather takes
+    // no uint8 bytes: the table stays float (the table's default chose it) or, asked for, the
+    // build is refused with both reasons.
+    let partial = ["--ep", "webgpu", "--quant", "int4", "--quant-method", "hqq", "--block-size", "128"];
+    let (_d, v, _) = report(&model, &partial);
+    let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap().clone();
+    assert!(kept.iter().any(|k| k["weight"] == "model.embed_tokens.weight" && k["why"].as_str().unwrap().contains("not whole blocks of 128")), "{kept:?}");
+    fails(&model, &[&partial[..], &["--quant-embeddings", "int4"]].concat(), &["model.embed_tokens.weight", "not whole blocks of 128", "T=u8 is not registered", "--quant-embeddings none"]);
     let (_d, v, _) = report(&fixture("tiny-mixtral"), &["--ep", "cpu", "--quant", "int4", "--quant-method", "hqq"]);
     let kept = v["parts"][0]["quantization"]["kept_float"].as_array().unwrap();
     assert!(kept.iter().any(|k| k["why"].as_str().unwrap().contains("QMoE takes packed integer zero points")), "{kept:?}");

@@ -112,7 +112,9 @@ pub struct QuantPlan {
     /// Default of `--quant-embeddings`.
     pub embeddings: QuantChoice,
     /// Whether the EP's GatherBlockQuantized takes 4-bit zero points (packed two per byte) on
-    /// table rows of an odd number of blocks; `false` refuses such an asymmetric embedding.
+    /// table rows of an odd number of blocks; `false`: such an asymmetric embedding is read
+    /// with standard ops where the EP's Gather takes uint8 bytes, else it stays float (refused
+    /// when `--quant-embeddings` asks for it).
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// Whether a `dequantize_linear` table reads a quantized embedding from the head's
     /// `[K, V]` DequantizeLinear data: 8-bit as a Gather on axis 1, a blocked DequantizeLinear

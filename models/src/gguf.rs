@@ -273,8 +273,9 @@ impl Arch {
     }
 }
 
-/// The architectures [`arch`] maps, for messages.
-const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2 and smollm3";
+/// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
+/// builder test checks that `tailor build --help` names each).
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2 and smollm3";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {

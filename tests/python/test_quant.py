@@ -622,9 +622,10 @@ def test_decoded_table_reads_ids_as_gather_does(tmp_path):
 
 def embedding_rows(model, ids):
     """Runs only the nodes that read the embedding table (the table's Gather, renamed in place,
-    and the `<gather>/quant/*` nodes after it) on ORT's CPU EP; returns their output rows."""
+    the `<gather>/quant/*` nodes after it, and the `<gather>/Reshape` of a GatherBlockQuantized)
+    on ORT's CPU EP; returns their output rows."""
     gather = next(n for n in model.graph.node if n.name.endswith("embed_tokens/Gather"))
-    nodes = [n for n in model.graph.node if n.name == gather.name or n.name.startswith(gather.name + "/quant/")]
+    nodes = [n for n in model.graph.node if n.name in (gather.name, gather.name + "/Reshape") or n.name.startswith(gather.name + "/quant/")]
     produced = {o for n in nodes for o in n.output}
     out = next(o for n in nodes for o in n.output if not any(o in m.input for m in nodes))
     used = {i for n in nodes for i in n.input}
@@ -637,42 +638,85 @@ def embedding_rows(model, ids):
     return sess.run([out], {"input_ids": ids})[0]
 
 
-STANDARD_OP_TABLES = [
-    # dml claims no GatherBlockQuantized: every table.
-    ("dml", "int4", ["--quant", "int4", "--quant-embeddings", "int4"]),
-    ("dml", "int8", ["--quant", "int4", "--quant-embeddings", "int8"]),
-    ("dml", "gguf", []),
-    ("dml", "int4", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int4"]),
+def widened_checkpoint(dest, hidden=160):
+    """tiny-qwen2-tied-mqa with rows of `hidden` values (160: two whole blocks of 64 and a
+    partial one, five blocks of 32) and random weights of the same names; the same config
+    otherwise (head_dim kept, heads scaled), its reference inputs copied for `logits`."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    src = FIXTURES / "tiny-qwen2-tied-mqa"
+    cfg = json.loads((src / "config.json").read_text())
+    old = cfg["hidden_size"]
+    head_dim = old // cfg["num_attention_heads"]
+    assert hidden % head_dim == 0 and cfg["intermediate_size"] != old and cfg["num_key_value_heads"] * head_dim != old
+    cfg.update(hidden_size=hidden, num_attention_heads=hidden // head_dim)
+    dest.mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    tensors = {}
+    for name, t in load_file(str(src / "model.safetensors")).items():
+        shape = [hidden if d == old else d for d in t.shape]
+        tensors[name] = np.ones(shape, np.float32) if name.endswith("norm.weight") else (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    save_file(tensors, str(dest / "model.safetensors"))
+    (dest / "config.json").write_text(json.dumps(cfg))
+    for f in src.iterdir():
+        if f.name not in ("config.json", "model.safetensors"):
+            shutil.copy(f, dest / f.name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def wide_checkpoint(tmp_path_factory):
+    return widened_checkpoint(tmp_path_factory.mktemp("wide") / "tiny-qwen2-wide")
+
+
+MATMULNBITS_TABLES = [
+    # (ep, checkpoint, table bits, flags, the op that reads the table)
+    # dml claims no GatherBlockQuantized: every table as bytes with standard ops.
+    ("dml", "tied", "int4", ["--quant", "int4", "--quant-embeddings", "int4"], "Gather"),
+    ("dml", "tied", "int8", ["--quant", "int4", "--quant-embeddings", "int8"], "Gather"),
+    ("dml", "gguf", "int8", [], "Gather"),
+    ("dml", "tied", "int4", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int4"], "Gather"),
     # One block of 64 per row: a packed 4-bit zero point and a padding nibble.
-    ("dml", "int4", ["--quant", "int4", "--asymmetric", "--block-size", "64", "--quant-embeddings", "int4"]),
-    ("dml", "int8", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int8"]),
+    ("dml", "tied", "int4", ["--quant", "int4", "--asymmetric", "--block-size", "64", "--quant-embeddings", "int4"], "Gather"),
+    ("dml", "tied", "int8", ["--quant", "int4", "--asymmetric", "--quant-embeddings", "int8"], "Gather"),
     # Rows of 64 values in a block of 128, which GatherBlockQuantized cannot hold.
-    ("cpu", "int4", ["--quant", "int4", "--block-size", "128"]),
-    ("cpu", "int4", ["--quant", "int4", "--block-size", "128", "--asymmetric"]),
-    ("dml", "int8", ["--quant", "int8", "--block-size", "128", "--asymmetric", "--quant-embeddings", "int8"]),
-    # Float zero points: HQQ's offsets, added to the decoded rows.
-    ("dml", "int4", ["--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int4"]),
-    ("cpu", "int4", ["--quant", "int4", "--quant-method", "hqq", "--block-size", "128"]),
+    ("cpu", "tied", "int4", ["--quant", "int4", "--block-size", "128"], "Gather"),
+    ("cpu", "tied", "int4", ["--quant", "int4", "--block-size", "128", "--asymmetric"], "Gather"),
+    ("dml", "tied", "int8", ["--quant", "int8", "--block-size", "128", "--asymmetric", "--quant-embeddings", "int8"], "Gather"),
+    # Rows of 160 values, blocks of 64: two whole and a partial one; three 4-bit zero points.
+    ("cpu", "wide", "int4", ["--quant", "int4", "--block-size", "64", "--asymmetric"], "Gather"),
+    ("dml", "wide", "int4", ["--quant", "int4", "--block-size", "64", "--asymmetric", "--quant-embeddings", "int4"], "Gather"),
+    # Float zero points (HQQ's offsets): added to the decoded rows, or after
+    # GatherBlockQuantized of the symmetric codes where it reads the table.
+    ("dml", "tied", "int4", ["--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int4"], "Gather"),
+    ("cpu", "tied", "int4", ["--quant", "int4", "--quant-method", "hqq", "--block-size", "128"], "Gather"),
+    ("cpu", "wide", "int4", ["--quant", "int4", "--quant-method", "hqq", "--block-size", "64"], "Gather"),
+    ("cpu", "wide", "int4", ["--quant", "int4", "--quant-method", "hqq"], "GatherBlockQuantized"),
+    ("cpu", "tied", "int8", ["--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int8"], "GatherBlockQuantized"),
 ]
 
 
-@pytest.mark.parametrize("ep,source,args", STANDARD_OP_TABLES)
-def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, source, args):
-    """A table GatherBlockQuantized cannot take (dml claims none; rows that are not whole
-    blocks) is read from its MatMulNBits parts with standard ops: `(q - mid) * scale` or, with
-    packed zero points, `(q - zero_point) * scale`, a partial block's padding sliced off; one copy
-    when tied with the same settings; no float table is left. The rows these nodes compute (on
-    ORT's CPU EP: no DirectML here) equal the dequantized table computed in numpy from the same
-    bytes by the MatMulNBits packing, and that table is the checkpoint's within quantization
-    error."""
-    if source == "gguf":
+@pytest.mark.parametrize("ep,checkpoint,bits_flag,args,op", MATMULNBITS_TABLES)
+def test_a_table_read_from_matmulnbits_parts_equals_them_dequantized(tmp_path, wide_checkpoint, ep, checkpoint, bits_flag, args, op):
+    """A table read from its MatMulNBits parts (the head's when tied with the same settings:
+    one copy; no float table left): as bytes with standard ops where GatherBlockQuantized cannot
+    read it (dml claims none; rows that are not whole blocks), `(q - mid) * scale` or
+    `(q - zero_point) * scale`, a partial block's padding sliced off; HQQ's offsets added after
+    either form. The rows these nodes compute (on ORT's CPU EP: no DirectML here) equal the
+    table dequantized in numpy from the same bytes by the MatMulNBits packing, that table is the
+    checkpoint's within quantization error, and on cpu the whole model's logits are those of the
+    f32 package with every weight dequantized."""
+    fixture = str(wide_checkpoint) if checkpoint == "wide" else "tiny-qwen2-tied-mqa"
+    if checkpoint == "gguf":
         pkg = tmp_path / ep
         done = subprocess.run([str(tailor_bin()), "build", "--model", str(Path(__file__).parent / "data/gguf-gemma/tiny-gemma.Q.gguf"),
                                "--output", str(pkg), "--ep", ep], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     else:
         # cpu at accuracy level 0 (f32 activations), for the whole-model comparison below.
-        pkg = build_with(tmp_path / ep, "tiny-qwen2-tied-mqa", ep, args + (["--accuracy-level", "0"] if ep == "cpu" else []))
+        pkg = build_with(tmp_path / ep, fixture, ep, args + (["--accuracy-level", "0"] if ep == "cpu" else []))
     model = load(pkg)
     report = json.loads((pkg / "build_report.json").read_text())
     assert not report["parts"][0]["quantization"]["kept_float"], report["parts"][0]["quantization"]["kept_float"]
@@ -681,13 +725,16 @@ def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, 
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in head.attribute}
     n, k = attrs["N"], attrs["K"]
     assert not [name for name, v in init.items() if v.dtype.kind == "f" and v.shape in ((n, k), (k, n))], "a float table is left"
-    assert not [g for g in model.graph.node if g.op_type == "GatherBlockQuantized"]
     # The table's own MatMulNBits parts: the head's when their settings agree (one copy).
     gather = next(g for g in model.graph.node if g.name.endswith("embed_tokens/Gather"))
+    assert gather.op_type == op, (gather.op_type, op)
+    assert len([g for g in model.graph.node if g.op_type == "GatherBlockQuantized"]) == (op == "GatherBlockQuantized")
     data_name = gather.input[0]
     part = data_name.removesuffix("/data")
+    if gather.op_type == "GatherBlockQuantized":  # scales viewed [N, k_blocks, 1] (the same bytes)
+        init.setdefault(part + "/scales", init[gather.input[2]].reshape(n, -1))
     data, scales = init[data_name], init[part + "/scales"]
-    bits = 4 if source == "int4" else 8
+    bits = 4 if bits_flag == "int4" else 8
     block = data.shape[2] * 8 // bits
     assert data.shape == (n, -(-k // block), block * bits // 8), data.shape
     asymmetric = "--asymmetric" in args  # HQQ's zero points are offsets, not a zero_points part
@@ -703,10 +750,10 @@ def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, 
     got = embedding_rows(model, ids).astype(np.float32)
     assert got.shape == (1, 5, k), got.shape
     want = table[ids]
-    if source != "gguf":  # the table quantized from the checkpoint's own float table
+    if checkpoint != "gguf":  # the table quantized from the checkpoint's own float table
         from safetensors.numpy import load_file
 
-        floats = load_file(str(FIXTURES / "tiny-qwen2-tied-mqa" / "model.safetensors"))["model.embed_tokens.weight"].astype(np.float32)
+        floats = load_file(str(FIXTURES / fixture / "model.safetensors"))["model.embed_tokens.weight"].astype(np.float32)
         rel = float(np.sqrt(np.mean((table - floats) ** 2) / np.mean(floats ** 2)))
         assert rel < 0.25, f"the table is {rel:.3f} (relative RMS) from the checkpoint's"
     # f16 rows on dml: within f16 rounding of the f32 product; f32 on cpu.
@@ -714,15 +761,15 @@ def test_a_table_gathered_with_standard_ops_reads_the_heads_parts(tmp_path, ep, 
     if ep == "cpu":
         # The whole model: the f32 package with every quantized weight and the table replaced
         # by their dequantized values (numpy, from the package's bytes).
-        f = load(build_with(tmp_path / "f", "tiny-qwen2-tied-mqa", "cpu", []))
+        f = load(build_with(tmp_path / "f", fixture, "cpu", []))
         weights = dequantized_weights(model)
         for node in model.graph.node:  # HQQ: each block's offset, added after MatMulNBits
             offsets = node.input[1].removesuffix("/data") + "/offsets" if node.op_type == "MatMulNBits" else None
             if offsets in init:
+                node_block = next(a.i for a in node.attribute if a.name == "block_size")
                 kb_n = init[offsets].astype(np.float32)
-                weights[node.name] = weights[node.name] + np.repeat(kb_n, block, axis=0)[: weights[node.name].shape[0]]
-        assert gather.name not in weights
-        weights[gather.name] = table
-        expected = logits(with_dequantized_weights(f, weights), "tiny-qwen2-tied-mqa")
-        err = float(np.abs(logits(model, "tiny-qwen2-tied-mqa", accuracy_level_0=True) - expected).max())
+                weights[node.name] = weights[node.name] + np.repeat(kb_n, node_block, axis=0)[: weights[node.name].shape[0]]
+        weights[gather.name] = table  # with its offsets, which dequantized_weights does not add
+        expected = logits(with_dequantized_weights(f, weights), fixture)
+        err = float(np.abs(logits(model, fixture, accuracy_level_0=True) - expected).max())
         assert err < TOL, err

@@ -92,8 +92,8 @@ pub struct QuantStep {
     /// for; the others are written as their exact float dequantization.
     pub packed_bits: Vec<usize>,
     /// The table's `embedding_int4_zero_points_odd_blocks`: where it is false, an asymmetric
-    /// 4-bit table of odd blocks per row is gathered with standard ops, not by the EP's
-    /// GatherBlockQuantized (rewrite.rs `gather_block_quantized_takes`).
+    /// 4-bit table of odd blocks per row is not read by the EP's GatherBlockQuantized
+    /// ([`table_gather`]).
     pub embedding_int4_zero_points_odd_blocks: bool,
     /// [`QuantRequest::requantize_experts`], for an import.
     pub requantize_experts: Option<QuantBits>,
@@ -147,7 +147,7 @@ pub(crate) fn table_gather(step: &QuantStep, settings: &QuantSettings, k: usize,
     };
     match &step.no_gathered_bytes {
         None => Ok(TableGather::Bytes),
-        Some(bytes) => Err(format!("{not_gbq}; and its rows cannot be gathered with standard ops either: {bytes}")),
+        Some(bytes) => Err(format!("{not_gbq}; and its rows cannot be gathered with standard ops either ({bytes})")),
     }
 }
 
@@ -572,9 +572,12 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
             return Some(format!("it stacks GGUF tensors of {bits:?} bits into one weight, which one MatMulNBits cannot hold: written as the exact float dequantization"));
         }
     }
-    if let (Role::Embedding, QuantFormat::MatmulNbits, Some(p)) = (c.role, step.format, layers.first()) {
-        let settings = QuantSettings::new(p.bits(), p.group_size(), p.symmetric()).ok()?;
-        if let Err(why) = table_gather(step, &settings, p.k(), p.float_zeros()) {
+    if let (Role::Embedding, QuantFormat::MatmulNbits) = (c.role, step.format) {
+        // The settings the rewrite's group takes (`PackedStack::settings`: its block is the
+        // largest power of two dividing the layers' groups), so planning and rewrite agree; a
+        // stack that cannot be made fails the rewrite with its own error.
+        let stack = ir::PackedStack::from_recipe(&c.weight, recipe)?.ok()?;
+        if let Err(why) = table_gather(step, &stack.settings(), stack.k(), stack.float_zeros()) {
             return Some(format!("pre-quantized embedding table: {why} (exact dequantization)"));
         }
     }

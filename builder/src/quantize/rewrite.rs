@@ -280,7 +280,10 @@ fn block_offsets(graph: &mut Graph, added: &mut Vec<Node>, index: usize, group: 
 /// * any table on an EP that claims no GatherBlockQuantized (dml);
 /// * rows that are not whole blocks (GatherBlockQuantized needs whole blocks), or packed 4-bit
 ///   zero points on rows of an odd number of blocks where the table says its kernel fails on
-///   them (webgpu, `embedding_int4_zero_points_odd_blocks = false`).
+///   them (`embedding_int4_zero_points_odd_blocks = false`),
+///
+/// where the EP's Gather and Cast take the uint8 bytes (not webgpu, whose such tables stay
+/// float).
 ///
 /// Per gathered row: `B` `[N, k_blocks, blob]` gives the bytes, a 256-entry table
 /// (`quant/codes_<bits>b_<dtype>`) maps each byte to its codes less the mid point (two per
@@ -359,7 +362,6 @@ fn gather_dequantized(graph: &mut Graph, added: &mut Vec<Node>, index: usize, gr
     let scales = op("Gather", "scales", &[&parts[1], &ids]);
     let scales = op("Reshape", "scales_by_block", &[&scales, &params_shape]);
     let scaled = op("Mul", "scaled", &[&centred, &scales]);
-    drop(op);
     let values = if group.float_zeros() { row_offsets(graph, &mut nodes, &base, group, &ids, rank, &scaled) } else { scaled };
     // The last node writes the Gather's output: the rows, less a partial block's padding.
     let mut last = if kb * bs == k {
