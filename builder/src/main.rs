@@ -161,7 +161,8 @@ enum Command {
         /// range: the bytes ONNX Runtime's own quantizer writes), `mse` (searches scales for a
         /// lower weight error, no calibration data, about 50x slower to quantize) or `hqq`
         /// (ONNX Runtime's half-quadratic solver: RTN's scales with a float zero point per block,
-        /// asymmetric, MatMulNBits tables; a tied head and embedding share one table). HQQ costs
+        /// asymmetric, written as codes against the mid point plus each block's offset added
+        /// after the MatMul, on every table; a tied head and embedding share one table). HQQ costs
         /// 6 bits per value against RTN's 5 at block 32: SmolLM2-135M int4 is 1.20x RTN's size
         /// (1.36x with --quant-lm-head int8 --quant-embeddings int8, whose passage NLL is within
         /// 0.006 of the float model's; the int4 head costs 0.08), builds about 7-10x slower than

@@ -204,17 +204,24 @@ fn an_exclusion_that_matches_nothing_is_an_error() {
 }
 
 /// `--quant-method hqq` has float zero points, which the standard DequantizeLinear form cannot
-/// hold: refused before anything is written, saying why; on cpu the embedding table is
-/// quantized as the table says (gathered and dequantized with standard ops,
-/// tests/python/test_hqq_embedding.py), int8 builds too, QMoE stacks stay float with their
-/// reason, and the report records the method and every tensor's error. The matrices are
-/// MatMulNBits without zero points plus per-block offsets.
+/// hold: the DequantizeLinear tables write the codes against the mid point and add the offsets
+/// after the MatMul, as MatMulNBits tables do; on cpu the embedding table is quantized as the
+/// table says (GatherBlockQuantized plus the rows' offsets, tests/python/test_hqq_embedding.py),
+/// int8 builds too, QMoE stacks stay float with their reason, and the report records the method
+/// and every tensor's error.
 #[test]
-fn hqq_is_refused_where_float_zero_points_have_no_form() {
+fn hqq_is_written_on_every_table_and_kept_float_where_its_zero_points_have_no_form() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
-    fails(&model, &["--ep", "default", "--quant", "int4", "--quant-method", "hqq"], &["--quant-method hqq", "DequantizeLinear", "zero point"]);
+    // The DequantizeLinear tables: codes against the mid point, the offsets after the MatMul
+    // (values: test_hqq.py).
+    for ep in ["default", "trt-rtx"] {
+        let (_d, v, _) = report(&model, &["--ep", ep, "--quant", "int4", "--quant-method", "hqq"]);
+        let q = &v["parts"][0]["quantization"];
+        assert_eq!((q["method"].as_str(), q["format"].as_str()), (Some("hqq"), Some("dequantize_linear")), "{ep}: {q}");
+        assert!(q["tensors"].as_array().unwrap().iter().all(|t| t["method"] == "hqq"), "{ep}: {q}");
+    }
     for bits in ["int4", "int8"] {
         let (_d, v, _) = report(&model, &["--ep", "cpu", "--quant", bits, "--quant-method", "hqq"]);
         let q = &v["parts"][0]["quantization"];

@@ -78,6 +78,9 @@ pub struct QuantGroup {
     /// The checkpoint's own integers, when the weight is pre-quantized: the parts are repacked
     /// from them, never quantized from `weight`.
     packed: Option<PackedStack>,
+    /// HQQ in the DequantizeLinear form: the tensor's number of solver updates, found once by
+    /// the first band written ([`Self::hqq_band`]).
+    hqq_updates: Mutex<Option<usize>>,
 }
 
 impl QuantGroup {
@@ -101,14 +104,11 @@ impl QuantGroup {
             if settings.symmetric() {
                 return Err(bad("HQQ is asymmetric: its zero points are what it solves for".into()));
             }
-            if form == QuantForm::Dq {
-                return Err(bad("HQQ's zero points are floats; DequantizeLinear's zero point has the data's integer type".into()));
-            }
         }
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
         let settings = settings.with_rounding(form.rounding(settings.bits()));
-        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None }))
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None, hqq_updates: Mutex::default() }))
     }
 
     /// A group writing the integers of pre-quantized layers (`stack`, read from `weight`, the
@@ -122,7 +122,7 @@ impl QuantGroup {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
         let settings = stack.settings();
-        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack) }))
+        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack), hqq_updates: Mutex::default() }))
     }
 
     /// The pre-quantized layers the parts are repacked from (`None`: quantized from float).
@@ -187,9 +187,7 @@ impl QuantGroup {
     /// reads them) and its zero points as the per-block float offsets `[k_blocks, N]` the
     /// graph adds after the MatMul (the offset form, docs/quantization.md).
     pub fn dq_settings(&self) -> QuantSettings {
-        // Only a packed stack's float zero points have the offset form here; HQQ's (from float)
-        // are refused for this form before a group is made (quantize::hqq_fits).
-        if self.packed.is_some() && self.float_zeros() {
+        if self.float_zeros() {
             self.settings.as_symmetric()
         } else {
             self.settings
@@ -207,7 +205,7 @@ impl QuantGroup {
             (_, QuantPart::Scales) => self.scale_dtype,
             (QuantForm::NBits, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::NBits, _) => DType::U8,
-            (QuantForm::Dq, QuantPart::ZeroPoints) if self.packed.is_some() && self.float_zeros() => self.scale_dtype,
+            (QuantForm::Dq, QuantPart::ZeroPoints) if self.float_zeros() => self.scale_dtype,
             (QuantForm::Dq, _) => match DqType::of(&self.dq_settings()) {
                 DqType::Int4 => DType::I4,
                 DqType::Uint4 => DType::U4,
@@ -276,10 +274,11 @@ impl QuantGroup {
     /// Quantizes weight rows `start..end` (NBits) or reduced rows `start..end` (Dq) and
     /// returns each present part's bytes of that range, in [`QuantPart`] order.
     pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        if !self.solves_whole_tensor() {
+        if !(self.form == QuantForm::NBits && self.hqq()) {
+            // One piece per range (a DequantizeLinear band of HQQ too).
             return self.compute_each(start, end, &|_, parts| Ok(parts)).map(|mut v| v.pop().unwrap_or_default());
         }
-        // Pieces (HQQ) gathered into whole parts of the range.
+        // Pieces (HQQ's MatMulNBits form) gathered into whole parts of the range.
         let parts: Vec<QuantPart> = [QuantPart::Data, QuantPart::Scales, QuantPart::ZeroPoints].into_iter().filter(|&p| self.has(p)).collect();
         let whole: Vec<Mutex<Vec<u8>>> =
             parts.iter().map(|&p| Mutex::new(vec![0u8; self.part_offset(p, end) - self.part_offset(p, start)])).collect();
@@ -295,18 +294,20 @@ impl QuantGroup {
         Ok(parts.into_iter().zip(whole).map(|(p, w)| (p, w.into_inner().unwrap_or_default())).collect())
     }
 
-    /// Whether the group is one range solved over the whole tensor (HQQ): [`Self::compute_each`]
-    /// hands it over in pieces as they are coded (not held until the end), and the writer runs
-    /// such groups one at a time (stream.rs).
+    /// Whether the group's solve depends on the whole tensor (HQQ's update count), so the writer
+    /// runs such groups one at a time on a thread of its own (stream.rs), each parallel inside:
+    /// the MatMulNBits form as one range, which [`Self::compute_each`] hands over in pieces as
+    /// they are coded (not held until the end); the DequantizeLinear form band after band
+    /// ([`Self::hqq_band`]).
     pub(crate) fn solves_whole_tensor(&self) -> bool {
-        self.form == QuantForm::NBits && self.hqq()
+        self.hqq()
     }
 
     /// [`Self::compute`] handing the bytes to `emit` as pieces `(first row, parts)`, each
     /// part's bytes starting at [`Self::part_offset`] of that row; pieces may come from
     /// several threads at once. Returns what `emit` returned, in piece order for one piece.
     pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &Emit<'_, R>) -> Result<Vec<R>> {
-        let r = if self.solves_whole_tensor() {
+        let r = if self.form == QuantForm::NBits && self.hqq() {
             match self.scale_dtype {
                 DType::F16 => self.hqq_rows::<f16, R>(start, end, emit),
                 _ => self.hqq_rows::<f32, R>(start, end, emit),
@@ -363,8 +364,17 @@ impl QuantGroup {
                 if k0 == 0 && k1 == k {
                     w.read_into(n0 * k, n1 * k, bytes)?;
                 } else {
+                    // A band of columns (the DequantizeLinear form) touches every page of the
+                    // rows it reads: release them as it goes, else a table's whole mapping
+                    // (Gemma 3's 262,144 x 640 f32: 671 MB) was resident at once.
+                    let every = (RELEASE_BYTES / (k * 4)).max(1);
+                    let mut from = n0;
                     for (c, chunk) in (n0..n1).zip(bytes.chunks_exact_mut(rows * 4)) {
                         w.read_into(c * k + k0, c * k + k1, chunk)?;
+                        if c + 1 - from == every {
+                            w.release(from * k, (c + 1) * k);
+                            from = c + 1;
+                        }
                     }
                 }
                 w.release(n0 * k, n1 * k);
@@ -475,6 +485,12 @@ impl QuantGroup {
                 _ => self.packed_band::<f32>(stack, k0, k1),
             };
         }
+        if self.hqq() {
+            return match self.scale_dtype {
+                DType::F16 => self.hqq_band::<f16>(k0, k1),
+                _ => self.hqq_band::<f32>(k0, k1),
+            };
+        }
         let (n, band) = (self.n(), k1 - k0);
         self.with_block(0, n, k0, k1, |values| {
             let view = WeightView::column_major(values, band, n)?;
@@ -557,7 +573,6 @@ impl QuantGroup {
         };
         let schedule = hqq::Schedule::new();
         let cols = n1 - n0;
-        let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
         let passes: Vec<usize> = (0..cols).step_by(rows).collect();
         hqq::install(|| passes
             .into_par_iter()
@@ -567,7 +582,6 @@ impl QuantGroup {
                 let mut scales = Vec::with_capacity((c1 - c0) * k_blocks);
                 let mut offsets = Vec::with_capacity((c1 - c0) * k_blocks);
                 let mut error = WeightError::default();
-                let mut codes = [0u8; crate::quant::MAX_BLOCK];
                 self.with_block(n0 + c0, n0 + c1, 0, k, |values| {
                     for (i, row) in values.chunks_exact(k).enumerate() {
                         for kb in 0..k_blocks {
@@ -575,35 +589,10 @@ impl QuantGroup {
                                 Some(z) => HqqBlock { zero: z[(c0 + i) * k_blocks + kb], ..hqq::start_block(bits, bs, row, kb) },
                                 None => schedule.run_block(bits, bs, row, kb, updates, None, true),
                             };
-                            let scale = S::from_f32(p.scale());
-                            let s = scale.to_f32();
-                            let offset = S::from_f32(s * (mid - p.zero));
+                            let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
+                            let (scale, offset) = hqq_code_block::<S>(bits, bs, row, kb, &p, blob, &mut error);
                             scales.push(scale);
                             offsets.push(offset);
-                            let src = &row[kb * bs..((kb + 1) * bs).min(k)];
-                            let o = offset.to_f32();
-                            // Eight error lanes, so the loop vectorizes (one f64 sum was a
-                            // chain of dependent adds, as long as the solver's passes).
-                            let (mut sq, mut top) = ([0f64; 8], [0f32; 8]);
-                            let mut lane = |l: usize, q: &mut u8, v: f32| {
-                                let code = p.code(max_q, v);
-                                *q = code as u8;
-                                let d = (v - ((code - mid) * s + o)).abs();
-                                sq[l] += d as f64 * d as f64;
-                                top[l] = top[l].max(d);
-                            };
-                            let (mut qs, mut vs) = (codes[..src.len()].chunks_exact_mut(8), src.chunks_exact(8));
-                            for (qc, vc) in (&mut qs).zip(&mut vs) {
-                                for l in 0..8 {
-                                    lane(l, &mut qc[l], vc[l]);
-                                }
-                            }
-                            for (l, (q, &v)) in qs.into_remainder().iter_mut().zip(vs.remainder()).enumerate() {
-                                lane(l, q, v);
-                            }
-                            error.merge(&WeightError { max_abs: top.iter().fold(0f32, |m, &d| m.max(d)), sum_sq: sq.iter().sum(), count: src.len() as u64 });
-                            let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
-                            pack_codes(bits, &codes[..src.len()], blob);
                         }
                     }
                     Ok(())
@@ -612,6 +601,80 @@ impl QuantGroup {
                 emit(n0 + c0, self.parts(b, self.scale_bytes(&scales), Some(self.scale_bytes(&offsets))))
             })
             .collect())
+    }
+
+    /// Reduced rows `k0..k1` (whole blocks) of an HQQ group in the DequantizeLinear form: the
+    /// tensor's number of solver updates is found once ([`hqq::iterations`]: one read of the
+    /// weight), then every block of the band is solved to that update on its own values
+    /// ([`hqq::Schedule::run_block`]; blocks are independent but for that count, so a band gives
+    /// the bits the MatMulNBits form gives those blocks), in parallel on the solver's pool, and
+    /// coded as [`Self::hqq_rows`] codes them; the codes are written against the mid point
+    /// ([`Self::dq_settings`]) and the offsets `scale * (mid - zero)` as the ZeroPoints part,
+    /// `[k_blocks, N]` in the scales' type. The writer runs such groups on its solver thread,
+    /// band after band ([`Self::solves_whole_tensor`]), so the first band finds the count and
+    /// the others read it; the lock is not held while it is found (a thread waiting on the
+    /// solver's pool may run another task of its own pool).
+    fn hqq_band<S: Scale + ToBytes>(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        use rayon::prelude::*;
+        let (n, k, band) = (self.n(), self.k(), k1 - k0);
+        let (bits, bs) = (self.settings.bits(), self.settings.block_size());
+        let poisoned = || Error::Graph("a quantizing thread panicked".into());
+        let known = *self.hqq_updates.lock().map_err(|_| poisoned())?;
+        let updates = match known {
+            Some(u) => u,
+            None => {
+                let rows = (HQQ_PASS_BYTES / (k * 4)).clamp(1, n);
+                let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(a, b, 0, k, out);
+                let u = hqq::iterations(bits, bs, n, k, rows, &read)?;
+                *self.hqq_updates.lock().map_err(|_| poisoned())? = Some(u);
+                u
+            }
+        };
+        let layout = self.settings.layout(band)?;
+        let k_blocks = layout.k_blocks();
+        let schedule = hqq::Schedule::new();
+        // Column-major [band, N]: weight row c's values of this band are contiguous; rows in
+        // chunks, at least HQQ_MIN_PASSES of them so that every core has work.
+        let chunk = n.div_ceil(HQQ_MIN_PASSES).max(1);
+        type Coded<S> = (Vec<u8>, Vec<S>, Vec<S>, WeightError);
+        let coded: Vec<Coded<S>> = self.with_block(0, n, k0, k1, |values| {
+            Ok(hqq::install(|| {
+                values
+                    .par_chunks(band * chunk)
+                    .map(|rows| {
+                        let cols = rows.len() / band;
+                        let mut b = vec![0u8; cols * layout.b_per_column()];
+                        let (mut scales, mut offsets) = (Vec::with_capacity(cols * k_blocks), Vec::with_capacity(cols * k_blocks));
+                        let mut error = WeightError::default();
+                        for (i, row) in rows.chunks_exact(band).enumerate() {
+                            for kb in 0..k_blocks {
+                                let p = schedule.run_block(bits, bs, row, kb, updates, None, true);
+                                let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
+                                let (scale, offset) = hqq_code_block::<S>(bits, bs, row, kb, &p, blob, &mut error);
+                                scales.push(scale);
+                                offsets.push(offset);
+                            }
+                        }
+                        (b, scales, offsets, error)
+                    })
+                    .collect()
+            }))
+        })?;
+        let (mut b, mut scales, mut offsets) = (Vec::with_capacity(n * layout.b_per_column()), Vec::with_capacity(n * k_blocks), Vec::with_capacity(n * k_blocks));
+        for (cb, cs, co, error) in coded {
+            b.extend(cb);
+            scales.extend(cs);
+            offsets.extend(co);
+            self.add_error(&error);
+        }
+        let settings = self.dq_settings();
+        let q = NBits { b: &b, scales: &scales, zero_points: None };
+        let (data_len, scales_len, _) = dq_lengths(&settings, band, n)?;
+        let mut data = vec![0u8; data_len];
+        let mut dq_scales = vec![S::default(); scales_len];
+        to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: None })?;
+        let offsets = self.offsets_by_block(&self.scale_bytes(&offsets), n);
+        Ok(self.parts(data, self.scale_bytes(&dq_scales), Some(offsets)))
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
@@ -669,6 +732,45 @@ pub(crate) type Emit<'a, R> = dyn Fn(usize, Vec<(QuantPart, Vec<u8>)>) -> Result
 /// the coding pass its output), so this bounds the solver's memory; 2 MiB took a 0.5B build's
 /// peak RSS from 82 to 51 MB at the same speed (8 MiB before).
 const HQQ_PASS_BYTES: usize = 2 << 20;
+
+/// Source rows read between two releases of their pages when a band of columns is read.
+const RELEASE_BYTES: usize = 4 << 20;
+
+/// Codes block `kb` of `row` with its solved parameters `p` into `blob` (packed as MatMulNBits
+/// packs them) and adds its weight error to `error`; returns its scale and its offset
+/// `scale * (mid - zero)` in the scales' type, the value MatMulNBits without zero points plus
+/// the block offsets computes being `(code - mid) * scale + offset`.
+fn hqq_code_block<S: Scale>(bits: Bits, bs: usize, row: &[f32], kb: usize, p: &HqqBlock, blob: &mut [u8], error: &mut WeightError) -> (S, S) {
+    let (max_q, mid) = (bits.max_q() as f32, bits.mid() as f32);
+    let scale = S::from_f32(p.scale());
+    let s = scale.to_f32();
+    let offset = S::from_f32(s * (mid - p.zero));
+    let src = &row[kb * bs..((kb + 1) * bs).min(row.len())];
+    let o = offset.to_f32();
+    let mut codes = [0u8; crate::quant::MAX_BLOCK];
+    // Eight error lanes, so the loop vectorizes (one f64 sum was a chain of dependent adds, as
+    // long as the solver's passes).
+    let (mut sq, mut top) = ([0f64; 8], [0f32; 8]);
+    let mut lane = |l: usize, q: &mut u8, v: f32| {
+        let code = p.code(max_q, v);
+        *q = code as u8;
+        let d = (v - ((code - mid) * s + o)).abs();
+        sq[l] += d as f64 * d as f64;
+        top[l] = top[l].max(d);
+    };
+    let (mut qs, mut vs) = (codes[..src.len()].chunks_exact_mut(8), src.chunks_exact(8));
+    for (qc, vc) in (&mut qs).zip(&mut vs) {
+        for l in 0..8 {
+            lane(l, &mut qc[l], vc[l]);
+        }
+    }
+    for (l, (q, &v)) in qs.into_remainder().iter_mut().zip(vs.remainder()).enumerate() {
+        lane(l, q, v);
+    }
+    error.merge(&WeightError { max_abs: top.iter().fold(0f32, |m, &d| m.max(d)), sum_sq: sq.iter().sum(), count: src.len() as u64 });
+    pack_codes(bits, &codes[..src.len()], blob);
+    (scale, offset)
+}
 /// The fewest passes an HQQ tensor is cut into (see [`QuantGroup::hqq_rows`]): a few per core
 /// of these machines, so the last pass does not leave cores idle for long.
 const HQQ_MIN_PASSES: usize = 16;
@@ -825,6 +927,48 @@ mod tests {
                 assert_eq!(g.shape(QuantPart::Scales), vec![k / 16, n]);
             }
         }
+    }
+
+    /// HQQ in the DequantizeLinear form, written in bands of one block (the last one partial),
+    /// has the MatMulNBits form's codes, scales and offsets: the update count is the tensor's,
+    /// and each block is solved on its own values.
+    #[test]
+    fn hqq_bands_give_the_nbits_forms_codes_scales_and_offsets() {
+        let (n, k, bs): (usize, usize, usize) = (6, 72, 16);
+        let kb = k.div_ceil(bs);
+        let (_, r) = weight(n, k);
+        let s = QuantSettings::new(Bits::Int4, bs, false).unwrap().with_method(Method::Hqq);
+        let nbits = QuantGroup::new("w", r.clone(), s, DType::F32, QuantForm::NBits).unwrap();
+        let dq = QuantGroup::new("w", r, s, DType::F32, QuantForm::Dq).unwrap();
+        let whole: Vec<Vec<u8>> = nbits.compute(0, n).unwrap().into_iter().map(|(_, b)| b).collect();
+        let mut got = [vec![0u8; dq.byte_len(QuantPart::Data)], vec![0u8; dq.byte_len(QuantPart::Scales)], vec![0u8; dq.byte_len(QuantPart::ZeroPoints)]];
+        let ranges = dq.ranges(n * 4 * bs);
+        assert_eq!(ranges.len(), kb, "one block per band");
+        for (a, e) in ranges {
+            for (p, bytes) in dq.compute(a, e).unwrap() {
+                let at = dq.part_offset(p, a);
+                got[p as usize][at..at + bytes.len()].copy_from_slice(&bytes);
+            }
+        }
+        assert_eq!(dq.dtype(QuantPart::Data), DType::I4, "codes against the mid point, signed");
+        let f32s = |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+        let (blob, nb_scales, nb_offsets) = (bs / 2, f32s(&whole[1]), f32s(&whole[2]));
+        let (dq_scales, dq_offsets) = (f32s(&got[1]), f32s(&got[2]));
+        for c in 0..n {
+            for r in 0..k {
+                let byte = whole[0][c * kb * blob + (r / bs) * blob + (r % bs) / 2];
+                let code = if r % 2 == 0 { byte & 0x0f } else { byte >> 4 } as i32;
+                let i = r * n + c;
+                let nib = if i % 2 == 0 { got[0][i / 2] & 0x0f } else { got[0][i / 2] >> 4 } as i32;
+                let signed = if nib >= 8 { nib - 16 } else { nib };
+                assert_eq!(signed + 8, code, "code [{c}, {r}]");
+            }
+            for b in 0..kb {
+                assert_eq!(dq_scales[b * n + c].to_bits(), nb_scales[c * kb + b].to_bits(), "scale [{c}, {b}]");
+                assert_eq!(dq_offsets[b * n + c].to_bits(), nb_offsets[c * kb + b].to_bits(), "offset [{c}, {b}]");
+            }
+        }
+        assert!(nb_offsets.iter().any(|&o| o != 0.0), "the offsets carry the zero points");
     }
 
     #[test]

@@ -141,3 +141,93 @@ def test_hqq_logits_equal_onnx_runtime_hqq(fixture, tmp_path):
     # boundary may flip; measured over the fixtures: at most 2.6e-5 (tiny-phi3-longrope), so the
     # f32 tolerance of the other quantized tests holds.
     assert np.abs(got - want).max() < 1e-4, f"{fixture}: {np.abs(got - want).max()}"
+
+
+def default_parts(model):
+    """weight -> (codes [N, K], scales [N, kb], offsets [N, kb]) of each quantized weight of a
+    `default` HQQ package: its `<weight>/quant/data` int4 `[K, N]` codes against the mid point 8
+    (no zero point), scales `[kb, N]`, and the `<weight>/quant/offsets` `[kb, N]` its MatMul's
+    result is added with (or its gathered rows, for the table)."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    out = {}
+    for tensor in model.graph.initializer:
+        if not tensor.name.endswith("/quant/data"):
+            continue
+        w = tensor.name[: -len("/quant/data")]
+        assert tensor.data_type == onnx.TensorProto.INT4, (w, tensor.data_type)
+        assert f"{w}/quant/zero_points" not in inits, f"{w}: HQQ's zero points are written as offsets"
+        data = inits[tensor.name].astype(np.int32)
+        out[w] = ((data + 8).T, inits[f"{w}/quant/scales"].T, inits[f"{w}/quant/offsets"].T)
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and node.input[0].endswith("/quant/data"):
+            assert len(node.input) == 2 or not node.input[2], f"{node.name}: HQQ's zero points are written as offsets"
+    return out
+
+
+@pytest.mark.parametrize("fixture", HQQ_FIXTURES)
+def test_default_hqq_writes_the_cpu_packages_values(fixture, tmp_path):
+    """`default` writes HQQ as standard DequantizeLinear of the codes against the mid point plus
+    each block's offset times the activation's block sums (the offset form): every weight it
+    shares with the cpu package (not packed there) has the cpu package's codes, scales and
+    offsets bit for bit, which the tests above compare with ONNX Runtime's HQQ; each quantized
+    embedding table's rows, decoded from its DequantizeLinear parts, equal the cpu package's
+    (GatherBlockQuantized plus offsets); and its logits at accuracy level 0 are those of the
+    `default` f32 package with those weights and tables dequantized."""
+    flags = ["--quant", "int4", "--quant-method", "hqq", "--quant-embeddings", "int4"]
+    cpu = load(build_with(tmp_path / "cpu", fixture, "cpu", flags))
+    pkg = build_with(tmp_path / "default", fixture, "default", flags)
+    model = load(pkg)
+    assert not [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")], "standard ONNX only"
+    quant = next(p["quantization"] for p in json.loads((pkg / "build_report.json").read_text())["parts"] if p.get("quantization"))
+    assert quant["method"] == "hqq" and quant["format"] == "dequantize_linear", quant
+    mine = default_parts(model)
+    cpu_inits = {i.name: numpy_helper.to_array(i) for i in cpu.graph.initializer}
+    shared = 0
+    for w, (codes, scales, offsets) in mine.items():
+        if f"{w}/quant/data" not in cpu_inits:
+            continue  # packed on cpu (q/k/v): another tensor, with its own solver stop
+        n, k = codes.shape
+        b = cpu_inits[f"{w}/quant/data"]
+        cpu_codes = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(n, -1)[:, :k]
+        assert np.array_equal(codes, cpu_codes), f"{fixture} {w}: codes"
+        assert np.array_equal(scales, cpu_inits[f"{w}/quant/scales"].reshape(n, -1)), f"{fixture} {w}: scales"
+        assert np.array_equal(offsets, cpu_inits[f"{w}/quant/offsets"].T), f"{fixture} {w}: offsets"
+        shared += 1
+    assert shared >= 3, f"{fixture}: only {shared} weights in common with the cpu package"
+    # Logits: the f32 package with each weight dequantized, (code - 8) * scale + offset.
+    from test_quant import with_dequantized_weights
+
+    weights = {}
+    producers = {o: n for n in model.graph.node for o in n.output}
+    for node in model.graph.node:
+        dq = producers.get(node.input[1]) if node.op_type == "MatMul" and len(node.input) > 1 else None
+        if dq is None or dq.op_type != "DequantizeLinear":
+            continue
+        codes, scales, offsets = mine[dq.input[0][: -len("/quant/data")]]
+        k = codes.shape[1]
+        block = np.repeat(np.arange(-(-k // BLOCK)), BLOCK)[:k]
+        weights[node.name] = ((codes - 8).astype(np.float32) * scales[:, block] + offsets[:, block]).T
+    assert weights
+    # Each table's rows (the token table's, GPT-2's position table's), decoded from the same
+    # parts (its own, or the tied head's), equal the cpu package's: GatherBlockQuantized of the
+    # symmetric codes with the rows' offsets added.
+    from test_quant import dequant_decoded_table
+
+    gbqs = {n.name: n for n in cpu.graph.node if n.op_type == "GatherBlockQuantized"}
+    tables = [n for n in model.graph.node if n.op_type == "Gather" and n.input[0].endswith("/quant/data/bytes")]
+    assert tables and len(tables) == len(gbqs), (len(tables), list(gbqs))
+    for table in tables:
+        gbq = gbqs[table.name]
+        b = cpu_inits[gbq.input[0]]
+        vocab, hidden = b.shape[0], b.shape[1] * b.shape[2] * 2
+        rows = dequant_decoded_table({i.name: i for i in model.graph.initializer}, table.input[0][: -len("/quant/data/bytes")], vocab, hidden)
+        cpu_codes = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(vocab, hidden).astype(np.int32)
+        cpu_scales = cpu_inits[gbq.input[2]].reshape(vocab, -1)
+        cpu_offsets = cpu_inits[gbq.input[0][: -len("/data")] + "/offsets"].T
+        block = np.arange(hidden) // BLOCK
+        cpu_rows = (cpu_codes - 8).astype(np.float32) * cpu_scales[:, block] + cpu_offsets[:, block]
+        assert np.array_equal(rows, cpu_rows), f"{fixture} {table.name}: the table's rows differ from the cpu package's"
+        weights[table.name] = rows
+    want = logits(with_dequantized_weights(load(build_with(tmp_path / "f32", fixture, "default", [])), weights), fixture)
+    got = logits(model, fixture, accuracy_level_0=True)
+    assert np.abs(got - want).max() < 1e-4, f"{fixture}: {np.abs(got - want).max()}"

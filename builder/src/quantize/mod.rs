@@ -266,23 +266,6 @@ impl QuantStep {
     }
 }
 
-/// Refuses `--quant-method hqq` where its float zero points have no form: the standard
-/// DequantizeLinear form (an integer zero point of the data's type). Matrix weights are
-/// written as a MatMulNBits without zero points plus per-block offsets (rewrite.rs,
-/// `block_offsets`), which every table with MatMulNBits runs; an embedding table reads the same
-/// parts ([`table_gather`]: GatherBlockQuantized of the symmetric codes plus the rows' offsets,
-/// or the bytes decoded with standard ops).
-pub(crate) fn hqq_fits(step: &QuantStep, table: &ep_sets::EpTable) -> Result<()> {
-    let refuse = |why: String| Err(Error::Request(format!("--quant-method hqq: {why}")));
-    if step.format == QuantFormat::DequantizeLinear {
-        return refuse(format!(
-            "the {} EP writes standard DequantizeLinear, whose zero point is an integer of the data's type, and HQQ's zero points are floats (their offset form is written for MatMulNBits tables only); build for an EP with MatMulNBits (cpu), or use --quant-method rtn or mse",
-            table.name
-        ));
-    }
-    Ok(())
-}
-
 /// A weight `--quant-exclude` keeps float: the pattern, the checkpoint tensor it matched, and
 /// every checkpoint tensor of the weight (more than one for a packed weight).
 struct Exclusion {
