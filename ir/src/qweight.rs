@@ -100,10 +100,8 @@ impl QuantGroup {
         if !matches!(scale_dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(bad(format!("scales must be f32, f16 or bf16, not {scale_dtype}")));
         }
-        if settings.method() == Method::Hqq {
-            if settings.symmetric() {
-                return Err(bad("HQQ is asymmetric: its zero points are what it solves for".into()));
-            }
+        if settings.method() == Method::Hqq && settings.symmetric() {
+            return Err(bad("HQQ is asymmetric: its zero points are what it solves for".into()));
         }
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
