@@ -130,8 +130,9 @@ enum Command {
         quant_lm_head: Option<ep_sets::QuantChoice>,
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
         /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
-        /// (one copy when tied; 4-bit rows as bytes decoded with standard ops, ONNX Gather
-        /// having no int4) and only they are dequantized; HQQ's float zero points (and a GGUF
+        /// (one copy when tied; 4-bit rows, or rows with HQQ's float offsets, as bytes decoded
+        /// with standard ops, ONNX Gather having no int4) and only they are dequantized; elsewhere
+        /// HQQ's float zero points (and a GGUF
         /// type's min) are added to the rows after GatherBlockQuantized; where
         /// GatherBlockQuantized cannot read the table (dml has none; rows that are not whole
         /// blocks), the rows are decoded from its MatMulNBits bytes with standard ops, which

@@ -203,9 +203,9 @@ fn an_exclusion_that_matches_nothing_is_an_error() {
     fails(&fixture("tiny-qwen2-tied-mqa"), &["--ep", "cpu", "--quant", "int4", "--quant-exclude", "lm_head.weight"], &["`lm_head.weight` matches no weight", "model.embed_tokens.weight", "--quant-lm-head"]);
 }
 
-/// `--quant-method hqq` has float zero points, which the standard DequantizeLinear form cannot
-/// hold: the DequantizeLinear tables write the codes against the mid point and add the offsets
-/// after the MatMul, as MatMulNBits tables do; on cpu the embedding table is quantized as the
+/// `--quant-method hqq` has float zero points, which neither DequantizeLinear nor a fast
+/// MatMulNBits takes: every table writes the codes against the mid point and adds the offsets
+/// after the MatMul; on cpu the embedding table is quantized as the
 /// table says (GatherBlockQuantized plus the rows' offsets, tests/python/test_hqq_embedding.py),
 /// int8 builds too, QMoE stacks stay float with their reason, and the report records the method
 /// and every tensor's error.

@@ -84,7 +84,8 @@ pub enum Method {
     MseSearch,
     /// Half-quadratic quantization ([`hqq`]): RTN's scale and a float zero point refined by ONNX
     /// Runtime's HQQ solver, over the whole tensor. Always asymmetric; the zero points are
-    /// floats of the scales' type, which only MatMulNBits at 4 bits takes.
+    /// floats of the scales' type, which no fast kernel takes, so they are written as per-block
+    /// offsets added after the MatMul (qweight.rs `float_zeros`).
     Hqq,
 }
 

@@ -154,9 +154,9 @@ pub fn apply(graph: &mut Graph, step: &QuantStep, plan: Vec<(Candidate, Option<Q
                     added.push(dq);
                 }
                 graph.nodes[index].inputs[1] = out;
-                // Float zero points (a GGUF type with a min): the codes are symmetric around
-                // the mid point; the per-block offsets are added after the MatMul, as for
-                // MatMulNBits.
+                // Float zero points (HQQ, a GGUF type with a min): the codes are symmetric
+                // around the mid point; the per-block offsets are added after the MatMul, as
+                // for MatMulNBits.
                 if group.float_zeros() {
                     let a_rank = graph.nodes[index].input(0).and_then(|i| types.get(i)).and_then(|v| v.shape.as_ref()).map(|s| s.len());
                     block_offsets(graph, &mut added, index, &group, a_rank);
@@ -518,8 +518,8 @@ fn gather_rows_dequantize_linear(graph: &mut Graph, added: &mut Vec<Node>, index
     Ok(())
 }
 
-/// The `default` format's embedding of a 4-bit table, or of one with float zero points (a GGUF
-/// type with a min): standard ONNX, from the head's `[K, V]` DequantizeLinear parts (one copy
+/// The `default` format's embedding of a 4-bit table, or of one with float zero points (HQQ, a
+/// GGUF type with a min): standard ONNX, from the head's `[K, V]` DequantizeLinear parts (one copy
 /// when tied). ONNX Runtime 1.32's CPU Gather has no 4-bit kernel and DequantizeLinear's zero
 /// point is an integer, so the rows are decoded with plain ops instead, element by element in
 /// the output's `[.., K]` order: the flat position of element `(k, v)` of a `[K, V]` part is
