@@ -129,15 +129,13 @@ enum Command {
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]
         quant_lm_head: Option<ep_sets::QuantChoice>,
         /// Quantize the embedding table: int4, int8 or none. GatherBlockQuantized where the EP
-        /// has it; on `default` the rows are gathered from the head's DequantizeLinear table
-        /// (one copy when tied; 4-bit rows, or rows with HQQ's float offsets, as bytes decoded
-        /// with standard ops, ONNX Gather having no int4) and only they are dequantized; elsewhere
-        /// HQQ's float zero points (and a GGUF
-        /// type's min) are added to the rows after GatherBlockQuantized; where
-        /// GatherBlockQuantized cannot read the table (dml has none; rows that are not whole
-        /// blocks), the rows are decoded from its MatMulNBits bytes with standard ops, which
-        /// webgpu cannot run (there such a table stays float, or is refused when asked for).
-        /// Default: the EP
+        /// has it, HQQ's float zero points (and a GGUF type's min) added to its rows after it;
+        /// where it cannot read the table (dml has none; rows that are not whole blocks), the
+        /// rows are decoded from the MatMulNBits bytes with standard ops, which webgpu cannot
+        /// run (there such a table stays float, or is refused when asked for). On `default` the
+        /// rows are gathered from the head's DequantizeLinear table (4-bit rows, or rows with
+        /// float offsets, as bytes decoded with standard ops, ONNX Gather having no int4) and
+        /// only they are dequantized. A tied head and table store one copy. Default: the EP
         /// table's (cpu: as --quant; default: none); for a pre-quantized checkpoint, none (its
         /// quantized table keeps its integers where a form exists).
         #[arg(long, value_name = "BITS", value_parser = parse_choice, help_heading = "Quantization")]

@@ -274,7 +274,7 @@ impl QuantGroup {
     /// Quantizes weight rows `start..end` (NBits) or reduced rows `start..end` (Dq) and
     /// returns each present part's bytes of that range, in [`QuantPart`] order.
     pub(crate) fn compute(&self, start: usize, end: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
-        if !(self.form == QuantForm::NBits && self.hqq()) {
+        if !self.hqq_in_pieces() {
             // One piece per range (a DequantizeLinear band of HQQ too).
             return self.compute_each(start, end, &|_, parts| Ok(parts)).map(|mut v| v.pop().unwrap_or_default());
         }
@@ -303,11 +303,17 @@ impl QuantGroup {
         self.hqq()
     }
 
+    /// HQQ in the MatMulNBits form: one range solved in passes ([`Self::hqq_rows`]), handed
+    /// over in pieces.
+    fn hqq_in_pieces(&self) -> bool {
+        self.form == QuantForm::NBits && self.hqq()
+    }
+
     /// [`Self::compute`] handing the bytes to `emit` as pieces `(first row, parts)`, each
     /// part's bytes starting at [`Self::part_offset`] of that row; pieces may come from
     /// several threads at once. Returns what `emit` returned, in piece order for one piece.
     pub(crate) fn compute_each<R: Send>(&self, start: usize, end: usize, emit: &Emit<'_, R>) -> Result<Vec<R>> {
-        let r = if self.form == QuantForm::NBits && self.hqq() {
+        let r = if self.hqq_in_pieces() {
             match self.scale_dtype {
                 DType::F16 => self.hqq_rows::<f16, R>(start, end, emit),
                 _ => self.hqq_rows::<f32, R>(start, end, emit),
@@ -454,15 +460,22 @@ impl QuantGroup {
         let (b, scales, zp) = self.repack::<S>(stack, 0, n, k0, k1)?;
         // `dq_settings`: a float-zero stack's codes are written against the mid point (no
         // integer zero points) and its offsets, repacked `[N, k_blocks]`, go out transposed.
-        let settings = self.dq_settings();
-        let (zero_points, offsets) = if stack.float_zeros() { (None, zp.map(|z| self.offsets_by_block(&z, n))) } else { (zp, None) };
-        let q = NBits { b: &b, scales: &scales, zero_points: zero_points.as_deref() };
-        let (data_len, scales_len, zp_len) = dq_lengths(&settings, band, n)?;
+        let (zero_points, offsets) = if stack.float_zeros() { (None, zp) } else { (zp, None) };
+        self.dq_band_parts(&self.dq_settings(), band, n, &b, &scales, zero_points.as_deref(), offsets)
+    }
+
+    /// A band's MatMulNBits bytes (`b`, `scales`, packed integer `zero_points`) laid out for
+    /// DequantizeLinear with `settings`; float zero points (`offsets`, MatMulNBits' `[N,
+    /// k_blocks]` scale-type bytes) go out as the ZeroPoints part, `[k_blocks, N]`.
+    #[allow(clippy::too_many_arguments)]
+    fn dq_band_parts<S: Scale + ToBytes>(&self, settings: &QuantSettings, band: usize, n: usize, b: &[u8], scales: &[S], zero_points: Option<&[u8]>, offsets: Option<Vec<u8>>) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let q = NBits { b, scales, zero_points };
+        let (data_len, scales_len, zp_len) = dq_lengths(settings, band, n)?;
         let mut data = vec![0u8; data_len];
         let mut dq_scales = vec![S::default(); scales_len];
         let mut dq_zp = zp_len.map(|l| vec![0u8; l]);
-        to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
-        Ok(self.parts(data, self.scale_bytes(&dq_scales), offsets.or(dq_zp)))
+        to_dequantize_linear(settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
+        Ok(self.parts(data, self.scale_bytes(&dq_scales), offsets.map(|o| self.offsets_by_block(&o, n)).or(dq_zp)))
     }
 
     /// Per-block float offsets (scale-dtype bytes) from MatMulNBits' `[N, k_blocks]` to
@@ -509,13 +522,7 @@ impl QuantGroup {
         let mut zp = (!settings.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
         let error = quantize_measured(settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
         self.add_error(&error);
-        let q = NBits { b: &b, scales: &scales, zero_points: zp.as_deref() };
-        let (data_len, scales_len, zp_len) = dq_lengths(settings, band, n)?;
-        let mut data = vec![0u8; data_len];
-        let mut dq_scales = vec![S::default(); scales_len];
-        let mut dq_zp = zp_len.map(|l| vec![0u8; l]);
-        to_dequantize_linear(settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: dq_zp.as_deref_mut() })?;
-        Ok(self.parts(data, self.scale_bytes(&dq_scales), dq_zp))
+        self.dq_band_parts(settings, band, n, &b, &scales, zp.as_deref(), None)
     }
 
     /// Quantizes a view in the MatMulNBits layout, records its error, returns (B, scale
@@ -672,14 +679,7 @@ impl QuantGroup {
             offsets.extend(co);
             self.add_error(&error);
         }
-        let settings = self.dq_settings();
-        let q = NBits { b: &b, scales: &scales, zero_points: None };
-        let (data_len, scales_len, _) = dq_lengths(&settings, band, n)?;
-        let mut data = vec![0u8; data_len];
-        let mut dq_scales = vec![S::default(); scales_len];
-        to_dequantize_linear(&settings, band, n, q, DqOut { data: &mut data, scales: &mut dq_scales, zero_points: None })?;
-        let offsets = self.offsets_by_block(&self.scale_bytes(&offsets), n);
-        Ok(self.parts(data, self.scale_bytes(&dq_scales), Some(offsets)))
+        self.dq_band_parts(&self.dq_settings(), band, n, &b, &scales, None, Some(self.scale_bytes(&offsets)))
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
