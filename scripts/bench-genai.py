@@ -152,19 +152,19 @@ def hqq_main(args, ckpt: Path, work: Path) -> None:
     prompt = np.random.default_rng(0).integers(0, 151936, size=(1, 128), dtype=np.int32)
     res = {}
     for name, flags in [("rtn", ["--quant", "int4"]), ("hqq", ["--quant", "int4", "--quant-method", "hqq"])]:
-        pkg = work / f"genai-cpu-int4-{name}"
-        secs, rss = timed_build(ckpt, pkg, "cpu", flags, args.runs)
+        pkg = work / f"genai-{args.hqq_ep}-int4-{name}"
+        secs, rss = timed_build(ckpt, pkg, args.hqq_ep, flags, args.runs)
         prefill, decode = measure(pkg, prompt, 32, args.runs)
         res[name] = (secs, rss, package_bytes(pkg), prefill, decode)
         print(f"{name}: build {secs:7.2f} s  peak RSS {rss / 2**30:6.3f} GiB  package {res[name][2] / 1e6:7.1f} MB  "
               f"prefill {prefill * 1000:7.1f} ms  decode {decode:6.2f} tokens/s")
     r, h = res["rtn"], res["hqq"]
-    print(f"hqq_vs_rtn_build_time={h[0] / r[0]:.2f} hqq_vs_rtn_peak_rss={h[1] / r[1]:.3f} hqq_vs_rtn_size={h[2] / r[2]:.3f} "
+    print(f"ep={args.hqq_ep} hqq_vs_rtn_build_time={h[0] / r[0]:.2f} hqq_vs_rtn_peak_rss={h[1] / r[1]:.3f} hqq_vs_rtn_size={h[2] / r[2]:.3f} "
           f"hqq_vs_rtn_decode={h[4] / r[4]:.3f} hqq_vs_rtn_prefill_speedup={r[3] / h[3]:.3f}")
     if args.decode_rounds:
         # Decode alone, the two packages alternating round by round (both loaded), so that a
         # slow spell of the machine hits both: the median of the per-round ratios.
-        models = {name: og.Model(str(work / f"genai-cpu-int4-{name}")) for name in ("rtn", "hqq")}
+        models = {name: og.Model(str(work / f"genai-{args.hqq_ep}-int4-{name}")) for name in ("rtn", "hqq")}
         ratios = []
         for i in range(args.decode_rounds):
             speed = {}
@@ -397,6 +397,7 @@ def main() -> None:
     ap.add_argument("--hqq", action="store_true", help="--quant-method hqq vs RTN: build time, peak RSS, size, decode speed")
     ap.add_argument("--nll-model", type=Path, default=None, help="with --hqq: a float checkpoint with real weights for the NLL check")
     ap.add_argument("--decode-rounds", type=int, default=0, help="with --hqq: this many decode rounds of 64 tokens, RTN and HQQ alternating")
+    ap.add_argument("--hqq-ep", default="cpu", help="with --hqq: the EP table of both builds (cpu: MatMulNBits; default: DequantizeLinear, which ONNX Runtime's CPU EP fuses into MatMulNBits)")
     ap.add_argument("--bin-dir", type=Path, default=None, help="where tailor and tailor-bench are (default target/release)")
     args = ap.parse_args()
     global RELEASE

@@ -78,9 +78,25 @@ pub struct QuantGroup {
     /// The checkpoint's own integers, when the weight is pre-quantized: the parts are repacked
     /// from them, never quantized from `weight`.
     packed: Option<PackedStack>,
-    /// HQQ in the DequantizeLinear form: the tensor's number of solver updates, found once by
-    /// the first band written ([`Self::hqq_band`]).
-    hqq_updates: Mutex<Option<usize>>,
+    /// HQQ in the DequantizeLinear form: what the first band written finds of the whole
+    /// tensor ([`Self::hqq_band`]).
+    hqq_solved: Mutex<Option<HqqSolved>>,
+}
+
+/// What an HQQ group in the DequantizeLinear form solves once for the whole tensor before its
+/// first band is coded.
+#[derive(Debug)]
+struct HqqSolved {
+    /// The tensor's number of solver updates ([`hqq::iterations`]).
+    updates: usize,
+    /// Each block's zero after those updates, `[N, k_blocks]` (4 bytes per block), when the
+    /// tensor's per-iteration trace fits [`HQQ_TRACE_BYTES`]: the bands code from them instead
+    /// of solving every block again, as the MatMulNBits form does. Dropped once every band has
+    /// been coded (`rows_coded` reaching K); a band coded after that solves its blocks again,
+    /// to the same bits.
+    zeros: Option<Arc<Vec<f32>>>,
+    /// Reduced rows coded from `zeros` so far.
+    rows_coded: usize,
 }
 
 impl QuantGroup {
@@ -106,7 +122,7 @@ impl QuantGroup {
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
         let settings = settings.with_rounding(form.rounding(settings.bits()));
-        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None, hqq_updates: Mutex::default() }))
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None, hqq_solved: Mutex::default() }))
     }
 
     /// A group writing the integers of pre-quantized layers (`stack`, read from `weight`, the
@@ -120,7 +136,7 @@ impl QuantGroup {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
         let settings = stack.settings();
-        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack), hqq_updates: Mutex::default() }))
+        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack), hqq_solved: Mutex::default() }))
     }
 
     /// The pre-quantized layers the parts are repacked from (`None`: quantized from float).
@@ -612,7 +628,9 @@ impl QuantGroup {
 
     /// Reduced rows `k0..k1` (whole blocks) of an HQQ group in the DequantizeLinear form: the
     /// tensor's number of solver updates is found once ([`hqq::iterations`]: one read of the
-    /// weight), then every block of the band is solved to that update on its own values
+    /// weight; with [`hqq::iterations_and_zeros`] each block's zero too where the trace fits
+    /// [`HQQ_TRACE_BYTES`], as [`Self::hqq_rows`] keeps them), then every block of the band is
+    /// taken from its kept zero or solved to that update on its own values
     /// ([`hqq::Schedule::run_block`]; blocks are independent but for that count, so a band gives
     /// the bits the MatMulNBits form gives those blocks), in parallel on the solver's pool, and
     /// coded as [`Self::hqq_rows`] codes them; the codes are written against the mid point
@@ -626,17 +644,24 @@ impl QuantGroup {
         let (n, k, band) = (self.n(), self.k(), k1 - k0);
         let (bits, bs) = (self.settings.bits(), self.settings.block_size());
         let poisoned = || Error::Graph("a quantizing thread panicked".into());
-        let known = *self.hqq_updates.lock().map_err(|_| poisoned())?;
-        let updates = match known {
-            Some(u) => u,
+        let all_blocks = k.div_ceil(bs);
+        let known = self.hqq_solved.lock().map_err(|_| poisoned())?.as_ref().map(|h| (h.updates, h.zeros.clone()));
+        let (updates, zeros) = match known {
+            Some(known) => known,
             None => {
                 let rows = (HQQ_PASS_BYTES / (k * 4)).clamp(1, n);
                 let read = |a: usize, b: usize, out: &mut [f32]| self.read_block(a, b, 0, k, out);
-                let u = hqq::iterations(bits, bs, n, k, rows, &read)?;
-                *self.hqq_updates.lock().map_err(|_| poisoned())? = Some(u);
-                u
+                let (u, z) = if n * all_blocks * hqq::ITERATIONS * 4 <= HQQ_TRACE_BYTES {
+                    let (u, z) = hqq::iterations_and_zeros(bits, bs, n, k, rows, &read)?;
+                    (u, Some(Arc::new(z)))
+                } else {
+                    (hqq::iterations(bits, bs, n, k, rows, &read)?, None)
+                };
+                *self.hqq_solved.lock().map_err(|_| poisoned())? = Some(HqqSolved { updates: u, zeros: z.clone(), rows_coded: 0 });
+                (u, z)
             }
         };
+        let first_block = k0 / bs;
         let layout = self.settings.layout(band)?;
         let k_blocks = layout.k_blocks();
         let schedule = hqq::Schedule::new();
@@ -652,14 +677,18 @@ impl QuantGroup {
             hqq::install(|| {
                 values
                     .par_chunks(band * chunk)
-                    .map(|rows| {
-                        let cols = rows.len() / band;
+                    .enumerate()
+                    .map(|(ci, rows)| {
+                        let (c0, cols) = (ci * chunk, rows.len() / band);
                         let mut b = vec![0u8; cols * layout.b_per_column()];
                         let (mut scales, mut offsets) = (Vec::with_capacity(cols * k_blocks), Vec::with_capacity(cols * k_blocks));
                         let mut error = WeightError::default();
                         for (i, row) in rows.chunks_exact(band).enumerate() {
                             for kb in 0..k_blocks {
-                                let p = schedule.run_block(bits, bs, row, kb, updates, None, true);
+                                let p: HqqBlock = match &zeros {
+                                    Some(z) => HqqBlock { zero: z[(c0 + i) * all_blocks + first_block + kb], ..hqq::start_block(bits, bs, row, kb) },
+                                    None => schedule.run_block(bits, bs, row, kb, updates, None, true),
+                                };
                                 let blob = &mut b[i * layout.b_per_column() + kb * layout.blob_size()..][..layout.blob_size()];
                                 let (scale, offset) = hqq_code_block::<S>(bits, bs, row, kb, &p, blob, &mut error);
                                 scales.push(scale);
@@ -672,6 +701,13 @@ impl QuantGroup {
             })
         };
         drop(values);
+        drop(zeros);
+        if let Some(h) = self.hqq_solved.lock().map_err(|_| poisoned())?.as_mut() {
+            h.rows_coded += band;
+            if h.rows_coded >= k {
+                h.zeros = None;
+            }
+        }
         let (mut b, mut scales, mut offsets) = (Vec::with_capacity(n * layout.b_per_column()), Vec::with_capacity(n * k_blocks), Vec::with_capacity(n * k_blocks));
         for (cb, cs, co, error) in coded {
             b.extend(cb);
@@ -947,15 +983,25 @@ mod tests {
         let nbits = QuantGroup::new("w", r.clone(), s, DType::F32, QuantForm::NBits).unwrap();
         let dq = QuantGroup::new("w", r, s, DType::F32, QuantForm::Dq).unwrap();
         let whole: Vec<Vec<u8>> = nbits.compute(0, n).unwrap().into_iter().map(|(_, b)| b).collect();
-        let mut got = [vec![0u8; dq.byte_len(QuantPart::Data)], vec![0u8; dq.byte_len(QuantPart::Scales)], vec![0u8; dq.byte_len(QuantPart::ZeroPoints)]];
         let ranges = dq.ranges(n * 4 * bs);
         assert_eq!(ranges.len(), kb, "one block per band");
-        for (a, e) in ranges {
-            for (p, bytes) in dq.compute(a, e).unwrap() {
-                let at = dq.part_offset(p, a);
-                got[p as usize][at..at + bytes.len()].copy_from_slice(&bytes);
+        // The first pass codes from the zeros kept by the first band's solve, the second (those
+        // zeros dropped once every band was coded) solves each block again.
+        let mut passes = Vec::new();
+        for kept in [true, false] {
+            let mut got = [vec![0u8; dq.byte_len(QuantPart::Data)], vec![0u8; dq.byte_len(QuantPart::Scales)], vec![0u8; dq.byte_len(QuantPart::ZeroPoints)]];
+            for (i, &(a, e)) in ranges.iter().enumerate() {
+                for (p, bytes) in dq.compute(a, e).unwrap() {
+                    let at = dq.part_offset(p, a);
+                    got[p as usize][at..at + bytes.len()].copy_from_slice(&bytes);
+                }
+                let zeros_kept = dq.hqq_solved.lock().unwrap().as_ref().unwrap().zeros.is_some();
+                assert_eq!(zeros_kept, kept && i + 1 < ranges.len(), "band {i}: zeros kept until every band is coded");
             }
+            passes.push(got);
         }
+        assert_eq!(passes[0], passes[1], "kept zeros give the bits of solving again");
+        let got = passes.pop().unwrap();
         assert_eq!(dq.dtype(QuantPart::Data), DType::I4, "codes against the mid point, signed");
         let f32s = |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
         let (blob, nb_scales, nb_offsets) = (bs / 2, f32s(&whole[1]), f32s(&whole[2]));

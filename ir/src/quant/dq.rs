@@ -15,6 +15,7 @@
 //! of such pieces concatenate on byte boundaries only when N is even.
 
 use super::{check_lengths, Bits, NBits, QuantSettings, Scale};
+use rayon::prelude::*;
 use crate::proto::tensor_proto::DataType;
 use crate::{Error, Result};
 
@@ -98,22 +99,47 @@ pub fn to_dequantize_linear<S: Scale>(settings: &QuantSettings, k: usize, n: usi
     let kb_count = layout.k_blocks();
     // Symmetric: signed two's complement of q - mid, which is q with its top bit flipped.
     let flip = if settings.symmetric() { bits.mid() } else { 0 };
-    out.data.fill(0);
-    for c in 0..n {
-        let col = &q.b[c * layout.b_per_column()..(c + 1) * layout.b_per_column()];
-        for r in 0..k {
-            let (kb, i) = (r / bs, r % bs);
-            let byte = col[kb * layout.blob_size() + i / bits.per_byte()];
-            let v = match bits {
-                Bits::Int8 => byte,
-                Bits::Int4 => (byte >> (4 * (i % 2))) & 0x0f,
-            };
-            put(bits, out.data, r * n + c, v ^ flip);
+    let (bpc, blob) = (layout.b_per_column(), layout.blob_size());
+    // Output rows one K-block at a time, in parallel: a block's `bs * n` values start on a byte
+    // (block sizes are even), and every column's blob of that block is read once.
+    let code = |c: usize, kb: usize, i: usize| -> u8 {
+        let byte = q.b[c * bpc + kb * blob + i / bits.per_byte()];
+        match bits {
+            Bits::Int8 => byte ^ flip,
+            Bits::Int4 => ((byte >> (4 * (i % 2))) & 0x0f) ^ flip,
         }
-        for kb in 0..kb_count {
-            out.scales[kb * n + c] = q.scales[c * kb_count + kb];
+    };
+    out.data.par_chunks_mut(packed_len(bits, bs * n)).zip(out.scales.par_chunks_mut(n)).enumerate().for_each(|(kb, (dst, scales))| {
+        let rows = bs.min(k - kb * bs);
+        match bits {
+            Bits::Int8 => {
+                for c in 0..n {
+                    for i in 0..rows {
+                        dst[i * n + c] = code(c, kb, i);
+                    }
+                }
+            }
+            // Two columns make whole bytes of every row.
+            Bits::Int4 if n % 2 == 0 => {
+                for c in (0..n).step_by(2) {
+                    for i in 0..rows {
+                        dst[(i * n + c) / 2] = code(c, kb, i) | (code(c + 1, kb, i) << 4);
+                    }
+                }
+            }
+            Bits::Int4 => {
+                dst.fill(0);
+                for c in 0..n {
+                    for i in 0..rows {
+                        put(bits, dst, i * n + c, code(c, kb, i));
+                    }
+                }
+            }
         }
-    }
+        for (c, s) in scales.iter_mut().enumerate() {
+            *s = q.scales[c * kb_count + kb];
+        }
+    });
     if let (Some(src), Some(dst)) = (q.zero_points, out.zero_points) {
         dst.fill(0);
         let per_col = layout.zero_points_per_column();
