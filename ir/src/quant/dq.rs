@@ -120,7 +120,7 @@ pub fn to_dequantize_linear<S: Scale>(settings: &QuantSettings, k: usize, n: usi
                 }
             }
             // Two columns make whole bytes of every row.
-            Bits::Int4 if n % 2 == 0 => {
+            Bits::Int4 if n.is_multiple_of(2) => {
                 for c in (0..n).step_by(2) {
                     for i in 0..rows {
                         dst[(i * n + c) / 2] = code(c, kb, i) | (code(c + 1, kb, i) << 4);
