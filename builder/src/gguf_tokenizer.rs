@@ -5,8 +5,10 @@
 //!
 //! Converted: `tokenizer.ggml.model` `gpt2` (byte-level BPE with the file's merges): the
 //! vocabulary as the file spells it (a token with a character outside GPT-2's byte alphabet is
-//! respelled from its UTF-8 bytes), the control tokens (token type 3) written in that alphabet as
-//! special added tokens and the user-defined ones (type 4) as plain added tokens, the split
+//! respelled from its UTF-8 bytes, but for an added token), the control tokens (token type 3) as
+//! special added tokens and the user-defined ones (type 4) as plain added tokens, each with the
+//! file's id (where transformers gives a control token outside the alphabet a new id past the
+//! vocabulary, see [`convert`]), the split
 //! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
 //! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
 //! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`]. Other tokenizer models
@@ -146,8 +148,17 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     let chars = byte_chars();
     let alphabet: std::collections::HashSet<char> = chars.iter().copied().collect();
     let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
-    // A token outside the byte alphabet is respelled from its bytes; the rest are borrowed.
-    let spelled: Vec<Cow<str>> = tokens.iter().map(|t| if in_alphabet(t) { Cow::Borrowed(*t) } else { Cow::Owned(t.bytes().map(|b| chars[b as usize]).collect()) }).collect();
+    // A token outside the byte alphabet is respelled from its bytes, but for a control or
+    // user-defined one (an added token): it keeps the file's spelling, so that matched in text
+    // it is the file's id. transformers respells those too and then adds each as a new token
+    // past the vocabulary (DeepSeek-R1-Distill-Qwen's `<｜begin▁of▁sentence｜>` became id 152065
+    // of a 152064-row embedding); llama.cpp and the model's own tokenizer give the file's id.
+    let added_type = |i: usize| matches!(types[i], 3 | 4);
+    let spelled: Vec<Cow<str>> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| if in_alphabet(t) || added_type(i) { Cow::Borrowed(*t) } else { Cow::Owned(t.bytes().map(|b| chars[b as usize]).collect()) })
+        .collect();
     let (order, ids) = first_places_last_ids(spelled.iter().map(|s| s.as_ref()));
     let mut merge_pairs = Vec::with_capacity(merges.len());
     for m in &merges {
@@ -162,10 +173,10 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     let mut added = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
         match types[i] {
-            // CONTROL: special, when written in the byte alphabet (transformers skips the rest).
-            3 if in_alphabet(t) => added.push(added_token(i, t, true)),
+            // CONTROL: special.
+            3 => added.push(added_token(i, t, true)),
             // USER_DEFINED: matched whole, not special.
-            4 if ids.contains_key(*t) => added.push(added_token(i, t, false)),
+            4 => added.push(added_token(i, t, false)),
             _ => {}
         }
     }
