@@ -127,9 +127,19 @@ struct GgmlLayer {
 }
 
 impl GgmlLayer {
-    fn decode(&self, w: &PackedWeight, n: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<()> {
+    /// Decodes the ggml blocks of row `n` that hold values `k0..k1` into those blocks' places
+    /// of the whole-row `codes`, `scales` and `zeros` (a DequantizeLinear band reads a K-range
+    /// of every row: decoding whole rows made each band decode the whole tensor).
+    #[allow(clippy::too_many_arguments)]
+    fn decode(&self, w: &PackedWeight, n: usize, k0: usize, k1: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<()> {
         let row = self.rows.as_ref().map_or(n, |r| r[n] as usize);
-        let bytes = &self.tensor.bytes()?[row * self.row_bytes..(row + 1) * self.row_bytes];
+        let Some((per, size)) = self.ty.block() else {
+            return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
+        };
+        let (first, last) = (k0 / per, k1.div_ceil(per).min(codes.len() / per));
+        let g = w.group_size;
+        let bytes = &self.tensor.bytes()?[row * self.row_bytes + first * size..row * self.row_bytes + last * size];
+        let (codes, scales, zeros) = (&mut codes[first * per..last * per], &mut scales[first * per / g..last * per / g], &mut zeros[first * per / g..last * per / g]);
         if !crate::ggml::decode_row(self.ty, bytes, codes, scales, zeros) {
             return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
         }
@@ -137,7 +147,7 @@ impl GgmlLayer {
         // NaN weights: refused, naming where it is in the file.
         let offsets = if self.float_zeros { &zeros[..scales.len()] } else { &[][..] };
         if let Some(b) = scales.iter().chain(offsets).position(|v| !v.is_finite()) {
-            let block = b % scales.len();
+            let block = first * per / g + b % scales.len();
             return Err(Error::Recipe {
                 tensor: w.name.clone(),
                 reason: format!(
@@ -345,11 +355,13 @@ impl PackedWeight {
         (vec![0u8; self.k], vec![0f32; blocks], vec![0f32; blocks])
     }
 
-    /// Row `n` of a GGUF weight decoded: codes `[K]`, per block a scale and (float zeros) a
-    /// zero point. `None` for GPTQ and AWQ layers.
-    pub(crate) fn ggml_row(&self, n: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<bool> {
+    /// Row `n` of a GGUF weight decoded where it holds values `k0..k1` (whole ggml blocks
+    /// around them): codes `[K]`, per block a scale and (float zeros) a zero point, each at its
+    /// place in the whole row. `false` for GPTQ and AWQ layers.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ggml_row(&self, n: usize, k0: usize, k1: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<bool> {
         match &self.ggml {
-            Some(g) => g.decode(self, n, codes, scales, zeros).map(|_| true),
+            Some(g) => g.decode(self, n, k0, k1, codes, scales, zeros).map(|_| true),
             None => Ok(false),
         }
     }
@@ -480,7 +492,7 @@ impl PackedWeight {
             let width = k1 - k0;
             let (mut codes, mut scales, mut zeros) = self.ggml_buffers();
             for (c, n) in (n0..n1).enumerate() {
-                g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
+                g.decode(self, n, k0, k1, &mut codes, &mut scales, &mut zeros)?;
                 out[c * width..(c + 1) * width].copy_from_slice(&codes[k0..k1]);
             }
             return Ok(());
@@ -533,7 +545,7 @@ impl PackedWeight {
             let (mut codes, mut scales, mut zeros) = self.ggml_buffers();
             let (bs, mid) = (self.group_size, self.settings.bits.mid() as f32);
             for (n, row) in (n0..n1).zip(out.chunks_exact_mut(self.k)) {
-                g.decode(self, n, &mut codes, &mut scales, &mut zeros)?;
+                g.decode(self, n, 0, self.k, &mut codes, &mut scales, &mut zeros)?;
                 for (i, v) in row.iter_mut().enumerate() {
                     let scaled = scales[i / bs] * (codes[i] as f32 - mid);
                     *v = if g.float_zeros { scaled + zeros[i / bs] } else { scaled };

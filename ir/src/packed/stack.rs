@@ -430,7 +430,7 @@ impl PackedStack {
             zs.resize(self.k / g, 0f32);
             let (first, last) = (range.start + lo - start, range.start + hi - start);
             for (c, n) in (first..last).enumerate() {
-                p.ggml_row(n, &mut codes, &mut sc, &mut zs)?;
+                p.ggml_row(n, k0, k1, &mut codes, &mut sc, &mut zs)?;
                 let out = row + c;
                 pack_row(&codes[k0..k1], bits, bs, blob, &mut b[out * kb * blob..(out + 1) * kb * blob]);
                 for blk in 0..kb {
