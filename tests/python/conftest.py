@@ -21,6 +21,18 @@ PREQUANT_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "pre
 MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "attention_sinks"} & set(f.get("traits", []))]
 
 
+def real_file(env: str, size: int, what: str) -> Path:
+    """A real checkpoint file scripts/test.sh fetches and names in `env`, checked by size, or a
+    failure saying how to get it (never a skip: CI must run the tests that read it)."""
+    named = os.environ.get(env)
+    if not named:
+        pytest.fail(f"{env} is not set: scripts/test.sh fetches {what} and sets it")
+    path = Path(named)
+    if not path.is_file() or path.stat().st_size != size:
+        pytest.fail(f"{path} is missing or not the {size}-byte {what}; run scripts/test.sh, which fetches and checks it")
+    return path
+
+
 def tailor_bin() -> Path:
     path = os.environ.get("TAILOR_BIN")
     if not path or not Path(path).is_file():

