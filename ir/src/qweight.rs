@@ -91,12 +91,12 @@ struct HqqSolved {
     updates: usize,
     /// Each block's zero after those updates, `[N, k_blocks]` (4 bytes per block), when the
     /// tensor's per-iteration trace fits [`HQQ_TRACE_BYTES`]: the bands code from them instead
-    /// of solving every block again, as the MatMulNBits form does. Dropped once every band has
-    /// been coded (`rows_coded` reaching K); a band coded after that solves its blocks again,
-    /// to the same bits.
+    /// of solving every block again, as the MatMulNBits form does. Dropped once every block of
+    /// K has been coded (`coded`); a band coded after that solves its blocks again, to the same
+    /// bits.
     zeros: Option<Arc<Vec<f32>>>,
-    /// Reduced rows coded from `zeros` so far.
-    rows_coded: usize,
+    /// Which blocks of K have been coded (a band coded twice counts once).
+    coded: Vec<bool>,
 }
 
 impl QuantGroup {
@@ -659,8 +659,11 @@ impl QuantGroup {
                 } else {
                     (hqq::iterations(bits, bs, n, k, rows, &read)?, None)
                 };
-                *self.hqq_solved.lock().map_err(|_| poisoned())? = Some(HqqSolved { updates: u, zeros: z.clone(), rows_coded: 0 });
-                (u, z)
+                // Two first bands solving at once (a whole-tensor materialize beside the writer)
+                // find the same result: the first stored is kept, with what it has coded.
+                let mut solved = self.hqq_solved.lock().map_err(|_| poisoned())?;
+                let h = solved.get_or_insert_with(|| HqqSolved { updates: u, zeros: z, coded: vec![false; all_blocks] });
+                (h.updates, h.zeros.clone())
             }
         };
         let first_block = k0 / bs;
@@ -705,8 +708,8 @@ impl QuantGroup {
         drop(values);
         drop(zeros);
         if let Some(h) = self.hqq_solved.lock().map_err(|_| poisoned())?.as_mut() {
-            h.rows_coded += band;
-            if h.rows_coded >= k {
+            h.coded[first_block..first_block + k_blocks].fill(true);
+            if h.coded.iter().all(|&c| c) {
                 h.zeros = None;
             }
         }
