@@ -5,10 +5,10 @@
 //!
 //! Converted: `tokenizer.ggml.model` `gpt2` (byte-level BPE with the file's merges): the
 //! vocabulary as the file spells it (a token with a character outside GPT-2's byte alphabet is
-//! respelled from its UTF-8 bytes, but for an added token), the control tokens (token type 3) as
-//! special added tokens and the user-defined ones (type 4) as plain added tokens, each with the
-//! file's id (where transformers gives a control token outside the alphabet a new id past the
-//! vocabulary, see [`convert`]), the split
+//! respelled from its UTF-8 bytes, but for an added token no merge needs respelled), the control
+//! tokens (token type 3) as special added tokens and the user-defined ones (type 4) as plain
+//! added tokens, each with the file's id (where transformers gives a control token outside the
+//! alphabet a new id past the vocabulary: the comment in [`convert`] says why), the split
 //! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
 //! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
 //! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`]. Other tokenizer models
