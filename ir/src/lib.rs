@@ -53,7 +53,7 @@ pub use layout::{layout_external_data, DataSlot, DATA_ALIGNMENT, INLINE_LIMIT};
 pub use load::load_model;
 pub use packed::{PackedFormat, PackedSettings, PackedStack, PackedTensors, PackedWeight, StoredForm, ZeroForm};
 pub use qweight::{QuantForm, QuantGroup, QuantPart};
-pub use recipe::{Recipe, TensorData};
+pub use recipe::{DataValues, Recipe, TensorData, TrigFn, TrigTable};
 pub use shape::{infer_types, Inferred, OnnxOnly, OpInference};
 pub use save::{save_model, save_model_with, SaveReport, DATA_FILE_SUFFIX};
 pub use stream::{Progress, WriteOptions};

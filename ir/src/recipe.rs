@@ -8,14 +8,84 @@ use crate::{DType, Error, Result, SourceTensor};
 use half::{bf16, f16};
 use std::sync::Arc;
 
-/// Bytes computed by the builder itself (RoPE caches, shape constants), with a label that says
+/// Values computed by the builder itself (RoPE caches, shape constants), with a label that says
 /// what they are, for snapshots and error messages.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorData {
     pub label: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
-    pub bytes: Vec<u8>,
+    pub values: DataValues,
+}
+
+/// How a [`TensorData`]'s values are held.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataValues {
+    /// The bytes themselves (small constants).
+    Bytes(Vec<u8>),
+    /// A rotary cos/sin table, computed row by row when it is written: a long context's pair
+    /// of caches is tens of megabytes (Llama 3.1: 131,072 positions x 64 x f32 x 2 = 67 MB;
+    /// Gemma 3 has two pairs), which a build would otherwise hold from graph construction to
+    /// the end of the write.
+    Trig(TrigTable),
+}
+
+/// `f(p * inv_freq[i]) * scale` at row `p`, column `i` (f32, in that order of operations, as
+/// transformers computes its caches); `shape[0]` rows. Equal tables compare equal by their
+/// parameters, so two layers' identical caches are still recognised as one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrigTable {
+    pub inv_freq: Vec<f32>,
+    pub scale: f32,
+    pub func: TrigFn,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrigFn {
+    Cos,
+    Sin,
+}
+
+impl TrigTable {
+    /// Flat elements `start..end` of the `[rows, inv_freq.len()]` table, as f32 values.
+    fn fill(&self, start: usize, end: usize, out: &mut [u8]) {
+        let width = self.inv_freq.len();
+        for (e, o) in (start..end).zip(out.chunks_exact_mut(4)) {
+            let angle = (e / width) as f32 * self.inv_freq[e % width];
+            let v = match self.func {
+                TrigFn::Cos => angle.cos(),
+                TrigFn::Sin => angle.sin(),
+            };
+            let v = if self.scale == 1.0 { v } else { v * self.scale };
+            o.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+impl TensorData {
+    /// The bytes of flat elements `start..end` into `out` (exactly that long).
+    pub fn read_into(&self, start: usize, end: usize, out: &mut [u8]) {
+        match &self.values {
+            DataValues::Bytes(b) => {
+                let esize = self.dtype.size();
+                out.copy_from_slice(&b[start * esize..end * esize]);
+            }
+            DataValues::Trig(t) => t.fill(start, end, out),
+        }
+    }
+
+    /// All of the bytes (computed for a table).
+    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        match &self.values {
+            DataValues::Bytes(b) => std::borrow::Cow::Borrowed(b),
+            DataValues::Trig(_) => {
+                let n = self.shape.iter().product::<usize>();
+                let mut out = vec![0u8; self.dtype.bytes_for(n)];
+                self.read_into(0, n, &mut out);
+                std::borrow::Cow::Owned(out)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -84,7 +154,13 @@ impl Recipe {
 
     pub fn data(label: impl Into<String>, dtype: DType, shape: Vec<usize>, bytes: Vec<u8>) -> Recipe {
         debug_assert_eq!(dtype.bytes_for(shape.iter().product::<usize>()), bytes.len());
-        Recipe::Data(Arc::new(TensorData { label: label.into(), dtype, shape, bytes }))
+        Recipe::Data(Arc::new(TensorData { label: label.into(), dtype, shape, values: DataValues::Bytes(bytes) }))
+    }
+
+    /// A `[rows, inv_freq.len()]` f32 cos or sin table computed when written ([`TrigTable`]).
+    pub fn trig_table(label: impl Into<String>, rows: usize, table: TrigTable) -> Recipe {
+        let shape = vec![rows, table.inv_freq.len()];
+        Recipe::Data(Arc::new(TensorData { label: label.into(), dtype: DType::F32, shape, values: DataValues::Trig(table) }))
     }
 
     pub fn from_f32(label: impl Into<String>, shape: Vec<usize>, values: &[f32]) -> Recipe {
@@ -371,7 +447,7 @@ impl Recipe {
                 }
                 Ok(bytes.to_vec())
             }
-            Recipe::Data(d) => Ok(d.bytes.clone()),
+            Recipe::Data(d) => Ok(d.bytes().into_owned()),
             Recipe::Transpose { input, perm } => {
                 let bytes = input.materialize()?;
                 Ok(transpose_bytes(&bytes, &input.shape(), perm, input.dtype().size()))
@@ -657,5 +733,34 @@ mod tests {
         let b = r.cast(DType::BF16).cast(DType::F32).materialize().unwrap();
         assert_eq!(f32s(&b)[..2], [1.0, -2.5]);
         assert!(Recipe::from_i64("i", vec![1], &[1]).cast(DType::F32).materialize().is_err());
+    }
+
+    /// A rotary table computed when written: any element range (as the writer streams it,
+    /// through an f16 cast) holds `f(row * inv_freq[col]) * scale` of that element's row and
+    /// column; tables of other parameters are other tensors.
+    #[test]
+    fn trig_tables_are_computed_by_range() {
+        let inv_freq = vec![1.0f32, 0.25, 0.0625];
+        let table = |func, scale| TrigTable { inv_freq: inv_freq.clone(), scale, func };
+        let cos = Recipe::trig_table("cos", 5, table(TrigFn::Cos, 1.0));
+        let sin = Recipe::trig_table("sin", 5, table(TrigFn::Sin, 1.5));
+        assert_eq!((cos.dtype(), cos.shape()), (DType::F32, vec![5, 3]));
+        let (c, s) = (f32s(&cos.materialize().unwrap()), f32s(&sin.materialize().unwrap()));
+        for p in 0..5 {
+            for (i, f) in inv_freq.iter().enumerate() {
+                let angle = p as f32 * f;
+                assert_eq!(c[p * 3 + i], angle.cos(), "cos row {p} col {i}");
+                assert_eq!(s[p * 3 + i], angle.sin() * 1.5, "sin row {p} col {i}");
+            }
+        }
+        let half = sin.clone().cast(DType::F16);
+        let whole = half.materialize().unwrap();
+        let mut part = vec![0u8; 2 * 7];
+        half.read_into(4, 11, &mut part).unwrap();
+        assert_eq!(part, whole[8..22]);
+        assert_ne!(sin, Recipe::trig_table("sin", 5, table(TrigFn::Sin, 1.0)));
+        assert_ne!(cos, Recipe::trig_table("cos", 5, table(TrigFn::Sin, 1.0)));
+        assert_eq!(cos, Recipe::trig_table("cos", 5, table(TrigFn::Cos, 1.0)));
+        assert_eq!(cos.describe(), "computed(cos)");
     }
 }

@@ -139,7 +139,7 @@ impl Recipe {
                 Ok(())
             }
             Recipe::Data(d) => {
-                out.copy_from_slice(&d.bytes[start * esize..end * esize]);
+                d.read_into(start, end, out);
                 Ok(())
             }
             Recipe::Cast { input, to } => match input.as_ref() {

@@ -610,8 +610,8 @@ pub fn fn_const_int(cx: &Cx, v: Val) -> Result<Val, String> {
     let n = value_name(&v)?;
     match cx.graph.constant(n) {
         Some(ir::Recipe::Data(d)) if d.shape.iter().product::<usize>() == 1 => match d.dtype {
-            DType::I64 => Ok(Val::Int(i64::from_le_bytes(d.bytes[..8].try_into().map_err(|_| "short data".to_string())?))),
-            DType::I32 => Ok(Val::Int(i32::from_le_bytes(d.bytes[..4].try_into().map_err(|_| "short data".to_string())?) as i64)),
+            DType::I64 => Ok(Val::Int(i64::from_le_bytes(d.bytes()[..8].try_into().map_err(|_| "short data".to_string())?))),
+            DType::I32 => Ok(Val::Int(i32::from_le_bytes(d.bytes()[..4].try_into().map_err(|_| "short data".to_string())?) as i64)),
             other => Err(format!("`{n}` holds {other}, not an integer")),
         },
         Some(_) => Err(format!("`{n}` is not a one-element computed constant")),

@@ -11,7 +11,7 @@
 //! an `If`, and because it keeps the unused pair out of the computation.
 
 use crate::{GraphBuilder, RopeConfig, RopeKind};
-use ir::{Attr, DType, Dim, Graph, Node, Recipe, ValueInfo};
+use ir::{Attr, DType, Dim, Graph, Node, Recipe, TrigFn, TrigTable, ValueInfo};
 use std::collections::BTreeMap;
 
 /// One set of inverse frequencies and the factor cos/sin are multiplied by.
@@ -136,25 +136,14 @@ pub fn inverse_frequencies(rope: &RopeConfig, rotary_dim: usize) -> Vec<f32> {
     frequencies(rope, rotary_dim).swap_remove(0).inv_freq
 }
 
-/// cos and sin tables `[max_positions * half]` for one frequency set, computed in f32 with
-/// the attention scaling applied after cos/sin, as transformers does.
-fn tables(freqs: &Frequencies, max_positions: usize) -> (Vec<f32>, Vec<f32>) {
-    let half = freqs.inv_freq.len();
-    let mut cos = Vec::with_capacity(max_positions * half);
-    let mut sin = Vec::with_capacity(max_positions * half);
-    for p in 0..max_positions {
-        for &f in &freqs.inv_freq {
-            let angle = p as f32 * f;
-            if freqs.attention_scaling == 1.0 {
-                cos.push(angle.cos());
-                sin.push(angle.sin());
-            } else {
-                cos.push(angle.cos() * freqs.attention_scaling);
-                sin.push(angle.sin() * freqs.attention_scaling);
-            }
-        }
-    }
-    (cos, sin)
+/// The cos and sin tables `[max_positions, half]` of one frequency set (f32, the attention
+/// scaling applied after cos/sin, as transformers does), computed when the model is written.
+fn tables(freqs: &Frequencies, max_positions: usize, label: &str) -> (Recipe, Recipe) {
+    let table = |func| TrigTable { inv_freq: freqs.inv_freq.clone(), scale: freqs.attention_scaling, func };
+    (
+        Recipe::trig_table(format!("cos {label}"), max_positions, table(TrigFn::Cos)),
+        Recipe::trig_table(format!("sin {label}"), max_positions, table(TrigFn::Sin)),
+    )
 }
 
 impl RopeCache {
@@ -183,16 +172,10 @@ impl RopeCache {
                 label.push_str(&format!(" mscale short={short} long={long}"));
             }
             let label = if prefix.is_empty() { label } else { format!("{prefix} {label}") };
-            let (cos, sin) = tables(set, max_positions);
+            let (cos, sin) = tables(set, max_positions, &label);
             let stem = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
-            let cos = b.initializer(
-                &format!("{name}.{stem}cos_cache"),
-                Recipe::from_f32(format!("cos {label}"), vec![max_positions, half], &cos).cast(float),
-            );
-            let sin = b.initializer(
-                &format!("{name}.{stem}sin_cache"),
-                Recipe::from_f32(format!("sin {label}"), vec![max_positions, half], &sin).cast(float),
-            );
+            let cos = b.initializer(&format!("{name}.{stem}cos_cache"), cos.cast(float));
+            let sin = b.initializer(&format!("{name}.{stem}sin_cache"), sin.cast(float));
             (cos, sin)
         };
         let (cos, sin) = match (&rope.kind, sets.as_slice()) {
