@@ -73,7 +73,8 @@ enum Command {
         /// HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it; HF_HUB_ETAG_TIMEOUT for the file
         /// list and HF_HUB_DOWNLOAD_TIMEOUT for each file: seconds a connect or read may wait,
         /// default 10, three attempts). Or a llama.cpp GGUF file (FILE.gguf, or a folder
-        /// without config.json holding one) whose `general.architecture` is llama (Mixtral's
+        /// without config.json holding one; a split model by its PREFIX-00001-of-0000N.gguf
+        /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
         /// granite, olmo2, starcoder2, phi2 or smollm3: config and tokenizer from its metadata,
         /// its quantized tensors kept as they are (docs/quantization.md). Without it, the

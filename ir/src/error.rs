@@ -11,6 +11,8 @@ pub enum Error {
     UnsupportedSourceDtype { path: PathBuf, name: String, dtype: String },
     #[error("{path}: not a valid GGUF file: {reason}")]
     Gguf { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    GgufSplit { path: PathBuf, reason: String },
     #[error("recipe for `{tensor}`: {reason}")]
     Recipe { tensor: String, reason: String },
     #[error("cannot cast {from} to {to}: only float <-> float casts are supported for weights")]

@@ -190,6 +190,8 @@ pub struct TensorInfo {
     pub offset: usize,
     /// Bytes of data.
     pub len: usize,
+    /// The file of a split set that holds it ([`GgufFile::shards`]; 0 for a single file).
+    pub shard: usize,
 }
 
 impl TensorInfo {
@@ -198,23 +200,115 @@ impl TensorInfo {
     }
 }
 
-/// A parsed GGUF file (the mapping stays open: tensor data is read from it lazily).
+/// A parsed GGUF file (the mapping stays open: tensor data is read from it lazily), or the
+/// files of a split set read as one (see [`GgufFile::open`]).
 #[derive(Debug)]
 pub struct GgufFile {
+    /// The file that was opened (the first of a split set: it holds the metadata).
     pub file: Arc<MappedFile>,
+    /// Every file of a split set in order, `file` first; just `file` otherwise.
+    pub shards: Vec<Arc<MappedFile>>,
     pub version: u32,
     pub alignment: usize,
-    /// In file order.
+    /// In file order (the first file's).
     pub metadata: Vec<(String, Value)>,
+    /// Every file's tensors, in file order; [`TensorInfo::shard`] says which file holds each.
     pub tensors: Vec<TensorInfo>,
 }
 
+/// llama.cpp's split files (`gguf-split`, and gguf-py's writer with a size or tensor limit):
+/// shard `i` of `n` is `{prefix}-{i:05}-of-{n:05}.gguf`, `i` from 1; each holds `split.no`
+/// (from 0), `split.count` and `split.tensors.count` (the whole set's), the first also the
+/// model's metadata, every one its own tensors with offsets into itself.
+struct Split {
+    no: u64,
+    count: u64,
+    tensors: Option<u64>,
+}
+
+impl Split {
+    fn of(metadata: &[(String, Value)]) -> std::result::Result<Option<Split>, String> {
+        let get = |k: &str| metadata.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+        let int = |k: &str| -> std::result::Result<Option<u64>, String> {
+            match get(k) {
+                None => Ok(None),
+                Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("`{k}` is {v:?}, not a non-negative integer")),
+            }
+        };
+        match (int("split.no")?, int("split.count")?) {
+            (_, None | Some(0 | 1)) => Ok(None),
+            (None, Some(count)) => Err(format!("`split.count` is {count} but `split.no` is missing")),
+            (Some(no), Some(count)) if no >= count => Err(format!("`split.no` {no} is not below `split.count` {count}")),
+            (Some(no), Some(count)) => Ok(Some(Split { no, count, tensors: int("split.tensors.count")? })),
+        }
+    }
+}
+
+/// The file name of shard `no` (from 0) of `count`, beside `first` named
+/// `{prefix}-00001-of-{count:05}.gguf`; `None` when `first` is not named so.
+fn shard_path(first: &Path, no: u64, count: u64) -> Option<std::path::PathBuf> {
+    let name = first.file_name()?.to_str()?;
+    let suffix = format!("-{:05}-of-{count:05}.gguf", 1);
+    let prefix = name.strip_suffix(&suffix).or_else(|| {
+        // The extension in any case, as the folder lookup accepts it.
+        let (stem, ext) = name.rsplit_once('.')?;
+        ext.eq_ignore_ascii_case("gguf").then_some(())?;
+        stem.strip_suffix(&suffix[..suffix.len() - 5])
+    })?;
+    Some(first.with_file_name(format!("{prefix}-{:05}-of-{count:05}.gguf", no + 1)))
+}
+
 impl GgufFile {
-    /// Maps and parses `path`.
+    /// Maps and parses `path`. A file of a split set (`split.count` > 1) must be the first,
+    /// named `...-00001-of-NNNNN.gguf`; the others are read from beside it and checked to be
+    /// the set's (their `split.no` and `split.count`, the total tensor count, no name twice).
     pub fn open(path: &Path) -> Result<GgufFile> {
+        let (file, version, alignment, metadata, mut tensors) = Self::open_one(path)?;
+        let bad = |path: &Path, reason: String| Error::GgufSplit { path: path.to_path_buf(), reason };
+        let Some(split) = Split::of(&metadata).map_err(|reason| Error::Gguf { path: path.to_path_buf(), reason })? else {
+            return Ok(GgufFile { shards: vec![Arc::clone(&file)], file, version, alignment, metadata, tensors });
+        };
+        let (no, count) = (split.no, split.count);
+        if no != 0 {
+            let first = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.rsplit_once(&format!("-{:05}-of-", no + 1))).map(|(p, _)| format!("`{p}-00001-of-{count:05}.gguf`"));
+            return Err(bad(
+                path,
+                format!("is file {} of a GGUF split into {count}; pass the first, {}, which holds the metadata", no + 1, first.unwrap_or_else(|| "the one with `split.no` 0".into())),
+            ));
+        }
+        let mut shards = vec![Arc::clone(&file)];
+        for i in 1..count {
+            let Some(other) = shard_path(path, i, count) else {
+                return Err(bad(path, format!("is the first of {count} split files but is not named `PREFIX-00001-of-{count:05}.gguf`, so the others cannot be found; keep llama.cpp's names")));
+            };
+            if !other.is_file() {
+                return Err(bad(path, format!("is the first of {count} split files; file {} of {count}, `{}`, is not beside it", i + 1, other.display())));
+            }
+            let (f, _, _, meta, more) = Self::open_one(&other)?;
+            match Split::of(&meta).map_err(|reason| Error::Gguf { path: other.clone(), reason })? {
+                Some(s) if s.no == i && s.count == count => {}
+                Some(s) => return Err(bad(&other, format!("says it is file {} of {}, but its name makes it file {} of {count}", s.no + 1, s.count, i + 1))),
+                None => return Err(bad(&other, format!("has no `split.no`/`split.count`, so it is not file {} of the {count} split files of `{}`", i + 1, path.display()))),
+            }
+            for mut t in more {
+                if tensors.iter().any(|u| u.name == t.name) {
+                    return Err(bad(&other, format!("holds tensor `{}`, which an earlier file of the split set holds too", t.name)));
+                }
+                t.shard = shards.len();
+                tensors.push(t);
+            }
+            shards.push(f);
+        }
+        if let Some(total) = split.tensors.filter(|&n| n != tensors.len() as u64) {
+            return Err(bad(path, format!("`split.tensors.count` is {total}, but its {count} files hold {} tensors", tensors.len())));
+        }
+        Ok(GgufFile { file, shards, version, alignment, metadata, tensors })
+    }
+
+    fn open_one(path: &Path) -> Result<(Arc<MappedFile>, u32, usize, Vec<(String, Value)>, Vec<TensorInfo>)> {
         let file = MappedFile::open(path)?;
         let (version, alignment, metadata, tensors) = parse(file.bytes()).map_err(|reason| Error::Gguf { path: path.to_path_buf(), reason })?;
-        Ok(GgufFile { file, version, alignment, metadata, tensors })
+        Ok((file, version, alignment, metadata, tensors))
     }
 
     /// The metadata value of `key`.
@@ -222,9 +316,14 @@ impl GgufFile {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// The bytes of a tensor (checked to lie inside the file at parse time).
+    /// The file holding a tensor's bytes.
+    pub fn file_of(&self, t: &TensorInfo) -> &Arc<MappedFile> {
+        &self.shards[t.shard]
+    }
+
+    /// The bytes of a tensor (checked to lie inside its file at parse time).
     pub fn data(&self, t: &TensorInfo) -> &[u8] {
-        &self.file.bytes()[t.offset..t.offset + t.len]
+        &self.file_of(t).bytes()[t.offset..t.offset + t.len]
     }
 }
 
@@ -383,7 +482,7 @@ pub fn parse(bytes: &[u8]) -> std::result::Result<Parsed, String> {
         if tensors.iter().any(|t| t.name == name) {
             return Err(format!("tensor `{name}` is listed twice"));
         }
-        tensors.push(TensorInfo { name, dims, ggml_type, offset: start, len });
+        tensors.push(TensorInfo { name, dims, ggml_type, offset: start, len, shard: 0 });
     }
     // Overlapping data would let one tensor's bytes be read as another's.
     let mut spans: Vec<(usize, usize, &str)> = tensors.iter().map(|t| (t.offset, t.offset + t.len, t.name.as_str())).collect();

@@ -100,8 +100,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The GGUF file `path` names: the file itself, or the one `*.gguf` of a folder without
-/// config.json. `None`: not a GGUF checkpoint (a Hugging Face folder). A folder holding several
-/// is an error naming them.
+/// config.json (or the first of the one split set it holds). `None`: not a GGUF checkpoint (a
+/// Hugging Face folder). A folder holding several models is an error naming the files.
 pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
     if path.is_file() {
         return Ok(path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")).then(|| path.to_path_buf()));
@@ -115,6 +115,9 @@ pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
         .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")))
         .collect();
     found.sort();
+    if let Some(first) = one_split_set(&found) {
+        return Ok(Some(first));
+    }
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
@@ -127,6 +130,24 @@ pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
             ),
         }),
     }
+}
+
+/// The first file when `files` (sorted) are exactly the files of one split GGUF, named as
+/// llama.cpp names them (`{prefix}-{i:05}-of-{n:05}.gguf`, i = 1..=n): that set is one model.
+fn one_split_set(files: &[PathBuf]) -> Option<PathBuf> {
+    let parts: Vec<(&str, &str, &str)> = files
+        .iter()
+        .map(|p| {
+            let stem = p.file_stem()?.to_str()?;
+            let (rest, count) = stem.rsplit_once("-of-")?;
+            let (prefix, no) = rest.rsplit_once('-')?;
+            (no.len() == 5 && count.len() == 5 && no.bytes().chain(count.bytes()).all(|b| b.is_ascii_digit())).then_some((prefix, no, count))
+        })
+        .collect::<Option<_>>()?;
+    let &(prefix, _, count) = parts.first()?;
+    let same_set = parts.iter().all(|&(p, _, c)| p == prefix && c == count);
+    let numbered = parts.iter().enumerate().all(|(i, &(_, no, _))| no.parse::<usize>().ok() == Some(i + 1));
+    (same_set && numbered && count.parse::<usize>().ok() == Some(files.len())).then(|| files[0].clone())
 }
 
 /// What a GGUF file gives the checkpoint.
@@ -595,7 +616,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     // 8-bit ones as 4-bit ones.
     let fours = file_bits.iter().filter(|b| b.count() == 4).count();
     let main_bits = if fours * 2 > file_bits.len() { ir::quant::Bits::Int4 } else { ir::quant::Bits::Int8 };
-    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    if file.shards.len() > 1 {
+        file_name.push_str(&format!(" and the {} other files of its split set", file.shards.len() - 1));
+    }
     // A file of float tensors only is a float checkpoint (`--quant` applies, no [quant] section
     // is needed).
     let source = (!file_bits.is_empty()).then(|| QuantSource {
@@ -705,7 +729,7 @@ fn split_experts(
     let mut bits = None;
     for e in 0..experts {
         let name = format!("model.layers.{layer}.{}", template.replace("{e}", &e.to_string()));
-        let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(&file.file), dtype, shape, offset: t.offset + e * slab, len: slab };
+        let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(file.file_of(t)), dtype, shape, offset: t.offset + e * slab, len: slab };
         match float_dtype(t.ggml_type) {
             Some(dtype) => {
                 tensors.insert(name.clone(), part(&name, dtype, vec![rows, k]));
@@ -752,6 +776,7 @@ fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usi
             ggml_type: t.ggml_type,
             offset: t.offset + start * row_bytes,
             len: rows * row_bytes,
+            shard: t.shard,
         };
         (t.name.replacen(".attn_qkv.", &format!(".attn_{which}."), 1), piece)
     };
@@ -768,7 +793,7 @@ fn float_dtype(t: GgmlType) -> Option<DType> {
 }
 
 fn source(file: &GgufFile, t: &TensorInfo, name: &str, dtype: DType, shape: Vec<usize>) -> SourceTensor {
-    SourceTensor { name: name.to_string(), file: Arc::clone(&file.file), dtype, shape, offset: t.offset, len: t.len }
+    SourceTensor { name: name.to_string(), file: Arc::clone(file.file_of(t)), dtype, shape, offset: t.offset, len: t.len }
 }
 
 /// The file row of each family row of a permuted q/k weight of `rows` rows and `heads` heads:
@@ -1289,6 +1314,105 @@ mod tests {
         let r = import(&path);
         drop(dir);
         r
+    }
+
+    /// llama.cpp's split files: the first holds the metadata, each `split.*` and its own tensors.
+    fn write_split(dir: &Path, stem: &str, meta: &[(&str, Json)], files: &[&[(&str, u32, Vec<u64>)]], values: &[(&str, Vec<f32>)], total: usize) -> Vec<PathBuf> {
+        let count = files.len();
+        files
+            .iter()
+            .enumerate()
+            .map(|(no, tensors)| {
+                let mut m: Vec<(&str, Json)> = if no == 0 { meta.to_vec() } else { vec![] };
+                m.extend([("split.no", json!(no)), ("split.count", json!(count)), ("split.tensors.count", json!(total))]);
+                let path = dir.join(format!("{stem}-{:05}-of-{count:05}.gguf", no + 1));
+                std::fs::write(&path, file_with(&m, tensors, values)).unwrap();
+                path
+            })
+            .collect()
+    }
+
+    /// A split set imports as the one file of the same tensors: each tensor read from the file
+    /// that holds it, with the values it holds there, and the same config.
+    #[test]
+    fn a_split_set_is_read_as_the_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let tensors = llama_tensors();
+        let values = [
+            ("output_norm.weight", (0..64).map(|i| i as f32 * 0.5).collect::<Vec<f32>>()),
+            ("blk.0.ffn_norm.weight", (0..64).map(|i| 1.0 - i as f32).collect()),
+            ("blk.0.attn_k.weight", (0..64 * 32).map(|i| (i % 97) as f32 - 40.0).collect()),
+        ];
+        let one = dir.path().join("one.gguf");
+        std::fs::write(&one, file_with(&llama_meta(), &tensors, &values)).unwrap();
+        let (a, rest) = tensors.split_at(2);
+        let (b, c) = rest.split_at(4);
+        let paths = write_split(dir.path(), "m", &llama_meta(), &[a, b, c], &values, tensors.len());
+        let (single, split) = (import(&one).unwrap(), import(&paths[0]).unwrap());
+        assert_eq!(split.file.shards.iter().map(|f| f.path.clone()).collect::<Vec<_>>(), paths);
+        assert_eq!(single.config, split.config);
+        assert_eq!(single.tensors.keys().collect::<Vec<_>>(), split.tensors.keys().collect::<Vec<_>>());
+        for (name, t) in &split.tensors {
+            let bytes = |t: &SourceTensor| Recipe::source(t.clone()).materialize().unwrap();
+            assert_eq!(bytes(t), bytes(&single.tensors[name]), "{name}");
+        }
+        for (name, v) in &split.views {
+            assert_eq!(v.materialize().unwrap(), single.views[name].materialize().unwrap(), "{name}");
+        }
+        // Each weight reads the file holding it: attn_k (a permuted float view) and ffn_norm
+        // in the second, the Q8_0 MLP in the third.
+        assert!(split.views["model.layers.0.self_attn.k_proj.weight"].sources().iter().all(|t| t.file.path == paths[1]));
+        assert_eq!(split.tensors["model.layers.0.post_attention_layernorm.weight"].file.path, paths[1]);
+        assert_eq!(split.packed["model.layers.0.mlp.down_proj.weight"].file_path(), paths[2]);
+        assert!(split.source.unwrap().origin.contains("m-00001-of-00003.gguf and the 2 other files"));
+        // A folder of exactly one split set is that model; another GGUF beside it is not.
+        std::fs::remove_file(&one).unwrap();
+        assert_eq!(gguf_file(dir.path()).unwrap(), Some(paths[0].clone()));
+        std::fs::write(dir.path().join("other.gguf"), b"").unwrap();
+        assert!(gguf_file(dir.path()).unwrap_err().to_string().contains("holds 4 GGUF files"));
+    }
+
+    /// What is wrong with a split set is said with the file and how to fix it.
+    #[test]
+    fn broken_split_sets_are_refused_naming_the_file() {
+        let tensors = llama_tensors();
+        let (a, b) = tensors.split_at(5);
+        let err = |f: &dyn Fn(&Path) -> PathBuf| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = f(dir.path());
+            import(&path).err().expect("refused").to_string()
+        };
+        let set = |dir: &Path, total| write_split(dir, "m", &llama_meta(), &[a, b], &[], total);
+        let e = err(&|d| set(d, tensors.len())[1].clone());
+        assert!(e.contains("file 2 of a GGUF split into 2") && e.contains("`m-00001-of-00002.gguf`"), "{e}");
+        let e = err(&|d| {
+            let p = set(d, tensors.len());
+            std::fs::remove_file(&p[1]).unwrap();
+            p[0].clone()
+        });
+        assert!(e.contains("m-00001-of-00002.gguf: is the first of 2 split files; file 2 of 2, `") && e.contains("m-00002-of-00002.gguf`, is not beside it"), "{e}");
+        let e = err(&|d| set(d, tensors.len() + 1)[0].clone());
+        assert!(e.contains("`split.tensors.count` is 12, but its 2 files hold 11 tensors"), "{e}");
+        // The same tensor in two files.
+        let e = err(&|d| {
+            let twice: Vec<_> = b.iter().cloned().chain([a[0].clone()]).collect();
+            write_split(d, "m", &llama_meta(), &[a, &twice], &[], tensors.len() + 1)[0].clone()
+        });
+        assert!(e.contains("holds tensor `token_embd.weight`, which an earlier file"), "{e}");
+        // A file renamed into the set, or a first file not named as llama.cpp names it.
+        let e = err(&|d| {
+            let p = set(d, tensors.len());
+            std::fs::write(&p[1], file_with(&[("split.no", json!(0)), ("split.count", json!(2))], b, &[])).unwrap();
+            p[0].clone()
+        });
+        assert!(e.contains("says it is file 1 of 2, but its name makes it file 2 of 2"), "{e}");
+        let e = err(&|d| {
+            let p = set(d, tensors.len());
+            let renamed = d.join("model.gguf");
+            std::fs::rename(&p[0], &renamed).unwrap();
+            renamed
+        });
+        assert!(e.contains("not named `PREFIX-00001-of-00002.gguf`"), "{e}");
     }
 
     #[test]
