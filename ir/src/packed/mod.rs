@@ -164,6 +164,13 @@ impl GgmlLayer {
     }
 }
 
+/// GGUF tensors of at least this many bytes give back their file pages row run by row run while
+/// each DequantizeLinear band is written, not only when the tensor is done: a band reads a
+/// K-range of every row, so without it a token table's whole file bytes stay resident through
+/// all its bands (Gemma 3 270M's Q8_0 table: 178 MB, the largest part of that import's peak).
+/// Smaller tensors keep their pages between bands, which saves faulting them in again.
+pub(crate) const RELEASE_WITHIN_BAND: usize = 32 << 20;
+
 /// The quantization settings the checkpoint's config gives for a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackedSettings {
@@ -590,6 +597,22 @@ impl PackedWeight {
             g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
         }
         self.done(elements);
+    }
+
+    /// Rows per run whose file pages a DequantizeLinear band gives back as it goes (about 4 MiB
+    /// of the file): a band reads a K-range of every row (see [`RELEASE_WITHIN_BAND`]). `None`
+    /// for a tensor smaller than that threshold, a permuted one (its rows lie apart) or a
+    /// GPTQ/AWQ layer.
+    pub(crate) fn release_run_rows(&self) -> Option<usize> {
+        let g = self.ggml.as_ref().filter(|g| g.rows.is_none() && g.tensor.len >= RELEASE_WITHIN_BAND)?;
+        Some(((4 << 20) / g.row_bytes.max(1)).max(1))
+    }
+
+    /// Drops rows `n0..n1`' file pages from the resident set without counting them written.
+    pub(crate) fn release_rows(&self, n0: usize, n1: usize) {
+        if let Some(g) = self.ggml.as_ref().filter(|g| g.rows.is_none()) {
+            g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
+        }
     }
 
     /// How the weight is described in recipe chains: `gptq[4b,g32,sym](file:scope)`.

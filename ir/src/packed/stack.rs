@@ -429,7 +429,14 @@ impl PackedStack {
             sc.resize(self.k / g, 0f32);
             zs.resize(self.k / g, 0f32);
             let (first, last) = (range.start + lo - start, range.start + hi - start);
+            // A large tensor's rows go run by run: a band reads a K-range of every row.
+            let release = p.release_run_rows();
+            let mut kept_from = first;
             for (c, n) in (first..last).enumerate() {
+                if release.is_some_and(|run| n - kept_from == run) {
+                    p.release_rows(kept_from, n);
+                    kept_from = n;
+                }
                 p.ggml_row(n, k0, k1, &mut codes, &mut sc, &mut zs)?;
                 let out = row + c;
                 pack_row(&codes[k0..k1], bits, bs, blob, &mut b[out * kb * blob..(out + 1) * kb * blob]);
@@ -461,6 +468,9 @@ impl PackedStack {
                     }
                     error.count += rows as u64;
                 }
+            }
+            if release.is_some() {
+                p.release_rows(kept_from, last);
             }
             row += last - first;
             // The rows' last columns: their file pages are no longer needed.
