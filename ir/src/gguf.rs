@@ -263,10 +263,10 @@ impl GgufFile {
     /// named `...-00001-of-NNNNN.gguf`; the others are read from beside it and checked to be
     /// the set's (their `split.no` and `split.count`, the total tensor count, no name twice).
     pub fn open(path: &Path) -> Result<GgufFile> {
-        let (file, version, alignment, metadata, mut tensors) = Self::open_one(path)?;
+        let mut set = Self::open_one(path)?;
         let bad = |path: &Path, reason: String| Error::GgufSplit { path: path.to_path_buf(), reason };
-        let Some(split) = Split::of(&metadata).map_err(|reason| Error::Gguf { path: path.to_path_buf(), reason })? else {
-            return Ok(GgufFile { shards: vec![Arc::clone(&file)], file, version, alignment, metadata, tensors });
+        let Some(split) = Split::of(&set.metadata).map_err(|reason| Error::Gguf { path: path.to_path_buf(), reason })? else {
+            return Ok(set);
         };
         let (no, count) = (split.no, split.count);
         if no != 0 {
@@ -276,7 +276,6 @@ impl GgufFile {
                 format!("is file {} of a GGUF split into {count}; pass the first, {}, which holds the metadata", no + 1, first.unwrap_or_else(|| "the one with `split.no` 0".into())),
             ));
         }
-        let mut shards = vec![Arc::clone(&file)];
         for i in 1..count {
             let Some(other) = shard_path(path, i, count) else {
                 return Err(bad(path, format!("is the first of {count} split files but is not named `PREFIX-00001-of-{count:05}.gguf`, so the others cannot be found; keep llama.cpp's names")));
@@ -284,31 +283,32 @@ impl GgufFile {
             if !other.is_file() {
                 return Err(bad(path, format!("is the first of {count} split files; file {} of {count}, `{}`, is not beside it", i + 1, other.display())));
             }
-            let (f, _, _, meta, more) = Self::open_one(&other)?;
-            match Split::of(&meta).map_err(|reason| Error::Gguf { path: other.clone(), reason })? {
+            let next = Self::open_one(&other)?;
+            match Split::of(&next.metadata).map_err(|reason| Error::Gguf { path: other.clone(), reason })? {
                 Some(s) if s.no == i && s.count == count => {}
                 Some(s) => return Err(bad(&other, format!("says it is file {} of {}, but its name makes it file {} of {count}", s.no + 1, s.count, i + 1))),
                 None => return Err(bad(&other, format!("has no `split.no`/`split.count`, so it is not file {} of the {count} split files of `{}`", i + 1, path.display()))),
             }
-            for mut t in more {
-                if tensors.iter().any(|u| u.name == t.name) {
+            for mut t in next.tensors {
+                if set.tensors.iter().any(|u| u.name == t.name) {
                     return Err(bad(&other, format!("holds tensor `{}`, which an earlier file of the split set holds too", t.name)));
                 }
-                t.shard = shards.len();
-                tensors.push(t);
+                t.shard = set.shards.len();
+                set.tensors.push(t);
             }
-            shards.push(f);
+            set.shards.push(next.file);
         }
-        if let Some(total) = split.tensors.filter(|&n| n != tensors.len() as u64) {
-            return Err(bad(path, format!("`split.tensors.count` is {total}, but its {count} files hold {} tensors", tensors.len())));
+        if let Some(total) = split.tensors.filter(|&n| n != set.tensors.len() as u64) {
+            return Err(bad(path, format!("`split.tensors.count` is {total}, but its {count} files hold {} tensors", set.tensors.len())));
         }
-        Ok(GgufFile { file, shards, version, alignment, metadata, tensors })
+        Ok(set)
     }
 
-    fn open_one(path: &Path) -> Result<(Arc<MappedFile>, u32, usize, Vec<(String, Value)>, Vec<TensorInfo>)> {
+    /// One file, as if it were alone.
+    fn open_one(path: &Path) -> Result<GgufFile> {
         let file = MappedFile::open(path)?;
         let (version, alignment, metadata, tensors) = parse(file.bytes()).map_err(|reason| Error::Gguf { path: path.to_path_buf(), reason })?;
-        Ok((file, version, alignment, metadata, tensors))
+        Ok(GgufFile { shards: vec![Arc::clone(&file)], file, version, alignment, metadata, tensors })
     }
 
     /// The metadata value of `key`.
