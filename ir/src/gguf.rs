@@ -245,17 +245,16 @@ impl Split {
 }
 
 /// The file name of shard `no` (from 0) of `count`, beside `first` named
-/// `{prefix}-00001-of-{count:05}.gguf`; `None` when `first` is not named so.
+/// `{prefix}-00001-of-{count:05}.gguf` (the extension in any case, kept as `first` spells it);
+/// `None` when `first` is not named so.
 fn shard_path(first: &Path, no: u64, count: u64) -> Option<std::path::PathBuf> {
     let name = first.file_name()?.to_str()?;
-    let suffix = format!("-{:05}-of-{count:05}.gguf", 1);
-    let prefix = name.strip_suffix(&suffix).or_else(|| {
-        // The extension in any case, as the folder lookup accepts it.
-        let (stem, ext) = name.rsplit_once('.')?;
-        ext.eq_ignore_ascii_case("gguf").then_some(())?;
-        stem.strip_suffix(&suffix[..suffix.len() - 5])
-    })?;
-    Some(first.with_file_name(format!("{prefix}-{:05}-of-{count:05}.gguf", no + 1)))
+    let (stem, ext) = name.rsplit_once('.')?;
+    if !ext.eq_ignore_ascii_case("gguf") {
+        return None;
+    }
+    let prefix = stem.strip_suffix(&format!("-00001-of-{count:05}"))?;
+    Some(first.with_file_name(format!("{prefix}-{:05}-of-{count:05}.{ext}", no + 1)))
 }
 
 impl GgufFile {
@@ -278,7 +277,10 @@ impl GgufFile {
         }
         for i in 1..count {
             let Some(other) = shard_path(path, i, count) else {
-                return Err(bad(path, format!("is the first of {count} split files but is not named `PREFIX-00001-of-{count:05}.gguf`, so the others cannot be found; keep llama.cpp's names")));
+                return Err(bad(
+                    path,
+                    format!("is the first of {count} split files (its `split.count`), but its name does not end in `-00001-of-{count:05}.gguf`, so the others cannot be found; keep llama.cpp's names"),
+                ));
             };
             if !other.is_file() {
                 return Err(bad(path, format!("is the first of {count} split files; file {} of {count}, `{}`, is not beside it", i + 1, other.display())));
@@ -287,7 +289,7 @@ impl GgufFile {
             match Split::of(&next.metadata).map_err(|reason| Error::Gguf { path: other.clone(), reason })? {
                 Some(s) if s.no == i && s.count == count => {}
                 Some(s) => return Err(bad(&other, format!("says it is file {} of {}, but its name makes it file {} of {count}", s.no + 1, s.count, i + 1))),
-                None => return Err(bad(&other, format!("has no `split.no`/`split.count`, so it is not file {} of the {count} split files of `{}`", i + 1, path.display()))),
+                None => return Err(bad(&other, format!("is not a split file (no `split.count` above 1), so it is not file {} of the {count} split files of `{}`", i + 1, path.display()))),
             }
             for mut t in next.tensors {
                 if set.tensors.iter().any(|u| u.name == t.name) {

@@ -31,9 +31,9 @@ pub enum DataValues {
 }
 
 /// `f(p * inv_freq[i]) * scale` at row `p`, column `i` (f32, in that order of operations, as
-/// transformers computes its caches); `shape[0]` rows. Equal tables compare equal by their
-/// parameters, so two layers' identical caches are still recognised as one.
-#[derive(Clone, Debug, PartialEq)]
+/// transformers computes its caches); `shape[0]` rows. Tables compare by their parameters' bits
+/// (as [`Recipe::Offset`] does): equal parameters give equal bytes, and `-0.0` is not `0.0`.
+#[derive(Clone, Debug)]
 pub struct TrigTable {
     pub inv_freq: Vec<f32>,
     pub scale: f32,
@@ -46,9 +46,17 @@ pub enum TrigFn {
     Sin,
 }
 
+impl PartialEq for TrigTable {
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |t: &TrigTable| (t.func, t.scale.to_bits(), t.inv_freq.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+        bits(self) == bits(other)
+    }
+}
+
 impl TrigTable {
     /// Flat elements `start..end` of the `[rows, inv_freq.len()]` table, as f32 values.
     fn fill(&self, start: usize, end: usize, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), 4 * (end - start));
         let width = self.inv_freq.len();
         for (e, o) in (start..end).zip(out.chunks_exact_mut(4)) {
             let angle = (e / width) as f32 * self.inv_freq[e % width];
@@ -65,6 +73,7 @@ impl TrigTable {
 impl TensorData {
     /// The bytes of flat elements `start..end` into `out` (exactly that long).
     pub fn read_into(&self, start: usize, end: usize, out: &mut [u8]) {
+        debug_assert!(matches!(self.values, DataValues::Bytes(_)) || self.dtype == DType::F32, "a trig table is f32");
         match &self.values {
             DataValues::Bytes(b) => {
                 let esize = self.dtype.size();
@@ -761,6 +770,8 @@ mod tests {
         assert_ne!(sin, Recipe::trig_table("sin", 5, table(TrigFn::Sin, 1.0)));
         assert_ne!(cos, Recipe::trig_table("cos", 5, table(TrigFn::Sin, 1.0)));
         assert_eq!(cos, Recipe::trig_table("cos", 5, table(TrigFn::Cos, 1.0)));
+        let signed = |zero: f32| Recipe::trig_table("sin", 2, TrigTable { inv_freq: vec![zero], scale: 1.0, func: TrigFn::Sin });
+        assert_ne!(signed(0.0), signed(-0.0), "sin(-0) is -0: other bytes");
         assert_eq!(cos.describe(), "computed(cos)");
     }
 }

@@ -116,6 +116,20 @@ pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
         .collect();
     found.sort();
     if let Some(first) = one_split_set(&found) {
+        // Named as a set: it must be one (the first file's `split.count` covering them all), or
+        // the others would be left out without a word.
+        let set = ir::gguf::GgufFile::open(&first)?;
+        if set.shards.len() != found.len() {
+            return Err(Error::Checkpoint {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "holds {} GGUF files named as one split set, but `{}` is {} of them; pass the file to build with --model FILE.gguf",
+                    found.len(),
+                    first.file_name().unwrap_or_default().to_string_lossy(),
+                    if set.shards.len() == 1 { "not split".to_string() } else { format!("the first of {}", set.shards.len()) }
+                ),
+            });
+        }
         return Ok(Some(first));
     }
     match found.len() {
@@ -124,7 +138,7 @@ pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
         _ => Err(Error::Checkpoint {
             path: path.to_path_buf(),
             reason: format!(
-                "holds {} GGUF files ({}); pass the one to build with --model FILE.gguf",
+                "holds {} GGUF files ({}); pass the one to build with --model FILE.gguf (for a split model, its `-00001-of-` file)",
                 found.len(),
                 found.iter().map(|p| format!("`{}`", p.file_name().unwrap_or_default().to_string_lossy())).collect::<Vec<_>>().join(", ")
             ),
@@ -1370,6 +1384,17 @@ mod tests {
         assert_eq!(gguf_file(dir.path()).unwrap(), Some(paths[0].clone()));
         std::fs::write(dir.path().join("other.gguf"), b"").unwrap();
         assert!(gguf_file(dir.path()).unwrap_err().to_string().contains("holds 4 GGUF files"));
+        // The extension in capitals, as the whole set spells it.
+        let caps = tempfile::tempdir().unwrap();
+        let upper: Vec<PathBuf> = write_split(caps.path(), "m", &llama_meta(), &[a, b, c], &values, tensors.len())
+            .into_iter()
+            .map(|p| {
+                let q = p.with_extension("GGUF");
+                std::fs::rename(&p, &q).unwrap();
+                q
+            })
+            .collect();
+        assert_eq!(import(&upper[0]).unwrap().file.shards.iter().map(|f| f.path.clone()).collect::<Vec<_>>(), upper);
     }
 
     /// What is wrong with a split set is said with the file and how to fix it.
@@ -1412,7 +1437,13 @@ mod tests {
             std::fs::rename(&p[0], &renamed).unwrap();
             renamed
         });
-        assert!(e.contains("not named `PREFIX-00001-of-00002.gguf`"), "{e}");
+        assert!(e.contains("its name does not end in `-00001-of-00002.gguf`"), "{e}");
+        // Named as a set in a folder, but the first file says it is not split.
+        let dir = tempfile::tempdir().unwrap();
+        let p = set(dir.path(), tensors.len());
+        std::fs::write(&p[0], file_with(&llama_meta(), a, &[])).unwrap();
+        let e = gguf_file(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("named as one split set, but `m-00001-of-00002.gguf` is not split"), "{e}");
     }
 
     #[test]

@@ -50,6 +50,8 @@ def test_a_split_set_builds_the_package_of_the_one_file(split_set, whole, named,
     source = json.loads((out / "build_report.json").read_text())["parts"][0]["quantization"]["source"]
     assert source["file"] == f"{paths[0].name} and the 2 other files of its split set"
     assert source["tensor_types"] == json.loads((whole / "build_report.json").read_text())["parts"][0]["quantization"]["source"]["tensor_types"]
+    diff = subprocess.run([str(tailor_bin()), "diff", str(whole), str(out)], capture_output=True, text=True)
+    assert diff.returncode == 0 and "same model" in diff.stdout, diff.stdout + diff.stderr
 
 
 def test_a_later_file_or_a_missing_one_is_refused_saying_what_to_pass(split_set, tmp_path):

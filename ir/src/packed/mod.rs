@@ -164,7 +164,7 @@ impl GgmlLayer {
     }
 }
 
-/// GGUF tensors of at least this many bytes give back their file pages row run by row run while
+/// GGUF tensors of at least this many bytes (32 MiB) give back their file pages row run by row run while
 /// each DequantizeLinear band is written, not only when the tensor is done: a band reads a
 /// K-range of every row, so without it a token table's whole file bytes stay resident through
 /// all its bands (Gemma 3 270M's Q8_0 table: 178 MB, the largest part of that import's peak).
