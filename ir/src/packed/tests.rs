@@ -561,14 +561,14 @@ fn a_non_finite_ggml_scale_or_min_is_an_error() {
     }
 }
 
-/// The DequantizeLinear form of GGUF blocks with a min, streamed in bands of one block of K
-/// each (as the writer does for a large weight), is the same bytes as written whole, with f32
-/// and f16 scales: the codes, the scales and the `[k_blocks, N]` offsets each start at their
-/// band's offset.
+/// The DequantizeLinear form of GGUF blocks, streamed in bands of one block of K each (as the
+/// writer does for a large weight; a K-type band then holds part of a 256-value superblock),
+/// is the same bytes as written whole, with f32 and f16 scales: the codes, the
+/// scales and the `[k_blocks, N]` offsets each start at their band's offset.
 #[test]
 fn ggml_offsets_of_the_dequantize_linear_form_stream_by_bands() {
     use crate::gguf::GgmlType as T;
-    for ty in [T::Q4_K, T::Q5_1, T::Q2_K, T::Q8_0] {
+    for ty in [T::Q4_K, T::Q5_1, T::Q2_K, T::Q8_0, T::Q3_K, T::Q5_K, T::Q6_K, T::IQ4_XS] {
         for dtype in [DType::F32, DType::F16] {
             let (rows, k) = (6, 512);
             let (w, _dir) = ggml_layer(ty, rows, k, None, 31 + ty.0 as u64);
