@@ -119,11 +119,20 @@ pub fn to_dequantize_linear<S: Scale>(settings: &QuantSettings, k: usize, n: usi
                     }
                 }
             }
-            // Two columns make whole bytes of every row.
+            // Two columns make whole bytes of every row: byte j of a column's blob holds its
+            // rows 2j (low nibble) and 2j + 1 (high), so a pair of blob bytes gives two output
+            // bytes (the flip applied to both nibbles at once).
             Bits::Int4 if n.is_multiple_of(2) => {
-                for c in (0..n).step_by(2) {
-                    for i in 0..rows {
-                        dst[(i * n + c) / 2] = code(c, kb, i) | (code(c + 1, kb, i) << 4);
+                let (half_n, flip2) = (n / 2, flip | (flip << 4));
+                for (pair, cols) in q.b.chunks_exact(2 * bpc).enumerate() {
+                    let a = &cols[kb * blob..kb * blob + rows.div_ceil(2)];
+                    let b = &cols[bpc + kb * blob..bpc + kb * blob + rows.div_ceil(2)];
+                    for (j, (&x, &y)) in a.iter().zip(b).enumerate() {
+                        let (x, y) = (x ^ flip2, y ^ flip2);
+                        dst[2 * j * half_n + pair] = (x & 0x0f) | (y << 4);
+                        if 2 * j + 1 < rows {
+                            dst[(2 * j + 1) * half_n + pair] = (x >> 4) | (y & 0xf0);
+                        }
                     }
                 }
             }

@@ -307,43 +307,45 @@ fn f16_scales_are_rounded_before_the_reciprocal() {
 
 #[test]
 fn dequantize_linear_layout_packs_along_n_with_signed_symmetric_values() {
-    // 41 x 3 = 123 values: an odd count, and K not a multiple of the block.
-    let (k, n) = (41, 3);
-    let mut rng = Rng(3);
-    let w: Vec<f32> = (0..k * n).map(|_| rng.normal()).collect();
-    for (bits, sym) in [(Bits::Int4, true), (Bits::Int4, false), (Bits::Int8, true), (Bits::Int8, false)] {
-        let s = settings(bits, 16, sym);
-        let q = quantize_all::<f32>(&s, &w, k, n);
-        let (dl, sl, zl) = dq_lengths(&s, k, n).unwrap();
-        let (mut data, mut scales, mut zp) = (vec![0xAA; dl], vec![0f32; sl], zl.map(|l| vec![0xAA; l]));
-        to_dequantize_linear(&s, k, n, q.view(), DqOut { data: &mut data, scales: &mut scales, zero_points: zp.as_deref_mut() })
-            .unwrap();
-        let elem = |buf: &[u8], i: usize| -> i32 {
-            match (bits, sym) {
-                (Bits::Int4, true) => (((buf[i / 2] >> (4 * (i % 2))) & 15) as i8).wrapping_shl(4) as i32 >> 4,
-                (Bits::Int4, false) => ((buf[i / 2] >> (4 * (i % 2))) & 15) as i32,
-                (Bits::Int8, true) => buf[i] as i8 as i32,
-                (Bits::Int8, false) => buf[i] as i32,
+    // 41 x 3 = 123 values: an odd count, and K not a multiple of the block (its last block an
+    // odd 9 rows); an even N takes the two-columns-per-byte path.
+    for (k, n) in [(41, 3), (41, 4), (48, 6)] {
+        let mut rng = Rng(3);
+        let w: Vec<f32> = (0..k * n).map(|_| rng.normal()).collect();
+        for (bits, sym) in [(Bits::Int4, true), (Bits::Int4, false), (Bits::Int8, true), (Bits::Int8, false)] {
+            let s = settings(bits, 16, sym);
+            let q = quantize_all::<f32>(&s, &w, k, n);
+            let (dl, sl, zl) = dq_lengths(&s, k, n).unwrap();
+            let (mut data, mut scales, mut zp) = (vec![0xAA; dl], vec![0f32; sl], zl.map(|l| vec![0xAA; l]));
+            to_dequantize_linear(&s, k, n, q.view(), DqOut { data: &mut data, scales: &mut scales, zero_points: zp.as_deref_mut() })
+                .unwrap();
+            let elem = |buf: &[u8], i: usize| -> i32 {
+                match (bits, sym) {
+                    (Bits::Int4, true) => (((buf[i / 2] >> (4 * (i % 2))) & 15) as i8).wrapping_shl(4) as i32 >> 4,
+                    (Bits::Int4, false) => ((buf[i / 2] >> (4 * (i % 2))) & 15) as i32,
+                    (Bits::Int8, true) => buf[i] as i8 as i32,
+                    (Bits::Int8, false) => buf[i] as i32,
+                }
+            };
+            // DequantizeLinear's formula on this layout equals our dequantize.
+            let d = dequantize_all(&s, &q, k, n);
+            for r in 0..k {
+                for c in 0..n {
+                    let z = zp.as_deref().map_or(0, |z| elem(z, (r / 16) * n + c));
+                    let v = (elem(&data, r * n + c) - z) as f32 * scales[(r / 16) * n + c];
+                    assert_eq!(v, d[r * n + c], "{k}x{n} {bits:?} sym={sym} [{r}, {c}]");
+                }
             }
-        };
-        // DequantizeLinear's formula on this layout equals our dequantize.
-        let d = dequantize_all(&s, &q, k, n);
-        for r in 0..k {
-            for c in 0..n {
-                let z = zp.as_deref().map_or(0, |z| elem(z, (r / 16) * n + c));
-                let v = (elem(&data, r * n + c) - z) as f32 * scales[(r / 16) * n + c];
-                assert_eq!(v, d[r * n + c], "{bits:?} sym={sym} [{r}, {c}]");
+            if bits == Bits::Int4 && (k * n) % 2 == 1 {
+                assert_eq!(data[dl - 1] >> 4, 0, "the unused last nibble of an odd count is 0");
             }
+            assert_eq!(DqType::of(&s).onnx_data_type(), match (bits, sym) {
+                (Bits::Int4, true) => 22,
+                (Bits::Int4, false) => 21,
+                (Bits::Int8, true) => 3,
+                (Bits::Int8, false) => 2,
+            });
         }
-        if bits == Bits::Int4 {
-            assert_eq!(data[dl - 1] >> 4, 0, "the unused last nibble of an odd count is 0");
-        }
-        assert_eq!(DqType::of(&s).onnx_data_type(), match (bits, sym) {
-            (Bits::Int4, true) => 22,
-            (Bits::Int4, false) => 21,
-            (Bits::Int8, true) => 3,
-            (Bits::Int8, false) => 2,
-        });
     }
 }
 
