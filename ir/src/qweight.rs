@@ -65,6 +65,33 @@ impl QuantPart {
     }
 }
 
+/// A group's weight error summed over its ranges in whatever order the writer's threads finish
+/// them, the same in every build (the report prints it): each range's sum of squares is added as
+/// a fixed-point integer (2^-64 units), which is exact and so independent of the order, where
+/// f64 sums of the same ranges in another order could differ in the last digits. The maximum
+/// and the count do not depend on the order.
+#[derive(Clone, Copy, Debug, Default)]
+struct ErrorSum {
+    max_abs: f32,
+    count: u64,
+    sum_sq: i128,
+}
+
+impl ErrorSum {
+    const UNIT: f64 = 18_446_744_073_709_551_616.0; // 2^64
+
+    fn add(&mut self, e: &WeightError) {
+        self.max_abs = self.max_abs.max(e.max_abs);
+        self.count += e.count;
+        // `as` saturates (and maps NaN to 0): no overflow on an absurd error.
+        self.sum_sq = self.sum_sq.saturating_add((e.sum_sq * Self::UNIT) as i128);
+    }
+
+    fn total(&self) -> WeightError {
+        WeightError { max_abs: self.max_abs, sum_sq: self.sum_sq as f64 / Self::UNIT, count: self.count }
+    }
+}
+
 /// A float weight and how it is quantized; see the module doc.
 #[derive(Debug)]
 pub struct QuantGroup {
@@ -74,7 +101,7 @@ pub struct QuantGroup {
     settings: QuantSettings,
     scale_dtype: DType,
     form: QuantForm,
-    error: Mutex<WeightError>,
+    error: Mutex<ErrorSum>,
     /// The checkpoint's own integers, when the weight is pre-quantized: the parts are repacked
     /// from them, never quantized from `weight`.
     packed: Option<PackedStack>,
@@ -172,12 +199,12 @@ impl QuantGroup {
 
     /// The weight error of everything written so far (the whole tensor once it is written).
     pub fn error(&self) -> WeightError {
-        self.error.lock().map(|e| *e).unwrap_or_default()
+        self.error.lock().map(|e| e.total()).unwrap_or_default()
     }
 
     fn add_error(&self, e: &WeightError) {
         if let Ok(mut acc) = self.error.lock() {
-            acc.merge(e);
+            acc.add(e);
         }
     }
 
@@ -755,7 +782,7 @@ impl QuantGroup {
     /// The whole of one part (computes the whole group; the error is not recorded twice).
     pub(crate) fn materialize(&self, part: QuantPart) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.byte_len(part)];
-        let saved = self.error();
+        let saved = self.error.lock().map(|e| *e).unwrap_or_default();
         for (s, e) in self.ranges(usize::MAX / 2) {
             let at = self.part_offset(part, s);
             for (p, bytes) in self.compute(s, e)? {
@@ -1042,6 +1069,32 @@ mod tests {
         }
         let g = QuantGroup::new("t", Recipe::from_i64("t", vec![2, 16], &[0; 32]), s, DType::F32, QuantForm::NBits);
         assert!(g.unwrap_err().to_string().contains("float weight"));
+    }
+
+    /// The writer's threads finish a group's ranges in any order: the recorded error is the same
+    /// for every order, where f64 sums of the same ranges differ (0.1 + 0.2 + 0.3).
+    #[test]
+    fn the_recorded_error_does_not_depend_on_the_order_of_the_ranges() {
+        let e = |sum_sq: f64| WeightError { max_abs: sum_sq as f32, sum_sq, count: 3 };
+        let ranges = [e(0.1), e(0.2), e(0.3)];
+        let (mut f64_fwd, mut f64_back) = (WeightError::default(), WeightError::default());
+        let (mut fwd, mut back) = (ErrorSum::default(), ErrorSum::default());
+        for r in &ranges {
+            f64_fwd.merge(r);
+            fwd.add(r);
+        }
+        for r in ranges.iter().rev() {
+            f64_back.merge(r);
+            back.add(r);
+        }
+        assert_ne!(f64_fwd.sum_sq.to_bits(), f64_back.sum_sq.to_bits(), "the f64 sums differ by order");
+        assert_eq!(fwd.total().sum_sq.to_bits(), back.total().sum_sq.to_bits());
+        assert_eq!((fwd.total().count, fwd.total().max_abs), (9, 0.3));
+        assert!((fwd.total().sum_sq - 0.6).abs() < 1e-15);
+        let mut huge = ErrorSum::default();
+        huge.add(&e(1e300));
+        huge.add(&e(f64::NAN));
+        assert!(huge.total().sum_sq.is_finite());
     }
 
     #[test]

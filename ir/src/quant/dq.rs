@@ -113,9 +113,9 @@ pub fn to_dequantize_linear<S: Scale>(settings: &QuantSettings, k: usize, n: usi
         let rows = bs.min(k - kb * bs);
         match bits {
             Bits::Int8 => {
-                for c in 0..n {
-                    for i in 0..rows {
-                        dst[i * n + c] = code(c, kb, i);
+                for (c, col) in q.b.chunks_exact(bpc).enumerate() {
+                    for (i, &v) in col[kb * blob..kb * blob + rows].iter().enumerate() {
+                        dst[i * n + c] = v ^ flip;
                     }
                 }
             }
