@@ -197,6 +197,14 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
 
     let genai = genai_files(req, &plan, &built, &mut notes)?;
     let staging = claim.stage()?;
+    // The converted tokenizer is staged first, so its bytes (34 MB for Gemma 3's 262,144
+    // tokens) are not held while the weights are written.
+    let tokenizer_converted = gguf_tokenizer.is_some();
+    if let Some(converted) = gguf_tokenizer {
+        let name = "tokenizer.json";
+        std::fs::write(staging.path().join(name), &converted.tokenizer_json).map_err(|e| Error::write_file(&req.output, name, e))?;
+        write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+    }
     let mut parts = Vec::with_capacity(built.len());
     let mut files: Vec<String> = Vec::new();
     let mut part_inputs = Vec::new();
@@ -236,10 +244,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
             files.push(file);
         }
     }
-    if let Some(converted) = &gguf_tokenizer {
-        let name = "tokenizer.json";
-        std::fs::write(staging.path().join(name), &converted.tokenizer_json).map_err(|e| Error::write_file(&req.output, name, e))?;
-        write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+    if tokenizer_converted {
         files.extend(["tokenizer.json".to_string(), "tokenizer_config.json".to_string()]);
         notes.push("tokenizer.json and tokenizer_config.json are converted from the GGUF file's tokenizer.ggml.* metadata".into());
     }
@@ -263,7 +268,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         "task": task.name(),
         "genai_config": plan.genai(),
         "files": files,
-        "tokenizer": { "genai_loadable": companions.genai_loadable() || gguf_tokenizer.is_some() },
+        "tokenizer": { "genai_loadable": companions.genai_loadable() || tokenizer_converted },
         "notes": notes,
         "warnings": warnings,
         "parts": part_json,
