@@ -164,9 +164,9 @@ impl GgmlLayer {
     }
 }
 
-/// GGUF tensors of at least this many bytes (32 MiB) give back their file pages row run by row run while
-/// each DequantizeLinear band is written, not only when the tensor is done: a band reads a
-/// K-range of every row, so without it a token table's whole file bytes stay resident through
+/// GGUF tensors of at least this many bytes (32 MiB) give back their file pages row run by row
+/// run while each DequantizeLinear band is written, not only when the tensor is done: a band
+/// reads a K-range of every row, so without it a token table's whole file bytes stay resident through
 /// all its bands (Gemma 3 270M's Q8_0 table: 178 MB, the largest part of that import's peak).
 /// Smaller tensors keep their pages between bands, which saves faulting them in again.
 pub(crate) const RELEASE_WITHIN_BAND: usize = 32 << 20;
@@ -593,9 +593,7 @@ impl PackedWeight {
     /// file and wait for the tensor. Releasing rows another range still reads only faults
     /// those pages in again.
     pub(crate) fn rows_done(&self, n0: usize, n1: usize, elements: usize) {
-        if let Some(g) = self.ggml.as_ref().filter(|g| g.rows.is_none()) {
-            g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
-        }
+        self.release_rows(n0, n1);
         self.done(elements);
     }
 
@@ -608,7 +606,8 @@ impl PackedWeight {
         Some(((4 << 20) / g.row_bytes.max(1)).max(1))
     }
 
-    /// Drops rows `n0..n1`' file pages from the resident set without counting them written.
+    /// Drops rows `n0..n1`' file pages from the resident set without counting them written
+    /// (a GGUF layer whose rows lie in file order; rows of a permuted one lie apart).
     pub(crate) fn release_rows(&self, n0: usize, n1: usize) {
         if let Some(g) = self.ggml.as_ref().filter(|g| g.rows.is_none()) {
             g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
