@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 mod download;
+mod gguf;
 mod http;
 mod names;
 mod store;
 
+use gguf::Tag;
 use names::{Commit, Revision};
 
 /// The hub cache folder the environment names.
@@ -33,47 +35,143 @@ pub fn cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| h.join(".cache").join("huggingface").join("hub")))
 }
 
-/// Is `s` shaped like a hub id (`org/name`, no other separators, not a path that exists)?
+/// Is `s` shaped like a hub repository id (`org/name`, no other separators)?
 fn looks_like_id(s: &str) -> bool {
     let mut parts = s.split('/');
     let ok = |p: &str| !p.is_empty() && p != "." && p != ".." && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     matches!((parts.next(), parts.next(), parts.next()), (Some(a), Some(b), None) if ok(a) && ok(b))
 }
 
-/// The checkpoint folder `--model` means: the path itself when it exists (or is not shaped
-/// like a hub id), else the cached snapshot of that id at `revision` (default `main`).
+/// A hub model `--model` names: a repository, and for a GGUF repository maybe the tag of one
+/// of its models (`ORG/NAME:Q4_K_M`, [`gguf`]).
+#[derive(Debug)]
+struct HubId<'a> {
+    repo: &'a str,
+    tag: Option<Tag>,
+}
+
+impl HubId<'_> {
+    /// `s` as a hub id; `Ok(None)` when it is not shaped like one (a path), an error when the
+    /// repository is but the tag after `:` is not a quantization name.
+    fn parse(s: &str) -> std::result::Result<Option<HubId<'_>>, String> {
+        let (repo, tag) = match s.split_once(':') {
+            Some((repo, tag)) => (repo, Some(tag)),
+            None => (s, None),
+        };
+        if !looks_like_id(repo) {
+            return Ok(None);
+        }
+        let tag = match tag {
+            None => None,
+            Some(t) => Some(Tag::parse(t).ok_or_else(|| {
+                format!("`{}`: the tag after `:` names one GGUF model of the repository by its quantization (`{repo}:Q4_K_M`): 1 to 64 letters, digits, `_`, `-` or `.`", names::shown(s))
+            })?),
+        };
+        Ok(Some(HubId { repo, tag }))
+    }
+}
+
+impl std::fmt::Display for HubId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.tag {
+            Some(t) => write!(f, "{}:{t}", self.repo),
+            None => f.write_str(self.repo),
+        }
+    }
+}
+
+/// The checkpoint `--model` means: the path itself when it exists (or is not shaped like a
+/// hub id), else the cached snapshot folder of that id at `revision` (default `main`), or
+/// for `ORG/NAME:TAG` (and a repository of GGUF files only) the GGUF file of the model chosen.
 pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
     let text = model.to_string_lossy();
-    if model.exists() || !looks_like_id(&text) {
+    let id = if model.exists() { None } else { HubId::parse(&text).map_err(Error::Request)? };
+    let Some(id) = id else {
         if revision.is_some() && model.exists() {
             return Err(Error::Request(format!("--revision applies to a hub model id; {} is a local folder", model.display())));
         }
         return Ok(model.to_path_buf());
-    }
+    };
     let rev = Revision::parse(revision.unwrap_or("main")).map_err(|e| Error::Request(format!("--revision {e}")))?;
     let Some(cache) = cache_dir() else {
         return Err(Error::Request(format!(
-            "`{text}` is not a folder, and no Hugging Face cache is set (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or HOME) to look it up in or download it to"
+            "`{id}` is not a folder, and no Hugging Face cache is set (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or HOME) to look it up in or download it to"
         )));
     };
-    let missing = match cached_snapshot(&cache, &text, &rev)? {
-        Ok(snapshot) => return Ok(snapshot),
+    let missing = match cached_snapshot(&cache, id.repo, &rev)?.and_then(|snapshot| model_in(&snapshot, &id)) {
+        Ok(found) => return Ok(found),
         Err(missing) => missing,
     };
     let rev_text = rev.as_str();
     if download::offline() {
+        let revision = if rev_text == "main" { String::new() } else { format!(" --revision {rev_text}") };
+        let include = id.tag.as_ref().map_or(String::new(), |t| format!(" --include '*{t}*.gguf'"));
         return Err(Error::Request(format!(
-            "`{text}` is neither a local folder nor in the Hugging Face cache at revision `{rev_text}` ({missing}), and HF_HUB_OFFLINE=1 forbids downloading it; unset HF_HUB_OFFLINE, or fetch it with `huggingface-cli download {text}{}`",
-            if rev_text == "main" { String::new() } else { format!(" --revision {rev_text}") }
+            "`{id}` is neither a local folder nor in the Hugging Face cache at revision `{rev_text}` ({missing}), and HF_HUB_OFFLINE=1 forbids downloading it; unset HF_HUB_OFFLINE, or fetch it with `huggingface-cli download {}{revision}{include}`",
+            id.repo
         )));
     }
-    download::download(&cache, &text, &rev).map_err(|e| {
-        Error::Request(format!("`{text}` is not in the Hugging Face cache at revision `{rev_text}` ({missing}), and downloading it failed: {e}"))
+    let fetched = download::download(&cache, id.repo, id.tag.as_ref(), &rev).map_err(|e| {
+        Error::Request(format!("`{id}` is not in the Hugging Face cache at revision `{rev_text}` ({missing}), and downloading it failed: {e}"))
     })?;
-    match cached_snapshot(&cache, &text, &rev)? {
-        Ok(snapshot) => Ok(snapshot),
-        Err(missing) => Err(Error::Request(format!("`{text}` was downloaded, but the cache still lacks it: {missing}"))),
+    let found = cached_snapshot(&cache, id.repo, &rev)?.and_then(|snapshot| match fetched {
+        download::Fetched::Folder => model_in(&snapshot, &id),
+        download::Fetched::Gguf(chosen) => gguf_in(&snapshot, &chosen),
+    });
+    found.map_err(|missing| Error::Request(format!("`{id}` was downloaded, but the cache still lacks it: {missing}")))
+}
+
+/// The model `id` names in a complete snapshot folder: the folder itself (it has config.json),
+/// or with a tag the first file of the GGUF model the tag names among the files it holds. The
+/// `Err` says what is missing.
+fn model_in(snapshot: &Path, id: &HubId) -> std::result::Result<PathBuf, String> {
+    let Some(tag) = &id.tag else {
+        if snapshot.join("config.json").exists() {
+            return Ok(snapshot.to_path_buf());
+        }
+        let held = gguf::models(gguf_files_in(snapshot).iter().map(String::as_str));
+        let hint = if held.is_empty() {
+            String::new()
+        } else {
+            format!(" (it holds GGUF files: name the model as `{}:TAG`)", id.repo)
+        };
+        return Err(format!("revision {} is not complete: {} has no config.json{hint}", snapshot.file_name().unwrap_or_default().to_string_lossy(), snapshot.display()));
+    };
+    let held = gguf::models(gguf_files_in(snapshot).iter().map(String::as_str));
+    let chosen = gguf::choose(&held, Some(tag), id.repo, &format!("{} holds", snapshot.display()))?;
+    gguf_in(snapshot, &chosen)
+}
+
+/// The first file of `chosen` in `snapshot`, once every one of its files is there.
+fn gguf_in(snapshot: &Path, chosen: &gguf::GgufModel) -> std::result::Result<PathBuf, String> {
+    match chosen.files.iter().find(|f| !snapshot.join(f).is_file()) {
+        Some(absent) => Err(format!("{} has no {absent}", snapshot.display())),
+        None => Ok(snapshot.join(&chosen.files[0])),
     }
+}
+
+/// The `.gguf` files under `snapshot` that lead to a file, as paths relative to it (`/`
+/// separated), at most 16 folders deep as a repository path may be.
+fn gguf_files_in(snapshot: &Path) -> Vec<String> {
+    fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+            let path = e.path();
+            let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if depth < 16 {
+                    walk(&path, &rel, depth + 1, out);
+                }
+            } else if name.to_ascii_lowercase().ends_with(".gguf") && path.is_file() {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(snapshot, "", 1, &mut out);
+    out.sort();
+    out
 }
 
 /// The most a `refs/<revision>` file is read of (it holds 40 characters).
@@ -123,15 +221,15 @@ fn cached_snapshot(cache: &Path, id: &str, rev: &Revision) -> Result<std::result
         }
     };
     let snapshot = repo.join("snapshots").join(commit.as_str());
-    if !snapshot.join("config.json").exists() {
-        return Ok(Err(format!("revision {commit} is not complete: {} has no config.json", snapshot.display())));
+    if !snapshot.is_dir() {
+        return Ok(Err(format!("revision {commit} is not complete: {} does not exist", snapshot.display())));
     }
     Ok(Ok(snapshot))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::looks_like_id;
+    use super::{looks_like_id, HubId};
 
     #[test]
     fn ids_are_org_slash_name() {
@@ -140,5 +238,17 @@ mod tests {
         for not in ["./model", "model", "a/b/c", "/abs/path", "../x", "a/", "org/na me"] {
             assert!(!looks_like_id(not), "{not}");
         }
+    }
+
+    #[test]
+    fn a_tag_after_a_colon_names_a_gguf_model() {
+        let id = HubId::parse("org/Model-GGUF:Q4_K_M").unwrap().unwrap();
+        assert_eq!((id.repo, id.tag.as_ref().map(|t| t.as_str())), ("org/Model-GGUF", Some("Q4_K_M")));
+        assert_eq!(id.to_string(), "org/Model-GGUF:Q4_K_M");
+        assert!(HubId::parse("org/m").unwrap().unwrap().tag.is_none());
+        let e = HubId::parse("org/m:../../etc").unwrap_err();
+        assert!(e.contains("the tag after `:`") && e.contains("`org/m:Q4_K_M`"), "{e}");
+        assert!(HubId::parse("./dir:x").unwrap().is_none(), "not a repository id: a path");
+        assert!(HubId::parse("a/b/c:Q4_0").unwrap().is_none());
     }
 }

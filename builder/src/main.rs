@@ -77,9 +77,13 @@ enum Command {
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
         /// granite, olmo2, starcoder2, phi2 or smollm3: config and tokenizer from its metadata,
-        /// its quantized tensors kept as they are (docs/quantization.md). Without it, the
+        /// its quantized tensors kept as they are (docs/quantization.md). A hub repository of
+        /// GGUF files takes the model's quantization as a tag, `ORG/NAME:Q4_K_M` (as llama.cpp's
+        /// -hf): the file, or split set, whose name ends with `-Q4_K_M` or `.Q4_K_M` (any case)
+        /// is downloaded, nothing else; without a tag, a repository of one GGUF model gives that
+        /// one, and one of several is refused listing their tags. Without --model, the
         /// built-in demo checkpoint is used.
-        #[arg(long, value_name = "DIR|FILE.gguf|ID")]
+        #[arg(long, value_name = "DIR|FILE.gguf|ID|ID:TAG")]
         model: Option<PathBuf>,
         /// With a hub model id: the branch, tag (a git ref name such as `v1.0`, `refs/pr/1`)
         /// or 40-hex-digit commit to build (default main).

@@ -143,6 +143,108 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     assert!(!work.join("x").exists());
 }
 
+/// A GGUF repository as llama.cpp's conversions are published: no config.json, one model per
+/// quantization (here one split in three files inside a folder, one single file), a vision
+/// projector and a README.
+fn gguf_repository() -> Vec<(String, Vec<u8>)> {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data");
+    let read = |p: &str| std::fs::read(data.join(p)).unwrap();
+    let mut files: Vec<(String, Vec<u8>)> =
+        (1..=3).map(|i| (format!("Q4/tiny-gemma-Q4_0-{i:05}-of-00003.gguf"), read(&format!("gguf-split/tiny-gemma-Q-{i:05}-of-00003.gguf")))).collect();
+    files.push(("tiny-gemma-F32.gguf".into(), read("gguf-gemma/tiny-gemma.F32.gguf")));
+    files.push(("mmproj-tiny-gemma-f16.gguf".into(), vec![0u8; 64]));
+    files.push(("README.md".into(), b"# tiny-gemma GGUF".to_vec()));
+    files
+}
+
+/// The package's files but build_report.json (which names where the checkpoint was read).
+fn package(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    snapshot(dir)
+        .into_iter()
+        .map(|(p, b)| (p.file_name().unwrap().to_string_lossy().into_owned(), b))
+        .filter(|(n, _)| n != "build_report.json")
+        .collect()
+}
+
+#[test]
+fn a_gguf_repository_gives_the_one_model_its_tag_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let sha = "fedcba9876543210fedcba9876543210fedcba98";
+    let hub = hub_server::serve(gguf_repository(), sha, hub_server::Lies::default());
+    let cache = dir.path().join("cache");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let online = |args: &[&str]| build_with(&cache, &work, Some(&hub.url), args);
+    let resolves = |from: usize| -> Vec<String> {
+        hub.requests()[from..].iter().filter_map(|p| p.strip_prefix(&format!("/org/tiny/resolve/{sha}/")).map(str::to_string)).collect()
+    };
+
+    // Two models and no tag: refused, naming both and how to name one, before any file.
+    let (ok, err) = online(&["--model", "org/tiny", "--output", "x"]);
+    assert!(!ok && err.contains("lists 2 GGUF models for `org/tiny`") && err.contains("`org/tiny:TAG`"), "{err}");
+    assert!(err.contains("`Q4_0` (Q4/tiny-gemma-Q4_0-00001-of-00003.gguf and the 2 other files of its split set)") && err.contains("`F32` (tiny-gemma-F32.gguf)"), "{err}");
+    assert!(!err.contains("mmproj"), "a vision projector is no model: {err}");
+    // A tag no file has: refused the same way.
+    let (ok, err) = online(&["--model", "org/tiny:Q5_K_M", "--output", "x"]);
+    assert!(!ok && err.contains("no GGUF model of `org/tiny` named `Q5_K_M`") && err.contains("`F32`"), "{err}");
+    assert_eq!(hub.requests(), vec!["/api/models/org/tiny/revision/main".to_string(); 2], "only the listing is asked for");
+    assert!(!work.join("x").exists() && !cache.join("models--org--tiny/snapshots").exists());
+
+    // The tag, in any case: the three files of its split set and nothing else, giving the
+    // package the same set builds from a folder.
+    let (ok, err) = online(&["--model", "org/tiny:q4_0", "--output", "out"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("downloading org/tiny's GGUF model Q4/tiny-gemma-Q4_0 (main, 3 of 3 files)"), "{err}");
+    let mut got = resolves(2);
+    got.sort();
+    assert_eq!(got, (1..=3).map(|i| format!("Q4/tiny-gemma-Q4_0-{i:05}-of-00003.gguf")).collect::<Vec<_>>());
+    let local = dir.path().join("local");
+    let split = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-split/tiny-gemma-Q-00001-of-00003.gguf");
+    let r = tailor(&split, &local, &[]);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert_eq!(package(&work.join("out")), package(&local), "the downloaded model builds the package of the same files read locally");
+    let report = std::fs::read_to_string(work.join("out/build_report.json")).unwrap();
+    assert!(report.contains("models--org--tiny") && report.contains("tiny-gemma-Q4_0-00001-of-00003.gguf"), "{report}");
+
+    // Cached: offline with the tag asks for nothing; without one it says what to add; a model
+    // not cached says how to fetch it.
+    let before = hub.requests().len();
+    let (ok, err) = build(&cache, &work, &["--model", "org/tiny:Q4_0", "--output", "out2"]);
+    assert!(ok, "{err}");
+    let (ok, err) = build(&cache, &work, &["--model", "org/tiny", "--output", "x"]);
+    assert!(!ok && err.contains("has no config.json (it holds GGUF files: name the model as `org/tiny:TAG`)"), "{err}");
+    let (ok, err) = build(&cache, &work, &["--model", "org/tiny:F32", "--output", "x"]);
+    assert!(!ok && err.contains("no GGUF model of `org/tiny` named `F32`") && err.contains("huggingface-cli download org/tiny --include '*F32*.gguf'"), "{err}");
+    assert_eq!(hub.requests().len(), before);
+    // Online, the other model: only its file is fetched.
+    let (ok, err) = online(&["--model", "org/tiny:F32", "--output", "out3"]);
+    assert!(ok, "{err}");
+    assert_eq!(resolves(before), vec!["tiny-gemma-F32.gguf".to_string()]);
+
+    // A split file gone from the cache: offline names it; online fetches it alone.
+    let snapshot_dir = cache.join("models--org--tiny/snapshots").join(sha);
+    std::fs::remove_file(snapshot_dir.join("Q4/tiny-gemma-Q4_0-00002-of-00003.gguf")).unwrap();
+    let (ok, err) = build(&cache, &work, &["--model", "org/tiny:Q4_0", "--output", "x"]);
+    assert!(!ok && err.contains("only 2 of the 3 files of `Q4/tiny-gemma-Q4_0`'s split set (missing: `Q4/tiny-gemma-Q4_0-00002-of-00003.gguf`)"), "{err}");
+    let before = hub.requests().len();
+    let (ok, err) = online(&["--model", "org/tiny:Q4_0", "--output", "out4"]);
+    assert!(ok, "{err}");
+    assert_eq!(resolves(before), vec!["Q4/tiny-gemma-Q4_0-00002-of-00003.gguf".to_string()]);
+    assert_eq!(package(&work.join("out4")), package(&local));
+    assert!(!work.join("x").exists());
+
+    // A repository of one GGUF model needs no tag.
+    let one: Vec<(String, Vec<u8>)> = gguf_repository().into_iter().filter(|(n, _)| !n.starts_with("Q4/")).collect();
+    let hub1 = hub_server::serve(one, sha, hub_server::Lies::default());
+    let cache1 = dir.path().join("cache1");
+    let (ok, err) = build_with(&cache1, &work, Some(&hub1.url), &["--model", "org/tiny", "--output", "out5"]);
+    assert!(ok, "{err}");
+    assert_eq!(package(&work.join("out5")), package(&work.join("out3")));
+    // A tag that is no name is refused before the hub is asked.
+    let (ok, err) = build_with(&cache1, &work, Some(&hub1.url), &["--model", "org/tiny:../x", "--output", "x"]);
+    assert!(!ok && err.contains("the tag after `:`"), "{err}");
+}
+
 #[test]
 fn build_help_names_the_hub_variables() {
     let out = Command::new(env!("CARGO_BIN_EXE_tailor")).args(["build", "--help"]).output().unwrap();

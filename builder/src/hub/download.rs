@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use super::gguf::{self, GgufModel, Tag};
 use super::http::{with_retries, Client, Failure};
 use super::names::{encode_segment, shown, BlobName, Commit, RepoFile, Revision};
 use super::store::RepoCache;
@@ -37,11 +38,21 @@ pub(super) fn wanted(file: &str) -> bool {
 /// is a few MB).
 const LISTING_LIMIT: u64 = 32 << 20;
 
+/// What a download fetched.
+pub(super) enum Fetched {
+    /// A Transformers model: the files a build reads, `config.json` last.
+    Folder,
+    /// One GGUF model of the repository: its file, or the files of its split set.
+    Gguf(GgufModel),
+}
+
 /// Downloads the files a build reads of `id` at `rev` into `cache` (the folder holding
 /// `models--ORG--NAME`), `refs/<rev>` last, with a progress bar per file on stderr when it is
-/// a terminal. Files already in the snapshot are not fetched; `config.json` is fetched last,
-/// so a snapshot that has it is complete.
-pub(super) fn download(cache: &Path, id: &str, rev: &Revision) -> std::result::Result<(), String> {
+/// a terminal. Files already in the snapshot are not fetched. A repository with `config.json`
+/// (and no `tag`) is a Transformers model: `config.json` is fetched last, so a snapshot that
+/// has it is complete. With a `tag`, or without `config.json`, it is a GGUF repository: only
+/// the files of the model the tag names (the only model, without one) are fetched.
+pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision) -> std::result::Result<Fetched, String> {
     let client = Client::from_env()?;
     let from = client.endpoint();
     let url = format!("{from}/api/models/{id}/revision/{}", encode_segment(rev.as_str()));
@@ -51,18 +62,39 @@ pub(super) fn download(cache: &Path, id: &str, rev: &Revision) -> std::result::R
             return Err(format!("{url} lists commit {commit}, not the commit {asked} that was asked for"));
         }
     }
+    let has_config = names.iter().any(|n| n == "config.json");
+    let fetched = if tag.is_none() && has_config {
+        Fetched::Folder
+    } else {
+        let models = gguf::models(names.iter().map(String::as_str));
+        if models.is_empty() && tag.is_none() {
+            return Err(format!(
+                "{url} lists no config.json (a Transformers model) and no GGUF model file for it at revision `{}` ({} files listed)",
+                rev.as_str(),
+                names.len()
+            ));
+        }
+        Fetched::Gguf(gguf::choose(&models, tag, id, &format!("{url} lists"))?)
+    };
     let mut files = Vec::new();
-    for name in names.iter().filter(|n| wanted(n)) {
+    let chosen: Vec<&String> = match &fetched {
+        Fetched::Folder => names.iter().filter(|n| wanted(n)).collect(),
+        Fetched::Gguf(model) => model.files.iter().collect(),
+    };
+    for name in chosen {
         files.push(RepoFile::parse(name).map_err(|e| format!("{url}: the listing's {e}; check HF_ENDPOINT"))?);
     }
-    files.sort_by_key(|f| (f.as_str() == "config.json", f.clone()));
-    files.dedup();
-    if files.last().is_none_or(|f| f.as_str() != "config.json") {
-        return Err(format!("{url} lists no config.json for it at revision `{}` ({} files listed)", rev.as_str(), names.len()));
+    if let Fetched::Folder = fetched {
+        files.sort_by_key(|f| (f.as_str() == "config.json", f.clone()));
+        files.dedup();
     }
     let repo = RepoCache::new(cache, id);
     let todo: Vec<&RepoFile> = files.iter().filter(|f| !repo.is_cached(&commit, f)).collect();
-    eprintln!("downloading {id} ({}, {} of {} files) from {from} into {}", rev.as_str(), todo.len(), files.len(), cache.display());
+    let what = match &fetched {
+        Fetched::Folder => id.to_string(),
+        Fetched::Gguf(model) => format!("{id}'s GGUF model {}", shown(&model.label)),
+    };
+    eprintln!("downloading {what} ({}, {} of {} files) from {from} into {}", rev.as_str(), todo.len(), files.len(), cache.display());
     for file in todo {
         let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
         with_retries(|| fetch(&client, &repo, &commit, file, &url)).map_err(|e| format!("{file}: {e}"))?;
@@ -70,7 +102,7 @@ pub(super) fn download(cache: &Path, id: &str, rev: &Revision) -> std::result::R
     if let Revision::Ref(name) = rev {
         with_retries(|| repo.write_ref(name, &commit))?;
     }
-    Ok(())
+    Ok(fetched)
 }
 
 /// The listing at `url`: its commit (`sha`) and file names (`siblings[].rfilename`).

@@ -1,7 +1,7 @@
 //! A stand-in for the Hugging Face hub on 127.0.0.1, shared by the hub tests: the listing of
 //! `org/tiny` (`/api/models/org/tiny/revision/REV`) and each file at
 //! `/org/tiny/resolve/REV/FILE`, answered as the hub does: a regular file with its git blob
-//! hash as `ETag`; an LFS file (`*.safetensors`) by a redirect to `/cdn/<sha256>` carrying
+//! hash as `ETag`; an LFS file (`*.safetensors`, `*.gguf`) by a redirect to `/cdn/<sha256>` carrying
 //! `X-Linked-Etag` and `X-Linked-Size`, the CDN's own `ETag` being no hash; `X-Repo-Commit`
 //! on both. Honest by default; [`Lies`] changes one answer. A path it does not know (outside
 //! `/api/`) is served as a small JSON file, so a client that follows a lying name gets bytes
@@ -48,7 +48,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Is `name` served as an LFS file (through the CDN redirect)?
 pub fn is_lfs(name: &str) -> bool {
-    name.ends_with(".safetensors")
+    name.ends_with(".safetensors") || name.ends_with(".gguf")
 }
 
 /// The hash the hub names `name`'s blob by.
