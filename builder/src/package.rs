@@ -151,17 +151,18 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     // before any weight is read.
     let sets = EpSets::builtin()?;
     progress(&format!("reading checkpoint {}", req.model_dir.display()));
-    let plan = plan::resolve(&sets, &req.plan_request())?;
-    let (table, ckpt, task) = (plan.table, &plan.ckpt, plan.task);
+    let mut plan = plan::resolve(&sets, &req.plan_request())?;
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
     // A GGUF file carries its tokenizer as metadata: converted here, before anything is
-    // written (a tokenizer model that is not converted is refused).
+    // written (a tokenizer model that is not converted is refused), then forgotten.
     let gguf_tokenizer = match &plan.ckpt.gguf {
         Some(file) => Some(crate::gguf_tokenizer::convert(file, &req.model_dir)?),
         None => None,
     };
+    plan.ckpt.forget_gguf_tokenizer();
+    let (table, ckpt, task) = (plan.table, &plan.ckpt, plan.task);
     let companions = if gguf_tokenizer.is_some() { Companions::none() } else { Companions::of(&req.model_dir, plan.genai()) };
     let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {

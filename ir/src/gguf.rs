@@ -313,6 +313,13 @@ impl GgufFile {
         Ok(GgufFile { shards: vec![Arc::clone(&file)], file, version, alignment, metadata, tensors })
     }
 
+    /// Drops the metadata whose key starts with `prefix`, once nothing reads it again (a
+    /// tokenizer's parsed arrays are tens of MB for a 150,000-262,144 token vocabulary).
+    pub fn forget_metadata(&mut self, prefix: &str) {
+        self.metadata.retain(|(k, _)| !k.starts_with(prefix));
+        self.metadata.shrink_to_fit();
+    }
+
     /// The metadata value of `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
