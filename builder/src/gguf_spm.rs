@@ -30,11 +30,12 @@
 //! SentencePiece), EOS when `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not
 //! read, as transformers does not read it.
 
-use crate::gguf_tokenizer::{first_places_last_ids, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, TokenizerJson};
+use crate::gguf_tokenizer::{first_places_last_ids, fits_u32, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, Merges, TokenizerJson};
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
 use serde_json::{json, Map, Value as Json};
-use std::collections::HashMap;
+use foldhash::HashMap;
+use std::borrow::Cow;
 use std::path::Path;
 
 /// transformers' SentencePiece builder for a file, chosen by `general.architecture` (see the module doc).
@@ -101,34 +102,56 @@ fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
+/// One split of a token into two vocabulary tokens, as [`generate_merges`] ranks them: 20
+/// bytes, for the half million splits of a 262,144-token vocabulary.
+struct Split {
+    /// The parts' positions in the vocabulary (their last ones).
+    left: u32,
+    right: u32,
+    /// The token's rank among the distinct tokens (its first place).
+    token: u32,
+    /// The parts' lengths in characters.
+    left_chars: u32,
+    right_chars: u32,
+}
+
 /// transformers' `generate_merges`: every split of a token into two vocabulary tokens, ranked by
-/// `scores` (the token's score, or minus its position for Gemma) from high to low, ties kept in
-/// token order (longer left, then longer right first). `order` lists each distinct token once,
-/// at its first position; `vocab` maps a token to its last position.
-fn generate_merges<'a>(order: &[&'a str], scores: &HashMap<&str, f64>, vocab: &HashMap<&str, usize>) -> Vec<(&'a str, &'a str)> {
-    // Each merge with its sort key (score, left and right lengths in characters), computed once:
-    // counting characters inside the comparator was an eighth of a Gemma 3 import.
-    let mut merges: Vec<(&str, &str, f64, usize, usize)> = Vec::new();
-    for token in order {
-        let score = scores[token];
-        let mut local: Vec<(&str, &str, usize)> = token
-            .char_indices()
-            .skip(1)
-            .enumerate()
-            .map(|(chars, (i, _))| (&token[..i], &token[i..], chars + 1))
-            .filter(|(l, r, _)| vocab.contains_key(l) && vocab.contains_key(r))
-            .collect();
-        local.sort_by_key(|(l, r, _)| (vocab[l], vocab[r]));
-        let total = token.chars().count();
-        merges.extend(local.into_iter().map(|(l, r, left)| (l, r, score, left, total - left)));
+/// the token's score (its score, or minus its position for Gemma) from high to low, ties kept in
+/// token order (longer left, then longer right first), as the positions of the two parts.
+/// `order` lists the position of each distinct token once, at its first place, and `scores`
+/// its score; `vocab` maps a token to its last position; `tokens` spells each position.
+fn generate_merges(tokens: &[Cow<str>], order: &[u32], scores: &[f64], vocab: &HashMap<&str, u32>) -> Vec<(u32, u32)> {
+    let mut splits: Vec<Split> = Vec::new();
+    for (rank, &at) in order.iter().enumerate() {
+        let token = tokens[at as usize].as_ref();
+        let first = splits.len();
+        // Each split with its parts' positions, looked up once (not again in the sort).
+        for (chars, (i, _)) in token.char_indices().skip(1).enumerate() {
+            if let (Some(&left), Some(&right)) = (vocab.get(&token[..i]), vocab.get(&token[i..])) {
+                splits.push(Split { left, right, token: rank as u32, left_chars: chars as u32 + 1, right_chars: 0 });
+            }
+        }
+        let total = token.chars().count() as u32;
+        let local = &mut splits[first..];
+        local.iter_mut().for_each(|s| s.right_chars = total - s.left_chars);
+        // Within a token, Python lists the splits in its parts' id order.
+        local.sort_unstable_by_key(|s| (s.left, s.right));
     }
-    // A stable sort on the reversed key: Python's `sorted(..., reverse=True)` keeps equal keys in order.
-    merges.sort_by(|a, b| b.2.partial_cmp(&a.2).unwrap_or(std::cmp::Ordering::Equal).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)));
-    merges.into_iter().map(|(l, r, ..)| (l, r)).collect()
+    // Python's `sorted(..., reverse=True)` on (score, left length, right length) keeps equal keys
+    // in list order, i.e. by token rank (one token's splits never tie: their lengths differ), so
+    // the rank completes the key and an unstable sort gives the same order without a buffer.
+    splits.sort_unstable_by(|a, b| {
+        scores[b.token as usize]
+            .total_cmp(&scores[a.token as usize])
+            .then(b.left_chars.cmp(&a.left_chars))
+            .then(b.right_chars.cmp(&a.right_chars))
+            .then(a.token.cmp(&b.token))
+    });
+    splits.into_iter().map(|s| (s.left, s.right)).collect()
 }
 
 /// (tokenizer.json, tokenizer_config.json) of a SentencePiece GGUF file (see the module doc).
-pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
+pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let arch = file.get("general.architecture").and_then(Value::as_str).unwrap_or_default();
     let builder = Builder::of(arch);
@@ -143,24 +166,36 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
         Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {n} tokens", a.len()))),
         None => vec![1; n],
     };
-    let tokens: Vec<String> = if gemma {
-        stored.iter().map(|t| if t.contains(' ') && t.chars().all(py_space) { "\u{2581}".repeat(t.chars().count()) } else { t.to_string() }).collect()
+    fits_u32(n, path)?;
+    let tokens: Vec<Cow<str>> = if gemma {
+        stored.iter().map(|&t| if t.contains(' ') && t.chars().all(py_space) { Cow::Owned("\u{2581}".repeat(t.chars().count())) } else { Cow::Borrowed(t) }).collect()
     } else {
-        stored.iter().map(|t| t.to_string()).collect()
+        stored.iter().map(|&t| Cow::Borrowed(t)).collect()
     };
-    // Python dict semantics: a repeated token keeps its first place and its last id/score.
-    let (order, vocab_ids) = first_places_last_ids(tokens.iter().map(String::as_str));
-    let scores: HashMap<&str, f64> = if gemma {
-        tokens.iter().enumerate().map(|(i, t)| (t.as_str(), -(i as f64))).collect()
+    // Each position's score: minus the position for Gemma, else the file's (`-0.0` read as
+    // `0.0`, as Python compares them; NaN refused: it has no rank).
+    let by_position: Vec<f64> = if gemma {
+        (0..n).map(|i| -(i as f64)).collect()
     } else {
         let a = file.get("tokenizer.ggml.scores").and_then(Value::as_array).ok_or_else(|| err("`tokenizer.ggml.scores` is missing: a SentencePiece vocabulary's merges are ranked by its scores".into()))?;
         if a.len() != n {
             return Err(err(format!("`tokenizer.ggml.scores` has {} entries for {n} tokens", a.len())));
         }
-        let values = a.iter().map(|v| v.as_f64().ok_or_else(|| err(format!("`tokenizer.ggml.scores` holds {v:?}, not a number")))).collect::<Result<Vec<f64>>>()?;
-        tokens.iter().zip(values).map(|(t, s)| (t.as_str(), s)).collect()
+        a.iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_f64() {
+                Some(x) if x.is_nan() => Err(err(format!("`tokenizer.ggml.scores` holds NaN for token {i}, which ranks no merge"))),
+                Some(x) => Ok(x + 0.0),
+                None => Err(err(format!("`tokenizer.ggml.scores` holds {v:?}, not a number"))),
+            })
+            .collect::<Result<Vec<f64>>>()?
     };
-    let merges = generate_merges(&order, &scores, &vocab_ids);
+    // Python dict semantics: a repeated token keeps its first place and its last id/score.
+    let (order, vocab_ids) = first_places_last_ids(tokens.iter().map(|t| t.as_ref()));
+    let scores: Vec<f64> = order.iter().map(|&at| by_position[vocab_ids[tokens[at as usize].as_ref()] as usize]).collect();
+    drop(by_position);
+    let merges = generate_merges(&tokens, &order, &scores, &vocab_ids);
+    drop(scores);
 
     let id_key = |k: &str| file.get(k).and_then(Value::as_u64).map(|v| v as usize).filter(|&v| v < n);
     let token_of = |k: &str| id_key(k).map(|i| stored[i].to_string());
@@ -176,7 +211,7 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     // otherwise, ids the model has no row for; not written).
     let mut special: Vec<usize> = (0..n).filter(|&i| types[i] == 3).collect();
     special.extend(named.iter().filter_map(|(_, k)| id_key(k)));
-    special.extend(builder.class_defaults().iter().filter_map(|t| vocab_ids.get(t).copied()));
+    special.extend(builder.class_defaults().iter().filter_map(|t| vocab_ids.get(t).map(|&i| i as usize)));
     let mut added: Vec<(usize, bool)> = special.iter().map(|&i| (i, true)).collect();
     added.extend((0..n).filter(|&i| types[i] == 4 && vocab_ids.contains_key(stored[i]) && !special.contains(&i)).map(|i| (i, false)));
     added.sort();
@@ -194,6 +229,7 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     if let Some(split) = split_pre_tokenizer(file.get("tokenizer.ggml.pre").and_then(Value::as_str)) {
         pre_tokenizer = split;
     }
+    let vocab: Vec<(u32, u32)> = order.iter().map(|&at| (at, vocab_ids[tokens[at as usize].as_ref()])).collect();
     let tokenizer = TokenizerJson {
         version: "1.0",
         truncation: None,
@@ -205,15 +241,15 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
         decoder,
         model: BpeModel {
             kind: "BPE",
-            dropout: None,
             unk_token: unk,
             continuing_subword_prefix: None,
             end_of_word_suffix: None,
             fuse_unk: true,
             byte_fallback: true,
             ignore_merges: false,
-            vocab: order.iter().map(|t| (*t, vocab_ids[t])).collect(),
-            merges,
+            tokens,
+            vocab,
+            merges: Merges::Ids(merges),
         },
     };
     let mut config = Map::new();
@@ -228,17 +264,27 @@ pub(crate) fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
         config.insert("chat_template".into(), json!(t));
     }
-    Ok(Converted { tokenizer_json: tokenizer.to_bytes(), config: Json::Object(config) })
+    Ok(Converted { tokenizer, config: Json::Object(config) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The merges of `tokens` with a score per position, as convert ranks them.
     fn merges<'a>(tokens: &[&'a str], scores: &[f64]) -> Vec<(&'a str, &'a str)> {
-        let vocab: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (*t, i)).collect();
-        let s: HashMap<&str, f64> = tokens.iter().zip(scores).map(|(t, s)| (*t, *s)).collect();
-        generate_merges(tokens, &s, &vocab)
+        let spelled: Vec<Cow<str>> = tokens.iter().map(|t| Cow::Borrowed(*t)).collect();
+        let (order, vocab) = first_places_last_ids(tokens.iter().copied());
+        let by_rank: Vec<f64> = order.iter().map(|&at| scores[vocab[tokens[at as usize]] as usize]).collect();
+        generate_merges(&spelled, &order, &by_rank, &vocab).into_iter().map(|(l, r)| (tokens[l as usize], tokens[r as usize])).collect()
+    }
+
+    #[test]
+    fn equal_keys_keep_the_tokens_order_and_a_repeated_token_its_last_score() {
+        // "ca" and "ab" tie on (score, lengths): listed in token order, whichever parts' ids.
+        assert_eq!(merges(&["a", "b", "c", "ca", "ab"], &[0.0, 0.0, 0.0, -1.0, -1.0]), [("c", "a"), ("a", "b")]);
+        // "ab" twice: its first place (before "bc") with its last score (-3, after "bc"'s -2).
+        assert_eq!(merges(&["a", "b", "c", "ab", "bc", "ab"], &[0.0, 0.0, 0.0, -1.0, -2.0, -3.0]), [("b", "c"), ("a", "b")]);
     }
 
     #[test]
@@ -263,8 +309,9 @@ mod tests {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/gguf-spm");
         let convert_file = |name: &str| {
             let path = data.join(name);
-            let c = convert(&GgufFile::open(&path).unwrap(), &path).unwrap();
-            (serde_json::from_slice::<Json>(&c.tokenizer_json).unwrap(), c.config)
+            let file = GgufFile::open(&path).unwrap();
+            let c = convert(&file, &path).unwrap();
+            (serde_json::from_slice::<Json>(&c.tokenizer_json()).unwrap(), c.config)
         };
         let (llama, llama_config) = convert_file("tiny-spm-llama.Q8_0.gguf");
         let (phi3, phi3_config) = convert_file("tiny-spm-phi3.Q8_0.gguf");

@@ -19,7 +19,7 @@ use ir::gguf::{GgufFile, Value};
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::Path;
 
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -55,23 +55,51 @@ fn byte_chars() -> [char; 256] {
     out
 }
 
+/// A vocabulary's positions are held as `u32`.
+pub(crate) fn fits_u32(n: usize, path: &Path) -> Result<()> {
+    match u32::try_from(n) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(Error::Request(format!("{}: `tokenizer.ggml.tokens` lists {n} tokens, more than a tokenizer.json is written for (2^32)", path.display()))),
+    }
+}
+
 pub(crate) fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let a = file.get(key).and_then(Value::as_array).ok_or_else(|| err(format!("metadata key `{key}` is missing or not an array")))?;
     a.iter().map(|v| v.as_str().ok_or_else(|| err(format!("`{key}` holds {v:?}, not a string")))).collect()
 }
 
-/// A GGUF file's tokenizer, converted: `tokenizer.json` already serialized and
-/// `tokenizer_config.json`.
-pub struct Converted {
-    pub tokenizer_json: Vec<u8>,
+/// A GGUF file's tokenizer, converted: `tokenizer.json`, borrowing the file's strings, to be
+/// written with [`Converted::write_tokenizer_json`], and `tokenizer_config.json`.
+pub struct Converted<'a> {
+    pub(crate) tokenizer: TokenizerJson<'a>,
     pub config: Json,
 }
 
+impl Converted<'_> {
+    /// Streams `tokenizer.json` to `out` (pretty-printed, as `tokenizers` saves one): it is
+    /// never held whole (34 MB for Gemma 3's 262,144 tokens and 515,000 merges).
+    pub fn write_tokenizer_json(&self, out: impl std::io::Write) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        serde_json::to_writer_pretty(&mut out, &self.tokenizer).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
+    /// `tokenizer.json`'s bytes (tests).
+    #[cfg(test)]
+    pub(crate) fn tokenizer_json(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_tokenizer_json(&mut out).expect("a tokenizer.json serializes");
+        out
+    }
+}
+
 /// A `tokenizer.json` whose vocabulary and merges borrow the file's strings and are serialized
-/// straight to bytes, in the order `tokenizers` writes its fields. Held as a serde_json tree, the
-/// 262,144-token vocabulary of a Gemma 3 file and its 515,000 rebuilt merges took 400 MB of heap
-/// (the weights of its 253 MB file stream through 60 MB).
+/// as they are written, in the order `tokenizers` writes its fields. Held as a serde_json tree,
+/// the 262,144-token vocabulary of a Gemma 3 file and its 515,000 rebuilt merges took 400 MB of
+/// heap (the weights of its 253 MB file stream through 60 MB).
 #[derive(Serialize)]
 pub(crate) struct TokenizerJson<'a> {
     pub version: &'static str,
@@ -86,50 +114,83 @@ pub(crate) struct TokenizerJson<'a> {
 }
 
 /// The `model` of a `tokenizer.json`: a BPE.
-#[derive(Serialize)]
 pub(crate) struct BpeModel<'a> {
-    #[serde(rename = "type")]
     pub kind: &'static str,
-    pub dropout: Option<()>,
     pub unk_token: Json,
     pub continuing_subword_prefix: Option<&'static str>,
     pub end_of_word_suffix: Option<&'static str>,
     pub fuse_unk: bool,
     pub byte_fallback: bool,
     pub ignore_merges: bool,
-    /// Each distinct token at its first place, with its last id (a Python dict built in order).
-    #[serde(serialize_with = "as_map")]
-    pub vocab: Vec<(&'a str, usize)>,
-    pub merges: Vec<(&'a str, &'a str)>,
+    /// The vocabulary as spelled, by position (repeats included).
+    pub tokens: Vec<Cow<'a, str>>,
+    /// Each distinct token by its first position, with its last id (a Python dict built in
+    /// order).
+    pub vocab: Vec<(u32, u32)>,
+    pub merges: Merges<'a>,
 }
 
-fn as_map<S: serde::Serializer>(pairs: &[(&str, usize)], s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+/// A BPE's merges: the file's own, or rebuilt ones as pairs of token positions.
+pub(crate) enum Merges<'a> {
+    Text(Vec<(&'a str, &'a str)>),
+    Ids(Vec<(u32, u32)>),
 }
 
-impl TokenizerJson<'_> {
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec_pretty(self).expect("a tokenizer.json serializes");
-        out.push(b'\n');
-        out
+impl Serialize for BpeModel<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let token = |i: u32| self.tokens[i as usize].as_ref();
+        let mut m = s.serialize_struct("BpeModel", 10)?;
+        m.serialize_field("type", self.kind)?;
+        m.serialize_field("dropout", &None::<()>)?;
+        m.serialize_field("unk_token", &self.unk_token)?;
+        m.serialize_field("continuing_subword_prefix", &self.continuing_subword_prefix)?;
+        m.serialize_field("end_of_word_suffix", &self.end_of_word_suffix)?;
+        m.serialize_field("fuse_unk", &self.fuse_unk)?;
+        m.serialize_field("byte_fallback", &self.byte_fallback)?;
+        m.serialize_field("ignore_merges", &self.ignore_merges)?;
+        m.serialize_field("vocab", &AsMap(&self.vocab, &token))?;
+        match &self.merges {
+            Merges::Text(pairs) => m.serialize_field("merges", pairs)?,
+            Merges::Ids(pairs) => m.serialize_field("merges", &AsPairs(pairs, &token))?,
+        }
+        m.end()
     }
 }
 
-/// Each distinct string of `tokens` once, at its first place, with its last index (Python dict
-/// semantics), and a lookup from string to that index.
-pub(crate) fn first_places_last_ids<'a>(tokens: impl IntoIterator<Item = &'a str>) -> (Vec<&'a str>, HashMap<&'a str, usize>) {
-    let mut ids: HashMap<&str, usize> = HashMap::new();
+/// `(position, id)` pairs serialized as a map from the token at the position to the id.
+struct AsMap<'s, F>(&'s [(u32, u32)], &'s F);
+
+impl<'s, 't, F: Fn(u32) -> &'t str> Serialize for AsMap<'s, F> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|&(at, id)| ((self.1)(at), id)))
+    }
+}
+
+/// `(position, position)` pairs serialized as pairs of the tokens at them.
+struct AsPairs<'s, F>(&'s [(u32, u32)], &'s F);
+
+impl<'s, 't, F: Fn(u32) -> &'t str> Serialize for AsPairs<'s, F> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|&(l, r)| ((self.1)(l), (self.1)(r))))
+    }
+}
+
+/// Each distinct string of `tokens` once, by its first position, with its last position
+/// (Python dict semantics), and a lookup from string to that last position.
+pub(crate) fn first_places_last_ids<'a>(tokens: impl IntoIterator<Item = &'a str>) -> (Vec<u32>, HashMap<&'a str, u32>) {
+    let mut ids: HashMap<&str, u32> = HashMap::default();
     let mut order = Vec::new();
     for (i, t) in tokens.into_iter().enumerate() {
-        if ids.insert(t, i).is_none() {
-            order.push(t);
+        if ids.insert(t, i as u32).is_none() {
+            order.push(i as u32);
         }
     }
     (order, ids)
 }
 
 /// tokenizer.json and tokenizer_config.json of the GGUF file at `path`.
-pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
+pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let model = file.get("tokenizer.ggml.model").and_then(Value::as_str).ok_or_else(|| err("has no `tokenizer.ggml.model` string, so it carries no tokenizer".into()))?;
     if model == "llama" {
@@ -140,6 +201,7 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     }
     let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
     let merges = strings(file, "tokenizer.ggml.merges", path)?;
+    fits_u32(tokens.len(), path)?;
     let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
         Some(a) if a.len() == tokens.len() => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
         Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {} tokens", a.len(), tokens.len()))),
@@ -181,7 +243,10 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
         .enumerate()
         .map(|(i, t)| if in_alphabet(t) || keeps_spelling.contains(&i) { Cow::Borrowed(*t) } else { Cow::Owned(respell(t)) })
         .collect();
-    let (order, ids) = first_places_last_ids(spelled.iter().map(|s| s.as_ref()));
+    let vocab: Vec<(u32, u32)> = {
+        let (order, ids) = first_places_last_ids(spelled.iter().map(|s| s.as_ref()));
+        order.iter().map(|&at| (at, ids[spelled[at as usize].as_ref()])).collect()
+    };
     let added_token = |id: usize, content: &str, special: bool| {
         json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": special})
     };
@@ -216,15 +281,15 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
         decoder: json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
         model: BpeModel {
             kind: "BPE",
-            dropout: None,
             unk_token: Json::Null,
             continuing_subword_prefix: Some(""),
             end_of_word_suffix: Some(""),
             fuse_unk: false,
             byte_fallback: false,
             ignore_merges: false,
-            vocab: order.iter().map(|t| (*t, ids[t])).collect(),
-            merges: merge_pairs,
+            tokens: spelled,
+            vocab,
+            merges: Merges::Text(merge_pairs),
         },
     };
     let mut config = Map::new();
@@ -237,7 +302,7 @@ pub fn convert(file: &GgufFile, path: &Path) -> Result<Converted> {
     if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
         config.insert("chat_template".into(), json!(t));
     }
-    Ok(Converted { tokenizer_json: tokenizer.to_bytes(), config: Json::Object(config) })
+    Ok(Converted { tokenizer, config: Json::Object(config) })
 }
 /// The pre-tokenizer transformers sets for a `tokenizer.ggml.pre` it knows (the split regex,
 /// then byte-level), whatever the tokenizer model; `None` for any other value.
@@ -334,7 +399,7 @@ mod tests {
         let tokens = ["a", "b", "Ġ", "ĠĠ", "ab", "<｜User｜>", "  ", "<｜bos｜>"];
         let types = [1, 1, 1, 1, 1, 4, 4, 3];
         let (_dir, file, path) = gpt2_file(&tokens, &types, &["a b", "Ġ Ġ"]);
-        let json: Json = serde_json::from_slice(&convert(&file, &path).unwrap().tokenizer_json).unwrap();
+        let json: Json = serde_json::from_slice(&convert(&file, &path).unwrap().tokenizer_json()).unwrap();
         let vocab = json["model"]["vocab"].as_object().unwrap();
         assert_eq!((vocab.get("<｜User｜>"), vocab.get("<｜bos｜>")), (Some(&json!(5)), Some(&json!(7))), "kept as spelled");
         // "  " respelled is "ĠĠ", which the merge "Ġ Ġ" builds: respelled (the last of the

@@ -155,15 +155,26 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
-    // A GGUF file carries its tokenizer as metadata: converted here, before anything is
-    // written (a tokenizer model that is not converted is refused), then forgotten.
-    let gguf_tokenizer = match &plan.ckpt.gguf {
-        Some(file) => Some(crate::gguf_tokenizer::convert(file, &req.model_dir)?),
-        None => None,
+    // The package is written in a staging folder beside the output, removed if the build fails.
+    let staging = claim.stage()?;
+    // A GGUF file carries its tokenizer as metadata: converted first (a tokenizer model that is
+    // not converted is refused), `tokenizer.json` streamed into the staging folder, then the
+    // metadata forgotten, so that neither is held while the weights are written.
+    let tokenizer_converted = match &plan.ckpt.gguf {
+        Some(file) => {
+            let converted = crate::gguf_tokenizer::convert(file, &req.model_dir)?;
+            let name = "tokenizer.json";
+            std::fs::File::create(staging.path().join(name))
+                .and_then(|f| converted.write_tokenizer_json(f))
+                .map_err(|e| Error::write_file(&req.output, name, e))?;
+            write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+            true
+        }
+        None => false,
     };
     plan.ckpt.forget_gguf_tokenizer();
     let (table, ckpt, task) = (plan.table, &plan.ckpt, plan.task);
-    let companions = if gguf_tokenizer.is_some() { Companions::none() } else { Companions::of(&req.model_dir, plan.genai()) };
+    let companions = if tokenizer_converted { Companions::none() } else { Companions::of(&req.model_dir, plan.genai()) };
     let mut warnings = companions.warnings.clone();
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
@@ -197,15 +208,6 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     }
 
     let genai = genai_files(req, &plan, &built, &mut notes)?;
-    let staging = claim.stage()?;
-    // The converted tokenizer is staged first, so its bytes (34 MB for Gemma 3's 262,144
-    // tokens) are not held while the weights are written.
-    let tokenizer_converted = gguf_tokenizer.is_some();
-    if let Some(converted) = gguf_tokenizer {
-        let name = "tokenizer.json";
-        std::fs::write(staging.path().join(name), &converted.tokenizer_json).map_err(|e| Error::write_file(&req.output, name, e))?;
-        write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
-    }
     let mut parts = Vec::with_capacity(built.len());
     let mut files: Vec<String> = Vec::new();
     let mut part_inputs = Vec::new();
