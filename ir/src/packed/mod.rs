@@ -536,6 +536,30 @@ impl PackedWeight {
         Ok(())
     }
 
+    /// Rows `k0..k1` of columns `n0..n1` packed as MatMulNBits packs them, straight from the
+    /// checkpoint's words, column `c` at `out[c * stride..]`: where the words run along K
+    /// (GPTQ), a word's little-endian bytes are its `32 / bits` codes packed low bits first,
+    /// which is MatMulNBits' order, so a column's bytes are its words in order (no code is
+    /// unpacked: it was half of a GPTQ import's time). `false`, nothing written, for any other
+    /// layout or rows that do not start and end on a word.
+    pub(crate) fn packed_along_k(&self, n0: usize, n1: usize, k0: usize, k1: usize, out: &mut [u8], stride: usize) -> Result<bool> {
+        if self.ggml.is_some() || !matches!(self.settings.format, PackedFormat::GptqV1 | PackedFormat::GptqV2) {
+            return Ok(false);
+        }
+        let per = 32 / self.settings.bits.count();
+        if !k0.is_multiple_of(per) || !k1.is_multiple_of(per) {
+            return Ok(false);
+        }
+        let qweight = self.t.qweight.bytes()?;
+        for (i, r) in (k0 / per..k1 / per).enumerate() {
+            let words = &qweight[4 * (r * self.n + n0)..4 * (r * self.n + n1)];
+            for (c, w) in words.chunks_exact(4).enumerate() {
+                out[c * stride + 4 * i..c * stride + 4 * i + 4].copy_from_slice(w);
+            }
+        }
+        Ok(true)
+    }
+
     /// The dequantized weight `[N, K]` in f32, checkpoint row order: `scale * (q - zero)` of
     /// each row's group, exact (a small integer times an f16/bf16/f32 scale).
     pub fn dequantize(&self) -> Result<Vec<f32>> {

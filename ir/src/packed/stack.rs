@@ -337,17 +337,23 @@ impl PackedStack {
             if lo >= hi {
                 continue;
             }
-            // The layer's own rows.
+            // The layer's own rows: their words copied as they are where that is MatMulNBits'
+            // packing (GPTQ without act-order), else their codes decoded and packed.
             let (first, last) = (range.start + lo - start, range.start + hi - start);
-            codes.resize((last - first) * width, 0);
-            p.codes(first, last, c0, c1, &mut codes)?;
+            let col_bytes = kb * blob;
+            let direct = order.is_none() && p.packed_along_k(first, last, k0, k1, &mut b[row * col_bytes..(row + last - first) * col_bytes], col_bytes)?;
+            if !direct {
+                codes.resize((last - first) * width, 0);
+                p.codes(first, last, c0, c1, &mut codes)?;
+            }
             let t = p.tensors();
             let (qzeros, sc) = (t.qzeros.bytes()?, t.scales.bytes()?);
             for (c, n) in (first..last).enumerate() {
                 let out = row + c;
-                let col = &codes[c * width..(c + 1) * width];
-                let b_col = &mut b[out * kb * blob..(out + 1) * kb * blob];
+                let col: &[u8] = if direct { &[] } else { &codes[c * width..(c + 1) * width] };
+                let b_col = &mut b[out * col_bytes..(out + 1) * col_bytes];
                 match order {
+                    _ if direct => {}
                     Some(o) => {
                         permuted.clear();
                         permuted.extend(o[k0..k1].iter().map(|&j| col[j as usize]));
@@ -355,6 +361,13 @@ impl PackedStack {
                     }
                     None => pack_row(&col[..k1 - k0], bits, bs, blob, b_col),
                 }
+                // Code `j` of the band, as written.
+                let code = |j: usize| -> u8 {
+                    match bits {
+                        Bits::Int8 => b_col[j],
+                        Bits::Int4 => (b_col[j / 2] >> (4 * (j % 2))) & 0xF,
+                    }
+                };
                 for blk in 0..kb {
                     let i = k0 + blk * bs;
                     let g = p.group_of(order.map_or(i, |o| o[i] as usize));
@@ -365,10 +378,7 @@ impl PackedStack {
                     let rows = bs.min(k1 - i);
                     if stored != scale {
                         for j in 0..rows {
-                            let q = match order {
-                                Some(o) => col[o[i + j] as usize],
-                                None => col[i - k0 + j],
-                            };
+                            let q = code(i - k0 + j);
                             let e = ((stored - scale) * (q as f32 - zero as f32)).abs();
                             error.max_abs = error.max_abs.max(e);
                             error.sum_sq += (e as f64) * (e as f64);
