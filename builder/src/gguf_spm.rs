@@ -131,11 +131,10 @@ fn generate_merges(tokens: &[Cow<str>], order: &[u32], scores: &[f64], vocab: &H
                 splits.push(Split { left, right, token: rank as u32, left_chars: chars as u32 + 1, right_chars: 0 });
             }
         }
+        // transformers lists one token's splits in its parts' id order, but they never tie on
+        // the ranking's key (their left lengths differ), so that order does not show.
         let total = token.chars().count() as u32;
-        let local = &mut splits[first..];
-        local.iter_mut().for_each(|s| s.right_chars = total - s.left_chars);
-        // Within a token, Python lists the splits in its parts' id order.
-        local.sort_unstable_by_key(|s| (s.left, s.right));
+        splits[first..].iter_mut().for_each(|s| s.right_chars = total - s.left_chars);
     }
     // Python's `sorted(..., reverse=True)` on (score, left length, right length) keeps equal keys
     // in list order, i.e. by token rank (one token's splits never tie: their lengths differ), so

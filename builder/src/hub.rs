@@ -81,8 +81,14 @@ impl std::fmt::Display for HubId<'_> {
 }
 
 /// The checkpoint `--model` means: the path itself when it exists (or is not shaped like a
-/// hub id), else the cached snapshot folder of that id at `revision` (default `main`), or
-/// for `ORG/NAME:TAG` (and a repository of GGUF files only) the GGUF file of the model chosen.
+/// hub id), else the cached snapshot folder of that id at `revision` (default `main`), or a
+/// GGUF file of it: the first file of the model `ORG/NAME:TAG` names, or of the one model of a
+/// repository of GGUF files named without a tag.
+///
+/// A tag is matched against the hub's listing whenever the hub may be asked (a tag the cached
+/// files name alone may name several of the repository's, e.g. `Q4_K_XL` beside
+/// `UD-Q4_K_XL`): the listing costs one request, the cached files are not fetched again.
+/// Offline, the cached files answer.
 pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
     let text = model.to_string_lossy();
     let id = if model.exists() { None } else { HubId::parse(&text).map_err(Error::Request)? };
@@ -98,27 +104,51 @@ pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
             "`{id}` is not a folder, and no Hugging Face cache is set (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME or HOME) to look it up in or download it to"
         )));
     };
-    let missing = match cached_snapshot(&cache, id.repo, &rev)?.and_then(|snapshot| model_in(&snapshot, &id)) {
-        Ok(found) => return Ok(found),
-        Err(missing) => missing,
-    };
+    let snapshot = cached_snapshot(&cache, id.repo, &rev)?;
+    let found = snapshot.clone().and_then(|snapshot| model_in(&snapshot, &id));
+    let offline = download::offline();
+    if let Ok(path) = &found {
+        if id.tag.is_none() || offline {
+            return Ok(path.clone());
+        }
+    }
     let rev_text = rev.as_str();
-    if download::offline() {
+    if offline {
+        let missing = found.err().unwrap_or_default();
+        if id.tag.is_none() {
+            if let Some(held) = snapshot.as_ref().ok().map(|s| gguf::models(gguf_files_in(s).iter().map(String::as_str))).filter(|h| !h.is_empty()) {
+                return Err(Error::Request(format!(
+                    "`{id}` is cached at revision `{rev_text}` as GGUF files only, {}; name the model with its tag (`{}:TAG`)",
+                    gguf::listing(&held),
+                    id.repo
+                )));
+            }
+        }
         let revision = if rev_text == "main" { String::new() } else { format!(" --revision {rev_text}") };
-        let include = id.tag.as_ref().map_or(String::new(), |t| format!(" --include '*{t}*.gguf'"));
+        let include = id.tag.as_ref().map_or(String::new(), |t| format!(" --include '*{}*.gguf'", any_case(t.as_str())));
         return Err(Error::Request(format!(
             "`{id}` is neither a local folder nor in the Hugging Face cache at revision `{rev_text}` ({missing}), and HF_HUB_OFFLINE=1 forbids downloading it; unset HF_HUB_OFFLINE, or fetch it with `huggingface-cli download {}{revision}{include}`",
             id.repo
         )));
     }
-    let fetched = download::download(&cache, id.repo, id.tag.as_ref(), &rev).map_err(|e| {
-        Error::Request(format!("`{id}` is not in the Hugging Face cache at revision `{rev_text}` ({missing}), and downloading it failed: {e}"))
+    let fetched = download::download(&cache, id.repo, id.tag.as_ref(), &rev).map_err(|e| match &found {
+        Ok(path) => Error::Request(format!(
+            "asking the hub which model `{id}` names failed: {e}; the cache holds {} for it at revision `{rev_text}`: set HF_HUB_OFFLINE=1 to build that",
+            path.display()
+        )),
+        Err(missing) => Error::Request(format!("`{id}` is not in the Hugging Face cache at revision `{rev_text}` ({missing}), and downloading it failed: {e}")),
     })?;
     let found = cached_snapshot(&cache, id.repo, &rev)?.and_then(|snapshot| match fetched {
         download::Fetched::Folder => model_in(&snapshot, &id),
         download::Fetched::Gguf(chosen) => gguf_in(&snapshot, &chosen),
     });
     found.map_err(|missing| Error::Request(format!("`{id}` was downloaded, but the cache still lacks it: {missing}")))
+}
+
+/// `tag` as a glob matching it in any case (`q4_k_m` -> `[Qq]4_[Kk]_[Mm]`): huggingface-cli's
+/// `--include` is case-sensitive, a tag is not.
+fn any_case(tag: &str) -> String {
+    tag.chars().map(|c| if c.is_ascii_alphabetic() { format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase()) } else { c.to_string() }).collect()
 }
 
 /// The model `id` names in a complete snapshot folder: the folder itself (it has config.json),
@@ -129,13 +159,7 @@ fn model_in(snapshot: &Path, id: &HubId) -> std::result::Result<PathBuf, String>
         if snapshot.join("config.json").exists() {
             return Ok(snapshot.to_path_buf());
         }
-        let held = gguf::models(gguf_files_in(snapshot).iter().map(String::as_str));
-        let hint = if held.is_empty() {
-            String::new()
-        } else {
-            format!(" (it holds GGUF files: name the model as `{}:TAG`)", id.repo)
-        };
-        return Err(format!("revision {} is not complete: {} has no config.json{hint}", snapshot.file_name().unwrap_or_default().to_string_lossy(), snapshot.display()));
+        return Err(format!("revision {} is not complete: {} has no config.json", snapshot.file_name().unwrap_or_default().to_string_lossy(), snapshot.display()));
     };
     let held = gguf::models(gguf_files_in(snapshot).iter().map(String::as_str));
     let chosen = gguf::choose(&held, Some(tag), id.repo, &format!("{} holds", snapshot.display()))?;
@@ -238,6 +262,12 @@ mod tests {
         for not in ["./model", "model", "a/b/c", "/abs/path", "../x", "a/", "org/na me"] {
             assert!(!looks_like_id(not), "{not}");
         }
+    }
+
+    #[test]
+    fn an_include_pattern_matches_a_tag_in_any_case() {
+        assert_eq!(super::any_case("q4_K_m"), "[Qq]4_[Kk]_[Mm]");
+        assert_eq!(super::any_case("UD-IQ2.x"), "[Uu][Dd]-[Ii][Qq]2.[Xx]");
     }
 
     #[test]

@@ -79,9 +79,10 @@ enum Command {
         /// granite, olmo2, starcoder2, phi2 or smollm3: config and tokenizer from its metadata,
         /// its quantized tensors kept as they are (docs/quantization.md). A hub repository of
         /// GGUF files takes the model's quantization as a tag, `ORG/NAME:Q4_K_M` (as llama.cpp's
-        /// -hf): the file, or split set, whose name ends with `-Q4_K_M` or `.Q4_K_M` (any case)
-        /// is downloaded, nothing else; without a tag, a repository of one GGUF model gives that
-        /// one, and one of several is refused listing their tags. Without --model, the
+        /// -hf): the file, or split set, whose name (without `.gguf` and the split suffix) ends
+        /// with `-Q4_K_M`, `.Q4_K_M` or `_Q4_K_M` or is `Q4_K_M`, in any case, is downloaded,
+        /// nothing else; without a tag, a repository of one GGUF model gives that one, and one
+        /// of several is refused listing their tags. Without --model, the
         /// built-in demo checkpoint is used.
         #[arg(long, value_name = "DIR|FILE.gguf|ID|ID:TAG")]
         model: Option<PathBuf>,

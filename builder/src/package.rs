@@ -155,19 +155,21 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
 
-    // The package is written in a staging folder beside the output, removed if the build fails.
-    let staging = claim.stage()?;
     // A GGUF file carries its tokenizer as metadata: converted first (a tokenizer model that is
-    // not converted is refused), `tokenizer.json` streamed into the staging folder, then the
-    // metadata forgotten, so that neither is held while the weights are written.
+    // not converted is refused), then `tokenizer.json` streamed into the staging folder (which
+    // is made this early for a GGUF build only; a failed build removes it) and the metadata
+    // forgotten, so that neither is held while the weights are written.
+    let mut staged = None;
     let tokenizer_converted = match &plan.ckpt.gguf {
         Some(file) => {
             let converted = crate::gguf_tokenizer::convert(file, &req.model_dir)?;
+            let staging = claim.stage()?;
             let name = "tokenizer.json";
             std::fs::File::create(staging.path().join(name))
                 .and_then(|f| converted.write_tokenizer_json(f))
                 .map_err(|e| Error::write_file(&req.output, name, e))?;
             write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+            staged = Some(staging);
             true
         }
         None => false,
@@ -202,12 +204,17 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
         built.push((part, model, pipeline));
     }
     let (lora_report, converted) = convert_adapters(&plan, &built)?;
-    // Warnings the pipeline raised fail a strict build too, before anything is written.
+    // Warnings the pipeline raised fail a strict build too, before the weights are written (a
+    // GGUF build's staged tokenizer is removed with its staging folder).
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }
 
     let genai = genai_files(req, &plan, &built, &mut notes)?;
+    let staging = match staged {
+        Some(staging) => staging,
+        None => claim.stage()?,
+    };
     let mut parts = Vec::with_capacity(built.len());
     let mut files: Vec<String> = Vec::new();
     let mut part_inputs = Vec::new();

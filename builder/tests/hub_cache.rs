@@ -212,10 +212,16 @@ fn a_gguf_repository_gives_the_one_model_its_tag_names() {
     let (ok, err) = build(&cache, &work, &["--model", "org/tiny:Q4_0", "--output", "out2"]);
     assert!(ok, "{err}");
     let (ok, err) = build(&cache, &work, &["--model", "org/tiny", "--output", "x"]);
-    assert!(!ok && err.contains("has no config.json (it holds GGUF files: name the model as `org/tiny:TAG`)"), "{err}");
-    let (ok, err) = build(&cache, &work, &["--model", "org/tiny:F32", "--output", "x"]);
-    assert!(!ok && err.contains("no GGUF model of `org/tiny` named `F32`") && err.contains("huggingface-cli download org/tiny --include '*F32*.gguf'"), "{err}");
+    assert!(!ok && err.contains("`org/tiny` is cached at revision `main` as GGUF files only, `Q4_0` (Q4/") && err.contains("name the model with its tag (`org/tiny:TAG`)"), "{err}");
+    let (ok, err) = build(&cache, &work, &["--model", "org/tiny:f32", "--output", "x"]);
+    assert!(!ok && err.contains("no GGUF model of `org/tiny` named `f32`") && err.contains("huggingface-cli download org/tiny --include '*[Ff]32*.gguf'"), "{err}");
     assert_eq!(hub.requests().len(), before);
+    // Online, the listing says which model a tag names (the cached files could name fewer):
+    // one request, no file fetched again.
+    let (ok, err) = online(&["--model", "org/tiny:Q4_0", "--output", "out2b"]);
+    assert!(ok, "{err}");
+    assert_eq!(hub.requests()[before..], ["/api/models/org/tiny/revision/main".to_string()]);
+    let before = hub.requests().len();
     // Online, the other model: only its file is fetched.
     let (ok, err) = online(&["--model", "org/tiny:F32", "--output", "out3"]);
     assert!(ok, "{err}");
@@ -233,8 +239,10 @@ fn a_gguf_repository_gives_the_one_model_its_tag_names() {
     assert_eq!(package(&work.join("out4")), package(&local));
     assert!(!work.join("x").exists());
 
-    // A repository of one GGUF model needs no tag.
-    let one: Vec<(String, Vec<u8>)> = gguf_repository().into_iter().filter(|(n, _)| !n.starts_with("Q4/")).collect();
+    // A repository of one GGUF model needs no tag, also with a config.json beside it (some
+    // uploaders add one) when it has no safetensors.
+    let mut one: Vec<(String, Vec<u8>)> = gguf_repository().into_iter().filter(|(n, _)| !n.starts_with("Q4/")).collect();
+    one.push(("config.json".into(), br#"{"model_type": "gemma"}"#.to_vec()));
     let hub1 = hub_server::serve(one, sha, hub_server::Lies::default());
     let cache1 = dir.path().join("cache1");
     let (ok, err) = build_with(&cache1, &work, Some(&hub1.url), &["--model", "org/tiny", "--output", "out5"]);

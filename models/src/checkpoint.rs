@@ -66,10 +66,11 @@ fn text_prefixes(tensors: &BTreeMap<String, SourceTensor>) -> Vec<(String, Strin
 }
 
 impl Checkpoint {
-    /// Drops a GGUF checkpoint's `tokenizer.ggml.*` metadata once the tokenizer has been
-    /// converted: nothing reads it again, and its parsed arrays (Gemma 3's 262,144 token
-    /// strings, scores and types: about 30 MB) would otherwise be held while the weights are
-    /// written. A no-op for other checkpoints, or when the file is shared.
+    /// Drops a GGUF checkpoint's `tokenizer.*` metadata (`tokenizer.ggml.*`, the chat
+    /// template) once the tokenizer has been converted: nothing reads it again (the config
+    /// took its ids at import), and its parsed arrays (Gemma 3's 262,144 token strings, scores
+    /// and types: about 30 MB) would otherwise be held while the weights are written. A no-op
+    /// for other checkpoints, or when the file is shared.
     pub fn forget_gguf_tokenizer(&mut self) {
         if let Some(file) = self.gguf.as_mut().and_then(Arc::get_mut) {
             file.forget_metadata("tokenizer.");

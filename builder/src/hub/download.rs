@@ -49,9 +49,10 @@ pub(super) enum Fetched {
 /// Downloads the files a build reads of `id` at `rev` into `cache` (the folder holding
 /// `models--ORG--NAME`), `refs/<rev>` last, with a progress bar per file on stderr when it is
 /// a terminal. Files already in the snapshot are not fetched. A repository with `config.json`
-/// (and no `tag`) is a Transformers model: `config.json` is fetched last, so a snapshot that
-/// has it is complete. With a `tag`, or without `config.json`, it is a GGUF repository: only
-/// the files of the model the tag names (the only model, without one) are fetched.
+/// and safetensors weights (and no `tag`) is a Transformers model: `config.json` is fetched
+/// last, so a snapshot that has it is complete. With a `tag`, or with GGUF files and no
+/// safetensors, it is a GGUF repository: only the files of the model the tag names (the only
+/// model, without one) are fetched.
 pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision) -> std::result::Result<Fetched, String> {
     let client = Client::from_env()?;
     let from = client.endpoint();
@@ -62,11 +63,14 @@ pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision
             return Err(format!("{url} lists commit {commit}, not the commit {asked} that was asked for"));
         }
     }
+    // A Transformers model has config.json and its weights; some GGUF repositories carry a
+    // config.json beside their GGUF files and no safetensors, which is not one.
     let has_config = names.iter().any(|n| n == "config.json");
-    let fetched = if tag.is_none() && has_config {
+    let has_weights = names.iter().any(|n| wanted(n) && n.ends_with(".safetensors"));
+    let models = gguf::models(names.iter().map(String::as_str));
+    let fetched = if tag.is_none() && has_config && (has_weights || models.is_empty()) {
         Fetched::Folder
     } else {
-        let models = gguf::models(names.iter().map(String::as_str));
         if models.is_empty() && tag.is_none() {
             return Err(format!(
                 "{url} lists no config.json (a Transformers model) and no GGUF model file for it at revision `{}` ({} files listed)",

@@ -59,26 +59,33 @@ impl GgufModel {
         stem == tag || stem.strip_suffix(&tag).is_some_and(|head| head.ends_with(['-', '.', '_']))
     }
 
-    /// The tag a user would write for it: the stem's last `-` or `.` separated part.
-    fn suggested_tag(&self) -> &str {
+    /// The tag to name it by among `all`: the shortest end of its name after a `-` or `.`
+    /// that names it alone (`Q4_K_XL`, or `UD-Q4_K_XL` beside `Model-Q4_K_XL`), else its
+    /// whole name.
+    fn suggested_tag(&self, all: &[GgufModel]) -> String {
         let stem = self.stem();
-        stem.rsplit(['-', '.']).next().filter(|t| !t.is_empty()).unwrap_or(stem)
+        let starts = stem.char_indices().filter(|&(_, c)| c == '-' || c == '.').map(|(i, _)| i + 1).rev().chain([0]);
+        starts
+            .filter_map(|i| Tag::parse(&stem[i..]))
+            .find(|t| all.iter().filter(|m| m.is_tagged(t)).count() == 1)
+            .map_or_else(|| stem.to_string(), |t| t.0)
     }
 
-    /// The split set's files that are not among `files`, by name (empty when complete).
+    /// The split set's files that are not among `files`, by name, compared without regard to
+    /// case (empty when complete).
     pub(crate) fn missing_files(&self) -> Vec<String> {
         let Some(count) = self.split_count else { return Vec::new() };
-        (1..=count).map(|i| split_name(&self.label, i, count)).filter(|n| !self.files.contains(n)).collect()
+        (1..=count).map(|i| split_name(&self.label, i, count)).filter(|n| !self.files.iter().any(|f| f.eq_ignore_ascii_case(n))).collect()
     }
 
-    /// How it is shown in a list: `Q4_K_M (Model-Q4_K_M.gguf)`.
-    fn listed(&self) -> String {
+    /// How it is shown in a list among `all`: `` `Q4_K_M` (Model-Q4_K_M.gguf) ``.
+    fn listed(&self, all: &[GgufModel]) -> String {
         let files = match (self.files.first(), self.split_count) {
             (Some(first), Some(n)) => format!("{} and the {} other files of its split set", shown(first), n.saturating_sub(1)),
             (Some(first), None) => shown(first),
             (None, _) => shown(&self.label),
         };
-        format!("`{}` ({files})", shown(self.suggested_tag()))
+        format!("`{}` ({files})", shown(&self.suggested_tag(all)))
     }
 }
 
@@ -126,21 +133,26 @@ pub(crate) fn models<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<GgufMo
     out
 }
 
+/// `models` as a list for a message: each with the tag that names it alone and its files.
+pub(crate) fn listing(models: &[GgufModel]) -> String {
+    models.iter().map(|m| m.listed(models)).collect::<Vec<_>>().join(", ")
+}
+
 /// The one model `tag` names among `models` (the only one when `tag` is `None`), or why
 /// there is none, listing what there is and how to name it. `id` is `ORG/NAME` for the message;
 /// `where_` says where the files were listed ("the hub lists", "the cache holds").
 pub(crate) fn choose(models: &[GgufModel], tag: Option<&Tag>, id: &str, where_: &str) -> Result<GgufModel, String> {
-    let list = |ms: &[&GgufModel]| ms.iter().map(|m| m.listed()).collect::<Vec<_>>().join(", ");
+    let list = |ms: &[&GgufModel]| ms.iter().map(|m| m.listed(models)).collect::<Vec<_>>().join(", ");
     let all: Vec<&GgufModel> = models.iter().collect();
     let chosen: Vec<&GgufModel> = match tag {
         Some(t) => models.iter().filter(|m| m.is_tagged(t)).collect(),
         None => all.clone(),
     };
-    let example = all.first().map_or("Q4_K_M".to_string(), |m| shown(m.suggested_tag()));
+    let example = all.first().map_or("Q4_K_M".to_string(), |m| shown(&m.suggested_tag(models)));
     match (chosen.as_slice(), tag) {
         ([], _) if all.is_empty() => Err(format!("{where_} no GGUF model file for `{id}` (vision projectors `mmproj*.gguf` are not one)")),
         ([], Some(t)) => Err(format!(
-            "{where_} no GGUF model of `{id}` named `{t}` (a file ending in `-{t}.gguf` or `.{t}.gguf`, any case); it has {}; name one as `{id}:{example}`",
+            "{where_} no GGUF model of `{id}` named `{t}` (a file whose name, without `.gguf` and a split suffix, ends with `-{t}`, `.{t}` or `_{t}` or is `{t}`, in any case); it has {}; name one as `{id}:{example}`",
             list(&all)
         )),
         ([one], _) => {
@@ -200,11 +212,24 @@ mod tests {
         assert_eq!(pick("iq4_xs").unwrap(), "m-IQ4_XS-00001-of-00002.gguf");
         let e = pick("Q5_K_M").unwrap_err();
         assert!(e.contains("named `Q5_K_M`") && e.contains("`Q4_K_S` (m-Q4_K_S.gguf)") && e.contains("`IQ4_XS` (m-IQ4_XS-00001-of-00002.gguf and the 1 other files"), "{e}");
-        // `K_M` ends only Q4_K_M here, but `M` ends nothing at a separator (`Q4_K_M` ends in `_M`).
+        // `K_M` ends only Q4_K_M here (after its `_`); `4_K_M` starts inside `Q4`.
         assert_eq!(pick("K_M").unwrap(), "m-Q4_K_M.gguf");
         let e = choose(&names(&["a-Q4_0.gguf", "b-Q4_0.gguf"]), Tag::parse("Q4_0").as_ref(), "o/m", "the hub lists").unwrap_err();
         assert!(e.contains("2 GGUF models of `o/m` that `Q4_0` could name") && e.contains("a-Q4_0.gguf") && e.contains("b-Q4_0.gguf"), "{e}");
         assert!(!ms[0].is_tagged(&Tag::parse("4_K_M").unwrap()), "a tag starts at a separator");
+    }
+
+    #[test]
+    fn a_suggested_tag_names_one_model_alone() {
+        let ms = names(&["M-Q4_K_XL.gguf", "M-UD-Q4_K_XL.gguf", "M.Q8_0.gguf", "a-Q4_0.gguf", "b-Q4_0.gguf"]);
+        let tags: Vec<String> = ms.iter().map(|m| m.suggested_tag(&ms)).collect();
+        assert_eq!(tags, ["M-Q4_K_XL", "UD-Q4_K_XL", "Q8_0", "a-Q4_0", "b-Q4_0"]);
+        for (m, t) in ms.iter().zip(&tags) {
+            let got = choose(&ms, Tag::parse(t).as_ref(), "o/m", "the hub lists").unwrap();
+            assert_eq!(&got, m, "{t}");
+        }
+        let e = choose(&ms, Tag::parse("Q4_K_XL").as_ref(), "o/m", "the hub lists").unwrap_err();
+        assert!(e.contains("`M-Q4_K_XL` (M-Q4_K_XL.gguf)") && e.contains("`UD-Q4_K_XL` (M-UD-Q4_K_XL.gguf)"), "{e}");
     }
 
     #[test]
@@ -223,6 +248,8 @@ mod tests {
         assert_eq!(ms[0].missing_files(), vec!["m-Q8_0-00002-of-00003.gguf".to_string()]);
         let e = choose(&ms, None, "o/m", "the cache holds").unwrap_err();
         assert!(e.contains("only 2 of the 3 files") && e.contains("`m-Q8_0-00002-of-00003.gguf`"), "{e}");
+        // The extension in another case is the same file.
+        assert!(names(&["m-00001-of-00002.GGUF", "m-00002-of-00002.GGUF"])[0].missing_files().is_empty());
         // Numbers outside 1..=N are not a split name: the file is a model of its own.
         assert_eq!(names(&["m-00004-of-00003.gguf"])[0].split_count, None);
     }
