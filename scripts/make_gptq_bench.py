@@ -18,8 +18,10 @@ import numpy as np
 from safetensors.numpy import save_file
 
 
-def packed_linear(rng, k, n, group, desc_act):
-    """(qweight, qzeros, scales, g_idx) of a random K x N GPTQ v1 layer."""
+def packed_linear(rng, k, n, group, order):
+    """(qweight, qzeros, scales, g_idx) of a random K x N GPTQ v1 layer; `order` (act-order) is
+    a permutation of the groups' rows, shared by the layers that read one input, as GPTQ's
+    Hessian order is."""
     codes = rng.integers(0, 16, size=(k, n), dtype=np.uint32)
     qweight = np.zeros((k // 8, n), dtype=np.uint32)
     for j in range(8):
@@ -30,8 +32,8 @@ def packed_linear(rng, k, n, group, desc_act):
         qzeros |= zeros[:, j::8] << (4 * j)
     scales = (rng.random((k // group, n), dtype=np.float32) * 0.02 + 0.001).astype(np.float16)
     g_idx = np.arange(k, dtype=np.int32) // group
-    if desc_act:
-        g_idx = rng.permutation(g_idx).astype(np.int32)
+    if order is not None:
+        g_idx = g_idx[order]
     return qweight.view(np.int32), qzeros.view(np.int32), scales, g_idx
 
 
@@ -68,8 +70,13 @@ def main():
         p = f"model.layers.{layer}"
         tensors[f"{p}.input_layernorm.weight"] = np.ones(a.hidden, dtype=np.float16)
         tensors[f"{p}.post_attention_layernorm.weight"] = np.ones(a.hidden, dtype=np.float16)
+        # One act-order per input: q/k/v read the attention's, gate/up the MLP's.
+        orders = {}
         for name, (k, n) in shapes.items():
-            qweight, qzeros, scales, g_idx = packed_linear(rng, k, n, a.group, a.desc_act)
+            source = {"self_attn.k_proj": "self_attn.q_proj", "self_attn.v_proj": "self_attn.q_proj", "mlp.up_proj": "mlp.gate_proj"}.get(name, name)
+            if a.desc_act and source not in orders:
+                orders[source] = rng.permutation(k)
+            qweight, qzeros, scales, g_idx = packed_linear(rng, k, n, a.group, orders.get(source))
             tensors[f"{p}.{name}.qweight"] = qweight
             tensors[f"{p}.{name}.qzeros"] = qzeros
             tensors[f"{p}.{name}.scales"] = scales
