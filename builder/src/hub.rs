@@ -1,4 +1,5 @@
-//! `--model ORG/NAME`: a Hugging Face model id, resolved in the local hub cache.
+//! `--model ORG/NAME`: a Hugging Face model id, resolved in the local hub cache; and
+//! `--model ORG/NAME:TAG`: one GGUF model of a repository of GGUF files ([`gguf`]).
 //!
 //! The cache is `HF_HUB_CACHE`, else `HF_HOME/hub`, else `XDG_CACHE_HOME/huggingface/hub`,
 //! else `~/.cache/huggingface/hub`; a model is `models--ORG--NAME/`, whose `refs/<revision>`
