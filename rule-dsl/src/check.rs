@@ -539,13 +539,17 @@ fn gives_dtype(e: &Expr) -> bool {
 }
 
 /// Whether `s` is a form `stored_form(?w)` can give: `float`, or `<4|8>-bit, block <n>, <zero
-/// points>[, act-order]` (`ir::StoredForm`'s spelling). A comparison with anything else would
-/// be a check that never passes.
+/// points>[, act-order <8 hex digits>]` (`ir::StoredForm`'s spelling: the digits fingerprint
+/// the row order). A comparison with anything else would be a check that never passes.
 fn is_stored_form(s: &str) -> bool {
     if s == "float" {
         return true;
     }
-    let s = s.strip_suffix(", act-order").unwrap_or(s);
+    let s = match s.rsplit_once(", act-order ") {
+        Some((form, order)) if order.len() == 8 && order.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) => form,
+        Some(_) => return false,
+        None => s,
+    };
     let parts: Vec<&str> = s.split(", ").collect();
     let [bits, block, zeros] = parts[..] else { return false };
     let block_ok = block.strip_prefix("block ").and_then(|b| b.parse::<usize>().ok()).is_some_and(|b| b > 0);
@@ -563,7 +567,7 @@ pub(crate) fn check_expr(e: &Expr, err: &mut dyn FnMut(Pos, String, &str)) {
                     err(
                         *p,
                         "`stored_form` compared with something it never gives".to_string(),
-                        "it gives \"float\" or \"<4|8>-bit, block <n>, <mid zero point|integer zero points|float zero points>\" (\", act-order\" after it for GPTQ act-order), e.g. \"4-bit, block 32, float zero points\"",
+                        "it gives \"float\" or \"<4|8>-bit, block <n>, <mid zero point|integer zero points|float zero points>\" (\", act-order <8 hex digits of the row order>\" after it for GPTQ act-order), e.g. \"4-bit, block 32, float zero points\"",
                     );
                 }
             }

@@ -95,12 +95,12 @@ fn quoted_dtype_is_refused() {
 /// never gives (a ggml type name, a loose spelling) is an error, not a check that never passes.
 #[test]
 fn stored_form_literals_are_checked() {
-    for good in ["\"float\"", "\"4-bit, block 32, float zero points\"", "\"8-bit, block 16, mid zero point\"", "\"4-bit, block 128, integer zero points, act-order\""] {
+    for good in ["\"float\"", "\"4-bit, block 32, float zero points\"", "\"8-bit, block 16, mid zero point\"", "\"4-bit, block 128, integer zero points, act-order 0a1b2c3d\""] {
         let src = format!("{HEAD}{}", GOOD.replacen("dtype(?x) in {f16, bf16}", &format!("stored_form(?x) != {good}"), 1));
         rule_dsl::check_sources(&[("rules/lower.widen.rule", &src)]).unwrap_or_else(|d| panic!("{good}: {}", rule_dsl::render(&d)));
     }
-    let help = "it gives \"float\" or \"<4|8>-bit, block <n>, <mid zero point|integer zero points|float zero points>\" (\", act-order\" after it for GPTQ act-order), e.g. \"4-bit, block 32, float zero points\"";
-    for bad in ["\"Q4_K\"", "\"4 bit, block 32, float zero points\"", "\"4-bit, block 0, mid zero point\"", "\"2-bit, block 32, mid zero point\"", "4"] {
+    let help = "it gives \"float\" or \"<4|8>-bit, block <n>, <mid zero point|integer zero points|float zero points>\" (\", act-order <8 hex digits of the row order>\" after it for GPTQ act-order), e.g. \"4-bit, block 32, float zero points\"";
+    for bad in ["\"Q4_K\"", "\"4 bit, block 32, float zero points\"", "\"4-bit, block 0, mid zero point\"", "\"2-bit, block 32, mid zero point\"", "\"4-bit, block 32, mid zero point, act-order\"", "4"] {
         let got = errors("dtype(?x) in {f16, bf16}", &format!("stored_form(?x) == {bad}"));
         assert_eq!(got, format!("rules/lower.widen.rule:10:41: error: `stored_form` compared with something it never gives\n  help: {help}"), "{bad}");
     }

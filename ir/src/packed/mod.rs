@@ -72,8 +72,15 @@ pub struct StoredForm {
     /// Values per scale: the group size, or a ggml type's (sub-)block.
     pub block: usize,
     pub zeros: ZeroForm,
-    /// GPTQ act-order: the rows are gathered in the layer's `g_idx` order.
-    pub act_order: bool,
+    /// GPTQ act-order: the rows are gathered in the layer's `g_idx` order, named by a
+    /// fingerprint of that order, so that only layers of one order share a form (and stack
+    /// into one MatMulNBits, which gathers its input once).
+    pub act_order: Option<u32>,
+}
+
+/// FNV-1a of a row order: [`StoredForm::act_order`].
+fn order_fingerprint(order: &[u32]) -> u32 {
+    order.iter().flat_map(|r| r.to_le_bytes()).fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// The zero points of a [`StoredForm`].
@@ -95,7 +102,11 @@ impl std::fmt::Display for StoredForm {
             ZeroForm::Integer => "integer zero points",
             ZeroForm::Float => "float zero points",
         };
-        write!(f, "{}-bit, block {}, {zeros}{}", self.bits.count(), self.block, if self.act_order { ", act-order" } else { "" })
+        write!(f, "{}-bit, block {}, {zeros}", self.bits.count(), self.block)?;
+        match self.act_order {
+            Some(order) => write!(f, ", act-order {order:08x}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -338,7 +349,7 @@ impl PackedWeight {
             (false, true) => ZeroForm::Mid,
             (false, false) => ZeroForm::Integer,
         };
-        StoredForm { bits: self.settings.bits, block: self.group_size, zeros, act_order: self.order.is_some() }
+        StoredForm { bits: self.settings.bits, block: self.group_size, zeros, act_order: self.order.as_deref().map(order_fingerprint) }
     }
 
     /// The source type for reports: `Q4_1` for a GGUF tensor, else the format's name.

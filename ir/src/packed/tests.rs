@@ -514,7 +514,17 @@ fn stored_forms_name_bits_block_and_zero_points() {
     assert_eq!(Recipe::Packed(Arc::clone(&gptq.w)).stored_form(), "4-bit, block 32, integer zero points");
     assert_eq!(Recipe::Packed(Arc::clone(&gptq.w)).stored_as(), "gptq (4-bit, block 32, integer zero points)");
     let sym = layer(spec(PackedFormat::GptqV2, Bits::Int8, 64, 16, Some(32), true, true), 2);
-    assert_eq!(Recipe::Packed(Arc::clone(&sym.w)).stored_form(), "8-bit, block 32, mid zero point, act-order");
+    let fingerprint = format!("{:08x}", super::order_fingerprint(sym.w.order().unwrap()));
+    assert_eq!(Recipe::Packed(Arc::clone(&sym.w)).stored_form(), format!("8-bit, block 32, mid zero point, act-order {fingerprint}"));
+    // Act-order layers share a form only with the same row order: others do not stack (they
+    // would fail to be written as one MatMulNBits), so fuse.pack_qkv leaves them apart.
+    let same_order = layer(spec(PackedFormat::GptqV2, Bits::Int8, 64, 16, Some(32), true, true), 2);
+    let other_order = layer(spec(PackedFormat::GptqV2, Bits::Int8, 64, 16, Some(32), true, true), 3);
+    assert_eq!(same_order.w.order(), sym.w.order(), "one seed, one shuffle");
+    assert_ne!(other_order.w.order(), sym.w.order());
+    let form = |l: &Layer| Recipe::Packed(Arc::clone(&l.w)).stored_form();
+    assert_eq!(form(&same_order), form(&sym));
+    assert_ne!(form(&other_order), form(&sym));
     let float = Recipe::from_f32("w", vec![256, 4], &[0.0; 1024]);
     assert_eq!((float.stored_form(), float.stored_as()), ("float".to_string(), "float".to_string()));
     // Stacked like fuse.pack_qkv's weights: [K, N] transposes concatenated on N.
