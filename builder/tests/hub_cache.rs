@@ -143,6 +143,38 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     assert!(!work.join("x").exists());
 }
 
+/// A download that breaks off is continued by the next attempt from where it stopped (a
+/// `Range` request), not started over, and the blob is whole and checked.
+#[test]
+fn a_broken_off_download_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("fx");
+    copy_fixture("tiny-llama", &fixture);
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&fixture)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    let weights = files.iter().find(|(n, _)| n == "model.safetensors").unwrap().1.clone();
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let lies = hub_server::Lies { broken: Some(("model.safetensors".into(), hub_server::Break::TruncateOnce)), ..hub_server::Lies::default() };
+    let hub = hub_server::serve(files, sha, lies);
+    let cache = dir.path().join("cache");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out"]);
+    assert!(ok, "{err}");
+    let half = weights.len() / 2;
+    assert!(err.contains(&format!("model.safetensors: resuming at byte {half} of {}", weights.len())), "{err}");
+    let cdn: Vec<String> = hub.requests().into_iter().filter(|p| p.starts_with("/cdn/")).collect();
+    let object = format!("/cdn/{}", hub_server::sha256(&weights));
+    assert_eq!(cdn, vec![object.clone(), format!("{object}#bytes={half}-")]);
+    let blob = cache.join("models--org--tiny/blobs").join(hub_server::sha256(&weights));
+    assert_eq!(std::fs::read(&blob).unwrap(), weights);
+    let left: Vec<String> = std::fs::read_dir(cache.join("models--org--tiny/blobs")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!left.iter().any(|n| n.ends_with(".incomplete")), "{left:?}");
+}
+
 /// A GGUF repository as llama.cpp's conversions are published: no config.json, one model per
 /// quantization (here one split in three files inside a folder, one single file), a vision
 /// projector and a README.

@@ -10,7 +10,7 @@ use std::path::Path;
 use super::gguf::{self, GgufModel, Tag};
 use super::http::{with_retries, Client, Failure};
 use super::names::{encode_segment, shown, BlobName, Commit, RepoFile, Revision};
-use super::store::RepoCache;
+use super::store::{Partial, RepoCache};
 
 /// `HF_HUB_OFFLINE` set to a true value (`1`, `true`, `yes`, `on`), as the Python client reads it.
 pub(super) fn offline() -> bool {
@@ -101,7 +101,9 @@ pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision
     eprintln!("downloading {what} ({}, {} of {} files) from {from} into {}", rev.as_str(), todo.len(), files.len(), cache.display());
     for file in todo {
         let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
-        with_retries(|| fetch(&client, &repo, &commit, file, &url)).map_err(|e| format!("{file}: {e}"))?;
+        // What an attempt that broke off wrote, for the next attempt to continue.
+        let mut partial = None;
+        with_retries(|| fetch(&client, &repo, &commit, file, &url, &mut partial)).map_err(|e| format!("{file}: {e}"))?;
     }
     if let Revision::Ref(name) = rev {
         with_retries(|| repo.write_ref(name, &commit))?;
@@ -132,8 +134,9 @@ fn listing(client: &Client, url: &str) -> Result<(Commit, Vec<String>), Failure>
 
 /// One attempt at `file` of `commit`: its headers checked (the commit is the listing's, the
 /// ETag is a hash, the size is known), its bytes into `blobs/` unless that blob is already
-/// cached, then its snapshot link.
-fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, url: &str) -> Result<(), Failure> {
+/// cached (continuing `partial`, what an earlier attempt wrote, where the server sends the
+/// rest), then its snapshot link.
+fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, url: &str, partial: &mut Option<Partial>) -> Result<(), Failure> {
     let resolved = client.resolve(url)?;
     let at = resolved.url.clone();
     let Some(got) = resolved.commit.as_deref() else {
@@ -153,17 +156,25 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
     let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}; check HF_ENDPOINT")))?;
     let size = resolved.size;
     if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
-        let body = client.body(resolved)?;
+        let resume = size.map_or(0, |s| RepoCache::resume_from(partial, &blob, s));
+        if resume > 0 {
+            eprintln!("  {file}: resuming at byte {resume} of {}", size.unwrap_or_default());
+        }
+        let body = client.body(resolved, resume, size.unwrap_or_default())?;
         let size = match (size, body.len) {
-            (Some(s), Some(l)) if s != l => {
-                return Err(Failure::Fatal(format!("{} sends {l} bytes (Content-Length), but {at} announced {s} (X-Linked-Size)", body.url)));
+            (Some(s), Some(l)) if s - body.start != l => {
+                return Err(Failure::Fatal(format!(
+                    "{} sends {l} bytes (Content-Length) from byte {}, but {at} announced {s} (X-Linked-Size)",
+                    body.url, body.start
+                )));
             }
-            (Some(s), _) | (None, Some(s)) => s,
-            (None, None) => {
+            (Some(s), _) => s,
+            (None, Some(s)) if body.start == 0 => s,
+            (None, _) => {
                 return Err(Failure::Fatal(format!("{} sends no size (X-Linked-Size or Content-Length), so a broken-off download could not be told from a whole one", body.url)));
             }
         };
-        repo.write_blob(&blob, size, body, file)?;
+        repo.write_blob(&blob, size, body, file, partial)?;
     }
     repo.link(commit, file, &blob)
 }

@@ -116,6 +116,9 @@ pub(super) struct Body {
     pub url: String,
     /// `Content-Length`, when sent.
     pub len: Option<u64>,
+    /// Where the bytes start in the file: the offset asked for when the server answered the
+    /// range (`206`, its `Content-Range` checked), else 0 (the whole file from its start).
+    pub start: u64,
     pub reader: Box<dyn Read + Send + Sync>,
     pub timeout: Timeout,
 }
@@ -189,26 +192,47 @@ impl Client {
         })
     }
 
-    /// The bytes a [`Resolved`] points at: its own body, or a GET of the redirect's target.
-    pub(super) fn body(&self, resolved: Resolved) -> Result<Body, Failure> {
+    /// The bytes a [`Resolved`] points at: its own body, or a GET of the redirect's target,
+    /// from byte `from` of `size` when `from` is not 0 and the bytes come from the target (an
+    /// LFS file: a `Range` request, which a server may ignore; see [`Body::start`]).
+    pub(super) fn body(&self, resolved: Resolved, from: u64, size: u64) -> Result<Body, Failure> {
         let resp = match resolved.bytes {
             Pending::Here(resp) => *resp,
-            Pending::At(location) => self.get(&self.files, &location, false)?.0,
+            Pending::At(location) => self.get_from(&self.files, &location, false, from)?.0,
         };
         let url = resp.get_url().to_string();
         let len = match resp.header("Content-Length") {
             None => None,
             Some(s) => Some(s.trim().parse::<u64>().map_err(|_| Failure::Fatal(format!("{url} gives the Content-Length `{}`, not a number of bytes", shown(s))))?),
         };
-        Ok(Body { url, len, reader: resp.into_reader(), timeout: self.files.timeout })
+        let start = if resp.status() == 206 {
+            let range = resp.header("Content-Range").unwrap_or_default();
+            if content_range(range) != Some((from, size.saturating_sub(1), size)) || from == 0 {
+                return Err(Failure::Fatal(format!(
+                    "{url} answered the range from byte {from} of {size} with `Content-Range: {}`, not `bytes {from}-{}/{size}`",
+                    shown(range),
+                    size.saturating_sub(1)
+                )));
+            }
+            from
+        } else {
+            0
+        };
+        Ok(Body { url, len, start, reader: resp.into_reader(), timeout: self.files.timeout })
     }
 
     /// GET `url`, following redirects; with `stop_elsewhere`, a redirect to an absolute URL
     /// is not followed but returned (with the response that made it).
     fn get(&self, agent: &Agent, url: &str, stop_elsewhere: bool) -> Result<(ureq::Response, Option<String>), Failure> {
+        self.get_from(agent, url, stop_elsewhere, 0)
+    }
+
+    /// [`Self::get`] asking for the bytes from `from` on (`Range`, on every hop) when it is
+    /// not 0.
+    fn get_from(&self, agent: &Agent, url: &str, stop_elsewhere: bool, from: u64) -> Result<(ureq::Response, Option<String>), Failure> {
         let mut url = url.to_string();
         for _ in 0..=MAX_REDIRECTS {
-            let resp = self.call(agent, &url)?;
+            let resp = self.call(agent, &url, from)?;
             if !(300..400).contains(&resp.status()) {
                 return Ok((resp, None));
             }
@@ -235,8 +259,11 @@ impl Client {
     }
 
     /// One request; the token goes only to the endpoint's own server (scheme, host, port).
-    fn call(&self, agent: &Agent, url: &str) -> Result<ureq::Response, Failure> {
+    fn call(&self, agent: &Agent, url: &str, from: u64) -> Result<ureq::Response, Failure> {
         let mut req = agent.agent.get(url).set("Accept-Encoding", "identity");
+        if from > 0 {
+            req = req.set("Range", &format!("bytes={from}-"));
+        }
         if let Some(token) = &self.token {
             if origin(url).eq_ignore_ascii_case(origin(&self.endpoint)) {
                 req = req.set("Authorization", &format!("Bearer {token}"));
@@ -300,6 +327,13 @@ fn transport_failure(url: &str, t: &ureq::Transport, timeout: Timeout) -> Failur
 }
 
 /// A failed read of a body from `url`; `progress` is (bytes read, bytes expected).
+/// `(first, last, total)` of a `Content-Range: bytes FIRST-LAST/TOTAL` value.
+fn content_range(v: &str) -> Option<(u64, u64, u64)> {
+    let (span, total) = v.trim().strip_prefix("bytes ")?.split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?, total.parse().ok()?))
+}
+
 pub(super) fn read_failure(url: &str, e: std::io::Error, timeout: Timeout, progress: Option<(u64, u64)>) -> Failure {
     let at = progress.map(|(got, of)| format!(" after {got} of {of} bytes")).unwrap_or_default();
     if timed_out(&e) {

@@ -2,7 +2,8 @@
 //! holds the bytes, `snapshots/<commit>/<file>` is a relative link to the blob, `refs/<rev>`
 //! holds the commit. Every path is joined from checked names ([`super::names`]), and every
 //! file appears by renaming a complete temporary one: a download that is refused, breaks off
-//! or does not match its hash leaves no blob, link or ref behind.
+//! or does not match its hash leaves no blob, link or ref behind. Within one run, a retry
+//! continues the bytes an attempt that broke off wrote ([`Partial`]).
 
 use std::fs;
 use std::io::{IsTerminal, Read, Write};
@@ -43,6 +44,20 @@ impl Drop for Temp {
             let _ = fs::remove_file(p);
         }
     }
+}
+
+/// The bytes one attempt wrote of a blob before its download broke off, which the next
+/// attempt of the same run continues (a `Range` request) instead of starting over.
+pub(super) struct Partial {
+    blob: BlobName,
+    size: u64,
+    got: u64,
+    out: fs::File,
+    /// The hash of the `got` bytes so far.
+    hasher: Hasher,
+    tmp: PathBuf,
+    /// Removes the temporary file unless it becomes the blob.
+    guard: Temp,
 }
 
 /// A name no other writer uses at the same time (this process's id and a counter).
@@ -146,40 +161,66 @@ impl RepoCache {
         fs::symlink_metadata(self.blob(blob)).is_ok_and(|m| m.is_file() && m.len() == size)
     }
 
+    /// Where a resumed download of `blob` (`size` bytes) would continue: the bytes `partial`
+    /// holds of it, else 0.
+    pub(super) fn resume_from(partial: &Option<Partial>, blob: &BlobName, size: u64) -> u64 {
+        partial.as_ref().filter(|p| p.blob == *blob && p.size == size).map_or(0, |p| p.got)
+    }
+
     /// Streams `body` into `blobs/<blob>`: a temporary file in `blobs/`, the bytes counted
-    /// against `size` and hashed against the blob's name, flushed to disk, then renamed.
-    pub(super) fn write_blob(&self, blob: &BlobName, size: u64, body: Body, file: &RepoFile) -> Result<(), Failure> {
-        let dir = self.root.join("blobs");
-        fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
-        let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
-        let mut out = {
-            use std::os::unix::fs::OpenOptionsExt;
-            fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp).map_err(|e| local(&tmp, e))?
+    /// against `size` and hashed against the blob's name, flushed to disk, then renamed. A body
+    /// that starts past 0 continues `partial` (the bytes an earlier attempt of this run wrote);
+    /// one that breaks off leaves what it wrote in `partial` for the next attempt (the file is
+    /// still removed when `partial` is dropped, or on an interrupt); any other failure drops it.
+    pub(super) fn write_blob(&self, blob: &BlobName, size: u64, body: Body, file: &RepoFile, partial: &mut Option<Partial>) -> Result<(), Failure> {
+        if body.start == 0 {
+            *partial = None;
+        } else if Self::resume_from(partial, blob, size) != body.start {
+            return Err(Failure::Fatal(format!("{} sends {blob} from byte {}, where no earlier attempt stopped", body.url, body.start)));
+        }
+        let mut p = match partial.take() {
+            Some(p) => p,
+            None => {
+                let dir = self.root.join("blobs");
+                fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
+                let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
+                let out = {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp).map_err(|e| local(&tmp, e))?
+                };
+                let guard = Temp::new(&tmp);
+                Partial { blob: blob.clone(), size, got: 0, out, hasher: Hasher::new(blob.kind(), size), tmp, guard }
+            }
         };
-        let guard = Temp::new(&tmp);
-        let mut hasher = Hasher::new(blob.kind(), size);
         let bar = Bar::new(file, size);
-        let mut reader = body.reader.take(size.saturating_add(1));
+        bar.0.set_position(p.got);
+        let mut reader = body.reader.take((size - p.got).saturating_add(1));
         let mut buf = vec![0u8; 1 << 16];
-        let mut got = 0u64;
         loop {
             let n = match reader.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(read_failure(&body.url, e, body.timeout, Some((got, size)))),
+                Err(e) => {
+                    let failure = read_failure(&body.url, e, body.timeout, Some((p.got, size)));
+                    *partial = Some(p);
+                    return Err(failure);
+                }
             };
-            got += n as u64;
-            if got > size {
+            if p.got + n as u64 > size {
                 return Err(Failure::Fatal(format!("{} sends more than the {size} bytes the hub announced", body.url)));
             }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(|e| local(&tmp, e))?;
+            p.hasher.update(&buf[..n]);
+            p.out.write_all(&buf[..n]).map_err(|e| local(&p.tmp, e))?;
+            p.got += n as u64;
             bar.0.inc(n as u64);
         }
-        if got < size {
-            return Err(Failure::Transient(format!("the download from {} ended after {got} of {size} bytes", body.url)));
+        if p.got < size {
+            let failure = Failure::Transient(format!("the download from {} ended after {} of {size} bytes", body.url, p.got));
+            *partial = Some(p);
+            return Err(failure);
         }
+        let Partial { out, hasher, tmp, guard, .. } = p;
         let digest = hasher.hex();
         if !digest.eq_ignore_ascii_case(blob.as_str()) {
             return Err(Failure::Fatal(format!(
@@ -192,7 +233,7 @@ impl RepoCache {
         let dst = self.blob(blob);
         fs::rename(&tmp, &dst).map_err(|e| local(&dst, e))?;
         guard.kept();
-        sync_dir(&dir);
+        sync_dir(&self.root.join("blobs"));
         Ok(())
     }
 

@@ -67,6 +67,8 @@ pub enum Break {
     Stall,
     /// Headers announcing every byte, half of them, then the connection closes.
     Truncate,
+    /// [`Break::Truncate`] the first time the bytes are asked for, honest after.
+    TruncateOnce,
 }
 
 /// What the server lies about; each `None`/empty field is answered honestly.
@@ -102,7 +104,7 @@ pub fn serve(files: Vec<(String, Vec<u8>)>, sha: &str, lies: Lies) -> Hub {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
-    let state = Arc::new(State { url: url.clone(), files, sha: sha.to_string(), lies, requests: requests.clone() });
+    let state = Arc::new(State { url: url.clone(), files, sha: sha.to_string(), lies, requests: requests.clone(), served: Mutex::new(Vec::new()) });
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
@@ -119,6 +121,8 @@ struct State {
     sha: String,
     lies: Lies,
     requests: Arc<Mutex<Vec<String>>>,
+    /// The names whose bytes were sent, once per time.
+    served: Mutex<Vec<String>>,
 }
 
 impl State {
@@ -141,7 +145,11 @@ impl State {
                 }
             }
         }
-        self.requests.lock().unwrap().push(path.clone());
+        // A ranged request is recorded with its range: `PATH#bytes=N-`.
+        self.requests.lock().unwrap().push(match &range {
+            Some(r) => format!("{path}#{r}"),
+            None => path.clone(),
+        });
 
         if path.starts_with("/api/models/org/tiny/revision/") {
             if self.lies.listing_hangs {
@@ -203,8 +211,15 @@ impl State {
             }
             None => ("200 OK", data.to_vec()),
         };
+        // Whether this file's bytes are served for the first time.
+        let first = {
+            let mut served = self.served.lock().unwrap();
+            let first = !served.iter().any(|n| n == name);
+            served.push(name.to_string());
+            first
+        };
         match &self.lies.broken {
-            Some((broken, how)) if broken == name => {
+            Some((broken, how)) if broken == name && (first || !matches!(how, Break::TruncateOnce)) => {
                 let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
                 for h in &headers {
                     head.push_str(h);
