@@ -173,6 +173,16 @@ fn a_broken_off_download_resumes_where_it_stopped() {
     assert_eq!(std::fs::read(&blob).unwrap(), weights);
     let left: Vec<String> = std::fs::read_dir(cache.join("models--org--tiny/blobs")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(!left.iter().any(|n| n.ends_with(".incomplete")), "{left:?}");
+
+    // A server that answers the range with the whole file: the file starts over, still whole.
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&fixture).unwrap().map(|e| e.unwrap()).map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())).collect();
+    let lies = hub_server::Lies { broken: Some(("model.safetensors".into(), hub_server::Break::TruncateOnce)), ignore_range: true, ..hub_server::Lies::default() };
+    let hub = hub_server::serve(files, sha, lies);
+    let cache = dir.path().join("cache2");
+    let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out2"]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(cache.join("models--org--tiny/blobs").join(hub_server::sha256(&weights))).unwrap(), weights);
+    assert_eq!(hub.requests().iter().filter(|p| p.starts_with("/cdn/")).count(), 2);
 }
 
 /// A GGUF repository as llama.cpp's conversions are published: no config.json, one model per

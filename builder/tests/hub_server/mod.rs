@@ -86,6 +86,8 @@ pub struct Lies {
     pub listing_hangs: bool,
     /// One file's bytes go wrong.
     pub broken: Option<(String, Break)>,
+    /// A `Range` request is answered with the whole file (`200`), as a server may.
+    pub ignore_range: bool,
 }
 
 pub struct Hub {
@@ -202,6 +204,7 @@ impl State {
     /// `data` (or the range asked for), broken as the lies say for `name`.
     fn bytes(&self, stream: &mut TcpStream, name: &str, data: &[u8], mut headers: Vec<String>, range: Option<&str>) {
         let total = data.len();
+        let range = range.filter(|_| !self.lies.ignore_range);
         let (status, body) = match range.and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.split_once('-')) {
             Some((a, b)) => {
                 let start = a.parse().unwrap_or(0);
