@@ -181,8 +181,12 @@ fn a_broken_off_download_resumes_where_it_stopped() {
     let cache = dir.path().join("cache2");
     let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out2"]);
     assert!(ok, "{err}");
+    assert!(!err.contains("resuming"), "nothing was resumed: {err}");
     assert_eq!(std::fs::read(cache.join("models--org--tiny/blobs").join(hub_server::sha256(&weights))).unwrap(), weights);
-    assert_eq!(hub.requests().iter().filter(|p| p.starts_with("/cdn/")).count(), 2);
+    let cdn: Vec<String> = hub.requests().into_iter().filter(|p| p.starts_with("/cdn/")).collect();
+    assert_eq!(cdn, vec![object.clone(), format!("{object}#bytes={half}-")], "asked for the rest, sent the whole");
+    let left: Vec<String> = std::fs::read_dir(cache.join("models--org--tiny/blobs")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!left.iter().any(|n| n.ends_with(".incomplete")), "{left:?}");
 }
 
 /// A GGUF repository as llama.cpp's conversions are published: no config.json, one model per

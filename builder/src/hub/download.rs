@@ -157,12 +157,9 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
     let size = resolved.size;
     if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
         let resume = size.map_or(0, |s| RepoCache::resume_from(partial, &blob, s));
-        if resume > 0 {
-            eprintln!("  {file}: resuming at byte {resume} of {}", size.unwrap_or_default());
-        }
         let body = client.body(resolved, resume, size.unwrap_or_default())?;
         let size = match (size, body.len) {
-            (Some(s), Some(l)) if s - body.start != l => {
+            (Some(s), Some(l)) if s.checked_sub(body.start) != Some(l) => {
                 return Err(Failure::Fatal(format!(
                     "{} sends {l} bytes (Content-Length) from byte {}, but {at} announced {s} (X-Linked-Size)",
                     body.url, body.start

@@ -196,9 +196,10 @@ impl Client {
     /// from byte `from` of `size` when `from` is not 0 and the bytes come from the target (an
     /// LFS file: a `Range` request, which a server may ignore; see [`Body::start`]).
     pub(super) fn body(&self, resolved: Resolved, from: u64, size: u64) -> Result<Body, Failure> {
-        let resp = match resolved.bytes {
-            Pending::Here(resp) => *resp,
-            Pending::At(location) => self.get_from(&self.files, &location, false, from)?.0,
+        // Only the redirect's target is asked for a range: the hub's own answer is whole.
+        let (resp, from) = match resolved.bytes {
+            Pending::Here(resp) => (*resp, 0),
+            Pending::At(location) => (self.get_from(&self.files, &location, false, from)?.0, from),
         };
         let url = resp.get_url().to_string();
         let len = match resp.header("Content-Length") {
@@ -207,7 +208,10 @@ impl Client {
         };
         let start = if resp.status() == 206 {
             let range = resp.header("Content-Range").unwrap_or_default();
-            if content_range(range) != Some((from, size.saturating_sub(1), size)) || from == 0 {
+            if from == 0 {
+                return Err(Failure::Fatal(format!("{url} answered 206 (part of the file) to a request for all of it")));
+            }
+            if content_range(range) != Some((from, size.saturating_sub(1), size)) {
                 return Err(Failure::Fatal(format!(
                     "{url} answered the range from byte {from} of {size} with `Content-Range: {}`, not `bytes {from}-{}/{size}`",
                     shown(range),
@@ -326,7 +330,6 @@ fn transport_failure(url: &str, t: &ureq::Transport, timeout: Timeout) -> Failur
     }
 }
 
-/// A failed read of a body from `url`; `progress` is (bytes read, bytes expected).
 /// `(first, last, total)` of a `Content-Range: bytes FIRST-LAST/TOTAL` value.
 fn content_range(v: &str) -> Option<(u64, u64, u64)> {
     let (span, total) = v.trim().strip_prefix("bytes ")?.split_once('/')?;
@@ -334,6 +337,7 @@ fn content_range(v: &str) -> Option<(u64, u64, u64)> {
     Some((first.parse().ok()?, last.parse().ok()?, total.parse().ok()?))
 }
 
+/// A failed read of a body from `url`; `progress` is (bytes read, bytes expected).
 pub(super) fn read_failure(url: &str, e: std::io::Error, timeout: Timeout, progress: Option<(u64, u64)>) -> Failure {
     let at = progress.map(|(got, of)| format!(" after {got} of {of} bytes")).unwrap_or_default();
     if timed_out(&e) {

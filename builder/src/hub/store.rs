@@ -164,7 +164,7 @@ impl RepoCache {
     /// Where a resumed download of `blob` (`size` bytes) would continue: the bytes `partial`
     /// holds of it, else 0.
     pub(super) fn resume_from(partial: &Option<Partial>, blob: &BlobName, size: u64) -> u64 {
-        partial.as_ref().filter(|p| p.blob == *blob && p.size == size).map_or(0, |p| p.got)
+        partial.as_ref().filter(|p| p.blob == *blob && p.size == size && p.got < size).map_or(0, |p| p.got)
     }
 
     /// Streams `body` into `blobs/<blob>`: a temporary file in `blobs/`, the bytes counted
@@ -192,6 +192,9 @@ impl RepoCache {
                 Partial { blob: blob.clone(), size, got: 0, out, hasher: Hasher::new(blob.kind(), size), tmp, guard }
             }
         };
+        if p.got > 0 {
+            eprintln!("  {file}: resuming at byte {} of {size}", p.got);
+        }
         let bar = Bar::new(file, size);
         bar.0.set_position(p.got);
         let mut reader = body.reader.take((size - p.got).saturating_add(1));
@@ -201,6 +204,8 @@ impl RepoCache {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // Every byte came before the error: the hash decides.
+                Err(_) if p.got == size => break,
                 Err(e) => {
                     let failure = read_failure(&body.url, e, body.timeout, Some((p.got, size)));
                     *partial = Some(p);
