@@ -316,6 +316,24 @@ fn a_body_that_breaks_off_leaves_no_blob() {
     assert_eq!(ranges, [format!("bytes={first}-"), format!("bytes={second}-")]);
 }
 
+/// A resumed download's answer must be the rest of the file: a `Content-Range` for other
+/// bytes is refused, nothing kept.
+#[test]
+fn a_range_answered_with_other_bytes_is_refused() {
+    let s = Setup::new();
+    let lies = Lies { broken: Some(("model.safetensors".into(), Break::TruncateOnce)), content_range: Some("bytes 0-99/100".into()), ..Lies::default() };
+    let (run, _hub) = refused(&s, lies, &["model.safetensors: ", "answered the range from byte", "`Content-Range: bytes 0-99/100`"]);
+    assert!(!run.err.contains("tried 3 times"), "refused at once: {}", run.err);
+}
+
+/// A part of a file (`206`) is not taken for the whole of it when no range was asked.
+#[test]
+fn a_partial_answer_to_a_whole_request_is_refused() {
+    let s = Setup::new();
+    let lies = Lies { unsolicited_206: true, ..Lies::default() };
+    refused(&s, lies, &["answered 206 (part of the file) to a request for all of it"]);
+}
+
 #[test]
 fn bytes_that_do_not_match_their_etag_are_not_kept() {
     let s = Setup::new();

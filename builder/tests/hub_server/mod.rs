@@ -88,6 +88,10 @@ pub struct Lies {
     pub broken: Option<(String, Break)>,
     /// A `Range` request is answered with the whole file (`200`), as a server may.
     pub ignore_range: bool,
+    /// The `Content-Range` sent with a ranged answer, whatever was asked.
+    pub content_range: Option<String>,
+    /// A request for a whole file is answered `206` with the whole file and its range.
+    pub unsolicited_206: bool,
 }
 
 pub struct Hub {
@@ -209,8 +213,12 @@ impl State {
             Some((a, b)) => {
                 let start = a.parse().unwrap_or(0);
                 let end = b.parse::<usize>().map_or(total.saturating_sub(1), |e| e.min(total.saturating_sub(1)));
-                headers.push(format!("Content-Range: bytes {start}-{end}/{total}"));
+                headers.push(self.lies.content_range.as_ref().map_or_else(|| format!("Content-Range: bytes {start}-{end}/{total}"), |r| format!("Content-Range: {r}")));
                 ("206 Partial Content", if total == 0 || start > end { Vec::new() } else { data[start..=end].to_vec() })
+            }
+            None if self.lies.unsolicited_206 && !name.is_empty() => {
+                headers.push(format!("Content-Range: bytes 0-{}/{total}", total.saturating_sub(1)));
+                ("206 Partial Content", data.to_vec())
             }
             None => ("200 OK", data.to_vec()),
         };
