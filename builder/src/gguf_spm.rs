@@ -102,6 +102,19 @@ fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
+/// A SentencePiece file's scores as merges are ranked by them: `-0.0` read as `0.0` (Python
+/// compares them equal), NaN refused (it has no rank).
+fn file_scores(a: &[Value]) -> std::result::Result<Vec<f64>, String> {
+    a.iter()
+        .enumerate()
+        .map(|(i, v)| match v.as_f64() {
+            Some(x) if x.is_nan() => Err(format!("`tokenizer.ggml.scores` holds NaN for token {i}, which ranks no merge")),
+            Some(x) => Ok(x + 0.0),
+            None => Err(format!("`tokenizer.ggml.scores` holds {v:?}, not a number")),
+        })
+        .collect()
+}
+
 /// One split of a token into two vocabulary tokens, as [`generate_merges`] ranks them: 20
 /// bytes, for the half million splits of a 262,144-token vocabulary.
 struct Split {
@@ -171,8 +184,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
     } else {
         stored.iter().map(|&t| Cow::Borrowed(t)).collect()
     };
-    // Each position's score: minus the position for Gemma, else the file's (`-0.0` read as
-    // `0.0`, as Python compares them; NaN refused: it has no rank).
+    // Each position's score: minus the position for Gemma, else the file's.
     let by_position: Vec<f64> = if gemma {
         (0..n).map(|i| -(i as f64)).collect()
     } else {
@@ -180,14 +192,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
         if a.len() != n {
             return Err(err(format!("`tokenizer.ggml.scores` has {} entries for {n} tokens", a.len())));
         }
-        a.iter()
-            .enumerate()
-            .map(|(i, v)| match v.as_f64() {
-                Some(x) if x.is_nan() => Err(err(format!("`tokenizer.ggml.scores` holds NaN for token {i}, which ranks no merge"))),
-                Some(x) => Ok(x + 0.0),
-                None => Err(err(format!("`tokenizer.ggml.scores` holds {v:?}, not a number"))),
-            })
-            .collect::<Result<Vec<f64>>>()?
+        file_scores(a).map_err(err)?
     };
     // Python dict semantics: a repeated token keeps its first place and its last id/score.
     let (order, vocab_ids) = first_places_last_ids(tokens.iter().map(|t| t.as_ref()));
@@ -276,6 +281,15 @@ mod tests {
         let (order, vocab) = first_places_last_ids(tokens.iter().copied());
         let by_rank: Vec<f64> = order.iter().map(|&at| scores[vocab[tokens[at as usize]] as usize]).collect();
         generate_merges(&spelled, &order, &by_rank, &vocab).into_iter().map(|(l, r)| (tokens[l as usize], tokens[r as usize])).collect()
+    }
+
+    #[test]
+    fn scores_rank_as_python_compares_them() {
+        let got = file_scores(&[Value::F32(-0.0), Value::F32(1.5), Value::I32(-2)]).unwrap();
+        assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), [0.0f64, 1.5, -2.0].map(f64::to_bits), "-0.0 ranks as 0.0");
+        let e = file_scores(&[Value::F32(0.0), Value::F32(f32::NAN)]).unwrap_err();
+        assert!(e.contains("NaN for token 1"), "{e}");
+        assert!(file_scores(&[Value::String("x".into())]).unwrap_err().contains("not a number"));
     }
 
     #[test]

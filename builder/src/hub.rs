@@ -120,7 +120,7 @@ pub fn resolve_model(model: &Path, revision: Option<&str>) -> Result<PathBuf> {
             if let Some(held) = snapshot.as_ref().ok().map(|s| gguf::models(gguf_files_in(s).iter().map(String::as_str))).filter(|h| !h.is_empty()) {
                 return Err(Error::Request(format!(
                     "`{id}` is cached at revision `{rev_text}` as GGUF files only, {}; name the model with its tag (`{}:TAG`)",
-                    gguf::listing(&held),
+                    gguf::listing(&held, &held),
                     id.repo
                 )));
             }

@@ -244,6 +244,28 @@ impl Split {
     }
 }
 
+/// llama.cpp's split-file naming (`gguf-split`): `(prefix, i, n)` of a file stem
+/// `{prefix}-{i:05}-of-{n:05}`, file `i` (from 1, at most `n`) of `n`; `None` for any other stem.
+pub fn split_stem(stem: &str) -> Option<(&str, usize, usize)> {
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (prefix, no) = rest.rsplit_once('-')?;
+    // Numbers as llama.cpp writes them (`%05d`): digits only, zero-padded to five.
+    let number = |s: &str| s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<usize>().ok()).flatten().filter(|v| format!("{v:05}") == s);
+    let (i, n) = (number(no)?, number(count)?);
+    (1..=n).contains(&i).then_some((prefix, i, n))
+}
+
+/// The stem of file `i` (from 1) of the `n` files of split set `prefix`: [`split_stem`]'s inverse.
+///
+/// ```
+/// assert_eq!(ir::gguf::split_stem(&ir::gguf::split_file_stem("m-Q8_0", 2, 3)), Some(("m-Q8_0", 2, 3)));
+/// assert_eq!(ir::gguf::split_stem("m-2-of-3"), None, "zero-padded to five digits");
+/// assert_eq!(ir::gguf::split_stem("m-00004-of-00003"), None, "file 4 of 3");
+/// ```
+pub fn split_file_stem(prefix: &str, i: usize, n: usize) -> String {
+    format!("{prefix}-{i:05}-of-{n:05}")
+}
+
 /// The file name of shard `no` (from 0) of `count`, beside `first` named
 /// `{prefix}-00001-of-{count:05}.gguf` (the extension in any case, kept as `first` spells it);
 /// `None` when `first` is not named so.
@@ -253,8 +275,12 @@ fn shard_path(first: &Path, no: u64, count: u64) -> Option<std::path::PathBuf> {
     if !ext.eq_ignore_ascii_case("gguf") {
         return None;
     }
-    let prefix = stem.strip_suffix(&format!("-00001-of-{count:05}"))?;
-    Some(first.with_file_name(format!("{prefix}-{:05}-of-{count:05}.{ext}", no + 1)))
+    let count = usize::try_from(count).ok()?;
+    let (prefix, 1, n) = split_stem(stem)? else { return None };
+    if n != count {
+        return None;
+    }
+    Some(first.with_file_name(format!("{}.{ext}", split_file_stem(prefix, usize::try_from(no).ok()? + 1, count))))
 }
 
 impl GgufFile {

@@ -149,19 +149,11 @@ pub fn gguf_file(path: &Path) -> Result<Option<PathBuf>> {
 /// The first file when `files` (sorted) are exactly the files of one split GGUF, named as
 /// llama.cpp names them (`{prefix}-{i:05}-of-{n:05}.gguf`, i = 1..=n): that set is one model.
 fn one_split_set(files: &[PathBuf]) -> Option<PathBuf> {
-    let parts: Vec<(&str, &str, &str)> = files
-        .iter()
-        .map(|p| {
-            let stem = p.file_stem()?.to_str()?;
-            let (rest, count) = stem.rsplit_once("-of-")?;
-            let (prefix, no) = rest.rsplit_once('-')?;
-            (no.len() == 5 && count.len() == 5 && no.bytes().chain(count.bytes()).all(|b| b.is_ascii_digit())).then_some((prefix, no, count))
-        })
-        .collect::<Option<_>>()?;
+    let parts: Vec<(&str, usize, usize)> = files.iter().map(|p| ir::gguf::split_stem(p.file_stem()?.to_str()?)).collect::<Option<_>>()?;
     let &(prefix, _, count) = parts.first()?;
     let same_set = parts.iter().all(|&(p, _, c)| p == prefix && c == count);
-    let numbered = parts.iter().enumerate().all(|(i, &(_, no, _))| no.parse::<usize>().ok() == Some(i + 1));
-    (same_set && numbered && count.parse::<usize>().ok() == Some(files.len())).then(|| files[0].clone())
+    let numbered = parts.iter().enumerate().all(|(i, &(_, no, _))| no == i + 1);
+    (same_set && numbered && count == files.len()).then(|| files[0].clone())
 }
 
 /// What a GGUF file gives the checkpoint.
@@ -1506,6 +1498,24 @@ mod tests {
         assert!(e.contains("`rope_freqs.weight` holds 0 at 2"), "{e}");
         let e = import_with(&as_ref(&meta_of("qwen2")), &t, &[(ROPE_FREQS, factors.to_vec())]).err().expect("refused").to_string();
         assert!(e.contains("`rope_freqs.weight`") && e.contains("not mapped for architecture qwen2"), "{e}");
+    }
+
+    /// Once the tokenizer is converted its metadata is dropped from the checkpoint's file (the
+    /// file is not shared, so this frees it); the rest of the metadata stays.
+    #[test]
+    fn a_checkpoint_forgets_its_gguf_tokenizer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let mut meta = llama_meta();
+        meta.push(("tokenizer.ggml.model", json!("gpt2")));
+        meta.push(("tokenizer.chat_template", json!("{{ messages }}")));
+        std::fs::write(&path, file_with(&meta, &llama_tensors(), &[])).unwrap();
+        let mut ckpt = crate::Checkpoint::open(&path).unwrap();
+        let held = |c: &crate::Checkpoint, k: &str| c.gguf.as_ref().unwrap().get(k).is_some();
+        assert!(held(&ckpt, "tokenizer.ggml.model") && held(&ckpt, "tokenizer.chat_template"));
+        ckpt.forget_gguf_tokenizer();
+        assert!(!held(&ckpt, "tokenizer.ggml.model") && !held(&ckpt, "tokenizer.chat_template"), "forgotten");
+        assert!(held(&ckpt, "general.architecture"), "the rest stays");
     }
 
     /// `llama_meta` under another architecture's prefix.

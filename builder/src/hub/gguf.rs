@@ -75,7 +75,10 @@ impl GgufModel {
     /// case (empty when complete).
     pub(crate) fn missing_files(&self) -> Vec<String> {
         let Some(count) = self.split_count else { return Vec::new() };
-        (1..=count).map(|i| split_name(&self.label, i, count)).filter(|n| !self.files.iter().any(|f| f.eq_ignore_ascii_case(n))).collect()
+        (1..=count)
+            .map(|i| format!("{}.gguf", ir::gguf::split_file_stem(&self.label, i, count)))
+            .filter(|n| !self.files.iter().any(|f| f.eq_ignore_ascii_case(n)))
+            .collect()
     }
 
     /// How it is shown in a list among `all`: `` `Q4_K_M` (Model-Q4_K_M.gguf) ``.
@@ -89,21 +92,9 @@ impl GgufModel {
     }
 }
 
-fn split_name(label: &str, i: usize, count: usize) -> String {
-    format!("{label}-{i:05}-of-{count:05}.gguf")
-}
-
 /// Is `name` (a path in the repository) a vision projector rather than a model?
 fn is_projector(name: &str) -> bool {
     name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase().contains("mmproj")
-}
-
-/// `(label, i, count)` of a split file name `LABEL-0000i-of-0000N.gguf`.
-fn split_part(path_stem: &str) -> Option<(&str, usize, usize)> {
-    let (rest, count) = path_stem.rsplit_once("-of-")?;
-    let (label, no) = rest.rsplit_once('-')?;
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(no) && digits(count)).then(|| Some((label, no.parse().ok()?, count.parse().ok()?))).flatten().filter(|&(_, i, n)| i >= 1 && i <= n)
 }
 
 /// The GGUF models among `names` (a repository's or a snapshot's file paths), by label;
@@ -117,7 +108,7 @@ pub(crate) fn models<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<GgufMo
         if is_projector(name) {
             continue;
         }
-        let (label, count) = match split_part(path_stem) {
+        let (label, count) = match ir::gguf::split_stem(path_stem) {
             Some((label, _, count)) => (label, Some(count)),
             None => (path_stem, None),
         };
@@ -133,16 +124,17 @@ pub(crate) fn models<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<GgufMo
     out
 }
 
-/// `models` as a list for a message: each with the tag that names it alone and its files.
-pub(crate) fn listing(models: &[GgufModel]) -> String {
-    models.iter().map(|m| m.listed(models)).collect::<Vec<_>>().join(", ")
+/// `shown` (some of `all`) as a list for a message: each with the tag that names it alone
+/// among `all` and its files.
+pub(crate) fn listing<'a>(shown: impl IntoIterator<Item = &'a GgufModel>, all: &[GgufModel]) -> String {
+    shown.into_iter().map(|m| m.listed(all)).collect::<Vec<_>>().join(", ")
 }
 
 /// The one model `tag` names among `models` (the only one when `tag` is `None`), or why
 /// there is none, listing what there is and how to name it. `id` is `ORG/NAME` for the message;
 /// `where_` says where the files were listed ("the hub lists", "the cache holds").
 pub(crate) fn choose(models: &[GgufModel], tag: Option<&Tag>, id: &str, where_: &str) -> Result<GgufModel, String> {
-    let list = |ms: &[&GgufModel]| ms.iter().map(|m| m.listed(models)).collect::<Vec<_>>().join(", ");
+    let list = |ms: &[&GgufModel]| listing(ms.iter().copied(), models);
     let all: Vec<&GgufModel> = models.iter().collect();
     let chosen: Vec<&GgufModel> = match tag {
         Some(t) => models.iter().filter(|m| m.is_tagged(t)).collect(),
