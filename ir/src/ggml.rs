@@ -17,11 +17,12 @@
 //! | Q6_K | 256: 128 bytes low nibbles, 64 bytes 2-bit highs, 16 x i8 scales, f16 d; sub-block of 16: `d*sc*(q - 32)`, q 0..63 | 8 bits, block 16, code q + 96, zero 128, scale `d*sc` | scale exact in f32 (not in f16) |
 //! | IQ4_NL | 32: f16 d, 16 bytes of nibbles as Q4_0; `d*kv[q]`, kv llama.cpp's 16 non-uniform levels (-127..113) | 8 bits, block 32, code kv[q] + 128, zero 128 | exact |
 //! | IQ4_XS | 256: f16 d, u16 high scale bits, 4 bytes of low scale nibbles, 128 bytes of nibbles; sub-block j of 32: `d*(ls_j - 32)*kv[q]` | 8 bits, block 32, code kv[q] + 128, zero 128, scale `d*(ls_j - 32)` | exact in f32 |
+//! | MXFP4 | 32: e8m0 byte e, 16 bytes of nibbles as Q4_0; `2^(e - 128) * kv[q]`, kv the FP4 (E2M1) values doubled (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) | 8 bits, block 32, code kv[q] + 128, zero 128, scale `2^(e - 128)` | exact in f32 (in f16 while e is 104..143) |
 //!
 //! Codes of the types with a min are centred on the mid value (see `with_min`). The IQ4
-//! types' levels are not a scale times an evenly spaced code, so no 4-bit form holds them;
-//! their levels are integers, so an 8-bit code per value holds them exactly (twice the file's
-//! bits). Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c).
+//! types' and MXFP4's levels are not a scale times an evenly spaced code, so no 4-bit form
+//! holds them; their levels are integers, so an 8-bit code per value holds them exactly (twice
+//! the file's bits; MXFP4 is gpt-oss's expert format). Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c).
 
 use crate::gguf::GgmlType;
 use crate::quant::Bits;
@@ -49,7 +50,7 @@ pub struct BlockForm {
 }
 
 /// The block-quantized types decoded here (every one has a [`form`]), for messages.
-pub const DECODED: [GgmlType; 12] = [
+pub const DECODED: [GgmlType; 13] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -62,10 +63,21 @@ pub const DECODED: [GgmlType; 12] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::MXFP4,
 ];
 
 /// llama.cpp's IQ4_NL / IQ4_XS levels (`kvalues_iq4nl`, ggml-common.h).
 const IQ4_LEVELS: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// llama.cpp's MXFP4 levels (`kvalues_mxfp4`, ggml-common.h): the E2M1 values times 2, which
+/// the halved e8m0 scale ([`e8m0_half`]) undoes.
+const MXFP4_LEVELS: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// An e8m0 scale byte halved, `2^(e - 128)`, exactly as ggml's `GGML_E8M0_TO_FP32_HALF` forms
+/// it: the f32 with exponent field `e - 1`, or for `e` 0 and 1 the subnormals 2^-128 and 2^-127.
+fn e8m0_half(e: u8) -> f32 {
+    f32::from_bits(if e < 2 { 0x0020_0000 << e } else { (e as u32 - 1) << 23 })
+}
 
 /// The MatMulNBits form of `t`, for the types decoded here.
 pub fn form(t: GgmlType) -> Option<BlockForm> {
@@ -81,7 +93,7 @@ pub fn form(t: GgmlType) -> Option<BlockForm> {
         GgmlType::Q5_K => f(Bits::Int8, 32, Zeros::Float, false),
         GgmlType::Q3_K => f(Bits::Int4, 16, Zeros::Mid, true),
         GgmlType::Q2_K => f(Bits::Int4, 16, Zeros::Float, false),
-        GgmlType::IQ4_NL | GgmlType::IQ4_XS => f(Bits::Int8, 32, Zeros::Mid, true),
+        GgmlType::IQ4_NL | GgmlType::IQ4_XS | GgmlType::MXFP4 => f(Bits::Int8, 32, Zeros::Mid, true),
         _ => None,
     }
 }
@@ -269,6 +281,10 @@ pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32
                 iq4_codes(&b[2..18], c);
                 scales[i] = half(b, 0);
             }
+            GgmlType::MXFP4 => {
+                levels_codes(&MXFP4_LEVELS, &b[1..17], c);
+                scales[i] = e8m0_half(b[0]);
+            }
             GgmlType::IQ4_XS => {
                 let (d, high, low) = (half(b, 0), u16::from_le_bytes([b[2], b[3]]), &b[4..8]);
                 for j in 0..8 {
@@ -286,7 +302,13 @@ pub fn decode_row(t: GgmlType, bytes: &[u8], codes: &mut [u8], scales: &mut [f32
 /// 32 IQ4 values from 16 bytes (value j the low nibble of byte j, j + 16 its high nibble) as
 /// 8-bit codes: the level + 128.
 fn iq4_codes(qs: &[u8], codes: &mut [u8]) {
-    let code = |n: u8| (IQ4_LEVELS[n as usize] as i16 + 128) as u8;
+    levels_codes(&IQ4_LEVELS, qs, codes)
+}
+
+/// 32 values of a table of 16 integer levels from 16 bytes of nibbles (value j the low nibble
+/// of byte j, j + 16 its high nibble) as 8-bit codes: the level + 128.
+fn levels_codes(levels: &[i8; 16], qs: &[u8], codes: &mut [u8]) {
+    let code = |n: u8| (levels[n as usize] as i16 + 128) as u8;
     for j in 0..16 {
         codes[j] = code(qs[j] & 0xf);
         codes[j + 16] = code(qs[j] >> 4);
@@ -382,6 +404,17 @@ mod tests {
         assert_eq!(v[69], 0.5 * (4.0 - 8.0) * ((0xa + (2 << 4)) as f32 - 32.0));
         assert_eq!(v[0], 0.5 * -8.0 * -32.0);
         assert_eq!(v[255], 0.5 * 7.0 * -32.0);
+    }
+
+    #[test]
+    fn mxfp4_by_hand() {
+        // e 130: scale 2^2; byte 0 = 0xf7: value 0 is level 7 (12), value 16 level 15 (-12).
+        let mut b = vec![130u8, 0xf7];
+        b.extend([0x98u8; 15]);
+        let v = values(GgmlType::MXFP4, &b, 32);
+        assert_eq!((v[0], v[16], v[1], v[17]), (48.0, -48.0, 0.0, -4.0));
+        // The halved e8m0 scale at its ends: subnormal 2^-128 and 2^-127, then normal.
+        assert_eq!([e8m0_half(0), e8m0_half(1), e8m0_half(2), e8m0_half(255)], [2f32.powi(-128), 2f32.powi(-127), 2f32.powi(-126), 2f32.powi(127)]);
     }
 
     #[test]

@@ -118,6 +118,7 @@ impl GgmlType {
     pub const IQ4_NL: GgmlType = GgmlType(20);
     pub const IQ4_XS: GgmlType = GgmlType(23);
     pub const BF16: GgmlType = GgmlType(30);
+    pub const MXFP4: GgmlType = GgmlType(39);
 
     /// (name, values per block, bytes per block) of the types whose byte size is known here.
     const LAYOUTS: &'static [(u32, &'static str, usize, usize)] = &[
@@ -143,6 +144,7 @@ impl GgmlType {
         (27, "I64", 1, 8),
         (28, "F64", 1, 8),
         (30, "BF16", 1, 2),
+        (39, "MXFP4", 32, 17),
     ];
     /// Names of ids whose layout is not read (for messages).
     const OTHERS: &'static [(u32, &'static str)] = &[
@@ -155,7 +157,6 @@ impl GgmlType {
         (29, "IQ1_M"),
         (34, "TQ1_0"),
         (35, "TQ2_0"),
-        (39, "MXFP4"),
     ];
 
     pub fn name(self) -> String {

@@ -180,8 +180,20 @@ impl Recipe {
         Self::data(label, DType::I64, shape, to_bytes(values, i64::to_le_bytes))
     }
 
+    /// Transposes by `perm`; transposing back what a transpose (under a cast, perhaps) did is
+    /// the input itself, so a tensor a checkpoint stores in the other orientation and a model
+    /// reads transposed back (gpt-oss's GGUF experts) keeps the recipe that rearranges rows only
+    /// (pre-quantized layers keep their integers through it).
     pub fn transpose(self, perm: Vec<usize>) -> Recipe {
-        Recipe::Transpose { input: Box::new(self), perm }
+        let undoes = |inner: &[usize]| inner.len() == perm.len() && perm.iter().enumerate().all(|(i, &p)| inner.get(p) == Some(&i));
+        match self {
+            Recipe::Transpose { input, perm: inner } if undoes(&inner) => *input,
+            Recipe::Cast { input, to } if matches!(&*input, Recipe::Transpose { perm: inner, .. } if undoes(inner)) => {
+                let Recipe::Transpose { input, .. } = *input else { unreachable!("matched above") };
+                Recipe::Cast { input, to }
+            }
+            other => Recipe::Transpose { input: Box::new(other), perm },
+        }
     }
 
     /// Casts to `to`; a cast to the recipe's own dtype is no transform at all.
@@ -682,6 +694,21 @@ mod tests {
         let t = iota(vec![2, 1, 3]).transpose(vec![2, 0, 1]);
         assert_eq!(t.shape(), vec![3, 2, 1]);
         assert_eq!(f32s(&t.materialize().unwrap()), vec![0., 3., 1., 4., 2., 5.]);
+    }
+
+    /// A transpose back (also through a cast) is the input: no Transpose node is left.
+    #[test]
+    fn a_transpose_back_is_the_input() {
+        let x = iota(vec![2, 3, 4]);
+        let back = x.clone().transpose(vec![0, 2, 1]).transpose(vec![0, 2, 1]);
+        assert!(matches!(back, Recipe::Data(_)), "{}", back.describe());
+        let cast = x.clone().transpose(vec![2, 0, 1]).cast(DType::F16).transpose(vec![1, 2, 0]);
+        assert!(matches!(&cast, Recipe::Cast { input, to: DType::F16 } if matches!(**input, Recipe::Data(_))), "{}", cast.describe());
+        assert_eq!(cast.shape(), vec![2, 3, 4]);
+        // Not the inverse: a second transpose stays.
+        let twice = x.transpose(vec![2, 0, 1]).transpose(vec![2, 0, 1]);
+        assert_eq!(twice.shape(), vec![3, 4, 2]);
+        assert_eq!(f32s(&twice.materialize().unwrap())[..4], [0., 12., 1., 13.]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! ir::ggml decodes each block type as gguf-py's `dequantize` does (gguf 0.19.0, vectors in
 //! tests/data/ggml_blocks.safetensors, made by scripts/make_ggml_vectors.py from random blocks):
-//! Q4_0, Q5_0, Q8_0, Q6_K, Q3_K, IQ4_NL and IQ4_XS exactly, Q4_1, Q5_1, Q4_K, Q5_K and Q2_K (float zero points)
+//! Q4_0, Q5_0, Q8_0, Q6_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 exactly, Q4_1, Q5_1, Q4_K, Q5_K and Q2_K (float zero points)
 //! to f32 rounding.
 
 use ir::ggml::{decode_row, form, Zeros};
@@ -23,6 +23,7 @@ fn every_block_type_dequantizes_as_gguf_py() {
         (GgmlType::Q2_K, false),
         (GgmlType::IQ4_NL, true),
         (GgmlType::IQ4_XS, true),
+        (GgmlType::MXFP4, true),
     ] {
         let raw = st.tensor(&format!("{t}.raw")).unwrap();
         let want = st.tensor(&format!("{t}.values")).unwrap();
