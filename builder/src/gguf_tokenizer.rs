@@ -25,7 +25,13 @@ use std::path::Path;
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them.
+/// o200k's split (gpt-oss, GPT-4o): llama.cpp's `gpt-4o` pre-tokenizer (`llama-vocab.cpp`, the
+/// original regex in its comment), as the gpt-oss checkpoints' own tokenizer.json states it.
+/// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
+const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them (and
+/// gpt-oss's, which it does not load).
 const SPLITS: &[(&str, &str)] = &[
     ("llama3", LLAMA3_SPLIT),
     ("llama-v3", LLAMA3_SPLIT),
@@ -36,6 +42,7 @@ const SPLITS: &[(&str, &str)] = &[
     ("qwen2", QWEN2_SPLIT),
     ("deepseek-r1-qwen", QWEN2_SPLIT),
     ("megrez", QWEN2_SPLIT),
+    ("gpt-4o", O200K_SPLIT),
 ];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for

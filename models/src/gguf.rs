@@ -25,6 +25,22 @@
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
 //!
+//! gpt-oss files (llama.cpp's `GptOssModel`, its `LLM_ARCH_OPENAI_MOE` loader and graph): a
+//! TextModel, so q/k are not permuted; attention sinks `attn_sinks`, biases on every
+//! projection, the router `ffn_gate_inp` with its bias, the norm before the experts
+//! `post_attention_norm`. The converter split transformers' `gate_up_proj` (gate and up on even
+//! and odd columns) into `ffn_gate_exps` / `ffn_up_exps` with their biases; the import weaves
+//! them back ([`gpt_oss_experts`]), each stack read whole, so MXFP4 experts (the format of the
+//! gpt-oss releases; `ir::ggml`: exact as 8-bit codes) keep their integers into
+//! `com.microsoft.QMoE`. The config: the expert size `expert_feed_forward_length`, the window
+//! `attention.sliding_window` on the layers llama.cpp's pattern makes sliding
+//! (`attention.sliding_window_pattern`, period 2 by default: even layers), YaRN from
+//! `rope.scaling.*` with transformers' gpt-oss settings for the rest (`beta_fast` 32,
+//! `beta_slow` 1, `truncate` false: llama.cpp's kernel always truncates the correction range,
+//! a small difference at long context; transformers is the reference here), and the clamped
+//! SwiGLU's alpha 1.702 and limit 7.0, constants of llama.cpp's graph that no key carries (a
+//! checkpoint trained with another limit is not expressible in GGUF).
+//!
 //! Gemma files (llama.cpp's `GemmaModel`, `Gemma2Model`, `Gemma3Model`): every `*norm.weight`
 //! is stored as `weight + 1` (Gemma's RMSNorm multiplies by `1 + weight`), so the import reads
 //! it back as `stored - 1` and the family adds the 1 again (transformers' GGUF loader subtracts 1
@@ -189,6 +205,7 @@ enum Kind {
     Starcoder2,
     Phi2,
     Smollm3,
+    GptOss,
 }
 
 /// One architecture's mapping.
@@ -222,6 +239,17 @@ impl Arch {
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
+            Kind::GptOss => &[
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+            ],
         }
     }
 
@@ -272,6 +300,7 @@ impl Arch {
             Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
+            Kind::GptOss => &[GPT_OSS_NAMES],
         }
     }
 }
@@ -302,7 +331,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2 and smollm3";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2, smollm3 and gpt-oss";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -326,6 +355,9 @@ fn arch(name: &str) -> Option<Arch> {
         "olmo2" => ("olmo2", false, Kind::Olmo2),
         "starcoder2" => ("starcoder2", false, Kind::Starcoder2),
         "phi2" => ("phi", false, Kind::Phi2),
+        // GptOssModel is a TextModel: nothing permuted; its experts are gathered by
+        // `gpt_oss_experts`.
+        "gpt-oss" => ("gpt_oss", false, Kind::GptOss),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -373,6 +405,21 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
     ("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"),
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
+
+/// gpt-oss's layers beyond Llama's (llama.cpp's `LLM_ARCH_OPENAI_MOE` tensors): the output
+/// projection's bias, one attention sink logit per head, the norm before the experts
+/// (`post_attention_norm`, transformers' `post_attention_layernorm`) and the router with its bias.
+const GPT_OSS_NAMES: &[(&str, &str)] = &[
+    ("attn_output.bias", "self_attn.o_proj.bias"),
+    ("attn_sinks.weight", "self_attn.sinks"),
+    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_gate_inp.weight", "mlp.router.weight"),
+    ("ffn_gate_inp.bias", "mlp.router.bias"),
+];
+
+/// gpt-oss's expert tensors of a layer (after `blk.N.`), in [`GptOssExperts`] order: the gate,
+/// up and down stacks (ggml `[K, rows, experts]`) and their biases (`[rows, experts]`).
+const GPT_OSS_EXPERTS: [&str; 6] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"];
 
 /// q/k RMSNorms: per head (Qwen3, Gemma 3) or over the whole projection (OLMo2), as the family reads them.
 const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
@@ -522,12 +569,18 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut file_bits: Vec<ir::quant::Bits> = Vec::new();
     let head_dim = int("head_dim");
     let moe = ExpertShape::of(&config);
+    // gpt-oss's expert tensors by layer, woven into the family's stacks after the loop.
+    let mut gpt_oss: BTreeMap<usize, [Option<&TensorInfo>; 6]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) {
             continue;
         }
         *types.entry(whole.ggml_type.name()).or_default() += 1;
+        if let Some((layer, slot)) = gpt_oss_expert(&whole.name, &a) {
+            gpt_oss.entry(layer).or_default()[slot] = Some(whole);
+            continue;
+        }
         if let Some((layer, template)) = expert_stack(&whole.name, &a) {
             let Some(moe) = moe else {
                 return Err(err(format!(
@@ -617,6 +670,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         }
         file_bits.extend(whole_bits);
     }
+    for (layer, parts) in gpt_oss {
+        file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
+    }
     // The bits most quantized file tensors have (an expert stack is one tensor, not one per
     // expert, so a file's experts do not outvote its attention): 8 when there are as many
     // 8-bit ones as 4-bit ones.
@@ -652,6 +708,79 @@ fn expert_stack(name: &str, a: &Arch) -> Option<(usize, &'static str)> {
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
     let layer = layer.parse().ok()?;
     a.expert_names().iter().find(|(from, _)| *from == suffix).map(|(_, to)| (layer, *to))
+}
+
+/// The layer and [`GPT_OSS_EXPERTS`] slot of a gpt-oss expert tensor.
+fn gpt_oss_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
+    if a.kind != Kind::GptOss {
+        return None;
+    }
+    let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
+    Some((layer.parse().ok()?, GPT_OSS_EXPERTS.iter().position(|s| *s == suffix)?))
+}
+
+/// gpt-oss's experts of `layer` as the family reads them (transformers' `GptOssExperts`):
+/// `gate_up_proj` `[E, hidden, 2 * inter]` with gate and up on even and odd columns (llama.cpp's
+/// converter split them so, `[..., ::2]` and `[..., 1::2]`), `down_proj` `[E, inter, hidden]`
+/// and their biases. Each stack is read whole (a block-quantized one as one packed layer of
+/// `E * rows` rows, keeping its integers), and woven and transposed by recipes that move whole
+/// rows only, which the family's transposes undo: the fused experts (QMoE) still see the
+/// file's integers. Returns the bits of each block-quantized stack.
+fn gpt_oss_experts(
+    path: &Path,
+    file: &GgufFile,
+    layer: usize,
+    parts: [Option<&TensorInfo>; 6],
+    moe: Option<ExpertShape>,
+    views: &mut BTreeMap<String, Recipe>,
+) -> Result<Vec<ir::quant::Bits>> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let present = parts.iter().flatten().next().map_or(String::new(), |t| t.name.clone());
+    let Some(moe) = moe else {
+        return Err(err(format!("holds the expert tensor `{present}`, but `gpt-oss.expert_count` is missing or 0: a file with experts says how many it routes over")));
+    };
+    let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a gpt-oss layer has its gate, up and down experts and their biases", GPT_OSS_EXPERTS[slot])));
+    let mut bits = Vec::new();
+    let mut stack = |slot: usize, down: bool| -> Result<Recipe> {
+        let t = get(slot)?;
+        let expected = moe.dims(down);
+        if t.dims != expected {
+            return Err(err(format!("tensor `{}` has ggml dims {:?}, where the metadata (expert count, embedding and expert feed-forward lengths) says {expected:?}", t.name, t.dims)));
+        }
+        let [k, rows, experts] = expected;
+        if let Some(dtype) = float_dtype(t.ggml_type) {
+            return Ok(Recipe::source(source(file, t, &t.name, dtype, vec![experts, rows, k])));
+        }
+        if ir::ggml::form(t.ggml_type).is_none() {
+            return Err(err(unimported_type(t)));
+        }
+        let w = PackedWeight::ggml(t.name.clone(), source(file, t, &t.name, DType::U8, vec![t.len]), t.ggml_type, experts * rows, k, None)?;
+        bits.push(w.bits());
+        Ok(Recipe::Packed(w).reshape(vec![experts, rows, k]))
+    };
+    let (gate, up, down) = (stack(0, false)?, stack(1, false)?, stack(2, true)?);
+    let bias = |slot: usize, rows: usize| -> Result<Recipe> {
+        let t = get(slot)?;
+        let Some(dtype) = float_dtype(t.ggml_type) else {
+            return Err(err(format!("tensor `{}` is {}: expert biases are read as float tensors only", t.name, t.ggml_type)));
+        };
+        if t.dims != [rows, moe.experts] {
+            return Err(err(format!("tensor `{}` has ggml dims {:?}, where the metadata says {:?}", t.name, t.dims, [rows, moe.experts])));
+        }
+        Ok(Recipe::source(source(file, t, &t.name, dtype, vec![moe.experts, rows])))
+    };
+    // Gate and up of one type interleave as they are; of two (a float and a quantized stack, or
+    // two float types) both are read as f32 first.
+    let weave = |a: Recipe, b: Recipe, what: &str| -> Result<Recipe> {
+        let (a, b) = if a.dtype() == b.dtype() { (a, b) } else { (a.cast(DType::F32), b.cast(DType::F32)) };
+        Recipe::interleave(vec![a, b], 1).map_err(|e| err(format!("layer {layer}: the gate and up {what} cannot be interleaved: {e}")))
+    };
+    let p = format!("model.layers.{layer}.mlp.experts");
+    views.insert(format!("{p}.gate_up_proj"), weave(gate, up, "experts")?.transpose(vec![0, 2, 1]));
+    views.insert(format!("{p}.gate_up_proj_bias"), weave(bias(3, moe.ff)?, bias(4, moe.ff)?, "biases")?);
+    views.insert(format!("{p}.down_proj"), down.transpose(vec![0, 2, 1]));
+    views.insert(format!("{p}.down_proj_bias"), bias(5, moe.hidden)?);
+    Ok(bits)
 }
 
 /// Why tensor `t`'s ggml type is refused, with the types that are imported.
@@ -874,12 +1003,14 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // Rope scaling: none, or (Gemma 3) linear with `rope.scaling.factor` on the full layers.
     let linear_factor = match file.get(&key("rope.scaling.type")).map(|v| (v, v.as_str())) {
         None | Some((_, Some("none"))) => None,
+        // gpt-oss's YaRN, read by gpt_oss_config.
+        Some((_, Some("yarn"))) if a.kind == Kind::GptOss => None,
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
-        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
+        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, gpt-oss's YaRN, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
-    if linear_factor.is_none() && file.get(&key("rope.scaling.factor")).is_some() {
+    if linear_factor.is_none() && a.kind != Kind::GptOss && file.get(&key("rope.scaling.factor")).is_some() {
         return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
     }
     let hidden = need("embedding_length")?;
@@ -957,7 +1088,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -984,7 +1115,11 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
-    moe_config(&mut c, a, file, &uint, &key, &err)?;
+    if a.kind == Kind::GptOss {
+        gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else {
+        moe_config(&mut c, a, file, &uint, &key, &err)?;
+    }
     for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
         if let Some(v) = id(k) {
             c.insert(to.into(), json!(v));
@@ -1085,6 +1220,71 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     if a.kind == Kind::Qwen2Moe {
         c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
     }
+    Ok(())
+}
+
+/// gpt-oss's keys (llama.cpp's `GptOssModel` writes them, its `LLM_ARCH_OPENAI_MOE` loader
+/// requires the expert size and the window): experts, top-k and their size (transformers'
+/// `intermediate_size` is the expert's), the window and which layers slide (llama.cpp's pattern:
+/// period `attention.sliding_window_pattern`, default 2, layer `i` sliding when `i % n < n - 1`,
+/// or one bool per layer), YaRN from `rope.scaling.*` with transformers' gpt-oss settings for
+/// what the file does not say (`beta_fast` 32, `beta_slow` 1, the correction range not
+/// truncated, `GptOssConfig`; llama.cpp's kernel always truncates it), else no scaling, and the
+/// clamped SwiGLU's alpha 1.702 and limit 7.0, constants in llama.cpp's graph (no key sets them).
+fn gpt_oss_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.filter(|&v| v > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0: llama.cpp's gpt-oss loader requires it", key(k)))) };
+    let experts = need("expert_count")?;
+    let used = need("expert_used_count")?;
+    if used > experts {
+        return Err(err(format!("metadata key `{}` ({used}) is larger than `{}` ({experts})", key("expert_used_count"), key("expert_count"))));
+    }
+    c.insert("num_local_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("intermediate_size".into(), json!(need("expert_feed_forward_length")?));
+    c.insert("sliding_window".into(), json!(need("attention.sliding_window")?));
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
+    let pattern = key("attention.sliding_window_pattern");
+    let sliding: Vec<bool> = match file.get(&pattern) {
+        None => (0..layers).map(|i| i % 2 == 0).collect(),
+        Some(Value::Array(flags)) => {
+            let flags: Option<Vec<bool>> = flags.iter().map(Value::as_bool).collect();
+            match flags {
+                Some(f) if f.len() == layers => f,
+                _ => return Err(err(format!("metadata key `{pattern}` must be a period or one bool per layer ({layers})"))),
+            }
+        }
+        Some(v) => match v.as_u64().filter(|&n| n > 0) {
+            Some(n) => (0..layers).map(|i| (i as u64) % n < n - 1).collect(),
+            None => return Err(err(format!("metadata key `{pattern}` is {v:?}: a period (a positive integer) or one bool per layer"))),
+        },
+    };
+    let kinds: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();
+    c.insert("layer_types".into(), json!(kinds));
+    let scaling = key("rope.scaling.type");
+    let rope = match file.get(&scaling).and_then(Value::as_str) {
+        Some("yarn") => {
+            let factor = float("rope.scaling.factor")?.filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| err(format!("`{scaling}` is yarn but `{}` is missing or not positive", key("rope.scaling.factor"))))?;
+            let original = match uint("rope.scaling.original_context_length")? {
+                Some(n) if n > 0 => n,
+                // llama.cpp's default: the training context.
+                _ => c.get("max_position_embeddings").and_then(Json::as_u64).ok_or_else(|| err(format!("`{scaling}` is yarn but neither `{}` nor `{}` is set", key("rope.scaling.original_context_length"), key("context_length"))))?,
+            };
+            let beta = |k: &str, default: f64| -> Result<f64> { Ok(float(k)?.filter(|b| *b != 0.0).unwrap_or(default)) };
+            json!({
+                "rope_type": "yarn",
+                "factor": factor,
+                "original_max_position_embeddings": original,
+                "beta_fast": beta("rope.scaling.yarn_beta_fast", 32.0)?,
+                "beta_slow": beta("rope.scaling.yarn_beta_slow", 1.0)?,
+                "truncate": false,
+            })
+        }
+        _ if float("rope.scaling.factor")?.is_some() => return Err(err(format!("metadata key `{}` is set without a yarn `{scaling}`", key("rope.scaling.factor")))),
+        _ => json!({"rope_type": "default"}),
+    };
+    c.insert("rope_scaling".into(), rope);
+    c.insert("swiglu_alpha".into(), json!(1.702));
+    c.insert("swiglu_limit".into(), json!(7.0));
     Ok(())
 }
 
@@ -1266,7 +1466,11 @@ mod tests {
             b.extend(ty.to_le_bytes());
             b.extend(offset.to_le_bytes());
             let n: u64 = ne.iter().product();
-            let size = if *ty == 8 { n / 32 * 34 } else { n * 4 };
+            let size = match ty {
+                8 => n / 32 * 34,
+                39 => n / 32 * 17,
+                _ => n * 4,
+            };
             let size = size.div_ceil(32) * 32;
             sizes.push(size);
             offset += size;
@@ -1753,6 +1957,106 @@ mod tests {
         m.insert(0, ("general.architecture".into(), json!(arch)));
         m.push((format!("{arch}.attention.key_length"), json!(16)));
         m
+    }
+
+    fn gpt_oss_meta() -> Vec<(String, Json)> {
+        let mut m = meta_of("gpt-oss");
+        for (k, v) in [
+            ("block_count", json!(3)),
+            ("feed_forward_length", json!(32)),
+            ("attention.key_length", json!(16)),
+            ("attention.value_length", json!(16)),
+            ("expert_count", json!(2)),
+            ("expert_used_count", json!(1)),
+            ("expert_feed_forward_length", json!(32)),
+            ("attention.sliding_window", json!(8)),
+            ("attention.sliding_window_pattern", json!(3)),
+            ("rope.scaling.type", json!("yarn")),
+            ("rope.scaling.factor", json!(4.0f64)),
+            ("rope.scaling.original_context_length", json!(64)),
+            ("context_length", json!(256)),
+        ] {
+            m.retain(|(have, _)| *have != format!("gpt-oss.{k}"));
+            m.push((format!("gpt-oss.{k}"), v));
+        }
+        m
+    }
+
+    /// Layer 0 of a gpt-oss file of hidden 64 and expert size 32 (2 experts): an MXFP4 gate
+    /// stack, an F32 up stack, a Q8_0 down stack.
+    fn gpt_oss_tensors() -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("output.weight", 8, vec![64, 32])];
+        t.extend([("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.post_attention_norm.weight", 0, vec![64]), ("blk.0.attn_sinks.weight", 0, vec![4])]);
+        t.extend([("blk.0.attn_q.weight", 8, vec![64, 64]), ("blk.0.attn_k.weight", 8, vec![64, 32]), ("blk.0.attn_v.weight", 8, vec![64, 32]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+        t.extend([("blk.0.attn_q.bias", 0, vec![64]), ("blk.0.attn_k.bias", 0, vec![32]), ("blk.0.attn_v.bias", 0, vec![32]), ("blk.0.attn_output.bias", 0, vec![64])]);
+        t.extend([("blk.0.ffn_gate_inp.weight", 0, vec![64, 2]), ("blk.0.ffn_gate_inp.bias", 0, vec![2])]);
+        t.extend([("blk.0.ffn_gate_exps.weight", 39, vec![64, 32, 2]), ("blk.0.ffn_up_exps.weight", 0, vec![64, 32, 2]), ("blk.0.ffn_down_exps.weight", 8, vec![32, 64, 2])]);
+        t.extend([("blk.0.ffn_gate_exps.bias", 0, vec![32, 2]), ("blk.0.ffn_up_exps.bias", 0, vec![32, 2]), ("blk.0.ffn_down_exps.bias", 0, vec![64, 2])]);
+        t
+    }
+
+    /// gpt-oss: the config from its keys (llama.cpp's window pattern, YaRN with transformers'
+    /// gpt-oss settings, the SwiGLU constants), and the experts woven into the family's stacks:
+    /// gate and up rows interleaved, each stack transposed so the family's transpose back
+    /// leaves a recipe that only moves whole rows (the packed gate keeps its integers).
+    #[test]
+    fn gpt_oss_files_weave_the_experts_into_the_familys_stacks() {
+        let bias: Vec<f32> = (0..64).map(|v| v as f32).collect();
+        let up: Vec<f32> = (0..2 * 32 * 64).map(|v| 1000.0 + v as f32).collect();
+        let values = [("blk.0.ffn_gate_exps.bias", bias.clone()), ("blk.0.ffn_up_exps.bias", bias.iter().map(|b| -b).collect()), ("blk.0.ffn_up_exps.weight", up)];
+        let i = import_with(&as_ref(&gpt_oss_meta()), &gpt_oss_tensors(), &values).unwrap();
+        let c = &i.config;
+        assert_eq!(c["model_type"], json!("gpt_oss"));
+        assert_eq!((c["intermediate_size"].as_u64(), c["num_local_experts"].as_u64(), c["num_experts_per_tok"].as_u64(), c["sliding_window"].as_u64()), (Some(32), Some(2), Some(1), Some(8)));
+        // Period 3: layers 0 and 1 slide, layer 2 is full.
+        assert_eq!(c["layer_types"], json!(["sliding_attention", "sliding_attention", "full_attention"]));
+        assert_eq!(c["rope_scaling"], json!({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false}));
+        assert_eq!((c["swiglu_alpha"].as_f64(), c["swiglu_limit"].as_f64(), c["attention_bias"].as_bool()), (Some(1.702), Some(7.0), Some(true)));
+        let p = "model.layers.0.mlp.experts";
+        let gate_up = &i.views[&format!("{p}.gate_up_proj")];
+        assert_eq!(gate_up.shape(), vec![2, 64, 64]);
+        assert_eq!(i.views[&format!("{p}.down_proj")].shape(), vec![2, 32, 64]);
+        assert_eq!(i.views[&format!("{p}.down_proj_bias")].shape(), vec![2, 64]);
+        // The family's read: transposed back to [E, 2 * inter, hidden], no transpose left.
+        let rows = gate_up.clone().transpose(vec![0, 2, 1]);
+        assert!(matches!(rows, Recipe::Interleave { .. }) && rows.has_packed(), "{}", rows.describe());
+        let f32s = |r: &Recipe| r.materialize().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>();
+        // Odd rows are up's: expert 1's row 2 * 3 + 1 is up row 3 of expert 1.
+        let w = f32s(&rows);
+        let at = (64 + 7) * 64;
+        assert_eq!(w[at..at + 2], [1000.0 + (32 * 64 + 3 * 64) as f32, 1000.0 + (32 * 64 + 3 * 64 + 1) as f32]);
+        // Biases: gate r, up -r, expert-major (ggml [rows, experts]: expert 1 starts at 32).
+        let b = f32s(&i.views[&format!("{p}.gate_up_proj_bias")]);
+        assert_eq!((b[..4].to_vec(), b[64..66].to_vec()), (vec![0.0, -0.0, 1.0, -1.0], vec![32.0, -32.0]));
+        let types = &i.source.as_ref().unwrap().types;
+        assert_eq!(types.iter().find(|(t, _)| t == "MXFP4").map(|(_, n)| *n), Some(1), "{types:?}");
+        for (k, want) in [("q_proj.weight", true), ("sinks", false), ("o_proj.bias", false)] {
+            let name = format!("model.layers.0.self_attn.{k}");
+            assert_eq!(i.packed.contains_key(&name), want, "{name}");
+            assert!(i.packed.contains_key(&name) || i.tensors.contains_key(&name), "{name}");
+        }
+        assert!(i.tensors.contains_key("model.layers.0.mlp.router.bias") && i.tensors.contains_key("model.layers.0.post_attention_layernorm.weight"));
+    }
+
+    #[test]
+    fn gpt_oss_refusals_name_the_tensor_or_key() {
+        let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let missing: Vec<_> = gpt_oss_tensors().into_iter().filter(|(n, ..)| *n != "blk.0.ffn_up_exps.bias").collect();
+        let got = e(gpt_oss_meta(), missing);
+        assert!(got.contains("not `blk.0.ffn_up_exps.bias`"), "{got}");
+        let quantized_bias: Vec<_> = gpt_oss_tensors().into_iter().map(|(n, t, d)| if n == "blk.0.ffn_down_exps.bias" { (n, 8, d) } else { (n, t, d) }).collect();
+        let got = e(gpt_oss_meta(), quantized_bias);
+        assert!(got.contains("`blk.0.ffn_down_exps.bias` is Q8_0") && got.contains("float tensors only"), "{got}");
+        let mut m = gpt_oss_meta();
+        m.retain(|(k, _)| k != "gpt-oss.attention.sliding_window");
+        assert!(e(m, gpt_oss_tensors()).contains("`gpt-oss.attention.sliding_window` is missing"));
+        let mut m = gpt_oss_meta();
+        m.retain(|(k, _)| k != "gpt-oss.rope.scaling.type");
+        let got = e(m, gpt_oss_tensors());
+        assert!(got.contains("`gpt-oss.rope.scaling.factor` is set without a yarn"), "{got}");
+        let mut m = gpt_oss_meta();
+        m.push(("gpt-oss.rope.scaling.yarn_attn_factor".into(), json!(1.5f64)));
+        assert!(e(m, gpt_oss_tensors()).contains("`gpt-oss.rope.scaling.yarn_attn_factor`"));
     }
 
     fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {
