@@ -4,11 +4,14 @@
 baselines measured in the same run.
 
     .venv/bin/python scripts/bench-gguf-moe.py TAILOR WORKDIR [--layers N] [--experts E]
-        [--hidden H] [--expert-ff F] [--used K]
+        [--hidden H] [--expert-ff F] [--used K] [--arch qwen3moe|gpt-oss]
 
 The file: a `qwen3moe` GGUF with Qwen3-30B-A3B's layer shape by default (hidden 2048, 32 query
 and 4 key/value heads of 128, 128 experts of 768, 8 used per token), N layers (default 2) and
-tiny-qwen3-moe's 512-token vocabulary. Its blocks are random bytes of the right types, written
+tiny-qwen3-moe's 512-token vocabulary; or with `--arch gpt-oss` a `gpt-oss` GGUF with
+gpt-oss-20b's layer shape (hidden 2880, 64 query and 8 key/value heads of 64, 32 experts of
+2880, 4 used; sizes from `--hidden`, `--experts`, ... when given), MXFP4 experts with biases,
+sinks, the router's bias, YaRN and a 128-token window, as the gpt-oss releases are. Its blocks are random bytes of the right types, written
 directly (no quantizer run): experts Q4_0 or `--expert-type` (one 3-D stack per projection and layer, as
 llama.cpp's converter merges them), attention and the embedding/head Q8_0, norms and the router F32. The
 numbers do not mean anything; the layout and the sizes are what the import streams.
@@ -50,7 +53,75 @@ def random_blocks(rng, qtype, rows, k):
     return raw.reshape(rows, (k // block) * size)
 
 
+def random_mxfp4(rng, rows, k):
+    """Random MXFP4 blocks for a [rows, k] weight: nibbles uniform, scales 2^-10..2^-5."""
+    n = rows * (k // 32)
+    raw = rng.integers(0, 256, (n, 17), dtype=np.uint8)
+    raw[:, 0] = rng.integers(118, 124, n, dtype=np.uint8)
+    return raw.reshape(rows, (k // 32) * 17)
+
+
+def write_gpt_oss(path, a, rng):
+    """A gpt-oss file as llama.cpp's GptOssModel writes one (scripts/make_gpt_oss_gguf.py)."""
+    cfg = json.loads((ROOT / "tests" / "fixtures" / "tiny-gpt-oss" / "config.json").read_text())
+    head, heads, kv, vocab = 64, a.hidden // 45, a.hidden // 360, cfg["vocab_size"]
+    w = gguf.GGUFWriter(str(path), "gpt-oss")
+    w.add_name("bench-gpt-oss")
+    w.add_block_count(a.layers)
+    w.add_context_length(131072)
+    w.add_embedding_length(a.hidden)
+    w.add_feed_forward_length(a.expert_ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_freq_base(150000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_expert_count(a.experts)
+    w.add_expert_used_count(a.used)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(32.0)
+    w.add_rope_scaling_orig_ctx_len(4096)
+    w.add_sliding_window(128)
+    w.add_expert_feed_forward_length(a.expert_ff)
+    write_vocab(w, "tiny-gpt-oss", cfg)
+    w.add_tokenizer_pre("gpt-4o")
+
+    def small(name, *shape):
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
+
+    def q8(name, rows, k):
+        w.add_tensor(name, random_blocks(rng, T.Q8_0, rows, k), raw_dtype=T.Q8_0)
+
+    q8("token_embd.weight", vocab, a.hidden)
+    q8("output.weight", vocab, a.hidden)
+    w.add_tensor("output_norm.weight", np.ones(a.hidden, dtype=np.float32))
+    for i in range(a.layers):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(a.hidden, dtype=np.float32))
+        w.add_tensor(b + "post_attention_norm.weight", np.ones(a.hidden, dtype=np.float32))
+        for name, rows in [("attn_q", heads * head), ("attn_k", kv * head), ("attn_v", kv * head)]:
+            q8(b + name + ".weight", rows, a.hidden)
+            small(b + name + ".bias", rows)
+        q8(b + "attn_output.weight", a.hidden, heads * head)
+        small(b + "attn_output.bias", a.hidden)
+        small(b + "attn_sinks.weight", heads)
+        small(b + "ffn_gate_inp.weight", a.experts, a.hidden)
+        small(b + "ffn_gate_inp.bias", a.experts)
+        for name, rows, k in [("ffn_gate_exps", a.expert_ff, a.hidden), ("ffn_up_exps", a.expert_ff, a.hidden), ("ffn_down_exps", a.hidden, a.expert_ff)]:
+            w.add_tensor(b + name + ".weight", random_mxfp4(rng, a.experts * rows, k).reshape(a.experts, rows, -1), raw_dtype=T.MXFP4)
+            small(b + name + ".bias", a.experts, rows)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return a.experts * a.expert_ff * a.hidden * 17 // 32
+
+
 def write_file(path, a, rng):
+    if a.arch == "gpt-oss":
+        return write_gpt_oss(path, a, rng)
     cfg = json.loads((ROOT / "tests" / "fixtures" / FIXTURE / "config.json").read_text())
     head, heads, kv, vocab = 128, a.hidden // 64, max(1, a.hidden // 512), cfg["vocab_size"]
     w = gguf.GGUFWriter(str(path), "qwen3moe")
@@ -121,6 +192,7 @@ def run_package(pkg, steps=8):
     if "position_ids" in inputs:
         feeds["position_ids"] = np.arange(ids.shape[1], dtype=np.int64)[None]
     feeds.update({n: np.zeros((1, dims[1], 0, dims[3]), dtype=np.float32) for n in past})
+    feeds = {k: v for k, v in feeds.items() if k in inputs}
     outs = [o.name for o in sess.get_outputs()]
     times = []
     for _ in range(steps + 1):
@@ -142,17 +214,25 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("tailor")
     p.add_argument("workdir", type=Path)
+    p.add_argument("--arch", default="qwen3moe", choices=["qwen3moe", "gpt-oss"])
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--experts", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--expert-ff", type=int, default=768)
-    p.add_argument("--used", type=int, default=8)
+    p.add_argument("--experts", type=int)
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--expert-ff", type=int)
+    p.add_argument("--used", type=int)
     p.add_argument("--expert-type", default="Q4_0", choices=["Q4_0", "Q8_0", "Q4_K", "Q6_K"], help="ggml type of the experts (Q4_K: a minimum per block, float experts unless --flags asks)")
     p.add_argument("--flags", default="", help="extra tailor build flags, e.g. '--requantize-experts int8'")
     a = p.parse_args()
+    # Qwen3-30B-A3B's or gpt-oss-20b's layer shape unless given.
+    shape = {"qwen3moe": (128, 2048, 768, 8), "gpt-oss": (32, 2880, 2880, 4)}[a.arch]
+    for name, default in zip(["experts", "hidden", "expert_ff", "used"], shape):
+        if getattr(a, name) is None:
+            setattr(a, name, default)
+    if a.arch == "gpt-oss":
+        a.expert_type = "MXFP4"
     a.workdir.mkdir(parents=True, exist_ok=True)
     (a.workdir / "file").mkdir(exist_ok=True)
-    path = a.workdir / "file" / "bench-qwen3-moe.gguf"
+    path = a.workdir / "file" / f"bench-{a.arch}.gguf"
     largest = write_file(path, a, np.random.default_rng(0))
     size = path.stat().st_size
     t = time.perf_counter()

@@ -5,7 +5,8 @@
 //! their ETag says. Each build fails cleanly (exit 1, no panic) in bounded time with an error
 //! naming the bad value, and nothing outside the model's cache folder changes or appears
 //! (the whole temporary folder is compared before and after, with a canary file where an
-//! absolute ETag points); inside it, no partial blob and no ref are left.
+//! absolute ETag points); inside it, no blob that is not whole and no ref are left, only the bytes of a download that broke
+//! off, as `blobs/<hash>.incomplete`, for the next run to continue (never linked).
 
 mod common;
 mod hub_server;
@@ -57,6 +58,15 @@ impl Setup {
         hub_server::serve(self.files.clone(), SHA, lies)
     }
 
+    fn weights(&self) -> Vec<u8> {
+        self.files.iter().find(|(n, _)| n == "model.safetensors").unwrap().1.clone()
+    }
+
+    /// The requests for LFS bytes (`PATH#bytes=N-` when ranged).
+    fn cdn(&self, hub: &hub_server::Hub) -> Vec<String> {
+        hub.requests().into_iter().filter(|p| p.starts_with("/cdn/")).collect()
+    }
+
     /// Every path under the temporary folder except the model's cache folder, with what it
     /// is: a file's hash, a link's target, a folder.
     fn outside(&self) -> BTreeMap<PathBuf, String> {
@@ -83,16 +93,23 @@ impl Setup {
         out
     }
 
+    /// `blobs/<hash>.incomplete`: the bytes kept of the blob named `hash`.
+    fn kept(&self, hash: &str) -> PathBuf {
+        self.repo().join("blobs").join(format!("{hash}.incomplete"))
+    }
+
     /// The model's cache folder holds no partial blob, no blob not named by a hash, no
     /// snapshot but the listed commit's and no ref (refs are written last).
     fn assert_repo_clean(&self) {
         let repo = self.repo();
+        let hash = |name: &str| matches!(name.len(), 40 | 64) && name.bytes().all(|c| c.is_ascii_hexdigit());
         if let Ok(blobs) = std::fs::read_dir(repo.join("blobs")) {
             for b in blobs {
                 let name = b.unwrap().file_name().to_string_lossy().into_owned();
-                assert!(matches!(name.len(), 40 | 64) && name.bytes().all(|c| c.is_ascii_hexdigit()), "blobs/{name}");
+                assert!(hash(name.strip_suffix(".incomplete").unwrap_or(&name)), "blobs/{name}");
             }
         }
+
         if let Ok(snaps) = std::fs::read_dir(repo.join("snapshots")) {
             for s in snaps {
                 assert_eq!(s.unwrap().file_name().to_string_lossy(), SHA);
@@ -314,6 +331,11 @@ fn a_body_that_breaks_off_leaves_no_blob() {
     let (first, second) = (n / 2, n / 2 + (n - n / 2) / 2);
     let ranges: Vec<String> = hub.requests().into_iter().filter(|p| p.starts_with("/cdn/")).filter_map(|p| p.split_once('#').map(|(_, r)| r.to_string())).collect();
     assert_eq!(ranges, [format!("bytes={first}-"), format!("bytes={second}-")]);
+    // What arrived is kept for the next run, and the error says where.
+    let third = second + (n - second) / 2;
+    let kept = s.kept(&hub_server::sha256(weights));
+    assert_eq!(std::fs::read(&kept).unwrap(), weights[..third]);
+    assert!(run.err.contains(&format!("its first {third} bytes are kept in {}", kept.display())), "{}", run.err);
 }
 
 /// A resumed download's answer must be the rest of the file: a `Content-Range` for other
@@ -354,29 +376,62 @@ fn a_timeout_variable_that_is_no_number_is_refused() {
     assert!(hub.requests().is_empty());
 }
 
+/// Ctrl-C keeps what arrived of a file as `blobs/<hash>.incomplete` (as the Python client
+/// does) and says so; the next run continues from there with a range request.
 #[test]
-fn an_interrupted_download_leaves_no_partial_blob() {
+fn an_interrupted_download_keeps_its_bytes_and_the_next_run_continues_them() {
     let s = Setup::new();
-    let hub = s.serve(Lies { broken: Some(("config.json".into(), Break::Stall)), ..Lies::default() });
+    let hub = s.serve(Lies { broken: Some(("model.safetensors".into(), Break::Stall)), ..Lies::default() });
     let before = s.outside();
-    let blobs = s.repo().join("blobs");
-    let partial = || {
-        std::fs::read_dir(&blobs).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".incomplete")).count())
-    };
+    let weights = s.weights();
+    let (hash, half) = (hub_server::sha256(&weights), weights.len() / 2);
+    let kept = s.kept(&hash);
     let start = Instant::now();
     let child = s.command(Some(&hub.url), &[("HF_HUB_DOWNLOAD_TIMEOUT", "60")], &[]).spawn().unwrap();
-    while partial() == 0 {
+    // Half of the weights arrive (in this run's own `<hash>.<pid>-<n>.incomplete`) and the
+    // server stalls: Ctrl-C.
+    let arrived = || {
+        std::fs::read_dir(s.repo().join("blobs")).map_or(0, |d| {
+            d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{hash}."))).map(|e| e.metadata().unwrap().len()).max().unwrap_or(0)
+        })
+    };
+    while arrived() < half as u64 {
         assert!(start.elapsed() < LIMIT, "no partial blob appeared: {:?}", hub.requests());
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Half of config.json is written and the server stalls: Ctrl-C.
-    std::thread::sleep(Duration::from_millis(300));
     // SAFETY: sending a signal to the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let run = finish(child, start);
     assert_eq!(run.code, Some(130), "{}", run.err);
-    assert!(run.err.contains("interrupted by SIGINT") && run.err.contains("removed the unfinished") && run.err.contains(".incomplete"), "{}", run.err);
-    assert_eq!(partial(), 0);
+    assert!(run.err.contains("interrupted by SIGINT") && run.err.contains(&format!("kept the unfinished download {} ({half} bytes)", kept.display())), "{}", run.err);
+    assert_eq!(std::fs::read(&kept).unwrap(), weights[..half]);
     assert_eq!(s.outside(), before);
     s.assert_repo_clean();
+    assert!(!s.repo().join("blobs").join(&hash).exists() && !s.repo().join("snapshots").join(SHA).join("model.safetensors").exists());
+
+    let hub = s.serve(Lies::default());
+    let run = s.build(Some(&hub.url), &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.err);
+    assert!(run.err.contains(&format!("model.safetensors: resuming at byte {half} of {} (kept by an earlier run)", weights.len())), "{}", run.err);
+    assert_eq!(s.cdn(&hub), [format!("/cdn/{hash}#bytes={half}-")]);
+    assert_eq!(std::fs::read(s.repo().join("blobs").join(&hash)).unwrap(), weights);
+    assert!(!kept.exists());
+}
+
+/// Kept bytes that are not the file's (another file, a damaged disk) fail the hash once the
+/// rest arrives: the file is fetched again whole, and only the right bytes are kept.
+#[test]
+fn kept_bytes_that_are_wrong_are_fetched_again() {
+    let s = Setup::new();
+    let weights = s.weights();
+    let (hash, half) = (hub_server::sha256(&weights), weights.len() / 2);
+    std::fs::create_dir_all(s.repo().join("blobs")).unwrap();
+    std::fs::write(s.kept(&hash), weights[..half].iter().map(|b| b ^ 0x5a).collect::<Vec<u8>>()).unwrap();
+    let hub = s.serve(Lies::default());
+    let run = s.build(Some(&hub.url), &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.err);
+    assert!(run.err.contains(&format!("the first {half} kept by an earlier run, hash to")) && run.err.contains("starting over"), "{}", run.err);
+    assert_eq!(s.cdn(&hub), [format!("/cdn/{hash}#bytes={half}-"), format!("/cdn/{hash}")]);
+    assert_eq!(std::fs::read(s.repo().join("blobs").join(&hash)).unwrap(), weights);
+    assert!(!s.kept(&hash).exists());
 }

@@ -103,7 +103,10 @@ pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision
         let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
         // What an attempt that broke off wrote, for the next attempt to continue.
         let mut partial = None;
-        with_retries(|| fetch(&client, &repo, &commit, file, &url, &mut partial)).map_err(|e| format!("{file}: {e}"))?;
+        with_retries(|| fetch(&client, &repo, &commit, file, &url, &mut partial)).map_err(|e| match partial.as_ref().and_then(Partial::kept) {
+            Some((got, path)) => format!("{file}: {e}; its first {got} bytes are kept in {}, and the next run continues from there", path.display()),
+            None => format!("{file}: {e}"),
+        })?;
     }
     if let Revision::Ref(name) = rev {
         with_retries(|| repo.write_ref(name, &commit))?;
@@ -156,7 +159,10 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
     let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}; check HF_ENDPOINT")))?;
     let size = resolved.size;
     if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
-        let resume = size.map_or(0, |s| RepoCache::resume_from(partial, &blob, s));
+        let resume = match size {
+            Some(s) => repo.resume_from(partial, &blob, s)?,
+            None => 0,
+        };
         let body = client.body(resolved, resume, size.unwrap_or_default())?;
         let size = match (size, body.len) {
             (Some(s), Some(l)) if s.checked_sub(body.start) != Some(l) => {

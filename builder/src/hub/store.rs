@@ -2,11 +2,13 @@
 //! holds the bytes, `snapshots/<commit>/<file>` is a relative link to the blob, `refs/<rev>`
 //! holds the commit. Every path is joined from checked names ([`super::names`]), and every
 //! file appears by renaming a complete temporary one: a download that is refused, breaks off
-//! or does not match its hash leaves no blob, link or ref behind. Within one run, a retry
-//! continues the bytes an attempt that broke off wrote ([`Partial`]).
+//! or does not match its hash leaves no blob, link or ref behind. A download that breaks off,
+//! fails or is interrupted keeps what arrived as `blobs/<blob>.incomplete` (the Python
+//! client's old name for it), which the next attempt or run continues ([`Partial`]); the blob's
+//! hash, checked over every byte, decides what is kept.
 
 use std::fs;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,18 +48,66 @@ impl Drop for Temp {
     }
 }
 
-/// The bytes one attempt wrote of a blob before its download broke off, which the next
-/// attempt of the same run continues (a `Range` request) instead of starting over.
+/// The bytes of a blob written so far, which a later attempt or run continues (a `Range`
+/// request) instead of starting over.
+///
+/// They are written to a name of this process only: a download claims the kept bytes by
+/// renaming `<blob>.incomplete` to its own name (a rename succeeds for one process, so two
+/// never write one file, whatever the file system's locks do: why the Python client gave up
+/// sharing its `.incomplete` file), and gives them back by renaming its file to
+/// `<blob>.incomplete` when it stops without the blob: dropped after its last attempt, or on
+/// an interrupt ([`crate::output::keep_on_interrupt`]). Bytes that prove wrong are removed.
 pub(super) struct Partial {
     blob: BlobName,
     size: u64,
     got: u64,
+    /// Of `got`, the bytes an earlier run kept (their hash is only checked at the end).
+    earlier: u64,
     out: fs::File,
     /// The hash of the `got` bytes so far.
     hasher: Hasher,
+    /// This process's file.
     tmp: PathBuf,
-    /// Removes the temporary file unless it becomes the blob.
-    guard: Temp,
+    /// `blobs/<blob>.incomplete`, where the bytes are kept.
+    kept: PathBuf,
+    /// Renamed into the blob or removed: nothing to keep.
+    settled: bool,
+    _on_interrupt: crate::output::KeptOnInterrupt,
+}
+
+impl Partial {
+    /// Starts the file over: a server that sends the whole file, or kept bytes that were wrong.
+    fn restart(&mut self) -> Result<(), Failure> {
+        self.out.set_len(0).and_then(|()| self.out.seek(SeekFrom::Start(0))).map_err(|e| local(&self.tmp, e))?;
+        (self.got, self.earlier, self.hasher) = (0, 0, Hasher::new(self.blob.kind(), self.size));
+        Ok(())
+    }
+
+    /// The bytes kept for a later run once this one stops, and where.
+    pub(super) fn kept(&self) -> Option<(u64, &Path)> {
+        (self.got > 0).then_some((self.got, self.kept.as_path()))
+    }
+
+    /// Removes the file (its bytes are not the blob's).
+    fn discard(mut self) {
+        let _ = fs::remove_file(&self.tmp);
+        self.settled = true;
+    }
+}
+
+impl Drop for Partial {
+    /// Keeps the bytes for the next run (an empty file goes).
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        if self.got > 0 {
+            let _ = self.out.sync_all();
+            let _ = fs::rename(&self.tmp, &self.kept);
+        } else {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// A name no other writer uses at the same time (this process's id and a counter).
@@ -81,6 +131,7 @@ fn sync_dir(dir: &Path) {
 }
 
 /// The hash a blob's name claims, computed over the bytes as they arrive.
+#[derive(Clone)]
 enum Hasher {
     GitSha1(sha1::Sha1),
     Sha256(sha2::Sha256),
@@ -161,39 +212,71 @@ impl RepoCache {
         fs::symlink_metadata(self.blob(blob)).is_ok_and(|m| m.is_file() && m.len() == size)
     }
 
-    /// Where a resumed download of `blob` (`size` bytes) would continue: the bytes `partial`
-    /// holds of it, else 0.
-    pub(super) fn resume_from(partial: &Option<Partial>, blob: &BlobName, size: u64) -> u64 {
-        partial.as_ref().filter(|p| p.blob == *blob && p.size == size && p.got < size).map_or(0, |p| p.got)
+    /// Where a download of `blob` (`size` bytes) continues: the bytes `partial` holds of it,
+    /// taken first from what an earlier run kept when `partial` holds nothing of this blob.
+    pub(super) fn resume_from(&self, partial: &mut Option<Partial>, blob: &BlobName, size: u64) -> Result<u64, Failure> {
+        if !partial.as_ref().is_some_and(|p| p.blob == *blob && p.size == size) {
+            *partial = Some(self.partial(blob, size)?);
+        }
+        Ok(partial.as_ref().filter(|p| p.got < size).map_or(0, |p| p.got))
     }
 
-    /// Streams `body` into `blobs/<blob>`: a temporary file in `blobs/`, the bytes counted
-    /// against `size` and hashed against the blob's name, flushed to disk, then renamed. A body
-    /// that starts past 0 continues `partial` (the bytes an earlier attempt of this run wrote);
-    /// one that breaks off leaves what it wrote in `partial` for the next attempt (the file is
-    /// still removed when `partial` is dropped, or on an interrupt); any other failure drops it.
+    /// This process's file for `blob`: the bytes an earlier run kept, claimed by renaming
+    /// `<blob>.incomplete` to it and hashed again from disk (a kept file that is no regular
+    /// file, or holds `size` bytes or more, starts over), else a new file.
+    fn partial(&self, blob: &BlobName, size: u64) -> Result<Partial, Failure> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = self.root.join("blobs");
+        fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
+        let kept = dir.join(format!("{blob}.incomplete"));
+        let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
+        let claimed = fs::rename(&kept, &tmp).is_ok();
+        let _on_interrupt = crate::output::keep_on_interrupt(&tmp, &kept);
+        let regular = claimed && fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() && m.len() < size);
+        if claimed && !regular {
+            fs::remove_file(&tmp).map_err(|e| local(&tmp, e))?;
+        }
+        let mut out = fs::OpenOptions::new().read(true).write(true).create_new(!regular).mode(0o666).custom_flags(libc::O_NOFOLLOW).open(&tmp).map_err(|e| local(&tmp, e))?;
+        let mut hasher = Hasher::new(blob.kind(), size);
+        let mut got = 0;
+        if regular {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        hasher.update(&buf[..n]);
+                        got += n as u64;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(local(&tmp, e)),
+                }
+            }
+        }
+        let mut p = Partial { blob: blob.clone(), size, got, earlier: got, out, hasher, tmp, kept, settled: false, _on_interrupt };
+        if p.got >= size {
+            p.restart()?;
+        }
+        Ok(p)
+    }
+
+    /// Streams `body` into `blobs/<blob>`: a temporary file in `blobs/` ([`RepoCache::partial`]),
+    /// the bytes counted against `size` and hashed against the blob's name, flushed to disk,
+    /// then renamed. A body that starts past 0 continues `partial` (the bytes an earlier
+    /// attempt or run wrote); one from 0 starts it over. A body that breaks off leaves what it
+    /// wrote in `partial` for the next attempt (and on disk for a later run, but for a name of
+    /// this run); bytes that are not the blob's are removed.
     pub(super) fn write_blob(&self, blob: &BlobName, size: u64, body: Body, file: &RepoFile, partial: &mut Option<Partial>) -> Result<(), Failure> {
-        if body.start == 0 {
-            *partial = None;
-        } else if Self::resume_from(partial, blob, size) != body.start {
+        let resume = self.resume_from(partial, blob, size)?;
+        let mut p = partial.take().expect("resume_from leaves a partial of this blob");
+        if body.start == 0 && p.got > 0 {
+            p.restart()?;
+        } else if body.start != resume {
             return Err(Failure::Fatal(format!("{} sends {blob} from byte {}, where no earlier attempt stopped", body.url, body.start)));
         }
-        let mut p = match partial.take() {
-            Some(p) => p,
-            None => {
-                let dir = self.root.join("blobs");
-                fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
-                let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
-                let out = {
-                    use std::os::unix::fs::OpenOptionsExt;
-                    fs::OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp).map_err(|e| local(&tmp, e))?
-                };
-                let guard = Temp::new(&tmp);
-                Partial { blob: blob.clone(), size, got: 0, out, hasher: Hasher::new(blob.kind(), size), tmp, guard }
-            }
-        };
         if p.got > 0 {
-            eprintln!("  {file}: resuming at byte {} of {size}", p.got);
+            let earlier = if p.earlier > 0 { " (kept by an earlier run)" } else { "" };
+            eprintln!("  {file}: resuming at byte {} of {size}{earlier}", p.got);
         }
         let bar = Bar::new(file, size);
         bar.0.set_position(p.got);
@@ -213,10 +296,15 @@ impl RepoCache {
                 }
             };
             if p.got + n as u64 > size {
+                p.discard();
                 return Err(Failure::Fatal(format!("{} sends more than the {size} bytes the hub announced", body.url)));
             }
             p.hasher.update(&buf[..n]);
-            p.out.write_all(&buf[..n]).map_err(|e| local(&p.tmp, e))?;
+            if let Err(e) = p.out.write_all(&buf[..n]) {
+                let failure = local(&p.tmp, e);
+                p.discard();
+                return Err(failure);
+            }
             p.got += n as u64;
             bar.0.inc(n as u64);
         }
@@ -225,19 +313,28 @@ impl RepoCache {
             *partial = Some(p);
             return Err(failure);
         }
-        let Partial { out, hasher, tmp, guard, .. } = p;
-        let digest = hasher.hex();
+        let digest = p.hasher.clone().hex();
         if !digest.eq_ignore_ascii_case(blob.as_str()) {
+            if p.earlier > 0 {
+                // The kept bytes may be what is wrong (another file, a damaged disk): once more,
+                // all of it.
+                let earlier = p.earlier;
+                p.restart()?;
+                *partial = Some(p);
+                return Err(Failure::Transient(format!(
+                    "the {size} bytes of {blob}, the first {earlier} kept by an earlier run, hash to {digest}, not to the ETag {blob}: starting over"
+                )));
+            }
+            p.discard();
             return Err(Failure::Fatal(format!(
                 "the {size} bytes from {} hash to {digest}, not to the ETag {blob} the hub named them by: damaged on the way, or not the file the server said; nothing was kept",
                 body.url
             )));
         }
-        out.sync_all().map_err(|e| local(&tmp, e))?;
-        drop(out);
+        p.out.sync_all().map_err(|e| local(&p.tmp, e))?;
         let dst = self.blob(blob);
-        fs::rename(&tmp, &dst).map_err(|e| local(&dst, e))?;
-        guard.kept();
+        fs::rename(&p.tmp, &dst).map_err(|e| local(&dst, e))?;
+        p.settled = true;
         sync_dir(&self.root.join("blobs"));
         Ok(())
     }
@@ -271,5 +368,66 @@ impl RepoCache {
         guard.kept();
         sync_dir(parent);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BLOB: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn incomplete(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// Kept bytes are claimed by one download at a time (a rename), handed back when it stops,
+    /// and an empty file is not kept.
+    #[test]
+    fn kept_bytes_are_claimed_by_one_download_and_given_back() {
+        let cache = tempfile::tempdir().unwrap();
+        let repo = RepoCache::new(cache.path(), "org/name");
+        let blob = BlobName::from_etag(BLOB).unwrap();
+        let blobs = repo.root.join("blobs");
+        fs::create_dir_all(&blobs).unwrap();
+        let kept = blobs.join(format!("{BLOB}.incomplete"));
+        fs::write(&kept, b"first bytes").unwrap();
+        let mut first = None;
+        assert_eq!(repo.resume_from(&mut first, &blob, 100).unwrap(), 11);
+        assert!(!kept.exists(), "claimed: renamed to this download's own name");
+        // A second download meanwhile finds nothing kept and starts its own file.
+        let mut second = None;
+        assert_eq!(repo.resume_from(&mut second, &blob, 100).unwrap(), 0);
+        assert_eq!(incomplete(&blobs).len(), 2);
+        drop(second);
+        assert_eq!(incomplete(&blobs).len(), 1, "an empty file is not kept");
+        drop(first);
+        assert_eq!(incomplete(&blobs), [format!("{BLOB}.incomplete")]);
+        assert_eq!(fs::read(&kept).unwrap(), b"first bytes");
+        // As many bytes as the file has, or more, are not a partial download: start over.
+        let mut third = None;
+        assert_eq!(repo.resume_from(&mut third, &blob, 11).unwrap(), 0);
+        drop(third);
+        assert!(!kept.exists() && incomplete(&blobs).is_empty());
+    }
+
+    /// A kept name that is a link is not followed: the download starts over in a file of its own.
+    #[test]
+    fn a_kept_link_is_not_followed() {
+        let cache = tempfile::tempdir().unwrap();
+        let repo = RepoCache::new(cache.path(), "org/name");
+        let blob = BlobName::from_etag(BLOB).unwrap();
+        let blobs = repo.root.join("blobs");
+        fs::create_dir_all(&blobs).unwrap();
+        let target = cache.path().join("elsewhere");
+        fs::write(&target, b"not the cache's").unwrap();
+        std::os::unix::fs::symlink(&target, blobs.join(format!("{BLOB}.incomplete"))).unwrap();
+        let mut p = None;
+        assert_eq!(repo.resume_from(&mut p, &blob, 100).unwrap(), 0);
+        assert_eq!(fs::read(&target).unwrap(), b"not the cache's");
+        let names = incomplete(&blobs);
+        assert!(names.len() == 1 && names[0] != format!("{BLOB}.incomplete"), "{names:?}");
     }
 }

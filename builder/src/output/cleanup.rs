@@ -1,5 +1,5 @@
 //! What must go when the process is interrupted: staging folders and lock files beside an
-//! output. The `tailor` binary turns SIGINT, SIGTERM and SIGHUP into [`interrupt`] (see
+//! output; and what stays, said so: a download's bytes kept for the next run. The `tailor` binary turns SIGINT, SIGTERM and SIGHUP into [`interrupt`] (see
 //! [`install_signal_handlers`]); a library caller's build removes its own through `Drop`.
 //!
 //! One mutex guards the list and the final renames of a build ([`while_not_interrupted`]), so
@@ -21,10 +21,13 @@ struct Entry {
 struct Registry {
     next: u64,
     entries: Vec<Entry>,
+    /// Unfinished downloads a later run continues, by id: this process's file and the name
+    /// it is kept under.
+    kept: Vec<(u64, PathBuf, PathBuf)>,
     interrupted: bool,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { next: 0, entries: Vec::new(), interrupted: false });
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { next: 0, entries: Vec::new(), kept: Vec::new(), interrupted: false });
 
 fn registry() -> MutexGuard<'static, Registry> {
     // A panic elsewhere must not stop the cleanup of what is left.
@@ -48,6 +51,45 @@ pub(crate) fn register(path: &Path, inode: Option<u64>) -> Registered {
     let id = r.next;
     r.entries.push(Entry { id, path: path.to_path_buf(), inode });
     Registered(id)
+}
+
+/// An unfinished download an interruption keeps for the next run, until dropped.
+pub(crate) struct KeptOnInterrupt(u64);
+
+impl Drop for KeptOnInterrupt {
+    fn drop(&mut self) {
+        registry().kept.retain(|(id, ..)| *id != self.0);
+    }
+}
+
+/// On an interruption, renames `path` (a download's bytes so far) to `kept`, where the next run
+/// continues them, and says so; an empty file is removed.
+pub(crate) fn keep_on_interrupt(path: &Path, kept: &Path) -> KeptOnInterrupt {
+    let mut r = registry();
+    r.next += 1;
+    let id = r.next;
+    r.kept.push((id, path.to_path_buf(), kept.to_path_buf()));
+    KeptOnInterrupt(id)
+}
+
+/// Keeps each registered download's bytes (see [`keep_on_interrupt`]); returns what was kept,
+/// with its size.
+fn keep(r: &Registry) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    for (_, path, kept) in &r.kept {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_file() && m.len() > 0 => {
+                if std::fs::rename(path, kept).is_ok() {
+                    out.push((kept.clone(), m.len()));
+                }
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(_) => {}
+        }
+    }
+    out
 }
 
 /// Keeps a path on the interruption list until dropped (for callers outside the crate, such
@@ -142,6 +184,9 @@ pub fn install_signal_handlers() -> std::io::Result<()> {
             let mut text = format!("\ninterrupted by {name}\n");
             for p in &removed {
                 text.push_str(&format!("  removed the unfinished {}\n", p.display()));
+            }
+            for (p, bytes) in keep(&r) {
+                text.push_str(&format!("  kept the unfinished download {} ({bytes} bytes): the next run continues it\n", p.display()));
             }
             // SAFETY: writing a valid buffer to a file descriptor; errors are ignored.
             unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
