@@ -230,8 +230,9 @@ impl RepoCache {
         fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
         let kept = dir.join(format!("{blob}.incomplete"));
         let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
-        let claimed = fs::rename(&kept, &tmp).is_ok();
+        // Registered first: an interrupt right after the rename gives the bytes back.
         let _on_interrupt = crate::output::keep_on_interrupt(&tmp, &kept);
+        let claimed = fs::rename(&kept, &tmp).is_ok();
         let regular = claimed && fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() && m.len() < size);
         if claimed && !regular {
             fs::remove_file(&tmp).map_err(|e| local(&tmp, e))?;
