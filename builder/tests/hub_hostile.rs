@@ -93,20 +93,27 @@ impl Setup {
         out
     }
 
-    /// `blobs/<hash>.incomplete`: the bytes kept of the blob named `hash`.
+    /// `blobs/<hash>.tailor.incomplete`: the bytes kept of the blob named `hash`.
     fn kept(&self, hash: &str) -> PathBuf {
-        self.repo().join("blobs").join(format!("{hash}.incomplete"))
+        self.repo().join("blobs").join(format!("{hash}.tailor.incomplete"))
     }
 
     /// The model's cache folder holds no partial blob, no blob not named by a hash, no
     /// snapshot but the listed commit's and no ref (refs are written last).
     fn assert_repo_clean(&self) {
+        self.assert_repo_clean_keeping(false);
+    }
+
+    /// [`Setup::assert_repo_clean`], allowing kept bytes (`blobs/<hash>.tailor.incomplete`) when
+    /// `kept`: a download that broke off.
+    fn assert_repo_clean_keeping(&self, kept: bool) {
         let repo = self.repo();
         let hash = |name: &str| matches!(name.len(), 40 | 64) && name.bytes().all(|c| c.is_ascii_hexdigit());
         if let Ok(blobs) = std::fs::read_dir(repo.join("blobs")) {
             for b in blobs {
                 let name = b.unwrap().file_name().to_string_lossy().into_owned();
-                assert!(hash(name.strip_suffix(".incomplete").unwrap_or(&name)), "blobs/{name}");
+                let stem = name.strip_suffix(".tailor.incomplete").filter(|_| kept).unwrap_or(&name);
+                assert!(hash(stem), "blobs/{name}");
             }
         }
 
@@ -185,11 +192,16 @@ impl Run {
 /// Runs a build against a server lying with `lies`; asserts a clean failure whose error holds
 /// every one of `names`, and that nothing changed outside the model's cache folder.
 fn refused(s: &Setup, lies: Lies, names: &[&str]) -> (Run, hub_server::Hub) {
+    refused_keeping(s, lies, names, false)
+}
+
+/// [`refused`], where the bytes of a download that broke off may be kept when `kept`.
+fn refused_keeping(s: &Setup, lies: Lies, names: &[&str], kept: bool) -> (Run, hub_server::Hub) {
     let hub = s.serve(lies);
     let before = s.outside();
     let run = s.build(Some(&hub.url), &[], &[]);
     assert_eq!(s.outside(), before, "nothing outside the cache changes: {}", run.err);
-    s.assert_repo_clean();
+    s.assert_repo_clean_keeping(kept);
     run.assert_clean_failure();
     for n in names {
         assert!(run.err.contains(n), "the error names `{n}`: {}", run.err);
@@ -321,7 +333,7 @@ fn a_file_that_stalls_fails_in_bounded_time_and_leaves_no_blob() {
 #[test]
 fn a_body_that_breaks_off_leaves_no_blob() {
     let s = Setup::new();
-    let (run, hub) = refused(&s, Lies { broken: Some(("model.safetensors".into(), Break::Truncate)), ..Lies::default() }, &["model.safetensors: ", "tried 3 times"]);
+    let (run, hub) = refused_keeping(&s, Lies { broken: Some(("model.safetensors".into(), Break::Truncate)), ..Lies::default() }, &["model.safetensors: ", "tried 3 times"], true);
     assert!(run.err.contains("ended after") || run.err.contains("broke off after"), "{}", run.err);
     let weights = &s.files.iter().find(|(n, _)| n == "model.safetensors").unwrap().1;
     assert!(!s.repo().join("blobs").join(hub_server::sha256(weights)).exists());
@@ -339,12 +351,13 @@ fn a_body_that_breaks_off_leaves_no_blob() {
 }
 
 /// A resumed download's answer must be the rest of the file: a `Content-Range` for other
-/// bytes is refused, nothing kept.
+/// bytes is refused at once, no blob kept (the first attempt's bytes stay kept, unverified
+/// until a later download's hash).
 #[test]
 fn a_range_answered_with_other_bytes_is_refused() {
     let s = Setup::new();
     let lies = Lies { broken: Some(("model.safetensors".into(), Break::TruncateOnce)), content_range: Some("bytes 0-99/100".into()), ..Lies::default() };
-    let (run, _hub) = refused(&s, lies, &["model.safetensors: ", "answered the range from byte", "`Content-Range: bytes 0-99/100`"]);
+    let (run, _hub) = refused_keeping(&s, lies, &["model.safetensors: ", "answered the range from byte", "`Content-Range: bytes 0-99/100`"], true);
     assert!(!run.err.contains("tried 3 times"), "refused at once: {}", run.err);
 }
 
@@ -406,7 +419,7 @@ fn an_interrupted_download_keeps_its_bytes_and_the_next_run_continues_them() {
     assert!(run.err.contains("interrupted by SIGINT") && run.err.contains(&format!("kept the unfinished download {} ({half} bytes)", kept.display())), "{}", run.err);
     assert_eq!(std::fs::read(&kept).unwrap(), weights[..half]);
     assert_eq!(s.outside(), before);
-    s.assert_repo_clean();
+    s.assert_repo_clean_keeping(true);
     assert!(!s.repo().join("blobs").join(&hash).exists() && !s.repo().join("snapshots").join(SHA).join("model.safetensors").exists());
 
     let hub = s.serve(Lies::default());
@@ -416,6 +429,25 @@ fn an_interrupted_download_keeps_its_bytes_and_the_next_run_continues_them() {
     assert_eq!(s.cdn(&hub), [format!("/cdn/{hash}#bytes={half}-")]);
     assert_eq!(std::fs::read(s.repo().join("blobs").join(&hash)).unwrap(), weights);
     assert!(!kept.exists());
+}
+
+/// Kept bytes offered to a server that ignores the range: the whole file it sends replaces
+/// them.
+#[test]
+fn kept_bytes_give_way_to_a_whole_answer() {
+    let s = Setup::new();
+    let weights = s.weights();
+    let (hash, half) = (hub_server::sha256(&weights), weights.len() / 2);
+    std::fs::create_dir_all(s.repo().join("blobs")).unwrap();
+    std::fs::write(s.kept(&hash), &weights[..half]).unwrap();
+    let hub = s.serve(Lies { ignore_range: true, ..Lies::default() });
+    let run = s.build(Some(&hub.url), &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.err);
+    assert!(!run.err.contains("resuming"), "{}", run.err);
+    assert_eq!(s.cdn(&hub), [format!("/cdn/{hash}#bytes={half}-")]);
+    assert_eq!(std::fs::read(s.repo().join("blobs").join(&hash)).unwrap(), weights);
+    let left: Vec<String> = std::fs::read_dir(s.repo().join("blobs")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".incomplete")).collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// Kept bytes that are not the file's (another file, a damaged disk) fail the hash once the

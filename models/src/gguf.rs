@@ -1226,7 +1226,7 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
 /// gpt-oss's keys (llama.cpp's `GptOssModel` writes them, its `LLM_ARCH_OPENAI_MOE` loader
 /// requires the expert size and the window): experts, top-k and their size (transformers'
 /// `intermediate_size` is the expert's), the window and which layers slide (llama.cpp's pattern:
-/// period `attention.sliding_window_pattern`, default 2, layer `i` sliding when `i % n < n - 1`,
+/// period `attention.sliding_window_pattern`, default 2, layer `i` sliding when `i % n < n - 1` (0: every layer),
 /// or one bool per layer), YaRN from `rope.scaling.*` with transformers' gpt-oss settings for
 /// what the file does not say (`beta_fast` 32, `beta_slow` 1, the correction range not
 /// truncated, `GptOssConfig`; llama.cpp's kernel always truncates it), else no scaling, and the
@@ -1253,9 +1253,11 @@ fn gpt_oss_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
                 _ => return Err(err(format!("metadata key `{pattern}` must be a period or one bool per layer ({layers})"))),
             }
         }
-        Some(v) => match v.as_u64().filter(|&n| n > 0) {
+        // llama.cpp's `set_swa_pattern`: 0 makes every layer slide.
+        Some(v) => match v.as_u64() {
+            Some(0) => vec![true; layers],
             Some(n) => (0..layers).map(|i| (i as u64) % n < n - 1).collect(),
-            None => return Err(err(format!("metadata key `{pattern}` is {v:?}: a period (a positive integer) or one bool per layer"))),
+            None => return Err(err(format!("metadata key `{pattern}` is {v:?}: a period (a non-negative integer) or one bool per layer"))),
         },
     };
     let kinds: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();

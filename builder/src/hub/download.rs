@@ -159,9 +159,12 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
     let blob = BlobName::from_etag(etag).map_err(|e| Failure::Fatal(format!("{at}: {e}; check HF_ENDPOINT")))?;
     let size = resolved.size;
     if !size.is_some_and(|s| repo.has_blob(&blob, s)) {
+        // Kept bytes are continued where the bytes come from a redirect's target (LFS files:
+        // the hub's own answers are whole, and small).
+        let ranged = Client::ranged(&resolved);
         let resume = match size {
-            Some(s) => repo.resume_from(partial, &blob, s)?,
-            None => 0,
+            Some(s) if ranged => repo.resume_from(partial, &blob, s)?,
+            _ => 0,
         };
         let body = client.body(resolved, resume, size.unwrap_or_default())?;
         let size = match (size, body.len) {
@@ -177,7 +180,7 @@ fn fetch(client: &Client, repo: &RepoCache, commit: &Commit, file: &RepoFile, ur
                 return Err(Failure::Fatal(format!("{} sends no size (X-Linked-Size or Content-Length), so a broken-off download could not be told from a whole one", body.url)));
             }
         };
-        repo.write_blob(&blob, size, body, file, partial)?;
+        repo.write_blob(&blob, size, body, file, partial, ranged)?;
     }
     repo.link(commit, file, &blob)
 }

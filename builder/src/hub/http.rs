@@ -192,6 +192,11 @@ impl Client {
         })
     }
 
+    /// Whether the bytes come from a redirect's target, the only server asked for a range.
+    pub(super) fn ranged(resolved: &Resolved) -> bool {
+        matches!(resolved.bytes, Pending::At(_))
+    }
+
     /// The bytes a [`Resolved`] points at: its own body, or a GET of the redirect's target,
     /// from byte `from` of `size` when `from` is not 0 and the bytes come from the target (an
     /// LFS file: a `Range` request, which a server may ignore; see [`Body::start`]).

@@ -3,9 +3,10 @@
 //! holds the commit. Every path is joined from checked names ([`super::names`]), and every
 //! file appears by renaming a complete temporary one: a download that is refused, breaks off
 //! or does not match its hash leaves no blob, link or ref behind. A download that breaks off,
-//! fails or is interrupted keeps what arrived as `blobs/<blob>.incomplete` (the Python
-//! client's old name for it), which the next attempt or run continues ([`Partial`]); the blob's
-//! hash, checked over every byte, decides what is kept.
+//! fails or is interrupted keeps what arrived as `blobs/<blob>.tailor.incomplete`, which the
+//! next attempt or run continues ([`Partial`]); the blob's hash, checked over every byte,
+//! decides what is kept. (The Python client's own `blobs/<blob>.incomplete`, which its older
+//! versions write and resume under their lock file, is never touched.)
 
 use std::fs;
 use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
@@ -52,10 +53,10 @@ impl Drop for Temp {
 /// request) instead of starting over.
 ///
 /// They are written to a name of this process only: a download claims the kept bytes by
-/// renaming `<blob>.incomplete` to its own name (a rename succeeds for one process, so two
-/// never write one file, whatever the file system's locks do: why the Python client gave up
-/// sharing its `.incomplete` file), and gives them back by renaming its file to
-/// `<blob>.incomplete` when it stops without the blob: dropped after its last attempt, or on
+/// renaming `<blob>.tailor.incomplete` to its own name (a rename succeeds for one process, so
+/// two never write one file, whatever the file system's locks do; huggingface_hub 2.x writes
+/// process-unique files for that reason), and gives them back by renaming its file to the kept
+/// name when it stops without the blob: dropped after its last attempt or on any error, or on
 /// an interrupt ([`crate::output::keep_on_interrupt`]). Bytes that prove wrong are removed.
 pub(super) struct Partial {
     blob: BlobName,
@@ -68,11 +69,20 @@ pub(super) struct Partial {
     hasher: Hasher,
     /// This process's file.
     tmp: PathBuf,
-    /// `blobs/<blob>.incomplete`, where the bytes are kept.
+    /// `blobs/<blob>.tailor.incomplete`, where the bytes are kept.
     kept: PathBuf,
     /// Renamed into the blob or removed: nothing to keep.
     settled: bool,
-    _on_interrupt: crate::output::KeptOnInterrupt,
+    /// Kept when the download stops (a later run can continue it: the bytes come from a
+    /// server asked for ranges), else removed.
+    keep: bool,
+    _on_interrupt: OnInterrupt,
+}
+
+/// What an interrupt does with a [`Partial`]'s file.
+enum OnInterrupt {
+    Keep(#[allow(dead_code)] crate::output::KeptOnInterrupt),
+    Remove(#[allow(dead_code)] crate::RemoveOnInterrupt),
 }
 
 impl Partial {
@@ -85,7 +95,7 @@ impl Partial {
 
     /// The bytes kept for a later run once this one stops, and where.
     pub(super) fn kept(&self) -> Option<(u64, &Path)> {
-        (self.got > 0).then_some((self.got, self.kept.as_path()))
+        (self.keep && self.got > 0).then_some((self.got, self.kept.as_path()))
     }
 
     /// Removes the file (its bytes are not the blob's).
@@ -96,16 +106,30 @@ impl Partial {
 }
 
 impl Drop for Partial {
-    /// Keeps the bytes for the next run (an empty file goes).
+    /// Keeps the bytes for the next run ([`crate::output::give_back`]: an empty file goes), or
+    /// removes them when no run would continue them.
     fn drop(&mut self) {
         if self.settled {
-            return;
-        }
-        if self.got > 0 {
+        } else if self.keep {
             let _ = self.out.sync_all();
-            let _ = fs::rename(&self.tmp, &self.kept);
+            crate::output::give_back(&self.tmp, &self.kept);
         } else {
             let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Gives claimed bytes back if their download stops before it is a [`Partial`].
+struct Claimed<'a> {
+    tmp: &'a Path,
+    kept: &'a Path,
+    armed: bool,
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            crate::output::give_back(self.tmp, self.kept);
         }
     }
 }
@@ -216,31 +240,45 @@ impl RepoCache {
     /// taken first from what an earlier run kept when `partial` holds nothing of this blob.
     pub(super) fn resume_from(&self, partial: &mut Option<Partial>, blob: &BlobName, size: u64) -> Result<u64, Failure> {
         if !partial.as_ref().is_some_and(|p| p.blob == *blob && p.size == size) {
-            *partial = Some(self.partial(blob, size)?);
+            *partial = Some(self.partial(blob, size, true, true)?);
         }
         Ok(partial.as_ref().filter(|p| p.got < size).map_or(0, |p| p.got))
     }
 
-    /// This process's file for `blob`: the bytes an earlier run kept, claimed by renaming
-    /// `<blob>.incomplete` to it and hashed again from disk (a kept file that is no regular
-    /// file, or holds `size` bytes or more, starts over), else a new file.
-    fn partial(&self, blob: &BlobName, size: u64) -> Result<Partial, Failure> {
+    /// This process's file for `blob`: with `claim`, the bytes an earlier run kept, claimed by
+    /// renaming `<blob>.tailor.incomplete` to it and hashed again from disk (as many bytes as
+    /// the file has, or more, start over), else a new file. A link at the kept name is removed,
+    /// not followed; anything else there but a file is refused. With `keep` false (bytes the hub
+    /// sends whole, never continued) the file goes when the download stops.
+    fn partial(&self, blob: &BlobName, size: u64, claim: bool, keep: bool) -> Result<Partial, Failure> {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = self.root.join("blobs");
         fs::create_dir_all(&dir).map_err(|e| local(&dir, e))?;
-        let kept = dir.join(format!("{blob}.incomplete"));
+        let kept = dir.join(format!("{blob}.tailor.incomplete"));
         let tmp = dir.join(format!("{blob}.{}.incomplete", unique()));
-        // Registered first: an interrupt right after the rename gives the bytes back.
-        let _on_interrupt = crate::output::keep_on_interrupt(&tmp, &kept);
-        let claimed = fs::rename(&kept, &tmp).is_ok();
-        let regular = claimed && fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() && m.len() < size);
-        if claimed && !regular {
-            fs::remove_file(&tmp).map_err(|e| local(&tmp, e))?;
+        if !keep {
+            let out = fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(&tmp).map_err(|e| local(&tmp, e))?;
+            let on_interrupt = OnInterrupt::Remove(crate::remove_on_interrupt(&tmp));
+            let hasher = Hasher::new(blob.kind(), size);
+            return Ok(Partial { blob: blob.clone(), size, got: 0, earlier: 0, out, hasher, tmp, kept, settled: false, keep, _on_interrupt: on_interrupt });
         }
-        let mut out = fs::OpenOptions::new().read(true).write(true).create_new(!regular).mode(0o666).custom_flags(libc::O_NOFOLLOW).open(&tmp).map_err(|e| local(&tmp, e))?;
+        let claim = match fs::symlink_metadata(&kept) {
+            Ok(m) if m.is_file() => claim,
+            Ok(m) if m.file_type().is_symlink() => {
+                fs::remove_file(&kept).map_err(|e| local(&kept, e))?;
+                false
+            }
+            Ok(_) => return Err(Failure::Fatal(format!("{} is not a file, where a download keeps its bytes: remove it", kept.display()))),
+            Err(_) => false,
+        };
+        let Some((on_interrupt, claimed)) = crate::output::keep_on_interrupt(&tmp, &kept, || claim && fs::rename(&kept, &tmp).is_ok()) else {
+            return Err(Failure::Fatal("interrupted".into()));
+        };
+        let mut back = Claimed { tmp: &tmp, kept: &kept, armed: claimed };
+        let mut out = fs::OpenOptions::new().read(true).write(true).create_new(!claimed).mode(0o666).custom_flags(libc::O_NOFOLLOW).open(&tmp).map_err(|e| local(&tmp, e))?;
         let mut hasher = Hasher::new(blob.kind(), size);
         let mut got = 0;
-        if regular {
+        if claimed {
             let mut buf = vec![0u8; 1 << 16];
             loop {
                 match out.read(&mut buf) {
@@ -254,7 +292,9 @@ impl RepoCache {
                 }
             }
         }
-        let mut p = Partial { blob: blob.clone(), size, got, earlier: got, out, hasher, tmp, kept, settled: false, _on_interrupt };
+        back.armed = false;
+        let (tmp, kept) = (tmp.clone(), kept.clone());
+        let mut p = Partial { blob: blob.clone(), size, got, earlier: got, out, hasher, tmp, kept, settled: false, keep, _on_interrupt: OnInterrupt::Keep(on_interrupt) };
         if p.got >= size {
             p.restart()?;
         }
@@ -267,12 +307,15 @@ impl RepoCache {
     /// attempt or run wrote); one from 0 starts it over. A body that breaks off leaves what it
     /// wrote in `partial` for the next attempt (and on disk for a later run, but for a name of
     /// this run); bytes that are not the blob's are removed.
-    pub(super) fn write_blob(&self, blob: &BlobName, size: u64, body: Body, file: &RepoFile, partial: &mut Option<Partial>) -> Result<(), Failure> {
-        let resume = self.resume_from(partial, blob, size)?;
-        let mut p = partial.take().expect("resume_from leaves a partial of this blob");
+    pub(super) fn write_blob(&self, blob: &BlobName, size: u64, body: Body, file: &RepoFile, partial: &mut Option<Partial>, ranged: bool) -> Result<(), Failure> {
+        if !partial.as_ref().is_some_and(|p| p.blob == *blob && p.size == size) {
+            // Kept bytes are claimed only to be continued.
+            *partial = Some(self.partial(blob, size, body.start > 0, ranged)?);
+        }
+        let mut p = partial.take().expect("set above");
         if body.start == 0 && p.got > 0 {
             p.restart()?;
-        } else if body.start != resume {
+        } else if body.start != p.got {
             return Err(Failure::Fatal(format!("{} sends {blob} from byte {}, where no earlier attempt stopped", body.url, body.start)));
         }
         if p.got > 0 {
@@ -336,6 +379,8 @@ impl RepoCache {
         let dst = self.blob(blob);
         fs::rename(&p.tmp, &dst).map_err(|e| local(&dst, e))?;
         p.settled = true;
+        // Bytes another run kept of this blob are no longer needed.
+        let _ = fs::remove_file(&p.kept);
         sync_dir(&self.root.join("blobs"));
         Ok(())
     }
@@ -393,7 +438,7 @@ mod tests {
         let blob = BlobName::from_etag(BLOB).unwrap();
         let blobs = repo.root.join("blobs");
         fs::create_dir_all(&blobs).unwrap();
-        let kept = blobs.join(format!("{BLOB}.incomplete"));
+        let kept = blobs.join(format!("{BLOB}.tailor.incomplete"));
         fs::write(&kept, b"first bytes").unwrap();
         let mut first = None;
         assert_eq!(repo.resume_from(&mut first, &blob, 100).unwrap(), 11);
@@ -405,7 +450,7 @@ mod tests {
         drop(second);
         assert_eq!(incomplete(&blobs).len(), 1, "an empty file is not kept");
         drop(first);
-        assert_eq!(incomplete(&blobs), [format!("{BLOB}.incomplete")]);
+        assert_eq!(incomplete(&blobs), [format!("{BLOB}.tailor.incomplete")]);
         assert_eq!(fs::read(&kept).unwrap(), b"first bytes");
         // As many bytes as the file has, or more, are not a partial download: start over.
         let mut third = None;
@@ -424,11 +469,34 @@ mod tests {
         fs::create_dir_all(&blobs).unwrap();
         let target = cache.path().join("elsewhere");
         fs::write(&target, b"not the cache's").unwrap();
-        std::os::unix::fs::symlink(&target, blobs.join(format!("{BLOB}.incomplete"))).unwrap();
+        std::os::unix::fs::symlink(&target, blobs.join(format!("{BLOB}.tailor.incomplete"))).unwrap();
         let mut p = None;
         assert_eq!(repo.resume_from(&mut p, &blob, 100).unwrap(), 0);
         assert_eq!(fs::read(&target).unwrap(), b"not the cache's");
         let names = incomplete(&blobs);
-        assert!(names.len() == 1 && names[0] != format!("{BLOB}.incomplete"), "{names:?}");
+        assert!(names.len() == 1 && names[0].starts_with(&format!("{BLOB}.")) && !names[0].starts_with(&format!("{BLOB}.tailor")), "{names:?}");
+    }
+
+    /// Another tool's files at the Python client's name are never touched; a folder at the kept
+    /// name is refused, naming it.
+    #[test]
+    fn other_files_are_left_alone() {
+        let cache = tempfile::tempdir().unwrap();
+        let repo = RepoCache::new(cache.path(), "org/name");
+        let blob = BlobName::from_etag(BLOB).unwrap();
+        let blobs = repo.root.join("blobs");
+        fs::create_dir_all(&blobs).unwrap();
+        let python = blobs.join(format!("{BLOB}.incomplete"));
+        fs::write(&python, b"the python client's").unwrap();
+        let mut p = None;
+        assert_eq!(repo.resume_from(&mut p, &blob, 100).unwrap(), 0);
+        drop(p);
+        assert_eq!(fs::read(&python).unwrap(), b"the python client's");
+        fs::create_dir(blobs.join(format!("{BLOB}.tailor.incomplete"))).unwrap();
+        let e = match repo.resume_from(&mut None, &blob, 100) {
+            Err(Failure::Fatal(m)) => m,
+            _ => panic!("a folder at the kept name is refused"),
+        };
+        assert!(e.contains(".tailor.incomplete is not a file"), "{e}");
     }
 }

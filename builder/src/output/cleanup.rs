@@ -62,34 +62,39 @@ impl Drop for KeptOnInterrupt {
     }
 }
 
-/// On an interruption, renames `path` (a download's bytes so far) to `kept`, where the next run
-/// continues them, and says so; an empty file is removed.
-pub(crate) fn keep_on_interrupt(path: &Path, kept: &Path) -> KeptOnInterrupt {
+/// Runs `claim` (which may move kept bytes to `path`) and registers `path`: on an
+/// interruption it is renamed to `kept`, where the next run continues it, and said so (an
+/// empty file is removed). Both happen under the registry's lock, so an interruption comes
+/// before the claim or after the registration, never between; `None` once an interruption
+/// has begun (nothing is claimed then).
+pub(crate) fn keep_on_interrupt<T>(path: &Path, kept: &Path, claim: impl FnOnce() -> T) -> Option<(KeptOnInterrupt, T)> {
     let mut r = registry();
+    if r.interrupted {
+        return None;
+    }
+    let claimed = claim();
     r.next += 1;
     let id = r.next;
     r.kept.push((id, path.to_path_buf(), kept.to_path_buf()));
-    KeptOnInterrupt(id)
+    Some((KeptOnInterrupt(id), claimed))
 }
 
 /// Keeps each registered download's bytes (see [`keep_on_interrupt`]); returns what was kept,
 /// with its size.
 fn keep(r: &Registry) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    for (_, path, kept) in &r.kept {
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_file() && m.len() > 0 => {
-                if std::fs::rename(path, kept).is_ok() {
-                    out.push((kept.clone(), m.len()));
-                }
-            }
-            Ok(_) => {
-                let _ = std::fs::remove_file(path);
-            }
-            Err(_) => {}
-        }
+    r.kept.iter().filter_map(|(_, path, kept)| give_back(path, kept).map(|n| (kept.clone(), n))).collect()
+}
+
+/// Renames a download's file `path` to `kept` unless it is empty or `kept` already holds as
+/// many bytes (another run's); otherwise removes it. Returns the bytes kept.
+pub(crate) fn give_back(path: &Path, kept: &Path) -> Option<u64> {
+    let m = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file())?;
+    let theirs = std::fs::symlink_metadata(kept).ok().filter(|k| k.is_file()).map_or(0, |k| k.len());
+    if m.len() > theirs && std::fs::rename(path, kept).is_ok() {
+        return Some(m.len());
     }
-    out
+    let _ = std::fs::remove_file(path);
+    None
 }
 
 /// Keeps a path on the interruption list until dropped (for callers outside the crate, such

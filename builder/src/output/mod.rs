@@ -17,7 +17,7 @@ mod lock;
 mod staging;
 
 pub use cleanup::{install_signal_handlers, remove_on_interrupt, RemoveOnInterrupt};
-pub(crate) use cleanup::{keep_on_interrupt, KeptOnInterrupt};
+pub(crate) use cleanup::{give_back, keep_on_interrupt, KeptOnInterrupt};
 
 use crate::{Error, Result};
 use guard::{Existing, Protected};

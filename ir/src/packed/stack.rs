@@ -427,7 +427,7 @@ impl PackedStack {
         // One row's codes, scales and offsets, reused by every part (an interleaved expert
         // stack has a part per row).
         let (mut codes, mut sc, mut zs) = (vec![0u8; self.k], Vec::new(), Vec::new());
-        let mut pending = PendingRelease::new(self.layers.len());
+        let mut pending = PendingRelease::new(&self.layers);
         for &run in &self.parts {
             let (p, range) = (&self.layers[run.layer as usize], run.range());
             let start = at;
@@ -483,12 +483,11 @@ impl PackedStack {
             // The rows' pages go once read: within a band of a large tensor, or with the rows'
             // last columns.
             if release.is_some() || k1 == self.k {
-                pending.add(&self.layers, run.layer as usize, kept_from, last);
+                pending.add(run.layer as usize, kept_from, last);
             }
             row += last - first;
             p.done((last - first) * (k1 - k0));
         }
-        pending.flush(&self.layers);
         Ok(())
     }
 }
@@ -497,20 +496,24 @@ impl PackedStack {
 /// mapped, released in runs of rows that follow each other: an interleaved stack (gate and up
 /// experts, row by row) reads each layer's rows in order but one at a time, and a release per
 /// row costs a TLB shootdown each (measured: 57% of a gpt-oss expert import in the kernel).
-struct PendingRelease(Vec<Option<(usize, usize)>>);
+/// What is still pending when it is dropped (the call's end, or an error) is released then.
+struct PendingRelease<'a> {
+    layers: &'a [Arc<PackedWeight>],
+    rows: Vec<Option<(usize, usize)>>,
+}
 
-impl PendingRelease {
-    fn new(layers: usize) -> Self {
-        PendingRelease(vec![None; layers])
+impl<'a> PendingRelease<'a> {
+    fn new(layers: &'a [Arc<PackedWeight>]) -> Self {
+        PendingRelease { layers, rows: vec![None; layers.len()] }
     }
 
     /// Rows `first..last` of `layers[layer]` are read: joined to that layer's pending rows when
     /// they follow them (released once they make a run of [`PackedWeight::release_run_rows`]),
     /// else the pending rows are released and these wait.
-    fn add(&mut self, layers: &[Arc<PackedWeight>], layer: usize, first: usize, last: usize) {
-        let p = &layers[layer];
+    fn add(&mut self, layer: usize, first: usize, last: usize) {
+        let p = &self.layers[layer];
         let run = p.release_run_rows().unwrap_or(usize::MAX);
-        let slot = &mut self.0[layer];
+        let slot = &mut self.rows[layer];
         *slot = match *slot {
             Some((a, b)) if b == first => Some((a, last)),
             Some((a, b)) => {
@@ -527,8 +530,11 @@ impl PendingRelease {
         }
     }
 
-    fn flush(&mut self, layers: &[Arc<PackedWeight>]) {
-        for (p, slot) in layers.iter().zip(&mut self.0) {
+}
+
+impl Drop for PendingRelease<'_> {
+    fn drop(&mut self) {
+        for (p, slot) in self.layers.iter().zip(&mut self.rows) {
             if let Some((a, b)) = slot.take() {
                 p.release_rows(a, b);
             }
