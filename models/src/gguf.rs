@@ -6,8 +6,9 @@
 //! Architectures mapped (`general.architecture`): `llama` (SmolLM2, Llama 2/3, Llama 3.1/3.2
 //! with their rope factors, Mistral files written as llama), `qwen2`, `qwen3` (q/k norms
 //! `attn_q_norm` / `attn_k_norm`, not permuted), `phi3` (Phi-3, Phi-3.5, Phi-4-mini), `gemma`,
-//! `gemma2` and `gemma3` (text), `granite` (Granite 3.x dense), `olmo2` (OLMo 2), `starcoder2`,
-//! `phi2` (Phi-1, 1.5 and 2: our `phi`) and `smollm3`.
+//! `gemma2` and `gemma3` (text), `granite` (Granite 3.x dense), `olmo` (OLMo 1), `olmo2` (OLMo 2),
+//! `starcoder2`, `phi2` (Phi-1, 1.5 and 2: our `phi`), `smollm3`, `glm4` (GLM-4-0414),
+//! `ernie4_5` (dense) and `nemotron`.
 //!
 //! Mixture-of-experts files (llama.cpp's `build_moe_ffn`): `llama` with `llama.expert_count`
 //! (Mixtral), `qwen2moe` (with its sigmoid-gated shared expert) and `qwen3moe`. The experts are
@@ -96,6 +97,22 @@
 //!   llama.cpp refuses it.
 //! - smollm3: q/k permuted; the file states no NoPE layers: llama.cpp's loader fixes every
 //!   fourth layer (`(layer + 1) % 4 == 0`) without RoPE, written as that `no_rope_layers` list.
+//! - glm4 (`Glm4Model`): nothing permuted (GLM's rope turns adjacent pairs: llama.cpp's NORM
+//!   rope on the file's order), four norms (`post_attention_norm` after attention, `ffn_norm`
+//!   before the MLP, `post_ffw_norm` after it), the MLP's gate and up fused in `ffn_up` (gate
+//!   first: transformers' `gate_up_proj` as it is), q/k/v biases, `rope.dimension_count` as
+//!   `partial_rotary_factor`.
+//! - ernie4_5 (`Ernie4_5Model`, dense): nothing permuted (adjacent pairs, as GLM), each
+//!   projection's bias optional in llama.cpp and one `use_bias` switch in transformers (set when
+//!   the file has q biases), the head tied when the file has no `output.weight`.
+//! - olmo (`OlmoModel`, OLMo 1): q/k permuted (LlamaModel's), no norm tensors (transformers'
+//!   LayerNorm without weight or bias at 1e-5, the epsilon the converter writes; another is
+//!   refused), `attention.clamp_kqv` as `clip_qkv` (q, k and v clamped, as llama.cpp does).
+//! - nemotron (`NemotronModel`): nothing permuted (NEOX), every `*norm.weight` stored as
+//!   `weight + 1` (LayerNorm1P multiplies by `1 + weight`: read back as `stored - 1`, as for
+//!   Gemma), LayerNorms with bias at `attention.layer_norm_epsilon` (`norm_eps`; the RMS
+//!   epsilon TextModel also writes is not read), relu2 MLP `ffn_up` / `ffn_down`,
+//!   `rope.dimension_count` as `partial_rotary_factor`.
 //!
 //! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
 //! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
@@ -206,6 +223,10 @@ enum Kind {
     Phi2,
     Smollm3,
     GptOss,
+    Glm4,
+    Ernie4_5,
+    Olmo,
+    Nemotron,
 }
 
 /// One architecture's mapping.
@@ -224,13 +245,22 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron)
+    }
+
+    /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
+    /// whose norm multiplies by `1 + weight` (Gemma's RMSNorm, Nemotron's LayerNorm1P).
+    fn norm_plus_one(&self) -> bool {
+        self.gemma() || self.kind == Kind::Nemotron
     }
 
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Olmo2 | Kind::Smollm3 => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Olmo2 | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 => &[],
+            Kind::Olmo => &["attention.layer_norm_epsilon", "attention.clamp_kqv"],
+            // TextModel writes `norm_eps` as the RMS epsilon too; the LayerNorm one is read.
+            Kind::Nemotron => &["attention.layer_norm_epsilon"],
             Kind::Llama => &["expert_count", "expert_used_count"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
@@ -272,6 +302,8 @@ impl Arch {
             Kind::Olmo2 => OLMO2_NAMES,
             Kind::Starcoder2 => STARCODER2_NAMES,
             Kind::Phi2 => PHI2_NAMES,
+            Kind::Glm4 => GLM4_NAMES,
+            Kind::Nemotron => NEMOTRON_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -280,7 +312,7 @@ impl Arch {
     /// Phi's names (`model.final_layernorm`, the head's bias).
     fn global_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
-            Kind::Starcoder2 => STARCODER2_GLOBAL_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
@@ -290,7 +322,9 @@ impl Arch {
     /// llama.cpp's `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Starcoder2 | Kind::Phi2 => &[],
+            Kind::Phi3 | Kind::Starcoder2 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron => &[],
+            Kind::Ernie4_5 => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
+            Kind::Olmo => &[],
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
@@ -331,7 +365,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo2, starcoder2, phi2, smollm3 and gpt-oss";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron and gpt-oss";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -358,6 +392,13 @@ fn arch(name: &str) -> Option<Arch> {
         // GptOssModel is a TextModel: nothing permuted; its experts are gathered by
         // `gpt_oss_experts`.
         "gpt-oss" => ("gpt_oss", false, Kind::GptOss),
+        // Glm4Model, Ernie4_5Model and NemotronModel are TextModels: nothing permuted (GLM-4's
+        // and ERNIE 4.5's rope turns adjacent pairs, llama.cpp's NORM rope on the file's order;
+        // Nemotron's is NEOX). OlmoModel permutes q/k as LlamaModel does.
+        "glm4" => ("glm4", false, Kind::Glm4),
+        "ernie4_5" => ("ernie4_5", false, Kind::Ernie4_5),
+        "olmo" => ("olmo", true, Kind::Olmo),
+        "nemotron" => ("nemotron", false, Kind::Nemotron),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -405,6 +446,46 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
     ("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"),
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
+
+/// GLM-4's layers (llama.cpp's `LLM_ARCH_GLM4`): four norms (`post_attention_norm` after
+/// attention, `ffn_norm` before the MLP, `post_ffw_norm` after it), the MLP's gate and up fused
+/// in `ffn_up` (gate first, as transformers' `gate_up_proj`), q/k/v biases.
+const GLM4_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("post_attention_norm.weight", "post_self_attn_layernorm.weight"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_up.weight", "mlp.gate_up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+    ("post_ffw_norm.weight", "post_mlp_layernorm.weight"),
+];
+
+/// Nemotron's layers (llama.cpp's `LLM_ARCH_NEMOTRON`): LayerNorm1P with bias before attention
+/// and the MLP, optional projection biases, the plain MLP `ffn_up` / `ffn_down`.
+const NEMOTRON_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_q.weight", "self_attn.q_proj.weight"),
+    ("attn_q.bias", "self_attn.q_proj.bias"),
+    ("attn_k.weight", "self_attn.k_proj.weight"),
+    ("attn_k.bias", "self_attn.k_proj.bias"),
+    ("attn_v.weight", "self_attn.v_proj.weight"),
+    ("attn_v.bias", "self_attn.v_proj.bias"),
+    ("attn_output.weight", "self_attn.o_proj.weight"),
+    ("attn_output.bias", "self_attn.o_proj.bias"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.bias", "post_attention_layernorm.bias"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_up.bias", "mlp.up_proj.bias"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+    ("ffn_down.bias", "mlp.down_proj.bias"),
+];
 
 /// gpt-oss's layers beyond Llama's (llama.cpp's `LLM_ARCH_OPENAI_MOE` tensors): the output
 /// projection's bias, one attention sink logit per head, the norm before the experts
@@ -632,10 +713,11 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
                 }
             }
-            // llama.cpp stores Gemma's norms as weight + 1; the family adds the 1 itself.
-            let shifted_norm = a.gemma() && t.name.ends_with("norm.weight");
+            // llama.cpp stores Gemma's and Nemotron's norms as weight + 1; the family adds the 1
+            // itself.
+            let shifted_norm = a.norm_plus_one() && t.name.ends_with("norm.weight");
             if shifted_norm && float_dtype(t.ggml_type).is_none() {
-                return Err(err(format!("tensor `{}` is {}: a Gemma norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type)));
+                return Err(err(format!("tensor `{}` is {}: a {} norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type, a.model_type)));
             }
             match float_dtype(t.ggml_type) {
                 Some(dtype) => {
@@ -1028,8 +1110,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2 and phi3 files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4 and nemotron files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -1088,7 +1170,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1114,6 +1196,24 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
+    }
+    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron) {
+        // Both families default to 0.5: the file's value is always written.
+        c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
+    }
+    if a.kind == Kind::Ernie4_5 {
+        // One switch for every projection's bias in transformers; llama.cpp's loader takes
+        // each as optional.
+        c.insert("use_bias".into(), json!(biased));
+    }
+    if a.kind == Kind::Olmo {
+        olmo_config(&mut c, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Nemotron {
+        let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+        c.insert("norm_eps".into(), json!(eps as f32 as f64));
+        c.insert("hidden_act".into(), json!("relu2"));
+        c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
@@ -1346,6 +1446,26 @@ fn phi2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, head_dim
         if up.dims.get(1).copied() != Some(ff as usize) {
             return Err(err(format!("metadata key `{}` is {ff} but `blk.0.ffn_up.weight` has {:?} (llama.cpp refuses such a file too)", key("feed_forward_length"), up.dims)));
         }
+    }
+    Ok(())
+}
+
+/// OLMo (`OlmoModel`, `LLM_ARCH_OLMO`): LayerNorms without weight or bias at transformers'
+/// fixed epsilon 1e-5 (the converter writes that value; another is refused, since the family
+/// cannot take it), and q/k/v clamped to `attention.clamp_kqv` when set (`clip_qkv`; absent or 0:
+/// no clamp, as llama.cpp's graph).
+fn olmo_config(c: &mut Map<String, Json>, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    if let Some(eps) = float("attention.layer_norm_epsilon")? {
+        if eps as f32 != 1e-5f32 {
+            return Err(err(format!("metadata key `{}` is {eps}: OLMo's LayerNorm epsilon is 1e-5 in transformers and llama.cpp's converter", key("attention.layer_norm_epsilon"))));
+        }
+    }
+    match float("attention.clamp_kqv")? {
+        None | Some(0.0) => {}
+        Some(v) if v.is_finite() && v > 0.0 => {
+            c.insert("clip_qkv".into(), json!(v as f32 as f64));
+        }
+        Some(v) => return Err(err(format!("metadata key `{}` is {v}: a clamp must be positive", key("attention.clamp_kqv")))),
     }
     Ok(())
 }
@@ -1951,7 +2071,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi3 files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4 and nemotron files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
@@ -2059,6 +2179,35 @@ mod tests {
         let mut m = gpt_oss_meta();
         m.push(("gpt-oss.rope.scaling.yarn_attn_factor".into(), json!(1.5f64)));
         assert!(e(m, gpt_oss_tensors()).contains("`gpt-oss.rope.scaling.yarn_attn_factor`"));
+    }
+
+    /// OLMo: no RMS epsilon, the LayerNorm one checked, the clamp read; Nemotron: norms read
+    /// back as `stored - 1`, the LayerNorm epsilon, relu2 and partial rotary.
+    #[test]
+    fn olmo_and_nemotron_keys_become_their_configs() {
+        let olmo = |eps: f64| {
+            let mut m: Vec<(String, Json)> = meta_of("olmo").into_iter().filter(|(k, _)| !k.ends_with("layer_norm_rms_epsilon")).collect();
+            m.push(("olmo.attention.layer_norm_epsilon".into(), json!(eps)));
+            m.push(("olmo.attention.clamp_kqv".into(), json!(2.5f64)));
+            let t: Vec<_> = llama_tensors().into_iter().filter(|(n, ..)| !n.contains("norm")).collect();
+            import_of(&as_ref(&m), &t)
+        };
+        let c = olmo(1e-5).unwrap().config;
+        assert_eq!((c["model_type"].as_str(), c["clip_qkv"].as_f64(), c.get("rms_norm_eps")), (Some("olmo"), Some(2.5), None));
+        let e = olmo(1e-6).err().expect("refused").to_string();
+        assert!(e.contains("`olmo.attention.layer_norm_epsilon`") && e.contains("1e-5"), "{e}");
+
+        let mut m = meta_of("nemotron");
+        m.push(("nemotron.attention.layer_norm_epsilon".into(), json!(1e-5f64)));
+        m.push(("nemotron.rope.dimension_count".into(), json!(8)));
+        let mut t: Vec<_> = llama_tensors().into_iter().filter(|(n, ..)| !n.contains("ffn_gate")).collect();
+        t.extend([("blk.0.attn_norm.bias", 0, vec![64]), ("blk.0.ffn_norm.bias", 0, vec![64]), ("output_norm.bias", 0, vec![64]), ("output.weight", 8, vec![64, 32])]);
+        let i = import_with(&as_ref(&m), &t, &[("blk.0.attn_norm.weight", vec![1.5; 64])]).unwrap();
+        let c = &i.config;
+        assert_eq!((c["hidden_act"].as_str(), c["norm_eps"].as_f64(), c["partial_rotary_factor"].as_f64()), (Some("relu2"), Some(1e-5f32 as f64), Some(0.5)));
+        let norm = i.views["model.layers.0.input_layernorm.weight"].materialize().unwrap();
+        assert_eq!(f32::from_le_bytes(norm[..4].try_into().unwrap()), 0.5, "stored 1.5 is weight 0.5");
+        assert!(i.tensors.contains_key("model.layers.0.input_layernorm.bias") && i.tensors.contains_key("model.norm.bias"));
     }
 
     fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {

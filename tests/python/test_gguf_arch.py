@@ -1,11 +1,14 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2, starcoder2,
-phi2 and smollm3 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
+phi2, smollm3, glm4, ernie4_5, olmo and nemotron architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
 fused `attn_qkv` and `ffn_up`, LongRoPE factor tensors, partial rotary `rope.dimension_count`;
 granite's four scales; olmo2's post-norms and whole-projection q/k norms; starcoder2's and
 phi2's LayerNorms and biases; phi2's q/k/v separate, and fused in `tiny-phi-fused`; smollm3,
-whose NoPE layers the file does not state), built with `tailor build --model FILE.gguf --ep cpu`:
+whose NoPE layers the file does not state; glm4's four norms, fused MLP and partial rotary;
+ernie4_5's biases and tied head; olmo's weightless LayerNorms, permuted q/k and q/k/v clamp;
+nemotron's `+ 1` LayerNorm1P weights, relu2 MLP and partial rotary), built with
+`tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
   fixture's own reference logits (tests/fixtures/<fixture>/reference.safetensors, transformers
@@ -37,8 +40,9 @@ DATA = Path(__file__).parent / "data" / "gguf-arch"
 F32 = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial",
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
+    "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
@@ -56,6 +60,11 @@ MISREAD = {
     "tiny-phi": {"partial_rotary_factor": 1.0},
     # llama.cpp's NoPE layers (every 4th) missed: all layers rotate.
     "tiny-smollm3": {"no_rope_layers": [1, 1, 1, 1]},
+    # `rope.dimension_count` (8 of 16) read as the whole head.
+    "tiny-glm4": {"partial_rotary_factor": 1.0},
+    "tiny-nemotron": {"partial_rotary_factor": 1.0},
+    # `attention.clamp_kqv` missed: no clamp.
+    "tiny-olmo": {"clip_qkv": None},
 }
 
 
@@ -86,8 +95,8 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
         assert diff <= atol, f"{fixture} {want}: max |logit difference| {diff} > {atol}"
     model_type = json.loads((FIXTURES / fixture / "config.json").read_text())["model_type"]
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
-    # olmo2 nor starcoder2), as a build of the fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama"}.get(model_type, model_type)
+    # olmo2, starcoder2 nor glm4), as a build of the fixture's own checkpoint writes it.
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
