@@ -295,15 +295,14 @@ impl Arch {
         }
     }
 
-    /// The per-layer names every layer has: Llama's, Phi-3's fused ones, or the family's own.
+    /// The per-layer names every layer has: Llama's, Phi-3's fused ones, or the family's own
+    /// (StarCoder2's and Nemotron's biased attention and LayerNorms).
     fn base_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
             Kind::Phi3 => PHI3_NAMES,
             Kind::Olmo2 => OLMO2_NAMES,
-            Kind::Starcoder2 => STARCODER2_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
-            Kind::Glm4 => GLM4_NAMES,
-            Kind::Nemotron => NEMOTRON_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -318,11 +317,15 @@ impl Arch {
         }
     }
 
-    /// Per-layer tensor names beyond [`Arch::base_names`] (Gemma 2 and 3's four norms:
-    /// llama.cpp's `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms).
+    /// Per-layer tensor names beyond [`Arch::base_names`], looked up first (Gemma 2 and 3's four
+    /// norms: llama.cpp's `ffn_norm` is the norm before the MLP; Qwen3's and Gemma 3's q/k norms;
+    /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Starcoder2 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron => &[],
+            Kind::Phi3 | Kind::Phi2 => &[],
+            Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
+            Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
+            Kind::Glm4 => &[GLM4_NAMES],
             Kind::Ernie4_5 => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo => &[],
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
@@ -447,40 +450,19 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
 
-/// GLM-4's layers (llama.cpp's `LLM_ARCH_GLM4`): four norms (`post_attention_norm` after
-/// attention, `ffn_norm` before the MLP, `post_ffw_norm` after it), the MLP's gate and up fused
-/// in `ffn_up` (gate first, as transformers' `gate_up_proj`), q/k/v biases.
+/// GLM-4's layers beyond Llama's (llama.cpp's `LLM_ARCH_GLM4`): four norms
+/// (`post_attention_norm` after attention, `ffn_norm` before the MLP, `post_ffw_norm` after it),
+/// the MLP's gate and up fused in `ffn_up` (gate first, as transformers' `gate_up_proj`).
 const GLM4_NAMES: &[(&str, &str)] = &[
-    ("attn_norm.weight", "input_layernorm.weight"),
-    ("attn_q.weight", "self_attn.q_proj.weight"),
-    ("attn_q.bias", "self_attn.q_proj.bias"),
-    ("attn_k.weight", "self_attn.k_proj.weight"),
-    ("attn_k.bias", "self_attn.k_proj.bias"),
-    ("attn_v.weight", "self_attn.v_proj.weight"),
-    ("attn_v.bias", "self_attn.v_proj.bias"),
-    ("attn_output.weight", "self_attn.o_proj.weight"),
     ("post_attention_norm.weight", "post_self_attn_layernorm.weight"),
     ("ffn_norm.weight", "post_attention_layernorm.weight"),
     ("ffn_up.weight", "mlp.gate_up_proj.weight"),
-    ("ffn_down.weight", "mlp.down_proj.weight"),
     ("post_ffw_norm.weight", "post_mlp_layernorm.weight"),
 ];
 
-/// Nemotron's layers (llama.cpp's `LLM_ARCH_NEMOTRON`): LayerNorm1P with bias before attention
-/// and the MLP, optional projection biases, the plain MLP `ffn_up` / `ffn_down`.
-const NEMOTRON_NAMES: &[(&str, &str)] = &[
-    ("attn_norm.weight", "input_layernorm.weight"),
-    ("attn_norm.bias", "input_layernorm.bias"),
-    ("attn_q.weight", "self_attn.q_proj.weight"),
-    ("attn_q.bias", "self_attn.q_proj.bias"),
-    ("attn_k.weight", "self_attn.k_proj.weight"),
-    ("attn_k.bias", "self_attn.k_proj.bias"),
-    ("attn_v.weight", "self_attn.v_proj.weight"),
-    ("attn_v.bias", "self_attn.v_proj.bias"),
-    ("attn_output.weight", "self_attn.o_proj.weight"),
-    ("attn_output.bias", "self_attn.o_proj.bias"),
-    ("ffn_norm.weight", "post_attention_layernorm.weight"),
-    ("ffn_norm.bias", "post_attention_layernorm.bias"),
+/// Nemotron's MLP (llama.cpp's `LLM_ARCH_NEMOTRON`): the plain `ffn_up` / `ffn_down`, biases
+/// optional; its attention and LayerNorms are [`BIASED_ATTENTION_NAMES`].
+const NEMOTRON_MLP_NAMES: &[(&str, &str)] = &[
     ("ffn_up.weight", "mlp.up_proj.weight"),
     ("ffn_up.bias", "mlp.up_proj.bias"),
     ("ffn_down.weight", "mlp.down_proj.weight"),
@@ -528,9 +510,9 @@ const OLMO2_NAMES: &[(&str, &str)] = &[
     ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
 ];
 
-/// StarCoder2's layers (llama.cpp's `LLM_ARCH_STARCODER2`): LayerNorms with bias, biases on every
-/// projection, the plain MLP `ffn_up` / `ffn_down` (`mlp.c_fc` / `mlp.c_proj`).
-const STARCODER2_NAMES: &[(&str, &str)] = &[
+/// Attention and LayerNorms with biases (llama.cpp's `LLM_ARCH_STARCODER2` and
+/// `LLM_ARCH_NEMOTRON`), each architecture's MLP beside them.
+const BIASED_ATTENTION_NAMES: &[(&str, &str)] = &[
     ("attn_norm.weight", "input_layernorm.weight"),
     ("attn_norm.bias", "input_layernorm.bias"),
     ("attn_q.weight", "self_attn.q_proj.weight"),
@@ -543,6 +525,11 @@ const STARCODER2_NAMES: &[(&str, &str)] = &[
     ("attn_output.bias", "self_attn.o_proj.bias"),
     ("ffn_norm.weight", "post_attention_layernorm.weight"),
     ("ffn_norm.bias", "post_attention_layernorm.bias"),
+];
+
+/// StarCoder2's MLP (llama.cpp's `LLM_ARCH_STARCODER2`): the plain `ffn_up` / `ffn_down`
+/// (`mlp.c_fc` / `mlp.c_proj`) with biases, beside [`BIASED_ATTENTION_NAMES`].
+const STARCODER2_MLP_NAMES: &[(&str, &str)] = &[
     ("ffn_up.weight", "mlp.c_fc.weight"),
     ("ffn_up.bias", "mlp.c_fc.bias"),
     ("ffn_down.weight", "mlp.c_proj.weight"),
@@ -627,7 +614,8 @@ fn family_name(name: &str, a: &Arch) -> Option<String> {
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
-    a.base_names().iter().chain(a.layer_names().iter().copied().flatten()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+    // An architecture's own names first: they may rename one of the base table's (GLM-4's fused `ffn_up`).
+    a.layer_names().iter().copied().flatten().chain(a.base_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
