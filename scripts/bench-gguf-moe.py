@@ -4,14 +4,17 @@
 baselines measured in the same run.
 
     .venv/bin/python scripts/bench-gguf-moe.py TAILOR WORKDIR [--layers N] [--experts E]
-        [--hidden H] [--expert-ff F] [--used K] [--arch qwen3moe|gpt-oss]
+        [--hidden H] [--expert-ff F] [--used K] [--arch qwen3moe|gpt-oss|gpt-oss-hf]
 
 The file: a `qwen3moe` GGUF with Qwen3-30B-A3B's layer shape by default (hidden 2048, 32 query
 and 4 key/value heads of 128, 128 experts of 768, 8 used per token), N layers (default 2) and
 tiny-qwen3-moe's 512-token vocabulary; or with `--arch gpt-oss` a `gpt-oss` GGUF with
 gpt-oss-20b's layer shape (hidden 2880, 64 query and 8 key/value heads of 64, 32 experts of
 2880, 4 used; sizes from `--hidden`, `--experts`, ... when given), MXFP4 experts with biases,
-sinks, the router's bias, YaRN and a 128-token window, as the gpt-oss releases are. Its blocks are random bytes of the right types, written
+sinks, the router's bias, YaRN and a 128-token window, as the gpt-oss releases are; or with
+`--arch gpt-oss-hf` the same model as transformers stores the published gpt-oss checkpoints
+(a folder: config.json with `quantization_config.quant_method: mxfp4`, one model.safetensors
+with the experts as `_blocks`/`_scales` and the rest f16, the byte size of the bf16 release). Its blocks are random bytes of the right types, written
 directly (no quantizer run): experts Q4_0 or `--expert-type` (one 3-D stack per projection and layer, as
 llama.cpp's converter merges them), attention and the embedding/head Q8_0, norms and the router F32. The
 numbers do not mean anything; the layout and the sizes are what the import streams.
@@ -119,6 +122,55 @@ def write_gpt_oss(path, a, rng):
     return a.experts * a.expert_ff * a.hidden * 17 // 32
 
 
+def write_gpt_oss_hf(folder, a, rng):
+    """The gpt-oss model of `write_gpt_oss` as transformers stores gpt-oss (MXFP4 experts,
+    scripts/make_mxfp4_checkpoint.py); returns the largest tensor's bytes."""
+    from safetensors.numpy import save_file
+
+    fix = ROOT / "tests" / "fixtures" / "tiny-gpt-oss"
+    cfg = json.loads((fix / "config.json").read_text())
+    head, heads, kv = 64, a.hidden // 45, a.hidden // 360
+    cfg.update(hidden_size=a.hidden, intermediate_size=a.expert_ff, num_hidden_layers=a.layers, num_attention_heads=heads,
+               num_key_value_heads=kv, head_dim=head, num_local_experts=a.experts, num_experts_per_tok=a.used, sliding_window=128,
+               layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(a.layers)], swiglu_limit=7.0,
+               quantization_config={"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
+        shutil.copy(fix / f, folder / f)
+    vocab = cfg["vocab_size"]
+    t = {}
+
+    def small(name, *shape):
+        t[name] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
+
+    def mxfp4(name, rows, k):
+        t[name + "_blocks"] = rng.integers(0, 256, (a.experts, rows, k // 32, 16), dtype=np.uint8)
+        t[name + "_scales"] = rng.integers(118, 124, (a.experts, rows, k // 32), dtype=np.uint8)
+
+    small("model.embed_tokens.weight", vocab, a.hidden)
+    small("lm_head.weight", vocab, a.hidden)
+    t["model.norm.weight"] = np.ones(a.hidden, dtype=np.float16)
+    for i in range(a.layers):
+        b = f"model.layers.{i}."
+        t[b + "input_layernorm.weight"] = np.ones(a.hidden, dtype=np.float16)
+        t[b + "post_attention_layernorm.weight"] = np.ones(a.hidden, dtype=np.float16)
+        for name, rows in [("q_proj", heads * head), ("k_proj", kv * head), ("v_proj", kv * head)]:
+            small(b + f"self_attn.{name}.weight", rows, a.hidden)
+            small(b + f"self_attn.{name}.bias", rows)
+        small(b + "self_attn.o_proj.weight", a.hidden, heads * head)
+        small(b + "self_attn.o_proj.bias", a.hidden)
+        small(b + "self_attn.sinks", heads)
+        small(b + "mlp.router.weight", a.experts, a.hidden)
+        small(b + "mlp.router.bias", a.experts)
+        mxfp4(b + "mlp.experts.gate_up_proj", 2 * a.expert_ff, a.hidden)
+        small(b + "mlp.experts.gate_up_proj_bias", a.experts, 2 * a.expert_ff)
+        mxfp4(b + "mlp.experts.down_proj", a.hidden, a.expert_ff)
+        small(b + "mlp.experts.down_proj_bias", a.experts, a.hidden)
+    save_file(t, str(folder / "model.safetensors"))
+    return max(v.nbytes for v in t.values())
+
+
 def write_file(path, a, rng):
     if a.arch == "gpt-oss":
         return write_gpt_oss(path, a, rng)
@@ -214,7 +266,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("tailor")
     p.add_argument("workdir", type=Path)
-    p.add_argument("--arch", default="qwen3moe", choices=["qwen3moe", "gpt-oss"])
+    p.add_argument("--arch", default="qwen3moe", choices=["qwen3moe", "gpt-oss", "gpt-oss-hf"])
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--experts", type=int)
     p.add_argument("--hidden", type=int)
@@ -224,21 +276,26 @@ def main():
     p.add_argument("--flags", default="", help="extra tailor build flags, e.g. '--requantize-experts int8'")
     a = p.parse_args()
     # Qwen3-30B-A3B's or gpt-oss-20b's layer shape unless given.
-    shape = {"qwen3moe": (128, 2048, 768, 8), "gpt-oss": (32, 2880, 2880, 4)}[a.arch]
+    shape = {"qwen3moe": (128, 2048, 768, 8), "gpt-oss": (32, 2880, 2880, 4), "gpt-oss-hf": (32, 2880, 2880, 4)}[a.arch]
     for name, default in zip(["experts", "hidden", "expert_ff", "used"], shape):
         if getattr(a, name) is None:
             setattr(a, name, default)
-    if a.arch == "gpt-oss":
+    if a.arch.startswith("gpt-oss"):
         a.expert_type = "MXFP4"
     a.workdir.mkdir(parents=True, exist_ok=True)
     (a.workdir / "file").mkdir(exist_ok=True)
-    path = a.workdir / "file" / f"bench-{a.arch}.gguf"
-    largest = write_file(path, a, np.random.default_rng(0))
-    size = path.stat().st_size
+    if a.arch == "gpt-oss-hf":
+        path = a.workdir / "file" / "bench-gpt-oss-hf"
+        largest = write_gpt_oss_hf(path, a, np.random.default_rng(0))
+        data = path / "model.safetensors"
+    else:
+        path = data = a.workdir / "file" / f"bench-{a.arch}.gguf"
+        largest = write_file(path, a, np.random.default_rng(0))
+    size = data.stat().st_size
     t = time.perf_counter()
-    shutil.copyfile(path, a.workdir / "copy.gguf")
+    shutil.copyfile(data, a.workdir / "copy.bin")
     copy = time.perf_counter() - t
-    (a.workdir / "copy.gguf").unlink()
+    (a.workdir / "copy.bin").unlink()
     out = a.workdir / "pkg"
     shutil.rmtree(out, ignore_errors=True)
     cmd = ["/usr/bin/time", "-v", a.tailor, "build", "--model", str(path), "--output", str(out), "--ep", "cpu", *a.flags.split()]

@@ -59,9 +59,11 @@ enum Command {
         atomic rename: a failed or interrupted build (Ctrl-C, SIGTERM) leaves nothing behind and\n\
         never touches an existing OUTPUT. --force replaces only an empty folder or an earlier\n\
         package of this tool; two builds of one OUTPUT at once: the second fails.\n\n\
-        A pre-quantized checkpoint (GPTQ, AWQ GEMM: config.json's quantization_config) is imported\n\
-        with its own integers, scales and zero points as MatMulNBits (or DequantizeLinear + MatMul on\n\
-        `default`), never requantized; its float layers, lm_head included, stay float unless\n\
+        A pre-quantized checkpoint (GPTQ, AWQ GEMM, gpt-oss's MXFP4 experts: config.json's\n\
+        quantization_config) is imported with its own integers, scales and zero points as\n\
+        MatMulNBits or QMoE (DequantizeLinear + MatMul on `default`; MXFP4 experts as exact 8-bit\n\
+        QMoE codes on cpu, their float dequantization where the table does not fuse the MoE),\n\
+        never requantized; its float layers, lm_head included, stay float unless\n\
         --quant-lm-head / --quant-embeddings ask; --quant is refused (docs/quantization.md).")]
     #[command(group(clap::ArgGroup::new("quantizing").multiple(true).args(["quant", "quant_lm_head", "quant_embeddings", "requantize_experts"])))]
     Build {

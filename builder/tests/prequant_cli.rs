@@ -32,11 +32,11 @@ type Edit = Box<dyn FnOnce(&mut Map<String, Value>)>;
 #[test]
 fn formats_that_cannot_stay_exact_are_refused_by_key() {
     let cases: Vec<(&str, Edit, Vec<&str>)> = vec![
-        ("tiny-llama-gptq", Box::new(set("quant_method", "compressed-tensors".into())), vec!["quant_method` is `compressed-tensors`", "only gptq and awq"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "compressed-tensors".into())), vec!["quant_method` is `compressed-tensors`", "only gptq, awq (GEMM) and mxfp4"]),
         ("tiny-llama-gptq", Box::new(set("quant_method", "fp8".into())), vec!["`fp8`", "FP8"]),
-        ("tiny-llama-gptq", Box::new(set("quant_method", "mxfp4".into())), vec!["`mxfp4`", "MXFP4"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "mxfp4".into())), vec!["a GPTQ/AWQ tensor", "says mxfp4"]),
         ("tiny-llama-gptq", Box::new(set("quant_method", "bitsandbytes".into())), vec!["`bitsandbytes`"]),
-        ("tiny-llama-gptq", Box::new(set("quant_method", "made-up".into())), vec!["`made-up`", "only gptq and awq"]),
+        ("tiny-llama-gptq", Box::new(set("quant_method", "made-up".into())), vec!["`made-up`", "only gptq, awq (GEMM) and mxfp4"]),
         (
             "tiny-llama-gptq",
             Box::new(|q: &mut Map<String, Value>| {
@@ -146,11 +146,10 @@ fn inspect_names_the_source_and_diff_sees_one_model() {
     assert_eq!(v["parts"][0]["quantization"]["tensor_sources"]["awq_gemm"], 10, "{}", v["parts"][0]["quantization"]);
 }
 
-/// gpt-oss as published: MXFP4 experts (`quantization_config.quant_method: mxfp4`, the
-/// attention and router left float in `modules_to_not_convert`). Refused by the key, on every
-/// table, before anything is written.
+/// A config that says MXFP4 over float experts (gpt-oss's float fixture) is refused on every
+/// table, before anything is written: the weights do not match the config.
 #[test]
-fn gpt_oss_mxfp4_checkpoints_are_refused_by_key() {
+fn an_mxfp4_config_over_float_experts_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model");
     copy_fixture("tiny-gpt-oss", &model);
@@ -161,7 +160,7 @@ fn gpt_oss_mxfp4_checkpoints_are_refused_by_key() {
     );
     std::fs::write(model.join("config.json"), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
     for ep in ["cpu", "default", "cuda"] {
-        fails(&model, &["--ep", ep], &["`mxfp4`", "MXFP4", "config.json"]);
+        fails(&model, &["--ep", ep], &["quant_method: mxfp4", "no MXFP4 tensors", "config.json"]);
     }
 }
 

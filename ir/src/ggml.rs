@@ -23,6 +23,8 @@
 //! types' and MXFP4's levels are not a scale times an evenly spaced code, so no 4-bit form
 //! holds them; their levels are integers, so an 8-bit code per value holds them exactly (twice
 //! the file's bits; MXFP4 is gpt-oss's expert format). Layouts as llama.cpp's `dequantize_row_*` read them (ggml-quants.c).
+//! transformers stores MXFP4 otherwise (values paired in a byte, exponents in their own
+//! tensor): [`decode_mxfp4_pairs`] decodes that into the same form.
 
 use crate::gguf::GgmlType;
 use crate::quant::Bits;
@@ -305,6 +307,24 @@ fn iq4_codes(qs: &[u8], codes: &mut [u8]) {
     levels_codes(&IQ4_LEVELS, qs, codes)
 }
 
+/// Blocks of MXFP4 as transformers stores them (gpt-oss's `*_blocks` and `*_scales`): per 32
+/// values 16 bytes, byte `j` holding value `2j` in its low nibble and `2j + 1` in its high one
+/// (not ggml's halves), and the e8m0 exponent `e` in a tensor of its own; a value is
+/// `fp4[q] * 2^(e - 127)` (transformers' `convert_moe_packed_tensors`), which is ggml's
+/// `kv[q] * 2^(e - 128)`: decoded into ggml MXFP4's form (code `kv[q] + 128`, scale
+/// [`e8m0_half`]). Exponent 255 is NaN in the OCP MX format: its block's scale is NaN, which
+/// the caller refuses as a corrupt block.
+pub fn decode_mxfp4_pairs(nibbles: &[u8], exponents: &[u8], codes: &mut [u8], scales: &mut [f32]) {
+    let code = |n: u8| (MXFP4_LEVELS[n as usize] as i16 + 128) as u8;
+    for ((b, c), (e, s)) in nibbles.chunks_exact(16).zip(codes.chunks_exact_mut(32)).zip(exponents.iter().zip(scales.iter_mut())) {
+        for (j, byte) in b.iter().enumerate() {
+            c[2 * j] = code(byte & 0xf);
+            c[2 * j + 1] = code(byte >> 4);
+        }
+        *s = if *e == 255 { f32::NAN } else { e8m0_half(*e) };
+    }
+}
+
 /// 32 values of a table of 16 integer levels from 16 bytes of nibbles (value j the low nibble
 /// of byte j, j + 16 its high nibble) as 8-bit codes: the level + 128.
 fn levels_codes(levels: &[i8; 16], qs: &[u8], codes: &mut [u8]) {
@@ -415,6 +435,34 @@ mod tests {
         assert_eq!((v[0], v[16], v[1], v[17]), (48.0, -48.0, 0.0, -4.0));
         // The halved e8m0 scale at its ends: subnormal 2^-128 and 2^-127, then normal.
         assert_eq!([e8m0_half(0), e8m0_half(1), e8m0_half(2), e8m0_half(255)], [2f32.powi(-128), 2f32.powi(-127), 2f32.powi(-126), 2f32.powi(127)]);
+    }
+
+    /// transformers' layout (values 2j, 2j+1 in byte j; exponent apart) decodes as ggml's
+    /// MXFP4 block holding the same values (values j, j+16 in byte j; exponent first), and
+    /// as transformers' formula `fp4[q] * 2^(e - 127)` by hand.
+    #[test]
+    fn mxfp4_pairs_are_ggml_mxfp4_regrouped() {
+        const FP4: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+        let q: Vec<u8> = (0..64u32).map(|i| ((i * 7 + i / 5) % 16) as u8).collect();
+        let exps = [119u8, 131];
+        let pairs: Vec<u8> = q.chunks(2).map(|p| p[0] | (p[1] << 4)).collect();
+        let (mut codes, mut scales) = (vec![0u8; 64], vec![0f32; 2]);
+        decode_mxfp4_pairs(&pairs, &exps, &mut codes, &mut scales);
+        let mut ggml = Vec::new();
+        for (b, e) in q.chunks(32).zip(exps) {
+            ggml.push(e);
+            ggml.extend((0..16).map(|j| b[j] | (b[j + 16] << 4)));
+        }
+        let (mut gc, mut gs, mut go) = (vec![0u8; 64], vec![0f32; 2], vec![0f32; 2]);
+        assert!(decode_row(GgmlType::MXFP4, &ggml, &mut gc, &mut gs, &mut go));
+        assert_eq!((&codes, &scales), (&gc, &gs));
+        for (i, &qi) in q.iter().enumerate() {
+            let value = scales[i / 32] * (codes[i] as f32 - 128.0);
+            assert_eq!(value, FP4[qi as usize] * 2f32.powi(exps[i / 32] as i32 - 127), "value {i}");
+        }
+        // Exponent 255 is NaN in the OCP format: the block is refused by its caller.
+        decode_mxfp4_pairs(&pairs[..16], &[255], &mut codes[..32], &mut scales[..1]);
+        assert!(scales[0].is_nan());
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //!   Runtime's own quantizer, for MatMulNBits, GatherBlockQuantized and blocked DequantizeLinear.
 //! * [`QuantGroup`]: a quantized weight as lazy recipes ([`Recipe::Quantized`] parts), computed
 //!   while streaming.
-//! * [`PackedWeight`]: a Linear weight the checkpoint stores pre-quantized (GPTQ, AWQ), whose
-//!   integers a [`QuantGroup`] writes unchanged ([`PackedStack`]).
+//! * [`PackedWeight`]: a Linear weight the checkpoint stores pre-quantized (GPTQ, AWQ, GGUF
+//!   blocks, MXFP4), whose integers a [`QuantGroup`] writes unchanged ([`PackedStack`]).
 //! * [`canonical_text`]: a stable text form for snapshots and round-trip comparisons.
 
 pub mod proto {

@@ -32,7 +32,8 @@ pub struct Checkpoint {
     text_prefixes: Vec<(String, String)>,
     /// The shard index of a sharded checkpoint, for a missing tensor's message.
     index: Option<ShardIndex>,
-    /// Float tensors read through a recipe (a GGUF file's q/k rows un-permuted), by name.
+    /// Float tensors read through a recipe (a GGUF file's q/k rows un-permuted, an MXFP4
+    /// expert stack decoded from its `_blocks` and `_scales`), by name.
     views: BTreeMap<String, Recipe>,
     /// The GGUF file the checkpoint was read from (its metadata holds the tokenizer).
     pub gguf: Option<Arc<ir::gguf::GgufFile>>,
@@ -118,7 +119,7 @@ impl Checkpoint {
             optional_prefix: RefCell::new(None),
             text_prefixes,
             index,
-            views: BTreeMap::new(),
+            views: packed.views,
             gguf: None,
         };
         for (name, why) in packed.unused {
@@ -202,9 +203,19 @@ impl Checkpoint {
         }
         if let Some(view) = self.views.get(name) {
             if view.shape() != expected {
-                return Err(Error::TensorShape { path: self.dir.clone(), name: name.into(), found: view.shape(), expected: expected.to_vec() });
+                // A view of stored tensors (MXFP4's `_blocks`/`_scales`) names them and their file.
+                let parts: Vec<String> = prequant::view_parts(name).filter(|p| self.tensors.contains_key(p)).collect();
+                let (path, shown) = match parts.first().and_then(|p| self.tensors.get(p)) {
+                    Some(t) => (t.file.path.clone(), format!("{name} (packed in {})", parts.join(" and "))),
+                    None => (self.dir.clone(), name.to_string()),
+                };
+                return Err(Error::TensorShape { path, name: shown, found: view.shape(), expected: expected.to_vec() });
             }
-            *self.taken.borrow_mut().entry(name.to_string()).or_default() += 1;
+            let mut taken = self.taken.borrow_mut();
+            *taken.entry(name.to_string()).or_default() += 1;
+            for part in prequant::view_parts(name).filter(|p| self.tensors.contains_key(p)) {
+                *taken.entry(part).or_default() += 1;
+            }
             return Ok(view.clone());
         }
         let t = self.tensors.get(name).ok_or_else(|| Error::MissingTensor {

@@ -3,11 +3,13 @@
 //! gathered into [`PackedWeight`]s, which the checkpoint hands out as the layer's `.weight`.
 //!
 //! Read: GPTQ (`quant_method: gptq`, `checkpoint_format` `gptq` = v1 or `gptq_v2`, 4 or 8
-//! bits, any group size that holds a 16-row block, `desc_act` either way) and AutoAWQ GEMM
-//! (`quant_method: awq`, `version: gemm`, 4 bits, `zero_point: true`). Everything else that
-//! says it is quantized is refused before a weight is read, naming the key: other methods
-//! (compressed-tensors, bitsandbytes, fp8, mxfp4, hqq, ...), other bit widths, kernel-specific
-//! layouts (Marlin, BitBLAS, exllama, GEMV), per-module overrides (GPTQModel's `dynamic`).
+//! bits, any group size that holds a 16-row block, `desc_act` either way), AutoAWQ GEMM
+//! (`quant_method: awq`, `version: gemm`, 4 bits, `zero_point: true`) and transformers' MXFP4
+//! (`quant_method: mxfp4`, gpt-oss's expert stacks `<name>_blocks` / `<name>_scales`, handed
+//! out as the float `<name>` the model reads). Everything else that says it is quantized is
+//! refused before a weight is read, naming the key: other methods (compressed-tensors,
+//! bitsandbytes, fp8, hqq, ...), other bit widths, kernel-specific layouts (Marlin, BitBLAS,
+//! exllama, GEMV), per-module overrides (GPTQModel's `dynamic`).
 
 use crate::{Error, Result};
 use ir::quant::Bits;
@@ -44,7 +46,6 @@ const OTHER_METHODS: &[(&str, &str)] = &[
     ("bitsandbytes", "bitsandbytes NF4/FP4/int8 blocks"),
     ("fp8", "FP8 weights with block scales"),
     ("fbgemm_fp8", "FP8 weights"),
-    ("mxfp4", "MXFP4 blocks (gpt-oss)"),
     ("hqq", "HQQ's float zero points"),
     ("eetq", "EETQ int8 kernels' layout"),
     ("aqlm", "additive codebooks"),
@@ -97,7 +98,7 @@ impl QuantSource {
         let method = match q.get("quant_method").and_then(Value::as_str) {
             Some(m) => m.to_ascii_lowercase(),
             None if q.contains_key("load_in_4bit") || q.contains_key("load_in_8bit") => "bitsandbytes".into(),
-            None => return Err(refuse(format!("{} is missing: the checkpoint says it is quantized but not how; only gptq and awq checkpoints are imported", at("quant_method")))),
+            None => return Err(refuse(format!("{} is missing: the checkpoint says it is quantized but not how; only gptq, awq and mxfp4 checkpoints are imported", at("quant_method")))),
         };
         let int = |k: &str| -> Result<Option<i64>> {
             match q.get(k) {
@@ -194,10 +195,24 @@ impl QuantSource {
                 }
                 Ok(QuantSource { format: PackedFormat::AwqGemm, bits, group_size: group(&["group_size", "q_group_size"])?, symmetric: false, desc_act: false, lm_head: false, origin, types: Vec::new(), bit_widths: vec![bits] })
             }
+            // transformers' Mxfp4Config has no settings of the stored form: E2M1 values, an e8m0
+            // scale per 32 along the input, only the expert stacks packed (the rest float,
+            // whatever `modules_to_not_convert` lists), written in ggml MXFP4's exact 8-bit form.
+            "mxfp4" => Ok(QuantSource {
+                format: PackedFormat::Mxfp4,
+                bits: Bits::Int8,
+                group_size: Some(32),
+                symmetric: true,
+                desc_act: false,
+                lm_head: false,
+                origin,
+                types: Vec::new(),
+                bit_widths: vec![Bits::Int8],
+            }),
             other => {
                 let what = OTHER_METHODS.iter().find(|(m, _)| *m == other).map(|(_, w)| format!(" ({w})")).unwrap_or_default();
                 Err(refuse(format!(
-                    "{} is `{other}`{what}: only gptq and awq (GEMM) checkpoints are imported, keeping their integers; use the float checkpoint (and --quant) instead",
+                    "{} is `{other}`{what}: only gptq, awq (GEMM) and mxfp4 checkpoints are imported, keeping their integers; use the float checkpoint (and --quant) instead",
                     at("quant_method")
                 )))
             }
@@ -216,8 +231,12 @@ impl QuantSource {
             let types: Vec<String> = self.types.iter().map(|(t, n)| format!("{n} {t}")).collect();
             return format!("GGUF, tensors {} ({})", types.join(", "), self.origin);
         }
+        if self.format == PackedFormat::Mxfp4 {
+            return format!("MXFP4 expert stacks (E2M1 values, an e8m0 scale per 32 inputs; kept exactly as 8-bit codes), the rest float ({})", self.origin);
+        }
         let method = match self.format {
             PackedFormat::Gguf => "GGUF",
+            PackedFormat::Mxfp4 => "MXFP4",
             PackedFormat::AwqGemm => "AWQ GEMM",
             PackedFormat::GptqV2 => "GPTQ v2",
             PackedFormat::GptqV1 => "GPTQ v1",
@@ -251,6 +270,9 @@ fn read_object(path: &Path) -> Result<Option<Map<String, Value>>> {
 /// The packed layers of a checkpoint, by the `.weight` name they stand for.
 pub(crate) struct Packed {
     pub layers: BTreeMap<String, Arc<PackedWeight>>,
+    /// Float tensors the checkpoint stores packed under other names (MXFP4's `<name>_blocks`
+    /// and `<name>_scales` stand for `<name>`), by the name they stand for.
+    pub views: BTreeMap<String, ir::Recipe>,
     /// Tensors no graph reads, with why (GPTQ's zero bias buffers of bias-free layers).
     pub unused: Vec<(String, String)>,
 }
@@ -262,20 +284,48 @@ const SUFFIXES: [&str; 4] = ["qweight", "qzeros", "scales", "g_idx"];
 /// layer missing a part, is an error.
 pub(crate) fn gather(dir: &Path, tensors: &BTreeMap<String, SourceTensor>, source: Option<&QuantSource>) -> Result<Packed> {
     let scopes: Vec<&str> = tensors.keys().filter_map(|k| k.strip_suffix(".qweight")).collect();
-    let mut packed = Packed { layers: BTreeMap::new(), unused: Vec::new() };
+    // MXFP4 stacks: u8 `_blocks`; outside an mxfp4 config only those with their u8 `_scales`
+    // count (a float model may name a tensor `..._blocks`).
+    let u8_named = |name: &str| tensors.get(name).is_some_and(|t| t.dtype == ir::DType::U8);
+    let stacks: Vec<&str> = tensors.keys().filter_map(|k| k.strip_suffix(MXFP4_SUFFIXES[0])).filter(|s| u8_named(&format!("{s}_blocks"))).collect();
+    let paired: Vec<&str> = stacks.iter().copied().filter(|s| u8_named(&format!("{s}_scales"))).collect();
+    let mut packed = Packed { layers: BTreeMap::new(), views: BTreeMap::new(), unused: Vec::new() };
+    let path_of = |name: &str| tensors.get(name).map(|t| t.file.path.clone()).unwrap_or_else(|| dir.to_path_buf());
     let Some(source) = source else {
-        if let Some(scope) = scopes.first() {
+        let first = scopes.first().map(|s| (format!("{s}.qweight"), scopes.len())).or_else(|| paired.first().map(|s| (format!("{s}_blocks"), paired.len())));
+        if let Some((name, count)) = first {
             return Err(Error::Prequantized {
                 path: dir.join("config.json"),
-                reason: format!(
-                    "has no quantization_config, but the checkpoint holds packed tensors (`{scope}.qweight` and {} more); add the config the quantizer wrote",
-                    scopes.len() - 1
-                ),
+                reason: format!("has no quantization_config, but the checkpoint holds packed tensors (`{name}` and {} more); add the config the quantizer wrote", count - 1),
             });
         }
         return Ok(packed);
     };
-    let path_of = |name: &str| tensors.get(name).map(|t| t.file.path.clone()).unwrap_or_else(|| dir.to_path_buf());
+    if source.format == PackedFormat::Mxfp4 {
+        if let Some(scope) = scopes.first() {
+            return Err(Error::Prequantized {
+                path: path_of(&format!("{scope}.qweight")),
+                reason: format!("holds `{scope}.qweight`, a GPTQ/AWQ tensor, but {} says mxfp4", source.origin),
+            });
+        }
+        if stacks.is_empty() {
+            return Err(Error::Prequantized {
+                path: dir.join("config.json"),
+                reason: "says `quant_method: mxfp4`, but the checkpoint holds no MXFP4 tensors (`<name>_blocks` with `<name>_scales`); remove quantization_config if the weights are float".into(),
+            });
+        }
+        for stack in stacks {
+            let view = mxfp4_stack(stack, tensors, &path_of)?;
+            packed.views.insert(stack.to_string(), view);
+        }
+        return Ok(packed);
+    }
+    if let Some(stack) = paired.first() {
+        return Err(Error::Prequantized {
+            path: path_of(&format!("{stack}_blocks")),
+            reason: format!("holds `{stack}_blocks`, an MXFP4 tensor, but {} says {}", source.origin, source.format.name()),
+        });
+    }
     for scope in scopes {
         let part = |suffix: &str| tensors.get(&format!("{scope}.{suffix}")).cloned();
         let need = |suffix: &str| {
@@ -306,6 +356,43 @@ pub(crate) fn gather(dir: &Path, tensors: &BTreeMap<String, SourceTensor>, sourc
         packed.layers.insert(weight, layer);
     }
     Ok(packed)
+}
+
+/// The suffixes of transformers' MXFP4 pair: nibbles and e8m0 exponents.
+const MXFP4_SUFFIXES: [&str; 2] = ["_blocks", "_scales"];
+
+/// The float view `<stack>` of an MXFP4 expert stack: blocks `[E, rows, K/32, 16]` and scales
+/// `[E, rows, K/32]` are the `[E, rows, K]` weight transformers' `convert_moe_packed_tensors`
+/// forms, which it then transposes to the `[E, K, rows]` the model reads (gpt-oss's
+/// `gate_up_proj` `[E, hidden, 2 * inter]`, `down_proj` `[E, inter, hidden]`).
+fn mxfp4_stack(stack: &str, tensors: &BTreeMap<String, SourceTensor>, path_of: &dyn Fn(&str) -> std::path::PathBuf) -> Result<ir::Recipe> {
+    let [blocks, scales] = MXFP4_SUFFIXES.map(|s| format!("{stack}{s}"));
+    let scales = tensors.get(&scales).cloned().ok_or_else(|| Error::MissingTensor {
+        path: path_of(&blocks),
+        name: scales.clone(),
+        hint: format!("`{blocks}` is there; an MXFP4 tensor stores its blocks and their scales"),
+    })?;
+    let blocks = tensors[&blocks].clone();
+    if tensors.contains_key(stack) {
+        return Err(Error::Checkpoint { path: path_of(stack), reason: format!("holds both `{stack}` and `{}`: the tensor is stored twice", blocks.name) });
+    }
+    let [experts, rows, _, _] = blocks.shape[..] else {
+        return Err(Error::Checkpoint {
+            path: blocks.file.path.clone(),
+            reason: format!(
+                "MXFP4 tensor `{}` has shape {:?}; only expert stacks [experts, rows, K/32, 16] are read (transformers' gpt-oss layout)",
+                blocks.name, blocks.shape
+            ),
+        });
+    };
+    let w = PackedWeight::mxfp4(stack, blocks, scales)?;
+    let k = w.k();
+    Ok(ir::Recipe::Packed(w).reshape(vec![experts, rows, k]).transpose(vec![0, 2, 1]))
+}
+
+/// The stored tensors a view of [`Packed::views`] reads (what taking it consumes).
+pub(crate) fn view_parts(name: &str) -> impl Iterator<Item = String> + '_ {
+    MXFP4_SUFFIXES.iter().map(move |s| format!("{name}{s}"))
 }
 
 /// The names of a packed layer's tensors (what taking its `.weight` consumes).
@@ -349,6 +436,79 @@ mod tests {
         assert!(e.contains("is \"4\", not an integer"), "{e}");
         let e = parse(json!({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": "yes"})).unwrap_err().to_string();
         assert!(e.contains("sym` is \"yes\""), "{e}");
+    }
+
+    /// transformers' Mxfp4Config: no key changes the stored form; the experts are read as
+    /// 8-bit codes in blocks of 32 with no zero points (ggml MXFP4's exact form).
+    #[test]
+    fn mxfp4_settings_are_the_exact_8_bit_form() {
+        let s = parse(json!({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]})).unwrap();
+        assert_eq!((s.format, s.bits, s.group_size, s.symmetric, s.desc_act, s.lm_head), (PackedFormat::Mxfp4, Bits::Int8, Some(32), true, false, false));
+        assert!(s.summary().starts_with("MXFP4 expert stacks") && s.summary().ends_with("(config.json quantization_config)"), "{}", s.summary());
+        let e = parse(json!({"quant_method": "fp8"})).unwrap_err().to_string();
+        assert!(e.contains("only gptq, awq (GEMM) and mxfp4"), "{e}");
+    }
+
+    /// The MXFP4 fixture (tests/python/data/mxfp4, transformers' gpt-oss layout): each expert
+    /// stack is the float view of its `_blocks`/`_scales` pair, equal to the dequantized
+    /// checkpoint's tensor bit for bit; building the decoder takes every stored tensor (the
+    /// pairs through their views), leaving none unaccounted; a wrong expected shape names the
+    /// pair and its file.
+    #[test]
+    fn mxfp4_stacks_are_views_of_their_pairs_and_all_taken() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/data/mxfp4/tiny-gpt-oss-mxfp4");
+        let ckpt = crate::Checkpoint::open(&dir).unwrap();
+        let float = ir::MappedFile::open(&dir.join("dequantized.safetensors")).unwrap().safetensors_tensors().unwrap();
+        let mut stacks = 0;
+        for t in float.iter().filter(|t| t.name.contains(".mlp.experts.") && !t.name.ends_with("_bias")) {
+            let view = ckpt.tensor(&t.name, &t.shape).unwrap();
+            assert_eq!(view.materialize().unwrap(), ir::Recipe::source(t.clone()).materialize().unwrap(), "{}", t.name);
+            stacks += 1;
+        }
+        assert_eq!(stacks, 2 * ckpt.config.num_hidden_layers);
+        let e = ckpt.tensor("model.layers.0.mlp.experts.down_proj", &[4, 64, 65]).unwrap_err().to_string();
+        assert!(e.contains("packed in model.layers.0.mlp.experts.down_proj_blocks and model.layers.0.mlp.experts.down_proj_scales") && e.contains("model.safetensors"), "{e}");
+        let ckpt = crate::Checkpoint::open(&dir).unwrap();
+        crate::tasks::causal_lm::build(&ckpt, &crate::BuildOptions::default()).unwrap();
+        assert_eq!(ckpt.unaccounted(), Vec::<String>::new());
+        assert!(ckpt.taken().contains_key("model.layers.1.mlp.experts.gate_up_proj_scales"));
+    }
+
+    /// A safetensors file of `(name, dtype, shape, bytes)` tensors in `dir`, and its tensors.
+    fn safetensors(dir: &Path, tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) -> BTreeMap<String, SourceTensor> {
+        let (mut header, mut data) = (serde_json::Map::new(), Vec::new());
+        for (name, dtype, shape, bytes) in tensors {
+            header.insert(name.to_string(), json!({"dtype": dtype, "shape": shape, "data_offsets": [data.len(), data.len() + bytes.len()]}));
+            data.extend_from_slice(bytes);
+        }
+        let header = serde_json::to_vec(&header).unwrap();
+        let path = dir.join("model.safetensors");
+        std::fs::write(&path, [&(header.len() as u64).to_le_bytes()[..], &header, &data].concat()).unwrap();
+        ir::MappedFile::open(&path).unwrap().safetensors_tensors().unwrap().into_iter().map(|t| (t.name.clone(), t)).collect()
+    }
+
+    /// Without an mxfp4 config, only a u8 `_blocks` with its u8 `_scales` is taken for MXFP4 (a
+    /// float tensor named `..._blocks` is a float model's own); under one, a `_blocks` without
+    /// its scales is an error naming the missing tensor.
+    #[test]
+    fn only_u8_pairs_are_mxfp4_outside_an_mxfp4_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = safetensors(dir.path(), &[("a.conv_blocks", "F32", vec![2], vec![0; 8]), ("a.conv_scales", "U8", vec![2], vec![0; 2]), ("b.x_blocks", "U8", vec![1, 1, 1, 16], vec![0; 16])]);
+        let packed = gather(dir.path(), &t, None).unwrap();
+        assert!(packed.layers.is_empty() && packed.views.is_empty());
+        let gptq = parse(json!({"quant_method": "gptq", "bits": 4, "group_size": 32})).unwrap();
+        assert!(gather(dir.path(), &t, Some(&gptq)).unwrap().views.is_empty());
+        let mxfp4 = parse(json!({"quant_method": "mxfp4"})).unwrap();
+        let e = gather(dir.path(), &t, Some(&mxfp4)).err().unwrap().to_string();
+        assert!(e.contains("b.x_scales") && e.contains("`b.x_blocks` is there"), "{e}");
+        let t = safetensors(dir.path(), &[("b.x_blocks", "U8", vec![1, 1, 1, 16], vec![0x21; 16]), ("b.x_scales", "U8", vec![1, 1, 1], vec![127])]);
+        let e = gather(dir.path(), &t, None).err().unwrap().to_string();
+        assert!(e.contains("no quantization_config") && e.contains("`b.x_blocks`"), "{e}");
+        let view = &gather(dir.path(), &t, Some(&mxfp4)).unwrap().views["b.x"];
+        assert_eq!(view.shape(), vec![1, 32, 1]);
+        let values: Vec<f32> = view.materialize().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        // Byte 0x21: value 2j = fp4[1] = 0.5, value 2j + 1 = fp4[2] = 1.0, scale 2^0.
+        assert_eq!(values[..4], [0.5, 1.0, 0.5, 1.0]);
     }
 
     /// AutoGPTQ checkpoints whose config.json has no quantization_config keep the settings in

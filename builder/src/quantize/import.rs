@@ -1,4 +1,4 @@
-//! Pre-quantized checkpoints (GPTQ, AWQ): the quantize step without requantizing.
+//! Pre-quantized checkpoints (GPTQ, AWQ, GGUF, MXFP4): the quantize step without requantizing.
 //!
 //! The checkpoint's packed layers reach the graph as float weights ([`ir::Recipe::Packed`],
 //! their exact dequantization), so every fusion sees ordinary MatMuls. The quantize step then
@@ -47,10 +47,16 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
             source.summary()
         )));
     }
-    let bits = match source.bits.count() {
+    let mut bits = match source.bits.count() {
         4 => QuantBits::Int4,
         _ => QuantBits::Int8,
     };
+    // MXFP4 packs experts only, and a table without their 8-bit section writes them as their
+    // exact float dequantization like any experts it cannot hold (quantize::unwritable_packed
+    // says so); its other section still quantizes the float roles the flags name.
+    if source.format == ir::PackedFormat::Mxfp4 && table.quant(bits).is_none() && table.quant(QuantBits::Int4).is_some() {
+        bits = QuantBits::Int4;
+    }
     let Some(plan) = table.quant(bits) else {
         return Err(Error::Request(format!(
             "the checkpoint is {} and the {} table (ep-sets/tables/{}.toml) has no [quant.{bits}] section, so it cannot run {}-bit weights; it offers {}",
@@ -239,6 +245,16 @@ pub fn source_json(source: &models::QuantSource) -> serde_json::Value {
             "file": source.origin,
             "tensor_types": types,
             "bits": source.bit_widths.iter().map(|b| b.count()).collect::<Vec<_>>(),
+            "summary": source.summary(),
+        });
+    }
+    if source.format == ir::PackedFormat::Mxfp4 {
+        return json!({
+            "format": "mxfp4",
+            "bits": source.bits.count(),
+            "group_size": source.group_size,
+            "symmetric": source.symmetric,
+            "from": source.origin,
             "summary": source.summary(),
         });
     }

@@ -388,7 +388,7 @@ pub struct TensorReport {
     pub symmetric: bool,
     pub method: String,
     /// What the written integers come from: `float` (quantized here), the checkpoint's packed
-    /// format (`gptq`, `gptq_v2`, `awq_gemm`, `gguf:Q4_0`), imported unchanged, or
+    /// format (`gptq`, `gptq_v2`, `awq_gemm`, `gguf:Q4_0`, `mxfp4`), imported unchanged, or
     /// `requantized from gguf:Q4_K` (`--requantize-experts`: quantized here from those).
     pub source: String,
     pub max_abs_error: f32,
@@ -433,9 +433,9 @@ impl QuantOutcome {
 fn source_names<'a>(layers: impl IntoIterator<Item = &'a ir::PackedWeight>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for l in layers {
-        let name = match l.ggml_type() {
-            Some(t) => format!("gguf:{t}"),
-            None => l.format().name().to_string(),
+        let name = match (l.format(), l.ggml_type()) {
+            (ir::PackedFormat::Gguf, Some(t)) => format!("gguf:{t}"),
+            _ => l.format().name().to_string(),
         };
         if !names.contains(&name) {
             names.push(name);
@@ -545,7 +545,7 @@ fn unwritable_packed(graph: &Graph, step: &QuantStep, c: &select::Candidate) -> 
         }
     }
     walk(recipe, &mut layers);
-    if step.source.as_ref().is_some_and(|s| s.format == ir::PackedFormat::Gguf) {
+    if step.source.as_ref().is_some_and(|s| matches!(s.format, ir::PackedFormat::Gguf | ir::PackedFormat::Mxfp4)) {
         if let Some(p) = layers.iter().find(|p| !step.packed_bits.contains(&p.bits().count())) {
             return Some(format!("{} is {}-bit, and {} has no [quant.int{}] section: written as the exact float dequantization", p.source_type(), p.bits().count(), step.table, p.bits().count()));
         }

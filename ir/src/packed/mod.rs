@@ -24,6 +24,10 @@
 //! | AWQ GEMM | int32 `[K, N/8]`, packed along N, nibble i = column 8c + [0,2,4,6,1,3,5,7][i] | int32 `[G, N/8]`, the same | zero |
 //!
 //! `scales` is `[G, N]` (f16, bf16 or f32) in all three; `g_idx` is int32 `[K]` (GPTQ only).
+//!
+//! GGUF tensors ([`PackedWeight::ggml`]) and transformers' MXFP4 expert stacks
+//! ([`PackedWeight::mxfp4`]) are blocks that crate::ggml decodes row by row into codes and
+//! per-block scales (and offsets), written in the same stacks.
 
 pub mod pack;
 mod stack;
@@ -45,6 +49,10 @@ pub enum PackedFormat {
     /// A GGUF file's block-quantized tensor (the ggml type is the weight's own, see
     /// [`PackedWeight::ggml_type`]; crate::ggml decodes it).
     Gguf,
+    /// MXFP4 as transformers stores it (`quant_method: mxfp4`, gpt-oss's expert stacks):
+    /// `<name>_blocks` u8 `[..., N, K/32, 16]` and `<name>_scales` u8 `[..., N, K/32]`
+    /// (crate::ggml::decode_mxfp4_pairs; see [`PackedWeight::mxfp4`]).
+    Mxfp4,
 }
 
 impl PackedFormat {
@@ -55,6 +63,7 @@ impl PackedFormat {
             PackedFormat::GptqV2 => "gptq_v2",
             PackedFormat::AwqGemm => "awq_gemm",
             PackedFormat::Gguf => "gguf",
+            PackedFormat::Mxfp4 => "mxfp4",
         }
     }
 }
@@ -126,10 +135,13 @@ pub struct PackedTensors {
     pub g_idx: Option<SourceTensor>,
 }
 
-/// A GGUF tensor's blocks (see [`PackedWeight::ggml`]).
+/// A GGUF tensor's blocks (see [`PackedWeight::ggml`]), or transformers' MXFP4 pair
+/// ([`PackedWeight::mxfp4`]: `tensor` the nibbles, `exponents` the scales).
 #[derive(Debug)]
 struct GgmlLayer {
     tensor: SourceTensor,
+    /// transformers' MXFP4 `*_scales`, one e8m0 byte per block of a row, rows in order.
+    exponents: Option<SourceTensor>,
     ty: GgmlType,
     /// File row of each weight row, when permuted.
     rows: Option<Arc<[u32]>>,
@@ -144,14 +156,17 @@ impl GgmlLayer {
     #[allow(clippy::too_many_arguments)]
     fn decode(&self, w: &PackedWeight, n: usize, k0: usize, k1: usize, codes: &mut [u8], scales: &mut [f32], zeros: &mut [f32]) -> Result<()> {
         let row = self.rows.as_ref().map_or(n, |r| r[n] as usize);
-        let Some((per, size)) = self.ty.block() else {
+        let Some((per, size)) = self.block() else {
             return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
         };
         let (first, last) = (k0 / per, k1.div_ceil(per).min(codes.len() / per));
         let g = w.group_size;
         let bytes = &self.tensor.bytes()?[row * self.row_bytes + first * size..row * self.row_bytes + last * size];
         let (codes, scales, zeros) = (&mut codes[first * per..last * per], &mut scales[first * per / g..last * per / g], &mut zeros[first * per / g..last * per / g]);
-        if !crate::ggml::decode_row(self.ty, bytes, codes, scales, zeros) {
+        if let Some(e) = &self.exponents {
+            let blocks = w.k / per;
+            crate::ggml::decode_mxfp4_pairs(bytes, &e.bytes()?[row * blocks + first..row * blocks + last], codes, scales);
+        } else if !crate::ggml::decode_row(self.ty, bytes, codes, scales, zeros) {
             return Err(Error::Recipe { tensor: w.name.clone(), reason: format!("ggml type {} is not decoded", self.ty) });
         }
         // A corrupt block (an f16 scale or min that is NaN or infinite) would give a package of
@@ -159,6 +174,23 @@ impl GgmlLayer {
         let offsets = if self.float_zeros { &zeros[..scales.len()] } else { &[][..] };
         if let Some(b) = scales.iter().chain(offsets).position(|v| !v.is_finite()) {
             let block = first * per / g + b % scales.len();
+            if let Some(e) = &self.exponents {
+                // transformers' MXFP4: the exponent byte 255 (NaN in the OCP MX format), in
+                // the scales tensor; rows are (expert, row) of the stack.
+                let per_expert = e.shape.get(e.shape.len().wrapping_sub(2)).copied().unwrap_or(w.n).max(1);
+                return Err(Error::Recipe {
+                    tensor: w.name.clone(),
+                    reason: format!(
+                        "`{}` in {}: expert {}, row {}, block {block} (values {}..{}) has exponent 255, NaN in the MXFP4 format; the checkpoint is corrupt",
+                        e.name,
+                        e.file.path.display(),
+                        row / per_expert,
+                        row % per_expert,
+                        block * per,
+                        (block + 1) * per
+                    ),
+                });
+            }
             return Err(Error::Recipe {
                 tensor: w.name.clone(),
                 reason: format!(
@@ -172,6 +204,15 @@ impl GgmlLayer {
             });
         }
         Ok(())
+    }
+
+    /// Values per block and bytes per block in `tensor` (transformers' MXFP4 keeps the
+    /// exponent apart: 16 bytes).
+    fn block(&self) -> Option<(usize, usize)> {
+        match self.exponents {
+            Some(_) => Some((32, 16)),
+            None => self.ty.block(),
+        }
     }
 }
 
@@ -228,8 +269,8 @@ impl PackedWeight {
         let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
         let bits = settings.bits.count();
         let per = 32 / bits;
-        if settings.format == PackedFormat::Gguf {
-            return Err(bad("a GGUF tensor is made with PackedWeight::ggml".into()));
+        if matches!(settings.format, PackedFormat::Gguf | PackedFormat::Mxfp4) {
+            return Err(bad("a GGUF or MXFP4 tensor is made with PackedWeight::ggml or PackedWeight::mxfp4".into()));
         }
         if settings.format == PackedFormat::AwqGemm && settings.bits != Bits::Int4 {
             return Err(bad(format!("AWQ GEMM packs 4-bit weights, not {bits}-bit")));
@@ -244,7 +285,7 @@ impl PackedWeight {
         }
         let (q, s) = (&t.qweight.shape, &t.scales.shape);
         let (k, n) = match settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => (q[0] * per, q[1]),
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf | PackedFormat::Mxfp4 => (q[0] * per, q[1]),
             PackedFormat::AwqGemm => (q[0], s[1]),
         };
         if k == 0 || n == 0 {
@@ -315,7 +356,7 @@ impl PackedWeight {
         let settings = PackedSettings { format: PackedFormat::Gguf, bits: form.bits, group_size: Some(form.block), symmetric: form.zeros == crate::ggml::Zeros::Mid };
         let empty = SourceTensor { name: String::new(), file: Arc::clone(&tensor.file), dtype: DType::U8, shape: vec![0], offset: 0, len: 0 };
         let t = PackedTensors { qweight: empty.clone(), qzeros: empty.clone(), scales: empty, g_idx: None };
-        let ggml = GgmlLayer { tensor, ty, rows, row_bytes, float_zeros: form.zeros == crate::ggml::Zeros::Float };
+        let ggml = GgmlLayer { tensor, exponents: None, ty, rows, row_bytes, float_zeros: form.zeros == crate::ggml::Zeros::Float };
         Ok(Arc::new(PackedWeight {
             name,
             settings,
@@ -331,7 +372,41 @@ impl PackedWeight {
         }))
     }
 
-    /// The ggml type of a GGUF tensor (`None` for GPTQ and AWQ layers).
+    /// transformers' MXFP4 weight of `n` rows of `k` values: `blocks` u8 `[..., K/32, 16]`
+    /// (byte `j` of a block: values `2j` low nibble, `2j + 1` high) and `scales` u8
+    /// `[..., K/32]` (e8m0), their leading dimensions multiplying to `n` (an expert stack's
+    /// `[E, rows]`), read as the `[n, k]` weight in the 8-bit form of ggml's MXFP4 (exact).
+    pub fn mxfp4(name: impl Into<String>, blocks: SourceTensor, scales: SourceTensor) -> Result<Arc<PackedWeight>> {
+        let name = name.into();
+        let bad = |reason: String| Error::Recipe { tensor: name.clone(), reason };
+        let (b, s) = (&blocks.shape, &scales.shape);
+        if blocks.dtype != DType::U8 || scales.dtype != DType::U8 || b.len() < 3 || b.last() != Some(&16) || b[..b.len() - 1] != s[..] {
+            return Err(bad(format!(
+                "`{}` is {}{b:?} and `{}` {}{s:?}; MXFP4 stores u8 blocks [..., K/32, 16] and u8 scales [..., K/32] of the same leading shape",
+                blocks.name, blocks.dtype, scales.name, scales.dtype
+            )));
+        }
+        let n: usize = s[..s.len() - 1].iter().product();
+        let k = s[s.len() - 1] * 32;
+        if n == 0 || k == 0 {
+            return Err(bad(format!("`{}` is empty ({b:?})", blocks.name)));
+        }
+        for t in [&blocks, &scales] {
+            if t.bytes()?.len() != t.numel() {
+                return Err(bad(format!("`{}` holds {} bytes for u8{:?}", t.name, t.len, t.shape)));
+            }
+        }
+        let ty = GgmlType::MXFP4;
+        let form = crate::ggml::form(ty).expect("MXFP4 has a form");
+        let settings = PackedSettings { format: PackedFormat::Mxfp4, bits: form.bits, group_size: Some(form.block), symmetric: true };
+        let empty = SourceTensor { name: String::new(), file: Arc::clone(&blocks.file), dtype: DType::U8, shape: vec![0], offset: 0, len: 0 };
+        let t = PackedTensors { qweight: empty.clone(), qzeros: empty.clone(), scales: empty, g_idx: None };
+        let ggml = GgmlLayer { tensor: blocks, exponents: Some(scales), ty, rows: None, row_bytes: k / 2, float_zeros: false };
+        Ok(Arc::new(PackedWeight { name, settings, n, k, group_size: form.block, t, ggml: Some(ggml), order: None, groups: None, scale_dtype: DType::F32, repacked: Default::default() }))
+    }
+
+    /// The ggml type of a GGUF tensor (MXFP4 for transformers' MXFP4; `None` for GPTQ and AWQ
+    /// layers).
     pub fn ggml_type(&self) -> Option<GgmlType> {
         self.ggml.as_ref().map(|g| g.ty)
     }
@@ -355,8 +430,8 @@ impl PackedWeight {
     /// The source type for reports: `Q4_1` for a GGUF tensor, else the format's name.
     pub fn source_type(&self) -> String {
         match &self.ggml {
-            Some(g) => g.ty.name(),
-            None => self.settings.format.name().to_string(),
+            Some(g) if self.settings.format == PackedFormat::Gguf => g.ty.name(),
+            _ => self.settings.format.name().to_string(),
         }
     }
 
@@ -425,7 +500,7 @@ impl PackedWeight {
     fn code(&self, qweight: &[u8], k: usize, n: usize) -> u8 {
         let bits = self.settings.bits.count();
         match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf | PackedFormat::Mxfp4 => {
                 let per = 32 / bits;
                 ((word(qweight, (k / per) * self.n + n) >> (bits * (k % per))) & ((1 << bits) - 1)) as u8
             }
@@ -439,7 +514,7 @@ impl PackedWeight {
         let bits = self.settings.bits.count();
         let per = 32 / bits;
         let stored = match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => (word(qzeros, g * (self.n / per) + n / per) >> (bits * (n % per))) & ((1 << bits) - 1),
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf | PackedFormat::Mxfp4 => (word(qzeros, g * (self.n / per) + n / per) >> (bits * (n % per))) & ((1 << bits) - 1),
             PackedFormat::AwqGemm => (word(qzeros, g * (self.n / 8) + n / 8) >> (4 * AWQ_NIBBLE[n % 8])) & 0xf,
         } as u16;
         match self.settings.format {
@@ -519,7 +594,7 @@ impl PackedWeight {
         let width = k1 - k0;
         debug_assert_eq!(out.len(), (n1 - n0) * width);
         match self.settings.format {
-            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf => {
+            PackedFormat::GptqV1 | PackedFormat::GptqV2 | PackedFormat::Gguf | PackedFormat::Mxfp4 => {
                 // Word row r holds checkpoint rows r*per.. of every column: read each row's run
                 // of columns once, in file order.
                 let bits = self.settings.bits.count();
@@ -646,6 +721,10 @@ impl PackedWeight {
     pub(crate) fn release_rows(&self, n0: usize, n1: usize) {
         if let Some(g) = self.ggml.as_ref().filter(|g| g.rows.is_none()) {
             g.tensor.file.release(g.tensor.offset + n0 * g.row_bytes, (n1 - n0) * g.row_bytes);
+            if let Some(e) = &g.exponents {
+                let blocks = self.k / 32;
+                e.file.release(e.offset + n0 * blocks, (n1 - n0) * blocks);
+            }
         }
     }
 
@@ -654,6 +733,9 @@ impl PackedWeight {
         if let Some(g) = &self.ggml {
             let file = g.tensor.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
             let perm = if g.rows.is_some() { ",rows_permuted" } else { "" };
+            if g.exponents.is_some() {
+                return format!("mxfp4({file}:{})", g.tensor.name);
+            }
             return format!("gguf[{}{perm}]({file}:{})", g.ty, g.tensor.name);
         }
         let file = self.t.qweight.file.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
@@ -671,7 +753,7 @@ impl PackedWeight {
     /// The source tensors it reads.
     pub fn sources(&self) -> Vec<&SourceTensor> {
         if let Some(g) = &self.ggml {
-            return vec![&g.tensor];
+            return std::iter::once(&g.tensor).chain(g.exponents.as_ref()).collect();
         }
         [Some(&self.t.qweight), Some(&self.t.qzeros), Some(&self.t.scales), self.t.g_idx.as_ref()].into_iter().flatten().collect()
     }

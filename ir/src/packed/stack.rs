@@ -240,8 +240,8 @@ impl PackedStack {
             )));
         }
         let float_zeros = layers.iter().any(|p| p.float_zeros());
-        if layers.iter().any(|p| p.format() == super::PackedFormat::Gguf) && layers.iter().any(|p| p.format() != super::PackedFormat::Gguf) {
-            return Err(bad("it stacks GGUF tensors with GPTQ/AWQ layers".into()));
+        if layers.iter().any(|p| p.ggml_type().is_some()) && layers.iter().any(|p| p.ggml_type().is_none()) {
+            return Err(bad("it stacks GGUF or MXFP4 tensors with GPTQ/AWQ layers".into()));
         }
         let symmetric = layers.iter().all(|p| p.symmetric()) && !float_zeros;
         let settings = QuantSettings::new(bits, block, symmetric)?;

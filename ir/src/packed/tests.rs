@@ -604,3 +604,71 @@ fn ggml_offsets_of_the_dequantize_linear_form_stream_by_bands() {
         }
     }
 }
+
+/// transformers' MXFP4 pair of an expert stack (`[E, rows, K/32, 16]` nibbles, `[E, rows,
+/// K/32]` exponents, in one file as safetensors lays them out) is the weight `[E * rows, K]`
+/// whose values are `fp4[q] * 2^(e - 127)` with value `2j` in byte `j`'s low nibble; it is
+/// written as MatMulNBits with the very bytes of ggml's MXFP4 blocks holding the same values
+/// (values `j`, `j + 16` in byte `j`, exponent first), which the ggml tests check against
+/// gguf-py; a NaN exponent (255) is refused naming the tensor, and shapes that do not pair up
+/// are refused before anything is read.
+#[test]
+fn transformers_mxfp4_stacks_are_ggml_mxfp4_regrouped() {
+    use crate::gguf::GgmlType as T;
+    const FP4: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+    let (experts, rows, k) = (2usize, 3usize, 128usize);
+    let (n, g) = (experts * rows, k / 32);
+    let mut rng = Lcg(41);
+    let q: Vec<u8> = (0..n * k).map(|_| (rng.next() % 16) as u8).collect();
+    let exps: Vec<u8> = (0..n * g).map(|_| 112 + (rng.next() % 30) as u8).collect();
+    let pairs: Vec<u8> = q.chunks(2).map(|p| p[0] | (p[1] << 4)).collect();
+    let mut ggml = Vec::new();
+    for (b, e) in q.chunks(32).zip(&exps) {
+        ggml.push(*e);
+        ggml.extend((0..16).map(|j| b[j] | (b[j + 16] << 4)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (hf_path, ggml_path) = (dir.path().join("model.bin"), dir.path().join("ggml.bin"));
+    std::fs::write(&hf_path, [&pairs[..], &exps[..]].concat()).unwrap();
+    std::fs::write(&ggml_path, &ggml).unwrap();
+    let (hf_file, ggml_file) = (MappedFile::open(&hf_path).unwrap(), MappedFile::open(&ggml_path).unwrap());
+    let tensor = |name: &str, shape: Vec<usize>, offset: usize| SourceTensor { name: name.into(), file: Arc::clone(&hf_file), dtype: DType::U8, len: shape.iter().product(), shape, offset };
+    let blocks = tensor("mlp.experts.down_proj_blocks", vec![experts, rows, g, 16], 0);
+    let scales = tensor("mlp.experts.down_proj_scales", vec![experts, rows, g], pairs.len());
+    let w = PackedWeight::mxfp4("mlp.experts.down_proj", blocks.clone(), scales.clone()).unwrap();
+    assert_eq!((w.n(), w.k(), w.bits(), w.group_size(), w.format(), w.source_type()), (n, k, Bits::Int8, 32, PackedFormat::Mxfp4, "mxfp4".to_string()));
+    assert_eq!(w.describe(), "mxfp4(model.bin:mlp.experts.down_proj_blocks)");
+    let values = f32s(&Recipe::Packed(Arc::clone(&w)).materialize().unwrap());
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, FP4[q[i] as usize] * 2f32.powi(exps[i / 32] as i32 - 127), "value {i}");
+    }
+    let st = SourceTensor { name: "blk.0.ffn_down_exps.weight".into(), file: ggml_file, dtype: DType::U8, shape: vec![ggml.len()], offset: 0, len: ggml.len() };
+    let reference = PackedWeight::ggml("blk.0.ffn_down_exps.weight", st, T::MXFP4, n, k, None).unwrap();
+    let written = |w: &Arc<PackedWeight>| {
+        let recipe = Recipe::Packed(Arc::clone(w));
+        let g = QuantGroup::from_packed("w", recipe.clone(), PackedStack::from_recipe("w", &recipe).unwrap().unwrap(), DType::F32, QuantForm::NBits).unwrap();
+        [QuantPart::Data, QuantPart::Scales].map(|p| Recipe::quantized(&g, p).materialize().unwrap())
+    };
+    assert_eq!(written(&w), written(&reference));
+    // A band of K (as a DequantizeLinear band reads it) decodes its blocks' codes and scales
+    // where the whole row has them.
+    let (mut whole, mut band) = (w.ggml_buffers(), w.ggml_buffers());
+    for row in [0, 4] {
+        assert!(w.ggml_row(row, 0, k, &mut whole.0, &mut whole.1, &mut whole.2).unwrap());
+        assert!(w.ggml_row(row, 40, 90, &mut band.0, &mut band.1, &mut band.2).unwrap());
+        assert_eq!((&band.0[32..96], &band.1[1..3]), (&whole.0[32..96], &whole.1[1..3]), "row {row}");
+    }
+    // Exponent 255 (NaN in the OCP MX format) in expert 1, row 0, block 2.
+    let mut bad = [&pairs[..], &exps[..]].concat();
+    bad[pairs.len() + rows * g + 2] = 255;
+    std::fs::write(dir.path().join("bad.bin"), &bad).unwrap();
+    let bad_file = MappedFile::open(&dir.path().join("bad.bin")).unwrap();
+    let w = PackedWeight::mxfp4("mlp.experts.down_proj", SourceTensor { file: Arc::clone(&bad_file), ..blocks.clone() }, SourceTensor { file: bad_file, ..scales.clone() }).unwrap();
+    let e = w.dequantize().unwrap_err().to_string();
+    assert!(e.contains("`mlp.experts.down_proj_scales` in ") && e.contains("expert 1, row 0, block 2 (values 64..96) has exponent 255"), "{e}");
+    // Shapes that do not pair: scales of other leading dims, blocks without 16 bytes per block.
+    let e = PackedWeight::mxfp4("x", blocks.clone(), tensor("x_scales", vec![experts, rows + 1, g], 0)).unwrap_err().to_string();
+    assert!(e.contains("the same leading shape"), "{e}");
+    let e = PackedWeight::mxfp4("x", tensor("x_blocks", vec![experts, rows, g * 16], 0), tensor("x_scales", vec![experts, rows], 0)).unwrap_err().to_string();
+    assert!(e.contains("u8 blocks [..., K/32, 16]"), "{e}");
+}
