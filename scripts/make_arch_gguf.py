@@ -30,7 +30,12 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
   up) as stored; with LongRoPE factors, rope.scaling.attn_factor `sqrt(1 + ln(scale) /
   ln(original))` (scale `max_position_embeddings / original`, 1 when not above 1) and the F32
   tensors `rope_factors_long.weight` / `rope_factors_short.weight`.
-- no `lm_head` tying here: every fixture has its own head (`output.weight`).
+- `gpt2` (tiny-gpt2, GPT2Model: its own keys, `feed_forward_length` 4 x hidden, no rope, the
+  vocabulary's `tokenizer.ggml.pre` `gpt-2`): the Conv1D weights (`c_attn`, `c_proj`, `c_fc`)
+  transposed to `[out, in]`, `position_embd` kept F32 (the converter's and llama.cpp's
+  quantizer's rule), the head tied (no `output.weight`).
+- no `lm_head` tying here otherwise: those fixtures have their own head (`output.weight`),
+  except the MAPPED architectures tied by default (starcoder2, smollm3, ernie4_5).
 
 Tokenizer: the fixture's byte-level BPE (tokenizer.json, 411 tokens and its merges) as a `gpt2`
 vocabulary, its added tokens CONTROL, padded to the model's vocabulary with `[PADi]` tokens of
@@ -63,25 +68,38 @@ FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-arch"
 ARCH = {
     "llama": "llama", "qwen3": "qwen3", "phi3": "phi3", "granite": "granite", "olmo2": "olmo2", "starcoder2": "starcoder2", "phi": "phi2",
-    "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron",
+    "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
 MAPPED = {
     "granite": gguf.MODEL_ARCH.GRANITE, "olmo2": gguf.MODEL_ARCH.OLMO2, "starcoder2": gguf.MODEL_ARCH.STARCODER2, "phi2": gguf.MODEL_ARCH.PHI2,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
-    "nemotron": gguf.MODEL_ARCH.NEMOTRON,
+    "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
 PLUS_ONE_NORMS = {"nemotron"}
+# GPT2Model.modify_tensors: the Conv1D weights (`[in, out]`) transposed to `[out, in]`.
+CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
 FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
-    "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron",
+    "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2"]
+
+
+def hf_spellings(cfg):
+    """GPT-2's config keys (`n_embd`, ...) also under the names the other fixtures use, as
+    `GPT2Config.attribute_map` reads them (`n_inner` null: 4 x hidden)."""
+    if cfg["model_type"] != "gpt2":
+        return cfg
+    cfg = dict(cfg)
+    cfg.update(hidden_size=cfg["n_embd"], num_attention_heads=cfg["n_head"], num_key_value_heads=cfg["n_head"], num_hidden_layers=cfg["n_layer"],
+               max_position_embeddings=cfg["n_positions"], intermediate_size=cfg.get("n_inner") or 4 * cfg["n_embd"])
+    return cfg
 
 
 def permute(w, heads):
@@ -149,8 +167,10 @@ def mapped_tensors(cfg, st, arch, fused):
             w = permute(w, kv)
         if arch in PLUS_ONE_NORMS and g.endswith("norm.weight"):
             w = w + 1
+        if arch == "gpt2" and hf.endswith(CONV1D):
+            w = np.ascontiguousarray(w.T)
         out[g] = w
-    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5")))
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2")))
     if fused:
         for i in range(cfg["num_hidden_layers"]):
             for suffix in ("weight", "bias"):
@@ -195,7 +215,8 @@ def tensors_of(cfg, st, arch, fused=False):
 
 
 def qtype_of(name, quantized):
-    if not quantized or name.endswith("norm.weight"):
+    # The converter keeps learned positions F32 (and llama.cpp's quantizer leaves them).
+    if not quantized or name.endswith("norm.weight") or name == "position_embd.weight":
         return T.F32
     return T.Q4_0 if ".ffn_" in name else T.Q8_0
 
@@ -215,7 +236,8 @@ def write_vocab(w, fixture, cfg):
     w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
     w.add_bos_token_id(cfg["bos_token_id"])
     w.add_eos_token_id(cfg["eos_token_id"])
-    w.add_pad_token_id(cfg["pad_token_id"])
+    if cfg.get("pad_token_id") is not None:
+        w.add_pad_token_id(cfg["pad_token_id"])
 
 
 def add_text_model(w, cfg, quantized):
@@ -246,6 +268,17 @@ def add_text_model(w, cfg, quantized):
 def write_mapped(w, cfg, arch, quantized):
     """The metadata of the MAPPED architectures, as their converter classes write it."""
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    if arch == "gpt2":
+        # GPT2Model.set_gguf_parameters: its own keys; feed_forward_length 4 x hidden.
+        w.add_block_count(cfg["n_layer"])
+        w.add_context_length(cfg["n_positions"])
+        w.add_embedding_length(cfg["n_embd"])
+        w.add_feed_forward_length(4 * cfg["n_embd"])
+        w.add_head_count(cfg["n_head"])
+        w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_tokenizer_pre("gpt-2")
+        return
     if arch == "phi2":
         # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
         # feed_forward_length: the converter writes 4 x hidden, which llama.cpp checks against
@@ -393,12 +426,14 @@ def dequantized_mapped(r, cfg, arch, st):
     for t in r.tensors:
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name:
+        if ".attn_qkv." in t.name and arch != "gpt2":
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:
             if arch in PLUS_ONE_NORMS and name.endswith("norm.weight"):
                 x = x - 1
+            if arch == "gpt2" and inverse[name].endswith(CONV1D):
+                x = x.T
             if arch in PERMUTED and ".attn_q." in name:
                 x = unpermute(x, heads)
             if arch in PERMUTED and ".attn_k." in name:
@@ -411,7 +446,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     for stem in FIXTURES + list(VARIANTS):
         fixture = VARIANTS.get(stem, stem)
-        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        cfg = hf_spellings(json.loads((FIX / fixture / "config.json").read_text()))
         st = load_file(str(FIX / fixture / "model.safetensors"))
         for quantized in ([False, True] if stem in QUANTIZED else [False]):
             path = OUT / f"{stem}.{'Q' if quantized else 'F32'}.gguf"

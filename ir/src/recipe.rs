@@ -205,8 +205,18 @@ impl Recipe {
         }
     }
 
+    /// Elements `start..end` along `axis`. A slice of a transpose is the transpose of the
+    /// input's slice along the axis it came from: the same values, with a pre-quantized
+    /// weight's rows still visible under it (GPT-2's Conv1D `c_attn` read from a GGUF file is
+    /// the transpose of the file's `[out, in]` rows, split by output columns).
     pub fn slice(self, axis: usize, start: usize, end: usize) -> Recipe {
-        Recipe::Slice { input: Box::new(self), axis, start, end }
+        match self {
+            Recipe::Transpose { input, perm } if axis < perm.len() => {
+                let from = perm[axis];
+                input.slice(from, start, end).transpose(perm)
+            }
+            other => Recipe::Slice { input: Box::new(other), axis, start, end },
+        }
     }
 
     pub fn reshape(self, shape: Vec<usize>) -> Recipe {
@@ -709,6 +719,21 @@ mod tests {
         let twice = x.transpose(vec![2, 0, 1]).transpose(vec![2, 0, 1]);
         assert_eq!(twice.shape(), vec![3, 4, 2]);
         assert_eq!(f32s(&twice.materialize().unwrap())[..4], [0., 12., 1., 13.]);
+    }
+
+    /// A slice of a transpose moves inside it, along the axis it came from, with the values of
+    /// slicing the transposed tensor.
+    #[test]
+    fn a_slice_of_a_transpose_slices_its_input() {
+        let x = iota(vec![2, 3, 4]);
+        let t = x.clone().transpose(vec![2, 0, 1]);
+        let whole = f32s(&t.clone().materialize().unwrap());
+        let s = t.slice(0, 1, 3);
+        assert!(matches!(&s, Recipe::Transpose { input, .. } if matches!(**input, Recipe::Slice { axis: 2, start: 1, end: 3, .. })), "{}", s.describe());
+        assert_eq!(s.shape(), vec![2, 2, 3]);
+        assert_eq!(f32s(&s.materialize().unwrap()), whole[6..18]);
+        let m = iota(vec![3, 5]).transpose(vec![1, 0]).slice(1, 1, 2);
+        assert_eq!((m.shape(), f32s(&m.materialize().unwrap())), (vec![5, 1], vec![5., 6., 7., 8., 9.]));
     }
 
     #[test]

@@ -105,6 +105,12 @@
 //! - ernie4_5 (`Ernie4_5Model`, dense): nothing permuted (adjacent pairs, as GLM), each
 //!   projection's bias optional in llama.cpp and one `use_bias` switch in transformers (set when
 //!   the file has q biases), the head tied when the file has no `output.weight`.
+//! - gpt2 (`GPT2Model`): nothing permuted, no rope, learned positions (`position_embd`, kept
+//!   F32 by the converter), LayerNorms with bias (`attention.layer_norm_epsilon`), biases
+//!   everywhere, tanh GELU, the fused `attn_qkv` as `c_attn`; the converter transposed the
+//!   Conv1D weights (`c_attn`, `c_proj`, `c_fc`) to `[out, in]`, so they are read back
+//!   transposed, quantized ones as a transpose of the file's rows (their integers kept); the
+//!   head tied when the file has no `output.weight`.
 //! - olmo (`OlmoModel`, OLMo 1): q/k permuted (LlamaModel's), no norm tensors (transformers'
 //!   LayerNorm without weight or bias at 1e-5, the epsilon the converter writes; another is
 //!   refused), `attention.clamp_kqv` as `clip_qkv` (q, k and v clamped, as llama.cpp does).
@@ -227,6 +233,7 @@ enum Kind {
     Ernie4_5,
     Olmo,
     Nemotron,
+    Gpt2,
 }
 
 /// One architecture's mapping.
@@ -245,7 +252,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -265,7 +272,7 @@ impl Arch {
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
-            Kind::Starcoder2 | Kind::Phi2 => &["attention.layer_norm_epsilon"],
+            Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 => &["attention.layer_norm_epsilon"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
@@ -303,6 +310,7 @@ impl Arch {
             Kind::Olmo2 => OLMO2_NAMES,
             Kind::Starcoder2 | Kind::Nemotron => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
+            Kind::Gpt2 => GPT2_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -313,6 +321,7 @@ impl Arch {
         match self.kind {
             Kind::Starcoder2 | Kind::Nemotron => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
+            Kind::Gpt2 => GPT2_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
     }
@@ -322,7 +331,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 => &[],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
@@ -361,6 +370,21 @@ impl Arch {
         }
     }
 
+    /// Where the family's layer `layer` lives: `model.layers.N`, GPT-2's `transformer.h.N`.
+    fn layer_prefix(&self, layer: usize) -> String {
+        match self.kind {
+            Kind::Gpt2 => format!("transformer.h.{layer}"),
+            _ => format!("model.layers.{layer}"),
+        }
+    }
+
+    /// Whether the family reads `name` in GPT-2's Conv1D layout (`[in, out]`), the transpose of
+    /// the `[out, in]` rows llama.cpp's converter stores (it transposes `c_attn`, `c_proj` and
+    /// `c_fc` on the way in).
+    fn conv1d(&self, name: &str) -> bool {
+        self.kind == Kind::Gpt2 && [".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"].iter().any(|s| name.ends_with(s))
+    }
+
     fn qwen_moe(&self) -> bool {
         matches!(self.kind, Kind::Qwen2Moe | Kind::Qwen3Moe)
     }
@@ -368,7 +392,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron and gpt-oss";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2 and gpt-oss";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -402,6 +426,9 @@ fn arch(name: &str) -> Option<Arch> {
         "ernie4_5" => ("ernie4_5", false, Kind::Ernie4_5),
         "olmo" => ("olmo", true, Kind::Olmo),
         "nemotron" => ("nemotron", false, Kind::Nemotron),
+        // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
+        // transposed to `[out, in]` by the converter and are read back transposed.
+        "gpt2" => ("gpt2", false, Kind::Gpt2),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -543,6 +570,34 @@ const STARCODER2_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("output.weight", "lm_head.weight"),
 ];
 
+/// GPT-2's layers (llama.cpp's `LLM_ARCH_GPT2`): LayerNorms with bias before attention and the
+/// MLP, the fused `attn_qkv` (`c_attn`), biases everywhere; the weights are read transposed
+/// ([`Arch::conv1d`]).
+const GPT2_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "ln_1.weight"),
+    ("attn_norm.bias", "ln_1.bias"),
+    ("attn_qkv.weight", "attn.c_attn.weight"),
+    ("attn_qkv.bias", "attn.c_attn.bias"),
+    ("attn_output.weight", "attn.c_proj.weight"),
+    ("attn_output.bias", "attn.c_proj.bias"),
+    ("ffn_norm.weight", "ln_2.weight"),
+    ("ffn_norm.bias", "ln_2.bias"),
+    ("ffn_up.weight", "mlp.c_fc.weight"),
+    ("ffn_up.bias", "mlp.c_fc.bias"),
+    ("ffn_down.weight", "mlp.c_proj.weight"),
+    ("ffn_down.bias", "mlp.c_proj.bias"),
+];
+
+/// GPT-2's learned positions (`position_embd`, which llama.cpp never quantizes) beside its
+/// embedding, final LayerNorm and (untied) head.
+const GPT2_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "transformer.wte.weight"),
+    ("position_embd.weight", "transformer.wpe.weight"),
+    ("output_norm.weight", "transformer.ln_f.weight"),
+    ("output_norm.bias", "transformer.ln_f.bias"),
+    ("output.weight", "lm_head.weight"),
+];
+
 /// Phi-1/2's layers (llama.cpp's `LLM_ARCH_PHI2`): one LayerNorm feeding attention and the MLP,
 /// biases everywhere, `attn_output` is Phi's `dense`, the MLP `fc1` / `fc2`. A fused
 /// `attn_qkv` (files converted from the original `mixer.Wqkv` checkpoints) is split into these
@@ -615,7 +670,7 @@ fn family_name(name: &str, a: &Arch) -> Option<String> {
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
     // An architecture's own names first: they may rename one of the base table's (GLM-4's fused `ffn_up`).
-    a.layer_names().iter().copied().flatten().chain(a.base_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("model.layers.{layer}.{to}"))
+    a.layer_names().iter().copied().flatten().chain(a.base_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("{}.{to}", a.layer_prefix(layer)))
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
@@ -710,6 +765,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             match float_dtype(t.ggml_type) {
                 Some(dtype) => {
                     let st = source(&file, t, &name, dtype, shape.clone());
+                    if a.conv1d(&name) {
+                        views.insert(name, Recipe::source(st).transpose(vec![1, 0]));
+                        continue;
+                    }
                     if shifted_norm {
                         views.insert(name, Recipe::source(st).offset(-1.0));
                         continue;
@@ -734,6 +793,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
                     let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
                     whole_bits = Some(w.bits());
+                    if a.conv1d(&name) {
+                        // The rows stay visible under the transpose (and a slice of it): the
+                        // integers are written as they are.
+                        views.insert(name, Recipe::Packed(w).transpose(vec![1, 0]));
+                        continue;
+                    }
                     packed.insert(name, w);
                 }
             }
@@ -752,6 +817,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     if file.shards.len() > 1 {
         file_name.push_str(&format!(" and the {} other files of its split set", file.shards.len() - 1));
     }
+    // The family's name of the token table, which a tied head reads.
+    let embed_name = a.global_names().iter().find(|(from, _)| *from == "token_embd.weight").map_or("model.embed_tokens.weight", |(_, to)| to);
     // A file of float tensors only is a float checkpoint (`--quant` applies, no [quant] section
     // is needed).
     let source = (!file_bits.is_empty()).then(|| QuantSource {
@@ -760,11 +827,13 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         group_size: None,
         symmetric: false,
         desc_act: false,
-        lm_head: packed.contains_key("lm_head.weight") || (!file.tensors.iter().any(|t| t.name == "output.weight") && packed.contains_key("model.embed_tokens.weight")),
+        lm_head: packed.contains_key("lm_head.weight") || (!file.tensors.iter().any(|t| t.name == "output.weight") && packed.contains_key(embed_name)),
         origin: file_name,
         types: types.into_iter().collect(),
+        // Every quantized file tensor's width: those read through views (expert stacks, GPT-2's
+        // transposed weights) count as the packed ones do.
         bit_widths: {
-            let mut b: Vec<ir::quant::Bits> = packed.values().map(|w| w.bits()).collect();
+            let mut b = file_bits.clone();
             b.sort_by_key(|b| b.count());
             b.dedup();
             b
@@ -1182,6 +1251,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Phi2 {
         phi2_config(&mut c, file, rotary, head_dim, &float, &key, &err)?;
     }
+    if a.kind == Kind::Gpt2 {
+        gpt2_config(&mut c, file, &float, &key, &err)?;
+    }
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
@@ -1429,6 +1501,24 @@ fn phi2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, head_dim
     c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     c.insert("hidden_act".into(), json!("gelu_new"));
     c.insert("qk_layernorm".into(), json!(false));
+    check_ffn_up(c, file, key, err)
+}
+
+/// GPT-2 (`GPT2Model`, `LLM_ARCH_GPT2`): LayerNorm epsilon from `attention.layer_norm_epsilon`,
+/// ggml's GELU (tanh: transformers' `gelu_new`), learned positions (`context_length` rows,
+/// checked against `position_embd` by the family), no rope. The converter writes
+/// `feed_forward_length` as 4 x hidden, which llama.cpp checks against `ffn_up`.
+fn gpt2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
+    c.insert("hidden_act".into(), json!("gelu_new"));
+    c.remove("rope_theta");
+    check_ffn_up(c, file, key, err)
+}
+
+/// `feed_forward_length` against `blk.0.ffn_up.weight`'s rows, as llama.cpp's tensor shapes
+/// check it (phi2 and gpt2, whose converters write 4 x hidden whatever the checkpoint has).
+fn check_ffn_up(c: &Map<String, Json>, file: &GgufFile, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
     if let Some(up) = file.tensors.iter().find(|t| t.name == "blk.0.ffn_up.weight") {
         if up.dims.get(1).copied() != Some(ff as usize) {
@@ -2196,6 +2286,50 @@ mod tests {
         let norm = i.views["model.layers.0.input_layernorm.weight"].materialize().unwrap();
         assert_eq!(f32::from_le_bytes(norm[..4].try_into().unwrap()), 0.5, "stored 1.5 is weight 0.5");
         assert!(i.tensors.contains_key("model.layers.0.input_layernorm.bias") && i.tensors.contains_key("model.norm.bias"));
+    }
+
+    /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned
+    /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
+    /// one still the packed layer underneath, counted in the source's bit widths); the tied
+    /// head reads the quantized token table.
+    #[test]
+    fn gpt2_files_read_their_conv1d_weights_transposed() {
+        let m: Vec<(String, Json)> = [
+            ("general.architecture", json!("gpt2")),
+            ("gpt2.embedding_length", json!(64)),
+            ("gpt2.feed_forward_length", json!(256)),
+            ("gpt2.block_count", json!(1)),
+            ("gpt2.context_length", json!(16)),
+            ("gpt2.attention.head_count", json!(4)),
+            ("gpt2.attention.layer_norm_epsilon", json!(1e-5f64)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("position_embd.weight", 0, vec![64, 16]), ("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64])];
+        for n in ["attn_norm", "ffn_norm"] {
+            t.extend([(format!("blk.0.{n}.weight"), 0, vec![64]), (format!("blk.0.{n}.bias"), 0, vec![64])].map(|(n, ty, d)| (&*n.leak(), ty, d)));
+        }
+        t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 192]), ("blk.0.attn_qkv.bias", 0, vec![192]), ("blk.0.attn_output.weight", 0, vec![64, 64]), ("blk.0.attn_output.bias", 0, vec![64])]);
+        // The MLP Q4_0 (ggml type 2): only views hold 4-bit layers.
+        t.extend([("blk.0.ffn_up.weight", 2, vec![64, 256]), ("blk.0.ffn_up.bias", 0, vec![256]), ("blk.0.ffn_down.weight", 2, vec![256, 64]), ("blk.0.ffn_down.bias", 0, vec![64])]);
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["hidden_act"].as_str(), c["max_position_embeddings"].as_u64()), (Some("gpt2"), Some("gelu_new"), Some(16)));
+        assert!(c.get("rope_theta").is_none() && c["tie_word_embeddings"] == json!(true), "{c:?}");
+        let qkv = &i.views["transformer.h.0.attn.c_attn.weight"];
+        assert_eq!(qkv.shape(), vec![64, 192]);
+        assert!(matches!(qkv, Recipe::Transpose { input, .. } if matches!(**input, Recipe::Packed(_))), "{}", qkv.describe());
+        let o = &i.views["transformer.h.0.attn.c_proj.weight"];
+        assert!(matches!(o, Recipe::Transpose { input, .. } if matches!(**input, Recipe::Source(_))), "{}", o.describe());
+        assert!(i.tensors.contains_key("transformer.wpe.weight") && i.tensors.contains_key("transformer.h.0.ln_1.bias") && i.packed.contains_key("transformer.wte.weight"));
+        let source = i.source.expect("quantized");
+        assert_eq!((source.bit_widths, source.lm_head), (vec![ir::quant::Bits::Int4, ir::quant::Bits::Int8], true));
+        // A feed-forward length the MLP does not have is refused, as llama.cpp refuses it.
+        let mut bad = m.clone();
+        bad[2].1 = json!(128);
+        let e = import_of(&as_ref(&bad), &t).err().expect("refused").to_string();
+        assert!(e.contains("`gpt2.feed_forward_length` is 128") && e.contains("blk.0.ffn_up.weight"), "{e}");
     }
 
     fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {

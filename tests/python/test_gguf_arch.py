@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2, starcoder2,
-phi2, smollm3, glm4, ernie4_5, olmo and nemotron architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
+phi2, smollm3, glm4, ernie4_5, olmo, nemotron and gpt2 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
 fused `attn_qkv` and `ffn_up`, LongRoPE factor tensors, partial rotary `rope.dimension_count`;
@@ -7,7 +7,8 @@ granite's four scales; olmo2's post-norms and whole-projection q/k norms; starco
 phi2's LayerNorms and biases; phi2's q/k/v separate, and fused in `tiny-phi-fused`; smollm3,
 whose NoPE layers the file does not state; glm4's four norms, fused MLP and partial rotary;
 ernie4_5's biases and tied head; olmo's weightless LayerNorms, permuted q/k and q/k/v clamp;
-nemotron's `+ 1` LayerNorm1P weights, relu2 MLP and partial rotary), built with
+nemotron's `+ 1` LayerNorm1P weights, relu2 MLP and partial rotary; gpt2's learned positions,
+Conv1D weights stored transposed and fused `c_attn`), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -40,9 +41,9 @@ DATA = Path(__file__).parent / "data" / "gguf-arch"
 F32 = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial",
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
-    "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron",
+    "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
@@ -65,6 +66,8 @@ MISREAD = {
     "tiny-nemotron": {"partial_rotary_factor": 1.0},
     # `attention.clamp_kqv` missed: no clamp.
     "tiny-olmo": {"clip_qkv": None},
+    # ggml's GELU (tanh) read as the exact one.
+    "tiny-gpt2": {"activation_function": "gelu"},
 }
 
 
@@ -95,8 +98,9 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
         assert diff <= atol, f"{fixture} {want}: max |logit difference| {diff} > {atol}"
     model_type = json.loads((FIXTURES / fixture / "config.json").read_text())["model_type"]
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
-    # olmo2, starcoder2 nor glm4), as a build of the fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama"}.get(model_type, model_type)
+    # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
+    # fixture's own checkpoint writes it.
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -156,7 +160,8 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
     ops = [n.op_type for n in model.graph.node]
     float_weights = [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input)]
     assert not float_weights, f"projections read as float weights: {float_weights}"
-    layers = json.loads((FIXTURES / fixture / "config.json").read_text())["num_hidden_layers"]
+    config = json.loads((FIXTURES / fixture / "config.json").read_text())
+    layers = config.get("num_hidden_layers", config.get("n_layer"))
     # Per layer at least attention (qkv, o) and MLP (gate/up, down), plus the head.
     assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
     assert "GatherBlockQuantized" in ops, ops
