@@ -1,6 +1,7 @@
 """What the GGUF test-data generators (scripts/make_*gguf*.py, run once, never in CI) write
 alike: tiny-llama's byte-level BPE as a GGUF vocabulary, the metadata of a small llama file,
-and float-or-quantized tensors. Needs gguf and numpy only."""
+TextModel's size keys, float-or-quantized tensors, and the check of a written file against its
+fixture. Needs gguf, numpy and safetensors only."""
 import json
 from pathlib import Path
 
@@ -28,6 +29,31 @@ def tiny_llama_bpe(size):
         types[a["id"]] = int(gguf.TokenType.CONTROL)
     merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
     return tokens, types, merges
+
+
+def add_text_sizes(w, cfg):
+    """`TextModel.set_gguf_parameters`' size keys, in its order, from a Hugging Face config."""
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+
+
+def check_round_trip(path, back, st, quantized, exact=lambda err: err == 0.0):
+    """`back` (the file's tensors dequantized, in Hugging Face names) against the fixture's `st`:
+    the same names; an F32 file holds the fixture's weights (`exact` of the largest difference);
+    a quantized file's dequantization is saved beside it as `<stem>.dequantized.safetensors`."""
+    from safetensors.numpy import save_file
+
+    assert set(back) == set(st), set(back) ^ set(st)
+    err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
+    if quantized:
+        save_file(back, str(path.with_suffix(".dequantized.safetensors")))
+    else:
+        assert exact(err), f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
+    print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")
 
 
 def add_small_llama(w):

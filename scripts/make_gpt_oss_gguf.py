@@ -37,10 +37,10 @@ from pathlib import Path
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close  # noqa: E402
+from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
 from make_arch_gguf import write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,12 +88,7 @@ def write(path, cfg, st, quantized):
     rope = cfg["rope_scaling"]
     w = gguf.GGUFWriter(str(path), "gpt-oss")
     w.add_name(FIXTURE)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
+    add_text_sizes(w, cfg)
     w.add_rope_freq_base(cfg["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_expert_count(cfg["num_local_experts"])
@@ -151,14 +146,7 @@ def main():
     for quantized in (False, True):
         path = OUT / f"{FIXTURE}.{'Q' if quantized else 'F32'}.gguf"
         write(path, cfg, st, quantized)
-        back = dequantized(path, cfg)
-        assert set(back) == set(st), set(back) ^ set(st)
-        err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
-        if quantized:
-            save_file(back, str(OUT / f"{FIXTURE}.Q.dequantized.safetensors"))
-        else:
-            assert err == 0.0, f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
-        print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")
+        check_round_trip(path, dequantized(path, cfg), st, quantized)
 
 
 if __name__ == "__main__":

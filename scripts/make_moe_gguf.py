@@ -38,10 +38,10 @@ from pathlib import Path
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as T
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close  # noqa: E402
+from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
 from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,14 +177,7 @@ def main():
         for quantized in (False, True):
             path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
             write(path, fixture, cfg, st, quantized)
-            back = dequantized(path, cfg, arch)
-            assert set(back) == set(st), set(back) ^ set(st)
-            err = max(float(np.abs(back[k] - st[k]).max()) for k in st)
-            if quantized:
-                save_file(back, str(OUT / f"{fixture}.Q.dequantized.safetensors"))
-            else:
-                assert err == 0.0, f"{path.name}: the F32 file must hold the fixture's weights exactly ({err})"
-            print(f"{path.name}: {path.stat().st_size} bytes, max |weight - fixture| {err:.3g}")
+            check_round_trip(path, dequantized(path, cfg, arch), st, quantized)
 
 
 if __name__ == "__main__":
