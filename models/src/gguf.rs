@@ -8,7 +8,7 @@
 //! `attn_q_norm` / `attn_k_norm`, not permuted), `phi3` (Phi-3, Phi-3.5, Phi-4-mini), `gemma`,
 //! `gemma2` and `gemma3` (text), `granite` (Granite 3.x dense), `olmo` (OLMo 1), `olmo2` (OLMo 2),
 //! `starcoder2`, `phi2` (Phi-1, 1.5 and 2: our `phi`), `smollm3`, `glm4` (GLM-4-0414),
-//! `ernie4_5` (dense) and `nemotron`.
+//! `ernie4_5` (dense), `nemotron` and `gpt2`.
 //!
 //! Mixture-of-experts files (llama.cpp's `build_moe_ffn`): `llama` with `llama.expert_count`
 //! (Mixtral), `qwen2moe` (with its sigmoid-gated shared expert) and `qwen3moe`. The experts are
@@ -644,7 +644,8 @@ const READ_KEYS: &[&str] = &[
     "vocab_size",
 ];
 
-/// Per-layer tensor names: llama.cpp's suffix after `blk.N.`, the family's after `model.layers.N.`.
+/// Per-layer tensor names: llama.cpp's suffix after `blk.N.`, the family's after its layer
+/// prefix ([`Arch::layer_prefix`]: `model.layers.N.`, GPT-2's `transformer.h.N.`).
 const LAYER_NAMES: &[(&str, &str)] = &[
     ("attn_norm.weight", "input_layernorm.weight"),
     ("attn_q.weight", "self_attn.q_proj.weight"),
@@ -758,6 +759,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             }
             // llama.cpp stores Gemma's and Nemotron's norms as weight + 1; the family adds the 1
             // itself.
+            if a.conv1d(&name) && shape.len() != 2 {
+                return Err(err(format!("tensor `{}` is {}-D ({:?}); GPT-2's Conv1D weights are 2-D", t.name, shape.len(), t.dims)));
+            }
             let shifted_norm = a.norm_plus_one() && t.name.ends_with("norm.weight");
             if shifted_norm && float_dtype(t.ggml_type).is_none() {
                 return Err(err(format!("tensor `{}` is {}: a {} norm (stored as weight + 1) is read as a float tensor only", t.name, t.ggml_type, a.model_type)));
@@ -1512,6 +1516,11 @@ fn gpt2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key
     let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
     c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
     c.insert("hidden_act".into(), json!("gelu_new"));
+    // The learned positions' count: llama.cpp requires the key, and without it the family's
+    // default would not match `position_embd`.
+    if !c.contains_key("max_position_embeddings") {
+        return Err(err(format!("metadata key `{}` is missing: GPT-2's learned positions need it", key("context_length"))));
+    }
     c.remove("rope_theta");
     check_ffn_up(c, file, key, err)
 }
@@ -2195,6 +2204,23 @@ mod tests {
         t
     }
 
+    /// A file whose only quantized tensors are expert stacks (read through views): their widths
+    /// are the source's, so a table writes them in their form rather than as floats.
+    #[test]
+    fn bit_widths_count_tensors_read_through_views() {
+        let t: Vec<_> = gpt_oss_tensors()
+            .into_iter()
+            .map(|(n, ty, d)| match n {
+                "blk.0.ffn_gate_exps.weight" => (n, 39, d),
+                "blk.0.ffn_down_exps.weight" => (n, 2, d),
+                _ => (n, 0, d),
+            })
+            .collect();
+        let i = import_of(&as_ref(&gpt_oss_meta()), &t).unwrap();
+        assert!(i.packed.is_empty(), "{:?}", i.packed.keys().collect::<Vec<_>>());
+        assert_eq!(i.source.unwrap().bit_widths, vec![ir::quant::Bits::Int4, ir::quant::Bits::Int8]);
+    }
+
     /// gpt-oss: the config from its keys (llama.cpp's window pattern, YaRN with transformers'
     /// gpt-oss settings, the SwiGLU constants), and the experts woven into the family's stacks:
     /// gate and up rows interleaved, each stack transposed so the family's transpose back
@@ -2330,6 +2356,12 @@ mod tests {
         bad[2].1 = json!(128);
         let e = import_of(&as_ref(&bad), &t).err().expect("refused").to_string();
         assert!(e.contains("`gpt2.feed_forward_length` is 128") && e.contains("blk.0.ffn_up.weight"), "{e}");
+        // Without the positions' count, and with a Conv1D weight that is not 2-D: refused.
+        let e = import_of(&as_ref(&m.iter().filter(|(k, _)| !k.ends_with("context_length")).cloned().collect::<Vec<_>>()), &t).err().expect("refused").to_string();
+        assert!(e.contains("`gpt2.context_length` is missing"), "{e}");
+        let flat: Vec<_> = t.iter().map(|(n, ty, d)| if *n == "blk.0.attn_output.weight" { (*n, *ty, vec![64 * 64]) } else { (*n, *ty, d.clone()) }).collect();
+        let e = import_of(&as_ref(&m), &flat).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_output.weight` is 1-D"), "{e}");
     }
 
     fn as_ref(m: &[(String, Json)]) -> Vec<(&str, Json)> {
