@@ -2210,7 +2210,7 @@ mod tests {
     fn bit_widths_count_tensors_read_through_views() {
         let t: Vec<_> = gpt_oss_tensors()
             .into_iter()
-            .map(|(n, ty, d)| match n {
+            .map(|(n, _, d)| match n {
                 "blk.0.ffn_gate_exps.weight" => (n, 39, d),
                 "blk.0.ffn_down_exps.weight" => (n, 2, d),
                 _ => (n, 0, d),
