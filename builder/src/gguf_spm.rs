@@ -30,7 +30,7 @@
 //! SentencePiece), EOS when `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not
 //! read, as transformers does not read it.
 
-use crate::gguf_tokenizer::{first_places_last_ids, fits_u32, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, Merges, TokenizerJson};
+use crate::gguf_tokenizer::{first_places_last_ids, fits_u32, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, Merges, TokenizerJson, TokenizerModel};
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
 use serde_json::{json, Map, Value as Json};
@@ -243,7 +243,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
         pre_tokenizer,
         post_processor: post,
         decoder,
-        model: BpeModel {
+        model: TokenizerModel::Bpe(BpeModel {
             kind: "BPE",
             unk_token: unk,
             continuing_subword_prefix: None,
@@ -254,7 +254,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
             tokens,
             vocab,
             merges: Merges::Ids(merges),
-        },
+        }),
     };
     let mut config = Map::new();
     // The class onnxruntime-extensions reads the SentencePiece conventions of (transformers itself

@@ -11,8 +11,8 @@
 //! alphabet a new id past the vocabulary: the comment in [`convert`] says why), the split
 //! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
 //! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
-//! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`]. Other tokenizer models
-//! (`t5`, `bert`, ...) are refused by key.
+//! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`], WordPiece ones (`bert`)
+//! by [`crate::gguf_wpm`]. Other tokenizer models (`t5`, `rwkv`, ...) are refused by key.
 
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
@@ -117,7 +117,22 @@ pub(crate) struct TokenizerJson<'a> {
     pub pre_tokenizer: Json,
     pub post_processor: Json,
     pub decoder: Json,
-    pub model: BpeModel<'a>,
+    pub model: TokenizerModel<'a>,
+}
+
+/// The `model` of a `tokenizer.json`.
+pub(crate) enum TokenizerModel<'a> {
+    Bpe(BpeModel<'a>),
+    WordPiece(crate::gguf_wpm::WordPieceModel<'a>),
+}
+
+impl Serialize for TokenizerModel<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            TokenizerModel::Bpe(m) => m.serialize(s),
+            TokenizerModel::WordPiece(m) => m.serialize(s),
+        }
+    }
 }
 
 /// The `model` of a `tokenizer.json`: a BPE.
@@ -203,8 +218,11 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     if model == "llama" {
         return crate::gguf_spm::convert(file, path);
     }
+    if model == "bert" {
+        return crate::gguf_wpm::convert(file, path);
+    }
     if model != "gpt2" {
-        return Err(err(format!("`tokenizer.ggml.model` is `{model}`; byte-level BPE (`gpt2`) and SentencePiece (`llama`) tokenizers are converted from GGUF metadata")));
+        return Err(err(format!("`tokenizer.ggml.model` is `{model}`; byte-level BPE (`gpt2`), SentencePiece (`llama`) and WordPiece (`bert`) tokenizers are converted from GGUF metadata")));
     }
     let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
     let merges = strings(file, "tokenizer.ggml.merges", path)?;
@@ -286,7 +304,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
         pre_tokenizer,
         post_processor: post,
         decoder: json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-        model: BpeModel {
+        model: TokenizerModel::Bpe(BpeModel {
             kind: "BPE",
             unk_token: Json::Null,
             continuing_subword_prefix: Some(""),
@@ -297,7 +315,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
             tokens: spelled,
             vocab,
             merges: Merges::Text(merge_pairs),
-        },
+        }),
     };
     let mut config = Map::new();
     config.insert("tokenizer_class".into(), json!("GPT2Tokenizer"));

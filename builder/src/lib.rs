@@ -10,6 +10,7 @@ mod genai;
 mod genai_vl;
 pub mod lora;
 mod gguf_spm;
+mod gguf_wpm;
 pub mod gguf_tokenizer;
 pub mod diff;
 pub mod hub;

@@ -78,7 +78,8 @@ enum Command {
         /// without config.json holding one; a split model by its PREFIX-00001-of-0000N.gguf
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
-        /// granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2 or gpt-oss:
+        /// granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2 or gpt-oss,
+        /// or bert (an encoder: sentence-embedding with the file's pooling, else feature-extraction):
         /// config and tokenizer from its metadata,
         /// its quantized tensors kept as they are (docs/quantization.md). A hub repository of
         /// GGUF files takes the model's quantization as a tag, `ORG/NAME:Q4_K_M` (as llama.cpp's

@@ -98,7 +98,10 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
         if part.has_kv_cache() {
             options.kv_cache = req.kv_cache;
         }
-        let quant = if part.role == Role::Decoder { quant.clone() } else { None };
+        // An encoder's own weights are quantized only where the checkpoint already is (an
+        // import keeps the file's integers; `--quant` on an encoder is not offered yet).
+        let imports = quant.as_ref().is_some_and(|q| q.source.is_some());
+        let quant = if part.role == Role::Decoder || (part.role == Role::Encoder && imports) { quant.clone() } else { None };
         if part.role == Role::Decoder {
             options.lora = crate::lora::targets(adapters.iter().map(|(_, a)| a));
         }

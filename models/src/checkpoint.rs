@@ -35,6 +35,9 @@ pub struct Checkpoint {
     /// Float tensors read through a recipe (a GGUF file's q/k rows un-permuted, an MXFP4
     /// expert stack decoded from its `_blocks` and `_scales`), by name.
     views: BTreeMap<String, Recipe>,
+    /// The sentence pooling a GGUF file states (a bert file's `pooling_type`); `None` for a
+    /// folder, whose pooling is its sentence-transformers files.
+    gguf_pooling: Option<crate::tasks::pooling::PoolingMode>,
     /// The GGUF file the checkpoint was read from (its metadata holds the tokenizer).
     pub gguf: Option<Arc<ir::gguf::GgufFile>>,
 }
@@ -120,6 +123,7 @@ impl Checkpoint {
             text_prefixes,
             index,
             views: packed.views,
+            gguf_pooling: None,
             gguf: None,
         };
         for (name, why) in packed.unused {
@@ -131,6 +135,7 @@ impl Checkpoint {
     /// A GGUF file (crate::gguf): its metadata as the config, its tensors under the family's names.
     fn open_gguf(file: &Path) -> Result<Checkpoint> {
         let imported = crate::gguf::import(file)?;
+        let gguf_pooling = crate::gguf::pooling_of(&imported.file, file)?;
         let config = DecoderConfig::parse(file, &Value::Object(imported.config).to_string())?;
         Ok(Checkpoint {
             dir: file.to_path_buf(),
@@ -144,8 +149,28 @@ impl Checkpoint {
             text_prefixes: Vec::new(),
             index: None,
             views: imported.views,
+            gguf_pooling,
             gguf: Some(Arc::new(imported.file)),
         })
+    }
+
+    /// Whether the checkpoint states a sentence pooling: a sentence-transformers folder
+    /// (`modules.json`), or a GGUF file with a `pooling_type`.
+    pub fn has_sentence_pooling(&self) -> Result<bool> {
+        Ok(self.gguf_pooling.is_some() || crate::tasks::pooling::is_sentence_transformers(&self.dir)?)
+    }
+
+    /// The `sentence_embedding` pooling: a GGUF file's `pooling_type` (no Normalize module:
+    /// the file does not state one), else the folder's sentence-transformers files.
+    pub fn sentence_pooling(&self) -> Result<crate::tasks::pooling::SentencePooling> {
+        match self.gguf_pooling {
+            Some(mode) => Ok(crate::tasks::pooling::SentencePooling { modes: vec![mode], normalize: false, config: self.dir.clone() }),
+            None if self.gguf.is_some() => Err(Error::Config {
+                path: self.dir.clone(),
+                reason: "task sentence-embedding needs a pooling, and this GGUF file states none (`<arch>.pooling_type` absent or NONE); use --task feature-extraction".into(),
+            }),
+            None => crate::tasks::pooling::SentencePooling::load(&self.dir, self.config.hidden_size),
+        }
     }
 
     /// Lets table names carry `prefix` even when the checkpoint stores names without it: GPT-2

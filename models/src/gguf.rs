@@ -234,6 +234,7 @@ enum Kind {
     Olmo,
     Nemotron,
     Gpt2,
+    Bert,
 }
 
 /// One architecture's mapping.
@@ -252,7 +253,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -273,6 +274,7 @@ impl Arch {
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
             Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 => &["attention.layer_norm_epsilon"],
+            Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
@@ -311,6 +313,7 @@ impl Arch {
             Kind::Starcoder2 | Kind::Nemotron => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::Gpt2 => GPT2_NAMES,
+            Kind::Bert => BERT_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -322,6 +325,7 @@ impl Arch {
             Kind::Starcoder2 | Kind::Nemotron => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
             Kind::Gpt2 => GPT2_GLOBAL_NAMES,
+            Kind::Bert => BERT_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
     }
@@ -331,7 +335,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::Bert => &[],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
@@ -374,6 +378,7 @@ impl Arch {
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
             Kind::Gpt2 => format!("transformer.h.{layer}"),
+            Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
         }
     }
@@ -392,7 +397,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2 and gpt-oss";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -429,6 +434,9 @@ fn arch(name: &str) -> Option<Arch> {
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
+        // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
+        // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
+        "bert" => ("bert", false, Kind::Bert),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -596,6 +604,36 @@ const GPT2_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("output_norm.weight", "transformer.ln_f.weight"),
     ("output_norm.bias", "transformer.ln_f.bias"),
     ("output.weight", "lm_head.weight"),
+];
+
+/// BERT's layers (llama.cpp's `LLM_ARCH_BERT`, gguf-py's names for `BertModel`'s): q, k and v
+/// with biases, post-LayerNorms after attention and after the MLP.
+const BERT_NAMES: &[(&str, &str)] = &[
+    ("attn_q.weight", "attention.self.query.weight"),
+    ("attn_q.bias", "attention.self.query.bias"),
+    ("attn_k.weight", "attention.self.key.weight"),
+    ("attn_k.bias", "attention.self.key.bias"),
+    ("attn_v.weight", "attention.self.value.weight"),
+    ("attn_v.bias", "attention.self.value.bias"),
+    ("attn_output.weight", "attention.output.dense.weight"),
+    ("attn_output.bias", "attention.output.dense.bias"),
+    ("attn_output_norm.weight", "attention.output.LayerNorm.weight"),
+    ("attn_output_norm.bias", "attention.output.LayerNorm.bias"),
+    ("ffn_up.weight", "intermediate.dense.weight"),
+    ("ffn_up.bias", "intermediate.dense.bias"),
+    ("ffn_down.weight", "output.dense.weight"),
+    ("ffn_down.bias", "output.dense.bias"),
+    ("layer_output_norm.weight", "output.LayerNorm.weight"),
+    ("layer_output_norm.bias", "output.LayerNorm.bias"),
+];
+
+/// BERT's embeddings: tokens, learned positions, token types and their LayerNorm.
+const BERT_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "embeddings.word_embeddings.weight"),
+    ("position_embd.weight", "embeddings.position_embeddings.weight"),
+    ("token_types.weight", "embeddings.token_type_embeddings.weight"),
+    ("token_embd_norm.weight", "embeddings.LayerNorm.weight"),
+    ("token_embd_norm.bias", "embeddings.LayerNorm.bias"),
 ];
 
 /// Phi-1/2's layers (llama.cpp's `LLM_ARCH_PHI2`): one LayerNorm feeding attention and the MLP,
@@ -1258,6 +1296,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Gpt2 {
         gpt2_config(&mut c, file, &float, &key, &err)?;
     }
+    if a.kind == Kind::Bert {
+        bert_config(&mut c, file, &float, &key, &err)?;
+    }
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
@@ -1525,6 +1566,60 @@ fn gpt2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key
     check_ffn_up(c, file, key, err)
 }
 
+/// BERT (`BertModel`, `LLM_ARCH_BERT`): an encoder (`attention.causal` false; a causal file is
+/// another model), LayerNorm epsilon from `attention.layer_norm_epsilon`, GELU (ggml's is the
+/// tanh form, transformers' BERT default the exact one: `hidden_act` `gelu`, as the
+/// checkpoint llama.cpp converts states it), learned positions (`context_length` rows), token
+/// types from `tokenizer.ggml.token_type_count` (the converter writes the config's
+/// `type_vocab_size`), the padding id from `tokenizer.ggml.padding_token_id`.
+fn bert_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    match file.get(&key("attention.causal")) {
+        None => {}
+        Some(v) if v.as_bool() == Some(false) => {}
+        Some(v) => return Err(err(format!("metadata key `{}` is {v:?}: a bert file is a bidirectional encoder; a causal one is another model", key("attention.causal")))),
+    }
+    c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+    c.insert("hidden_act".into(), json!("gelu"));
+    c.remove("rope_theta");
+    if !c.contains_key("max_position_embeddings") {
+        return Err(err(format!("metadata key `{}` is missing: BERT's learned positions need it", key("context_length"))));
+    }
+    let types = match file.get("tokenizer.ggml.token_type_count") {
+        None => 2,
+        Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| err(format!("metadata key `tokenizer.ggml.token_type_count` is {v:?}, not a positive integer")))?,
+    };
+    c.insert("type_vocab_size".into(), json!(types));
+    if let Some(pad) = file.get("tokenizer.ggml.padding_token_id").and_then(Value::as_u64) {
+        c.insert("pad_token_id".into(), json!(pad));
+    }
+    Ok(())
+}
+
+/// The sentence pooling a bert file states (`pooling_type`, which the converter writes from
+/// the sentence-transformers Pooling config): MEAN (1) and CLS (2) are sentence-transformers'
+/// modes; NONE (0) or no key: none (feature extraction); LAST (3) and RANK (4) have no
+/// sentence-transformers form and are refused. The file says nothing of a Normalize module:
+/// llama.cpp's model returns the pooled vector and its tools normalize it on request, so the
+/// vector is not normalized here either.
+pub(crate) fn pooling_of(file: &GgufFile, path: &Path) -> Result<Option<crate::tasks::pooling::PoolingMode>> {
+    use crate::tasks::pooling::PoolingMode;
+    let Some(arch) = file.get("general.architecture").and_then(Value::as_str) else { return Ok(None) };
+    let k = format!("{arch}.pooling_type");
+    match file.get(&k) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(0) => Ok(None),
+            Some(1) => Ok(Some(PoolingMode::Mean)),
+            Some(2) => Ok(Some(PoolingMode::Cls)),
+            _ => Err(Error::Config {
+                path: path.to_path_buf(),
+                reason: format!("metadata key `{k}` is {v:?}: only MEAN (1) and CLS (2) pooling are built (sentence-transformers' modes); LAST (3) and RANK (4) are not"),
+            }),
+        },
+    }
+}
+
 /// `feed_forward_length` against `blk.0.ffn_up.weight`'s rows, as llama.cpp's tensor shapes
 /// check it (phi2 and gpt2, whose converters write 4 x hidden whatever the checkpoint has).
 fn check_ffn_up(c: &Map<String, Json>, file: &GgufFile, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
@@ -1662,6 +1757,10 @@ mod tests {
                 Json::Number(n) => {
                     b.extend(4u32.to_le_bytes());
                     b.extend((n.as_u64().unwrap() as u32).to_le_bytes());
+                }
+                Json::Bool(v) => {
+                    b.extend(7u32.to_le_bytes());
+                    b.push(u8::from(*v));
                 }
                 _ => unreachable!(),
             }
@@ -2202,6 +2301,47 @@ mod tests {
         t.extend([("blk.0.ffn_gate_exps.weight", 39, vec![64, 32, 2]), ("blk.0.ffn_up_exps.weight", 0, vec![64, 32, 2]), ("blk.0.ffn_down_exps.weight", 8, vec![32, 64, 2])]);
         t.extend([("blk.0.ffn_gate_exps.bias", 0, vec![32, 2]), ("blk.0.ffn_up_exps.bias", 0, vec![32, 2]), ("blk.0.ffn_down_exps.bias", 0, vec![64, 2])]);
         t
+    }
+
+    /// BERT: an encoder's config (LayerNorm epsilon, token types, exact GELU, no rope), BERT's
+    /// names under `encoder.layer.N`, the pooling the file states; a causal file and a pooling
+    /// sentence-transformers has no form of are refused.
+    #[test]
+    fn bert_files_become_an_encoders_config_and_names() {
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = [
+                ("general.architecture", json!("bert")),
+                ("bert.embedding_length", json!(64)),
+                ("bert.feed_forward_length", json!(128)),
+                ("bert.block_count", json!(1)),
+                ("bert.context_length", json!(16)),
+                ("bert.attention.head_count", json!(4)),
+                ("bert.attention.layer_norm_epsilon", json!(1e-12f64)),
+                ("tokenizer.ggml.token_type_count", json!(2)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            m.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
+            m
+        };
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("position_embd.weight", 0, vec![64, 16]), ("token_types.weight", 0, vec![64, 2])];
+        t.extend([("token_embd_norm.weight", 0, vec![64]), ("token_embd_norm.bias", 0, vec![64])]);
+        t.extend([("blk.0.attn_q.weight", 8, vec![64, 64]), ("blk.0.attn_q.bias", 0, vec![64]), ("blk.0.layer_output_norm.bias", 0, vec![64])]);
+        let i = import_of(&as_ref(&meta(&[("bert.attention.causal", json!(false)), ("bert.pooling_type", json!(1u32))])), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["hidden_act"].as_str(), c["type_vocab_size"].as_u64(), c["layer_norm_eps"].as_f64()), (Some("bert"), Some("gelu"), Some(2), Some(1e-12f32 as f64)));
+        assert!(c.get("rope_theta").is_none() && c.get("rms_norm_eps").is_none(), "{c:?}");
+        assert!(i.packed.contains_key("encoder.layer.0.attention.self.query.weight") && i.tensors.contains_key("embeddings.token_type_embeddings.weight"));
+        assert!(i.tensors.contains_key("encoder.layer.0.output.LayerNorm.bias") && i.tensors.contains_key("embeddings.LayerNorm.weight"));
+        assert_eq!(pooling_of(&i.file, Path::new("m.gguf")).unwrap(), Some(crate::tasks::pooling::PoolingMode::Mean));
+        let e = import_of(&as_ref(&meta(&[("bert.attention.causal", json!(true))])), &t).err().expect("refused").to_string();
+        assert!(e.contains("`bert.attention.causal`") && e.contains("encoder"), "{e}");
+        let last = import_of(&as_ref(&meta(&[("bert.pooling_type", json!(3u32))])), &t).unwrap();
+        let e = pooling_of(&last.file, Path::new("m.gguf")).unwrap_err().to_string();
+        assert!(e.contains("`bert.pooling_type`") && e.contains("MEAN (1) and CLS (2)"), "{e}");
+        let none = import_of(&as_ref(&meta(&[])), &t).unwrap();
+        assert_eq!(pooling_of(&none.file, Path::new("m.gguf")).unwrap(), None);
     }
 
     /// A file whose only quantized tensors are expert stacks (read through views): their widths

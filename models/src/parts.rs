@@ -84,7 +84,7 @@ impl Task {
             Task::CausalLm => Part { role: Role::Decoder, file: MODEL_FILE, graph: PartGraph::CausalLm(TokenInput::Ids) },
             Task::FeatureExtraction => Part { role: Role::Encoder, file: MODEL_FILE, graph: PartGraph::Encoder { pooling: None } },
             Task::SentenceEmbedding => {
-                let pooling = SentencePooling::load(&ckpt.dir, ckpt.config.hidden_size)?;
+                let pooling = ckpt.sentence_pooling()?;
                 Part { role: Role::Encoder, file: MODEL_FILE, graph: PartGraph::Encoder { pooling: Some(pooling) } }
             }
         };

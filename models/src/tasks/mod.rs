@@ -44,7 +44,7 @@ impl Task {
     pub fn default_for(ckpt: &Checkpoint) -> Result<Task> {
         let c = &ckpt.config;
         if arch::encoder_for(&c.model_type).is_some() {
-            return Ok(if pooling::is_sentence_transformers(&ckpt.dir)? { Task::SentenceEmbedding } else { Task::FeatureExtraction });
+            return Ok(if ckpt.has_sentence_pooling()? { Task::SentenceEmbedding } else { Task::FeatureExtraction });
         }
         causal_lm::family(c).map(|_| Task::CausalLm)
     }
@@ -78,7 +78,7 @@ impl Task {
                 }
                 Err(wrong("encoder", arch::encoder_model_types()))
             }
-            Task::SentenceEmbedding => pooling::SentencePooling::load(&ckpt.dir, c.hidden_size).map(|_| ()),
+            Task::SentenceEmbedding => ckpt.sentence_pooling().map(|_| ()),
             _ => Ok(()),
         }
     }
