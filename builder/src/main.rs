@@ -104,10 +104,11 @@ enum Command {
         ep: String,
         /// What the package computes: `causal-lm` (decoders: logits with a KV cache, for
         /// onnxruntime-genai), `feature-extraction` (encoders: last_hidden_state) or
-        /// `sentence-embedding` (encoders: last_hidden_state and the pooled, normalized
-        /// sentence_embedding, as the checkpoint's sentence-transformers files say). Default:
-        /// from the checkpoint (a sentence-transformers folder gives sentence-embedding, another
-        /// BERT-family config feature-extraction, a decoder causal-lm).
+        /// `sentence-embedding` (encoders: last_hidden_state and the pooled (normalized where
+        /// they say so) sentence_embedding, as the checkpoint's sentence-transformers files, or
+        /// a bert GGUF file's pooling_type, say). Default: from the checkpoint (a
+        /// sentence-transformers folder or a GGUF file with a pooling gives sentence-embedding,
+        /// another BERT-family checkpoint feature-extraction, a decoder causal-lm).
         #[arg(long, value_name = "TASK", value_parser = parse_task)]
         task: Option<models::tasks::Task>,
         /// Element type of activations (and of float weights): f32, f16 or bf16. Default: the EP

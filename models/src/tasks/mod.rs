@@ -38,7 +38,8 @@ impl Task {
     }
 
     /// The task a checkpoint builds when `--task` is not given: a sentence-transformers folder
-    /// (`modules.json` beside config.json) gives `sentence-embedding`, another encoder
+    /// (`modules.json` beside config.json) or a GGUF encoder stating its pooling gives
+    /// `sentence-embedding`, another encoder
     /// `model_type` `feature-extraction`, a decoder `causal-lm`. An unsupported `model_type`
     /// is an error listing the supported ones.
     pub fn default_for(ckpt: &Checkpoint) -> Result<Task> {
