@@ -10,8 +10,10 @@
 //! tokenizer lowercases every text, and so does this one (the uncased BERT vocabularies the
 //! embedding models llama.cpp runs use, all-MiniLM and the BGE/E5 families among them); a
 //! cased checkpoint's file is tokenized as llama.cpp tokenizes it. CLS is the file's
-//! `tokenizer.ggml.bos_token_id` (gguf-py's SpecialVocab writes BERT's `cls_token` there) and
-//! SEP its `seperator_token_id`, else `eos_token_id`.
+//! `tokenizer.ggml.bos_token_id` (gguf-py's SpecialVocab writes BERT's `cls_token` there), else
+//! the `cls_token_id` older converters wrote, else the token `[CLS]`; SEP its
+//! `seperator_token_id`, else `eos_token_id`, else `[SEP]`. User-defined tokens (type 4) are
+//! added tokens matched whole, as transformers adds them.
 
 use crate::gguf_tokenizer::{fits_u32, strings, Converted, TokenizerJson, TokenizerModel};
 use crate::{Error, Result};
@@ -88,11 +90,19 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
         let t = spelled.get(id).ok_or_else(|| err(format!("`{k}` is {id}, past the {} tokens", spelled.len())))?;
         Ok((id, t.to_string()))
     };
-    let (cls_id, cls) = named("tokenizer.ggml.bos_token_id", "[CLS]")?;
-    let (sep_id, sep) = match id_of("tokenizer.ggml.seperator_token_id") {
-        Some(_) => named("tokenizer.ggml.seperator_token_id", "[SEP]")?,
-        None => named("tokenizer.ggml.eos_token_id", "[SEP]")?,
+    // The first key the file has (older converters wrote `cls_token_id` where gguf-py now
+    // writes BOS), else the token spelled as BERT's.
+    let special = |keys: &[&str], spelling: &str| -> Result<(usize, String)> {
+        if let Some(k) = keys.iter().find(|k| id_of(k).is_some()) {
+            return named(k, spelling);
+        }
+        match seen.get(spelling) {
+            Some(&id) => Ok((id, spelling.to_string())),
+            None => Err(err(format!("has none of {} and no `{spelling}` token: BERT's tokenizer puts {spelling} around every text", keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")))),
+        }
     };
+    let (cls_id, cls) = special(&["tokenizer.ggml.bos_token_id", "tokenizer.ggml.cls_token_id"], "[CLS]")?;
+    let (sep_id, sep) = special(&["tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eos_token_id"], "[SEP]")?;
     let unk = match id_of("tokenizer.ggml.unknown_token_id") {
         Some(_) => named("tokenizer.ggml.unknown_token_id", "[UNK]")?.1,
         None if seen.contains_key("[UNK]") => "[UNK]".to_string(),
@@ -102,8 +112,8 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
         .iter()
         .zip(&types)
         .enumerate()
-        .filter(|(_, (_, &ty))| matches!(ty, 2 | 3))
-        .map(|(i, (t, _))| json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}))
+        .filter(|(_, (_, &ty))| matches!(ty, 2..=4))
+        .map(|(i, (t, &ty))| json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false, "normalized": ty == 4, "special": ty != 4}))
         .collect();
     let special = |t: &str, id: usize| json!({"id": t, "ids": [id], "tokens": [t]});
     let mut specials = Map::new();

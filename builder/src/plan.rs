@@ -44,8 +44,8 @@ pub(crate) struct PartPlan<'t> {
     /// The table's plan for the part's role and the build's dtype.
     pub plan: &'t DtypePlan,
     pub options: BuildOptions,
-    /// The quantize step for this part (`--quant` quantizes the decoder; other roles stay
-    /// float).
+    /// The quantize step for this part (`--quant` quantizes the decoder; an encoder's weights
+    /// only where the checkpoint is pre-quantized; other roles stay float).
     pub quant: Option<QuantStep>,
 }
 
@@ -102,6 +102,9 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
         // import keeps the file's integers; `--quant` on an encoder is not offered yet).
         let imports = quant.as_ref().is_some_and(|q| q.source.is_some());
         let quant = if part.role == Role::Decoder || (part.role == Role::Encoder && imports) { quant.clone() } else { None };
+        if part.role == Role::Encoder && quant.as_ref().is_some_and(|q| q.lm_head.is_some()) {
+            return Err(Error::Request(format!("--quant-lm-head: task {task} builds an encoder, which has no head; drop the flag")));
+        }
         if part.role == Role::Decoder {
             options.lora = crate::lora::targets(adapters.iter().map(|(_, a)| a));
         }

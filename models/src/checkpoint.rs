@@ -37,7 +37,7 @@ pub struct Checkpoint {
     views: BTreeMap<String, Recipe>,
     /// The sentence pooling a GGUF file states (a bert file's `pooling_type`); `None` for a
     /// folder, whose pooling is its sentence-transformers files.
-    gguf_pooling: Option<crate::tasks::pooling::PoolingMode>,
+    gguf_pooling: Option<crate::gguf::GgufPooling>,
     /// The GGUF file the checkpoint was read from (its metadata holds the tokenizer).
     pub gguf: Option<Arc<ir::gguf::GgufFile>>,
 }
@@ -135,7 +135,7 @@ impl Checkpoint {
     /// A GGUF file (crate::gguf): its metadata as the config, its tensors under the family's names.
     fn open_gguf(file: &Path) -> Result<Checkpoint> {
         let imported = crate::gguf::import(file)?;
-        let gguf_pooling = crate::gguf::pooling_of(&imported.file, file)?;
+        let gguf_pooling = crate::gguf::pooling_of(&imported.file);
         let config = DecoderConfig::parse(file, &Value::Object(imported.config).to_string())?;
         Ok(Checkpoint {
             dir: file.to_path_buf(),
@@ -155,7 +155,8 @@ impl Checkpoint {
     }
 
     /// Whether the checkpoint states a sentence pooling: a sentence-transformers folder
-    /// (`modules.json`), or a GGUF file with a `pooling_type`.
+    /// (`modules.json`), or a bert GGUF file with a `pooling_type` (one not built is an error
+    /// of the sentence-embedding task it defaults to, which names the fix).
     pub fn has_sentence_pooling(&self) -> Result<bool> {
         Ok(self.gguf_pooling.is_some() || crate::tasks::pooling::is_sentence_transformers(&self.dir)?)
     }
@@ -163,11 +164,12 @@ impl Checkpoint {
     /// The `sentence_embedding` pooling: a GGUF file's `pooling_type` (no Normalize module:
     /// the file does not state one), else the folder's sentence-transformers files.
     pub fn sentence_pooling(&self) -> Result<crate::tasks::pooling::SentencePooling> {
-        match self.gguf_pooling {
-            Some(mode) => Ok(crate::tasks::pooling::SentencePooling { modes: vec![mode], normalize: false, config: self.dir.clone() }),
+        match &self.gguf_pooling {
+            Some(crate::gguf::GgufPooling::Mode(mode)) => Ok(crate::tasks::pooling::SentencePooling { modes: vec![*mode], normalize: false, config: self.dir.clone() }),
+            Some(crate::gguf::GgufPooling::Unbuilt(why)) => Err(Error::Config { path: self.dir.clone(), reason: why.clone() }),
             None if self.gguf.is_some() => Err(Error::Config {
                 path: self.dir.clone(),
-                reason: "task sentence-embedding needs a pooling, and this GGUF file states none (`<arch>.pooling_type` absent or NONE); use --task feature-extraction".into(),
+                reason: "task sentence-embedding needs a pooling, and this GGUF file states none (`bert.pooling_type` absent or NONE, or not a bert file); use --task feature-extraction".into(),
             }),
             None => crate::tasks::pooling::SentencePooling::load(&self.dir, self.config.hidden_size),
         }

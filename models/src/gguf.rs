@@ -1577,7 +1577,7 @@ fn bert_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key
     match file.get(&key("attention.causal")) {
         None => {}
         Some(v) if v.as_bool() == Some(false) => {}
-        Some(v) => return Err(err(format!("metadata key `{}` is {v:?}: a bert file is a bidirectional encoder; a causal one is another model", key("attention.causal")))),
+        Some(v) => return Err(err(format!("metadata key `{}` is {}: a bert file is a bidirectional encoder; a causal one is another model", key("attention.causal"), shown(v)))),
     }
     c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
     c.insert("hidden_act".into(), json!("gelu"));
@@ -1585,9 +1585,10 @@ fn bert_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key
     if !c.contains_key("max_position_embeddings") {
         return Err(err(format!("metadata key `{}` is missing: BERT's learned positions need it", key("context_length"))));
     }
+    // The converter writes the count; without it, the token-type table's rows say it.
     let types = match file.get("tokenizer.ggml.token_type_count") {
-        None => 2,
-        Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| err(format!("metadata key `tokenizer.ggml.token_type_count` is {v:?}, not a positive integer")))?,
+        None => file.tensors.iter().find(|t| t.name == "token_types.weight").and_then(|t| t.dims.get(1).copied()).unwrap_or(1) as u64,
+        Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| err(format!("metadata key `tokenizer.ggml.token_type_count` is {}, not a positive integer", shown(v))))?,
     };
     c.insert("type_vocab_size".into(), json!(types));
     if let Some(pad) = file.get("tokenizer.ggml.padding_token_id").and_then(Value::as_u64) {
@@ -1596,28 +1597,41 @@ fn bert_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key
     Ok(())
 }
 
-/// The sentence pooling a bert file states (`pooling_type`, which the converter writes from
-/// the sentence-transformers Pooling config): MEAN (1) and CLS (2) are sentence-transformers'
-/// modes; NONE (0) or no key: none (feature extraction); LAST (3) and RANK (4) have no
-/// sentence-transformers form and are refused. The file says nothing of a Normalize module:
-/// llama.cpp's model returns the pooled vector and its tools normalize it on request, so the
-/// vector is not normalized here either.
-pub(crate) fn pooling_of(file: &GgufFile, path: &Path) -> Result<Option<crate::tasks::pooling::PoolingMode>> {
+/// The pooling a bert file states (`bert.pooling_type`, which the converter writes from the
+/// sentence-transformers Pooling config).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum GgufPooling {
+    /// MEAN (1) or CLS (2): built as the sentence-embedding task.
+    Mode(crate::tasks::pooling::PoolingMode),
+    /// LAST (3), RANK (4) or another value: not built (why, naming the key and value); the
+    /// file still builds as feature extraction.
+    Unbuilt(String),
+}
+
+/// A metadata value as the message shows it: `3`, `true`, or its debug form.
+fn shown(v: &Value) -> String {
+    v.as_u64().map(|n| n.to_string()).or_else(|| v.as_bool().map(|b| b.to_string())).unwrap_or_else(|| format!("{v:?}"))
+}
+
+/// The pooling a bert file states; `None` for other architectures (whose `pooling_type`, a
+/// reranker's RANK for one, is not read), and for NONE (0) or no key (feature extraction). The
+/// file says nothing of a Normalize module: llama.cpp's model returns the pooled vector and its
+/// tools normalize it on request, so the vector is not normalized here either.
+pub(crate) fn pooling_of(file: &GgufFile) -> Option<GgufPooling> {
     use crate::tasks::pooling::PoolingMode;
-    let Some(arch) = file.get("general.architecture").and_then(Value::as_str) else { return Ok(None) };
-    let k = format!("{arch}.pooling_type");
-    match file.get(&k) {
-        None => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(0) => Ok(None),
-            Some(1) => Ok(Some(PoolingMode::Mean)),
-            Some(2) => Ok(Some(PoolingMode::Cls)),
-            _ => Err(Error::Config {
-                path: path.to_path_buf(),
-                reason: format!("metadata key `{k}` is {v:?}: only MEAN (1) and CLS (2) pooling are built (sentence-transformers' modes); LAST (3) and RANK (4) are not"),
-            }),
-        },
+    if file.get("general.architecture").and_then(Value::as_str) != Some("bert") {
+        return None;
     }
+    let v = file.get("bert.pooling_type")?;
+    Some(match v.as_u64() {
+        Some(0) => return None,
+        Some(1) => GgufPooling::Mode(PoolingMode::Mean),
+        Some(2) => GgufPooling::Mode(PoolingMode::Cls),
+        _ => GgufPooling::Unbuilt(format!(
+            "metadata key `bert.pooling_type` is {}: only MEAN (1) and CLS (2) pooling are built as sentence-embedding (LAST (3), sentence-transformers' last-token mode, and RANK (4), a reranker's head, are not); use --task feature-extraction",
+            shown(v)
+        )),
+    })
 }
 
 /// `feed_forward_length` against `blk.0.ffn_up.weight`'s rows, as llama.cpp's tensor shapes
@@ -2334,14 +2348,19 @@ mod tests {
         assert!(c.get("rope_theta").is_none() && c.get("rms_norm_eps").is_none(), "{c:?}");
         assert!(i.packed.contains_key("encoder.layer.0.attention.self.query.weight") && i.tensors.contains_key("embeddings.token_type_embeddings.weight"));
         assert!(i.tensors.contains_key("encoder.layer.0.output.LayerNorm.bias") && i.tensors.contains_key("embeddings.LayerNorm.weight"));
-        assert_eq!(pooling_of(&i.file, Path::new("m.gguf")).unwrap(), Some(crate::tasks::pooling::PoolingMode::Mean));
+        assert_eq!(pooling_of(&i.file), Some(GgufPooling::Mode(crate::tasks::pooling::PoolingMode::Mean)));
         let e = import_of(&as_ref(&meta(&[("bert.attention.causal", json!(true))])), &t).err().expect("refused").to_string();
         assert!(e.contains("`bert.attention.causal`") && e.contains("encoder"), "{e}");
         let last = import_of(&as_ref(&meta(&[("bert.pooling_type", json!(3u32))])), &t).unwrap();
-        let e = pooling_of(&last.file, Path::new("m.gguf")).unwrap_err().to_string();
-        assert!(e.contains("`bert.pooling_type`") && e.contains("MEAN (1) and CLS (2)"), "{e}");
+        let Some(GgufPooling::Unbuilt(e)) = pooling_of(&last.file) else { panic!("LAST is not built") };
+        assert!(e.contains("`bert.pooling_type` is 3") && e.contains("--task feature-extraction"), "{e}");
         let none = import_of(&as_ref(&meta(&[])), &t).unwrap();
-        assert_eq!(pooling_of(&none.file, Path::new("m.gguf")).unwrap(), None);
+        assert_eq!(pooling_of(&none.file), None);
+        // Another architecture's pooling_type (a reranker's RANK) is not read.
+        let mut qwen = meta_of("qwen3");
+        qwen.push(("qwen3.pooling_type".into(), json!(4u32)));
+        let e = import_of(&as_ref(&qwen), &llama_tensors()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("qwen3.pooling_type") && e.contains("is not read"), "a decoder's pooling_type is refused as unread, not as a pooling: {e}");
     }
 
     /// A file whose only quantized tensors are expert stacks (read through views): their widths

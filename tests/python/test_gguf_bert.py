@@ -41,9 +41,10 @@ TEXTS = [
 ]
 
 
-def write_bert_gguf(path: Path, qtype=T.F32, pooling=gguf.PoolingType.MEAN, causal=False):
+def write_bert_gguf(path: Path, qtype=T.F32, pooling=gguf.PoolingType.MEAN, causal=False, old_ids=False):
     """all-MiniLM-L6-v2 as llama.cpp's BertModel writes it (2-D weights of `qtype`, the
-    positions, token types and norms F32 as the converter keeps them)."""
+    positions, token types and norms F32 as the converter keeps them); `old_ids`: the special
+    ids as older converters wrote them (`cls_token_id`, `seperator_token_id`, no BOS/EOS)."""
     src = minilm_dir()
     cfg = json.loads((src / "config.json").read_text())
     tok = json.loads((src / "tokenizer.json").read_text())
@@ -74,8 +75,11 @@ def write_bert_gguf(path: Path, qtype=T.F32, pooling=gguf.PoolingType.MEAN, caus
     w.add_token_list([phantom(t, ty) for (t, _), ty in zip(vocab, types)])
     w.add_token_types(types)
     ids = tok["model"]["vocab"]
-    w.add_bos_token_id(ids["[CLS]"])
-    w.add_eos_token_id(ids["[SEP]"])
+    if old_ids:
+        w.add_uint32("tokenizer.ggml.cls_token_id", ids["[CLS]"])
+    else:
+        w.add_bos_token_id(ids["[CLS]"])
+        w.add_eos_token_id(ids["[SEP]"])
     w.add_sep_token_id(ids["[SEP]"])
     w.add_unk_token_id(ids["[UNK]"])
     w.add_pad_token_id(ids["[PAD]"])
@@ -106,6 +110,7 @@ def files(tmp_path_factory):
         "F32": write_bert_gguf(d / "minilm.F32.gguf"),
         "Q8_0": write_bert_gguf(d / "minilm.Q8_0.gguf", T.Q8_0),
         "nopool": write_bert_gguf(d / "minilm.nopool.gguf", pooling=None),
+        "cls": write_bert_gguf(d / "minilm.cls.gguf", pooling=gguf.PoolingType.CLS, old_ids=True),
         "causal": write_bert_gguf(d / "minilm.causal.gguf", causal=True),
         "last": write_bert_gguf(d / "minilm.last.gguf", pooling=gguf.PoolingType.LAST),
     }
@@ -137,9 +142,15 @@ def feeds(pkg: Path, texts):
     }
 
 
-def embed(pkg: Path, texts):
+def run(pkg: Path, texts, outputs=("sentence_embedding",)):
     s = ort.InferenceSession(str(pkg / "model.onnx"), providers=["CPUExecutionProvider"])
-    (emb,) = s.run(["sentence_embedding"], feeds(pkg, texts))
+    return s.run(list(outputs), feeds(pkg, texts))
+
+
+def embed(pkg: Path, texts):
+    """The package's sentence vectors, L2-normalized here (the package does not: see
+    test_the_file_is_all_minilm)."""
+    (emb,) = run(pkg, texts)
     return emb / np.linalg.norm(emb, axis=1, keepdims=True)
 
 
@@ -152,6 +163,9 @@ def test_the_file_is_all_minilm(files, ep, tmp_path):
     emb = embed(pkg, REFERENCE["sentences"])
     diff = float(np.abs(emb - np.array(REFERENCE["sentence_embedding"], dtype=np.float32)).max())
     assert diff <= ATOL, f"{ep}: {diff}"
+    # The file states no Normalize module: the package's own vector is the plain mean.
+    (raw,) = run(pkg, REFERENCE["sentences"])
+    assert np.abs(np.linalg.norm(raw, axis=1) - 1.0).min() > 0.05, np.linalg.norm(raw, axis=1)
 
 
 def test_the_converted_tokenizer_encodes_as_berts_own(files, tmp_path):
@@ -174,8 +188,9 @@ def test_the_converted_tokenizer_encodes_as_berts_own(files, tmp_path):
 def test_q8_0_projections_keep_their_integers(files, tmp_path):
     pkg = build(files["Q8_0"], tmp_path / "q", flags=["--accuracy-level", "0"])
     ops = [n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node]
-    # Per layer q, k, v (or one packed q/k/v), the attention output and the two MLP weights.
-    assert ops.count("MatMulNBits") >= 4 * 6, ops
+    # Per layer q, k, v, the attention output and the two MLP weights (MiniLM: 6 layers); the
+    # Q8_0 token table is gathered from its blocks.
+    assert ops.count("MatMulNBits") == 6 * 6 and "GatherBlockQuantized" in ops, ops
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     assert {t["source"] for t in q["tensors"]} == {"gguf:Q8_0"} and all(t["max_abs_error"] == 0.0 for t in q["tensors"]), q["tensors"]
     emb, ref = embed(pkg, REFERENCE["sentences"]), np.array(REFERENCE["sentence_embedding"], dtype=np.float32)
@@ -183,9 +198,22 @@ def test_q8_0_projections_keep_their_integers(files, tmp_path):
     assert cos.min() > 0.999, cos
 
 
+def test_cls_pooling_and_older_special_ids(files, tmp_path):
+    """CLS pooling is the first token's vector; a file with the older `cls_token_id` (no BOS)
+    still puts [CLS] first."""
+    pkg = build(files["cls"], tmp_path / "cls")
+    f = feeds(pkg, REFERENCE["sentences"])
+    assert f["input_ids"].tolist() == REFERENCE["input_ids"]
+    emb, hidden = run(pkg, REFERENCE["sentences"], ("sentence_embedding", "last_hidden_state"))
+    np.testing.assert_array_equal(emb, hidden[:, 0, :])
+
+
 def test_files_without_a_usable_pooling_or_encoder_are_refused(files, tmp_path):
     pkg = build(files["nopool"], tmp_path / "fe")
     assert json.loads((pkg / "build_report.json").read_text())["task"] == "feature-extraction"
-    refused(files["nopool"], tmp_path, ["pooling_type", "--task feature-extraction"], ["--task", "sentence-embedding"])
-    refused(files["causal"], tmp_path, ["bert.attention.causal", "encoder"])
-    refused(files["last"], tmp_path, ["bert.pooling_type", "MEAN (1) and CLS (2)"])
+    refused(files["nopool"], tmp_path, ["bert.pooling_type", "--task feature-extraction"], ["--task", "sentence-embedding"])
+    refused(files["causal"], tmp_path, ["`bert.attention.causal` is true", "encoder"])
+    # LAST: not a sentence-embedding this tool builds; the file still builds as feature extraction.
+    refused(files["last"], tmp_path, ["`bert.pooling_type` is 3", "--task feature-extraction"])
+    build(files["last"], tmp_path / "last-fe", flags=["--task", "feature-extraction"])
+    refused(files["Q8_0"], tmp_path, ["--quant-lm-head", "no head"], ["--quant-lm-head", "int8"])

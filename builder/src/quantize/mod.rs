@@ -449,9 +449,9 @@ pub fn run(graph: &mut Graph, step: &QuantStep) -> Result<QuantOutcome> {
     let candidates = select::candidates(graph);
     // The head is found by the name models give its nodes; a graph without one would apply the
     // linear setting to its head unnoticed, so that is an error, not a fallback. An import
-    // that quantizes no float role (an encoder's pre-quantized file has no head) applies no
-    // setting to it.
-    let sets_roles = step.source.is_none() || step.lm_head.is_some() || step.embeddings.is_some();
+    // without --quant-lm-head (an encoder's pre-quantized file has no head) applies no setting
+    // to one.
+    let sets_roles = step.source.is_none() || step.lm_head.is_some();
     if sets_roles && !candidates.iter().any(|c| c.role == Role::LmHead) {
         return Err(Error::Pipeline(format!(
             "quantize: no MatMul named `lm_head/...` reads a constant weight, so --quant-lm-head cannot be applied ({}); the model's head must be named after its module",
