@@ -30,7 +30,7 @@
 //! SentencePiece), EOS when `add_eos_token` is true. `tokenizer.ggml.add_space_prefix` is not
 //! read, as transformers does not read it.
 
-use crate::gguf_tokenizer::{first_places_last_ids, fits_u32, post_processor, split_pre_tokenizer, strings, BpeModel, Converted, Merges, TokenizerJson, TokenizerModel};
+use crate::gguf_tokenizer::{first_places_last_ids, fits_u32, post_processor, split_pre_tokenizer, strings, token_types, BpeModel, Converted, Merges, TokenizerJson, TokenizerModel};
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
 use serde_json::{json, Map, Value as Json};
@@ -173,11 +173,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
         return Err(err("`tokenizer.ggml.model` is `llama` (SentencePiece) but the file lists `tokenizer.ggml.merges`; transformers would use them and this import rebuilds merges from the vocabulary: not converted".into()));
     }
     let n = stored.len();
-    let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
-        Some(a) if a.len() == n => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
-        Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {n} tokens", a.len()))),
-        None => vec![1; n],
-    };
+    let types = token_types(file, n, path)?;
     fits_u32(n, path)?;
     let tokens: Vec<Cow<str>> = if gemma {
         stored.iter().map(|&t| if t.contains(' ') && t.chars().all(py_space) { Cow::Owned("\u{2581}".repeat(t.chars().count())) } else { Cow::Borrowed(t) }).collect()

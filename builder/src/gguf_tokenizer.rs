@@ -70,6 +70,16 @@ pub(crate) fn fits_u32(n: usize, path: &Path) -> Result<()> {
     }
 }
 
+/// `tokenizer.ggml.token_type` for `n` tokens (llama.cpp's types: 1 normal, 2 unknown, 3
+/// control, 4 user-defined, 5 unused, 6 byte); every token normal when the key is absent.
+pub(crate) fn token_types(file: &GgufFile, n: usize, path: &Path) -> Result<Vec<i64>> {
+    match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
+        Some(a) if a.len() == n => Ok(a.iter().map(|v| v.as_i64().unwrap_or(1)).collect()),
+        Some(a) => Err(Error::Request(format!("{}: `tokenizer.ggml.token_type` has {} entries for {n} tokens", path.display(), a.len()))),
+        None => Ok(vec![1; n]),
+    }
+}
+
 pub(crate) fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<Vec<&'a str>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let a = file.get(key).and_then(Value::as_array).ok_or_else(|| err(format!("metadata key `{key}` is missing or not an array")))?;
@@ -227,11 +237,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
     let merges = strings(file, "tokenizer.ggml.merges", path)?;
     fits_u32(tokens.len(), path)?;
-    let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
-        Some(a) if a.len() == tokens.len() => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
-        Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {} tokens", a.len(), tokens.len()))),
-        None => vec![1; tokens.len()],
-    };
+    let types = token_types(file, tokens.len(), path)?;
     let chars = byte_chars();
     let alphabet: std::collections::HashSet<char> = chars.iter().copied().collect();
     let in_alphabet = |t: &str| t.chars().all(|c| alphabet.contains(&c));

@@ -15,7 +15,7 @@
 //! `seperator_token_id`, else `eos_token_id`, else `[SEP]`. User-defined tokens (type 4) are
 //! added tokens matched whole, as transformers adds them.
 
-use crate::gguf_tokenizer::{fits_u32, strings, Converted, TokenizerJson, TokenizerModel};
+use crate::gguf_tokenizer::{fits_u32, strings, token_types, Converted, TokenizerJson, TokenizerModel};
 use crate::{Error, Result};
 use ir::gguf::{GgufFile, Value};
 use serde::Serialize;
@@ -72,11 +72,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     let err = |reason: String| Error::Request(format!("{}: {reason}", path.display()));
     let tokens = strings(file, "tokenizer.ggml.tokens", path)?;
     fits_u32(tokens.len(), path)?;
-    let types: Vec<i64> = match file.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
-        Some(a) if a.len() == tokens.len() => a.iter().map(|v| v.as_i64().unwrap_or(1)).collect(),
-        Some(a) => return Err(err(format!("`tokenizer.ggml.token_type` has {} entries for {} tokens", a.len(), tokens.len()))),
-        None => vec![1; tokens.len()],
-    };
+    let types = token_types(file, tokens.len(), path)?;
     let spelled: Vec<Cow<str>> = tokens.iter().zip(&types).map(|(t, &ty)| bert_spelling(t, ty)).collect();
     let mut seen = std::collections::HashMap::with_capacity(spelled.len());
     for (i, t) in spelled.iter().enumerate() {

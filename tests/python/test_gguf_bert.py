@@ -31,6 +31,7 @@ from tokenizers import Tokenizer
 
 from conftest import tailor_bin
 from test_encoders import REFERENCE, minilm_dir
+from test_encoders import encode as feeds
 
 ATOL = REFERENCE["tolerance"]["float32"]["atol"]
 TEXTS = [
@@ -129,17 +130,6 @@ def refused(src: Path, tmp_path: Path, expect, flags=()):
     for e in expect:
         assert e in done.stderr, (e, done.stderr)
     assert not out.exists()
-
-
-def feeds(pkg: Path, texts):
-    tok = Tokenizer.from_file(str(pkg / "tokenizer.json"))
-    tok.enable_padding(pad_id=0, pad_token="[PAD]")
-    enc = tok.encode_batch(texts)
-    return {
-        "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-        "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-        "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
-    }
 
 
 def run(pkg: Path, texts, outputs=("sentence_embedding",)):
