@@ -867,7 +867,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         format: PackedFormat::Gguf,
         bits: main_bits,
         group_size: None,
-        symmetric: false,
+        // Symmetric when no quantized tensor's type has a min (Q4_0, Q8_0, Q6_K, MXFP4, ...: no
+        // zero points are written), as reports and `tailor inspect` say.
+        symmetric: file.tensors.iter().filter_map(|t| ir::ggml::form(t.ggml_type)).all(|f| f.zeros == ir::ggml::Zeros::Mid),
         desc_act: false,
         lm_head: packed.contains_key("lm_head.weight") || (!file.tensors.iter().any(|t| t.name == "output.weight") && packed.contains_key(embed_name)),
         origin: file_name,
