@@ -74,6 +74,18 @@ fn emitting_an_op_only_a_host_entry_claims_is_flagged() {
     assert!(text.contains("only `host` entries"), "{text}");
 }
 
+/// An emitted node's type is the rule's own where its operands are the rule's Casts (through a
+/// Squeeze): an int32 Range in an f16 plan is checked against the int32 claim; a Range that
+/// reads a matched operand is checked at the plan's dtype and flagged.
+#[test]
+fn an_emit_over_the_rules_own_casts_is_checked_at_their_type() {
+    let r = lint("int32_emit");
+    let text = r.text();
+    let flagged: Vec<&str> = text.lines().filter(|l| l.contains("unclaimed-emit")).collect();
+    assert_eq!(flagged.len(), 1, "{text}");
+    assert!(flagged[0].contains("`lower.narrow.uncast`") && flagged[0].contains("only for other types"), "{text}");
+}
+
 #[test]
 fn rule_set_mistakes() {
     let r = lint("bad_rules");

@@ -7,7 +7,7 @@ use ep_sets::{DtypePlan, EpTable, Problem, RuleRef};
 
 use super::unify::{emit_feeds, emit_matches, op_key, roots_overlap, root_line, Overlap};
 use super::{rule_label, toml_label, Finding, Label, LoadedRules, LoadedTable, Severity};
-use crate::ast::{EmitLine, Rule, RuleFile};
+use crate::ast::{AttrVal, EmitLine, Literal, Rule, RuleFile, Slot};
 use crate::check::resolve;
 use crate::diag::Diagnostic;
 
@@ -282,13 +282,51 @@ fn rewritten_later(f: &RuleFile, em: &EmitLine, at: usize, entries: &[Entry]) ->
     })
 }
 
+/// The element type an emitted node computes in when the rule says so: every value operand is
+/// made by the rule itself, by a Cast with a literal `to` or by an op that keeps its input's
+/// type (Squeeze, Unsqueeze, Reshape, Identity) over such a value, all of one type (an int64
+/// lowering's int32 Range reads only its own Casts). `None`: the plan's dtype is assumed.
+fn emitted_elem(r: &Rule, line: &EmitLine) -> Option<ep_sets::DType> {
+    let EmitLine::Op { args, .. } = line else { return None };
+    let mut to = None;
+    for a in args {
+        let Slot::Capture(name, _) = a else { continue };
+        let d = value_elem(r, name, 0)?;
+        if to.is_some_and(|t| t != d) {
+            return None;
+        }
+        to = Some(d);
+    }
+    to
+}
+
+/// The element type of value `name` when the rule's emit block fixes it ([`emitted_elem`]).
+fn value_elem(r: &Rule, name: &str, depth: usize) -> Option<ep_sets::DType> {
+    if depth > 8 {
+        return None;
+    }
+    let producer = r.emits.iter().find(|e| e.outputs().iter().any(|o| matches!(o, Slot::Capture(n, _) if n == name)))?;
+    let EmitLine::Op { op, attrs, args, .. } = producer else { return None };
+    match op.name.as_str() {
+        "Cast" => attrs.iter().find_map(|(k, v, _)| match (k.as_str(), v) {
+            ("to", AttrVal::Lit(Literal::DType(d), _)) => Some(*d),
+            _ => None,
+        }),
+        "Squeeze" | "Unsqueeze" | "Reshape" | "Identity" => match args.first() {
+            Some(Slot::Capture(input, _)) => value_elem(r, input, depth + 1),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A rule of an (EP, dtype) that emits an op the table does not claim at the rule's opset for
-/// the plan's dtype.
+/// the plan's dtype (or the type the rule's own Casts give its operands, [`emitted_elem`]).
 fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut Vec<Finding>) {
-    let dtype = plan.dtype;
     for e in entries {
         for (f, r) in &e.rules {
             for em in emitted(f, r) {
+                let dtype = emitted_elem(r, em.line).unwrap_or(plan.dtype);
                 if rewritten_later(f, em.line, e.at, entries) {
                     continue;
                 }
@@ -323,16 +361,17 @@ fn unclaimed_emits(t: &EpTable, plan: &DtypePlan, entries: &[Entry], out: &mut V
                         severity: Severity::Error,
                         code: "unclaimed-emit",
                         message: format!(
-                            "`{}` (listed for {} {dtype}) emits {name} opset {}, but {p}",
+                            "`{}` (listed for {} {}) emits {name} opset {}, but {p}",
                             r.id,
                             t.name,
+                            plan.dtype,
                             em.opset.map_or("?".into(), |o| o.to_string())
                         ),
                         labels: vec![
                             toml_label(t, e.rref.span.clone(), "listed here"),
                             rule_label(&f.path, emit_pos(em.line), "emitted here"),
                         ],
-                        help: format!("claim the kernel in {} (with its ONNX Runtime source) or drop the rule from [role.{}.{dtype}]", t.file, plan.role),
+                        help: format!("claim the kernel in {} (with its ONNX Runtime source) or drop the rule from [role.{}.{}]", t.file, plan.role, plan.dtype),
                     });
                 }
             }
