@@ -706,6 +706,46 @@ fn bert() -> Model {
 
 const BERT_ATTN0: &str = "encoder.layer.0.attention.self/Attention";
 
+/// tiny-bert's generic graph with mean pooling (task sentence-embedding).
+fn bert_pooled() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-bert")).expect("fixture");
+    let pooling = models::tasks::pooling::SentencePooling { modes: vec![models::tasks::pooling::PoolingMode::Mean], normalize: false, config: fixture("tiny-bert") };
+    models::tasks::encoder::build(&ckpt, &models::BuildOptions::default(), Some(&pooling)).expect("encoder graph builds")
+}
+
+const BERT_POSITIONS: &str = "embeddings.position_embeddings/Gather";
+
+/// `.positions` on tiny-bert's position lookup (`Gather(position_embeddings, Range(0, seq, 1))`).
+fn int64_positions_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A Gather on another axis is not a lookup of the positions' rows.
+        "match.out" => |m| node_mut(m, BERT_POSITIONS).set_attr(Attr::int("axis", 1)),
+        // Positions declared int32: the Range computes in int32 already.
+        "int64_range" => |m| set_type(m, "embeddings/position_ids/Range/out", ir::DType::I32, &[Dim::sym("sequence_length")]),
+        "length_of_input" => |m| identity_before(m, "input_ids", "embeddings/position_ids/seq_len"),
+        // A step of 0 is not a positive int32 constant.
+        "bounds_fit" => |m| set_init(m, "embeddings/position_ids/one", Recipe::from_i64("zero step", vec![], &[0])),
+        _ => return None,
+    };
+    Some(b)
+}
+
+const POOLING_MASK: &str = "pooling/mask_float";
+
+/// `.mask` on tiny-bert's mean pooling weights (`Cast<float>(Unsqueeze(attention_mask))`).
+fn int64_mask_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A second operand: the root line is a one-operand Cast.
+        "match.out" => |m| node_mut(m, POOLING_MASK).inputs.push("pooling/axis2".into()),
+        "int64_mask" => |m| set_type(m, "attention_mask", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
+        "mask_from_input" => |m| identity_before(m, "attention_mask", "pooling/mask_3d"),
+        // A Cast to int32 is not on its way to a float.
+        "to_float" => |m| node_mut(m, POOLING_MASK).set_attr(Attr::int("to", 6)),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// fuse.mha and fuse.mha.bias on tiny-bert's layer-0 attention.
 fn mha_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
@@ -918,6 +958,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32.gather" => Case { graph: llama, target: EMBED_GATHER, breaker: int64_gather_step },
         "lower.int64_to_int32.shape" => Case { graph: synth::scaled_reshape, target: "shape/scaled", breaker: int64_shape_step },
         "lower.int64_to_int32.rank" => Case { graph: synth::rank_axes, target: "axes/last", breaker: int64_rank_step },
+        "lower.int64_to_int32.positions" => Case { graph: bert, target: BERT_POSITIONS, breaker: int64_positions_step },
+        "lower.int64_to_int32.mask" => Case { graph: bert_pooled, target: POOLING_MASK, breaker: int64_mask_step },
         "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
         "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
         _ => return None,
