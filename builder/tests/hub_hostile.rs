@@ -6,7 +6,7 @@
 //! naming the bad value, and nothing outside the model's cache folder changes or appears
 //! (the whole temporary folder is compared before and after, with a canary file where an
 //! absolute ETag points); inside it, no blob that is not whole and no ref are left, only the bytes of a download that broke
-//! off, as `blobs/<hash>.incomplete`, for the next run to continue (never linked).
+//! off, as `blobs/<hash>.tailor.incomplete`, for the next run to continue (never linked).
 
 mod common;
 mod hub_server;
@@ -359,6 +359,9 @@ fn a_range_answered_with_other_bytes_is_refused() {
     let lies = Lies { broken: Some(("model.safetensors".into(), Break::TruncateOnce)), content_range: Some("bytes 0-99/100".into()), ..Lies::default() };
     let (run, _hub) = refused_keeping(&s, lies, &["model.safetensors: ", "answered the range from byte", "`Content-Range: bytes 0-99/100`"], true);
     assert!(!run.err.contains("tried 3 times"), "refused at once: {}", run.err);
+    // The first attempt's half is what stays kept.
+    let weights = s.weights();
+    assert_eq!(std::fs::read(s.kept(&hub_server::sha256(&weights))).unwrap(), weights[..weights.len() / 2]);
 }
 
 /// A part of a file (`206`) is not taken for the whole of it when no range was asked.
@@ -389,8 +392,9 @@ fn a_timeout_variable_that_is_no_number_is_refused() {
     assert!(hub.requests().is_empty());
 }
 
-/// Ctrl-C keeps what arrived of a file as `blobs/<hash>.incomplete` (as the Python client
-/// does) and says so; the next run continues from there with a range request.
+/// Ctrl-C keeps what arrived of a file as `blobs/<hash>.tailor.incomplete` (tailor's own name,
+/// never the Python client's `.incomplete`) and says so; the next run continues from there
+/// with a range request.
 #[test]
 fn an_interrupted_download_keeps_its_bytes_and_the_next_run_continues_them() {
     let s = Setup::new();

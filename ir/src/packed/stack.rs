@@ -529,7 +529,6 @@ impl<'a> PendingRelease<'a> {
             }
         }
     }
-
 }
 
 impl Drop for PendingRelease<'_> {
