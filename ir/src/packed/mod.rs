@@ -30,6 +30,7 @@
 //! per-block scales (and offsets), written in the same stacks.
 
 pub mod pack;
+mod pending;
 mod stack;
 
 pub use stack::PackedStack;
@@ -253,6 +254,8 @@ pub struct PackedWeight {
     scale_dtype: DType,
     /// Elements repacked so far (see [`PackedWeight::done`]).
     repacked: std::sync::atomic::AtomicUsize,
+    /// Rows read whose file pages are still mapped (see [`PackedWeight::rows_read`]).
+    pending: pending::PendingRows,
 }
 
 /// Little-endian u32 `i` of a tensor's bytes (lengths are checked at construction).
@@ -324,7 +327,7 @@ impl PackedWeight {
             Some(g) => row_order(&name, g, k, group_size)?,
             None => (None, None),
         };
-        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, ggml: None, order, groups: row_groups, repacked: Default::default() };
+        let w = PackedWeight { name, settings, n, k, group_size, scale_dtype: t.scales.dtype, t, ggml: None, order, groups: row_groups, repacked: Default::default(), pending: Default::default() };
         w.check_zero_points()?;
         Ok(Arc::new(w))
     }
@@ -368,7 +371,7 @@ impl PackedWeight {
             order: None,
             groups: None,
             scale_dtype: DType::F32,
-            repacked: Default::default(),
+            repacked: Default::default(), pending: Default::default(),
         }))
     }
 
@@ -402,7 +405,7 @@ impl PackedWeight {
         let empty = SourceTensor { name: String::new(), file: Arc::clone(&blocks.file), dtype: DType::U8, shape: vec![0], offset: 0, len: 0 };
         let t = PackedTensors { qweight: empty.clone(), qzeros: empty.clone(), scales: empty, g_idx: None };
         let ggml = GgmlLayer { tensor: blocks, exponents: Some(scales), ty, rows: None, row_bytes: k / 2, float_zeros: false };
-        Ok(Arc::new(PackedWeight { name, settings, n, k, group_size: form.block, t, ggml: Some(ggml), order: None, groups: None, scale_dtype: DType::F32, repacked: Default::default() }))
+        Ok(Arc::new(PackedWeight { name, settings, n, k, group_size: form.block, t, ggml: Some(ggml), order: None, groups: None, scale_dtype: DType::F32, repacked: Default::default(), pending: Default::default() }))
     }
 
     /// The ggml type of a GGUF tensor (MXFP4 for transformers' MXFP4; `None` for GPTQ and AWQ
@@ -690,21 +693,44 @@ impl PackedWeight {
         let total = self.n * self.k;
         let before = self.repacked.fetch_add(elements, std::sync::atomic::Ordering::Relaxed);
         if (before + elements) / total > before / total {
+            self.pending.clear();
             for t in self.sources() {
                 t.file.release(t.offset, t.len);
             }
         }
     }
 
-    /// [`Self::done`] for rows `n0..n1` written whole (or their last columns): a GGUF layer
-    /// stores each row's blocks together, so those rows' pages leave the resident set now,
-    /// not when the whole tensor is written (a 262,144-row Q8_0 token table kept 174 MB
-    /// resident until its last row). Rows of a permuted layer (llama's q/k) lie apart in the
-    /// file and wait for the tensor. Releasing rows another range still reads only faults
-    /// those pages in again.
+    /// [`Self::done`] for rows `n0..n1` written whole (or their last columns); see
+    /// [`Self::rows_read`].
     pub(crate) fn rows_done(&self, n0: usize, n1: usize, elements: usize) {
-        self.release_rows(n0, n1);
+        self.rows_read(n0, n1);
         self.done(elements);
+    }
+
+    /// Rows `n0..n1` are read whole (or their last columns): a GGUF layer stores each row's
+    /// blocks together, so those rows' pages leave the resident set once they make a run of
+    /// [`Self::run_rows`] (joined across calls and threads, see `pending.rs`), not only when
+    /// the whole tensor is written (a 262,144-row Q8_0 token table kept 174 MB resident until
+    /// its last row). Rows of a permuted layer (llama's q/k) lie apart in the file and wait for
+    /// the tensor. Releasing rows another range still reads only faults those pages in again.
+    pub(crate) fn rows_read(&self, n0: usize, n1: usize) {
+        if let Some(run) = self.run_rows() {
+            self.pending.add(n0, n1, run, |a, b| self.release_rows(a, b));
+        }
+    }
+
+    /// Gives back the rows [`Self::rows_read`] still holds (a call that read a block of rows
+    /// ends: what it leaves pending would otherwise stay resident until the next call).
+    pub(crate) fn flush_rows(&self) {
+        self.pending.flush(|a, b| self.release_rows(a, b));
+    }
+
+    /// Rows of about 4 MiB of the file, given back together: one `madvise` per row costs a TLB
+    /// shootdown each and faults neighbouring rows in again. `None` for a permuted GGUF layer
+    /// (its rows lie apart) or a GPTQ/AWQ layer (its tensors run along K).
+    fn run_rows(&self) -> Option<usize> {
+        let g = self.ggml.as_ref().filter(|g| g.rows.is_none())?;
+        Some(((4 << 20) / g.row_bytes.max(1)).max(1))
     }
 
     /// Rows per run whose file pages a DequantizeLinear band gives back as it goes (about 4 MiB
@@ -712,8 +738,7 @@ impl PackedWeight {
     /// for a tensor smaller than that threshold, a permuted one (its rows lie apart) or a
     /// GPTQ/AWQ layer.
     pub(crate) fn release_run_rows(&self) -> Option<usize> {
-        let g = self.ggml.as_ref().filter(|g| g.rows.is_none() && g.tensor.len >= RELEASE_WITHIN_BAND)?;
-        Some(((4 << 20) / g.row_bytes.max(1)).max(1))
+        self.run_rows().filter(|_| self.ggml.as_ref().is_some_and(|g| g.tensor.len >= RELEASE_WITHIN_BAND))
     }
 
     /// Drops rows `n0..n1`' file pages from the resident set without counting them written

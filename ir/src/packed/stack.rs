@@ -427,7 +427,7 @@ impl PackedStack {
         // One row's codes, scales and offsets, reused by every part (an interleaved expert
         // stack has a part per row).
         let (mut codes, mut sc, mut zs) = (vec![0u8; self.k], Vec::new(), Vec::new());
-        let mut pending = PendingRelease::new(&self.layers);
+        let _flush = FlushRows(&self.layers);
         for &run in &self.parts {
             let (p, range) = (&self.layers[run.layer as usize], run.range());
             let start = at;
@@ -480,10 +480,10 @@ impl PackedStack {
                     error.count += rows as u64;
                 }
             }
-            // The rows' pages go once read: within a band of a large tensor, or with the rows'
-            // last columns.
+            // The rows' pages go once read (in runs, see `pending.rs`): within a band of a
+            // large tensor, or with the rows' last columns.
             if release.is_some() || k1 == self.k {
-                pending.add(run.layer as usize, kept_from, last);
+                p.rows_read(kept_from, last);
             }
             row += last - first;
             p.done((last - first) * (k1 - k0));
@@ -492,52 +492,14 @@ impl PackedStack {
     }
 }
 
-/// Rows of each layer read by one [`PackedStack::nbits`] call whose file pages are still
-/// mapped, released in runs of rows that follow each other: an interleaved stack (gate and up
-/// experts, row by row) reads each layer's rows in order but one at a time, and a release per
-/// row costs a TLB shootdown each (measured: 57% of a gpt-oss expert import in the kernel).
-/// What is still pending when it is dropped (the call's end, or an error) is released then.
-struct PendingRelease<'a> {
-    layers: &'a [Arc<PackedWeight>],
-    rows: Vec<Option<(usize, usize)>>,
-}
+/// Gives back the rows a [`PackedStack::ggml_nbits`] call left pending when it ends (or fails):
+/// a block's rows are not read again, and keeping them until the next call of this thread
+/// raised a gpt-oss import's peak RSS by a fifth.
+struct FlushRows<'a>(&'a [Arc<PackedWeight>]);
 
-impl<'a> PendingRelease<'a> {
-    fn new(layers: &'a [Arc<PackedWeight>]) -> Self {
-        PendingRelease { layers, rows: vec![None; layers.len()] }
-    }
-
-    /// Rows `first..last` of `layers[layer]` are read: joined to that layer's pending rows when
-    /// they follow them (released once they make a run of [`PackedWeight::release_run_rows`]),
-    /// else the pending rows are released and these wait.
-    fn add(&mut self, layer: usize, first: usize, last: usize) {
-        let p = &self.layers[layer];
-        let run = p.release_run_rows().unwrap_or(usize::MAX);
-        let slot = &mut self.rows[layer];
-        *slot = match *slot {
-            Some((a, b)) if b == first => Some((a, last)),
-            Some((a, b)) => {
-                p.release_rows(a, b);
-                Some((first, last))
-            }
-            None => Some((first, last)),
-        };
-        if let Some((a, b)) = *slot {
-            if b - a >= run {
-                p.release_rows(a, b);
-                *slot = None;
-            }
-        }
-    }
-}
-
-impl Drop for PendingRelease<'_> {
+impl Drop for FlushRows<'_> {
     fn drop(&mut self) {
-        for (p, slot) in self.layers.iter().zip(&mut self.rows) {
-            if let Some((a, b)) = slot.take() {
-                p.release_rows(a, b);
-            }
-        }
+        self.0.iter().for_each(|p| p.flush_rows());
     }
 }
 
