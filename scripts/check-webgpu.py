@@ -2,13 +2,14 @@
 """Manual check of the `webgpu` EP table on a real WebGPU execution provider. Never run in CI.
 
 What it does
-  1. Builds every decoder fixture (tests/fixtures/*, BERT skipped) with `tailor build --ep webgpu`
+  1. Builds every decoder and encoder fixture (tests/fixtures/*) with `tailor build --ep webgpu`
      for f32 and f16, opens each package with WebGpuExecutionProvider, reads ORT's verbose log
      for node placement (which nodes ended on the CPU EP, and whether the WebGPU EP had no
-     kernel for them or ORT's CPU-preference heuristic moved them), runs the unpadded 7-token
-     prefill, one decode step fed with the prefill's cache and the 3-token short prefill, and
-     compares logits and the prefill's present KV with the transformers reference
-     (reference.safetensors; f32 atol 1e-4, f16 atol 5e-2, as in tests/fixtures/README.md).
+     kernel for them or ORT's CPU-preference heuristic moved them), and compares with the
+     transformers reference (reference.safetensors; f32 atol 1e-4, f16 atol 5e-2, as in
+     tests/fixtures/README.md): for a decoder the unpadded 7-token prefill, one decode step fed
+     with the prefill's cache and the 3-token short prefill (logits and the prefill's present
+     KV); for an encoder `last_hidden_state` at every position of the reference's padded batch.
      --baseline also runs each package on the same wheel's CPUExecutionProvider; --int64 sets
      ep.webgpuexecutionprovider.enableInt64=1 for the package sessions.
   2. With --probe: builds one-node models for every op in ep-sets/tables/webgpu.toml (and a few
@@ -262,6 +263,12 @@ def child_package(pkg, fixture, dtype, int64, provider=EP):
     ref = read_safetensors(Path(fixture) / "reference.safetensors")
     s = session(str(Path(pkg) / "model.onnx"), "package", INT64_CONFIG if int64 else None, provider=provider)
     names = [i.name for i in s.get_inputs()]
+    if "last_hidden_state" in ref:
+        # An encoder: the reference's batch (padded rows included) in one run.
+        outs = dict(zip([o.name for o in s.get_outputs()], quiet_run(s, {n: ref[n].astype(np.int64) for n in names})))
+        got = outs["last_hidden_state"].astype(np.float32)
+        print(json.dumps({"hidden": float(np.max(np.abs(got - ref["last_hidden_state"].astype(np.float32))))}))
+        return
     past = [i for i in s.get_inputs() if i.name.startswith("past_key_values.")]
     outs = [o.name for o in s.get_outputs()]
     fdt = NP[dtype]
@@ -520,18 +527,19 @@ def child_probes(int64):
 # ---------------------------------------------------------------------------------------------
 # Parent: fixtures.
 
-def decoder_fixtures():
+def package_fixtures():
+    """Decoders (a reference with decode logits) and encoders (one with last_hidden_state)."""
     out = []
     for d in sorted(FIXTURES.iterdir()):
         ref = d / "reference.safetensors"
-        if ref.exists() and "decode_logits" in read_safetensors(ref):
+        if ref.exists() and {"decode_logits", "last_hidden_state"} & set(read_safetensors(ref)):
             out.append(d)
     return out
 
 
 def check_fixtures(args, work):
     rows = []
-    for fixture in decoder_fixtures():
+    for fixture in package_fixtures():
         for dtype in args.dtypes:
             pkg = work / f"{fixture.name}-{dtype}"
             build = subprocess.run([args.tailor, "build", "--model", str(fixture), "--ep", "webgpu",
@@ -557,10 +565,14 @@ def check_fixtures(args, work):
                 base, _ = run_child(child + ["--cpu"], work / f"{fixture.name}-{dtype}-cpu.log")
                 row["cpu_ep"] = base
             atol = ATOL[dtype]
-            row["pass"] = "error" not in row and all(row[k] <= atol for k in ("prefill", "decode", "short", "present"))
+            row["pass"] = "error" not in row and all(row[k] <= atol for k in DIFFS if k in row)
             rows.append(row)
             print(format_row(row), flush=True)
     return rows
+
+
+# What a package's run is compared on: a decoder's logits and cache, an encoder's hidden states.
+DIFFS = ("prefill", "decode", "short", "present", "hidden")
 
 
 def format_row(row):
@@ -569,12 +581,12 @@ def format_row(row):
         return f"{head} ERROR {row['error']}"
     by_op = Counter(f"{op}({why})" for op, _, why in row.get("cpu_nodes", []))
     cpu = ", ".join(f"{k} x{v}" for k, v in sorted(by_op.items())) or "none"
-    nums = " ".join(f"{k} {row[k]:.2e}" for k in ("prefill", "decode", "short", "present"))
+    nums = " ".join(f"{k} {row[k]:.2e}" for k in DIFFS if k in row)
     line = f"{head} cpu: {cpu} | memcpy {row.get('memcpy', '?')} | {nums} | {'PASS' if row['pass'] else 'FAIL'}"
     base = row.get("cpu_ep")
     if base:
         line += " | same package on CPU EP: " + (base["error"] if "error" in base else
-                                                 " ".join(f"{k} {base[k]:.2e}" for k in ("prefill", "decode", "short")))
+                                                 " ".join(f"{k} {base[k]:.2e}" for k in DIFFS if k in base))
     return line
 
 

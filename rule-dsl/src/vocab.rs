@@ -67,6 +67,7 @@ pub const FUNCTIONS: &[(&str, usize, &str)] = &[
     ("const_int", 1, "the integer held by a one-element computed constant initializer"),
     ("const_float", 1, "the number held by a one-element float constant initializer (f32/f64/f16/bf16, or an f32 one cast)"),
     ("limit", 1, "a named bound from the EP table's limits, e.g. limit(\"max_context\"); fails when the table gives none"),
+    ("limit_or", 2, "limit(name), or the integer default when the EP table gives none, e.g. limit_or(\"gqa_softcap\", 1): a kernel limit only some tables declare"),
     ("numel", 1, "the element count of a value whose shape is fully fixed"),
     (
         "stored_form",
@@ -163,6 +164,12 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         2,
         ANY,
         "cuts an initializer along its last axis into consecutive pieces of the sizes in a `let` integer list: one sliced initializer recipe per size",
+    ),
+    (
+        "padding_bias",
+        3,
+        1,
+        "MultiHeadAttention's attention_bias from the 2-D int64 attention_mask, the [batch, 1, seq, seq] shape of the generic encoder mask and the query: (mask - 1) * 10000 in the query's float type through an int32 mask, expanded over the queries, once per mask and type, for EPs whose MultiHeadAttention has no key_padding_mask",
     ),
     (
         "key_mask_int32",

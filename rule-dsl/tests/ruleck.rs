@@ -75,8 +75,9 @@ fn emitting_an_op_only_a_host_entry_claims_is_flagged() {
 }
 
 /// An emitted node's type is the rule's own where its operands are the rule's Casts (through a
-/// Squeeze): an int32 Range in an f16 plan is checked against the int32 claim; a Range that
-/// reads a matched operand is checked at the plan's dtype and flagged.
+/// Squeeze or same-type arithmetic; a comparison's output is boolean): an int32 Range in an f16
+/// plan is checked against the int32 claim, a Not of an Equal against the bool one; a Range
+/// that reads a matched operand is checked at the plan's dtype and flagged.
 #[test]
 fn an_emit_over_the_rules_own_casts_is_checked_at_their_type() {
     let r = lint("int32_emit");
@@ -84,6 +85,7 @@ fn an_emit_over_the_rules_own_casts_is_checked_at_their_type() {
     let flagged: Vec<&str> = text.lines().filter(|l| l.contains("unclaimed-emit")).collect();
     assert_eq!(flagged.len(), 1, "{text}");
     assert!(flagged[0].contains("`lower.narrow.uncast`") && flagged[0].contains("only for other types"), "{text}");
+    assert!(!text.contains("lower.narrow.compare"), "{text}");
 }
 
 #[test]

@@ -19,6 +19,30 @@ pub mod allowed {
         Error::Helper { rule: em.rule().to_string(), helper, reason: reason.into() }
     }
 
+    /// The query's float type, in which an attention bias is built.
+    fn query_float(em: &Emitter, helper: &'static str, q: &str) -> Result<DType, Error> {
+        em.dtype(q).filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16)).ok_or_else(|| {
+            let seen = em.dtype(q).map_or("unknown".to_string(), |d| d.to_string());
+            fail(em, helper, format!("the query `{q}` has dtype {seen}; the attention bias is built in the query's float type"))
+        })
+    }
+
+    /// `Where(mask, 0, -10000)` in `float`, once per mask and float type (nodes named under
+    /// `helper`).
+    fn additive_bias(em: &mut Emitter, helper: &'static str, mask: &str, float: DType) -> Result<String, Error> {
+        let key = format!("additive_bias({mask}, {float})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done[0].clone());
+        }
+        let saved = std::mem::replace(&mut em.base, helper.to_string());
+        let keep = em.initializer(&format!("{helper}/keep"), Recipe::from_f32(&format!("{helper}/keep"), vec![], &[0.0]).cast(float));
+        let masked = em.initializer(&format!("{helper}/masked"), Recipe::from_f32(&format!("{helper}/masked"), vec![], &[-10000.0]).cast(float));
+        let bias = em.node("", "Where", ir::OPSET, vec![mask.to_string(), keep, masked], &[true], vec![])?;
+        em.base = saved;
+        em.remember(key, vec![bias[0].clone()]);
+        Ok(bias[0].clone())
+    }
+
     /// The 2-D int64 `attention_mask` [batch, seq] cast to int32: com.microsoft
     /// MultiHeadAttention's `key_padding_mask` in its [batch, kv_sequence_length] form (1 keeps
     /// a key, 0 masks it; ONNX Runtime 1.32's CPU kernel takes int32 only). Built once per
@@ -91,10 +115,7 @@ pub mod allowed {
         let [attention_mask, mask, q] = args else {
             return Err(fail(em, "gqa_padding", format!("expects 3 values, got {}", args.len())));
         };
-        let Some(float) = em.dtype(q).filter(|d| matches!(d, DType::F32 | DType::F16 | DType::BF16)) else {
-            let seen = em.dtype(q).map_or("unknown".to_string(), |d| d.to_string());
-            return Err(fail(em, "gqa_padding", format!("the query `{q}` has dtype {seen}; the attention bias is built in the query's float type")));
-        };
+        let float = query_float(em, "gqa_padding", q)?;
         let lengths_key = format!("gqa_padding({attention_mask})");
         let lengths = match em.memo(&lengths_key) {
             Some(done) => done,
@@ -117,20 +138,41 @@ pub mod allowed {
                 out
             }
         };
-        let bias_key = format!("gqa_padding({mask}, {float})");
-        let bias = match em.memo(&bias_key) {
-            Some(done) => done[0].clone(),
-            None => {
-                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
-                let keep = em.initializer("gqa_padding/keep", Recipe::from_f32("gqa_padding/keep", vec![], &[0.0]).cast(float));
-                let masked = em.initializer("gqa_padding/masked", Recipe::from_f32("gqa_padding/masked", vec![], &[-10000.0]).cast(float));
-                let bias = em.node("", "Where", ir::OPSET, vec![mask.clone(), keep, masked], &[true], vec![])?;
-                em.base = saved;
-                em.remember(bias_key, vec![bias[0].clone()]);
-                bias[0].clone()
-            }
-        };
+        let bias = additive_bias(em, "gqa_padding", mask, float)?;
         Ok(vec![lengths[0].clone(), lengths[1].clone(), bias])
+    }
+
+    /// com.microsoft MultiHeadAttention's `attention_bias` [batch, 1, seq, seq] from the 2-D
+    /// int64 `attention_mask`, the int64 shape the generic graph expands its boolean encoder
+    /// mask to, and the query (for its float type), for EPs whose MultiHeadAttention has no
+    /// `key_padding_mask` (WebGPU: "input `key_padding_mask` not implemented for webgpu",
+    /// contrib_ops/webgpu/bert/multihead_attention.cc). The bias is `(mask - 1) * 10000`: 0
+    /// where a key is kept, -10000 (the mask_filter_value ONNX Runtime's CPU kernel applies to
+    /// a key_padding_mask, so both forms give the same scores; finite, see [`gqa_padding`])
+    /// where it is padding. It is computed from [`key_mask_int32`]'s int32 mask, in float
+    /// (WebGPU has no int64 or bool arithmetic: only that Cast runs on the host), unsqueezed
+    /// and expanded over the queries (the kernel requires the bias's query axis to be the
+    /// query length). Built once per mask and float type.
+    pub fn padding_bias(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [attention_mask, shape, q] = args else { return Err(fail(em, "padding_bias", format!("expects 3 values, got {}", args.len()))) };
+        let float = query_float(em, "padding_bias", q)?;
+        let key = format!("padding_bias({attention_mask}, {shape}, {float})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done);
+        }
+        let mask32 = key_mask_int32(em, &[attention_mask.clone()])?;
+        let saved = std::mem::replace(&mut em.base, "padding_bias".to_string());
+        let one = em.initializer("padding_bias/one", Recipe::from_f32("padding_bias/one", vec![], &[1.0]).cast(float));
+        let scale = em.initializer("padding_bias/filter", Recipe::from_f32("padding_bias/filter", vec![], &[10000.0]).cast(float));
+        let axes = em.initializer("padding_bias/axes12", Recipe::from_i64("padding_bias/axes12", vec![2], &[1, 2]));
+        let keep = em.node("", "Cast", ir::OPSET, mask32, &[true], vec![Attr::int("to", float.to_onnx() as i64)])?;
+        let off = em.node("", "Sub", ir::OPSET, vec![keep[0].clone(), one], &[true], vec![])?;
+        let bias = em.node("", "Mul", ir::OPSET, vec![off[0].clone(), scale], &[true], vec![])?;
+        let bias4 = em.node("", "Unsqueeze", ir::OPSET, vec![bias[0].clone(), axes], &[true], vec![])?;
+        let out = em.node("", "Expand", ir::OPSET, vec![bias4[0].clone(), shape.clone()], &[true], vec![])?;
+        em.base = saved;
+        em.remember(key, out.clone());
+        Ok(out)
     }
 
     /// [`gqa_padding`] for a static KV cache (docs/generic-graph.md, "Static KV cache"): the

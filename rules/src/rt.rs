@@ -646,3 +646,11 @@ pub fn fn_limit(cx: &Cx, name: Val) -> Result<Val, String> {
     let Val::Str(n) = &name else { return Err(format!("limit name {name} is not a string")) };
     cx.limits.get(n).map(|v| Val::Int(*v)).ok_or_else(|| format!("the EP table gives no limit `{n}`"))
 }
+
+/// `limit_or("name", default)`: [`fn_limit`], or `default` when the table gives none (a kernel
+/// limit most EPs do not have, declared only by the tables whose kernel has it).
+pub fn fn_limit_or(cx: &Cx, name: Val, default: Val) -> Result<Val, String> {
+    let Val::Str(n) = &name else { return Err(format!("limit name {name} is not a string")) };
+    let Val::Int(_) = default else { return Err(format!("limit default {default} is not an integer")) };
+    Ok(cx.limits.get(n).map_or(default, |v| Val::Int(*v)))
+}

@@ -312,10 +312,13 @@ fn value_elem(r: &Rule, name: &str, depth: usize) -> Option<ep_sets::DType> {
             ("to", AttrVal::Lit(Literal::DType(d), _)) => Some(*d),
             _ => None,
         }),
-        "Squeeze" | "Unsqueeze" | "Reshape" | "Identity" => match args.first() {
+        // Shape moves and same-type arithmetic keep their first operand's type.
+        "Squeeze" | "Unsqueeze" | "Reshape" | "Identity" | "Add" | "Sub" | "Mul" | "Div" | "Neg" | "CumSum" => match args.first() {
             Some(Slot::Capture(input, _)) => value_elem(r, input, depth + 1),
             _ => None,
         },
+        // Comparisons and logic make booleans.
+        "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "Not" | "And" | "Or" | "Xor" => Some(ep_sets::DType::Bool),
         _ => None,
     }
 }

@@ -730,6 +730,28 @@ fn int64_positions_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// tiny-roberta's generic encoder graph: positions counted over the non-pad ids.
+fn roberta() -> Model {
+    let ckpt = models::Checkpoint::open(&fixture("tiny-roberta")).expect("fixture");
+    models::tasks::encoder::build(&ckpt, &models::BuildOptions::default(), None).expect("encoder graph builds")
+}
+
+/// `.padding_positions` on tiny-roberta's position lookup (`Gather(position_embeddings,
+/// Mul(CumSum(t), t) + pad)`).
+fn padding_positions_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, BERT_POSITIONS).set_attr(Attr::int("axis", 1)),
+        // Ids declared int32: nothing to narrow.
+        "int64_positions" => |m| set_type(m, "input_ids", ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length")]),
+        "ids_from_input" => |m| identity_before(m, "input_ids", "embeddings/position_ids/is_pad"),
+        // Read without limits (BOUND_CHECKS in check_harness.rs): no bound on the count.
+        "count_exact_in_f32" => |_| {},
+        "pad_fits" => |m| set_init(m, "embeddings/position_ids/padding_idx", Recipe::from_i64("huge pad", vec![1], &[1 << 40])),
+        _ => return None,
+    };
+    Some(b)
+}
+
 const POOLING_MASK: &str = "pooling/mask_float";
 
 /// `.mask` on tiny-bert's mean pooling weights (`Cast<float>(Unsqueeze(attention_mask))`).
@@ -935,7 +957,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
         "fuse.skip_layer_norm.bias" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_step },
         "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
-        "fuse.mha" | "fuse.mha.bias" => Case { graph: bert, target: BERT_ATTN0, breaker: mha_step },
+        "fuse.mha" | "fuse.mha.bias" | "fuse.mha_additive_mask" | "fuse.mha_additive_mask.bias" => Case { graph: bert, target: BERT_ATTN0, breaker: mha_step },
         "fuse.mha_tower" | "fuse.mha_tower.bias" => Case { graph: siglip_tower, target: SIGLIP_ATTN0, breaker: mha_tower_step },
         "fuse.mha_tower.block_mask" => Case { graph: qwen_tower, target: QWEN_VIS_ATTN0, breaker: mha_tower_mask_step },
         "fuse.bias_gelu.erf" => Case { graph: synth::erf_gelu_with_bias, target: "gelu", breaker: bias_gelu_erf_step },
@@ -960,6 +982,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32.rank" => Case { graph: synth::rank_axes, target: "axes/last", breaker: int64_rank_step },
         "lower.int64_to_int32.positions" => Case { graph: bert, target: BERT_POSITIONS, breaker: int64_positions_step },
         "lower.int64_to_int32.mask" => Case { graph: bert_pooled, target: POOLING_MASK, breaker: int64_mask_step },
+        "lower.int64_to_int32.padding_positions" => Case { graph: roberta, target: BERT_POSITIONS, breaker: padding_positions_step },
         "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
         "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
         _ => return None,
@@ -1047,6 +1070,12 @@ fn static_step(step: &str) -> Option<Breaker> {
             static_past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::Fixed(64), Dim::Fixed(16), Dim::Fixed(1)]);
         },
         "split_heads" => |m| static_heads(m, (4, 8), (2, 16)),
+        // Gemma 2's score cap on layer 0's attention; the harness's (webgpu) limits say its
+        // GroupQueryAttention ignores it.
+        "softcap_in_kernel" => |m| {
+            let attn = m.graph.nodes.iter_mut().find(|n| n.op == "Attention" && n.name.starts_with("model.layers.0.")).expect("layer 0's Attention");
+            attn.set_attr(Attr::float("softcap", 50.0));
+        },
         // Head size 12 throughout (q 48, k/v 24 wide): a multiple of neither 8 nor 16.
         "head_size_cpu" => |m| {
             static_widths(m, 48, 24);
