@@ -1,5 +1,12 @@
-"""What webgpu's kernels do not do, refused at build time rather than built wrong
-(ep-sets/tables/webgpu.toml). WebGPU's GroupQueryAttention ignores `softcap` (measured on
+"""What webgpu's kernels do not do, refused at build time rather than built wrong, or lowered
+to what they do (ep-sets/tables/webgpu.toml).
+
+WebGPU has no Min or Max kernel (onnxruntime-webgpu 1.27 placed them on the CPU EP for every
+type), but runs Clip: lower.minmax_to_clip turns OLMo's clip_qkv and Nemotron's squared ReLU
+into Clips, so both build for webgpu; the f32 packages, run on ONNX Runtime's CPU EP, give the
+transformers reference (on WebGPU itself, lavapipe: 6.5e-6 and 1.3e-5, docs/ep-tables.md).
+
+WebGPU's GroupQueryAttention ignores `softcap` (measured on
 onnxruntime-webgpu 1.27 with lavapipe: the fused tiny-gemma2 package gave exactly the logits of
 the same package with softcap 0 on the CPU EP); the table says `limits.gqa_softcap = 0`, so Gemma
 2's capped attention is not fused and the required fuse.gqa_rotary fails the build with the check
@@ -7,7 +14,12 @@ that says why. Other tables keep fusing it (ORT's CPU kernel applies the cap).""
 import json
 import subprocess
 
-from conftest import FIXTURES, tailor_bin
+import numpy as np
+import onnx
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import FIXTURES, build_with, prefill_logits, tailor_bin
 
 
 def run(ep, out):
@@ -27,3 +39,14 @@ def test_cpu_still_fuses_the_capped_attention(tmp_path):
     rules = json.loads((tmp_path / "cpu" / "build_report.json").read_text())["parts"][0]["pipeline"]["diagnostics"]["rules"]
     fired = sum(r["fired"] for r in rules if r["rule"].startswith("fuse.gqa_rotary"))
     assert fired == 2, rules
+
+
+@pytest.mark.parametrize("fixture", ["tiny-olmo", "tiny-nemotron"])
+def test_min_and_max_become_clips_with_the_same_values(fixture, tmp_path):
+    pkg = build_with(tmp_path / "pkg", fixture, "webgpu", ["--dtype", "f32"])
+    ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+    assert "Clip" in ops and not ops & {"Min", "Max"}, sorted(ops)
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    logits = prefill_logits(pkg, ref["input_ids"].astype(np.int64))
+    diff = float(np.abs(logits - ref["logits"]).max())
+    assert diff < 1e-4, diff

@@ -730,6 +730,54 @@ fn int64_positions_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+fn olmo() -> Model {
+    generic("tiny-olmo")
+}
+
+const OLMO_CLIP_MIN: &str = "model.layers.0.self_attn.clip_qkv.q/Min";
+const OLMO_CLIP_MAX: &str = "model.layers.0.self_attn.clip_qkv.q/Max";
+
+/// The clamp's bound (input 1 of `node`) as a [1] vector: not the scalar Clip takes.
+fn vector_bound(m: &mut Model, node: &str) {
+    let bound = node_mut(m, node).inputs[1].clone();
+    set_init(m, &bound, Recipe::from_f32("[1] bound", vec![1], &[1.0]));
+}
+
+/// The clamped value declared int32.
+fn int_clamped(m: &mut Model, node: &str) {
+    let x = node_mut(m, node).inputs[0].clone();
+    set_type(m, &x, ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(64)]);
+}
+
+/// lower.minmax_to_clip on tiny-olmo's clip_qkv (`Min(Max(q, -c), c)`).
+fn clip_min_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // A third operand: the pattern is a two-input Min.
+        "match.out" => |m| {
+            let extra = node_mut(m, OLMO_CLIP_MIN).inputs[1].clone();
+            node_mut(m, OLMO_CLIP_MIN).inputs.push(extra);
+        },
+        "scalar_bound" => |m| vector_bound(m, OLMO_CLIP_MIN),
+        "float_input" => |m| int_clamped(m, OLMO_CLIP_MIN),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// `.max` on the Max of the same clamp.
+fn clip_max_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| {
+            let extra = node_mut(m, OLMO_CLIP_MAX).inputs[1].clone();
+            node_mut(m, OLMO_CLIP_MAX).inputs.push(extra);
+        },
+        "scalar_bound" => |m| vector_bound(m, OLMO_CLIP_MAX),
+        "float_input" => |m| int_clamped(m, OLMO_CLIP_MAX),
+        _ => return None,
+    };
+    Some(b)
+}
+
 /// tiny-roberta's generic encoder graph: positions counted over the non-pad ids.
 fn roberta() -> Model {
     let ckpt = models::Checkpoint::open(&fixture("tiny-roberta")).expect("fixture");
@@ -983,6 +1031,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32.positions" => Case { graph: bert, target: BERT_POSITIONS, breaker: int64_positions_step },
         "lower.int64_to_int32.mask" => Case { graph: bert_pooled, target: POOLING_MASK, breaker: int64_mask_step },
         "lower.int64_to_int32.padding_positions" => Case { graph: roberta, target: BERT_POSITIONS, breaker: padding_positions_step },
+        "lower.minmax_to_clip" => Case { graph: olmo, target: OLMO_CLIP_MIN, breaker: clip_min_step },
+        "lower.minmax_to_clip.max" => Case { graph: olmo, target: OLMO_CLIP_MAX, breaker: clip_max_step },
         "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
         "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
         _ => return None,
