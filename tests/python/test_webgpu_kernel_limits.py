@@ -3,8 +3,10 @@ to what they do (ep-sets/tables/webgpu.toml).
 
 WebGPU has no Min or Max kernel (onnxruntime-webgpu 1.27 placed them on the CPU EP for every
 type), but runs Clip: lower.minmax_to_clip turns OLMo's clip_qkv and Nemotron's squared ReLU
-into Clips, so both build for webgpu; the f32 packages, run on ONNX Runtime's CPU EP, give the
-transformers reference (on WebGPU itself, lavapipe: 6.5e-6 and 1.3e-5, docs/ep-tables.md).
+into Clips, so they build for webgpu, and so does gpt-oss's clamped SwiGLU (its sink attention
+fused, then right-padded by lower.gqa_right_padding.sink); the f32 packages, run on ONNX
+Runtime's CPU EP, give the transformers reference (on WebGPU itself, lavapipe: 6.5e-6, 1.3e-5
+and 7.4e-6, docs/ep-tables.md).
 
 WebGPU's GroupQueryAttention ignores `softcap` (measured on
 onnxruntime-webgpu 1.27 with lavapipe: the fused tiny-gemma2 package gave exactly the logits of
@@ -41,7 +43,7 @@ def test_cpu_still_fuses_the_capped_attention(tmp_path):
     assert fired == 2, rules
 
 
-@pytest.mark.parametrize("fixture", ["tiny-olmo", "tiny-nemotron"])
+@pytest.mark.parametrize("fixture", ["tiny-olmo", "tiny-nemotron", "tiny-gpt-oss"])
 def test_min_and_max_become_clips_with_the_same_values(fixture, tmp_path):
     pkg = build_with(tmp_path / "pkg", fixture, "webgpu", ["--dtype", "f32"])
     ops = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
@@ -50,3 +52,11 @@ def test_min_and_max_become_clips_with_the_same_values(fixture, tmp_path):
     logits = prefill_logits(pkg, ref["input_ids"].astype(np.int64))
     diff = float(np.abs(logits - ref["logits"]).max())
     assert diff < 1e-4, diff
+
+
+def test_gpt_oss_keeps_its_sinks_through_the_right_padded_form(tmp_path):
+    """WebGPU's plan right-pads GroupQueryAttention (no attention_bias: its generic mask is int64
+    arithmetic WebGPU has no kernel for); the sinks stay in slot 11, slots 9 and 10 empty."""
+    pkg = build_with(tmp_path / "pkg", "tiny-gpt-oss", "webgpu", ["--dtype", "f32"])
+    gqa = [n for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == 2 and all(len(n.input) == 12 and n.input[9] == n.input[10] == "" and n.input[11] for n in gqa), [list(n.input) for n in gqa]

@@ -555,18 +555,25 @@ fn if_to_where_multi_output_synthetic() {
 /// lower.gqa_right_padding (webgpu, dml, trt-rtx) turns the any-padding GroupQueryAttention
 /// back into the right-padded form: seqlens_k a row sum again, no attention bias. Against the
 /// graph before it on the unpadded prefill and decode step, and against transformers on the
-/// right-padded batch; both variants (rotary in the kernel: tiny-llama; not: tiny-gpt2).
+/// right-padded batch; every variant (rotary in the kernel: tiny-llama; not: tiny-gpt2; with
+/// attention sinks, which stay in slot 11: tiny-gpt-oss).
 #[test]
-fn gqa_right_padding_on_llama_and_gpt2() {
+fn gqa_right_padding_on_llama_gpt2_and_gpt_oss() {
     for (fx, before, id) in [
         ("tiny-llama", "fuse.gqa_rotary", "lower.gqa_right_padding"),
         ("tiny-gpt2", "fuse.gqa", "lower.gqa_right_padding.no_rotary"),
+        ("tiny-gpt-oss", "fuse.gqa_sink", "lower.gqa_right_padding.sink"),
     ] {
         rule_parity(fx, &[before], &["lower.gqa_right_padding"], &[(id, 2)], "GroupQueryAttention");
         let (m, _) = with_rules(fx, &[before, "lower.gqa_right_padding"]);
         let gqa: Vec<_> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
-        assert!(gqa.iter().all(|n| n.inputs.len() <= 9), "{fx}: no attention bias left: {:?}", gqa[0].inputs);
-        assert_eq!(count(&m, "ReduceSum"), 1, "{fx}: seqlens_k is the row sum again, once");
+        let no_bias = |n: &&ir::Node| n.inputs.get(10).is_none_or(|b| b.is_empty());
+        assert!(gqa.iter().all(no_bias), "{fx}: no attention bias left: {:?}", gqa[0].inputs);
+        let before_sums = count(&with_rules(fx, &[before]).0, "ReduceSum");
+        assert_eq!(count(&m, "ReduceSum"), before_sums + 1, "{fx}: seqlens_k is the row sum again, once");
+        if id.ends_with(".sink") {
+            assert!(gqa.iter().all(|n| n.inputs.len() == 12 && !n.inputs[11].is_empty()), "{fx}: the sinks stay: {:?}", gqa[0].inputs);
+        }
         let shape = DecoderShape::of(&m);
         let (_d, mut s) = session_for(&m);
         let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture(fx)), Cases { left_padding: false, right_padding: true });

@@ -199,6 +199,23 @@ fn right_padding_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// tiny-gpt-oss after fuse.gqa_sink: GroupQueryAttention with the padding bias and head_sink.
+fn gpt_oss_gqa() -> Model {
+    after("tiny-gpt-oss", &["fuse.gqa_sink"])
+}
+
+const SINK_GQA1: &str = "model.layers.1.self_attn/sink_attention/GroupQueryAttention";
+
+fn right_padding_sink_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // position_ids given: not the any-padding form fuse.gqa_sink emits.
+        "match.out" => |m| node_mut(m, SINK_GQA1).inputs[9] = "position_ids".into(),
+        "mask_from_input" => mask_through_identity,
+        _ => return None,
+    };
+    Some(b)
+}
+
 fn right_padding_no_rotary_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
         "match.out" => |m| node_mut(m, GPT2_GQA0).set_attr(Attr::int("do_rotary", 1)),
@@ -990,6 +1007,7 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.separate_rope" => Case { graph: llama_gqa, target: GQA0, breaker: separate_rope_step },
         "lower.gqa_right_padding" => Case { graph: llama_gqa, target: GQA0, breaker: right_padding_step },
         "lower.gqa_right_padding.no_rotary" => Case { graph: gpt2_gqa, target: GPT2_GQA0, breaker: right_padding_no_rotary_step },
+        "lower.gqa_right_padding.sink" => Case { graph: gpt_oss_gqa, target: SINK_GQA1, breaker: right_padding_sink_step },
         "lower.rotary_to_contrib" => Case { graph: llama, target: QROT0, breaker: rotary_to_contrib_step },
         "lower.rotary_f32" => Case { graph: llama_f16, target: QROT0, breaker: rotary_f32_step },
         "lower.decompose_rotary_embedding" => Case { graph: llama, target: QROT0, breaker: decompose_rotary_step },
