@@ -35,8 +35,9 @@ pub mod allowed {
             return Ok(done[0].clone());
         }
         let saved = std::mem::replace(&mut em.base, helper.to_string());
-        let keep = em.initializer(&format!("{helper}/keep"), Recipe::from_f32(&format!("{helper}/keep"), vec![], &[0.0]).cast(float));
-        let masked = em.initializer(&format!("{helper}/masked"), Recipe::from_f32(&format!("{helper}/masked"), vec![], &[-10000.0]).cast(float));
+        let (keep, masked) = (format!("{helper}/keep"), format!("{helper}/masked"));
+        let keep = em.initializer(&keep, Recipe::from_f32(keep.clone(), vec![], &[0.0]).cast(float));
+        let masked = em.initializer(&masked, Recipe::from_f32(masked.clone(), vec![], &[-10000.0]).cast(float));
         let bias = em.node("", "Where", ir::OPSET, vec![mask.to_string(), keep, masked], &[true], vec![])?;
         em.base = saved;
         em.remember(key, vec![bias[0].clone()]);
@@ -160,7 +161,7 @@ pub mod allowed {
         if let Some(done) = em.memo(&key) {
             return Ok(done);
         }
-        let mask32 = key_mask_int32(em, &[attention_mask.clone()])?;
+        let mask32 = key_mask_int32(em, std::slice::from_ref(attention_mask))?;
         let saved = std::mem::replace(&mut em.base, "padding_bias".to_string());
         let one = em.initializer("padding_bias/one", Recipe::from_f32("padding_bias/one", vec![], &[1.0]).cast(float));
         let scale = em.initializer("padding_bias/filter", Recipe::from_f32("padding_bias/filter", vec![], &[10000.0]).cast(float));
