@@ -766,30 +766,18 @@ fn int_clamped(m: &mut Model, node: &str) {
     set_type(m, &x, ir::DType::I32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(64)]);
 }
 
-/// lower.minmax_to_clip on tiny-olmo's clip_qkv (`Min(Max(q, -c), c)`).
-fn clip_min_step(step: &str) -> Option<Breaker> {
+/// lower.minmax_to_clip (`MAX` false: the Min) and `.max` (the Max) on tiny-olmo's clip_qkv
+/// (`Min(Max(q, -c), c)`).
+fn clip_step<const MAX: bool>(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
-        // A third operand: the pattern is a two-input Min.
+        // A third operand: the pattern is a two-input Min/Max.
         "match.out" => |m| {
-            let extra = node_mut(m, OLMO_CLIP_MIN).inputs[1].clone();
-            node_mut(m, OLMO_CLIP_MIN).inputs.push(extra);
+            let node = if MAX { OLMO_CLIP_MAX } else { OLMO_CLIP_MIN };
+            let extra = node_mut(m, node).inputs[1].clone();
+            node_mut(m, node).inputs.push(extra);
         },
-        "scalar_bound" => |m| vector_bound(m, OLMO_CLIP_MIN),
-        "float_input" => |m| int_clamped(m, OLMO_CLIP_MIN),
-        _ => return None,
-    };
-    Some(b)
-}
-
-/// `.max` on the Max of the same clamp.
-fn clip_max_step(step: &str) -> Option<Breaker> {
-    let b: Breaker = match step {
-        "match.out" => |m| {
-            let extra = node_mut(m, OLMO_CLIP_MAX).inputs[1].clone();
-            node_mut(m, OLMO_CLIP_MAX).inputs.push(extra);
-        },
-        "scalar_bound" => |m| vector_bound(m, OLMO_CLIP_MAX),
-        "float_input" => |m| int_clamped(m, OLMO_CLIP_MAX),
+        "scalar_bound" => |m| vector_bound(m, if MAX { OLMO_CLIP_MAX } else { OLMO_CLIP_MIN }),
+        "float_input" => |m| int_clamped(m, if MAX { OLMO_CLIP_MAX } else { OLMO_CLIP_MIN }),
         _ => return None,
     };
     Some(b)
@@ -1049,8 +1037,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.int64_to_int32.positions" => Case { graph: bert, target: BERT_POSITIONS, breaker: int64_positions_step },
         "lower.int64_to_int32.mask" => Case { graph: bert_pooled, target: POOLING_MASK, breaker: int64_mask_step },
         "lower.int64_to_int32.padding_positions" => Case { graph: roberta, target: BERT_POSITIONS, breaker: padding_positions_step },
-        "lower.minmax_to_clip" => Case { graph: olmo, target: OLMO_CLIP_MIN, breaker: clip_min_step },
-        "lower.minmax_to_clip.max" => Case { graph: olmo, target: OLMO_CLIP_MAX, breaker: clip_max_step },
+        "lower.minmax_to_clip" => Case { graph: olmo, target: OLMO_CLIP_MIN, breaker: clip_step::<false> },
+        "lower.minmax_to_clip.max" => Case { graph: olmo, target: OLMO_CLIP_MAX, breaker: clip_step::<true> },
         "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
         "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
         _ => return None,
