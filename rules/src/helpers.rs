@@ -153,7 +153,9 @@ pub mod allowed {
     /// where it is padding. It is computed from [`key_mask_int32`]'s int32 mask, in float
     /// (WebGPU has no int64 or bool arithmetic: only that Cast runs on the host), unsqueezed
     /// and expanded over the queries (the kernel requires the bias's query axis to be the
-    /// query length). Built once per mask and float type.
+    /// query length). Built once per mask and float type. The mask holds 0 and 1, as
+    /// transformers' tokenizers make it (the generic graph reads any nonzero as "keep"; a mask
+    /// value of 2 would give +10000 here).
     pub fn padding_bias(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
         let [attention_mask, shape, q] = args else { return Err(fail(em, "padding_bias", format!("expects 3 values, got {}", args.len()))) };
         let float = query_float(em, "padding_bias", q)?;

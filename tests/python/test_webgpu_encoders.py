@@ -71,8 +71,17 @@ def test_roberta_counts_its_positions_in_f32(dtype, tmp_path):
     ops = {"CumSum", "Mul", "Add", "Equal", "Gather"}
     assert not int64_nodes(pkg, ops), int64_nodes(pkg, ops)
     m = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
-    cumsums = [n for n in m.graph.node if n.op_type == "CumSum"]
-    assert len(cumsums) == 1
+    m = onnx.shape_inference.infer_shapes(m)
+    types = {v.name: v.type.tensor_type.elem_type for v in list(m.graph.value_info) + list(m.graph.input)}
+    types |= {t.name: t.data_type for t in m.graph.initializer}
+    T = onnx.TensorProto
+    by_op = lambda op: [n for n in m.graph.node if n.op_type == op]
+    (cumsum,) = by_op("CumSum")
+    assert types[cumsum.input[0]] == T.FLOAT, "the count is taken in f32 whatever the model's dtype"
+    (equal,) = by_op("Equal")
+    assert types[equal.input[0]] == types[equal.input[1]] == T.INT32
+    position_gather = [n for n in by_op("Gather") if n.input[0] == "embeddings.position_embeddings.weight"]
+    assert len(position_gather) == 1 and types[position_gather[0].input[1]] == T.INT32
     rules = json.loads((pkg / "build_report.json").read_text())["parts"][0]["pipeline"]["diagnostics"]["rules"]
     fired = {r["rule"]: r["fired"] for r in rules}
     assert fired.get("lower.int64_to_int32.padding_positions") == 1, fired

@@ -573,6 +573,8 @@ fn gqa_right_padding_on_llama_gpt2_and_gpt_oss() {
         assert_eq!(count(&m, "ReduceSum"), before_sums + 1, "{fx}: seqlens_k is the row sum again, once");
         if id.ends_with(".sink") {
             assert!(gqa.iter().all(|n| n.inputs.len() == 12 && !n.inputs[11].is_empty()), "{fx}: the sinks stay: {:?}", gqa[0].inputs);
+        } else {
+            assert!(gqa.iter().all(|n| n.inputs.len() <= 9), "{fx}: the 9-input form at most: {:?}", gqa[0].inputs);
         }
         let shape = DecoderShape::of(&m);
         let (_d, mut s) = session_for(&m);

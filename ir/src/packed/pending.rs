@@ -5,9 +5,12 @@
 //! row at a time, and a release per row costs a TLB shootdown and, through the release's
 //! fault-around margin (`MappedFile::release`), faults the next rows in again (measured: 57% of
 //! a gpt-oss QMoE import, and 9.1 of 9.3 s of its float build, in the kernel). The runs live on
-//! the weight, not in one call, so rows read by consecutive calls join, and several runs are
-//! kept at once, so threads reading different parts of one weight do not break each other's
-//! runs.
+//! the weight, not in one call, so rows read by consecutive calls join (the float read, one row
+//! per call: `Recipe::read_into`), and several runs are kept at once, so threads reading
+//! different parts of one weight do not break each other's runs. The QMoE path reads a block of
+//! rows per call and flushes the stack's runs when the call ends (`stack.rs`, `FlushRows`).
+//! Runs shorter than a release wait for the weight's last element (`PackedWeight::done`
+//! releases the whole tensor): a weight read only in part keeps at most 16 short runs mapped.
 
 use std::sync::Mutex;
 

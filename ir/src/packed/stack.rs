@@ -492,9 +492,10 @@ impl PackedStack {
     }
 }
 
-/// Gives back the rows a [`PackedStack::ggml_nbits`] call left pending when it ends (or fails):
-/// a block's rows are not read again, and keeping them until the next call of this thread
-/// raised a gpt-oss import's peak RSS by a fifth.
+/// Gives back every pending row run of the stack's layers when a [`PackedStack::ggml_nbits`]
+/// call ends (or fails): a block's rows are not read again, and keeping the runs across calls
+/// raised a gpt-oss import's peak RSS by a fifth. So on this path runs join within a call only
+/// (a run another thread is building on the same layer is released early, in a shorter piece).
 struct FlushRows<'a>(&'a [Arc<PackedWeight>]);
 
 impl Drop for FlushRows<'_> {
