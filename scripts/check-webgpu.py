@@ -542,8 +542,12 @@ def check_fixtures(args, work):
     for fixture in package_fixtures():
         for dtype in args.dtypes:
             pkg = work / f"{fixture.name}-{dtype}"
+            # A pre-quantized checkpoint's reference is its dequantized model: compared at
+            # accuracy level 0 (float activations), not the default level 4 (int8 activations).
+            prequant = "quantization_config" in json.loads((fixture / "config.json").read_text())
             build = subprocess.run([args.tailor, "build", "--model", str(fixture), "--ep", "webgpu",
-                                    "--dtype", dtype, "--output", str(pkg), "--force"],
+                                    "--dtype", dtype, "--output", str(pkg), "--force",
+                                    *(["--accuracy-level", "0"] if prequant else [])],
                                    capture_output=True, text=True)
             row = {"fixture": fixture.name, "dtype": dtype, "int64": args.int64}
             if build.returncode != 0:
