@@ -10,6 +10,8 @@ What it does
      tests/fixtures/README.md): for a decoder the unpadded 7-token prefill, one decode step fed
      with the prefill's cache and the 3-token short prefill (logits and the prefill's present
      KV); for an encoder `last_hidden_state` at every position of the reference's padded batch.
+     Pre-quantized fixtures (GPTQ, AWQ) are built with `--accuracy-level 0`: their reference is
+     the dequantized model.
      --baseline also runs each package on the same wheel's CPUExecutionProvider; --int64 sets
      ep.webgpuexecutionprovider.enableInt64=1 for the package sessions.
   2. With --probe: builds one-node models for every op in ep-sets/tables/webgpu.toml (and a few
