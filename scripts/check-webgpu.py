@@ -553,7 +553,10 @@ def check_fixtures(args, work):
                                    capture_output=True, text=True)
             row = {"fixture": fixture.name, "dtype": dtype, "int64": args.int64}
             if build.returncode != 0:
-                row["error"] = "build failed: " + build.stderr.strip().splitlines()[-1]
+                # The first reason the build gives (a refused required fusion says why first).
+                lines = build.stderr.strip().splitlines()
+                reasons = [l.strip() for l in lines if l.startswith("  - ")] or lines[-1:]
+                row["error"] = "build failed: " + reasons[0]
                 rows.append(row)
                 print(format_row(row), flush=True)
                 continue
