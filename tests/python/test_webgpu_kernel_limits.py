@@ -60,3 +60,15 @@ def test_gpt_oss_keeps_its_sinks_through_the_right_padded_form(tmp_path):
     pkg = build_with(tmp_path / "pkg", "tiny-gpt-oss", "webgpu", ["--dtype", "f32"])
     gqa = [n for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node if n.op_type == "GroupQueryAttention"]
     assert len(gqa) == 2 and all(len(n.input) == 12 and n.input[9] == n.input[10] == "" and n.input[11] for n in gqa), [list(n.input) for n in gqa]
+
+
+def test_dml_refuses_a_sliding_window_it_would_ignore(tmp_path):
+    """DML's GroupQueryAttention reads num_heads, kv_num_heads and scale only
+    (DmlOperatorGroupQueryAttention.cpp @076c3788): dml.toml says limits.gqa_window = 0, so
+    Mistral's sliding window is refused there, not fused into a kernel that would attend to
+    every key."""
+    out = tmp_path / "dml"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / "tiny-mistral-sw"), "--ep", "dml", "--output", str(out)], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "window_in_kernel" in done.stderr and "ignores local_window_size" in done.stderr, done.stderr
+    assert not out.exists()
