@@ -27,23 +27,6 @@ pub mod allowed {
         })
     }
 
-    /// `Where(mask, 0, -10000)` in `float`, once per mask and float type (nodes named under
-    /// `helper`).
-    fn additive_bias(em: &mut Emitter, helper: &'static str, mask: &str, float: DType) -> Result<String, Error> {
-        let key = format!("additive_bias({mask}, {float})");
-        if let Some(done) = em.memo(&key) {
-            return Ok(done[0].clone());
-        }
-        let saved = std::mem::replace(&mut em.base, helper.to_string());
-        let (keep, masked) = (format!("{helper}/keep"), format!("{helper}/masked"));
-        let keep = em.initializer(&keep, Recipe::from_f32(keep.clone(), vec![], &[0.0]).cast(float));
-        let masked = em.initializer(&masked, Recipe::from_f32(masked.clone(), vec![], &[-10000.0]).cast(float));
-        let bias = em.node("", "Where", ir::OPSET, vec![mask.to_string(), keep, masked], &[true], vec![])?;
-        em.base = saved;
-        em.remember(key, vec![bias[0].clone()]);
-        Ok(bias[0].clone())
-    }
-
     /// The 2-D int64 `attention_mask` [batch, seq] cast to int32: com.microsoft
     /// MultiHeadAttention's `key_padding_mask` in its [batch, kv_sequence_length] form (1 keeps
     /// a key, 0 masks it; ONNX Runtime 1.32's CPU kernel takes int32 only). Built once per
@@ -139,7 +122,19 @@ pub mod allowed {
                 out
             }
         };
-        let bias = additive_bias(em, "gqa_padding", mask, float)?;
+        let bias_key = format!("gqa_padding({mask}, {float})");
+        let bias = match em.memo(&bias_key) {
+            Some(done) => done[0].clone(),
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
+                let keep = em.initializer("gqa_padding/keep", Recipe::from_f32("gqa_padding/keep", vec![], &[0.0]).cast(float));
+                let masked = em.initializer("gqa_padding/masked", Recipe::from_f32("gqa_padding/masked", vec![], &[-10000.0]).cast(float));
+                let bias = em.node("", "Where", ir::OPSET, vec![mask.clone(), keep, masked], &[true], vec![])?;
+                em.base = saved;
+                em.remember(bias_key, vec![bias[0].clone()]);
+                bias[0].clone()
+            }
+        };
         Ok(vec![lengths[0].clone(), lengths[1].clone(), bias])
     }
 

@@ -18,6 +18,7 @@ gguf-py's SpecialVocab ids (CLS as BOS, SEP as separator and EOS, UNK, PAD, MASK
 """
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import gguf
@@ -28,6 +29,9 @@ import pytest
 from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from gguf_writing import add_tensors_and_close  # noqa: E402
 
 from conftest import tailor_bin
 from test_encoders import REFERENCE, minilm_dir
@@ -86,21 +90,19 @@ def write_bert_gguf(path: Path, qtype=T.F32, pooling=gguf.PoolingType.MEAN, caus
     w.add_pad_token_id(ids["[PAD]"])
     w.add_mask_token_id(ids["[MASK]"])
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, cfg["num_hidden_layers"])
+    items = []
     for hf, t in load_file(str(src / "model.safetensors")).items():
         if hf.startswith("pooler.") or hf.endswith("position_ids"):
             continue
         name = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert name is not None, hf
-        t = t.astype(np.float32)
+        items.append((name, t))
+
+    def qtype_of(name, t):
         keep_f32 = t.ndim != 2 or name in ("position_embd.weight", "token_types.weight") or "norm" in name
-        if keep_f32 or qtype == T.F32:
-            w.add_tensor(name, t)
-        else:
-            w.add_tensor(name, gguf.quantize(t, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        return T.F32 if keep_f32 else qtype
+
+    add_tensors_and_close(w, items, qtype_of)
     return path
 
 
