@@ -6,6 +6,7 @@
 
 use crate::{Error, Result};
 use ir::Graph;
+use models::arch::vision::PixelGeometry;
 use models::Multimodal;
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -121,7 +122,7 @@ fn hf_image_processor(dir: &Path) -> Result<(std::path::PathBuf, Map<String, Val
         let settings = match value.get("image_processor") {
             Some(Value::Object(p)) => p.clone(),
             _ => match value {
-                Value::Object(top) if top.contains_key("image_mean") => top,
+                Value::Object(top) if top.contains_key("image_mean") || top.contains_key("image_processor_type") => top,
                 _ => continue,
             },
         };
@@ -133,25 +134,104 @@ fn hf_image_processor(dir: &Path) -> Result<(std::path::PathBuf, Map<String, Val
     })
 }
 
+/// Qwen2VLImageProcessor's pixel budget `(min_pixels, max_pixels)` as transformers reads it:
+/// `size.shortest_edge` / `size.longest_edge` (transformers 4.50 and later; 4.49 wrote
+/// `size.min_pixels` / `size.max_pixels`), else its default, and the top-level `min_pixels` /
+/// `max_pixels` (the published Qwen2.5-VL files' spelling) over either.
+fn qwen_pixel_budget(p: &Map<String, Value>, bad: &dyn Fn(String) -> Error) -> Result<(i64, i64)> {
+    let count = |v: &Value, key: &str| v.as_i64().filter(|n| *n > 0).ok_or_else(|| bad(format!("`{key}` must be a positive whole number (pixels), found {v}")));
+    let (mut min, mut max) = QWEN_DEFAULT_PIXELS;
+    match p.get("size") {
+        None | Some(Value::Null) => {}
+        Some(size @ Value::Object(_)) => {
+            let pair = [("shortest_edge", "longest_edge"), ("min_pixels", "max_pixels")]
+                .into_iter()
+                .find(|(lo, hi)| size.get(*lo).is_some() && size.get(*hi).is_some());
+            let Some((lo, hi)) = pair else {
+                return Err(bad(format!("`size` must give `shortest_edge` and `longest_edge` (the pixel budget), found {size}")));
+            };
+            (min, max) = (count(&size[lo], &format!("size.{lo}"))?, count(&size[hi], &format!("size.{hi}"))?);
+        }
+        Some(v) => return Err(bad(format!("`size` must be an object, found {v}"))),
+    }
+    for (key, slot) in [("min_pixels", &mut min), ("max_pixels", &mut max)] {
+        if let Some(v) = p.get(key).filter(|v| !v.is_null()) {
+            *slot = count(v, key)?;
+        }
+    }
+    if min > max {
+        return Err(bad(format!("the pixel budget's minimum {min} is above its maximum {max}")));
+    }
+    Ok((min, max))
+}
+
+/// transformers' image processors' defaults where the checkpoint's settings leave a key out:
+/// `rescale_factor` (both), Qwen2VLImageProcessor's patch geometry and pixel budget
+/// (`size = {shortest_edge: 56*56, longest_edge: 28*28*1280}`), and each one's mean and std
+/// (OpenAI CLIP's for Qwen, 0.5 for Gemma3ImageProcessor).
+const DEFAULT_RESCALE: f64 = 1.0 / 255.0;
+const QWEN_DEFAULT_PIXELS: (i64, i64) = (56 * 56, 28 * 28 * 1280);
+const QWEN_DEFAULT_GEOMETRY: (i64, i64, i64) = (14, 2, 2);
+const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
+const CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
+const HALF: [f64; 3] = [0.5, 0.5, 0.5];
+
 /// `processor_config.json` in onnxruntime-extensions form, from the checkpoint's image
-/// processor settings.
-pub(crate) fn processor_config(dir: &Path, m: &Multimodal) -> Result<Value> {
+/// processor settings (transformers' defaults for the keys they leave out), checked against
+/// the tower's `geometry`: a processor that cuts other patches or sizes than the tower reads
+/// would fail at run time, so it is refused here, naming both keys.
+pub(crate) fn processor_config(dir: &Path, m: &Multimodal, geometry: PixelGeometry) -> Result<Value> {
     let kind = VlType::of(m).ok_or_else(|| Error::Request(format!("processor_config.json: no image processor for model_type `{}`", m.model_type)))?;
     let (path, p) = hf_image_processor(dir)?;
-    let need = |key: &str| -> Result<&Value> { p.get(key).ok_or_else(|| Error::Config { path: path.clone(), reason: format!("the image processor settings lack `{key}`") }) };
-    let number = |key: &str| -> Result<f64> {
-        need(key)?.as_f64().ok_or_else(|| Error::Config { path: path.clone(), reason: format!("`{key}` must be a number") })
+    let bad = |reason: String| Error::Config { path: path.clone(), reason };
+    let number = |key: &str, default: f64| -> Result<f64> {
+        match p.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| bad(format!("`{key}` must be a positive number, found {v}"))),
+        }
     };
+    let whole = |key: &str, default: i64| -> Result<i64> {
+        match p.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v.as_i64().filter(|x| *x > 0).ok_or_else(|| bad(format!("`{key}` must be a positive whole number, found {v}"))),
+        }
+    };
+    // The transforms below always resize, rescale and normalize, as these processors do by
+    // default; a checkpoint that turns one off would be fed other pixels than it expects.
+    for key in ["do_resize", "do_rescale", "do_normalize"] {
+        if p.get(key) == Some(&Value::Bool(false)) {
+            return Err(bad(format!("`{key}` is false; the package's image processor always does that step (as transformers does by default), so it would not feed this model the pixels it expects")));
+        }
+    }
+    // Gemma 3's pan and scan adds crops of a wide image as more images; genai feeds one.
+    if p.get("do_pan_and_scan") == Some(&Value::Bool(true)) {
+        return Err(bad("`do_pan_and_scan` is true; the package's image processor gives the model one image per image, not its crops".into()));
+    }
     let op = |name: &str, kind: &str, attrs: Value| json!({ "operation": { "name": name, "type": kind, "attrs": attrs } });
-    let mean = need("image_mean")?.clone();
-    let std = need("image_std")?.clone();
-    let rescale = number("rescale_factor")?;
+    let (default_mean, default_std) = if kind == VlType::Gemma3 { (HALF, HALF) } else { (CLIP_MEAN, CLIP_STD) };
+    let mean = p.get("image_mean").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| json!(default_mean));
+    let std = p.get("image_std").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| json!(default_std));
+    let rescale = number("rescale_factor", DEFAULT_RESCALE)?;
     let transforms = match kind {
         VlType::Qwen25Vl | VlType::Qwen3Vl => {
-            let size = need("size")?;
-            let edge = |k: &str| size.get(k).and_then(Value::as_i64).ok_or_else(|| Error::Config { path: path.clone(), reason: format!("`size.{k}` must be a whole number (the pixel budget)") });
-            let (min_pixels, max_pixels) = (edge("shortest_edge")?, edge("longest_edge")?);
-            let (patch, merge, temporal) = (number("patch_size")? as i64, number("merge_size")? as i64, number("temporal_patch_size")? as i64);
+            let (min_pixels, max_pixels) = qwen_pixel_budget(&p, &bad)?;
+            let (patch, merge, temporal) = (
+                whole("patch_size", QWEN_DEFAULT_GEOMETRY.0)?,
+                whole("merge_size", QWEN_DEFAULT_GEOMETRY.1)?,
+                whole("temporal_patch_size", QWEN_DEFAULT_GEOMETRY.2)?,
+            );
+            let PixelGeometry::Patches { patch: tower_patch, merge: tower_merge, temporal: tower_temporal } = geometry else {
+                return Err(Error::Request(format!("model_type `{}`: its tower does not read patches", m.model_type)));
+            };
+            for (key, here, tower_key, tower) in [
+                ("patch_size", patch, "patch_size", tower_patch),
+                ("merge_size", merge, "spatial_merge_size", tower_merge),
+                ("temporal_patch_size", temporal, "temporal_patch_size", tower_temporal),
+            ] {
+                if here as usize != tower {
+                    return Err(bad(format!("`{key}` is {here} but config.json's `vision_config.{tower_key}` is {tower}: the processor must cut the patches the vision tower reads")));
+                }
+            }
             vec![
                 op("decode_image", "DecodeImage", json!({ "color_space": "RGB" })),
                 json!({ "operation": { "name": "convert_to_rgb", "type": "ConvertRGB" } }),
@@ -162,12 +242,19 @@ pub(crate) fn processor_config(dir: &Path, m: &Multimodal) -> Result<Value> {
             ]
         }
         VlType::Gemma3 => {
-            let size = need("size")?;
-            let side = |k: &str| size.get(k).and_then(Value::as_i64).ok_or_else(|| Error::Config { path: path.clone(), reason: format!("`size.{k}` must be a whole number") });
+            let size = p.get("size").ok_or_else(|| bad("the image processor settings lack `size` (the height and width images are resized to)".into()))?;
+            let side = |k: &str| size.get(k).and_then(Value::as_i64).ok_or_else(|| bad(format!("`size.{k}` must be a whole number")));
+            let (width, height) = (side("width")?, side("height")?);
+            let PixelGeometry::Square { side: tower } = geometry else {
+                return Err(Error::Request(format!("model_type `{}`: its tower does not read square images", m.model_type)));
+            };
+            if width as usize != tower || height as usize != tower {
+                return Err(bad(format!("`size` is {width}x{height} but config.json's `vision_config.image_size` is {tower}: the processor must give the tower the image size it reads")));
+            }
             // No ConvertRGB here: with it, genai 0.18's Gemma path gave BGR channels.
             vec![
                 op("decode_image", "DecodeImage", json!({ "color_space": "RGB" })),
-                op("resize", "Resize", json!({ "width": side("width")?, "height": side("height")?, "interpolation": "LINEAR", "keep_aspect_ratio": 0 })),
+                op("resize", "Resize", json!({ "width": width, "height": height, "interpolation": "LINEAR", "keep_aspect_ratio": 0 })),
                 op("rescale", "Rescale", json!({ "rescale_factor": rescale })),
                 op("normalize", "Normalize", json!({ "mean": mean, "std": std })),
                 op("permute", "Permute3D", json!({ "dims": [2, 0, 1] })),

@@ -320,7 +320,7 @@ fn genai_files(
     let mut files = Vec::new();
     if let (Some(m), Some((vision_file, vision)), Some((embedding_file, _))) = (&ckpt.config.multimodal, graph_of(Role::Vision), graph_of(Role::Embedding)) {
         crate::genai_vl::extend_config(&mut config, m, vision_file, vision, embedding_file)?;
-        files.push((crate::genai_vl::PROCESSOR_CONFIG, crate::genai_vl::processor_config(&req.model_dir, m)?));
+        files.push((crate::genai_vl::PROCESSOR_CONFIG, crate::genai_vl::processor_config(&req.model_dir, m, models::arch::vision::pixel_geometry(&ckpt.config)?)?));
     }
     files.insert(0, (GENAI_CONFIG, config));
     Ok(files)
@@ -363,6 +363,10 @@ fn write_part(req: &BuildRequest, part: &Part, model: &ir::Model, staging: &Path
     // The error names the staging folder's file; say which package it was for.
     saved.map_err(|source| match source {
         ir::Error::Io { .. } => Error::Write { output: req.output.clone(), source },
+        ir::Error::F16Overflow { .. } => Error::Request(format!(
+            "{source}; build with a dtype that holds it: `--dtype f32`, or `--dtype bf16` where the {} table lists it (`tailor build --help`); nothing was written",
+            req.ep
+        )),
         other => Error::Ir(other),
     })
 }

@@ -110,6 +110,32 @@ fn missing_tensor_is_named() {
     assert_fails(&model, &[], &["model.layers.1.mlp.up_proj.weight", "not found"]);
 }
 
+/// A weight beyond f16's range in an f16 build is refused, naming the checkpoint's tensor and
+/// the dtypes that hold it, and nothing is left (the f32 build of the same checkpoint works,
+/// and so does an f16 build of a weight just inside the range).
+#[test]
+fn a_weight_beyond_f16s_range_is_refused_in_an_f16_build() {
+    let with_value = |dir: &Path, value: f32| {
+        let model = dir.join(format!("model-{value}"));
+        copy_fixture("tiny-llama", &model);
+        let file = model.join("model.safetensors");
+        let mut tensors = read_safetensors(&file);
+        let (_, (dtype, _, bytes)) = tensors.iter_mut().find(|(n, _)| n == "model.layers.1.mlp.down_proj.weight").unwrap();
+        assert_eq!(dtype, "F32");
+        bytes[40..44].copy_from_slice(&value.to_le_bytes());
+        write_safetensors(&file, &tensors);
+        model
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = with_value(dir.path(), -70000.0);
+    assert_fails(&model, &["--dtype", "f16"], &["model.layers.1.mlp.down_proj.weight", "-70000", "65504", "--dtype f32"]);
+    let ok = tailor(&model, &dir.path().join("f32"), &["--dtype", "f32"]);
+    assert!(ok.status.success(), "{}", ok.stderr);
+    let inside = with_value(dir.path(), 65504.0);
+    let ok = tailor(&inside, &dir.path().join("f16"), &["--dtype", "f16"]);
+    assert!(ok.status.success(), "{}", ok.stderr);
+}
+
 #[test]
 fn mis_shaped_tensor_names_both_shapes() {
     let dir = tempfile::tempdir().unwrap();

@@ -35,11 +35,23 @@ pub enum Error {
     QuantShape(String),
     #[error("quantization: weight element [{row}, {col}] is {value}; only finite weights can be quantized")]
     QuantNonFinite { row: usize, col: usize, value: f32 },
+    /// `tensor` is filled in where the name is known ([`Error::in_tensor`]).
+    #[error("tensor `{tensor}` holds {value}, beyond f16's range (largest finite value 65504): written as f16 it would be an infinity")]
+    F16Overflow { tensor: String, value: f32 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Names the tensor an [`Error::F16Overflow`] came from, unless a closer name (the
+    /// checkpoint's own) was given first; other errors pass unchanged.
+    pub(crate) fn in_tensor(self, name: &str) -> Error {
+        match self {
+            Error::F16Overflow { tensor, value } if tensor.is_empty() => Error::F16Overflow { tensor: name.to_string(), value },
+            other => other,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }

@@ -665,7 +665,7 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
         }
         (DType::BF16, DType::F16) => {
             crate::convert::bf16_to_f16(bytes, out);
-            return Ok(());
+            return f16_in_range(bytes, from, out);
         }
         _ => {}
     }
@@ -680,7 +680,36 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
         encode_floats(&tmp[..k], to, dst);
     }
     debug_assert_eq!(out.len(), n * to.size());
+    if to == DType::F16 {
+        return f16_in_range(bytes, from, out);
+    }
     Ok(())
+}
+
+/// Refuses a cast to f16 that turned a finite value into an infinity (beyond f16's +-65504):
+/// such a weight would poison every output it touches, so the build stops and names it. An
+/// infinity the source already held is kept, as any other value is.
+fn f16_in_range(bytes: &[u8], from: DType, out: &[u8]) -> Result<()> {
+    const INF: u16 = 0x7c00;
+    let is_inf = |h: u16| h & 0x7fff == INF;
+    let first = match bytemuck::try_cast_slice::<u8, u16>(out) {
+        Ok(halves) if !halves.iter().any(|&h| is_inf(h)) => return Ok(()),
+        Ok(halves) => halves.iter().position(|&h| is_inf(h)),
+        Err(_) => out.chunks_exact(2).position(|c| is_inf(u16::from_le_bytes([c[0], c[1]]))),
+    };
+    let Some(mut at) = first else { return Ok(()) };
+    let size = from.size();
+    let mut value = [0f32; 1];
+    loop {
+        decode_floats(&bytes[at * size..(at + 1) * size], from, &mut value);
+        if value[0].is_finite() {
+            return Err(Error::F16Overflow { tensor: String::new(), value: value[0] });
+        }
+        match out[(at + 1) * 2..].chunks_exact(2).position(|c| is_inf(u16::from_le_bytes([c[0], c[1]]))) {
+            Some(next) => at += 1 + next,
+            None => return Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -694,6 +723,33 @@ mod tests {
     fn iota(shape: Vec<usize>) -> Recipe {
         let n: usize = shape.iter().product();
         Recipe::from_f32("iota", shape, &(0..n).map(|v| v as f32).collect::<Vec<_>>())
+    }
+
+    /// A finite value beyond f16's range is an error from every source dtype, through the
+    /// general path and bf16's fast one; a source infinity, a NaN and f16's largest value pass.
+    #[test]
+    fn casts_to_f16_refuse_values_beyond_its_range() {
+        let encode = |values: &[f32], dtype: DType| {
+            let mut bytes = vec![0u8; values.len() * dtype.size()];
+            encode_floats(values, dtype, &mut bytes);
+            bytes
+        };
+        for from in [DType::F32, DType::BF16, DType::F64] {
+            let mut values = vec![1.0f32; 1500];
+            values[3] = f32::INFINITY;
+            values[4] = f32::NAN;
+            // f16's largest magnitude (bf16's nearest below it for bf16, which has no 65504).
+            values[5] = if from == DType::BF16 { -65280.0 } else { -65504.0 };
+            let fine = encode(&values, from);
+            assert!(cast_bytes(&fine, from, DType::F16).is_ok(), "{from}");
+            // Past the first chunk, after an infinity the source held.
+            values[1200] = 1.0e6;
+            let e = cast_bytes(&encode(&values, from), from, DType::F16).unwrap_err();
+            assert!(matches!(e, Error::F16Overflow { value, .. } if value == 1.0e6 || (from == DType::BF16 && value > 9.9e5)), "{from}: {e}");
+            assert!(e.in_tensor("w").to_string().contains("tensor `w` holds"));
+        }
+        // Other targets are not checked: f32 holds every bf16 value.
+        assert!(cast_bytes(&encode(&[1.0e30], DType::BF16), DType::BF16, DType::F32).is_ok());
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl Recipe {
                 Ok(())
             }
             Recipe::Cast { input, to } => match input.as_ref() {
-                Recipe::Source(t) => cast_into(source_range(t, start, end)?, t.dtype, *to, out),
+                Recipe::Source(t) => cast_into(source_range(t, start, end)?, t.dtype, *to, out).map_err(|e| e.in_tensor(&t.name)),
                 input => {
                     // Converted in chunks through a small buffer (below the allocator's mmap
                     // threshold, so it is recycled rather than faulted in anew).
@@ -357,15 +357,15 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
     let produce = |buf: &mut AlignedBuf, task: &Task| -> Result<(usize, u64, usize)> {
         match *task {
             Task::Range { tensor, start, end } => {
-                let (_, recipe, slot) = &tensors[tensor];
+                let (name, recipe, slot) = &tensors[tensor];
                 let (esize, len) = (recipe.dtype().size(), (end - start) * recipe.dtype().size());
-                recipe.read_into(start, end, &mut buf.get(len)[..len])?;
+                recipe.read_into(start, end, &mut buf.get(len)[..len]).map_err(|e| e.in_tensor(name))?;
                 recipe.release(start, end);
                 Ok((tensor, slot.offset + (start * esize) as u64, len))
             }
             Task::Whole { tensor } => {
                 let (name, recipe, slot) = &tensors[tensor];
-                let bytes = recipe.materialize()?;
+                let bytes = recipe.materialize().map_err(|e| e.in_tensor(name))?;
                 if bytes.len() as u64 != slot.len {
                     return Err(Error::Recipe {
                         tensor: name.to_string(),
@@ -376,7 +376,7 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                 Ok((tensor, slot.offset, bytes.len()))
             }
             Task::Columns { tensor, start, end } => {
-                let (_, recipe, slot) = &tensors[tensor];
+                let (name, recipe, slot) = &tensors[tensor];
                 let Recipe::Transpose { input, .. } = recipe else { unreachable!("column blocks are transposes") };
                 let (rows, cols) = (input.shape()[0], input.shape()[1]);
                 let esize = recipe.dtype().size();
@@ -409,7 +409,8 @@ pub(crate) fn write_data_file(path: &Path, tensors: &[(&str, Recipe, DataSlot)],
                             gather_columns(band, r1 - r0, width, 0..width, &mut out[..len], rows, r0, esize);
                         }
                         Ok(())
-                    })?;
+                    })
+                    .map_err(|e| e.in_tensor(name))?;
                 Ok((tensor, slot.offset + (start * rows * esize) as u64, len))
             }
             Task::Quant { .. } => unreachable!("quantized ranges are written by `run`"),

@@ -280,13 +280,22 @@ impl DecoderConfig {
 
     /// The decoder config of one JSON object (a text-only config.json, or a multimodal one's
     /// `text_config`).
-    fn parse_map(path: &Path, map: Map<String, Value>) -> Result<DecoderConfig> {
-        let r = Reader { path, map: &map };
-        let model_type = r
+    fn parse_map(path: &Path, mut map: Map<String, Value>) -> Result<DecoderConfig> {
+        let model_type = Reader { path, map: &map }
             .present("model_type")
             .and_then(Value::as_str)
-            .ok_or_else(|| r.err("required key `model_type` is missing or not a string".into()))?
+            .ok_or_else(|| Error::Config { path: path.to_path_buf(), reason: "required key `model_type` is missing or not a string".into() })?
             .to_string();
+        // Keys the family's config class gives when config.json leaves them out (Gemma 3's
+        // sparse multimodal `text_config`); kept in `raw` too, so every reader sees them.
+        if let Some(f) = crate::arch::decoder_for(&model_type) {
+            for (key, value) in f.layout.key_defaults {
+                if map.get(*key).is_none_or(Value::is_null) {
+                    map.insert((*key).to_string(), value.to_json());
+                }
+            }
+        }
+        let r = Reader { path, map: &map };
         const HIDDEN: &[&str] = &["hidden_size", "n_embd"];
         const HEADS: &[&str] = &["num_attention_heads", "n_head"];
         let (hidden_key, heads_key) = (r.key_of(HIDDEN), r.key_of(HEADS));
@@ -642,6 +651,9 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
     };
     let kind = match kind_name {
         "default" => RopeKind::Default,
+        // Qwen2.5-VL's published configs say `"type": "mrope"`; transformers reads that as
+        // `default` (the sections are `mrope_section`, read by `read_mrope`).
+        "mrope" if get("mrope_section").is_some() => RopeKind::Default,
         "linear" => RopeKind::Linear { factor: positive("factor", need("factor")?)? },
         "llama3" => RopeKind::Llama3 {
             factor: positive("factor", need("factor")?)?,
@@ -830,11 +842,27 @@ pub struct Multimodal {
 /// Top-level keys a multimodal config carries for its text model when `text_config` lacks them.
 const INHERITED_TEXT_KEYS: &[&str] = &["bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings"];
 
+/// Vision-language types whose published config.json is flat: the text model's keys at the top
+/// level beside `vision_config`, no `text_config` (Qwen2.5-VL as released; transformers then
+/// builds the text config from the top-level keys), with the `model_type` transformers gives
+/// that text config.
+const FLAT_TEXT_CONFIGS: &[(&str, &str)] = &[("qwen2_5_vl", "qwen2_5_vl_text")];
+
 impl Multimodal {
     /// `text_config` with the inherited top-level keys, when `map` is a vision-language config
-    /// (it has both `text_config` and `vision_config`); `None` for a text-only config.
+    /// (it has both `text_config` and `vision_config`, or is one of the [`FLAT_TEXT_CONFIGS`]
+    /// with `vision_config`); `None` for a text-only config.
     fn text_config(path: &Path, map: &Map<String, Value>) -> Result<Option<Map<String, Value>>> {
-        let (Some(text), Some(_)) = (map.get("text_config"), map.get("vision_config")) else { return Ok(None) };
+        if map.get("vision_config").is_none() {
+            return Ok(None);
+        }
+        let Some(text) = map.get("text_config") else {
+            let model_type = map.get("model_type").and_then(Value::as_str);
+            let Some((_, text_type)) = FLAT_TEXT_CONFIGS.iter().find(|(t, _)| Some(*t) == model_type) else { return Ok(None) };
+            let mut text: Map<String, Value> = map.iter().filter(|(k, _)| k.as_str() != "vision_config").map(|(k, v)| (k.clone(), v.clone())).collect();
+            text.insert("model_type".into(), Value::String((*text_type).to_string()));
+            return Ok(Some(text));
+        };
         let Value::Object(text) = text else {
             return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `text_config` must be an object, found {text}") });
         };
@@ -975,6 +1003,92 @@ mod tests {
         assert_eq!(nested.rope.partial_rotary_factor, 0.75);
         let llama = parse(BASE_OBJECT).unwrap();
         assert_eq!((llama.head_dim, llama.rope.partial_rotary_factor), (16, 1.0));
+    }
+
+    /// Qwen2.5-VL as released (7B's config.json): the text model's keys at the top level, no
+    /// `text_config`, and the legacy `"type": "mrope"` that transformers reads as `default`.
+    const QWEN2_5_VL_7B: &str = r#"{
+      "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0,
+      "bos_token_id": 151643, "eos_token_id": 151645, "vision_start_token_id": 151652,
+      "vision_end_token_id": 151653, "vision_token_id": 151654, "image_token_id": 151655,
+      "video_token_id": 151656, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
+      "intermediate_size": 18944, "max_position_embeddings": 128000, "max_window_layers": 28,
+      "model_type": "qwen2_5_vl", "num_attention_heads": 28, "num_hidden_layers": 28,
+      "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.41.2",
+      "use_cache": true, "use_sliding_window": false,
+      "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+        "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2,
+        "spatial_patch_size": 14, "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31],
+        "tokens_per_second": 2, "temporal_patch_size": 2},
+      "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+      "vocab_size": 152064
+    }"#;
+
+    #[test]
+    fn published_qwen2_5_vl_config_is_read_flat() {
+        let c = parse(QWEN2_5_VL_7B).unwrap();
+        assert_eq!(c.model_type, "qwen2_5_vl_text");
+        assert_eq!((c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size), (3584, 28, 4, 128, 152064));
+        assert_eq!((c.rope.theta, &c.rope.kind), (1e6, &RopeKind::Default));
+        assert_eq!(c.mrope.as_ref().map(|m| (m.section.clone(), m.interleaved)), Some((vec![16, 24, 24], false)));
+        assert_eq!((c.eos_token_id.clone(), c.tie_word_embeddings), (vec![151645], Some(false)));
+        let m = c.multimodal.as_ref().expect("a vision-language config");
+        assert_eq!(m.model_type, "qwen2_5_vl");
+        assert!(!m.vision.is_empty() && m.raw.contains_key("image_token_id"));
+        assert_eq!(
+            crate::arch::vision::pixel_geometry(&c).unwrap(),
+            crate::arch::vision::PixelGeometry::Patches { patch: 14, merge: 2, temporal: 2 }
+        );
+        // `mrope` without sections is no multimodal RoPE: refused as an unknown type.
+        let bare = QWEN2_5_VL_7B.replace(r#""type": "mrope", "mrope_section": [16, 24, 24]"#, r#""type": "mrope""#);
+        assert!(parse(&bare).unwrap_err().to_string().contains("rope type `mrope` is not supported"));
+        // A flat config of a type whose text keys are not at the top level stays a text config.
+        let other = QWEN2_5_VL_7B.replace(r#""model_type": "qwen2_5_vl""#, r#""model_type": "qwen2""#);
+        assert!(parse(&other).unwrap().multimodal.is_none());
+    }
+
+    /// Gemma 3 4B and 12B as released: `text_config` gives only what differs from
+    /// `Gemma3TextConfig`'s defaults (4B: no heads; neither: no vocabulary size; 12B: no
+    /// head_dim, which is 256, not hidden / heads = 240).
+    #[test]
+    fn published_gemma3_text_configs_take_the_familys_defaults() {
+        let config = |text: &str| {
+            format!(
+                r#"{{"architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+                "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+                "model_type": "gemma3", "text_config": {text}, "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+                "vision_config": {{"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304, "model_type": "siglip_vision_model",
+                "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": false}}}}"#
+            )
+        };
+        let four = parse(&config(
+            r#"{"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text", "num_hidden_layers": 34,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}"#,
+        ))
+        .unwrap();
+        assert_eq!((four.num_attention_heads, four.num_key_value_heads, four.head_dim, four.vocab_size), (8, 4, 256, 262_208));
+        assert_eq!((four.max_position_embeddings, four.norm_eps, four.eos_token_id.clone()), (131_072, 1e-6, vec![1, 106]));
+        assert_eq!((four.rope.theta, &four.rope.kind), (1e6, &RopeKind::Linear { factor: 8.0 }));
+        // No `rope_local_base_freq`: the sliding layers take the family's own default (10000,
+        // `LayerKinds::local_rope`), not the full layers' scaled RoPE.
+        assert!(four.sliding_rope.is_none());
+        assert_eq!(crate::arch::GEMMA3.layers.local_rope, Some(10000.0));
+        assert_eq!(four.sliding_window.size, Some(1024));
+        assert_eq!(crate::arch::vision::pixel_geometry(&four).unwrap(), crate::arch::vision::PixelGeometry::Square { side: 896 });
+        let twelve = parse(&config(
+            r#"{"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text", "num_attention_heads": 16,
+            "num_hidden_layers": 48, "num_key_value_heads": 8, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}"#,
+        ))
+        .unwrap();
+        assert_eq!((twelve.head_dim, twelve.num_attention_heads, twelve.num_key_value_heads), (256, 16, 8));
+        // What a config gives wins over the defaults; other families get none of Gemma 3's.
+        let given = parse(&config(r#"{"model_type": "gemma3_text", "vocab_size": 300, "head_dim": 128, "rope_theta": 5000.0}"#)).unwrap();
+        assert_eq!((given.vocab_size, given.head_dim, given.rope.theta), (300, 128, 5000.0));
+        assert!(parse(r#"{"model_type":"gemma2","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":128}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("vocab_size"));
     }
 
     /// PhiMoE's `short_mscale`/`long_mscale` give each LongRoPE set its own cos/sin factor; Phi-3's

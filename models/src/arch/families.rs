@@ -56,6 +56,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     clip_qkv: None,
     lm_head_bias: Bias::Never,
     rope_default: RopeDefault { theta: 10000.0, scaling: None },
+    key_defaults: &[],
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -324,6 +325,20 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
     layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None },
 };
 
+/// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
+/// leave out of `text_config`; `rope_theta` (1e6) is the layout's RoPE default.
+const GEMMA3_KEY_DEFAULTS: &[(&str, KeyDefault)] = &[
+    ("vocab_size", KeyDefault::Count(262_208)),
+    ("hidden_size", KeyDefault::Count(2304)),
+    ("intermediate_size", KeyDefault::Count(9216)),
+    ("num_hidden_layers", KeyDefault::Count(26)),
+    ("num_attention_heads", KeyDefault::Count(8)),
+    ("num_key_value_heads", KeyDefault::Count(4)),
+    ("head_dim", KeyDefault::Count(256)),
+    ("max_position_embeddings", KeyDefault::Count(131_072)),
+    ("rms_norm_eps", KeyDefault::Number(1e-6)),
+];
+
 /// Gemma 3 (text): Gemma 2 plus per-head `(1 + weight)` q/k norms, softcapping off unless the
 /// config sets it, and a RoPE of their own for sliding layers (`rope_local_base_freq`, default
 /// 10000, or `rope_parameters.sliding_attention`); sliding layers from `layer_types`, else
@@ -331,7 +346,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
 pub const GEMMA3: DecoderFamily = DecoderFamily {
     model_types: &["gemma3_text"],
     names: NameTable { norms: SANDWICH_NORMS, qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
-    layout: GEMMA_LAYOUT,
+    layout: Layout { rope_default: RopeDefault { theta: 1_000_000.0, scaling: None }, key_defaults: GEMMA3_KEY_DEFAULTS, ..GEMMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: Scaling {

@@ -357,6 +357,29 @@ pub struct Layout {
     pub lm_head_bias: Bias,
     /// transformers' per-family RoPE defaults, used when config.json does not give them.
     pub rope_default: RopeDefault,
+    /// Keys published configs leave to the family's config class, with that class's default:
+    /// inserted when config.json lacks them (Gemma 3's multimodal `text_config` gives only the
+    /// sizes that differ, so the 4B has no `num_attention_heads` and none has `vocab_size`).
+    pub key_defaults: &'static [(&'static str, KeyDefault)],
+}
+
+/// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeyDefault {
+    /// A whole number (a size or a count).
+    Count(u64),
+    /// Any other number.
+    Number(f64),
+}
+
+impl KeyDefault {
+    /// The JSON value config.json would hold.
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            KeyDefault::Count(n) => serde_json::Value::from(n),
+            KeyDefault::Number(x) => serde_json::Value::from(x),
+        }
+    }
 }
 
 /// A family's RoPE when config.json leaves it out: `rope_theta` when absent, and the scaling

@@ -12,7 +12,7 @@ pub mod vision;
 pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
 pub use families::{BERT, ROBERTA, ERNIE4_5, GEMMA, GEMMA2, GEMMA3, GLM, GLM4, GPT2, GPT_OSS, GRANITE, LLAMA, MISTRAL, MIXTRAL, NEMOTRON, OLMO, PHIMOE, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI, PHI3, QWEN2, QWEN3, SMOLLM3, STARCODER2};
 pub use family::{
-    AttentionNames, AttentionScale, Bias, BlockNorms, ExpertActivation, ExpertNames, RopeDefault, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
+    AttentionNames, AttentionScale, Bias, BlockNorms, ExpertActivation, ExpertNames, KeyDefault, RopeDefault, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout,
     MlpNames, MoeKeys, MoeNames, NameTable, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS,
 };
 

@@ -54,6 +54,33 @@ pub fn supported(config: &DecoderConfig) -> Result<()> {
     }
 }
 
+/// What the image processor must give the tower, read from `vision_config` with the tower's
+/// own defaults: the package's processor settings are checked against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PixelGeometry {
+    /// Qwen: patches of `patch` pixels, `temporal` frames deep, merged `merge` x `merge`.
+    Patches { patch: usize, merge: usize, temporal: usize },
+    /// SigLIP (Gemma 3): one square image of `side` pixels.
+    Square { side: usize },
+}
+
+/// The tower's [`PixelGeometry`], after [`supported`]'s checks.
+pub fn pixel_geometry(config: &DecoderConfig) -> Result<PixelGeometry> {
+    let mm = multimodal(config)?;
+    match mm.model_type.as_str() {
+        "qwen2_5_vl" => {
+            let v = qwen2_5_vl::QwenVision::read(&config.path, mm, config.hidden_size)?;
+            Ok(PixelGeometry::Patches { patch: v.patch, merge: v.merge, temporal: v.temporal_patch })
+        }
+        "qwen3_vl" => {
+            let v = qwen3_vl::Qwen3Vision::read(&config.path, mm, config.hidden_size)?;
+            Ok(PixelGeometry::Patches { patch: v.patch, merge: v.merge, temporal: v.temporal_patch })
+        }
+        "gemma3" => Ok(PixelGeometry::Square { side: siglip::Gemma3Vision::read(&config.path, mm, config.hidden_size)?.image_size }),
+        other => Err(unsupported_type(&config.path, other)),
+    }
+}
+
 /// Builds the vision tower of `ckpt` (`vision.onnx`): the graph `multimodal.model_type` names,
 /// after [`supported`].
 pub fn build_vision(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
