@@ -264,7 +264,7 @@ pub(crate) fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'
     if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
         config.insert("chat_template".into(), json!(t));
     }
-    Ok(Converted { tokenizer, config: Json::Object(config) })
+    Ok(Converted { tokenizer, config: Json::Object(config), warnings: Vec::new() })
 }
 
 #[cfg(test)]

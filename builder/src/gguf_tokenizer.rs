@@ -30,6 +30,19 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
 const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// `tokenizer.ggml.pre` values that split as GPT-2's byte-level pre-tokenizer does (llama.cpp's
+/// `LLAMA_VOCAB_PRE_TYPE_GPT2` names and `default`), or differ from it only in cutting digits
+/// one by one (`smollm`, `starcoder`, `refact`: their vocabularies merge no digits, so the
+/// tokens are the same). Any other value not in [`SPLITS`] is a split rule this conversion
+/// does not know, and the build says so.
+const GPT2_LIKE: &[&str] = &["default", "gpt-2", "phi-2", "smollm", "starcoder", "refact"];
+
+/// `tokenizer.ggml.pre` values after which llama.cpp adds BOS when the file has no
+/// `tokenizer.ggml.add_bos_token` (its Llama 3 pre-tokenizer group, `llama-vocab.cpp`), as
+/// those models' own tokenizers do; llama.cpp also ignores merges for them (a word the
+/// vocabulary holds whole is one token, as in Meta's tokenizer.json).
+const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"];
+
 /// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them (and
 /// gpt-oss's, which it does not load).
 const SPLITS: &[(&str, &str)] = &[
@@ -91,6 +104,9 @@ pub(crate) fn strings<'a>(file: &'a GgufFile, key: &str, path: &Path) -> Result<
 pub struct Converted<'a> {
     pub(crate) tokenizer: TokenizerJson<'a>,
     pub config: Json,
+    /// What the conversion could not take from the file as the model's own tokenizer has it
+    /// (an unknown `tokenizer.ggml.pre`): build warnings, so `--strict` refuses them.
+    pub warnings: Vec<String>,
 }
 
 impl Converted<'_> {
@@ -296,10 +312,21 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     }
     let id_key = |k: &str| file.get(k).and_then(Value::as_u64).map(|v| v as usize).filter(|&v| v < tokens.len());
     let token_of = |k: &str| id_key(k).map(|i| tokens[i].to_string());
-    let flag = |k: &str| file.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token"), flag("tokenizer.ggml.add_eos_token"));
     let pre = file.get("tokenizer.ggml.pre").and_then(Value::as_str);
-    let pre_tokenizer = split_pre_tokenizer(pre).unwrap_or_else(|| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}));
+    let llama3_group = pre.is_some_and(|p| LLAMA3_GROUP.contains(&p));
+    let flag = |k: &str, default: bool| file.get(k).and_then(Value::as_bool).unwrap_or(default);
+    let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token", llama3_group), flag("tokenizer.ggml.add_eos_token", false));
+    let mut warnings = Vec::new();
+    let pre_tokenizer = split_pre_tokenizer(pre).unwrap_or_else(|| {
+        if let Some(p) = pre.filter(|p| !GPT2_LIKE.contains(p)) {
+            warnings.push(format!(
+                "{}: `tokenizer.ggml.pre` is `{p}`, a split rule this tool does not know; text is split as GPT-2 splits it (as transformers' GGUF loader does), which can give other tokens than the model's own tokenizer (numbers, case, punctuation, newlines). Known: {}",
+                path.display(),
+                SPLITS.iter().map(|(n, _)| *n).chain(GPT2_LIKE.iter().copied()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})
+    });
     let post = post_processor(add_bos.then(|| (token_of("tokenizer.ggml.bos_token_id"), id_key("tokenizer.ggml.bos_token_id"))), add_eos.then(|| (token_of("tokenizer.ggml.eos_token_id"), id_key("tokenizer.ggml.eos_token_id"))), &err)?;
     let tokenizer = TokenizerJson {
         version: "1.0",
@@ -317,7 +344,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
             end_of_word_suffix: Some(""),
             fuse_unk: false,
             byte_fallback: false,
-            ignore_merges: false,
+            ignore_merges: llama3_group,
             tokens: spelled,
             vocab,
             merges: Merges::Text(merge_pairs),
@@ -333,7 +360,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     if let Some(t) = file.get("tokenizer.chat_template").and_then(Value::as_str) {
         config.insert("chat_template".into(), json!(t));
     }
-    Ok(Converted { tokenizer, config: Json::Object(config) })
+    Ok(Converted { tokenizer, config: Json::Object(config), warnings })
 }
 /// The pre-tokenizer transformers sets for a `tokenizer.ggml.pre` it knows (the split regex,
 /// then byte-level), whatever the tokenizer model; `None` for any other value.
@@ -392,6 +419,11 @@ mod tests {
     /// A GGUF file of metadata only: `tokenizer.ggml.model` `gpt2`, the tokens with their
     /// types, the merges.
     fn gpt2_file(tokens: &[&str], types: &[i32], merges: &[&str]) -> (tempfile::TempDir, GgufFile, std::path::PathBuf) {
+        gpt2_file_with(tokens, types, merges, None, &[], &[])
+    }
+
+    /// [`gpt2_file`] with `tokenizer.ggml.pre`, u32 keys (token ids) and bool keys (flags).
+    fn gpt2_file_with(tokens: &[&str], types: &[i32], merges: &[&str], pre: Option<&str>, ids: &[(&str, u32)], flags: &[(&str, bool)]) -> (tempfile::TempDir, GgufFile, std::path::PathBuf) {
         let string = |out: &mut Vec<u8>, s: &str| {
             out.extend((s.len() as u64).to_le_bytes());
             out.extend(s.as_bytes());
@@ -399,7 +431,22 @@ mod tests {
         let mut b = b"GGUF".to_vec();
         b.extend(3u32.to_le_bytes());
         b.extend(0u64.to_le_bytes());
-        b.extend(4u64.to_le_bytes());
+        b.extend((4 + pre.is_some() as u64 + ids.len() as u64 + flags.len() as u64).to_le_bytes());
+        if let Some(pre) = pre {
+            string(&mut b, "tokenizer.ggml.pre");
+            b.extend(8u32.to_le_bytes());
+            string(&mut b, pre);
+        }
+        for (key, v) in ids {
+            string(&mut b, key);
+            b.extend(4u32.to_le_bytes());
+            b.extend(v.to_le_bytes());
+        }
+        for (key, v) in flags {
+            string(&mut b, key);
+            b.extend(7u32.to_le_bytes());
+            b.push(*v as u8);
+        }
         string(&mut b, "tokenizer.ggml.model");
         b.extend(8u32.to_le_bytes());
         string(&mut b, "gpt2");
@@ -438,6 +485,33 @@ mod tests {
         assert_eq!((vocab.get("ĠĠ"), vocab.get("  ")), (Some(&json!(6)), None));
         let added: Vec<(i64, &str, bool)> = json["added_tokens"].as_array().unwrap().iter().map(|t| (t["id"].as_i64().unwrap(), t["content"].as_str().unwrap(), t["special"].as_bool().unwrap())).collect();
         assert_eq!(added, [(5, "<｜User｜>", false), (7, "<｜bos｜>", true)]);
+    }
+
+    /// The Llama 3 group of `tokenizer.ggml.pre` adds BOS when the file has no
+    /// `add_bos_token` (llama.cpp's default for it) and ignores merges; the key wins where it
+    /// is given; other splits keep BOS off. An unknown split is a warning naming it.
+    #[test]
+    fn the_llama3_group_adds_bos_by_default_and_unknown_splits_are_warned_about() {
+        let tokens = ["a", "b", "ab", "<|begin_of_text|>"];
+        let types = [1, 1, 1, 3];
+        let bos = [("tokenizer.ggml.bos_token_id", 3u32)];
+        let post = |pre: Option<&str>, flags: &[(&str, bool)]| {
+            let (_dir, file, path) = gpt2_file_with(&tokens, &types, &["a b"], pre, &bos, flags);
+            let c = convert(&file, &path).unwrap();
+            let json: Json = serde_json::from_slice(&c.tokenizer_json()).unwrap();
+            let single = json["post_processor"]["single"].as_array().map(|a| a.len()).unwrap_or(0);
+            (c.config["add_bos_token"].as_bool().unwrap(), single, json["model"]["ignore_merges"].as_bool().unwrap(), c.warnings)
+        };
+        let (add, single, ignore, warnings) = post(Some("llama-bpe"), &[]);
+        assert_eq!((add, single, ignore), (true, 2, true), "BOS then the sequence");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(!post(Some("llama-bpe"), &[("tokenizer.ggml.add_bos_token", false)]).0);
+        let (add, _, ignore, _) = post(Some("qwen2"), &[]);
+        assert!(!add && !ignore);
+        assert!(post(Some("qwen2"), &[("tokenizer.ggml.add_bos_token", true)]).0);
+        assert!(post(Some("smollm"), &[]).3.is_empty() && post(None, &[]).3.is_empty());
+        let warnings = post(Some("tekken"), &[]).3;
+        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `tekken`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     config.insert("unk_token".into(), json!(unk));
     config.insert("pad_token".into(), token_of("tokenizer.ggml.padding_token_id").unwrap_or(Json::Null));
     config.insert("mask_token".into(), token_of("tokenizer.ggml.mask_token_id").unwrap_or(Json::Null));
-    Ok(Converted { tokenizer, config: Json::Object(config) })
+    Ok(Converted { tokenizer, config: Json::Object(config), warnings: Vec::new() })
 }
 
 #[cfg(test)]

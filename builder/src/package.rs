@@ -160,6 +160,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     // is made this early for a GGUF build only; a failed build removes it) and the metadata
     // forgotten, so that neither is held while the weights are written.
     let mut staged = None;
+    let mut tokenizer_warnings = Vec::new();
     let tokenizer_converted = match &plan.ckpt.gguf {
         Some(file) => {
             let converted = crate::gguf_tokenizer::convert(file, &req.model_dir)?;
@@ -169,6 +170,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
                 .and_then(|f| converted.write_tokenizer_json(f))
                 .map_err(|e| Error::write_file(&req.output, name, e))?;
             write_json(staging.path(), &req.output, "tokenizer_config.json", &converted.config)?;
+            tokenizer_warnings = converted.warnings;
             staged = Some(staging);
             true
         }
@@ -178,6 +180,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let (table, ckpt, task) = (plan.table, &plan.ckpt, plan.task);
     let companions = if tokenizer_converted { Companions::none() } else { Companions::of(&req.model_dir, plan.genai()) };
     let mut warnings = companions.warnings.clone();
+    warnings.extend(tokenizer_warnings);
     if req.strict && !warnings.is_empty() {
         return Err(Error::Strict { warnings });
     }

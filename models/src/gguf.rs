@@ -269,7 +269,9 @@ impl Arch {
             Kind::Olmo => &["attention.layer_norm_epsilon", "attention.clamp_kqv"],
             // TextModel writes `norm_eps` as the RMS epsilon too; the LayerNorm one is read.
             Kind::Nemotron => &["attention.layer_norm_epsilon"],
-            Kind::Llama => &["expert_count", "expert_used_count"],
+            // `tensor_data_layout`: old convert.py files made from Meta's .pth checkpoints say
+            // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
+            Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
@@ -277,7 +279,8 @@ impl Arch {
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
-            Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor"],
+            // `rope.freq_base_swa`: the sliding layers' base, which newer converters write.
+            Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor", "rope.freq_base_swa"],
             Kind::GptOss => &[
                 "expert_count",
                 "expert_used_count",
@@ -1254,7 +1257,10 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         if let Some(f) = linear_factor {
             full = json!({"rope_type": "linear", "rope_theta": theta, "factor": f});
         }
-        c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}));
+        // The sliding layers' base: `rope.freq_base_swa` where the converter writes it, else
+        // the 10000 llama.cpp's gemma3 loader sets.
+        let local = float("rope.freq_base_swa")?.unwrap_or(10000.0);
+        c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": local}}));
     } else {
         c.insert("rope_theta".into(), json!(theta));
     }
@@ -1282,6 +1288,12 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::Llama {
         c.insert("mlp_bias".into(), json!(false));
+        const META_LAYOUT: &str = "Meta AI original pth";
+        match file.get(&key("tensor_data_layout")) {
+            None => {}
+            Some(v) if v.as_str() == Some(META_LAYOUT) => {}
+            Some(v) => return Err(err(format!("metadata key `{}` is {v:?}; the import reads the layout llama.cpp's converters write (absent, or \"{META_LAYOUT}\")", key("tensor_data_layout")))),
+        }
     }
     if a.gemma() {
         gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
@@ -1327,13 +1339,57 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
-    for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
+    for (k, to) in [("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.padding_token_id", "pad_token_id")] {
         if let Some(v) = id(k) {
             c.insert(to.into(), json!(v));
         }
     }
+    let ends = end_of_generation_ids(file);
+    if !ends.is_empty() {
+        c.insert("eos_token_id".into(), if ends.len() == 1 { json!(ends[0]) } else { json!(ends) });
+    }
     c.insert("torch_dtype".into(), json!("float32"));
     Ok(c)
+}
+
+/// Tokens that end a turn by their text, as llama.cpp's vocabulary loader
+/// (`llama-vocab.cpp`) counts them among the end-of-generation tokens: a chat model's turn
+/// ends with one of these while the file's EOS is another token (Gemma's `<end_of_turn>` with
+/// EOS `<eos>`, Phi-3's `<|end|>` with `<|endoftext|>`, Llama 3.1's `<|eot_id|>` and
+/// `<|eom_id|>`), as the models' own generation_config.json lists them.
+const END_OF_TURN_TOKENS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+];
+
+/// The ids generation stops at (`eos_token_id`, first the file's EOS): the EOS, the
+/// end-of-turn and end-of-message ids the file names (`tokenizer.ggml.eot_token_id`,
+/// `eom_token_id`), and the tokens of [`END_OF_TURN_TOKENS`]. Without them
+/// onnxruntime-genai generates past the end of a chat turn where llama.cpp stops.
+fn end_of_generation_ids(file: &GgufFile) -> Vec<u64> {
+    let tokens = file.get("tokenizer.ggml.tokens").and_then(Value::as_array).unwrap_or(&[]);
+    let in_vocab = |v: u64| (v as usize) < tokens.len() || tokens.is_empty();
+    let mut ids: Vec<u64> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"]
+        .iter()
+        .filter_map(|k| file.get(k).and_then(Value::as_u64))
+        .filter(|&v| in_vocab(v))
+        .collect();
+    // Whatever their token type: llama.cpp takes one that is not typed CONTROL as a
+    // conversion bug and makes it one.
+    ids.extend(tokens.iter().enumerate().filter(|(_, t)| t.as_str().is_some_and(|t| END_OF_TURN_TOKENS.contains(&t))).map(|(i, _)| i as u64));
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|v| seen.insert(*v));
+    ids
 }
 
 type Read<'a, T> = &'a dyn Fn(&str) -> Result<Option<T>>;
@@ -1778,6 +1834,13 @@ mod tests {
                     b.extend(7u32.to_le_bytes());
                     b.push(u8::from(*v));
                 }
+                Json::Array(items) => {
+                    // An array of strings (a token list).
+                    b.extend(9u32.to_le_bytes());
+                    b.extend(8u32.to_le_bytes());
+                    b.extend((items.len() as u64).to_le_bytes());
+                    items.iter().for_each(|t| s(&mut b, t.as_str().expect("string items")));
+                }
                 _ => unreachable!(),
             }
         }
@@ -1964,6 +2027,42 @@ mod tests {
         std::fs::write(&p[0], file_with(&llama_meta(), a, &[])).unwrap();
         let e = gguf_file(dir.path()).unwrap_err().to_string();
         assert!(e.contains("named as one split set, but `m-00001-of-00002.gguf` is not split"), "{e}");
+    }
+
+    /// Generation stops at the EOS, the end-of-turn / end-of-message ids the file names, and
+    /// the tokens llama.cpp stops at by their text; the EOS stays first.
+    #[test]
+    fn end_of_generation_ids_gather_the_eos_and_the_end_of_turn_tokens() {
+        let mut m = llama_meta();
+        let tokens: Vec<String> = (0..32).map(|i| match i {
+            5 => "<end_of_turn>".to_string(),
+            7 => "<|eom_id|>".to_string(),
+            9 => "<|end|>".to_string(),
+            i => format!("t{i}"),
+        }).collect();
+        m.push(("tokenizer.ggml.eos_token_id", json!(1)));
+        m.push(("tokenizer.ggml.eot_token_id", json!(12)));
+        m.push(("tokenizer.ggml.tokens", json!(tokens)));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, file_with(&m, &llama_tensors(), &[])).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        assert_eq!(end_of_generation_ids(&file), vec![1, 12, 5, 7, 9]);
+        let c = import(&path).unwrap().config;
+        assert_eq!(c["eos_token_id"], json!([1, 12, 5, 7, 9]));
+        // Only an EOS: one id, as the file gives it.
+        let c = import_of(&[llama_meta(), vec![("tokenizer.ggml.eos_token_id", json!(2))]].concat(), &llama_tensors()).unwrap().config;
+        assert_eq!(c["eos_token_id"], json!(2));
+    }
+
+    /// Old convert.py files from Meta's .pth checkpoints state their layout, the one every
+    /// llama file has; another value is refused by key.
+    #[test]
+    fn a_llama_files_tensor_data_layout_is_read() {
+        let meta = |v: &str| [llama_meta(), vec![("llama.tensor_data_layout", json!(v))]].concat();
+        assert!(import_of(&meta("Meta AI original pth"), &llama_tensors()).is_ok());
+        let e = import_of(&meta("transposed"), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("`llama.tensor_data_layout`") && e.contains("Meta AI original pth"), "{e}");
     }
 
     #[test]
@@ -2561,6 +2660,10 @@ mod tests {
         assert_eq!(c["model_type"].as_str(), Some("gemma3_text"));
         assert_eq!(c["rope_parameters"]["full_attention"]["factor"].as_f64(), Some(8.0));
         assert_eq!(c["rope_parameters"]["sliding_attention"]["rope_theta"].as_f64(), Some(10000.0));
+        // Newer converters state the sliding layers' base.
+        m.push(("gemma3.rope.freq_base_swa".into(), json!(20000.0f64)));
+        let c = import_of(&as_ref(&m), &gemma_tensors(&g3)).unwrap().config;
+        assert_eq!(c["rope_parameters"]["sliding_attention"]["rope_theta"].as_f64(), Some(20000.0));
         // Keys and tensors outside the architecture are refused by name.
         let mut m = gemma_meta("gemma3");
         m.push(("gemma3.attention.sliding_window".into(), json!(512)));

@@ -81,9 +81,10 @@ def test_the_package_keeps_the_files_integers(packages):
     pack = [r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"] if r["rule"] == "fuse.pack_qkv"]
     assert pack == [30], pack
     assert ops.count("MatMulNBits") == 30 * 5 + 1, ops.count("MatMulNBits")
-    # genai_config.json from the metadata: tokenizer.ggml.bos/eos ids, llama.context_length.
+    # genai_config.json from the metadata: tokenizer.ggml.bos/eos ids, llama.context_length;
+    # generation also stops at `<|endoftext|>` (id 0), as llama.cpp stops there.
     m = json.loads((pkg / "genai_config.json").read_text())["model"]
-    assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (1, 2, 8192, 49152)
+    assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (1, [2, 0], 8192, 49152)
 
 
 def test_logits_match_transformers_gguf_loader(packages):

@@ -95,8 +95,10 @@ def test_the_package_keeps_every_tensor_type_of_the_mix(packages):
     # The model files; the tokenizer.json of 262,144 tokens and their rebuilt merges adds 33 MB.
     size = sum((pkg / f).stat().st_size for f in ["model.onnx", "model.onnx.data"])
     assert size <= 1.45 * SIZE, f"model {size} bytes, file {SIZE}"
+    # Generation stops at `<eos>` and at `<end_of_turn>` (106), where a chat turn ends: the
+    # [1, 106] of the model's own generation_config.json.
     m = json.loads((pkg / "genai_config.json").read_text())["model"]
-    assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (2, 1, 32768, 262144)
+    assert (m["bos_token_id"], m["eos_token_id"], m["context_length"], m["vocab_size"]) == (2, [1, 106], 32768, 262144)
 
 
 def test_logits_match_transformers_gguf_loader(packages):
