@@ -193,8 +193,17 @@ pub(crate) fn processor_config(dir: &Path, m: &Multimodal, geometry: PixelGeomet
     let whole = |key: &str, default: i64| -> Result<i64> {
         match p.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => v.as_i64().filter(|x| *x > 0).ok_or_else(|| bad(format!("`{key}` must be a positive whole number, found {v}"))),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| *x > 0.0 && x.fract() == 0.0 && *x < i64::MAX as f64)
+                .map(|x| x as i64)
+                .ok_or_else(|| bad(format!("`{key}` must be a positive whole number, found {v}"))),
         }
+    };
+    // How a key's value is named in a message: a default is said to be one.
+    let given = |key: &str, value: i64| match p.get(key) {
+        None | Some(Value::Null) => format!("`{key}` is {value} (absent: transformers' default)"),
+        Some(_) => format!("`{key}` is {value}"),
     };
     // The transforms below always resize, rescale and normalize, as these processors do by
     // default; a checkpoint that turns one off would be fed other pixels than it expects.
@@ -229,7 +238,7 @@ pub(crate) fn processor_config(dir: &Path, m: &Multimodal, geometry: PixelGeomet
                 ("temporal_patch_size", temporal, "temporal_patch_size", tower_temporal),
             ] {
                 if here as usize != tower {
-                    return Err(bad(format!("`{key}` is {here} but config.json's `vision_config.{tower_key}` is {tower}: the processor must cut the patches the vision tower reads")));
+                    return Err(bad(format!("{} but config.json's `vision_config.{tower_key}` is {tower}: the processor must cut the patches the vision tower reads", given(key, here))));
                 }
             }
             vec![

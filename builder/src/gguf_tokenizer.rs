@@ -10,7 +10,10 @@
 //! added tokens, each with the file's id (where transformers gives a control token outside the
 //! alphabet a new id past the vocabulary: the comment in [`convert`] says why), the split
 //! regex of the file's `tokenizer.ggml.pre` where transformers has one (else GPT-2's byte-level
-//! pre-tokenizer), BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say.
+//! pre-tokenizer, with a build warning when the value is one this conversion does not know),
+//! BOS/EOS added as `tokenizer.ggml.add_bos_token` / `add_eos_token` say. Where those keys are
+//! absent, llama.cpp's Llama 3 pre-tokenizer group adds BOS (and ignores merges) as llama.cpp
+//! and the models' own tokenizers do; transformers' loader there adds none.
 //! SentencePiece files (`llama`) are converted by [`crate::gguf_spm`], WordPiece ones (`bert`)
 //! by [`crate::gguf_wpm`]. Other tokenizer models (`t5`, `rwkv`, ...) are refused by key.
 
@@ -44,12 +47,17 @@ const GPT2_LIKE: &[&str] = &["default", "gpt-2", "phi-2", "smollm", "starcoder",
 const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"];
 
 /// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them (and
-/// gpt-oss's, which it does not load).
+/// gpt-oss's, which it does not load); the rest of llama.cpp's Llama 3 group (`falcon-h1`,
+/// `pixtral`, `midm-2.0`, `lfm2`) with the Llama 3 regex llama.cpp gives them.
 const SPLITS: &[(&str, &str)] = &[
     ("llama3", LLAMA3_SPLIT),
     ("llama-v3", LLAMA3_SPLIT),
     ("llama-bpe", LLAMA3_SPLIT),
     ("falcon3", LLAMA3_SPLIT),
+    ("falcon-h1", LLAMA3_SPLIT),
+    ("pixtral", LLAMA3_SPLIT),
+    ("midm-2.0", LLAMA3_SPLIT),
+    ("lfm2", LLAMA3_SPLIT),
     ("smaug-bpe", LLAMA3_SPLIT),
     ("dbrx", LLAMA3_SPLIT),
     ("qwen2", QWEN2_SPLIT),

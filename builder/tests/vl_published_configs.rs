@@ -97,10 +97,22 @@ fn gemma3_vl_sparse_text_config_builds_the_fixtures_package() {
     let mut config = read_json(&model.join("config.json"));
     let text = config["text_config"].as_object_mut().unwrap();
     // What Gemma3TextConfig gives by default (theta 1e6, local base 10000, eps 1e-6, no
-    // softcaps, tied embeddings) is left out, as the published configs leave it; the two-layer
+    // softcaps, tied embeddings, token ids 2/1/0) is left out, as the published configs leave it; the two-layer
     // fixture's [sliding, full] is every second layer full.
     let window = text["sliding_window"].clone();
-    for key in ["rope_parameters", "layer_types", "_sliding_window_pattern", "rms_norm_eps", "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "attention_bias"] {
+    for key in [
+        "rope_parameters",
+        "layer_types",
+        "_sliding_window_pattern",
+        "rms_norm_eps",
+        "attn_logit_softcapping",
+        "final_logit_softcapping",
+        "tie_word_embeddings",
+        "attention_bias",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    ] {
         assert!(text.remove(key).is_some(), "the fixture's text_config has `{key}`");
     }
     assert_eq!(window, json!(8));

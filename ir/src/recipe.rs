@@ -678,11 +678,12 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
         let k = src.len() / from.size();
         decode_floats(src, from, &mut tmp[..k]);
         encode_floats(&tmp[..k], to, dst);
+        // Checked while the chunk is in the L1 cache.
+        if to == DType::F16 {
+            f16_in_range(src, from, dst)?;
+        }
     }
     debug_assert_eq!(out.len(), n * to.size());
-    if to == DType::F16 {
-        return f16_in_range(bytes, from, out);
-    }
     Ok(())
 }
 
@@ -692,8 +693,11 @@ pub(crate) fn cast_into(bytes: &[u8], from: DType, to: DType, out: &mut [u8]) ->
 fn f16_in_range(bytes: &[u8], from: DType, out: &[u8]) -> Result<()> {
     const INF: u16 = 0x7c00;
     let is_inf = |h: u16| h & 0x7fff == INF;
+    // The common case, no infinity, as a branch-free OR over each block (vectorized; `any`
+    // with its early exit is not): a few percent of a bf16 -> f16 conversion.
+    let any_inf = |halves: &[u16]| halves.chunks(4096).any(|c| c.iter().fold(0u16, |acc, &h| acc | u16::from(is_inf(h))) != 0);
     let first = match bytemuck::try_cast_slice::<u8, u16>(out) {
-        Ok(halves) if !halves.iter().any(|&h| is_inf(h)) => return Ok(()),
+        Ok(halves) if !any_inf(halves) => return Ok(()),
         Ok(halves) => halves.iter().position(|&h| is_inf(h)),
         Err(_) => out.chunks_exact(2).position(|c| is_inf(u16::from_le_bytes([c[0], c[1]]))),
     };

@@ -222,7 +222,7 @@ pub(crate) fn inline_tensor_proto(name: &str, recipe: &Recipe) -> Result<proto::
         name: Some(name.into()),
         dims: recipe.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(recipe.dtype().to_onnx()),
-        raw_data: Some(recipe.materialize()?),
+        raw_data: Some(recipe.materialize().map_err(|e| e.in_tensor(name))?),
         ..Default::default()
     })
 }

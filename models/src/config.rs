@@ -288,8 +288,9 @@ impl DecoderConfig {
             .to_string();
         // Keys the family's config class gives when config.json leaves them out (Gemma 3's
         // sparse multimodal `text_config`); kept in `raw` too, so every reader sees them.
-        if let Some(f) = crate::arch::decoder_for(&model_type) {
-            for (key, value) in f.layout.key_defaults {
+        let family = crate::arch::decoder_for(&model_type).map(|f| &f.layout);
+        if let Some(f) = family {
+            for (key, value) in f.key_defaults {
                 if map.get(*key).is_none_or(Value::is_null) {
                     map.insert((*key).to_string(), value.to_json());
                 }
@@ -309,7 +310,6 @@ impl DecoderConfig {
         }
         // transformers' per-family defaults of generic keys, from the family's table (GLM's
         // head_dim 128, Nemotron's partial_rotary_factor 0.5); none for an unknown model_type.
-        let family = crate::arch::decoder_for(&model_type).map(|f| &f.layout);
         let head_dim = match (r.usize_opt("head_dim")?, family.and_then(|f| f.head_dim_default)) {
             (Some(d), _) | (None, Some(d)) => d,
             (None, None) if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
@@ -856,7 +856,7 @@ impl Multimodal {
         if map.get("vision_config").is_none() {
             return Ok(None);
         }
-        let Some(text) = map.get("text_config") else {
+        let Some(text) = map.get("text_config").filter(|t| !t.is_null()) else {
             let model_type = map.get("model_type").and_then(Value::as_str);
             let Some((_, text_type)) = FLAT_TEXT_CONFIGS.iter().find(|(t, _)| Some(*t) == model_type) else { return Ok(None) };
             let mut text: Map<String, Value> = map.iter().filter(|(k, _)| k.as_str() != "vision_config").map(|(k, v)| (k.clone(), v.clone())).collect();

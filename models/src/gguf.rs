@@ -1374,7 +1374,7 @@ const END_OF_TURN_TOKENS: &[&str] = &[
 
 /// The ids generation stops at (`eos_token_id`, first the file's EOS): the EOS, the
 /// end-of-turn and end-of-message ids the file names (`tokenizer.ggml.eot_token_id`,
-/// `eom_token_id`), and the tokens of [`END_OF_TURN_TOKENS`]. Without them
+/// `eom_token_id`), and the tokens of [`END_OF_TURN_TOKENS`] (less gpt-oss's `<|end|>`). Without them
 /// onnxruntime-genai generates past the end of a chat turn where llama.cpp stops.
 fn end_of_generation_ids(file: &GgufFile) -> Vec<u64> {
     let tokens = file.get("tokenizer.ggml.tokens").and_then(Value::as_array).unwrap_or(&[]);
@@ -1389,6 +1389,14 @@ fn end_of_generation_ids(file: &GgufFile) -> Vec<u64> {
     ids.extend(tokens.iter().enumerate().filter(|(_, t)| t.as_str().is_some_and(|t| END_OF_TURN_TOKENS.contains(&t))).map(|(i, _)| i as u64));
     let mut seen = std::collections::HashSet::new();
     ids.retain(|v| seen.insert(*v));
+    // gpt-oss's harmony format ends a message with `<|end|>` and the reply with `<|return|>` or
+    // `<|call|>`: with both of those, `<|end|>` is no stop (llama.cpp drops it; the model's own
+    // generation_config lists the other three).
+    let text = |id: u64| tokens.get(id as usize).and_then(Value::as_str);
+    let stops_at = |t: &str| ids.iter().any(|&i| text(i) == Some(t));
+    if stops_at("<|return|>") && stops_at("<|call|>") {
+        ids.retain(|&i| text(i) != Some("<|end|>"));
+    }
     ids
 }
 
@@ -2050,6 +2058,19 @@ mod tests {
         assert_eq!(end_of_generation_ids(&file), vec![1, 12, 5, 7, 9]);
         let c = import(&path).unwrap().config;
         assert_eq!(c["eos_token_id"], json!([1, 12, 5, 7, 9]));
+        // gpt-oss: with `<|return|>` and `<|call|>`, `<|end|>` ends a message, not the reply.
+        let mut harmony = llama_meta();
+        let vocab: Vec<String> = (0..32).map(|i| match i {
+            3 => "<|endoftext|>".to_string(),
+            4 => "<|return|>".to_string(),
+            6 => "<|end|>".to_string(),
+            8 => "<|call|>".to_string(),
+            i => format!("t{i}"),
+        }).collect();
+        harmony.push(("tokenizer.ggml.eos_token_id", json!(4)));
+        harmony.push(("tokenizer.ggml.tokens", json!(vocab)));
+        let c = import_of(&harmony, &llama_tensors()).unwrap().config;
+        assert_eq!(c["eos_token_id"], json!([4, 3, 8]));
         // Only an EOS: one id, as the file gives it.
         let c = import_of(&[llama_meta(), vec![("tokenizer.ggml.eos_token_id", json!(2))]].concat(), &llama_tensors()).unwrap().config;
         assert_eq!(c["eos_token_id"], json!(2));

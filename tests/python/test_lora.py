@@ -255,6 +255,9 @@ def test_an_adapter_the_slots_do_not_take_is_refused_and_nothing_is_written(tmp_
     ("bias", "all", "bias"),
     ("fan_in_fan_out", True, "fan_in_fan_out"),
     ("target_modules", ["q_proj"], "not in target_modules"),
+    # Trained against a base with the initial product removed, which PEFT restores on load.
+    ("init_lora_weights", "pissa_niter_4", "pissa_niter_4"),
+    ("init_lora_weights", "olora", "path_initial_model_for_weight_conversion"),
 ])
 def test_adapter_options_a_slot_cannot_compute_are_refused_by_key(tmp_path, key, value, word):
     d = tmp_path / "a"

@@ -156,6 +156,20 @@ fn sentence_embedding_pools_as_the_checkpoint_files_say() {
     }
 }
 
+/// Max pooling in an f16 package (the GPU tables' dtype): the masked tokens' floor is f16's
+/// lowest value, not sentence-transformers' -1e9 (past f16's range, which the build refuses).
+#[test]
+fn max_pooling_builds_in_f16_with_f16s_lowest_floor() {
+    let folder = sentence_folder(r#"{"word_embedding_dimension":64,"pooling_mode_max_tokens":true}"#, false);
+    let out = tempfile::tempdir().unwrap();
+    let pkg = out.path().join("pkg");
+    let req = BuildRequest { ep: "default".into(), dtype: ir::DType::F16, ..BuildRequest::new(folder.path(), &pkg) };
+    builder::build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("f16 max-pooling build failed: {e}"));
+    let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+    let floor = model.graph.initializers.iter().find(|(n, _)| n.ends_with("masked_value")).map(|(_, r)| r.materialize().unwrap()).expect("the pooling floor");
+    assert_eq!(floor, half::f16::MIN.to_le_bytes().to_vec());
+}
+
 #[test]
 fn the_task_defaults_from_the_checkpoint_and_a_wrong_one_is_refused() {
     let open = |p: &Path| models::Checkpoint::open(p).unwrap();

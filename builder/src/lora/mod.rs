@@ -98,7 +98,7 @@ impl Slots {
                 return Err(lora_error(
                     &path,
                     format!(
-                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as its own projection: a fused qkv_proj/gate_up_proj, an expert, the lm_head, or a name this model does not have; {}: {}{})",
+                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as its own projection: a fused qkv_proj/gate_up_proj, an expert, a tied lm_head that reads the embedding table, or a name this model does not have; {}: {}{})",
                         p.a_key,
                         p.module,
                         if self.0.is_empty() { "the package has no slots" } else { "slots" },
@@ -121,6 +121,24 @@ impl Slots {
 /// The union of the projections `adapters` target: the slots a build gives its decoder.
 pub fn targets<'a>(adapters: impl IntoIterator<Item = &'a PeftAdapter>) -> BTreeSet<String> {
     adapters.into_iter().flat_map(|a| a.pairs.keys().cloned()).collect()
+}
+
+/// The largest adapter file (bytes) the FlatBuffers format's signed 32-bit offsets address.
+const FLATBUFFER_LIMIT: usize = i32::MAX as usize - (1 << 20);
+
+/// The adapter format is a FlatBuffer: its 32-bit offsets reach 2 GiB, and ONNX Runtime would
+/// refuse a larger file at load time, after a build that looked fine. Refused here instead,
+/// with what to change.
+fn fits_the_format(name: &str, dir: &Path, params: &[format::Parameter], limit: usize) -> Result<()> {
+    let bytes: usize = params.iter().map(|p| p.raw.len() + p.name.len() + 64).sum();
+    if bytes <= limit {
+        return Ok(());
+    }
+    Err(Error::Request(format!(
+        "LoRA adapter `{name}` ({}): its {} tensors take {bytes} bytes, more than the {limit} bytes ONNX Runtime's adapter format can address; convert fewer target modules or a lower rank",
+        dir.display(),
+        params.len()
+    )))
 }
 
 /// One converted adapter: its file's bytes and what build_report.json says of it.
@@ -146,6 +164,7 @@ pub fn convert(name: &str, adapter: &PeftAdapter, slots: &Slots) -> Result<Conve
         params.push(parameter(&models::lora::a_input(&p.module), vec![inp, r], &at, dtype)?);
         params.push(parameter(&models::lora::b_input(&p.module), vec![r, out], &bt, dtype)?);
     }
+    fits_the_format(name, &adapter.dir, &params, FLATBUFFER_LIMIT)?;
     let bytes = format::encode(&params, 1, 1);
     let c = &adapter.config;
     let report = serde_json::json!({
@@ -261,4 +280,20 @@ fn write_replacing(package: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     tmp.write_all(bytes).and_then(|()| tmp.as_file().sync_all()).map_err(|e| Error::write_file(package, name, e))?;
     tmp.persist(&path).map_err(|e| Error::write_file(package, name, e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An adapter past the format's reach is refused, naming it and what to change; one
+    /// within it passes.
+    #[test]
+    fn an_adapter_too_large_for_the_format_is_refused() {
+        let params = vec![parameter("a", vec![4, 2], &[0.5; 8], DType::F32).unwrap(), parameter("b", vec![2, 4], &[0.5; 8], DType::F32).unwrap()];
+        let size: usize = params.iter().map(|p| p.raw.len() + p.name.len() + 64).sum();
+        assert!(fits_the_format("style", Path::new("/a/style"), &params, size).is_ok());
+        let e = fits_the_format("style", Path::new("/a/style"), &params, size - 1).unwrap_err().to_string();
+        assert!(e.contains("LoRA adapter `style`") && e.contains("/a/style") && e.contains("lower rank"), "{e}");
+    }
 }

@@ -116,6 +116,20 @@ fn read_config(path: &Path, json: &Value) -> Result<LoraConfig> {
             return Err(bad(key, format!("{} is set; {why}", json[*key])));
         }
     }
+    // Initializations that move the principal part of each weight out of the base: the adapter
+    // was trained against `W - s * B0 A0`, which PEFT rebuilds when it loads the adapter and
+    // this conversion does not (it would count that part twice).
+    if let Some(init) = json.get("init_lora_weights").and_then(Value::as_str) {
+        let lowered = init.to_ascii_lowercase();
+        if ["pissa", "olora", "corda", "loftq", "lora_ga"].iter().any(|p| lowered.starts_with(p)) {
+            return Err(bad(
+                "init_lora_weights",
+                format!(
+                    "`{init}` trains against a base with the adapter's initial product removed, which PEFT restores when it loads the adapter and a slot adding (x A) B does not; convert it to a plain LoRA first (PEFT's `save_pretrained(..., path_initial_model_for_weight_conversion=...)`)"
+                ),
+            ));
+        }
+    }
     match json.get("bias").and_then(Value::as_str) {
         None | Some("none") => {}
         Some(other) => return Err(bad("bias", format!("`{other}`: trained biases change base weights; only `none` converts"))),
@@ -176,7 +190,12 @@ fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap
         } else if let Some(m) = rest.strip_suffix(".lora_B.weight") {
             (m, 1)
         } else {
-            return Err(tensor("not a lora_A/lora_B weight (embedding LoRA, DoRA magnitudes and saved modules are not converted)"));
+            let why = if rest.contains(".lora_A.") || rest.contains(".lora_B.") {
+                "a lora_A/lora_B tensor with an adapter name in its key (`lora_A.<name>.weight`, a raw state dict); save the adapter with PEFT's `save_pretrained`, which writes `lora_A.weight`"
+            } else {
+                "not a lora_A/lora_B weight (embedding LoRA, DoRA magnitudes and saved modules are not converted)"
+            };
+            return Err(tensor(why));
         };
         let leaf = module.rsplit('.').next().unwrap_or(module);
         if let Some(targets) = &config.target_modules {

@@ -326,7 +326,8 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
-/// leave out of `text_config`; `rope_theta` (1e6) is the layout's RoPE default.
+/// leave out of `text_config` (the multimodal config's top-level token ids fill the text
+/// config's first); `head_dim` (256) and `rope_theta` (1e6) are the layout's own defaults.
 const GEMMA3_KEY_DEFAULTS: &[(&str, KeyDefault)] = &[
     ("vocab_size", KeyDefault::Count(262_208)),
     ("hidden_size", KeyDefault::Count(2304)),
@@ -334,9 +335,11 @@ const GEMMA3_KEY_DEFAULTS: &[(&str, KeyDefault)] = &[
     ("num_hidden_layers", KeyDefault::Count(26)),
     ("num_attention_heads", KeyDefault::Count(8)),
     ("num_key_value_heads", KeyDefault::Count(4)),
-    ("head_dim", KeyDefault::Count(256)),
     ("max_position_embeddings", KeyDefault::Count(131_072)),
     ("rms_norm_eps", KeyDefault::Number(1e-6)),
+    ("bos_token_id", KeyDefault::Count(2)),
+    ("eos_token_id", KeyDefault::Count(1)),
+    ("pad_token_id", KeyDefault::Count(0)),
 ];
 
 /// Gemma 3 (text): Gemma 2 plus per-head `(1 + weight)` q/k norms, softcapping off unless the
@@ -346,7 +349,12 @@ const GEMMA3_KEY_DEFAULTS: &[(&str, KeyDefault)] = &[
 pub const GEMMA3: DecoderFamily = DecoderFamily {
     model_types: &["gemma3_text"],
     names: NameTable { norms: SANDWICH_NORMS, qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
-    layout: Layout { rope_default: RopeDefault { theta: 1_000_000.0, scaling: None }, key_defaults: GEMMA3_KEY_DEFAULTS, ..GEMMA_LAYOUT },
+    layout: Layout {
+        rope_default: RopeDefault { theta: 1_000_000.0, scaling: None },
+        head_dim_default: Some(256),
+        key_defaults: GEMMA3_KEY_DEFAULTS,
+        ..GEMMA_LAYOUT
+    },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: Scaling {

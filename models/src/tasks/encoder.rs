@@ -110,7 +110,9 @@ fn pool(b: &mut GraphBuilder, h: &str, attention_mask: &str, p: &SentencePooling
             }
             PoolingMode::Max => {
                 let keep = b.op(&format!("{s}/keep"), "Cast", &[&mask3], to(DType::Bool));
-                let floor = scalar(b, &format!("{s}/masked_value"), -1e9);
+                // sentence-transformers' -1e9, or f16's lowest (the masked tokens only need to
+                // lose to every real value; -1e9 is past f16's range).
+                let floor = scalar(b, &format!("{s}/masked_value"), if b.float == DType::F16 { half::f16::MIN.to_f32() } else { -1e9 });
                 let masked = b.op(&format!("{s}/masked"), "Where", &[&keep, h, &floor], vec![]);
                 reduce(b, "max", "ReduceMax", &masked)
             }
