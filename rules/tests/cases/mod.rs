@@ -861,6 +861,7 @@ fn qwen_tower() -> Model {
 
 const SIGLIP_ATTN0: &str = "vision_tower.encoder.layers.0.self_attn/Attention";
 const QWEN_VIS_ATTN0: &str = "visual.blocks.0.attn/Attention";
+const QWEN_VIS_ATTN1: &str = "visual.blocks.1.attn/Attention";
 
 /// fuse.mha_tower and its `.bias` variant on tiny-gemma3-vl's first SigLIP block.
 fn mha_tower_step(step: &str) -> Option<Breaker> {
@@ -880,15 +881,28 @@ fn mha_tower_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
-/// fuse.mha_tower.block_mask on tiny-qwen2_5_vl's first (windowed) block.
+/// fuse.mha_tower.block_mask on tiny-qwen2_5_vl's second (full-attention) block.
 fn mha_tower_mask_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, QWEN_VIS_ATTN1).set_attr(Attr::int("is_causal", 1)),
+        // The frame mask's rows typed int64, not boolean.
+        "row_mask" => |m| set_type(m, "vision/frame_mask/rows/out", ir::DType::I64, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::sym("num_patches")]),
+        "one_image_row" => |m| set_type(m, "visual.blocks.1.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(2), Dim::sym("num_patches"), Dim::Fixed(32)]),
+        "same_heads" => |m| node_mut(m, QWEN_VIS_ATTN1).set_attr(Attr::int("kv_num_heads", 1)),
+        "qkv_3d" => |m| set_type(m, "visual.blocks.1.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::Fixed(2), Dim::Fixed(16)]),
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// fuse.mha_tower.window_mask on tiny-qwen2_5_vl's first (windowed) block.
+fn mha_tower_window_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
         "match.out" => |m| node_mut(m, QWEN_VIS_ATTN0).set_attr(Attr::int("is_causal", 1)),
-        // The window mask's rows typed int64, not boolean.
-        "row_mask" => |m| set_type(m, "vision/window_mask/rows/out", ir::DType::I64, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::sym("num_patches")]),
-        "one_image_row" => |m| set_type(m, "visual.blocks.0.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(2), Dim::sym("num_patches"), Dim::Fixed(32)]),
+        // The slot mask typed int64, not boolean.
+        "key_rows" => |m| set_type(m, "vision/layout/padded/keys/out", ir::DType::I64, &[Dim::sym("num_windows"), Dim::Fixed(16)]),
         "same_heads" => |m| node_mut(m, QWEN_VIS_ATTN0).set_attr(Attr::int("kv_num_heads", 1)),
-        "qkv_3d" => |m| set_type(m, "visual.blocks.0.attn/q/RotaryEmbedding/out", ir::DType::F32, &[Dim::Fixed(1), Dim::sym("num_patches"), Dim::Fixed(2), Dim::Fixed(16)]),
+        "qkv_3d" => |m| set_type(m, "visual.blocks.0.attn/q/windows/out", ir::DType::F32, &[Dim::sym("num_windows"), Dim::Fixed(16), Dim::Fixed(2), Dim::Fixed(16)]),
         _ => return None,
     };
     Some(b)
@@ -1013,7 +1027,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.bias_gelu" => Case { graph: gpt2, target: GPT2_GELU, breaker: bias_gelu_step },
         "fuse.mha" | "fuse.mha.bias" | "fuse.mha_additive_mask" | "fuse.mha_additive_mask.bias" => Case { graph: bert, target: BERT_ATTN0, breaker: mha_step },
         "fuse.mha_tower" | "fuse.mha_tower.bias" => Case { graph: siglip_tower, target: SIGLIP_ATTN0, breaker: mha_tower_step },
-        "fuse.mha_tower.block_mask" => Case { graph: qwen_tower, target: QWEN_VIS_ATTN0, breaker: mha_tower_mask_step },
+        "fuse.mha_tower.block_mask" => Case { graph: qwen_tower, target: QWEN_VIS_ATTN1, breaker: mha_tower_mask_step },
+        "fuse.mha_tower.window_mask" => Case { graph: qwen_tower, target: QWEN_VIS_ATTN0, breaker: mha_tower_window_step },
         "fuse.bias_gelu.erf" => Case { graph: synth::erf_gelu_with_bias, target: "gelu", breaker: bias_gelu_erf_step },
         "fuse.gelu" => Case { graph: synth::gelu_erf, target: "gelu/out", breaker: gelu_step },
         "fuse.gelu.tanh" => Case { graph: synth::gelu_tanh, target: "gelu/out", breaker: gelu_step },

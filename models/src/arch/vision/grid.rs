@@ -155,6 +155,20 @@ impl Grid {
         b.op(&self.name(name), "Reshape", &[&tile, &self.flat], vec![])
     }
 
+    /// Per patch, its index when each merged token `[G']` owns the `unit` consecutive patch
+    /// slots from `slot * unit` (its patches in their order).
+    pub fn patch_slots(&self, b: &mut GraphBuilder, name: &str, slot: &str) -> String {
+        let n = |part: &str| self.name(&format!("{name}/{part}"));
+        let unit = self.merge * self.merge;
+        let offsets: Vec<i64> = (0..unit as i64).collect();
+        let offsets = b.initializer(&n("offset_in_token"), Recipe::from_i64(n("offset_in_token"), vec![1, unit], &offsets));
+        let unit_value = b.const_i64(&n("unit"), &[unit as i64]);
+        let col = b.op(&n("column"), "Unsqueeze", &[slot, &self.axes1], vec![]);
+        let first = b.op(&n("first_patch"), "Mul", &[&col, &unit_value], vec![]);
+        let each = b.op(&n("patch"), "Add", &[&first, &offsets], vec![]);
+        b.op(&self.name(name), "Reshape", &[&each, &self.flat], vec![])
+    }
+
     /// Per patch, its row (`rows: true`) or column in its frame's patch grid, from its merged
     /// token's merged row / column `[G']`: `merged * merge + (the patch's offset in the token)`.
     pub fn patch_position(&self, b: &mut GraphBuilder, name: &str, merged: &str, rows: bool) -> String {

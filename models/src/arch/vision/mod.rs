@@ -301,6 +301,9 @@ pub(crate) fn account_for_prefixes(ckpt: &Checkpoint, prefixes: &[&str]) -> Resu
 pub(crate) fn finish(mut b: crate::GraphBuilder, ckpt: &Checkpoint) -> Result<ir::Model> {
     let float = b.float;
     let mut graph = std::mem::take(&mut b.graph);
+    // Bookkeeping a tower computes for one form and not the other (Qwen's window ids when
+    // every block reads padded windows) is not kept.
+    graph.remove_dead_nodes();
     graph.toposort()?;
     let mut model = ir::Model { graph, producer: "onnx-tailor".into(), ..Default::default() };
     let model_type = ckpt.config.multimodal.as_ref().map_or_else(|| ckpt.config.model_type.clone(), |m| m.model_type.clone());

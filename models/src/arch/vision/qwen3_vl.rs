@@ -23,7 +23,7 @@
 //! deepstack mergers normalize after the patches are put side by side.
 
 use super::grid::Grid;
-use super::qwen2_5_vl::{attention, rotary_tables, same_id_mask};
+use super::qwen2_5_vl::{attention, rotary_tables, same_id_mask, Span};
 use super::{account_for_prefixes, dim, find_prefix, finish, Keys, IMAGE_FEATURES, IMAGE_GRID_THW, PIXEL_VALUES};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::mlp::{activation, plain};
@@ -256,7 +256,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
         let blk = name(&format!("blocks.{i}"));
         let s = |part: &str| format!("{blk}.{part}");
         let h = layer_norm(&mut b, ckpt, &s("norm1"), &x, hidden, NORM_EPS)?;
-        let o = attention(&mut b, ckpt, &s("attn"), &h, hidden, v.heads, (&cos, &sin), &mask)?;
+        let o = attention(&mut b, ckpt, &s("attn"), &h, hidden, v.heads, (&cos, &sin), Span::Masked(&mask))?;
         x = b.op(&s("attn/residual/Add"), "Add", &[&x, &o], vec![]);
         let h = layer_norm(&mut b, ckpt, &s("norm2"), &x, hidden, NORM_EPS)?;
         let fc1 = LinearWeights::torch(ckpt, &b, &s("mlp.linear_fc1"), hidden, v.intermediate, true)?;
