@@ -136,27 +136,36 @@ impl GgmlType {
         (13, "Q5_K", 256, 176),
         (14, "Q6_K", 256, 210),
         (15, "Q8_K", 256, 292),
+        // The i-quants and ternary types (ggml's `block_*` structs), read so that a file holding
+        // them opens and its import names what it cannot take; only IQ4_NL and IQ4_XS decode.
+        (16, "IQ2_XXS", 256, 66),
+        (17, "IQ2_XS", 256, 74),
+        (18, "IQ3_XXS", 256, 98),
+        (19, "IQ1_S", 256, 50),
         (20, "IQ4_NL", 32, 18),
+        (21, "IQ3_S", 256, 110),
+        (22, "IQ2_S", 256, 82),
         (23, "IQ4_XS", 256, 136),
         (24, "I8", 1, 1),
         (25, "I16", 1, 2),
         (26, "I32", 1, 4),
         (27, "I64", 1, 8),
         (28, "F64", 1, 8),
+        (29, "IQ1_M", 256, 56),
         (30, "BF16", 1, 2),
+        (34, "TQ1_0", 256, 54),
+        (35, "TQ2_0", 256, 66),
         (39, "MXFP4", 32, 17),
     ];
-    /// Names of ids whose layout is not read (for messages).
+    /// Names of ids whose layout is not read (for messages): the repacked Q4_0 / IQ4_NL types
+    /// ggml removed (files holding them must be quantized again).
     const OTHERS: &'static [(u32, &'static str)] = &[
-        (16, "IQ2_XXS"),
-        (17, "IQ2_XS"),
-        (18, "IQ3_XXS"),
-        (19, "IQ1_S"),
-        (21, "IQ3_S"),
-        (22, "IQ2_S"),
-        (29, "IQ1_M"),
-        (34, "TQ1_0"),
-        (35, "TQ2_0"),
+        (31, "Q4_0_4_4 (removed from ggml)"),
+        (32, "Q4_0_4_8 (removed from ggml)"),
+        (33, "Q4_0_8_8 (removed from ggml)"),
+        (36, "IQ4_NL_4_4 (removed from ggml)"),
+        (37, "IQ4_NL_4_8 (removed from ggml)"),
+        (38, "IQ4_NL_8_8 (removed from ggml)"),
     ];
 
     pub fn name(self) -> String {
@@ -605,6 +614,9 @@ mod tests {
         let at = iq.windows(8).position(|w| w == b"q.weight").unwrap() + 8 + 4 + 8;
         iq[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
         assert!(err(&iq).contains("IQ2_XXS"), "{}", err(&iq));
+        // A type ggml removed, named as such.
+        iq[at..at + 4].copy_from_slice(&31u32.to_le_bytes());
+        assert!(err(&iq).contains("Q4_0_4_4 (removed from ggml)") && err(&iq).contains("not read here"), "{}", err(&iq));
         // A misaligned offset.
         let mut mis = good.clone();
         mis[at + 4..at + 12].copy_from_slice(&65u64.to_le_bytes());

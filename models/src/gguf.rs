@@ -1863,6 +1863,7 @@ mod tests {
             let n: u64 = ne.iter().product();
             let size = match ty {
                 8 => n / 32 * 34,
+                16 => n / 256 * 66,
                 39 => n / 32 * 17,
                 _ => n * 4,
             };
@@ -2074,6 +2075,30 @@ mod tests {
         // Only an EOS: one id, as the file gives it.
         let c = import_of(&[llama_meta(), vec![("tokenizer.ggml.eos_token_id", json!(2))]].concat(), &llama_tensors()).unwrap().config;
         assert_eq!(c["eos_token_id"], json!(2));
+    }
+
+    /// An i-quant the import has no exact form for (IQ2_XXS) opens, and its import is refused
+    /// naming the tensor, the type and the types it takes.
+    #[test]
+    fn an_iquant_tensor_is_refused_naming_what_is_imported() {
+        let meta: Vec<(&str, Json)> = llama_meta()
+            .into_iter()
+            .map(|(k, v)| match k {
+                "llama.embedding_length" | "llama.feed_forward_length" => (k, json!(256)),
+                _ => (k, v),
+            })
+            .collect();
+        let q8 = |name: &'static str, dims: [u64; 2]| (name, 8u32, dims.to_vec());
+        let mut t = vec![q8("token_embd.weight", [256, 32]), ("output_norm.weight", 0, vec![256]), ("blk.0.attn_norm.weight", 0, vec![256]), ("blk.0.ffn_norm.weight", 0, vec![256])];
+        t.extend([("blk.0.attn_q.weight", 16, vec![256, 256]), q8("blk.0.attn_k.weight", [256, 128]), q8("blk.0.attn_v.weight", [256, 128]), q8("blk.0.attn_output.weight", [256, 256])]);
+        t.extend([q8("blk.0.ffn_gate.weight", [256, 256]), q8("blk.0.ffn_up.weight", [256, 256]), q8("blk.0.ffn_down.weight", [256, 256])]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, file_with(&meta, &t, &[])).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        assert_eq!(file.tensors.iter().find(|x| x.name == "blk.0.attn_q.weight").unwrap().ggml_type.name(), "IQ2_XXS");
+        let e = import(&path).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_q.weight` is IQ2_XXS") && e.contains("Q4_K") && e.contains("Q8_0"), "{e}");
     }
 
     /// Old convert.py files from Meta's .pth checkpoints state their layout, the one every

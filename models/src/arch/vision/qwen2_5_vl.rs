@@ -178,10 +178,12 @@ pub struct PaddedWindows {
     pub mask: String,
     /// Slots per window: `window_side^2` merged tokens of `merge^2` patches.
     pub len: usize,
+    /// The patch count's dimension (fixed where the build asks for static shapes).
+    pub patches: Dim,
 }
 
 /// The [`PaddedWindows`] of `layout`.
-pub fn padded_windows(b: &mut GraphBuilder, v: &QwenVision, layout: &WindowLayout) -> PaddedWindows {
+pub fn padded_windows(b: &mut GraphBuilder, v: &QwenVision, layout: &WindowLayout, patch_dim: Dim) -> PaddedWindows {
     let g = &layout.grid;
     let n = |name: &str| g.name(&format!("padded/{name}"));
     let area = v.window_side * v.window_side;
@@ -200,7 +202,8 @@ pub fn padded_windows(b: &mut GraphBuilder, v: &QwenVision, layout: &WindowLayou
     let none = fill(b, "windows/none", &windows, 0);
     let token_shape = b.op(&n("token/shape"), "Shape", &[&window], vec![]);
     let token_ones = fill(b, "token/ones", &token_shape, 1);
-    let held = b.op(&n("windows/held"), "ScatterElements", &[&none, &window, &token_ones], vec![Attr::int("axis", 0)]);
+    // Every token of a window writes its 1 there: `max`, since indices may repeat.
+    let held = b.op(&n("windows/held"), "ScatterElements", &[&none, &window, &token_ones], vec![Attr::int("axis", 0), Attr::string("reduction", "max")]);
     let before = b.op(&n("windows/before"), "CumSum", &[&held, &axis0], vec![Attr::int("exclusive", 1)]);
     let row = g.gather(b, "padded/token/row", &before, &window);
     let in_window = b.op(&n("token/in_window"), "Mod", &[&layout.token_key, &area_value], vec![]);
@@ -229,7 +232,7 @@ pub fn padded_windows(b: &mut GraphBuilder, v: &QwenVision, layout: &WindowLayou
     let square = b.const_i64_1d(&n("mask/shape"), &[1, 1, len as i64, len as i64]);
     let mask = b.op("vision/window_mask", "Expand", &[&per_key, &square], vec![]);
     b.annotate(&mask, DType::Bool, vec![windows_dim, Dim::Fixed(1), Dim::Fixed(len as i64), Dim::Fixed(len as i64)]);
-    PaddedWindows { slots, gather, mask, len }
+    PaddedWindows { slots, gather, mask, len, patches: patch_dim }
 }
 
 /// Builds the layout of `grid` (`[num_images, 3]` int64) under scope `vision/layout`.
@@ -416,7 +419,7 @@ pub(super) fn attention(
             let flat = b.const_i64_1d(&format!("{scope}/patches/shape"), &[1, -1, hidden as i64]);
             let a = b.op(&format!("{scope}/patches/slots"), "Reshape", &[&a, &flat], vec![]);
             let a = b.op(&format!("{scope}/patches"), "Gather", &[&a, &w.slots], vec![Attr::int("axis", 1)]);
-            b.annotate(&a, b.float, vec![Dim::Fixed(1), Dim::sym("num_patches"), Dim::Fixed(hidden as i64)]);
+            b.annotate(&a, b.float, vec![Dim::Fixed(1), w.patches.clone(), Dim::Fixed(hidden as i64)]);
             a
         }
     };
@@ -463,7 +466,7 @@ pub fn build(ckpt: &Checkpoint, opts: &BuildOptions) -> Result<ir::Model> {
 
     let (cos, sin) = rotary_tables(&mut b, v.head_dim, v.rope_theta, &layout.rows, &layout.cols);
     let windowed = (0..v.depth).any(|i| !v.full_attention.contains(&i));
-    let windows = windowed.then(|| padded_windows(&mut b, &v, &layout));
+    let windows = windowed.then(|| padded_windows(&mut b, &v, &layout, dim(opts, "num_patches")));
     let frame_mask = (!v.full_attention.is_empty()).then(|| same_id_mask(&mut b, "vision/frame_mask", &layout.frame_ids, &dim(opts, "num_patches")));
     for i in 0..v.depth {
         let blk = name(&format!("blocks.{i}"));
