@@ -404,3 +404,45 @@ def run_steps(model_path, adapter, ref, n_layers, kv_heads, head_dim):
             feeds[f"past_key_values.{i}.{kv}"] = out[f"present.{i}.{kv}"]
     step = dict(zip(names, s.run(None, {k: v for k, v in feeds.items() if k in inputs}, ro)))
     return out["logits"], step["logits"]
+
+
+def test_vision_language_adapters_under_any_transformers_module_path(tmp_path):
+    """A LoRA for a vision-language model's text decoder names its modules as the transformers
+    version it trained under built them: `model.layers` (Qwen2.5-VL before 4.52),
+    `model.language_model.layers` (4.52 on) or `language_model.model.layers` (Gemma 3 under
+    4.x). All three are the same slots: the adapter files are byte-identical. A target in the
+    vision tower has no slot and is refused by name."""
+    cfg = json.loads((LORA / "a1" / "adapter_config.json").read_text())
+    cfg.update(base_model_name_or_path="tiny-qwen2_5_vl", auto_mapping=None, target_modules=["q_proj", "v_proj"])
+    vl = json.loads((FIXTURES / "tiny-qwen2_5_vl" / "config.json").read_text())["text_config"]
+    hidden, kv = vl["hidden_size"], vl["num_key_value_heads"] * vl["hidden_size"] // vl["num_attention_heads"]
+    rng = np.random.default_rng(0)
+    factors = {}
+    for layer in range(vl["num_hidden_layers"]):
+        for module, out in (("q_proj", hidden), ("v_proj", kv)):
+            factors[f"{layer}.self_attn.{module}"] = (rng.standard_normal((cfg["r"], hidden)).astype(np.float32), rng.standard_normal((out, cfg["r"])).astype(np.float32))
+    files = {}
+    for spelling in ("model.layers", "model.language_model.layers", "language_model.model.layers"):
+        d = tmp_path / spelling
+        d.mkdir()
+        (d / "adapter_config.json").write_text(json.dumps(cfg))
+        tensors = {}
+        for module, (a, b) in factors.items():
+            tensors[f"base_model.model.{spelling}.{module}.lora_A.weight"] = a
+            tensors[f"base_model.model.{spelling}.{module}.lora_B.weight"] = b
+        save_file(tensors, d / "adapter_model.safetensors")
+        out = tmp_path / f"pkg-{spelling}"
+        done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / "tiny-qwen2_5_vl"), "--output", str(out), "--lora", f"a={d}"], capture_output=True, text=True)
+        assert done.returncode == 0, f"{spelling}: {done.stderr}"
+        files[spelling] = (out / "adapters" / "a.onnx_adapter").read_bytes()
+    assert len(set(files.values())) == 1, "the three spellings give different adapter files"
+    # The vision tower's projections have no slot.
+    d = tmp_path / "visual"
+    d.mkdir()
+    cfg.update(target_modules=["qkv"])
+    (d / "adapter_config.json").write_text(json.dumps(cfg))
+    key = "base_model.model.model.visual.blocks.0.attn.qkv"
+    save_file({f"{key}.lora_A.weight": np.zeros((cfg["r"], 32), np.float32), f"{key}.lora_B.weight": np.zeros((96, cfg["r"]), np.float32)}, d / "adapter_model.safetensors")
+    out = tmp_path / "never"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / "tiny-qwen2_5_vl"), "--output", str(out), "--lora", f"a={d}"], capture_output=True, text=True)
+    assert done.returncode != 0 and f"{key}.lora_A.weight" in done.stderr and "no LoRA slot" in done.stderr and not out.exists(), done.stderr

@@ -99,6 +99,21 @@ const REFUSED: &[(&str, &str)] = &[
     ("use_bdlora", "block-diagonal LoRA is not read yet"),
 ];
 
+/// Where PEFT finds a vision-language model's text decoder (its module path, which follows the
+/// transformers version it was trained under) and the table's name for it: transformers 4.52
+/// and later nest it as `model.language_model.*`; Gemma 3 under earlier 4.x as
+/// `language_model.model.*` with `language_model.lm_head`. The vision tower's modules keep
+/// their paths (they have no slot, so such a target is refused by name).
+const TEXT_MODULE_PATHS: &[(&str, &str)] = &[("model.language_model.", "model."), ("language_model.model.", "model."), ("language_model.lm_head", "lm_head")];
+
+/// `module` (a PEFT module path) under the table's names (see [`TEXT_MODULE_PATHS`]).
+fn table_module(module: &str) -> String {
+    TEXT_MODULE_PATHS
+        .iter()
+        .find_map(|(peft, table)| module.strip_prefix(peft).map(|rest| format!("{table}{rest}")))
+        .unwrap_or_else(|| module.to_string())
+}
+
 fn read_config(path: &Path, json: &Value) -> Result<LoraConfig> {
     let bad = |key: &str, why: String| lora_error(path, format!("`{key}`: {why}"));
     let peft_type = json.get("peft_type").and_then(Value::as_str).unwrap_or("LORA");
@@ -216,7 +231,7 @@ fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap
             return Err(tensor(&format!("shape {shape:?}; a LoRA factor is a non-empty matrix")));
         }
         let values = to_f32(view.dtype(), view.data()).ok_or_else(|| tensor(&format!("dtype {:?}; adapters hold F32, F16 or BF16", view.dtype())))?;
-        halves.entry(module.to_string()).or_default()[half] = Some((key.clone(), shape, values));
+        halves.entry(table_module(module)).or_default()[half] = Some((key.clone(), shape, values));
     }
     let mut pairs = BTreeMap::new();
     for (module, [a, b]) in halves {
