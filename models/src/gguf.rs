@@ -2042,13 +2042,12 @@ mod tests {
     /// the tokens llama.cpp stops at by their text; the EOS stays first.
     #[test]
     fn end_of_generation_ids_gather_the_eos_and_the_end_of_turn_tokens() {
+        // 32 tokens `t<i>`, but the special ones given.
+        let vocab = |special: &[(usize, &str)]| -> Vec<String> {
+            (0..32).map(|i| special.iter().find(|(at, _)| *at == i).map_or_else(|| format!("t{i}"), |(_, t)| t.to_string())).collect()
+        };
         let mut m = llama_meta();
-        let tokens: Vec<String> = (0..32).map(|i| match i {
-            5 => "<end_of_turn>".to_string(),
-            7 => "<|eom_id|>".to_string(),
-            9 => "<|end|>".to_string(),
-            i => format!("t{i}"),
-        }).collect();
+        let tokens = vocab(&[(5, "<end_of_turn>"), (7, "<|eom_id|>"), (9, "<|end|>")]);
         m.push(("tokenizer.ggml.eos_token_id", json!(1)));
         m.push(("tokenizer.ggml.eot_token_id", json!(12)));
         m.push(("tokenizer.ggml.tokens", json!(tokens)));
@@ -2061,15 +2060,8 @@ mod tests {
         assert_eq!(c["eos_token_id"], json!([1, 12, 5, 7, 9]));
         // gpt-oss: with `<|return|>` and `<|call|>`, `<|end|>` ends a message, not the reply.
         let mut harmony = llama_meta();
-        let vocab: Vec<String> = (0..32).map(|i| match i {
-            3 => "<|endoftext|>".to_string(),
-            4 => "<|return|>".to_string(),
-            6 => "<|end|>".to_string(),
-            8 => "<|call|>".to_string(),
-            i => format!("t{i}"),
-        }).collect();
         harmony.push(("tokenizer.ggml.eos_token_id", json!(4)));
-        harmony.push(("tokenizer.ggml.tokens", json!(vocab)));
+        harmony.push(("tokenizer.ggml.tokens", json!(vocab(&[(3, "<|endoftext|>"), (4, "<|return|>"), (6, "<|end|>"), (8, "<|call|>")]))));
         let c = import_of(&harmony, &llama_tensors()).unwrap().config;
         assert_eq!(c["eos_token_id"], json!([4, 3, 8]));
         // Only an EOS: one id, as the file gives it.
