@@ -404,6 +404,14 @@ impl DecoderConfig {
         for key in BOOLEAN_KEYS {
             r.bool_opt(key)?;
         }
+        // EmbeddingGemma (`gemma3_text` with this switch): every token attends to every other
+        // (and a sliding layer to `window / 2` either side); a causal decoder computes another
+        // model.
+        if r.bool_opt("use_bidirectional_attention")? == Some(true) {
+            return Err(r.err(
+                "key `use_bidirectional_attention` is true: the model attends in both directions (an embedding model such as EmbeddingGemma), which a causal decoder does not compute and no encoder here builds for this family".into(),
+            ));
+        }
         Ok(DecoderConfig {
             path: path.to_path_buf(),
             hidden_size,
@@ -1122,6 +1130,27 @@ mod tests {
             let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"{kind}","factor":2.0}}}}"#)).unwrap_err().to_string();
             assert!(e.contains(kind) && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
         }
+    }
+
+    /// The Qwen families' `use_sliding_window` defaults to false (transformers' config classes):
+    /// a `sliding_window` alone is no window there, as it is one for Mistral.
+    #[test]
+    fn a_qwen_window_needs_its_switch() {
+        let qwen = |extra: &str| {
+            let c = parse(&format!(r#"{{{},"sliding_window":2{extra}}}"#, BASE.replace("llama", "qwen2"))).unwrap();
+            (0..2).map(|i| c.layer_window(i)).collect::<Vec<_>>()
+        };
+        assert_eq!(qwen(""), vec![None, None]);
+        assert_eq!(qwen(r#","use_sliding_window":true"#), vec![Some(2), Some(2)]);
+        let mistral = parse(&format!(r#"{{{},"sliding_window":2}}"#, BASE.replace("llama", "mistral"))).unwrap();
+        assert_eq!(mistral.layer_window(0), Some(2));
+    }
+
+    #[test]
+    fn bidirectional_gemma_is_refused_by_key() {
+        let e = parse(&format!(r#"{{{},"use_bidirectional_attention":true}}"#, BASE.replace("llama", "gemma3_text"))).unwrap_err().to_string();
+        assert!(e.contains("`use_bidirectional_attention` is true"), "{e}");
+        assert!(parse(&format!(r#"{{{},"use_bidirectional_attention":false}}"#, BASE.replace("llama", "gemma3_text"))).is_ok());
     }
 
     #[test]

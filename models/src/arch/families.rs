@@ -81,13 +81,17 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// The Qwen configs' `use_sliding_window: False`: a `sliding_window` without the switch is no
+/// window (the released configs all say `false`; a hand-written one may leave it out).
+const QWEN_WINDOW_OFF: &[(&str, KeyDefault)] = &[("use_sliding_window", KeyDefault::Flag(false))];
+
 /// Qwen2: bias on q/k/v (never on o_proj).
 pub const QWEN2: DecoderFamily = DecoderFamily {
     // `qwen2_5_vl_text`: Qwen2.5-VL's text model (its `text_config`), a Qwen2 decoder with
     // multimodal RoPE (`mrope_section`).
     model_types: &["qwen2", "qwen2_5_vl_text"],
     names: LLAMA_NAMES,
-    layout: Layout { qkv_bias: Bias::Always, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout { qkv_bias: Bias::Always, o_bias: Bias::Never, mlp_bias: Bias::Never, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
@@ -100,7 +104,7 @@ pub const QWEN3: DecoderFamily = DecoderFamily {
     // interleaved multimodal RoPE (`mrope_interleaved`).
     model_types: &["qwen3", "qwen3_vl_text"],
     names: NameTable { qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
-    layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout { mlp_bias: Bias::Never, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
@@ -178,7 +182,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
-    layout: Layout { qkv_bias: Bias::ConfigOr("qkv_bias", true), o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout { qkv_bias: Bias::ConfigOr("qkv_bias", true), o_bias: Bias::Never, mlp_bias: Bias::Never, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
@@ -212,7 +216,7 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
-    layout: Layout { mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout { mlp_bias: Bias::Never, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

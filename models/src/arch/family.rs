@@ -370,6 +370,8 @@ pub enum KeyDefault {
     Count(u64),
     /// Any other number.
     Number(f64),
+    /// A switch.
+    Flag(bool),
 }
 
 impl KeyDefault {
@@ -378,6 +380,7 @@ impl KeyDefault {
         match self {
             KeyDefault::Count(n) => serde_json::Value::from(n),
             KeyDefault::Number(x) => serde_json::Value::from(x),
+            KeyDefault::Flag(b) => serde_json::Value::from(b),
         }
     }
 }
