@@ -237,7 +237,8 @@ enum Command {
     #[command(after_help = "Examples:\n  tailor build --model ./llama --output ./pkg --lora chat=./chat-lora\n  \
         tailor adapter ./sql-lora --package ./pkg --name sql\n\n\
         Adapter folders are refused by key for what a slot y = base(x) + (x A) B cannot compute: use_dora,\n\
-        rank_pattern / alpha_pattern, bias other than none, fan_in_fan_out, modules_to_save, lora_bias.")]
+        bias other than none, modules_to_save, lora_bias.\n\
+        A target on a fused projection (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn) fills the slots of its parts.")]
     Adapter {
         /// The PEFT adapter folder (adapter_config.json, adapter_model.safetensors).
         #[arg(value_name = "PEFT_DIR")]

@@ -18,6 +18,22 @@ pub const A_SUFFIX: &str = ".lora_A.weight";
 /// Suffix of a slot's B input (`[r, out]`, the PEFT `lora_B.weight` transposed and pre-scaled).
 pub const B_SUFFIX: &str = ".lora_B.weight";
 
+/// The parts of a fused projection, in the order its output stacks them: q/k/v of a fused
+/// attention projection (Phi-3 `qkv_proj`, GPT-2 `c_attn`), gate/up of a fused MLP one (Phi-3
+/// `gate_up_proj`). The graph builds each part as its own projection `{module}.{part}`
+/// ([`part_scope`]) with its own slot; an adapter on the fused module gives each part its A and
+/// that part's rows of B, which is the adapter's `(x A) B` split as the weight is split.
+pub const FUSED_PARTS: &[&[&str]] = &[&QKV_PARTS, &GATE_UP_PARTS];
+/// A fused attention projection's parts.
+pub const QKV_PARTS: [&str; 3] = ["q", "k", "v"];
+/// A fused gated MLP projection's parts.
+pub const GATE_UP_PARTS: [&str; 2] = ["gate", "up"];
+
+/// The scope of part `part` of the fused projection `module`.
+pub fn part_scope(module: &str, part: &str) -> String {
+    format!("{module}.{part}")
+}
+
 /// The A input of the slot on `module` (a projection's checkpoint scope).
 pub fn a_input(module: &str) -> String {
     format!("{module}{A_SUFFIX}")

@@ -251,10 +251,11 @@ def test_an_adapter_the_slots_do_not_take_is_refused_and_nothing_is_written(tmp_
 
 @pytest.mark.parametrize("key,value,word", [
     ("use_dora", True, "DoRA"),
-    ("rank_pattern", {"q_proj": 8}, "rank_pattern"),
+    ("rank_pattern", {"q_proj": 8}, "`rank_pattern` entry `q_proj` gives 8"),   # the tensors are rank 4
+    ("alpha_pattern", {"(?<=self_attn\\.)q_proj": 8}, "not a regular expression this tool reads"),
     ("bias", "all", "bias"),
-    ("fan_in_fan_out", True, "fan_in_fan_out"),
     ("target_modules", ["q_proj"], "not in target_modules"),
+    ("kasa_config", {"beta": 1e-4}, "KaSA"),
     # Trained against a base with the initial product removed, which PEFT restores on load.
     ("init_lora_weights", "pissa_niter_4", "pissa_niter_4"),
     ("init_lora_weights", "olora", "path_initial_model_for_weight_conversion"),
@@ -296,7 +297,8 @@ def test_rslora_and_some_layers_only(tmp_path):
 
 
 def test_targets_the_base_graph_does_not_build_are_refused_naming_the_tensor(tmp_path):
-    """Phi-3 fuses q/k/v into qkv_proj: a Llama adapter's q_proj has no projection there."""
+    """Phi-3 fuses q/k/v into qkv_proj: a Llama adapter's q_proj has no projection there (an
+    adapter on qkv_proj itself is read: test_an_adapter_bound_equals_the_merged_model)."""
     out = tmp_path / "out"
     done = subprocess.run([str(tailor_bin()), "build", "--model", str(FIXTURES / "tiny-phi3"), "--output", str(out), "--lora", f"a1={LORA / 'a1'}"], capture_output=True, text=True)
     assert done.returncode != 0 and "self_attn.q_proj.lora_A.weight" in done.stderr and "no LoRA slot" in done.stderr and not out.exists(), done.stderr
@@ -320,34 +322,42 @@ def test_inspect_lists_slots_and_adapters(package):
     assert "LoRA slots: 14" in text and "adapter a1: adapters/a1.onnx_adapter, 8 tensors, rank 4, scaling 2.0" in text
 
 
+def conv1d(ckpt):
+    """GPT-2 stores its projections as Conv1D, `[in, out]` (PEFT sets fan_in_fan_out for them)."""
+    return json.loads((ckpt / "config.json").read_text())["model_type"] == "gpt2"
+
+
 def random_adapter(ckpt, out, modules, r, alpha, rslora=False, seed=0):
     """A random PEFT adapter on `modules` (leaf names) of every layer of the checkpoint; returns
-    its tensors by PEFT key."""
+    its tensors by PEFT key. A is `[r, in]` and B `[out, r]` for Linear and Conv1D alike."""
     rng = np.random.default_rng(seed)
     weights = load_file(ckpt / "model.safetensors")
     tensors = {}
     for key, w in weights.items():
         module = key.removesuffix(".weight")
         if key.endswith(".weight") and module.rsplit(".", 1)[-1] in modules and w.ndim == 2:
-            n, k = w.shape
+            k, n = w.shape if conv1d(ckpt) else w.shape[::-1]
             tensors[f"base_model.model.{module}.lora_A.weight"] = (rng.standard_normal((r, k)) * 0.3).astype(np.float32)
             tensors[f"base_model.model.{module}.lora_B.weight"] = (rng.standard_normal((n, r)) * 0.3).astype(np.float32)
     out.mkdir(parents=True)
     save_file(tensors, out / "adapter_model.safetensors")
-    cfg = {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "use_rslora": rslora, "target_modules": sorted(modules), "bias": "none"}
+    cfg = {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "use_rslora": rslora, "target_modules": sorted(modules), "bias": "none",
+           "fan_in_fan_out": conv1d(ckpt)}
     (out / "adapter_config.json").write_text(json.dumps(cfg))
     return tensors
 
 
 def merged_checkpoint(ckpt, out, tensors, scaling):
-    """The checkpoint with each adapter pair merged into its weight: W + scaling * B A."""
+    """The checkpoint with each adapter pair merged into its weight: W + scaling * B A (its
+    transpose for Conv1D weights)."""
     shutil.copytree(ckpt, out, ignore=shutil.ignore_patterns("reference.*"))
     weights = load_file(ckpt / "model.safetensors")
     for key in [k for k in tensors if k.endswith(".lora_A.weight")]:
         module = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
         a, b = tensors[key], tensors[key.replace("lora_A", "lora_B")]
         w = weights[f"{module}.weight"]
-        weights[f"{module}.weight"] = (w.astype(np.float64) + scaling * (b.astype(np.float64) @ a.astype(np.float64))).astype(w.dtype)
+        delta = b.astype(np.float64) @ a.astype(np.float64)
+        weights[f"{module}.weight"] = (w.astype(np.float64) + scaling * (delta.T if conv1d(ckpt) else delta)).astype(w.dtype)
     save_file(weights, out / "model.safetensors")
 
 
@@ -356,6 +366,10 @@ def merged_checkpoint(ckpt, out, tensors, scaling):
     ("tiny-qwen2", "default", {"q_proj", "v_proj", "down_proj"}),
     ("tiny-mistral", "cpu", {"k_proj", "gate_proj", "up_proj"}),           # head_dim != hidden / heads
     ("tiny-qwen3", "cpu", {"q_proj", "k_proj", "v_proj", "down_proj"}),    # per-head q/k norms
+    # Fused projections: the adapter's B split by rows over the parts' slots.
+    ("tiny-phi3", "cpu", {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}),
+    ("tiny-phi3-partial", "default", {"qkv_proj", "gate_up_proj"}),
+    ("tiny-gpt2", "cpu", {"c_attn", "c_proj", "c_fc"}),                    # Conv1D, fan_in_fan_out
 ])
 def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules):
     """For families and adapters the fixtures do not cover (other widths, rsLoRA, biases):
@@ -368,19 +382,79 @@ def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules
     pkg = build_with(tmp_path / "pkg", fixture, ep, ["--lora", f"x={tmp_path / 'peft'}"])
     plain = subprocess.run([str(tailor_bin()), "build", "--model", str(tmp_path / "merged"), "--output", str(tmp_path / "m"), "--ep", ep], capture_output=True, text=True)
     assert plain.returncode == 0, plain.stderr
-    report = json.loads((pkg / "build_report.json").read_text())
-    if ep == "cpu" and fixture != "tiny-qwen3":
-        fired = {r["rule"]: r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"]}
-        assert fired.get("fuse.pack_qkv.lora", 0) + fired.get("fuse.pack_qkv.bias.lora", 0) > 0, fired
+    def fired(path):
+        report = json.loads((path / "build_report.json").read_text())
+        return {r["rule"]: r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"]}
+    # Where the plain build packs Q/K/V (cpu, except qwen3's q/k norms and GPT-2's unrotated
+    # attention), the build with slots packs them too, LoRA branches and all.
+    packed, with_slots = fired(tmp_path / "m"), fired(pkg)
+    plain_packs = packed.get("fuse.pack_qkv", 0) + packed.get("fuse.pack_qkv.bias", 0) > 0
+    assert plain_packs == (ep == "cpu" and fixture not in ("tiny-qwen3", "tiny-gpt2")), packed
+    if plain_packs:
+        assert with_slots.get("fuse.pack_qkv.lora", 0) + with_slots.get("fuse.pack_qkv.bias.lora", 0) > 0, with_slots
     ref = load_file(ckpt / "reference.safetensors")
     cfg = json.loads((ckpt / "config.json").read_text())
-    kv_heads = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    got = run_steps(pkg / "model.onnx", pkg / "adapters" / "x.onnx_adapter", ref, cfg["num_hidden_layers"], kv_heads, head_dim)
-    want = run_steps(tmp_path / "m" / "model.onnx", None, ref, cfg["num_hidden_layers"], kv_heads, head_dim)
-    none = run_steps(pkg / "model.onnx", None, ref, cfg["num_hidden_layers"], kv_heads, head_dim)
+    heads = cfg.get("num_attention_heads", cfg.get("n_head"))
+    kv_heads = cfg.get("num_key_value_heads", heads)
+    head_dim = cfg.get("head_dim") or cfg.get("hidden_size", cfg.get("n_embd")) // heads
+    layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+    got = run_steps(pkg / "model.onnx", pkg / "adapters" / "x.onnx_adapter", ref, layers, kv_heads, head_dim)
+    want = run_steps(tmp_path / "m" / "model.onnx", None, ref, layers, kv_heads, head_dim)
+    none = run_steps(pkg / "model.onnx", None, ref, layers, kv_heads, head_dim)
     for g, w, n in zip(got, want, none):
         assert np.abs(g - w).max() < 1e-3 and np.abs(g - n).max() > 1e-2
+
+
+def test_rank_and_alpha_patterns_give_each_module_its_own_scaling(tmp_path):
+    """PEFT's rank_pattern / alpha_pattern: each module's rank and alpha from the first key that
+    matches the end of its path (a leaf name matches every layer, a full path one module);
+    the adapter bound equals the checkpoint with each pair merged at its own scaling."""
+    ckpt = FIXTURES / "tiny-qwen2"
+    ranks = {"q_proj": 3, "model.layers.1.mlp.down_proj": 5}
+    alphas = {"model\\.layers\\.0\\..*_proj": 7.0, "down_proj": 2.0}
+    rng = np.random.default_rng(3)
+    weights = load_file(ckpt / "model.safetensors")
+    tensors, scalings = {}, {}
+    for key, w in weights.items():
+        module = key.removesuffix(".weight")
+        leaf = module.rsplit(".", 1)[-1]
+        if not (key.endswith(".weight") and leaf in {"q_proj", "v_proj", "down_proj"}):
+            continue
+        r = 5 if module == "model.layers.1.mlp.down_proj" else 3 if leaf == "q_proj" else 4
+        alpha = 7.0 if module.startswith("model.layers.0.") else 2.0 if leaf == "down_proj" else 16.0
+        scalings[module] = alpha / r
+        n, k = w.shape
+        tensors[f"base_model.model.{module}.lora_A.weight"] = (rng.standard_normal((r, k)) * 0.3).astype(np.float32)
+        tensors[f"base_model.model.{module}.lora_B.weight"] = (rng.standard_normal((n, r)) * 0.3).astype(np.float32)
+    peft = tmp_path / "peft"
+    peft.mkdir()
+    save_file(tensors, peft / "adapter_model.safetensors")
+    cfg = {"peft_type": "LORA", "r": 4, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj", "down_proj"], "bias": "none",
+           "rank_pattern": ranks, "alpha_pattern": alphas}
+    (peft / "adapter_config.json").write_text(json.dumps(cfg))
+    # The merged reference, each module at its own scaling.
+    shutil.copytree(ckpt, tmp_path / "merged", ignore=shutil.ignore_patterns("reference.*"))
+    for module, scaling in scalings.items():
+        a, b = tensors[f"base_model.model.{module}.lora_A.weight"], tensors[f"base_model.model.{module}.lora_B.weight"]
+        weights[f"{module}.weight"] = (weights[f"{module}.weight"].astype(np.float64) + scaling * (b.astype(np.float64) @ a.astype(np.float64))).astype(np.float32)
+    save_file(weights, tmp_path / "merged" / "model.safetensors")
+    pkg = build_with(tmp_path / "pkg", "tiny-qwen2", "default", ["--lora", f"x={peft}"])
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(tmp_path / "merged"), "--output", str(tmp_path / "m"), "--ep", "default"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((pkg / "build_report.json").read_text())["lora"]["adapters"][0]
+    assert report["scaling"] == 4.0
+    assert report["module_scaling"] == {m: s for m, s in scalings.items() if s != 4.0}
+    ref = load_file(ckpt / "reference.safetensors")
+    cfg = json.loads((ckpt / "config.json").read_text())
+    dims = (cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"])
+    got = run_steps(pkg / "model.onnx", pkg / "adapters" / "x.onnx_adapter", ref, *dims)
+    want = run_steps(tmp_path / "m" / "model.onnx", None, ref, *dims)
+    for g, w in zip(got, want):
+        assert np.abs(g - w).max() < 1e-3
+    # A rank the pattern does not give is refused naming the entry.
+    (peft / "adapter_config.json").write_text(json.dumps({**json.loads((peft / "adapter_config.json").read_text()), "rank_pattern": {"q_proj": 2}}))
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(ckpt), "--output", str(tmp_path / "no"), "--lora", f"x={peft}"], capture_output=True, text=True)
+    assert done.returncode != 0 and "`rank_pattern` entry `q_proj` gives 2" in done.stderr and not (tmp_path / "no").exists(), done.stderr
 
 
 def run_steps(model_path, adapter, ref, n_layers, kv_heads, head_dim):

@@ -88,17 +88,38 @@ impl Slots {
         Slots(slots)
     }
 
-    /// Does the adapter fit: each of its pairs has a slot of its widths? The error names the
-    /// tensor that does not.
+    /// The slots a target module's pair goes to, each with the first row of B it takes: the
+    /// module's own slot, or for a fused projection (`qkv_proj`, `gate_up_proj`, `c_attn`) its
+    /// parts' slots in stacking order ([`models::lora::FUSED_PARTS`]).
+    pub fn of_module(&self, module: &str) -> Option<Vec<(String, Slot, usize)>> {
+        if let Some(slot) = self.0.get(module) {
+            return Some(vec![(module.to_string(), *slot, 0)]);
+        }
+        models::lora::FUSED_PARTS.iter().find_map(|parts| {
+            let mut row = 0;
+            parts
+                .iter()
+                .map(|part| {
+                    let scope = models::lora::part_scope(module, part);
+                    let slot = *self.0.get(&scope)?;
+                    row += slot.out;
+                    Some((scope, slot, row - slot.out))
+                })
+                .collect()
+        })
+    }
+
+    /// Does the adapter fit: each of its pairs has a slot (or, for a fused projection, the
+    /// parts' slots) of its widths? The error names the tensor that does not.
     pub fn check(&self, name: &str, adapter: &PeftAdapter) -> Result<()> {
         let path = adapter.dir.join(peft::WEIGHTS_FILE);
         for p in adapter.pairs.values() {
-            let Some(slot) = self.0.get(&p.module) else {
+            let Some(slots) = self.of_module(&p.module) else {
                 let known: Vec<&str> = self.0.keys().map(String::as_str).take(8).collect();
                 return Err(lora_error(
                     &path,
                     format!(
-                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as its own projection: a fused qkv_proj/gate_up_proj, an expert, a tied lm_head that reads the embedding table, or a name this model does not have; {}: {}{})",
+                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as a projection: an expert, a tied lm_head that reads the embedding table, or a name this model does not have; {}: {}{})",
                         p.a_key,
                         p.module,
                         if self.0.is_empty() { "the package has no slots" } else { "slots" },
@@ -107,11 +128,12 @@ impl Slots {
                     ),
                 ));
             };
-            if p.inp != slot.inp {
-                return Err(lora_error(&path, format!("adapter `{name}`: tensor `{}` is [{}, {}], but the base projection `{}` takes {} inputs", p.a_key, p.r, p.inp, p.module, slot.inp)));
+            let (inp, out) = (slots[0].1.inp, slots.iter().map(|(_, s, _)| s.out).sum::<usize>());
+            if p.inp != inp {
+                return Err(lora_error(&path, format!("adapter `{name}`: tensor `{}` is [{}, {}], but the base projection `{}` takes {inp} inputs", p.a_key, p.r, p.inp, p.module)));
             }
-            if p.out != slot.out {
-                return Err(lora_error(&path, format!("adapter `{name}`: tensor `{}` is [{}, {}], but the base projection `{}` has {} outputs", p.b_key, p.out, p.r, p.module, slot.out)));
+            if p.out != out {
+                return Err(lora_error(&path, format!("adapter `{name}`: tensor `{}` is [{}, {}], but the base projection `{}` has {out} outputs", p.b_key, p.out, p.r, p.module)));
             }
         }
         Ok(())
@@ -152,17 +174,20 @@ pub struct Converted {
 /// `B^T * scaling` `[r, out]`, in the slots' element type, named as the graph inputs.
 pub fn convert(name: &str, adapter: &PeftAdapter, slots: &Slots) -> Result<Converted> {
     slots.check(name, adapter)?;
-    let scaling = adapter.config.scaling();
     let mut params = Vec::new();
     for p in adapter.pairs.values() {
-        let dtype = slots.0[&p.module].dtype;
-        let (r, inp, out) = (p.r, p.inp, p.out);
+        let (r, inp) = (p.r, p.inp);
         // A: [r, in] -> [in, r].
         let at: Vec<f32> = (0..inp).flat_map(|i| (0..r).map(move |k| (i, k))).map(|(i, k)| p.a[k * inp + i]).collect();
-        // B: [out, r] -> [r, out], times the scaling (in f64, rounded once).
-        let bt: Vec<f32> = (0..r).flat_map(|k| (0..out).map(move |o| (k, o))).map(|(k, o)| (p.b[o * r + k] as f64 * scaling) as f32).collect();
-        params.push(parameter(&models::lora::a_input(&p.module), vec![inp, r], &at, dtype)?);
-        params.push(parameter(&models::lora::b_input(&p.module), vec![r, out], &bt, dtype)?);
+        // Each slot (one, or a fused projection's parts) takes A and its rows `first..first + out`
+        // of B: [out, r] -> [r, out], times the scaling (in f64, rounded once).
+        for (scope, slot, first) in slots.of_module(&p.module).expect("checked above") {
+            let out = slot.out;
+            let bt: Vec<f32> =
+                (0..r).flat_map(|k| (first..first + out).map(move |o| (k, o))).map(|(k, o)| (p.b[o * r + k] as f64 * p.scaling) as f32).collect();
+            params.push(parameter(&models::lora::a_input(&scope), vec![inp, r], &at, slot.dtype)?);
+            params.push(parameter(&models::lora::b_input(&scope), vec![r, out], &bt, slot.dtype)?);
+        }
     }
     fits_the_format(name, &adapter.dir, &params, FLATBUFFER_LIMIT)?;
     let bytes = format::encode(&params, 1, 1);
@@ -174,7 +199,9 @@ pub fn convert(name: &str, adapter: &PeftAdapter, slots: &Slots) -> Result<Conve
         "rank": c.r,
         "lora_alpha": c.alpha,
         "use_rslora": c.use_rslora,
-        "scaling": scaling,
+        "scaling": c.scaling(),
+        // Modules whose `rank_pattern` / `alpha_pattern` entry gives another scaling.
+        "module_scaling": adapter.pairs.values().filter(|p| p.scaling != c.scaling()).map(|p| (p.module.clone(), serde_json::json!(p.scaling))).collect::<serde_json::Map<_, _>>(),
         "targets": adapter.pairs.keys().collect::<Vec<_>>(),
         "tensors": params.len(),
         "bytes": bytes.len(),

@@ -26,16 +26,59 @@ pub struct LoraConfig {
     pub target_modules: Option<Vec<String>>,
     /// `layers_to_transform` (`None`: every layer).
     pub layers: Option<BTreeSet<usize>>,
+    /// `rank_pattern`: per-module ranks, in the file's order (the first match wins).
+    pub rank_pattern: Vec<(Pattern, usize)>,
+    /// `alpha_pattern`: per-module alphas, in the file's order.
+    pub alpha_pattern: Vec<(Pattern, f64)>,
+}
+
+/// A `rank_pattern` / `alpha_pattern` key: a regular expression PEFT matches against the end
+/// of a module path (`re.match(rf"(.*\.)?({key})$", module)`), so `q_proj` matches every
+/// layer's `...self_attn.q_proj` and `model.layers.0.self_attn.q_proj` that one module.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    pub key: String,
+    re: regex::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Pattern {
+    fn new(key: &str) -> std::result::Result<Pattern, regex::Error> {
+        Ok(Pattern { key: key.to_string(), re: regex::Regex::new(&format!("^(?:.*\\.)?(?:{key})$"))? })
+    }
+
+    /// Does the pattern name `module` (PEFT's module path)?
+    pub fn matches(&self, module: &str) -> bool {
+        self.re.is_match(module)
+    }
 }
 
 impl LoraConfig {
-    /// PEFT's scaling: `lora_alpha / r`, or `lora_alpha / sqrt(r)` with rsLoRA.
+    /// PEFT's scaling with the adapter-wide `r` and `lora_alpha`.
     pub fn scaling(&self) -> f64 {
+        self.scaling_of(self.r, self.alpha)
+    }
+
+    /// PEFT's scaling for rank `r` and `alpha`: `alpha / r`, or `alpha / sqrt(r)` with rsLoRA.
+    pub fn scaling_of(&self, r: usize, alpha: f64) -> f64 {
         if self.use_rslora {
-            self.alpha / (self.r as f64).sqrt()
+            alpha / (r as f64).sqrt()
         } else {
-            self.alpha / self.r as f64
+            alpha / r as f64
         }
+    }
+
+    /// The rank and alpha of `module` (PEFT's module path): the first matching `rank_pattern`
+    /// / `alpha_pattern` entry's, else `r` / `lora_alpha`, as PEFT's `get_pattern_key`.
+    pub fn rank_and_alpha(&self, module: &str) -> (usize, f64) {
+        let r = self.rank_pattern.iter().find(|(p, _)| p.matches(module)).map_or(self.r, |(_, r)| *r);
+        let alpha = self.alpha_pattern.iter().find(|(p, _)| p.matches(module)).map_or(self.alpha, |(_, a)| *a);
+        (r, alpha)
     }
 }
 
@@ -51,6 +94,9 @@ pub struct Pair {
     pub a: Vec<f32>,
     /// `lora_B.weight`: `[out, r]`.
     pub b: Vec<f32>,
+    /// PEFT's scaling of this module (its rank and alpha, `rank_pattern` / `alpha_pattern`
+    /// included).
+    pub scaling: f64,
     pub r: usize,
     pub inp: usize,
     pub out: usize,
@@ -83,12 +129,11 @@ impl PeftAdapter {
 }
 
 /// Keys whose value changes what the adapter computes beyond `(x A) B * scaling`: refused
-/// unless absent, `null`, `false` or empty, each with why.
+/// unless absent, `null`, `false` or empty, each with why. (`fan_in_fan_out`, set for GPT-2's
+/// Conv1D projections, is not among them: it only transposes the merged delta; unmerged, PEFT
+/// computes `lora_B(lora_A(x))` with A `[r, in]` and B `[out, r]` for Conv1D as for Linear.)
 const REFUSED: &[(&str, &str)] = &[
     ("use_dora", "DoRA rescales each output column by a learned magnitude over the merged weight's norm, which a slot adding (x A) B cannot compute"),
-    ("rank_pattern", "per-module ranks are not read yet; give every module one `r`"),
-    ("alpha_pattern", "per-module alphas are not read yet; give every module one `lora_alpha`"),
-    ("fan_in_fan_out", "Conv1D-layout (fan_in_fan_out) adapters are not read yet"),
     ("modules_to_save", "whole modules saved beside the adapter replace base weights, which a LoRA slot cannot switch"),
     ("lora_bias", "a bias on lora_B is not read yet"),
     ("use_qalora", "QA-LoRA pools the input per group before A, which the slot does not compute"),
@@ -97,6 +142,9 @@ const REFUSED: &[(&str, &str)] = &[
     ("target_parameters", "LoRA on parameters (MoE expert stacks) is not a projection slot"),
     ("alora_invocation_tokens", "activated LoRA switches on after invocation tokens, which the graph does not track"),
     ("use_bdlora", "block-diagonal LoRA is not read yet"),
+    ("kasa_config", "KaSA truncates the base weight's smallest singular components and puts a learned diagonal between A and B, which a slot adding (x A) B to the untouched base cannot compute"),
+    ("monteclora_config", "Monte Carlo LoRA samples perturbations of A at every call"),
+    ("arrow_config", "Arrow routes each token among several adapters"),
 ];
 
 /// Where PEFT finds a vision-language model's text decoder (its module path, which follows the
@@ -178,7 +226,26 @@ fn read_config(path: &Path, json: &Value) -> Result<LoraConfig> {
         ),
         Some(v) => return Err(bad("layers_to_transform", format!("{v} is not a layer index or a list of them"))),
     };
-    Ok(LoraConfig { r, alpha, use_rslora, target_modules, layers })
+    let rank_pattern = read_pattern(path, json, "rank_pattern", |v| v.as_u64().filter(|&r| r > 0).map(|r| r as usize))?;
+    let alpha_pattern = read_pattern(path, json, "alpha_pattern", |v| v.as_f64().filter(|a| a.is_finite()))?;
+    Ok(LoraConfig { r, alpha, use_rslora, target_modules, layers, rank_pattern, alpha_pattern })
+}
+
+/// A `rank_pattern` / `alpha_pattern` object: pattern -> value, in the file's order.
+fn read_pattern<T>(path: &Path, json: &Value, key: &str, value: impl Fn(&Value) -> Option<T>) -> Result<Vec<(Pattern, T)>> {
+    let what = if key == "rank_pattern" { "a positive integer (a rank)" } else { "a number (an alpha)" };
+    match json.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| {
+                let pattern = Pattern::new(k).map_err(|e| lora_error(path, format!("`{key}`: `{k}` is not a regular expression this tool reads: {e}")))?;
+                let v = value(v).ok_or_else(|| lora_error(path, format!("`{key}.{k}`: {v} is not {what}")))?;
+                Ok((pattern, v))
+            })
+            .collect(),
+        Some(v) => Err(lora_error(path, format!("`{key}`: {v} is not an object of module patterns"))),
+    }
 }
 
 /// The layer index in a module path (`model.layers.3.mlp.up_proj` -> 3).
@@ -193,6 +260,8 @@ type Half = (String, Vec<usize>, Vec<f32>);
 fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap<String, Pair>> {
     let st = safetensors::SafeTensors::deserialize(bytes).map_err(|e| lora_error(path, format!("not a safetensors file: {e}")))?;
     let mut halves: BTreeMap<String, [Option<Half>; 2]> = BTreeMap::new();
+    // Each module's PEFT path, which `rank_pattern` / `alpha_pattern` are matched against.
+    let mut peft_paths: BTreeMap<String, String> = BTreeMap::new();
     let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
     names.sort();
     for key in names {
@@ -232,6 +301,7 @@ fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap
         }
         let values = to_f32(view.dtype(), view.data()).ok_or_else(|| tensor(&format!("dtype {:?}; adapters hold F32, F16 or BF16", view.dtype())))?;
         halves.entry(table_module(module)).or_default()[half] = Some((key.clone(), shape, values));
+        peft_paths.entry(table_module(module)).or_insert_with(|| module.to_string());
     }
     let mut pairs = BTreeMap::new();
     for (module, [a, b]) in halves {
@@ -245,10 +315,16 @@ fn read_pairs(path: &Path, bytes: &[u8], config: &LoraConfig) -> Result<BTreeMap
                 format!("the ranks of A and B disagree: `{a_key}` is {a_shape:?} (rank {r}) but `{b_key}` is {b_shape:?} (rank {})", b_shape[1]),
             ));
         }
-        if r != config.r {
-            return Err(lora_error(path, format!("tensor `{a_key}` has rank {r}, but adapter_config.json's `r` is {}", config.r)));
+        let (want_r, alpha) = config.rank_and_alpha(&peft_paths[&module]);
+        if r != want_r {
+            let said = match config.rank_pattern.iter().find(|(p, _)| p.matches(&peft_paths[&module])) {
+                Some((p, _)) => format!("`rank_pattern` entry `{}` gives {want_r}", p.key),
+                None => format!("adapter_config.json's `r` is {want_r}"),
+            };
+            return Err(lora_error(path, format!("tensor `{a_key}` has rank {r}, but {said}")));
         }
-        pairs.insert(module.clone(), Pair { module, a_key, b_key, a, b, r, inp, out });
+        let scaling = config.scaling_of(r, alpha);
+        pairs.insert(module.clone(), Pair { module, a_key, b_key, a, b, scaling, r, inp, out });
     }
     if pairs.is_empty() {
         return Err(lora_error(path, "holds no lora_A/lora_B tensors"));
