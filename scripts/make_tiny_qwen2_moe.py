@@ -20,22 +20,14 @@ import shutil
 
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
+
+from make_tiny_decoders import references, run, write_reference_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures")
 OUT = os.path.join(FIXTURES, "tiny-qwen2-moe")
 INPUTS_FROM = os.path.join(FIXTURES, "tiny-qwen3-moe")
-
-
-def positions(mask):
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def run(model, ids, mask, past=None, pos=None):
-    pos = positions(mask)[:, -ids.shape[1]:] if pos is None else pos
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
 
 
 def main():
@@ -84,47 +76,18 @@ def main():
     for name in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
         shutil.copy(os.path.join(INPUTS_FROM, name), os.path.join(OUT, name))
 
-    given = load_file(os.path.join(INPUTS_FROM, "reference.safetensors"))
-    ref = {k: given[k] for k in given if k.endswith("input_ids") or k.endswith("attention_mask") or k.endswith("position_ids")}
+    ref = references(model, "tiny-qwen3-moe")
     ids, mask = ref["input_ids"], ref["attention_mask"]
-    out = run(model, ids, mask)
-    ref["logits"] = out.logits
-    for i, layer in enumerate(out.past_key_values.layers):
-        ref[f"present.{i}.key"], ref[f"present.{i}.value"] = layer.keys, layer.values
-    dmask = torch.ones(1, ids.shape[1] + 1, dtype=torch.int64)
-    ref["decode_logits"] = run(model, ref["decode_input_ids"], dmask, out.past_key_values, torch.tensor([[ids.shape[1]]])).logits
-    for b in ["batch", "rbatch"]:
-        ref[f"{b}_logits"] = run(model, ref[f"{b}_input_ids"], ref[f"{b}_attention_mask"], pos=ref[f"{b}_position_ids"]).logits
-    ref["short_logits"] = run(model, ref["short_input_ids"], torch.ones_like(ref["short_input_ids"])).logits
-    with torch.no_grad():
-        gen = model.generate(ids, attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
-    ref["greedy_tokens"] = gen[:, ids.shape[1]:]
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(OUT, "reference.safetensors"))
 
     half = transformers.Qwen2MoeForCausalLM.from_pretrained(OUT, attn_implementation="eager", dtype=torch.float16).eval()
-    f16_err = float((run(half, ids, mask).logits.float() - out.logits).abs().max())
-    with open(os.path.join(OUT, "reference.json"), "w") as f:
-        json.dump({
-            "batch_logits": "left-padded batch of 2; compare only where batch_attention_mask==1",
-            "decode_logits": "logits [1,1,V] for decode_input_ids at position 7 after the prefill",
-            "generator": f"scripts/make_tiny_qwen2_moe.py: transformers {transformers.__version__}, torch {torch.__version__}, eager attention, float32, seed 1234 weights; inputs of tiny-qwen3-moe",
-            "greedy_tokens": "16 greedy tokens after input_ids (no eos stop)",
-            "logits": "prefill logits [1,7,V] for input_ids with no past",
-            "model_type": "qwen2_moe",
-            "present.N.key/value": "KV cache after prefill, [1, kv_heads, 7, head_dim]",
-            "rbatch_logits": "right-padded batch of 2; compare only where rbatch_attention_mask==1",
-            "short_logits": "prefill logits [1,3,V] for a 3-token prompt",
-            "tolerance": {
-                "bfloat16": "not runnable on ORT's CPU EP: check structurally",
-                "float16": {"atol": 0.05, "transformers_float16_err": round(f16_err, 4),
-                            "why": "transformers itself, run in float16, differs from this float32 reference by transformers_float16_err; a float16 build must be as close: within max(5e-2, 2x that)"},
-                "float32": {"atol": 0.0001},
-            },
-        }, f, indent=1, sort_keys=True)
-        f.write("\n")
+    f16_err = float((run(half, ids, mask).logits.float() - ref["logits"]).abs().max())
+    generator = (f"scripts/make_tiny_qwen2_moe.py: transformers {transformers.__version__}, torch {torch.__version__}, "
+                 "eager attention, float32, seed 1234 weights; inputs of tiny-qwen3-moe")
+    write_reference_json(os.path.join(OUT, "reference.json"), "qwen2_moe", generator, f16_err)
     # The checkpoint reloads to the same outputs.
     again = transformers.Qwen2MoeForCausalLM.from_pretrained(OUT, attn_implementation="eager").eval()
-    print("reload max |diff|", float((run(again, ids, mask).logits - out.logits).abs().max()), "f16 err", f16_err)
+    print("reload max |diff|", float((run(again, ids, mask).logits - ref["logits"]).abs().max()), "f16 err", f16_err)
 
 
 if __name__ == "__main__":

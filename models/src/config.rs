@@ -310,7 +310,10 @@ impl DecoderConfig {
         }
         // transformers' per-family defaults of generic keys, from the family's table (GLM's
         // head_dim 128, Nemotron's partial_rotary_factor 0.5); none for an unknown model_type.
-        let head_dim = match (r.usize_opt("head_dim")?, family.and_then(|f| f.head_dim_default)) {
+        // `head_dim: null` means hidden / heads (ERNIE 4.5's and Seed-OSS's config classes):
+        // only an absent key takes the family's default.
+        let head_dim_null = map.get("head_dim").is_some_and(Value::is_null);
+        let head_dim = match (r.usize_opt("head_dim")?, family.and_then(|f| f.head_dim_default).filter(|_| !head_dim_null)) {
             (Some(d), _) | (None, Some(d)) => d,
             (None, None) if hidden_size % num_attention_heads == 0 => hidden_size / num_attention_heads,
             (None, None) => {
@@ -329,7 +332,7 @@ impl DecoderConfig {
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
         let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
-        let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None }, |f| f.rope_default);
+        let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None, renamed: &[] }, |f| f.rope_default);
         let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default, rope_default)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
@@ -532,7 +535,6 @@ impl DecoderConfig {
 /// `defaults`: the family's `rope_theta` when none is given, and its scaling when the config
 /// has neither `rope_parameters` nor `rope_scaling` (gpt-oss: YaRN).
 fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: crate::arch::RopeDefault) -> Result<(RopeConfig, Option<RopeConfig>)> {
-    let theta_default = defaults.theta;
     let nested = match r.present("rope_parameters") {
         Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
         _ => None,
@@ -547,13 +549,13 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: 
         let read = |t: &str| -> Result<Option<RopeConfig>> {
             match m.get(t) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default, theta_default).map(Some),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default, defaults).map(Some),
                 Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
             }
         };
         let full = match read("full_attention")? {
             Some(f) => f,
-            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default, theta_default)?,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default, defaults)?,
         };
         return Ok((full, read("sliding_attention")?));
     }
@@ -572,7 +574,7 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: 
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
-    let rope = read_rope(r, params_key, params, max_positions, partial_default, theta_default)?;
+    let rope = read_rope(r, params_key, params, max_positions, partial_default, defaults)?;
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
@@ -590,7 +592,14 @@ const LAYER_TYPES: &[&str] = &["full_attention", "sliding_attention"];
 /// as fallbacks.
 /// `partial_default`: `partial_rotary_factor` when neither `params` nor the top level gives it
 /// (the family's default, 1 for most).
-fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, max_positions: usize, partial_default: f64, theta_default: f64) -> Result<RopeConfig> {
+fn read_rope(
+    r: &Reader,
+    params_key: &str,
+    params: Option<&Map<String, Value>>,
+    max_positions: usize,
+    partial_default: f64,
+    defaults: crate::arch::RopeDefault,
+) -> Result<RopeConfig> {
     let get = |k: &str| params.and_then(|m| m.get(k)).filter(|v| !v.is_null());
     let num = |k: &str| -> Result<Option<f64>> {
         match get(k) {
@@ -600,7 +609,7 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
     };
     let theta = match num("rope_theta")? {
         Some(t) => t,
-        None => r.f64_any(&["rope_theta"])?.unwrap_or(theta_default),
+        None => r.f64_any(&["rope_theta"])?.unwrap_or(defaults.theta),
     };
     let partial_rotary_factor = match num("partial_rotary_factor")? {
         Some(p) => p,
@@ -626,6 +635,9 @@ fn read_rope(r: &Reader, params_key: &str, params: Option<&Map<String, Value>>, 
         None => "default",
         Some(v) => v.as_str().ok_or_else(|| r.err(format!("key `{params_key}.rope_type` must be a string, found {v}")))?,
     };
+    // Names the family's config class reads as another type (Phi3Config: `su` and `yarn`,
+    // from Phi-3's first configs, are LongRoPE).
+    let kind_name = defaults.renamed.iter().find(|(from, _)| *from == kind_name).map_or(kind_name, |(_, to)| *to);
     let need = |k: &str| -> Result<f64> {
         num(k)?.ok_or_else(|| r.err(format!("rope type `{kind_name}` needs the key `{params_key}.{k}`")))
     };
@@ -1081,7 +1093,7 @@ mod tests {
         // No `rope_local_base_freq`: the sliding layers take the family's own default (10000,
         // `LayerKinds::local_rope`), not the full layers' scaled RoPE.
         assert!(four.sliding_rope.is_none());
-        assert_eq!(crate::arch::GEMMA3.layers.local_rope, Some(10000.0));
+        assert_eq!(crate::arch::GEMMA3.layers.local_rope, Some(crate::arch::LocalRope::Base(10000.0)));
         assert_eq!(four.sliding_window.size, Some(1024));
         assert_eq!(crate::arch::vision::pixel_geometry(&four).unwrap(), crate::arch::vision::PixelGeometry::Square { side: 896 });
         let twelve = parse(&config(
@@ -1122,6 +1134,27 @@ mod tests {
         let RopeKind::Yarn { attention_factor, beta_fast, beta_slow, truncate, .. } = c.rope.kind else { panic!() };
         assert!((attention_factor - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-12);
         assert_eq!((beta_fast, beta_slow, truncate), (32.0, 1.0, true));
+    }
+
+    /// `Phi3Config` renames `su` and `yarn` to LongRoPE before validating (Phi-3's first
+    /// configs); other families keep `su` unknown and `yarn` as YaRN.
+    #[test]
+    fn phi3_reads_su_and_yarn_as_longrope() {
+        let phi3 = BASE.replace("llama", "phi3");
+        let factors = r#""short_factor":[1,1,1,1,1,1,1,1],"long_factor":[2,2,2,2,2,2,2,2]"#;
+        let longrope = parse(&format!(r#"{{{phi3},"rope_scaling":{{"type":"longrope",{factors}}}}}"#)).unwrap();
+        for old in ["su", "yarn"] {
+            let c = parse(&format!(r#"{{{phi3},"rope_scaling":{{"type":"{old}",{factors}}}}}"#)).unwrap();
+            assert!(matches!(c.rope.kind, RopeKind::LongRope { .. }), "{old}: {:?}", c.rope.kind);
+            assert_eq!(c.rope, longrope.rope, "{old}");
+        }
+        // A Phi-3 `yarn` is LongRoPE, so without the factor lists it is refused as transformers does.
+        let e = parse(&format!(r#"{{{phi3},"rope_scaling":{{"type":"yarn","factor":2.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`rope_scaling.short_factor`"), "{e}");
+        let llama = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"yarn","factor":2.0}}}}"#)).unwrap();
+        assert!(matches!(llama.rope.kind, RopeKind::Yarn { .. }), "{:?}", llama.rope.kind);
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"su",{factors}}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`su`") && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
     }
 
     #[test]

@@ -153,8 +153,12 @@ impl DecoderFamily {
     /// `false`; then `layer_types` decides per layer when present, else the family's "every
     /// nth layer is full" pattern, else `max_window_layers` (layers at or above it slide),
     /// else every layer slides ([`crate::DecoderConfig::layer_window`] without a pattern).
+    /// A family without windows ([`super::LayerKinds::reads_window`]) ignores them all.
     fn windows(&self, c: &crate::DecoderConfig) -> Result<Vec<Option<usize>>> {
         let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
+        if !self.layers.reads_window {
+            return Ok(vec![None; layers]);
+        }
         let size = match w.size.or(self.layers.default_window) {
             Some(size) if w.enabled != Some(false) => size,
             _ => return Ok(vec![None; layers]),
@@ -318,7 +322,11 @@ impl DecoderFamily {
             Some(key) => c.number(key, None)?.map(|v| (scalar(b, &format!("{key}.min"), -v), scalar(b, &format!("{key}.max"), v))),
         };
         let local_rope = match self.layers.local_rope {
-            Some(theta) if rotary && windows.iter().any(Option::is_some) => {
+            Some(default) if rotary && windows.iter().any(Option::is_some) => {
+                let theta = match default {
+                    super::LocalRope::Base(theta) => theta,
+                    super::LocalRope::Unscaled => c.rope.theta,
+                };
                 let local = c.sliding_rope.clone().unwrap_or(RopeConfig {
                     theta,
                     kind: RopeKind::Default,
@@ -406,11 +414,8 @@ impl DecoderFamily {
                 let dims = [sh.q_dim, sh.kv_dim, sh.kv_dim];
                 let parts = LinearWeights::read_fused(ckpt, b, &s(qkv), sh.hidden, &dims, qkv_bias, l.weights)?;
                 let [wq, wk, wv]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
-                (
-                    linear(b, &format!("{}.q", s(qkv)), x, wq),
-                    linear(b, &format!("{}.k", s(qkv)), x, wk),
-                    linear(b, &format!("{}.v", s(qkv)), x, wv),
-                )
+                let [sq, sk, sv] = fused_scopes(b, &s(qkv), crate::lora::QKV_PARTS);
+                (linear(b, &sq, x, wq), linear(b, &sk, x, wk), linear(b, &sv, x, wv))
             }
         };
         let (q, k, v) = match &sh.clip {
@@ -529,7 +534,7 @@ impl DecoderFamily {
                 let parts = LinearWeights::read_fused(ckpt, b, &s(gate_up), hidden, &[inter, inter], mlp_bias, l.weights)?;
                 let [g, u]: [LinearWeights; 2] = parts.try_into().map_err(|_| unreachable_parts())?;
                 let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
-                let (gs, us) = (format!("{}.gate", s(gate_up)), format!("{}.up", s(gate_up)));
+                let [gs, us] = fused_scopes(b, &s(gate_up), crate::lora::GATE_UP_PARTS);
                 let scopes = GatedScopes { gate: &gs, up: &us, down: &s(down) };
                 gated(b, &s(mlp_scope(down)), scopes, x, [g, u, d], act)
             }
@@ -615,6 +620,16 @@ fn mlp_scope(down: &str) -> &str {
     down.rsplit_once('.').map_or("mlp", |(p, _)| p)
 }
 
+/// The part scopes of the fused projection `module` (`{module}.q`, ...). A LoRA target on the
+/// fused module is a slot on every part (its B split by rows at conversion, `models::lora::FUSED_PARTS`).
+fn fused_scopes<const N: usize>(b: &mut GraphBuilder, module: &str, parts: [&str; N]) -> [String; N] {
+    let scopes = parts.map(|p| crate::lora::part_scope(module, p));
+    if b.lora.contains(module) {
+        b.lora.extend(scopes.iter().cloned());
+    }
+    scopes
+}
+
 fn unreachable_parts() -> Error {
     Error::Checkpoint { path: Default::default(), reason: "internal: a fused projection split into the wrong number of parts".into() }
 }
@@ -647,7 +662,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA2, GEMMA3, GPT_OSS, GRANITE, LLAMA, OLMO, SMOLLM3};
+    use crate::arch::{GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
@@ -674,9 +689,15 @@ mod tests {
         // layer_types wins over the pattern.
         let types = r#","sliding_window":5,"sliding_window_pattern":2,"layer_types":["full_attention","sliding_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
         assert_eq!(w(&GEMMA3, "gemma3_text", types), [f, s, f, f, f, f, s]);
-        // Llama keeps the generic rule: a window, when given, applies to every layer.
-        assert_eq!(w(&LLAMA, "llama", r#","sliding_window":5"#), [s; 7]);
-        assert_eq!(w(&LLAMA, "llama", ""), [None; 7]);
+        // Mistral keeps the generic rule: a window, when given, applies to every layer.
+        assert_eq!(w(&MISTRAL, "mistral", r#","sliding_window":5"#), [s; 7]);
+        assert_eq!(w(&MISTRAL, "mistral", ""), [None; 7]);
+        // Families whose transformers attention has no window ignore every window key.
+        let keys = r#","sliding_window":5,"use_sliding_window":true,"layer_types":["sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention"]"#;
+        for (family, model_type) in [(&LLAMA, "llama"), (&GRANITE, "granite"), (&GEMMA, "gemma"), (&PHI, "phi"), (&GLM4, "glm4")] {
+            assert_eq!(w(family, model_type, keys), [None; 7], "{model_type}");
+        }
+        assert_eq!(w(&QWEN2, "qwen2", keys), [s; 7]);
         let e = GEMMA3.windows(&config("gemma3_text", r#","sliding_window_pattern":0"#)).unwrap_err().to_string();
         assert!(e.contains("`sliding_window_pattern`"), "{e}");
     }

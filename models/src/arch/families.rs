@@ -55,7 +55,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     block: BlockShape::Sequential,
     clip_qkv: None,
     lm_head_bias: Bias::Never,
-    rope_default: RopeDefault { theta: 10000.0, scaling: None },
+    rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[] },
     key_defaults: &[],
 };
 
@@ -66,7 +66,7 @@ pub const LLAMA: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
@@ -231,7 +231,13 @@ pub const PHI3: DecoderFamily = DecoderFamily {
         mlp: MlpNames::GatedFused { gate_up: "mlp.gate_up_proj", down: "mlp.down_proj" },
         ..LLAMA_NAMES
     },
-    layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout {
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        rope_default: RopeDefault { renamed: &[("su", "longrope"), ("yarn", "longrope")], ..LLAMA_LAYOUT.rope_default },
+        ..LLAMA_LAYOUT
+    },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
@@ -271,7 +277,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         Unused { suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },
     ],
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.
@@ -287,7 +293,7 @@ pub const GEMMA: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: Scaling { embedding: EmbeddingScale::SqrtHidden, ..NO_SCALING },
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 const GEMMA_LAYOUT: Layout = Layout {
@@ -326,7 +332,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -354,7 +360,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
     model_types: &["gemma3_text"],
     names: NameTable { norms: SANDWICH_NORMS, qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
     layout: Layout {
-        rope_default: RopeDefault { theta: 1_000_000.0, scaling: None },
+        rope_default: RopeDefault { theta: 1_000_000.0, scaling: None, renamed: &[] },
         head_dim_default: Some(256),
         key_defaults: GEMMA3_KEY_DEFAULTS,
         ..GEMMA_LAYOUT
@@ -371,8 +377,9 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
     layers: LayerKinds {
         full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
         default_window: Some(4096),
-        local_rope: Some(10000.0),
+        local_rope: Some(LocalRope::Base(10000.0)),
         no_rope: None,
+        reads_window: true,
     },
 };
 
@@ -393,7 +400,7 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
         logits_divisor: Some(Key { name: "logits_scaling", default: Some(1.0) }),
         ..NO_SCALING
     },
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// OLMo2: norms after attention and after the MLP (none before), and q/k RMSNorms over the
@@ -414,7 +421,7 @@ pub const OLMO2: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// StarCoder2: LayerNorm with bias (epsilon from `norm_epsilon`), a plain GELU MLP
@@ -470,7 +477,7 @@ pub const OLMO: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// ERNIE 4.5 (dense): Llama with RoPE on interleaved pairs over the whole head, `use_bias`
@@ -491,7 +498,7 @@ pub const ERNIE4_5: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// Nemotron: LayerNorm1P (`1 + weight`, with bias; epsilon from `norm_eps`, default 1e-5), a
@@ -510,7 +517,7 @@ pub const NEMOTRON: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// Phi (1, 1.5, 2): one LayerNorm (with bias) feeding attention and the MLP in parallel,
@@ -540,7 +547,7 @@ pub const PHI: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// GLM's layout: partial rotary (default 0.5) on interleaved pairs, q/k/v bias as
@@ -564,7 +571,7 @@ pub const GLM: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// GLM-4: GLM plus an RMSNorm on each sublayer's output before its residual add
@@ -586,7 +593,7 @@ pub const GLM4: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// PhiMoE (Phi-3.5-MoE): Mixtral's names (`block_sparse_moe.gate`, experts `w1`/`w3`/`w2`),
@@ -673,13 +680,60 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
         rope_default: RopeDefault {
             theta: 150000.0,
             scaling: Some(r#"{"rope_type":"yarn","factor":32.0,"beta_fast":32.0,"beta_slow":1.0,"truncate":false,"original_max_position_embeddings":4096}"#),
+            renamed: &[],
         },
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true },
+};
+
+/// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
+/// whose MLP is Nemotron's).
+pub const ARCEE: DecoderFamily = DecoderFamily {
+    model_types: &["arcee"],
+    names: NameTable { mlp: MlpNames::Plain { up: "mlp.up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: Layout { activation: Some(("hidden_act", crate::Activation::Relu2)), ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
+/// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
+pub const SEED_OSS: DecoderFamily = DecoderFamily {
+    model_types: &["seed_oss"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        qkv_bias: Bias::ConfigOr("attention_bias", true),
+        o_bias: Bias::Config("attention_out_bias"),
+        head_dim_default: Some(128),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// OLMo 3: OLMo 2's blocks with sliding-window layers: `layer_types`, else every 4th layer full
+/// (window `sliding_window`, default 4096); the config's RoPE scaling (the long-context YaRN)
+/// is the full layers', the sliding layers rotate unscaled (`Olmo3Config`: theta 500000 by
+/// default).
+pub const OLMO3: DecoderFamily = DecoderFamily {
+    model_types: &["olmo3"],
+    layout: Layout { rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default }, ..OLMO2.layout },
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &[], default: 4 }),
+        default_window: Some(4096),
+        local_rope: Some(LocalRope::Unscaled),
+        no_rope: None,
+        reads_window: true,
+    },
+    ..OLMO2
 };
 
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.

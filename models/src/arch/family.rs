@@ -139,10 +139,25 @@ pub struct LayerKinds {
     pub default_window: Option<usize>,
     /// Layers without RoPE (SmolLM3's NoPE layers), when the family has them.
     pub no_rope: Option<NoRope>,
-    /// Sliding layers have a RoPE of their own (Gemma 3): the config's sliding-layer RoPE
-    /// (`rope_local_base_freq`, `rope_parameters.sliding_attention`), else this base frequency
-    /// without scaling (transformers' default).
-    pub local_rope: Option<f64>,
+    /// Sliding layers have a RoPE of their own (Gemma 3, OLMo 3): the config's sliding-layer
+    /// RoPE (`rope_local_base_freq`, `rope_parameters.sliding_attention`), else the family's
+    /// default for it ([`LocalRope`]).
+    pub local_rope: Option<LocalRope>,
+    /// Whether the family's attention reads `sliding_window` (and `layer_types`,
+    /// `use_sliding_window`, `max_window_layers`) at all. transformers' Llama, Gemma, Granite,
+    /// OLMo, Phi, GLM, ERNIE 4.5, Nemotron and GPT-2 do not: such a key left in their config.json
+    /// changes nothing there, so it changes nothing here.
+    pub reads_window: bool,
+}
+
+/// The sliding layers' RoPE when the config gives none of its own.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LocalRope {
+    /// This base frequency, unscaled (Gemma 3: 10000).
+    Base(f64),
+    /// The full layers' base frequency, unscaled: the config's `rope_scaling` is the full
+    /// layers' only (OLMo 3's long-context YaRN).
+    Unscaled,
 }
 
 /// Which layers skip RoPE: `list` (one 0/1 per layer, 0 = no RoPE: SmolLM3 `no_rope_layers`)
@@ -159,8 +174,12 @@ pub struct FullEvery {
     pub default: usize,
 }
 
-/// Every layer alike (the generic window rules): Llama and most families.
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None };
+/// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true };
+
+/// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
+/// the other families whose transformers attention has no window).
+pub const FULL_ATTENTION_LAYERS: LayerKinds = LayerKinds { reads_window: false, ..UNIFORM_LAYERS };
 
 /// How q/k/v projections are stored.
 pub enum AttentionNames {
@@ -392,6 +411,9 @@ impl KeyDefault {
 pub struct RopeDefault {
     pub theta: f64,
     pub scaling: Option<&'static str>,
+    /// Rope type names the family's config class reads as another type before validating
+    /// (`Phi3Config`: `su` and `yarn` are LongRoPE, whatever else the object holds).
+    pub renamed: &'static [(&'static str, &'static str)],
 }
 
 /// Which dimensions of a head RoPE rotates together.

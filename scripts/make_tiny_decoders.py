@@ -1,0 +1,167 @@
+"""Writes tiny random decoder fixtures made here (not copied from ../shared) into tests/fixtures:
+a random checkpoint (every parameter perturbed after init, so a weight that is never loaded shows
+up) and the reference outputs transformers computes for it, in the layout of the other decoder
+fixtures (tests/fixtures/README.md). Run once with torch; the results are committed and the tests
+never need torch.
+
+    python3 -m venv /tmp/torch && /tmp/torch/bin/pip install torch transformers safetensors
+    /tmp/torch/bin/python scripts/make_tiny_decoders.py [NAME ...]
+
+Each entry of FIXTURES_MADE_HERE gives the config class, its arguments, the fixture whose inputs and
+tokenizer files it reuses (same vocabulary size), and how config.json is rewritten into the
+spelling published checkpoints use. scripts/make_tiny_qwen2_moe.py reuses `references` and
+`write_reference_json`.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "tests", "fixtures")
+SCRIPT = "scripts/make_tiny_decoders.py"
+
+SMALL = dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+             bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2, tie_word_embeddings=False)
+
+
+def legacy_rope(config):
+    """transformers 5 saves `rope_parameters`; published configs (written by 4.x) say
+    `rope_theta` and `rope_scaling` at the top level, and OLMo 3's scaling is its full layers'."""
+    params = config.pop("rope_parameters")
+    full = params.get("full_attention", params)
+    config["rope_theta"] = full.pop("rope_theta")
+    full.pop("partial_rotary_factor", None)
+    if full.get("rope_type", "default") != "default":
+        config["rope_scaling"] = full
+    return config
+
+
+FIXTURES_MADE_HERE = {
+    # Arcee (AFM): Llama with a plain relu2 MLP.
+    "tiny-arcee": dict(
+        cls="Arcee", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=128, num_hidden_layers=2, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="plain MLP up -> relu2 -> down (Nemotron's), Llama attention",
+    ),
+    # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
+    "tiny-seed_oss": dict(
+        cls="SeedOss", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=32, attention_bias=True, attention_out_bias=False,
+                  rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1e7}),
+        legacy=legacy_rope,
+        exercises="q/k/v biases without an o_proj bias (`attention_out_bias` false), head_dim 32 with hidden 64 and 4 heads",
+    ),
+    # OLMo 3: OLMo 2's blocks, three sliding layers then a full one, YaRN on the full layer only.
+    "tiny-olmo3": dict(
+        cls="Olmo3", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, sliding_window=4, rms_norm_eps=1e-6,
+                  rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                                      "attention_factor": 1.2, "beta_fast": 32.0, "beta_slow": 1.0, "rope_theta": 500000.0},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}}),
+        legacy=legacy_rope,
+        exercises="sliding layers (window 4, every 4th layer full by `layer_types`), YaRN on the full layer only, the sliding layers unscaled at the same base",
+    ),
+}
+
+
+def positions(mask):
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def run(model, ids, mask, past=None, pos=None):
+    pos = positions(mask)[:, -ids.shape[1]:] if pos is None else pos
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+
+
+def references(model, inputs_from):
+    """The reference tensors of `model` for the inputs of fixture `inputs_from`."""
+    given = load_file(os.path.join(FIXTURES, inputs_from, "reference.safetensors"))
+    ref = {k: given[k] for k in given if k.endswith("input_ids") or k.endswith("attention_mask") or k.endswith("position_ids")}
+    ids, mask = ref["input_ids"], ref["attention_mask"]
+    out = run(model, ids, mask)
+    ref["logits"] = out.logits
+    for i, layer in enumerate(out.past_key_values.layers):
+        ref[f"present.{i}.key"], ref[f"present.{i}.value"] = layer.keys, layer.values
+    dmask = torch.ones(1, ids.shape[1] + 1, dtype=torch.int64)
+    ref["decode_logits"] = run(model, ref["decode_input_ids"], dmask, out.past_key_values, torch.tensor([[ids.shape[1]]])).logits
+    for b in ["batch", "rbatch"]:
+        ref[f"{b}_logits"] = run(model, ref[f"{b}_input_ids"], ref[f"{b}_attention_mask"], pos=ref[f"{b}_position_ids"]).logits
+    ref["short_logits"] = run(model, ref["short_input_ids"], torch.ones_like(ref["short_input_ids"])).logits
+    with torch.no_grad():
+        gen = model.generate(ids, attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
+    ref["greedy_tokens"] = gen[:, ids.shape[1]:]
+    return ref
+
+
+def write_reference_json(path, model_type, generator, f16_err):
+    with open(path, "w") as f:
+        json.dump({
+            "batch_logits": "left-padded batch of 2; compare only where batch_attention_mask==1",
+            "decode_logits": "logits [1,1,V] for decode_input_ids at position 7 after the prefill",
+            "generator": generator,
+            "greedy_tokens": "16 greedy tokens after input_ids (no eos stop)",
+            "logits": "prefill logits [1,7,V] for input_ids with no past",
+            "model_type": model_type,
+            "present.N.key/value": "KV cache after prefill, [1, kv_heads, 7, head_dim]",
+            "rbatch_logits": "right-padded batch of 2; compare only where rbatch_attention_mask==1",
+            "short_logits": "prefill logits [1,3,V] for a 3-token prompt",
+            "tolerance": {
+                "bfloat16": "not runnable on ORT's CPU EP: check structurally",
+                "float16": {"atol": 0.05, "transformers_float16_err": round(f16_err, 4),
+                            "why": "transformers itself, run in float16, differs from this float32 reference by transformers_float16_err; a float16 build must be as close: within max(5e-2, 2x that)"},
+                "float32": {"atol": 0.0001},
+            },
+        }, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def make(name, spec):
+    out_dir = os.path.join(FIXTURES, name)
+    os.makedirs(out_dir, exist_ok=True)
+    torch.manual_seed(1234)
+    config = getattr(transformers, spec["cls"] + "Config")(**spec["args"])
+    model_cls = getattr(transformers, spec["cls"] + "ForCausalLM")
+    model = model_cls(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.config._attn_implementation = "eager"
+    model.save_pretrained(out_dir, safe_serialization=True)
+    path = os.path.join(out_dir, "config.json")
+    with open(path) as f:
+        written = spec["legacy"](json.load(f))
+    with open(path, "w") as f:
+        json.dump(written, f, indent=2, sort_keys=True)
+        f.write("\n")
+    for file in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
+        shutil.copy(os.path.join(FIXTURES, spec["inputs"], file), os.path.join(out_dir, file))
+    ref = references(model, spec["inputs"])
+    save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "reference.safetensors"))
+    # The rewritten config.json reloads to the same model: the fixture means what made it.
+    again = model_cls.from_pretrained(out_dir, attn_implementation="eager").eval()
+    reload_err = float((run(again, ref["input_ids"], ref["attention_mask"]).logits - ref["logits"]).abs().max())
+    assert reload_err == 0.0, f"{name}: the rewritten config.json reloads to another model ({reload_err})"
+    half = model_cls.from_pretrained(out_dir, attn_implementation="eager", dtype=torch.float16).eval()
+    f16_err = float((run(half, ref["input_ids"], ref["attention_mask"]).logits.float() - ref["logits"]).abs().max())
+    generator = (f"{SCRIPT} {name}: transformers {transformers.__version__}, torch {torch.__version__}, eager attention, "
+                 f"float32, seed 1234 weights; inputs of {spec['inputs']}")
+    write_reference_json(os.path.join(out_dir, "reference.json"), config.model_type, generator, f16_err)
+    print(name, "f16 err", round(f16_err, 4))
+
+
+def main():
+    names = sys.argv[1:] or list(FIXTURES_MADE_HERE)
+    for name in names:
+        make(name, FIXTURES_MADE_HERE[name])
+
+
+if __name__ == "__main__":
+    main()
