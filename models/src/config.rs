@@ -1136,6 +1136,17 @@ mod tests {
         assert_eq!((beta_fast, beta_slow, truncate), (32.0, 1.0, true));
     }
 
+    /// An absent `head_dim` takes the family's default (Seed-OSS 128); `null` means hidden /
+    /// heads, as the config classes read it.
+    #[test]
+    fn head_dim_null_is_hidden_over_heads_and_absent_is_the_family_default() {
+        let seed = BASE.replace("llama", "seed_oss");
+        assert_eq!(parse(&format!("{{{seed}}}")).unwrap().head_dim, 128);
+        assert_eq!(parse(&format!(r#"{{{seed},"head_dim":null}}"#)).unwrap().head_dim, 16);
+        assert_eq!(parse(&format!(r#"{{{seed},"head_dim":8}}"#)).unwrap().head_dim, 8);
+        assert_eq!(parse(&format!(r#"{{{BASE},"head_dim":null}}"#)).unwrap().head_dim, 16);
+    }
+
     /// `Phi3Config` renames `su` and `yarn` to LongRoPE before validating (Phi-3's first
     /// configs); other families keep `su` unknown and `yarn` as YaRN.
     #[test]
