@@ -3,8 +3,8 @@ and phi3 GGUF architectures, written the way llama.cpp's converter writes them (
 tests/python/test_gguf_arch.py. No torch: gguf-py (its writer, `quantize` and `dequantize`),
 numpy and safetensors only.
 
-Run once, not in CI:
-    /work/venv-tools/bin/python scripts/make_arch_gguf.py     # from the repository root
+Run once, not in CI (every file, or the stems named):
+    /work/venv-tools/bin/python scripts/make_arch_gguf.py [STEM ...]    # from the repository root
 
 What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split into
 `conversion/*.py` in newer trees; `TextModel.set_gguf_parameters`, `LlamaModel`, `Qwen3Model`,
@@ -69,15 +69,17 @@ OUT = ROOT / "tests" / "python" / "data" / "gguf-arch"
 ARCH = {
     "llama": "llama", "qwen3": "qwen3", "phi3": "phi3", "granite": "granite", "olmo2": "olmo2", "starcoder2": "starcoder2", "phi": "phi2",
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
+    # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
+    "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
 MAPPED = {
     "granite": gguf.MODEL_ARCH.GRANITE, "olmo2": gguf.MODEL_ARCH.OLMO2, "starcoder2": gguf.MODEL_ARCH.STARCODER2, "phi2": gguf.MODEL_ARCH.PHI2,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
-    "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2,
+    "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
 }
-PERMUTED = {"llama", "granite", "smollm3", "olmo"}
+PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
 PLUS_ONE_NORMS = {"nemotron"}
 # GPT2Model.modify_tensors: the Conv1D weights (`[in, out]`) transposed to `[out, in]`.
@@ -85,10 +87,11 @@ CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".ml
 FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
+    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
 
 
 def hf_spellings(cfg):
@@ -246,8 +249,19 @@ def add_text_model(w, cfg, quantized):
     one (`layer_norm_eps`, `layer_norm_epsilon` or `norm_epsilon`) when the config has them,
     key/value length when it has `head_dim`."""
     p = rope_params(cfg)
-    assert p.get("rope_type", "default") == "default", p
+    assert p.get("rope_type", "default") in ("default", "yarn"), p
     add_text_sizes(w, cfg)
+    if p.get("rope_type") == "yarn":
+        # TextModel's YaRN keys (the config's `attention_factor` as `yarn_attn_factor`).
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(p["factor"])
+        w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+        if (a := p.get("attention_factor", p.get("attn_factor"))) is not None:
+            w.add_rope_scaling_yarn_attn_factor(a)
+        if p.get("beta_fast") is not None:
+            w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
+        if p.get("beta_slow") is not None:
+            w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
     if "rope_theta" in p:
         w.add_rope_freq_base(p["rope_theta"])
     if (eps := cfg.get("rms_norm_eps", cfg.get("norm_eps"))) is not None:
@@ -309,7 +323,11 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_layer_norm_eps(next(cfg[k] for k in ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps") if cfg.get(k) is not None))
         w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 0.5) * hidden) // heads)
-    if arch in ("granite", "smollm3"):
+    if cfg["model_type"] == "olmo3":
+        # Olmo2Model: the window and one bool per layer (`layer_types`).
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
+    if arch in ("granite", "smollm3", "arcee"):
         # LlamaModel.set_gguf_parameters.
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
@@ -437,9 +455,10 @@ def dequantized_mapped(r, cfg, arch, st):
     return out
 
 
-def main():
+def main(only=()):
+    """Writes every file, or those of the stems named on the command line."""
     OUT.mkdir(parents=True, exist_ok=True)
-    for stem in FIXTURES + list(VARIANTS):
+    for stem in [s for s in FIXTURES + list(VARIANTS) if not only or s in only]:
         fixture = VARIANTS.get(stem, stem)
         cfg = hf_spellings(json.loads((FIX / fixture / "config.json").read_text()))
         st = load_file(str(FIX / fixture / "model.safetensors"))
@@ -452,4 +471,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -84,7 +84,17 @@
 //!   `rope.scaling.finetuned` (false: no RoPE at all in llama.cpp) is refused as unread.
 //! - olmo2: nothing permuted, no norm before attention or the MLP, `post_attention_norm` /
 //!   `post_ffw_norm` after them, q/k RMSNorms over the whole projection. OLMo 3 files (also
-//!   `olmo2`, with `attention.sliding_window` and its pattern) are refused by that key.
+//!   `olmo2`, with `attention.sliding_window` > 0) become `olmo3`: `layer_types` from
+//!   `attention.sliding_window_pattern` (one bool per layer as the converter writes it, or a
+//!   period, default 4 as llama.cpp's loader), YaRN (`rope.scaling.*`) on the full layers only,
+//!   the sliding ones unscaled at `rope.freq_base_swa` (else `rope.freq_base`), as llama.cpp's
+//!   olmo2 graph rotates them. A window or scaling key in a file without a window is refused.
+//! - seed_oss (`SeedOssModel`, a TextModel): nothing permuted, q/k/v biases when the file has
+//!   them (`attention_bias`), no o_proj bias (llama.cpp's loader has none: a file with one is
+//!   refused as unmapped), the norm before the MLP is `post_attention_norm`, `head_dim` from
+//!   `attention.key_length`.
+//! - arcee (`ArceeModel`, a LlamaModel): q/k permuted, the plain relu2 MLP (`ffn_up`,
+//!   `ffn_down`), Llama 3's `rope_freqs.weight` or YaRN (`rope.scaling.*`, not both).
 //! - starcoder2: nothing permuted, LayerNorms with bias (`attention.layer_norm_epsilon`;
 //!   an RMS epsilon the converter may also write is not read, as llama.cpp's loader does not),
 //!   biases on every projection, tanh GELU (ggml's). Neither converter nor loader has a sliding
@@ -235,6 +245,8 @@ enum Kind {
     Nemotron,
     Gpt2,
     Bert,
+    SeedOss,
+    Arcee,
 }
 
 /// One architecture's mapping.
@@ -251,6 +263,11 @@ impl Arch {
         matches!(self.kind, Kind::Gemma | Kind::Gemma2 | Kind::Gemma3)
     }
 
+    /// Whether a YaRN `rope.scaling.type` is read ([`yarn_scaling`]).
+    fn reads_yarn(&self) -> bool {
+        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee)
+    }
+
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
         matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert)
@@ -265,7 +282,25 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Olmo2 | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss => &[],
+            // OLMo 3 (written as olmo2): its windows and the full layers' YaRN.
+            Kind::Olmo2 => &[
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "rope.freq_base_swa",
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+                "rope.scaling.yarn_attn_factor",
+            ],
+            Kind::Arcee => &[
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+                "rope.scaling.yarn_attn_factor",
+            ],
             Kind::Olmo => &["attention.layer_norm_epsilon", "attention.clamp_kqv"],
             // TextModel writes `norm_eps` as the RMS epsilon too; the LayerNorm one is read.
             Kind::Nemotron => &["attention.layer_norm_epsilon"],
@@ -301,7 +336,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::Arcee => &[ROPE_FREQS],
             Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -348,6 +383,9 @@ impl Arch {
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo2 => &[QK_NORMS],
+            // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
+            Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
+            Kind::Arcee => &[PRE_MLP_NORM],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
@@ -400,7 +438,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -434,6 +472,10 @@ fn arch(name: &str) -> Option<Arch> {
         "ernie4_5" => ("ernie4_5", false, Kind::Ernie4_5),
         "olmo" => ("olmo", true, Kind::Olmo),
         "nemotron" => ("nemotron", false, Kind::Nemotron),
+        // SeedOssModel is a TextModel (nothing permuted); ArceeModel a LlamaModel (q/k
+        // permuted, llama.cpp's NORM rope).
+        "seed_oss" => ("seed_oss", false, Kind::SeedOss),
+        "arcee" => ("arcee", true, Kind::Arcee),
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
@@ -473,6 +515,9 @@ const GEMMA2_NAMES: &[(&str, &str)] = &[
 
 /// llama.cpp's `ffn_norm`: the norm before the MLP, Llama's `post_attention_layernorm`.
 const PRE_MLP_NORM: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight")];
+/// Seed-OSS's (llama.cpp's `LLM_ARCH_SEED_OSS` loads it as `attn_post_norm` and applies it
+/// before the MLP, where transformers' `post_attention_layernorm` is).
+const SEED_OSS_PRE_MLP_NORM: &[(&str, &str)] = &[("post_attention_norm.weight", "post_attention_layernorm.weight")];
 
 /// The router of a MoE layer (llama.cpp's `ffn_gate_inp`, `[experts, hidden]`).
 const MIXTRAL_ROUTER: &[(&str, &str)] = &[("ffn_gate_inp.weight", "block_sparse_moe.gate.weight")];
@@ -1189,14 +1234,14 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // Rope scaling: none, or (Gemma 3) linear with `rope.scaling.factor` on the full layers.
     let linear_factor = match file.get(&key("rope.scaling.type")).map(|v| (v, v.as_str())) {
         None | Some((_, Some("none"))) => None,
-        // gpt-oss's YaRN, read by gpt_oss_config.
-        Some((_, Some("yarn"))) if a.kind == Kind::GptOss => None,
+        // YaRN, read by `yarn_scaling` (gpt-oss, OLMo 3, Arcee).
+        Some((_, Some("yarn"))) if a.reads_yarn() => None,
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
-        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, gpt-oss's YaRN, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
+        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, the YaRN of gpt-oss, OLMo 3 and Arcee, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
-    if linear_factor.is_none() && a.kind != Kind::GptOss && file.get(&key("rope.scaling.factor")).is_some() {
+    if linear_factor.is_none() && !a.reads_yarn() && file.get(&key("rope.scaling.factor")).is_some() {
         return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
     }
     let hidden = need("embedding_length")?;
@@ -1277,7 +1322,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1333,6 +1378,27 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         c.insert("norm_eps".into(), json!(eps as f32 as f64));
         c.insert("hidden_act".into(), json!("relu2"));
         c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
+    }
+    if a.kind == Kind::Olmo2 {
+        if uint("attention.sliding_window")?.is_some_and(|w| w > 0) {
+            olmo3_config(&mut c, file, &float, &uint, &key, &err)?;
+        } else if let Some(k) = ["rope.scaling.type"].iter().chain(a.extra_keys()).find(|k| **k != "attention.sliding_window" && file.get(&key(k)).is_some_and(|v| v.as_str() != Some("none"))) {
+            return Err(err(format!(
+                "metadata key `{}` is set in an OLMo 2 file (no `{}`, so not OLMo 3): OLMo 2 has no windows and no RoPE scaling",
+                key(k),
+                key("attention.sliding_window")
+            )));
+        }
+    }
+    if a.kind == Kind::Arcee {
+        c.insert("hidden_act".into(), json!("relu2"));
+        c.insert("mlp_bias".into(), json!(false));
+        if let Some(yarn) = yarn_scaling(&c, file, &float, &uint, &key, &err)? {
+            if c.contains_key("rope_scaling") {
+                return Err(err(format!("holds both `{ROPE_FREQS}` and a yarn `{}`: one RoPE scaling is read", key("rope.scaling.type"))));
+            }
+            c.insert("rope_scaling".into(), yarn);
+        }
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
@@ -1513,51 +1579,103 @@ fn gpt_oss_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     c.insert("num_experts_per_tok".into(), json!(used));
     c.insert("intermediate_size".into(), json!(need("expert_feed_forward_length")?));
     c.insert("sliding_window".into(), json!(need("attention.sliding_window")?));
-    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
-    let pattern = key("attention.sliding_window_pattern");
-    let sliding: Vec<bool> = match file.get(&pattern) {
-        None => (0..layers).map(|i| i % 2 == 0).collect(),
-        Some(Value::Array(flags)) => {
-            let flags: Option<Vec<bool>> = flags.iter().map(Value::as_bool).collect();
-            match flags {
-                Some(f) if f.len() == layers => f,
-                _ => return Err(err(format!("metadata key `{pattern}` must be a period or one bool per layer ({layers})"))),
-            }
+    let sliding = sliding_layers(c, file, 2, key, err)?;
+    c.insert("layer_types".into(), json!(layer_types(&sliding)));
+    let rope = match yarn_scaling(c, file, float, uint, key, err)? {
+        // GptOssConfig's YaRN does not truncate the correction range.
+        Some(mut yarn) => {
+            yarn["truncate"] = json!(false);
+            yarn
         }
-        // llama.cpp's `set_swa_pattern`: 0 makes every layer slide.
-        Some(v) => match v.as_u64() {
-            Some(0) => vec![true; layers],
-            Some(n) => (0..layers).map(|i| (i as u64) % n < n - 1).collect(),
-            None => return Err(err(format!("metadata key `{pattern}` is {v:?}: a period (a non-negative integer) or one bool per layer"))),
-        },
-    };
-    let kinds: Vec<&str> = sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect();
-    c.insert("layer_types".into(), json!(kinds));
-    let scaling = key("rope.scaling.type");
-    let rope = match file.get(&scaling).and_then(Value::as_str) {
-        Some("yarn") => {
-            let factor = float("rope.scaling.factor")?.filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| err(format!("`{scaling}` is yarn but `{}` is missing or not positive", key("rope.scaling.factor"))))?;
-            let original = match uint("rope.scaling.original_context_length")? {
-                Some(n) if n > 0 => n,
-                // llama.cpp's default: the training context.
-                _ => c.get("max_position_embeddings").and_then(Json::as_u64).ok_or_else(|| err(format!("`{scaling}` is yarn but neither `{}` nor `{}` is set", key("rope.scaling.original_context_length"), key("context_length"))))?,
-            };
-            let beta = |k: &str, default: f64| -> Result<f64> { Ok(float(k)?.filter(|b| *b != 0.0).unwrap_or(default)) };
-            json!({
-                "rope_type": "yarn",
-                "factor": factor,
-                "original_max_position_embeddings": original,
-                "beta_fast": beta("rope.scaling.yarn_beta_fast", 32.0)?,
-                "beta_slow": beta("rope.scaling.yarn_beta_slow", 1.0)?,
-                "truncate": false,
-            })
-        }
-        _ if float("rope.scaling.factor")?.is_some() => return Err(err(format!("metadata key `{}` is set without a yarn `{scaling}`", key("rope.scaling.factor")))),
-        _ => json!({"rope_type": "default"}),
+        None => json!({"rope_type": "default"}),
     };
     c.insert("rope_scaling".into(), rope);
     c.insert("swiglu_alpha".into(), json!(1.702));
     c.insert("swiglu_limit".into(), json!(7.0));
+    Ok(())
+}
+
+/// Which layers slide, as llama.cpp's loaders read `attention.sliding_window_pattern`: one
+/// bool per layer, or a period `n` (layer `i` slides when `i % n < n - 1`; 0: every layer,
+/// `set_swa_pattern`), else the architecture's default period.
+fn sliding_layers(c: &Map<String, Json>, file: &GgufFile, default_period: u64, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<Vec<bool>> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
+    let pattern = key("attention.sliding_window_pattern");
+    let period = |n: u64| (0..layers).map(|i| n == 0 || (i as u64) % n < n - 1).collect();
+    match file.get(&pattern) {
+        None => Ok(period(default_period)),
+        Some(Value::Array(flags)) => {
+            let flags: Option<Vec<bool>> = flags.iter().map(Value::as_bool).collect();
+            match flags {
+                Some(f) if f.len() == layers => Ok(f),
+                _ => Err(err(format!("metadata key `{pattern}` must be a period or one bool per layer ({layers})"))),
+            }
+        }
+        Some(v) => match v.as_u64() {
+            Some(n) => Ok(period(n)),
+            None => Err(err(format!("metadata key `{pattern}` is {v:?}: a period (a non-negative integer) or one bool per layer"))),
+        },
+    }
+}
+
+/// transformers' `layer_types` for the sliding flags.
+fn layer_types(sliding: &[bool]) -> Vec<&'static str> {
+    sliding.iter().map(|&s| if s { "sliding_attention" } else { "full_attention" }).collect()
+}
+
+/// The YaRN `rope_scaling` the file's `rope.scaling.*` keys state (llama.cpp's `TextModel`
+/// copies them from the config's): `factor`, the original context (`rope.scaling.
+/// original_context_length`, else `context_length`, llama.cpp's default), `beta_fast` /
+/// `beta_slow` (absent or 0: 32 / 1) and, where the converter copied the config's
+/// `attention_factor`, that (`rope.scaling.yarn_attn_factor`; else transformers' default
+/// `0.1 ln(factor) + 1`, which llama.cpp's context computes whatever the key says). `None`
+/// when `rope.scaling.type` is not yarn; a `rope.scaling.factor` without it is refused.
+fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<Option<Json>> {
+    let scaling = key("rope.scaling.type");
+    if file.get(&scaling).and_then(Value::as_str) != Some("yarn") {
+        if float("rope.scaling.factor")?.is_some() {
+            return Err(err(format!("metadata key `{}` is set without a yarn `{scaling}`", key("rope.scaling.factor"))));
+        }
+        return Ok(None);
+    }
+    let factor = float("rope.scaling.factor")?.filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| err(format!("`{scaling}` is yarn but `{}` is missing or not positive", key("rope.scaling.factor"))))?;
+    let original = match uint("rope.scaling.original_context_length")? {
+        Some(n) if n > 0 => n,
+        // llama.cpp's default: the training context.
+        _ => c.get("max_position_embeddings").and_then(Json::as_u64).ok_or_else(|| err(format!("`{scaling}` is yarn but neither `{}` nor `{}` is set", key("rope.scaling.original_context_length"), key("context_length"))))?,
+    };
+    let beta = |k: &str, default: f64| -> Result<f64> { Ok(float(k)?.filter(|b| *b != 0.0).unwrap_or(default)) };
+    let mut yarn = json!({
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "beta_fast": beta("rope.scaling.yarn_beta_fast", 32.0)?,
+        "beta_slow": beta("rope.scaling.yarn_beta_slow", 1.0)?,
+    });
+    if let Some(a) = float("rope.scaling.yarn_attn_factor")? {
+        if !(a.is_finite() && a > 0.0) {
+            return Err(err(format!("metadata key `{}` is {a}: a scale must be positive", key("rope.scaling.yarn_attn_factor"))));
+        }
+        yarn["attention_factor"] = json!(a);
+    }
+    Ok(Some(yarn))
+}
+
+/// OLMo 3 (llama.cpp's `Olmo2Model` writes `Olmo3ForCausalLM` as `olmo2` with
+/// `attention.sliding_window` and one bool per layer in `attention.sliding_window_pattern`;
+/// the loader reads a period there too, default 4): `model_type` olmo3, `layer_types` from the
+/// pattern, the YaRN of `rope.scaling.*` on the full layers only and the sliding layers unscaled
+/// at `rope.freq_base_swa` (else the full layers' base), as llama.cpp's olmo2 graph rotates them.
+fn olmo3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    c.insert("model_type".into(), json!("olmo3"));
+    c.insert("sliding_window".into(), json!(uint("attention.sliding_window")?));
+    let sliding = sliding_layers(c, file, 4, key, err)?;
+    c.insert("layer_types".into(), json!(layer_types(&sliding)));
+    let theta = c.remove("rope_theta").and_then(|t| t.as_f64()).unwrap_or(10000.0);
+    let mut full = yarn_scaling(c, file, float, uint, key, err)?.unwrap_or_else(|| json!({"rope_type": "default"}));
+    full["rope_theta"] = json!(theta);
+    let local = float("rope.freq_base_swa")?.unwrap_or(theta);
+    c.insert("rope_parameters".into(), json!({"full_attention": full, "sliding_attention": {"rope_type": "default", "rope_theta": local}}));
     Ok(())
 }
 
@@ -1841,6 +1959,13 @@ mod tests {
                 Json::Bool(v) => {
                     b.extend(7u32.to_le_bytes());
                     b.push(u8::from(*v));
+                }
+                Json::Array(items) if items.iter().all(Json::is_boolean) => {
+                    // An array of bools (a sliding-window pattern).
+                    b.extend(9u32.to_le_bytes());
+                    b.extend(7u32.to_le_bytes());
+                    b.extend((items.len() as u64).to_le_bytes());
+                    items.iter().for_each(|t| b.push(u8::from(t.as_bool() == Some(true))));
                 }
                 Json::Array(items) => {
                     // An array of strings (a token list).
@@ -2783,9 +2908,31 @@ mod tests {
         t.push(("blk.0.attn_norm.weight", 0, vec![64]));
         let got = import_of(&as_ref(&meta_of("olmo2")), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.attn_norm.weight`") && got.contains("not mapped for architecture olmo2"), "{got}");
+        // OLMo 3 (olmo2 with a window): olmo3, layers from the pattern (a period, default 4,
+        // or one bool per layer), YaRN on the full layers only.
         let mut m = meta_of("olmo2");
         m.push(("olmo2.attention.sliding_window".into(), json!(4096)));
-        assert!(import_of(&as_ref(&m), &olmo2_tensors()).err().expect("refused").to_string().contains("`olmo2.attention.sliding_window`"));
+        let i = import_of(&as_ref(&m), &olmo2_tensors()).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), i.config["sliding_window"].as_u64()), (Some("olmo3"), Some(4096)));
+        let layers = i.config["num_hidden_layers"].as_u64().unwrap() as usize;
+        let want: Vec<&str> = (0..layers).map(|l| if l % 4 < 3 { "sliding_attention" } else { "full_attention" }).collect();
+        assert_eq!(i.config["layer_types"], json!(want));
+        m.push(("olmo2.rope.scaling.type".into(), json!("yarn")));
+        m.push(("olmo2.rope.scaling.factor".into(), json!(8.0)));
+        m.push(("olmo2.rope.scaling.original_context_length".into(), json!(8192)));
+        m.push(("olmo2.rope.scaling.yarn_attn_factor".into(), json!(1.25)));
+        m.push(("olmo2.attention.sliding_window_pattern".into(), json!(vec![false; layers])));
+        let i = import_of(&as_ref(&m), &olmo2_tensors()).unwrap();
+        let rope = &i.config["rope_parameters"];
+        assert_eq!((rope["full_attention"]["rope_type"].as_str(), rope["full_attention"]["factor"].as_f64(), rope["full_attention"]["attention_factor"].as_f64()), (Some("yarn"), Some(8.0), Some(1.25)));
+        assert_eq!(rope["sliding_attention"]["rope_type"].as_str(), Some("default"));
+        assert_eq!(rope["sliding_attention"]["rope_theta"], rope["full_attention"]["rope_theta"]);
+        assert_eq!(i.config["layer_types"], json!(vec!["full_attention"; layers]));
+        // Without a window it is OLMo 2, which has no RoPE scaling.
+        let mut m = meta_of("olmo2");
+        m.push(("olmo2.rope.scaling.type".into(), json!("yarn")));
+        let got = import_of(&as_ref(&m), &olmo2_tensors()).err().expect("refused").to_string();
+        assert!(got.contains("`olmo2.rope.scaling.type`") && got.contains("not OLMo 3"), "{got}");
     }
 
     fn starcoder2_meta() -> Vec<(String, Json)> {
