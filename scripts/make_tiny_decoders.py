@@ -68,6 +68,15 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="sliding layers (window 4, every 4th layer full by `layer_types`), YaRN on the full layer only, the sliding layers unscaled at the same base",
     ),
+    # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
+    # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
+    "tiny-exaone4": dict(
+        cls="Exaone4", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, sliding_window_pattern=4,
+                  rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        legacy=legacy_rope,
+        exercises="post-attention / post-feedforward norms with per-head q/k RMSNorms, sliding layers (window 4, every 4th layer full by `sliding_window_pattern`), no RoPE on the full layer",
+    ),
 }
 
 

@@ -78,7 +78,8 @@ enum Command {
         /// without config.json holding one; a split model by its PREFIX-00001-of-0000N.gguf
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
-        /// granite, olmo, olmo2, starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, gpt2 or gpt-oss,
+        /// granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5,
+        /// nemotron, seed_oss, arcee, gpt2 or gpt-oss,
         /// or bert (an encoder: sentence-embedding with the file's pooling, else feature-extraction):
         /// config and tokenizer from its metadata,
         /// its quantized tensors kept as they are (docs/quantization.md). A hub repository of
@@ -238,7 +239,7 @@ enum Command {
         tailor adapter ./sql-lora --package ./pkg --name sql\n\n\
         Adapter folders are refused by key for what a slot y = base(x) + (x A) B cannot compute: use_dora,\n\
         bias other than none, modules_to_save, lora_bias.\n\
-        A target on a fused projection (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn) fills the slots of its parts.")]
+        A target on a fused projection (Phi-3 qkv_proj / gate_up_proj, GPT-2 c_attn, GLM gate_up_proj) fills the slots of its parts.")]
     Adapter {
         /// The PEFT adapter folder (adapter_config.json, adapter_model.safetensors).
         #[arg(value_name = "PEFT_DIR")]

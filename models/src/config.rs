@@ -82,6 +82,9 @@ pub struct SlidingWindowConfig {
     pub max_window_layers: Option<usize>,
     /// `layer_types`: `full_attention` / `sliding_attention` per layer.
     pub layer_types: Option<Vec<String>>,
+    /// `sliding_window: null` written out: no window, where an absent key takes the family's
+    /// default ([`crate::arch::LayerKinds::default_window`]), as the config classes read it.
+    pub null: bool,
 }
 
 /// The hyper-parameters a decoder-only transformer needs, whatever its family. GPT-2's key
@@ -388,6 +391,7 @@ impl DecoderConfig {
             enabled,
             max_window_layers: r.count_opt("max_window_layers")?,
             layer_types: r.strings_opt("layer_types")?,
+            null: map.get("sliding_window").is_some_and(Value::is_null),
         };
         if let Some(types) = &sliding_window.layer_types {
             if types.len() != num_hidden_layers {

@@ -87,8 +87,10 @@
 //!   `olmo2`, with `attention.sliding_window` > 0) become `olmo3`: `layer_types` from
 //!   `attention.sliding_window_pattern` (one bool per layer as the converter writes it, or a
 //!   period, default 4 as llama.cpp's loader), YaRN (`rope.scaling.*`) on the full layers only,
-//!   the sliding ones unscaled at `rope.freq_base_swa` (else `rope.freq_base`), as llama.cpp's
-//!   olmo2 graph rotates them. A window or scaling key in a file without a window is refused.
+//!   the sliding ones unscaled at `rope.freq_base_swa` (the config's sliding-layer base, which
+//!   the converter copies; else `rope.freq_base`), as transformers rotates them (llama.cpp's
+//!   olmo2 graph uses `rope.freq_base` there; the published files state one base for both). A
+//!   window or scaling key in a file without a window is refused.
 //! - seed_oss (`SeedOssModel`, a TextModel): nothing permuted, q/k/v biases when the file has
 //!   them (`attention_bias`), no o_proj bias (llama.cpp's loader has none: a file with one is
 //!   refused as unmapped), the norm before the MLP is `post_attention_norm`, `head_dim` from
@@ -1664,8 +1666,10 @@ fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: 
 /// OLMo 3 (llama.cpp's `Olmo2Model` writes `Olmo3ForCausalLM` as `olmo2` with
 /// `attention.sliding_window` and one bool per layer in `attention.sliding_window_pattern`;
 /// the loader reads a period there too, default 4): `model_type` olmo3, `layer_types` from the
-/// pattern, the YaRN of `rope.scaling.*` on the full layers only and the sliding layers unscaled
-/// at `rope.freq_base_swa` (else the full layers' base), as llama.cpp's olmo2 graph rotates them.
+/// pattern, the YaRN of `rope.scaling.*` on the full layers only (as llama.cpp's olmo2 graph and
+/// transformers apply it) and the sliding layers unscaled at `rope.freq_base_swa` (the config's
+/// sliding-layer base, as transformers reads it; llama.cpp uses `rope.freq_base` there), else
+/// the full layers' base.
 fn olmo3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     c.insert("model_type".into(), json!("olmo3"));
     c.insert("sliding_window".into(), json!(uint("attention.sliding_window")?));
@@ -2903,7 +2907,7 @@ mod tests {
         }
         assert!(i.views.is_empty(), "no permutation");
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
-        // A pre-norm and OLMo 3's sliding window are not OLMo2's.
+        // A pre-norm is not OLMo2's.
         let mut t = olmo2_tensors();
         t.push(("blk.0.attn_norm.weight", 0, vec![64]));
         let got = import_of(&as_ref(&meta_of("olmo2")), &t).err().expect("refused").to_string();

@@ -19,8 +19,8 @@ pub const A_SUFFIX: &str = ".lora_A.weight";
 pub const B_SUFFIX: &str = ".lora_B.weight";
 
 /// The parts of a fused projection, in the order its output stacks them: q/k/v of a fused
-/// attention projection (Phi-3 `qkv_proj`, GPT-2 `c_attn`), gate/up of a fused MLP one (Phi-3
-/// `gate_up_proj`). The graph builds each part as its own projection `{module}.{part}`
+/// attention projection (Phi-3 `qkv_proj`, GPT-2 `c_attn`), gate/up of a fused MLP one (Phi-3's,
+/// GLM's and GLM-4's `gate_up_proj`). The graph builds each part as its own projection `{module}.{part}`
 /// ([`part_scope`]) with its own slot; an adapter on the fused module gives each part its A and
 /// that part's rows of B, which is the adapter's `(x A) B` split as the weight is split.
 pub const FUSED_PARTS: &[&[&str]] = &[&QKV_PARTS, &GATE_UP_PARTS];

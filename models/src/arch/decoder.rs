@@ -159,7 +159,8 @@ impl DecoderFamily {
         if !self.layers.reads_window {
             return Ok(vec![None; layers]);
         }
-        let size = match w.size.or(self.layers.default_window) {
+        // `sliding_window: null` is no window; only an absent key takes the family's default.
+        let size = match w.size.or(self.layers.default_window.filter(|_| !w.null)) {
             Some(size) if w.enabled != Some(false) => size,
             _ => return Ok(vec![None; layers]),
         };
@@ -184,8 +185,12 @@ impl DecoderFamily {
     /// Whether each layer applies RoPE: all of them, unless the family has NoPE layers
     /// ([`super::NoRope`]): the config's 0/1 list (0: no RoPE), else every `interval`th layer
     /// without.
-    fn rotates(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
+    /// EXAONE 4 ([`super::LayerKinds::nope_on_full`]): with a window, only the sliding layers.
+    fn rotates(&self, c: &crate::DecoderConfig, windows: &[Option<usize>]) -> Result<Vec<bool>> {
         let layers = c.num_hidden_layers;
+        if self.layers.nope_on_full && windows.iter().any(Option::is_some) {
+            return Ok(windows.iter().map(Option::is_some).collect());
+        }
         let Some(nope) = &self.layers.no_rope else { return Ok(vec![true; layers]) };
         let err = |reason: String| Error::Config { path: c.path.clone(), reason };
         match c.raw.get(nope.list) {
@@ -304,7 +309,7 @@ impl DecoderFamily {
                 causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length())
             });
         }
-        let rotates = self.rotates(c)?;
+        let rotates = self.rotates(c, &windows)?;
         let rotary = l.positions == Positions::Rotary && rotates.iter().any(|&r| r);
         let interleaved = l.rotary == RotaryPairs::Interleaved;
         if interleaved && c.mrope.is_some() {
@@ -662,7 +667,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::arch::{EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
@@ -727,7 +732,10 @@ mod tests {
 
     #[test]
     fn nope_layers_follow_the_list_then_the_interval() {
-        let r = |extra: &str| SMOLLM3.rotates(&config("smollm3", extra));
+        let r = |extra: &str| {
+            let c = config("smollm3", extra);
+            SMOLLM3.rotates(&c, &SMOLLM3.windows(&c).unwrap())
+        };
         let (y, n) = (true, false);
         // transformers' default interval 4: every 4th layer has no RoPE.
         assert_eq!(r("").unwrap(), [y, y, y, n, y, y, y]);
@@ -741,7 +749,29 @@ mod tests {
         let e = r(r#","no_rope_layer_interval":0"#).unwrap_err().to_string();
         assert!(e.contains("`no_rope_layer_interval`"), "{e}");
         // A family without NoPE layers rotates everywhere, whatever the keys say.
-        assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#)).unwrap(), [y; 7]);
+        assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#), &[None; 7]).unwrap(), [y; 7]);
+    }
+
+    /// EXAONE 4: every `sliding_window_pattern`th layer full (default 4), window 4096 when the
+    /// key is absent and none when it is `null`; with a window the full layers have no RoPE.
+    #[test]
+    fn exaone4_full_layers_skip_rope_only_in_a_hybrid_model() {
+        let kinds = |extra: &str| {
+            let c = config("exaone4", extra);
+            let w = EXAONE4.windows(&c).unwrap();
+            let r = EXAONE4.rotates(&c, &w).unwrap();
+            (w, r)
+        };
+        let (s, f, y, n) = (Some(4096), None, true, false);
+        assert_eq!(kinds(""), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
+        let (w, r) = kinds(r#","sliding_window":8,"sliding_window_pattern":2"#);
+        assert_eq!((w, r), (vec![Some(8), f, Some(8), f, Some(8), f, Some(8)], vec![y, n, y, n, y, n, y]));
+        assert_eq!(kinds(r#","sliding_window":null"#), (vec![f; 7], vec![y; 7]));
+        // A published "LLLG" pattern comes with `layer_types`, which wins.
+        let types = r#","sliding_window":3,"sliding_window_pattern":"LLLG","layer_types":["sliding_attention","full_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
+        assert_eq!(kinds(types), (vec![Some(3), f, f, f, f, f, Some(3)], vec![y, n, n, n, n, n, y]));
+        // `null` is no window for the families with a default one too (Gemma 2: 4096 when absent).
+        assert_eq!(GEMMA2.windows(&config("gemma2", r#","sliding_window":null"#)).unwrap(), [f; 7]);
     }
 
     #[test]

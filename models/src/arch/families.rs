@@ -332,7 +332,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, nope_on_full: false },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -380,6 +380,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         local_rope: Some(LocalRope::Base(10000.0)),
         no_rope: None,
         reads_window: true,
+        nope_on_full: false,
     },
 };
 
@@ -687,7 +688,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, nope_on_full: false },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -732,8 +733,30 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
         local_rope: Some(LocalRope::Unscaled),
         no_rope: None,
         reads_window: true,
+        nope_on_full: false,
     },
     ..OLMO2
+};
+
+/// EXAONE 4: OLMo 2's post-norms (none before attention or the MLP) with per-head q/k
+/// RMSNorms; sliding layers from `layer_types`, else every `sliding_window_pattern`th layer
+/// full (default 4; `Exaone4Config`), window 4096 when absent; with a window the full layers have
+/// no RoPE.
+pub const EXAONE4: DecoderFamily = DecoderFamily {
+    model_types: &["exaone4"],
+    names: NameTable { qk_norm: Some(PER_HEAD_QK_NORM), ..OLMO2.names },
+    layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
+        default_window: Some(4096),
+        local_rope: None,
+        no_rope: None,
+        reads_window: true,
+        nope_on_full: true,
+    },
 };
 
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.

@@ -145,9 +145,12 @@ pub struct LayerKinds {
     pub local_rope: Option<LocalRope>,
     /// Whether the family's attention reads `sliding_window` (and `layer_types`,
     /// `use_sliding_window`, `max_window_layers`) at all. transformers' Llama, Gemma, Granite,
-    /// OLMo, Phi, GLM, ERNIE 4.5, Nemotron and GPT-2 do not: such a key left in their config.json
-    /// changes nothing there, so it changes nothing here.
+    /// OLMo and OLMo 2, Phi, GLM, ERNIE 4.5, Nemotron, GPT-2, Arcee and Seed-OSS do not: such a
+    /// key left in their config.json changes nothing there, so it changes nothing here.
     pub reads_window: bool,
+    /// With a window, the full-attention layers have no RoPE (EXAONE 4's hybrid attention:
+    /// "global NoPE"); without one every layer rotates.
+    pub nope_on_full: bool,
 }
 
 /// The sliding layers' RoPE when the config gives none of its own.
@@ -175,7 +178,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, nope_on_full: false };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
