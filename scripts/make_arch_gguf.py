@@ -70,7 +70,7 @@ ARCH = {
     "llama": "llama", "qwen3": "qwen3", "phi3": "phi3", "granite": "granite", "olmo2": "olmo2", "starcoder2": "starcoder2", "phi": "phi2",
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
-    "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee",
+    "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -78,6 +78,7 @@ MAPPED = {
     "granite": gguf.MODEL_ARCH.GRANITE, "olmo2": gguf.MODEL_ARCH.OLMO2, "starcoder2": gguf.MODEL_ARCH.STARCODER2, "phi2": gguf.MODEL_ARCH.PHI2,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
+    "exaone4": gguf.MODEL_ARCH.EXAONE4,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -87,7 +88,7 @@ CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".ml
 FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
-    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee",
+    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
@@ -323,6 +324,12 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_layer_norm_eps(next(cfg[k] for k in ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps") if cfg.get(k) is not None))
         w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 0.5) * hidden) // heads)
+    if arch == "exaone4":
+        # Exaone4Model: vocab size; the window and one bool per layer when the config has one.
+        w.add_vocab_size(cfg["vocab_size"])
+        if cfg.get("sliding_window") is not None:
+            w.add_sliding_window(cfg["sliding_window"])
+            w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
     if cfg["model_type"] == "olmo3":
         # Olmo2Model: the window and one bool per layer (`layer_types`).
         w.add_sliding_window(cfg["sliding_window"])

@@ -97,6 +97,9 @@
 //!   `attention.key_length`.
 //! - arcee (`ArceeModel`, a LlamaModel): q/k permuted, the plain relu2 MLP (`ffn_up`,
 //!   `ffn_down`), Llama 3's `rope_freqs.weight` or YaRN (`rope.scaling.*`, not both).
+//! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
+//!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
+//!   file states one (else `sliding_window: null`); with a window the full layers have no RoPE.
 //! - starcoder2: nothing permuted, LayerNorms with bias (`attention.layer_norm_epsilon`;
 //!   an RMS epsilon the converter may also write is not read, as llama.cpp's loader does not),
 //!   biases on every projection, tanh GELU (ggml's). Neither converter nor loader has a sliding
@@ -249,6 +252,7 @@ enum Kind {
     Bert,
     SeedOss,
     Arcee,
+    Exaone4,
 }
 
 /// One architecture's mapping.
@@ -296,6 +300,7 @@ impl Arch {
                 "rope.scaling.yarn_beta_slow",
                 "rope.scaling.yarn_attn_factor",
             ],
+            Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::Arcee => &[
                 "rope.scaling.factor",
                 "rope.scaling.original_context_length",
@@ -338,7 +343,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::Arcee => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::Arcee | Kind::Exaone4 => &[ROPE_FREQS],
             Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -349,7 +354,8 @@ impl Arch {
     fn base_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
             Kind::Phi3 => PHI3_NAMES,
-            Kind::Olmo2 => OLMO2_NAMES,
+            // EXAONE 4's blocks are OLMo 2's (post-norms only), with per-head q/k norms.
+            Kind::Olmo2 | Kind::Exaone4 => OLMO2_NAMES,
             Kind::Starcoder2 | Kind::Nemotron => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::Gpt2 => GPT2_NAMES,
@@ -384,7 +390,7 @@ impl Arch {
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
-            Kind::Olmo2 => &[QK_NORMS],
+            Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
             Kind::Arcee => &[PRE_MLP_NORM],
@@ -440,7 +446,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -478,6 +484,8 @@ fn arch(name: &str) -> Option<Arch> {
         // permuted, llama.cpp's NORM rope).
         "seed_oss" => ("seed_oss", false, Kind::SeedOss),
         "arcee" => ("arcee", true, Kind::Arcee),
+        // Exaone4Model is a TextModel: nothing permuted.
+        "exaone4" => ("exaone4", false, Kind::Exaone4),
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
@@ -1392,6 +1400,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
             )));
         }
     }
+    if a.kind == Kind::Exaone4 {
+        exaone4_config(&mut c, file, &uint, &key, &err)?;
+    }
     if a.kind == Kind::Arcee {
         c.insert("hidden_act".into(), json!("relu2"));
         c.insert("mlp_bias".into(), json!(false));
@@ -1661,6 +1672,31 @@ fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: 
         yarn["attention_factor"] = json!(a);
     }
     Ok(Some(yarn))
+}
+
+/// EXAONE 4 (`Exaone4Model` writes `attention.sliding_window` and one bool per layer in
+/// `attention.sliding_window_pattern` when the config has a window): the window and
+/// `layer_types` from the pattern (a period too, default 4: `Exaone4Config`'s), or
+/// `sliding_window: null` when the file states none (the family's default window is for an
+/// absent key); the full layers of a windowed model have no RoPE (the family's rule, as
+/// llama.cpp's graph: `use_rope = is_swa(il) || swa_type == NONE`). llama.cpp itself switches
+/// windows on for 64-layer files only (EXAONE 4.0 32B); the import follows the file's keys,
+/// which the converter copied from the config.
+fn exaone4_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    match uint("attention.sliding_window")?.filter(|&w| w > 0) {
+        Some(window) => {
+            c.insert("sliding_window".into(), json!(window));
+            let sliding = sliding_layers(c, file, 4, key, err)?;
+            c.insert("layer_types".into(), json!(layer_types(&sliding)));
+        }
+        None => {
+            if file.get(&key("attention.sliding_window_pattern")).is_some() {
+                return Err(err(format!("metadata key `{}` is set without `{}`", key("attention.sliding_window_pattern"), key("attention.sliding_window"))));
+            }
+            c.insert("sliding_window".into(), Json::Null);
+        }
+    }
+    Ok(())
 }
 
 /// OLMo 3 (llama.cpp's `Olmo2Model` writes `Olmo3ForCausalLM` as `olmo2` with
@@ -2937,6 +2973,33 @@ mod tests {
         m.push(("olmo2.rope.scaling.type".into(), json!("yarn")));
         let got = import_of(&as_ref(&m), &olmo2_tensors()).err().expect("refused").to_string();
         assert!(got.contains("`olmo2.rope.scaling.type`") && got.contains("not OLMo 3"), "{got}");
+    }
+
+    /// EXAONE 4: OLMo 2's tensors with per-head q/k norms; the window and its pattern when the
+    /// file states one (a period defaults to 4), else `sliding_window: null` (no window, which
+    /// the family's default for an absent key would otherwise give).
+    #[test]
+    fn exaone4_files_state_their_window_or_none() {
+        let mut t = olmo2_tensors();
+        t.retain(|(n, _, _)| !n.contains("_norm.weight") || !n.starts_with("blk.0.attn_"));
+        t.extend([("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])]);
+        let mut m = meta_of("exaone4");
+        m.push(("exaone4.attention.key_length".into(), json!(16)));
+        m.push(("exaone4.attention.value_length".into(), json!(16)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), &i.config["sliding_window"]), (Some("exaone4"), &Json::Null));
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.tensors.contains_key("model.layers.0.post_feedforward_layernorm.weight"));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert!(c.sliding_window.null);
+        let mut windowed = m.clone();
+        windowed.push(("exaone4.attention.sliding_window".into(), json!(8)));
+        let i = import_of(&as_ref(&windowed), &t).unwrap();
+        let layers = i.config["num_hidden_layers"].as_u64().unwrap() as usize;
+        let want: Vec<&str> = (0..layers).map(|l| if l % 4 < 3 { "sliding_attention" } else { "full_attention" }).collect();
+        assert_eq!((i.config["sliding_window"].as_u64(), &i.config["layer_types"]), (Some(8), &json!(want)));
+        m.push(("exaone4.attention.sliding_window_pattern".into(), json!(2)));
+        let e = import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        assert!(e.contains("`exaone4.attention.sliding_window_pattern` is set without `exaone4.attention.sliding_window`"), "{e}");
     }
 
     fn starcoder2_meta() -> Vec<(String, Json)> {
