@@ -9,8 +9,8 @@ never need torch.
 
 Each entry of FIXTURES_MADE_HERE gives the config class, its arguments, the fixture whose inputs and
 tokenizer files it reuses (same vocabulary size), and how config.json is rewritten into the
-spelling published checkpoints use. scripts/make_tiny_qwen2_moe.py reuses `references` and
-`write_reference_json`.
+spelling published checkpoints use. scripts/make_tiny_qwen2_moe.py reuses
+`perturbed_and_saved`, `references` and `write_reference_json`.
 """
 
 import json
@@ -90,6 +90,18 @@ def run(model, ids, mask, past=None, pos=None):
         return model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
 
 
+def perturbed_and_saved(model, out_dir):
+    """`model` with every parameter moved off its init (so a weight never loaded shows up),
+    set to eager attention and saved to `out_dir`."""
+    model = model.eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.config._attn_implementation = "eager"
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return model
+
+
 def references(model, inputs_from):
     """The reference tensors of `model` for the inputs of fixture `inputs_from`."""
     given = load_file(os.path.join(FIXTURES, inputs_from, "reference.safetensors"))
@@ -138,12 +150,7 @@ def make(name, spec):
     torch.manual_seed(1234)
     config = getattr(transformers, spec["cls"] + "Config")(**spec["args"])
     model_cls = getattr(transformers, spec["cls"] + "ForCausalLM")
-    model = model_cls(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    model.config._attn_implementation = "eager"
-    model.save_pretrained(out_dir, safe_serialization=True)
+    model = perturbed_and_saved(model_cls(config), out_dir)
     path = os.path.join(out_dir, "config.json")
     with open(path) as f:
         written = spec["legacy"](json.load(f))

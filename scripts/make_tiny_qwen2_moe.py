@@ -22,7 +22,7 @@ import torch
 import transformers
 from safetensors.torch import save_file
 
-from make_tiny_decoders import references, run, write_reference_json
+from make_tiny_decoders import perturbed_and_saved, references, run, write_reference_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures")
@@ -57,12 +57,7 @@ def main():
         pad_token_id=0,
         initializer_range=0.2,
     )
-    model = transformers.Qwen2MoeForCausalLM(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    model.config._attn_implementation = "eager"
-    model.save_pretrained(OUT, safe_serialization=True)
+    model = perturbed_and_saved(transformers.Qwen2MoeForCausalLM(config), OUT)
     # transformers 5.24 writes `sliding_window: 0` when `use_sliding_window` is false; published
     # Qwen2-MoE configs carry a real window (or null) there, and the window is off either way.
     path = os.path.join(OUT, "config.json")
