@@ -68,6 +68,14 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="sliding layers (window 4, every 4th layer full by `layer_types`), YaRN on the full layer only, the sliding layers unscaled at the same base",
     ),
+    # Helium: RoPE on interleaved pairs, q/k/v biases, no o_proj bias (its o_proj is hidden x hidden).
+    "tiny-helium": dict(
+        cls="Helium", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=16, attention_bias=True, rms_norm_eps=1e-8,
+                  rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
+        legacy=legacy_rope,
+        exercises="RoPE on interleaved pairs (dims 2i and 2i+1), q/k/v biases without an o_proj bias, RMS epsilon 1e-8",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

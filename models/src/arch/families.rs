@@ -759,6 +759,26 @@ pub const EXAONE4: DecoderFamily = DecoderFamily {
     },
 };
 
+/// Helium (Kyutai): Llama with RoPE on interleaved pairs (`rotate_half` over even/odd dims),
+/// q/k/v biases per `attention_bias`, never on o_proj, `head_dim` 128, RMS epsilon 1e-8 and
+/// theta 100000 when absent (`HeliumConfig`).
+pub const HELIUM: DecoderFamily = DecoderFamily {
+    model_types: &["helium"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        o_bias: Bias::Never,
+        rotary: RotaryPairs::Interleaved,
+        head_dim_default: Some(128),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-8) }),
+        rope_default: RopeDefault { theta: 100000.0, ..LLAMA_LAYOUT.rope_default },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",

@@ -145,7 +145,7 @@ pub struct LayerKinds {
     pub local_rope: Option<LocalRope>,
     /// Whether the family's attention reads `sliding_window` (and `layer_types`,
     /// `use_sliding_window`, `max_window_layers`) at all. transformers' Llama, Gemma, Granite,
-    /// OLMo and OLMo 2, Phi, GLM, ERNIE 4.5, Nemotron, GPT-2, Arcee and Seed-OSS do not: such a
+    /// OLMo and OLMo 2, Phi, GLM, ERNIE 4.5, Nemotron, GPT-2, Arcee, Seed-OSS and Helium do not: such a
     /// key left in their config.json changes nothing there, so it changes nothing here.
     pub reads_window: bool,
     /// With a window, the full-attention layers have no RoPE (EXAONE 4's hybrid attention:
