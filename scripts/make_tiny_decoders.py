@@ -76,6 +76,24 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="RoPE on interleaved pairs (dims 2i and 2i+1), q/k/v biases without an o_proj bias, RMS epsilon 1e-8",
     ),
+    # Cohere (Command R): parallel block under one bias-free LayerNorm, interleaved RoPE,
+    # logits times logit_scale, tied head.
+    "tiny-cohere": dict(
+        cls="Cohere", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, attention_bias=True, logit_scale=0.125, layer_norm_eps=1e-5,
+                  tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="Cohere: attention and the MLP in parallel under one mean-centred LayerNorm without bias, RoPE on interleaved pairs, q/k/v/o biases, logits times `logit_scale` 0.125, tied head",
+    ),
+    # Cohere 2 (Command R7B): Cohere's block, three sliding layers then a full one, RoPE on the
+    # sliding layers only.
+    "tiny-cohere2": dict(
+        cls="Cohere2", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, sliding_window=4, logit_scale=0.25, layer_norm_eps=1e-5,
+                  tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 50000.0}),
+        legacy=legacy_rope,
+        exercises="Cohere 2: Cohere's parallel block, three sliding layers (window 4) then a full one, RoPE on the sliding layers only, logits times `logit_scale` 0.25",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

@@ -54,6 +54,7 @@ struct Scalars {
     attention_softcap: Option<f32>,
     final_softcap: Option<f64>,
     logits_divisor: Option<f64>,
+    logits_multiplier: Option<f64>,
 }
 
 /// Columns `[k * hidden, (k + 1) * hidden)` of a wide `inputs_embeds` (block 0: the
@@ -145,6 +146,7 @@ impl DecoderFamily {
             attention_softcap: key(sc.attention_softcap)?.map(|v| v as f32),
             final_softcap: key(sc.final_softcap)?,
             logits_divisor: key(sc.logits_divisor)?,
+            logits_multiplier: key(sc.logits_multiplier)?,
         })
     }
 
@@ -185,10 +187,16 @@ impl DecoderFamily {
     /// Whether each layer applies RoPE: all of them, unless the family has NoPE layers
     /// ([`super::NoRope`]): the config's 0/1 list (0: no RoPE), else every `interval`th layer
     /// without.
-    /// EXAONE 4 ([`super::LayerKinds::nope_on_full`]): with a window, only the sliding layers.
+    /// [`super::RopeLayers`]: the sliding layers only, where the family says so (EXAONE 4 when
+    /// windowed, Cohere 2 always).
     fn rotates(&self, c: &crate::DecoderConfig, windows: &[Option<usize>]) -> Result<Vec<bool>> {
         let layers = c.num_hidden_layers;
-        if self.layers.nope_on_full && windows.iter().any(Option::is_some) {
+        let sliding_only = match self.layers.rope_layers {
+            super::RopeLayers::All => false,
+            super::RopeLayers::SlidingIfWindowed => windows.iter().any(Option::is_some),
+            super::RopeLayers::Sliding => true,
+        };
+        if sliding_only {
             return Ok(windows.iter().map(Option::is_some).collect());
         }
         let Some(nope) = &self.layers.no_rope else { return Ok(vec![true; layers]) };
@@ -603,13 +611,18 @@ fn residual_scale(b: &mut GraphBuilder, sh: &Shared, name: &str, x: &str) -> Str
     }
 }
 
-/// Logits divided by `logits_scaling` (Granite), then soft-capped as `cap * tanh(logits /
-/// cap)` (Gemma 2), in transformers' order; unchanged when the family has neither.
+/// Logits divided by `logits_scaling` (Granite) or multiplied by `logit_scale` (Cohere), then
+/// soft-capped as `cap * tanh(logits / cap)` (Gemma 2), in transformers' order; unchanged when
+/// the family has none.
 fn scale_logits(b: &mut GraphBuilder, logits: &str, sc: &Scalars) -> String {
     let mut y = logits.to_string();
     if let Some(d) = sc.logits_divisor {
         let k = scalar(b, "logits_scaling", d);
         y = b.op("logits_scaling/Div", "Div", &[&y, &k], vec![]);
+    }
+    if let Some(m) = sc.logits_multiplier {
+        let k = scalar(b, "logit_scale", m);
+        y = b.op("logit_scale/Mul", "Mul", &[&y, &k], vec![]);
     }
     if let Some(cap) = sc.final_softcap {
         let k = scalar(b, "final_logit_softcapping", cap);
@@ -667,7 +680,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::arch::{COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
@@ -755,7 +768,7 @@ mod tests {
     /// EXAONE 4: every `sliding_window_pattern`th layer full (default 4), window 4096 when the
     /// key is absent and none when it is `null`; with a window the full layers have no RoPE.
     #[test]
-    fn exaone4_full_layers_skip_rope_only_in_a_hybrid_model() {
+    fn full_layers_skip_rope_in_exaone4_when_windowed_and_in_cohere2_always() {
         let kinds = |extra: &str| {
             let c = config("exaone4", extra);
             let w = EXAONE4.windows(&c).unwrap();
@@ -770,6 +783,17 @@ mod tests {
         // A published "LLLG" pattern comes with `layer_types`, which wins.
         let types = r#","sliding_window":3,"sliding_window_pattern":"LLLG","layer_types":["sliding_attention","full_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
         assert_eq!(kinds(types), (vec![Some(3), f, f, f, f, f, Some(3)], vec![y, n, n, n, n, n, y]));
+        // Cohere 2 rotates where a window is set: its full layers never, and with `null` no layer.
+        let cohere2 = |extra: &str| {
+            let c = config("cohere2", extra);
+            let w = COHERE2.windows(&c).unwrap();
+            (w.clone(), COHERE2.rotates(&c, &w).unwrap())
+        };
+        assert_eq!(cohere2(""), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
+        assert_eq!(cohere2(r#","sliding_window":null"#), (vec![f; 7], vec![n; 7]));
+        // Cohere's per-head q/k LayerNorms (a weight per head) are refused by key.
+        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"cohere","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"use_qk_norm":true}"#).unwrap_err().to_string();
+        assert!(e.contains("`use_qk_norm` is true"), "{e}");
         // `null` is no window for the families with a default one too (Gemma 2: 4096 when absent).
         assert_eq!(GEMMA2.windows(&config("gemma2", r#","sliding_window":null"#)).unwrap(), [f; 7]);
     }

@@ -57,6 +57,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     lm_head_bias: Bias::Never,
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[] },
     key_defaults: &[],
+    refused_flags: &[],
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -332,7 +333,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, nope_on_full: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -380,7 +381,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         local_rope: Some(LocalRope::Base(10000.0)),
         no_rope: None,
         reads_window: true,
-        nope_on_full: false,
+        rope_layers: RopeLayers::All,
     },
 };
 
@@ -688,7 +689,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, nope_on_full: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -733,7 +734,7 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
         local_rope: Some(LocalRope::Unscaled),
         no_rope: None,
         reads_window: true,
-        nope_on_full: false,
+        rope_layers: RopeLayers::All,
     },
     ..OLMO2
 };
@@ -755,7 +756,7 @@ pub const EXAONE4: DecoderFamily = DecoderFamily {
         local_rope: None,
         no_rope: None,
         reads_window: true,
-        nope_on_full: true,
+        rope_layers: RopeLayers::SlidingIfWindowed,
     },
 };
 
@@ -777,6 +778,58 @@ pub const HELIUM: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
+};
+
+/// Cohere's block: one mean-centred LayerNorm without bias (`input_layernorm`, epsilon
+/// `layer_norm_eps`, default 1e-5) feeding attention and the MLP in parallel, RoPE on
+/// interleaved pairs, q/k/v/o biases per `attention_bias`, no MLP bias, tied head by default.
+const COHERE_NAMES: NameTable = NameTable {
+    norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
+    ..LLAMA_NAMES
+};
+const COHERE_LAYOUT: Layout = Layout {
+    norm: NormKind::LayerNoBias,
+    norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
+    mlp_bias: Bias::Never,
+    tie_default: true,
+    rotary: RotaryPairs::Interleaved,
+    block: BlockShape::Parallel,
+    refused_flags: &[("use_qk_norm", "per-head q/k LayerNorms with a weight per head (Command R+) are not built yet")],
+    ..LLAMA_LAYOUT
+};
+/// Logits multiplied by `logit_scale` (default 0.0625).
+const COHERE_SCALING: Scaling = Scaling { logits_multiplier: Some(Key { name: "logit_scale", default: Some(0.0625) }), ..NO_SCALING };
+
+/// Cohere (Command R): [`COHERE_LAYOUT`]'s block, logits times `logit_scale`, theta 500000
+/// when absent (`CohereConfig`); `use_qk_norm` refused.
+pub const COHERE: DecoderFamily = DecoderFamily {
+    model_types: &["cohere"],
+    names: COHERE_NAMES,
+    layout: Layout { rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default }, ..COHERE_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: COHERE_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// Cohere 2 (Command R7B, Command A): Cohere's block with sliding layers from `layer_types`,
+/// else every `sliding_window_pattern`th layer full (default 4), window 4096 when absent; only
+/// the sliding layers rotate (`Cohere2Attention` applies RoPE where its window is set).
+pub const COHERE2: DecoderFamily = DecoderFamily {
+    model_types: &["cohere2"],
+    names: COHERE_NAMES,
+    layout: COHERE_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: COHERE_SCALING,
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
+        default_window: Some(4096),
+        local_rope: None,
+        no_rope: None,
+        reads_window: true,
+        rope_layers: RopeLayers::Sliding,
+    },
 };
 
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.

@@ -116,6 +116,8 @@ pub struct Scaling {
     pub final_softcap: Option<Key>,
     /// Logits divided by a config key's value (Granite `logits_scaling`).
     pub logits_divisor: Option<Key>,
+    /// Logits multiplied by a config key's value (Cohere `logit_scale`).
+    pub logits_multiplier: Option<Key>,
 }
 
 /// No scalars: Llama and most families.
@@ -126,6 +128,7 @@ pub const NO_SCALING: Scaling = Scaling {
     attention_softcap: None,
     final_softcap: None,
     logits_divisor: None,
+    logits_multiplier: None,
 };
 
 /// Which layers use the sliding window, beyond what config.json's `layer_types` says.
@@ -148,9 +151,21 @@ pub struct LayerKinds {
     /// OLMo and OLMo 2, Phi, GLM, ERNIE 4.5, Nemotron, GPT-2, Arcee, Seed-OSS and Helium do not: such a
     /// key left in their config.json changes nothing there, so it changes nothing here.
     pub reads_window: bool,
-    /// With a window, the full-attention layers have no RoPE (EXAONE 4's hybrid attention:
-    /// "global NoPE"); without one every layer rotates.
-    pub nope_on_full: bool,
+    /// Which layers rotate, by their window ([`RopeLayers`]).
+    pub rope_layers: RopeLayers,
+}
+
+/// Which layers apply RoPE, by their window (beside [`NoRope`]'s listed layers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeLayers {
+    /// Every layer.
+    All,
+    /// With a window, the sliding layers only; without one, every layer (EXAONE 4's hybrid
+    /// attention: "global NoPE").
+    SlidingIfWindowed,
+    /// The sliding layers only, window or not (Cohere 2: RoPE where the layer's window is set,
+    /// so none at all when `sliding_window` is null).
+    Sliding,
 }
 
 /// The sliding layers' RoPE when the config gives none of its own.
@@ -178,7 +193,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, nope_on_full: false };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
@@ -383,6 +398,9 @@ pub struct Layout {
     /// inserted when config.json lacks them (Gemma 3's multimodal `text_config` gives only the
     /// sizes that differ, so the 4B has no `num_attention_heads` and none has `vocab_size`).
     pub key_defaults: &'static [(&'static str, KeyDefault)],
+    /// Switches the family's graph does not build, refused with why when config.json sets them
+    /// true (Cohere's `use_qk_norm`: per-head LayerNorms with a weight per head).
+    pub refused_flags: &'static [(&'static str, &'static str)],
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

@@ -18,6 +18,9 @@ pub enum NormKind {
     /// LayerNorm without weight or bias (OLMo 1: none in the checkpoint): `LayerNormalization`
     /// with constant ones and zeros, so the LayerNorm rules still see their op.
     LayerNoAffine,
+    /// LayerNorm with a weight and no bias (Cohere's mean-centred `CohereLayerNorm`): a
+    /// constant zero bias, as for `LayerNoAffine`.
+    LayerNoBias,
 }
 
 /// `RMSNormalization(x, weight)` over the last axis (opset 23+, computed in f32 internally:
@@ -60,7 +63,11 @@ fn layer_norm_of(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope:
     }
     let stored = ckpt.tensor(&format!("{scope}.weight"), &[dim])?;
     let weight = if kind == NormKind::LayerUnitOffset { stored.offset(1.0) } else { stored }.cast(b.float);
-    let bias = ckpt.tensor(&format!("{scope}.bias"), &[dim])?.cast(b.float);
+    let bias = if kind == NormKind::LayerNoBias {
+        ir::Recipe::from_f32(format!("{scope} zeros (no bias)"), vec![dim], &vec![0.0; dim]).cast(b.float)
+    } else {
+        ckpt.tensor(&format!("{scope}.bias"), &[dim])?.cast(b.float)
+    };
     let w = b.initializer(&format!("{scope}.weight"), weight);
     let bias = b.initializer(&format!("{scope}.bias"), bias);
     Ok(b.op(&op, "LayerNormalization", &[x, &w, &bias], attrs))
@@ -70,7 +77,7 @@ fn layer_norm_of(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope:
 pub fn norm(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
     match kind {
         NormKind::Rms | NormKind::RmsUnitOffset => rms_norm_of(b, ckpt, kind, scope, x, dim, eps),
-        NormKind::Layer | NormKind::LayerUnitOffset | NormKind::LayerNoAffine => layer_norm_of(b, ckpt, kind, scope, x, dim, eps),
+        NormKind::Layer | NormKind::LayerUnitOffset | NormKind::LayerNoAffine | NormKind::LayerNoBias => layer_norm_of(b, ckpt, kind, scope, x, dim, eps),
     }
 }
 
