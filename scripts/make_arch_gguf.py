@@ -71,6 +71,7 @@ ARCH = {
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
+    "cohere2": "cohere2",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -78,7 +79,7 @@ MAPPED = {
     "granite": gguf.MODEL_ARCH.GRANITE, "olmo2": gguf.MODEL_ARCH.OLMO2, "starcoder2": gguf.MODEL_ARCH.STARCODER2, "phi2": gguf.MODEL_ARCH.PHI2,
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
-    "exaone4": gguf.MODEL_ARCH.EXAONE4,
+    "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -88,7 +89,7 @@ CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".ml
 FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
-    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4",
+    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
@@ -324,6 +325,15 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_layer_norm_eps(next(cfg[k] for k in ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps") if cfg.get(k) is not None))
         w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 0.5) * hidden) // heads)
+    if arch == "cohere2":
+        # Cohere2Model: logit scale, window (no pattern: the loader's period 4), vocab size, the
+        # rotated dimensions `rotary_pct * head_dim` (rotary_pct 1 here), no rope scaling.
+        w.add_logit_scale(cfg["logit_scale"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(hidden // heads)
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+        assert cfg["layer_types"] == ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(cfg["num_hidden_layers"])]
     if arch == "exaone4":
         # Exaone4Model: vocab size; the window and one bool per layer when the config has one.
         w.add_vocab_size(cfg["vocab_size"])

@@ -97,6 +97,12 @@
 //!   `attention.key_length`.
 //! - arcee (`ArceeModel`, a LlamaModel): q/k permuted, the plain relu2 MLP (`ffn_up`,
 //!   `ffn_down`), Llama 3's `rope_freqs.weight` or YaRN (`rope.scaling.*`, not both).
+//! - command-r (`CommandR2Model`) and cohere2 (`Cohere2Model`), TextModels: nothing permuted
+//!   (Cohere's interleaved pairs are llama.cpp's NORM rope), one bias-free LayerNorm a layer
+//!   (`attn_norm`, epsilon `attention.layer_norm_epsilon`), `logit_scale`, q/k/v biases when
+//!   present, the head tied; cohere2's window and its layers (period 4 unless the file says).
+//!   Command R+'s per-head q/k norms (`attn_q_norm` `[head_dim, heads]`) are refused as unmapped,
+//!   as the safetensors build refuses `use_qk_norm`.
 //! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
 //!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
 //!   file states one (else `sliding_window: null`); with a window the full layers have no RoPE.
@@ -253,6 +259,8 @@ enum Kind {
     SeedOss,
     Arcee,
     Exaone4,
+    CommandR,
+    Cohere2,
 }
 
 /// One architecture's mapping.
@@ -276,7 +284,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -301,6 +309,8 @@ impl Arch {
                 "rope.scaling.yarn_attn_factor",
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
+            Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
+            Kind::Cohere2 => &["attention.layer_norm_epsilon", "logit_scale", "attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::Arcee => &[
                 "rope.scaling.factor",
                 "rope.scaling.original_context_length",
@@ -391,6 +401,8 @@ impl Arch {
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
+            // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
+            Kind::CommandR | Kind::Cohere2 => &[],
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
             Kind::Arcee => &[PRE_MLP_NORM],
@@ -446,7 +458,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -486,6 +498,10 @@ fn arch(name: &str) -> Option<Arch> {
         "arcee" => ("arcee", true, Kind::Arcee),
         // Exaone4Model is a TextModel: nothing permuted.
         "exaone4" => ("exaone4", false, Kind::Exaone4),
+        // CommandR2Model and Cohere2Model are TextModels: nothing permuted (llama.cpp's NORM
+        // rope turns adjacent pairs, Cohere's interleaved RoPE).
+        "command-r" => ("cohere", false, Kind::CommandR),
+        "cohere2" => ("cohere2", false, Kind::Cohere2),
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
@@ -1403,6 +1419,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Exaone4 {
         exaone4_config(&mut c, file, &uint, &key, &err)?;
     }
+    if matches!(a.kind, Kind::CommandR | Kind::Cohere2) {
+        cohere_config(&mut c, a.kind, file, &float, &uint, &key, &err)?;
+    }
     if a.kind == Kind::Arcee {
         c.insert("hidden_act".into(), json!("relu2"));
         c.insert("mlp_bias".into(), json!(false));
@@ -1695,6 +1714,27 @@ fn exaone4_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, k
             }
             c.insert("sliding_window".into(), Json::Null);
         }
+    }
+    Ok(())
+}
+
+/// Cohere's keys (`CommandR2Model`, `Cohere2Model`): the LayerNorm epsilon and `logit_scale`
+/// (the converter always writes both; the logits are multiplied by it), q/k/v biases when the
+/// file has them (Cohere2Model drops its all-zero ones); Cohere 2's window (required by
+/// llama.cpp's loader) and its layers from `attention.sliding_window_pattern` (the converter
+/// writes none: the loader's period 4, `Cohere2Config`'s default too).
+#[allow(clippy::too_many_arguments)]
+fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+    let scale = float("logit_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `logit_scale`)", key("logit_scale"))))?;
+    c.insert("logit_scale".into(), json!(scale as f32 as f64));
+    c.insert("attention_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"))));
+    if kind == Kind::Cohere2 {
+        let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's cohere2 loader requires it)", key("attention.sliding_window"))))?;
+        c.insert("sliding_window".into(), json!(window));
+        let sliding = sliding_layers(c, file, 4, key, err)?;
+        c.insert("layer_types".into(), json!(layer_types(&sliding)));
     }
     Ok(())
 }
@@ -2973,6 +3013,28 @@ mod tests {
         m.push(("olmo2.rope.scaling.type".into(), json!("yarn")));
         let got = import_of(&as_ref(&m), &olmo2_tensors()).err().expect("refused").to_string();
         assert!(got.contains("`olmo2.rope.scaling.type`") && got.contains("not OLMo 3"), "{got}");
+    }
+
+    /// Command R: one bias-free LayerNorm a layer, `logit_scale` required, the head tied, q/k/v
+    /// biases when present; Command R+'s per-head q/k norms are refused as unmapped.
+    #[test]
+    fn command_r_files_become_cohere_configs() {
+        let mut t = llama_tensors();
+        t.retain(|(n, _, _)| *n != "blk.0.ffn_norm.weight");
+        let mut m: Vec<(String, Json)> = meta_of("command-r").into_iter().filter(|(k, _)| !k.ends_with("layer_norm_rms_epsilon")).collect();
+        m.push(("command-r.attention.layer_norm_epsilon".into(), json!(1e-5f64)));
+        let e = import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        assert!(e.contains("`command-r.logit_scale` is missing"), "{e}");
+        m.push(("command-r.logit_scale".into(), json!(0.125f64)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["logit_scale"].as_f64(), c["tie_word_embeddings"].as_bool(), c["attention_bias"].as_bool()), (Some("cohere"), Some(0.125), Some(true), Some(false)));
+        assert!(i.tensors.contains_key("model.layers.0.input_layernorm.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        let mut plus = t.clone();
+        plus.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
+        let e = import_of(&as_ref(&m), &plus).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_q_norm.weight`") && e.contains("not mapped for architecture command-r"), "{e}");
     }
 
     /// EXAONE 4: OLMo 2's tensors with per-head q/k norms; the window and its pattern when the
