@@ -94,6 +94,14 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="Cohere 2: Cohere's parallel block, three sliding layers (window 4) then a full one, RoPE on the sliding layers only, logits times `logit_scale` 0.25",
     ),
+    # StableLM: LayerNorms with bias, q/k/v biases, RoPE on a quarter of each head.
+    "tiny-stablelm": dict(
+        cls="StableLm", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, use_qkv_bias=True, layer_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        legacy=legacy_rope,
+        exercises="StableLM: LayerNorms with bias, q/k/v biases (`use_qkv_bias`) without an o_proj bias, RoPE on the first quarter of each head (the default `partial_rotary_factor`, left out of config.json)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

@@ -832,6 +832,33 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
     },
 };
 
+/// StableLM (StableLM 2, StableLM-3B-4E1T): LayerNorms with bias (epsilon `layer_norm_eps`,
+/// default 1e-5) before attention and the MLP, q/k/v biases per `use_qkv_bias`, none on o_proj
+/// or the MLP, RoPE on the first `partial_rotary_factor` (default 0.25) of each head
+/// (`StableLmConfig`). `qk_layernorm` (a LayerNorm per head) and `use_parallel_residual` are
+/// refused by key.
+pub const STABLELM: DecoderFamily = DecoderFamily {
+    model_types: &["stablelm"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
+        qkv_bias: Bias::Config("use_qkv_bias"),
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        partial_rotary_default: 0.25,
+        refused_flags: &[
+            ("qk_layernorm", "per-head q/k LayerNorms with a weight per head (StableLM 2 12B) are not built yet"),
+            ("use_parallel_residual", "the parallel residual block (attention and MLP from one norm) is not built for this family yet"),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// BERT's (and RoBERTa's) checkpoint names, as `BertModel` saves them.
 const BERT_NAMES: EncoderNames = EncoderNames {
     word_embeddings: "embeddings.word_embeddings.weight",
