@@ -103,6 +103,10 @@
 //!   present, the head tied; cohere2's window and its layers (period 4 unless the file says).
 //!   Command R+'s per-head q/k norms (`attn_q_norm` `[head_dim, heads]`) are refused as unmapped,
 //!   as the safetensors build refuses `use_qk_norm`.
+//! - stablelm (`StableLMModel`, its own keys): nothing permuted, LayerNorms with bias, q/k/v
+//!   biases when present, partial rotary from `rope.dimension_count`, no `rope.freq_base` (10000);
+//!   `use_parallel_residual` true (what the converter writes when the config lacks the key) is
+//!   refused by the family, as are StableLM 2 12B's per-head q/k norms (unmapped).
 //! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
 //!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
 //!   file states one (else `sliding_window: null`); with a window the full layers have no RoPE.
@@ -261,6 +265,7 @@ enum Kind {
     Exaone4,
     CommandR,
     Cohere2,
+    StableLm,
 }
 
 /// One architecture's mapping.
@@ -284,7 +289,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -310,6 +315,7 @@ impl Arch {
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
+            Kind::StableLm => &["attention.layer_norm_epsilon", "use_parallel_residual"],
             Kind::Cohere2 => &["attention.layer_norm_epsilon", "logit_scale", "attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::Arcee => &[
                 "rope.scaling.factor",
@@ -366,7 +372,7 @@ impl Arch {
             Kind::Phi3 => PHI3_NAMES,
             // EXAONE 4's blocks are OLMo 2's (post-norms only), with per-head q/k norms.
             Kind::Olmo2 | Kind::Exaone4 => OLMO2_NAMES,
-            Kind::Starcoder2 | Kind::Nemotron => BIASED_ATTENTION_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::Gpt2 => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
@@ -378,7 +384,7 @@ impl Arch {
     /// Phi's names (`model.final_layernorm`, the head's bias).
     fn global_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
-            Kind::Starcoder2 | Kind::Nemotron => STARCODER2_GLOBAL_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
             Kind::Gpt2 => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
@@ -403,6 +409,7 @@ impl Arch {
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
             Kind::CommandR | Kind::Cohere2 => &[],
+            Kind::StableLm => &[GATED_MLP_NAMES],
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
             Kind::Arcee => &[PRE_MLP_NORM],
@@ -458,7 +465,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -502,6 +509,8 @@ fn arch(name: &str) -> Option<Arch> {
         // rope turns adjacent pairs, Cohere's interleaved RoPE).
         "command-r" => ("cohere", false, Kind::CommandR),
         "cohere2" => ("cohere2", false, Kind::Cohere2),
+        // StableLMModel is a TextModel: nothing permuted (NEOX rope).
+        "stablelm" => ("stablelm", false, Kind::StableLm),
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
@@ -644,6 +653,9 @@ const STARCODER2_MLP_NAMES: &[(&str, &str)] = &[
     ("ffn_down.weight", "mlp.c_proj.weight"),
     ("ffn_down.bias", "mlp.c_proj.bias"),
 ];
+
+/// The gated MLP's projections alone (StableLM's, beside [`BIASED_ATTENTION_NAMES`]).
+const GATED_MLP_NAMES: &[(&str, &str)] = &[("ffn_gate.weight", "mlp.gate_proj.weight"), ("ffn_up.weight", "mlp.up_proj.weight"), ("ffn_down.weight", "mlp.down_proj.weight")];
 
 const STARCODER2_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("token_embd.weight", "model.embed_tokens.weight"),
@@ -1285,8 +1297,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4 and nemotron files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron | Kind::StableLm) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, nemotron and stablelm files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -1387,8 +1399,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
-    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron) {
-        // Both families default to 0.5: the file's value is always written.
+    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron | Kind::StableLm) {
+        // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
     if a.kind == Kind::Ernie4_5 {
@@ -1421,6 +1433,18 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if matches!(a.kind, Kind::CommandR | Kind::Cohere2) {
         cohere_config(&mut c, a.kind, file, &float, &uint, &key, &err)?;
+    }
+    if a.kind == Kind::StableLm {
+        // StableLMModel writes its own keys: no `rope.freq_base` (llama.cpp's and transformers'
+        // default 10000), the LayerNorm epsilon, and `use_parallel_residual` (true when the
+        // config lacks it), which the family refuses when true.
+        let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+        c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+        c.insert("use_qkv_bias".into(), json!(biased));
+        if let Some(v) = file.get(&key("use_parallel_residual")) {
+            let parallel = v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("use_parallel_residual"))))?;
+            c.insert("use_parallel_residual".into(), json!(parallel));
+        }
     }
     if a.kind == Kind::Arcee {
         c.insert("hidden_act".into(), json!("relu2"));
@@ -3035,6 +3059,26 @@ mod tests {
         plus.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
         let e = import_of(&as_ref(&m), &plus).err().expect("refused").to_string();
         assert!(e.contains("`blk.0.attn_q_norm.weight`") && e.contains("not mapped for architecture command-r"), "{e}");
+    }
+
+    /// StableLM: LayerNorms with bias, partial rotary from `rope.dimension_count`; the parallel
+    /// residual the converter writes for a config without the key is refused by the family.
+    #[test]
+    fn stablelm_files_read_their_rotary_width_and_refuse_the_parallel_residual() {
+        let mut t = llama_tensors();
+        t.extend([("blk.0.attn_norm.bias", 0, vec![64]), ("blk.0.ffn_norm.bias", 0, vec![64]), ("output_norm.bias", 0, vec![64]), ("output.weight", 8, vec![64, 32])]);
+        let mut m: Vec<(String, Json)> = meta_of("stablelm").into_iter().filter(|(k, _)| !k.ends_with("layer_norm_rms_epsilon") && !k.ends_with("freq_base")).collect();
+        m.push(("stablelm.attention.layer_norm_epsilon".into(), json!(1e-5f64)));
+        m.push(("stablelm.rope.dimension_count".into(), json!(4)));
+        m.push(("stablelm.use_parallel_residual".into(), json!(false)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert_eq!((c.model_type.as_str(), c.rope.partial_rotary_factor, c.rope.theta), ("stablelm", 0.25, 10000.0));
+        m.retain(|(k, _)| !k.ends_with("use_parallel_residual"));
+        m.push(("stablelm.use_parallel_residual".into(), json!(true)));
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let e = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap_err().to_string();
+        assert!(e.contains("`use_parallel_residual` is true"), "{e}");
     }
 
     /// EXAONE 4: OLMo 2's tensors with per-head q/k norms; the window and its pattern when the

@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2 (OLMo 3 too),
-starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, cohere2 and gpt2
+starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, cohere2, stablelm and gpt2
 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
@@ -46,7 +46,7 @@ F32 = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial",
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
-    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2",
+    "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
 ]
 QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
@@ -83,6 +83,8 @@ MISREAD = {
     "tiny-exaone4": {"sliding_window": None},
     # Cohere 2's `logit_scale` (0.25) missed: transformers' default 0.0625.
     "tiny-cohere2": {"logit_scale": 0.0625},
+    # StableLM's `rope.dimension_count` (4 of 16) read as the whole head.
+    "tiny-stablelm": {"partial_rotary_factor": 1.0},
 }
 
 
@@ -115,7 +117,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere2": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere2": "llama", "stablelm": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
