@@ -1720,8 +1720,8 @@ fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: 
 /// EXAONE 4 (`Exaone4Model` writes `attention.sliding_window` and one bool per layer in
 /// `attention.sliding_window_pattern` when the config has a window): the window and
 /// `layer_types` from the pattern (a period too, default 4: `Exaone4Config`'s), or
-/// `sliding_window: null` when the file states none (the family's default window is for an
-/// absent key); the full layers of a windowed model have no RoPE (the family's rule, as
+/// `sliding_window: null` with every layer full when the file states none (the family's
+/// default window is for an absent key); the full layers of a windowed model have no RoPE (the family's rule, as
 /// llama.cpp's graph: `use_rope = is_swa(il) || swa_type == NONE`). llama.cpp itself switches
 /// windows on for 64-layer files only (EXAONE 4.0 32B); the import follows the file's keys,
 /// which the converter copied from the config.
@@ -1736,7 +1736,11 @@ fn exaone4_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, k
             if file.get(&key("attention.sliding_window_pattern")).is_some() {
                 return Err(err(format!("metadata key `{}` is set without `{}`", key("attention.sliding_window_pattern"), key("attention.sliding_window"))));
             }
+            // `Exaone4Config` with a null window needs the layer kinds spelled out (its default
+            // pattern divides by the forced period 0).
+            let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
             c.insert("sliding_window".into(), Json::Null);
+            c.insert("layer_types".into(), json!(vec!["full_attention"; layers]));
         }
     }
     Ok(())
@@ -1753,7 +1757,13 @@ fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: 
     c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
     let scale = float("logit_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `logit_scale`)", key("logit_scale"))))?;
     c.insert("logit_scale".into(), json!(scale as f32 as f64));
-    c.insert("attention_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"))));
+    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
+    if biased && kind == Kind::CommandR {
+        // Cohere's `attention_bias` biases o_proj too, which llama.cpp's command-r loader never
+        // reads: such a file stands for no Cohere model.
+        return Err(err("has q/k/v biases (`attn_q.bias`): Cohere's `attention_bias` also biases o_proj, which llama.cpp's command-r loader does not read, so the file stands for no Cohere model".into()));
+    }
+    c.insert("attention_bias".into(), json!(biased));
     if kind == Kind::Cohere2 {
         let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's cohere2 loader requires it)", key("attention.sliding_window"))))?;
         c.insert("sliding_window".into(), json!(window));
@@ -2639,7 +2649,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4 and nemotron files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, nemotron and stablelm files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
@@ -3055,6 +3065,10 @@ mod tests {
         assert_eq!((c["model_type"].as_str(), c["logit_scale"].as_f64(), c["tie_word_embeddings"].as_bool(), c["attention_bias"].as_bool()), (Some("cohere"), Some(0.125), Some(true), Some(false)));
         assert!(i.tensors.contains_key("model.layers.0.input_layernorm.weight"));
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        let mut biased = t.clone();
+        biased.push(("blk.0.attn_q.bias", 0, vec![64]));
+        let e = import_of(&as_ref(&m), &biased).err().expect("refused").to_string();
+        assert!(e.contains("`attn_q.bias`") && e.contains("o_proj"), "{e}");
         let mut plus = t.clone();
         plus.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
         let e = import_of(&as_ref(&m), &plus).err().expect("refused").to_string();
@@ -3096,7 +3110,7 @@ mod tests {
         assert_eq!((i.config["model_type"].as_str(), &i.config["sliding_window"]), (Some("exaone4"), &Json::Null));
         assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.tensors.contains_key("model.layers.0.post_feedforward_layernorm.weight"));
         let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
-        assert!(c.sliding_window.null);
+        assert!(c.sliding_window.null && c.sliding_window.layer_types.as_ref().is_some_and(|t| t.iter().all(|k| k == "full_attention")));
         let mut windowed = m.clone();
         windowed.push(("exaone4.attention.sliding_window".into(), json!(8)));
         let i = import_of(&as_ref(&windowed), &t).unwrap();

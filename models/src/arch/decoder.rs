@@ -150,23 +150,47 @@ impl DecoderFamily {
         })
     }
 
-    /// Each layer's sliding window (`None`: full attention). A window applies when
-    /// `sliding_window` is set (or the family has a default) and `use_sliding_window` is not
-    /// `false`; then `layer_types` decides per layer when present, else the family's "every
-    /// nth layer is full" pattern, else `max_window_layers` (layers at or above it slide),
-    /// else every layer slides ([`crate::DecoderConfig::layer_window`] without a pattern).
-    /// A family without windows ([`super::LayerKinds::reads_window`]) ignores them all.
+    /// Each layer's sliding window (`None`: full attention): [`Self::window`]'s size on the
+    /// layers [`Self::sliding_layers`] makes slide.
     fn windows(&self, c: &crate::DecoderConfig) -> Result<Vec<Option<usize>>> {
-        let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
-        if !self.layers.reads_window {
-            return Ok(vec![None; layers]);
+        Ok(match self.window(c)? {
+            None => vec![None; c.num_hidden_layers],
+            Some(size) => self.sliding_layers(c)?.into_iter().map(|s| s.then_some(size)).collect(),
+        })
+    }
+
+    /// The window the sliding layers use: `sliding_window`, else the family's default when the
+    /// key is absent. None for a family without windows ([`super::LayerKinds::reads_window`]),
+    /// with `use_sliding_window: false` where the family reads that switch
+    /// ([`super::LayerKinds::qwen_window_keys`]), or with `sliding_window: null`. A family with
+    /// a default window builds a sliding mask in transformers, which raises without a window:
+    /// `null` there is refused unless no layer slides (`layer_types` all full).
+    fn window(&self, c: &crate::DecoderConfig) -> Result<Option<usize>> {
+        let w = &c.sliding_window;
+        if !self.layers.reads_window || (self.layers.qwen_window_keys && w.enabled == Some(false)) {
+            return Ok(None);
         }
-        // `sliding_window: null` is no window; only an absent key takes the family's default.
-        let size = match w.size.or(self.layers.default_window.filter(|_| !w.null)) {
-            Some(size) if w.enabled != Some(false) => size,
-            _ => return Ok(vec![None; layers]),
-        };
-        let sliding: Vec<bool> = match (&w.layer_types, &self.layers.full_every, w.max_window_layers) {
+        match (w.size, w.null) {
+            (Some(size), _) => Ok(Some(size)),
+            (None, false) => Ok(self.layers.default_window),
+            (None, true) if self.layers.default_window.is_some() && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
+                path: c.path.clone(),
+                reason: format!(
+                    "`sliding_window` is null but the `{}` layers slide by `layer_types` or the family's pattern: transformers builds their sliding mask from the window and cannot run this config; give the window, or `layer_types` with full layers only",
+                    c.model_type
+                ),
+            }),
+            (None, true) => Ok(None),
+        }
+    }
+
+    /// Which layers slide when there is a window: `layer_types` when present, else the
+    /// family's "every nth layer is full" pattern, else `max_window_layers` (layers at or above
+    /// it slide; the Qwen families' key), else every layer.
+    fn sliding_layers(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
+        let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
+        let max_window_layers = w.max_window_layers.filter(|_| self.layers.qwen_window_keys);
+        Ok(match (&w.layer_types, &self.layers.full_every, max_window_layers) {
             (Some(types), _, _) => types.iter().map(|t| t == "sliding_attention").collect(),
             (None, Some(every), _) => {
                 let mut n = every.default;
@@ -180,8 +204,7 @@ impl DecoderFamily {
             }
             (None, None, Some(first)) => (0..layers).map(|i| i >= first).collect(),
             (None, None, None) => vec![true; layers],
-        };
-        Ok(sliding.into_iter().map(|s| s.then_some(size)).collect())
+        })
     }
 
     /// Whether each layer applies RoPE: all of them, unless the family has NoPE layers
@@ -193,7 +216,9 @@ impl DecoderFamily {
         let layers = c.num_hidden_layers;
         let sliding_only = match self.layers.rope_layers {
             super::RopeLayers::All => false,
-            super::RopeLayers::SlidingIfWindowed => windows.iter().any(Option::is_some),
+            // Windowed: the config has a window, whether or not a layer slides
+            // (`Exaone4Attention`: RoPE when `sliding_window is None or self.is_sliding`).
+            super::RopeLayers::SlidingIfWindowed => self.window(c)?.is_some(),
             super::RopeLayers::Sliding => true,
         };
         if sliding_only {
@@ -766,36 +791,46 @@ mod tests {
     }
 
     /// EXAONE 4: every `sliding_window_pattern`th layer full (default 4), window 4096 when the
-    /// key is absent and none when it is `null`; with a window the full layers have no RoPE.
+    /// key is absent; with a window set the full layers have no RoPE (even when no layer
+    /// slides); `null` with all-full `layer_types` is no window and every layer rotates, `null`
+    /// with sliding layers is refused (transformers cannot build it).
     #[test]
     fn full_layers_skip_rope_in_exaone4_when_windowed_and_in_cohere2_always() {
-        let kinds = |extra: &str| {
+        let exaone = |extra: &str| {
             let c = config("exaone4", extra);
-            let w = EXAONE4.windows(&c).unwrap();
-            let r = EXAONE4.rotates(&c, &w).unwrap();
-            (w, r)
+            let w = EXAONE4.windows(&c)?;
+            let r = EXAONE4.rotates(&c, &w)?;
+            Ok::<_, crate::Error>((w, r))
         };
+        let kinds = |extra: &str| exaone(extra).unwrap();
         let (s, f, y, n) = (Some(4096), None, true, false);
+        let all_full = r#""layer_types":["full_attention","full_attention","full_attention","full_attention","full_attention","full_attention","full_attention"]"#;
         assert_eq!(kinds(""), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
         let (w, r) = kinds(r#","sliding_window":8,"sliding_window_pattern":2"#);
         assert_eq!((w, r), (vec![Some(8), f, Some(8), f, Some(8), f, Some(8)], vec![y, n, y, n, y, n, y]));
-        assert_eq!(kinds(r#","sliding_window":null"#), (vec![f; 7], vec![y; 7]));
+        assert_eq!(kinds(&format!(r#","sliding_window":null,{all_full}"#)), (vec![f; 7], vec![y; 7]));
+        assert_eq!(kinds(&format!(r#","sliding_window":8,{all_full}"#)), (vec![f; 7], vec![n; 7]), "a window set: no layer rotates");
+        let e = exaone(r#","sliding_window":null"#).unwrap_err().to_string();
+        assert!(e.contains("`sliding_window` is null") && e.contains("exaone4"), "{e}");
         // A published "LLLG" pattern comes with `layer_types`, which wins.
         let types = r#","sliding_window":3,"sliding_window_pattern":"LLLG","layer_types":["sliding_attention","full_attention","full_attention","full_attention","full_attention","full_attention","sliding_attention"]"#;
         assert_eq!(kinds(types), (vec![Some(3), f, f, f, f, f, Some(3)], vec![y, n, n, n, n, n, y]));
-        // Cohere 2 rotates where a window is set: its full layers never, and with `null` no layer.
+        // Cohere 2 rotates where a window is set: its full layers never. `use_sliding_window`
+        // is not its key (only the Qwen families' and SmolLM3's).
         let cohere2 = |extra: &str| {
             let c = config("cohere2", extra);
             let w = COHERE2.windows(&c).unwrap();
             (w.clone(), COHERE2.rotates(&c, &w).unwrap())
         };
         assert_eq!(cohere2(""), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
-        assert_eq!(cohere2(r#","sliding_window":null"#), (vec![f; 7], vec![n; 7]));
+        assert_eq!(cohere2(r#","use_sliding_window":false,"max_window_layers":5"#), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
         // Cohere's per-head q/k LayerNorms (a weight per head) are refused by key.
         let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"cohere","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"use_qk_norm":true}"#).unwrap_err().to_string();
         assert!(e.contains("`use_qk_norm` is true"), "{e}");
-        // `null` is no window for the families with a default one too (Gemma 2: 4096 when absent).
-        assert_eq!(GEMMA2.windows(&config("gemma2", r#","sliding_window":null"#)).unwrap(), [f; 7]);
+        // `null` where layers slide is refused for the other families with a default window too
+        // (Gemma 2: 4096 when absent); a family without one reads `null` as no window.
+        assert!(GEMMA2.windows(&config("gemma2", r#","sliding_window":null"#)).is_err());
+        assert_eq!(MISTRAL.windows(&config("mistral", r#","sliding_window":null"#)).unwrap(), [f; 7]);
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
 /// window (the released configs all say `false`; a hand-written one may leave it out).
 const QWEN_WINDOW_OFF: &[(&str, KeyDefault)] = &[("use_sliding_window", KeyDefault::Flag(false))];
 
+/// The Qwen families' layers: the generic window rules with `use_sliding_window` and
+/// `max_window_layers` read.
+const QWEN_LAYERS: LayerKinds = LayerKinds { qwen_window_keys: true, ..UNIFORM_LAYERS };
+
 /// Qwen2: bias on q/k/v (never on o_proj).
 pub const QWEN2: DecoderFamily = DecoderFamily {
     // `qwen2_5_vl_text`: Qwen2.5-VL's text model (its `text_config`), a Qwen2 decoder with
@@ -96,7 +100,7 @@ pub const QWEN2: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: QWEN_LAYERS,
 };
 
 /// Qwen3: per-head RMSNorm on q and k before RoPE; biases follow `attention_bias`.
@@ -109,7 +113,7 @@ pub const QWEN3: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: QWEN_LAYERS,
 };
 
 /// Mixtral: Mistral's attention; every layer's MLP is `num_local_experts` gated experts
@@ -187,7 +191,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: QWEN_LAYERS,
 };
 
 /// Qwen3-MoE: Qwen3's attention (per-head q/k norms); `num_experts` experts of
@@ -221,7 +225,7 @@ pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: QWEN_LAYERS,
 };
 
 /// Phi-3: fused `qkv_proj` and `gate_up_proj`, no biases.
@@ -333,7 +337,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -382,6 +386,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         no_rope: None,
         reads_window: true,
         rope_layers: RopeLayers::All,
+        qwen_window_keys: false,
     },
 };
 
@@ -453,13 +458,16 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
 pub const SMOLLM3: DecoderFamily = DecoderFamily {
     model_types: &["smollm3"],
     names: LLAMA_NAMES,
-    layout: Layout { tie_default: true, ..LLAMA_LAYOUT },
+    // `use_sliding_window` (default false) switches windows off as for Qwen. Without
+    // `layer_types`, transformers slides only the NoPE layers when it is true; that rule is not
+    // built (every layer slides here), so such a config differs.
+    layout: Layout { tie_default: true, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: LayerKinds {
         no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
-        ..UNIFORM_LAYERS
+        ..QWEN_LAYERS
     },
 };
 
@@ -689,7 +697,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -735,6 +743,7 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
         no_rope: None,
         reads_window: true,
         rope_layers: RopeLayers::All,
+        qwen_window_keys: false,
     },
     ..OLMO2
 };
@@ -757,6 +766,7 @@ pub const EXAONE4: DecoderFamily = DecoderFamily {
         no_rope: None,
         reads_window: true,
         rope_layers: RopeLayers::SlidingIfWindowed,
+        qwen_window_keys: false,
     },
 };
 
@@ -818,7 +828,8 @@ pub const COHERE: DecoderFamily = DecoderFamily {
 pub const COHERE2: DecoderFamily = DecoderFamily {
     model_types: &["cohere2"],
     names: COHERE_NAMES,
-    layout: COHERE_LAYOUT,
+    // No q/k norms in `Cohere2Attention`: a `use_qk_norm` key is not read.
+    layout: Layout { refused_flags: &[], ..COHERE_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: COHERE_SCALING,
@@ -829,6 +840,7 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
         no_rope: None,
         reads_window: true,
         rope_layers: RopeLayers::Sliding,
+        qwen_window_keys: false,
     },
 };
 

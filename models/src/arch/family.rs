@@ -153,6 +153,10 @@ pub struct LayerKinds {
     pub reads_window: bool,
     /// Which layers rotate, by their window ([`RopeLayers`]).
     pub rope_layers: RopeLayers,
+    /// Whether the family reads `use_sliding_window` (false: no window) and
+    /// `max_window_layers` (layers below it full): the Qwen config classes define them; other
+    /// families' transformers code never reads them, so neither does theirs here.
+    pub qwen_window_keys: bool,
 }
 
 /// Which layers apply RoPE, by their window (beside [`NoRope`]'s listed layers).
@@ -160,8 +164,8 @@ pub struct LayerKinds {
 pub enum RopeLayers {
     /// Every layer.
     All,
-    /// With a window, the sliding layers only; without one, every layer (EXAONE 4's hybrid
-    /// attention: "global NoPE").
+    /// With a window set, the sliding layers only (none if `layer_types` lists no sliding
+    /// layer); without one, every layer (EXAONE 4's hybrid attention: "global NoPE").
     SlidingIfWindowed,
     /// The sliding layers only, window or not (Cohere 2: RoPE where the layer's window is set,
     /// so none at all when `sliding_window` is null).
@@ -193,7 +197,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
