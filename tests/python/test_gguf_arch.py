@@ -80,7 +80,7 @@ MISREAD = {
     # Arcee's relu2 read as Llama's default SiLU.
     "tiny-arcee": {"hidden_act": "silu"},
     # EXAONE 4's window missed: every layer full and rotating.
-    "tiny-exaone4": {"sliding_window": None},
+    "tiny-exaone4": {"sliding_window": None, "layer_types": ["full_attention"] * 4},
     # Cohere 2's `logit_scale` (0.25) missed: transformers' default 0.0625.
     "tiny-cohere2": {"logit_scale": 0.0625},
     # StableLM's `rope.dimension_count` (4 of 16) read as the whole head.
