@@ -418,6 +418,14 @@ impl DecoderFamily {
             let both = residual_scale(b, sh, &s("parallel_residual/Mul"), &both);
             return Ok(b.op(&s("parallel_residual/Add"), "Add", &[&both, h], vec![]));
         }
+        if l.block == BlockShape::ParallelResidualFirst {
+            // Cohere: `(h + attn(ln(h))) + mlp(ln(h))`, in transformers' order.
+            let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
+            let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
+            let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
+            let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
+            return Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]));
+        }
         let o = around(b, n.norms.after_attention, &o)?;
         let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);

@@ -803,7 +803,7 @@ const COHERE_LAYOUT: Layout = Layout {
     mlp_bias: Bias::Never,
     tie_default: true,
     rotary: RotaryPairs::Interleaved,
-    block: BlockShape::Parallel,
+    block: BlockShape::ParallelResidualFirst,
     refused_flags: &[("use_qk_norm", "per-head q/k LayerNorms with a weight per head (Command R+) are not built yet")],
     ..LLAMA_LAYOUT
 };

@@ -456,8 +456,11 @@ pub enum BlockShape {
     /// Attention, its residual add, then the MLP on the sum (Llama).
     Sequential,
     /// Attention and the MLP both read the one norm before attention, and both outputs join the
-    /// residual: `h + attn(ln(h)) + mlp(ln(h))` (Phi-1/2; `norms.before_mlp` unused).
+    /// residual: `(attn(ln(h)) + mlp(ln(h))) + h` (Phi-1/2; `norms.before_mlp` unused).
     Parallel,
+    /// [`BlockShape::Parallel`] with transformers' other order: `(h + attn(ln(h))) + mlp(ln(h))`
+    /// (Cohere's `residual + attention + mlp`). The same sum, rounded as transformers rounds it.
+    ParallelResidualFirst,
 }
 
 /// Where the norms' epsilon comes from.
