@@ -146,7 +146,13 @@ impl DecoderFamily {
             attention_softcap: key(sc.attention_softcap)?.map(|v| v as f32),
             final_softcap: key(sc.final_softcap)?,
             logits_divisor: key(sc.logits_divisor)?,
-            logits_multiplier: key(sc.logits_multiplier)?,
+            // `null` is no "off" here: transformers multiplies the logits by it and fails.
+            logits_multiplier: match sc.logits_multiplier {
+                Some(k) if c.raw.get(k.name).is_some_and(serde_json::Value::is_null) => {
+                    return Err(Error::Config { path: c.path.clone(), reason: format!("key `{}` is null; give the logit scale (transformers multiplies the logits by it)", k.name) })
+                }
+                k => key(k)?,
+            },
         })
     }
 
@@ -184,12 +190,18 @@ impl DecoderFamily {
         }
     }
 
-    /// Which layers slide when there is a window: `layer_types` when present, else the
-    /// family's "every nth layer is full" pattern, else `max_window_layers` (layers at or above
-    /// it slide; the Qwen families' key), else every layer.
+    /// Which layers slide when there is a window: `layer_types` when present, else SmolLM3's
+    /// NoPE layers ([`super::LayerKinds::slide_nope_layers`]), else the family's "every nth
+    /// layer is full" pattern, else `max_window_layers` (layers at or above it slide; the Qwen
+    /// families' key), else every layer.
     fn sliding_layers(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
         let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
         let max_window_layers = w.max_window_layers.filter(|_| self.layers.qwen_window_keys);
+        if w.layer_types.is_none() && self.layers.slide_nope_layers {
+            // SmolLM3: the layers without RoPE (its NoPE list; `rope_layers` is `All` there, so
+            // the windows are not consulted).
+            return Ok(self.rotates(c, &vec![None; layers])?.into_iter().map(|r| !r).collect());
+        }
         Ok(match (&w.layer_types, &self.layers.full_every, max_window_layers) {
             (Some(types), _, _) => types.iter().map(|t| t == "sliding_attention").collect(),
             (None, Some(every), _) => {
@@ -794,6 +806,11 @@ mod tests {
         assert!(e.contains("`no_rope_layers`"), "{e}");
         let e = r(r#","no_rope_layer_interval":0"#).unwrap_err().to_string();
         assert!(e.contains("`no_rope_layer_interval`"), "{e}");
+        // SmolLM3's windows, when switched on without `layer_types`, are on its NoPE layers only.
+        let c = config("smollm3", r#","use_sliding_window":true,"sliding_window":5"#);
+        assert_eq!(SMOLLM3.windows(&c).unwrap(), [None, None, None, Some(5), None, None, None]);
+        let c = config("smollm3", r#","sliding_window":5"#);
+        assert_eq!(SMOLLM3.windows(&c).unwrap(), [None; 7], "the switch defaults to off");
         // A family without NoPE layers rotates everywhere, whatever the keys say.
         assert_eq!(LLAMA.rotates(&config("llama", r#","no_rope_layers":[0,0,0,0,0,0,0]"#), &[None; 7]).unwrap(), [y; 7]);
     }
@@ -832,6 +849,9 @@ mod tests {
         };
         assert_eq!(cohere2(""), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
         assert_eq!(cohere2(r#","use_sliding_window":false,"max_window_layers":5"#), (vec![s, s, s, f, s, s, s], vec![y, y, y, n, y, y, y]));
+        // A null `logit_scale` is refused (transformers multiplies the logits by it).
+        let e = COHERE2.scalars(&config("cohere2", r#","logit_scale":null"#)).err().expect("refused").to_string();
+        assert!(e.contains("`logit_scale` is null"), "{e}");
         // Cohere's per-head q/k LayerNorms (a weight per head) are refused by key.
         let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"cohere","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"use_qk_norm":true}"#).unwrap_err().to_string();
         assert!(e.contains("`use_qk_norm` is true"), "{e}");

@@ -337,7 +337,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -387,6 +387,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         reads_window: true,
         rope_layers: RopeLayers::All,
         qwen_window_keys: false,
+        slide_nope_layers: false,
     },
 };
 
@@ -458,15 +459,15 @@ pub const STARCODER2: DecoderFamily = DecoderFamily {
 pub const SMOLLM3: DecoderFamily = DecoderFamily {
     model_types: &["smollm3"],
     names: LLAMA_NAMES,
-    // `use_sliding_window` (default false) switches windows off as for Qwen. Without
-    // `layer_types`, transformers slides only the NoPE layers when it is true; that rule is not
-    // built (every layer slides here), so such a config differs.
+    // `use_sliding_window` (default false) switches windows off as for Qwen; when it is on and
+    // `layer_types` is absent, only the NoPE layers slide.
     layout: Layout { tie_default: true, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: LayerKinds {
         no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
+        slide_nope_layers: true,
         ..QWEN_LAYERS
     },
 };
@@ -697,7 +698,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -744,6 +745,7 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
         reads_window: true,
         rope_layers: RopeLayers::All,
         qwen_window_keys: false,
+        slide_nope_layers: false,
     },
     ..OLMO2
 };
@@ -767,6 +769,7 @@ pub const EXAONE4: DecoderFamily = DecoderFamily {
         reads_window: true,
         rope_layers: RopeLayers::SlidingIfWindowed,
         qwen_window_keys: false,
+        slide_nope_layers: false,
     },
 };
 
@@ -841,6 +844,7 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
         reads_window: true,
         rope_layers: RopeLayers::Sliding,
         qwen_window_keys: false,
+        slide_nope_layers: false,
     },
 };
 

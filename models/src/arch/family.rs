@@ -157,6 +157,9 @@ pub struct LayerKinds {
     /// `max_window_layers` (layers below it full): the Qwen config classes define them; other
     /// families' transformers code never reads them, so neither does theirs here.
     pub qwen_window_keys: bool,
+    /// Without `layer_types`, only the layers without RoPE slide (SmolLM3: `SmolLM3Config`
+    /// derives `layer_types` so when `use_sliding_window` is on).
+    pub slide_nope_layers: bool,
 }
 
 /// Which layers apply RoPE, by their window (beside [`NoRope`]'s listed layers).
@@ -197,7 +200,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
