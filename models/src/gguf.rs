@@ -109,7 +109,8 @@
 //!   refused by the family, as are StableLM 2 12B's per-head q/k norms (unmapped).
 //! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
 //!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
-//!   file states one (else `sliding_window: null`); with a window the full layers have no RoPE.
+//!   file states one (else `sliding_window: null` with every layer full); with a window the
+//!   full layers have no RoPE.
 //! - starcoder2: nothing permuted, LayerNorms with bias (`attention.layer_norm_epsilon`;
 //!   an RMS epsilon the converter may also write is not read, as llama.cpp's loader does not),
 //!   biases on every projection, tanh GELU (ggml's). Neither converter nor loader has a sliding

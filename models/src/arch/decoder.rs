@@ -219,11 +219,10 @@ impl DecoderFamily {
         })
     }
 
-    /// Whether each layer applies RoPE: all of them, unless the family has NoPE layers
-    /// ([`super::NoRope`]): the config's 0/1 list (0: no RoPE), else every `interval`th layer
-    /// without.
-    /// [`super::RopeLayers`]: the sliding layers only, where the family says so (EXAONE 4 when
-    /// windowed, Cohere 2 always).
+    /// Whether each layer applies RoPE: the sliding layers only where the family's
+    /// [`super::RopeLayers`] says so (EXAONE 4 with a window set, Cohere 2 always); else all of
+    /// them, unless the family has NoPE layers ([`super::NoRope`]): the config's 0/1 list (0: no
+    /// RoPE), else every `interval`th layer without.
     fn rotates(&self, c: &crate::DecoderConfig, windows: &[Option<usize>]) -> Result<Vec<bool>> {
         let layers = c.num_hidden_layers;
         let sliding_only = match self.layers.rope_layers {

@@ -337,7 +337,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), ..UNIFORM_LAYERS },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -383,11 +383,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
         default_window: Some(4096),
         local_rope: Some(LocalRope::Base(10000.0)),
-        no_rope: None,
-        reads_window: true,
-        rope_layers: RopeLayers::All,
-        qwen_window_keys: false,
-        slide_nope_layers: false,
+        ..UNIFORM_LAYERS
     },
 };
 
@@ -698,7 +694,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), ..UNIFORM_LAYERS },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -741,13 +737,17 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
         full_every: Some(FullEvery { keys: &[], default: 4 }),
         default_window: Some(4096),
         local_rope: Some(LocalRope::Unscaled),
-        no_rope: None,
-        reads_window: true,
-        rope_layers: RopeLayers::All,
-        qwen_window_keys: false,
-        slide_nope_layers: false,
+        ..UNIFORM_LAYERS
     },
     ..OLMO2
+};
+
+/// EXAONE 4's and Cohere 2's layers without `layer_types`: every `sliding_window_pattern`th
+/// layer full (default 4), the others sliding, window 4096 when `sliding_window` is absent.
+const EVERY_4TH_FULL: LayerKinds = LayerKinds {
+    full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
+    default_window: Some(4096),
+    ..UNIFORM_LAYERS
 };
 
 /// EXAONE 4: OLMo 2's post-norms (none before attention or the MLP) with per-head q/k
@@ -761,16 +761,7 @@ pub const EXAONE4: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds {
-        full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
-        default_window: Some(4096),
-        local_rope: None,
-        no_rope: None,
-        reads_window: true,
-        rope_layers: RopeLayers::SlidingIfWindowed,
-        qwen_window_keys: false,
-        slide_nope_layers: false,
-    },
+    layers: LayerKinds { rope_layers: RopeLayers::SlidingIfWindowed, ..EVERY_4TH_FULL },
 };
 
 /// Helium (Kyutai): Llama with RoPE on interleaved pairs (`rotate_half` over even/odd dims),
@@ -836,16 +827,7 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: COHERE_SCALING,
-    layers: LayerKinds {
-        full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
-        default_window: Some(4096),
-        local_rope: None,
-        no_rope: None,
-        reads_window: true,
-        rope_layers: RopeLayers::Sliding,
-        qwen_window_keys: false,
-        slide_nope_layers: false,
-    },
+    layers: LayerKinds { rope_layers: RopeLayers::Sliding, ..EVERY_4TH_FULL },
 };
 
 /// StableLM (StableLM 2, StableLM-3B-4E1T): LayerNorms with bias (epsilon `layer_norm_eps`,

@@ -170,8 +170,7 @@ pub enum RopeLayers {
     /// With a window set, the sliding layers only (none if `layer_types` lists no sliding
     /// layer); without one, every layer (EXAONE 4's hybrid attention: "global NoPE").
     SlidingIfWindowed,
-    /// The sliding layers only, window or not (Cohere 2: RoPE where the layer's window is set,
-    /// so none at all when `sliding_window` is null).
+    /// The sliding layers only, window or not (Cohere 2: RoPE where the layer's window is set).
     Sliding,
 }
 
