@@ -71,7 +71,7 @@ impl Activation {
 }
 
 /// Sliding-window settings as written in config.json; which layers use a window is decided
-/// by [`DecoderConfig::layer_window`].
+/// by [`DecoderConfig::layer_windows`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlidingWindowConfig {
     /// `sliding_window`: how many keys (the query's own included) a windowed layer sees.
@@ -510,23 +510,15 @@ impl DecoderConfig {
         self.raw.get(key).and_then(Value::as_bool).unwrap_or(default)
     }
 
-    /// The sliding window of layer `i`, or `None` for full attention. A window applies when
-    /// `sliding_window` is set and `use_sliding_window` is not `false` (Qwen2.5 ships a window
-    /// that this flag switches off); then `layer_types` decides per layer when present, else
-    /// `max_window_layers` when present (layers at or above it slide), else every layer slides
-    /// (Mistral applies `sliding_window` as given).
-    pub fn layer_window(&self, i: usize) -> Option<usize> {
-        let w = &self.sliding_window;
-        let size = w.size?;
-        if w.enabled == Some(false) {
-            return None;
+    /// Each layer's sliding window (`None`: full attention), as the family that builds this
+    /// `model_type` reads its window keys (`DecoderFamily::windows`: which keys the family
+    /// reads, its default window and pattern); an error for a `model_type` no family builds or
+    /// a window config transformers cannot run.
+    pub fn layer_windows(&self) -> Result<Vec<Option<usize>>> {
+        match crate::arch::decoder_for(&self.model_type) {
+            Some(family) => family.windows(self),
+            None => Err(Error::Config { path: self.path.clone(), reason: format!("no decoder family builds model_type `{}`", self.model_type) }),
         }
-        let sliding = match (&w.layer_types, w.max_window_layers) {
-            (Some(types), _) => types.get(i).is_some_and(|t| t == "sliding_attention"),
-            (None, Some(first)) => i >= first,
-            (None, None) => true,
-        };
-        sliding.then_some(size)
     }
 }
 
@@ -1189,14 +1181,11 @@ mod tests {
     /// a `sliding_window` alone is no window there, as it is one for Mistral.
     #[test]
     fn a_qwen_window_needs_its_switch() {
-        let qwen = |extra: &str| {
-            let c = parse(&format!(r#"{{{},"sliding_window":2{extra}}}"#, BASE.replace("llama", "qwen2"))).unwrap();
-            (0..2).map(|i| c.layer_window(i)).collect::<Vec<_>>()
-        };
+        let qwen = |extra: &str| parse(&format!(r#"{{{},"sliding_window":2{extra}}}"#, BASE.replace("llama", "qwen2"))).unwrap().layer_windows().unwrap();
         assert_eq!(qwen(""), vec![None, None]);
         assert_eq!(qwen(r#","use_sliding_window":true"#), vec![Some(2), Some(2)]);
         let mistral = parse(&format!(r#"{{{},"sliding_window":2}}"#, BASE.replace("llama", "mistral"))).unwrap();
-        assert_eq!(mistral.layer_window(0), Some(2));
+        assert_eq!(mistral.layer_windows().unwrap()[0], Some(2));
     }
 
     #[test]
@@ -1206,19 +1195,20 @@ mod tests {
         assert!(parse(&format!(r#"{{{},"use_bidirectional_attention":false}}"#, BASE.replace("llama", "gemma3_text"))).is_ok());
     }
 
+    /// Mistral applies `sliding_window` as given; the Qwen switches (`use_sliding_window`,
+    /// `max_window_layers`) and `layer_types` decide for the Qwen families.
     #[test]
     fn sliding_window_honours_the_switches() {
-        let windows = |extra: &str| {
-            let c = parse(&format!(r#"{{{BASE},{extra}}}"#)).unwrap();
-            (0..2).map(|i| c.layer_window(i)).collect::<Vec<_>>()
+        let windows = |model_type: &str, extra: &str| {
+            parse(&format!(r#"{{{},{extra}}}"#, BASE.replace("llama", model_type))).unwrap().layer_windows().unwrap()
         };
-        assert_eq!(windows(r#""sliding_window":3"#), vec![Some(3), Some(3)], "mistral: as given");
-        assert_eq!(windows(r#""sliding_window":null"#), vec![None, None]);
-        assert_eq!(windows(r#""sliding_window":0,"use_sliding_window":false"#), vec![None, None], "transformers 5.x: off");
-        assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":false,"max_window_layers":0"#), vec![None, None]);
-        assert_eq!(windows(r#""sliding_window":2,"use_sliding_window":true,"max_window_layers":1"#), vec![None, Some(2)]);
+        assert_eq!(windows("mistral", r#""sliding_window":3"#), vec![Some(3), Some(3)], "mistral: as given");
+        assert_eq!(windows("mistral", r#""sliding_window":null"#), vec![None, None]);
+        assert_eq!(windows("qwen2", r#""sliding_window":0,"use_sliding_window":false"#), vec![None, None], "transformers 5.x: off");
+        assert_eq!(windows("qwen2", r#""sliding_window":2,"use_sliding_window":false,"max_window_layers":0"#), vec![None, None]);
+        assert_eq!(windows("qwen2", r#""sliding_window":2,"use_sliding_window":true,"max_window_layers":1"#), vec![None, Some(2)]);
         assert_eq!(
-            windows(r#""sliding_window":2,"use_sliding_window":true,"layer_types":["sliding_attention","full_attention"]"#),
+            windows("qwen2", r#""sliding_window":2,"use_sliding_window":true,"layer_types":["sliding_attention","full_attention"]"#),
             vec![Some(2), None]
         );
         assert!(parse(&format!(r#"{{{BASE},"layer_types":["full_attention"]}}"#)).is_err());

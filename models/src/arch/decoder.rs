@@ -158,7 +158,7 @@ impl DecoderFamily {
 
     /// Each layer's sliding window (`None`: full attention): [`Self::window`]'s size on the
     /// layers [`Self::sliding_layers`] makes slide.
-    fn windows(&self, c: &crate::DecoderConfig) -> Result<Vec<Option<usize>>> {
+    pub(crate) fn windows(&self, c: &crate::DecoderConfig) -> Result<Vec<Option<usize>>> {
         Ok(match self.window(c)? {
             None => vec![None; c.num_hidden_layers],
             Some(size) => self.sliding_layers(c)?.into_iter().map(|s| s.then_some(size)).collect(),
