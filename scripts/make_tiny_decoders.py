@@ -102,6 +102,22 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="StableLM: LayerNorms with bias, q/k/v biases (`use_qkv_bias`) without an o_proj bias, RoPE on the first quarter of each head (the default `partial_rotary_factor`, left out of config.json)",
     ),
+    # Command R+: Cohere's block with q/k LayerNorms whose weight is its own per head.
+    "tiny-cohere-qknorm": dict(
+        cls="Cohere", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, use_qk_norm=True, logit_scale=0.125, layer_norm_eps=1e-5,
+                  tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 75000000.0}),
+        legacy=legacy_rope,
+        exercises="Command R+ (`use_qk_norm`): q and k each normalized over head_dim by a bias-free LayerNorm with a `[heads, head_dim]` weight (4 query, 2 key heads) before interleaved RoPE, no biases",
+    ),
+    # StableLM 2 12B: per-head q/k LayerNorms (one module per head) and the parallel residual.
+    "tiny-stablelm2-12b": dict(
+        cls="StableLm", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, use_qkv_bias=False, qk_layernorm=True, use_parallel_residual=True,
+                  layer_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        legacy=legacy_rope,
+        exercises="StableLM 2 12B: `qk_layernorm` (q and k each by a bias-free LayerNorm of its own per head, `norms.{h}`, before partial RoPE) and `use_parallel_residual` (attention and the MLP from `input_layernorm`, `residual + attn + mlp`, no `post_attention_layernorm`)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

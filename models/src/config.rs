@@ -293,11 +293,6 @@ impl DecoderConfig {
         // sparse multimodal `text_config`); kept in `raw` too, so every reader sees them.
         let family = crate::arch::decoder_for(&model_type).map(|f| &f.layout);
         if let Some(f) = family {
-            for (key, why) in f.refused_flags {
-                if map.get(*key).and_then(Value::as_bool) == Some(true) {
-                    return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` is true: {why}") });
-                }
-            }
             for (key, value) in f.key_defaults {
                 if map.get(*key).is_none_or(Value::is_null) {
                     map.insert((*key).to_string(), value.to_json());

@@ -1,14 +1,14 @@
 //! The one generic decoder builder: reads a [`DecoderFamily`] table and the config, and
 //! composes components into the generic graph. No family has code of its own.
 
-use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, MlpNames, NormEps, NormOver, Positions, RotaryPairs};
+use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, HeadWeights, MlpNames, NormEps, NormOver, Positions, QkNorm, RotaryPairs};
 use super::DecoderIo;
 use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, GatedScopes};
-use crate::components::norm::{norm, per_head_norm};
+use crate::components::norm::{norm, per_head_norm, per_head_weighted_layer_norm};
 use crate::components::rope::RopeCache;
 use crate::{Activation, Checkpoint, Error, GraphBuilder, Result, RopeConfig, RopeKind, TiedHead};
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ struct Shared<'a> {
     q_dim: usize,
     kv_dim: usize,
     biases: (bool, bool, bool),
+    /// How each block is arranged (the family's shape, or the one its `block_when` key asks).
+    block: BlockShape,
     /// One causal/padding mask per distinct sliding window, built once.
     masks: BTreeMap<Option<usize>, String>,
     /// Each layer's sliding window (`None`: full attention).
@@ -387,10 +389,15 @@ impl DecoderFamily {
             }
             _ => None,
         };
+        let block = match l.block_when {
+            Some((key, shape)) if c.flag(key, false) => shape,
+            _ => l.block,
+        };
         Ok(Shared {
             c,
             io,
             heads,
+            block,
             hidden: c.hidden_size,
             q_dim: heads.q * heads.head_dim,
             kv_dim: heads.kv * heads.head_dim,
@@ -422,14 +429,14 @@ impl DecoderFamily {
         };
         let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
-        if l.block == BlockShape::Parallel {
+        if sh.block == BlockShape::Parallel {
             // Phi: `(attn(ln(h)) + mlp(ln(h))) + h`, in transformers' order.
             let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
             let both = b.op(&s("parallel/Add"), "Add", &[&o, &m], vec![]);
             let both = residual_scale(b, sh, &s("parallel_residual/Mul"), &both);
             return Ok(b.op(&s("parallel_residual/Add"), "Add", &[&both, h], vec![]));
         }
-        if l.block == BlockShape::ParallelResidualFirst {
+        if sh.block == BlockShape::ParallelResidualFirst {
             // Cohere: `(h + attn(ln(h))) + mlp(ln(h))`, in transformers' order.
             let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
             let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
@@ -493,6 +500,13 @@ impl DecoderFamily {
                 per_head_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
                 per_head_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
             ),
+            Some(QkNorm { q: qs, k: ks, over: NormOver::EachHead(stored), .. }) => {
+                let mut each = |scope: &str, x: &str, count: usize| -> Result<String> {
+                    let weight = head_weights(ckpt, scope, *stored, count, heads.head_dim)?;
+                    Ok(per_head_weighted_layer_norm(b, scope, x, weight, count, heads.head_dim, eps))
+                };
+                (each(&s(qs), &q, heads.q)?, each(&s(ks), &k, heads.kv)?)
+            }
             Some(qk) => (
                 norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?,
                 norm(b, ckpt, l.norm, &s(qk.k), &k, sh.kv_dim, eps)?,
@@ -642,6 +656,23 @@ impl DecoderFamily {
 
 /// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
 /// multipliers to the activations' dtype).
+/// The `[heads, head_dim]` weight of a per-head q/k LayerNorm (f32), from one stacked tensor
+/// or from one tensor per head.
+fn head_weights(ckpt: &Checkpoint, scope: &str, stored: HeadWeights, heads: usize, head_dim: usize) -> Result<ir::Recipe> {
+    match stored {
+        HeadWeights::Stacked => Ok(ckpt.tensor(&format!("{scope}.weight"), &[heads, head_dim])?.cast(ir::DType::F32)),
+        HeadWeights::Split(each) => {
+            let rows = (0..heads)
+                .map(|h| {
+                    let name = format!("{scope}.{}.weight", each.replace("{h}", &h.to_string()));
+                    Ok(ckpt.tensor(&name, &[head_dim])?.cast(ir::DType::F32).reshape(vec![1, head_dim]))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(ir::Recipe::concat(rows, 0)?)
+        }
+    }
+}
+
 fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
     let label = format!("{name} = {value}");
     b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
@@ -851,9 +882,6 @@ mod tests {
         // A null `logit_scale` is refused (transformers multiplies the logits by it).
         let e = COHERE2.scalars(&config("cohere2", r#","logit_scale":null"#)).err().expect("refused").to_string();
         assert!(e.contains("`logit_scale` is null"), "{e}");
-        // Cohere's per-head q/k LayerNorms (a weight per head) are refused by key.
-        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"cohere","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"use_qk_norm":true}"#).unwrap_err().to_string();
-        assert!(e.contains("`use_qk_norm` is true"), "{e}");
         // `null` where layers slide is refused for the other families with a default window too
         // (Gemma 2: 4096 when absent); a family without one reads `null` as no window.
         assert!(GEMMA2.windows(&config("gemma2", r#","sliding_window":null"#)).is_err());

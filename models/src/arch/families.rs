@@ -53,11 +53,11 @@ const LLAMA_LAYOUT: Layout = Layout {
     partial_rotary_default: 1.0,
     head_dim_default: None,
     block: BlockShape::Sequential,
+    block_when: None,
     clip_qkv: None,
     lm_head_bias: Bias::Never,
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[] },
     key_defaults: &[],
-    refused_flags: &[],
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -791,6 +791,10 @@ const COHERE_NAMES: NameTable = NameTable {
     norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
     ..LLAMA_NAMES
 };
+/// Command R+'s q/k norms when `use_qk_norm` is true: `CohereLayerNorm((heads, head_dim))`,
+/// one `[heads, head_dim]` weight, before RoPE.
+const COHERE_QK_NORM: QkNorm =
+    QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::EachHead(HeadWeights::Stacked), when: Some("use_qk_norm") };
 const COHERE_LAYOUT: Layout = Layout {
     norm: NormKind::LayerNoBias,
     norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
@@ -798,17 +802,17 @@ const COHERE_LAYOUT: Layout = Layout {
     tie_default: true,
     rotary: RotaryPairs::Interleaved,
     block: BlockShape::ParallelResidualFirst,
-    refused_flags: &[("use_qk_norm", "per-head q/k LayerNorms with a weight per head (Command R+) are not built yet")],
     ..LLAMA_LAYOUT
 };
 /// Logits multiplied by `logit_scale` (default 0.0625).
 const COHERE_SCALING: Scaling = Scaling { logits_multiplier: Some(Key { name: "logit_scale", default: Some(0.0625) }), ..NO_SCALING };
 
 /// Cohere (Command R): [`COHERE_LAYOUT`]'s block, logits times `logit_scale`, theta 500000
-/// when absent (`CohereConfig`); `use_qk_norm` refused.
+/// when absent (`CohereConfig`); q/k norms with a weight per head when `use_qk_norm` is true
+/// (Command R+).
 pub const COHERE: DecoderFamily = DecoderFamily {
     model_types: &["cohere"],
-    names: COHERE_NAMES,
+    names: NameTable { qk_norm: Some(COHERE_QK_NORM), ..COHERE_NAMES },
     layout: Layout { rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default }, ..COHERE_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
@@ -823,7 +827,7 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
     model_types: &["cohere2"],
     names: COHERE_NAMES,
     // No q/k norms in `Cohere2Attention`: a `use_qk_norm` key is not read.
-    layout: Layout { refused_flags: &[], ..COHERE_LAYOUT },
+    layout: COHERE_LAYOUT,
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: COHERE_SCALING,
@@ -833,11 +837,20 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
 /// StableLM (StableLM 2, StableLM-3B-4E1T): LayerNorms with bias (epsilon `layer_norm_eps`,
 /// default 1e-5) before attention and the MLP, q/k/v biases per `use_qkv_bias`, none on o_proj
 /// or the MLP, RoPE on the first `partial_rotary_factor` (default 0.25) of each head
-/// (`StableLmConfig`). `qk_layernorm` (a LayerNorm per head) and `use_parallel_residual` are
-/// refused by key.
+/// (`StableLmConfig`). StableLM 2 12B's switches: `qk_layernorm` (q and k each by a LayerNorm
+/// of its own per head, `StableLmLayerNormPerHead`, before RoPE) and `use_parallel_residual`
+/// (`residual + attn(ln(h)) + mlp(ln(h))`, no `post_attention_layernorm`).
 pub const STABLELM: DecoderFamily = DecoderFamily {
     model_types: &["stablelm"],
-    names: LLAMA_NAMES,
+    names: NameTable {
+        qk_norm: Some(QkNorm {
+            q: "self_attn.q_layernorm",
+            k: "self_attn.k_layernorm",
+            over: NormOver::EachHead(HeadWeights::Split("norms.{h}")),
+            when: Some("qk_layernorm"),
+        }),
+        ..LLAMA_NAMES
+    },
     layout: Layout {
         norm: NormKind::Layer,
         norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
@@ -845,10 +858,7 @@ pub const STABLELM: DecoderFamily = DecoderFamily {
         o_bias: Bias::Never,
         mlp_bias: Bias::Never,
         partial_rotary_default: 0.25,
-        refused_flags: &[
-            ("qk_layernorm", "per-head q/k LayerNorms with a weight per head (StableLM 2 12B) are not built yet"),
-            ("use_parallel_residual", "the parallel residual block (attention and MLP from one norm) is not built for this family yet"),
-        ],
+        block_when: Some(("use_parallel_residual", BlockShape::ParallelResidualFirst)),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

@@ -62,6 +62,20 @@ pub enum NormOver {
     Head,
     /// The whole projection, all heads at once (OLMo2): weight `[heads * head_dim]`.
     Projection,
+    /// Each head's `head_dim` values by a mean-centred LayerNorm without bias whose weight is
+    /// its own per head (Cohere's `use_qk_norm`, StableLM 2's `qk_layernorm`), whatever the
+    /// family's block norm is.
+    EachHead(HeadWeights),
+}
+
+/// Where the per-head weights of [`NormOver::EachHead`] are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadWeights {
+    /// One `[heads, head_dim]` tensor, `{scope}.weight` (`CohereLayerNorm((heads, head_dim))`).
+    Stacked,
+    /// One `[head_dim]` tensor per head, `{scope}.{this with {h} the head}.weight`
+    /// (`StableLmLayerNormPerHead`: `norms.{h}`).
+    Split(&'static str),
 }
 
 /// The norms of one layer, by scope (relative to the layer); `None` where the family has none.
@@ -393,6 +407,9 @@ pub struct Layout {
     pub head_dim_default: Option<usize>,
     /// How attention and the MLP are arranged in a block.
     pub block: BlockShape,
+    /// A boolean config key (default false) that, when true, arranges the block as the given
+    /// shape instead (StableLM's `use_parallel_residual`).
+    pub block_when: Option<(&'static str, BlockShape)>,
     /// A config key whose value `c` clamps the q, k and v projections to `[-c, c]` (OLMo's
     /// `clip_qkv`; absent or `null`: no clamp).
     pub clip_qkv: Option<&'static str>,
@@ -404,9 +421,6 @@ pub struct Layout {
     /// inserted when config.json lacks them (Gemma 3's multimodal `text_config` gives only the
     /// sizes that differ, so the 4B has no `num_attention_heads` and none has `vocab_size`).
     pub key_defaults: &'static [(&'static str, KeyDefault)],
-    /// Switches the family's graph does not build, refused with why when config.json sets them
-    /// true (Cohere's `use_qk_norm`: per-head LayerNorms with a weight per head).
-    pub refused_flags: &'static [(&'static str, &'static str)],
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

@@ -13,7 +13,7 @@ pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, Encod
 pub use families::{ARCEE, BERT, COHERE, COHERE2, EXAONE4, HELIUM, STABLELM, ROBERTA, ERNIE4_5, OLMO3, SEED_OSS, GEMMA, GEMMA2, GEMMA3, GLM, GLM4, GPT2, GPT_OSS, GRANITE, LLAMA, MISTRAL, MIXTRAL, NEMOTRON, OLMO, PHIMOE, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI, PHI3, QWEN2, QWEN3, SMOLLM3, STARCODER2};
 pub use family::{
     AttentionNames, AttentionScale, Bias, BlockNorms, ExpertActivation, ExpertNames, KeyDefault, RopeDefault, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout, LocalRope, RopeLayers,
-    MlpNames, MoeKeys, MoeNames, NameTable, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS, FULL_ATTENTION_LAYERS,
+    HeadWeights, MlpNames, MoeKeys, MoeNames, NameTable, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS, FULL_ATTENTION_LAYERS,
 };
 
 use crate::{Checkpoint, GraphBuilder, Result};

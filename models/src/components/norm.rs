@@ -102,3 +102,24 @@ pub fn per_head_norm(
     let y4 = norm(b, ckpt, kind, scope, &x4, head_dim, eps)?;
     Ok(b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![]))
 }
+
+/// A mean-centred LayerNorm over each head's `head_dim` values whose weight is its own per head
+/// (`weight` `[heads, head_dim]`, f32; no bias): `[batch, seq, heads * head_dim]` reshaped to
+/// `[batch, seq, heads, head_dim]`, normalized without an affine, multiplied by the weight, and
+/// reshaped back. `LayerNormalization`'s scale covers the normalized axes only, so the per-head
+/// weight is a separate `Mul` (Cohere's `CohereLayerNorm((heads, head_dim))`, StableLM's
+/// `StableLmLayerNormPerHead`).
+pub fn per_head_weighted_layer_norm(b: &mut GraphBuilder, scope: &str, x: &str, weight: ir::Recipe, heads: usize, head_dim: usize, eps: f64) -> String {
+    let split = b.const_i64_1d(&format!("{scope}/heads_shape"), &[0, 0, heads as i64, head_dim as i64]);
+    let merged = b.const_i64_1d(&format!("{scope}/merged_shape"), &[0, 0, (heads * head_dim) as i64]);
+    let x4 = b.op(&format!("{scope}/Reshape_heads"), "Reshape", &[x, &split], vec![]);
+    let ones = ir::Recipe::from_f32(format!("{scope} ones (weight per head after)"), vec![head_dim], &vec![1.0; head_dim]).cast(b.float);
+    let zeros = ir::Recipe::from_f32(format!("{scope} zeros (no bias)"), vec![head_dim], &vec![0.0; head_dim]).cast(b.float);
+    let ones = b.initializer(&format!("{scope}.ones"), ones);
+    let zeros = b.initializer(&format!("{scope}.zeros"), zeros);
+    let attrs = vec![Attr::int("axis", -1), Attr::float("epsilon", eps as f32)];
+    let y4 = b.op(&format!("{scope}/LayerNormalization"), "LayerNormalization", &[&x4, &ones, &zeros], attrs);
+    let w = b.initializer(&format!("{scope}.weight"), weight.cast(b.float));
+    let y4 = b.op(&format!("{scope}/Mul_head_weight"), "Mul", &[&y4, &w], vec![]);
+    b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![])
+}
