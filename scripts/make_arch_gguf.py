@@ -71,7 +71,7 @@ ARCH = {
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
-    "cohere2": "cohere2", "stablelm": "stablelm",
+    "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -80,7 +80,7 @@ MAPPED = {
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
-    "stablelm": gguf.MODEL_ARCH.STABLELM,
+    "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -91,6 +91,7 @@ FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
@@ -164,7 +165,7 @@ def mapped_tensors(cfg, st, arch, fused):
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
     out = {}
-    for hf, w in st.items():
+    for hf, w in stacked_qk_norms(cfg, st, arch).items():
         g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert g is not None, f"{arch}: no GGUF name for {hf}"
         if arch in PERMUTED and ".attn_q." in g:
@@ -183,6 +184,22 @@ def mapped_tensors(cfg, st, arch, fused):
                 parts = [out.pop(f"blk.{i}.attn_{x}.{suffix}") for x in "qkv"]
                 out[f"blk.{i}.attn_qkv.{suffix}"] = np.concatenate(parts, axis=0)
     return list(out.items())
+
+
+def stacked_qk_norms(cfg, st, arch):
+    """StableLMModel._stack_qk_norm: StableLM 2 12B's per-head `q_layernorm.norms.{h}` (and
+    k's) stacked into one `[heads, head_dim]` `q_layernorm.weight` per layer; other tensors as
+    they are."""
+    if arch != "stablelm":
+        return st
+    out = {hf: w for hf, w in st.items() if "_layernorm.norms." not in hf}
+    for i in range(cfg["num_hidden_layers"]):
+        for which, count in (("q", cfg["num_attention_heads"]), ("k", cfg["num_key_value_heads"])):
+            prefix = f"model.layers.{i}.self_attn.{which}_layernorm"
+            if f"{prefix}.norms.0.weight" in st:
+                out[f"{prefix}.weight"] = np.stack([st[f"{prefix}.norms.{h}.weight"] for h in range(count)])
+    assert sum(w.size for w in out.values()) == sum(w.size for w in st.values())
+    return out
 
 
 def tensors_of(cfg, st, arch, fused=False):
@@ -339,6 +356,10 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_layer_norm_eps(next(cfg[k] for k in ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps") if cfg.get(k) is not None))
         w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 0.5) * hidden) // heads)
+    if arch == "command-r":
+        # CommandR2Model: logit scale, no rope scaling (TextModel writes no rotated dimensions).
+        w.add_logit_scale(cfg["logit_scale"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
     if arch == "cohere2":
         # Cohere2Model: logit scale, window (no pattern: the loader's period 4), vocab size, the
         # rotated dimensions `rotary_pct * head_dim` (rotary_pct 1 here), no rope scaling.
@@ -464,7 +485,7 @@ def dequantized_mapped(r, cfg, arch, st):
     """`dequantized` for the MAPPED architectures: names inverted through the same TensorNameMap
     over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
-    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in st}
+    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch)}
     heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     out = {}
     for t in r.tensors:
@@ -482,6 +503,11 @@ def dequantized_mapped(r, cfg, arch, st):
                 x = unpermute(x, heads)
             if arch in PERMUTED and ".attn_k." in name:
                 x = unpermute(x, kv)
+            if arch == "stablelm" and inverse[name].endswith(("q_layernorm.weight", "k_layernorm.weight")):
+                # One tensor per head again, as the fixture names them.
+                for h, row in enumerate(x):
+                    out[inverse[name].replace(".weight", f".norms.{h}.weight")] = np.ascontiguousarray(row)
+                continue
             out[inverse[name]] = np.ascontiguousarray(x)
     return out
 

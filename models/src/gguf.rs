@@ -101,12 +101,13 @@
 //!   (Cohere's interleaved pairs are llama.cpp's NORM rope), one bias-free LayerNorm a layer
 //!   (`attn_norm`, epsilon `attention.layer_norm_epsilon`), `logit_scale`, q/k/v biases when
 //!   present, the head tied; cohere2's window and its layers (period 4 unless the file says).
-//!   Command R+'s per-head q/k norms (`attn_q_norm` `[head_dim, heads]`) are refused as unmapped,
-//!   as the safetensors build refuses `use_qk_norm`.
+//!   Command R+'s per-head q/k norms (`attn_q_norm` `[head_dim, heads]`, in every layer) switch
+//!   `use_qk_norm` on (cohere2 has none).
 //! - stablelm (`StableLMModel`, its own keys): nothing permuted, LayerNorms with bias, q/k/v
 //!   biases when present, partial rotary from `rope.dimension_count`, no `rope.freq_base` (10000);
-//!   `use_parallel_residual` true (what the converter writes when the config lacks the key) is
-//!   refused by the family, as are StableLM 2 12B's per-head q/k norms (unmapped).
+//!   the parallel residual where no layer has `ffn_norm` and StableLM 2 12B's per-head q/k norms
+//!   (stacked `[head_dim, heads]`, split back per head) from the tensors, as llama.cpp's graph
+//!   decides them (the converter writes `use_parallel_residual` true for a config without it).
 //! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
 //!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
 //!   file states one (else `sliding_window: null` with every layer full); with a window the
@@ -409,8 +410,10 @@ impl Arch {
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
-            Kind::CommandR | Kind::Cohere2 => &[],
-            Kind::StableLm => &[GATED_MLP_NAMES],
+            // Command R+'s q/k norms are one `[heads, head_dim]` weight each, as Cohere's.
+            Kind::CommandR => &[QK_NORMS],
+            Kind::Cohere2 => &[],
+            Kind::StableLm => &[GATED_MLP_NAMES, STABLELM_QK_NORMS],
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
             Kind::Arcee => &[PRE_MLP_NORM],
@@ -658,6 +661,12 @@ const STARCODER2_MLP_NAMES: &[(&str, &str)] = &[
 /// The gated MLP's projections alone (StableLM's, beside [`BIASED_ATTENTION_NAMES`]).
 const GATED_MLP_NAMES: &[(&str, &str)] = &[("ffn_gate.weight", "mlp.gate_proj.weight"), ("ffn_up.weight", "mlp.up_proj.weight"), ("ffn_down.weight", "mlp.down_proj.weight")];
 
+/// StableLM 2 12B's q/k norms: the converter stacks the per-head `norms.{h}` LayerNorms into one
+/// `attn_q_norm` / `attn_k_norm` (`[head_dim, heads]`), which [`pieces`] splits back into one
+/// `#h` piece per head.
+const STABLELM_QK_NORMS: &[(&str, &str)] =
+    &[("attn_q_norm.weight", "self_attn.q_layernorm.norms.{h}.weight"), ("attn_k_norm.weight", "self_attn.k_layernorm.norms.{h}.weight")];
+
 const STARCODER2_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("token_embd.weight", "model.embed_tokens.weight"),
     ("output_norm.weight", "model.norm.weight"),
@@ -787,16 +796,26 @@ const LAYER_NAMES: &[(&str, &str)] = &[
 
 const GLOBAL_NAMES: &[(&str, &str)] = &[("token_embd.weight", "model.embed_tokens.weight"), ("output_norm.weight", "model.norm.weight"), ("output.weight", "lm_head.weight")];
 
-/// The family name of a GGUF tensor name of architecture `a`.
+/// The family name of a GGUF tensor name of architecture `a`; `NAME#h` is head `h`'s piece of a
+/// per-head tensor ([`pieces`]), whose family name holds `{h}`.
 fn family_name(name: &str, a: &Arch) -> Option<String> {
     if let Some((_, to)) = a.global_names().iter().find(|(from, _)| *from == name) {
         return Some(to.to_string());
     }
+    let (name, head) = match name.split_once('#') {
+        Some((name, head)) => (name, Some(head)),
+        None => (name, None),
+    };
     let rest = name.strip_prefix("blk.")?;
     let (layer, suffix) = rest.split_once('.')?;
     let layer: usize = layer.parse().ok()?;
     // An architecture's own names first: they may rename one of the base table's (GLM-4's fused `ffn_up`).
-    a.layer_names().iter().copied().flatten().chain(a.base_names()).find(|(from, _)| *from == suffix).map(|(_, to)| format!("{}.{to}", a.layer_prefix(layer)))
+    let (_, to) = a.layer_names().iter().copied().flatten().chain(a.base_names()).find(|(from, _)| *from == suffix)?;
+    match (head, to.contains("{h}")) {
+        (None, false) => Some(format!("{}.{to}", a.layer_prefix(layer))),
+        (Some(h), true) => Some(format!("{}.{}", a.layer_prefix(layer), to.replace("{h}", h))),
+        _ => None,
+    }
 }
 
 /// Reads `path` (a `.gguf` file) into what the checkpoint needs; see the module doc.
@@ -1156,6 +1175,28 @@ fn split_experts(
 /// `attn_q` / `attn_k` / `attn_v`. Rows are contiguous in every ggml type (a row is whole
 /// blocks), so each range is a byte range of the file: quantized pieces keep their integers.
 fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usize) -> std::result::Result<Vec<(String, TensorInfo)>, String> {
+    let per_head = a.kind == Kind::StableLm && t.name.starts_with("blk.") && (t.name.ends_with(".attn_q_norm.weight") || t.name.ends_with(".attn_k_norm.weight"));
+    if per_head {
+        // `[head_dim, heads]` (ggml order): head h's values are the h-th run of head_dim.
+        let count = if t.name.ends_with(".attn_q_norm.weight") { heads } else { kv_heads };
+        if t.dims != [head_dim, count] || count == 0 || !t.len.is_multiple_of(count) {
+            return Err(format!("tensor `{}` has shape {:?}; StableLM's per-head q/k norms of {count} heads of {head_dim} are [{head_dim}, {count}]", t.name, t.dims));
+        }
+        let bytes = t.len / count;
+        return Ok((0..count)
+            .map(|h| {
+                let piece = TensorInfo {
+                    name: format!("{} (head {h})", t.name),
+                    dims: vec![head_dim],
+                    ggml_type: t.ggml_type,
+                    offset: t.offset + h * bytes,
+                    len: bytes,
+                    shard: t.shard,
+                };
+                (format!("{}#{h}", t.name), piece)
+            })
+            .collect());
+    }
     let fused = a.kind == Kind::Phi2 && t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"));
     if !fused {
         return Ok(vec![(t.name.clone(), t.clone())]);
@@ -1437,15 +1478,18 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::StableLm {
         // StableLMModel writes its own keys: no `rope.freq_base` (llama.cpp's and transformers'
-        // default 10000), the LayerNorm epsilon, and `use_parallel_residual` (true when the
-        // config lacks it), which the family refuses when true.
+        // default 10000) and the LayerNorm epsilon. Its `use_parallel_residual` is true when the
+        // config lacks the key (the sequential StableLM 2 1.6B among them), so, as llama.cpp's
+        // stablelm graph, the tensors decide: the parallel residual where no layer has
+        // `ffn_norm`, per-head q/k norms (StableLM 2 12B) where the layers have `attn_q_norm`.
         let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
         c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
         c.insert("use_qkv_bias".into(), json!(biased));
         if let Some(v) = file.get(&key("use_parallel_residual")) {
-            let parallel = v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("use_parallel_residual"))))?;
-            c.insert("use_parallel_residual".into(), json!(parallel));
+            v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("use_parallel_residual"))))?;
         }
+        c.insert("use_parallel_residual".into(), json!(!every_layer_has(file, "ffn_norm.weight", &c, &err)?));
+        c.insert("qk_layernorm".into(), json!(every_layer_has(file, "attn_q_norm.weight", &c, &err)?));
     }
     if a.kind == Kind::Arcee {
         c.insert("hidden_act".into(), json!("relu2"));
@@ -1765,6 +1809,11 @@ fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: 
         return Err(err("has q/k/v biases (`attn_q.bias`): Cohere's `attention_bias` also biases o_proj, which llama.cpp's command-r loader does not read, so the file stands for no Cohere model".into()));
     }
     c.insert("attention_bias".into(), json!(biased));
+    if kind == Kind::CommandR {
+        // Command R+: per-head q/k norms (`attn_q_norm` `[head_dim, heads]`), which llama.cpp's
+        // loader requires of files of 64 layers or more and reads from no other.
+        c.insert("use_qk_norm".into(), json!(every_layer_has(file, "attn_q_norm.weight", c, err)?));
+    }
     if kind == Kind::Cohere2 {
         let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's cohere2 loader requires it)", key("attention.sliding_window"))))?;
         c.insert("sliding_window".into(), json!(window));
@@ -1831,6 +1880,19 @@ fn starcoder2_config(c: &mut Map<String, Json>, biased: bool, float: Read<f64>, 
     c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
     c.insert("use_bias".into(), json!(biased));
     Ok(())
+}
+
+/// Whether every layer holds `blk.N.{suffix}` (false when none does); a file where only some
+/// layers do is refused (a transformers config switches the tensor on for all layers).
+fn every_layer_has(file: &GgufFile, suffix: &str, c: &Map<String, Json>, err: &dyn Fn(String) -> Error) -> Result<bool> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
+    let holding: std::collections::BTreeSet<&str> =
+        file.tensors.iter().filter_map(|t| t.name.strip_prefix("blk.")?.strip_suffix(suffix)?.strip_suffix('.')).collect();
+    match holding.len() {
+        0 => Ok(false),
+        n if n == layers => Ok(true),
+        n => Err(err(format!("{n} of its {layers} layers hold `{suffix}`: the config switching it on is one for every layer, so all or none of them do"))),
+    }
 }
 
 /// Phi-1/1.5/2 (`Phi2Model` in the converter, `LLM_ARCH_PHI2` in the loader): LayerNorm epsilon
@@ -3070,16 +3132,32 @@ mod tests {
         biased.push(("blk.0.attn_q.bias", 0, vec![64]));
         let e = import_of(&as_ref(&m), &biased).err().expect("refused").to_string();
         assert!(e.contains("`attn_q.bias`") && e.contains("o_proj"), "{e}");
+        assert_eq!(c["use_qk_norm"].as_bool(), Some(false));
+        // Command R+: per-head q/k norms, one `[heads, head_dim]` weight each, switch the key on.
         let mut plus = t.clone();
-        plus.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
-        let e = import_of(&as_ref(&m), &plus).err().expect("refused").to_string();
-        assert!(e.contains("`blk.0.attn_q_norm.weight`") && e.contains("not mapped for architecture command-r"), "{e}");
+        plus.extend([("blk.0.attn_q_norm.weight", 0, vec![16, 4]), ("blk.0.attn_k_norm.weight", 0, vec![16, 2])]);
+        let i = import_of(&as_ref(&m), &plus).unwrap();
+        assert_eq!(i.config["use_qk_norm"].as_bool(), Some(true));
+        assert_eq!(i.tensors["model.layers.0.self_attn.q_norm.weight"].shape, [4, 16]);
+        assert_eq!(i.tensors["model.layers.0.self_attn.k_norm.weight"].shape, [2, 16]);
+        // Cohere 2 has no q/k norms: the tensor is not mapped there.
+        let mut m2: Vec<(String, Json)> = m.iter().map(|(k, v)| (k.replace("command-r", "cohere2"), if k == "general.architecture" { json!("cohere2") } else { v.clone() })).collect();
+        m2.push(("cohere2.attention.sliding_window".into(), json!(4)));
+        let e = import_of(&as_ref(&m2), &plus).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_q_norm.weight`") && e.contains("not mapped for architecture cohere2"), "{e}");
+        // Norms in some layers only: no config says that.
+        let mut two = m.clone();
+        two.retain(|(k, _)| !k.ends_with("block_count"));
+        two.push(("command-r.block_count".into(), json!(2)));
+        let e = import_of(&as_ref(&two), &plus).err().expect("refused").to_string();
+        assert!(e.contains("1 of its 2 layers hold `attn_q_norm.weight`"), "{e}");
     }
 
     /// StableLM: LayerNorms with bias, partial rotary from `rope.dimension_count`; the parallel
-    /// residual the converter writes for a config without the key is refused by the family.
+    /// residual and the per-head q/k norms from the tensors, as llama.cpp's graph decides them
+    /// (the converter writes `use_parallel_residual` true for a config without the key).
     #[test]
-    fn stablelm_files_read_their_rotary_width_and_refuse_the_parallel_residual() {
+    fn stablelm_files_read_their_rotary_width_and_their_block_from_the_tensors() {
         let mut t = llama_tensors();
         t.extend([("blk.0.attn_norm.bias", 0, vec![64]), ("blk.0.ffn_norm.bias", 0, vec![64]), ("output_norm.bias", 0, vec![64]), ("output.weight", 8, vec![64, 32])]);
         let mut m: Vec<(String, Json)> = meta_of("stablelm").into_iter().filter(|(k, _)| !k.ends_with("layer_norm_rms_epsilon") && !k.ends_with("freq_base")).collect();
@@ -3089,11 +3167,36 @@ mod tests {
         let i = import_of(&as_ref(&m), &t).unwrap();
         let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
         assert_eq!((c.model_type.as_str(), c.rope.partial_rotary_factor, c.rope.theta), ("stablelm", 0.25, 10000.0));
+        assert_eq!((i.config["use_parallel_residual"].as_bool(), i.config["qk_layernorm"].as_bool()), (Some(false), Some(false)));
+        // The key true with `ffn_norm` present (a config without the key): sequential still.
         m.retain(|(k, _)| !k.ends_with("use_parallel_residual"));
         m.push(("stablelm.use_parallel_residual".into(), json!(true)));
-        let i = import_of(&as_ref(&m), &t).unwrap();
-        let e = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap_err().to_string();
-        assert!(e.contains("`use_parallel_residual` is true"), "{e}");
+        assert_eq!(import_of(&as_ref(&m), &t).unwrap().config["use_parallel_residual"].as_bool(), Some(false));
+        // StableLM 2 12B: no `ffn_norm`, the q/k norms stacked `[head_dim, heads]`, split back
+        // into one tensor per head at its offset.
+        let mut twelve = t.clone();
+        twelve.retain(|(n, _, _)| !n.starts_with("blk.0.ffn_norm."));
+        twelve.extend([("blk.0.attn_q_norm.weight", 0, vec![16, 4]), ("blk.0.attn_k_norm.weight", 0, vec![16, 2])]);
+        let values: Vec<f32> = (0..64).map(|v| v as f32).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        std::fs::write(&path, file_with(&as_ref(&m), &twelve, &[("blk.0.attn_q_norm.weight", values)])).unwrap();
+        let i = import(&path).unwrap();
+        assert_eq!((i.config["use_parallel_residual"].as_bool(), i.config["qk_layernorm"].as_bool()), (Some(true), Some(true)));
+        let head2 = &i.tensors["model.layers.0.self_attn.q_layernorm.norms.2.weight"];
+        assert_eq!(head2.shape, [16]);
+        let got: Vec<f32> = Recipe::source(head2.clone()).materialize().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(got, (32..48).map(|v| v as f32).collect::<Vec<_>>());
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.k_layernorm.norms.1.weight"));
+        assert!(!i.tensors.keys().any(|k| k.contains("norms.2") && k.contains("k_layernorm")));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert_eq!(c.model_type, "stablelm");
+        // A stack of the wrong head count is refused naming the tensor.
+        let mut wrong = twelve.clone();
+        wrong.retain(|(n, _, _)| !n.ends_with("attn_k_norm.weight"));
+        wrong.push(("blk.0.attn_k_norm.weight", 0, vec![16, 4]));
+        let e = import_of(&as_ref(&m), &wrong).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_k_norm.weight` has shape [16, 4]"), "{e}");
     }
 
     /// EXAONE 4: OLMo 2's tensors with per-head q/k norms; the window and its pattern when the

@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2 (OLMo 3 too),
-starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, cohere2, stablelm and gpt2
+starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm and gpt2
 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
@@ -12,7 +12,10 @@ nemotron's `+ 1` LayerNorm1P weights, relu2 MLP and partial rotary; gpt2's learn
 Conv1D weights stored transposed and fused `c_attn`; OLMo 3 as olmo2 with its window pattern and
 the full layers' YaRN; seed_oss's q/k/v biases and `post_attention_norm`; arcee's permuted q/k
 and relu2 MLP; exaone4's post-norms, per-head q/k norms, window pattern and unrotated full
-layers; cohere2's bias-free LayerNorms, parallel block, logit scale and window), built with
+layers; cohere2's bias-free LayerNorms, parallel block, logit scale and window; command-r's per-head
+q/k norms, one `[heads, head_dim]` weight each (Command R+); stablelm's per-head q/k norms
+stacked by the converter and split back per head, and its parallel residual read from the
+missing `ffn_norm`, StableLM 2 12B), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -47,6 +50,7 @@ F32 = [
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b",
 ]
 QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
@@ -85,6 +89,8 @@ MISREAD = {
     "tiny-cohere2": {"logit_scale": 0.0625},
     # StableLM's `rope.dimension_count` (4 of 16) read as the whole head.
     "tiny-stablelm": {"partial_rotary_factor": 1.0},
+    # Command R+'s `logit_scale` (0.125) missed: transformers' default 0.0625.
+    "tiny-cohere-qknorm": {"logit_scale": 0.0625},
 }
 
 
@@ -117,7 +123,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere2": "llama", "stablelm": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
