@@ -118,6 +118,17 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="StableLM 2 12B: `qk_layernorm` (q and k each by a bias-free LayerNorm of its own per head, `norms.{h}`, before partial RoPE) and `use_parallel_residual` (attention and the MLP from `input_layernorm`, `residual + attn + mlp`, no `post_attention_layernorm`)",
     ),
+    # Ministral 3: Mistral's layers with YaRN (mscale / mscale_all_dim) and queries scaled by
+    # position past `original_max_position_embeddings` (3 here, so the prompts reach 1 + 0.5 ln 3).
+    "tiny-ministral3": dict(
+        cls="Ministral3", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=16, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}),
+        # Published Ministral 3 configs (transformers 5) say `rope_parameters`, as saved.
+        legacy=lambda config: config,
+        exercises="Ministral 3: Mistral's layers, YaRN with `mscale` / `mscale_all_dim`, queries times `1 + 0.5 ln(1 + floor(position / 3))` (`llama_4_scaling_beta`, `original_max_position_embeddings` of `rope_parameters`)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

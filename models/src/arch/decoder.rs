@@ -41,6 +41,8 @@ struct Shared<'a> {
     scalars: Scalars,
     /// The residual multiplier's constant, shared by every layer.
     residual: Option<String>,
+    /// Each query position's scale `[batch, seq, 1]` (Ministral 3), built once.
+    query_position: Option<String>,
 }
 
 /// A family's scalars and per-family keys, read once per build (each error names its key).
@@ -57,6 +59,8 @@ struct Scalars {
     final_softcap: Option<f64>,
     logits_divisor: Option<f64>,
     logits_multiplier: Option<f64>,
+    /// `(beta, original)` of the position-dependent query scale (Ministral 3).
+    query_position: Option<(f64, f64)>,
 }
 
 /// Columns `[k * hidden, (k + 1) * hidden)` of a wide `inputs_embeds` (block 0: the
@@ -155,7 +159,38 @@ impl DecoderFamily {
                 }
                 k => key(k)?,
             },
+            query_position: match sc.query_position {
+                None => None,
+                Some(qp) => Some(self.query_position_keys(c, qp)?),
+            },
         })
+    }
+
+    /// `(beta, original)` of [`super::QueryPositionScale`], from config.json's RoPE object (or
+    /// the family's default one when config.json has none).
+    fn query_position_keys(&self, c: &crate::DecoderConfig, qp: super::QueryPositionScale) -> Result<(f64, f64)> {
+        use serde_json::Value;
+        let given = ["rope_parameters", "rope_scaling"].into_iter().find_map(|k| c.raw.get(k).and_then(Value::as_object).map(|m| (k, m.clone())));
+        let default = self.layout.rope_default.scaling.and_then(|t| serde_json::from_str::<serde_json::Map<String, Value>>(t).ok());
+        let (where_, params) = match (given, default) {
+            (Some((k, m)), _) => (k, m),
+            (None, Some(m)) => ("the family's default RoPE parameters", m),
+            (None, None) => ("rope_parameters", serde_json::Map::new()),
+        };
+        let read = |k: &str| -> Result<f64> {
+            params.get(k).and_then(Value::as_f64).filter(|v| v.is_finite()).ok_or_else(|| Error::Config {
+                path: c.path.clone(),
+                reason: format!(
+                    "`{where_}` has no number `{k}`: the `{}` family scales each query by `1 + {} * ln(1 + floor(position / {}))` (transformers fails without it)",
+                    c.model_type, qp.beta, qp.original
+                ),
+            })
+        };
+        let (beta, original) = (read(qp.beta)?, read(qp.original)?);
+        if original <= 0.0 {
+            return Err(Error::Config { path: c.path.clone(), reason: format!("`{where_}.{}` must be positive, found {original}", qp.original) });
+        }
+        Ok((beta, original))
     }
 
     /// Each layer's sliding window (`None`: full attention): [`Self::window`]'s size on the
@@ -410,6 +445,7 @@ impl DecoderFamily {
             rope,
             local_rope,
             residual: scalars.residual.map(|r| scalar(b, "residual_multiplier", r)),
+            query_position: scalars.query_position.map(|(beta, original)| query_position_scale(b, &io.position_ids, beta, original, c.max_position_embeddings)),
             scalars,
         })
     }
@@ -511,6 +547,12 @@ impl DecoderFamily {
                 norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?,
                 norm(b, ckpt, l.norm, &s(qk.k), &k, sh.kv_dim, eps)?,
             ),
+        };
+        // Ministral 3's position scale, before RoPE: the rotation is linear and the factor is
+        // the query's own position's, so this is transformers' scaling after it.
+        let q = match &sh.query_position {
+            None => q,
+            Some(scale) => b.op(&s("self_attn.query_position_scale/Mul"), "Mul", &[&q, scale], vec![]),
         };
         let window = sh.windows[i];
         let rope = if window.is_some() { sh.local_rope.as_ref().or(sh.rope.as_ref()) } else { sh.rope.as_ref() };
@@ -671,6 +713,18 @@ fn head_weights(ckpt: &Checkpoint, scope: &str, stored: HeadWeights, heads: usiz
             Ok(ir::Recipe::concat(rows, 0)?)
         }
     }
+}
+
+/// `1 + beta * ln(1 + floor(position / original))` per token, `[batch, seq, 1]` in the graph's
+/// float type: a table over the positions the RoPE cache covers, computed in f32 as transformers
+/// computes it (`get_llama_4_attn_scale`), gathered by `position_ids` as the cos/sin caches are
+/// (no op beyond Gather, which every table claims).
+fn query_position_scale(b: &mut GraphBuilder, position_ids: &str, beta: f64, original: f64, positions: usize) -> String {
+    let (beta, original) = (beta as f32, original as f32);
+    let table: Vec<f32> = (0..positions).map(|p| 1.0 + beta * (1.0 + (p as f32 / original).floor()).ln()).collect();
+    let label = format!("query position scale 1 + {beta} ln(1 + floor(p / {original})), p < {positions}");
+    let table = b.initializer("query_position_scale.table", ir::Recipe::from_f32(label, vec![positions, 1], &table).cast(b.float));
+    b.op("query_position_scale/Gather", "Gather", &[&table, position_ids], vec![ir::Attr::int("axis", 0)])
 }
 
 fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {

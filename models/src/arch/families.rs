@@ -82,6 +82,28 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
+/// Ministral 3's RoPE when config.json gives none (`Ministral3Config`): YaRN x16 over 16384
+/// positions with `mscale` / `mscale_all_dim` 1, and the query scaling's beta 0.1.
+const MINISTRAL3_ROPE: &str = r#"{"rope_type":"yarn","factor":16.0,"original_max_position_embeddings":16384,"beta_fast":32.0,"beta_slow":1.0,"mscale":1.0,"mscale_all_dim":1.0,"llama_4_scaling_beta":0.1}"#;
+
+/// Ministral 3 (the text model of Ministral 3 / Mistral 3): Mistral's layers (no biases, the
+/// window when `sliding_window` is set), head_dim 128 when absent, RoPE theta 1e6 with YaRN by
+/// default, and queries scaled by position (`get_llama_4_attn_scale`: `llama_4_scaling_beta`
+/// and `original_max_position_embeddings` of the RoPE parameters).
+pub const MINISTRAL3: DecoderFamily = DecoderFamily {
+    model_types: &["ministral3"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        head_dim_default: Some(128),
+        rope_default: RopeDefault { theta: 1000000.0, scaling: Some(MINISTRAL3_ROPE), renamed: &[] },
+        ..MISTRAL.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling { query_position: Some(QueryPositionScale { beta: "llama_4_scaling_beta", original: "original_max_position_embeddings" }), ..NO_SCALING },
+    layers: UNIFORM_LAYERS,
+};
+
 /// The Qwen configs' `use_sliding_window: False`: a `sliding_window` without the switch is no
 /// window (the released configs all say `false`; a hand-written one may leave it out).
 const QWEN_WINDOW_OFF: &[(&str, KeyDefault)] = &[("use_sliding_window", KeyDefault::Flag(false))];

@@ -132,6 +132,19 @@ pub struct Scaling {
     pub logits_divisor: Option<Key>,
     /// Logits multiplied by a config key's value (Cohere `logit_scale`).
     pub logits_multiplier: Option<Key>,
+    /// Queries multiplied by a factor growing with their position (Ministral 3's Llama 4
+    /// scaling), its keys read from the RoPE parameters.
+    pub query_position: Option<QueryPositionScale>,
+}
+
+/// `q * (1 + beta * ln(1 + floor(position / original)))`, the query's own position (Ministral
+/// 3's `get_llama_4_attn_scale`): 1 below `original`, so only long contexts see it. Both keys
+/// are read from `rope_parameters` (or `rope_scaling`, or the family's default RoPE object);
+/// transformers fails without them, so an absent one is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryPositionScale {
+    pub beta: &'static str,
+    pub original: &'static str,
 }
 
 /// No scalars: Llama and most families.
@@ -143,6 +156,7 @@ pub const NO_SCALING: Scaling = Scaling {
     final_softcap: None,
     logits_divisor: None,
     logits_multiplier: None,
+    query_position: None,
 };
 
 /// Which layers use the sliding window, beyond what config.json's `layer_types` says.
