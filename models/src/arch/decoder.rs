@@ -809,7 +809,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::arch::{COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::RopeKind;
     use crate::DecoderConfig;
     use std::path::Path;
@@ -819,6 +819,22 @@ mod tests {
             r#"{{"model_type":"{model_type}","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":7,"intermediate_size":128,"vocab_size":512{extra}}}"#
         );
         DecoderConfig::parse(Path::new("config.json"), &text).unwrap()
+    }
+
+    /// Ministral 3's query scale keys come from the RoPE parameters config.json gives, else from
+    /// the family's default object; a given object without them is refused (transformers fails).
+    #[test]
+    fn ministral3_reads_its_query_scale_from_the_rope_parameters() {
+        let read = |extra: &str| MINISTRAL3.scalars(&config("ministral3", extra)).map(|s| s.query_position);
+        assert_eq!(read("").unwrap(), Some((0.1, 16384.0)));
+        let given = r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192,"llama_4_scaling_beta":0.25}"#;
+        assert_eq!(read(given).unwrap(), Some((0.25, 8192.0)));
+        let legacy = r#","rope_scaling":{"type":"yarn","factor":8.0,"original_max_position_embeddings":4096,"llama_4_scaling_beta":0.3}"#;
+        assert_eq!(read(legacy).unwrap(), Some((0.3, 4096.0)));
+        let e = read(r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192}"#).err().expect("refused").to_string();
+        assert!(e.contains("`rope_parameters` has no number `llama_4_scaling_beta`"), "{e}");
+        // Mistral reads no such key.
+        assert_eq!(MISTRAL.scalars(&config("mistral", given)).unwrap().query_position, None);
     }
 
     #[test]
