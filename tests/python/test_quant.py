@@ -510,7 +510,10 @@ def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
     # with a constant B, not one reading the embedding through a Transpose node.
     # ORT's quantizer takes MatMuls only: a MoE fixture's experts stay float there, so here too
     # (test_qmoe_experts_are_onnx_runtimes_bytes_per_expert checks QMoE's bytes).
-    experts = ["--quant-exclude", "*.experts.*"] if fixture in MOE_FIXTURES else []
+    # GraniteMoE stores its experts as `input_linear` / `output_linear` stacks, the others under
+    # `experts`.
+    stacks = ["*.input_linear.*", "*.output_linear.*"] if fixture == "tiny-granitemoe" else ["*.experts.*"]
+    experts = [flag for p in stacks for flag in ("--quant-exclude", p)] if fixture in MOE_FIXTURES else []
     ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"] + experts)
     f = build_with(tmp_path / "f", fixture, "cpu", ["--tied-head", "copy"])
     quantizer = MatMulNBitsQuantizer(load(f), algo_config=DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, accuracy_level=4))

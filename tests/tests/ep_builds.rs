@@ -470,7 +470,9 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
         assert!(!built.graph.nodes.iter().any(|n| n.name.contains("/routing_f32/")), "{name}: a routing_f32 Cast is left");
         let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
         let top_k = config["num_experts_per_tok"].as_i64().unwrap();
-        let normalize = config["model_type"] == "mixtral" || config["norm_topk_prob"].as_bool().unwrap_or(false);
+        // Mixtral renormalizes the top-k probabilities always; GraniteMoE's softmax over the chosen
+        // logits is the same weights; Qwen as `norm_topk_prob` says.
+        let normalize = ["mixtral", "granitemoe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
         let experts = config.get("num_local_experts").or(config.get("num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
         let inter = config.get("moe_intermediate_size").or(config.get("intermediate_size")).and_then(|v| v.as_u64()).unwrap() as usize;
         let hidden = config["hidden_size"].as_u64().unwrap() as usize;

@@ -429,6 +429,41 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// GraniteMoE (Granite 3.x MoE): Granite's four multipliers and attention (biases per
+/// `attention_bias`), every layer's MLP `num_local_experts` gated experts stored as two stacks
+/// (`block_sparse_moe.input_linear` gate-then-up, `output_linear`), routed by
+/// `block_sparse_moe.router.layer` top-`num_experts_per_tok` with a softmax over the chosen logits
+/// (the renormalized top-k probabilities; `GraniteMoeTopKRouter`).
+pub const GRANITEMOE: DecoderFamily = DecoderFamily {
+    model_types: &["granitemoe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.router.layer",
+            router_bias: false,
+            experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear", down: "block_sparse_moe.output_linear" },
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts"],
+                experts_default: 8,
+                top_k_default: 2,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: LLAMA_LAYOUT,
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: GRANITE.scaling,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// OLMo2: norms after attention and after the MLP (none before), and q/k RMSNorms over the
 /// whole projection (all heads at once), before RoPE.
 pub const OLMO2: DecoderFamily = DecoderFamily {

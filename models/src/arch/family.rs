@@ -282,6 +282,11 @@ pub enum ExpertNames {
     /// odd columns, `down` `[E, inter, hidden]`, and their biases `{gate_up}_bias` `[E, 2 *
     /// inter]` and `{down}_bias` `[E, hidden]` (no `.weight` suffix on any).
     Interleaved { experts: &'static str, gate_up: &'static str, down: &'static str },
+    /// All experts in two stacked `[out, in]` weights (GraniteMoE's `input_linear` /
+    /// `output_linear`, `{name}.weight`): `gate_up` `[E, 2 * inter, hidden]` with the gate on the
+    /// first `inter` rows and up on the rest (`chunk(2, dim=-1)`), `down` `[E, hidden, inter]`,
+    /// no biases. `experts` is the scope the graph names the stacks under.
+    Stacked { experts: &'static str, gate_up: &'static str, down: &'static str },
 }
 
 /// The experts' activation between the gate/up and the down projections.

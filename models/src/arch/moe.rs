@@ -154,6 +154,18 @@ pub(super) fn block(
             };
             (scope, stacks)
         }
+        ExpertNames::Stacked { experts, gate_up, down } => {
+            let (e, inter) = (m.num_experts, m.intermediate);
+            let gate_up = ckpt.tensor(&format!("{}.weight", s(gate_up)), &[e, 2 * inter, hidden])?.cast(b.float);
+            // Already `[out, in]` per expert: the gate and up halves are row slices, the
+            // separate stacks every other mixture has (and the MoE rules fuse).
+            let stacks = ExpertStacks::Separate {
+                gate: gate_up.clone().slice(1, 0, inter),
+                up: gate_up.slice(1, inter, 2 * inter),
+                down: ckpt.tensor(&format!("{}.weight", s(down)), &[e, hidden, inter])?.cast(b.float),
+            };
+            (s(experts), stacks)
+        }
     };
     let scope = router.rsplit_once('.').map_or(router.clone(), |(p, _)| p.to_string());
     let block = MoeBlock {
