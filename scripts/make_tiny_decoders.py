@@ -42,6 +42,17 @@ def legacy_rope(config):
     return config
 
 
+def hunyuan_rope(config):
+    """Hunyuan's published configs: top-level `rope_theta`, `rope_scaling` spelled with `type`
+    and the YaRN-style keys its rotary embedding does not read, `use_qk_norm` and
+    `attention_head_dim`."""
+    params = config.pop("rope_parameters")
+    config["rope_theta"] = params.pop("rope_theta")
+    config["rope_scaling"] = {"alpha": params["alpha"], "beta_fast": 32, "beta_slow": 1, "factor": params["factor"], "mscale": 1.0, "mscale_all_dim": 1.0, "type": params["rope_type"]}
+    config.update(use_qk_norm=True, use_rotary_pos_emb=True, attention_head_dim=config["head_dim"])
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -137,6 +148,14 @@ FIXTURES_MADE_HERE = {
                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         legacy=legacy_rope,
         exercises="GraniteMoE: Granite's embedding (2), residual (0.5) and attention (0.125) multipliers and `logits_scaling` (4); 4 experts, top 2, stored as `block_sparse_moe.input_linear` (gate then up) and `output_linear` stacks, router `block_sparse_moe.router.layer`, softmax over the chosen logits",
+    ),
+    # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
+    "tiny-hunyuan_v1_dense": dict(
+        cls="HunYuanDenseV1", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=16, attention_bias=True, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0}),
+        legacy=hunyuan_rope,
+        exercises="HunYuan dense: per-head q/k RMSNorms (`query_layernorm` / `key_layernorm`) on the rotated q and k, q/k/v/o biases, `rope_scaling` `dynamic` with `alpha` 1000 (the base stretched to theta * alpha^(16/14))",
     ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).

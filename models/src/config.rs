@@ -335,8 +335,8 @@ impl DecoderConfig {
         let positions_key = r.key_of(POSITIONS);
         let max_position_embeddings = r.usize_any(POSITIONS)?.unwrap_or(2048);
         let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
-        let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None, renamed: &[] }, |f| f.rope_default);
-        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, partial_default, rope_default)?;
+        let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false }, |f| f.rope_default);
+        let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, head_dim, partial_default, rope_default)?;
         let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
@@ -530,7 +530,7 @@ impl DecoderConfig {
 ///
 /// `defaults`: the family's `rope_theta` when none is given, and its scaling when the config
 /// has neither `rope_parameters` nor `rope_scaling` (gpt-oss: YaRN).
-fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: crate::arch::RopeDefault) -> Result<(RopeConfig, Option<RopeConfig>)> {
+fn read_ropes(r: &Reader, max_positions: usize, head_dim: usize, partial_default: f64, defaults: crate::arch::RopeDefault) -> Result<(RopeConfig, Option<RopeConfig>)> {
     let nested = match r.present("rope_parameters") {
         Some(Value::Object(m)) if LAYER_TYPES.iter().any(|t| m.get(*t).is_some_and(Value::is_object)) => Some(m),
         _ => None,
@@ -545,13 +545,13 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: 
         let read = |t: &str| -> Result<Option<RopeConfig>> {
             match m.get(t) {
                 None | Some(Value::Null) => Ok(None),
-                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, partial_default, defaults).map(Some),
+                Some(Value::Object(p)) => read_rope(r, &format!("rope_parameters.{t}"), Some(p), max_positions, head_dim, partial_default, defaults).map(Some),
                 Some(v) => Err(r.err(format!("key `rope_parameters.{t}` must be an object, found {v}"))),
             }
         };
         let full = match read("full_attention")? {
             Some(f) => f,
-            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, partial_default, defaults)?,
+            None => read_rope(r, "rope_parameters.full_attention", None, max_positions, head_dim, partial_default, defaults)?,
         };
         return Ok((full, read("sliding_attention")?));
     }
@@ -570,7 +570,7 @@ fn read_ropes(r: &Reader, max_positions: usize, partial_default: f64, defaults: 
         Some((k, Value::Object(m))) => (k, Some(m)),
         Some((k, v)) => return Err(r.err(format!("key `{k}` must be an object, found {v}"))),
     };
-    let rope = read_rope(r, params_key, params, max_positions, partial_default, defaults)?;
+    let rope = read_rope(r, params_key, params, max_positions, head_dim, partial_default, defaults)?;
     let local = match r.f64_any(&["rope_local_base_freq"])? {
         None => None,
         Some(theta) if theta > 1.0 && theta.is_finite() => {
@@ -593,6 +593,7 @@ fn read_rope(
     params_key: &str,
     params: Option<&Map<String, Value>>,
     max_positions: usize,
+    head_dim: usize,
     partial_default: f64,
     defaults: crate::arch::RopeDefault,
 ) -> Result<RopeConfig> {
@@ -603,7 +604,7 @@ fn read_rope(
             Some(v) => v.as_f64().map(Some).ok_or_else(|| r.err(format!("key `{params_key}.{k}` must be a number, found {v}"))),
         }
     };
-    let theta = match num("rope_theta")? {
+    let mut theta = match num("rope_theta")? {
         Some(t) => t,
         None => r.f64_any(&["rope_theta"])?.unwrap_or(defaults.theta),
     };
@@ -722,6 +723,16 @@ fn read_rope(
             }
         }
         "freq_factors" => RopeKind::Factors { factors: factors("factors")? },
+        // HunYuan's `dynamic` with a fixed `alpha` (`compute_ntk_alpha_rope_parameters`): the
+        // base stretched once, `theta * alpha^(head_dim / (head_dim - 2))`, no length dependence.
+        "dynamic" if defaults.ntk_alpha && get("alpha").is_some() => {
+            let alpha = positive("alpha", need("alpha")?)?;
+            if head_dim <= 2 {
+                return Err(r.err(format!("NTK-alpha RoPE needs head_dim above 2, found {head_dim}")));
+            }
+            theta *= alpha.powf(head_dim as f64 / (head_dim as f64 - 2.0));
+            RopeKind::Default
+        }
         "dynamic" => {
             return Err(r.err(format!(
                 "rope type `dynamic` (dynamic NTK) is not supported: it recomputes the frequencies from the running \
@@ -1170,6 +1181,20 @@ mod tests {
             let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"{kind}","factor":2.0}}}}"#)).unwrap_err().to_string();
             assert!(e.contains(kind) && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
         }
+    }
+
+    /// HunYuan reads `dynamic` with an `alpha` as a fixed stretch of the base (`theta *
+    /// alpha^(d / (d - 2))`); without `alpha`, and in other families, `dynamic` stays refused.
+    #[test]
+    fn hunyuan_reads_dynamic_with_alpha_as_a_stretched_base() {
+        let hunyuan = BASE.replace("llama", "hunyuan_v1_dense");
+        let c = parse(&format!(r#"{{{hunyuan},"rope_theta":10000.0,"rope_scaling":{{"type":"dynamic","alpha":1000.0,"factor":1.0}}}}"#)).unwrap();
+        let want = 10000.0 * 1000f64.powf(16.0 / 14.0);
+        assert!((c.rope.theta - want).abs() < 1e-6 * want && matches!(c.rope.kind, RopeKind::Default), "{:?}", c.rope);
+        let e = parse(&format!(r#"{{{hunyuan},"rope_scaling":{{"type":"dynamic","factor":2.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("dynamic NTK"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","alpha":1000.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("dynamic NTK"), "{e}");
     }
 
     /// The Qwen families' `use_sliding_window` defaults to false (transformers' config classes):

@@ -528,25 +528,10 @@ impl DecoderFamily {
                 (clamp("q", q), clamp("k", k), clamp("v", v))
             }
         };
-        let eps = sh.scalars.eps;
         let qk_norm = n.qk_norm.as_ref().filter(|qk| qk.when.is_none_or(|key| sh.c.flag(key, false)));
         let (q, k) = match qk_norm {
-            None => (q, k),
-            Some(qk) if qk.over == NormOver::Head => (
-                per_head_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
-                per_head_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
-            ),
-            Some(QkNorm { q: qs, k: ks, over: NormOver::EachHead(stored), .. }) => {
-                let mut each = |scope: &str, x: &str, count: usize| -> Result<String> {
-                    let weight = head_weights(ckpt, scope, *stored, count, heads.head_dim)?;
-                    Ok(per_head_weighted_layer_norm(b, scope, x, weight, count, heads.head_dim, eps))
-                };
-                (each(&s(qs), &q, heads.q)?, each(&s(ks), &k, heads.kv)?)
-            }
-            Some(qk) => (
-                norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?,
-                norm(b, ckpt, l.norm, &s(qk.k), &k, sh.kv_dim, eps)?,
-            ),
+            Some(qk) if !qk.after_rope => self.qk_norms(b, ckpt, sh, layer, qk, q, k)?,
+            _ => (q, k),
         };
         // Ministral 3's position scale, before RoPE: the rotation is linear and the factor is
         // the query's own position's, so this is transformers' scaling after it.
@@ -563,6 +548,11 @@ impl DecoderFamily {
                 rope.apply(b, &s("self_attn.q_rotary"), &q, heads.q, &sh.io.position_ids),
                 rope.apply(b, &s("self_attn.k_rotary"), &k, heads.kv, &sh.io.position_ids),
             ),
+        };
+        // HunYuan normalizes the rotated q and k.
+        let (q, k) = match qk_norm {
+            Some(qk) if qk.after_rope => self.qk_norms(b, ckpt, sh, layer, qk, q, k)?,
+            _ => (q, k),
         };
         let scale = sh.scalars.attention_scale.or_else(|| sh.c.attention_scale(i, heads.default_scale()));
         let (past_k, past_v) = &sh.io.past[i];
@@ -581,6 +571,28 @@ impl DecoderFamily {
         };
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;
         Ok(linear(b, &s(n.o_proj), &y, o))
+    }
+
+    /// q and k through the family's q/k norms: per head, per head with a weight of its own per
+    /// head, or over the whole projection.
+    #[allow(clippy::too_many_arguments)]
+    fn qk_norms(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, sh: &Shared, layer: &str, qk: &QkNorm, q: String, k: String) -> Result<(String, String)> {
+        let (l, heads, eps) = (&self.layout, sh.heads, sh.scalars.eps);
+        let s = |part: &str| format!("{layer}.{part}");
+        Ok(match qk.over {
+            NormOver::Head => (
+                per_head_norm(b, ckpt, l.norm, &s(qk.q), &q, heads.q, heads.head_dim, eps)?,
+                per_head_norm(b, ckpt, l.norm, &s(qk.k), &k, heads.kv, heads.head_dim, eps)?,
+            ),
+            NormOver::EachHead(stored) => {
+                let mut each = |scope: &str, x: &str, count: usize| -> Result<String> {
+                    let weight = head_weights(ckpt, scope, stored, count, heads.head_dim)?;
+                    Ok(per_head_weighted_layer_norm(b, scope, x, weight, count, heads.head_dim, eps))
+                };
+                (each(&s(qk.q), &q, heads.q)?, each(&s(qk.k), &k, heads.kv)?)
+            }
+            NormOver::Projection => (norm(b, ckpt, l.norm, &s(qk.q), &q, sh.q_dim, eps)?, norm(b, ckpt, l.norm, &s(qk.k), &k, sh.kv_dim, eps)?),
+        })
     }
 
     /// The attention of a family with sinks (gpt-oss) over the dynamic cache, and the output

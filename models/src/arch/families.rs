@@ -56,7 +56,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     block_when: None,
     clip_qkv: None,
     lm_head_bias: Bias::Never,
-    rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[] },
+    rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false },
     key_defaults: &[],
 };
 
@@ -95,7 +95,8 @@ pub const MINISTRAL3: DecoderFamily = DecoderFamily {
     names: LLAMA_NAMES,
     layout: Layout {
         head_dim_default: Some(128),
-        rope_default: RopeDefault { theta: 1000000.0, scaling: Some(MINISTRAL3_ROPE), renamed: &[] },
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        rope_default: RopeDefault { theta: 1000000.0, scaling: Some(MINISTRAL3_ROPE), renamed: &[], ntk_alpha: false },
         ..MISTRAL.layout
     },
     optional_prefix: None,
@@ -308,7 +309,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
 };
 
 /// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.
-const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head, when: None };
+const PER_HEAD_QK_NORM: QkNorm = QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Head, when: None, after_rope: false };
 
 /// Gemma: `(1 + weight)` RMSNorm, embeddings scaled by sqrt(hidden_size), the MLP activation
 /// from `hidden_activation` (transformers ignores `hidden_act` for Gemma; tanh GELU when
@@ -387,7 +388,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
     model_types: &["gemma3_text"],
     names: NameTable { norms: SANDWICH_NORMS, qk_norm: Some(PER_HEAD_QK_NORM), ..LLAMA_NAMES },
     layout: Layout {
-        rope_default: RopeDefault { theta: 1_000_000.0, scaling: None, renamed: &[] },
+        rope_default: RopeDefault { theta: 1_000_000.0, scaling: None, renamed: &[], ntk_alpha: false },
         head_dim_default: Some(256),
         key_defaults: GEMMA3_KEY_DEFAULTS,
         ..GEMMA_LAYOUT
@@ -426,6 +427,28 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
         logits_divisor: Some(Key { name: "logits_scaling", default: Some(1.0) }),
         ..NO_SCALING
     },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// HunYuan dense (Hunyuan 0.5B to 7B): Llama with q/k/v/o biases per `attention_bias`, per-head
+/// q/k RMSNorms (`query_layernorm` / `key_layernorm`) applied to the rotated q and k, and
+/// `rope_scaling` `dynamic` with an `alpha` read as the fixed NTK stretch of the base
+/// (`HunYuanDenseV1RotaryEmbedding`).
+pub const HUNYUAN_DENSE: DecoderFamily = DecoderFamily {
+    model_types: &["hunyuan_v1_dense"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { q: "self_attn.query_layernorm", k: "self_attn.key_layernorm", over: NormOver::Head, when: None, after_rope: true }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        rope_default: RopeDefault { ntk_alpha: true, ..LLAMA_LAYOUT.rope_default },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
 };
 
@@ -469,7 +492,7 @@ pub const GRANITEMOE: DecoderFamily = DecoderFamily {
 pub const OLMO2: DecoderFamily = DecoderFamily {
     model_types: &["olmo2"],
     names: NameTable {
-        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None }),
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None, after_rope: false }),
         norms: BlockNorms {
             before_attention: None,
             after_attention: Some("post_attention_layernorm"),
@@ -591,7 +614,7 @@ pub const PHI: DecoderFamily = DecoderFamily {
     model_types: &["phi"],
     names: NameTable {
         o_proj: "self_attn.dense",
-        qk_norm: Some(QkNorm { q: "self_attn.q_layernorm", k: "self_attn.k_layernorm", over: NormOver::Head, when: Some("qk_layernorm") }),
+        qk_norm: Some(QkNorm { q: "self_attn.q_layernorm", k: "self_attn.k_layernorm", over: NormOver::Head, when: Some("qk_layernorm"), after_rope: false }),
         norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
         mlp: MlpNames::Plain { up: "mlp.fc1", down: "mlp.fc2" },
         final_norm: "model.final_layernorm",
@@ -745,6 +768,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
             theta: 150000.0,
             scaling: Some(r#"{"rope_type":"yarn","factor":32.0,"beta_fast":32.0,"beta_slow":1.0,"truncate":false,"original_max_position_embeddings":4096}"#),
             renamed: &[],
+            ntk_alpha: false,
         },
         ..LLAMA_LAYOUT
     },
@@ -851,7 +875,7 @@ const COHERE_NAMES: NameTable = NameTable {
 /// Command R+'s q/k norms when `use_qk_norm` is true: `CohereLayerNorm((heads, head_dim))`,
 /// one `[heads, head_dim]` weight, before RoPE.
 const COHERE_QK_NORM: QkNorm =
-    QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::EachHead(HeadWeights::Stacked), when: Some("use_qk_norm") };
+    QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::EachHead(HeadWeights::Stacked), when: Some("use_qk_norm"), after_rope: false };
 const COHERE_LAYOUT: Layout = Layout {
     norm: NormKind::LayerNoBias,
     norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
@@ -905,6 +929,7 @@ pub const STABLELM: DecoderFamily = DecoderFamily {
             k: "self_attn.k_layernorm",
             over: NormOver::EachHead(HeadWeights::Split("norms.{h}")),
             when: Some("qk_layernorm"),
+            after_rope: false,
         }),
         ..LLAMA_NAMES
     },

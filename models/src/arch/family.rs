@@ -53,6 +53,8 @@ pub struct QkNorm {
     /// A boolean config key that switches the norms on (Phi's `qk_layernorm`, default false);
     /// `None`: always present.
     pub when: Option<&'static str>,
+    /// Normalize the rotated q and k (HunYuan) instead of normalizing before RoPE.
+    pub after_rope: bool,
 }
 
 /// What a q/k norm normalizes over.
@@ -474,6 +476,9 @@ pub struct RopeDefault {
     /// Rope type names the family's config class reads as another type before validating
     /// (`Phi3Config`: `su` and `yarn` are LongRoPE, whatever else the object holds).
     pub renamed: &'static [(&'static str, &'static str)],
+    /// `dynamic` with an `alpha` is a fixed NTK stretch of the base (HunYuan's rotary embedding
+    /// reads it so); elsewhere `dynamic` is dynamic NTK, refused.
+    pub ntk_alpha: bool,
 }
 
 /// Which dimensions of a head RoPE rotates together.
