@@ -71,7 +71,7 @@ ARCH = {
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
-    "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r",
+    "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -80,9 +80,9 @@ MAPPED = {
     "smollm3": gguf.MODEL_ARCH.SMOLLM3, "glm4": gguf.MODEL_ARCH.GLM4, "ernie4_5": gguf.MODEL_ARCH.ERNIE4_5, "olmo": gguf.MODEL_ARCH.OLMO,
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
-    "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R,
+    "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
 }
-PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee"}
+PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
 PLUS_ONE_NORMS = {"nemotron"}
 # GPT2Model.modify_tensors: the Conv1D weights (`[in, out]`) transposed to `[out, in]`.
@@ -91,7 +91,7 @@ FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
-    "tiny-cohere-qknorm", "tiny-stablelm2-12b",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi"}
@@ -379,7 +379,13 @@ def write_mapped(w, cfg, arch, quantized):
         # Olmo2Model: the window and one bool per layer (`layer_types`).
         w.add_sliding_window(cfg["sliding_window"])
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
-    if arch in ("granite", "smollm3", "arcee"):
+    if arch == "mistral3":
+        # Mistral3Model.Ministral3Model (a LlamaModel): `mscale_all_dim` as the YaRN log
+        # multiplier, the query scale's beta as the attention temperature scale.
+        p = rope_params(cfg)
+        w.add_rope_scaling_yarn_log_mul(p["mscale_all_dim"])
+        w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
+    if arch in ("granite", "smollm3", "arcee", "mistral3"):
         # LlamaModel.set_gguf_parameters.
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)

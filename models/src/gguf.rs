@@ -268,6 +268,7 @@ enum Kind {
     CommandR,
     Cohere2,
     StableLm,
+    Mistral3,
 }
 
 /// One architecture's mapping.
@@ -286,7 +287,7 @@ impl Arch {
 
     /// Whether a YaRN `rope.scaling.type` is read ([`yarn_scaling`]).
     fn reads_yarn(&self) -> bool {
-        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee)
+        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee | Kind::Mistral3)
     }
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
@@ -319,6 +320,19 @@ impl Arch {
             Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
             Kind::StableLm => &["attention.layer_norm_epsilon", "use_parallel_residual"],
             Kind::Cohere2 => &["attention.layer_norm_epsilon", "logit_scale", "attention.sliding_window", "attention.sliding_window_pattern"],
+            // Ministral 3: its YaRN (`yarn_log_multiplier`: the config's `mscale_all_dim`) and the
+            // query scale's beta; `attention.temperature_length` (the mistral-format converter's)
+            // is not read by llama.cpp's loader either, which scales by the YaRN context.
+            Kind::Mistral3 => &[
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+                "rope.scaling.yarn_attn_factor",
+                "rope.scaling.yarn_log_multiplier",
+                "attention.temperature_scale",
+                "attention.temperature_length",
+            ],
             Kind::Arcee => &[
                 "rope.scaling.factor",
                 "rope.scaling.original_context_length",
@@ -416,7 +430,7 @@ impl Arch {
             Kind::StableLm => &[GATED_MLP_NAMES, STABLELM_QK_NORMS],
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
-            Kind::Arcee => &[PRE_MLP_NORM],
+            Kind::Arcee | Kind::Mistral3 => &[PRE_MLP_NORM],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
@@ -469,7 +483,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -507,6 +521,8 @@ fn arch(name: &str) -> Option<Arch> {
         // permuted, llama.cpp's NORM rope).
         "seed_oss" => ("seed_oss", false, Kind::SeedOss),
         "arcee" => ("arcee", true, Kind::Arcee),
+        // Mistral3Model's Ministral 3 half is a LlamaModel: q/k permuted.
+        "mistral3" => ("ministral3", true, Kind::Mistral3),
         // Exaone4Model is a TextModel: nothing permuted.
         "exaone4" => ("exaone4", false, Kind::Exaone4),
         // CommandR2Model and Cohere2Model are TextModels: nothing permuted (llama.cpp's NORM
@@ -1319,7 +1335,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
-        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, the YaRN of gpt-oss, OLMo 3 and Arcee, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
+        Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, the YaRN of gpt-oss, OLMo 3, Arcee and Ministral 3, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
     if linear_factor.is_none() && !a.reads_yarn() && file.get(&key("rope.scaling.factor")).is_some() {
         return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
@@ -1500,6 +1516,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
             }
             c.insert("rope_scaling".into(), yarn);
         }
+    }
+    if a.kind == Kind::Mistral3 {
+        mistral3_config(&mut c, file, &float, &uint, &key, &err)?;
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
@@ -1760,6 +1779,38 @@ fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: 
         yarn["attention_factor"] = json!(a);
     }
     Ok(Some(yarn))
+}
+
+/// Ministral 3 (`Mistral3Model`, a LlamaModel): `rope_parameters` with the file's YaRN, its
+/// `yarn_log_multiplier` as `mscale_all_dim` beside `mscale` 1 (llama.cpp's loader assumes 1; the
+/// published configs say 1 and 1), and `attention.temperature_scale` as `llama_4_scaling_beta`
+/// over the YaRN context (llama.cpp's `n_attn_temp_floor_scale`; no key: 0, no scaling, as
+/// llama.cpp). Without YaRN the RoPE is the default one, stated, since the family's default
+/// object is YaRN x16.
+fn mistral3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let beta = float("attention.temperature_scale")?.unwrap_or(0.0);
+    if !beta.is_finite() {
+        return Err(err(format!("metadata key `{}` is {beta}, not a finite number", key("attention.temperature_scale"))));
+    }
+    let mut params = match yarn_scaling(c, file, float, uint, key, err)? {
+        Some(mut yarn) => {
+            if let Some(m) = float("rope.scaling.yarn_log_multiplier")?.filter(|m| *m != 0.0) {
+                yarn["mscale"] = json!(1.0);
+                yarn["mscale_all_dim"] = json!(m);
+            }
+            yarn
+        }
+        None => {
+            let original = c.get("max_position_embeddings").cloned().unwrap_or(json!(0));
+            json!({ "rope_type": "default", "original_max_position_embeddings": original })
+        }
+    };
+    if let Some(theta) = c.get("rope_theta") {
+        params["rope_theta"] = theta.clone();
+    }
+    params["llama_4_scaling_beta"] = json!(beta);
+    c.insert("rope_parameters".into(), params);
+    Ok(())
 }
 
 /// EXAONE 4 (`Exaone4Model` writes `attention.sliding_window` and one bool per layer in
@@ -3151,6 +3202,40 @@ mod tests {
         two.push(("command-r.block_count".into(), json!(2)));
         let e = import_of(&as_ref(&two), &plus).err().expect("refused").to_string();
         assert!(e.contains("1 of its 2 layers hold `attn_q_norm.weight`"), "{e}");
+    }
+
+    /// Ministral 3: the file's YaRN with its log multiplier as `mscale_all_dim`, the temperature
+    /// scale as the query scale's beta over the YaRN context; no temperature key is beta 0, no
+    /// YaRN the default RoPE stated (the family's default object is YaRN).
+    #[test]
+    fn mistral3_files_read_their_yarn_and_query_scale() {
+        let t = llama_tensors();
+        let mut m = meta_of("mistral3");
+        m.extend([
+            ("mistral3.rope.scaling.type".to_string(), json!("yarn")),
+            ("mistral3.rope.scaling.factor".to_string(), json!(16.0f64)),
+            ("mistral3.rope.scaling.original_context_length".to_string(), json!(16384)),
+            ("mistral3.rope.scaling.yarn_log_multiplier".to_string(), json!(1.0f64)),
+            ("mistral3.attention.temperature_scale".to_string(), json!(0.1f64)),
+            ("mistral3.attention.temperature_length".to_string(), json!(16384)),
+        ]);
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let p = &i.config["rope_parameters"];
+        assert_eq!((i.config["model_type"].as_str(), p["rope_type"].as_str(), p["mscale_all_dim"].as_f64(), p["llama_4_scaling_beta"].as_f64()), (Some("ministral3"), Some("yarn"), Some(1.0), Some(0.1f32 as f64)));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert!(matches!(c.rope.kind, crate::RopeKind::Yarn { factor, attention_factor, .. } if factor == 16.0 && attention_factor == 1.0), "{:?}", c.rope.kind);
+        assert!((c.rope.theta - 10000.5).abs() < 1e-9);
+        // No YaRN, no temperature: the default RoPE at the file's base, no query scaling.
+        let plain = meta_of("mistral3");
+        let i = import_of(&as_ref(&plain), &t).unwrap();
+        assert_eq!((i.config["rope_parameters"]["rope_type"].as_str(), i.config["rope_parameters"]["llama_4_scaling_beta"].as_f64()), (Some("default"), Some(0.0)));
+        let c = crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        assert!(matches!(c.rope.kind, crate::RopeKind::Default) && (c.rope.theta - 10000.5).abs() < 1e-9);
+        // A bias llama.cpp's mistral3 loader reads but Ministral 3 has no switch for stays unmapped.
+        let mut biased = t.clone();
+        biased.push(("blk.0.attn_output.bias", 0, vec![64]));
+        let e = import_of(&as_ref(&plain), &biased).err().expect("refused").to_string();
+        assert!(e.contains("`blk.0.attn_output.bias`"), "{e}");
     }
 
     /// StableLM: LayerNorms with bias, partial rotary from `rope.dimension_count`; the parallel

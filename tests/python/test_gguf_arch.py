@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2 (OLMo 3 too),
-starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm and gpt2
+starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 and gpt2
 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
@@ -15,7 +15,8 @@ and relu2 MLP; exaone4's post-norms, per-head q/k norms, window pattern and unro
 layers; cohere2's bias-free LayerNorms, parallel block, logit scale and window; command-r's per-head
 q/k norms, one `[heads, head_dim]` weight each (Command R+); stablelm's per-head q/k norms
 stacked by the converter and split back per head, and its parallel residual read from the
-missing `ffn_norm`, StableLM 2 12B), built with
+missing `ffn_norm`, StableLM 2 12B; mistral3's YaRN with its log multiplier and the query
+scale's `attention.temperature_scale`, Ministral 3), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -50,7 +51,7 @@ F32 = [
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
-    "tiny-cohere-qknorm", "tiny-stablelm2-12b",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3",
 ]
 QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
@@ -91,6 +92,9 @@ MISREAD = {
     "tiny-stablelm": {"partial_rotary_factor": 1.0},
     # Command R+'s `logit_scale` (0.125) missed: transformers' default 0.0625.
     "tiny-cohere-qknorm": {"logit_scale": 0.0625},
+    # Ministral 3's `attention.temperature_scale` missed: no query scaling.
+    "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
+                                            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.0}},
 }
 
 
@@ -123,7 +127,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
