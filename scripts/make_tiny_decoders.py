@@ -53,6 +53,17 @@ def hunyuan_rope(config):
     return config
 
 
+def neox_rope(config):
+    """GPT-NeoX's published configs (Pythia): `rotary_pct` and `rotary_emb_base` at the top
+    level, no `rope_parameters`."""
+    params = config.pop("rope_parameters")
+    config["rotary_emb_base"] = params["rope_theta"]
+    config["rotary_pct"] = params["partial_rotary_factor"]
+    # GPTNeoXConfig has no key/value head count (SMALL's is an unread extra here).
+    config.pop("num_key_value_heads", None)
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -156,6 +167,22 @@ FIXTURES_MADE_HERE = {
                   rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0}),
         legacy=hunyuan_rope,
         exercises="HunYuan dense: per-head q/k RMSNorms (`query_layernorm` / `key_layernorm`) on the rotated q and k, q/k/v/o biases, `rope_scaling` `dynamic` with `alpha` 1000 (the base stretched to theta * alpha^(16/14))",
+    ),
+    # GPT-NeoX: per-head fused q/k/v, partial rotary, the parallel block with two norms, and
+    # its sequential form.
+    "tiny-gpt_neox": dict(
+        cls="GPTNeoX", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=128, num_hidden_layers=2, layer_norm_eps=1e-5, use_parallel_residual=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        legacy=neox_rope,
+        exercises="GPT-NeoX: `query_key_value` laid out per head, biases, LayerNorms with bias, exact-GELU plain MLP, RoPE on a quarter of each head (`rotary_pct`, `rotary_emb_base` as published), attention and the MLP in parallel from their own norms, head `embed_out`",
+    ),
+    "tiny-gpt_neox-sequential": dict(
+        cls="GPTNeoX", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=128, num_hidden_layers=2, layer_norm_eps=1e-5, use_parallel_residual=False, attention_bias=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}),
+        legacy=neox_rope,
+        exercises="GPT-NeoX with `use_parallel_residual` false (attention, residual, then the MLP on `post_attention_layernorm`), no attention biases (`attention_bias` false), half of each head rotated at base 500",
     ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).

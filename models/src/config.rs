@@ -298,6 +298,11 @@ impl DecoderConfig {
                     map.insert((*key).to_string(), value.to_json());
                 }
             }
+            for (old, generic) in f.key_aliases {
+                if let (None, Some(v)) = (map.get(*generic), map.get(*old).cloned()) {
+                    map.insert((*generic).to_string(), v);
+                }
+            }
         }
         let r = Reader { path, map: &map };
         const HIDDEN: &[&str] = &["hidden_size", "n_embd"];
@@ -731,6 +736,9 @@ fn read_rope(
                 return Err(r.err(format!("NTK-alpha RoPE needs head_dim above 2, found {head_dim}")));
             }
             theta *= alpha.powf(head_dim as f64 / (head_dim as f64 - 2.0));
+            if !theta.is_finite() {
+                return Err(r.err(format!("`{params_key}.alpha` {alpha} stretches the RoPE base past any finite number")));
+            }
             RopeKind::Default
         }
         "dynamic" => {
@@ -788,8 +796,22 @@ fn check_rope_tables(r: &Reader, key: &str, positions: usize, rotary_dim: usize,
 }
 
 /// Boolean keys the families read through [`DecoderConfig::flag`].
-const BOOLEAN_KEYS: &[&str] =
-    &["attention_bias", "mlp_bias", "use_bias", "tie_word_embeddings", "use_sliding_window", "scale_attn_weights", "scale_attn_by_inverse_layer_idx"];
+const BOOLEAN_KEYS: &[&str] = &[
+    "attention_bias",
+    "attention_out_bias",
+    "mlp_bias",
+    "use_bias",
+    "qkv_bias",
+    "use_qkv_bias",
+    "lm_head_bias",
+    "tie_word_embeddings",
+    "use_sliding_window",
+    "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx",
+    "use_qk_norm",
+    "qk_layernorm",
+    "use_parallel_residual",
+];
 
 /// Keys a RoPE object may hold without a `rope_type`: they describe the base frequencies, not
 /// a scaling.
@@ -1191,6 +1213,12 @@ mod tests {
         let c = parse(&format!(r#"{{{hunyuan},"rope_theta":10000.0,"rope_scaling":{{"type":"dynamic","alpha":1000.0,"factor":1.0}}}}"#)).unwrap();
         let want = 10000.0 * 1000f64.powf(16.0 / 14.0);
         assert!((c.rope.theta - want).abs() < 1e-6 * want && matches!(c.rope.kind, RopeKind::Default), "{:?}", c.rope);
+        // The exponent is the head's width, not hidden / heads.
+        let c = parse(&format!(r#"{{{hunyuan},"head_dim":32,"rope_theta":10000.0,"rope_scaling":{{"type":"dynamic","alpha":1000.0,"factor":1.0}}}}"#)).unwrap();
+        let want = 10000.0 * 1000f64.powf(32.0 / 30.0);
+        assert!((c.rope.theta - want).abs() < 1e-6 * want, "{:?}", c.rope);
+        let e = parse(&format!(r#"{{{hunyuan},"rope_scaling":{{"type":"dynamic","alpha":1e300}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("past any finite number"), "{e}");
         let e = parse(&format!(r#"{{{hunyuan},"rope_scaling":{{"type":"dynamic","factor":2.0}}}}"#)).unwrap_err().to_string();
         assert!(e.contains("dynamic NTK"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","alpha":1000.0}}}}"#)).unwrap_err().to_string();

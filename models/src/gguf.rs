@@ -1505,7 +1505,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
             v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("use_parallel_residual"))))?;
         }
         c.insert("use_parallel_residual".into(), json!(!every_layer_has(file, "ffn_norm.weight", &c, &err)?));
-        c.insert("qk_layernorm".into(), json!(every_layer_has(file, "attn_q_norm.weight", &c, &err)?));
+        c.insert("qk_layernorm".into(), json!(qk_norms_in_every_layer(file, &c, &err)?));
     }
     if a.kind == Kind::Arcee {
         c.insert("hidden_act".into(), json!("relu2"));
@@ -1863,7 +1863,7 @@ fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: 
     if kind == Kind::CommandR {
         // Command R+: per-head q/k norms (`attn_q_norm` `[head_dim, heads]`), which llama.cpp's
         // loader requires of files of 64 layers or more and reads from no other.
-        c.insert("use_qk_norm".into(), json!(every_layer_has(file, "attn_q_norm.weight", c, err)?));
+        c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
     }
     if kind == Kind::Cohere2 {
         let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's cohere2 loader requires it)", key("attention.sliding_window"))))?;
@@ -1931,6 +1931,17 @@ fn starcoder2_config(c: &mut Map<String, Json>, biased: bool, float: Read<f64>, 
     c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
     c.insert("use_bias".into(), json!(biased));
     Ok(())
+}
+
+/// Whether every layer holds per-head q and k norms (`attn_q_norm`, `attn_k_norm`): one switch
+/// turns both on in transformers, so a file with one and not the other is refused naming it.
+fn qk_norms_in_every_layer(file: &GgufFile, c: &Map<String, Json>, err: &dyn Fn(String) -> Error) -> Result<bool> {
+    let (q, k) = (every_layer_has(file, "attn_q_norm.weight", c, err)?, every_layer_has(file, "attn_k_norm.weight", c, err)?);
+    if q != k {
+        let (has, lacks) = if q { ("attn_q_norm", "attn_k_norm") } else { ("attn_k_norm", "attn_q_norm") };
+        return Err(err(format!("its layers hold `{has}.weight` but no `{lacks}.weight`: the config switch that builds one builds both")));
+    }
+    Ok(q)
 }
 
 /// Whether every layer holds `blk.N.{suffix}` (false when none does); a file where only some
@@ -3164,7 +3175,8 @@ mod tests {
     }
 
     /// Command R: one bias-free LayerNorm a layer, `logit_scale` required, the head tied, q/k/v
-    /// biases when present; Command R+'s per-head q/k norms are refused as unmapped.
+    /// biases refused (Cohere's also bias o_proj); Command R+'s per-head q/k norms switch
+    /// `use_qk_norm` on, in every layer or none, q and k together.
     #[test]
     fn command_r_files_become_cohere_configs() {
         let mut t = llama_tensors();
@@ -3202,6 +3214,10 @@ mod tests {
         two.push(("command-r.block_count".into(), json!(2)));
         let e = import_of(&as_ref(&two), &plus).err().expect("refused").to_string();
         assert!(e.contains("1 of its 2 layers hold `attn_q_norm.weight`"), "{e}");
+        let mut q_only = t.clone();
+        q_only.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
+        let e = import_of(&as_ref(&m), &q_only).err().expect("refused").to_string();
+        assert!(e.contains("hold `attn_q_norm.weight` but no `attn_k_norm.weight`"), "{e}");
     }
 
     /// Ministral 3: the file's YaRN with its log multiplier as `mscale_all_dim`, the temperature

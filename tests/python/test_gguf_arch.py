@@ -51,11 +51,13 @@ F32 = [
     "tiny-granite", "tiny-olmo2", "tiny-starcoder2", "tiny-phi", "tiny-phi-fused", "tiny-smollm3",
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
-    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
 ]
 QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
-VARIANTS = {"tiny-phi-fused": "tiny-phi"}
+# tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
+# without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm"}
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
 MISREAD = {

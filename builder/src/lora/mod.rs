@@ -119,10 +119,10 @@ impl Slots {
                 return Err(lora_error(
                     &path,
                     format!(
-                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as a projection: an expert, a tied lm_head that reads the embedding table, or a name this model does not have; {}: {}{})",
+                        "adapter `{name}`: tensor `{}` targets `{}`, which has no LoRA slot in the package (a module the base graph does not build as a projection: an expert, a tied lm_head that reads the embedding table, a fused projection laid out per head such as GPT-NeoX's `query_key_value`, or a name this model does not have; {}{}{})",
                         p.a_key,
                         p.module,
-                        if self.0.is_empty() { "the package has no slots" } else { "slots" },
+                        if self.0.is_empty() { "the package has no slots" } else { "slots: " },
                         known.join(", "),
                         if self.0.len() > known.len() { ", ..." } else { "" }
                     ),

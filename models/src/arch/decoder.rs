@@ -166,8 +166,10 @@ impl DecoderFamily {
         })
     }
 
-    /// `(beta, original)` of [`super::QueryPositionScale`], from config.json's RoPE object (or
-    /// the family's default one when config.json has none).
+    /// `(beta, original)` of [`super::QueryPositionScale`]: beta from config.json's RoPE object
+    /// (or the family's default one when config.json has none); the length YaRN's own (which
+    /// transformers standardizes from the top-level key first, as [`crate::RopeConfig`] is
+    /// read), else the RoPE object's key.
     fn query_position_keys(&self, c: &crate::DecoderConfig, qp: super::QueryPositionScale) -> Result<(f64, f64)> {
         use serde_json::Value;
         let given = ["rope_parameters", "rope_scaling"].into_iter().find_map(|k| c.raw.get(k).and_then(Value::as_object).map(|m| (k, m.clone())));
@@ -177,16 +179,20 @@ impl DecoderFamily {
             (None, Some(m)) => ("the family's default RoPE parameters", m),
             (None, None) => ("rope_parameters", serde_json::Map::new()),
         };
-        let read = |k: &str| -> Result<f64> {
+        let read = |k: &str, why: &str| -> Result<f64> {
             params.get(k).and_then(Value::as_f64).filter(|v| v.is_finite()).ok_or_else(|| Error::Config {
                 path: c.path.clone(),
                 reason: format!(
-                    "`{where_}` has no number `{k}`: the `{}` family scales each query by `1 + {} * ln(1 + floor(position / {}))` (transformers fails without it)",
+                    "`{where_}` has no number `{k}`: the `{}` family scales each query by `1 + {} * ln(1 + floor(position / {}))` ({why})",
                     c.model_type, qp.beta, qp.original
                 ),
             })
         };
-        let (beta, original) = (read(qp.beta)?, read(qp.original)?);
+        let beta = read(qp.beta, "transformers fails without it")?;
+        let original = match &c.rope.kind {
+            RopeKind::Yarn { original_max_position_embeddings, .. } => *original_max_position_embeddings,
+            _ => read(qp.original, "without YaRN the length is the RoPE object's key")?,
+        };
         if original <= 0.0 {
             return Err(Error::Config { path: c.path.clone(), reason: format!("`{where_}.{}` must be positive, found {original}", qp.original) });
         }
@@ -425,7 +431,7 @@ impl DecoderFamily {
             _ => None,
         };
         let block = match l.block_when {
-            Some((key, shape)) if c.flag(key, false) => shape,
+            Some(switch) if c.flag(switch.key, switch.default) => switch.on,
             _ => l.block,
         };
         Ok(Shared {
@@ -466,8 +472,13 @@ impl DecoderFamily {
         let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
         if sh.block == BlockShape::Parallel {
-            // Phi: `(attn(ln(h)) + mlp(ln(h))) + h`, in transformers' order.
-            let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
+            // Phi: `(attn(ln(h)) + mlp(ln(h))) + h`, in transformers' order; GPT-NeoX's MLP reads
+            // its own norm of `h` (`mlp + attn` first there: the same rounding, `+` commutes).
+            let mx = match n.norms.before_mlp {
+                None => x.clone(),
+                Some(_) => around(b, n.norms.before_mlp, h)?,
+            };
+            let m = self.mlp_block(b, ckpt, sh, i, &layer, &mx)?;
             let both = b.op(&s("parallel/Add"), "Add", &[&o, &m], vec![]);
             let both = residual_scale(b, sh, &s("parallel_residual/Mul"), &both);
             return Ok(b.op(&s("parallel_residual/Add"), "Add", &[&both, h], vec![]));
@@ -509,6 +520,18 @@ impl DecoderFamily {
                     Ok(linear(b, &s(part), x, w))
                 };
                 (proj(q, sh.q_dim)?, proj(k, sh.kv_dim)?, proj(v, sh.kv_dim)?)
+            }
+            AttentionNames::FusedPerHead { qkv } => {
+                if heads.q != heads.kv {
+                    return Err(Error::Config {
+                        path: sh.c.path.clone(),
+                        reason: format!("`{}`'s per-head fused q/k/v has one key/value head per query head; `num_key_value_heads` is {}", sh.c.model_type, heads.kv),
+                    });
+                }
+                let parts = LinearWeights::read_fused_per_head(ckpt, b, &s(qkv), sh.hidden, heads.q, heads.head_dim, qkv_bias, l.weights)?;
+                let [wq, wk, wv]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
+                let scope = |p: &str| format!("{}.{p}", s(qkv));
+                (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
             }
             AttentionNames::Fused { qkv } => {
                 let dims = [sh.q_dim, sh.kv_dim, sh.kv_dim];
@@ -587,7 +610,7 @@ impl DecoderFamily {
             NormOver::EachHead(stored) => {
                 let mut each = |scope: &str, x: &str, count: usize| -> Result<String> {
                     let weight = head_weights(ckpt, scope, stored, count, heads.head_dim)?;
-                    Ok(per_head_weighted_layer_norm(b, scope, x, weight, count, heads.head_dim, eps))
+                    per_head_weighted_layer_norm(b, ckpt, scope, x, weight, count, heads.head_dim, eps)
                 };
                 (each(&s(qk.q), &q, heads.q)?, each(&s(qk.k), &k, heads.kv)?)
             }
@@ -678,7 +701,7 @@ impl DecoderFamily {
         let bias = self.layout.lm_head_bias.resolve(c);
         if !c.tie_word_embeddings.unwrap_or(self.layout.tie_default) {
             let head = LinearWeights::torch(ckpt, b, n.lm_head, c.hidden_size, c.vocab_size, bias)?;
-            return Ok(linear(b, n.lm_head, h, head));
+            return Ok(linear(b, HEAD_SCOPE, h, head));
         }
         if bias {
             return Err(Error::Config {
@@ -695,21 +718,24 @@ impl DecoderFamily {
             // less for Qwen2.5-0.5B in f16). ONNX Runtime folds the constant Transpose when
             // the session is created (docs/generic-graph.md has the trade-off).
             TiedHead::Shared => {
-                let scope = n.lm_head;
+                let scope = HEAD_SCOPE;
                 let perm = vec![ir::Attr::ints("perm", &[1, 0])];
                 let table = b.op(&format!("{scope}/Transpose"), "Transpose", &[&embedding.table], perm);
                 b.op(&format!("{scope}/MatMul"), "MatMul", &[h, &table], vec![])
             }
             TiedHead::Copy => {
                 let head = LinearWeights { weight: embedding.recipe.clone().transpose(vec![1, 0]).cast(b.float), bias: None };
-                linear(b, n.lm_head, h, head)
+                linear(b, HEAD_SCOPE, h, head)
             }
         })
     }
 }
 
-/// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
-/// multipliers to the activations' dtype).
+/// The head's node scope whatever the checkpoint calls the module (GPT-NeoX's `embed_out`): the
+/// quantize step finds the head by it (`builder/src/quantize/select.rs`); the weight keeps its
+/// checkpoint name in the recipe.
+const HEAD_SCOPE: &str = "lm_head";
+
 /// The `[heads, head_dim]` weight of a per-head q/k LayerNorm (f32), from one stacked tensor
 /// or from one tensor per head.
 fn head_weights(ckpt: &Checkpoint, scope: &str, stored: HeadWeights, heads: usize, head_dim: usize) -> Result<ir::Recipe> {
@@ -739,6 +765,8 @@ fn query_position_scale(b: &mut GraphBuilder, position_ids: &str, beta: f64, ori
     b.op("query_position_scale/Gather", "Gather", &[&table, position_ids], vec![ir::Attr::int("axis", 0)])
 }
 
+/// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
+/// multipliers to the activations' dtype).
 fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
     let label = format!("{name} = {value}");
     b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
@@ -843,7 +871,7 @@ mod tests {
         assert_eq!(read(given).unwrap(), Some((0.25, 8192.0)));
         let legacy = r#","rope_scaling":{"type":"yarn","factor":8.0,"original_max_position_embeddings":4096,"llama_4_scaling_beta":0.3}"#;
         assert_eq!(read(legacy).unwrap(), Some((0.3, 4096.0)));
-        let e = read(r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192}"#).err().expect("refused").to_string();
+        let e = read(r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192}"#).expect_err("refused").to_string();
         assert!(e.contains("`rope_parameters` has no number `llama_4_scaling_beta`"), "{e}");
         // Mistral reads no such key.
         assert_eq!(MISTRAL.scalars(&config("mistral", given)).unwrap().query_position, None);

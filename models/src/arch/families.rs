@@ -58,6 +58,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     lm_head_bias: Bias::Never,
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false },
     key_defaults: &[],
+    key_aliases: &[],
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -82,9 +83,10 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     layers: UNIFORM_LAYERS,
 };
 
-/// Ministral 3's RoPE when config.json gives none (`Ministral3Config`): YaRN x16 over 16384
-/// positions with `mscale` / `mscale_all_dim` 1, and the query scaling's beta 0.1.
-const MINISTRAL3_ROPE: &str = r#"{"rope_type":"yarn","factor":16.0,"original_max_position_embeddings":16384,"beta_fast":32.0,"beta_slow":1.0,"mscale":1.0,"mscale_all_dim":1.0,"llama_4_scaling_beta":0.1}"#;
+/// Ministral 3's RoPE when config.json gives none (`Ministral3Config`): theta 1e6 (whatever a
+/// top-level `rope_theta` says: the class fills the whole object), YaRN x16 over 16384 positions
+/// with `mscale` / `mscale_all_dim` 1, and the query scaling's beta 0.1.
+const MINISTRAL3_ROPE: &str = r#"{"rope_type":"yarn","rope_theta":1000000.0,"factor":16.0,"original_max_position_embeddings":16384,"beta_fast":32.0,"beta_slow":1.0,"mscale":1.0,"mscale_all_dim":1.0,"llama_4_scaling_beta":0.1}"#;
 
 /// Ministral 3 (the text model of Ministral 3 / Mistral 3): Mistral's layers (no biases, the
 /// window when `sliding_window` is set), head_dim 128 when absent, RoPE theta 1e6 with YaRN by
@@ -96,6 +98,7 @@ pub const MINISTRAL3: DecoderFamily = DecoderFamily {
     layout: Layout {
         head_dim_default: Some(128),
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(262144))],
         rope_default: RopeDefault { theta: 1000000.0, scaling: Some(MINISTRAL3_ROPE), renamed: &[], ntk_alpha: false },
         ..MISTRAL.layout
     },
@@ -427,6 +430,50 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
         logits_divisor: Some(Key { name: "logits_scaling", default: Some(1.0) }),
         ..NO_SCALING
     },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// GPT-NeoX (Pythia, GPT-NeoX-20B and their fine-tunes): LayerNorms with bias before attention
+/// and the MLP, one `query_key_value` projection laid out per head (`[heads, 3, head_dim]` rows),
+/// q/k/v and `dense` biases per `attention_bias` (default true), a plain biased MLP
+/// (`dense_h_to_4h`, `hidden_act` default exact GELU, `dense_4h_to_h`), RoPE (rotate-half) on
+/// the first `rotary_pct` of each head (default 0.25) at `rotary_emb_base` (default 10000), the
+/// head `embed_out`; attention and the MLP in parallel from their own norms when
+/// `use_parallel_residual` (default true), in sequence otherwise (`GPTNeoXLayer`).
+pub const GPT_NEOX: DecoderFamily = DecoderFamily {
+    model_types: &["gpt_neox"],
+    names: NameTable {
+        embed_tokens: "gpt_neox.embed_in.weight",
+        embed_positions: None,
+        layer: "gpt_neox.layers.{i}",
+        attention: AttentionNames::FusedPerHead { qkv: "attention.query_key_value" },
+        o_proj: "attention.dense",
+        qk_norm: None,
+        norms: PRE_NORMS,
+        mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
+        sinks: None,
+        final_norm: "gpt_neox.final_layer_norm",
+        lm_head: "embed_out",
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
+        qkv_bias: Bias::ConfigOr("attention_bias", true),
+        o_bias: Bias::ConfigOr("attention_bias", true),
+        mlp_bias: Bias::Always,
+        partial_rotary_default: 0.25,
+        block: BlockShape::Sequential,
+        block_when: Some(BlockSwitch { key: "use_parallel_residual", default: true, on: BlockShape::Parallel }),
+        key_aliases: &[("rotary_pct", "partial_rotary_factor"), ("rotary_emb_base", "rope_theta")],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: &[
+        Unused { suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
+        Unused { suffix: ".attention.bias", reason: "GPT-NeoX's causal-mask buffer (older checkpoints); the graph builds its own mask" },
+        Unused { suffix: ".attention.masked_bias", reason: "GPT-NeoX's mask fill-value buffer (older checkpoints); the graph builds its own mask" },
+    ],
+    scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
 };
 
@@ -940,7 +987,7 @@ pub const STABLELM: DecoderFamily = DecoderFamily {
         o_bias: Bias::Never,
         mlp_bias: Bias::Never,
         partial_rotary_default: 0.25,
-        block_when: Some(("use_parallel_residual", BlockShape::ParallelResidualFirst)),
+        block_when: Some(BlockSwitch { key: "use_parallel_residual", default: false, on: BlockShape::ParallelResidualFirst }),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

@@ -241,6 +241,10 @@ pub enum AttentionNames {
     /// One projection with q, k and v stacked along the output axis (Phi-3 `qkv_proj`,
     /// GPT-2 `c_attn`); split into three weights by Slice recipes.
     Fused { qkv: &'static str },
+    /// One projection whose output rows are per head `[q | k | v]` (GPT-NeoX's
+    /// `query_key_value`, viewed `[heads, 3 * head_dim]` and chunked): reordered to the stacked
+    /// layout by a reshape/transpose recipe, then split as `Fused` (no GQA in such families).
+    FusedPerHead { qkv: &'static str },
 }
 
 /// How the MLP is stored.
@@ -428,9 +432,9 @@ pub struct Layout {
     pub head_dim_default: Option<usize>,
     /// How attention and the MLP are arranged in a block.
     pub block: BlockShape,
-    /// A boolean config key (default false) that, when true, arranges the block as the given
-    /// shape instead (StableLM's `use_parallel_residual`).
-    pub block_when: Option<(&'static str, BlockShape)>,
+    /// A boolean config key that, when true, arranges the block as another shape (StableLM's
+    /// and GPT-NeoX's `use_parallel_residual`).
+    pub block_when: Option<BlockSwitch>,
     /// A config key whose value `c` clamps the q, k and v projections to `[-c, c]` (OLMo's
     /// `clip_qkv`; absent or `null`: no clamp).
     pub clip_qkv: Option<&'static str>,
@@ -442,6 +446,10 @@ pub struct Layout {
     /// inserted when config.json lacks them (Gemma 3's multimodal `text_config` gives only the
     /// sizes that differ, so the 4B has no `num_attention_heads` and none has `vocab_size`).
     pub key_defaults: &'static [(&'static str, KeyDefault)],
+    /// `(old, generic)`: a family's own spelling of a generic key, read as that key when
+    /// config.json lacks the generic one (GPT-NeoX's `rotary_pct` and `rotary_emb_base`, which
+    /// `GPTNeoXConfig` moves into `partial_rotary_factor` and `rope_theta`).
+    pub key_aliases: &'static [(&'static str, &'static str)],
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
@@ -495,12 +503,23 @@ pub enum RotaryPairs {
 pub enum BlockShape {
     /// Attention, its residual add, then the MLP on the sum (Llama).
     Sequential,
-    /// Attention and the MLP both read the one norm before attention, and both outputs join the
-    /// residual: `(attn(ln(h)) + mlp(ln(h))) + h` (Phi-1/2; `norms.before_mlp` unused).
+    /// Attention and the MLP both read the block input, and both outputs join the residual:
+    /// `(attn(ln(h)) + mlp(ln(h))) + h` with the one norm before attention (Phi-1/2), or with
+    /// `norms.before_mlp` on `h` for the MLP where the table names one (GPT-NeoX's
+    /// `post_attention_layernorm`: `mlp(ln2(h)) + attn(ln1(h)) + h`, the same sum).
     Parallel,
     /// [`BlockShape::Parallel`] with transformers' other order: `(h + attn(ln(h))) + mlp(ln(h))`
     /// (Cohere's `residual + attention + mlp`). The same sum, rounded as transformers rounds it.
     ParallelResidualFirst,
+}
+
+/// [`Layout::block_when`]: `on` when the boolean `key` (absent: `default`) is true, the
+/// layout's `block` otherwise.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockSwitch {
+    pub key: &'static str,
+    pub default: bool,
+    pub on: BlockShape,
 }
 
 /// Where the norms' epsilon comes from.

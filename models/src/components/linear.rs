@@ -58,6 +58,46 @@ impl LinearWeights {
             WeightLayout::Conv1D => (ckpt.tensor(&name, &[inp, total])?, 1),
         };
         let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[total])?) } else { None };
+        Ok(Self::split(b, weight, bias, out_axis, parts, layout))
+    }
+
+    /// [`Self::read_fused`] for a `[heads * 3 * head_dim, inp]` projection whose rows are per
+    /// head `[q | k | v]` (GPT-NeoX's `query_key_value`): the rows reordered to `[q..., k...,
+    /// v...]` by a reshape/transpose recipe (and the bias alike), then split into q, k and v.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_fused_per_head(
+        ckpt: &Checkpoint,
+        b: &GraphBuilder,
+        scope: &str,
+        inp: usize,
+        heads: usize,
+        head_dim: usize,
+        bias: bool,
+        layout: WeightLayout,
+    ) -> Result<Vec<Self>> {
+        let rows = 3 * heads * head_dim;
+        let name = format!("{scope}.weight");
+        let weight = match layout {
+            WeightLayout::Linear => ckpt.tensor(&name, &[rows, inp])?,
+            WeightLayout::Conv1D => ckpt.tensor(&name, &[inp, rows])?.transpose(vec![1, 0]),
+        };
+        let stacked = |r: ir::Recipe, rest: &[usize]| {
+            let mut split = vec![heads, 3, head_dim];
+            split.extend_from_slice(rest);
+            let mut perm = vec![1, 0, 2];
+            perm.extend(3..split.len());
+            let mut whole = vec![rows];
+            whole.extend_from_slice(rest);
+            r.reshape(split).transpose(perm).reshape(whole)
+        };
+        let weight = stacked(weight, &[inp]);
+        let bias = if bias { Some(stacked(ckpt.tensor(&format!("{scope}.bias"), &[rows])?, &[])) } else { None };
+        Ok(Self::split(b, weight, bias, 0, &[heads * head_dim; 3], WeightLayout::Linear))
+    }
+
+    /// `weight` (and `bias`) cut into `parts` along the output axis, each transposed to
+    /// `[in, out]` when stored `[out, in]`, in the graph's dtype.
+    fn split(b: &GraphBuilder, weight: ir::Recipe, bias: Option<ir::Recipe>, out_axis: usize, parts: &[usize], layout: WeightLayout) -> Vec<Self> {
         let mut start = 0;
         let mut out = Vec::with_capacity(parts.len());
         for &n in parts {
@@ -70,7 +110,7 @@ impl LinearWeights {
             out.push(LinearWeights { weight: w.cast(b.float), bias });
             start += n;
         }
-        Ok(out)
+        out
     }
 }
 

@@ -109,17 +109,13 @@ pub fn per_head_norm(
 /// reshaped back. `LayerNormalization`'s scale covers the normalized axes only, so the per-head
 /// weight is a separate `Mul` (Cohere's `CohereLayerNorm((heads, head_dim))`, StableLM's
 /// `StableLmLayerNormPerHead`).
-pub fn per_head_weighted_layer_norm(b: &mut GraphBuilder, scope: &str, x: &str, weight: ir::Recipe, heads: usize, head_dim: usize, eps: f64) -> String {
+#[allow(clippy::too_many_arguments)]
+pub fn per_head_weighted_layer_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, weight: ir::Recipe, heads: usize, head_dim: usize, eps: f64) -> Result<String> {
     let split = b.const_i64_1d(&format!("{scope}/heads_shape"), &[0, 0, heads as i64, head_dim as i64]);
     let merged = b.const_i64_1d(&format!("{scope}/merged_shape"), &[0, 0, (heads * head_dim) as i64]);
     let x4 = b.op(&format!("{scope}/Reshape_heads"), "Reshape", &[x, &split], vec![]);
-    let ones = ir::Recipe::from_f32(format!("{scope} ones (weight per head after)"), vec![head_dim], &vec![1.0; head_dim]).cast(b.float);
-    let zeros = ir::Recipe::from_f32(format!("{scope} zeros (no bias)"), vec![head_dim], &vec![0.0; head_dim]).cast(b.float);
-    let ones = b.initializer(&format!("{scope}.ones"), ones);
-    let zeros = b.initializer(&format!("{scope}.zeros"), zeros);
-    let attrs = vec![Attr::int("axis", -1), Attr::float("epsilon", eps as f32)];
-    let y4 = b.op(&format!("{scope}/LayerNormalization"), "LayerNormalization", &[&x4, &ones, &zeros], attrs);
+    let y4 = layer_norm_of(b, ckpt, NormKind::LayerNoAffine, scope, &x4, head_dim, eps)?;
     let w = b.initializer(&format!("{scope}.weight"), weight.cast(b.float));
     let y4 = b.op(&format!("{scope}/Mul_head_weight"), "Mul", &[&y4, &w], vec![]);
-    b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![])
+    Ok(b.op(&format!("{scope}/Reshape_merge"), "Reshape", &[&y4, &merged], vec![]))
 }
