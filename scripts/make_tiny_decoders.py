@@ -184,6 +184,18 @@ FIXTURES_MADE_HERE = {
         legacy=neox_rope,
         exercises="GPT-NeoX with `use_parallel_residual` false (attention, residual, then the MLP on `post_attention_layernorm`), no attention biases (`attention_bias` false), half of each head rotated at base 500",
     ),
+    # Apertus: xIELU plain MLP with learned scalars, per-head q/k norms, Llama 3 RoPE.
+    "tiny-apertus": dict(
+        cls="Apertus", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=128, num_hidden_layers=2, rms_norm_eps=1e-5, hidden_act="xielu",
+                  rope_parameters={"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0, "original_max_position_embeddings": 64,
+                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+        legacy=legacy_rope,
+        # xIELU's `beta` and `eps` are buffers (saved, not parameters): moved off their defaults
+        # per layer, so a build that assumed them would miss.
+        tweak=lambda model: [(layer.mlp.act_fn.beta.fill_(0.4 + 0.2 * i), layer.mlp.act_fn.eps.fill_(-0.05 * (i + 1))) for i, layer in enumerate(model.model.layers)],
+        exercises="Apertus: xIELU MLP (`mlp.act_fn.alpha_p` / `alpha_n` perturbed, `beta` 0.4 / 0.6 and `eps` -0.05 / -0.1 by layer), per-head q/k RMSNorms, `attention_layernorm` / `feedforward_layernorm`, Llama 3 RoPE",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(
@@ -206,13 +218,16 @@ def run(model, ids, mask, past=None, pos=None):
         return model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
 
 
-def perturbed_and_saved(model, out_dir):
-    """`model` with every parameter moved off its init (so a weight never loaded shows up),
-    set to eager attention and saved to `out_dir`."""
+def perturbed_and_saved(model, out_dir, tweak=None):
+    """`model` with every parameter moved off its init (so a weight never loaded shows up), and
+    `tweak` applied (buffers the checkpoint saves too), set to eager attention and saved to
+    `out_dir`."""
     model = model.eval()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
+        if tweak is not None:
+            tweak(model)
     model.config._attn_implementation = "eager"
     model.save_pretrained(out_dir, safe_serialization=True)
     return model
@@ -266,7 +281,7 @@ def make(name, spec):
     torch.manual_seed(1234)
     config = getattr(transformers, spec["cls"] + "Config")(**spec["args"])
     model_cls = getattr(transformers, spec["cls"] + "ForCausalLM")
-    model = perturbed_and_saved(model_cls(config), out_dir)
+    model = perturbed_and_saved(model_cls(config), out_dir, spec.get("tweak"))
     path = os.path.join(out_dir, "config.json")
     with open(path) as f:
         written = spec["legacy"](json.load(f))

@@ -51,13 +51,16 @@ pub enum Activation {
     /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul` (a table that claims no
     /// `Max` fails validation naming the node; tests/expectations/ops.toml [pending]).
     Relu2,
+    /// xIELU (`xielu`, Apertus): four learned scalars per layer, so only a family whose MLP
+    /// names them builds it (`MlpNames::PlainParametric`); the others refuse it by key.
+    Xielu,
 }
 
 impl Activation {
     /// The config spellings this tool accepts, for error messages. Only activations every
     /// EP table runs are listed: one the tables cannot run is refused here, by its key, before
     /// any weight is read (ReLU, for one, has no table entry yet).
-    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu2";
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu2, xielu (Apertus)";
 
     pub(crate) fn parse(name: &str) -> Option<Activation> {
         Some(match name {
@@ -65,6 +68,7 @@ impl Activation {
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
             "relu2" => Activation::Relu2,
+            "xielu" => Activation::Xielu,
             _ => return None,
         })
     }

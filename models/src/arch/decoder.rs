@@ -7,7 +7,7 @@ use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
-use crate::components::mlp::{gated, plain, GatedScopes};
+use crate::components::mlp::{gated, plain, xielu, GatedScopes, XieluParams};
 use crate::components::norm::{norm, per_head_norm, per_head_weighted_layer_norm};
 use crate::components::rope::RopeCache;
 use crate::{Activation, Checkpoint, Error, GraphBuilder, Result, RopeConfig, RopeKind, TiedHead};
@@ -133,6 +133,12 @@ impl DecoderFamily {
             None => c.hidden_act,
             Some((k, default)) => c.activation(k, default)?,
         };
+        if act == Activation::Xielu && !matches!(self.names.mlp, MlpNames::PlainParametric { .. }) {
+            return Err(Error::Config {
+                path: c.path.clone(),
+                reason: format!("`hidden_act` is `xielu`, whose learned per-layer scalars only Apertus' MLP stores; the `{}` family has no such parameters", c.model_type),
+            });
+        }
         let embedding = match sc.embedding {
             EmbeddingScale::None => None,
             EmbeddingScale::SqrtHidden => Some((c.hidden_size as f64).sqrt()),
@@ -691,6 +697,18 @@ impl DecoderFamily {
                 let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
                 plain(b, &s(mlp_scope(down)), &s(up), &s(down), x, [u, d], act)
             }
+            MlpNames::PlainParametric { up, down, act: params } if act == Activation::Xielu => {
+                let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;
+                let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
+                let u = linear(b, &s(up), x, u);
+                let a = xielu(b, &s(params), &u, xielu_params(ckpt, &s(params))?);
+                linear(b, &s(down), &a, d)
+            }
+            MlpNames::PlainParametric { up, down, .. } => {
+                let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;
+                let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
+                plain(b, &s(mlp_scope(down)), &s(up), &s(down), x, [u, d], act)
+            }
         })
     }
 
@@ -767,6 +785,30 @@ fn query_position_scale(b: &mut GraphBuilder, position_ids: &str, beta: f64, ori
 
 /// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
 /// multipliers to the activations' dtype).
+/// xIELU's scalars of one layer (`{scope}.alpha_p`, `.alpha_n`, `.beta`, `.eps`, one value
+/// each), read when the graph is built (four numbers, not weights) and turned into what the
+/// forward uses: `softplus(alpha_p)`, `beta + softplus(alpha_n)` (computed in f64, rounded once).
+fn xielu_params(ckpt: &Checkpoint, scope: &str) -> Result<XieluParams> {
+    let value = |name: &str| -> Result<f64> {
+        let full = format!("{scope}.{name}");
+        // `[1]` (the parameters) or `[]` (the buffers), as transformers saves them.
+        let recipe = match ckpt.tensor(&full, &[1]) {
+            Err(Error::TensorShape { .. }) => ckpt.tensor(&full, &[])?,
+            other => other?,
+        };
+        let bytes = recipe.cast(ir::DType::F32).materialize()?;
+        let v = f32::from_le_bytes(bytes[..4].try_into().expect("one f32")) as f64;
+        if !v.is_finite() {
+            return Err(Error::Checkpoint { path: ckpt.config.path.clone(), reason: format!("tensor `{full}` is {v}, not a finite number") });
+        }
+        Ok(v)
+    };
+    // torch's softplus (threshold 20: the identity above it).
+    let softplus = |v: f64| if v > 20.0 { v } else { v.exp().ln_1p() };
+    let beta = value("beta")?;
+    Ok(XieluParams { alpha_p: softplus(value("alpha_p")?) as f32, alpha_n: (beta + softplus(value("alpha_n")?)) as f32, beta: beta as f32, eps: value("eps")? as f32 })
+}
+
 fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
     let label = format!("{name} = {value}");
     b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
@@ -849,8 +891,8 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
-    use crate::RopeKind;
+    use crate::arch::{APERTUS, COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::{Activation, RopeKind};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -875,6 +917,15 @@ mod tests {
         assert!(e.contains("`rope_parameters` has no number `llama_4_scaling_beta`"), "{e}");
         // Mistral reads no such key.
         assert_eq!(MISTRAL.scalars(&config("mistral", given)).unwrap().query_position, None);
+    }
+
+    /// xIELU's scalars are per layer: a family whose MLP does not name them refuses the key.
+    #[test]
+    fn xielu_is_refused_where_the_mlp_stores_no_parameters() {
+        let e = LLAMA.scalars(&config("llama", r#","hidden_act":"xielu""#)).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("`hidden_act` is `xielu`"), "{e}");
+        assert_eq!(APERTUS.scalars(&config("apertus", "")).map(|s| s.act).ok(), Some(Activation::Xielu));
+        assert_eq!(APERTUS.scalars(&config("apertus", r#","hidden_act":"silu""#)).map(|s| s.act).ok(), Some(Activation::Silu));
     }
 
     #[test]

@@ -92,6 +92,9 @@ impl EncoderFamily {
             });
         }
         let act = c.activation("hidden_act", Activation::Gelu)?;
+        if act == Activation::Xielu {
+            return Err(Error::Config { path: c.path.clone(), reason: "key `hidden_act` is `xielu`, whose learned per-layer scalars only Apertus' MLP stores; an encoder has none".into() });
+        }
         let eps = c.norm_eps;
         let hidden = c.hidden_size;
         let heads = Heads { q: c.num_attention_heads, kv: c.num_attention_heads, head_dim: c.head_dim };

@@ -433,6 +433,37 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Apertus's RoPE when config.json gives none (`ApertusConfig`): Llama 3 scaling x8 over 8192
+/// positions at theta 1.2e7.
+const APERTUS_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":12000000.0,"factor":8.0,"original_max_position_embeddings":8192,"low_freq_factor":1.0,"high_freq_factor":4.0}"#;
+
+/// Apertus (Swiss AI): Llama attention (biases per `attention_bias`) with per-head q/k RMSNorms
+/// before RoPE, norms named `attention_layernorm` / `feedforward_layernorm`, a plain MLP
+/// `down(act(up(x)))` whose `hidden_act` is xIELU (default) with four learned scalars per layer
+/// (`mlp.act_fn.alpha_p`, `alpha_n`, `beta`, `eps`), `rms_norm_eps` 1e-5 and the Llama 3 RoPE
+/// above when absent.
+pub const APERTUS: DecoderFamily = DecoderFamily {
+    model_types: &["apertus"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        norms: BlockNorms { before_attention: Some("attention_layernorm"), after_attention: None, before_mlp: Some("feedforward_layernorm"), after_mlp: None },
+        mlp: MlpNames::PlainParametric { up: "mlp.up_proj", down: "mlp.down_proj", act: "mlp.act_fn" },
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        activation: Some(("hidden_act", crate::Activation::Xielu)),
+        rope_default: RopeDefault { theta: 12000000.0, scaling: Some(APERTUS_ROPE), renamed: &[], ntk_alpha: false },
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(65536))],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// GPT-NeoX (Pythia, GPT-NeoX-20B and their fine-tunes): LayerNorms with bias before attention
 /// and the MLP, one `query_key_value` projection laid out per head (`[heads, 3, head_dim]` rows),
 /// q/k/v and `dense` biases per `attention_bias` (default true), a plain biased MLP

@@ -253,6 +253,10 @@ pub enum AttentionNames {
 pub enum MlpNames {
     /// `down(act(gate(x)) * up(x))` with separate weights (Llama).
     Gated { gate: &'static str, up: &'static str, down: &'static str },
+    /// `down(act(up(x)))` whose activation may hold learned scalars per layer under `act`
+    /// (Apertus' xIELU: `mlp.act_fn.{alpha_p, alpha_n, beta, eps}`), read when `hidden_act` is
+    /// `xielu`; any other activation is Plain's.
+    PlainParametric { up: &'static str, down: &'static str, act: &'static str },
     /// The same with gate and up stacked in one tensor, gate first (Phi-3 `gate_up_proj`).
     GatedFused { gate_up: &'static str, down: &'static str },
     /// `down(act(up(x)))` (GPT-2 `c_fc`, `c_proj`).

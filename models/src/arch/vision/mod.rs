@@ -233,7 +233,8 @@ impl<'a> Keys<'a> {
     pub fn activation(&self, key: &str, default: Activation) -> Result<Activation> {
         match self.string(key)? {
             None => Ok(default),
-            Some(name) => Activation::parse(name).ok_or_else(|| {
+            // xIELU's learned scalars belong to Apertus' MLP; no vision tower stores them.
+            Some(name) => Activation::parse(name).filter(|a| *a != Activation::Xielu).ok_or_else(|| {
                 self.err(format!("key `{}` is \"{name}\", which is not supported; supported: {}", self.name(key), Activation::NAMES))
             }),
         }
