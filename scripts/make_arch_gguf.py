@@ -71,7 +71,7 @@ ARCH = {
     "smollm3": "smollm3", "glm4": "glm4", "ernie4_5": "ernie4_5", "olmo": "olmo", "nemotron": "nemotron", "gpt2": "gpt2",
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
-    "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3",
+    "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -81,6 +81,7 @@ MAPPED = {
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
+    "apertus": gguf.MODEL_ARCH.APERTUS,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -91,7 +92,7 @@ FIXTURES = [
     "tiny-llama3-rope", "tiny-qwen3", "tiny-phi3", "tiny-phi3-longrope", "tiny-phi3-partial", "tiny-granite", "tiny-olmo2", "tiny-starcoder2",
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
-    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3",
+    "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-apertus",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm"}
@@ -166,6 +167,9 @@ def mapped_tensors(cfg, st, arch, fused):
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
     out = {}
     for hf, w in stacked_qk_norms(cfg, st, arch).items():
+        if arch == "apertus" and ".act_fn." in hf:
+            # ApertusModel.modify_tensors: the xIELU scalars become metadata (`xielu_scalars`).
+            continue
         g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
         assert g is not None, f"{arch}: no GGUF name for {hf}"
         if arch in PERMUTED and ".attn_q." in g:
@@ -200,6 +204,13 @@ def stacked_qk_norms(cfg, st, arch):
                 out[f"{prefix}.weight"] = np.stack([st[f"{prefix}.norms.{h}.weight"] for h in range(count)])
     assert sum(w.size for w in out.values()) == sum(w.size for w in st.values())
     return out
+
+
+def xielu_scalars(cfg, st):
+    """{alpha_n, alpha_p, beta, eps: [one float per layer]}: the raw parameters, as
+    ApertusModel.modify_tensors collects them."""
+    layers = range(cfg["num_hidden_layers"])
+    return {n: [float(st[f"model.layers.{i}.mlp.act_fn.{n}"].reshape(-1)[0]) for i in layers] for n in ("alpha_n", "alpha_p", "beta", "eps")}
 
 
 def tensors_of(cfg, st, arch, fused=False):
@@ -338,6 +349,13 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_layer_norm_eps(cfg["layer_norm_eps"])
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         return
+    if arch == "apertus":
+        # ApertusModel (a LlamaModel): TextModel's keys without the llama3 scaling (the factors
+        # are the `rope_freqs.weight` tensor), LlamaModel's vocab size and rotary width.
+        add_text_model(w, dict(cfg, rope_parameters={"rope_type": "default", "rope_theta": rope_params(cfg)["rope_theta"]}), quantized)
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+        return
     if arch == "granite":
         # GraniteModel: drops head_dim before TextModel's keys.
         cfg = {k: v for k, v in cfg.items() if k != "head_dim"}
@@ -410,6 +428,11 @@ def write(path, fixture, cfg, st, quantized, fused=False):
     extra = []
     if arch in MAPPED:
         write_mapped(w, cfg, arch, quantized)
+        if arch == "apertus":
+            # LlamaModel.generate_extra_tensors; ApertusModel's xIELU scalars, one per layer.
+            extra.append(("rope_freqs.weight", llama3_factors(cfg)))
+            for name, values in xielu_scalars(cfg, st).items():
+                getattr(w, f"add_xielu_{name}")(values)
     elif arch == "phi3":
         # Phi3MiniModel.set_gguf_parameters (its own keys, in its order).
         rot = int(p.get("partial_rotary_factor", 1.0) * hidden) // heads
@@ -491,10 +514,19 @@ def dequantized_mapped(r, cfg, arch, st):
     """`dequantized` for the MAPPED architectures: names inverted through the same TensorNameMap
     over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
-    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch)}
+    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
     heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     out = {}
+    if arch == "apertus":
+        # The xIELU scalars from the metadata, in the fixture's shapes ([1] parameters, [] buffers).
+        for n in ("alpha_n", "alpha_p", "beta", "eps"):
+            f = r.fields[f"xielu.{n}"]
+            for i, d in enumerate(f.data):
+                hf = f"model.layers.{i}.mlp.act_fn.{n}"
+                out[hf] = np.array(f.parts[d], np.float32).reshape(st[hf].shape)
     for t in r.tensors:
+        if t.name == "rope_freqs.weight":
+            continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
         if ".attn_qkv." in t.name and arch != "gpt2":

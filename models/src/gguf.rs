@@ -269,6 +269,7 @@ enum Kind {
     Cohere2,
     StableLm,
     Mistral3,
+    Apertus,
 }
 
 /// One architecture's mapping.
@@ -304,7 +305,7 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus => &[],
             // OLMo 3 (written as olmo2): its windows and the full layers' YaRN.
             Kind::Olmo2 => &[
                 "attention.sliding_window",
@@ -375,7 +376,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::Arcee | Kind::Exaone4 => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::Arcee | Kind::Exaone4 | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -431,6 +432,7 @@ impl Arch {
             // Seed-OSS's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::SeedOss => &[SEED_OSS_PRE_MLP_NORM],
             Kind::Arcee | Kind::Mistral3 => &[PRE_MLP_NORM],
+            Kind::Apertus => &[APERTUS_NAMES, QK_NORMS],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
@@ -483,7 +485,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -521,6 +523,8 @@ fn arch(name: &str) -> Option<Arch> {
         // permuted, llama.cpp's NORM rope).
         "seed_oss" => ("seed_oss", false, Kind::SeedOss),
         "arcee" => ("arcee", true, Kind::Arcee),
+        // ApertusModel is a LlamaModel with `undo_permute = False`: nothing permuted.
+        "apertus" => ("apertus", false, Kind::Apertus),
         // Mistral3Model's Ministral 3 half is a LlamaModel: q/k permuted.
         "mistral3" => ("ministral3", true, Kind::Mistral3),
         // Exaone4Model is a TextModel: nothing permuted.
@@ -676,6 +680,16 @@ const STARCODER2_MLP_NAMES: &[(&str, &str)] = &[
 
 /// The gated MLP's projections alone (StableLM's, beside [`BIASED_ATTENTION_NAMES`]).
 const GATED_MLP_NAMES: &[(&str, &str)] = &[("ffn_gate.weight", "mlp.gate_proj.weight"), ("ffn_up.weight", "mlp.up_proj.weight"), ("ffn_down.weight", "mlp.down_proj.weight")];
+
+/// Apertus's layers beyond Llama's attention (llama.cpp's `LLM_ARCH_APERTUS`): its norms'
+/// names, the plain xIELU MLP (`ffn_up`, `ffn_down`; the activation's scalars are metadata,
+/// [`xielu_views`]).
+const APERTUS_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "attention_layernorm.weight"),
+    ("ffn_norm.weight", "feedforward_layernorm.weight"),
+    ("ffn_up.weight", "mlp.up_proj.weight"),
+    ("ffn_down.weight", "mlp.down_proj.weight"),
+];
 
 /// StableLM 2 12B's q/k norms: the converter stacks the per-head `norms.{h}` LayerNorms into one
 /// `attn_q_norm` / `attn_k_norm` (`[head_dim, heads]`), which [`pieces`] splits back into one
@@ -971,6 +985,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     }
     for (layer, parts) in gpt_oss {
         file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
+    }
+    if a.kind == Kind::Apertus {
+        xielu_views(path, &file, int("num_hidden_layers"), &mut views)?;
     }
     // The bits most quantized file tensors have (an expert stack is one tensor, not one per
     // expert, so a file's experts do not outvote its attention): 8 when there are as many
@@ -1418,7 +1435,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1519,6 +1536,13 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::Mistral3 {
         mistral3_config(&mut c, file, &float, &uint, &key, &err)?;
+    }
+    if a.kind == Kind::Apertus {
+        // xIELU (the scalars are metadata, read by `xielu_views`); the RoPE is the file's
+        // `rope_freqs.weight` or none, stated: the family's default object is Llama 3's.
+        c.insert("hidden_act".into(), json!("xielu"));
+        c.insert("mlp_bias".into(), json!(false));
+        c.entry("rope_scaling").or_insert(json!({"rope_type": "default"}));
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
@@ -1779,6 +1803,31 @@ fn yarn_scaling(c: &Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: 
         yarn["attention_factor"] = json!(a);
     }
     Ok(Some(yarn))
+}
+
+/// Apertus's xIELU scalars (`ApertusModel` writes the raw parameters, before softplus, as the
+/// global `xielu.alpha_n` / `alpha_p` / `beta` / `eps`, one value per layer or one for all, as
+/// llama.cpp's `get_key_or_arr` reads them): one scalar view per layer under the family's names
+/// (`model.layers.N.mlp.act_fn.alpha_n`, ...), which the family turns into the forward's values.
+fn xielu_views(path: &Path, file: &GgufFile, layers: usize, views: &mut BTreeMap<String, Recipe>) -> Result<()> {
+    let err = |reason: String| Error::Config { path: path.to_path_buf(), reason };
+    for name in ["alpha_n", "alpha_p", "beta", "eps"] {
+        let k = format!("xielu.{name}");
+        let one = |v: &Value| v.as_f64().filter(|x| x.is_finite());
+        let values: Vec<f64> = match file.get(&k) {
+            None => return Err(err(format!("metadata key `{k}` is missing: Apertus's xIELU needs its {name} per layer (llama.cpp's loader requires it)"))),
+            Some(Value::Array(items)) if items.len() == layers => {
+                items.iter().map(|v| one(v).ok_or_else(|| err(format!("metadata key `{k}` holds {v:?}, not a finite number")))).collect::<Result<_>>()?
+            }
+            Some(Value::Array(items)) => return Err(err(format!("metadata key `{k}` has {} values for {layers} layers", items.len()))),
+            Some(v) => vec![one(v).ok_or_else(|| err(format!("metadata key `{k}` is {v:?}, not a finite number")))?; layers],
+        };
+        for (i, v) in values.into_iter().enumerate() {
+            let family = format!("model.layers.{i}.mlp.act_fn.{name}");
+            views.insert(family.clone(), Recipe::from_f32(format!("{k}[{i}] = {v}"), vec![], &[v as f32]));
+        }
+    }
+    Ok(())
 }
 
 /// Ministral 3 (`Mistral3Model`, a LlamaModel): `rope_parameters` with the file's YaRN, its
@@ -2205,6 +2254,13 @@ mod tests {
                     b.extend(7u32.to_le_bytes());
                     b.extend((items.len() as u64).to_le_bytes());
                     items.iter().for_each(|t| b.push(u8::from(t.as_bool() == Some(true))));
+                }
+                Json::Array(items) if items.iter().all(Json::is_f64) => {
+                    // An array of f32 (Apertus's per-layer xIELU scalars).
+                    b.extend(9u32.to_le_bytes());
+                    b.extend(6u32.to_le_bytes());
+                    b.extend((items.len() as u64).to_le_bytes());
+                    items.iter().for_each(|t| b.extend((t.as_f64().unwrap() as f32).to_le_bytes()));
                 }
                 Json::Array(items) => {
                     // An array of strings (a token list).
@@ -3218,6 +3274,35 @@ mod tests {
         q_only.push(("blk.0.attn_q_norm.weight", 0, vec![16, 4]));
         let e = import_of(&as_ref(&m), &q_only).err().expect("refused").to_string();
         assert!(e.contains("hold `attn_q_norm.weight` but no `attn_k_norm.weight`"), "{e}");
+    }
+
+    /// Apertus: the global `xielu.*` metadata (one value per layer, or one for all) becomes one
+    /// scalar view per layer under the family's names; a wrong count is refused naming the key.
+    #[test]
+    fn apertus_files_read_their_xielu_scalars_per_layer() {
+        let mut t = llama_tensors();
+        t.extend([("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])]);
+        t.retain(|(n, _, _)| !n.starts_with("blk.0.ffn_gate."));
+        let mut m = meta_of("apertus");
+        m.extend([
+            ("xielu.alpha_n".to_string(), json!([0.25f64])),
+            ("xielu.alpha_p".to_string(), json!(0.5f64)),
+            ("xielu.beta".to_string(), json!([0.75f64])),
+            ("xielu.eps".to_string(), json!([-0.125f64])),
+        ]);
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        assert_eq!((i.config["hidden_act"].as_str(), i.config["rope_scaling"]["rope_type"].as_str()), (Some("xielu"), Some("default")));
+        let value = |n: &str| f32::from_le_bytes(i.views[&format!("model.layers.0.mlp.act_fn.{n}")].materialize().unwrap()[..4].try_into().unwrap());
+        assert_eq!([value("alpha_n"), value("alpha_p"), value("beta"), value("eps")], [0.25, 0.5, 0.75, -0.125]);
+        assert!(i.tensors.contains_key("model.layers.0.attention_layernorm.weight") && i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight"));
+        let mut two = m.clone();
+        two.retain(|(k, _)| k != "xielu.beta");
+        two.push(("xielu.beta".to_string(), json!([0.75f64, 0.5f64])));
+        let e = import_of(&as_ref(&two), &t).err().expect("refused").to_string();
+        assert!(e.contains("`xielu.beta` has 2 values for 1 layers"), "{e}");
+        m.retain(|(k, _)| k != "xielu.eps");
+        let e = import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        assert!(e.contains("`xielu.eps` is missing"), "{e}");
     }
 
     /// Ministral 3: the file's YaRN with its log multiplier as `mscale_all_dim`, the temperature
