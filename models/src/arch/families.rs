@@ -142,6 +142,21 @@ pub const QWEN3: DecoderFamily = DecoderFamily {
     layers: QWEN_LAYERS,
 };
 
+/// Mixtral's (and GraniteMoE's) mixture keys: `num_local_experts` experts (default 8) of
+/// `intermediate_size`, top `num_experts_per_tok` (default 2) always renormalized, every layer
+/// sparse, softmax routing, gated experts.
+const MIXTRAL_KEYS: MoeKeys = MoeKeys {
+    experts: &["num_local_experts"],
+    experts_default: 8,
+    top_k_default: 2,
+    normalize: TopKNorm::Always,
+    intermediate: &[],
+    intermediate_default: None,
+    sparse: SparseLayers::All,
+    routing: Routing::SoftmaxTopK,
+    activation: ExpertActivation::Gated,
+};
+
 /// Mixtral: Mistral's attention; every layer's MLP is `num_local_experts` gated experts
 /// (`w1` gate, `w3` up, `w2` down) routed top-`num_experts_per_tok` with the top-k
 /// probabilities always renormalized (transformers' `MixtralSparseMoeBlock`).
@@ -154,17 +169,7 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
             experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
             shared: None,
             dense: None,
-            keys: MoeKeys {
-                experts: &["num_local_experts"],
-                experts_default: 8,
-                top_k_default: 2,
-                normalize: TopKNorm::Always,
-                intermediate: &[],
-                intermediate_default: None,
-                sparse: SparseLayers::All,
-                routing: Routing::SoftmaxTopK,
-                activation: ExpertActivation::Gated,
-            },
+            keys: MIXTRAL_KEYS,
         }),
         ..LLAMA_NAMES
     },
@@ -544,17 +549,7 @@ pub const GRANITEMOE: DecoderFamily = DecoderFamily {
             experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear", down: "block_sparse_moe.output_linear" },
             shared: None,
             dense: None,
-            keys: MoeKeys {
-                experts: &["num_local_experts"],
-                experts_default: 8,
-                top_k_default: 2,
-                normalize: TopKNorm::Always,
-                intermediate: &[],
-                intermediate_default: None,
-                sparse: SparseLayers::All,
-                routing: Routing::SoftmaxTopK,
-                activation: ExpertActivation::Gated,
-            },
+            keys: MIXTRAL_KEYS,
         }),
         ..LLAMA_NAMES
     },
