@@ -302,8 +302,11 @@ impl DecoderConfig {
                     map.insert((*key).to_string(), value.to_json());
                 }
             }
+            for key in f.ignored_keys {
+                map.remove(*key);
+            }
             for (old, generic) in f.key_aliases {
-                if let (None, Some(v)) = (map.get(*generic), map.get(*old).cloned()) {
+                if let (true, Some(v)) = (map.get(*generic).is_none_or(Value::is_null), map.get(*old).cloned()) {
                     map.insert((*generic).to_string(), v);
                 }
             }
@@ -815,6 +818,7 @@ const BOOLEAN_KEYS: &[&str] = &[
     "use_qk_norm",
     "qk_layernorm",
     "use_parallel_residual",
+    "norm_topk_prob",
 ];
 
 /// Keys a RoPE object may hold without a `rope_type`: they describe the base frequencies, not
@@ -1227,6 +1231,17 @@ mod tests {
         assert!(e.contains("dynamic NTK"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","alpha":1000.0}}}}"#)).unwrap_err().to_string();
         assert!(e.contains("dynamic NTK"), "{e}");
+    }
+
+    /// GPT-NeoX: `rotary_pct` / `rotary_emb_base` stand for the generic keys when those are
+    /// absent or null, and a stray `num_key_value_heads` (no key of `GPTNeoXConfig`) is dropped.
+    #[test]
+    fn gpt_neox_reads_its_own_rotary_keys_and_no_kv_heads() {
+        let neox = BASE.replace("llama", "gpt_neox");
+        let c = parse(&format!(r#"{{{neox},"rotary_pct":0.5,"rotary_emb_base":500,"rope_theta":null,"num_key_value_heads":2}}"#)).unwrap();
+        assert_eq!((c.rope.partial_rotary_factor, c.rope.theta, c.num_key_value_heads), (0.5, 500.0, 4));
+        let c = parse(&format!(r#"{{{neox}}}"#)).unwrap();
+        assert_eq!((c.rope.partial_rotary_factor, c.rope.theta), (0.25, 10000.0));
     }
 
     /// The Qwen families' `use_sliding_window` defaults to false (transformers' config classes):

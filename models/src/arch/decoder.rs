@@ -4,7 +4,7 @@
 use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, HeadWeights, MlpNames, NormEps, NormOver, Positions, QkNorm, RotaryPairs};
 use super::DecoderIo;
 use crate::components::attention::{attention, sink_attention, Heads};
-use crate::components::linear::{linear, LinearWeights};
+use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::kv_cache::{static_attention, write_indices};
 use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, xielu, GatedScopes, XieluParams};
@@ -167,7 +167,7 @@ impl DecoderFamily {
             },
             query_position: match sc.query_position {
                 None => None,
-                Some(qp) => Some(self.query_position_keys(c, qp)?),
+                Some(qp) => self.query_position_keys(c, qp)?,
             },
         })
     }
@@ -176,7 +176,9 @@ impl DecoderFamily {
     /// (or the family's default one when config.json has none); the length YaRN's own (which
     /// transformers standardizes from the top-level key first, as [`crate::RopeConfig`] is
     /// read), else the RoPE object's key.
-    fn query_position_keys(&self, c: &crate::DecoderConfig, qp: super::QueryPositionScale) -> Result<(f64, f64)> {
+    /// A beta of 0 is no scaling: `None`, so no table or Mul is built (Mistral Small 3.x GGUF
+    /// files, `mistral3` without a temperature key).
+    fn query_position_keys(&self, c: &crate::DecoderConfig, qp: super::QueryPositionScale) -> Result<Option<(f64, f64)>> {
         use serde_json::Value;
         let given = ["rope_parameters", "rope_scaling"].into_iter().find_map(|k| c.raw.get(k).and_then(Value::as_object).map(|m| (k, m.clone())));
         let default = self.layout.rope_default.scaling.and_then(|t| serde_json::from_str::<serde_json::Map<String, Value>>(t).ok());
@@ -195,6 +197,9 @@ impl DecoderFamily {
             })
         };
         let beta = read(qp.beta, "transformers fails without it")?;
+        if beta == 0.0 {
+            return Ok(None);
+        }
         let original = match &c.rope.kind {
             RopeKind::Yarn { original_max_position_embeddings, .. } => *original_max_position_embeddings,
             _ => read(qp.original, "without YaRN the length is the RoPE object's key")?,
@@ -202,7 +207,7 @@ impl DecoderFamily {
         if original <= 0.0 {
             return Err(Error::Config { path: c.path.clone(), reason: format!("`{where_}.{}` must be positive, found {original}", qp.original) });
         }
-        Ok((beta, original))
+        Ok(Some((beta, original)))
     }
 
     /// Each layer's sliding window (`None`: full attention): [`Self::window`]'s size on the
@@ -534,7 +539,10 @@ impl DecoderFamily {
                         reason: format!("`{}`'s per-head fused q/k/v has one key/value head per query head; `num_key_value_heads` is {}", sh.c.model_type, heads.kv),
                     });
                 }
-                let parts = LinearWeights::read_fused_per_head(ckpt, b, &s(qkv), sh.hidden, heads.q, heads.head_dim, qkv_bias, l.weights)?;
+                if l.weights != WeightLayout::Linear {
+                    return Err(Error::Config { path: sh.c.path.clone(), reason: format!("`{}`'s per-head fused q/k/v is read as `[out, in]` (Linear) rows only", sh.c.model_type) });
+                }
+                let parts = LinearWeights::read_fused_per_head(ckpt, b, &s(qkv), sh.hidden, heads.q, heads.head_dim, qkv_bias)?;
                 let [wq, wk, wv]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
                 let scope = |p: &str| format!("{}.{p}", s(qkv));
                 (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
@@ -692,11 +700,6 @@ impl DecoderFamily {
                 let scopes = GatedScopes { gate: &gs, up: &us, down: &s(down) };
                 gated(b, &s(mlp_scope(down)), scopes, x, [g, u, d], act)
             }
-            MlpNames::Plain { up, down } => {
-                let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;
-                let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
-                plain(b, &s(mlp_scope(down)), &s(up), &s(down), x, [u, d], act)
-            }
             MlpNames::PlainParametric { up, down, act: params } if act == Activation::Xielu => {
                 let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;
                 let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
@@ -704,7 +707,7 @@ impl DecoderFamily {
                 let a = xielu(b, &s(params), &u, xielu_params(ckpt, &s(params))?);
                 linear(b, &s(down), &a, d)
             }
-            MlpNames::PlainParametric { up, down, .. } => {
+            MlpNames::Plain { up, down } | MlpNames::PlainParametric { up, down, .. } => {
                 let u = LinearWeights::read(ckpt, b, &s(up), hidden, inter, mlp_bias, l.weights)?;
                 let d = LinearWeights::read(ckpt, b, &s(down), inter, hidden, mlp_bias, l.weights)?;
                 plain(b, &s(mlp_scope(down)), &s(up), &s(down), x, [u, d], act)
@@ -783,8 +786,6 @@ fn query_position_scale(b: &mut GraphBuilder, position_ids: &str, beta: f64, ori
     b.op("query_position_scale/Gather", "Gather", &[&table, position_ids], vec![ir::Attr::int("axis", 0)])
 }
 
-/// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
-/// multipliers to the activations' dtype).
 /// xIELU's scalars of one layer (`{scope}.alpha_p`, `.alpha_n`, `.beta`, `.eps`, one value
 /// each), read when the graph is built (four numbers, not weights) and turned into what the
 /// forward uses: `softplus(alpha_p)`, `beta + softplus(alpha_n)` (computed in f64, rounded once).
@@ -793,7 +794,10 @@ fn xielu_params(ckpt: &Checkpoint, scope: &str) -> Result<XieluParams> {
         let full = format!("{scope}.{name}");
         // `[1]` (the parameters) or `[]` (the buffers), as transformers saves them.
         let recipe = match ckpt.tensor(&full, &[1]) {
-            Err(Error::TensorShape { .. }) => ckpt.tensor(&full, &[])?,
+            Err(Error::TensorShape { found, .. }) => ckpt.tensor(&full, &[]).map_err(|_| Error::Checkpoint {
+                path: ckpt.config.path.clone(),
+                reason: format!("tensor `{full}` has shape {found:?}; xIELU's `{name}` is one number (shape [1] or [])"),
+            })?,
             other => other?,
         };
         let bytes = recipe.cast(ir::DType::F32).materialize()?;
@@ -809,6 +813,8 @@ fn xielu_params(ckpt: &Checkpoint, scope: &str) -> Result<XieluParams> {
     Ok(XieluParams { alpha_p: softplus(value("alpha_p")?) as f32, alpha_n: (beta + softplus(value("alpha_n")?)) as f32, beta: beta as f32, eps: value("eps")? as f32 })
 }
 
+/// A scalar constant in the graph's dtype (rounded to it, as transformers rounds its
+/// multipliers to the activations' dtype).
 fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
     let label = format!("{name} = {value}");
     b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
@@ -911,6 +917,8 @@ mod tests {
         assert_eq!(read("").unwrap(), Some((0.1, 16384.0)));
         let given = r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192,"llama_4_scaling_beta":0.25}"#;
         assert_eq!(read(given).unwrap(), Some((0.25, 8192.0)));
+        // A beta of 0 is no scaling at all (no table, no Mul).
+        assert_eq!(read(&given.replace("0.25", "0.0")).unwrap(), None);
         let legacy = r#","rope_scaling":{"type":"yarn","factor":8.0,"original_max_position_embeddings":4096,"llama_4_scaling_beta":0.3}"#;
         assert_eq!(read(legacy).unwrap(), Some((0.3, 4096.0)));
         let e = read(r#","rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":8.0,"original_max_position_embeddings":8192}"#).expect_err("refused").to_string();

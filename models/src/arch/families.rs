@@ -59,6 +59,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false },
     key_defaults: &[],
     key_aliases: &[],
+    ignored_keys: &[],
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -501,6 +502,7 @@ pub const GPT_NEOX: DecoderFamily = DecoderFamily {
         block: BlockShape::Sequential,
         block_when: Some(BlockSwitch { key: "use_parallel_residual", default: true, on: BlockShape::Parallel }),
         key_aliases: &[("rotary_pct", "partial_rotary_factor"), ("rotary_emb_base", "rope_theta")],
+        ignored_keys: &["num_key_value_heads"],
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

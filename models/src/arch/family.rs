@@ -454,6 +454,9 @@ pub struct Layout {
     /// config.json lacks the generic one (GPT-NeoX's `rotary_pct` and `rotary_emb_base`, which
     /// `GPTNeoXConfig` moves into `partial_rotary_factor` and `rope_theta`).
     pub key_aliases: &'static [(&'static str, &'static str)],
+    /// Generic keys the family's config class does not have, dropped before anything is read
+    /// (`GPTNeoXConfig` has no `num_key_value_heads`: a stray one is no grouped attention).
+    pub ignored_keys: &'static [&'static str],
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

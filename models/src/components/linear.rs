@@ -61,38 +61,28 @@ impl LinearWeights {
         Ok(Self::split(b, weight, bias, out_axis, parts, layout))
     }
 
-    /// [`Self::read_fused`] for a `[heads * 3 * head_dim, inp]` projection whose rows are per
-    /// head `[q | k | v]` (GPT-NeoX's `query_key_value`): the rows reordered to `[q..., k...,
-    /// v...]` by a reshape/transpose recipe (and the bias alike), then split into q, k and v.
-    #[allow(clippy::too_many_arguments)]
-    pub fn read_fused_per_head(
-        ckpt: &Checkpoint,
-        b: &GraphBuilder,
-        scope: &str,
-        inp: usize,
-        heads: usize,
-        head_dim: usize,
-        bias: bool,
-        layout: WeightLayout,
-    ) -> Result<Vec<Self>> {
+    /// [`Self::read_fused`] for a `[heads * 3 * head_dim, inp]` (`[out, in]`) projection whose
+    /// rows are per head `[q | k | v]` (GPT-NeoX's `query_key_value`): part `j` is the rows
+    /// `reshape [heads, 3, head_dim, inp] -> slice j on axis 1 -> reshape [heads * head_dim, inp]`
+    /// (the bias alike): whole rows only, so a pre-quantized layer keeps its integers (a
+    /// transpose of the rows would not), and no part reads more than its rows.
+    pub fn read_fused_per_head(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, heads: usize, head_dim: usize, bias: bool) -> Result<Vec<Self>> {
         let rows = 3 * heads * head_dim;
-        let name = format!("{scope}.weight");
-        let weight = match layout {
-            WeightLayout::Linear => ckpt.tensor(&name, &[rows, inp])?,
-            WeightLayout::Conv1D => ckpt.tensor(&name, &[inp, rows])?.transpose(vec![1, 0]),
-        };
-        let stacked = |r: ir::Recipe, rest: &[usize]| {
+        let weight = ckpt.tensor(&format!("{scope}.weight"), &[rows, inp])?;
+        let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[rows])?) } else { None };
+        let part = |r: &ir::Recipe, j: usize, rest: &[usize]| {
             let mut split = vec![heads, 3, head_dim];
             split.extend_from_slice(rest);
-            let mut perm = vec![1, 0, 2];
-            perm.extend(3..split.len());
-            let mut whole = vec![rows];
-            whole.extend_from_slice(rest);
-            r.reshape(split).transpose(perm).reshape(whole)
+            let mut merged = vec![heads * head_dim];
+            merged.extend_from_slice(rest);
+            r.clone().reshape(split).slice(1, j, j + 1).reshape(merged)
         };
-        let weight = stacked(weight, &[inp]);
-        let bias = if bias { Some(stacked(ckpt.tensor(&format!("{scope}.bias"), &[rows])?, &[])) } else { None };
-        Ok(Self::split(b, weight, bias, 0, &[heads * head_dim; 3], WeightLayout::Linear))
+        Ok((0..3)
+            .map(|j| LinearWeights {
+                weight: part(&weight, j, &[inp]).transpose(vec![1, 0]).cast(b.float),
+                bias: bias.as_ref().map(|r| part(r, j, &[]).cast(b.float)),
+            })
+            .collect())
     }
 
     /// `weight` (and `bias`) cut into `parts` along the output axis, each transposed to

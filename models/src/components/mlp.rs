@@ -41,7 +41,9 @@ pub struct XieluParams {
 /// `min(x, eps)` is a `Where` (webgpu claims no `Min`).
 pub fn xielu(b: &mut GraphBuilder, scope: &str, x: &str, p: XieluParams) -> String {
     let constant = |b: &mut GraphBuilder, name: &str, v: f32| b.initializer(&format!("{scope}.{name}"), ir::Recipe::from_f32(format!("{scope} {name} = {v}"), vec![], &[v]).cast(b.float));
-    let (alpha_p, alpha_n, beta, eps) = (constant(b, "alpha_p", p.alpha_p), constant(b, "alpha_n", p.alpha_n), constant(b, "beta", p.beta), constant(b, "eps", p.eps));
+    // Named for what they hold (the checkpoint's `alpha_p` / `alpha_n` are before softplus).
+    let (alpha_p, alpha_n) = (constant(b, "softplus_alpha_p", p.alpha_p), constant(b, "beta_plus_softplus_alpha_n", p.alpha_n));
+    let (beta, eps) = (constant(b, "beta", p.beta), constant(b, "eps", p.eps));
     let (zero, half, one, two) = (constant(b, "zero", 0.0), constant(b, "half", 0.5), constant(b, "one", 1.0), constant(b, "two", 2.0));
     let op = |b: &mut GraphBuilder, name: &str, kind: &str, inputs: &[&str]| b.op(&format!("{scope}/{name}"), kind, inputs, vec![]);
     let bx = op(b, "beta_x", "Mul", &[&beta, x]);

@@ -234,7 +234,8 @@ impl<'a> Keys<'a> {
         match self.string(key)? {
             None => Ok(default),
             // xIELU's learned scalars belong to Apertus' MLP; no vision tower stores them.
-            Some(name) => Activation::parse(name).filter(|a| *a != Activation::Xielu).ok_or_else(|| {
+            Some("xielu") => Err(self.err(format!("key `{}` is \"xielu\", whose learned per-layer scalars only Apertus' MLP stores; no vision tower has them", self.name(key)))),
+            Some(name) => Activation::parse(name).ok_or_else(|| {
                 self.err(format!("key `{}` is \"{name}\", which is not supported; supported: {}", self.name(key), Activation::NAMES))
             }),
         }
