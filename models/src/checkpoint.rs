@@ -23,6 +23,8 @@ pub struct Checkpoint {
     packed: BTreeMap<String, Arc<PackedWeight>>,
     taken: RefCell<BTreeMap<String, usize>>,
     unused: RefCell<BTreeMap<String, String>>,
+    /// Tensors read as numbers when the graph is built (no recipe reads them), with why.
+    read_at_build: RefCell<BTreeMap<String, String>>,
     /// A name prefix the family's tables use but this checkpoint may lack (see
     /// [`Checkpoint::set_optional_prefix`]).
     optional_prefix: RefCell<Option<String>>,
@@ -119,6 +121,7 @@ impl Checkpoint {
             packed: packed.layers,
             taken: RefCell::new(BTreeMap::new()),
             unused: RefCell::new(BTreeMap::new()),
+            read_at_build: RefCell::new(BTreeMap::new()),
             optional_prefix: RefCell::new(None),
             text_prefixes,
             index,
@@ -145,6 +148,7 @@ impl Checkpoint {
             packed: imported.packed,
             taken: RefCell::new(BTreeMap::new()),
             unused: RefCell::new(BTreeMap::new()),
+            read_at_build: RefCell::new(BTreeMap::new()),
             optional_prefix: RefCell::new(None),
             text_prefixes: Vec::new(),
             index: None,
@@ -306,6 +310,32 @@ impl Checkpoint {
     /// Tensors deliberately left out of the graph, with the reason for each.
     pub fn unused(&self) -> BTreeMap<String, String> {
         self.unused.borrow().clone()
+    }
+
+    /// The one number tensor `name` holds (shape `[1]` or `[]`), read now, when the graph is
+    /// built (Apertus's xIELU scalars, which become constants after a softplus no recipe
+    /// computes): taken like any tensor, and recorded with `why` as read at build time.
+    pub fn scalar_value(&self, name: &str, why: &str) -> Result<f64> {
+        let recipe = match self.tensor(name, &[1]) {
+            Err(Error::TensorShape { found, .. }) => self.tensor(name, &[]).map_err(|_| Error::Checkpoint {
+                path: self.dir.clone(),
+                reason: format!("tensor `{name}` has shape {found:?}; it is one number (shape [1] or [])"),
+            })?,
+            other => other?,
+        };
+        let bytes = recipe.cast(ir::DType::F32).materialize()?;
+        let v = bytes.get(..4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).unwrap_or(f64::NAN);
+        if !v.is_finite() {
+            return Err(Error::Checkpoint { path: self.dir.clone(), reason: format!("tensor `{name}` is {v}, not a finite number") });
+        }
+        let resolved = self.resolve(name).into_owned();
+        self.read_at_build.borrow_mut().insert(resolved, why.to_string());
+        Ok(v)
+    }
+
+    /// Tensors read as numbers when the graph was built ([`Checkpoint::scalar_value`]), with why.
+    pub fn read_at_build(&self) -> BTreeMap<String, String> {
+        self.read_at_build.borrow().clone()
     }
 
     /// Tensors neither taken nor marked unused: weights the graph would silently drop.

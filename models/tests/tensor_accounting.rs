@@ -16,6 +16,7 @@ fn check(name: &str) {
     let model = causal_lm::build(&ckpt, &BuildOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let taken = ckpt.taken();
     let unused = ckpt.unused();
+    let read_at_build = ckpt.read_at_build();
     for tensor in ckpt.tensor_names() {
         match (taken.get(tensor), unused.get(tensor)) {
             (Some(1), None) => {}
@@ -36,6 +37,9 @@ fn check(name: &str) {
         let n = readers.get(tensor).copied().unwrap_or(0);
         if unused.contains_key(tensor) {
             assert_eq!(n, 0, "{name}: `{tensor}` is listed unused but {n} recipes read it");
+        } else if let Some(why) = read_at_build.get(tensor) {
+            // A number read when the graph was built (xIELU's scalars): no recipe reads it.
+            assert!(n == 0 && !why.trim().is_empty(), "{name}: `{tensor}` read at build time ({why}) and by {n} recipes");
         } else {
             assert!(n >= 1, "{name}: `{tensor}` was taken but no initializer recipe reads it");
         }

@@ -55,11 +55,11 @@ fn selectors_pick_by_kind_and_trait() {
     let r = repo();
     let names = |s: &str| r.select(s).unwrap().into_iter().map(|f| f.name.as_str()).collect::<Vec<_>>();
     assert_eq!(names("decoder").len(), r.of_kind(Kind::Decoder).count());
-    assert_eq!(names("rope qk_norm"), ["tiny-qwen3", "tiny-gemma3", "tiny-qwen3-moe"]);
-    assert_eq!(names("qk_norm !sandwich_norm"), ["tiny-qwen3", "tiny-qwen3-moe"]);
+    assert_eq!(names("rope qk_norm"), ["tiny-qwen3", "tiny-gemma3", "tiny-qwen3-moe", "tiny-apertus"]);
+    assert_eq!(names("qk_norm !sandwich_norm"), ["tiny-qwen3", "tiny-qwen3-moe", "tiny-apertus"]);
     let plain = names("rope !qk_norm");
     assert!(plain.contains(&"tiny-llama") && !plain.contains(&"tiny-qwen3") && !plain.contains(&"tiny-gpt2"), "{plain:?}");
-    assert_eq!(names("rope").len(), plain.len() + 3);
+    assert_eq!(names("rope").len(), plain.len() + 4);
     assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-qwen3_vl", "tiny-gemma3-vl"]);
     assert_eq!(names("prequant"), ["tiny-llama-gptq", "tiny-llama-gptq-asym", "tiny-qwen2-awq"]);
     // A LoRA fixture (adapters for a base fixture) is in no decoder matrix: its own kind.

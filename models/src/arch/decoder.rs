@@ -790,23 +790,7 @@ fn query_position_scale(b: &mut GraphBuilder, position_ids: &str, beta: f64, ori
 /// each), read when the graph is built (four numbers, not weights) and turned into what the
 /// forward uses: `softplus(alpha_p)`, `beta + softplus(alpha_n)` (computed in f64, rounded once).
 fn xielu_params(ckpt: &Checkpoint, scope: &str) -> Result<XieluParams> {
-    let value = |name: &str| -> Result<f64> {
-        let full = format!("{scope}.{name}");
-        // `[1]` (the parameters) or `[]` (the buffers), as transformers saves them.
-        let recipe = match ckpt.tensor(&full, &[1]) {
-            Err(Error::TensorShape { found, .. }) => ckpt.tensor(&full, &[]).map_err(|_| Error::Checkpoint {
-                path: ckpt.config.path.clone(),
-                reason: format!("tensor `{full}` has shape {found:?}; xIELU's `{name}` is one number (shape [1] or [])"),
-            })?,
-            other => other?,
-        };
-        let bytes = recipe.cast(ir::DType::F32).materialize()?;
-        let v = f32::from_le_bytes(bytes[..4].try_into().expect("one f32")) as f64;
-        if !v.is_finite() {
-            return Err(Error::Checkpoint { path: ckpt.config.path.clone(), reason: format!("tensor `{full}` is {v}, not a finite number") });
-        }
-        Ok(v)
-    };
+    let value = |name: &str| ckpt.scalar_value(&format!("{scope}.{name}"), "xIELU's scalar, a graph constant (after softplus for the alphas)");
     // torch's softplus (threshold 20: the identity above it).
     let softplus = |v: f64| if v > 20.0 { v } else { v.exp().ln_1p() };
     let beta = value("beta")?;

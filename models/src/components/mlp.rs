@@ -38,7 +38,7 @@ pub struct XieluParams {
 /// else `(expm1(min(x, eps)) - x) * alpha_n + beta * x`. `expm1(m)` is written `2t / (1 - t)`
 /// with `t = tanh(m / 2)`, an identity that keeps its relative accuracy near 0 (where `exp(m) - 1`
 /// loses all of it in f32 and the term is then `x^2 / 2`-small), with ops every table claims;
-/// `min(x, eps)` is a `Where` (webgpu claims no `Min`).
+/// `min(x, eps)` is a `Where` (not every table claims `Min`).
 pub fn xielu(b: &mut GraphBuilder, scope: &str, x: &str, p: XieluParams) -> String {
     let constant = |b: &mut GraphBuilder, name: &str, v: f32| b.initializer(&format!("{scope}.{name}"), ir::Recipe::from_f32(format!("{scope} {name} = {v}"), vec![], &[v]).cast(b.float));
     // Named for what they hold (the checkpoint's `alpha_p` / `alpha_n` are before softplus).
