@@ -33,12 +33,34 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
 const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// `tokenizer.ggml.pre` values that split as GPT-2's byte-level pre-tokenizer does (llama.cpp's
-/// `LLAMA_VOCAB_PRE_TYPE_GPT2` names and `default`), or differ from it only in cutting digits
-/// one by one (`smollm`, `starcoder`, `refact`: their vocabularies merge no digits, so the
-/// tokens are the same). Any other value not in [`SPLITS`] is a split rule this conversion
-/// does not know, and the build says so.
-const GPT2_LIKE: &[&str] = &["default", "gpt-2", "phi-2", "smollm", "starcoder", "refact"];
+/// `tokenizer.ggml.pre` values that split as GPT-2's byte-level pre-tokenizer does (the names
+/// llama.cpp's `llama-vocab.cpp` maps to `LLAMA_VOCAB_PRE_TYPE_GPT2` without adding a separator,
+/// and those of the types it splits with GPT-2's one regex: `mpt`, `olmo` (OLMo, and the GPT-NeoX
+/// tokenizer), `jais`, `trillion`, `granite-docling`; and `default`), or differ from it only in
+/// cutting digits one by one (`smollm`, `starcoder`, `refact`: their vocabularies merge no
+/// digits, so the tokens are the same). Any other value not in [`SPLITS`] is a split rule this
+/// conversion does not know, and the build says so.
+const GPT2_LIKE: &[&str] = &[
+    "default",
+    "gpt-2",
+    "phi-2",
+    "jina-es",
+    "jina-de",
+    "gigachat",
+    "jina-v2-es",
+    "jina-v2-de",
+    "a.x-4.0",
+    "mellum",
+    "modern-bert",
+    "mpt",
+    "olmo",
+    "jais",
+    "trillion",
+    "granite-docling",
+    "smollm",
+    "starcoder",
+    "refact",
+];
 
 /// `tokenizer.ggml.pre` values after which llama.cpp adds BOS when the file has no
 /// `tokenizer.ggml.add_bos_token` (its Llama 3 pre-tokenizer group, `llama-vocab.cpp`), as
@@ -518,6 +540,8 @@ mod tests {
         assert!(!add && !ignore);
         assert!(post(Some("qwen2"), &[("tokenizer.ggml.add_bos_token", true)]).0);
         assert!(post(Some("smollm"), &[]).3.is_empty() && post(None, &[]).3.is_empty());
+        // llama.cpp splits these with GPT-2's regex too: no warning.
+        assert!(post(Some("olmo"), &[]).3.is_empty() && post(Some("mpt"), &[]).3.is_empty());
         let warnings = post(Some("tekken"), &[]).3;
         assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `tekken`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
     }
