@@ -72,6 +72,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
+    "gpt_neox": "gptneox",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -81,7 +82,7 @@ MAPPED = {
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
-    "apertus": gguf.MODEL_ARCH.APERTUS,
+    "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -93,15 +94,21 @@ FIXTURES = [
     "tiny-phi", "tiny-smollm3", "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-apertus",
+    # Not tiny-gpt_neox-sequential: its `rotary_emb_base` (500) is one GPTNeoXModel does not
+    # write (llama.cpp runs 10000) and it has no q/k/v bias, which llama.cpp's loader requires.
+    "tiny-gpt_neox",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox"]
 
 
 def hf_spellings(cfg):
     """GPT-2's config keys (`n_embd`, ...) also under the names the other fixtures use, as
-    `GPT2Config.attribute_map` reads them (`n_inner` null: 4 x hidden)."""
+    `GPT2Config.attribute_map` reads them (`n_inner` null: 4 x hidden); GPT-NeoX's key/value
+    heads (it has one per query head)."""
+    if cfg["model_type"] == "gpt_neox":
+        return dict(cfg, num_key_value_heads=cfg["num_attention_heads"])
     if cfg["model_type"] != "gpt2":
         return cfg
     cfg = dict(cfg)
@@ -178,6 +185,9 @@ def mapped_tensors(cfg, st, arch, fused):
             w = permute(w, kv)
         if arch in PLUS_ONE_NORMS and g.endswith("norm.weight"):
             w = w + 1
+        if arch == "gptneox" and ".attn_qkv." in g:
+            # GPTNeoXModel.modify_tensors: the per-head [q | k | v] rows restacked as q, k, v.
+            w = neox_restack(w, heads)
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
         out[g] = w
@@ -204,6 +214,18 @@ def stacked_qk_norms(cfg, st, arch):
                 out[f"{prefix}.weight"] = np.stack([st[f"{prefix}.norms.{h}.weight"] for h in range(count)])
     assert sum(w.size for w in out.values()) == sum(w.size for w in st.values())
     return out
+
+
+def neox_restack(w, heads):
+    """`[heads, 3, head_dim, ...]` rows as `[3, heads, head_dim, ...]` (the converter's order)."""
+    rest = w.shape[1:]
+    return np.ascontiguousarray(w.reshape(heads, 3, -1, *rest).swapaxes(0, 1).reshape(w.shape))
+
+
+def neox_unstack(w, heads):
+    """The inverse of `neox_restack`: the checkpoint's per-head rows."""
+    rest = w.shape[1:]
+    return np.ascontiguousarray(w.reshape(3, heads, -1, *rest).swapaxes(0, 1).reshape(w.shape))
 
 
 def xielu_scalars(cfg, st):
@@ -335,6 +357,19 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_rope_dimension_count(rot)
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         w.add_add_bos_token(False)
+        return
+    if arch == "gptneox":
+        # GPTNeoXModel.set_gguf_parameters (its own keys, in its order; no rope base, no head
+        # count of key/value heads, `rotary_pct` as the rotated dimensions).
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(hidden)
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_rope_dimension_count(int(cfg["rotary_pct"] * (hidden // heads)))
+        w.add_head_count(heads)
+        w.add_parallel_residual(cfg.get("use_parallel_residual", True))
+        w.add_layer_norm_eps(cfg["layer_norm_eps"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         return
     if arch == "stablelm":
         # StableLMModel.set_gguf_parameters (its own keys, in its order; no rope base).
@@ -529,7 +564,7 @@ def dequantized_mapped(r, cfg, arch, st):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name and arch != "gpt2":
+        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox"):
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:
@@ -537,6 +572,8 @@ def dequantized_mapped(r, cfg, arch, st):
                 x = x - 1
             if arch == "gpt2" and inverse[name].endswith(CONV1D):
                 x = x.T
+            if arch == "gptneox" and ".attn_qkv." in name:
+                x = neox_unstack(x, heads)
             if arch in PERMUTED and ".attn_q." in name:
                 x = unpermute(x, heads)
             if arch in PERMUTED and ".attn_k." in name:

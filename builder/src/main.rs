@@ -79,7 +79,7 @@ enum Command {
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3,
         /// granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5,
-        /// nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gpt2 or gpt-oss,
+        /// nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2 or gpt-oss,
         /// or bert (an encoder: sentence-embedding with the file's pooling, else feature-extraction):
         /// config and tokenizer from its metadata,
         /// its quantized tensors kept as they are (docs/quantization.md). A hub repository of

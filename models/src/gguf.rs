@@ -270,6 +270,7 @@ enum Kind {
     StableLm,
     Mistral3,
     Apertus,
+    GptNeox,
 }
 
 /// One architecture's mapping.
@@ -293,7 +294,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -319,7 +320,7 @@ impl Arch {
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
-            Kind::StableLm => &["attention.layer_norm_epsilon", "use_parallel_residual"],
+            Kind::StableLm | Kind::GptNeox => &["attention.layer_norm_epsilon", "use_parallel_residual"],
             Kind::Cohere2 => &["attention.layer_norm_epsilon", "logit_scale", "attention.sliding_window", "attention.sliding_window_pattern"],
             // Ministral 3: its YaRN (`yarn_log_multiplier`: the config's `mscale_all_dim`) and the
             // query scale's beta; `attention.temperature_length` (the mistral-format converter's)
@@ -391,6 +392,7 @@ impl Arch {
             Kind::Olmo2 | Kind::Exaone4 => OLMO2_NAMES,
             Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
+            Kind::GptNeox => GPTNEOX_NAMES,
             Kind::Gpt2 => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
             _ => LAYER_NAMES,
@@ -403,6 +405,7 @@ impl Arch {
         match self.kind {
             Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
+            Kind::GptNeox => GPTNEOX_GLOBAL_NAMES,
             Kind::Gpt2 => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
@@ -414,7 +417,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::Bert => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::Bert | Kind::GptNeox => &[],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
@@ -466,6 +469,7 @@ impl Arch {
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
             Kind::Gpt2 => format!("transformer.h.{layer}"),
+            Kind::GptNeox => format!("gpt_neox.layers.{layer}"),
             Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
         }
@@ -485,7 +489,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -523,6 +527,9 @@ fn arch(name: &str) -> Option<Arch> {
         // permuted, llama.cpp's NORM rope).
         "seed_oss" => ("seed_oss", false, Kind::SeedOss),
         "arcee" => ("arcee", true, Kind::Arcee),
+        // GPTNeoXModel is a TextModel (NEOX rope, nothing permuted) that restacks each
+        // `query_key_value` from per-head `[q | k | v]` rows to q, k, v (`NeoxQkv` undoes it).
+        "gptneox" => ("gpt_neox", false, Kind::GptNeox),
         // ApertusModel is a LlamaModel with `undo_permute = False`: nothing permuted.
         "apertus" => ("apertus", false, Kind::Apertus),
         // Mistral3Model's Ministral 3 half is a LlamaModel: q/k permuted.
@@ -689,6 +696,31 @@ const APERTUS_NAMES: &[(&str, &str)] = &[
     ("ffn_norm.weight", "feedforward_layernorm.weight"),
     ("ffn_up.weight", "mlp.up_proj.weight"),
     ("ffn_down.weight", "mlp.down_proj.weight"),
+];
+
+/// GPT-NeoX's layers (llama.cpp's `LLM_ARCH_GPTNEOX`): LayerNorms with bias, the fused
+/// `attn_qkv` (rows restacked by the converter, put back per head on import), biases everywhere,
+/// the plain MLP.
+const GPTNEOX_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_qkv.weight", "attention.query_key_value.weight"),
+    ("attn_qkv.bias", "attention.query_key_value.bias"),
+    ("attn_output.weight", "attention.dense.weight"),
+    ("attn_output.bias", "attention.dense.bias"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.bias", "post_attention_layernorm.bias"),
+    ("ffn_up.weight", "mlp.dense_h_to_4h.weight"),
+    ("ffn_up.bias", "mlp.dense_h_to_4h.bias"),
+    ("ffn_down.weight", "mlp.dense_4h_to_h.weight"),
+    ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
+];
+
+const GPTNEOX_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "gpt_neox.embed_in.weight"),
+    ("output_norm.weight", "gpt_neox.final_layer_norm.weight"),
+    ("output_norm.bias", "gpt_neox.final_layer_norm.bias"),
+    ("output.weight", "embed_out.weight"),
 ];
 
 /// StableLM 2 12B's q/k norms: the converter stacks the per-head `norms.{h}` LayerNorms into one
@@ -931,6 +963,13 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
                 }
             }
+            // GPT-NeoX's restacked `attn_qkv` (weight and bias): back to per-head rows.
+            let neox_qkv = (a.kind == Kind::GptNeox && mapped.contains(".attn_qkv.")).then_some(heads);
+            if let Some(h) = neox_qkv {
+                if h == 0 || !rows.is_multiple_of(3 * h) {
+                    return Err(err(format!("tensor `{}` has {rows} rows, not 3 x {h} heads of q, k and v", t.name)));
+                }
+            }
             // llama.cpp stores Gemma's and Nemotron's norms as weight + 1; the family adds the 1
             // itself.
             if a.conv1d(&name) && shape.len() != 2 {
@@ -951,12 +990,15 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                         views.insert(name, Recipe::source(st).offset(-1.0));
                         continue;
                     }
-                    match permute_heads {
-                        None => {
-                            tensors.insert(name, st);
-                        }
-                        Some(h) => {
+                    match (permute_heads, neox_qkv) {
+                        (Some(h), _) => {
                             views.insert(name, unpermute_float(Recipe::source(st), &shape, h));
+                        }
+                        (None, Some(h)) => {
+                            views.insert(name, per_head_qkv_float(Recipe::source(st), &shape, h));
+                        }
+                        (None, None) => {
+                            tensors.insert(name, st);
                         }
                     }
                 }
@@ -967,7 +1009,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     if shape.len() != 2 {
                         return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
                     }
-                    let order = permute_heads.map(|h| unpermuted_rows(rows, h));
+                    let order = permute_heads.map(|h| unpermuted_rows(rows, h)).or_else(|| neox_qkv.map(|h| per_head_qkv_rows(rows, h)));
                     let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
                     let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
                     whole_bits = Some(w.bits());
@@ -1289,6 +1331,29 @@ pub(crate) fn unpermuted_rows(rows: usize, heads: usize) -> Arc<[u32]> {
         .collect()
 }
 
+/// The file row of each family row of a restacked GPT-NeoX `attn_qkv` of `rows` rows: family row
+/// `h*3d + j*d + i` (per head: q, k, v) is file row `j*heads*d + h*d + i` (q, k, v stacked).
+pub(crate) fn per_head_qkv_rows(rows: usize, heads: usize) -> Arc<[u32]> {
+    let d = rows / (3 * heads);
+    (0..rows)
+        .map(|r| {
+            let (h, rest) = (r / (3 * d), r % (3 * d));
+            let (j, i) = (rest / d, rest % d);
+            (j * heads * d + h * d + i) as u32
+        })
+        .collect()
+}
+
+/// A float restacked `attn_qkv` (`[3 * heads * d, ...]`) back in per-head rows: seen as
+/// `[3, heads, d, ...]`, the first two axes swapped.
+fn per_head_qkv_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
+    let mut split = vec![3, heads, shape[0] / (3 * heads)];
+    split.extend_from_slice(&shape[1..]);
+    let mut perm = vec![1, 0];
+    perm.extend(2..split.len());
+    r.reshape(split).transpose(perm).reshape(shape.to_vec())
+}
+
 /// A float q/k tensor (`[rows, ...]`) with llama.cpp's row permutation undone: its rows seen as
 /// `[heads, hd/2, 2, ...]`, the middle axes swapped.
 fn unpermute_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
@@ -1372,8 +1437,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron | Kind::StableLm) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, nemotron and stablelm files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, nemotron, stablelm and gptneox files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -1474,7 +1539,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
-    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron | Kind::StableLm) {
+    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
@@ -1536,6 +1601,21 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::Mistral3 {
         mistral3_config(&mut c, file, &float, &uint, &key, &err)?;
+    }
+    if a.kind == Kind::GptNeox {
+        // GPTNeoXModel writes its own keys: no `rope.freq_base` (10000, llama.cpp's and
+        // transformers' default), the LayerNorm epsilon, `use_parallel_residual` (which
+        // llama.cpp's loader requires: both norms are there either way), no activation (the
+        // config's exact GELU; llama.cpp's graph computes ggml's tanh GELU), biases everywhere.
+        let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+        c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+        let parallel = match file.get(&key("use_parallel_residual")) {
+            None => return Err(err(format!("metadata key `{}` is missing (llama.cpp's gptneox loader requires it)", key("use_parallel_residual")))),
+            Some(v) => v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("use_parallel_residual"))))?,
+        };
+        c.insert("use_parallel_residual".into(), json!(parallel));
+        c.insert("attention_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".attn_qkv.bias"))));
+        c.insert("hidden_act".into(), json!("gelu"));
     }
     if a.kind == Kind::Apertus {
         // xIELU (the scalars are metadata, read by `xielu_views`); the RoPE is the file's
@@ -2189,6 +2269,20 @@ fn gemma_config(c: &mut Map<String, Json>, kind: Kind, float: Read<f64>, uint: R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// GPT-NeoX's restacked `attn_qkv`: the packed rows' order and the float view agree, and put
+    /// each head's q, k, v rows back together.
+    #[test]
+    fn gptneox_qkv_rows_go_back_per_head() {
+        let (heads, d) = (2usize, 3usize);
+        let order = per_head_qkv_rows(3 * heads * d, heads);
+        // Family row of head 1's k, element 2 is file row k-block (1) * 6 + head 1 * 3 + 2.
+        assert_eq!(order[3 * d + d + 2], (heads * d + d + 2) as u32);
+        let file: Vec<f32> = (0..3 * heads * d).map(|r| r as f32).collect();
+        let view = per_head_qkv_float(Recipe::from_f32("qkv", vec![3 * heads * d], &file), &[3 * heads * d], heads);
+        let got: Vec<f32> = view.materialize().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(got, order.iter().map(|&r| r as f32).collect::<Vec<_>>());
+    }
 
     #[test]
     fn the_row_order_undoes_llama_cpps_permutation() {

@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2 (OLMo 3 too),
-starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3, apertus and gpt2
+starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3, apertus, gptneox and gpt2
 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
@@ -17,7 +17,8 @@ q/k norms, one `[heads, head_dim]` weight each (Command R+); stablelm's per-head
 stacked by the converter and split back per head, and its parallel residual read from the
 missing `ffn_norm`, StableLM 2 12B; mistral3's YaRN with its log multiplier and the query
 scale's `attention.temperature_scale`, Ministral 3; apertus's xIELU scalars from the global
-`xielu.*` metadata and its Llama 3 `rope_freqs.weight`), built with
+`xielu.*` metadata and its Llama 3 `rope_freqs.weight`; gptneox's `attn_qkv` restacked by the
+converter and put back per head, Q8_0 in the Q file through the packed rows' order), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -53,9 +54,9 @@ F32 = [
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
-    "tiny-apertus",
+    "tiny-apertus", "tiny-gpt_neox",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -131,7 +132,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
