@@ -2924,7 +2924,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, nemotron and stablelm files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, nemotron, stablelm and gptneox files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
