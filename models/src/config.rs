@@ -511,10 +511,16 @@ impl DecoderConfig {
         (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize
     }
 
-    /// A boolean config key, `default` when absent or not a boolean (parse time has already
-    /// checked the keys it knows).
+    /// A boolean config key: `default` when absent, false when `null` (transformers keeps the
+    /// `None` and its truth test reads it as false: `use_parallel_residual: null` is the
+    /// sequential block, `attention_bias: null` no bias, whatever the class default), `default`
+    /// when not a boolean (parse time has already checked the keys it knows).
     pub fn flag(&self, key: &str, default: bool) -> bool {
-        self.raw.get(key).and_then(Value::as_bool).unwrap_or(default)
+        match self.raw.get(key) {
+            None => default,
+            Some(Value::Null) => false,
+            Some(v) => v.as_bool().unwrap_or(default),
+        }
     }
 
     /// Each layer's sliding window (`None`: full attention), as the family that builds this
@@ -1231,6 +1237,17 @@ mod tests {
         assert!(e.contains("dynamic NTK"), "{e}");
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","alpha":1000.0}}}}"#)).unwrap_err().to_string();
         assert!(e.contains("dynamic NTK"), "{e}");
+    }
+
+    /// A `null` switch is false, as transformers' truth test reads the `None` it keeps, whatever
+    /// the family's default (GPT-NeoX's `use_parallel_residual` and `attention_bias` default true).
+    #[test]
+    fn a_null_switch_is_false() {
+        let neox = BASE.replace("llama", "gpt_neox");
+        let c = parse(&format!(r#"{{{neox},"use_parallel_residual":null,"attention_bias":null}}"#)).unwrap();
+        assert!(!c.flag("use_parallel_residual", true) && !c.flag("attention_bias", true));
+        let c = parse(&format!(r#"{{{neox}}}"#)).unwrap();
+        assert!(c.flag("use_parallel_residual", true) && c.flag("attention_bias", true));
     }
 
     /// GPT-NeoX: `rotary_pct` / `rotary_emb_base` stand for the generic keys when those are
