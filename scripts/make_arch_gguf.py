@@ -327,6 +327,24 @@ def add_text_model(w, cfg, quantized):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
 
 
+def add_neox_style_keys(w, cfg, quantized, rotary_fraction, kv_heads):
+    """The keys GPTNeoXModel and StableLMModel write themselves, in their order (no rope base):
+    sizes, the rotated dimensions of a head, the head counts (StableLM's key/value heads too),
+    `use_parallel_residual` (true when the config lacks it), the LayerNorm epsilon."""
+    hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(hidden)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_rope_dimension_count(int(rotary_fraction * (hidden // heads)))
+    w.add_head_count(heads)
+    if kv_heads is not None:
+        w.add_head_count_kv(kv_heads)
+    w.add_parallel_residual(cfg.get("use_parallel_residual", True))
+    w.add_layer_norm_eps(cfg["layer_norm_eps"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+
+
 def write_mapped(w, cfg, arch, quantized):
     """The metadata of the MAPPED architectures, as their converter classes write it."""
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -359,30 +377,12 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_add_bos_token(False)
         return
     if arch == "gptneox":
-        # GPTNeoXModel.set_gguf_parameters (its own keys, in its order; no rope base, no head
-        # count of key/value heads, `rotary_pct` as the rotated dimensions).
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(hidden)
-        w.add_block_count(cfg["num_hidden_layers"])
-        w.add_feed_forward_length(cfg["intermediate_size"])
-        w.add_rope_dimension_count(int(cfg["rotary_pct"] * (hidden // heads)))
-        w.add_head_count(heads)
-        w.add_parallel_residual(cfg.get("use_parallel_residual", True))
-        w.add_layer_norm_eps(cfg["layer_norm_eps"])
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        # GPTNeoXModel.set_gguf_parameters: `rotary_pct`, no key/value head count.
+        add_neox_style_keys(w, cfg, quantized, cfg["rotary_pct"], None)
         return
     if arch == "stablelm":
-        # StableLMModel.set_gguf_parameters (its own keys, in its order; no rope base).
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(hidden)
-        w.add_block_count(cfg["num_hidden_layers"])
-        w.add_feed_forward_length(cfg["intermediate_size"])
-        w.add_rope_dimension_count(int(cfg.get("partial_rotary_factor", 0.25) * (hidden // heads)))
-        w.add_head_count(heads)
-        w.add_head_count_kv(cfg["num_key_value_heads"])
-        w.add_parallel_residual(cfg.get("use_parallel_residual", True))
-        w.add_layer_norm_eps(cfg["layer_norm_eps"])
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        # StableLMModel.set_gguf_parameters: `partial_rotary_factor`, the key/value heads.
+        add_neox_style_keys(w, cfg, quantized, cfg.get("partial_rotary_factor", 0.25), cfg["num_key_value_heads"])
         return
     if arch == "apertus":
         # ApertusModel (a LlamaModel): TextModel's keys without the llama3 scaling (the factors

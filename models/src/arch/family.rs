@@ -140,9 +140,10 @@ pub struct Scaling {
 }
 
 /// `q * (1 + beta * ln(1 + floor(position / original)))`, the query's own position (Ministral
-/// 3's `get_llama_4_attn_scale`): 1 below `original`, so only long contexts see it. Both keys
-/// are read from `rope_parameters` (or `rope_scaling`, or the family's default RoPE object);
-/// transformers fails without them, so an absent one is refused.
+/// 3's `get_llama_4_attn_scale`): 1 below `original`, so only long contexts see it. `beta` is
+/// read from `rope_parameters` (or `rope_scaling`, or the family's default RoPE object; absent
+/// is refused, as transformers fails without it; 0 builds no scaling); `original` is YaRN's own
+/// length when the RoPE is YaRN (read as the RoPE reads it), else that object's key.
 #[derive(Clone, Copy, Debug)]
 pub struct QueryPositionScale {
     pub beta: &'static str,
