@@ -9,7 +9,8 @@ never need torch.
 
 Each entry of FIXTURES_MADE_HERE gives the config class, its arguments, the fixture whose inputs and
 tokenizer files it reuses (same vocabulary size), and how config.json is rewritten into the
-spelling published checkpoints use. scripts/make_tiny_qwen2_moe.py reuses
+spelling published checkpoints use; `composite` wraps the text config in a vision-language one
+(the references are then its text path). scripts/make_tiny_qwen2_moe.py reuses
 `perturbed_and_saved`, `references` and `write_reference_json`.
 """
 
@@ -196,6 +197,21 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [(layer.mlp.act_fn.beta.fill_(0.4 + 0.2 * i), layer.mlp.act_fn.eps.fill_(-0.05 * (i + 1))) for i, layer in enumerate(model.model.layers)],
         exercises="Apertus: xIELU MLP (`mlp.act_fn.alpha_p` / `alpha_n` perturbed, `beta` 0.4 / 0.6 and `eps` -0.05 / -0.1 by layer), per-head q/k RMSNorms, `attention_layernorm` / `feedforward_layernorm`, Llama 3 RoPE",
     ),
+    # Ministral 3 as published: a vision-language checkpoint (Mistral3ForConditionalGeneration,
+    # a Pixtral tower) whose text model is the Ministral 3 decoder; the references are its text
+    # path (input_ids, no image), what a `--text-only` build must reproduce.
+    "tiny-mistral3": dict(
+        cls="Ministral3", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=16, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 4,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.25}),
+        composite=dict(cls="Mistral3", model="Mistral3ForConditionalGeneration", vision_cls="PixtralVision",
+                       vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, head_dim=16,
+                                   image_size=64, patch_size=8),
+                       top=dict(image_token_index=10, spatial_merge_size=2, tie_word_embeddings=False)),
+        legacy=lambda config: config,
+        exercises="Mistral 3 (Ministral 3 3B/8B/14B, Mistral Small 3.x) as published: `text_config` (ministral3: YaRN, queries scaled by position, `llama_4_scaling_beta` 0.25 over 4) beside a Pixtral `vision_config`; text tensors under `model.language_model.`, head `lm_head`, the tower and projector (`model.vision_tower.`, `model.multi_modal_projector.`) unread by a `--text-only` build",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(
@@ -281,6 +297,12 @@ def make(name, spec):
     torch.manual_seed(1234)
     config = getattr(transformers, spec["cls"] + "Config")(**spec["args"])
     model_cls = getattr(transformers, spec["cls"] + "ForCausalLM")
+    if "composite" in spec:
+        # A vision-language checkpoint: the text config inside, the references its text path.
+        comp = spec["composite"]
+        vision = getattr(transformers, comp["vision_cls"] + "Config")(**comp["vision"])
+        config = getattr(transformers, comp["cls"] + "Config")(text_config=config, vision_config=vision, **comp["top"])
+        model_cls = getattr(transformers, comp["model"])
     model = perturbed_and_saved(model_cls(config), out_dir, spec.get("tweak"))
     path = os.path.join(out_dir, "config.json")
     with open(path) as f:

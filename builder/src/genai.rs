@@ -22,6 +22,10 @@ const RUNTIME_TYPES: &[(&str, &str, Option<&str>)] = &[
     // `gemma3` is onnxruntime-genai's vision-language type (it expects a vision sub-model);
     // the text-only checkpoint is its `gemma3_text`.
     ("gemma3_text", "gemma3_text", None),
+    // The text models of Qwen2.5-VL and Qwen3-VL built `--text-only`: their sections of
+    // multimodal RoPE reduce to plain RoPE for text, which is what the runtime's text types feed.
+    ("qwen2_5_vl_text", "qwen2", Some("a `--text-only` build of Qwen2.5-VL's language model: plain RoPE on 2-D position_ids, which onnxruntime-genai's `qwen2` type feeds")),
+    ("qwen3_vl_text", "qwen3", Some("a `--text-only` build of Qwen3-VL's language model: plain RoPE on 2-D position_ids, which onnxruntime-genai's `qwen3` type feeds")),
     ("granite", "granite", None),
     ("olmo", "olmo", None),
     // 0.18 lists neither olmo2 nor starcoder2. Both are plain decoders whose differences

@@ -71,7 +71,8 @@ enum Command {
         /// model.safetensors.index.json), or a Hugging Face model id (`Qwen/Qwen2.5-0.5B`) found
         /// in the local hub cache (HF_HUB_CACHE, else HF_HOME/hub, else
         /// $XDG_CACHE_HOME/huggingface/hub or ~/.cache/huggingface/hub) or, when not cached,
-        /// downloaded into it (configs, safetensors and tokenizer files only; HF_ENDPOINT and
+        /// downloaded into it (configs, the safetensors a build reads (the shards the index
+        /// names, else model.safetensors) and tokenizer files only; HF_ENDPOINT and
         /// HF_TOKEN honoured; HF_HUB_OFFLINE=1 forbids it; HF_HUB_ETAG_TIMEOUT for the file
         /// list and HF_HUB_DOWNLOAD_TIMEOUT for each file: seconds a connect or read may wait,
         /// default 10, three attempts). Or a llama.cpp GGUF file (FILE.gguf, or a folder
@@ -230,6 +231,15 @@ enum Command {
         /// adapters/NAME.onnx_adapter for onnxruntime-genai's og.Adapters (docs/adapters.md).
         #[arg(long, value_name = "NAME=PEFT_DIR", value_parser = parse_lora, help_heading = "Adapters")]
         lora: Vec<builder::lora::LoraRequest>,
+        /// For a vision-language checkpoint (config.json with `text_config` and
+        /// `vision_config`): build its language model alone, a decoder package on input_ids
+        /// (genai_config.json of the text model's type), the vision tower and projector left
+        /// unread. The way to build one whose vision parts this tool does not make (Mistral 3:
+        /// Ministral 3, Mistral Small 3.1/3.2; LLaVA-style checkpoints) as a text model, or a
+        /// smaller text-only package of one it does (Gemma 3, Qwen2.5-VL, Qwen3-VL: their
+        /// multimodal RoPE sections reduce to plain RoPE for text).
+        #[arg(long)]
+        text_only: bool,
     },
     /// Convert one more LoRA adapter (a PEFT folder) for a package built with --lora: written to
     /// PKG/adapters/NAME.onnx_adapter and listed in build_report.json. An adapter the package's
@@ -554,6 +564,7 @@ fn main() -> ExitCode {
             quant_exclude,
             quant_method,
             lora,
+            text_only,
         } => {
             // Without --quant, the other flags still make a request: a pre-quantized checkpoint
             // takes them for its float layers (a float one refuses them, saying why).
@@ -614,7 +625,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task, lora };
+            let req = BuildRequest { model_dir, output, ep, dtype, force, tied_head, kv_cache, threads, explain, strict, quant, task, lora, text_only };
             let result = build(&req, &mut |step| say!(err, "  {step}"));
             let reports: Vec<&builder::pipeline::PipelineReport> = match &result {
                 Ok(r) => r.parts.iter().map(|p| &p.pipeline).collect(),

@@ -57,6 +57,9 @@ pub struct BuildRequest {
     /// LoRA adapters (`--lora NAME=DIR`): their targets get slots, each its file
     /// (docs/adapters.md).
     pub lora: Vec<crate::lora::LoraRequest>,
+    /// `--text-only`: build a vision-language checkpoint's language model alone, a decoder
+    /// package on `input_ids`.
+    pub text_only: bool,
 }
 
 impl BuildRequest {
@@ -76,6 +79,7 @@ impl BuildRequest {
             quant: None,
             task: None,
             lora: Vec::new(),
+            text_only: false,
         }
     }
 }
@@ -132,6 +136,7 @@ impl BuildRequest {
             kv_cache: self.kv_cache,
             quant: self.quant.as_ref(),
             lora: &self.lora,
+            text_only: self.text_only,
         }
     }
 }
@@ -154,6 +159,7 @@ pub fn build(req: &BuildRequest, progress: &mut dyn FnMut(&str)) -> Result<Build
     let mut plan = plan::resolve(&sets, &req.plan_request())?;
     let claim = Claim::new(&req.output, &req.model_dir, req.force, started)?;
     let mut notes = claim.notes.clone();
+    notes.extend(plan.notes.iter().cloned());
 
     // A GGUF file carries its tokenizer as metadata: converted first (a tokenizer model that is
     // not converted is refused), then `tokenizer.json` streamed into the staging folder (which
@@ -491,7 +497,7 @@ pub fn optimized_parts(
     quant: Option<&QuantRequest>,
 ) -> Result<Vec<(Part, ir::Model, PipelineReport)>> {
     let sets = EpSets::builtin()?;
-    let request = PlanRequest { model_dir, ep, dtype, task, tied_head: models::TiedHead::Shared, kv_cache: models::KvCache::Dynamic, quant, lora: &[] };
+    let request = PlanRequest { model_dir, ep, dtype, task, tied_head: models::TiedHead::Shared, kv_cache: models::KvCache::Dynamic, quant, lora: &[], text_only: false };
     let plan = plan::resolve(&sets, &request)?;
     plan.parts
         .iter()

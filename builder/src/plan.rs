@@ -26,6 +26,8 @@ pub(crate) struct PlanRequest<'r> {
     pub quant: Option<&'r QuantRequest>,
     /// `--lora NAME=DIR`: adapters whose targets get slots in the decoder.
     pub lora: &'r [crate::lora::LoraRequest],
+    /// `--text-only`: a vision-language checkpoint's language model alone.
+    pub text_only: bool,
 }
 
 /// A package's plan.
@@ -36,6 +38,8 @@ pub(crate) struct PackagePlan<'t> {
     pub parts: Vec<PartPlan<'t>>,
     /// The adapters to convert, read and checked, by name (in `--lora` order).
     pub adapters: Vec<(String, crate::lora::peft::PeftAdapter)>,
+    /// What the build report should say about the plan itself (`--text-only`).
+    pub notes: Vec<String>,
 }
 
 /// One part's plan.
@@ -86,7 +90,18 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
         table.lora(req.dtype).map_err(|why| Error::Request(format!("--lora is not offered for ({}, {}): {why}", table.name, req.dtype)))?;
     }
     let adapters = read_adapters(req.lora)?;
-    let ckpt = Checkpoint::open(req.model_dir)?;
+    let mut ckpt = Checkpoint::open(req.model_dir)?;
+    let mut notes = Vec::new();
+    if req.text_only {
+        let source = ckpt.config.multimodal.as_ref().map(|m| m.model_type.clone());
+        ckpt = ckpt.into_text_only()?;
+        notes.push(format!(
+            "--text-only: the package is the `{}` language model of the `{}` vision-language checkpoint; its vision tower and projector ({} tensors) are not read",
+            ckpt.config.model_type,
+            source.unwrap_or_default(),
+            ckpt.unused().len()
+        ));
+    }
     let task = match req.task {
         Some(t) => t,
         None => Task::default_for(&ckpt)?,
@@ -123,7 +138,7 @@ pub(crate) fn resolve<'t>(sets: &'t EpSets, req: &PlanRequest) -> Result<Package
     if !adapters.is_empty() && !parts.iter().any(|p| p.part.role == Role::Decoder) {
         return Err(Error::Request(format!("--lora: task {task} has no decoder; LoRA slots are built on a causal LM's projections only")));
     }
-    Ok(PackagePlan { table, task, ckpt, parts, adapters })
+    Ok(PackagePlan { table, task, ckpt, parts, adapters, notes })
 }
 
 /// Reads every `--lora` folder (config keys and tensors checked) before any weight of the base

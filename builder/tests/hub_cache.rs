@@ -143,6 +143,44 @@ fn hub_ids_not_in_the_cache_are_downloaded_into_it() {
     assert!(!work.join("x").exists());
 }
 
+/// Mistral's repositories carry their weights twice: the transformers shards (with
+/// `model.safetensors.index.json`) and `consolidated.safetensors` in Mistral's own names. Only
+/// what a build reads is fetched: the index first, then the shards it maps; beside a single
+/// `model.safetensors`, that file.
+#[test]
+fn weights_a_build_does_not_read_are_not_downloaded() {
+    for fixture_name in ["tiny-llama-sharded", "tiny-llama"] {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = dir.path().join("fx");
+        copy_fixture(fixture_name, &fixture);
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&fixture)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        files.push(("consolidated.safetensors".into(), vec![7u8; 4096]));
+        let sha = "fedcba9876543210fedcba9876543210fedcba98";
+        let hub = hub_server::serve(files.clone(), sha, hub_server::Lies::default());
+        let (cache, work) = (dir.path().join("cache"), dir.path().join("work"));
+        std::fs::create_dir(&work).unwrap();
+        let (ok, err) = build_with(&cache, &work, Some(&hub.url), &["--model", "org/tiny", "--output", "out"]);
+        assert!(ok, "{fixture_name}: {err}");
+        assert!(err.contains("not downloading consolidated.safetensors"), "{fixture_name}: {err}");
+        let fetched = hub.requests();
+        assert!(!fetched.iter().any(|p| p.contains("consolidated")), "{fixture_name}: {fetched:?}");
+        let shards: Vec<&(String, Vec<u8>)> = files.iter().filter(|(n, _)| n.starts_with("model") && n.ends_with(".safetensors")).collect();
+        assert!(!shards.is_empty());
+        for (name, _) in &shards {
+            assert!(fetched.iter().any(|p| p.ends_with(&format!("/{name}"))), "{fixture_name}: {name} fetched: {fetched:?}");
+        }
+        if fixture_name == "tiny-llama-sharded" {
+            let at = |name: &str| fetched.iter().position(|p| p.ends_with(name)).unwrap();
+            assert!(at("/model.safetensors.index.json") < shards.iter().map(|(n, _)| at(&format!("/{n}"))).min().unwrap(), "the index first: {fetched:?}");
+        }
+        assert!(work.join("out/model.onnx").is_file());
+    }
+}
+
 /// A download that breaks off is continued by the next attempt from where it stopped (a
 /// `Range` request), not started over, and the blob is whole and checked.
 #[test]

@@ -290,6 +290,32 @@ impl Checkpoint {
         self.text_prefixes.iter().any(|(_, stored)| name.starts_with(stored.as_str())) || (name.starts_with("lm_head.") && !self.text_prefixes.iter().any(|(t, _)| t == "lm_head."))
     }
 
+    /// The language model of a vision-language checkpoint alone (`--text-only`): the text
+    /// config without its vision part, every tensor outside the text model recorded as unused
+    /// (the tower and projector), and no multimodal RoPE sections: a text prompt's positions
+    /// are the same in every section, where sectioned RoPE is the plain RoPE of the same
+    /// frequencies (and Qwen3-VL's deepstack adds image features only). Refused for a
+    /// checkpoint that is not vision-language.
+    pub fn into_text_only(mut self) -> Result<Checkpoint> {
+        let Some(source) = self.config.multimodal.as_ref().map(|m| m.model_type.clone()) else {
+            return Err(Error::Config {
+                path: self.config.path.clone(),
+                reason: format!(
+                    "--text-only builds the language model of a vision-language checkpoint (a config.json with `text_config` and `vision_config`); this one (`{}`) is text-only already: drop the flag",
+                    self.config.model_type
+                ),
+            });
+        };
+        let others: Vec<String> = self.tensors.keys().filter(|n| !self.is_text_tensor(n)).cloned().collect();
+        let why = format!("--text-only: part of the `{source}` checkpoint's vision tower or projector, not of its language model");
+        for name in others {
+            self.unused.borrow_mut().insert(name, why.clone());
+        }
+        self.config.multimodal = None;
+        self.config.mrope = None;
+        Ok(self)
+    }
+
     /// All tensor names in the checkpoint (a packed layer's `.weight` among them).
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
         self.tensors.keys().chain(self.packed.keys()).chain(self.views.keys()).map(String::as_str)

@@ -249,7 +249,7 @@ impl Reader<'_> {
 /// nothing is there; an error naming it when it is not a regular file (a dangling link, a
 /// folder, a FIFO or device, never opened in a way that blocks), is larger than
 /// [`ir::SETTINGS_LIMIT`], or is not UTF-8.
-pub(crate) fn read_settings(path: &Path) -> Result<Option<String>> {
+pub fn read_settings(path: &Path) -> Result<Option<String>> {
     let Some(bytes) = ir::read_regular(path, ir::SETTINGS_LIMIT)? else { return Ok(None) };
     String::from_utf8(bytes)
         .map(Some)

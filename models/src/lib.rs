@@ -18,7 +18,7 @@ pub mod tasks;
 
 pub use builder::GraphBuilder;
 pub use checkpoint::{index_shards, index_weight_map, Checkpoint};
-pub use config::{Activation, DecoderConfig, MropeConfig, Multimodal, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
+pub use config::{read_settings, Activation, DecoderConfig, MropeConfig, Multimodal, RopeConfig, RopeKind, SlidingWindowConfig, SUPPORTED_ROPE_TYPES};
 pub use error::{Error, Result};
 pub use parts::Part;
 pub use gguf::{gguf_file, ARCHITECTURES as GGUF_ARCHITECTURES};

@@ -105,7 +105,12 @@ fn check_vision_language(ckpt: &Checkpoint) -> Result<()> {
         let why = "no vision tower and embedding for it";
         return Err(Error::Config {
             path: c.path.clone(),
-            reason: format!("vision-language `model_type` `{}` is not supported ({why}); supported: {}", m.model_type, VISION_LANGUAGE_TYPES.join(", ")),
+            reason: format!(
+                "vision-language `model_type` `{}` is not supported ({why}); supported: {}; `--text-only` builds its language model (`{}`) alone",
+                m.model_type,
+                VISION_LANGUAGE_TYPES.join(", "),
+                c.model_type
+            ),
         });
     }
     Ok(())

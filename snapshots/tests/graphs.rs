@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use ep_sets::EpSets;
-use tailor_tests::{decoder_fixtures, encoder_fixtures, fixture, vlm_fixtures};
+use tailor_tests::{decoder_fixtures, encoder_fixtures, fixture};
 
 /// One cell: fixture (a vision-language package's part as `fixture.role`), EP, dtype and, for
 /// a quantized build, its bits (`int4`).
@@ -70,9 +70,11 @@ fn matrix() -> Vec<Cell> {
         }
     }
     // Every vision-language fixture's parts, for every (EP, dtype) with vision and embedding
-    // plans (the others are refused by the table, with why: tests/tests/vl_parts.rs).
+    // plans (the others are refused by the table, with why: tests/tests/vl_parts.rs); not
+    // those whose parts are not built (`text_only`: their language model is a plain decoder).
     let embedding: BTreeSet<(&str, ep_sets::DType)> = sets.role_pairs(ep_sets::Role::Embedding).into_iter().collect();
-    for f in vlm_fixtures() {
+    let parts_built = tailor_tests::fixtures().select("vlm !text_only").expect("a declared selector");
+    for f in parts_built.iter().map(|f| f.name.as_str()) {
         for (ep, dtype) in sets.role_pairs(ep_sets::Role::Vision).into_iter().filter(|p| embedding.contains(p)) {
             for role in VL_PARTS {
                 out.push((format!("{f}.{}", role.name()), ep.to_string(), dtype.to_string(), None));

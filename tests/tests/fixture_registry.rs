@@ -60,7 +60,8 @@ fn selectors_pick_by_kind_and_trait() {
     let plain = names("rope !qk_norm");
     assert!(plain.contains(&"tiny-llama") && !plain.contains(&"tiny-qwen3") && !plain.contains(&"tiny-gpt2"), "{plain:?}");
     assert_eq!(names("rope").len(), plain.len() + 4);
-    assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-qwen3_vl", "tiny-gemma3-vl"]);
+    assert_eq!(names("vlm"), ["tiny-qwen2_5_vl", "tiny-qwen3_vl", "tiny-gemma3-vl", "tiny-mistral3"]);
+    assert_eq!(names("vlm !text_only"), ["tiny-qwen2_5_vl", "tiny-qwen3_vl", "tiny-gemma3-vl"]);
     assert_eq!(names("prequant"), ["tiny-llama-gptq", "tiny-llama-gptq-asym", "tiny-qwen2-awq"]);
     // A LoRA fixture (adapters for a base fixture) is in no decoder matrix: its own kind.
     assert_eq!(names("lora"), ["tiny-llama-lora"]);

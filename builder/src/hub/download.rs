@@ -93,6 +93,18 @@ pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision
         files.dedup();
     }
     let repo = RepoCache::new(cache, id);
+    let get = |file: &RepoFile| {
+        let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
+        // What an attempt that broke off wrote, for the next attempt to continue.
+        let mut partial = None;
+        with_retries(|| fetch(&client, &repo, &commit, file, &url, &mut partial)).map_err(|e| match partial.as_ref().and_then(Partial::kept) {
+            Some((got, path)) => format!("{file}: {e}; its first {got} bytes are kept in {}, and the next run continues from there", path.display()),
+            None => format!("{file}: {e}"),
+        })
+    };
+    if let Fetched::Folder = fetched {
+        files = weights_read(files, &repo, &commit, &get)?;
+    }
     let todo: Vec<&RepoFile> = files.iter().filter(|f| !repo.is_cached(&commit, f)).collect();
     let what = match &fetched {
         Fetched::Folder => id.to_string(),
@@ -100,18 +112,57 @@ pub(super) fn download(cache: &Path, id: &str, tag: Option<&Tag>, rev: &Revision
     };
     eprintln!("downloading {what} ({}, {} of {} files) from {from} into {}", rev.as_str(), todo.len(), files.len(), cache.display());
     for file in todo {
-        let url = format!("{from}/{id}/resolve/{commit}/{}", file.url_path());
-        // What an attempt that broke off wrote, for the next attempt to continue.
-        let mut partial = None;
-        with_retries(|| fetch(&client, &repo, &commit, file, &url, &mut partial)).map_err(|e| match partial.as_ref().and_then(Partial::kept) {
-            Some((got, path)) => format!("{file}: {e}; its first {got} bytes are kept in {}, and the next run continues from there", path.display()),
-            None => format!("{file}: {e}"),
-        })?;
+        get(file)?;
     }
     if let Revision::Ref(name) = rev {
         with_retries(|| repo.write_ref(name, &commit))?;
     }
     Ok(fetched)
+}
+
+/// The shard index a build reads first.
+const SHARD_INDEX: &str = "model.safetensors.index.json";
+/// The single weights file a build reads when there is no index.
+const SINGLE_WEIGHTS: &str = "model.safetensors";
+
+/// `files` without the safetensors a build would not read, by the checkpoint's own rule
+/// (`models::Checkpoint::open`): with `model.safetensors.index.json`, the shards it maps
+/// (the index is fetched first, with `get`, and read from the snapshot); else with
+/// `model.safetensors`, that file; else every one. Mistral's repositories carry their weights
+/// twice, the transformers shards and a `consolidated.safetensors` in Mistral's own names as
+/// large: the second copy is not downloaded.
+fn weights_read(
+    files: Vec<RepoFile>,
+    repo: &RepoCache,
+    commit: &Commit,
+    get: &dyn Fn(&RepoFile) -> std::result::Result<(), String>,
+) -> std::result::Result<Vec<RepoFile>, String> {
+    let named = |n: &str| files.iter().find(|f| f.as_str() == n).cloned();
+    let index = named(SHARD_INDEX);
+    let keep: Box<dyn Fn(&str) -> bool> = if let Some(index) = &index {
+        if !repo.is_cached(commit, index) {
+            get(index)?;
+        }
+        let path = repo.cached_path(commit, index);
+        let text = match models::read_settings(&path) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Err(format!("{index} is not in the snapshot after its download")),
+            Err(e) => return Err(e.to_string()),
+        };
+        let shards = models::index_shards(&path, &text).map_err(|e| e.to_string())?;
+        Box::new(move |n: &str| shards.contains(n))
+    } else if named(SINGLE_WEIGHTS).is_some() {
+        Box::new(|n: &str| n == SINGLE_WEIGHTS)
+    } else {
+        return Ok(files);
+    };
+    let (kept, skipped): (Vec<RepoFile>, Vec<RepoFile>) = files.into_iter().partition(|f| !f.as_str().ends_with(".safetensors") || keep(f.as_str()));
+    if !skipped.is_empty() {
+        let names: Vec<&str> = skipped.iter().map(RepoFile::as_str).collect();
+        let reads = if index.is_some() { format!("the shards {SHARD_INDEX} names") } else { SINGLE_WEIGHTS.to_string() };
+        eprintln!("not downloading {}: a build reads {reads}", names.join(", "));
+    }
+    Ok(kept)
 }
 
 /// The listing at `url`: its commit (`sha`) and file names (`siblings[].rfilename`).

@@ -225,6 +225,11 @@ impl RepoCache {
         self.root.join("blobs").join(blob.as_str())
     }
 
+    /// Where `file` of `commit` is in the snapshot (a link to its blob).
+    pub(super) fn cached_path(&self, commit: &Commit, file: &RepoFile) -> PathBuf {
+        self.pointer(commit, file)
+    }
+
     /// Is `file` already in the snapshot of `commit` (its link leads to a regular file)?
     pub(super) fn is_cached(&self, commit: &Commit, file: &RepoFile) -> bool {
         fs::metadata(self.pointer(commit, file)).is_ok_and(|m| m.is_file())
