@@ -212,6 +212,37 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="Mistral 3 (Ministral 3 3B/8B/14B, Mistral Small 3.x) as published: `text_config` (ministral3: YaRN, queries scaled by position, `llama_4_scaling_beta` 0.25 over 4) beside a Pixtral `vision_config`; text tensors under `model.language_model.`, head `lm_head`, the tower and projector (`model.vision_tower.`, `model.multi_modal_projector.`) unread by a `--text-only` build",
     ),
+    # DeepSeek-V3: multi-head latent attention (q and kv low-rank, a shared rotary key, values
+    # narrower than keys), interleaved RoPE with YaRN's mscale in the softmax scale, and a
+    # mixture of experts routed by sigmoid scores with a correction bias over groups, a
+    # shared expert and dense first layers.
+    "tiny-deepseek_v3": dict(
+        cls="DeepseekV3", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-6,
+                  q_lora_rank=32, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                  n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=4, topk_group=2,
+                  first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}),
+        legacy=legacy_rope,
+        # The correction bias is a buffer (saved, not a parameter): moved off zero, so routing
+        # that ignored it would pick other experts.
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="DeepSeek-V3: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8 key dims, `v_head_dim` 12), interleaved RoPE (`rope_interleave`) with YaRN x4 and `mscale_all_dim` in the softmax scale; layer 0 dense (`first_k_dense_replace` 1), layers 1-2 8 experts top 2 by sigmoid scores plus `e_score_correction_bias` over 4 groups keeping 2 (`n_group`, `topk_group`), `norm_topk_prob`, `routed_scaling_factor` 2.5, one shared expert",
+    ),
+    # DeepSeek-V2-Lite's shapes in the V3 family: no query compression (`q_lora_rank` null:
+    # one `q_proj`), one group, RoPE on rotate-half pairs, plain RoPE, unnormalized weights.
+    "tiny-deepseek_v3-lite": dict(
+        cls="DeepseekV3", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=2, rms_norm_eps=1e-6,
+                  q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16,
+                  n_routed_experts=4, n_shared_experts=2, moe_intermediate_size=16, num_experts_per_tok=2, n_group=1, topk_group=1,
+                  first_k_dense_replace=0, routed_scaling_factor=1.5, norm_topk_prob=False, rope_interleave=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(4) * 0.2) for layer in model.model.layers],
+        exercises="DeepSeek-V3 without query compression (`q_lora_rank` null: `q_proj`), rope 16 of 32 key dims on rotate-half pairs (`rope_interleave` false), `v_head_dim` 16, default RoPE; every layer sparse (`first_k_dense_replace` 0): 4 experts top 2 in one group, weights unnormalized (`norm_topk_prob` false) times 1.5, two shared experts' width",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

@@ -39,6 +39,62 @@ pub struct RopeConfig {
     pub mscale: Option<(f64, f64)>,
 }
 
+/// Multi-head latent attention's sizes (DeepSeek-V2/V3): queries through a low-rank
+/// `q_lora_rank` projection (or one `q_proj` when it is null), keys and values through one
+/// shared `kv_lora_rank` latent plus a `qk_rope_head_dim` rotary key shared by every head. The
+/// graph attends in the latent space (the per-head key/value up-projection folded into the
+/// query and the output), over one key/value head of `kv_lora_rank + qk_rope_head_dim`: the
+/// cache holds the latent and the rotary key, as transformers' does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatentDims {
+    /// `q_lora_rank`; `None`: the queries come from one `q_proj`.
+    pub q_rank: Option<usize>,
+    /// `kv_lora_rank`.
+    pub kv_rank: usize,
+    /// `qk_nope_head_dim`: the query/key dims per head without RoPE.
+    pub nope: usize,
+    /// `qk_rope_head_dim`: the rotated dims (the query's per head, the key's shared).
+    pub rope: usize,
+    /// `v_head_dim`.
+    pub v: usize,
+    /// `rope_interleave`: the rotary dims rotate as interleaved pairs (read by de-interleaving
+    /// their weight rows, so the graph and the cache use rotate-half pairs as transformers'
+    /// output does).
+    pub interleaved: bool,
+    /// The softmax scale: `1 / sqrt(nope + rope)`, times `mscale(factor, mscale_all_dim)^2`
+    /// when the RoPE is scaled and `mscale_all_dim` is set (transformers' `yarn_apply_mscale`).
+    pub scale: f64,
+}
+
+impl LatentDims {
+    fn read(r: &Reader, names: &crate::arch::LatentNames) -> Result<LatentDims> {
+        let d = &names.defaults;
+        let size = |key: &str, default: usize| -> Result<usize> { Ok(r.usize_opt(key)?.unwrap_or(default)) };
+        // `q_lora_rank: null` is the uncompressed query; only an absent key takes the default.
+        let q_rank = match r.map.get("q_lora_rank") {
+            Some(Value::Null) => None,
+            None => d.q_rank,
+            Some(_) => r.usize_opt("q_lora_rank")?,
+        };
+        let (kv_rank, nope, rope, v) = (size("kv_lora_rank", d.kv_rank)?, size("qk_nope_head_dim", d.nope)?, size("qk_rope_head_dim", d.rope)?, size("v_head_dim", d.v)?);
+        if !rope.is_multiple_of(2) {
+            return Err(r.err(format!("`qk_rope_head_dim` ({rope}) must be even: RoPE rotates pairs")));
+        }
+        let interleaved = r.bool_opt("rope_interleave")?.unwrap_or(d.interleaved);
+        let mut scale = 1.0 / ((nope + rope) as f64).sqrt();
+        if let Some((_, Value::Object(p))) = r.first(&["rope_parameters", "rope_scaling"]) {
+            let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
+            let all_dim = p.get("mscale_all_dim").and_then(Value::as_f64).unwrap_or(0.0);
+            if kind != "default" && all_dim != 0.0 {
+                let factor = p.get("factor").and_then(Value::as_f64).ok_or_else(|| r.err("the RoPE scaling has `mscale_all_dim` but no numeric `factor`".into()))?;
+                let m = if factor <= 1.0 { 1.0 } else { 0.1 * all_dim * factor.ln() + 1.0 };
+                scale *= m * m;
+            }
+        }
+        Ok(LatentDims { q_rank, kv_rank, nope, rope, v, interleaved, scale })
+    }
+}
+
 /// The hidden activation of the MLP (`hidden_act`, or GPT-2's `activation_function`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
@@ -103,6 +159,9 @@ pub struct DecoderConfig {
     pub num_hidden_layers: usize,
     pub num_attention_heads: usize,
     pub num_key_value_heads: usize,
+    /// The attention head size of the graph: `head_dim` (or hidden / heads); for latent
+    /// attention ([`LatentDims`]) the width of the one shared key/value head, `kv_lora_rank +
+    /// qk_rope_head_dim`.
     pub head_dim: usize,
     pub vocab_size: usize,
     pub max_position_embeddings: usize,
@@ -127,6 +186,8 @@ pub struct DecoderConfig {
     /// A vision-language checkpoint's top level (its own `model_type`, `vision_config`, token
     /// ids); the fields above are then its `text_config`'s.
     pub multimodal: Option<Multimodal>,
+    /// Multi-head latent attention's sizes, for a family whose table stores it (DeepSeek-V3).
+    pub latent: Option<LatentDims>,
 }
 
 /// The largest dimension or count a config may give (u32::MAX): a larger one is refused with
@@ -337,6 +398,16 @@ impl DecoderConfig {
                 )))
             }
         };
+        let latent = match crate::arch::decoder_for(&model_type).and_then(|f| f.names.attention.latent()) {
+            Some(names) => Some(LatentDims::read(&r, names)?),
+            None => None,
+        };
+        // Latent attention attends over one shared key/value head of the compressed width
+        // (see `LatentDims`); `head_dim` in its configs is the rotary width.
+        let (head_dim, num_key_value_heads) = match &latent {
+            Some(l) => (l.kv_rank + l.rope, 1),
+            None => (head_dim, num_key_value_heads),
+        };
         // GPT-2 writes `n_inner: null` to mean 4 * hidden.
         let intermediate_size = match r.usize_any(&["intermediate_size", "n_inner"])? {
             Some(n) => n,
@@ -349,7 +420,7 @@ impl DecoderConfig {
         let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
         let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false }, |f| f.rope_default);
         let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, head_dim, partial_default, rope_default)?;
-        let rotary_dim = (head_dim as f64 * rope.partial_rotary_factor) as usize;
+        let rotary_dim = latent.as_ref().map_or((head_dim as f64 * rope.partial_rotary_factor) as usize, |l| l.rope);
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
                 "rotary dimension {rotary_dim} (head_dim {head_dim} x partial_rotary_factor {}) must be even and at most head_dim",
@@ -454,6 +525,7 @@ impl DecoderConfig {
             mrope: read_mrope(&r, rotary_dim)?,
             raw: map.clone(),
             multimodal: None,
+            latent,
         })
     }
 
@@ -492,6 +564,15 @@ impl DecoderConfig {
         }
     }
 
+    /// Like [`DecoderConfig::count`], but zero is allowed (`first_k_dense_replace: 0`,
+    /// `num_nextn_predict_layers: 0`).
+    pub fn count_or_zero(&self, key: &str) -> Result<Option<usize>> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => dimension(v, 0).map(Some).map_err(|why| self.err(format!("key `{key}` {why}"))),
+        }
+    }
+
     /// A family's activation key (Gemma's `hidden_activation`): absent or `null` -> `default`.
     pub fn activation(&self, key: &str, default: Activation) -> Result<Activation> {
         match self.raw.get(key) {
@@ -508,7 +589,10 @@ impl DecoderConfig {
 
     /// Number of rotated dimensions per head.
     pub fn rotary_dim(&self) -> usize {
-        (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize
+        match &self.latent {
+            Some(l) => l.rope,
+            None => (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize,
+        }
     }
 
     /// A boolean config key: `default` when absent, false when `null` (transformers keeps the

@@ -13,6 +13,8 @@ use crate::components::rope::RopeCache;
 use crate::{Activation, Checkpoint, Error, GraphBuilder, Result, RopeConfig, RopeKind, TiedHead};
 use std::collections::BTreeMap;
 
+mod latent;
+
 /// What every layer of one build shares: dimensions, biases, masks, the RoPE cache.
 struct Shared<'a> {
     c: &'a crate::DecoderConfig,
@@ -111,8 +113,25 @@ impl DecoderFamily {
         let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?;
         let logits = self.head(b, ckpt, io, &embedding, &h)?;
         let logits = scale_logits(b, &logits, &shared.scalars);
+        self.mark_prediction_layers(ckpt)?;
         account_for_every_tensor(ckpt, self.unused)?;
         Ok(logits)
+    }
+
+    /// The multi-token prediction layers stored after the decoder's (DeepSeek-V3's
+    /// `model.layers.{L}`, counted by `num_nextn_predict_layers`): trained to draft tokens,
+    /// not run by generation (transformers does not load them), so recorded as unused.
+    fn mark_prediction_layers(&self, ckpt: &Checkpoint) -> Result<()> {
+        let Some(key) = self.layout.prediction_layers else { return Ok(()) };
+        let c = &ckpt.config;
+        let extra = c.count_or_zero(key)?.unwrap_or(0);
+        let prefixes: Vec<String> = (c.num_hidden_layers..c.num_hidden_layers + extra).map(|i| format!("{}.", self.names.layer.replace("{i}", &i.to_string()))).collect();
+        let names: Vec<String> = ckpt.tensor_names().filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str()))).map(str::to_string).collect();
+        let why = format!("a multi-token prediction layer (`{key}`): it drafts tokens in training; generation does not run it");
+        for name in names {
+            ckpt.mark_unused(&name, &why);
+        }
+        Ok(())
     }
 
     /// Reads the family's scalar keys (absent: the family's default; `null`: off).
@@ -518,7 +537,13 @@ impl DecoderFamily {
         let (n, l, heads) = (&self.names, &self.layout, sh.heads);
         let s = |part: &str| format!("{layer}.{part}");
         let (qkv_bias, o_bias, _) = sh.biases;
+        if let (AttentionNames::Latent(names), Some(dims)) = (&n.attention, &sh.c.latent) {
+            return latent::block(b, ckpt, sh, self, names, dims, i, layer, x);
+        }
         let (q, k, v) = match &n.attention {
+            AttentionNames::Latent(_) => {
+                return Err(Error::Config { path: sh.c.path.clone(), reason: "internal: a latent-attention family's config was read without its sizes".into() })
+            }
             AttentionNames::Separate { q, k, v } => {
                 // A slot on any of q, k, v is a slot on all three (empty where no adapter
                 // targets it), so the packed QKV projection still forms (fuse.pack_qkv.lora).

@@ -60,6 +60,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     key_defaults: &[],
     key_aliases: &[],
     ignored_keys: &[],
+    prediction_layers: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -200,9 +201,8 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
                 mlp_gate: "mlp.shared_expert.gate_proj",
                 mlp_up: "mlp.shared_expert.up_proj",
                 mlp_down: "mlp.shared_expert.down_proj",
-                gate: "mlp.shared_expert_gate",
-                intermediate: "shared_expert_intermediate_size",
-                intermediate_default: 5632,
+                gate: Some("mlp.shared_expert_gate"),
+                width: SharedWidth::Key("shared_expert_intermediate_size", 5632),
             }),
             dense: Some(&GATED_MLP),
             keys: MoeKeys {
@@ -442,6 +442,70 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
 /// Apertus's RoPE when config.json gives none (`ApertusConfig`): Llama 3 scaling x8 over 8192
 /// positions at theta 1.2e7.
 const APERTUS_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":12000000.0,"factor":8.0,"original_max_position_embeddings":8192,"low_freq_factor":1.0,"high_freq_factor":4.0}"#;
+
+/// DeepSeek-V3's latent attention names and `DeepseekV3Config`'s size defaults.
+const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
+    q: "self_attn.q_proj",
+    q_a: "self_attn.q_a_proj",
+    q_a_norm: "self_attn.q_a_layernorm",
+    q_b: "self_attn.q_b_proj",
+    kv_a: "self_attn.kv_a_proj_with_mqa",
+    kv_a_norm: "self_attn.kv_a_layernorm",
+    kv_b: "self_attn.kv_b_proj",
+    defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true },
+};
+
+/// DeepSeek-V3 (also Kimi K2 and Moonlight, which publish this `model_type`): multi-head
+/// latent attention (`q_lora_rank` / `kv_lora_rank` projections, a shared rotary key,
+/// `rope_interleave`, YaRN's `mscale_all_dim` in the softmax scale: see
+/// `config::LatentDims`), biases per `attention_bias` on `q_a_proj`, `kv_a_proj_with_mqa`
+/// and `o_proj`; the first `first_k_dense_replace` layers (default 3) dense with
+/// `intermediate_size`, the others `n_routed_experts` (256) of `moe_intermediate_size` (2048)
+/// routed by grouped sigmoid scores (`n_group` 8, `topk_group` 4, `e_score_correction_bias`,
+/// `norm_topk_prob` true, `routed_scaling_factor` 2.5; top `num_experts_per_tok` 8) plus
+/// `n_shared_experts` (1) experts' width of ungated shared MLP; the multi-token prediction
+/// layers after the decoder's left unread (defaults from `DeepseekV3Config`).
+pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
+    model_types: &["deepseek_v3"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_experts.gate_proj",
+                mlp_up: "mlp.shared_experts.up_proj",
+                mlp_down: "mlp.shared_experts.down_proj",
+                gate: None,
+                width: SharedWidth::Experts("n_shared_experts", 1),
+            }),
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["n_routed_experts", "num_local_experts"],
+                experts_default: 256,
+                top_k_default: 8,
+                normalize: TopKNorm::Key("norm_topk_prob", true),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(2048),
+                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 3 },
+                routing: Routing::GroupedSigmoid {
+                    bias: "e_score_correction_bias",
+                    groups: ("n_group", 8),
+                    topk_groups: ("topk_group", 4),
+                    scale: Key { name: "routed_scaling_factor", default: Some(2.5) },
+                },
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { mlp_bias: Bias::Never, prediction_layers: Some("num_nextn_predict_layers"), ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
 
 /// Apertus (Swiss AI): Llama attention (biases per `attention_bias`) with per-head q/k RMSNorms
 /// before RoPE, norms named `attention_layernorm` / `feedforward_layernorm`, a plain MLP

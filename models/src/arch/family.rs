@@ -246,6 +246,46 @@ pub enum AttentionNames {
     /// `query_key_value`, viewed `[heads, 3 * head_dim]` and chunked): reordered to the stacked
     /// layout by a reshape/transpose recipe, then split as `Fused` (no GQA in such families).
     FusedPerHead { qkv: &'static str },
+    /// Multi-head latent attention (DeepSeek-V2/V3): see [`LatentNames`] and
+    /// [`crate::config::LatentDims`].
+    Latent(&'static LatentNames),
+}
+
+impl AttentionNames {
+    /// The latent attention's names, when the family stores it.
+    pub fn latent(&self) -> Option<&'static LatentNames> {
+        match self {
+            AttentionNames::Latent(names) => Some(names),
+            _ => None,
+        }
+    }
+}
+
+/// Where multi-head latent attention's weights are, relative to the layer (DeepSeek-V3's
+/// `self_attn.*`), and its config class's defaults.
+pub struct LatentNames {
+    /// `[heads * (nope + rope), hidden]` when `q_lora_rank` is null.
+    pub q: &'static str,
+    /// `[q_lora_rank, hidden]`, its RMSNorm and `[heads * (nope + rope), q_lora_rank]`.
+    pub q_a: &'static str,
+    pub q_a_norm: &'static str,
+    pub q_b: &'static str,
+    /// `[kv_lora_rank + rope, hidden]`: the latent, then the shared rotary key.
+    pub kv_a: &'static str,
+    pub kv_a_norm: &'static str,
+    /// `[heads * (nope + v), kv_lora_rank]`: per head the key's nope rows, then the value's.
+    pub kv_b: &'static str,
+    pub defaults: LatentDefaults,
+}
+
+/// A latent-attention config class's defaults of its size keys.
+pub struct LatentDefaults {
+    pub q_rank: Option<usize>,
+    pub kv_rank: usize,
+    pub nope: usize,
+    pub rope: usize,
+    pub v: usize,
+    pub interleaved: bool,
 }
 
 /// How the MLP is stored.
@@ -317,10 +357,19 @@ pub struct SharedExpert {
     pub mlp_gate: &'static str,
     pub mlp_up: &'static str,
     pub mlp_down: &'static str,
-    pub gate: &'static str,
-    pub intermediate: &'static str,
-    /// `intermediate` when config.json does not give it (transformers' default).
-    pub intermediate_default: usize,
+    /// The `[1, hidden]` sigmoid gate (Qwen2-MoE); `None`: the shared expert's output is added
+    /// as it is (DeepSeek-V3).
+    pub gate: Option<&'static str>,
+    pub width: SharedWidth,
+}
+
+/// The shared expert's intermediate size.
+pub enum SharedWidth {
+    /// A key of its own, with transformers' default (Qwen2-MoE `shared_expert_intermediate_size`).
+    Key(&'static str, usize),
+    /// `count` experts' width: the routed experts' intermediate size times the key (default)
+    /// (DeepSeek-V3 `n_shared_experts`).
+    Experts(&'static str, usize),
 }
 
 /// The config keys of a mixture of experts, with transformers' per-family defaults.
@@ -356,6 +405,12 @@ pub enum Routing {
     /// the experts whose logit is within a relative `2 * jitter` of the pick's (`jitter` from
     /// this config key, else `default`; transformers' `router_jitter_noise`).
     SparseMixer { jitter: &'static str, default: f64 },
+    /// DeepSeek-V3's `noaux_tc`: sigmoid scores; the choice adds a per-expert correction
+    /// (`{router}.{bias}`, `[experts]`); the experts fall in `groups` groups (key, default), each
+    /// scored by the sum of its two best choices, and only the `topk_groups` best groups (key,
+    /// default) are open; the top k of those by choice are weighted by their sigmoid score
+    /// (renormalized as `normalize` says, plus 1e-20), times `scale` (key, default).
+    GroupedSigmoid { bias: &'static str, groups: (&'static str, usize), topk_groups: (&'static str, usize), scale: Key },
 }
 
 /// Renormalization of the routed top-k probabilities.
@@ -375,6 +430,9 @@ pub enum SparseLayers {
     /// Layer `i` is sparse when `(i + 1) % step == 0` (`step` from `step_key`, default 1) and
     /// `i` is not listed in `dense_key` (Qwen `decoder_sparse_step`, `mlp_only_layers`).
     Step { step_key: &'static str, dense_key: &'static str },
+    /// The first `key` layers are dense (default `default`), every later one sparse
+    /// (DeepSeek-V3 `first_k_dense_replace`).
+    FirstDense { key: &'static str, default: usize },
 }
 
 /// Whether a group of projections has a bias.
@@ -458,6 +516,9 @@ pub struct Layout {
     /// Generic keys the family's config class does not have, dropped before anything is read
     /// (`GPTNeoXConfig` has no `num_key_value_heads`: a stray one is no grouped attention).
     pub ignored_keys: &'static [&'static str],
+    /// A key counting multi-token prediction layers stored after the decoder's layers
+    /// (DeepSeek-V3 `num_nextn_predict_layers`): their tensors are recorded as unused.
+    pub prediction_layers: Option<&'static str>,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

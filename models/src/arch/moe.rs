@@ -3,10 +3,10 @@
 //! checkpoint by name, so an expert the config does not count is left unaccounted and fails
 //! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
 
-use super::family::{ExpertActivation, ExpertNames, MoeNames, Routing, SparseLayers, TopKNorm};
+use super::family::{ExpertActivation, ExpertNames, MoeNames, Routing, SharedWidth, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
-use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, MoeBlock};
+use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, GroupedSigmoid, MoeBlock};
 use crate::{Activation, Checkpoint, DecoderConfig, Error, GraphBuilder, Result};
 use ir::Recipe;
 
@@ -24,6 +24,10 @@ pub struct MoeSettings {
     pub dense_layers: Vec<usize>,
     /// Sparsemixer routing with this jitter (PhiMoE); `None`: softmax top-k.
     pub sparse_mixer: Option<f64>,
+    /// DeepSeek-V3's grouped sigmoid routing `(groups, topk_groups, scale)`.
+    pub grouped: Option<(usize, usize, f64)>,
+    /// The first layers that stay dense (DeepSeek-V3 `first_k_dense_replace`).
+    pub first_dense: usize,
     /// gpt-oss's clamped SwiGLU `(alpha, limit)`; `None`: the family's gated activation.
     pub clamped_swiglu: Option<(f64, f64)>,
 }
@@ -51,14 +55,40 @@ impl MoeSettings {
         let intermediate = first(k.intermediate)?.or(k.intermediate_default).unwrap_or(c.intermediate_size);
         let shared_intermediate = match &t.shared {
             None => None,
-            Some(sh) => Some(c.count(sh.intermediate)?.unwrap_or(sh.intermediate_default)),
+            Some(sh) => Some(match sh.width {
+                SharedWidth::Key(key, default) => c.count(key)?.unwrap_or(default),
+                SharedWidth::Experts(key, default) => intermediate * c.count(key)?.unwrap_or(default),
+            }),
         };
-        let (step, dense_layers) = match k.sparse {
-            SparseLayers::All => (1, vec![]),
-            SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?),
+        let (step, dense_layers, first_dense) = match k.sparse {
+            SparseLayers::All => (1, vec![], 0),
+            SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?, 0),
+            SparseLayers::FirstDense { key, default } => (1, vec![], c.count_or_zero(key)?.unwrap_or(default)),
+        };
+        let grouped = match k.routing {
+            Routing::GroupedSigmoid { groups, topk_groups, scale, .. } => {
+                let g = c.count(groups.0)?.unwrap_or(groups.1);
+                let tg = c.count(topk_groups.0)?.unwrap_or(topk_groups.1);
+                if g == 0 || !num_experts.is_multiple_of(g) {
+                    return Err(err(c, format!("`{}` ({g}) must divide the expert count ({num_experts})", groups.0)));
+                }
+                if tg == 0 || tg > g {
+                    return Err(err(c, format!("`{}` ({tg}) must be between 1 and `{}` ({g})", topk_groups.0, groups.0)));
+                }
+                // Each group is scored by its two best experts (transformers' `topk(2)`).
+                if g > 1 && num_experts / g < 2 {
+                    return Err(err(c, format!("`{}` ({g}) leaves {} expert(s) per group; a group is scored by its best two", groups.0, num_experts / g)));
+                }
+                if top_k > tg * (num_experts / g) {
+                    return Err(err(c, format!("`num_experts_per_tok` ({top_k}) is more than the {tg} open groups hold ({} experts)", tg * (num_experts / g))));
+                }
+                let sc = c.number(scale.name, scale.default)?.unwrap_or(1.0);
+                Some((g, tg, sc))
+            }
+            _ => None,
         };
         let sparse_mixer = match k.routing {
-            Routing::SoftmaxTopK => None,
+            Routing::SoftmaxTopK | Routing::GroupedSigmoid { .. } => None,
             Routing::SparseMixer { jitter, default } => {
                 if top_k != 2 {
                     return Err(err(c, format!("`num_experts_per_tok` is {top_k}; sparsemixer routing picks exactly 2 experts")));
@@ -80,12 +110,12 @@ impl MoeSettings {
                 Some((read(alpha)?, read(limit)?))
             }
         };
-        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, clamped_swiglu })
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, grouped, first_dense, clamped_swiglu })
     }
 
     /// Whether layer `i` has the mixture of experts.
     pub fn sparse(&self, i: usize) -> bool {
-        (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
+        i >= self.first_dense && (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
     }
 }
 
@@ -129,6 +159,18 @@ pub(super) fn block(
     let router_bias = match t.router_bias {
         true => Some(ckpt.tensor(&format!("{router}.bias"), &[m.num_experts])?.cast(b.float)),
         false => None,
+    };
+    // The correction bias joins f32 scores: kept in f32 whatever the build dtype (a routing
+    // constant, as transformers keeps the buffer in f32).
+    let grouped = match (t.keys.routing, m.grouped) {
+        (Routing::GroupedSigmoid { bias, .. }, Some((groups, topk_groups, scale))) => Some(GroupedSigmoid {
+            bias: ckpt.tensor(&format!("{router}.{bias}"), &[m.num_experts])?.cast(ir::DType::F32),
+            bias_name: format!("{router}.{bias}"),
+            groups,
+            topk_groups,
+            scale: scale as f32,
+        }),
+        _ => None,
     };
     let (experts, stacks) = match &t.experts {
         ExpertNames::PerExpert { expert, gate, up, down } => {
@@ -181,6 +223,7 @@ pub(super) fn block(
         top_k: m.top_k,
         normalize: m.normalize,
         sparse_mixer: m.sparse_mixer.map(|j| j as f32),
+        grouped,
         act: match m.clamped_swiglu {
             None => ExpertAct::Gated(act),
             Some((alpha, limit)) => ExpertAct::ClampedSwiglu { alpha: alpha as f32, limit: limit as f32 },
@@ -194,10 +237,15 @@ pub(super) fn block(
     let shared_scope = s(sh.mlp_down).rsplit_once('.').map_or(s("shared_expert"), |(p, _)| p.to_string());
     let scopes = GatedScopes { gate: &s(sh.mlp_gate), up: &s(sh.mlp_up), down: &s(sh.mlp_down) };
     let shared = gated(b, &shared_scope, scopes, x, weights, act);
-    let gate_scope = s(sh.gate);
-    let gate = linear(b, &gate_scope, x, read(b, sh.gate, hidden, 1)?);
-    let gate = b.op(&format!("{gate_scope}/Sigmoid"), "Sigmoid", &[&gate], vec![]);
-    let shared = b.op(&format!("{shared_scope}/scaled"), "Mul", &[&gate, &shared], vec![]);
+    let shared = match sh.gate {
+        None => shared,
+        Some(gate) => {
+            let gate_scope = s(gate);
+            let gate = linear(b, &gate_scope, x, read(b, gate, hidden, 1)?);
+            let gate = b.op(&format!("{gate_scope}/Sigmoid"), "Sigmoid", &[&gate], vec![]);
+            b.op(&format!("{shared_scope}/scaled"), "Mul", &[&gate, &shared], vec![])
+        }
+    };
     Ok(b.op(&format!("{scope}/Add"), "Add", &[&routed, &shared], vec![]))
 }
 

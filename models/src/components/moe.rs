@@ -63,7 +63,23 @@ pub struct MoeBlock<'a> {
     pub normalize: bool,
     /// Sparsemixer routing with this jitter (PhiMoE) instead of softmax top-k.
     pub sparse_mixer: Option<f32>,
+    /// DeepSeek-V3's grouped sigmoid routing instead of softmax top-k.
+    pub grouped: Option<GroupedSigmoid>,
     pub act: ExpertAct,
+}
+
+/// DeepSeek-V3's routing (`noaux_tc`): sigmoid scores, a per-expert correction added for the
+/// choice only, groups of experts scored by their two best choices with the best
+/// `topk_groups` groups open, the top k open experts by choice weighted by their score
+/// (renormalized when the block's `normalize` says, plus 1e-20) times `scale`.
+pub struct GroupedSigmoid {
+    /// `[experts]` correction (`e_score_correction_bias`), and its initializer name.
+    pub bias: Recipe,
+    pub bias_name: String,
+    pub groups: usize,
+    pub topk_groups: usize,
+    /// `routed_scaling_factor`.
+    pub scale: f32,
 }
 
 /// The routed experts' weighted sum for `x` `[batch, seq, hidden]`; returns a value of the
@@ -166,21 +182,11 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
         logits = b.op(&format!("{}/Add", m.router), "Add", &[&logits, &bias], vec![]);
     }
     let logits = cast(b, &format!("{s}/routing_f32/logits"), &logits, DType::F32, b.float);
+    if let Some(g) = &m.grouped {
+        return grouped_sigmoid(b, m, g, &logits);
+    }
     let p = b.op(&format!("{s}/Softmax"), "Softmax", &[&logits], vec![Attr::int("axis", -1)]);
-    // rank[e] = #{j : p[j] > p[e]} + #{j < e : p[j] == p[e]} over the last axis; the two
-    // counts are disjoint, so they add (no `Or`: not every table claims it).
-    let (own_axis, other_axis) = (b.const_i64_1d(&format!("{s}/rank/own_axis"), &[-1]), b.const_i64_1d(&format!("{s}/rank/other_axis"), &[-2]));
-    let own = b.op(&format!("{s}/rank/own"), "Unsqueeze", &[&p, &own_axis], vec![]);
-    let other = b.op(&format!("{s}/rank/other"), "Unsqueeze", &[&p, &other_axis], vec![]);
-    let higher = b.op(&format!("{s}/rank/higher"), "Greater", &[&other, &own], vec![]);
-    let equal = b.op(&format!("{s}/rank/equal"), "Equal", &[&other, &own], vec![]);
-    let before = earlier_experts(b, &format!("{s}/rank/earlier"), m.num_experts);
-    let tie = b.op(&format!("{s}/rank/tie"), "And", &[&equal, &before], vec![]);
-    let to_f32 = || vec![Attr::int("to", DType::F32.to_onnx() as i64)];
-    let higher = b.op(&format!("{s}/routing_f32/higher_count"), "Cast", &[&higher], to_f32());
-    let tie = b.op(&format!("{s}/routing_f32/tie_count"), "Cast", &[&tie], to_f32());
-    let ahead = b.op(&format!("{s}/rank/ahead"), "Add", &[&higher, &tie], vec![]);
-    let rank = b.op(&format!("{s}/rank"), "ReduceSum", &[&ahead, &own_axis], vec![Attr::int("keepdims", 0)]);
+    let rank = rank_count(b, &format!("{s}/rank"), &format!("{s}/routing_f32"), &p, m.num_experts);
     if let Some(jitter) = m.sparse_mixer {
         let w = sparse_mixer(b, s, &logits, &rank, jitter);
         let float = b.float;
@@ -196,6 +202,77 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
         w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
     }
     let float = b.float;
+    cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
+}
+
+/// `rank[e]` = #{j : v[j] > v[e]} + #{j < e : v[j] == v[e]} over the last axis of `v` (`n`
+/// wide), in f32: the place `torch.topk` gives entry `e` (ties towards the lower index). The
+/// two counts are disjoint, so they add (no `Or`: not every table claims it). `scope` names
+/// the nodes, `casts` (under `<block>/routing_f32`) the Casts.
+fn rank_count(b: &mut GraphBuilder, scope: &str, casts: &str, v: &str, n: usize) -> String {
+    let (own_axis, other_axis) = (b.const_i64_1d(&format!("{scope}/own_axis"), &[-1]), b.const_i64_1d(&format!("{scope}/other_axis"), &[-2]));
+    let own = b.op(&format!("{scope}/own"), "Unsqueeze", &[v, &own_axis], vec![]);
+    let other = b.op(&format!("{scope}/other"), "Unsqueeze", &[v, &other_axis], vec![]);
+    let higher = b.op(&format!("{scope}/higher"), "Greater", &[&other, &own], vec![]);
+    let equal = b.op(&format!("{scope}/equal"), "Equal", &[&other, &own], vec![]);
+    let before = earlier_experts(b, &format!("{scope}/earlier"), n);
+    let tie = b.op(&format!("{scope}/tie"), "And", &[&equal, &before], vec![]);
+    let to_f32 = || vec![Attr::int("to", DType::F32.to_onnx() as i64)];
+    let higher = b.op(&format!("{casts}/higher_count"), "Cast", &[&higher], to_f32());
+    let tie = b.op(&format!("{casts}/tie_count"), "Cast", &[&tie], to_f32());
+    let ahead = b.op(&format!("{scope}/ahead"), "Add", &[&higher, &tie], vec![]);
+    b.op(scope, "ReduceSum", &[&ahead, &own_axis], vec![Attr::int("keepdims", 0)])
+}
+
+/// DeepSeek-V3's routing weights `[batch, seq, experts]` (see [`GroupedSigmoid`]) from the f32
+/// router logits, with the rank count of [`rank_count`] in place of `topk` (within a group
+/// for its two best, over the groups, over the open experts). In the build dtype.
+fn grouped_sigmoid(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedSigmoid, logits: &str) -> String {
+    let s = m.scope;
+    let float = b.float;
+    let scores = b.op(&format!("{s}/Sigmoid"), "Sigmoid", &[logits], vec![]);
+    let bias = b.initializer(&g.bias_name, g.bias.clone().cast(float));
+    let bias = cast(b, &format!("{s}/routing_f32/correction"), &bias, DType::F32, float);
+    let choice = b.op(&format!("{s}/choice"), "Add", &[&scores, &bias], vec![]);
+    let open = if g.groups > 1 {
+        let per = m.num_experts / g.groups;
+        let shape = b.const_i64_1d(&format!("{s}/groups/shape"), &[0, 0, g.groups as i64, per as i64]);
+        let grouped = b.op(&format!("{s}/groups/Reshape"), "Reshape", &[&choice, &shape], vec![]);
+        // A group's score: the sum of its two best choices.
+        let inner = rank_count(b, &format!("{s}/groups/rank"), &format!("{s}/routing_f32/groups"), &grouped, per);
+        let two = f32_constant(b, s, "groups/two", 2.0);
+        let best = b.op(&format!("{s}/groups/best_two"), "Less", &[&inner, &two], vec![]);
+        let zero = f32_constant(b, s, "groups/zero", 0.0);
+        let kept = b.op(&format!("{s}/groups/best_two_choices"), "Where", &[&best, &grouped, &zero], vec![]);
+        let last = b.const_i64_1d(&format!("{s}/groups/last_axis"), &[-1]);
+        let score = b.op(&format!("{s}/groups/score"), "ReduceSum", &[&kept, &last], vec![Attr::int("keepdims", 0)]);
+        let group_rank = rank_count(b, &format!("{s}/groups/group_rank"), &format!("{s}/routing_f32/group_rank"), &score, g.groups);
+        let topk_groups = f32_constant(b, s, "groups/topk_groups", g.topk_groups as f32);
+        let is_open = b.op(&format!("{s}/groups/open"), "Less", &[&group_rank, &topk_groups], vec![]);
+        let is_open = b.op(&format!("{s}/groups/open_column"), "Unsqueeze", &[&is_open, &last], vec![]);
+        let neg_inf = f32_constant(b, s, "groups/neg_inf", f32::NEG_INFINITY);
+        let masked = b.op(&format!("{s}/groups/masked"), "Where", &[&is_open, &grouped, &neg_inf], vec![]);
+        let flat = b.const_i64_1d(&format!("{s}/groups/flat_shape"), &[0, 0, m.num_experts as i64]);
+        b.op(&format!("{s}/groups/flat"), "Reshape", &[&masked, &flat], vec![])
+    } else {
+        choice
+    };
+    let rank = rank_count(b, &format!("{s}/rank"), &format!("{s}/routing_f32"), &open, m.num_experts);
+    let k = f32_constant(b, s, "top_k", m.top_k as f32);
+    let chosen = b.op(&format!("{s}/chosen"), "Less", &[&rank, &k], vec![]);
+    let zero = f32_constant(b, s, "zero", 0.0);
+    let mut w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, &scores, &zero], vec![]);
+    if m.normalize {
+        let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
+        let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
+        let tiny = f32_constant(b, s, "normalize/epsilon", 1e-20);
+        let total = b.op(&format!("{s}/normalize/Add"), "Add", &[&total, &tiny], vec![]);
+        w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
+    }
+    if g.scale != 1.0 {
+        let scale = f32_constant(b, s, "routed_scaling_factor", g.scale);
+        w = b.op(&format!("{s}/routed_scaling/Mul"), "Mul", &[&w, &scale], vec![]);
+    }
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
 }
 
@@ -251,7 +328,9 @@ fn cast(b: &mut GraphBuilder, name: &str, x: &str, to: DType, from: DType) -> St
 }
 
 /// An f32 scalar for the routing arithmetic, stored in the build dtype (every float initializer
-/// of a package is; `v` is a small integer, exact in f16 and bf16) and cast to f32 in the graph.
+/// of a package is: a small integer is exact in f16 and bf16, a factor such as DeepSeek's
+/// `routed_scaling_factor` rounds as transformers' own f16 model rounds it) and cast to f32 in
+/// the graph.
 fn f32_constant(b: &mut GraphBuilder, scope: &str, name: &str, v: f32) -> String {
     let float = b.float;
     let init = format!("{scope}/{name}");
