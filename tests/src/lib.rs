@@ -163,6 +163,7 @@ impl Reference {
             };
             map.insert(name, feed);
         }
+        latent_cache_layout(fixture_dir, &mut map);
         Reference(map)
     }
 
@@ -202,6 +203,28 @@ impl Reference {
             map.insert(format!("{prefix}_logits"), out["logits"].clone());
         }
         Reference(map)
+    }
+}
+
+/// A latent-attention fixture (config.json with `kv_lora_rank`: DeepSeek-V3) caches, as
+/// transformers does, the normalized latent (`present.N.key`, `[batch, 1, seq, rank]`) and the
+/// rotated shared key (`present.N.value`, `[batch, 1, seq, rope]`); the package's one key/value
+/// head holds the same numbers as key `[rotary key, latent]` and value `[latent, 0]`
+/// (models/src/arch/decoder/latent.rs). The reference's presents are rewritten into that
+/// layout, so every present comparison checks them as they are.
+fn latent_cache_layout(fixture_dir: &Path, map: &mut BTreeMap<String, Feed>) {
+    let Ok(text) = std::fs::read_to_string(fixture_dir.join("config.json")) else { return };
+    let config: serde_json::Value = serde_json::from_str(&text).expect("config.json parses");
+    if config.get("kv_lora_rank").is_none() {
+        return;
+    }
+    for i in 0.. {
+        let (key, value) = (format!("present.{i}.key"), format!("present.{i}.value"));
+        let (Some(Feed::F32(latent)), Some(Feed::F32(rotary))) = (map.get(&key).cloned(), map.get(&value).cloned()) else { break };
+        let axis = ndarray::Axis(3);
+        let zeros = ArrayD::zeros(rotary.raw_dim());
+        map.insert(key, Feed::F32(ndarray::concatenate(axis, &[rotary.view(), latent.view()]).unwrap()));
+        map.insert(value, Feed::F32(ndarray::concatenate(axis, &[latent.view(), zeros.view()]).unwrap()));
     }
 }
 
