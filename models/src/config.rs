@@ -1263,6 +1263,32 @@ mod tests {
         assert_eq!((beta_fast, beta_slow, truncate), (32.0, 1.0, true));
     }
 
+    /// DeepSeek-V3's latent sizes: the class defaults, `q_lora_rank: null` as no query
+    /// compression, the graph's head as the latent plus the rotary key (one key/value head),
+    /// the softmax scale with YaRN's `mscale_all_dim`, an odd rotary width refused.
+    #[test]
+    fn latent_attention_sizes_come_from_the_keys_and_the_class_defaults() {
+        let base = r#""model_type":"deepseek_v3","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512"#;
+        let c = parse(&format!("{{{base}}}")).unwrap();
+        let l = c.latent.clone().unwrap();
+        assert_eq!((l.q_rank, l.kv_rank, l.nope, l.rope, l.v, l.interleaved), (Some(1536), 512, 128, 64, 128, true));
+        assert_eq!((c.head_dim, c.num_key_value_heads, c.rotary_dim()), (576, 1, 64));
+        assert!((l.scale - 1.0 / 192f64.sqrt()).abs() < 1e-15);
+        let c = parse(&format!(
+            r#"{{{base},"q_lora_rank":null,"kv_lora_rank":24,"qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":12,"rope_interleave":false,"head_dim":8,
+            "rope_scaling":{{"type":"yarn","factor":4.0,"original_max_position_embeddings":64,"mscale":1.0,"mscale_all_dim":1.0}}}}"#
+        ))
+        .unwrap();
+        let l = c.latent.clone().unwrap();
+        assert_eq!((l.q_rank, l.kv_rank, l.nope, l.rope, l.v, l.interleaved), (None, 24, 16, 8, 12, false));
+        assert_eq!((c.head_dim, c.num_key_value_heads, c.rotary_dim()), (32, 1, 8));
+        let m = 0.1 * 4f64.ln() + 1.0;
+        assert!((l.scale - m * m / 24f64.sqrt()).abs() < 1e-15, "{}", l.scale);
+        let e = parse(&format!(r#"{{{base},"qk_rope_head_dim":7}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`qk_rope_head_dim`") && e.contains("even"), "{e}");
+        assert!(parse(BASE_OBJECT).unwrap().latent.is_none());
+    }
+
     /// An absent `head_dim` takes the family's default (Seed-OSS 128); `null` means hidden /
     /// heads, as the config classes read it.
     #[test]

@@ -264,7 +264,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V3, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -324,6 +324,32 @@ mod tests {
         assert!(e.contains("`swiglu_limit`"), "{e}");
         // Families without the clamped SwiGLU ignore the keys.
         assert_eq!(settings(&MIXTRAL, "mixtral", r#","swiglu_limit":3.0"#).unwrap().clamped_swiglu, None);
+    }
+
+    #[test]
+    fn deepseek_v3_reads_its_groups_shared_width_and_dense_layers() {
+        let m = settings(&DEEPSEEK_V3, "deepseek_v3", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (256, 8, true, 2048, Some(2048)));
+        assert_eq!((m.grouped, m.first_dense), (Some((8, 4, 2.5)), 3));
+        assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, false, false, true, true, true]);
+        let m = settings(
+            &DEEPSEEK_V3,
+            "deepseek_v3",
+            r#","n_routed_experts":64,"num_experts_per_tok":6,"n_group":1,"topk_group":1,"n_shared_experts":2,"moe_intermediate_size":1408,"first_k_dense_replace":0,"norm_topk_prob":false,"routed_scaling_factor":1.0"#,
+        )
+        .unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, m.grouped, m.first_dense), (64, 6, false, Some(2816), Some((1, 1, 1.0)), 0));
+        assert!((0..6).all(|i| m.sparse(i)));
+        for (extra, key) in [
+            (r#","n_group":3"#, "`n_group`"),
+            (r#","topk_group":9"#, "`topk_group`"),
+            (r#","n_routed_experts":8,"n_group":8,"topk_group":2,"num_experts_per_tok":1"#, "best two"),
+            (r#","n_routed_experts":8,"n_group":4,"topk_group":1,"num_experts_per_tok":3"#, "open groups"),
+            (r#","first_k_dense_replace":-1"#, "`first_k_dense_replace`"),
+        ] {
+            let e = settings(&DEEPSEEK_V3, "deepseek_v3", extra).unwrap_err().to_string();
+            assert!(e.contains(key), "{extra}: {e}");
+        }
     }
 
     #[test]
