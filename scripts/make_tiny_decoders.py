@@ -243,6 +243,20 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(4) * 0.2) for layer in model.model.layers],
         exercises="DeepSeek-V3 without query compression (`q_lora_rank` null: `q_proj`), rope 16 of 32 key dims on rotate-half pairs (`rope_interleave` false), `v_head_dim` 16, default RoPE; every layer sparse (`first_k_dense_replace` 0): 4 experts top 2 in one group, weights unnormalized (`norm_topk_prob` false) times 1.5, two shared experts' width",
     ),
+    # DeepSeek-V2: V3's latent attention with RoPE on interleaved pairs as stored, softmax
+    # routing limited to the best groups (a group scored by its best expert), unnormalized
+    # weights times `routed_scaling_factor`.
+    "tiny-deepseek_v2": dict(
+        cls="DeepseekV2", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-6,
+                  q_lora_rank=None, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                  n_routed_experts=8, n_shared_experts=2, moe_intermediate_size=16, num_experts_per_tok=2, n_group=2, topk_group=1,
+                  topk_method="group_limited_greedy", first_k_dense_replace=1, routed_scaling_factor=1.5, norm_topk_prob=False,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}),
+        legacy=legacy_rope,
+        exercises="DeepSeek-V2 (V2-Lite's `q_proj`): MLA (`kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` 12) with RoPE on interleaved pairs as stored, YaRN x4 with `mscale` / `mscale_all_dim` 0.707; layer 0 dense, layers 1-2 8 experts top 2 by softmax limited to the best of 2 groups (`topk_method` `group_limited_greedy`, a group scored by its best expert), unnormalized weights times 1.5, two shared experts' width",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

@@ -80,7 +80,10 @@ impl LatentDims {
         if !rope.is_multiple_of(2) {
             return Err(r.err(format!("`qk_rope_head_dim` ({rope}) must be even: RoPE rotates pairs")));
         }
-        let interleaved = r.bool_opt("rope_interleave")?.unwrap_or(d.interleaved);
+        let interleaved = match names.interleave_key {
+            Some(key) => r.bool_opt(key)?.unwrap_or(d.interleaved),
+            None => false,
+        };
         let mut scale = 1.0 / ((nope + rope) as f64).sqrt();
         if let Some((_, Value::Object(p))) = r.first(&["rope_parameters", "rope_scaling"]) {
             let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");

@@ -453,6 +453,7 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     kv_a_norm: "self_attn.kv_a_layernorm",
     kv_b: "self_attn.kv_b_proj",
     defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true },
+    interleave_key: Some("rope_interleave"),
 };
 
 /// DeepSeek-V3 (also Kimi K2 and Moonlight, which publish this `model_type`): multi-head
@@ -489,18 +490,82 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
                 intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(2048),
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 3 },
-                routing: Routing::GroupedSigmoid {
-                    bias: "e_score_correction_bias",
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    bias: Some("e_score_correction_bias"),
+                    group_best: 2,
+                    method: None,
                     groups: ("n_group", 8),
                     topk_groups: ("topk_group", 4),
                     scale: Key { name: "routed_scaling_factor", default: Some(2.5) },
-                },
+                }),
                 activation: ExpertActivation::Gated,
             },
         }),
         ..LLAMA_NAMES
     },
     layout: Layout { mlp_bias: Bias::Never, prediction_layers: Some("num_nextn_predict_layers"), ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// DeepSeek-V2's latent attention: V3's names, `DeepseekV2Config`'s defaults, the rotary
+/// pairs rotated as stored (its complex rotation keeps them interleaved in its cache).
+const DEEPSEEK_V2_LATENT: LatentNames = LatentNames {
+    defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: false },
+    interleave_key: None,
+    ..DEEPSEEK_V3_LATENT
+};
+
+/// DeepSeek-V2 (V2, V2-Lite, Coder-V2): DeepSeek-V3's latent attention with RoPE on interleaved
+/// pairs as stored (transformers' complex rotation), and a mixture of `n_routed_experts` (64)
+/// of `moe_intermediate_size` (1407) routed by a softmax: `topk_method` `greedy` (default) the
+/// top `num_experts_per_tok` (6), `group_limited_greedy` the top of the `topk_group` best of
+/// `n_group` groups (a group scored by its best expert); weights unnormalized (transformers'
+/// router does not read `norm_topk_prob`) times `routed_scaling_factor` (1.0); `n_shared_experts`
+/// (2) experts' width of shared MLP; the first `first_k_dense_replace` (0) layers dense, with
+/// `mlp_bias` on the dense MLPs (defaults from `DeepseekV2Config`).
+pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
+    model_types: &["deepseek_v2"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&DEEPSEEK_V2_LATENT),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_experts.gate_proj",
+                mlp_up: "mlp.shared_experts.up_proj",
+                mlp_down: "mlp.shared_experts.down_proj",
+                gate: None,
+                width: SharedWidth::Experts("n_shared_experts", 2),
+            }),
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["n_routed_experts", "num_experts"],
+                experts_default: 64,
+                top_k_default: 6,
+                normalize: TopKNorm::Never,
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(1407),
+                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: false,
+                    bias: None,
+                    group_best: 1,
+                    method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
+                    groups: ("n_group", 1),
+                    topk_groups: ("topk_group", 1),
+                    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+                }),
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { rotary: RotaryPairs::Interleaved, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

@@ -276,6 +276,10 @@ pub struct LatentNames {
     /// `[heads * (nope + v), kv_lora_rank]`: per head the key's nope rows, then the value's.
     pub kv_b: &'static str,
     pub defaults: LatentDefaults,
+    /// The boolean key saying the rotary rows are stored as interleaved pairs (DeepSeek-V3
+    /// `rope_interleave`, read by de-interleaving them); `None` where the family rotates the
+    /// pairs as stored (DeepSeek-V2's complex rotation: `layout.rotary` Interleaved).
+    pub interleave_key: Option<&'static str>,
 }
 
 /// A latent-attention config class's defaults of its size keys.
@@ -405,12 +409,29 @@ pub enum Routing {
     /// the experts whose logit is within a relative `2 * jitter` of the pick's (`jitter` from
     /// this config key, else `default`; transformers' `router_jitter_noise`).
     SparseMixer { jitter: &'static str, default: f64 },
-    /// DeepSeek-V3's `noaux_tc`: sigmoid scores; the choice adds a per-expert correction
-    /// (`{router}.{bias}`, `[experts]`); the experts fall in `groups` groups (key, default), each
-    /// scored by the sum of its two best choices, and only the `topk_groups` best groups (key,
-    /// default) are open; the top k of those by choice are weighted by their sigmoid score
-    /// (renormalized as `normalize` says, plus 1e-20), times `scale` (key, default).
-    GroupedSigmoid { bias: &'static str, groups: (&'static str, usize), topk_groups: (&'static str, usize), scale: Key },
+    /// DeepSeek's routing over groups of experts: see [`GroupedRouting`].
+    Grouped(GroupedRouting),
+}
+
+/// DeepSeek's routing: scores (sigmoid or softmax of the router logits); a choice (the scores
+/// plus a per-expert correction `{router}.{bias}` when there is one); the experts fall in
+/// `groups` groups (key, default), each scored by the sum of its `group_best` best choices,
+/// and only the `topk_groups` best groups (key, default) are open; the top k open experts by
+/// choice are weighted by their score (renormalized as `normalize` says, plus 1e-20), times
+/// `scale` (key, default). DeepSeek-V3 (`noaux_tc`): sigmoid, `e_score_correction_bias`, best
+/// two; DeepSeek-V2: softmax, no correction, the group's best one, groups only when `method`'s
+/// key says its grouped value (`topk_method: group_limited_greedy`; `greedy`: one group).
+#[derive(Clone, Copy, Debug)]
+pub struct GroupedRouting {
+    pub sigmoid: bool,
+    pub bias: Option<&'static str>,
+    pub group_best: usize,
+    /// `(key, default, grouped value, plain value)`: the method key when one decides whether
+    /// the groups apply.
+    pub method: Option<(&'static str, &'static str, &'static str, &'static str)>,
+    pub groups: (&'static str, usize),
+    pub topk_groups: (&'static str, usize),
+    pub scale: Key,
 }
 
 /// Renormalization of the routed top-k probabilities.
@@ -420,6 +441,8 @@ pub enum TopKNorm {
     Always,
     /// As a boolean key says, with its default (Qwen `norm_topk_prob`, default false).
     Key(&'static str, bool),
+    /// Never (DeepSeek-V2: transformers' router ignores `norm_topk_prob`).
+    Never,
 }
 
 /// Which layers have the mixture of experts (the others take `MoeNames::dense`).

@@ -6,7 +6,7 @@
 use super::family::{ExpertActivation, ExpertNames, MoeNames, Routing, SharedWidth, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
-use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, GroupedSigmoid, MoeBlock};
+use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, GroupedRouting as GroupedRoutingBlock, MoeBlock};
 use crate::{Activation, Checkpoint, DecoderConfig, Error, GraphBuilder, Result};
 use ir::Recipe;
 
@@ -24,8 +24,8 @@ pub struct MoeSettings {
     pub dense_layers: Vec<usize>,
     /// Sparsemixer routing with this jitter (PhiMoE); `None`: softmax top-k.
     pub sparse_mixer: Option<f64>,
-    /// DeepSeek-V3's grouped sigmoid routing `(groups, topk_groups, scale)`.
-    pub grouped: Option<(usize, usize, f64)>,
+    /// DeepSeek's grouped routing.
+    pub grouped: Option<GroupedSettings>,
     /// The first layers that stay dense (DeepSeek-V3 `first_k_dense_replace`).
     pub first_dense: usize,
     /// gpt-oss's clamped SwiGLU `(alpha, limit)`; `None`: the family's gated activation.
@@ -51,6 +51,7 @@ impl MoeSettings {
         let normalize = match k.normalize {
             TopKNorm::Always => true,
             TopKNorm::Key(key, default) => c.flag(key, default),
+            TopKNorm::Never => false,
         };
         let intermediate = first(k.intermediate)?.or(k.intermediate_default).unwrap_or(c.intermediate_size);
         let shared_intermediate = match &t.shared {
@@ -66,29 +67,46 @@ impl MoeSettings {
             SparseLayers::FirstDense { key, default } => (1, vec![], c.count_or_zero(key)?.unwrap_or(default)),
         };
         let grouped = match k.routing {
-            Routing::GroupedSigmoid { groups, topk_groups, scale, .. } => {
-                let g = c.count(groups.0)?.unwrap_or(groups.1);
-                let tg = c.count(topk_groups.0)?.unwrap_or(topk_groups.1);
+            Routing::Grouped(r) => {
+                let grouped_method = match r.method {
+                    None => true,
+                    Some((key, default, grouped, plain)) => {
+                        let v = match c.raw.get(key) {
+                            None | Some(serde_json::Value::Null) => default.to_string(),
+                            Some(serde_json::Value::String(v)) => v.clone(),
+                            Some(v) => return Err(err(c, format!("key `{key}` must be a string, found {v}"))),
+                        };
+                        if v != grouped && v != plain {
+                            return Err(err(c, format!("key `{key}` is `{v}`; supported: `{plain}`, `{grouped}`")));
+                        }
+                        v == grouped
+                    }
+                };
+                let (groups, topk_groups) = (r.groups, r.topk_groups);
+                let (g, tg) = match grouped_method {
+                    true => (c.count(groups.0)?.unwrap_or(groups.1), c.count(topk_groups.0)?.unwrap_or(topk_groups.1)),
+                    false => (1, 1),
+                };
                 if g == 0 || !num_experts.is_multiple_of(g) {
                     return Err(err(c, format!("`{}` ({g}) must divide the expert count ({num_experts})", groups.0)));
                 }
                 if tg == 0 || tg > g {
                     return Err(err(c, format!("`{}` ({tg}) must be between 1 and `{}` ({g})", topk_groups.0, groups.0)));
                 }
-                // Each group is scored by its two best experts (transformers' `topk(2)`).
-                if g > 1 && num_experts / g < 2 {
-                    return Err(err(c, format!("`{}` ({g}) leaves {} expert(s) per group; a group is scored by its best two", groups.0, num_experts / g)));
+                // Each group is scored by its best experts (V3: transformers' `topk(2)`).
+                if g > 1 && num_experts / g < r.group_best {
+                    return Err(err(c, format!("`{}` ({g}) leaves {} expert(s) per group; a group is scored by its best {}", groups.0, num_experts / g, r.group_best)));
                 }
                 if top_k > tg * (num_experts / g) {
                     return Err(err(c, format!("`num_experts_per_tok` ({top_k}) is more than the {tg} open groups hold ({} experts)", tg * (num_experts / g))));
                 }
-                let sc = c.number(scale.name, scale.default)?.unwrap_or(1.0);
-                Some((g, tg, sc))
+                let scale = c.number(r.scale.name, r.scale.default)?.unwrap_or(1.0);
+                Some(GroupedSettings { sigmoid: r.sigmoid, group_best: r.group_best, groups: g, topk_groups: tg, scale })
             }
             _ => None,
         };
         let sparse_mixer = match k.routing {
-            Routing::SoftmaxTopK | Routing::GroupedSigmoid { .. } => None,
+            Routing::SoftmaxTopK | Routing::Grouped(_) => None,
             Routing::SparseMixer { jitter, default } => {
                 if top_k != 2 {
                     return Err(err(c, format!("`num_experts_per_tok` is {top_k}; sparsemixer routing picks exactly 2 experts")));
@@ -117,6 +135,17 @@ impl MoeSettings {
     pub fn sparse(&self, i: usize) -> bool {
         i >= self.first_dense && (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
     }
+}
+
+/// DeepSeek's grouped routing as the config sets it (one group when the method key says the
+/// plain top k).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupedSettings {
+    pub sigmoid: bool,
+    pub group_best: usize,
+    pub groups: usize,
+    pub topk_groups: usize,
+    pub scale: f64,
 }
 
 /// A list of layer indices (`mlp_only_layers`); absent or `null` is empty.
@@ -163,12 +192,16 @@ pub(super) fn block(
     // The correction bias joins f32 scores: kept in f32 whatever the build dtype (a routing
     // constant, as transformers keeps the buffer in f32).
     let grouped = match (t.keys.routing, m.grouped) {
-        (Routing::GroupedSigmoid { bias, .. }, Some((groups, topk_groups, scale))) => Some(GroupedSigmoid {
-            bias: ckpt.tensor(&format!("{router}.{bias}"), &[m.num_experts])?.cast(ir::DType::F32),
-            bias_name: format!("{router}.{bias}"),
-            groups,
-            topk_groups,
-            scale: scale as f32,
+        (Routing::Grouped(r), Some(g)) => Some(GroupedRoutingBlock {
+            sigmoid: g.sigmoid,
+            bias: match r.bias {
+                None => None,
+                Some(bias) => Some((ckpt.tensor(&format!("{router}.{bias}"), &[m.num_experts])?.cast(ir::DType::F32), format!("{router}.{bias}"))),
+            },
+            group_best: g.group_best,
+            groups: g.groups,
+            topk_groups: g.topk_groups,
+            scale: g.scale as f32,
         }),
         _ => None,
     };
@@ -264,7 +297,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V3, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V2, DEEPSEEK_V3, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -330,7 +363,8 @@ mod tests {
     fn deepseek_v3_reads_its_groups_shared_width_and_dense_layers() {
         let m = settings(&DEEPSEEK_V3, "deepseek_v3", "").unwrap();
         assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (256, 8, true, 2048, Some(2048)));
-        assert_eq!((m.grouped, m.first_dense), (Some((8, 4, 2.5)), 3));
+        let g = m.grouped.unwrap();
+        assert_eq!((g.sigmoid, g.group_best, g.groups, g.topk_groups, g.scale, m.first_dense), (true, 2, 8, 4, 2.5, 3));
         assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, false, false, true, true, true]);
         let m = settings(
             &DEEPSEEK_V3,
@@ -338,18 +372,32 @@ mod tests {
             r#","n_routed_experts":64,"num_experts_per_tok":6,"n_group":1,"topk_group":1,"n_shared_experts":2,"moe_intermediate_size":1408,"first_k_dense_replace":0,"norm_topk_prob":false,"routed_scaling_factor":1.0"#,
         )
         .unwrap();
-        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, m.grouped, m.first_dense), (64, 6, false, Some(2816), Some((1, 1, 1.0)), 0));
+        let g = m.grouped.unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, g.groups, g.topk_groups, g.scale, m.first_dense), (64, 6, false, Some(2816), 1, 1, 1.0, 0));
         assert!((0..6).all(|i| m.sparse(i)));
         for (extra, key) in [
             (r#","n_group":3"#, "`n_group`"),
             (r#","topk_group":9"#, "`topk_group`"),
-            (r#","n_routed_experts":8,"n_group":8,"topk_group":2,"num_experts_per_tok":1"#, "best two"),
+            (r#","n_routed_experts":8,"n_group":8,"topk_group":2,"num_experts_per_tok":1"#, "its best 2"),
             (r#","n_routed_experts":8,"n_group":4,"topk_group":1,"num_experts_per_tok":3"#, "open groups"),
             (r#","first_k_dense_replace":-1"#, "`first_k_dense_replace`"),
         ] {
             let e = settings(&DEEPSEEK_V3, "deepseek_v3", extra).unwrap_err().to_string();
             assert!(e.contains(key), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn deepseek_v2_groups_only_under_group_limited_greedy() {
+        let m = settings(&DEEPSEEK_V2, "deepseek_v2", r#","n_group":8,"topk_group":3"#).unwrap();
+        let g = m.grouped.unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, m.first_dense), (64, 6, false, Some(2814), 0));
+        assert_eq!((g.sigmoid, g.group_best, g.groups, g.topk_groups, g.scale), (false, 1, 1, 1, 1.0));
+        let m = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"group_limited_greedy","n_group":8,"topk_group":3,"norm_topk_prob":true,"routed_scaling_factor":16.0"#).unwrap();
+        let g = m.grouped.unwrap();
+        assert_eq!((m.normalize, g.groups, g.topk_groups, g.scale), (false, 8, 3, 16.0));
+        let e = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"noaux_tc""#).unwrap_err().to_string();
+        assert!(e.contains("`topk_method`") && e.contains("group_limited_greedy"), "{e}");
     }
 
     #[test]

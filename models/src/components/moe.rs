@@ -63,19 +63,20 @@ pub struct MoeBlock<'a> {
     pub normalize: bool,
     /// Sparsemixer routing with this jitter (PhiMoE) instead of softmax top-k.
     pub sparse_mixer: Option<f32>,
-    /// DeepSeek-V3's grouped sigmoid routing instead of softmax top-k.
-    pub grouped: Option<GroupedSigmoid>,
+    /// DeepSeek's grouped routing instead of softmax top-k.
+    pub grouped: Option<GroupedRouting>,
     pub act: ExpertAct,
 }
 
-/// DeepSeek-V3's routing (`noaux_tc`): sigmoid scores, a per-expert correction added for the
-/// choice only, groups of experts scored by their two best choices with the best
-/// `topk_groups` groups open, the top k open experts by choice weighted by their score
+/// DeepSeek's routing: sigmoid (V3) or softmax (V2) scores, a per-expert correction added for
+/// the choice only (V3), groups of experts scored by their `group_best` best choices with the
+/// best `topk_groups` groups open, the top k open experts by choice weighted by their score
 /// (renormalized when the block's `normalize` says, plus 1e-20) times `scale`.
-pub struct GroupedSigmoid {
-    /// `[experts]` correction (`e_score_correction_bias`), and its initializer name.
-    pub bias: Recipe,
-    pub bias_name: String,
+pub struct GroupedRouting {
+    pub sigmoid: bool,
+    /// `[experts]` correction (`e_score_correction_bias`) and its initializer name.
+    pub bias: Option<(Recipe, String)>,
+    pub group_best: usize,
     pub groups: usize,
     pub topk_groups: usize,
     /// `routed_scaling_factor`.
@@ -183,7 +184,7 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
     }
     let logits = cast(b, &format!("{s}/routing_f32/logits"), &logits, DType::F32, b.float);
     if let Some(g) = &m.grouped {
-        return grouped_sigmoid(b, m, g, &logits);
+        return grouped_routing(b, m, g, &logits);
     }
     let p = b.op(&format!("{s}/Softmax"), "Softmax", &[&logits], vec![Attr::int("axis", -1)]);
     let rank = rank_count(b, &format!("{s}/rank"), &format!("{s}/routing_f32"), &p, m.num_experts);
@@ -224,26 +225,34 @@ fn rank_count(b: &mut GraphBuilder, scope: &str, casts: &str, v: &str, n: usize)
     b.op(scope, "ReduceSum", &[&ahead, &own_axis], vec![Attr::int("keepdims", 0)])
 }
 
-/// DeepSeek-V3's routing weights `[batch, seq, experts]` (see [`GroupedSigmoid`]) from the f32
+/// DeepSeek's routing weights `[batch, seq, experts]` (see [`GroupedRouting`]) from the f32
 /// router logits, with the rank count of [`rank_count`] in place of `topk` (within a group
-/// for its two best, over the groups, over the open experts). In the build dtype.
-fn grouped_sigmoid(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedSigmoid, logits: &str) -> String {
+/// for its best, over the groups, over the open experts). In the build dtype.
+fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logits: &str) -> String {
     let s = m.scope;
     let float = b.float;
-    let scores = b.op(&format!("{s}/Sigmoid"), "Sigmoid", &[logits], vec![]);
-    let bias = b.initializer(&g.bias_name, g.bias.clone().cast(float));
-    let bias = cast(b, &format!("{s}/routing_f32/correction"), &bias, DType::F32, float);
-    let choice = b.op(&format!("{s}/choice"), "Add", &[&scores, &bias], vec![]);
+    let scores = match g.sigmoid {
+        true => b.op(&format!("{s}/Sigmoid"), "Sigmoid", &[logits], vec![]),
+        false => b.op(&format!("{s}/Softmax"), "Softmax", &[logits], vec![Attr::int("axis", -1)]),
+    };
+    let choice = match &g.bias {
+        None => scores.clone(),
+        Some((bias, name)) => {
+            let bias = b.initializer(name, bias.clone().cast(float));
+            let bias = cast(b, &format!("{s}/routing_f32/correction"), &bias, DType::F32, float);
+            b.op(&format!("{s}/choice"), "Add", &[&scores, &bias], vec![])
+        }
+    };
     let open = if g.groups > 1 {
         let per = m.num_experts / g.groups;
         let shape = b.const_i64_1d(&format!("{s}/groups/shape"), &[0, 0, g.groups as i64, per as i64]);
         let grouped = b.op(&format!("{s}/groups/Reshape"), "Reshape", &[&choice, &shape], vec![]);
-        // A group's score: the sum of its two best choices.
+        // A group's score: the sum of its best choices.
         let inner = rank_count(b, &format!("{s}/groups/rank"), &format!("{s}/routing_f32/groups"), &grouped, per);
-        let two = f32_constant(b, s, "groups/two", 2.0);
-        let best = b.op(&format!("{s}/groups/best_two"), "Less", &[&inner, &two], vec![]);
+        let n = f32_constant(b, s, "groups/best_count", g.group_best as f32);
+        let best = b.op(&format!("{s}/groups/best"), "Less", &[&inner, &n], vec![]);
         let zero = f32_constant(b, s, "groups/zero", 0.0);
-        let kept = b.op(&format!("{s}/groups/best_two_choices"), "Where", &[&best, &grouped, &zero], vec![]);
+        let kept = b.op(&format!("{s}/groups/best_choices"), "Where", &[&best, &grouped, &zero], vec![]);
         let last = b.const_i64_1d(&format!("{s}/groups/last_axis"), &[-1]);
         let score = b.op(&format!("{s}/groups/score"), "ReduceSum", &[&kept, &last], vec![Attr::int("keepdims", 0)]);
         let group_rank = rank_count(b, &format!("{s}/groups/group_rank"), &format!("{s}/routing_f32/group_rank"), &score, g.groups);
