@@ -452,6 +452,7 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     kv_a: "self_attn.kv_a_proj_with_mqa",
     kv_a_norm: "self_attn.kv_a_layernorm",
     kv_b: "self_attn.kv_b_proj",
+    norm_eps: 1e-6,
     defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true },
     interleave_key: Some("rope_interleave"),
 };
@@ -572,6 +573,172 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// The GLM-4.5 mixture: DeepSeek-V3's router (sigmoid scores, `e_score_correction_bias`,
+/// groups scored by their best two) with `Glm4MoeConfig`'s defaults, one shared expert's width,
+/// the first `first_k_dense_replace` (1) layers dense.
+const GLM4_MOE_EXPERTS: MoeNames = MoeNames {
+    router: "mlp.gate",
+    router_bias: false,
+    experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+    shared: Some(SharedExpert {
+        mlp_gate: "mlp.shared_experts.gate_proj",
+        mlp_up: "mlp.shared_experts.up_proj",
+        mlp_down: "mlp.shared_experts.down_proj",
+        gate: None,
+        width: SharedWidth::Experts("n_shared_experts", 1),
+    }),
+    dense: Some(&GATED_MLP),
+    keys: MoeKeys {
+        experts: &["n_routed_experts", "num_local_experts"],
+        experts_default: 128,
+        top_k_default: 8,
+        normalize: TopKNorm::Key("norm_topk_prob", true),
+        intermediate: &["moe_intermediate_size"],
+        intermediate_default: Some(1408),
+        sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 1 },
+        routing: Routing::Grouped(GroupedRouting {
+            sigmoid: true,
+            bias: Some("e_score_correction_bias"),
+            group_best: 2,
+            method: None,
+            groups: ("n_group", 1),
+            topk_groups: ("topk_group", 1),
+            scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+        }),
+        activation: ExpertActivation::Gated,
+    },
+};
+
+/// GLM-4.5 / 4.6 / 4.7 (and GLM-4.5-Air): Llama attention with q/k/v biases per
+/// `attention_bias`, none on o_proj, per-head q/k RMSNorms when `use_qk_norm`, RoPE (rotate-half)
+/// on the first `partial_rotary_factor` (default 0.5) of each head, `rms_norm_eps` 1e-5; the
+/// GLM-4.5 mixture above; the multi-token prediction layers after the decoder's left unread.
+pub const GLM4_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["glm4_moe"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { when: Some("use_qk_norm"), ..PER_HEAD_QK_NORM }),
+        mlp: MlpNames::Experts(GLM4_MOE_EXPERTS),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        partial_rotary_default: 0.5,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        prediction_layers: Some("num_nextn_predict_layers"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// GLM-4.7-Flash's latent attention: DeepSeek-V3's names, `Glm4MoeLiteConfig`'s sizes.
+const GLM4_MOE_LITE_LATENT: LatentNames = LatentNames {
+    defaults: LatentDefaults { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },
+    ..DEEPSEEK_V3_LATENT
+};
+
+/// GLM-4.7-Flash (`glm4_moe_lite`): DeepSeek-V3's latent attention with the GLM-4.5 mixture
+/// (64 experts of 1536, top 4, `routed_scaling_factor` 1.8), dense or sparse per layer as
+/// `mlp_layer_types` says (default: the first dense), `rms_norm_eps` 1e-5; the multi-token
+/// prediction layers left unread.
+pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
+    model_types: &["glm4_moe_lite"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&GLM4_MOE_LITE_LATENT),
+        mlp: MlpNames::Experts(MoeNames {
+            keys: MoeKeys {
+                experts_default: 64,
+                top_k_default: 4,
+                intermediate_default: Some(1536),
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: 1 },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    bias: Some("e_score_correction_bias"),
+                    group_best: 2,
+                    method: None,
+                    groups: ("n_group", 1),
+                    topk_groups: ("topk_group", 1),
+                    scale: Key { name: "routed_scaling_factor", default: Some(1.8) },
+                }),
+                ..GLM4_MOE_EXPERTS.keys
+            },
+            ..GLM4_MOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        prediction_layers: Some("num_nextn_predict_layers"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// Mistral 4's RoPE when config.json gives none (`Mistral4Config`): YaRN x128 over 8192
+/// positions (`mscale` / `mscale_all_dim` 1, beta 32/1) at theta 10000, and the query
+/// scaling's beta 0.1.
+const MISTRAL4_ROPE: &str = r#"{"rope_type":"yarn","rope_theta":10000.0,"factor":128.0,"original_max_position_embeddings":8192,"beta_fast":32.0,"beta_slow":1.0,"mscale":1.0,"mscale_all_dim":1.0,"llama_4_scaling_beta":0.1}"#;
+
+/// Mistral 4's latent attention: DeepSeek-V3's names, `Mistral4Config`'s sizes.
+const MISTRAL4_LATENT: LatentNames = LatentNames {
+    defaults: LatentDefaults { q_rank: Some(1024), kv_rank: 256, nope: 64, rope: 64, v: 128, interleaved: true },
+    ..DEEPSEEK_V3_LATENT
+};
+
+/// Mistral 4 (the text model of Mistral Small 4): DeepSeek-V3's latent attention with
+/// Ministral 3's query scaling by position (`llama_4_scaling_beta` over the RoPE's
+/// `original_max_position_embeddings`, applied to the whole query), and a mixture of
+/// `n_routed_experts` (128) of `moe_intermediate_size` (2048) routed by a softmax over groups
+/// scored by their best two (no correction), `norm_topk_prob` (true), `routed_scaling_factor`
+/// (1.0), one shared expert's width, the first `first_k_dense_replace` (0) layers dense; the
+/// experts stored as transformers keeps them, stacked (`mlp.experts.gate_up_proj` `[E, 2 * inter,
+/// hidden]`, `down_proj` `[E, hidden, inter]`).
+pub const MISTRAL4: DecoderFamily = DecoderFamily {
+    model_types: &["mistral4"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&MISTRAL4_LATENT),
+        mlp: MlpNames::Experts(MoeNames {
+            experts: ExpertNames::Stacked { experts: "mlp.experts", gate_up: "mlp.experts.gate_up_proj", down: "mlp.experts.down_proj" },
+            keys: MoeKeys {
+                experts_default: 128,
+                top_k_default: 4,
+                intermediate_default: Some(2048),
+                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: false,
+                    bias: None,
+                    group_best: 2,
+                    method: None,
+                    groups: ("n_group", 1),
+                    topk_groups: ("topk_group", 1),
+                    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+                }),
+                ..GLM4_MOE_EXPERTS.keys
+            },
+            ..GLM4_MOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(1048576))],
+        rope_default: RopeDefault { theta: 10000.0, scaling: Some(MISTRAL4_ROPE), renamed: &[], ntk_alpha: false },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling { query_position: Some(QueryPositionScale { beta: "llama_4_scaling_beta", original: "original_max_position_embeddings" }), ..NO_SCALING },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Apertus (Swiss AI): Llama attention (biases per `attention_bias`) with per-head q/k RMSNorms
 /// before RoPE, norms named `attention_layernorm` / `feedforward_layernorm`, a plain MLP
 /// `down(act(up(x)))` whose `hidden_act` is xIELU (default) with four learned scalars per layer
@@ -677,7 +844,7 @@ pub const GRANITEMOE: DecoderFamily = DecoderFamily {
         mlp: MlpNames::Experts(MoeNames {
             router: "block_sparse_moe.router.layer",
             router_bias: false,
-            experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear", down: "block_sparse_moe.output_linear" },
+            experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear.weight", down: "block_sparse_moe.output_linear.weight" },
             shared: None,
             dense: None,
             keys: MIXTRAL_KEYS,

@@ -275,6 +275,9 @@ pub struct LatentNames {
     pub kv_a_norm: &'static str,
     /// `[heads * (nope + v), kv_lora_rank]`: per head the key's nope rows, then the value's.
     pub kv_b: &'static str,
+    /// The epsilon of `q_a_norm` and `kv_a_norm`: fixed in transformers' code (the RMSNorm
+    /// class default, 1e-6, whatever `rms_norm_eps` says).
+    pub norm_eps: f64,
     pub defaults: LatentDefaults,
     /// The boolean key saying the rotary rows are stored as interleaved pairs (DeepSeek-V3
     /// `rope_interleave`, read by de-interleaving them); `None` where the family rotates the
@@ -337,10 +340,11 @@ pub enum ExpertNames {
     /// odd columns, `down` `[E, inter, hidden]`, and their biases `{gate_up}_bias` `[E, 2 *
     /// inter]` and `{down}_bias` `[E, hidden]` (no `.weight` suffix on any).
     Interleaved { experts: &'static str, gate_up: &'static str, down: &'static str },
-    /// All experts in two stacked `[out, in]` weights (GraniteMoE's `input_linear` /
-    /// `output_linear`, `{name}.weight`): `gate_up` `[E, 2 * inter, hidden]` with the gate on the
-    /// first `inter` rows and up on the rest (`chunk(2, dim=-1)`), `down` `[E, hidden, inter]`,
-    /// no biases. `experts` is the scope the graph names the stacks under.
+    /// All experts in two stacked `[out, in]` tensors, named in full (GraniteMoE's
+    /// `input_linear.weight` / `output_linear.weight`; Mistral 4's `experts.gate_up_proj` /
+    /// `experts.down_proj`): `gate_up` `[E, 2 * inter, hidden]` with the gate on the first
+    /// `inter` rows and up on the rest (`chunk(2, dim=-1)`), `down` `[E, hidden, inter]`, no
+    /// biases. `experts` is the scope the graph names the stacks under.
     Stacked { experts: &'static str, gate_up: &'static str, down: &'static str },
 }
 
@@ -456,6 +460,9 @@ pub enum SparseLayers {
     /// The first `key` layers are dense (default `default`), every later one sparse
     /// (DeepSeek-V3 `first_k_dense_replace`).
     FirstDense { key: &'static str, default: usize },
+    /// Per layer, as the list under `key` says (`"dense"` / `"sparse"`, GLM-4.7-Flash's
+    /// `mlp_layer_types`); without the list the first `default_dense` layers are dense.
+    Types { key: &'static str, default_dense: usize },
 }
 
 /// Whether a group of projections has a bias.

@@ -65,6 +65,21 @@ impl MoeSettings {
             SparseLayers::All => (1, vec![], 0),
             SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?, 0),
             SparseLayers::FirstDense { key, default } => (1, vec![], c.count_or_zero(key)?.unwrap_or(default)),
+            SparseLayers::Types { key, default_dense } => match c.raw.get(key) {
+                None | Some(serde_json::Value::Null) => (1, vec![], default_dense),
+                Some(serde_json::Value::Array(items)) if items.len() == c.num_hidden_layers => {
+                    let mut dense = Vec::new();
+                    for (i, v) in items.iter().enumerate() {
+                        match v.as_str() {
+                            Some("dense") => dense.push(i),
+                            Some("sparse") => {}
+                            _ => return Err(err(c, format!("key `{key}` holds {v} at layer {i}; supported: \"dense\", \"sparse\""))),
+                        }
+                    }
+                    (1, dense, 0)
+                }
+                Some(v) => return Err(err(c, format!("key `{key}` must list \"dense\" or \"sparse\" for each of the {} layers, found {v}", c.num_hidden_layers))),
+            },
         };
         let grouped = match k.routing {
             Routing::Grouped(r) => {
@@ -231,13 +246,13 @@ pub(super) fn block(
         }
         ExpertNames::Stacked { experts, gate_up, down } => {
             let (e, inter) = (m.num_experts, m.intermediate);
-            let gate_up = ckpt.tensor(&format!("{}.weight", s(gate_up)), &[e, 2 * inter, hidden])?.cast(b.float);
+            let gate_up = ckpt.tensor(&s(gate_up), &[e, 2 * inter, hidden])?.cast(b.float);
             // Already `[out, in]` per expert: the gate and up halves are row slices, the
             // separate stacks every other mixture has (and the MoE rules fuse).
             let stacks = ExpertStacks::Separate {
                 gate: gate_up.clone().slice(1, 0, inter),
                 up: gate_up.slice(1, inter, 2 * inter),
-                down: ckpt.tensor(&format!("{}.weight", s(down)), &[e, hidden, inter])?.cast(b.float),
+                down: ckpt.tensor(&s(down), &[e, hidden, inter])?.cast(b.float),
             };
             (s(experts), stacks)
         }

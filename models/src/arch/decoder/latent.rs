@@ -37,7 +37,8 @@ pub(super) fn block(
     x: &str,
 ) -> Result<String> {
     let s = |part: &str| format!("{layer}.{part}");
-    let (heads, hidden, eps) = (sh.c.num_attention_heads, sh.hidden, sh.scalars.eps);
+    // The latent norms' epsilon is the class default in transformers' code, not `rms_norm_eps`.
+    let (heads, hidden, eps) = (sh.c.num_attention_heads, sh.hidden, names.norm_eps);
     let (h, rope, nope, rank, width) = (heads as i64, l.rope as i64, l.nope as i64, l.kv_rank as i64, (l.kv_rank + l.rope) as i64);
     let (bias, o_bias, _) = sh.biases;
     let norm_kind = family.layout.norm;
@@ -96,6 +97,12 @@ pub(super) fn block(
     let q = b.op(&format!("{attn}/latent/q/Concat"), "Concat", &[&q_rope, &q_abs], vec![Attr::int("axis", -1)]);
     let q_shape = b.const_i64_1d(&format!("{attn}/latent/q_shape"), &[0, 0, h * width]);
     let q = b.op(&format!("{attn}/latent/q/Reshape"), "Reshape", &[&q, &q_shape], vec![]);
+    // Mistral 4's position scale multiplies the whole query (a linear factor, so the latent
+    // query takes it as the expanded one would).
+    let q = match &sh.query_position {
+        None => q,
+        Some(scale) => b.op(&s("self_attn.query_position_scale/Mul"), "Mul", &[&q, scale], vec![]),
+    };
     // The one key/value head: key `[k_rot, c]`, value `[c, 0]`.
     let k = b.op(&format!("{attn}/latent/k/Concat"), "Concat", &[&k_rope, &latent], vec![Attr::int("axis", -1)]);
     let zero = b.initializer(&format!("{attn}/latent/zero"), Recipe::from_f32(format!("{attn}/latent/zero = 0"), vec![], &[0.0]).cast(float));
