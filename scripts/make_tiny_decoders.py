@@ -306,6 +306,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="Mistral 4: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 8 + rope 8, `v_head_dim` 12, interleaved RoPE rows), YaRN x16 with `mscale_all_dim` in the softmax scale, queries times `1 + 0.25 ln(1 + floor(position / 4))`; layer 0 dense, 8 experts top 2 by softmax among the 2 best of 4 groups (a group scored by its best two), normalized, times 1.5, one shared expert",
     ),
+    # OLMoE: Llama's blocks with RMSNorms over the whole q and k projections, q/k/v clamped
+    # after them, experts in every layer.
+    "tiny-olmoe": dict(
+        cls="Olmoe", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, num_hidden_layers=2, rms_norm_eps=1e-5, num_experts=8, num_experts_per_tok=2,
+                  norm_topk_prob=False, clip_qkv=1.0, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="OLMoE: RMSNorms over the whole q and k projections, then q, k and v clamped to [-1, 1] (`clip_qkv`), 8 experts of `intermediate_size` 32 in every layer, softmax top 2 unnormalized (`norm_topk_prob` false)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

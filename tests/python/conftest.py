@@ -17,8 +17,8 @@ DECODER_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "deco
 PREQUANT_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "prequant"]
 # The mixture-of-experts decoders (trait `moe`).
 # Fixtures whose experts the cpu table fuses into MoE (QMoE when quantized): the `moe` trait, and
-# gpt-oss (`attention_sinks`, a trait of its own because its op counts differ).
-MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "attention_sinks"} & set(f.get("traits", []))]
+# OLMoE (`olmoe`) and gpt-oss (`attention_sinks`), traits of their own because their op counts differ.
+MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "olmoe", "attention_sinks"} & set(f.get("traits", []))]
 
 
 def real_file(env: str, size: int, what: str) -> Path:

@@ -457,8 +457,9 @@ fn cuda_f16_fuses_every_sparse_layer_into_one_moe_node() {
 }
 
 fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
-    let picked = fixtures().select("moe").unwrap();
-    assert!(picked.len() >= 3, "tiny-mixtral, tiny-qwen3-moe, tiny-qwen2-moe");
+    // The softmax top-k mixtures: `moe`, and OLMoE's (a trait of its own for its op counts).
+    let picked: Vec<_> = fixtures().select("moe").unwrap().into_iter().chain(fixtures().select("olmoe").unwrap()).collect();
+    assert!(picked.len() >= 4, "tiny-mixtral, tiny-qwen3-moe, tiny-qwen2-moe, tiny-olmoe");
     for fx in picked {
         let name = fx.name.as_str();
         let routers = generic(name, ir::DType::F32).graph.nodes.iter().filter(|n| n.op == "Softmax").count();

@@ -580,7 +580,7 @@ impl DecoderFamily {
                 (linear(b, &sq, x, wq), linear(b, &sk, x, wk), linear(b, &sv, x, wv))
             }
         };
-        let (q, k, v) = match &sh.clip {
+        let clip = |b: &mut GraphBuilder, (q, k, v): (String, String, String)| match &sh.clip {
             None => (q, k, v),
             Some((lo, hi)) => {
                 let mut clamp = |name: &str, x: String| {
@@ -590,11 +590,14 @@ impl DecoderFamily {
                 (clamp("q", q), clamp("k", k), clamp("v", v))
             }
         };
+        // OLMo 1 clamps the projections; OLMoE clamps what its q/k norms give.
+        let (q, k, v) = if l.clip_after_qk_norm { (q, k, v) } else { clip(b, (q, k, v)) };
         let qk_norm = n.qk_norm.as_ref().filter(|qk| qk.when.is_none_or(|key| sh.c.flag(key, false)));
         let (q, k) = match qk_norm {
             Some(qk) if !qk.after_rope => self.qk_norms(b, ckpt, sh, layer, qk, q, k)?,
             _ => (q, k),
         };
+        let (q, k, v) = if l.clip_after_qk_norm { clip(b, (q, k, v)) } else { (q, k, v) };
         // Ministral 3's position scale, before RoPE: the rotation is linear and the factor is
         // the query's own position's, so this is transformers' scaling after it.
         let q = match &sh.query_position {

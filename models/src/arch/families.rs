@@ -61,6 +61,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     key_aliases: &[],
     ignored_keys: &[],
     prediction_layers: None,
+    clip_after_qk_norm: false,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -736,6 +737,48 @@ pub const MISTRAL4: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: Scaling { query_position: Some(QueryPositionScale { beta: "llama_4_scaling_beta", original: "original_max_position_embeddings" }), ..NO_SCALING },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// OLMoE: Llama's pre-norm blocks with RMSNorms over the whole q and k projections,
+/// `clip_qkv` (when set) clamping q and k after those norms and v after its projection, and a
+/// mixture of `num_experts` (64) experts of `intermediate_size` in every layer, softmax top
+/// `num_experts_per_tok` (8), renormalized per `norm_topk_prob` (default false); `rms_norm_eps`
+/// 1e-5 when absent (defaults from `OlmoeConfig`).
+pub const OLMOE: DecoderFamily = DecoderFamily {
+    model_types: &["olmoe"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None, after_rope: false }),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_experts", "num_local_experts"],
+                experts_default: 64,
+                top_k_default: 8,
+                normalize: TopKNorm::Key("norm_topk_prob", false),
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        clip_qkv: Some("clip_qkv"),
+        clip_after_qk_norm: true,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
 };
 

@@ -549,6 +549,8 @@ pub struct Layout {
     /// A key counting multi-token prediction layers stored after the decoder's layers
     /// (DeepSeek-V3 `num_nextn_predict_layers`): their tensors are recorded as unused.
     pub prediction_layers: Option<&'static str>,
+    /// `clip_qkv` clamps what the q/k norms give (OLMoE), not the projections (OLMo 1).
+    pub clip_after_qk_norm: bool,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
