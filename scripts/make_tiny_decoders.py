@@ -315,6 +315,18 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="OLMoE: RMSNorms over the whole q and k projections, then q, k and v clamped to [-1, 1] (`clip_qkv`), 8 experts of `intermediate_size` 32 in every layer, softmax top 2 unnormalized (`norm_topk_prob` false)",
     ),
+    # Youtu-LLM: DeepSeek-V3's latent attention in Llama's dense blocks. Untied here:
+    # transformers 5.25 reloads a tied Youtu checkpoint with its embedding drawn again
+    # (`YoutuPreTrainedModel._init_weights` reaches the shared table through the missing
+    # `lm_head`), so a tied fixture would not be the model its reference came from.
+    "tiny-youtu": dict(
+        cls="Youtu", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=2, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  q_lora_rank=32, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12, rope_interleave=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
+        legacy=lambda config: config,
+        exercises="Youtu-LLM: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` 12, interleaved RoPE rows, latent norms at 1e-6 beside `rms_norm_eps` 1e-5) in Llama's dense blocks, untied head (`tie_word_embeddings` false; the class default is true)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

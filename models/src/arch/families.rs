@@ -782,6 +782,18 @@ pub const OLMOE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Youtu-LLM: DeepSeek-V3's latent attention (`YoutuConfig`'s sizes, those of DeepSeek-V3)
+/// in Llama's dense blocks (a gated MLP without biases), tied embeddings by default.
+pub const YOUTU: DecoderFamily = DecoderFamily {
+    model_types: &["youtu"],
+    names: NameTable { attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT), ..LLAMA_NAMES },
+    layout: Layout { mlp_bias: Bias::Never, tie_default: true, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Apertus (Swiss AI): Llama attention (biases per `attention_bias`) with per-head q/k RMSNorms
 /// before RoPE, norms named `attention_layernorm` / `feedforward_layernorm`, a plain MLP
 /// `down(act(up(x)))` whose `hidden_act` is xIELU (default) with four learned scalars per layer
