@@ -220,7 +220,7 @@ FIXTURES_MADE_HERE = {
                                    image_size=64, patch_size=8),
                        top=dict(image_token_index=10, spatial_merge_size=2, tie_word_embeddings=False)),
         legacy=lambda config: config,
-        exercises="Mistral 3 (Ministral 3 3B/8B/14B, Mistral Small 3.x) as published: `text_config` (ministral3: YaRN, queries scaled by position, `llama_4_scaling_beta` 0.25 over 4) beside a Pixtral `vision_config`; text tensors under `model.language_model.`, head `lm_head`, the tower and projector (`model.vision_tower.`, `model.multi_modal_projector.`) unread by a `--text-only` build",
+        exercises="Mistral 3 (Ministral 3 3B/8B/14B, Mistral Small 3.x) as published: `text_config` (ministral3: YaRN, queries scaled by position, `llama_4_scaling_beta` 0.25 over 4) beside a Pixtral `vision_config`; saved by transformers 5.25 with the text tensors under `language_model.model.`, head `language_model.lm_head`, the tower and projector (`vision_tower.`, `multi_modal_projector.`) unread by a `--text-only` build",
     ),
     # DeepSeek-V3: multi-head latent attention (q and kv low-rank, a shared rotary key, values
     # narrower than keys), interleaved RoPE with YaRN's mscale in the softmax scale, and a

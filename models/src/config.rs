@@ -67,7 +67,9 @@ pub struct LatentDims {
 }
 
 impl LatentDims {
-    fn read(r: &Reader, names: &crate::arch::LatentNames) -> Result<LatentDims> {
+    /// `default_rope`: the family's RoPE object when config.json gives none (Mistral 4's YaRN),
+    /// whose `mscale_all_dim` scales the softmax as a written one would.
+    fn read(r: &Reader, names: &crate::arch::LatentNames, default_rope: Option<&str>) -> Result<LatentDims> {
         let d = &names.defaults;
         let size = |key: &str, default: usize| -> Result<usize> { Ok(r.usize_opt(key)?.unwrap_or(default)) };
         // `q_lora_rank: null` is the uncompressed query; only an absent key takes the default.
@@ -85,16 +87,31 @@ impl LatentDims {
             None => false,
         };
         let mut scale = 1.0 / ((nope + rope) as f64).sqrt();
-        if let Some((_, Value::Object(p))) = r.first(&["rope_parameters", "rope_scaling"]) {
+        let default: Option<Map<String, Value>> = default_rope.and_then(|text| serde_json::from_str(text).ok());
+        let params = match r.first(&["rope_parameters", "rope_scaling"]) {
+            Some((key, Value::Object(p))) => Some((key, p)),
+            _ => default.as_ref().map(|p| ("rope_parameters (the family's default)", p)),
+        };
+        if let Some((key, p)) = params {
             let kind = p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).unwrap_or("default");
             let all_dim = p.get("mscale_all_dim").and_then(Value::as_f64).unwrap_or(0.0);
             if kind != "default" && all_dim != 0.0 {
-                let factor = p.get("factor").and_then(Value::as_f64).ok_or_else(|| r.err("the RoPE scaling has `mscale_all_dim` but no numeric `factor`".into()))?;
-                let m = if factor <= 1.0 { 1.0 } else { 0.1 * all_dim * factor.ln() + 1.0 };
+                let factor = p.get("factor").and_then(Value::as_f64).ok_or_else(|| r.err(format!("`{key}` has `mscale_all_dim` but no numeric `factor`")))?;
+                let m = yarn_mscale(factor, all_dim);
                 scale *= m * m;
             }
         }
         Ok(LatentDims { q_rank, kv_rank, nope, rope, v, interleaved, scale })
+    }
+}
+
+/// YaRN's magnitude factor for a context stretched by `scale` (transformers'
+/// `get_mscale` / `yarn_get_mscale`): 1 up to the original length, else `0.1 m ln(scale) + 1`.
+fn yarn_mscale(scale: f64, m: f64) -> f64 {
+    if scale <= 1.0 {
+        1.0
+    } else {
+        0.1 * m * scale.ln() + 1.0
     }
 }
 
@@ -401,8 +418,8 @@ impl DecoderConfig {
                 )))
             }
         };
-        let latent = match crate::arch::decoder_for(&model_type).and_then(|f| f.names.attention.latent()) {
-            Some(names) => Some(LatentDims::read(&r, names)?),
+        let latent = match crate::arch::decoder_for(&model_type).and_then(|f| f.names.attention.latent().map(|n| (n, f.layout.rope_default.scaling))) {
+            Some((names, default_rope)) => Some(LatentDims::read(&r, names, default_rope)?),
             None => None,
         };
         // Latent attention attends over one shared key/value head of the compressed width
@@ -789,7 +806,7 @@ fn read_rope(
                 Some(f) => positive("factor", f)?,
                 None => max_positions as f64 / original,
             };
-            let mscale = |scale: f64, m: f64| if scale <= 1.0 { 1.0 } else { 0.1 * m * scale.ln() + 1.0 };
+            let mscale = yarn_mscale;
             let attention_factor = match (num("attention_factor")?, num("mscale")?, num("mscale_all_dim")?) {
                 (Some(a), _, _) => a,
                 (None, Some(m), Some(all)) if m != 0.0 && all != 0.0 => mscale(factor, m) / mscale(factor, all),
@@ -1290,6 +1307,11 @@ mod tests {
         let e = parse(&format!(r#"{{{base},"qk_rope_head_dim":7}}"#)).unwrap_err().to_string();
         assert!(e.contains("`qk_rope_head_dim`") && e.contains("even"), "{e}");
         assert!(parse(BASE_OBJECT).unwrap().latent.is_none());
+        // Mistral 4 without a RoPE object: its default YaRN x128 with `mscale_all_dim` 1.
+        let c = parse(r#"{"model_type":"mistral4","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512}"#).unwrap();
+        let l = c.latent.unwrap();
+        let m = 0.1 * 128f64.ln() + 1.0;
+        assert!((l.scale - m * m / 128f64.sqrt()).abs() < 1e-15, "{}", l.scale);
     }
 
     /// An absent `head_dim` takes the family's default (Seed-OSS 128); `null` means hidden /

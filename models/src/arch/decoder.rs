@@ -122,9 +122,13 @@ impl DecoderFamily {
     /// `model.layers.{L}`, counted by `num_nextn_predict_layers`): trained to draft tokens,
     /// not run by generation (transformers does not load them), so recorded as unused.
     fn mark_prediction_layers(&self, ckpt: &Checkpoint) -> Result<()> {
-        let Some(key) = self.layout.prediction_layers else { return Ok(()) };
+        let Some((keys, default)) = self.layout.prediction_layers else { return Ok(()) };
         let c = &ckpt.config;
-        let extra = c.count_or_zero(key)?.unwrap_or(0);
+        let mut extra = None;
+        for key in keys {
+            extra = extra.or(c.count_or_zero(key)?);
+        }
+        let (extra, key) = (extra.unwrap_or(default), keys[0]);
         let prefixes: Vec<String> = (c.num_hidden_layers..c.num_hidden_layers + extra).map(|i| format!("{}.", self.names.layer.replace("{i}", &i.to_string()))).collect();
         let names: Vec<String> = ckpt.tensor_names().filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str()))).map(str::to_string).collect();
         let why = format!("a multi-token prediction layer (`{key}`): it drafts tokens in training; generation does not run it");
@@ -707,11 +711,11 @@ impl DecoderFamily {
                 if !settings.sparse(i) {
                     let dense = moe.dense.as_ref().ok_or_else(|| Error::Config {
                         path: sh.c.path.clone(),
-                        reason: format!("layer {i} is not sparse (`decoder_sparse_step` / `mlp_only_layers`), but the `{}` table has no dense MLP", sh.c.model_type),
+                        reason: format!("layer {i} is dense by the config (`decoder_sparse_step` / `mlp_only_layers`, `first_k_dense_replace` or `mlp_layer_types`), but the `{}` table has no dense MLP", sh.c.model_type),
                     })?;
                     return self.mlp(b, ckpt, sh, dense, i, layer, x);
                 }
-                super::moe::block(b, ckpt, moe, &settings, layer, x, &sh.io.input_ids, hidden, l.weights, act)?
+                super::moe::block(b, ckpt, moe, &settings, layer, x, &sh.io.input_ids, hidden, l.weights, act, mlp_bias)?
             }
             MlpNames::Gated { gate, up, down } => {
                 let g = LinearWeights::read(ckpt, b, &s(gate), hidden, inter, mlp_bias, l.weights)?;

@@ -444,6 +444,9 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
 /// positions at theta 1.2e7.
 const APERTUS_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":12000000.0,"factor":8.0,"original_max_position_embeddings":8192,"low_freq_factor":1.0,"high_freq_factor":4.0}"#;
 
+/// The keys counting multi-token prediction layers (`DeepseekV3Config`'s attribute map).
+const MTP_KEYS: &[&str] = &["num_nextn_predict_layers", "num_mtp_layers"];
+
 /// DeepSeek-V3's latent attention names and `DeepseekV3Config`'s size defaults.
 const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     q: "self_attn.q_proj",
@@ -458,7 +461,7 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     interleave_key: Some("rope_interleave"),
 };
 
-/// DeepSeek-V3 (also Kimi K2 and Moonlight, which publish this `model_type`): multi-head
+/// DeepSeek-V3 (and Moonlight, which publishes this `model_type`): multi-head
 /// latent attention (`q_lora_rank` / `kv_lora_rank` projections, a shared rotary key,
 /// `rope_interleave`, YaRN's `mscale_all_dim` in the softmax scale: see
 /// `config::LatentDims`), biases per `attention_bias` on `q_a_proj`, `kv_a_proj_with_mqa`
@@ -494,6 +497,7 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 3 },
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: true,
+                    f32_router: true,
                     bias: Some("e_score_correction_bias"),
                     group_best: 2,
                     method: None,
@@ -506,7 +510,7 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
-    layout: Layout { mlp_bias: Bias::Never, prediction_layers: Some("num_nextn_predict_layers"), ..LLAMA_LAYOUT },
+    layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(4096))], mlp_bias: Bias::Never, prediction_layers: Some((MTP_KEYS, 1)), ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
@@ -555,6 +559,7 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: false,
+                    f32_router: true,
                     bias: None,
                     group_best: 1,
                     method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
@@ -599,6 +604,7 @@ const GLM4_MOE_EXPERTS: MoeNames = MoeNames {
         sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 1 },
         routing: Routing::Grouped(GroupedRouting {
             sigmoid: true,
+            f32_router: true,
             bias: Some("e_score_correction_bias"),
             group_best: 2,
             method: None,
@@ -621,13 +627,13 @@ pub const GLM4_MOE: DecoderFamily = DecoderFamily {
         mlp: MlpNames::Experts(GLM4_MOE_EXPERTS),
         ..LLAMA_NAMES
     },
-    layout: Layout {
+    layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
         qkv_bias: Bias::Config("attention_bias"),
         o_bias: Bias::Never,
         mlp_bias: Bias::Never,
         partial_rotary_default: 0.5,
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
-        prediction_layers: Some("num_nextn_predict_layers"),
+        prediction_layers: Some((MTP_KEYS, 1)),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,
@@ -658,6 +664,7 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
                 sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: 1 },
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: true,
+                    f32_router: true,
                     bias: Some("e_score_correction_bias"),
                     group_best: 2,
                     method: None,
@@ -671,10 +678,10 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
-    layout: Layout {
+    layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(202752))],
         mlp_bias: Bias::Never,
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
-        prediction_layers: Some("num_nextn_predict_layers"),
+        prediction_layers: Some((MTP_KEYS, 1)),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,
@@ -715,6 +722,7 @@ pub const MISTRAL4: DecoderFamily = DecoderFamily {
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: false,
+                    f32_router: false,
                     bias: None,
                     group_best: 2,
                     method: None,
@@ -769,7 +777,7 @@ pub const OLMOE: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
-    layout: Layout {
+    layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(4096))],
         mlp_bias: Bias::Never,
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
         clip_qkv: Some("clip_qkv"),
@@ -787,7 +795,7 @@ pub const OLMOE: DecoderFamily = DecoderFamily {
 pub const YOUTU: DecoderFamily = DecoderFamily {
     model_types: &["youtu"],
     names: NameTable { attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT), ..LLAMA_NAMES },
-    layout: Layout { mlp_bias: Bias::Never, tie_default: true, ..LLAMA_LAYOUT },
+    layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))], mlp_bias: Bias::Never, tie_default: true, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

@@ -428,6 +428,10 @@ pub enum Routing {
 #[derive(Clone, Copy, Debug)]
 pub struct GroupedRouting {
     pub sigmoid: bool,
+    /// The router projection runs in f32 on f32 weights (DeepSeek-V2/V3 and GLM: transformers
+    /// keeps `gate.weight` and the correction in f32 and casts the hidden states up); false:
+    /// in the build dtype, the logits cast to f32 (Mistral 4).
+    pub f32_router: bool,
     pub bias: Option<&'static str>,
     pub group_best: usize,
     /// `(key, default, grouped value, plain value)`: the method key when one decides whether
@@ -546,9 +550,10 @@ pub struct Layout {
     /// Generic keys the family's config class does not have, dropped before anything is read
     /// (`GPTNeoXConfig` has no `num_key_value_heads`: a stray one is no grouped attention).
     pub ignored_keys: &'static [&'static str],
-    /// A key counting multi-token prediction layers stored after the decoder's layers
-    /// (DeepSeek-V3 `num_nextn_predict_layers`): their tensors are recorded as unused.
-    pub prediction_layers: Option<&'static str>,
+    /// The keys counting multi-token prediction layers stored after the decoder's layers
+    /// (`num_nextn_predict_layers`, alias `num_mtp_layers`) and the class default: their
+    /// tensors, when present, are recorded as unused.
+    pub prediction_layers: Option<(&'static [&'static str], usize)>,
     /// `clip_qkv` clamps what the q/k norms give (OLMoE), not the projections (OLMo 1).
     pub clip_after_qk_norm: bool,
 }

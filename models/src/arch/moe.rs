@@ -98,9 +98,15 @@ impl MoeSettings {
                     }
                 };
                 let (groups, topk_groups) = (r.groups, r.topk_groups);
-                let (g, tg) = match grouped_method {
-                    true => (c.count(groups.0)?.unwrap_or(groups.1), c.count(topk_groups.0)?.unwrap_or(topk_groups.1)),
-                    false => (1, 1),
+                let (g, tg) = match (grouped_method, r.method) {
+                    // A method key that asks for groups needs their counts (transformers
+                    // fails without them).
+                    (true, Some((key, _, value, _))) => {
+                        let need = |k: &str| -> Result<usize> { c.count(k)?.ok_or_else(|| err(c, format!("`{key}` is `{value}`, which needs `{k}`; it is missing"))) };
+                        (need(groups.0)?, need(topk_groups.0)?)
+                    }
+                    (true, None) => (c.count(groups.0)?.unwrap_or(groups.1), c.count(topk_groups.0)?.unwrap_or(topk_groups.1)),
+                    (false, _) => (1, 1),
                 };
                 if g == 0 || !num_experts.is_multiple_of(g) {
                     return Err(err(c, format!("`{}` ({g}) must divide the expert count ({num_experts})", groups.0)));
@@ -193,22 +199,29 @@ pub(super) fn block(
     hidden: usize,
     layout: WeightLayout,
     act: Activation,
+    mlp_bias: bool,
 ) -> Result<String> {
     if layout != WeightLayout::Linear {
         return Err(err(&ckpt.config, "a mixture-of-experts table must store `[out, in]` (Linear) weights".into()));
     }
     let s = |part: &str| format!("{layer}.{part}");
     let router = s(t.router);
-    let router_weight = ckpt.tensor(&format!("{router}.weight"), &[m.num_experts, hidden])?.transpose(vec![1, 0]).cast(b.float);
+    // DeepSeek's routers keep their weight in f32 (transformers' `_keep_in_fp32_modules_strict`).
+    let router_dtype = match t.keys.routing {
+        Routing::Grouped(r) if r.f32_router => ir::DType::F32,
+        _ => b.float,
+    };
+    let router_weight = ckpt.tensor(&format!("{router}.weight"), &[m.num_experts, hidden])?.transpose(vec![1, 0]).cast(router_dtype);
     let router_bias = match t.router_bias {
         true => Some(ckpt.tensor(&format!("{router}.bias"), &[m.num_experts])?.cast(b.float)),
         false => None,
     };
-    // The correction bias joins f32 scores: kept in f32 whatever the build dtype (a routing
-    // constant, as transformers keeps the buffer in f32).
+    // The correction bias joins f32 scores: an f32 initializer whatever the build dtype, as
+    // transformers keeps the buffer in f32.
     let grouped = match (t.keys.routing, m.grouped) {
         (Routing::Grouped(r), Some(g)) => Some(GroupedRoutingBlock {
             sigmoid: g.sigmoid,
+            f32_router: r.f32_router,
             bias: match r.bias {
                 None => None,
                 Some(bias) => Some((ckpt.tensor(&format!("{router}.{bias}"), &[m.num_experts])?.cast(ir::DType::F32), format!("{router}.{bias}"))),
@@ -280,8 +293,10 @@ pub(super) fn block(
     let routed = moe_block(b, block, x);
     let Some(sh) = &t.shared else { return Ok(routed) };
     let inter = m.shared_intermediate.unwrap_or_default();
-    let read = |b: &GraphBuilder, part: &str, inp: usize, out: usize| LinearWeights::torch(ckpt, b, &s(part), inp, out, false);
-    let weights = [read(b, sh.mlp_gate, hidden, inter)?, read(b, sh.mlp_up, hidden, inter)?, read(b, sh.mlp_down, inter, hidden)?];
+    let read = |b: &GraphBuilder, part: &str, inp: usize, out: usize, bias: bool| LinearWeights::torch(ckpt, b, &s(part), inp, out, bias);
+    // The shared expert is the family's MLP: its biases follow `mlp_bias` (DeepSeek-V2's key;
+    // the other families have none).
+    let weights = [read(b, sh.mlp_gate, hidden, inter, mlp_bias)?, read(b, sh.mlp_up, hidden, inter, mlp_bias)?, read(b, sh.mlp_down, inter, hidden, mlp_bias)?];
     let shared_scope = s(sh.mlp_down).rsplit_once('.').map_or(s("shared_expert"), |(p, _)| p.to_string());
     let scopes = GatedScopes { gate: &s(sh.mlp_gate), up: &s(sh.mlp_up), down: &s(sh.mlp_down) };
     let shared = gated(b, &shared_scope, scopes, x, weights, act);
@@ -289,7 +304,7 @@ pub(super) fn block(
         None => shared,
         Some(gate) => {
             let gate_scope = s(gate);
-            let gate = linear(b, &gate_scope, x, read(b, gate, hidden, 1)?);
+            let gate = linear(b, &gate_scope, x, read(b, gate, hidden, 1, false)?);
             let gate = b.op(&format!("{gate_scope}/Sigmoid"), "Sigmoid", &[&gate], vec![]);
             b.op(&format!("{shared_scope}/scaled"), "Mul", &[&gate, &shared], vec![])
         }
@@ -411,6 +426,8 @@ mod tests {
         let m = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"group_limited_greedy","n_group":8,"topk_group":3,"norm_topk_prob":true,"routed_scaling_factor":16.0"#).unwrap();
         let g = m.grouped.unwrap();
         assert_eq!((m.normalize, g.groups, g.topk_groups, g.scale), (false, 8, 3, 16.0));
+        let e = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"group_limited_greedy","n_group":8"#).unwrap_err().to_string();
+        assert!(e.contains("`topk_group`") && e.contains("missing"), "{e}");
         let e = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"noaux_tc""#).unwrap_err().to_string();
         assert!(e.contains("`topk_method`") && e.contains("group_limited_greedy"), "{e}");
     }

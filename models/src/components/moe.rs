@@ -74,6 +74,9 @@ pub struct MoeBlock<'a> {
 /// (renormalized when the block's `normalize` says, plus 1e-20) times `scale`.
 pub struct GroupedRouting {
     pub sigmoid: bool,
+    /// The router weight is f32 (the block's `router_weight`) and the projection runs in f32 on
+    /// the hidden states cast up, its nodes named `<block>/routing_f32/...`.
+    pub f32_router: bool,
     /// `[experts]` correction (`e_score_correction_bias`) and its initializer name.
     pub bias: Option<(Recipe, String)>,
     pub group_best: usize,
@@ -177,6 +180,12 @@ fn expert_activation(b: &mut GraphBuilder, e: &str, g: &str, u: &str, act: Exper
 fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
     let s = m.scope;
     let router = b.initializer(&format!("{}.weight", m.router), m.router_weight.clone());
+    if let Some(g) = m.grouped.as_ref().filter(|g| g.f32_router) {
+        // DeepSeek's f32 router: the hidden states cast up, the f32 weight, f32 logits.
+        let x = cast(b, &format!("{s}/routing_f32/hidden"), x, DType::F32, b.float);
+        let logits = b.op(&format!("{s}/routing_f32/router/MatMul"), "MatMul", &[&x, &router], vec![]);
+        return grouped_routing(b, m, g, &logits);
+    }
     let mut logits = b.op(&format!("{}/MatMul", m.router), "MatMul", &[x, &router], vec![]);
     if let Some(bias) = &m.router_bias {
         let bias = b.initializer(&format!("{}.bias", m.router), bias.clone());
@@ -237,10 +246,10 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
     };
     let choice = match &g.bias {
         None => scores.clone(),
+        // An f32 initializer in every build (transformers keeps the buffer in f32).
         Some((bias, name)) => {
-            let bias = b.initializer(name, bias.clone().cast(float));
-            let bias = cast(b, &format!("{s}/routing_f32/correction"), &bias, DType::F32, float);
-            b.op(&format!("{s}/choice"), "Add", &[&scores, &bias], vec![])
+            let bias = b.initializer(name, bias.clone().cast(DType::F32));
+            b.op(&format!("{s}/routing_f32/choice"), "Add", &[&scores, &bias], vec![])
         }
     };
     let open = if g.groups > 1 {
@@ -274,13 +283,13 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
     if m.normalize {
         let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
         let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
-        let tiny = f32_constant(b, s, "normalize/epsilon", 1e-20);
-        let total = b.op(&format!("{s}/normalize/Add"), "Add", &[&total, &tiny], vec![]);
+        let tiny = f32_initializer(b, s, "normalize/epsilon", 1e-20);
+        let total = b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![]);
         w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
     }
     if g.scale != 1.0 {
-        let scale = f32_constant(b, s, "routed_scaling_factor", g.scale);
-        w = b.op(&format!("{s}/routed_scaling/Mul"), "Mul", &[&w, &scale], vec![]);
+        let scale = f32_initializer(b, s, "routed_scaling_factor", g.scale);
+        w = b.op(&format!("{s}/routing_f32/routed_scaling/Mul"), "Mul", &[&w, &scale], vec![]);
     }
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
 }
@@ -336,15 +345,21 @@ fn cast(b: &mut GraphBuilder, name: &str, x: &str, to: DType, from: DType) -> St
     b.op(name, "Cast", &[x], vec![Attr::int("to", to.to_onnx() as i64)])
 }
 
-/// An f32 scalar for the routing arithmetic, stored in the build dtype (every float initializer
-/// of a package is: a small integer is exact in f16 and bf16, a factor such as DeepSeek's
-/// `routed_scaling_factor` rounds as transformers' own f16 model rounds it) and cast to f32 in
-/// the graph.
+/// An f32 scalar for the routing arithmetic, stored in the build dtype (a small integer, exact
+/// in f16 and bf16) and cast to f32 in the graph.
 fn f32_constant(b: &mut GraphBuilder, scope: &str, name: &str, v: f32) -> String {
     let float = b.float;
     let init = format!("{scope}/{name}");
     let c = b.initializer(&init, Recipe::from_f32(format!("{init} = {v}"), vec![], &[v]).cast(float));
     cast(b, &format!("{scope}/routing_f32/{name}"), &c, DType::F32, float)
+}
+
+/// An f32 scalar that rounding would change (DeepSeek's `routed_scaling_factor`, the
+/// normalization's 1e-20, which transformers keeps in f32): an f32 initializer in every build,
+/// named `<block>/routing_f32/<name>` and read only by routing nodes.
+fn f32_initializer(b: &mut GraphBuilder, scope: &str, name: &str, v: f32) -> String {
+    let init = format!("{scope}/routing_f32/{name}");
+    b.initializer(&init, Recipe::from_f32(format!("{init} = {v}"), vec![], &[v]))
 }
 
 /// `earlier[e, j] = j < e`, `[experts, experts]` boolean: the tie-break of the rank count.
