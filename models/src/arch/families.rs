@@ -444,6 +444,16 @@ pub const GRANITE: DecoderFamily = DecoderFamily {
 /// positions at theta 1.2e7.
 const APERTUS_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":12000000.0,"factor":8.0,"original_max_position_embeddings":8192,"low_freq_factor":1.0,"high_freq_factor":4.0}"#;
 
+/// DeepSeek's shared experts: an ungated MLP `n_shared_experts` routed experts wide (1 by
+/// default, as `DeepseekV3Config`).
+const DEEPSEEK_SHARED: SharedExpert = SharedExpert {
+    mlp_gate: "mlp.shared_experts.gate_proj",
+    mlp_up: "mlp.shared_experts.up_proj",
+    mlp_down: "mlp.shared_experts.down_proj",
+    gate: None,
+    width: SharedWidth::Experts("n_shared_experts", 1),
+};
+
 /// The keys counting multi-token prediction layers (`DeepseekV3Config`'s attribute map).
 const MTP_KEYS: &[&str] = &["num_nextn_predict_layers", "num_mtp_layers"];
 
@@ -479,13 +489,7 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
             router: "mlp.gate",
             router_bias: false,
             experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_experts.gate_proj",
-                mlp_up: "mlp.shared_experts.up_proj",
-                mlp_down: "mlp.shared_experts.down_proj",
-                gate: None,
-                width: SharedWidth::Experts("n_shared_experts", 1),
-            }),
+            shared: Some(DEEPSEEK_SHARED),
             dense: Some(&GATED_MLP),
             keys: MoeKeys {
                 experts: &["n_routed_experts", "num_local_experts"],
@@ -541,13 +545,7 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
             router: "mlp.gate",
             router_bias: false,
             experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_experts.gate_proj",
-                mlp_up: "mlp.shared_experts.up_proj",
-                mlp_down: "mlp.shared_experts.down_proj",
-                gate: None,
-                width: SharedWidth::Experts("n_shared_experts", 2),
-            }),
+            shared: Some(SharedExpert { width: SharedWidth::Experts("n_shared_experts", 2), ..DEEPSEEK_SHARED }),
             dense: Some(&GATED_MLP),
             keys: MoeKeys {
                 experts: &["n_routed_experts", "num_experts"],
@@ -586,13 +584,7 @@ const GLM4_MOE_EXPERTS: MoeNames = MoeNames {
     router: "mlp.gate",
     router_bias: false,
     experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-    shared: Some(SharedExpert {
-        mlp_gate: "mlp.shared_experts.gate_proj",
-        mlp_up: "mlp.shared_experts.up_proj",
-        mlp_down: "mlp.shared_experts.down_proj",
-        gate: None,
-        width: SharedWidth::Experts("n_shared_experts", 1),
-    }),
+    shared: Some(DEEPSEEK_SHARED),
     dense: Some(&GATED_MLP),
     keys: MoeKeys {
         experts: &["n_routed_experts", "num_local_experts"],
