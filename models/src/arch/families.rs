@@ -471,6 +471,40 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     interleave_key: Some("rope_interleave"),
 };
 
+/// DeepSeek-V3's router (`noaux_tc`): sigmoid scores in f32 with the correction, 8 groups scored
+/// by their best two, 4 open, times 2.5 (`DeepseekV3Config`'s defaults).
+const DEEPSEEK_V3_ROUTING: GroupedRouting = GroupedRouting {
+    sigmoid: true,
+    f32_router: true,
+    bias: Some("e_score_correction_bias"),
+    group_best: 2,
+    method: None,
+    groups: ("n_group", 8),
+    topk_groups: ("topk_group", 4),
+    scale: Key { name: "routed_scaling_factor", default: Some(2.5) },
+};
+
+/// DeepSeek-V3's mixture (`DeepseekV3Config`'s defaults): per-expert weights, the grouped sigmoid
+/// router with its correction, DeepSeek's shared expert, the first three layers dense.
+const DEEPSEEK_V3_EXPERTS: MoeNames = MoeNames {
+    router: "mlp.gate",
+    router_bias: false,
+    experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+    shared: Some(DEEPSEEK_SHARED),
+    dense: Some(&GATED_MLP),
+    keys: MoeKeys {
+        experts: &["n_routed_experts", "num_local_experts"],
+        experts_default: 256,
+        top_k_default: 8,
+        normalize: TopKNorm::Key("norm_topk_prob", true),
+        intermediate: &["moe_intermediate_size"],
+        intermediate_default: Some(2048),
+        sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 3 },
+        routing: Routing::Grouped(DEEPSEEK_V3_ROUTING),
+        activation: ExpertActivation::Gated,
+    },
+};
+
 /// DeepSeek-V3 (and Moonlight, which publishes this `model_type`): multi-head
 /// latent attention (`q_lora_rank` / `kv_lora_rank` projections, a shared rotary key,
 /// `rope_interleave`, YaRN's `mscale_all_dim` in the softmax scale: see
@@ -485,33 +519,7 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
     model_types: &["deepseek_v3"],
     names: NameTable {
         attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT),
-        mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: Some(DEEPSEEK_SHARED),
-            dense: Some(&GATED_MLP),
-            keys: MoeKeys {
-                experts: &["n_routed_experts", "num_local_experts"],
-                experts_default: 256,
-                top_k_default: 8,
-                normalize: TopKNorm::Key("norm_topk_prob", true),
-                intermediate: &["moe_intermediate_size"],
-                intermediate_default: Some(2048),
-                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 3 },
-                routing: Routing::Grouped(GroupedRouting {
-                    sigmoid: true,
-                    f32_router: true,
-                    bias: Some("e_score_correction_bias"),
-                    group_best: 2,
-                    method: None,
-                    groups: ("n_group", 8),
-                    topk_groups: ("topk_group", 4),
-                    scale: Key { name: "routed_scaling_factor", default: Some(2.5) },
-                }),
-                activation: ExpertActivation::Gated,
-            },
-        }),
+        mlp: MlpNames::Experts(DEEPSEEK_V3_EXPERTS),
         ..LLAMA_NAMES
     },
     layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(4096))], mlp_bias: Bias::Never, prediction_layers: Some((MTP_KEYS, 1)), ..LLAMA_LAYOUT },
@@ -542,31 +550,27 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
     names: NameTable {
         attention: AttentionNames::Latent(&DEEPSEEK_V2_LATENT),
         mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert { width: SharedWidth::Experts("n_shared_experts", 2), ..DEEPSEEK_SHARED }),
-            dense: Some(&GATED_MLP),
             keys: MoeKeys {
                 experts: &["n_routed_experts", "num_experts"],
                 experts_default: 64,
                 top_k_default: 6,
                 normalize: TopKNorm::Never,
-                intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(1407),
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: false,
-                    f32_router: true,
                     bias: None,
                     group_best: 1,
                     method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
                     groups: ("n_group", 1),
                     topk_groups: ("topk_group", 1),
                     scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+                    ..DEEPSEEK_V3_ROUTING
                 }),
-                activation: ExpertActivation::Gated,
+                ..DEEPSEEK_V3_EXPERTS.keys
             },
+            ..DEEPSEEK_V3_EXPERTS
         }),
         ..LLAMA_NAMES
     },
@@ -580,32 +584,22 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
 /// The GLM-4.5 mixture: DeepSeek-V3's router (sigmoid scores, `e_score_correction_bias`,
 /// groups scored by their best two) with `Glm4MoeConfig`'s defaults, one shared expert's width,
 /// the first `first_k_dense_replace` (1) layers dense.
+const GLM4_MOE_ROUTING: GroupedRouting = GroupedRouting {
+    groups: ("n_group", 1),
+    topk_groups: ("topk_group", 1),
+    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+    ..DEEPSEEK_V3_ROUTING
+};
+
 const GLM4_MOE_EXPERTS: MoeNames = MoeNames {
-    router: "mlp.gate",
-    router_bias: false,
-    experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-    shared: Some(DEEPSEEK_SHARED),
-    dense: Some(&GATED_MLP),
     keys: MoeKeys {
-        experts: &["n_routed_experts", "num_local_experts"],
         experts_default: 128,
-        top_k_default: 8,
-        normalize: TopKNorm::Key("norm_topk_prob", true),
-        intermediate: &["moe_intermediate_size"],
         intermediate_default: Some(1408),
         sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 1 },
-        routing: Routing::Grouped(GroupedRouting {
-            sigmoid: true,
-            f32_router: true,
-            bias: Some("e_score_correction_bias"),
-            group_best: 2,
-            method: None,
-            groups: ("n_group", 1),
-            topk_groups: ("topk_group", 1),
-            scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
-        }),
-        activation: ExpertActivation::Gated,
+        routing: Routing::Grouped(GLM4_MOE_ROUTING),
+        ..DEEPSEEK_V3_EXPERTS.keys
     },
+    ..DEEPSEEK_V3_EXPERTS
 };
 
 /// GLM-4.5 / 4.6 / 4.7 (and GLM-4.5-Air): Llama attention with q/k/v biases per
@@ -654,16 +648,7 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
                 top_k_default: 4,
                 intermediate_default: Some(1536),
                 sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: 1 },
-                routing: Routing::Grouped(GroupedRouting {
-                    sigmoid: true,
-                    f32_router: true,
-                    bias: Some("e_score_correction_bias"),
-                    group_best: 2,
-                    method: None,
-                    groups: ("n_group", 1),
-                    topk_groups: ("topk_group", 1),
-                    scale: Key { name: "routed_scaling_factor", default: Some(1.8) },
-                }),
+                routing: Routing::Grouped(GroupedRouting { scale: Key { name: "routed_scaling_factor", default: Some(1.8) }, ..GLM4_MOE_ROUTING }),
                 ..GLM4_MOE_EXPERTS.keys
             },
             ..GLM4_MOE_EXPERTS
@@ -712,16 +697,7 @@ pub const MISTRAL4: DecoderFamily = DecoderFamily {
                 top_k_default: 4,
                 intermediate_default: Some(2048),
                 sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
-                routing: Routing::Grouped(GroupedRouting {
-                    sigmoid: false,
-                    f32_router: false,
-                    bias: None,
-                    group_best: 2,
-                    method: None,
-                    groups: ("n_group", 1),
-                    topk_groups: ("topk_group", 1),
-                    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
-                }),
+                routing: Routing::Grouped(GroupedRouting { sigmoid: false, f32_router: false, bias: None, ..GLM4_MOE_ROUTING }),
                 ..GLM4_MOE_EXPERTS.keys
             },
             ..GLM4_MOE_EXPERTS
