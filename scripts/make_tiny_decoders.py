@@ -327,6 +327,17 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="Youtu-LLM: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` 12, interleaved RoPE rows, latent norms at 1e-6 beside `rms_norm_eps` 1e-5) in Llama's dense blocks, untied head (`tie_word_embeddings` false; the class default is true)",
     ),
+    # ERNIE 4.5 MoE: ERNIE 4.5's attention with biases, softmax routing with a correction for
+    # the choice, shared experts, layer 0 dense by `moe_layer_start_index`.
+    "tiny-ernie4_5_moe": dict(
+        cls="Ernie4_5_Moe", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=3, head_dim=16, rms_norm_eps=1e-5, use_bias=True,
+                  moe_num_experts=8, moe_k=2, moe_num_shared_experts=1, moe_intermediate_size=32, moe_layer_start_index=1,
+                  moe_layer_end_index=-1, moe_layer_interval=1, rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        legacy=legacy_rope,
+        tweak=lambda model: [layer.mlp.gate.moe_statics.e_score_correction_bias.copy_(torch.randn(1, 8) * 0.1) for layer in model.model.layers[1:]],
+        exercises="ERNIE 4.5 MoE: biases on q/k/v/o, the MLPs and the head (`use_bias`), RoPE on interleaved pairs; layer 0 dense (`moe_layer_start_index` 1), layers 1-2 8 experts top 2 (`moe_k`) by f32 softmax plus `mlp.moe_statics.e_score_correction_bias` `[1, 8]` for the choice, renormalized, one shared expert",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

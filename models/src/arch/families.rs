@@ -476,7 +476,7 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
 const DEEPSEEK_V3_ROUTING: GroupedRouting = GroupedRouting {
     sigmoid: true,
     f32_router: true,
-    bias: Some("e_score_correction_bias"),
+    bias: Some("mlp.gate.e_score_correction_bias"),
     group_best: 2,
     method: None,
     groups: ("n_group", 8),
@@ -764,6 +764,56 @@ pub const YOUTU: DecoderFamily = DecoderFamily {
     model_types: &["youtu"],
     names: NameTable { attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT), ..LLAMA_NAMES },
     layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))], mlp_bias: Bias::Never, tie_default: true, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// ERNIE 4.5 MoE (ERNIE-4.5-21B-A3B, 300B-A47B): ERNIE 4.5's attention (biases on q/k/v/o and the
+/// head per `use_bias`, RoPE on interleaved pairs, head_dim 128 and theta 500000 when absent, tied
+/// head by default); `moe_num_experts` (64) of `moe_intermediate_size` (1536), top `moe_k` (6),
+/// routed by a softmax in f32 with `mlp.moe_statics.e_score_correction_bias` added for the choice
+/// only, the chosen probabilities renormalized (`moe_norm_min` 1e-12 as the floor of their sum:
+/// never reached, so a plain division); `moe_num_shared_experts` (2) experts' width of shared MLP;
+/// layer `i` sparse when `(i + 1) % moe_layer_interval == 0` and `moe_layer_start_index <= i <=
+/// moe_layer_end_index` (1, 1, -1 = the last), else the dense MLP (defaults from
+/// `Ernie4_5_MoeConfig`).
+pub const ERNIE4_5_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["ernie4_5_moe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            shared: Some(SharedExpert { width: SharedWidth::Experts("moe_num_shared_experts", 2), ..DEEPSEEK_SHARED }),
+            keys: MoeKeys {
+                experts: &["moe_num_experts", "num_experts"],
+                experts_default: 64,
+                top_k_default: 6,
+                normalize: TopKNorm::Always,
+                intermediate_default: Some(1536),
+                sparse: SparseLayers::Interval { start: ("moe_layer_start_index", 1), end: "moe_layer_end_index", interval: ("moe_layer_interval", 1) },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: false,
+                    bias: Some("mlp.moe_statics.e_score_correction_bias"),
+                    group_best: 1,
+                    groups: ("", 1),
+                    topk_groups: ("", 1),
+                    scale: Key { name: "", default: Some(1.0) },
+                    ..DEEPSEEK_V3_ROUTING
+                }),
+                ..DEEPSEEK_V3_EXPERTS.keys
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        lm_head_bias: Bias::Config("use_bias"),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        key_aliases: &[("moe_k", "num_experts_per_tok")],
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
+        rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default },
+        ..ERNIE4_5.layout
+    },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

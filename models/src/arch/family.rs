@@ -418,7 +418,8 @@ pub enum Routing {
 }
 
 /// DeepSeek's routing: scores (sigmoid or softmax of the router logits); a choice (the scores
-/// plus a per-expert correction `{router}.{bias}` when there is one); the experts fall in
+/// plus a per-expert correction, the layer's tensor `bias`, `[experts]` or `[1, experts]`, when
+/// there is one); the experts fall in
 /// `groups` groups (key, default), each scored by the sum of its `group_best` best choices,
 /// and only the `topk_groups` best groups (key, default) are open; the top k open experts by
 /// choice are weighted by their score (renormalized as `normalize` says, plus 1e-20), times
@@ -464,6 +465,10 @@ pub enum SparseLayers {
     /// The first `key` layers are dense (default `default`), every later one sparse
     /// (DeepSeek-V3 `first_k_dense_replace`).
     FirstDense { key: &'static str, default: usize },
+    /// Layer `i` is sparse when `(i + 1) % interval == 0` and `start <= i <= end` (keys with
+    /// defaults; `end` -1 or absent: the last layer), else dense (ERNIE 4.5 MoE's
+    /// `moe_layer_start_index`, `moe_layer_end_index`, `moe_layer_interval`).
+    Interval { start: (&'static str, usize), end: &'static str, interval: (&'static str, usize) },
     /// Per layer, as the list under `key` says (`"dense"` / `"sparse"`, GLM-4.7-Flash's
     /// `mlp_layer_types`); without the list the first `default_dense` layers are dense.
     Types { key: &'static str, default_dense: usize },

@@ -65,6 +65,17 @@ impl MoeSettings {
             SparseLayers::All => (1, vec![], 0),
             SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?, 0),
             SparseLayers::FirstDense { key, default } => (1, vec![], c.count_or_zero(key)?.unwrap_or(default)),
+            SparseLayers::Interval { start, end, interval } => {
+                let first = c.count_or_zero(start.0)?.unwrap_or(start.1);
+                let last = match c.raw.get(end) {
+                    None | Some(serde_json::Value::Null) => c.num_hidden_layers - 1,
+                    Some(v) if v.as_i64() == Some(-1) => c.num_hidden_layers - 1,
+                    Some(_) => c.count_or_zero(end)?.unwrap_or(0),
+                };
+                let step = c.count(interval.0)?.unwrap_or(interval.1);
+                let dense = (0..c.num_hidden_layers).filter(|&i| !((i + 1) % step == 0 && i >= first && i <= last)).collect();
+                (1, dense, 0)
+            }
             SparseLayers::Types { key, default_dense } => match c.raw.get(key) {
                 None | Some(serde_json::Value::Null) => (1, vec![], default_dense),
                 Some(serde_json::Value::Array(items)) if items.len() == c.num_hidden_layers => {
@@ -98,6 +109,8 @@ impl MoeSettings {
                     }
                 };
                 let (groups, topk_groups) = (r.groups, r.topk_groups);
+                // A family with one group names no group keys (`""`: not read).
+                let count = |key: &str, default: usize| -> Result<usize> { Ok(if key.is_empty() { default } else { c.count(key)?.unwrap_or(default) }) };
                 let (g, tg) = match (grouped_method, r.method) {
                     // A method key that asks for groups needs their counts (transformers
                     // fails without them).
@@ -105,7 +118,7 @@ impl MoeSettings {
                         let need = |k: &str| -> Result<usize> { c.count(k)?.ok_or_else(|| err(c, format!("`{key}` is `{value}`, which needs `{k}`; it is missing"))) };
                         (need(groups.0)?, need(topk_groups.0)?)
                     }
-                    (true, None) => (c.count(groups.0)?.unwrap_or(groups.1), c.count(topk_groups.0)?.unwrap_or(topk_groups.1)),
+                    (true, None) => (count(groups.0, groups.1)?, count(topk_groups.0, topk_groups.1)?),
                     (false, _) => (1, 1),
                 };
                 if g == 0 || !num_experts.is_multiple_of(g) {
@@ -121,7 +134,7 @@ impl MoeSettings {
                 if top_k > tg * (num_experts / g) {
                     return Err(err(c, format!("`num_experts_per_tok` ({top_k}) is more than the {tg} open groups hold ({} experts)", tg * (num_experts / g))));
                 }
-                let scale = c.number(r.scale.name, r.scale.default)?.unwrap_or(1.0);
+                let scale = if r.scale.name.is_empty() { r.scale.default.unwrap_or(1.0) } else { c.number(r.scale.name, r.scale.default)?.unwrap_or(1.0) };
                 Some(GroupedSettings { sigmoid: r.sigmoid, group_best: r.group_best, groups: g, topk_groups: tg, scale })
             }
             _ => None,
@@ -224,7 +237,15 @@ pub(super) fn block(
             f32_router: r.f32_router,
             bias: match r.bias {
                 None => None,
-                Some(bias) => Some((ckpt.tensor(&format!("{router}.{bias}"), &[m.num_experts])?.cast(ir::DType::F32), format!("{router}.{bias}"))),
+                // `[experts]` (DeepSeek-V3), or `[1, experts]` (ERNIE 4.5's one group of them).
+                Some(bias) => {
+                    let name = s(bias);
+                    let recipe = match ckpt.tensor(&name, &[m.num_experts]) {
+                        Err(crate::Error::TensorShape { .. }) => ckpt.tensor(&name, &[1, m.num_experts])?.reshape(vec![m.num_experts]),
+                        other => other?,
+                    };
+                    Some((recipe.cast(ir::DType::F32), name))
+                }
             },
             group_best: g.group_best,
             groups: g.groups,
@@ -327,7 +348,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V2, DEEPSEEK_V3, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V2, DEEPSEEK_V3, ERNIE4_5_MOE, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -430,6 +451,18 @@ mod tests {
         assert!(e.contains("`topk_group`") && e.contains("missing"), "{e}");
         let e = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"noaux_tc""#).unwrap_err().to_string();
         assert!(e.contains("`topk_method`") && e.contains("group_limited_greedy"), "{e}");
+    }
+
+    #[test]
+    fn ernie_layers_are_sparse_by_interval_between_start_and_end() {
+        let m = settings(&ERNIE4_5_MOE, "ernie4_5_moe", "").unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (64, 6, true, 1536, Some(3072)));
+        assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, true, true, true, true, true]);
+        let m = settings(&ERNIE4_5_MOE, "ernie4_5_moe", r#","moe_k":2,"moe_layer_start_index":0,"moe_layer_end_index":4,"moe_layer_interval":2"#).unwrap();
+        assert_eq!(m.top_k, 2);
+        assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, true, false, true, false, false]);
+        let g = m.grouped.unwrap();
+        assert_eq!((g.sigmoid, g.groups, g.topk_groups, g.scale), (false, 1, 1, 1.0));
     }
 
     #[test]
