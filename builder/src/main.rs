@@ -235,9 +235,10 @@ enum Command {
         /// `vision_config`): build its language model alone, a decoder package on input_ids
         /// (genai_config.json of the text model's type), the vision tower and projector left
         /// unread. The way to build one whose vision parts this tool does not make (Mistral 3:
-        /// Ministral 3, Mistral Small 3.1/3.2; LLaVA-style checkpoints) as a text model, or a
-        /// smaller text-only package of one it does (Gemma 3, Qwen2.5-VL, Qwen3-VL: their
-        /// multimodal RoPE sections reduce to plain RoPE for text).
+        /// Ministral 3, Mistral Small 3.1/3.2, a `mistral4` text model; others whose `text_config` is a
+        /// family listed here and spells out its sizes) as a text model, or a smaller text-only
+        /// package of one it does (Gemma 3, Qwen2.5-VL, Qwen3-VL: their multimodal RoPE
+        /// sections reduce to plain RoPE for text).
         #[arg(long)]
         text_only: bool,
     },

@@ -678,7 +678,7 @@ const MISTRAL4_LATENT: LatentNames = LatentNames {
     ..DEEPSEEK_V3_LATENT
 };
 
-/// Mistral 4 (the text model of Mistral Small 4): DeepSeek-V3's latent attention with
+/// Mistral 4 (also a `mistral3` checkpoint's `text_config`): DeepSeek-V3's latent attention with
 /// Ministral 3's query scaling by position (`llama_4_scaling_beta` over the RoPE's
 /// `original_max_position_embeddings`, applied to the whole query), and a mixture of
 /// `n_routed_experts` (128) of `moe_intermediate_size` (2048) routed by a softmax over groups
