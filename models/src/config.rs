@@ -47,6 +47,15 @@ pub struct RopeConfig {
 /// cache holds the latent and the rotary key, as transformers' does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatentDims {
+    pub sizes: LatentSizes,
+    /// The softmax scale: `1 / sqrt(nope + rope)`, times `mscale(factor, mscale_all_dim)^2`
+    /// when the RoPE is scaled and `mscale_all_dim` is set (transformers' `yarn_apply_mscale`).
+    pub scale: f64,
+}
+
+/// Latent attention's sizes, as a config class defaults them and as config.json sets them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatentSizes {
     /// `q_lora_rank`; `None`: the queries come from one `q_proj`.
     pub q_rank: Option<usize>,
     /// `kv_lora_rank`.
@@ -61,9 +70,6 @@ pub struct LatentDims {
     /// their weight rows, so the graph and the cache use rotate-half pairs as transformers'
     /// output does).
     pub interleaved: bool,
-    /// The softmax scale: `1 / sqrt(nope + rope)`, times `mscale(factor, mscale_all_dim)^2`
-    /// when the RoPE is scaled and `mscale_all_dim` is set (transformers' `yarn_apply_mscale`).
-    pub scale: f64,
 }
 
 impl LatentDims {
@@ -101,7 +107,7 @@ impl LatentDims {
                 scale *= m * m;
             }
         }
-        Ok(LatentDims { q_rank, kv_rank, nope, rope, v, interleaved, scale })
+        Ok(LatentDims { sizes: LatentSizes { q_rank, kv_rank, nope, rope, v, interleaved }, scale })
     }
 }
 
@@ -425,7 +431,7 @@ impl DecoderConfig {
         // Latent attention attends over one shared key/value head of the compressed width
         // (see `LatentDims`); `head_dim` in its configs is the rotary width.
         let (head_dim, num_key_value_heads) = match &latent {
-            Some(l) => (l.kv_rank + l.rope, 1),
+            Some(l) => (l.sizes.kv_rank + l.sizes.rope, 1),
             None => (head_dim, num_key_value_heads),
         };
         // GPT-2 writes `n_inner: null` to mean 4 * hidden.
@@ -440,7 +446,7 @@ impl DecoderConfig {
         let partial_default = family.map_or(1.0, |f| f.partial_rotary_default);
         let rope_default = family.map_or(crate::arch::RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false }, |f| f.rope_default);
         let (rope, sliding_rope) = read_ropes(&r, max_position_embeddings, head_dim, partial_default, rope_default)?;
-        let rotary_dim = latent.as_ref().map_or((head_dim as f64 * rope.partial_rotary_factor) as usize, |l| l.rope);
+        let rotary_dim = latent.as_ref().map_or((head_dim as f64 * rope.partial_rotary_factor) as usize, |l| l.sizes.rope);
         if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) || rotary_dim > head_dim {
             return Err(r.err(format!(
                 "rotary dimension {rotary_dim} (head_dim {head_dim} x partial_rotary_factor {}) must be even and at most head_dim",
@@ -610,7 +616,7 @@ impl DecoderConfig {
     /// Number of rotated dimensions per head.
     pub fn rotary_dim(&self) -> usize {
         match &self.latent {
-            Some(l) => l.rope,
+            Some(l) => l.sizes.rope,
             None => (self.head_dim as f64 * self.rope.partial_rotary_factor) as usize,
         }
     }
@@ -1291,7 +1297,7 @@ mod tests {
         let base = r#""model_type":"deepseek_v3","hidden_size":64,"num_attention_heads":4,"num_key_value_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512"#;
         let c = parse(&format!("{{{base}}}")).unwrap();
         let l = c.latent.clone().unwrap();
-        assert_eq!((l.q_rank, l.kv_rank, l.nope, l.rope, l.v, l.interleaved), (Some(1536), 512, 128, 64, 128, true));
+        assert_eq!(l.sizes, LatentSizes { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true });
         assert_eq!((c.head_dim, c.num_key_value_heads, c.rotary_dim()), (576, 1, 64));
         assert!((l.scale - 1.0 / 192f64.sqrt()).abs() < 1e-15);
         let c = parse(&format!(
@@ -1300,7 +1306,7 @@ mod tests {
         ))
         .unwrap();
         let l = c.latent.clone().unwrap();
-        assert_eq!((l.q_rank, l.kv_rank, l.nope, l.rope, l.v, l.interleaved), (None, 24, 16, 8, 12, false));
+        assert_eq!(l.sizes, LatentSizes { q_rank: None, kv_rank: 24, nope: 16, rope: 8, v: 12, interleaved: false });
         assert_eq!((c.head_dim, c.num_key_value_heads, c.rotary_dim()), (32, 1, 8));
         let m = 0.1 * 4f64.ln() + 1.0;
         assert!((l.scale - m * m / 24f64.sqrt()).abs() < 1e-15, "{}", l.scale);

@@ -45,16 +45,26 @@ const F16_BATCH_BOUNDS: &[(&str, f32, &str)] = &[(
      only to itself and the sink, after two clamped-SwiGLU layers; this build is 9.5e-2 there",
 )];
 
-/// A fixture's f16 bound, as its reference.json states it: [`F16_ATOL`], or twice
-/// transformers' own f16 error on it (`tolerance.float16.transformers_float16_err`, measured
-/// when the fixture was made) when that is larger: a build is held to what transformers itself
-/// achieves in f16 (tiny-deepseek_v3-lite: transformers 6.5e-2, so 1.3e-1).
+/// Fixtures that transformers itself cannot run within [`F16_ATOL`] of their f32 reference in
+/// float16 on every case, with the bound all their cases are held to instead (twice
+/// transformers' own f16 error, `tolerance.float16.transformers_float16_err` of their
+/// reference.json) and the measurement. Every other fixture keeps [`F16_ATOL`].
+const F16_FIXTURE_BOUNDS: &[(&str, f32, &str)] = &[
+    (
+        "tiny-deepseek_v3-lite",
+        0.129,
+        "transformers 5.25 in float16 is 6.45e-2 off this reference (its unnormalized routing times 1.5 over two shared experts' width); this build is 6.6e-2",
+    ),
+    (
+        "tiny-mistral4",
+        0.0622,
+        "transformers 5.25 in float16 is 3.1e-2 off this reference (its queries grow by up to 1.17x with position); this build is 5.7e-2, 1.85x that, where the order of the f16 scale and rotation differs (before RoPE here, after it in transformers); not analysed further",
+    ),
+];
+
+/// A fixture's f16 bound: [`F16_ATOL`], or its [`F16_FIXTURE_BOUNDS`] entry.
 fn f16_atol(name: &str) -> f32 {
-    let path = fixture(name).join("reference.json");
-    let Ok(text) = std::fs::read_to_string(&path) else { return F16_ATOL };
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let own = json["tolerance"]["float16"]["transformers_float16_err"].as_f64().unwrap_or(0.0) as f32;
-    F16_ATOL.max(2.0 * own)
+    F16_FIXTURE_BOUNDS.iter().find(|(n, _, _)| *n == name).map_or(F16_ATOL, |(_, b, _)| *b)
 }
 
 #[test]

@@ -128,7 +128,7 @@ impl DecoderFamily {
         for key in keys {
             extra = extra.or(c.count_or_zero(key)?);
         }
-        let (extra, key) = (extra.unwrap_or(default), keys[0]);
+        let (extra, key) = (extra.unwrap_or(default), keys.first().copied().unwrap_or("num_nextn_predict_layers"));
         let prefixes: Vec<String> = (c.num_hidden_layers..c.num_hidden_layers + extra).map(|i| format!("{}.", self.names.layer.replace("{i}", &i.to_string()))).collect();
         let names: Vec<String> = ckpt.tensor_names().filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str()))).map(str::to_string).collect();
         let why = format!("a multi-token prediction layer (`{key}`): it drafts tokens in training; generation does not run it");

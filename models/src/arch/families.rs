@@ -5,6 +5,7 @@ use super::encoder::{EncoderFamily, EncoderNames, EncoderPositions};
 use super::family::*;
 use crate::components::linear::WeightLayout;
 use crate::components::norm::NormKind;
+use crate::config::LatentSizes;
 
 /// Llama-style attention names, shared by most families.
 const SEPARATE_QKV: AttentionNames =
@@ -467,7 +468,7 @@ const DEEPSEEK_V3_LATENT: LatentNames = LatentNames {
     kv_a_norm: "self_attn.kv_a_layernorm",
     kv_b: "self_attn.kv_b_proj",
     norm_eps: 1e-6,
-    defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true },
+    defaults: LatentSizes { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: true },
     interleave_key: Some("rope_interleave"),
 };
 
@@ -479,9 +480,8 @@ const DEEPSEEK_V3_ROUTING: GroupedRouting = GroupedRouting {
     bias: Some("mlp.gate.e_score_correction_bias"),
     group_best: 2,
     method: None,
-    groups: ("n_group", 8),
-    topk_groups: ("topk_group", 4),
-    scale: Key { name: "routed_scaling_factor", default: Some(2.5) },
+    groups: Some(GroupKeys { count: ("n_group", 8), open: ("topk_group", 4) }),
+    scale: Some(Key { name: "routed_scaling_factor", default: Some(2.5) }),
 };
 
 /// DeepSeek-V3's mixture (`DeepseekV3Config`'s defaults): per-expert weights, the grouped sigmoid
@@ -532,7 +532,7 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
 /// DeepSeek-V2's latent attention: V3's names, `DeepseekV2Config`'s defaults, the rotary
 /// pairs rotated as stored (its complex rotation keeps them interleaved in its cache).
 const DEEPSEEK_V2_LATENT: LatentNames = LatentNames {
-    defaults: LatentDefaults { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: false },
+    defaults: LatentSizes { q_rank: Some(1536), kv_rank: 512, nope: 128, rope: 64, v: 128, interleaved: false },
     interleave_key: None,
     ..DEEPSEEK_V3_LATENT
 };
@@ -563,9 +563,8 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
                     bias: None,
                     group_best: 1,
                     method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
-                    groups: ("n_group", 1),
-                    topk_groups: ("topk_group", 1),
-                    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+                    groups: Some(GroupKeys { count: ("n_group", 1), open: ("topk_group", 1) }),
+                    scale: Some(Key { name: "routed_scaling_factor", default: Some(1.0) }),
                     ..DEEPSEEK_V3_ROUTING
                 }),
                 ..DEEPSEEK_V3_EXPERTS.keys
@@ -585,9 +584,8 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
 /// groups scored by their best two) with `Glm4MoeConfig`'s defaults, one shared expert's width,
 /// the first `first_k_dense_replace` (1) layers dense.
 const GLM4_MOE_ROUTING: GroupedRouting = GroupedRouting {
-    groups: ("n_group", 1),
-    topk_groups: ("topk_group", 1),
-    scale: Key { name: "routed_scaling_factor", default: Some(1.0) },
+    groups: Some(GroupKeys { count: ("n_group", 1), open: ("topk_group", 1) }),
+    scale: Some(Key { name: "routed_scaling_factor", default: Some(1.0) }),
     ..DEEPSEEK_V3_ROUTING
 };
 
@@ -630,7 +628,7 @@ pub const GLM4_MOE: DecoderFamily = DecoderFamily {
 
 /// GLM-4.7-Flash's latent attention: DeepSeek-V3's names, `Glm4MoeLiteConfig`'s sizes.
 const GLM4_MOE_LITE_LATENT: LatentNames = LatentNames {
-    defaults: LatentDefaults { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },
+    defaults: LatentSizes { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },
     ..DEEPSEEK_V3_LATENT
 };
 
@@ -648,7 +646,7 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
                 top_k_default: 4,
                 intermediate_default: Some(1536),
                 sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: 1 },
-                routing: Routing::Grouped(GroupedRouting { scale: Key { name: "routed_scaling_factor", default: Some(1.8) }, ..GLM4_MOE_ROUTING }),
+                routing: Routing::Grouped(GroupedRouting { scale: Some(Key { name: "routed_scaling_factor", default: Some(1.8) }), ..GLM4_MOE_ROUTING }),
                 ..GLM4_MOE_EXPERTS.keys
             },
             ..GLM4_MOE_EXPERTS
@@ -674,7 +672,7 @@ const MISTRAL4_ROPE: &str = r#"{"rope_type":"yarn","rope_theta":10000.0,"factor"
 
 /// Mistral 4's latent attention: DeepSeek-V3's names, `Mistral4Config`'s sizes.
 const MISTRAL4_LATENT: LatentNames = LatentNames {
-    defaults: LatentDefaults { q_rank: Some(1024), kv_rank: 256, nope: 64, rope: 64, v: 128, interleaved: true },
+    defaults: LatentSizes { q_rank: Some(1024), kv_rank: 256, nope: 64, rope: 64, v: 128, interleaved: true },
     ..DEEPSEEK_V3_LATENT
 };
 
@@ -795,9 +793,8 @@ pub const ERNIE4_5_MOE: DecoderFamily = DecoderFamily {
                     sigmoid: false,
                     bias: Some("mlp.moe_statics.e_score_correction_bias"),
                     group_best: 1,
-                    groups: ("", 1),
-                    topk_groups: ("", 1),
-                    scale: Key { name: "", default: Some(1.0) },
+                    groups: None,
+                    scale: None,
                     ..DEEPSEEK_V3_ROUTING
                 }),
                 ..DEEPSEEK_V3_EXPERTS.keys

@@ -278,22 +278,14 @@ pub struct LatentNames {
     /// The epsilon of `q_a_norm` and `kv_a_norm`: fixed in transformers' code (the RMSNorm
     /// class default, 1e-6, whatever `rms_norm_eps` says).
     pub norm_eps: f64,
-    pub defaults: LatentDefaults,
+    /// The config class's defaults of the size keys.
+    pub defaults: crate::config::LatentSizes,
     /// The boolean key saying the rotary rows are stored as interleaved pairs (DeepSeek-V3
     /// `rope_interleave`, read by de-interleaving them); `None` where the family rotates the
     /// pairs as stored (DeepSeek-V2's complex rotation: `layout.rotary` Interleaved).
     pub interleave_key: Option<&'static str>,
 }
 
-/// A latent-attention config class's defaults of its size keys.
-pub struct LatentDefaults {
-    pub q_rank: Option<usize>,
-    pub kv_rank: usize,
-    pub nope: usize,
-    pub rope: usize,
-    pub v: usize,
-    pub interleaved: bool,
-}
 
 /// How the MLP is stored.
 // The family tables are `const`s, where a `Box` cannot be built: the experts' names stay inline.
@@ -419,28 +411,37 @@ pub enum Routing {
 
 /// DeepSeek's routing: scores (sigmoid or softmax of the router logits); a choice (the scores
 /// plus a per-expert correction, the layer's tensor `bias`, `[experts]` or `[1, experts]`, when
-/// there is one); the experts fall in
-/// `groups` groups (key, default), each scored by the sum of its `group_best` best choices,
-/// and only the `topk_groups` best groups (key, default) are open; the top k open experts by
+/// there is one); with `groups`, the experts fall in groups, each scored by the sum of its
+/// `group_best` best choices, and only the best ones are open; the top k open experts by
 /// choice are weighted by their score (renormalized as `normalize` says, plus 1e-20), times
-/// `scale` (key, default). DeepSeek-V3 (`noaux_tc`): sigmoid, `e_score_correction_bias`, best
-/// two; DeepSeek-V2: softmax, no correction, the group's best one, groups only when `method`'s
-/// key says its grouped value (`topk_method: group_limited_greedy`; `greedy`: one group).
+/// `scale` (key, default; `None`: 1). DeepSeek-V3 (`noaux_tc`): sigmoid,
+/// `e_score_correction_bias`, best two; DeepSeek-V2: softmax, no correction, the group's best
+/// one, groups only when `method`'s key says its grouped value (`topk_method:
+/// group_limited_greedy`; `greedy`: one group); ERNIE 4.5 MoE: softmax with a correction, no
+/// groups, no scale.
 #[derive(Clone, Copy, Debug)]
 pub struct GroupedRouting {
     pub sigmoid: bool,
-    /// The router projection runs in f32 on f32 weights (DeepSeek-V2/V3 and GLM: transformers
-    /// keeps `gate.weight` and the correction in f32 and casts the hidden states up); false:
-    /// in the build dtype, the logits cast to f32 (Mistral 4).
+    /// The router projection runs in f32 on f32 weights (DeepSeek-V2/V3, GLM and ERNIE:
+    /// transformers keeps `gate.weight` and the correction in f32 and casts the hidden states
+    /// up); false: in the build dtype, the logits cast to f32 (Mistral 4).
     pub f32_router: bool,
     pub bias: Option<&'static str>,
     pub group_best: usize,
     /// `(key, default, grouped value, plain value)`: the method key when one decides whether
     /// the groups apply.
     pub method: Option<(&'static str, &'static str, &'static str, &'static str)>,
-    pub groups: (&'static str, usize),
-    pub topk_groups: (&'static str, usize),
-    pub scale: Key,
+    /// The group keys; `None`: the family has one group (no keys to read).
+    pub groups: Option<GroupKeys>,
+    pub scale: Option<Key>,
+}
+
+/// The keys of DeepSeek's groups, each with its default: how many groups (`n_group`) and how
+/// many of them are open (`topk_group`).
+#[derive(Clone, Copy, Debug)]
+pub struct GroupKeys {
+    pub count: (&'static str, usize),
+    pub open: (&'static str, usize),
 }
 
 /// Renormalization of the routed top-k probabilities.

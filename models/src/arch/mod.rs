@@ -13,7 +13,7 @@ pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, Encod
 pub use families::{APERTUS, DEEPSEEK_V2, DEEPSEEK_V3, GLM4_MOE, GLM4_MOE_LITE, MISTRAL4, OLMOE, YOUTU, ERNIE4_5_MOE, GPT_NEOX, HUNYUAN_DENSE, GRANITEMOE, MINISTRAL3, ARCEE, BERT, COHERE, COHERE2, EXAONE4, HELIUM, STABLELM, ROBERTA, ERNIE4_5, OLMO3, SEED_OSS, GEMMA, GEMMA2, GEMMA3, GLM, GLM4, GPT2, GPT_OSS, GRANITE, LLAMA, MISTRAL, MIXTRAL, NEMOTRON, OLMO, PHIMOE, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI, PHI3, QWEN2, QWEN3, SMOLLM3, STARCODER2};
 pub use family::{
     AttentionNames, AttentionScale, Bias, BlockNorms, BlockSwitch, ExpertActivation, ExpertNames, KeyDefault, RopeDefault, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout, LocalRope, RopeLayers,
-    GroupedRouting, HeadWeights, LatentDefaults, LatentNames, MlpNames, MoeKeys, MoeNames, NameTable, SharedWidth, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, QueryPositionScale, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS, FULL_ATTENTION_LAYERS,
+    GroupKeys, GroupedRouting, HeadWeights, LatentNames, MlpNames, MoeKeys, MoeNames, NameTable, SharedWidth, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, QueryPositionScale, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS, FULL_ATTENTION_LAYERS,
 };
 
 use crate::{Checkpoint, GraphBuilder, Result};

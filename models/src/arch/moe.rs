@@ -26,8 +26,6 @@ pub struct MoeSettings {
     pub sparse_mixer: Option<f64>,
     /// DeepSeek's grouped routing.
     pub grouped: Option<GroupedSettings>,
-    /// The first layers that stay dense (DeepSeek-V3 `first_k_dense_replace`).
-    pub first_dense: usize,
     /// gpt-oss's clamped SwiGLU `(alpha, limit)`; `None`: the family's gated activation.
     pub clamped_swiglu: Option<(f64, f64)>,
 }
@@ -61,23 +59,24 @@ impl MoeSettings {
                 SharedWidth::Experts(key, default) => intermediate * c.count(key)?.unwrap_or(default),
             }),
         };
-        let (step, dense_layers, first_dense) = match k.sparse {
-            SparseLayers::All => (1, vec![], 0),
-            SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?, 0),
-            SparseLayers::FirstDense { key, default } => (1, vec![], c.count_or_zero(key)?.unwrap_or(default)),
+        let leading = |n: usize| (0..n.min(c.num_hidden_layers)).collect::<Vec<_>>();
+        let (step, dense_layers) = match k.sparse {
+            SparseLayers::All => (1, vec![]),
+            SparseLayers::Step { step_key, dense_key } => (c.count(step_key)?.unwrap_or(1), layer_list(c, dense_key)?),
+            SparseLayers::FirstDense { key, default } => (1, leading(c.count_or_zero(key)?.unwrap_or(default))),
             SparseLayers::Interval { start, end, interval } => {
-                let first = c.count_or_zero(start.0)?.unwrap_or(start.1);
+                let start_layer = c.count_or_zero(start.0)?.unwrap_or(start.1);
                 let last = match c.raw.get(end) {
                     None | Some(serde_json::Value::Null) => c.num_hidden_layers - 1,
                     Some(v) if v.as_i64() == Some(-1) => c.num_hidden_layers - 1,
                     Some(_) => c.count_or_zero(end)?.unwrap_or(0),
                 };
                 let step = c.count(interval.0)?.unwrap_or(interval.1);
-                let dense = (0..c.num_hidden_layers).filter(|&i| !((i + 1) % step == 0 && i >= first && i <= last)).collect();
-                (1, dense, 0)
+                let dense = (0..c.num_hidden_layers).filter(|&i| !((i + 1) % step == 0 && i >= start_layer && i <= last)).collect();
+                (1, dense)
             }
             SparseLayers::Types { key, default_dense } => match c.raw.get(key) {
-                None | Some(serde_json::Value::Null) => (1, vec![], default_dense),
+                None | Some(serde_json::Value::Null) => (1, leading(default_dense)),
                 Some(serde_json::Value::Array(items)) if items.len() == c.num_hidden_layers => {
                     let mut dense = Vec::new();
                     for (i, v) in items.iter().enumerate() {
@@ -87,7 +86,7 @@ impl MoeSettings {
                             _ => return Err(err(c, format!("key `{key}` holds {v} at layer {i}; supported: \"dense\", \"sparse\""))),
                         }
                     }
-                    (1, dense, 0)
+                    (1, dense)
                 }
                 Some(v) => return Err(err(c, format!("key `{key}` must list \"dense\" or \"sparse\" for each of the {} layers, found {v}", c.num_hidden_layers))),
             },
@@ -108,33 +107,35 @@ impl MoeSettings {
                         v == grouped
                     }
                 };
-                let (groups, topk_groups) = (r.groups, r.topk_groups);
-                // A family with one group names no group keys (`""`: not read).
-                let count = |key: &str, default: usize| -> Result<usize> { Ok(if key.is_empty() { default } else { c.count(key)?.unwrap_or(default) }) };
-                let (g, tg) = match (grouped_method, r.method) {
+                let (g, tg) = match (grouped_method, r.groups, r.method) {
+                    (false, _, _) | (_, None, _) => (1, 1),
                     // A method key that asks for groups needs their counts (transformers
                     // fails without them).
-                    (true, Some((key, _, value, _))) => {
+                    (true, Some(keys), Some((key, _, value, _))) => {
                         let need = |k: &str| -> Result<usize> { c.count(k)?.ok_or_else(|| err(c, format!("`{key}` is `{value}`, which needs `{k}`; it is missing"))) };
-                        (need(groups.0)?, need(topk_groups.0)?)
+                        (need(keys.count.0)?, need(keys.open.0)?)
                     }
-                    (true, None) => (count(groups.0, groups.1)?, count(topk_groups.0, topk_groups.1)?),
-                    (false, _) => (1, 1),
+                    (true, Some(keys), None) => (c.count(keys.count.0)?.unwrap_or(keys.count.1), c.count(keys.open.0)?.unwrap_or(keys.open.1)),
                 };
+                // Only a family with group keys can be given other counts than one.
+                let (groups_key, open_key) = r.groups.map_or(("n_group", "topk_group"), |k| (k.count.0, k.open.0));
                 if g == 0 || !num_experts.is_multiple_of(g) {
-                    return Err(err(c, format!("`{}` ({g}) must divide the expert count ({num_experts})", groups.0)));
+                    return Err(err(c, format!("`{groups_key}` ({g}) must divide the expert count ({num_experts})")));
                 }
                 if tg == 0 || tg > g {
-                    return Err(err(c, format!("`{}` ({tg}) must be between 1 and `{}` ({g})", topk_groups.0, groups.0)));
+                    return Err(err(c, format!("`{open_key}` ({tg}) must be between 1 and `{groups_key}` ({g})")));
                 }
                 // Each group is scored by its best experts (V3: transformers' `topk(2)`).
                 if g > 1 && num_experts / g < r.group_best {
-                    return Err(err(c, format!("`{}` ({g}) leaves {} expert(s) per group; a group is scored by its best {}", groups.0, num_experts / g, r.group_best)));
+                    return Err(err(c, format!("`{groups_key}` ({g}) leaves {} expert(s) per group; a group is scored by its best {}", num_experts / g, r.group_best)));
                 }
                 if top_k > tg * (num_experts / g) {
                     return Err(err(c, format!("`num_experts_per_tok` ({top_k}) is more than the {tg} open groups hold ({} experts)", tg * (num_experts / g))));
                 }
-                let scale = if r.scale.name.is_empty() { r.scale.default.unwrap_or(1.0) } else { c.number(r.scale.name, r.scale.default)?.unwrap_or(1.0) };
+                let scale = match r.scale {
+                    None => 1.0,
+                    Some(key) => c.number(key.name, key.default)?.unwrap_or(1.0),
+                };
                 Some(GroupedSettings { sigmoid: r.sigmoid, group_best: r.group_best, groups: g, topk_groups: tg, scale })
             }
             _ => None,
@@ -162,12 +163,12 @@ impl MoeSettings {
                 Some((read(alpha)?, read(limit)?))
             }
         };
-        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, grouped, first_dense, clamped_swiglu })
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, grouped, clamped_swiglu })
     }
 
     /// Whether layer `i` has the mixture of experts.
     pub fn sparse(&self, i: usize) -> bool {
-        i >= self.first_dense && (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
+        (i + 1).is_multiple_of(self.step) && !self.dense_layers.contains(&i)
     }
 }
 
@@ -415,7 +416,7 @@ mod tests {
         let m = settings(&DEEPSEEK_V3, "deepseek_v3", "").unwrap();
         assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (256, 8, true, 2048, Some(2048)));
         let g = m.grouped.unwrap();
-        assert_eq!((g.sigmoid, g.group_best, g.groups, g.topk_groups, g.scale, m.first_dense), (true, 2, 8, 4, 2.5, 3));
+        assert_eq!((g.sigmoid, g.group_best, g.groups, g.topk_groups, g.scale), (true, 2, 8, 4, 2.5));
         assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, false, false, true, true, true]);
         let m = settings(
             &DEEPSEEK_V3,
@@ -424,7 +425,7 @@ mod tests {
         )
         .unwrap();
         let g = m.grouped.unwrap();
-        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, g.groups, g.topk_groups, g.scale, m.first_dense), (64, 6, false, Some(2816), 1, 1, 1.0, 0));
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, g.groups, g.topk_groups, g.scale), (64, 6, false, Some(2816), 1, 1, 1.0));
         assert!((0..6).all(|i| m.sparse(i)));
         for (extra, key) in [
             (r#","n_group":3"#, "`n_group`"),
@@ -442,7 +443,8 @@ mod tests {
     fn deepseek_v2_groups_only_under_group_limited_greedy() {
         let m = settings(&DEEPSEEK_V2, "deepseek_v2", r#","n_group":8,"topk_group":3"#).unwrap();
         let g = m.grouped.unwrap();
-        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate, m.first_dense), (64, 6, false, Some(2814), 0));
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.shared_intermediate), (64, 6, false, Some(2814)));
+        assert!((0..6).all(|i| m.sparse(i)), "first_k_dense_replace 0: every layer sparse");
         assert_eq!((g.sigmoid, g.group_best, g.groups, g.topk_groups, g.scale), (false, 1, 1, 1, 1.0));
         let m = settings(&DEEPSEEK_V2, "deepseek_v2", r#","topk_method":"group_limited_greedy","n_group":8,"topk_group":3,"norm_topk_prob":true,"routed_scaling_factor":16.0"#).unwrap();
         let g = m.grouped.unwrap();

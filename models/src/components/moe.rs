@@ -202,17 +202,32 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
         let float = b.float;
         return cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32);
     }
-    let k = f32_constant(b, s, "top_k", m.top_k as f32);
-    let chosen = b.op(&format!("{s}/chosen"), "Less", &[&rank, &k], vec![]);
-    let zero = f32_constant(b, s, "zero", 0.0);
-    let mut w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, &p, &zero], vec![]);
-    if m.normalize {
-        let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
-        let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
-        w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
-    }
+    let w = top_k_weights(b, m, &rank, &p, None);
     let float = b.float;
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
+}
+
+/// `Where(rank < k, scores, 0)` (f32), divided by its sum when the block renormalizes (the
+/// sum plus `epsilon` where the family adds one: DeepSeek's 1e-20, an f32 initializer).
+fn top_k_weights(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str, epsilon: Option<f32>) -> String {
+    let s = m.scope;
+    let k = f32_constant(b, s, "top_k", m.top_k as f32);
+    let chosen = b.op(&format!("{s}/chosen"), "Less", &[rank, &k], vec![]);
+    let zero = f32_constant(b, s, "zero", 0.0);
+    let w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, scores, &zero], vec![]);
+    if !m.normalize {
+        return w;
+    }
+    let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
+    let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
+    let total = match epsilon {
+        None => total,
+        Some(eps) => {
+            let tiny = f32_initializer(b, s, "normalize/epsilon", eps);
+            b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![])
+        }
+    };
+    b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![])
 }
 
 /// `rank[e]` = #{j : v[j] > v[e]} + #{j < e : v[j] == v[e]} over the last axis of `v` (`n`
@@ -276,17 +291,7 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
         choice
     };
     let rank = rank_count(b, &format!("{s}/rank"), &format!("{s}/routing_f32"), &open, m.num_experts);
-    let k = f32_constant(b, s, "top_k", m.top_k as f32);
-    let chosen = b.op(&format!("{s}/chosen"), "Less", &[&rank, &k], vec![]);
-    let zero = f32_constant(b, s, "zero", 0.0);
-    let mut w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, &scores, &zero], vec![]);
-    if m.normalize {
-        let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
-        let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
-        let tiny = f32_initializer(b, s, "normalize/epsilon", 1e-20);
-        let total = b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![]);
-        w = b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![]);
-    }
+    let mut w = top_k_weights(b, m, &rank, &scores, Some(1e-20));
     if g.scale != 1.0 {
         let scale = f32_initializer(b, s, "routed_scaling_factor", g.scale);
         w = b.op(&format!("{s}/routing_f32/routed_scaling/Mul"), "Mul", &[&w, &scale], vec![]);

@@ -39,14 +39,14 @@ pub(super) fn block(
     let s = |part: &str| format!("{layer}.{part}");
     // The latent norms' epsilon is the class default in transformers' code, not `rms_norm_eps`.
     let (heads, hidden, eps) = (sh.c.num_attention_heads, sh.hidden, names.norm_eps);
-    let (h, rope, nope, rank, width) = (heads as i64, l.rope as i64, l.nope as i64, l.kv_rank as i64, (l.kv_rank + l.rope) as i64);
+    let (h, rope, nope, rank, width) = (heads as i64, l.sizes.rope as i64, l.sizes.nope as i64, l.sizes.kv_rank as i64, (l.sizes.kv_rank + l.sizes.rope) as i64);
     let (bias, o_bias, _) = sh.biases;
     let norm_kind = family.layout.norm;
-    let qk = l.nope + l.rope;
+    let qk = l.sizes.nope + l.sizes.rope;
 
     // Queries: `[heads * (nope + rope), in]`, split per head into the nope rows and the
     // (de-interleaved) rotary rows.
-    let (q_scope, q_in, q_x) = match l.q_rank {
+    let (q_scope, q_in, q_x) = match l.sizes.q_rank {
         None => (s(names.q), hidden, x.to_string()),
         Some(r) => {
             let a = LinearWeights::torch(ckpt, b, &s(names.q_a), hidden, r, bias)?;
@@ -56,8 +56,8 @@ pub(super) fn block(
     };
     let q_weight = ckpt.tensor(&format!("{q_scope}.weight"), &[heads * qk, q_in])?;
     let per_head = |r: &Recipe, start: usize, end: usize| r.clone().reshape(vec![heads, qk, q_in]).slice(1, start, end);
-    let q_nope_w = per_head(&q_weight, 0, l.nope).reshape(vec![heads * l.nope, q_in]);
-    let q_rope_w = rotary_rows(per_head(&q_weight, l.nope, qk), heads, l.rope, q_in, l.interleaved)?.reshape(vec![heads * l.rope, q_in]);
+    let q_nope_w = per_head(&q_weight, 0, l.sizes.nope).reshape(vec![heads * l.sizes.nope, q_in]);
+    let q_rope_w = rotary_rows(per_head(&q_weight, l.sizes.nope, qk), heads, l.sizes.rope, q_in, l.sizes.interleaved)?.reshape(vec![heads * l.sizes.rope, q_in]);
     let float = b.float;
     let as_linear = |w: Recipe| LinearWeights { weight: w.transpose(vec![1, 0]).cast(float), bias: None };
     let q_nope = linear(b, &format!("{q_scope}.nope"), &q_x, as_linear(q_nope_w));
@@ -65,25 +65,25 @@ pub(super) fn block(
 
     // The latent and the shared rotary key: `[kv_lora_rank + rope, hidden]`.
     let kv_a = s(names.kv_a);
-    let kv_a_w = ckpt.tensor(&format!("{kv_a}.weight"), &[l.kv_rank + l.rope, hidden])?;
-    let kv_a_b = if bias { Some(ckpt.tensor(&format!("{kv_a}.bias"), &[l.kv_rank + l.rope])?) } else { None };
-    let latent_w = LinearWeights { weight: kv_a_w.clone().slice(0, 0, l.kv_rank).transpose(vec![1, 0]).cast(float), bias: kv_a_b.clone().map(|r| r.slice(0, 0, l.kv_rank).cast(float)) };
-    let k_rope_rows = rotary_rows(kv_a_w.slice(0, l.kv_rank, l.kv_rank + l.rope).reshape(vec![1, l.rope, hidden]), 1, l.rope, hidden, l.interleaved)?;
+    let kv_a_w = ckpt.tensor(&format!("{kv_a}.weight"), &[l.sizes.kv_rank + l.sizes.rope, hidden])?;
+    let kv_a_b = if bias { Some(ckpt.tensor(&format!("{kv_a}.bias"), &[l.sizes.kv_rank + l.sizes.rope])?) } else { None };
+    let latent_w = LinearWeights { weight: kv_a_w.clone().slice(0, 0, l.sizes.kv_rank).transpose(vec![1, 0]).cast(float), bias: kv_a_b.clone().map(|r| r.slice(0, 0, l.sizes.kv_rank).cast(float)) };
+    let k_rope_rows = rotary_rows(kv_a_w.slice(0, l.sizes.kv_rank, l.sizes.kv_rank + l.sizes.rope).reshape(vec![1, l.sizes.rope, hidden]), 1, l.sizes.rope, hidden, l.sizes.interleaved)?;
     let k_rope_bias = match kv_a_b {
         None => None,
-        Some(r) => Some(rotary_rows(r.slice(0, l.kv_rank, l.kv_rank + l.rope).reshape(vec![1, l.rope, 1]), 1, l.rope, 1, l.interleaved)?.reshape(vec![l.rope]).cast(float)),
+        Some(r) => Some(rotary_rows(r.slice(0, l.sizes.kv_rank, l.sizes.kv_rank + l.sizes.rope).reshape(vec![1, l.sizes.rope, 1]), 1, l.sizes.rope, 1, l.sizes.interleaved)?.reshape(vec![l.sizes.rope]).cast(float)),
     };
-    let k_rope_w = LinearWeights { weight: k_rope_rows.reshape(vec![l.rope, hidden]).transpose(vec![1, 0]).cast(float), bias: k_rope_bias };
+    let k_rope_w = LinearWeights { weight: k_rope_rows.reshape(vec![l.sizes.rope, hidden]).transpose(vec![1, 0]).cast(float), bias: k_rope_bias };
     let latent = linear(b, &format!("{kv_a}.latent"), x, latent_w);
-    let latent = norm(b, ckpt, norm_kind, &s(names.kv_a_norm), &latent, l.kv_rank, eps)?;
+    let latent = norm(b, ckpt, norm_kind, &s(names.kv_a_norm), &latent, l.sizes.kv_rank, eps)?;
     let k_rope = linear(b, &format!("{kv_a}.rope"), x, k_rope_w);
 
     // `kv_b_proj` `[heads * (nope + v), rank]`: per head the key's rows `W_uk` `[nope, rank]`,
     // then the value's `W_uv` `[v, rank]`.
     let kv_b = s(names.kv_b);
-    let kv_b_w = ckpt.tensor(&format!("{kv_b}.weight"), &[heads * (l.nope + l.v), l.kv_rank])?.reshape(vec![heads, l.nope + l.v, l.kv_rank]);
-    let w_uk = b.initializer(&format!("{kv_b}.key.weight"), kv_b_w.clone().slice(1, 0, l.nope).cast(float));
-    let w_uv = b.initializer(&format!("{kv_b}.value.weight"), kv_b_w.slice(1, l.nope, l.nope + l.v).transpose(vec![0, 2, 1]).cast(float));
+    let kv_b_w = ckpt.tensor(&format!("{kv_b}.weight"), &[heads * (l.sizes.nope + l.sizes.v), l.sizes.kv_rank])?.reshape(vec![heads, l.sizes.nope + l.sizes.v, l.sizes.kv_rank]);
+    let w_uk = b.initializer(&format!("{kv_b}.key.weight"), kv_b_w.clone().slice(1, 0, l.sizes.nope).cast(float));
+    let w_uv = b.initializer(&format!("{kv_b}.value.weight"), kv_b_w.slice(1, l.sizes.nope, l.sizes.nope + l.sizes.v).transpose(vec![0, 2, 1]).cast(float));
 
     // Each head's query in the latent space: `q_nope W_uk` `[batch, seq, heads, rank]`.
     let attn = s("self_attn");
@@ -136,14 +136,14 @@ pub(super) fn block(
     let (start, end, last) = (b.const_i64_1d(&format!("{attn}/latent/out/start"), &[0]), b.const_i64_1d(&format!("{attn}/latent/out/end"), &[rank]), b.const_i64_1d(&format!("{attn}/latent/out/axis"), &[-1]));
     let y = b.op(&format!("{attn}/latent/out/Slice"), "Slice", &[&y, &start, &end, &last], vec![]);
     let y = b.op(&format!("{attn}/latent/value/MatMul"), "MatMul", &[&y, &w_uv], vec![]);
-    let merged = b.const_i64_1d(&format!("{attn}/latent/value_shape"), &[0, 0, h * l.v as i64]);
+    let merged = b.const_i64_1d(&format!("{attn}/latent/value_shape"), &[0, 0, h * l.sizes.v as i64]);
     let y = b.op(&format!("{attn}/latent/value/Reshape"), "Reshape", &[&y, &merged], vec![]);
     // `[batch, seq, heads * v]`, recorded: the rules downstream (skip norms) check the
     // residual's shape, which the Reshapes hide from inference.
     let mut shape = tokens;
-    shape.push(ir::Dim::Fixed(h * l.v as i64));
+    shape.push(ir::Dim::Fixed(h * l.sizes.v as i64));
     b.annotate(&y, b.float, shape);
-    let o = LinearWeights::torch(ckpt, b, &s(family.names.o_proj), heads * l.v, hidden, o_bias)?;
+    let o = LinearWeights::torch(ckpt, b, &s(family.names.o_proj), heads * l.sizes.v, hidden, o_bias)?;
     Ok(linear(b, &s(family.names.o_proj), &y, o))
 }
 
