@@ -122,4 +122,6 @@ bash scripts/check-new-ep.sh
 
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 export TAILOR_BIN="$target_dir/debug/tailor"
-"$venv/bin/python" -m pytest -q tests/python
+# A passing test's tmp_path is removed as it ends, and only this run's are kept: the suite
+# writes about 4 GB of packages, and CI's disk once ran out (pytest keeps three runs by default).
+"$venv/bin/python" -m pytest -q -o tmp_path_retention_policy=failed -o tmp_path_retention_count=1 tests/python

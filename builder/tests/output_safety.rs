@@ -8,10 +8,10 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn kill(child: &std::process::Child, signal: i32) {
-    // SAFETY: sending a signal to a child process we own.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
-}
+/// The size of the checkpoint whose build a test catches mid-write: the f32 package is twice
+/// this on disk. Small, since [`stop_in_write`] holds the build still while the test acts;
+/// CI once ran out of disk when these builds wrote 0.6 to 1.2 GB each.
+const CHECKPOINT_MIB: usize = 64;
 
 /// The first case: `--output . --force` inside a folder of the user's.
 #[test]
@@ -107,22 +107,23 @@ fn force_never_replaces_a_package_holding_a_checkpoint_file() {
 #[test]
 fn interrupted_builds_leave_nothing() {
     let root = tempfile::tempdir().unwrap();
-    let model = big_checkpoint(root.path(), 600);
+    let model = big_checkpoint(root.path(), CHECKPOINT_MIB);
     let out_dir = root.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let previous = out_dir.join("previous");
     assert!(tailor(&fixture("tiny-llama"), &previous, &[]).status.success());
     let before = snapshot(&previous);
-    for (signal, name, target, extra) in [
+    for (sig, name, target, extra) in [
         (libc::SIGINT, "SIGINT", "pkg", &[][..]),
         (libc::SIGTERM, "SIGTERM", "previous", &["--force"][..]),
         (libc::SIGHUP, "SIGHUP", "pkg", &[][..]),
     ] {
         let child = spawn_tailor(&model, &out_dir.join(target), extra);
-        wait_for_staging(&out_dir, target, "model.onnx.data", 120);
-        kill(&child, signal);
+        stop_in_write(&child, &out_dir, target, "model.onnx.data");
+        signal(&child, sig);
+        resume(&child);
         let (code, stderr) = finish(child);
-        assert_eq!(code, Some(128 + signal), "{name}: {stderr}");
+        assert_eq!(code, Some(128 + sig), "{name}: {stderr}");
         assert!(stderr.contains(&format!("interrupted by {name}")) && stderr.contains("removed the unfinished"), "{name}: {stderr}");
         assert_eq!(listing(&out_dir), ["previous"], "{name}: nothing but the earlier package is left");
         assert_eq!(snapshot(&previous), before, "{name}: the earlier package is untouched");
@@ -136,12 +137,12 @@ fn interrupted_builds_leave_nothing() {
 #[test]
 fn stale_staging_is_swept_by_the_next_build() {
     let root = tempfile::tempdir().unwrap();
-    let model = big_checkpoint(root.path(), 300);
+    let model = big_checkpoint(root.path(), CHECKPOINT_MIB);
     let out_dir = root.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let child = spawn_tailor(&model, &out_dir.join("pkg"), &[]);
-    let staging = wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
-    kill(&child, libc::SIGKILL);
+    let staging = stop_in_write(&child, &out_dir, "pkg", "model.onnx.data");
+    signal(&child, libc::SIGKILL);
     finish(child);
     assert!(staging.is_dir(), "SIGKILL leaves the staging folder");
     // A user's folder that happens to have a staging name.
@@ -182,14 +183,14 @@ fn stale_staging_is_swept_by_the_next_build() {
 #[test]
 fn an_output_that_changes_during_the_build_is_kept() {
     let root = tempfile::tempdir().unwrap();
-    let model = big_checkpoint(root.path(), 300);
+    let model = big_checkpoint(root.path(), CHECKPOINT_MIB);
     let out_dir = root.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("pkg");
     assert!(tailor(&fixture("tiny-llama"), &out, &[]).status.success());
     for how in ["file added", "folder replaced"] {
         let child = spawn_tailor(&model, &out, &["--force"]);
-        wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
+        stop_in_write(&child, &out_dir, "pkg", "model.onnx.data");
         if how == "file added" {
             std::fs::write(out.join("notes.txt"), b"precious").unwrap();
         } else {
@@ -197,6 +198,7 @@ fn an_output_that_changes_during_the_build_is_kept() {
             std::fs::create_dir(&out).unwrap();
             std::fs::write(out.join("thesis.tex"), b"precious").unwrap();
         }
+        resume(&child);
         let (code, stderr) = finish(child);
         assert_eq!(code, Some(1), "{how}: {stderr}");
         assert!(stderr.contains("changed while this build ran"), "{how}: {stderr}");
@@ -262,21 +264,22 @@ fn a_gguf_files_package_may_sit_beside_it() {
 #[test]
 fn concurrent_builds_of_one_output() {
     let root = tempfile::tempdir().unwrap();
-    let model = big_checkpoint(root.path(), 400);
+    let model = big_checkpoint(root.path(), CHECKPOINT_MIB);
     let out_dir = root.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = out_dir.join("pkg");
     let first = spawn_tailor(&model, &out, &[]);
-    wait_for_staging(&out_dir, "pkg", "model.onnx.data", 120);
+    stop_in_write(&first, &out_dir, "pkg", "model.onnx.data");
     let second = tailor(&fixture("tiny-llama"), &out, &[]);
     assert_eq!(second.status.code(), Some(1), "{}", second.stderr);
     assert!(second.stderr.contains("another tailor build"), "{}", second.stderr);
+    resume(&first);
     let (code, stderr) = finish(first);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(listing(&out_dir), ["pkg"]);
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("build_report.json")).unwrap()).unwrap();
     assert_eq!(report["model_type"], "llama");
-    assert!(std::fs::metadata(out.join("model.onnx.data")).unwrap().len() > 100 << 20, "the first build's package");
+    assert!(std::fs::metadata(out.join("model.onnx.data")).unwrap().len() > (CHECKPOINT_MIB as u64) << 20, "the first build's package");
     // After it, a plain second build is refused (no silent replacement), with --force it replaces.
     let again = tailor(&fixture("tiny-llama"), &out, &[]);
     assert_eq!(again.status.code(), Some(1));

@@ -115,12 +115,12 @@ pub fn with_config(dir: &Path, edit: impl FnOnce(&mut Map<String, Value>)) -> Pa
 }
 
 /// A llama checkpoint of about `mib` MiB of bf16 zeros, written sparse (no disk blocks, no
-/// time), whose f32 build takes long enough to be caught mid-write; the config is a real
-/// llama config at that size.
+/// time), whose f32 build (twice `mib` on disk) is long enough to be caught mid-write by
+/// [`stop_in_write`]; the config is a real llama config at that size.
 pub fn big_checkpoint(dir: &Path, mib: usize) -> PathBuf {
     let model = dir.join("big-model");
     std::fs::create_dir_all(&model).unwrap();
-    let (hidden, inter, vocab) = (1024usize, 2816usize, 32000usize);
+    let (hidden, inter, vocab) = (1024usize, 2816usize, 4096usize);
     let per_layer = 4 * hidden * hidden + 3 * hidden * inter + 2 * hidden;
     let layers = ((mib << 20) / 2).saturating_sub(2 * vocab * hidden) / per_layer;
     let layers = layers.max(1);
@@ -180,6 +180,28 @@ pub fn spawn_tailor(model: &Path, output: &Path, extra: &[&str]) -> std::process
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run tailor")
+}
+
+/// Waits until `child`, a build of output `name` in `parent`, is writing `file` into its
+/// staging folder, then stops it (SIGSTOP) so a test acts while the build is in the middle of
+/// its write however fast the machine is, and however small the checkpoint (CI's disk is not
+/// ours to fill); [`resume`] lets it go on. A signal sent while it is stopped is delivered on
+/// [`resume`].
+pub fn stop_in_write(child: &std::process::Child, parent: &Path, name: &str, file: &str) -> PathBuf {
+    let staging = wait_for_staging(parent, name, file, 120);
+    signal(child, libc::SIGSTOP);
+    staging
+}
+
+/// Lets a build stopped by [`stop_in_write`] go on.
+pub fn resume(child: &std::process::Child) {
+    signal(child, libc::SIGCONT);
+}
+
+/// Sends `sig` to a child process of the test.
+pub fn signal(child: &std::process::Child, sig: i32) {
+    // SAFETY: sending a signal to a child process we own.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
 /// Waits until a staging folder of output `name` holding `file` appears in `parent`
