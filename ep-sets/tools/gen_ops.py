@@ -15,7 +15,7 @@ import sys, os
 
 ONNX_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum Div Equal Erf Expand Flatten Gather Gelu Gemm
 DequantizeLinear Greater GreaterOrEqual Identity If LayerNormalization Less LessOrEqual MatMul Max Min Mul Neg Not
-Or Pow RMSNormalization Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
+Or Pow RMSNormalization Log Range ReduceMax ReduceMean ReduceSum Reshape RotaryEmbedding ScatterND
 Shape Sigmoid SimplifiedLayerNormalization Sin Slice Softmax Split Sqrt Squeeze Sub Tanh
 TensorScatter Transpose Trilu Unsqueeze Where Compress Mod ScatterElements""".split()
 MS_OPS = """GroupQueryAttention SkipSimplifiedLayerNormalization SkipLayerNormalization RotaryEmbedding
@@ -137,6 +137,10 @@ CUDA_CONTRIB_READ = {"GroupQueryAttention", "SkipLayerNormalization", "SkipSimpl
 CUDA_CONTRIB_AT = "@004b79ed (newer main than the doc)"
 # Contrib kernels whose registration was also read in their own source file (the code index's stored
 # copies, commit not pinned to the doc's), and which no GPU here has run.
+# Standard ops claimed from the registration source itself (not transcribed from the doc).
+CUDA_REGISTRATION_READ = {"Log": "onnxruntime/core/providers/cuda/cuda_execution_provider.cc @0018ddb6 (main): "
+                                 "ONNX_OPERATOR_TYPED_KERNEL_CLASS_NAME(kCudaExecutionProvider, kOnnxDomain, 13, "
+                                 "float / double / MLFloat16, Log); no BFloat16 registration in that file; unverified on a GPU here"}
 CUDA_KERNEL_READ = {"MoE": "onnxruntime/contrib_ops/cuda/moe/moe.cc (REGISTER_KERNEL_TYPED float, MLFloat16, BFloat16 "
                            "in the stored copies read; docs/rule-language.md, MoE facts); unverified on a GPU here"}
 
@@ -218,7 +222,8 @@ if __name__ == "__main__":
     elif which == "default":
         standard()
     elif which == "cuda":
-        from_rows(os.path.join(HERE, "cuda_rows.txt"), lambda d, o: f"{DOC}, CUDAExecutionProvider; registered in " + (
+        from_rows(os.path.join(HERE, "cuda_rows.txt"), lambda d, o: f"CUDAExecutionProvider: {CUDA_REGISTRATION_READ[o]}"
+                  if not d and o in CUDA_REGISTRATION_READ else f"{DOC}, CUDAExecutionProvider; registered in " + (
             "onnxruntime/contrib_ops/cuda/cuda_contrib_kernels.cc" if d or o == "SimplifiedLayerNormalization"
             else "onnxruntime/core/providers/cuda/cuda_execution_provider.cc") + (
             f"; same typed registrations re-read in that file {CUDA_CONTRIB_AT}" if d and o in CUDA_CONTRIB_READ else "") + (

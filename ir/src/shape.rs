@@ -306,6 +306,27 @@ fn structural(n: &Node, known: &HashMap<String, ValueInfo>, graph: &Graph) -> Ve
             });
             vec![dt(0).map(|d| (d, out))]
         }
+        // Reduced over constant axes: those dims dropped, or kept as 1 (`keepdims`, default 1).
+        "ReduceMean" | "ReduceSum" | "ReduceMax" if n.input(1).is_some() => {
+            let out = match (shape(0), const_i64(graph, n.input(1))) {
+                (Some(s), Some(axes)) if !axes.is_empty() => {
+                    let rank = s.len() as i64;
+                    let axes: Option<Vec<usize>> = axes.iter().map(|&a| usize::try_from(if a < 0 { a + rank } else { a }).ok().filter(|&a| a < s.len())).collect();
+                    let keep = n.attr_int("keepdims").unwrap_or(1) != 0;
+                    axes.map(|axes| {
+                        s.into_iter()
+                            .enumerate()
+                            .filter_map(|(i, d)| match axes.contains(&i) {
+                                true => keep.then_some(Dim::Fixed(1)),
+                                false => Some(d),
+                            })
+                            .collect()
+                    })
+                }
+                _ => None,
+            };
+            vec![dt(0).map(|d| (d, out))]
+        }
         "Slice" | "Expand" | "Tile" | "ReduceMean" | "ReduceSum" | "ReduceMax" | "Trilu" | "ScatterND" | "Pad" => {
             vec![dt(0).map(|d| (d, None))]
         }
@@ -456,6 +477,28 @@ mod tests {
         assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, None);
         g.inputs = ["q", "k", "v"].iter().map(|n| v(n, vec![Dim::Fixed(1)])).collect();
         assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, None);
+    }
+
+    /// ReduceSum over constant axes drops them, or keeps them as 1 with `keepdims` (the
+    /// default); axes out of range, or not a constant, leave the shape unknown.
+    #[test]
+    fn reductions_over_constant_axes() {
+        let reduce = |axes: &[i64], keepdims: Option<i64>| {
+            let mut g = one_node("", "ReduceSum");
+            g.nodes[0].inputs.push("axes".into());
+            if let Some(k) = keepdims {
+                g.nodes[0].attrs.push(crate::Attr::int("keepdims", k));
+            }
+            g.initializers.push(("axes".into(), crate::Recipe::from_i64("axes", vec![axes.len()], axes)));
+            infer_types(&g, &OnnxOnly).remove("y").expect("the dtype is known").shape
+        };
+        assert_eq!(reduce(&[-1], None), Some(vec![Dim::sym("b"), Dim::Fixed(1)]));
+        assert_eq!(reduce(&[1], Some(0)), Some(vec![Dim::sym("b")]));
+        assert_eq!(reduce(&[0, -1], Some(0)), Some(vec![]));
+        assert_eq!(reduce(&[2], None), None, "axis 2 of a 2-D input");
+        let mut g = one_node("", "ReduceSum");
+        g.nodes[0].inputs.push("x".into());
+        assert_eq!(infer_types(&g, &OnnxOnly)["y"].shape, None, "axes computed in the graph");
     }
 
     #[test]

@@ -20,7 +20,8 @@ def test_passes_the_checker_in_every_dtype(build_package, fixture, dtype):
         t = v.type.tensor_type.elem_type
         assert t not in FLOATS or t == ELEM[dtype], f"{v.name} has elem_type {t}"
     # DeepSeek's routing keeps its router weight, correction and scaling factor in f32, as
-    # transformers does: an f32 initializer is allowed where only routing nodes read it.
+    # transformers does, and its top-k constants: an f32 initializer is allowed where only
+    # routing nodes read it.
     readers = {}
     for n in g.node:
         for i in n.input:

@@ -175,3 +175,28 @@ def test_top_k_ties_go_to_the_higher_expert_index():
         p = p / p.sum()
         best = min(itertools.combinations(range(EXPERTS), TOP_K), key=lambda c: np.abs(sum(p[e] * expert(e, X[t]) for e in c) - y[t]).max())
         assert best == want, f"row {t}: kernel chose {best}"
+
+
+@pytest.mark.parametrize("normalize", [1, 0])
+def test_log_weights_route_any_top_k(normalize):
+    """fuse.moe.grouped's premise: with router_probs = log(w), where w is positive on the k
+    experts a token chose by any rule (DeepSeek's groups, a bias for the choice) and 0 elsewhere
+    (log: -inf), the kernel computes exactly those experts weighted w / sum(w), with no NaN,
+    whichever normalize_routing_weights says; the graph multiplies by sum(w) * factor after it."""
+    rng = np.random.default_rng(5)
+    w = np.zeros((TOKENS, EXPERTS), np.float32)
+    for t in range(TOKENS):
+        # Chosen against the logits' order, so the kernel cannot be picking by LOGITS.
+        w[t, rng.choice(EXPERTS, TOP_K, replace=False)] = rng.uniform(0.01, 0.9, TOP_K)
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    assert np.isinf(logw).sum() == TOKENS * (EXPERTS - TOP_K)
+    y = run(interleave(GATE, UP), logits=logw, normalize_routing_weights=normalize, **FUSED)
+    ref = np.zeros((TOKENS, HIDDEN))
+    for t in range(TOKENS):
+        for e in np.flatnonzero(w[t]):
+            ref[t] += w[t, e] / w[t].sum() * expert(e, X[t].astype(np.float64))
+    assert not np.isnan(y).any()
+    assert error(y, ref) < EXACT
+    # The weights themselves (not their logarithm) route by the softmax of w: wrong.
+    assert error(run(interleave(GATE, UP), logits=w, normalize_routing_weights=normalize, **FUSED), ref) > 1e-3

@@ -501,6 +501,66 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
     }
 }
 
+/// DeepSeek's grouped routing (`grouped_routing`: DeepSeek-V2/V3, GLM-4.5, GLM-4.7-Flash,
+/// Mistral 4, ERNIE 4.5 MoE) fuses into one MoE per sparse layer on cpu f32 (fuse.moe.grouped)
+/// and cuda f16 (its f16 variant): router_probs is the logarithm of the graph's top-k scores,
+/// flattened, the node renormalizes them, the output is multiplied by their sum times the
+/// family's factor, and the dense experts (the batched MatMuls over 3-D stacks) are gone; the
+/// routing itself (scores, groups, rank counts) stays. cpu numbers: `cpu_parity::<fixture>`.
+#[test]
+fn grouped_routing_fuses_every_sparse_layer_into_one_moe_node() {
+    let picked = fixtures().select("grouped_routing").unwrap();
+    assert!(picked.len() >= 7, "DeepSeek-V2, V3, V3-lite, GLM-4.5, GLM-4.7-Flash, Mistral 4, ERNIE 4.5 MoE");
+    for (ep, dtype) in [("cpu", "f32"), ("cuda", "f16")] {
+        for fx in &picked {
+            let name = fx.name.as_str();
+            let generic = generic(name, ir::DType::F32);
+            let sparse = generic.graph.nodes.iter().filter(|n| n.name.ends_with("/top_k_weights")).count();
+            assert!(sparse > 0, "{name}: the generic graph has top-k scores per sparse layer");
+            let built = optimized(name, ep, dtype).unwrap_or_else(|e| panic!("{name} {ep} {dtype}: {e}"));
+            let g = &built.graph;
+            let moe: Vec<&ir::Node> = g.nodes.iter().filter(|n| n.op == "MoE" && n.domain == "com.microsoft").collect();
+            assert_eq!(moe.len(), sparse, "{name} {ep} {dtype}: one MoE per sparse layer");
+            let producer = |v: &str| g.nodes.iter().find(|n| n.outputs.iter().any(|o| o == v));
+            let dense = g.nodes.iter().filter(|n| n.op == "MatMul").filter_map(|n| n.input(1)).filter_map(producer).filter(|t| t.op == "Transpose" && t.input(0).is_some_and(|w| w.contains("experts") && g.initializer(w).is_some_and(|r| r.shape().len() == 3)));
+            assert_eq!(dense.count(), 0, "{name} {ep} {dtype}: no dense expert MatMul is left");
+            let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
+            let config = config.get("text_config").unwrap_or(&config);
+            // ERNIE 4.5 spells it `moe_k`.
+            let top_k = config.get("num_experts_per_tok").or(config.get("moe_k")).and_then(|v| v.as_i64()).unwrap();
+            for node in moe {
+                assert_eq!(node.attr_int("k"), Some(top_k), "{name}: {}", node.name);
+                assert_eq!(node.attr_int("normalize_routing_weights"), Some(1), "{name}: {}", node.name);
+                // router_probs: [Cast to f16 of] Flatten(Log(top-k scores)).
+                let mut probs = producer(&node.inputs[1]).expect("router_probs has a producer");
+                if dtype == "f16" {
+                    assert_eq!((probs.op.as_str(), probs.attr_int("to")), ("Cast", Some(10)), "{name}: {}", probs.name);
+                    probs = producer(&probs.inputs[0]).unwrap();
+                }
+                assert_eq!(probs.op, "Flatten", "{name}: router_probs is {}", probs.name);
+                let log = producer(&probs.inputs[0]).unwrap();
+                assert_eq!(log.op, "Log", "{name}: {}", log.name);
+                let scores = producer(&log.inputs[0]).unwrap();
+                assert!(scores.op == "Where" && scores.name.ends_with("/top_k_weights"), "{name}: Log reads {}", scores.name);
+                // The output is scaled by the routed mass: one Mul reads the node.
+                let readers: Vec<&ir::Node> = g.nodes.iter().filter(|n| n.inputs.contains(&node.outputs[0])).collect();
+                assert_eq!(readers.len(), 1, "{name}: {}", node.name);
+                assert_eq!(readers[0].op, "Mul", "{name}: {} reads the MoE output", readers[0].name);
+            }
+            if ep == "cpu" {
+                // Quantized: each MoE becomes QMoE where its sizes divide the block (32), else
+                // keeps float stacks (the build says why).
+                let q = optimized_q(name, ep, dtype, Some("int4")).unwrap_or_else(|e| panic!("{name} int4: {e}"));
+                let count = |op: &str| q.graph.nodes.iter().filter(|n| n.op == op && n.domain == "com.microsoft").count();
+                let inter = config.get("moe_intermediate_size").and_then(|v| v.as_u64()).unwrap();
+                let hidden = config["hidden_size"].as_u64().unwrap();
+                let fits = inter % 32 == 0 && hidden % 32 == 0;
+                assert_eq!((count("QMoE"), count("MoE")), if fits { (sparse, 0) } else { (0, sparse) }, "{name} cpu int4 (hidden {hidden}, experts' inter {inter})");
+            }
+        }
+    }
+}
+
 /// The table is the whole schedule: the build report lists the stages in the order the table's
 /// `[ep] stages` gives, the quantize step's stage included, and moving `quantize` in a copy of
 /// the cpu table moves it in the report (rules/tests/schedule.rs shows the step runs there).

@@ -262,6 +262,19 @@ fn moe_on_mixtral_qwen3_moe_and_qwen2_moe() {
     }
 }
 
+/// fuse.moe.grouped against the generic dense block, on DeepSeek-V3 (sigmoid scores with a
+/// correction bias, groups, renormalized, scaled) and DeepSeek-V2 (softmax scores, greedy
+/// groups, not renormalized): one MoE per sparse layer (top-k scores per layer in the generic
+/// graph), the softmax rules fire nowhere, prefill and decode within 1e-5.
+#[test]
+fn grouped_moe_on_deepseek_v3_and_v2() {
+    for fx in ["tiny-deepseek_v3", "tiny-deepseek_v2"] {
+        let sparse = generic(fx).graph.nodes.iter().filter(|n| n.name.ends_with("/top_k_weights")).count();
+        assert!(sparse > 0, "{fx}: no routing in the generic graph");
+        rule_parity(fx, &[], &["fuse.moe"], &[("fuse.moe.grouped", sparse), ("fuse.moe", 0), ("fuse.moe.unnormalized", 0)], "MoE");
+    }
+}
+
 #[path = "../../rules/tests/cases/synth.rs"]
 mod synth;
 

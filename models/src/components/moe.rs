@@ -202,32 +202,34 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
         let float = b.float;
         return cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32);
     }
-    let w = top_k_weights(b, m, &rank, &p, None);
+    let w = top_k_weights(b, m, &rank, &p);
     let float = b.float;
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
 }
 
-/// `Where(rank < k, scores, 0)` (f32), divided by its sum when the block renormalizes (the
-/// sum plus `epsilon` where the family adds one: DeepSeek's 1e-20, an f32 initializer).
-fn top_k_weights(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str, epsilon: Option<f32>) -> String {
+/// `Where(rank < k, scores, 0)` (f32), divided by its sum when the block renormalizes.
+fn top_k_weights(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str) -> String {
+    let w = top_k_scores(b, m, rank, scores);
+    if !m.normalize {
+        return w;
+    }
+    let total = expert_sum(b, m.scope, &w);
+    b.op(&format!("{}/normalize/Div", m.scope), "Div", &[&w, &total], vec![])
+}
+
+/// `Where(rank < k, scores, 0)` (f32): the scores of the token's top k experts, 0 elsewhere.
+fn top_k_scores(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str) -> String {
     let s = m.scope;
     let k = f32_constant(b, s, "top_k", m.top_k as f32);
     let chosen = b.op(&format!("{s}/chosen"), "Less", &[rank, &k], vec![]);
     let zero = f32_constant(b, s, "zero", 0.0);
-    let w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, scores, &zero], vec![]);
-    if !m.normalize {
-        return w;
-    }
+    b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, scores, &zero], vec![])
+}
+
+/// `ReduceSum(w, -1) [keepdims 1]`: a token's total over its experts, for the renormalization.
+fn expert_sum(b: &mut GraphBuilder, s: &str, w: &str) -> String {
     let axes = b.const_i64_1d(&format!("{s}/normalize/axes"), &[-1]);
-    let total = b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[&w, &axes], vec![Attr::int("keepdims", 1)]);
-    let total = match epsilon {
-        None => total,
-        Some(eps) => {
-            let tiny = f32_initializer(b, s, "normalize/epsilon", eps);
-            b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![])
-        }
-    };
-    b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![])
+    b.op(&format!("{s}/normalize/ReduceSum"), "ReduceSum", &[w, &axes], vec![Attr::int("keepdims", 1)])
 }
 
 /// `rank[e]` = #{j : v[j] > v[e]} + #{j < e : v[j] == v[e]} over the last axis of `v` (`n`
@@ -291,11 +293,31 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
         choice
     };
     let rank = rank_count(b, &format!("{s}/rank"), &format!("{s}/routing_f32"), &open, m.num_experts);
-    let mut w = top_k_weights(b, m, &rank, &scores, Some(1e-20));
-    if g.scale != 1.0 {
-        let scale = f32_initializer(b, s, "routed_scaling_factor", g.scale);
-        w = b.op(&format!("{s}/routing_f32/routed_scaling/Mul"), "Mul", &[&w, &scale], vec![]);
-    }
+    // The top k by the rank count, with f32 constants in every build (no Casts: the one form
+    // fuse.moe.grouped matches in f32 and f16 builds alike).
+    let k = f32_initializer(b, s, "top_k", m.top_k as f32);
+    let chosen = b.op(&format!("{s}/routing_f32/chosen"), "Less", &[&rank, &k], vec![]);
+    let zero = f32_initializer(b, s, "zero", 0.0);
+    let sel = b.op(&format!("{s}/routing_f32/top_k_weights"), "Where", &[&chosen, &scores, &zero], vec![]);
+    // One per-token factor: `scale / (sum + 1e-20)` renormalized, else `scale` (also when it
+    // is 1), so the weights are always `Mul(top-k scores, factor)`, the one form
+    // fuse.moe.grouped matches.
+    let scale = f32_initializer(b, s, "routed_scaling_factor", g.scale);
+    let factor = if m.normalize {
+        let total = expert_sum(b, s, &sel);
+        let tiny = f32_initializer(b, s, "normalize/epsilon", 1e-20);
+        let total = b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![]);
+        let factor = b.op(&format!("{s}/routing_f32/normalize/factor"), "Div", &[&scale, &total], vec![]);
+        // `[batch, seq, 1]`, recorded for the rules: fuse.moe.grouped checks that the factor
+        // scales a token's experts alike.
+        let mut shape = m.token_dims.clone();
+        shape.push(ir::Dim::Fixed(1));
+        b.annotate(&factor, DType::F32, shape);
+        factor
+    } else {
+        scale
+    };
+    let w = b.op(&format!("{s}/routing_f32/routed_scaling/Mul"), "Mul", &[&sel, &factor], vec![]);
     cast(b, &format!("{s}/routing_weights"), &w, float, DType::F32)
 }
 

@@ -968,6 +968,54 @@ macro_rules! moe_steps {
 moe_steps!(moe_mixtral_step, "model.layers.0.block_sparse_moe");
 moe_steps!(moe_qwen2_step, "model.layers.0.mlp");
 
+moe_steps!(moe_deepseek_step, "model.layers.1.mlp");
+/// The scope of that block (the macro takes a literal).
+const GROUPED: &str = "model.layers.1.mlp";
+const GROUPED_OUT: &str = "model.layers.1.mlp/ReduceSum";
+
+/// DeepSeek-V3's first sparse layer (tiny-deepseek_v3: 8 experts, top 2 of 2 open groups of 4,
+/// sigmoid scores, renormalized): fuse.moe.grouped and, on the f16 graph, its f16 variant. The
+/// expert, rank-count and constant steps break as for the softmax mixtures (`moe_steps!`); the
+/// routing's own steps here.
+fn moe_grouped_step(step: &str) -> Option<Breaker> {
+    // The block's input: the tokens the experts read.
+    fn tokens(m: &Model) -> (String, ir::DType) {
+        let x = m.graph.nodes.iter().find(|n| n.name == format!("{GROUPED}/by_expert")).expect("the experts' Unsqueeze").inputs[0].clone();
+        let float = m.graph.initializer(&format!("{GROUPED}.experts.gate.weight")).map_or(ir::DType::F32, |r| r.dtype());
+        (x, float)
+    }
+    let b: Breaker = match step {
+        // A Tanh's scores can be negative: no logarithm.
+        "positive_scores" => |m| node_mut(m, &format!("{GROUPED}/Sigmoid")).op = "Tanh".into(),
+        "float_type" => |m| {
+            let (x, _) = tokens(m);
+            set_type(m, &x, ir::DType::BF16, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(64)]);
+        },
+        "tokens_3d" => |m| {
+            let (x, float) = tokens(m);
+            set_type(m, &x, float, &[Dim::sym("tokens"), Dim::Fixed(64)]);
+        },
+        // Top-k scores over 9 experts, beside stacks of 8.
+        "experts" => |m| set_type(m, &format!("{GROUPED}/routing_f32/top_k_weights/out"), ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(9)]),
+        // k = 9 of 8 experts.
+        "top_k" => |m| set_init(m, &format!("{GROUPED}/routing_f32/top_k"), Recipe::from_f32("top_k = 9", vec![], &[9.0])),
+        "let.topk" => |m| set_init(m, &format!("{GROUPED}/routing_f32/top_k"), Recipe::from_f32("top_k = 2.5", vec![], &[2.5])),
+        "zero_unrouted" => |m| set_init(m, &format!("{GROUPED}/routing_f32/zero"), Recipe::from_f32("zero = 1", vec![], &[1.0])),
+        // A factor per expert.
+        "per_token_factor" => |m| set_type(m, &format!("{GROUPED}/routing_f32/normalize/factor/out"), ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(8)]),
+        _ => return moe_deepseek_step(step),
+    };
+    Some(b)
+}
+
+fn deepseek_v3() -> Model {
+    generic("tiny-deepseek_v3")
+}
+
+fn deepseek_v3_f16() -> Model {
+    generic_f16("tiny-deepseek_v3")
+}
+
 fn mixtral() -> Model {
     generic("tiny-mixtral")
 }
@@ -1020,6 +1068,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.moe.swiglu_limit" => Case { graph: gpt_oss, target: "model.layers.0.mlp/ReduceSum", breaker: moe_gpt_oss_step },
         "fuse.gqa_sink" => Case { graph: gpt_oss, target: "model.layers.1.self_attn/sink_attention", breaker: sink_full_step },
         "fuse.gqa_sink.window" => Case { graph: gpt_oss, target: "model.layers.0.self_attn/sink_attention", breaker: sink_window_step },
+        "fuse.moe.grouped" => Case { graph: deepseek_v3, target: GROUPED_OUT, breaker: moe_grouped_step },
+        "fuse.moe.grouped.f16" => Case { graph: deepseek_v3_f16, target: GROUPED_OUT, breaker: moe_grouped_step },
         "fuse.moe.unnormalized.f16" => Case { graph: qwen2_moe_f16, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
         "fold.tied_head_gemm" => Case { graph: gpt2, target: HEAD, breaker: tied_head_step },
         "fuse.skip_layer_norm" => Case { graph: gpt2, target: GPT2_LN2, breaker: skip_layer_norm_plain_step },
