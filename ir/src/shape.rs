@@ -88,7 +88,7 @@ fn onnx_node(n: &Node, known: &HashMap<String, ValueInfo>) -> Vec<Out> {
             vec![broadcast(get(0), get(1), Some(DType::Bool))]
         }
         "Where" => vec![broadcast(get(1), get(2), None)],
-        "Sigmoid" | "Tanh" | "Relu" | "Clip" | "Neg" | "Exp" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
+        "Sigmoid" | "Tanh" | "Relu" | "Clip" | "Neg" | "Exp" | "Log" | "Sqrt" | "Erf" | "Gelu" | "Softmax" | "Identity" | "Not"
         | "RMSNormalization" | "LayerNormalization" | "RotaryEmbedding" | "Reciprocal" | "CumSum" => vec![same(0)],
         "Cast" => {
             let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32));
