@@ -75,6 +75,14 @@ def partial_top_level(config):
     return config
 
 
+def dots1_legacy(config):
+    """dots.llm1's published config: `rope_theta` at the top level, no `layer_types` (the
+    sliding layers follow from `sliding_window` and `max_window_layers`)."""
+    config = legacy_rope(config)
+    config.pop("layer_types", None)
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -278,6 +286,18 @@ FIXTURES_MADE_HERE = {
         legacy=partial_top_level,
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="GLM-4.5: q/k/v biases (`attention_bias`), no o_proj bias, per-head q/k RMSNorms (`use_qk_norm`), RoPE on the first half of each head (`partial_rotary_factor` 0.5 at the top level, as published); layer 0 dense, layers 1-2 8 experts top 2 by sigmoid scores plus `e_score_correction_bias` in the better of 2 groups, `norm_topk_prob`, `routed_scaling_factor` 2.5, one shared expert",
+    ),
+    # dots.llm1: Qwen3's attention (q/k norms, windows from `max_window_layers`) with
+    # DeepSeek-V3's mixture.
+    "tiny-dots1": dict(
+        cls="Dots1", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-5,
+                  n_routed_experts=8, n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=3, n_group=4, topk_group=2,
+                  first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True, sliding_window=4, max_window_layers=2,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000000.0}),
+        legacy=dots1_legacy,
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="dots.llm1: Qwen3's attention (GQA 4/2, per-head q/k RMSNorms), layer 2 sliding with a window of 4 (`sliding_window`, `max_window_layers` 2, no `layer_types`: derived as Dots1Config does); layer 0 dense, layers 1-2 8 experts top 3 by sigmoid scores plus `e_score_correction_bias` over 4 groups keeping 2, `norm_topk_prob`, `routed_scaling_factor` 2.5, two shared experts' width",
     ),
     # GLM-4.7-Flash: DeepSeek-V3's latent attention with the GLM-4.5 mixture, dense and sparse
     # layers as `mlp_layer_types` lists them.

@@ -626,6 +626,50 @@ pub const GLM4_MOE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// dots.llm1 (rednote-hilab): Qwen3's attention (per-head q/k RMSNorms, q/k/v/o biases per
+/// `attention_bias`) with DeepSeek-V3's mixture (transformers' `Dots1` is those two modules).
+/// `Dots1Config` has no `use_sliding_window`: without `layer_types`, the layers from
+/// `max_window_layers` (62) on slide when `sliding_window` (4096) is set. Its mixture defaults:
+/// grouped sigmoid routing with the correction, `n_group` / `topk_group` 1, `norm_topk_prob`
+/// false, `routed_scaling_factor` 1.0, the first `first_k_dense_replace` (0) layers dense,
+/// experts of `moe_intermediate_size` (1408) plus `n_shared_experts` experts' width shared. The
+/// class gives the expert counts no default (transformers fails without them): dots.llm1's own
+/// (128 experts, top 6, two shared) stand in.
+pub const DOTS1: DecoderFamily = DecoderFamily {
+    model_types: &["dots1"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        mlp: MlpNames::Experts(MoeNames {
+            shared: Some(SharedExpert { width: SharedWidth::Experts("n_shared_experts", 2), ..DEEPSEEK_SHARED }),
+            keys: MoeKeys {
+                experts_default: 128,
+                top_k_default: 6,
+                normalize: TopKNorm::Key("norm_topk_prob", false),
+                intermediate_default: Some(1408),
+                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 0 },
+                routing: Routing::Grouped(GroupedRouting { scale: Some(Key { name: "routed_scaling_factor", default: Some(1.0) }), ..GLM4_MOE_ROUTING }),
+                ..DEEPSEEK_V3_EXPERTS.keys
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        mlp_bias: Bias::Never,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
+        key_defaults: &[
+            ("use_sliding_window", KeyDefault::Flag(true)),
+            ("max_window_layers", KeyDefault::Count(62)),
+            ("max_position_embeddings", KeyDefault::Count(2048)),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds { default_window: Some(4096), ..QWEN_LAYERS },
+};
+
 /// GLM-4.7-Flash's latent attention: DeepSeek-V3's names, `Glm4MoeLiteConfig`'s sizes.
 const GLM4_MOE_LITE_LATENT: LatentNames = LatentNames {
     defaults: LatentSizes { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },

@@ -10,7 +10,7 @@ mod moe;
 pub mod vision;
 
 pub use encoder::{type_vocab_size, EncoderFamily, EncoderIo, EncoderNames, EncoderPositions};
-pub use families::{APERTUS, DEEPSEEK_V2, DEEPSEEK_V3, GLM4_MOE, GLM4_MOE_LITE, MISTRAL4, OLMOE, YOUTU, ERNIE4_5_MOE, GPT_NEOX, HUNYUAN_DENSE, GRANITEMOE, MINISTRAL3, ARCEE, BERT, COHERE, COHERE2, EXAONE4, HELIUM, STABLELM, ROBERTA, ERNIE4_5, OLMO3, SEED_OSS, GEMMA, GEMMA2, GEMMA3, GLM, GLM4, GPT2, GPT_OSS, GRANITE, LLAMA, MISTRAL, MIXTRAL, NEMOTRON, OLMO, PHIMOE, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI, PHI3, QWEN2, QWEN3, SMOLLM3, STARCODER2};
+pub use families::{APERTUS, DEEPSEEK_V2, DEEPSEEK_V3, DOTS1, GLM4_MOE, GLM4_MOE_LITE, MISTRAL4, OLMOE, YOUTU, ERNIE4_5_MOE, GPT_NEOX, HUNYUAN_DENSE, GRANITEMOE, MINISTRAL3, ARCEE, BERT, COHERE, COHERE2, EXAONE4, HELIUM, STABLELM, ROBERTA, ERNIE4_5, OLMO3, SEED_OSS, GEMMA, GEMMA2, GEMMA3, GLM, GLM4, GPT2, GPT_OSS, GRANITE, LLAMA, MISTRAL, MIXTRAL, NEMOTRON, OLMO, PHIMOE, QWEN2_MOE, QWEN3_MOE, OLMO2, PHI, PHI3, QWEN2, QWEN3, SMOLLM3, STARCODER2};
 pub use family::{
     AttentionNames, AttentionScale, Bias, BlockNorms, BlockSwitch, ExpertActivation, ExpertNames, KeyDefault, RopeDefault, BlockShape, DecoderFamily, EmbeddingScale, FullEvery, Key, LayerKinds, Layout, LocalRope, RopeLayers,
     GroupKeys, GroupedRouting, HeadWeights, LatentNames, MlpNames, MoeKeys, MoeNames, NameTable, SharedWidth, NoRope, NormEps, SharedExpert, SparseLayers, TopKNorm, NormOver, Positions, QkNorm, QueryPositionScale, RotaryPairs, Routing, Scaling, Unused, NO_SCALING, UNIFORM_LAYERS, FULL_ATTENTION_LAYERS,
@@ -43,7 +43,7 @@ pub struct DecoderIo {
 
 /// The decoder families this build knows, in the order they are listed to users.
 pub const DECODERS: &[&DecoderFamily] =
-    &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2, &GEMMA, &GEMMA2, &GEMMA3, &GRANITE, &OLMO2, &STARCODER2, &MIXTRAL, &QWEN2_MOE, &QWEN3_MOE, &SMOLLM3, &OLMO, &ERNIE4_5, &NEMOTRON, &PHI, &GLM, &GLM4, &PHIMOE, &GPT_OSS, &ARCEE, &SEED_OSS, &OLMO3, &EXAONE4, &HELIUM, &COHERE, &COHERE2, &STABLELM, &MINISTRAL3, &GRANITEMOE, &HUNYUAN_DENSE, &GPT_NEOX, &APERTUS, &DEEPSEEK_V2, &DEEPSEEK_V3, &GLM4_MOE, &GLM4_MOE_LITE, &MISTRAL4, &OLMOE, &YOUTU, &ERNIE4_5_MOE];
+    &[&LLAMA, &MISTRAL, &QWEN2, &QWEN3, &PHI3, &GPT2, &GEMMA, &GEMMA2, &GEMMA3, &GRANITE, &OLMO2, &STARCODER2, &MIXTRAL, &QWEN2_MOE, &QWEN3_MOE, &SMOLLM3, &OLMO, &ERNIE4_5, &NEMOTRON, &PHI, &GLM, &GLM4, &PHIMOE, &GPT_OSS, &ARCEE, &SEED_OSS, &OLMO3, &EXAONE4, &HELIUM, &COHERE, &COHERE2, &STABLELM, &MINISTRAL3, &GRANITEMOE, &HUNYUAN_DENSE, &GPT_NEOX, &APERTUS, &DEEPSEEK_V2, &DEEPSEEK_V3, &GLM4_MOE, &GLM4_MOE_LITE, &MISTRAL4, &OLMOE, &YOUTU, &ERNIE4_5_MOE, &DOTS1];
 
 /// The family that builds `model_type`.
 pub fn decoder_for(model_type: &str) -> Option<&'static DecoderFamily> {
