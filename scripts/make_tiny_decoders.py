@@ -83,6 +83,16 @@ def dots1_legacy(config):
     return config
 
 
+def exaone_moe_legacy(config):
+    """EXAONE MoE as written without the derived lists: `rope_theta` at the top level, no
+    `layer_types` (from `sliding_window_pattern`) or `mlp_layer_types` (from
+    `first_k_dense_replace`)."""
+    config = legacy_rope(config)
+    config.pop("layer_types", None)
+    config.pop("mlp_layer_types", None)
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -298,6 +308,26 @@ FIXTURES_MADE_HERE = {
         legacy=dots1_legacy,
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="dots.llm1: Qwen3's attention (GQA 4/2, per-head q/k RMSNorms), layer 2 sliding with a window of 4 (`sliding_window`, `max_window_layers` 2, no `layer_types`: derived as Dots1Config does); layer 0 dense, layers 1-2 8 experts top 3 by sigmoid scores plus `e_score_correction_bias` over 4 groups keeping 2, `norm_topk_prob`, `routed_scaling_factor` 2.5, two shared experts' width",
+    ),
+    # Solar Open: Llama's attention with the GLM-4.5 mixture in every layer.
+    "tiny-solar_open": dict(
+        cls="SolarOpen", inputs="tiny-llama",
+        args=dict(SMALL, head_dim=16, num_hidden_layers=2, rms_norm_eps=1e-5, attention_bias=True,
+                  n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=2, topk_group=1,
+                  routed_scaling_factor=1.5, norm_topk_prob=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        legacy=legacy_rope,
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers],
+        exercises="Solar Open: Llama's attention with q/k/v biases (`attention_bias`), none on o_proj; both layers sparse, 8 experts top 2 by sigmoid scores plus `e_score_correction_bias` in the better of 2 groups, `norm_topk_prob`, `routed_scaling_factor` 1.5, one shared expert",
+    ),
+    # EXAONE MoE: EXAONE 4's hybrid attention in pre-norm blocks with DeepSeek-V3's mixture.
+    "tiny-exaone_moe": dict(
+        cls="ExaoneMoe", inputs="tiny-llama",
+        args=dict(SMALL, head_dim=16, intermediate_size=96, num_hidden_layers=4, rms_norm_eps=1e-5, sliding_window=4, sliding_window_pattern=4,
+                  num_experts=8, num_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=2, topk_group=1,
+                  first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        legacy=exaone_moe_legacy,
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="EXAONE MoE: per-head q/k RMSNorms, layers 0-2 sliding (window 4, RoPE) and layer 3 full without RoPE (`sliding_window_pattern` 4, no `layer_types`); pre-norm blocks; layer 0 dense (`first_k_dense_replace` 1, no `mlp_layer_types`), layers 1-3 8 experts (`num_experts`) top 2 by sigmoid scores plus `e_score_correction_bias` in the better of 2 groups, `routed_scaling_factor` 2.5, one shared expert (`num_shared_experts`)",
     ),
     # GLM-4.7-Flash: DeepSeek-V3's latent attention with the GLM-4.5 mixture, dense and sparse
     # layers as `mlp_layer_types` lists them.

@@ -110,6 +110,24 @@ fn missing_tensor_is_named() {
     assert_fails(&model, &[], &["model.layers.1.mlp.up_proj.weight", "not found"]);
 }
 
+/// EXAONE MoE's multi-token prediction module (`mtp.*`, which transformers skips on load) is
+/// left unread; any other tensor nobody reads still fails the build, naming it.
+#[test]
+fn exaone_moe_prediction_module_is_unread_other_extras_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    copy_fixture("tiny-exaone_moe", &model);
+    let file = model.join("model.safetensors");
+    let mut tensors = read_safetensors(&file);
+    tensors.push(("mtp.layers.0.eh_proj.weight".into(), ("F32".into(), vec![2, 2], vec![0; 16])));
+    write_safetensors(&file, &tensors);
+    let ok = tailor(&model, &dir.path().join("pkg"), &[]);
+    assert!(ok.status.success(), "{}", ok.stderr);
+    tensors.push(("model.layers.0.mlp.extra.weight".into(), ("F32".into(), vec![2], vec![0; 8])));
+    write_safetensors(&file, &tensors);
+    assert_fails(&model, &[], &["model.layers.0.mlp.extra.weight"]);
+}
+
 /// A weight beyond f16's range in an f16 build is refused, naming the checkpoint's tensor and
 /// the dtypes that hold it, and nothing is left (the f32 build of the same checkpoint works,
 /// and so does an f16 build of a weight just inside the range).

@@ -891,7 +891,7 @@ fn unreachable_parts() -> Error {
 /// encoder builders.
 pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unused]) -> Result<()> {
     for name in ckpt.unaccounted() {
-        if let Some(u) = unused.iter().find(|u| name.ends_with(u.suffix)) {
+        if let Some(u) = unused.iter().find(|u| u.matches(&name)) {
             ckpt.mark_unused(&name, u.reason);
         } else if !ckpt.is_text_tensor(&name) {
             ckpt.mark_unused(&name, "not the text model's: a vision-language checkpoint's vision and embedding parts read it");

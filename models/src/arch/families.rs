@@ -14,6 +14,7 @@ const GATED_MLP: MlpNames = MlpNames::Gated { gate: "mlp.gate_proj", up: "mlp.up
 
 /// Buffers older Llama-family checkpoints saved alongside the weights.
 const ROTARY_BUFFERS: &[Unused] = &[Unused {
+    prefix: "",
     suffix: "rotary_emb.inv_freq",
     reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json",
 }];
@@ -312,8 +313,8 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     },
     optional_prefix: Some("transformer."),
     unused: &[
-        Unused { suffix: ".attn.bias", reason: "GPT-2's causal-mask buffer; the graph builds its own mask" },
-        Unused { suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },
+        Unused { prefix: "", suffix: ".attn.bias", reason: "GPT-2's causal-mask buffer; the graph builds its own mask" },
+        Unused { prefix: "", suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },
     ],
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
@@ -670,6 +671,84 @@ pub const DOTS1: DecoderFamily = DecoderFamily {
     layers: LayerKinds { default_window: Some(4096), ..QWEN_LAYERS },
 };
 
+/// Solar Open (Upstage): Llama's attention (q/k/v biases per `attention_bias`, none on
+/// o_proj, `head_dim` 128) in every layer with the GLM-4.5 mixture and `SolarOpenConfig`'s
+/// defaults: `n_routed_experts` (128) of `moe_intermediate_size` (1280), top 8, one shared
+/// expert's width, every layer sparse (the class drops `first_k_dense_replace`), RoPE theta
+/// 1e6 on the whole head unless `partial_rotary_factor` says otherwise, epsilon 1e-5.
+pub const SOLAR_OPEN: DecoderFamily = DecoderFamily {
+    model_types: &["solar_open"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            keys: MoeKeys { intermediate_default: Some(1280), sparse: SparseLayers::All, ..GLM4_MOE_EXPERTS.keys },
+            ..GLM4_MOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        head_dim_default: Some(128),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        // `SolarOpenConfig` has no `intermediate_size` (every layer is sparse: nothing reads
+        // it); the expert width stands in for the generic reader.
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072)), ("intermediate_size", KeyDefault::Count(1280))],
+        rope_default: RopeDefault { theta: 1000000.0, ..LLAMA_LAYOUT.rope_default },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// EXAONE MoE's multi-token prediction module: transformers ignores `mtp.*` on load.
+const EXAONE_MOE_UNUSED: &[Unused] = &[
+    Unused { prefix: "", suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
+    Unused { prefix: "mtp.", suffix: "", reason: "EXAONE MoE's multi-token prediction module (`mtp.*`): it drafts tokens in training; transformers does not load it" },
+];
+
+/// EXAONE MoE (K-EXAONE): EXAONE 4's attention (per-head q/k RMSNorms, no biases, sliding
+/// layers from `layer_types` or `sliding_window_pattern`, RoPE only on the sliding layers when
+/// windowed) in pre-norm blocks (OLMoE's layer: a norm before attention and one before the
+/// MLP), with DeepSeek-V3's mixture under `ExaoneMoeConfig`'s names and defaults: `num_experts`
+/// (64) of `moe_intermediate_size` (1024), top 8, `num_shared_experts` (1) experts' width
+/// shared, sigmoid scores with the correction over `n_group` / `topk_group` (1 / 1),
+/// `norm_topk_prob` true, `routed_scaling_factor` 2.5; dense or sparse per `mlp_layer_types`,
+/// else the first `first_k_dense_replace` (1) dense; the correction bias stored as
+/// `mlp.e_score_correction_bias`.
+pub const EXAONE_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["exaone_moe"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        mlp: MlpNames::Experts(MoeNames {
+            shared: Some(SharedExpert { width: SharedWidth::Experts("num_shared_experts", 1), ..DEEPSEEK_SHARED }),
+            keys: MoeKeys {
+                experts: &["num_experts"],
+                experts_default: 64,
+                intermediate_default: Some(1024),
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (Some("first_k_dense_replace"), 1) },
+                // Stored beside the router, not in it (transformers' conversion mapping renames
+                // `mlp.e_score_correction_bias` on load).
+                routing: Routing::Grouped(GroupedRouting {
+                    bias: Some("mlp.e_score_correction_bias"),
+                    scale: Some(Key { name: "routed_scaling_factor", default: Some(2.5) }),
+                    ..GLM4_MOE_ROUTING
+                }),
+                ..GLM4_MOE_EXPERTS.keys
+            },
+            ..GLM4_MOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: EXAONE_MOE_UNUSED,
+    scaling: NO_SCALING,
+    layers: EXAONE4.layers,
+};
+
 /// GLM-4.7-Flash's latent attention: DeepSeek-V3's names, `Glm4MoeLiteConfig`'s sizes.
 const GLM4_MOE_LITE_LATENT: LatentNames = LatentNames {
     defaults: LatentSizes { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },
@@ -689,7 +768,7 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
                 experts_default: 64,
                 top_k_default: 4,
                 intermediate_default: Some(1536),
-                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: 1 },
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 1) },
                 routing: Routing::Grouped(GroupedRouting { scale: Some(Key { name: "routed_scaling_factor", default: Some(1.8) }), ..GLM4_MOE_ROUTING }),
                 ..GLM4_MOE_EXPERTS.keys
             },
@@ -925,9 +1004,9 @@ pub const GPT_NEOX: DecoderFamily = DecoderFamily {
     },
     optional_prefix: None,
     unused: &[
-        Unused { suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
-        Unused { suffix: ".attention.bias", reason: "GPT-NeoX's causal-mask buffer (older checkpoints); the graph builds its own mask" },
-        Unused { suffix: ".attention.masked_bias", reason: "GPT-NeoX's mask fill-value buffer (older checkpoints); the graph builds its own mask" },
+        Unused { prefix: "", suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
+        Unused { prefix: "", suffix: ".attention.bias", reason: "GPT-NeoX's causal-mask buffer (older checkpoints); the graph builds its own mask" },
+        Unused { prefix: "", suffix: ".attention.masked_bias", reason: "GPT-NeoX's mask fill-value buffer (older checkpoints); the graph builds its own mask" },
     ],
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
@@ -1462,12 +1541,13 @@ const BERT_NAMES: EncoderNames = EncoderNames {
 /// Tensors of a BERT-family checkpoint the encoder graph does not read.
 const ENCODER_UNUSED: &[Unused] = &[
     Unused {
+        prefix: "",
         suffix: "pooler.dense.weight",
         reason: "the pooler (tanh dense on the first token) is not part of last_hidden_state; sentence-transformers pools the hidden states instead",
     },
-    Unused { suffix: "pooler.dense.bias", reason: "the pooler is not part of last_hidden_state" },
-    Unused { suffix: "embeddings.position_ids", reason: "a buffer holding 0..max_position_embeddings; the graph computes the positions" },
-    Unused { suffix: "embeddings.token_type_ids", reason: "a buffer of zero token types; token types are an input (or the one row is added)" },
+    Unused { prefix: "", suffix: "pooler.dense.bias", reason: "the pooler is not part of last_hidden_state" },
+    Unused { prefix: "", suffix: "embeddings.position_ids", reason: "a buffer holding 0..max_position_embeddings; the graph computes the positions" },
+    Unused { prefix: "", suffix: "embeddings.token_type_ids", reason: "a buffer of zero token types; token types are an input (or the one row is added)" },
 ];
 
 /// BERT: learned absolute positions `0..seq`, token types, post-LayerNorm blocks, biases

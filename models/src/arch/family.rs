@@ -471,8 +471,10 @@ pub enum SparseLayers {
     /// `moe_layer_start_index`, `moe_layer_end_index`, `moe_layer_interval`).
     Interval { start: (&'static str, usize), end: &'static str, interval: (&'static str, usize) },
     /// Per layer, as the list under `key` says (`"dense"` / `"sparse"`, GLM-4.7-Flash's
-    /// `mlp_layer_types`); without the list the first `default_dense` layers are dense.
-    Types { key: &'static str, default_dense: usize },
+    /// `mlp_layer_types`); without the list the first `default_dense` layers are dense: the
+    /// count under that key when it names one (EXAONE MoE's `first_k_dense_replace`), else its
+    /// default (GLM-4.7-Flash: 1).
+    Types { key: &'static str, default_dense: (Option<&'static str>, usize) },
 }
 
 /// Whether a group of projections has a bias.
@@ -646,8 +648,16 @@ pub enum NormEps {
     Fixed(f64),
 }
 
-/// A checkpoint tensor the graph does not need, by name suffix, and why.
+/// Checkpoint tensors the graph does not need, by name (starting with `prefix` and ending with
+/// `suffix`; either may be empty), and why.
 pub struct Unused {
+    pub prefix: &'static str,
     pub suffix: &'static str,
     pub reason: &'static str,
+}
+
+impl Unused {
+    pub fn matches(&self, name: &str) -> bool {
+        name.starts_with(self.prefix) && name.ends_with(self.suffix)
+    }
 }

@@ -75,8 +75,14 @@ impl MoeSettings {
                 let dense = (0..c.num_hidden_layers).filter(|&i| !((i + 1) % step == 0 && i >= start_layer && i <= last)).collect();
                 (1, dense)
             }
-            SparseLayers::Types { key, default_dense } => match c.raw.get(key) {
-                None | Some(serde_json::Value::Null) => (1, leading(default_dense)),
+            SparseLayers::Types { key, default_dense: (count_key, default) } => match c.raw.get(key) {
+                None | Some(serde_json::Value::Null) => {
+                    let first = match count_key {
+                        Some(k) => c.count_or_zero(k)?.unwrap_or(default),
+                        None => default,
+                    };
+                    (1, leading(first))
+                }
                 Some(serde_json::Value::Array(items)) if items.len() == c.num_hidden_layers => {
                     let mut dense = Vec::new();
                     for (i, v) in items.iter().enumerate() {
