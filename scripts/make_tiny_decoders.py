@@ -93,6 +93,17 @@ def exaone_moe_legacy(config):
     return config
 
 
+def hunyuan_moe_legacy(config):
+    """Hunyuan-A13B's published config: HunYuan's RoPE spelling (`hunyuan_rope`) and the
+    mixture's counts as per-layer lists (`moe_topk`, `moe_intermediate_size`,
+    `num_shared_expert`), with `use_mixed_mlp_moe`."""
+    config = hunyuan_rope(config)
+    layers = config["num_hidden_layers"]
+    config.update(moe_topk=[config["moe_topk"]] * layers, moe_intermediate_size=[config["intermediate_size"]] * layers,
+                  num_shared_expert=[1] * layers, use_mixed_mlp_moe=True)
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -328,6 +339,16 @@ FIXTURES_MADE_HERE = {
         legacy=exaone_moe_legacy,
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="EXAONE MoE: per-head q/k RMSNorms, layers 0-2 sliding (window 4, RoPE) and layer 3 full without RoPE (`sliding_window_pattern` 4, no `layer_types`); pre-norm blocks; layer 0 dense (`first_k_dense_replace` 1, no `mlp_layer_types`), layers 1-3 8 experts (`num_experts`) top 2 by sigmoid scores plus `e_score_correction_bias` in the better of 2 groups, `routed_scaling_factor` 2.5, one shared expert (`num_shared_experts`)",
+    ),
+    # HunYuan MoE (Hunyuan-A13B): HunYuan dense's attention with a softmax top-k mixture and a
+    # shared MLP in every layer.
+    "tiny-hunyuan_v1_moe": dict(
+        cls="HunYuanMoEV1", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, num_hidden_layers=2, head_dim=16, attention_bias=True, rms_norm_eps=1e-5,
+                  num_experts=8, moe_topk=2,
+                  rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0}),
+        legacy=hunyuan_moe_legacy,
+        exercises="HunYuan MoE: HunYuan dense's attention (q/k RMSNorms on the rotated q and k, q/k/v/o biases, `alpha` NTK RoPE); both layers 8 experts (`num_experts`) of `intermediate_size` top 2 by a renormalized softmax of the f32 router `mlp.gate.wg` plus the shared MLP; `moe_topk`, `moe_intermediate_size` and `num_shared_expert` written as per-layer lists, as Hunyuan-A13B publishes them",
     ),
     # GLM-4.7-Flash: DeepSeek-V3's latent attention with the GLM-4.5 mixture, dense and sparse
     # layers as `mlp_layer_types` lists them.

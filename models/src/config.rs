@@ -392,6 +392,20 @@ impl DecoderConfig {
             for key in f.ignored_keys {
                 map.remove(*key);
             }
+            for key in f.per_layer_keys {
+                if let Some(Value::Array(items)) = map.get(*key) {
+                    let one = match items.split_first() {
+                        Some((first, rest)) if rest.iter().all(|v| v == first) => first.clone(),
+                        _ => {
+                            return Err(Error::Config {
+                                path: path.to_path_buf(),
+                                reason: format!("key `{key}` lists {} per layer; only one value for every layer is supported", Value::Array(items.clone())),
+                            })
+                        }
+                    };
+                    map.insert((*key).to_string(), one);
+                }
+            }
             for (old, generic) in f.key_aliases {
                 if let (true, Some(v)) = (map.get(*generic).is_none_or(Value::is_null), map.get(*old).cloned()) {
                     map.insert((*generic).to_string(), v);

@@ -436,7 +436,10 @@ def qmoe_fits(fixture, block=32):
     width multiples of it (else the quantize step keeps them float, saying so)."""
     config = json.loads((FIXTURES / fixture / "config.json").read_text())
     config = config.get("text_config", config)
-    width = config.get("moe_intermediate_size") or config["intermediate_size"]
+    # HunYuan MoE's experts are `intermediate_size` wide (its per-layer `moe_intermediate_size`
+    # list is not read).
+    width = config.get("moe_intermediate_size")
+    width = width if isinstance(width, int) else config["intermediate_size"]
     return config["hidden_size"] % block == 0 and width % block == 0
 
 

@@ -470,12 +470,16 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
         assert!(!built.graph.nodes.iter().any(|n| n.op == "Softmax" || n.op == "Greater"), "{name}: routing left in the graph");
         assert!(!built.graph.nodes.iter().any(|n| n.name.contains("/routing_f32/")), "{name}: a routing_f32 Cast is left");
         let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
-        let top_k = config["num_experts_per_tok"].as_i64().unwrap();
-        // Mixtral renormalizes the top-k probabilities always; GraniteMoE's softmax over the chosen
-        // logits is the same weights; Qwen as `norm_topk_prob` says.
-        let normalize = ["mixtral", "granitemoe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
+        // HunYuan MoE spells the top-k `moe_topk`, a list of one value per layer as published.
+        let one = |v: &serde_json::Value| v.as_i64().or_else(|| v.as_array().and_then(|a| a.first()).and_then(|v| v.as_i64()));
+        let top_k = config.get("num_experts_per_tok").or(config.get("moe_topk")).and_then(one).unwrap();
+        // Mixtral and HunYuan MoE renormalize the top-k probabilities always; GraniteMoE's
+        // softmax over the chosen logits is the same weights; Qwen as `norm_topk_prob` says.
+        let normalize = ["mixtral", "granitemoe", "hunyuan_v1_moe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
         let experts = config.get("num_local_experts").or(config.get("num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
-        let inter = config.get("moe_intermediate_size").or(config.get("intermediate_size")).and_then(|v| v.as_u64()).unwrap() as usize;
+        // HunYuan MoE's experts are `intermediate_size` wide (its per-layer
+        // `moe_intermediate_size` list is not read by transformers).
+        let inter = config.get("moe_intermediate_size").and_then(|v| v.as_u64()).or(config.get("intermediate_size").and_then(|v| v.as_u64())).unwrap() as usize;
         let hidden = config["hidden_size"].as_u64().unwrap() as usize;
         let float = ir::DType::parse(dtype).unwrap();
         for node in moe {

@@ -61,6 +61,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false },
     key_defaults: &[],
     key_aliases: &[],
+    per_layer_keys: &[],
     ignored_keys: &[],
     prediction_layers: None,
     clip_after_qk_norm: false,
@@ -1028,6 +1029,49 @@ pub const HUNYUAN_DENSE: DecoderFamily = DecoderFamily {
         rope_default: RopeDefault { ntk_alpha: true, ..LLAMA_LAYOUT.rope_default },
         ..LLAMA_LAYOUT
     },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// HunYuan MoE (Hunyuan-A13B): HunYuan dense's attention (per-head q/k RMSNorms on the
+/// rotated q and k, q/k/v/o biases per `attention_bias`, the `alpha` NTK RoPE) and in every
+/// layer `num_experts` (1) gated experts of `intermediate_size` routed top `moe_topk` (1) by a
+/// renormalized softmax of `mlp.gate.wg`, plus a shared gated MLP (`mlp.shared_mlp`) of
+/// `intermediate_size` (`HunYuanMoEV1Moe`; transformers reads neither `moe_intermediate_size`
+/// nor `num_shared_expert`). `num_experts` and `moe_topk` may be per-layer lists of one value,
+/// as Hunyuan-A13B's config writes them.
+pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["hunyuan_v1_moe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate.wg",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_mlp.gate_proj",
+                mlp_up: "mlp.shared_mlp.up_proj",
+                mlp_down: "mlp.shared_mlp.down_proj",
+                gate: None,
+                width: SharedWidth::Key("intermediate_size", 11008),
+            }),
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_experts"],
+                experts_default: 1,
+                top_k_default: 1,
+                normalize: TopKNorm::Always,
+                intermediate: &[],
+                intermediate_default: None,
+                sparse: SparseLayers::All,
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..HUNYUAN_DENSE.names
+    },
+    layout: Layout { key_aliases: &[("moe_topk", "num_experts_per_tok")], per_layer_keys: &["num_experts", "moe_topk"], ..HUNYUAN_DENSE.layout },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,

@@ -555,6 +555,10 @@ pub struct Layout {
     /// config.json lacks the generic one (GPT-NeoX's `rotary_pct` and `rotary_emb_base`, which
     /// `GPTNeoXConfig` moves into `partial_rotary_factor` and `rope_theta`).
     pub key_aliases: &'static [(&'static str, &'static str)],
+    /// Keys the family's published configs may write as one value per layer (Hunyuan-A13B's
+    /// `moe_topk: [8, 8, ...]`, which transformers indexes by layer): a list of equal values
+    /// reads as that value; a list whose values differ is refused, naming the key.
+    pub per_layer_keys: &'static [&'static str],
     /// Generic keys the family's config class does not have, dropped before anything is read
     /// (`GPTNeoXConfig` has no `num_key_value_heads`: a stray one is no grouped attention).
     pub ignored_keys: &'static [&'static str],

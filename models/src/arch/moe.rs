@@ -355,7 +355,7 @@ fn stack(ckpt: &Checkpoint, b: &GraphBuilder, expert: &str, part: &str, n: usize
 #[cfg(test)]
 mod tests {
     use super::MoeSettings;
-    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V2, DEEPSEEK_V3, ERNIE4_5_MOE, GPT_OSS, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
+    use crate::arch::{MlpNames, MoeNames, DEEPSEEK_V2, DEEPSEEK_V3, ERNIE4_5_MOE, EXAONE_MOE, GPT_OSS, HUNYUAN_MOE, MIXTRAL, PHIMOE, QWEN2_MOE, QWEN3_MOE};
     use crate::DecoderConfig;
     use std::path::Path;
 
@@ -365,7 +365,7 @@ mod tests {
         );
         let MlpNames::Experts(moe) = &table.names.mlp else { panic!("{model_type}: not a MoE table") };
         let moe: &MoeNames = moe;
-        MoeSettings::read(moe, &DecoderConfig::parse(Path::new("config.json"), &text).unwrap())
+        MoeSettings::read(moe, &DecoderConfig::parse(Path::new("config.json"), &text)?)
     }
 
     #[test]
@@ -471,6 +471,21 @@ mod tests {
         assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, true, false, true, false, false]);
         let g = m.grouped.unwrap();
         assert_eq!((g.sigmoid, g.groups, g.topk_groups, g.scale), (false, 1, 1, 1.0));
+    }
+
+    /// HunYuan MoE's per-layer lists of one value read as that value; a list that differs by
+    /// layer is refused, naming the key. EXAONE MoE without `mlp_layer_types` counts its dense
+    /// layers from `first_k_dense_replace`.
+    #[test]
+    fn per_layer_lists_of_one_value_and_dense_counts_by_key() {
+        let m = settings(&HUNYUAN_MOE, "hunyuan_v1_moe", r#","num_experts":[8,8,8,8,8,8],"moe_topk":[2,2,2,2,2,2]"#).unwrap();
+        assert_eq!((m.num_experts, m.top_k, m.normalize, m.intermediate, m.shared_intermediate), (8, 2, true, 128, Some(128)));
+        let e = settings(&HUNYUAN_MOE, "hunyuan_v1_moe", r#","num_experts":8,"moe_topk":[2,2,2,4,2,2]"#).unwrap_err().to_string();
+        assert!(e.contains("`moe_topk`") && e.contains("[2,2,2,4,2,2]") && e.contains("one value for every layer"), "{e}");
+        let m = settings(&EXAONE_MOE, "exaone_moe", r#","first_k_dense_replace":2"#).unwrap();
+        assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [false, false, true, true, true, true]);
+        let m = settings(&EXAONE_MOE, "exaone_moe", r#","first_k_dense_replace":2,"mlp_layer_types":["sparse","dense","sparse","sparse","sparse","dense"]"#).unwrap();
+        assert_eq!((0..6).map(|i| m.sparse(i)).collect::<Vec<_>>(), [true, false, true, true, true, false]);
     }
 
     #[test]
