@@ -111,8 +111,7 @@ fn bf16_source_to_f16_target_runs() {
 fn assert_structure(g: &Graph, dtype: DType, what: &str) {
     let float = |d: DType| d.is_float();
     for v in g.inputs.iter().chain(&g.outputs).chain(&g.value_info) {
-        // The routing runs in f32 (`<block>/routing_f32/...`); its recorded shapes say so.
-        if float(v.dtype) && !(v.name.contains("/routing_f32/") && v.dtype == DType::F32) {
+        if float(v.dtype) {
             assert_eq!(v.dtype, dtype, "{what}: value `{}` is {}", v.name, v.dtype);
         }
     }

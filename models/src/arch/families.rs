@@ -1048,7 +1048,7 @@ pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
         mlp: MlpNames::Experts(MoeNames {
             router: "mlp.gate.wg",
             router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            experts: DEEPSEEK_V3_EXPERTS.experts,
             shared: Some(SharedExpert {
                 mlp_gate: "mlp.shared_mlp.gate_proj",
                 mlp_up: "mlp.shared_mlp.up_proj",

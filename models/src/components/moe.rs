@@ -209,21 +209,16 @@ fn routing_weights(b: &mut GraphBuilder, m: &MoeBlock, x: &str) -> String {
 
 /// `Where(rank < k, scores, 0)` (f32), divided by its sum when the block renormalizes.
 fn top_k_weights(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str) -> String {
-    let w = top_k_scores(b, m, rank, scores);
-    if !m.normalize {
-        return w;
-    }
-    let total = expert_sum(b, m.scope, &w);
-    b.op(&format!("{}/normalize/Div", m.scope), "Div", &[&w, &total], vec![])
-}
-
-/// `Where(rank < k, scores, 0)` (f32): the scores of the token's top k experts, 0 elsewhere.
-fn top_k_scores(b: &mut GraphBuilder, m: &MoeBlock, rank: &str, scores: &str) -> String {
     let s = m.scope;
     let k = f32_constant(b, s, "top_k", m.top_k as f32);
     let chosen = b.op(&format!("{s}/chosen"), "Less", &[rank, &k], vec![]);
     let zero = f32_constant(b, s, "zero", 0.0);
-    b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, scores, &zero], vec![])
+    let w = b.op(&format!("{s}/top_k_weights"), "Where", &[&chosen, scores, &zero], vec![]);
+    if !m.normalize {
+        return w;
+    }
+    let total = expert_sum(b, s, &w);
+    b.op(&format!("{s}/normalize/Div"), "Div", &[&w, &total], vec![])
 }
 
 /// `ReduceSum(w, -1) [keepdims 1]`: a token's total over its experts, for the renormalization.
@@ -307,13 +302,9 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
         let total = expert_sum(b, s, &sel);
         let tiny = f32_initializer(b, s, "normalize/epsilon", 1e-20);
         let total = b.op(&format!("{s}/routing_f32/normalize/Add"), "Add", &[&total, &tiny], vec![]);
-        let factor = b.op(&format!("{s}/routing_f32/normalize/factor"), "Div", &[&scale, &total], vec![]);
-        // `[batch, seq, 1]`, recorded for the rules: fuse.moe.grouped checks that the factor
-        // scales a token's experts alike.
-        let mut shape = m.token_dims.clone();
-        shape.push(ir::Dim::Fixed(1));
-        b.annotate(&factor, DType::F32, shape);
-        factor
+        // `[batch, seq, 1]` (inferred: fuse.moe.grouped checks the factor scales a token's
+        // experts alike).
+        b.op(&format!("{s}/routing_f32/normalize/factor"), "Div", &[&scale, &total], vec![])
     } else {
         scale
     };
