@@ -558,7 +558,7 @@ fn grouped_routing_fuses_every_sparse_layer_into_one_moe_node() {
                 let count = |op: &str| q.graph.nodes.iter().filter(|n| n.op == op && n.domain == "com.microsoft").count();
                 let inter = config.get("moe_intermediate_size").and_then(|v| v.as_u64()).unwrap();
                 let hidden = config["hidden_size"].as_u64().unwrap();
-                let fits = inter % 32 == 0 && hidden % 32 == 0;
+                let fits = inter.is_multiple_of(32) && hidden.is_multiple_of(32);
                 assert_eq!((count("QMoE"), count("MoE")), if fits { (sparse, 0) } else { (0, sparse) }, "{name} cpu int4 (hidden {hidden}, experts' inter {inter})");
             }
         }
