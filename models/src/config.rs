@@ -1327,6 +1327,12 @@ mod tests {
         let e = parse(&format!(r#"{{{base},"qk_rope_head_dim":7}}"#)).unwrap_err().to_string();
         assert!(e.contains("`qk_rope_head_dim`") && e.contains("even"), "{e}");
         assert!(parse(BASE_OBJECT).unwrap().latent.is_none());
+        // GLM-4.7-Flash's config class reads `head_dim` as the rotary width; DeepSeek-V3's
+        // derives `head_dim` and ignores the key.
+        let lite = base.replace("deepseek_v3", "glm4_moe_lite");
+        assert_eq!(parse(&format!(r#"{{{lite},"head_dim":32}}"#)).unwrap().latent.unwrap().sizes.rope, 32);
+        assert_eq!(parse(&format!(r#"{{{lite},"head_dim":32,"qk_rope_head_dim":16}}"#)).unwrap().latent.unwrap().sizes.rope, 16);
+        assert_eq!(parse(&format!(r#"{{{base},"head_dim":32}}"#)).unwrap().latent.unwrap().sizes.rope, 64);
         // Mistral 4 without a RoPE object: its default YaRN x128 with `mscale_all_dim` 1.
         let c = parse(r#"{"model_type":"mistral4","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":128,"vocab_size":512}"#).unwrap();
         let l = c.latent.unwrap();

@@ -777,7 +777,9 @@ pub const GLM4_MOE_LITE: DecoderFamily = DecoderFamily {
         }),
         ..LLAMA_NAMES
     },
+    // `Glm4MoeLiteConfig.attribute_map` reads a `head_dim` key as `qk_rope_head_dim`.
     layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(202752))],
+        key_aliases: &[("head_dim", "qk_rope_head_dim")],
         mlp_bias: Bias::Never,
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
         prediction_layers: Some((MTP_KEYS, 1)),
