@@ -104,6 +104,20 @@ def hunyuan_moe_legacy(config):
     return config
 
 
+def sarvam_legacy(config):
+    """Sarvam-105B's original config (the remote code's): `num_experts` / `num_shared_experts`,
+    `head_dim` as `kv_lora_rank + qk_rope_head_dim` (vLLM's MLA width), RoPE `deepseek_yarn` in
+    `rope_scaling` with `rope_theta` at the top level."""
+    params = config.pop("rope_parameters")
+    config["rope_theta"] = params.pop("rope_theta")
+    params.pop("rope_type")
+    config["rope_scaling"] = {"type": "deepseek_yarn", **params}
+    config["num_experts"] = config.pop("n_routed_experts")
+    config["num_shared_experts"] = config.pop("n_shared_experts")
+    config["head_dim"] = config["kv_lora_rank"] + config["qk_rope_head_dim"]
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -350,6 +364,19 @@ FIXTURES_MADE_HERE = {
         legacy=hunyuan_moe_legacy,
         exercises="HunYuan MoE: HunYuan dense's attention (q/k RMSNorms on the rotated q and k, q/k/v/o biases, `alpha` NTK RoPE); both layers 8 experts (`num_experts`) of `intermediate_size` top 2 by a renormalized softmax of the f32 router `mlp.gate.wg` plus the shared MLP; `moe_topk`, `moe_intermediate_size` and `num_shared_expert` written as per-layer lists, as Hunyuan-A13B publishes them",
     ),
+    # Sarvam-105B: DeepSeek-V3's model under SarvamMLAConfig, written in its original spelling.
+    "tiny-sarvam_mla": dict(
+        cls="SarvamMLA", model="DeepseekV3ForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-6,
+                  kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                  n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2,
+                  routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
+                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}),
+        legacy=sarvam_legacy,
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="Sarvam-105B (`sarvam_mla`, built by transformers as DeepSeek-V3): SarvamMLAConfig's defaults for what the config leaves out (no query compression, one group, layer 0 dense), written as the original config: `num_experts`, `num_shared_experts`, `head_dim` 32 (the latent plus rope, read as nothing), RoPE `deepseek_yarn` x4 with `mscale_all_dim`; layers 1-2 8 experts top 2 by sigmoid scores plus the correction, `routed_scaling_factor` 2.5",
+    ),
     # GLM-4.7-Flash: DeepSeek-V3's latent attention with the GLM-4.5 mixture, dense and sparse
     # layers as `mlp_layer_types` lists them.
     "tiny-glm4_moe_lite": dict(
@@ -493,7 +520,8 @@ def make(name, spec):
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(1234)
     config = getattr(transformers, spec["cls"] + "Config")(**spec["args"])
-    model_cls = getattr(transformers, spec["cls"] + "ForCausalLM")
+    # `model`: a config class whose model is another family's (Sarvam's is DeepSeek-V3's).
+    model_cls = getattr(transformers, spec.get("model", spec["cls"] + "ForCausalLM"))
     if "composite" in spec:
         # A vision-language checkpoint: the text config inside, the references its text path.
         comp = spec["composite"]
@@ -511,7 +539,10 @@ def make(name, spec):
         shutil.copy(os.path.join(FIXTURES, spec["inputs"], file), os.path.join(out_dir, file))
     ref = references(model, spec["inputs"])
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "reference.safetensors"))
-    # The rewritten config.json reloads to the same model: the fixture means what made it.
+    # The rewritten config.json reloads to the same model: the fixture means what made it. A
+    # config class of its own (`model` given) is found by model_type, as a user's load finds it.
+    if "model" in spec:
+        model_cls = transformers.AutoModelForCausalLM
     again = model_cls.from_pretrained(out_dir, attn_implementation="eager").eval()
     reload_err = float((run(again, ref["input_ids"], ref["attention_mask"]).logits - ref["logits"]).abs().max())
     # Same bytes, but BLAS may sum a reloaded (mmapped, differently aligned) weight in another

@@ -531,6 +531,43 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Sarvam-105B's latent attention: DeepSeek-V3's with `SarvamMLAConfig`'s default of no query
+/// compression.
+const SARVAM_LATENT: LatentNames = LatentNames { defaults: LatentSizes { q_rank: None, ..DEEPSEEK_V3_LATENT.defaults }, ..DEEPSEEK_V3_LATENT };
+
+/// Sarvam-105B (`sarvam_mla`): transformers builds DeepSeek-V3's model from `SarvamMLAConfig`,
+/// whose defaults differ: `n_routed_experts` 128, no query compression (`q_lora_rank` null),
+/// `n_group` / `topk_group` 1, the first layer dense, no multi-token prediction layers. The
+/// original config's spellings are read as the class translates them: `num_experts` and
+/// `num_shared_experts`, RoPE `deepseek_yarn` as YaRN; its `head_dim` (the latent plus rope,
+/// for vLLM) is derived here as there.
+pub const SARVAM_MLA: DecoderFamily = DecoderFamily {
+    model_types: &["sarvam_mla"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&SARVAM_LATENT),
+        mlp: MlpNames::Experts(MoeNames {
+            keys: MoeKeys {
+                experts_default: 128,
+                sparse: SparseLayers::FirstDense { key: "first_k_dense_replace", default: 1 },
+                routing: Routing::Grouped(GroupedRouting { groups: Some(GroupKeys { count: ("n_group", 1), open: ("topk_group", 1) }), ..DEEPSEEK_V3_ROUTING }),
+                ..DEEPSEEK_V3_EXPERTS.keys
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        key_aliases: &[("num_experts", "n_routed_experts"), ("num_shared_experts", "n_shared_experts")],
+        prediction_layers: Some((MTP_KEYS, 0)),
+        rope_default: RopeDefault { renamed: &[("deepseek_yarn", "yarn")], ..LLAMA_LAYOUT.rope_default },
+        ..DEEPSEEK_V3.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// DeepSeek-V2's latent attention: V3's names, `DeepseekV2Config`'s defaults, the rotary
 /// pairs rotated as stored (its complex rotation keeps them interleaved in its cache).
 const DEEPSEEK_V2_LATENT: LatentNames = LatentNames {
