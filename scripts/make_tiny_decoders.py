@@ -377,6 +377,14 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="Sarvam-105B (`sarvam_mla`, built by transformers as DeepSeek-V3): SarvamMLAConfig's defaults for what the config leaves out (no query compression, one group, layer 0 dense), written as the original config: `num_experts`, `num_shared_experts`, `head_dim` 32 (the latent plus rope, read as nothing), RoPE `deepseek_yarn` x4 with `mscale_all_dim`; layers 1-2 8 experts top 2 by sigmoid scores plus the correction, `routed_scaling_factor` 2.5",
     ),
+    # FlexOlmo: OLMo 2's blocks with OLMoE's mixture.
+    "tiny-flex_olmo": dict(
+        cls="FlexOlmo", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, num_hidden_layers=2, rms_norm_eps=1e-6, num_experts=7, num_experts_per_tok=3,
+                  norm_topk_prob=False, rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        legacy=legacy_rope,
+        exercises="FlexOlmo: OLMo 2's blocks (norms after attention and after the MLP, q/k RMSNorms over the whole projections, GQA 4/2) with 7 experts (`num_experts`) top 3 by softmax, not renormalized (`norm_topk_prob` false), in both layers",
+    ),
     # GLM-4.7-Flash: DeepSeek-V3's latent attention with the GLM-4.5 mixture, dense and sparse
     # layers as `mlp_layer_types` lists them.
     "tiny-glm4_moe_lite": dict(

@@ -787,6 +787,29 @@ pub const EXAONE_MOE: DecoderFamily = DecoderFamily {
     layers: EXAONE4.layers,
 };
 
+/// FlexOlmo: OLMo 2's blocks (norms after attention and after the MLP only, q/k RMSNorms over
+/// the whole projections, no clip) with OLMoE's mixture in every layer under `FlexOlmoConfig`'s
+/// defaults: `num_experts` (7) of `intermediate_size`, top `num_experts_per_tok` (5),
+/// renormalized per `norm_topk_prob` (false); `rms_norm_eps` 1e-6, RoPE theta 500000,
+/// `max_position_embeddings` 4096.
+pub const FLEX_OLMO: DecoderFamily = DecoderFamily {
+    model_types: &["flex_olmo"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames { keys: MoeKeys { experts_default: 7, top_k_default: 5, ..OLMOE_EXPERTS.keys }, ..OLMOE_EXPERTS }),
+        ..OLMO2.names
+    },
+    layout: Layout {
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(4096))],
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
+        rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default },
+        ..OLMO2.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// GLM-4.7-Flash's latent attention: DeepSeek-V3's names, `Glm4MoeLiteConfig`'s sizes.
 const GLM4_MOE_LITE_LATENT: LatentNames = LatentNames {
     defaults: LatentSizes { q_rank: Some(768), kv_rank: 512, nope: 192, rope: 64, v: 256, interleaved: true },
@@ -877,6 +900,28 @@ pub const MISTRAL4: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// OLMoE's mixture (`OlmoeConfig`'s defaults): `num_experts` (64) experts of
+/// `intermediate_size` in every layer, softmax top `num_experts_per_tok` (8), renormalized per
+/// `norm_topk_prob` (false).
+const OLMOE_EXPERTS: MoeNames = MoeNames {
+    router: "mlp.gate",
+    router_bias: false,
+    experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+    shared: None,
+    dense: None,
+    keys: MoeKeys {
+        experts: &["num_experts", "num_local_experts"],
+        experts_default: 64,
+        top_k_default: 8,
+        normalize: TopKNorm::Key("norm_topk_prob", false),
+        intermediate: &[],
+        intermediate_default: None,
+        sparse: SparseLayers::All,
+        routing: Routing::SoftmaxTopK,
+        activation: ExpertActivation::Gated,
+    },
+};
+
 /// OLMoE: Llama's pre-norm blocks with RMSNorms over the whole q and k projections,
 /// `clip_qkv` (when set) clamping q and k after those norms and v after its projection, and a
 /// mixture of `num_experts` (64) experts of `intermediate_size` in every layer, softmax top
@@ -886,24 +931,7 @@ pub const OLMOE: DecoderFamily = DecoderFamily {
     model_types: &["olmoe"],
     names: NameTable {
         qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None, after_rope: false }),
-        mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: None,
-            dense: None,
-            keys: MoeKeys {
-                experts: &["num_experts", "num_local_experts"],
-                experts_default: 64,
-                top_k_default: 8,
-                normalize: TopKNorm::Key("norm_topk_prob", false),
-                intermediate: &[],
-                intermediate_default: None,
-                sparse: SparseLayers::All,
-                routing: Routing::SoftmaxTopK,
-                activation: ExpertActivation::Gated,
-            },
-        }),
+        mlp: MlpNames::Experts(OLMOE_EXPERTS),
         ..LLAMA_NAMES
     },
     layout: Layout { key_defaults: &[("max_position_embeddings", KeyDefault::Count(4096))],
