@@ -27,6 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures")
 SCRIPT = "scripts/make_tiny_decoders.py"
 
+# DeepSeek-V3's YaRN x4 with `mscale_all_dim` (tiny-deepseek_v3, tiny-sarvam_mla).
+DEEPSEEK_YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+                 "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+
 SMALL = dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2, tie_word_embeddings=False)
 
@@ -275,8 +279,7 @@ FIXTURES_MADE_HERE = {
                   q_lora_rank=32, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
                   n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=4, topk_group=2,
                   first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
-                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
-                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}),
+                  rope_parameters=dict(DEEPSEEK_YARN)),
         legacy=legacy_rope,
         # The correction bias is a buffer (saved, not a parameter): moved off zero, so routing
         # that ignored it would pick other experts.
@@ -371,8 +374,7 @@ FIXTURES_MADE_HERE = {
                   kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
                   n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2,
                   routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
-                  rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
-                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}),
+                  rope_parameters=dict(DEEPSEEK_YARN)),
         legacy=sarvam_legacy,
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="Sarvam-105B (`sarvam_mla`, built by transformers as DeepSeek-V3): SarvamMLAConfig's defaults for what the config leaves out (no query compression, one group, layer 0 dense), written as the original config: `num_experts`, `num_shared_experts`, `head_dim` 32 (the latent plus rope, read as nothing), RoPE `deepseek_yarn` x4 with `mscale_all_dim`; layers 1-2 8 experts top 2 by sigmoid scores plus the correction, `routed_scaling_factor` 2.5",
