@@ -10,7 +10,9 @@ never need torch.
 Each entry of FIXTURES_MADE_HERE gives the config class, its arguments, the fixture whose inputs and
 tokenizer files it reuses (same vocabulary size), and how config.json is rewritten into the
 spelling published checkpoints use; `composite` wraps the text config in a vision-language one
-(the references are then its text path). scripts/make_tiny_qwen2_moe.py reuses
+(the references are then its text path); `model` names the model class when the config class's
+family builds another's (SarvamMLAConfig -> DeepseekV3ForCausalLM; the reload check then goes
+through AutoModelForCausalLM, as a user's load does). scripts/make_tiny_qwen2_moe.py reuses
 `perturbed_and_saved`, `references` and `write_reference_json`.
 """
 
