@@ -1,6 +1,7 @@
 """Shared fixtures for the Python tests: where the `tailor` binary and the fixtures are, and
 which fixtures there are (the registry, tests/fixtures/fixtures.toml, read here once)."""
 import os
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -40,6 +41,24 @@ def tailor_bin() -> Path:
             "TAILOR_BIN must point at a built `tailor` binary; run the tests with scripts/test.sh"
         )
     return Path(path)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(request, tmp_path_factory):
+    """`tmp_path_factory.mktemp` for a module's fixtures, whose folders are removed when the
+    module ends if none of its tests failed. pytest keeps a session's factory folders until the
+    session ends; the real-checkpoint modules write 0.1-1.1 GB each, and CI's disk ran out."""
+    made = []
+    failed_before = request.session.testsfailed
+
+    def mktemp(name: str) -> Path:
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    yield mktemp
+    if request.session.testsfailed == failed_before:
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -32,10 +32,10 @@ def minilm_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
+def packages(module_tmp):
     out = {}
     for ep in ["default", "cpu"]:
-        pkg = tmp_path_factory.mktemp(f"minilm-{ep}") / "pkg"
+        pkg = module_tmp(f"minilm-{ep}") / "pkg"
         cmd = [str(tailor_bin()), "build", "--model", str(minilm_dir()), "--output", str(pkg), "--ep", ep]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"

@@ -38,12 +38,12 @@ def gguf_path() -> Path:
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
+def packages(module_tmp):
     """cpu packages at accuracy level 1 (f32 activations) and at the table's default (4)."""
     src = gguf_path()
     out = {}
     for name, flags in [("level1", ["--accuracy-level", "1"]), ("default", [])]:
-        pkg = tmp_path_factory.mktemp(f"gguf-{name}") / "pkg"
+        pkg = module_tmp(f"gguf-{name}") / "pkg"
         cmd = [str(tailor_bin()), "build", "--model", str(src), "--output", str(pkg), "--ep", "cpu", *flags]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"

@@ -107,8 +107,8 @@ def write_bert_gguf(path: Path, qtype=T.F32, pooling=gguf.PoolingType.MEAN, caus
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bert-gguf")
+def files(module_tmp):
+    d = module_tmp("bert-gguf")
     return {
         "F32": write_bert_gguf(d / "minilm.F32.gguf"),
         "Q8_0": write_bert_gguf(d / "minilm.Q8_0.gguf", T.Q8_0),

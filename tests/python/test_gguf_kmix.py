@@ -30,11 +30,11 @@ FORMS = {"Q4_K": (4, 32), "Q6_K": (8, 16), "Q8_0": (8, 32)}
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
+def packages(module_tmp):
     """cpu packages at accuracy level 1 (f32 activations) and at the table's default (4)."""
     out = {}
     for name, flags in [("level1", ["--accuracy-level", "1"]), ("default", [])]:
-        pkg = tmp_path_factory.mktemp(f"kmix-{name}") / "pkg"
+        pkg = module_tmp(f"kmix-{name}") / "pkg"
         cmd = [str(tailor_bin()), "build", "--model", str(FILE), "--output", str(pkg), "--ep", "cpu", *flags]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"

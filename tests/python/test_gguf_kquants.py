@@ -94,8 +94,8 @@ def float_checkpoint(out: Path, file: Path = FILE) -> dict:
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
-    root = tmp_path_factory.mktemp("kquants")
+def packages(module_tmp):
+    root = module_tmp("kquants")
     checkpoint = root / "checkpoint"
     types = float_checkpoint(checkpoint)
     out = {"types": types}

@@ -30,8 +30,8 @@ def head_path() -> Path:
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    work = tmp_path_factory.mktemp("deepseek-qwen-tokenizer")
+def package(module_tmp):
+    work = module_tmp("deepseek-qwen-tokenizer")
     model = work / "model.gguf"
     gguf_header_model.write(head_path(), model)
     pkg = work / "pkg"

@@ -40,9 +40,9 @@ CASES = {
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
-def case(request, tmp_path_factory):
+def case(request, module_tmp):
     src, ref = CASES[request.param]
-    pkg = tmp_path_factory.mktemp(f"spm-{request.param}") / "pkg"
+    pkg = module_tmp(f"spm-{request.param}") / "pkg"
     cmd = [str(tailor_bin()), "build", "--model", str(src), "--output", str(pkg), "--ep", "cpu"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"

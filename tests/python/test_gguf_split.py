@@ -23,8 +23,8 @@ def build(model: Path, out: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def split_set(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("smollm2-split")
+def split_set(module_tmp):
+    folder = module_tmp("smollm2-split")
     # 273 tensors: 100 per file makes three files, each with a mix of Q4_1, Q8_0 and F32.
     paths = [Path(p) for p in split(str(gguf_path()), str(folder / "SmolLM2-135M-Instruct.Q4_1"), 100)]
     assert [p.name for p in paths] == [f"SmolLM2-135M-Instruct.Q4_1-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
@@ -32,8 +32,8 @@ def split_set(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smollm2-whole") / "pkg"
+def whole(module_tmp):
+    out = module_tmp("smollm2-whole") / "pkg"
     done = build(gguf_path(), out)
     assert done.returncode == 0, done.stderr
     return out

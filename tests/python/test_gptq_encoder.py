@@ -53,9 +53,9 @@ def quantize(w, rng):
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
+def checkpoints(module_tmp):
     """(gptq folder, dequantized float folder, {layer: (codes [K, N], zeros [K/32, N])})."""
-    root = tmp_path_factory.mktemp("gptq-bert")
+    root = module_tmp("gptq-bert")
     src = FIXTURES / "tiny-bert"
     weights = load_file(str(src / "model.safetensors"))
     cfg = json.loads((src / "config.json").read_text())

@@ -27,14 +27,14 @@ def lora_flags(names=ADAPTERS):
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory):
+def package(module_tmp):
     """tiny-llama with both adapters, default EP, f32."""
-    return build_with(tmp_path_factory.mktemp("lora") / "pkg", BASE, "default", lora_flags())
+    return build_with(module_tmp("lora") / "pkg", BASE, "default", lora_flags())
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    return build_with(tmp_path_factory.mktemp("plain") / "pkg", BASE, "default", [])
+def plain(module_tmp):
+    return build_with(module_tmp("plain") / "pkg", BASE, "default", [])
 
 
 def read_adapter(path):

@@ -682,8 +682,8 @@ def widened_checkpoint(dest, hidden=160):
 
 
 @pytest.fixture(scope="module")
-def wide_checkpoint(tmp_path_factory):
-    return widened_checkpoint(tmp_path_factory.mktemp("wide") / "tiny-qwen2-wide")
+def wide_checkpoint(module_tmp):
+    return widened_checkpoint(module_tmp("wide") / "tiny-qwen2-wide")
 
 
 MATMULNBITS_TABLES = [

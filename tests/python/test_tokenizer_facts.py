@@ -81,9 +81,9 @@ def open_tokenizer(pkg):
 
 
 @pytest.fixture(scope="module")
-def good_ids(tmp_path_factory):
+def good_ids(module_tmp):
     """The probe's ids through the unbroken package, built with --strict (no warning)."""
-    tmp = tmp_path_factory.mktemp("good")
+    tmp = module_tmp("good")
     done = build(checkpoint(tmp), tmp / "pkg", "--strict")
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr, done.stderr
