@@ -38,7 +38,7 @@ const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\
 /// and those of the types it splits with GPT-2's one regex: `mpt`, `olmo` (OLMo, and the GPT-NeoX
 /// tokenizer), `jais`, `trillion`, `granite-docling`; and `default`), or differ from it only in
 /// cutting digits one by one (`smollm`, `starcoder`, `refact`: their vocabularies merge no
-/// digits, so the tokens are the same). Any other value not in [`SPLITS`] is a split rule this
+/// digits, so the tokens are the same). Any other value not in [`SPLITS`] or [`SPLIT_SEQUENCES`] is a split rule this
 /// conversion does not know, and the build says so.
 const GPT2_LIKE: &[&str] = &[
     "default",
@@ -87,6 +87,43 @@ const SPLITS: &[(&str, &str)] = &[
     ("megrez", QWEN2_SPLIT),
     ("gpt-4o", O200K_SPLIT),
 ];
+
+/// One pass of a pre-tokenizer sequence before its byte-level mapping.
+#[derive(Clone, Copy, Debug)]
+enum PreStep {
+    /// Split off every match of the regex as its own piece (`Isolated`).
+    Split(&'static str),
+    /// Every digit its own piece (`Digits` with `individual_digits`).
+    Digits,
+}
+
+/// DeepSeek-V3's and R1's split (`deepseek-v3`): digits in threes, runs of CJK ideographs and
+/// kana, then words, punctuation and whitespace. The regexes of llama.cpp's
+/// `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK3_LLM` (`llama-vocab.cpp`), which are the three `Split`s of
+/// DeepSeek-V3's tokenizer.json, in its order (CR and LF as characters, as there).
+const DEEPSEEK_V3_STEPS: &[PreStep] = &[
+    PreStep::Split("\\p{N}{1,3}"),
+    PreStep::Split("[\u{4E00}-\u{9FA5}\u{3040}-\u{309F}\u{30A0}-\u{30FF}]+"),
+    PreStep::Split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
+];
+
+/// DeepSeek LLM's and V2's split (`deepseek-llm`): line breaks, Latin/Greek/Cyrillic/... words,
+/// ASCII and full-width punctuation, trailing whitespace, CJK and Hangul runs, then each digit
+/// alone. The five regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM`; the models' own
+/// tokenizer.json ends with `Digits` (each digit alone) where llama.cpp splits `\p{N}+` (the
+/// vocabulary merges no digits, so the tokens are the same).
+const DEEPSEEK_LLM_STEPS: &[PreStep] = &[
+    PreStep::Split("[\r\n]"),
+    PreStep::Split("\\s?[A-Za-z\u{B5}\u{C0}-\u{D6}\u{D8}-\u{F6}\u{F8}-\u{1BA}\u{1BC}-\u{1BF}\u{1C4}-\u{293}\u{295}-\u{2AF}\u{370}-\u{373}\u{376}\u{377}\u{37B}-\u{37D}\u{37F}\u{386}\u{388}-\u{38A}\u{38C}\u{38E}-\u{3A1}\u{3A3}-\u{3F5}\u{3F7}-\u{481}\u{48A}-\u{52F}\u{531}-\u{556}\u{10A0}-\u{10C5}\u{13A0}-\u{13F5}\u{13F8}-\u{13FD}\u{1C90}-\u{1CBA}\u{1CBD}-\u{1CBF}\u{1D00}-\u{1D2B}\u{1D6B}-\u{1D77}\u{1D79}-\u{1D9A}\u{1E00}-\u{1F15}\u{1F18}-\u{1F1D}\u{1F20}-\u{1F45}\u{1F48}-\u{1F4D}\u{1F50}-\u{1F57}\u{1F59}\u{1F5B}\u{1F5D}\u{1F5F}-\u{1F7D}\u{1F80}-\u{1FB4}\u{1FB6}-\u{1FBC}\u{1FBE}\u{1FC2}-\u{1FC4}\u{1FC6}-\u{1FCC}\u{1FD0}-\u{1FD3}\u{1FD6}-\u{1FDB}\u{1FE0}-\u{1FEC}\u{1FF2}-\u{1FF4}\u{1FF6}-\u{1FFC}\u{2102}\u{2107}\u{210A}-\u{2113}\u{2115}\u{2119}-\u{211D}\u{2124}\u{2126}\u{2128}\u{212A}-\u{212D}\u{212F}-\u{2134}\u{2139}\u{213C}-\u{213F}\u{2145}-\u{2149}\u{214E}\u{2183}\u{2184}\u{2C00}-\u{2C7B}\u{2C7E}-\u{2CE4}\u{2CEB}-\u{2CEE}\u{2CF2}\u{2CF3}\u{A640}-\u{A66D}\u{A680}-\u{A69B}\u{A722}-\u{A76F}\u{A771}-\u{A787}\u{A78B}-\u{A78E}\u{AB70}-\u{ABBF}\u{FB00}-\u{FB06}\u{FB13}-\u{FB17}\u{FF21}-\u{FF3A}\u{FF41}-\u{FF5A}\u{10400}-\u{1044F}\u{104B0}-\u{104D3}\u{104D8}-\u{104FB}\u{10C80}-\u{10CB2}\u{10CC0}-\u{10CF2}\u{118A0}-\u{118DF}\u{1E900}-\u{1E943}]+"),
+    PreStep::Split("\\s?[!-/:-~\u{FF01}-\u{FF0F}\u{FF1A}-\u{FF5E}\u{2018}-\u{201F}\u{3000}-\u{3002}]+"),
+    PreStep::Split("\\s+$"),
+    PreStep::Split("[\u{4E00}-\u{9FA5}\u{800}-\u{4E00}\u{AC00}-\u{D7FF}]+"),
+    PreStep::Digits,
+];
+
+/// `tokenizer.ggml.pre` values whose models split in several passes ([`PreStep`]s, in order),
+/// as their own tokenizer.json files do; transformers' GGUF loader knows none of them.
+const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS)];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
 /// 256 + their rank.
@@ -352,7 +389,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
             warnings.push(format!(
                 "{}: `tokenizer.ggml.pre` is `{p}`, a split rule this tool does not know; text is split as GPT-2 splits it (as transformers' GGUF loader does), which can give other tokens than the model's own tokenizer (numbers, case, punctuation, newlines). Known: {}",
                 path.display(),
-                SPLITS.iter().map(|(n, _)| *n).chain(GPT2_LIKE.iter().copied()).collect::<Vec<_>>().join(", ")
+                SPLITS.iter().map(|(n, _)| *n).chain(SPLIT_SEQUENCES.iter().map(|(n, _)| *n)).chain(GPT2_LIKE.iter().copied()).collect::<Vec<_>>().join(", ")
             ));
         }
         json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})
@@ -392,14 +429,23 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     }
     Ok(Converted { tokenizer, config: Json::Object(config), warnings })
 }
-/// The pre-tokenizer transformers sets for a `tokenizer.ggml.pre` it knows (the split regex,
-/// then byte-level), whatever the tokenizer model; `None` for any other value.
+/// The pre-tokenizer for a `tokenizer.ggml.pre` this conversion knows: the split regex
+/// transformers sets for it ([`SPLITS`]) or the model's own passes ([`SPLIT_SEQUENCES`]), then
+/// byte-level, whatever the tokenizer model; `None` for any other value.
 pub(crate) fn split_pre_tokenizer(pre: Option<&str>) -> Option<Json> {
-    let (_, regex) = SPLITS.iter().find(|(p, _)| Some(*p) == pre)?;
-    Some(json!({"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
-        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}
-    ]}))
+    let steps: Vec<PreStep> = match SPLITS.iter().find(|(p, _)| Some(*p) == pre) {
+        Some((_, regex)) => vec![PreStep::Split(regex)],
+        None => SPLIT_SEQUENCES.iter().find(|(p, _)| Some(*p) == pre)?.1.to_vec(),
+    };
+    let mut passes: Vec<Json> = steps
+        .iter()
+        .map(|s| match s {
+            PreStep::Split(regex) => json!({"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false}),
+            PreStep::Digits => json!({"type": "Digits", "individual_digits": true}),
+        })
+        .collect();
+    passes.push(json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}));
+    Some(json!({"type": "Sequence", "pretokenizers": passes}))
 }
 
 /// The post-processor: the sequence, with BOS before and EOS after when the file asks.
@@ -502,6 +548,20 @@ mod tests {
     /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
     /// text as their file id) unless a merge needs their respelled form (a run of spaces stored
     /// decoded as user-defined), which stays respelled in the vocabulary, as before.
+    #[test]
+    fn deepseek_pre_tokenizers_are_their_models_passes() {
+        let passes = |pre: &str| -> Vec<String> {
+            let p = split_pre_tokenizer(Some(pre)).unwrap();
+            p["pretokenizers"].as_array().unwrap().iter().map(|s| s["type"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(passes("deepseek-v3"), ["Split", "Split", "Split", "ByteLevel"]);
+        assert_eq!(passes("deepseek-llm"), ["Split", "Split", "Split", "Split", "Split", "Digits", "ByteLevel"]);
+        let v3 = split_pre_tokenizer(Some("deepseek-v3")).unwrap();
+        assert_eq!(v3["pretokenizers"][0]["pattern"]["Regex"], json!("\\p{N}{1,3}"));
+        assert!(v3["pretokenizers"][2]["pattern"]["Regex"].as_str().unwrap().contains("[^\r\n\\p{L}\\p{P}\\p{S}]?"));
+        assert!(split_pre_tokenizer(Some("deepseek-coder")).is_none());
+    }
+
     #[test]
     fn added_tokens_outside_the_alphabet_keep_their_spelling_unless_a_merge_needs_it() {
         let tokens = ["a", "b", "Ġ", "ĠĠ", "ab", "<｜User｜>", "  ", "<｜bos｜>"];

@@ -271,6 +271,10 @@ enum Kind {
     Mistral3,
     Apertus,
     GptNeox,
+    /// DeepSeek-V2 and V3 (and files of their model, Kimi K2's among them): latent attention and
+    /// grouped experts; which of the two from the routing the metadata states
+    /// ([`deepseek2_config`]).
+    Deepseek2,
 }
 
 /// One architecture's mapping.
@@ -289,7 +293,7 @@ impl Arch {
 
     /// Whether a YaRN `rope.scaling.type` is read ([`yarn_scaling`]).
     fn reads_yarn(&self) -> bool {
-        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee | Kind::Mistral3)
+        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee | Kind::Mistral3 | Kind::Deepseek2)
     }
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
@@ -334,6 +338,27 @@ impl Arch {
                 "rope.scaling.yarn_log_multiplier",
                 "attention.temperature_scale",
                 "attention.temperature_length",
+            ],
+            Kind::Deepseek2 => &[
+                "leading_dense_block_count",
+                "attention.q_lora_rank",
+                "attention.kv_lora_rank",
+                "attention.key_length_mla",
+                "attention.value_length_mla",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "expert_group_count",
+                "expert_group_used_count",
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+                "rope.scaling.yarn_log_multiplier",
             ],
             Kind::Arcee => &[
                 "rope.scaling.factor",
@@ -442,6 +467,7 @@ impl Arch {
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
+            Kind::Deepseek2 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
         }
     }
 }
@@ -456,7 +482,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -489,7 +515,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -548,6 +574,10 @@ fn arch(name: &str) -> Option<Arch> {
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
         // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
         "bert" => ("bert", false, Kind::Bert),
+        // DeepseekV2Model (DeepSeek-V2, V2-Lite, V3, R1, Kimi K2) is a TextModel: nothing
+        // permuted (llama.cpp's NORM rope turns adjacent pairs, as DeepSeek's interleaved
+        // RoPE). `deepseek_v3` until the routing says V2 (`deepseek2_config`).
+        "deepseek2" => ("deepseek_v3", false, Kind::Deepseek2),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -598,6 +628,27 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
     ("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"),
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
+
+/// DeepSeek's latent attention, V3's routing bias and the shared experts (llama.cpp's
+/// `LLM_ARCH_DEEPSEEK2`); `attn_q` (no query compression), `attn_output` and the leading
+/// dense layers' MLP are Llama's names. `attn_kv_b` is what converters wrote before splitting it
+/// into `attn_k_b` / `attn_v_b` ([`joined_kv_b`]).
+const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
+    ("attn_q_a.weight", "self_attn.q_a_proj.weight"),
+    ("attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"),
+    ("attn_q_b.weight", "self_attn.q_b_proj.weight"),
+    ("attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"),
+    ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
+    ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
+    ("exp_probs_b.bias", "mlp.gate.e_score_correction_bias"),
+    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// The halves current converters split DeepSeek's `kv_b_proj` into (`DeepseekV2Model`), in
+/// the slots of [`joined_kv_b`].
+const LATENT_HALVES: [&str; 2] = ["attn_k_b.weight", "attn_v_b.weight"];
 
 /// GLM-4's layers beyond Llama's (llama.cpp's `LLM_ARCH_GLM4`): four norms
 /// (`post_attention_norm` after attention, `ffn_norm` before the MLP, `post_ffw_norm` after it),
@@ -902,6 +953,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let moe = ExpertShape::of(&config);
     // gpt-oss's expert tensors by layer, woven into the family's stacks after the loop.
     let mut gpt_oss: BTreeMap<usize, [Option<&TensorInfo>; 6]> = BTreeMap::new();
+    // DeepSeek's split `kv_b_proj` halves by layer, joined after the loop.
+    let mut latent: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) {
@@ -910,6 +963,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         *types.entry(whole.ggml_type.name()).or_default() += 1;
         if let Some((layer, slot)) = gpt_oss_expert(&whole.name, &a) {
             gpt_oss.entry(layer).or_default()[slot] = Some(whole);
+            continue;
+        }
+        if let Some((layer, slot)) = latent_half(&whole.name, &a) {
+            latent.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
         if let Some((layer, template)) = expert_stack(&whole.name, &a) {
@@ -1027,6 +1084,15 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     }
     for (layer, parts) in gpt_oss {
         file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
+    }
+    for (layer, halves) in latent {
+        let name = format!("model.layers.{layer}.self_attn.kv_b_proj.weight");
+        if views.contains_key(&name) || tensors.contains_key(&name) || packed.contains_key(&name) {
+            return Err(err(format!("holds `blk.{layer}.attn_kv_b.weight` beside `blk.{layer}.attn_k_b.weight` / `attn_v_b.weight`: one form of the layer's key/value projection is read")));
+        }
+        let (recipe, bits) = joined_kv_b(path, &file, layer, halves, &config)?;
+        file_bits.extend(bits);
+        views.insert(name, recipe);
     }
     if a.kind == Kind::Apertus {
         xielu_views(path, &file, int("num_hidden_layers"), &mut views)?;
@@ -1147,6 +1213,51 @@ fn gpt_oss_experts(
     Ok(bits)
 }
 
+/// The layer and [`LATENT_HALVES`] slot of a DeepSeek `attn_k_b` / `attn_v_b` tensor.
+fn latent_half(name: &str, a: &Arch) -> Option<(usize, usize)> {
+    if a.kind != Kind::Deepseek2 {
+        return None;
+    }
+    let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
+    Some((layer.parse().ok()?, LATENT_HALVES.iter().position(|s| *s == suffix)?))
+}
+
+/// DeepSeek's `kv_b_proj` (`[heads x (nope + v), kv_lora_rank]`, each head's key rows then
+/// its value rows) from the halves current converters write: `attn_k_b`, the key rows of each
+/// head transposed (numpy `[heads, kv_lora_rank, nope]`), and `attn_v_b` (`[heads, v,
+/// kv_lora_rank]`). A block-quantized `attn_k_b` runs its blocks along `nope`, not along the
+/// projection's input, so no MatMulNBits holds it: the joined weight is the halves' exact float
+/// dequantization (the build report says so: the graph reads it per head, as no MatMulNBits
+/// does). Returns it and the bits of each quantized half.
+fn joined_kv_b(path: &Path, file: &GgufFile, layer: usize, halves: [Option<&TensorInfo>; 2], config: &Map<String, Json>) -> Result<(Recipe, Vec<ir::quant::Bits>)> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let size = |k: &str| config.get(k).and_then(Json::as_u64).map_or(0, |v| v as usize);
+    let (heads, rank, nope, v) = (size("num_attention_heads"), size("kv_lora_rank"), size("qk_nope_head_dim"), size("v_head_dim"));
+    let present = halves.iter().flatten().next().map_or(String::new(), |t| t.name.clone());
+    let mut bits = Vec::new();
+    let mut half = |slot: usize, dims: [usize; 3]| -> Result<Recipe> {
+        let t = halves[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: the split key/value projection needs both halves", LATENT_HALVES[slot])))?;
+        // ggml's dims run fastest first: numpy [a, b, c] is ggml [c, b, a].
+        let ggml: Vec<usize> = dims.iter().rev().copied().collect();
+        if t.dims != ggml {
+            return Err(err(format!("tensor `{}` has ggml dims {:?}, where {heads} heads, `kv_lora_rank` {rank}, `qk_nope_head_dim` {nope} and `v_head_dim` {v} say {ggml:?}", t.name, t.dims)));
+        }
+        if let Some(dtype) = float_dtype(t.ggml_type) {
+            return Ok(Recipe::source(source(file, t, &t.name, dtype, dims.to_vec())).cast(DType::F32));
+        }
+        if ir::ggml::form(t.ggml_type).is_none() {
+            return Err(err(unimported_type(t)));
+        }
+        let w = PackedWeight::ggml(t.name.clone(), source(file, t, &t.name, DType::U8, vec![t.len]), t.ggml_type, dims[0] * dims[1], dims[2], None)?;
+        bits.push(w.bits());
+        Ok(Recipe::Packed(w).reshape(dims.to_vec()))
+    };
+    let k = half(0, [heads, rank, nope])?.transpose(vec![0, 2, 1]);
+    let v_rows = half(1, [heads, v, rank])?;
+    let joined = Recipe::concat(vec![k, v_rows], 1).map_err(|e| err(format!("layer {layer}: the key and value halves cannot be joined: {e}")))?;
+    Ok((joined.reshape(vec![heads * (nope + v), rank]), bits))
+}
+
 /// Why tensor `t`'s ggml type is refused, with the types that are imported.
 fn unimported_type(t: &TensorInfo) -> String {
     format!(
@@ -1170,7 +1281,7 @@ impl ExpertShape {
     /// `None` for a file without experts.
     fn of(config: &Map<String, Json>) -> Option<ExpertShape> {
         let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize);
-        let experts = int("num_local_experts").or_else(|| int("num_experts")).filter(|&e| e > 0)?;
+        let experts = int("num_local_experts").or_else(|| int("num_experts")).or_else(|| int("n_routed_experts")).filter(|&e| e > 0)?;
         let ff = int("moe_intermediate_size").or_else(|| int("intermediate_size"))?;
         Some(ExpertShape { experts, hidden: int("hidden_size")?, ff })
     }
@@ -1429,6 +1540,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     let kv_heads = uint("attention.head_count_kv")?.unwrap_or(heads);
     let head_dim = match (uint("attention.key_length")?, uint("attention.value_length")?) {
+        // DeepSeek's latent attention: the config's `head_dim` is the rotary part
+        // (`DeepseekV3Config`); its key/value lengths are the latent's, read by deepseek2_config.
+        _ if a.kind == Kind::Deepseek2 => need("rope.dimension_count")?,
         (Some(k), Some(v)) if k != v => return Err(err(format!("`{}` ({k}) differs from `{}` ({v}): one head size is read", key("attention.key_length"), key("attention.value_length")))),
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => hidden / heads,
@@ -1626,6 +1740,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Deepseek2 {
+        deepseek2_config(&mut c, file, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -1780,6 +1896,132 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     c.insert("mlp_only_layers".into(), json!((0..layers).filter(|&i| !routed(i)).collect::<Vec<_>>()));
     if a.kind == Kind::Qwen2Moe {
         c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
+    }
+    Ok(())
+}
+
+/// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
+/// and `DeepseekV2Config` spell them. The latent sizes: `attention.kv_lora_rank`,
+/// `attention.q_lora_rank` (absent: no query compression), `attention.key_length_mla` (nope +
+/// rope) and `attention.value_length_mla`; the file's `key_length` / `value_length` (the latent
+/// as MQA) must agree with them. The routing decides the model: `expert_gating_func` 2
+/// (sigmoid) is V3's (its `exp_probs_b` correction bias, groups scored by their best two,
+/// `expert_weights_norm` as `norm_topk_prob`), 1 or absent (softmax: llama.cpp's reading of
+/// files older than the key) V2's (`group_limited_greedy` over `expert_group_count` groups when
+/// there are several, a group scored by its best expert as DeepSeek-V2's own router does;
+/// llama.cpp scores it by its best two). V2's router never renormalizes, so a softmax file with
+/// `expert_weights_norm` true is refused. YaRN as the other families read it, with
+/// `mscale` = `mscale_all_dim` = `rope.scaling.yarn_log_multiplier` / 0.1 (the converter writes
+/// 0.1 x `mscale_all_dim`, and llama.cpp's graph assumes the two equal, as DeepSeek's configs
+/// have them).
+fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a deepseek2 file states its latent attention and experts)", key(k)))) };
+    let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let (heads, rope, layers) = (get("num_attention_heads"), get("head_dim"), get("num_hidden_layers"));
+    let rank = need("attention.kv_lora_rank")?;
+    let key_mla = need("attention.key_length_mla")?;
+    let v = need("attention.value_length_mla")?;
+    if rank == 0 || v == 0 || key_mla <= rope {
+        return Err(err(format!(
+            "metadata keys `{}` {rank}, `{}` {key_mla} and `{}` {v} with `{}` {rope}: the latent rank and value size must be positive and the key size larger than its rotary part",
+            key("attention.kv_lora_rank"),
+            key("attention.key_length_mla"),
+            key("attention.value_length_mla"),
+            key("rope.dimension_count")
+        )));
+    }
+    for (k, want) in [("attention.key_length", rank + rope), ("attention.value_length", rank)] {
+        if let Some(got) = uint(k)?.filter(|&got| got != want) {
+            return Err(err(format!("metadata key `{}` is {got}; the latent attention's `kv_lora_rank` {rank} and rotary size {rope} make it {want}", key(k))));
+        }
+    }
+    let q_rank = uint("attention.q_lora_rank")?.filter(|&r| r > 0);
+    let has = |suffix: &str| file.tensors.iter().any(|t| t.name.starts_with("blk.") && t.name.ends_with(suffix));
+    match (q_rank, has(".attn_q_a.weight"), has(".attn_q.weight")) {
+        (Some(_), true, false) | (None, false, true) => {}
+        _ => {
+            return Err(err(format!(
+                "`{}` is {} but the layers hold {}: compressed queries are `attn_q_a` / `attn_q_b`, uncompressed ones `attn_q`",
+                key("attention.q_lora_rank"),
+                q_rank.map_or("absent".to_string(), |r| r.to_string()),
+                match (has(".attn_q_a.weight"), has(".attn_q.weight")) {
+                    (true, true) => "both",
+                    (true, false) => "`attn_q_a`",
+                    (false, true) => "`attn_q`",
+                    (false, false) => "neither",
+                }
+            )))
+        }
+    }
+    let experts = need("expert_count")?;
+    let used = need("expert_used_count")?;
+    if experts == 0 || used == 0 || used > experts {
+        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: a deepseek2 file routes each token to between 1 and all of its experts", key("expert_count"), key("expert_used_count"))));
+    }
+    let dense = uint("leading_dense_block_count")?.unwrap_or(0);
+    if dense > layers {
+        return Err(err(format!("metadata key `{}` is {dense}, more than the {layers} layers", key("leading_dense_block_count"))));
+    }
+    let groups = uint("expert_group_count")?.unwrap_or(1).max(1);
+    let open = uint("expert_group_used_count")?.unwrap_or(groups);
+    // llama.cpp: a scale of 0 (or none) scales nothing.
+    let scale = float("expert_weights_scale")?.filter(|s| *s != 0.0).unwrap_or(1.0);
+    let norm = match file.get(&key("expert_weights_norm")) {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("expert_weights_norm"))))?,
+    };
+    let sigmoid = match uint("expert_gating_func")? {
+        None | Some(1) => false,
+        Some(2) => true,
+        Some(g) => return Err(err(format!("metadata key `{}` is {g}: DeepSeek routes by softmax (1) or sigmoid (2)", key("expert_gating_func")))),
+    };
+    if sigmoid {
+        c.insert("model_type".into(), json!("deepseek_v3"));
+        c.insert("topk_method".into(), json!("noaux_tc"));
+        c.insert("norm_topk_prob".into(), json!(norm));
+        c.insert("rope_interleave".into(), json!(true));
+        if let Some(i) = (dense..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.exp_probs_b.bias"))) {
+            return Err(err(format!("layer {i} has no `blk.{i}.exp_probs_b.bias`: sigmoid routing (`{}` 2) is DeepSeek-V3's, which chooses experts with that correction bias", key("expert_gating_func"))));
+        }
+    } else {
+        if norm {
+            return Err(err(format!(
+                "metadata key `{}` is true with softmax routing: DeepSeek-V2's router (transformers' and the original model's) does not renormalize the chosen weights",
+                key("expert_weights_norm")
+            )));
+        }
+        c.insert("model_type".into(), json!("deepseek_v2"));
+        c.insert("topk_method".into(), json!(if groups > 1 { "group_limited_greedy" } else { "greedy" }));
+        c.insert("moe_layer_freq".into(), json!(1));
+    }
+    c.insert("num_key_value_heads".into(), json!(heads));
+    c.insert("q_lora_rank".into(), q_rank.map_or(Json::Null, |r| json!(r)));
+    c.insert("kv_lora_rank".into(), json!(rank));
+    c.insert("qk_nope_head_dim".into(), json!(key_mla - rope));
+    c.insert("qk_rope_head_dim".into(), json!(rope));
+    c.insert("v_head_dim".into(), json!(v));
+    c.insert("attention_bias".into(), json!(false));
+    c.insert("n_routed_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(need("expert_feed_forward_length")?));
+    c.insert("n_shared_experts".into(), json!(uint("expert_shared_count")?.unwrap_or(0)));
+    c.insert("first_k_dense_replace".into(), json!(dense));
+    c.insert("n_group".into(), json!(groups));
+    c.insert("topk_group".into(), json!(open));
+    c.insert("routed_scaling_factor".into(), json!(scale));
+    if let Some(mut yarn) = yarn_scaling(c, file, float, uint, key, err)? {
+        let log_mul = float("rope.scaling.yarn_log_multiplier")?.ok_or_else(|| {
+            err(format!("`{}` is yarn but `{}` is missing: DeepSeek's YaRN scales attention by `mscale_all_dim`, which the converter writes there", key("rope.scaling.type"), key("rope.scaling.yarn_log_multiplier")))
+        })?;
+        // In f32, as the file holds it, at its shortest decimal: 0.1 x 0.707 reads back as
+        // 0.707, not 0.70700001716.
+        let single = log_mul as f32 / 0.1f32;
+        let mscale: f64 = single.to_string().parse().unwrap_or(f64::from(single));
+        yarn["mscale"] = json!(mscale);
+        yarn["mscale_all_dim"] = json!(mscale);
+        c.insert("rope_scaling".into(), yarn);
+    } else if float("rope.scaling.yarn_log_multiplier")?.is_some() {
+        return Err(err(format!("metadata key `{}` is set without a yarn `{}`", key("rope.scaling.yarn_log_multiplier"), key("rope.scaling.type"))));
     }
     Ok(())
 }
@@ -2805,6 +3047,148 @@ mod tests {
         let i = import_of(&llama_meta(), &float).unwrap();
         assert!(i.source.is_none() && i.packed.is_empty());
         assert!(import_of(&llama_meta(), &llama_tensors()).unwrap().source.is_some());
+    }
+
+    /// A two-layer deepseek2 file: no query compression, a latent of 32 with 8 rotary and 16
+    /// nope / value sizes, layer 0 dense, layer 1 four experts (two routed) in two groups, V3's
+    /// routing; `kv_b_proj` split into an F32 `attn_k_b` and a Q8_0 `attn_v_b`.
+    fn deepseek2_meta() -> Vec<(String, Json)> {
+        let mut m: Vec<(String, Json)> = meta_of("deepseek2").into_iter().filter(|(k, _)| !k.ends_with("head_count_kv") && !k.ends_with("block_count")).collect();
+        for (k, v) in [
+            ("block_count", json!(2)),
+            ("attention.head_count_kv", json!(1)),
+            ("attention.key_length", json!(40)),
+            ("attention.value_length", json!(32)),
+            ("attention.kv_lora_rank", json!(32)),
+            ("attention.key_length_mla", json!(24)),
+            ("attention.value_length_mla", json!(16)),
+            ("rope.dimension_count", json!(8)),
+            ("leading_dense_block_count", json!(1)),
+            ("expert_count", json!(4)),
+            ("expert_used_count", json!(2)),
+            ("expert_feed_forward_length", json!(32)),
+            ("expert_shared_count", json!(1)),
+            ("expert_group_count", json!(2)),
+            ("expert_group_used_count", json!(1)),
+            ("expert_weights_scale", json!(2.5f64)),
+            ("expert_weights_norm", json!(true)),
+            ("expert_gating_func", json!(2)),
+        ] {
+            m.push((format!("deepseek2.{k}"), v));
+        }
+        m
+    }
+    fn deepseek2_tensors() -> Vec<(&'static str, u32, Vec<u64>)> {
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64])];
+        for layer in ["blk.0.", "blk.1."] {
+            let name = |s: &str| -> &'static str { Box::leak(format!("{layer}{s}").into_boxed_str()) };
+            t.extend([
+                (name("attn_norm.weight"), 0, vec![64]),
+                (name("ffn_norm.weight"), 0, vec![64]),
+                (name("attn_q.weight"), 8, vec![64, 96]),
+                (name("attn_kv_a_mqa.weight"), 8, vec![64, 40]),
+                (name("attn_kv_a_norm.weight"), 0, vec![32]),
+                (name("attn_k_b.weight"), 0, vec![16, 32, 4]),
+                (name("attn_v_b.weight"), 8, vec![32, 16, 4]),
+                (name("attn_output.weight"), 8, vec![64, 64]),
+            ]);
+        }
+        t.extend([("blk.0.ffn_gate.weight", 8, vec![64, 128]), ("blk.0.ffn_up.weight", 8, vec![64, 128]), ("blk.0.ffn_down.weight", 8, vec![128, 64])]);
+        t.extend([("blk.1.ffn_gate_inp.weight", 0, vec![64, 4]), ("blk.1.exp_probs_b.bias", 0, vec![4])]);
+        t.extend([("blk.1.ffn_gate_exps.weight", 8, vec![64, 32, 4]), ("blk.1.ffn_up_exps.weight", 8, vec![64, 32, 4]), ("blk.1.ffn_down_exps.weight", 0, vec![32, 64, 4])]);
+        t.extend([("blk.1.ffn_gate_shexp.weight", 8, vec![64, 32]), ("blk.1.ffn_up_shexp.weight", 8, vec![64, 32]), ("blk.1.ffn_down_shexp.weight", 8, vec![32, 64])]);
+        t
+    }
+
+    #[test]
+    fn deepseek2_files_read_the_latent_sizes_and_routing_and_join_the_split_projection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        // k_b of layer 0 numbered 0.. in its numpy order [heads 4, rank 32, nope 16].
+        let k_b: Vec<f32> = (0..4 * 32 * 16).map(|i| i as f32).collect();
+        std::fs::write(&path, file_with(&as_ref(&deepseek2_meta()), &deepseek2_tensors(), &[("blk.0.attn_k_b.weight", k_b.clone())])).unwrap();
+        let i = import(&path).unwrap();
+        let c = &i.config;
+        let got = |k: &str| c.get(k).cloned().unwrap_or(Json::Null);
+        assert_eq!(got("model_type"), json!("deepseek_v3"));
+        for (k, want) in [
+            ("q_lora_rank", Json::Null),
+            ("kv_lora_rank", json!(32)),
+            ("qk_nope_head_dim", json!(16)),
+            ("qk_rope_head_dim", json!(8)),
+            ("head_dim", json!(8)),
+            ("v_head_dim", json!(16)),
+            ("num_key_value_heads", json!(4)),
+            ("n_routed_experts", json!(4)),
+            ("num_experts_per_tok", json!(2)),
+            ("moe_intermediate_size", json!(32)),
+            ("n_shared_experts", json!(1)),
+            ("first_k_dense_replace", json!(1)),
+            ("n_group", json!(2)),
+            ("topk_group", json!(1)),
+            ("norm_topk_prob", json!(true)),
+            ("routed_scaling_factor", json!(2.5)),
+            ("rope_interleave", json!(true)),
+        ] {
+            assert_eq!(got(k), want, "{k}");
+        }
+        assert!(i.packed.contains_key("model.layers.1.mlp.experts.3.up_proj.weight") && i.packed.contains_key("model.layers.1.mlp.shared_experts.gate_proj.weight"));
+        assert!(i.tensors.contains_key("model.layers.1.mlp.gate.e_score_correction_bias") && i.packed.contains_key("model.layers.0.self_attn.q_proj.weight"));
+        // kv_b_proj [heads x (nope + v), rank]: head h's first 16 rows are k_b[h] transposed.
+        let kv_b = &i.views["model.layers.0.self_attn.kv_b_proj.weight"];
+        assert_eq!(kv_b.shape(), vec![4 * 32, 32]);
+        let bytes = kv_b.materialize().unwrap();
+        let values: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        for (h, j, r) in [(0, 0, 0), (0, 5, 7), (2, 15, 31), (3, 3, 0)] {
+            assert_eq!(values[(h * 32 + j) * 32 + r], k_b[(h * 32 + r) * 16 + j], "head {h} nope {j} rank {r}");
+        }
+        // The value rows are the Q8_0 half (its scales are 0 in this file: zeros).
+        assert!((0..4).all(|h| values[(h * 32 + 16) * 32..(h * 32 + 32) * 32].iter().all(|v| *v == 0.0)));
+        drop(i);
+        drop(dir);
+
+        // Softmax routing, no renormalization: DeepSeek-V2, grouped by its best expert.
+        let v2: Vec<(String, Json)> = deepseek2_meta().into_iter().filter(|(k, _)| !k.ends_with("expert_gating_func") && !k.ends_with("expert_weights_norm")).collect();
+        let t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect();
+        let c = import_of(&as_ref(&v2), &t).unwrap().config;
+        assert_eq!((c["model_type"].as_str(), c["topk_method"].as_str()), (Some("deepseek_v2"), Some("group_limited_greedy")));
+    }
+
+    #[test]
+    fn deepseek2_refusals_name_the_key_or_tensor() {
+        let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let with = |k: &str, v: Json| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = deepseek2_meta().into_iter().filter(|(key, _)| key != &format!("deepseek2.{k}")).collect();
+            m.push((format!("deepseek2.{k}"), v));
+            m
+        };
+        let got = e(with("expert_gating_func", json!(3)), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.expert_gating_func` is 3"), "{got}");
+        let got = e(with("expert_gating_func", json!(1)), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.expert_weights_norm` is true with softmax routing"), "{got}");
+        let got = e(deepseek2_meta(), deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect());
+        assert!(got.contains("`blk.1.exp_probs_b.bias`"), "{got}");
+        let got = e(with("attention.key_length", json!(24)), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.attention.key_length` is 24") && got.contains("40"), "{got}");
+        let got = e(with("attention.q_lora_rank", json!(48)), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.attention.q_lora_rank` is 48") && got.contains("`attn_q`"), "{got}");
+        let got = e(deepseek2_meta().into_iter().filter(|(k, _)| !k.ends_with("kv_lora_rank")).collect(), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.attention.kv_lora_rank` is missing"), "{got}");
+        let got = e(deepseek2_meta(), deepseek2_tensors().into_iter().filter(|(n, ..)| *n != "blk.1.attn_v_b.weight").collect());
+        assert!(got.contains("`blk.1.attn_v_b.weight`") && got.contains("both halves"), "{got}");
+        let mut t = deepseek2_tensors();
+        t.iter_mut().find(|(n, ..)| *n == "blk.0.attn_k_b.weight").unwrap().2 = vec![32, 16, 4];
+        let got = e(deepseek2_meta(), t);
+        assert!(got.contains("`blk.0.attn_k_b.weight`") && got.contains("[16, 32, 4]"), "{got}");
+        let got = e(deepseek2_meta(), [deepseek2_tensors(), vec![("blk.0.attn_kv_b.weight", 0, vec![32, 128])]].concat());
+        assert!(got.contains("`blk.0.attn_kv_b.weight` beside"), "{got}");
+        let got = e(with("rope.scaling.type", json!("yarn")), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.rope.scaling.factor`"), "{got}");
+        let mut m = with("rope.scaling.type", json!("yarn"));
+        m.push(("deepseek2.rope.scaling.factor".into(), json!(4.0f64)));
+        m.push(("deepseek2.context_length".into(), json!(256)));
+        let got = e(m, deepseek2_tensors());
+        assert!(got.contains("`deepseek2.rope.scaling.yarn_log_multiplier` is missing"), "{got}");
     }
 
     #[test]

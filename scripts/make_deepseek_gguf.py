@@ -1,0 +1,251 @@
+"""Writes tests/python/data/gguf-moe/tiny-deepseek_v3.*.gguf and tiny-deepseek_v2.*.gguf: the
+tiny DeepSeek fixtures as llama.cpp's converter writes them (`deepseek2` files, issue #29), for
+tests/python/test_gguf_deepseek.py. No torch: gguf-py (its writer, `quantize` and `dequantize`),
+numpy and safetensors only.
+
+Run once, not in CI:
+    .venv/bin/python scripts/make_deepseek_gguf.py     # from the repository root
+
+What llama.cpp's converter writes (read for facts: `conversion/deepseek.py` `DeepseekV2Model`,
+the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_parameters`):
+
+- metadata: the text sizes with `head_count_kv` 1 (MLA as MQA), `leading_dense_block_count`
+  (first_k_dense_replace), `attention.q_lora_rank` (when the model compresses queries),
+  `attention.kv_lora_rank`, `key_length` = kv_lora_rank + qk_rope_head_dim, `value_length` =
+  kv_lora_rank, `key_length_mla` = qk_nope_head_dim + qk_rope_head_dim, `value_length_mla` =
+  v_head_dim, `rope.dimension_count` = qk_rope_head_dim, `expert_feed_forward_length`,
+  `expert_count`, `expert_used_count`, `expert_shared_count`, `expert_group_count` /
+  `expert_group_used_count` (n_group / topk_group), `expert_weights_scale`
+  (routed_scaling_factor), `expert_weights_norm` only when norm_topk_prob is true,
+  `expert_gating_func` from `scoring_func` (absent in older V2 files: llama.cpp reads softmax),
+  YaRN's type, factor, original length and betas, and `rope.scaling.yarn_log_multiplier` =
+  0.1 x mscale_all_dim (llama.cpp assumes mscale equals mscale_all_dim, as in DeepSeek's configs);
+- tensors: `attn_q_a` / `attn_q_a_norm` / `attn_q_b` (or `attn_q` without q compression),
+  `attn_kv_a_mqa`, `attn_kv_a_norm`, `attn_output`, the experts merged into 3-D
+  `ffn_{gate,up,down}_exps`, the router `ffn_gate_inp`, V3's correction bias `exp_probs_b.bias`,
+  the shared experts `ffn_{gate,up,down}_shexp`, the leading dense layers' `ffn_{gate,up,down}`;
+- `kv_b_proj` split per head into `attn_k_b` (its key rows, transposed: numpy `[heads,
+  kv_lora_rank, qk_nope_head_dim]`) and `attn_v_b` (`[heads, v_head_dim, kv_lora_rank]`), as
+  current converters write it; files converted before that split hold `attn_kv_b` (`[heads x
+  (nope + v), kv_lora_rank]`, Hugging Face's layout). tiny-deepseek_v3 is written split,
+  tiny-deepseek_v2 (no query compression, softmax routing, no gating key) the older way;
+- `tokenizer.ggml.pre` `deepseek-v3` (V3) or `deepseek-llm` (V2) over the fixture's vocabulary.
+
+Files (`<fixture>` one of the two):
+- `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
+- `<fixture>.Q.gguf`: attention, embedding and head Q8_0, experts Q4_0 (v3) or Q8_0 (v2), where
+  rows are whole 32-value blocks (the tiny k_b / v_b rows are 16 and 24 long: F32); norms,
+  router and bias F32; beside it `<fixture>.Q.dequantized.safetensors`, gguf-py's `dequantize`
+  of every tensor in Hugging Face names (kv_b reassembled, experts split), a float checkpoint.
+- `tiny-deepseek_v3-wide.Q.gguf` and the float checkpoint `tiny-deepseek_v3-wide/` (see `WIDE`).
+"""
+import json
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from safetensors.numpy import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
+from make_arch_gguf import rope_params, write_vocab  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
+# fixture: (kv_b split into k_b / v_b, expert type in the Q file, `expert_gating_func` written,
+# `tokenizer.ggml.pre` as the converter names DeepSeek-V3's and DeepSeek-V2's tokenizers)
+FIXTURES = {"tiny-deepseek_v3": (True, T.Q4_0, gguf.ExpertGatingFuncType.SIGMOID, "deepseek-v3"), "tiny-deepseek_v2": (False, T.Q8_0, None, "deepseek-llm")}
+
+NAMES = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_a_proj.weight": "attn_q_a.weight", "self_attn.q_a_layernorm.weight": "attn_q_a_norm.weight",
+    "self_attn.q_b_proj.weight": "attn_q_b.weight", "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight", "self_attn.kv_a_layernorm.weight": "attn_kv_a_norm.weight",
+    "self_attn.kv_b_proj.weight": "attn_kv_b.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
+    "mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
+}
+STACKS = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
+
+
+def split_kv_b(kv_b, cfg):
+    """DeepseekV2Model.modify_tensors' split: (k_b [heads, kv_lora, nope], v_b [heads, v, kv_lora])."""
+    heads, nope, v = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    per_head = kv_b.reshape(heads, nope + v, kv_b.shape[-1])
+    return np.ascontiguousarray(per_head[:, :nope, :].transpose(0, 2, 1)), np.ascontiguousarray(per_head[:, nope:, :])
+
+
+def join_kv_b(k_b, v_b):
+    """The inverse of `split_kv_b`: Hugging Face's kv_b_proj `[heads x (nope + v), kv_lora]`."""
+    joined = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1)
+    return np.ascontiguousarray(joined.reshape(-1, joined.shape[-1]))
+
+
+def tensors_of(cfg, st, split):
+    """(gguf name, float32 array) as the converter names, splits and merges them."""
+    out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for hf, g in NAMES.items():
+            if p + hf not in st:
+                continue
+            if split and g == "attn_kv_b.weight":
+                k_b, v_b = split_kv_b(st[p + hf], cfg)
+                out += [(f"blk.{i}.attn_k_b.weight", k_b), (f"blk.{i}.attn_v_b.weight", v_b)]
+                continue
+            out.append((f"blk.{i}.{g}", st[p + hf]))
+        if p + "mlp.gate.weight" in st:
+            for g, part in STACKS.items():
+                out.append((f"blk.{i}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["n_routed_experts"])])))
+    return out
+
+
+def qtype_of(expert_type, quantized):
+    def pick(name, data):
+        if not quantized or data.ndim == 1 or name.endswith("norm.weight") or "gate_inp" in name or data.shape[-1] % 32:
+            return T.F32
+        return expert_type if "_exps" in name else T.Q8_0
+    return pick
+
+
+def write(path, fixture, cfg, st, quantized):
+    split, expert_type, gating, pre = FIXTURES[fixture]
+    p = rope_params(cfg)
+    w = gguf.GGUFWriter(str(path), "deepseek2")
+    w.add_name(fixture)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(1)
+    assert p["rope_type"] == "yarn" and p["mscale"] == p["mscale_all_dim"], p
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(p["factor"])
+    w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
+    w.add_rope_freq_base(p["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_count(cfg["n_routed_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_group_count(cfg["n_group"])
+    w.add_expert_group_used_count(cfg["topk_group"])
+    if gating is not None:
+        w.add_expert_gating_func(gating)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+    w.add_vocab_size(cfg["vocab_size"])
+    if cfg.get("q_lora_rank") is not None:
+        w.add_q_lora_rank(cfg["q_lora_rank"])
+    w.add_kv_lora_rank(cfg["kv_lora_rank"])
+    w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+    w.add_value_length(cfg["kv_lora_rank"])
+    w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+    w.add_value_length_mla(cfg["v_head_dim"])
+    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    w.add_expert_shared_count(cfg["n_shared_experts"])
+    w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+    if cfg.get("norm_topk_prob"):
+        w.add_expert_weights_norm(True)
+    w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+    w.add_rope_scaling_yarn_log_mul(0.1 * p["mscale_all_dim"])
+    write_vocab(w, fixture, cfg)
+    # The fixture's vocabulary under the real model's split rule (the tokenizer test reads the
+    # split, not the fixture's own tokenizer).
+    w.add_tokenizer_pre(pre)
+    add_tensors_and_close(w, tensors_of(cfg, st, split), qtype_of(expert_type, quantized))
+
+
+def dequantized(path):
+    """gguf-py's dequantization of every tensor of the file, in Hugging Face names."""
+    names = {v: k for k, v in NAMES.items()}
+    top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    out, halves = {}, {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name in top:
+            out[top[t.name]] = v
+            continue
+        _, i, rest = t.name.split(".", 2)
+        p = f"model.layers.{i}."
+        if rest in STACKS:
+            for e in range(v.shape[0]):
+                out[f"{p}mlp.experts.{e}.{STACKS[rest]}.weight"] = np.ascontiguousarray(v[e])
+        elif rest in ("attn_k_b.weight", "attn_v_b.weight"):
+            halves.setdefault(p, {})[rest] = v
+        else:
+            out[p + names[rest]] = np.ascontiguousarray(v)
+    for p, kv in halves.items():
+        out[p + "self_attn.kv_b_proj.weight"] = join_kv_b(kv["attn_k_b.weight"], kv["attn_v_b.weight"])
+    return out
+
+
+# tiny-deepseek_v3 widened so the split halves are whole 32-value blocks (`qk_nope_head_dim`,
+# `kv_lora_rank` and `v_head_dim` 32; rotary 16, so heads of 48 fuse on cpu): its Q file holds Q8_0 `attn_k_b` / `attn_v_b`, which no
+# MatMulNBits can hold once k_b is transposed back; random weights (seed 0), a float checkpoint
+# `tiny-deepseek_v3-wide/` (config, the fixture's tokenizer, gguf-py's dequantization of the Q
+# file) written beside it.
+WIDE = {"qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "kv_lora_rank": 32, "v_head_dim": 32}
+
+
+def wide_weights(cfg, st):
+    """Random weights of the fixture's names in the widened config's shapes."""
+    h, heads, rope = cfg["hidden_size"], cfg["num_attention_heads"], cfg["qk_rope_head_dim"]
+    nope, rank, v = cfg["qk_nope_head_dim"], cfg["kv_lora_rank"], cfg["v_head_dim"]
+    shapes = {
+        "self_attn.q_b_proj.weight": (heads * (nope + rope), cfg["q_lora_rank"]),
+        "self_attn.kv_a_proj_with_mqa.weight": (rank + rope, h),
+        "self_attn.kv_a_layernorm.weight": (rank,),
+        "self_attn.kv_b_proj.weight": (heads * (nope + v), rank),
+        "self_attn.o_proj.weight": (h, heads * v),
+    }
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, t in st.items():
+        shape = next((s for suffix, s in shapes.items() if name.endswith(suffix)), t.shape)
+        if name.endswith("norm.weight"):
+            out[name] = (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+        else:
+            out[name] = (0.2 * rng.standard_normal(shape)).astype(np.float32)
+    return out
+
+
+def write_wide():
+    from safetensors.numpy import save_file
+
+    cfg = {**json.loads((FIX / "tiny-deepseek_v3" / "config.json").read_text()), **WIDE}
+    cfg["qk_head_dim"] = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    st = wide_weights(cfg, load_file(str(FIX / "tiny-deepseek_v3" / "model.safetensors")))
+    path = OUT / "tiny-deepseek_v3-wide.Q.gguf"
+    write(path, "tiny-deepseek_v3", cfg, st, True)
+    back = dequantized(path)
+    assert set(back) == set(st) and all(back[k].shape == st[k].shape for k in st)
+    folder = OUT / "tiny-deepseek_v3-wide"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
+        (folder / f).write_bytes((FIX / "tiny-deepseek_v3" / f).read_bytes())
+    save_file(back, str(folder / "model.safetensors"))
+    print(f"{path.name}: {path.stat().st_size} bytes; {folder.name}/ its dequantization")
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_wide()
+    for fixture in FIXTURES:
+        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        st = load_file(str(FIX / fixture / "model.safetensors"))
+        for quantized in (False, True):
+            path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
+            write(path, fixture, cfg, st, quantized)
+            check_round_trip(path, dequantized(path), st, quantized)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""DeepSeek GGUF files (`deepseek2`, issue #29): tests/python/data/gguf-moe/tiny-deepseek_v3.* and
+tiny-deepseek_v2.*, the tiny DeepSeek fixtures written as llama.cpp's converter writes them by
+scripts/make_deepseek_gguf.py (latent attention as MQA metadata, `kv_b_proj` split into
+`attn_k_b` / `attn_v_b` for V3 and whole as older files have it for V2, experts merged into
+3-D stacks, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys), built with
+`tailor build --model FILE.gguf --ep cpu`:
+
+- `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
+  logits (transformers on the original config) within its f32 bound, and genai its greedy
+  tokens. This pins the metadata's reading (V2 or V3 from the gating function, groups, scale,
+  renormalization, the latent sizes, YaRN's mscale from `yarn_log_multiplier`) and the join of
+  the split key/value projection.
+- `<fixture>.Q.gguf`: against a float checkpoint of gguf-py's dequantization of the same file,
+  built for the same EP at `--accuracy-level 0`: Q8_0 attention keeps its integers, Q4_0
+  experts (V3) become 4-bit QMoE, exact to float rounding.
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime_genai as og
+import pytest
+from safetensors.numpy import load_file
+
+from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
+
+DATA = Path(__file__).parent / "data" / "gguf-moe"
+DEEPSEEK = ["tiny-deepseek_v3", "tiny-deepseek_v2"]
+
+
+def build(src: Path, out: Path, flags=()):
+    cmd = [str(tailor_bin()), "build", "--model", str(src), "--output", str(out), "--ep", "cpu", *flags]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stderr}"
+    return out
+
+
+def reference(fixture: str):
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    bound = json.loads((FIXTURES / fixture / "reference.json").read_text())["tolerance"]["float32"]["atol"]
+    return ref, bound
+
+
+@pytest.mark.parametrize("fixture", DEEPSEEK)
+def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
+    ref, bound = reference(fixture)
+    pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        assert diff <= bound, f"{fixture} {want}: max |logit difference| {diff} > {bound}"
+    kinds = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+    assert "MoE" in kinds, f"{fixture}: the cpu table fuses the grouped experts into com.microsoft.MoE: {sorted(kinds)}"
+    tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
+    assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
+
+
+@pytest.mark.parametrize("fixture", DEEPSEEK)
+def test_the_config_is_the_fixtures(fixture, tmp_path):
+    """The routing and latent keys the build reads back from the metadata are the fixture's
+    (written to the package's genai_config and build report as the model type)."""
+    pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
+    report = json.loads((pkg / "build_report.json").read_text())
+    assert cfg["model_type"] in json.dumps(report), f"{fixture}: the build reads the file as {cfg['model_type']}"
+
+
+def float_checkpoint(fixture: str, out: Path) -> Path:
+    """The fixture's config and tokenizer with gguf-py's dequantized weights of the Q file."""
+    out.mkdir()
+    for f in (FIXTURES / fixture).iterdir():
+        if f.suffix == ".json" and not f.name.startswith("reference"):
+            shutil.copy(f, out / f.name)
+    shutil.copy(DATA / f"{fixture}.Q.dequantized.safetensors", out / "model.safetensors")
+    return out
+
+
+@pytest.mark.parametrize("fixture", DEEPSEEK)
+def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_path):
+    ids = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    pkg = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    ref = build(float_checkpoint(fixture, tmp_path / "dequantized"), tmp_path / "float")
+    for key in ["input_ids", "short_input_ids"]:
+        got, want = prefill_logits(pkg, ids[key]), prefill_logits(ref, ids[key])
+        worst = float(np.abs(got - want).max() / np.abs(want).max())
+        assert worst < 1e-5, f"{fixture} {key}: relative logit difference {worst}"
+        # The dequantized model is another model than the fixture's (its weights were quantized).
+        assert np.abs(want - ids[key.replace("input_ids", "logits")]).max() > 1e-3
+    q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
+    imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
+    assert any("q_a_proj" in w or "q_proj" in w for w in imported) and any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    if fixture == "tiny-deepseek_v3":
+        experts = [t for t in q["tensors"] if t["role"] == "experts"]
+        assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
+        assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+
+
+def test_quantized_split_halves_are_joined_exactly(tmp_path):
+    """tiny-deepseek_v3-wide.Q.gguf holds Q8_0 `attn_k_b` / `attn_v_b` (whole 32-value blocks):
+    the joined key/value projection is their exact dequantization (k_b's blocks run along the
+    wrong axis for any MatMulNBits, and the graph reads it per head), said per weight in the
+    report; the package matches the float checkpoint of the file's dequantization."""
+    ids = load_file(str(FIXTURES / "tiny-deepseek_v3" / "reference.safetensors"))
+    pkg = build(DATA / "tiny-deepseek_v3-wide.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    ref = build(DATA / "tiny-deepseek_v3-wide", tmp_path / "float")
+    for key in ["input_ids", "short_input_ids"]:
+        got, want = prefill_logits(pkg, ids[key]), prefill_logits(ref, ids[key])
+        worst = float(np.abs(got - want).max() / np.abs(want).max())
+        assert worst < 1e-5, f"{key}: relative logit difference {worst}"
+    report = json.loads((pkg / "build_report.json").read_text())
+    kept = {k["weight"]: k["why"] for k in report["parts"][0]["quantization"]["kept_float"]}
+    layers = json.loads((DATA / "tiny-deepseek_v3-wide" / "config.json").read_text())["num_hidden_layers"]
+    joined = [w for w in kept if "kv_b_proj" in w]
+    assert len(joined) == 2 * layers and all("exact float dequantization" in kept[w] for w in joined), kept
+    assert any("kv_b_proj" in w for w in report["warnings"]), report["warnings"]
+
+
+# The pieces each split rule cuts a sample into (after the byte-level mapping: `Ġ` a space,
+# `Ċ` a line break), read off the rules' regexes: deepseek-v3 groups digits in threes and keeps
+# a CJK/kana run whole; deepseek-llm cuts every digit and every line break alone.
+SAMPLE = "Hello world 1234567 日本語のテキスト, ok!!\n\nx=3.14"
+
+
+@pytest.mark.parametrize("fixture,pre,pieces", [
+    ("tiny-deepseek_v3", "deepseek-v3", ["Hello", "Ġworld", "Ġ", "123", "456", "7", "Ġ", None, ",", "Ġok", "!!ĊĊ", "x", "=", "3", ".", "14"]),
+    ("tiny-deepseek_v2", "deepseek-llm", ["Hello", "Ġworld", "Ġ", "1", "2", "3", "4", "5", "6", "7", "Ġ", None, ",", "Ġok", "!!", "Ċ", "Ċ", "x", "=", "3", ".", "1", "4"]),
+])
+def test_the_tokenizer_splits_as_the_models_own(fixture, pre, pieces, tmp_path):
+    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`) becomes the model's own
+    sequence of splits, with no warning (an unknown rule would be one)."""
+    from tokenizers import Tokenizer
+
+    src = DATA / f"{fixture}.F32.gguf"
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(src), "--output", str(tmp_path / "pkg"), "--ep", "cpu", "--strict"], capture_output=True, text=True)
+    assert done.returncode == 0 and "tokenizer.ggml.pre" not in done.stderr, done.stderr
+    got = [p for p, _ in Tokenizer.from_file(str(tmp_path / "pkg" / "tokenizer.json")).pre_tokenizer.pre_tokenize_str(SAMPLE)]
+    cjk = pieces.index(None)
+    assert got[:cjk] == pieces[:cjk] and got[cjk + 1:] == pieces[cjk + 1:], got
+    assert len(got[cjk]) == len("日本語のテキスト".encode()), f"{pre}: the CJK and kana run is one piece: {got[cjk]}"
