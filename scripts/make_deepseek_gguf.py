@@ -1,6 +1,6 @@
 """Writes tests/python/data/gguf-moe/tiny-deepseek_v3.*.gguf and tiny-deepseek_v2.*.gguf: the
 tiny DeepSeek fixtures as llama.cpp's converter writes them (`deepseek2` files, issue #29), for
-tests/python/test_gguf_deepseek.py. No torch: gguf-py (its writer, `quantize` and `dequantize`),
+tests/python/test_gguf_grouped_moe.py. No torch: gguf-py (its writer, `quantize` and `dequantize`),
 numpy and safetensors only.
 
 Run once, not in CI:

@@ -27,6 +27,10 @@ use std::path::Path;
 
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5's: Qwen2's with combining marks kept inside words (`qwen35`).
+const QWEN35_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Mistral's tekken (Mistral-Nemo, Ministral): case-aware words, each digit alone.
+const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// o200k's split (gpt-oss, GPT-4o): llama.cpp's `gpt-4o` pre-tokenizer (`llama-vocab.cpp`, the
 /// original regex in its comment), as the gpt-oss checkpoints' own tokenizer.json states it.
@@ -68,9 +72,16 @@ const GPT2_LIKE: &[&str] = &[
 /// vocabulary holds whole is one token, as in Meta's tokenizer.json).
 const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"];
 
-/// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them (and
-/// gpt-oss's, which it does not load); the rest of llama.cpp's Llama 3 group (`falcon-h1`,
-/// `pixtral`, `midm-2.0`, `lfm2`) with the Llama 3 regex llama.cpp gives them.
+/// `tokenizer.ggml.pre` values llama.cpp splits with the Llama 3 regex (its `CHATGLM4` split,
+/// the contractions spelled case by case) and without merges where the vocabulary holds the
+/// word whole, but adds no BOS (GLM-4-0414, GLM-4.5 to 4.7, GLM-5). transformers' GGUF loader
+/// does not know them.
+const GLM_GROUP: &[&str] = &["glm4", "glm5"];
+
+/// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them
+/// (5.25's `GGUF_PRE_TOKENIZER_SPLITS`, read for facts; and gpt-oss's, which it does not load);
+/// the rest of llama.cpp's Llama 3 group (`falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`) and
+/// [`GLM_GROUP`] with the Llama 3 regex llama.cpp gives them.
 const SPLITS: &[(&str, &str)] = &[
     ("llama3", LLAMA3_SPLIT),
     ("llama-v3", LLAMA3_SPLIT),
@@ -80,12 +91,23 @@ const SPLITS: &[(&str, &str)] = &[
     ("pixtral", LLAMA3_SPLIT),
     ("midm-2.0", LLAMA3_SPLIT),
     ("lfm2", LLAMA3_SPLIT),
+    ("jina-v5-nano", LLAMA3_SPLIT),
     ("smaug-bpe", LLAMA3_SPLIT),
     ("dbrx", LLAMA3_SPLIT),
+    ("glm4", LLAMA3_SPLIT),
+    ("glm5", LLAMA3_SPLIT),
+    ("tekken", TEKKEN_SPLIT),
     ("qwen2", QWEN2_SPLIT),
     ("deepseek-r1-qwen", QWEN2_SPLIT),
+    ("kormo", QWEN2_SPLIT),
+    ("f2llmv2", QWEN2_SPLIT),
     ("megrez", QWEN2_SPLIT),
+    ("qwen35", QWEN35_SPLIT),
     ("gpt-4o", O200K_SPLIT),
+    ("llama4", O200K_SPLIT),
+    ("kanana2", O200K_SPLIT),
+    ("talkie", O200K_SPLIT),
+    ("minimax-m2", O200K_SPLIT),
 ];
 
 /// One pass of a pre-tokenizer sequence before its byte-level mapping.
@@ -411,7 +433,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
             end_of_word_suffix: Some(""),
             fuse_unk: false,
             byte_fallback: false,
-            ignore_merges: llama3_group,
+            ignore_merges: llama3_group || pre.is_some_and(|p| GLM_GROUP.contains(&p)),
             tokens: spelled,
             vocab,
             merges: Merges::Text(merge_pairs),
@@ -602,8 +624,12 @@ mod tests {
         assert!(post(Some("smollm"), &[]).3.is_empty() && post(None, &[]).3.is_empty());
         // llama.cpp splits these with GPT-2's regex too: no warning.
         assert!(post(Some("olmo"), &[]).3.is_empty() && post(Some("mpt"), &[]).3.is_empty());
-        let warnings = post(Some("tekken"), &[]).3;
-        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `tekken`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
+        let warnings = post(Some("deepseek-coder"), &[]).3;
+        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `deepseek-coder`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
+        // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
+        let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
+        assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
+        assert!(post(Some("tekken"), &[]).3.is_empty());
     }
 
     #[test]

@@ -275,6 +275,9 @@ enum Kind {
     /// grouped experts; which of the two from the routing the metadata states
     /// ([`deepseek2_config`]).
     Deepseek2,
+    /// GLM-4.5, 4.6 and 4.7 (`glm4moe`): GQA with partial rotary, q/k norms and biases, and
+    /// DeepSeek-V3-style experts; the multi-token prediction layers after the decoder unread.
+    Glm4Moe,
 }
 
 /// One architecture's mapping.
@@ -338,6 +341,19 @@ impl Arch {
                 "rope.scaling.yarn_log_multiplier",
                 "attention.temperature_scale",
                 "attention.temperature_length",
+            ],
+            Kind::Glm4Moe => &[
+                "leading_dense_block_count",
+                "nextn_predict_layers",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "expert_group_count",
+                "expert_group_used_count",
             ],
             Kind::Deepseek2 => &[
                 "leading_dense_block_count",
@@ -468,6 +484,8 @@ impl Arch {
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
             Kind::Deepseek2 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            // GLM-4.5's norm before the MLP is llama.cpp's `post_attention_norm`.
+            Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
         }
     }
 }
@@ -482,7 +500,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -515,7 +533,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -578,6 +596,10 @@ fn arch(name: &str) -> Option<Arch> {
         // permuted (llama.cpp's NORM rope turns adjacent pairs, as DeepSeek's interleaved
         // RoPE). `deepseek_v3` until the routing says V2 (`deepseek2_config`).
         "deepseek2" => ("deepseek_v3", false, Kind::Deepseek2),
+        // Glm4MoeModel is a TextModel: nothing permuted (GLM-4.5's rope is NEOX-ordered on the
+        // first `rope.dimension_count` of each head). Its converter appends the multi-token
+        // prediction layers (`nextn_predict_layers`) to the blocks: [`prediction_layer`].
+        "glm4moe" => ("glm4_moe", false, Kind::Glm4Moe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -957,7 +979,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut latent: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
-        if a.rope_tensors().contains(&whole.name.as_str()) {
+        if a.rope_tensors().contains(&whole.name.as_str()) || prediction_layer(&whole.name, &a, int("num_hidden_layers")) {
             continue;
         }
         *types.entry(whole.ggml_type.name()).or_default() += 1;
@@ -1551,8 +1573,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, nemotron, stablelm and gptneox files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, glm4moe, nemotron, stablelm and gptneox files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -1614,7 +1636,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1653,7 +1675,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
-    if matches!(a.kind, Kind::Glm4 | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
+    if matches!(a.kind, Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
@@ -1742,6 +1764,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Deepseek2 {
         deepseek2_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Glm4Moe {
+        glm4moe_config(&mut c, file, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -1900,6 +1924,99 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     Ok(())
 }
 
+/// What [`grouped_experts`] read that decides the family's routing.
+struct GroupedExperts {
+    /// `expert_gating_func` 2: sigmoid scores (else softmax: 1, or absent, llama.cpp's reading
+    /// of files older than the key).
+    sigmoid: bool,
+    /// `expert_weights_norm`: the chosen weights renormalized.
+    norm: bool,
+    groups: u64,
+    /// `leading_dense_block_count`: the dense layers before the first sparse one.
+    dense: u64,
+}
+
+/// The keys of DeepSeek-style experts (deepseek2, glm4moe) under the config names
+/// `DeepseekV3Config` and `Glm4MoeConfig` share: `expert_count` (`n_routed_experts`),
+/// `expert_used_count`, `expert_feed_forward_length`, `expert_shared_count`,
+/// `leading_dense_block_count` (`first_k_dense_replace`), `expert_group_count` /
+/// `expert_group_used_count` (`n_group` / `topk_group`, default 1 / all), `expert_weights_scale`
+/// (`routed_scaling_factor`; 0 or absent: 1, as llama.cpp scales nothing then).
+fn grouped_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<GroupedExperts> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a file of DeepSeek-style experts states them)", key(k)))) };
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let experts = need("expert_count")?;
+    let used = need("expert_used_count")?;
+    if experts == 0 || used == 0 || used > experts {
+        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
+    }
+    let dense = uint("leading_dense_block_count")?.unwrap_or(0);
+    if dense > layers {
+        return Err(err(format!("metadata key `{}` is {dense}, more than the {layers} layers", key("leading_dense_block_count"))));
+    }
+    let groups = uint("expert_group_count")?.unwrap_or(1).max(1);
+    let open = uint("expert_group_used_count")?.unwrap_or(groups);
+    let scale = float("expert_weights_scale")?.filter(|s| *s != 0.0).unwrap_or(1.0);
+    let norm = match file.get(&key("expert_weights_norm")) {
+        None => false,
+        Some(v) => v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("expert_weights_norm"))))?,
+    };
+    let sigmoid = match uint("expert_gating_func")? {
+        None | Some(1) => false,
+        Some(2) => true,
+        Some(g) => return Err(err(format!("metadata key `{}` is {g}: these experts are routed by softmax (1) or sigmoid (2)", key("expert_gating_func")))),
+    };
+    c.insert("n_routed_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(need("expert_feed_forward_length")?));
+    c.insert("n_shared_experts".into(), json!(uint("expert_shared_count")?.unwrap_or(0)));
+    c.insert("first_k_dense_replace".into(), json!(dense));
+    c.insert("n_group".into(), json!(groups));
+    c.insert("topk_group".into(), json!(open));
+    c.insert("routed_scaling_factor".into(), json!(scale));
+    Ok(GroupedExperts { sigmoid, norm, groups, dense })
+}
+
+/// Every sparse layer (`dense..layers`) holds the correction bias `exp_probs_b.bias` that
+/// `family`'s sigmoid routing chooses experts with.
+fn corrected_layers(file: &GgufFile, dense: u64, layers: u64, family: &str, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    match (dense..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.exp_probs_b.bias"))) {
+        Some(i) => Err(err(format!("layer {i} has no `blk.{i}.exp_probs_b.bias`: sigmoid routing (`{}` 2) is {family}, which chooses experts with that correction bias", key("expert_gating_func")))),
+        None => Ok(()),
+    }
+}
+
+/// GLM-4.5's keys (llama.cpp's `Glm4MoeModel` writes them) as `Glm4MoeConfig` spells them:
+/// the blocks less the `nextn_predict_layers` prediction layers the converter appends (their
+/// tensors are not read), the experts as [`grouped_experts`] reads them with sigmoid scores and
+/// the correction bias required (the converter always writes `expert_gating_func` 2),
+/// `expert_weights_norm` as `norm_topk_prob`, q/k norms where every layer has them
+/// (`use_qk_norm`).
+fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let blocks = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let extra = uint("nextn_predict_layers")?.unwrap_or(0);
+    if extra >= blocks {
+        return Err(err(format!("metadata key `{}` is {extra}, not fewer than the {blocks} blocks of `{}`", key("nextn_predict_layers"), key("block_count"))));
+    }
+    let layers = blocks - extra;
+    c.insert("num_hidden_layers".into(), json!(layers));
+    c.insert("num_nextn_predict_layers".into(), json!(0));
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is absent or softmax (1): GLM-4.5's experts are routed by sigmoid scores (2), as its converter writes", key("expert_gating_func"))));
+    }
+    corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
+    c.insert("norm_topk_prob".into(), json!(g.norm));
+    c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    Ok(())
+}
+
+/// Whether tensor `name` belongs to one of the prediction layers glm4moe files append after the
+/// decoder's `layers` (`blk.N.` with N at least `layers`): not read.
+fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
+    a.kind == Kind::Glm4Moe && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
+}
+
 /// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
 /// and `DeepseekV2Config` spell them. The latent sizes: `attention.kv_lora_rank`,
 /// `attention.q_lora_rank` (absent: no query compression), `attention.key_length_mla` (nope +
@@ -1953,45 +2070,22 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
             )))
         }
     }
-    let experts = need("expert_count")?;
-    let used = need("expert_used_count")?;
-    if experts == 0 || used == 0 || used > experts {
-        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: a deepseek2 file routes each token to between 1 and all of its experts", key("expert_count"), key("expert_used_count"))));
-    }
-    let dense = uint("leading_dense_block_count")?.unwrap_or(0);
-    if dense > layers {
-        return Err(err(format!("metadata key `{}` is {dense}, more than the {layers} layers", key("leading_dense_block_count"))));
-    }
-    let groups = uint("expert_group_count")?.unwrap_or(1).max(1);
-    let open = uint("expert_group_used_count")?.unwrap_or(groups);
-    // llama.cpp: a scale of 0 (or none) scales nothing.
-    let scale = float("expert_weights_scale")?.filter(|s| *s != 0.0).unwrap_or(1.0);
-    let norm = match file.get(&key("expert_weights_norm")) {
-        None => false,
-        Some(v) => v.as_bool().ok_or_else(|| err(format!("metadata key `{}` is {v:?}, not true or false", key("expert_weights_norm"))))?,
-    };
-    let sigmoid = match uint("expert_gating_func")? {
-        None | Some(1) => false,
-        Some(2) => true,
-        Some(g) => return Err(err(format!("metadata key `{}` is {g}: DeepSeek routes by softmax (1) or sigmoid (2)", key("expert_gating_func")))),
-    };
-    if sigmoid {
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if g.sigmoid {
         c.insert("model_type".into(), json!("deepseek_v3"));
         c.insert("topk_method".into(), json!("noaux_tc"));
-        c.insert("norm_topk_prob".into(), json!(norm));
+        c.insert("norm_topk_prob".into(), json!(g.norm));
         c.insert("rope_interleave".into(), json!(true));
-        if let Some(i) = (dense..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.exp_probs_b.bias"))) {
-            return Err(err(format!("layer {i} has no `blk.{i}.exp_probs_b.bias`: sigmoid routing (`{}` 2) is DeepSeek-V3's, which chooses experts with that correction bias", key("expert_gating_func"))));
-        }
+        corrected_layers(file, g.dense, layers, "DeepSeek-V3's", key, err)?;
     } else {
-        if norm {
+        if g.norm {
             return Err(err(format!(
                 "metadata key `{}` is true with softmax routing: DeepSeek-V2's router (transformers' and the original model's) does not renormalize the chosen weights",
                 key("expert_weights_norm")
             )));
         }
         c.insert("model_type".into(), json!("deepseek_v2"));
-        c.insert("topk_method".into(), json!(if groups > 1 { "group_limited_greedy" } else { "greedy" }));
+        c.insert("topk_method".into(), json!(if g.groups > 1 { "group_limited_greedy" } else { "greedy" }));
         c.insert("moe_layer_freq".into(), json!(1));
     }
     c.insert("num_key_value_heads".into(), json!(heads));
@@ -2001,14 +2095,6 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
     c.insert("qk_rope_head_dim".into(), json!(rope));
     c.insert("v_head_dim".into(), json!(v));
     c.insert("attention_bias".into(), json!(false));
-    c.insert("n_routed_experts".into(), json!(experts));
-    c.insert("num_experts_per_tok".into(), json!(used));
-    c.insert("moe_intermediate_size".into(), json!(need("expert_feed_forward_length")?));
-    c.insert("n_shared_experts".into(), json!(uint("expert_shared_count")?.unwrap_or(0)));
-    c.insert("first_k_dense_replace".into(), json!(dense));
-    c.insert("n_group".into(), json!(groups));
-    c.insert("topk_group".into(), json!(open));
-    c.insert("routed_scaling_factor".into(), json!(scale));
     if let Some(mut yarn) = yarn_scaling(c, file, float, uint, key, err)? {
         let log_mul = float("rope.scaling.yarn_log_multiplier")?.ok_or_else(|| {
             err(format!("`{}` is yarn but `{}` is missing: DeepSeek's YaRN scales attention by `mscale_all_dim`, which the converter writes there", key("rope.scaling.type"), key("rope.scaling.yarn_log_multiplier")))
@@ -2319,8 +2405,13 @@ fn qk_norms_in_every_layer(file: &GgufFile, c: &Map<String, Json>, err: &dyn Fn(
 /// layers do is refused (a transformers config switches the tensor on for all layers).
 fn every_layer_has(file: &GgufFile, suffix: &str, c: &Map<String, Json>, err: &dyn Fn(String) -> Error) -> Result<bool> {
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
-    let holding: std::collections::BTreeSet<&str> =
-        file.tensors.iter().filter_map(|t| t.name.strip_prefix("blk.")?.strip_suffix(suffix)?.strip_suffix('.')).collect();
+    // The decoder's layers only (glm4moe files append prediction layers after them).
+    let holding: std::collections::BTreeSet<&str> = file
+        .tensors
+        .iter()
+        .filter_map(|t| t.name.strip_prefix("blk.")?.strip_suffix(suffix)?.strip_suffix('.'))
+        .filter(|n| n.parse::<usize>().is_ok_and(|n| n < layers))
+        .collect();
     match holding.len() {
         0 => Ok(false),
         n if n == layers => Ok(true),
@@ -3152,6 +3243,92 @@ mod tests {
         let t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect();
         let c = import_of(&as_ref(&v2), &t).unwrap().config;
         assert_eq!((c["model_type"].as_str(), c["topk_method"].as_str()), (Some("deepseek_v2"), Some("group_limited_greedy")));
+    }
+
+    /// A glm4moe file: two decoder layers (the first dense) and one prediction layer appended
+    /// (`nextn_predict_layers` 1), which is not read.
+    fn glm4moe_file() -> (Vec<(String, Json)>, Vec<(&'static str, u32, Vec<u64>)>) {
+        let mut m: Vec<(String, Json)> = meta_of("glm4moe").into_iter().filter(|(k, _)| !k.ends_with("block_count")).collect();
+        for (k, v) in [
+            ("block_count", json!(3)),
+            ("nextn_predict_layers", json!(1)),
+            ("rope.dimension_count", json!(8)),
+            ("leading_dense_block_count", json!(1)),
+            ("expert_count", json!(4)),
+            ("expert_used_count", json!(2)),
+            ("expert_feed_forward_length", json!(32)),
+            ("expert_shared_count", json!(1)),
+            ("expert_weights_scale", json!(1.5f64)),
+            ("expert_weights_norm", json!(true)),
+            ("expert_gating_func", json!(2)),
+        ] {
+            m.push((format!("glm4moe.{k}"), v));
+        }
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64])];
+        for layer in 0..3 {
+            let name = |s: &str| -> &'static str { Box::leak(format!("blk.{layer}.{s}").into_boxed_str()) };
+            t.extend([
+                (name("attn_norm.weight"), 0, vec![64]),
+                (name("post_attention_norm.weight"), 0, vec![64]),
+                (name("attn_q.weight"), 8, vec![64, 64]),
+                (name("attn_q.bias"), 0, vec![64]),
+                (name("attn_k.weight"), 8, vec![64, 32]),
+                (name("attn_k.bias"), 0, vec![32]),
+                (name("attn_v.weight"), 8, vec![64, 32]),
+                (name("attn_v.bias"), 0, vec![32]),
+                (name("attn_output.weight"), 8, vec![64, 64]),
+                (name("attn_q_norm.weight"), 0, vec![16]),
+                (name("attn_k_norm.weight"), 0, vec![16]),
+            ]);
+            if layer == 0 {
+                t.extend([(name("ffn_gate.weight"), 8, vec![64, 128]), (name("ffn_up.weight"), 8, vec![64, 128]), (name("ffn_down.weight"), 8, vec![128, 64])]);
+            } else {
+                t.extend([(name("ffn_gate_inp.weight"), 0, vec![64, 4]), (name("exp_probs_b.bias"), 0, vec![4])]);
+                t.extend([(name("ffn_gate_exps.weight"), 8, vec![64, 32, 4]), (name("ffn_up_exps.weight"), 8, vec![64, 32, 4]), (name("ffn_down_exps.weight"), 8, vec![32, 64, 4])]);
+                t.extend([(name("ffn_gate_shexp.weight"), 8, vec![64, 32]), (name("ffn_up_shexp.weight"), 8, vec![64, 32]), (name("ffn_down_shexp.weight"), 8, vec![32, 64])]);
+            }
+        }
+        // The prediction layer's own tensors (any names: the layer is not read).
+        t.extend([("blk.2.nextn.eh_proj.weight", 0, vec![128, 64]), ("blk.2.nextn.enorm.weight", 0, vec![64])]);
+        (m, t)
+    }
+
+    #[test]
+    fn glm4moe_files_read_the_decoder_layers_and_leave_the_prediction_layer() {
+        let (m, t) = glm4moe_file();
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        let got = |k: &str| c.get(k).cloned().unwrap_or(Json::Null);
+        for (k, want) in [
+            ("model_type", json!("glm4_moe")),
+            ("num_hidden_layers", json!(2)),
+            ("head_dim", json!(16)),
+            ("partial_rotary_factor", json!(0.5)),
+            ("attention_bias", json!(true)),
+            ("use_qk_norm", json!(true)),
+            ("n_routed_experts", json!(4)),
+            ("first_k_dense_replace", json!(1)),
+            ("n_shared_experts", json!(1)),
+            ("norm_topk_prob", json!(true)),
+            ("routed_scaling_factor", json!(1.5)),
+        ] {
+            assert_eq!(got(k), want, "{k}");
+        }
+        let read = i.tensors.keys().chain(i.views.keys()).chain(i.packed.keys()).collect::<Vec<_>>();
+        assert!(read.iter().all(|n| !n.contains("layers.2.")), "{read:?}");
+        assert!(i.tensors.contains_key("model.layers.1.post_attention_layernorm.weight") && i.tensors.contains_key("model.layers.1.mlp.gate.e_score_correction_bias"));
+
+        let e = |m: &[(String, Json)], t: &[(&'static str, u32, Vec<u64>)]| import_of(&as_ref(m), t).err().expect("refused").to_string();
+        let set = |k: &str, v: Json| -> Vec<(String, Json)> { m.iter().cloned().map(|(key, old)| if key == format!("glm4moe.{k}") { (key, v.clone()) } else { (key, old) }).collect() };
+        let got = e(&set("expert_gating_func", json!(1)), &t);
+        assert!(got.contains("`glm4moe.expert_gating_func`") && got.contains("sigmoid"), "{got}");
+        let got = e(&set("nextn_predict_layers", json!(3)), &t);
+        assert!(got.contains("`glm4moe.nextn_predict_layers` is 3"), "{got}");
+        let got = e(&m, &t.iter().filter(|(n, ..)| *n != "blk.1.exp_probs_b.bias").cloned().collect::<Vec<_>>());
+        assert!(got.contains("`blk.1.exp_probs_b.bias`"), "{got}");
+        // Without the key, the prediction layer is a decoder layer: its extra tensors are refused.
+        let got = e(&m.iter().filter(|(k, _)| !k.ends_with("nextn_predict_layers")).cloned().collect::<Vec<_>>(), &t);
+        assert!(got.contains("blk.2."), "{got}");
     }
 
     #[test]

@@ -1,18 +1,20 @@
-"""DeepSeek GGUF files (`deepseek2`, issue #29): tests/python/data/gguf-moe/tiny-deepseek_v3.* and
-tiny-deepseek_v2.*, the tiny DeepSeek fixtures written as llama.cpp's converter writes them by
-scripts/make_deepseek_gguf.py (latent attention as MQA metadata, `kv_b_proj` split into
-`attn_k_b` / `attn_v_b` for V3 and whole as older files have it for V2, experts merged into
-3-D stacks, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys), built with
-`tailor build --model FILE.gguf --ep cpu`:
+"""GGUF files of DeepSeek-style experts (issue #29): tests/python/data/gguf-moe/tiny-deepseek_v3.*,
+tiny-deepseek_v2.* (`deepseek2` files, scripts/make_deepseek_gguf.py: latent attention as MQA
+metadata, `kv_b_proj` split into `attn_k_b` / `attn_v_b` for V3 and whole as older files have it
+for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) and tiny-glm4_moe.*
+(`glm4moe`, scripts/make_glm4moe_gguf.py: partial rotary, q/k norms and biases, a
+multi-token prediction layer appended to the blocks), built with `tailor build --model
+FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
   logits (transformers on the original config) within its f32 bound, and genai its greedy
   tokens. This pins the metadata's reading (V2 or V3 from the gating function, groups, scale,
-  renormalization, the latent sizes, YaRN's mscale from `yarn_log_multiplier`) and the join of
-  the split key/value projection.
+  renormalization, the latent sizes, YaRN's mscale from `yarn_log_multiplier`, GLM's rotary
+  fraction and its prediction layer left unread) and the join of the split key/value projection.
 - `<fixture>.Q.gguf`: against a float checkpoint of gguf-py's dequantization of the same file,
   built for the same EP at `--accuracy-level 0`: Q8_0 attention keeps its integers, Q4_0
-  experts (V3) become 4-bit QMoE, exact to float rounding.
+  experts (V3, GLM) become 4-bit QMoE, exact to float rounding.
+- the written tokenizer splits text as the models' own (`deepseek-v3`, `deepseek-llm`, `glm4`).
 """
 import json
 import shutil
@@ -28,7 +30,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-DEEPSEEK = ["tiny-deepseek_v3", "tiny-deepseek_v2"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -44,7 +46,7 @@ def reference(fixture: str):
     return ref, bound
 
 
-@pytest.mark.parametrize("fixture", DEEPSEEK)
+@pytest.mark.parametrize("fixture", FIXTURES_HERE)
 def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
     ref, bound = reference(fixture)
     pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
@@ -57,7 +59,7 @@ def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
     assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
 
 
-@pytest.mark.parametrize("fixture", DEEPSEEK)
+@pytest.mark.parametrize("fixture", FIXTURES_HERE)
 def test_the_config_is_the_fixtures(fixture, tmp_path):
     """The routing and latent keys the build reads back from the metadata are the fixture's
     (written to the package's genai_config and build report as the model type)."""
@@ -77,7 +79,7 @@ def float_checkpoint(fixture: str, out: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("fixture", DEEPSEEK)
+@pytest.mark.parametrize("fixture", FIXTURES_HERE)
 def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_path):
     ids = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     pkg = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
@@ -90,8 +92,9 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
         assert np.abs(want - ids[key.replace("input_ids", "logits")]).max() > 1e-3
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
-    assert any("q_a_proj" in w or "q_proj" in w for w in imported) and any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
-    if fixture == "tiny-deepseek_v3":
+    assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
+    assert fixture == "tiny-glm4_moe" or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    if fixture != "tiny-deepseek_v2":
         experts = [t for t in q["tensors"] if t["role"] == "experts"]
         assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
         assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
@@ -117,25 +120,27 @@ def test_quantized_split_halves_are_joined_exactly(tmp_path):
     assert any("kv_b_proj" in w for w in report["warnings"]), report["warnings"]
 
 
-# The pieces each split rule cuts a sample into (after the byte-level mapping: `Ġ` a space,
-# `Ċ` a line break), read off the rules' regexes: deepseek-v3 groups digits in threes and keeps
-# a CJK/kana run whole; deepseek-llm cuts every digit and every line break alone.
+# The pieces each split rule cuts a sample into, read off the rules' regexes: deepseek-v3
+# groups digits in threes and keeps a CJK/kana run whole; deepseek-llm cuts every digit and
+# every line break alone; glm4 (Llama 3's regex) keeps the space before a word.
 SAMPLE = "Hello world 1234567 日本語のテキスト, ok!!\n\nx=3.14"
+SPLITS = [
+    ("tiny-deepseek_v3", ["Hello", " world", " ", "123", "456", "7", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    ("tiny-deepseek_v2", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
+    ("tiny-glm4_moe", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+]
 
 
-@pytest.mark.parametrize("fixture,pre,pieces", [
-    ("tiny-deepseek_v3", "deepseek-v3", ["Hello", "Ġworld", "Ġ", "123", "456", "7", "Ġ", None, ",", "Ġok", "!!ĊĊ", "x", "=", "3", ".", "14"]),
-    ("tiny-deepseek_v2", "deepseek-llm", ["Hello", "Ġworld", "Ġ", "1", "2", "3", "4", "5", "6", "7", "Ġ", None, ",", "Ġok", "!!", "Ċ", "Ċ", "x", "=", "3", ".", "1", "4"]),
-])
-def test_the_tokenizer_splits_as_the_models_own(fixture, pre, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`) becomes the model's own
-    sequence of splits, with no warning (an unknown rule would be one)."""
-    from tokenizers import Tokenizer
+@pytest.mark.parametrize("fixture,pieces", SPLITS)
+def test_the_tokenizer_splits_as_the_models_own(fixture, pieces, tmp_path):
+    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`, `glm4`) becomes the
+    model's own split, with no warning (an unknown rule would be one, which --strict refuses)."""
+    from tokenizers import Tokenizer, pre_tokenizers
 
     src = DATA / f"{fixture}.F32.gguf"
     done = subprocess.run([str(tailor_bin()), "build", "--model", str(src), "--output", str(tmp_path / "pkg"), "--ep", "cpu", "--strict"], capture_output=True, text=True)
     assert done.returncode == 0 and "tokenizer.ggml.pre" not in done.stderr, done.stderr
     got = [p for p, _ in Tokenizer.from_file(str(tmp_path / "pkg" / "tokenizer.json")).pre_tokenizer.pre_tokenize_str(SAMPLE)]
-    cjk = pieces.index(None)
-    assert got[:cjk] == pieces[:cjk] and got[cjk + 1:] == pieces[cjk + 1:], got
-    assert len(got[cjk]) == len("日本語のテキスト".encode()), f"{pre}: the CJK and kana run is one piece: {got[cjk]}"
+    # The expected text pieces in the byte-level alphabet the written pieces are spelled in.
+    spell = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    assert got == [spell.pre_tokenize_str(p)[0][0] for p in pieces], got

@@ -1,0 +1,154 @@
+"""Writes tests/python/data/gguf-moe/tiny-glm4_moe.*.gguf: the tiny GLM-4.5 fixture as llama.cpp's
+converter writes it (`glm4moe` files, issue #29), for tests/python/test_gguf_grouped_moe.py. No
+torch: gguf-py (its writer, `quantize` and `dequantize`), numpy and safetensors only.
+
+Run once, not in CI:
+    .venv/bin/python scripts/make_glm4moe_gguf.py     # from the repository root
+
+What llama.cpp's converter writes (read for facts: `conversion/glm.py` `Glm4MoeModel`,
+`conversion/base.py` `TextModel.set_gguf_parameters`):
+
+- metadata: the text sizes (`key_length` / `value_length` the head size, `head_count_kv`),
+  `rope.dimension_count` = head_dim x partial_rotary_factor, `expert_count`, `expert_used_count`,
+  `expert_group_count` / `expert_group_used_count`, `expert_feed_forward_length`,
+  `expert_shared_count`, `leading_dense_block_count`, `expert_gating_func` always sigmoid,
+  `expert_weights_scale`, `expert_weights_norm`, and `nextn_predict_layers`; `block_count`
+  counts the multi-token prediction layers it appends after the decoder's (by default);
+- tensors: nothing permuted (NEOX rope); `post_attention_norm` is the norm before the MLP (the
+  architecture has no `ffn_norm`), q/k/v with biases, `attn_q_norm` / `attn_k_norm`, the
+  router `ffn_gate_inp`, the correction bias `exp_probs_b.bias`, experts merged into 3-D
+  `ffn_{gate,up,down}_exps`, shared experts `ffn_{gate,up,down}_shexp`, the leading dense
+  layers' `ffn_{gate,up,down}`; the prediction layer `blk.<layers>` holds a decoder layer's
+  tensors plus `nextn.eh_proj`, `nextn.enorm`, `nextn.hnorm`, `nextn.shared_head_norm`
+  (tiny-glm4_moe has no prediction weights: its layer is a copy of the last layer's with
+  random `nextn.*`, which the import must leave unread);
+- `tokenizer.ggml.pre` `glm4` over the fixture's vocabulary.
+
+Files: `tiny-glm4_moe.F32.gguf` (the fixture's weights) and `tiny-glm4_moe.Q.gguf` (Q8_0
+attention, embedding and head, Q4_0 experts where rows are whole 32-value blocks) with
+`tiny-glm4_moe.Q.dequantized.safetensors` beside it (gguf-py's dequantization, Hugging Face
+names, the prediction layer left out).
+"""
+import json
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from safetensors.numpy import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
+from make_arch_gguf import rope_params, write_vocab  # noqa: E402
+from make_deepseek_gguf import STACKS, qtype_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures"
+OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
+FIXTURE = "tiny-glm4_moe"
+
+NAMES = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
+    "mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
+}
+
+
+def layer_tensors(cfg, st, i, block):
+    """Layer `i`'s tensors under `blk.<block>.`."""
+    p = f"model.layers.{i}."
+    out = [(f"blk.{block}.{g}", st[p + hf]) for hf, g in NAMES.items() if p + hf in st]
+    if p + "mlp.gate.weight" in st:
+        for g, part in STACKS.items():
+            out.append((f"blk.{block}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["n_routed_experts"])])))
+    return out
+
+
+def tensors_of(cfg, st):
+    layers, hidden = cfg["num_hidden_layers"], cfg["hidden_size"]
+    out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
+    for i in range(layers):
+        out += layer_tensors(cfg, st, i, i)
+    # The prediction layer: the last layer's tensors again, and its own.
+    rng = np.random.default_rng(0)
+    out += layer_tensors(cfg, st, layers - 1, layers)
+    out.append((f"blk.{layers}.nextn.eh_proj.weight", rng.standard_normal((hidden, 2 * hidden)).astype(np.float32)))
+    out += [(f"blk.{layers}.nextn.{n}.weight", np.ones(hidden, np.float32)) for n in ("enorm", "hnorm", "shared_head_norm")]
+    return out
+
+
+def write(path, cfg, st, quantized):
+    p = rope_params(cfg)
+    extra = cfg["num_nextn_predict_layers"]
+    w = gguf.GGUFWriter(str(path), "glm4moe")
+    w.add_name(FIXTURE)
+    w.add_block_count(cfg["num_hidden_layers"] + extra)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(p["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_count(cfg["n_routed_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_group_count(cfg["n_group"])
+    w.add_expert_group_used_count(cfg["topk_group"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.5)))
+    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    w.add_expert_shared_count(cfg["n_shared_experts"])
+    w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+    w.add_expert_weights_norm(cfg["norm_topk_prob"])
+    w.add_nextn_predict_layers(extra)
+    write_vocab(w, FIXTURE, cfg)
+    w.add_tokenizer_pre("glm4")
+    add_tensors_and_close(w, tensors_of(cfg, st), qtype_of(T.Q4_0, quantized))
+
+
+def dequantized(path, layers):
+    """gguf-py's dequantization of the decoder's tensors, in Hugging Face names."""
+    names = {v: k for k, v in NAMES.items()}
+    top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    out = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name in top:
+            out[top[t.name]] = v
+            continue
+        _, i, rest = t.name.split(".", 2)
+        if int(i) >= layers:
+            continue
+        p = f"model.layers.{i}."
+        if rest in STACKS:
+            for e in range(v.shape[0]):
+                out[f"{p}mlp.experts.{e}.{STACKS[rest]}.weight"] = np.ascontiguousarray(v[e])
+        else:
+            out[p + names[rest]] = np.ascontiguousarray(v)
+    return out
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((FIX / FIXTURE / "config.json").read_text())
+    st = load_file(str(FIX / FIXTURE / "model.safetensors"))
+    for quantized in (False, True):
+        path = OUT / f"{FIXTURE}.{'Q' if quantized else 'F32'}.gguf"
+        write(path, cfg, st, quantized)
+        check_round_trip(path, dequantized(path, cfg["num_hidden_layers"]), st, quantized)
+
+
+if __name__ == "__main__":
+    main()
