@@ -278,6 +278,8 @@ enum Kind {
     /// GLM-4.5, 4.6 and 4.7 (`glm4moe`): GQA with partial rotary, q/k norms and biases, and
     /// DeepSeek-V3-style experts; the multi-token prediction layers after the decoder unread.
     Glm4Moe,
+    /// dots.llm1 (`dots1`): Qwen3's attention with DeepSeek-V3-style experts.
+    Dots1,
 }
 
 /// One architecture's mapping.
@@ -341,6 +343,18 @@ impl Arch {
                 "rope.scaling.yarn_log_multiplier",
                 "attention.temperature_scale",
                 "attention.temperature_length",
+            ],
+            Kind::Dots1 => &[
+                "leading_dense_block_count",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "expert_group_count",
+                "expert_group_used_count",
             ],
             Kind::Glm4Moe => &[
                 "leading_dense_block_count",
@@ -486,6 +500,7 @@ impl Arch {
             Kind::Deepseek2 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
             // GLM-4.5's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
         }
     }
 }
@@ -500,7 +515,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -533,7 +548,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -600,6 +615,8 @@ fn arch(name: &str) -> Option<Arch> {
         // first `rope.dimension_count` of each head). Its converter appends the multi-token
         // prediction layers (`nextn_predict_layers`) to the blocks: [`prediction_layer`].
         "glm4moe" => ("glm4_moe", false, Kind::Glm4Moe),
+        // Dots1Model is a Qwen2MoeModel (nothing permuted, NEOX rope).
+        "dots1" => ("dots1", false, Kind::Dots1),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -1636,7 +1653,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1766,6 +1783,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         deepseek2_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Glm4Moe {
         glm4moe_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Dots1 {
+        dots1_config(&mut c, file, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2008,6 +2027,26 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    Ok(())
+}
+
+/// dots.llm1's keys (llama.cpp's `Dots1Model` writes them) as `Dots1Config` spells them: the
+/// experts as [`grouped_experts`] reads them, routed by sigmoid scores with the correction bias
+/// (transformers' Dots1 router always is: `expert_gating_func` 2, or absent, which llama.cpp's
+/// dots1 loader tolerates; softmax is refused), `expert_weights_norm` as `norm_topk_prob`, and
+/// no sliding windows (the converter writes none and llama.cpp's dots1 graph has none; the
+/// released model's `max_window_layers` is its depth, so none of its layers slides either).
+fn dots1_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let stated = uint("expert_gating_func")?.is_some();
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if stated && !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is softmax (1): dots.llm1's experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
+    }
+    corrected_layers(file, g.dense, layers, "dots.llm1's", key, err)?;
+    c.insert("norm_topk_prob".into(), json!(g.norm));
+    c.insert("sliding_window".into(), Json::Null);
+    c.insert("max_window_layers".into(), json!(layers));
     Ok(())
 }
 
@@ -3331,6 +3370,36 @@ mod tests {
         assert!(got.contains("blk.2."), "{got}");
     }
 
+    /// A dots1 file is the glm4moe test file's decoder layers under Qwen2-MoE's names (`ffn_norm`
+    /// before the MLP, no biases, no prediction layer): the grouped experts' keys, no windows.
+    #[test]
+    fn dots1_files_read_the_grouped_experts_and_state_no_windows() {
+        let (m, t) = glm4moe_file();
+        let m: Vec<(String, Json)> = m
+            .into_iter()
+            .filter(|(k, _)| !k.ends_with("nextn_predict_layers") && !k.ends_with("rope.dimension_count"))
+            .map(|(k, v)| match k.as_str() {
+                "general.architecture" => (k, json!("dots1")),
+                "glm4moe.block_count" => ("dots1.block_count".into(), json!(2)),
+                _ => (k.replacen("glm4moe.", "dots1.", 1), v),
+            })
+            .collect();
+        let t: Vec<(&'static str, u32, Vec<u64>)> = t
+            .into_iter()
+            .filter(|(n, ..)| !n.starts_with("blk.2.") && !n.ends_with(".bias") || n.ends_with("exp_probs_b.bias"))
+            .map(|(n, ty, d)| (if n.ends_with("post_attention_norm.weight") { &*Box::leak(n.replace("post_attention_norm", "ffn_norm").into_boxed_str()) } else { n }, ty, d))
+            .collect();
+        let c = import_of(&as_ref(&m), &t).unwrap().config;
+        for (k, want) in [("model_type", json!("dots1")), ("num_hidden_layers", json!(2)), ("attention_bias", json!(false)), ("n_routed_experts", json!(4)), ("norm_topk_prob", json!(true)), ("sliding_window", Json::Null), ("max_window_layers", json!(2))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(json!("absent")), want, "{k}");
+        }
+        let softmax: Vec<(String, Json)> = m.iter().cloned().map(|(k, v)| if k == "dots1.expert_gating_func" { (k, json!(1)) } else { (k, v) }).collect();
+        let got = import_of(&as_ref(&softmax), &t).err().expect("refused").to_string();
+        assert!(got.contains("`dots1.expert_gating_func` is softmax"), "{got}");
+        let unstated: Vec<(String, Json)> = m.iter().filter(|(k, _)| k != "dots1.expert_gating_func").cloned().collect();
+        assert_eq!(import_of(&as_ref(&unstated), &t).unwrap().config["model_type"], json!("dots1"));
+    }
+
     #[test]
     fn deepseek2_refusals_name_the_key_or_tensor() {
         let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
@@ -3485,7 +3554,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, nemotron, stablelm and gptneox files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, glm4moe, nemotron, stablelm and gptneox files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {

@@ -1,16 +1,19 @@
 """GGUF files of DeepSeek-style experts (issue #29): tests/python/data/gguf-moe/tiny-deepseek_v3.*,
 tiny-deepseek_v2.* (`deepseek2` files, scripts/make_deepseek_gguf.py: latent attention as MQA
 metadata, `kv_b_proj` split into `attn_k_b` / `attn_v_b` for V3 and whole as older files have it
-for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) and tiny-glm4_moe.*
-(`glm4moe`, scripts/make_glm4moe_gguf.py: partial rotary, q/k norms and biases, a
-multi-token prediction layer appended to the blocks), built with `tailor build --model
-FILE.gguf --ep cpu`:
+for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) tiny-glm4_moe.*
+(`glm4moe`: partial rotary, q/k norms and biases, a multi-token prediction layer appended to
+the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
+scripts/make_gqa_moe_gguf.py, built with `tailor build --model FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
   logits (transformers on the original config) within its f32 bound, and genai its greedy
   tokens. This pins the metadata's reading (V2 or V3 from the gating function, groups, scale,
   renormalization, the latent sizes, YaRN's mscale from `yarn_log_multiplier`, GLM's rotary
   fraction and its prediction layer left unread) and the join of the split key/value projection.
+  tiny-dots1 slides its last layer's window in transformers, which dots1 files cannot state
+  (llama.cpp has no windows for it, nor does the released model use any): its file is held to
+  the fixture built from safetensors with `max_window_layers` at its depth (no sliding layer).
 - `<fixture>.Q.gguf`: against a float checkpoint of gguf-py's dequantization of the same file,
   built for the same EP at `--accuracy-level 0`: Q8_0 attention keeps its integers, Q4_0
   experts (V3, GLM) become 4-bit QMoE, exact to float rounding.
@@ -30,7 +33,10 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1"]
+# Fixtures whose config states what their GGUF files cannot: the config a file of the same
+# model reads as (tiny-dots1: no sliding layer).
+AS_FILES_STATE = {"tiny-dots1": lambda c: {**c, "max_window_layers": c["num_hidden_layers"]}}
 
 
 def build(src: Path, out: Path, flags=()):
@@ -50,13 +56,22 @@ def reference(fixture: str):
 def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
     ref, bound = reference(fixture)
     pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    stated = None
+    if fixture in AS_FILES_STATE:
+        src = FIXTURES / fixture / "model.safetensors"
+        stated = build(float_checkpoint(fixture, tmp_path / "as-stated", src), tmp_path / "stated")
     for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
-        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        expected = ref[want] if stated is None else prefill_logits(stated, ref[ids])
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - expected).max()
         assert diff <= bound, f"{fixture} {want}: max |logit difference| {diff} > {bound}"
+        if stated is not None:
+            # The window matters to the fixture's reference: the stated model is another one.
+            assert np.abs(expected - ref[want]).max() > 1e-2 or want == "short_logits"
     kinds = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
     assert "MoE" in kinds, f"{fixture}: the cpu table fuses the grouped experts into com.microsoft.MoE: {sorted(kinds)}"
-    tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
-    assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
+    if stated is None:
+        tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
+        assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES_HERE)
@@ -69,13 +84,17 @@ def test_the_config_is_the_fixtures(fixture, tmp_path):
     assert cfg["model_type"] in json.dumps(report), f"{fixture}: the build reads the file as {cfg['model_type']}"
 
 
-def float_checkpoint(fixture: str, out: Path) -> Path:
-    """The fixture's config and tokenizer with gguf-py's dequantized weights of the Q file."""
+def float_checkpoint(fixture: str, out: Path, weights: Path | None = None) -> Path:
+    """The fixture's config (as its GGUF files state it) and tokenizer with `weights`, by
+    default gguf-py's dequantized weights of the Q file."""
     out.mkdir()
     for f in (FIXTURES / fixture).iterdir():
         if f.suffix == ".json" and not f.name.startswith("reference"):
             shutil.copy(f, out / f.name)
-    shutil.copy(DATA / f"{fixture}.Q.dequantized.safetensors", out / "model.safetensors")
+    if fixture in AS_FILES_STATE:
+        cfg = json.loads((out / "config.json").read_text())
+        (out / "config.json").write_text(json.dumps(AS_FILES_STATE[fixture](cfg)))
+    shutil.copy(weights or DATA / f"{fixture}.Q.dequantized.safetensors", out / "model.safetensors")
     return out
 
 
@@ -93,8 +112,9 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
     assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
-    assert fixture == "tiny-glm4_moe" or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    assert "deepseek" not in fixture or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
     if fixture != "tiny-deepseek_v2":
+        # Q4_0 experts where their rows are whole blocks: QMoE.
         experts = [t for t in q["tensors"] if t["role"] == "experts"]
         assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
         assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}

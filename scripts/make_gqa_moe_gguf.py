@@ -1,9 +1,11 @@
-"""Writes tests/python/data/gguf-moe/tiny-glm4_moe.*.gguf: the tiny GLM-4.5 fixture as llama.cpp's
-converter writes it (`glm4moe` files, issue #29), for tests/python/test_gguf_grouped_moe.py. No
-torch: gguf-py (its writer, `quantize` and `dequantize`), numpy and safetensors only.
+"""Writes tests/python/data/gguf-moe/tiny-glm4_moe.*.gguf and tiny-dots1.*.gguf: the tiny GLM-4.5 and
+dots.llm1 fixtures (grouped-query attention with DeepSeek-V3-style experts) as llama.cpp's
+converter writes them (`glm4moe` and `dots1` files, issue #29), for
+tests/python/test_gguf_grouped_moe.py. No torch: gguf-py (its writer, `quantize` and
+`dequantize`), numpy and safetensors only.
 
 Run once, not in CI:
-    .venv/bin/python scripts/make_glm4moe_gguf.py     # from the repository root
+    .venv/bin/python scripts/make_gqa_moe_gguf.py     # from the repository root
 
 What llama.cpp's converter writes (read for facts: `conversion/glm.py` `Glm4MoeModel`,
 `conversion/base.py` `TextModel.set_gguf_parameters`):
@@ -24,10 +26,17 @@ What llama.cpp's converter writes (read for facts: `conversion/glm.py` `Glm4MoeM
   random `nextn.*`, which the import must leave unread);
 - `tokenizer.ggml.pre` `glm4` over the fixture's vocabulary.
 
-Files: `tiny-glm4_moe.F32.gguf` (the fixture's weights) and `tiny-glm4_moe.Q.gguf` (Q8_0
-attention, embedding and head, Q4_0 experts where rows are whole 32-value blocks) with
-`tiny-glm4_moe.Q.dequantized.safetensors` beside it (gguf-py's dequantization, Hugging Face
-names, the prediction layer left out).
+dots.llm1 (`conversion/dots1.py` `Dots1Model`, a `Qwen2MoeModel`): the text sizes,
+`expert_count` (n_routed_experts), `expert_used_count`, the group counts,
+`expert_feed_forward_length`, `leading_dense_block_count`, `expert_shared_count`,
+`expert_weights_scale`, `expert_weights_norm` and `expert_gating_func` sigmoid (from a
+`scoring_func` of `sigmoid`); `ffn_norm` before the MLP, q/k norms, no biases, no windows (the
+converter writes none; llama.cpp's dots1 graph has none), no prediction layer.
+
+Files (`<fixture>` one of the two): `<fixture>.F32.gguf` (the fixture's weights) and
+`<fixture>.Q.gguf` (Q8_0 attention, embedding and head, Q4_0 experts where rows are whole
+32-value blocks) with `<fixture>.Q.dequantized.safetensors` beside it (gguf-py's
+dequantization, Hugging Face names, a prediction layer left out).
 """
 import json
 import sys
@@ -46,10 +55,11 @@ from make_deepseek_gguf import STACKS, qtype_of  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURE = "tiny-glm4_moe"
+# fixture: (architecture, llama.cpp's name of the norm before the MLP, `tokenizer.ggml.pre`)
+FIXTURES = {"tiny-glm4_moe": ("glm4moe", "post_attention_norm.weight", "glm4"), "tiny-dots1": ("dots1", "ffn_norm.weight", None)}
 
 NAMES = {
-    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "input_layernorm.weight": "attn_norm.weight",
     "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
     "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
@@ -62,34 +72,42 @@ NAMES = {
 }
 
 
-def layer_tensors(cfg, st, i, block):
+def names_of(fixture):
+    return {**NAMES, "post_attention_layernorm.weight": FIXTURES[fixture][1]}
+
+
+def layer_tensors(fixture, cfg, st, i, block):
     """Layer `i`'s tensors under `blk.<block>.`."""
     p = f"model.layers.{i}."
-    out = [(f"blk.{block}.{g}", st[p + hf]) for hf, g in NAMES.items() if p + hf in st]
+    out = [(f"blk.{block}.{g}", st[p + hf]) for hf, g in names_of(fixture).items() if p + hf in st]
     if p + "mlp.gate.weight" in st:
         for g, part in STACKS.items():
             out.append((f"blk.{block}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["n_routed_experts"])])))
     return out
 
 
-def tensors_of(cfg, st):
+def tensors_of(fixture, cfg, st):
     layers, hidden = cfg["num_hidden_layers"], cfg["hidden_size"]
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
     for i in range(layers):
-        out += layer_tensors(cfg, st, i, i)
+        out += layer_tensors(fixture, cfg, st, i, i)
+    if FIXTURES[fixture][0] != "glm4moe":
+        return out
     # The prediction layer: the last layer's tensors again, and its own.
     rng = np.random.default_rng(0)
-    out += layer_tensors(cfg, st, layers - 1, layers)
+    out += layer_tensors(fixture, cfg, st, layers - 1, layers)
     out.append((f"blk.{layers}.nextn.eh_proj.weight", rng.standard_normal((hidden, 2 * hidden)).astype(np.float32)))
     out += [(f"blk.{layers}.nextn.{n}.weight", np.ones(hidden, np.float32)) for n in ("enorm", "hnorm", "shared_head_norm")]
     return out
 
 
-def write(path, cfg, st, quantized):
+def write(path, fixture, cfg, st, quantized):
+    arch, _, pre = FIXTURES[fixture]
+    glm = arch == "glm4moe"
     p = rope_params(cfg)
-    extra = cfg["num_nextn_predict_layers"]
-    w = gguf.GGUFWriter(str(path), "glm4moe")
-    w.add_name(FIXTURE)
+    extra = cfg["num_nextn_predict_layers"] if glm else 0
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(fixture)
     w.add_block_count(cfg["num_hidden_layers"] + extra)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
@@ -102,25 +120,37 @@ def write(path, cfg, st, quantized):
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_expert_group_count(cfg["n_group"])
     w.add_expert_group_used_count(cfg["topk_group"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
+    if glm:
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+    else:
+        # TextModel: a `scoring_func` of `sigmoid` (dots.llm1's config states it).
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.5)))
+    if glm:
+        w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.5)))
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    w.add_expert_shared_count(cfg["n_shared_experts"])
-    w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
-    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
-    w.add_expert_weights_scale(cfg["routed_scaling_factor"])
-    w.add_expert_weights_norm(cfg["norm_topk_prob"])
-    w.add_nextn_predict_layers(extra)
-    write_vocab(w, FIXTURE, cfg)
-    w.add_tokenizer_pre("glm4")
-    add_tensors_and_close(w, tensors_of(cfg, st), qtype_of(T.Q4_0, quantized))
+    if glm:
+        w.add_expert_shared_count(cfg["n_shared_experts"])
+        w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+        w.add_expert_weights_norm(cfg["norm_topk_prob"])
+        w.add_nextn_predict_layers(extra)
+    else:
+        w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+        w.add_expert_shared_count(cfg["n_shared_experts"])
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+        w.add_expert_weights_norm(cfg["norm_topk_prob"])
+    write_vocab(w, fixture, cfg)
+    if pre is not None:
+        w.add_tokenizer_pre(pre)
+    add_tensors_and_close(w, tensors_of(fixture, cfg, st), qtype_of(T.Q4_0, quantized))
 
 
-def dequantized(path, layers):
+def dequantized(path, fixture, layers):
     """gguf-py's dequantization of the decoder's tensors, in Hugging Face names."""
-    names = {v: k for k, v in NAMES.items()}
+    names = {v: k for k, v in names_of(fixture).items()}
     top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
     out = {}
     for t in gguf.GGUFReader(str(path)).tensors:
@@ -142,12 +172,13 @@ def dequantized(path, layers):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    cfg = json.loads((FIX / FIXTURE / "config.json").read_text())
-    st = load_file(str(FIX / FIXTURE / "model.safetensors"))
-    for quantized in (False, True):
-        path = OUT / f"{FIXTURE}.{'Q' if quantized else 'F32'}.gguf"
-        write(path, cfg, st, quantized)
-        check_round_trip(path, dequantized(path, cfg["num_hidden_layers"]), st, quantized)
+    for fixture in FIXTURES:
+        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        st = load_file(str(FIX / fixture / "model.safetensors"))
+        for quantized in (False, True):
+            path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
+            write(path, fixture, cfg, st, quantized)
+            check_round_trip(path, dequantized(path, fixture, cfg["num_hidden_layers"]), st, quantized)
 
 
 if __name__ == "__main__":
