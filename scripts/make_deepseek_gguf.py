@@ -113,6 +113,14 @@ def qtype_of(expert_type, quantized):
     return pick
 
 
+def add_expert_counts(w, cfg):
+    """TextModel's expert keys for DeepSeek-style configs: routed experts, top-k, groups."""
+    w.add_expert_count(cfg["n_routed_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_group_count(cfg["n_group"])
+    w.add_expert_group_used_count(cfg["topk_group"])
+
+
 def write(path, fixture, cfg, st, quantized):
     split, expert_type, gating, pre = FIXTURES[fixture]
     p = rope_params(cfg)
@@ -132,10 +140,7 @@ def write(path, fixture, cfg, st, quantized):
     w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_expert_count(cfg["n_routed_experts"])
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
-    w.add_expert_group_count(cfg["n_group"])
-    w.add_expert_group_used_count(cfg["topk_group"])
+    add_expert_counts(w, cfg)
     if gating is not None:
         w.add_expert_gating_func(gating)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)

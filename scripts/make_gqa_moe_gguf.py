@@ -50,7 +50,7 @@ from safetensors.numpy import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
 from make_arch_gguf import rope_params, write_vocab  # noqa: E402
-from make_deepseek_gguf import STACKS, qtype_of  # noqa: E402
+from make_deepseek_gguf import STACKS, add_expert_counts, qtype_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -116,10 +116,7 @@ def write(path, fixture, cfg, st, quantized):
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_expert_count(cfg["n_routed_experts"])
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
-    w.add_expert_group_count(cfg["n_group"])
-    w.add_expert_group_used_count(cfg["topk_group"])
+    add_expert_counts(w, cfg)
     if glm:
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])

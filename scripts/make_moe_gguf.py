@@ -17,6 +17,9 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   size is `feed_forward_length`; Mixtral's `w1`/`w3`/`w2` are gate/up/down;
 - `qwen3moe` (tiny-qwen3-moe): `expert_feed_forward_length` (moe_intermediate_size), q/k norms,
   key/value length (head_dim);
+- `olmoe` (tiny-olmoe, `conversion/olmo.py` `OlmoeModel`): nothing permuted, q/k norms over the
+  whole projection (`attn_q_norm` `[hidden]`), the expert width `feed_forward_length`, no
+  `clip_qkv` (llama.cpp's olmoe graph does not clamp);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -25,7 +28,7 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
 
 Files (`<fixture>` one of the three above):
 - `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
-- `<fixture>.Q.gguf`: attention, embedding and head Q8_0; experts Q4_0 (qwen3-moe), Q8_0
+- `<fixture>.Q.gguf`: attention, embedding and head Q8_0; experts Q4_0 (qwen3-moe, olmoe), Q8_0
   (mixtral) or Q4_1 (qwen2-moe: a type with a min, which QMoE cannot hold); norms, router and
   biases F32 (and rows that are not whole 32-value blocks); beside it `<fixture>.Q.dequantized.safetensors`, gguf-py's `dequantize` of every
   tensor in Hugging Face names and order (q/k un-permuted, experts split), a float checkpoint
@@ -47,8 +50,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -132,6 +135,10 @@ def write(path, fixture, cfg, st, quantized):
     if arch == "llama":
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+    elif arch == "olmoe":
+        # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
+        # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
+        w.add_layer_norm_rms_eps(1e-5)
     else:
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
         if arch == "qwen2moe":

@@ -280,6 +280,8 @@ enum Kind {
     Glm4Moe,
     /// dots.llm1 (`dots1`): Qwen3's attention with DeepSeek-V3-style experts.
     Dots1,
+    /// OLMoE (`olmoe`): q/k norms over the whole projections, softmax top-k experts.
+    Olmoe,
 }
 
 /// One architecture's mapping.
@@ -344,6 +346,7 @@ impl Arch {
                 "attention.temperature_scale",
                 "attention.temperature_length",
             ],
+            Kind::Olmoe => &["expert_count", "expert_used_count"],
             Kind::Dots1 => &[
                 "leading_dense_block_count",
                 "expert_count",
@@ -501,6 +504,7 @@ impl Arch {
             // GLM-4.5's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            Kind::Olmoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
         }
     }
 }
@@ -515,7 +519,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -548,7 +552,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -617,6 +621,8 @@ fn arch(name: &str) -> Option<Arch> {
         "glm4moe" => ("glm4_moe", false, Kind::Glm4Moe),
         // Dots1Model is a Qwen2MoeModel (nothing permuted, NEOX rope).
         "dots1" => ("dots1", false, Kind::Dots1),
+        // OlmoeModel is a TextModel: nothing permuted (NEOX rope).
+        "olmoe" => ("olmoe", false, Kind::Olmoe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -1653,7 +1659,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1905,7 +1911,7 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
 fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let experts = uint("expert_count")?.unwrap_or(0);
     if experts == 0 {
-        if a.qwen_moe() {
+        if a.qwen_moe() || a.kind == Kind::Olmoe {
             return Err(err(format!("metadata key `{}` is missing or 0: every {} file routes over experts", key("expert_count"), a.model_type)));
         }
         return Ok(());
@@ -1932,6 +1938,18 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     }
     c.insert("num_experts".into(), json!(experts));
     c.insert("num_experts_per_tok".into(), json!(used));
+    if a.kind == Kind::Olmoe {
+        // OLMoE: every layer routes; the experts' width is `feed_forward_length` (the config's
+        // `intermediate_size`), the chosen weights are not renormalized (llama.cpp's olmoe
+        // graph: `norm_w` false, as OLMoE's `norm_topk_prob`), and the q/k values are not
+        // clipped (no key states `clip_qkv`; llama.cpp's graph has no clamp).
+        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
+            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every OLMoE layer routes over experts")));
+        }
+        c.insert("norm_topk_prob".into(), json!(false));
+        c.insert("clip_qkv".into(), Json::Null);
+        return Ok(());
+    }
     c.insert("moe_intermediate_size".into(), json!(uint("expert_feed_forward_length")?.unwrap_or(n_ff / used)));
     // llama.cpp's `norm_w`: qwen3moe renormalizes the chosen weights, qwen2moe does not.
     c.insert("norm_topk_prob".into(), json!(a.kind == Kind::Qwen3Moe));
@@ -3435,6 +3453,23 @@ mod tests {
         m.push(("deepseek2.context_length".into(), json!(256)));
         let got = e(m, deepseek2_tensors());
         assert!(got.contains("`deepseek2.rope.scaling.yarn_log_multiplier` is missing"), "{got}");
+    }
+
+    /// OLMoE: the experts' width is `feed_forward_length` (no expert key), never renormalized,
+    /// no clip; q/k norms over the whole projections; every layer routes.
+    #[test]
+    fn olmoe_files_read_their_experts_and_full_width_qk_norms() {
+        let norms = [("blk.0.attn_q_norm.weight", 0, vec![64]), ("blk.0.attn_k_norm.weight", 0, vec![32])];
+        // The stacks' width (32) is the file's `feed_forward_length`.
+        let meta: Vec<(String, Json)> = moe_meta("olmoe", 2).into_iter().map(|(k, v)| if k == "olmoe.feed_forward_length" { (k, json!(32)) } else { (k, v) }).collect();
+        let i = import_of(&as_ref(&meta), &moe_tensors(&norms)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_experts"].as_u64(), c["norm_topk_prob"].as_bool()), (Some("olmoe"), Some(4), Some(false)));
+        assert!(c["clip_qkv"].is_null() && !c.contains_key("moe_intermediate_size"), "{c:?}");
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.q_norm.weight") && i.packed.contains_key("model.layers.0.mlp.experts.3.up_proj.weight"));
+        let t: Vec<_> = moe_tensors(&norms).into_iter().filter(|(n, ..)| !n.contains("gate_inp")).collect();
+        let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.ffn_gate_inp.weight`") && got.contains("OLMoE"), "{got}");
     }
 
     #[test]

@@ -169,3 +169,35 @@ def test_requantize_experts_turns_experts_with_a_minimum_into_qmoe(bits, tmp_pat
     # Q8_0 attention keeps its integers.
     others = [t for t in report["parts"][0]["quantization"]["tensors"] if t["role"] == "linear"]
     assert others and all(t["source"].startswith("gguf:") and t["method"] == "imported" for t in others), others
+
+
+def olmoe_as_stated(out: Path, weights: Path) -> Path:
+    """tiny-olmoe's config as an olmoe file states it (no `clip_qkv`: llama.cpp's converter
+    writes none and its graph does not clamp; tiny-olmoe clips at 1.0) with `weights`."""
+    out.mkdir()
+    for f in (FIXTURES / "tiny-olmoe").iterdir():
+        if f.suffix == ".json" and not f.name.startswith("reference"):
+            shutil.copy(f, out / f.name)
+    cfg = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**cfg, "clip_qkv": None}))
+    shutil.copy(weights, out / "model.safetensors")
+    return out
+
+
+def test_olmoe_files_are_the_fixture_without_clipping(tmp_path):
+    """tiny-olmoe.F32.gguf against tiny-olmoe built from safetensors without `clip_qkv` (within
+    the fixture's f32 bound; the clip matters to the fixture's own reference), MoE fused on cpu;
+    tiny-olmoe.Q.gguf's Q4_0 experts as 4-bit QMoE against its dequantization."""
+    ref = load_file(str(FIXTURES / "tiny-olmoe" / "reference.safetensors"))
+    pkg, _ = build(DATA / "tiny-olmoe.F32.gguf", tmp_path / "pkg")
+    stated, _ = build(olmoe_as_stated(tmp_path / "stated-src", FIXTURES / "tiny-olmoe" / "model.safetensors"), tmp_path / "stated")
+    got, want = prefill_logits(pkg, ref["input_ids"]), prefill_logits(stated, ref["input_ids"])
+    assert np.abs(got - want).max() <= bound("tiny-olmoe"), np.abs(got - want).max()
+    assert np.abs(want - ref["logits"]).max() > 1e-2, "tiny-olmoe's clip changes its logits: the comparison above must not be with the reference"
+    assert "MoE" in ops(pkg)[1]
+    q, _ = build(DATA / "tiny-olmoe.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    deq, _ = build(olmoe_as_stated(tmp_path / "deq-src", DATA / "tiny-olmoe.Q.dequantized.safetensors"), tmp_path / "deq")
+    got, want = prefill_logits(q, ref["input_ids"]), prefill_logits(deq, ref["input_ids"])
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
+    nodes, float_stacks, _ = qmoe_nodes(q)
+    assert len(nodes) == 2 and not float_stacks, float_stacks
