@@ -20,6 +20,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
 - `olmoe` (tiny-olmoe, `conversion/olmo.py` `OlmoeModel`): nothing permuted, q/k norms over the
   whole projection (`attn_q_norm` `[hidden]`), the expert width `feed_forward_length`, no
   `clip_qkv` (llama.cpp's olmoe graph does not clamp);
+- `ernie4_5-moe` (tiny-ernie4_5_moe, `conversion/ernie.py` `Ernie4_5MoeModel`): nothing permuted,
+  no biases (tiny-ernie4_5_moe's `use_bias` dropped with its bias tensors: `as_files_state`),
+  `interleave_moe_layer_step` and `leading_dense_block_count` for the sparse layers, the shared
+  experts `ffn_*_shexp` and the correction bias `exp_probs_b.bias` (`[1, E]`);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -50,20 +54,30 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.weight": "attn_v.weight",
     "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
     "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
 }
 DENSE = {"mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
 SHARED = {
     "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
     "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
 }
+# ERNIE 4.5 MoE's shared experts and its correction bias (`[1, experts]`, kept 2-D).
+ERNIE = {
+    "mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight", "mlp.moe_statics.e_score_correction_bias": "exp_probs_b.bias",
+}
+
+
+def n_experts(cfg):
+    return cfg.get("num_local_experts") or cfg.get("num_experts") or cfg["moe_num_experts"]
 
 
 def experts_of(arch):
@@ -76,7 +90,7 @@ def experts_of(arch):
 def tensors_of(cfg, st, arch):
     """(gguf name, float32 array) as the converter names, permutes and merges them."""
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    n_exp = cfg.get("num_local_experts") or cfg["num_experts"]
+    n_exp = n_experts(cfg)
     router, scope, stacks = experts_of(arch)
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
     for i in range(cfg["num_hidden_layers"]):
@@ -99,6 +113,8 @@ def tensors_of(cfg, st, arch):
         if arch == "qwen2moe":
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in SHARED.items()]
             out.append((f"blk.{i}.ffn_gate_inp_shexp.weight", st[p + "mlp.shared_expert_gate.weight"].reshape(-1)))
+        if arch == "ernie4_5-moe":
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in ERNIE.items()]
     return out
 
 
@@ -129,12 +145,20 @@ def write(path, fixture, cfg, st, quantized):
     if cfg.get("head_dim"):
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-    w.add_expert_count(cfg.get("num_local_experts") or cfg["num_experts"])
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_count(n_experts(cfg))
+    w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg["moe_k"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     if arch == "llama":
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+    elif arch == "ernie4_5-moe":
+        # Ernie4_5MoeModel: the sparse layers' pattern, the expert widths (the shared one as
+        # the converter computes it, intermediate_size / num_key_value_heads, not read back).
+        w.add_interleave_moe_layer_step(cfg["moe_layer_interval"])
+        w.add_leading_dense_block_count(cfg["moe_layer_start_index"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_count(cfg["moe_num_shared_experts"])
+        w.add_expert_shared_feed_forward_length(cfg["intermediate_size"] // cfg["num_key_value_heads"])
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
@@ -149,7 +173,7 @@ def write(path, fixture, cfg, st, quantized):
 
 def dequantized(path, cfg, arch):
     """gguf-py's dequantization of every tensor of the file, in Hugging Face names and order."""
-    names = {v: k for k, v in {**ATTN, **DENSE, **SHARED}.items()}
+    names = {v: k for k, v in {**ATTN, **DENSE, **(ERNIE if arch == "ernie4_5-moe" else SHARED)}.items()}
     router, scope, stacks = experts_of(arch)
     out = {}
     for t in gguf.GGUFReader(str(path)).tensors:
@@ -176,11 +200,20 @@ def dequantized(path, cfg, arch):
     return out
 
 
+def as_files_state(fixture, cfg, st):
+    """The fixture as a GGUF file of its architecture can state it: tiny-ernie4_5_moe without its
+    biases (`use_bias` false, as the released ERNIE 4.5 MoE models: llama.cpp's ernie4_5-moe loader
+    reads no MLP or head bias), the correction bias kept."""
+    if FIXTURES[fixture] != "ernie4_5-moe":
+        return cfg, st
+    return {**cfg, "use_bias": False}, {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     for fixture, arch in FIXTURES.items():
         cfg = json.loads((FIX / fixture / "config.json").read_text())
-        st = load_file(str(FIX / fixture / "model.safetensors"))
+        cfg, st = as_files_state(fixture, cfg, load_file(str(FIX / fixture / "model.safetensors")))
         for quantized in (False, True):
             path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
             write(path, fixture, cfg, st, quantized)

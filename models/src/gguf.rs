@@ -282,6 +282,9 @@ enum Kind {
     Dots1,
     /// OLMoE (`olmoe`): q/k norms over the whole projections, softmax top-k experts.
     Olmoe,
+    /// ERNIE 4.5 MoE (`ernie4_5-moe`): the dense ERNIE 4.5 layers with softmax experts chosen
+    /// with a correction bias, every `interleave_moe_layer_step`-th layer from the dense lead.
+    Ernie4_5Moe,
 }
 
 /// One architecture's mapping.
@@ -347,6 +350,18 @@ impl Arch {
                 "attention.temperature_length",
             ],
             Kind::Olmoe => &["expert_count", "expert_used_count"],
+            // `expert_shared_feed_forward_length`: the converter writes `intermediate_size /
+            // num_key_value_heads` there; the shared experts' width is read from their tensors
+            // by the family (`moe_intermediate_size x moe_num_shared_experts`), so it is not read.
+            Kind::Ernie4_5Moe => &[
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_shared_feed_forward_length",
+                "interleave_moe_layer_step",
+                "leading_dense_block_count",
+            ],
             Kind::Dots1 => &[
                 "leading_dense_block_count",
                 "expert_count",
@@ -505,6 +520,7 @@ impl Arch {
             Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Olmoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
+            Kind::Ernie4_5Moe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, QWEN_ROUTER, ERNIE_MOE_NAMES],
         }
     }
 }
@@ -519,7 +535,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -552,7 +568,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -623,6 +639,8 @@ fn arch(name: &str) -> Option<Arch> {
         "dots1" => ("dots1", false, Kind::Dots1),
         // OlmoeModel is a TextModel: nothing permuted (NEOX rope).
         "olmoe" => ("olmoe", false, Kind::Olmoe),
+        // Ernie4_5MoeModel is the dense Ernie4_5Model's converter with experts: nothing permuted.
+        "ernie4_5-moe" => ("ernie4_5_moe", false, Kind::Ernie4_5Moe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -686,6 +704,15 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
     ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
     ("exp_probs_b.bias", "mlp.gate.e_score_correction_bias"),
+    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// ERNIE 4.5 MoE's correction bias (`mlp.moe_statics.e_score_correction_bias`, `[1, experts]`)
+/// and shared experts.
+const ERNIE_MOE_NAMES: &[(&str, &str)] = &[
+    ("exp_probs_b.bias", "mlp.moe_statics.e_score_correction_bias"),
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
@@ -1049,8 +1076,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             }
             // ne[0] varies fastest: a GGUF [K, N] is the family's [N, K].
             let mut shape: Vec<usize> = t.dims.iter().rev().copied().collect();
-            // Qwen2-MoE's shared-expert gate: a vector in the file, a one-row Linear weight here.
-            if t.name.ends_with(SHARED_GATE) && shape.len() == 1 {
+            // Qwen2-MoE's shared-expert gate: a vector in the file, a one-row Linear weight here;
+            // ERNIE 4.5 MoE's correction bias `[1, experts]` (the converter keeps its leading 1,
+            // a file that dropped it is read the same).
+            if (t.name.ends_with(SHARED_GATE) || (a.kind == Kind::Ernie4_5Moe && t.name.ends_with(".exp_probs_b.bias"))) && shape.len() == 1 {
                 shape.insert(0, 1);
             }
             let permute_heads = match () {
@@ -1326,7 +1355,7 @@ impl ExpertShape {
     /// `None` for a file without experts.
     fn of(config: &Map<String, Json>) -> Option<ExpertShape> {
         let int = |k: &str| config.get(k).and_then(Json::as_u64).map(|v| v as usize);
-        let experts = int("num_local_experts").or_else(|| int("num_experts")).or_else(|| int("n_routed_experts")).filter(|&e| e > 0)?;
+        let experts = int("num_local_experts").or_else(|| int("num_experts")).or_else(|| int("n_routed_experts")).or_else(|| int("moe_num_experts")).filter(|&e| e > 0)?;
         let ff = int("moe_intermediate_size").or_else(|| int("intermediate_size"))?;
         Some(ExpertShape { experts, hidden: int("hidden_size")?, ff })
     }
@@ -1702,7 +1731,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
-    if a.kind == Kind::Ernie4_5 {
+    if matches!(a.kind, Kind::Ernie4_5 | Kind::Ernie4_5Moe) {
         // One switch for every projection's bias in transformers; llama.cpp's loader takes
         // each as optional.
         c.insert("use_bias".into(), json!(biased));
@@ -1791,6 +1820,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         glm4moe_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Dots1 {
         dots1_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Ernie4_5Moe {
+        ernie_moe_config(&mut c, file, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2065,6 +2096,47 @@ fn dots1_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("sliding_window".into(), Json::Null);
     c.insert("max_window_layers".into(), json!(layers));
+    Ok(())
+}
+
+/// ERNIE 4.5 MoE's keys (llama.cpp's `Ernie4_5MoeModel` writes them) as `Ernie4_5_MoeConfig`
+/// spells them: `expert_count` (`moe_num_experts`), `expert_used_count` (`moe_k`),
+/// `expert_feed_forward_length` (`moe_intermediate_size`), `expert_shared_count`
+/// (`moe_num_shared_experts`, default 0), and the sparse layers, which llama.cpp's graph picks
+/// as layer `i` at least `leading_dense_block_count` (`moe_layer_start_index`, default 0) with
+/// `(i + 1) % interleave_moe_layer_step == 0` (`moe_layer_interval`), to the last layer
+/// (`moe_layer_end_index`); the layers holding a router must be exactly those. Routing is the
+/// family's (softmax, the correction bias for the choice, renormalized).
+fn ernie_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (an ernie4_5-moe file states its experts)", key(k)))) };
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let experts = need("expert_count")?;
+    let used = need("expert_used_count")?;
+    if experts == 0 || used == 0 || used > experts {
+        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
+    }
+    let step = need("interleave_moe_layer_step")?;
+    if step == 0 {
+        return Err(err(format!("metadata key `{}` is 0: llama.cpp's ernie4_5-moe graph needs a positive step", key("interleave_moe_layer_step"))));
+    }
+    let start = uint("leading_dense_block_count")?.unwrap_or(0);
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= start && (i + 1) % step == 0)) {
+        return Err(err(format!(
+            "layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {start} and `{}` {step} make it {}",
+            if routed(i) { "holds" } else { "has no" },
+            key("leading_dense_block_count"),
+            key("interleave_moe_layer_step"),
+            if routed(i) { "dense" } else { "sparse" }
+        )));
+    }
+    c.insert("moe_num_experts".into(), json!(experts));
+    c.insert("moe_k".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(need("expert_feed_forward_length")?));
+    c.insert("moe_num_shared_experts".into(), json!(uint("expert_shared_count")?.unwrap_or(0)));
+    c.insert("moe_layer_start_index".into(), json!(start));
+    c.insert("moe_layer_interval".into(), json!(step));
+    c.insert("moe_layer_end_index".into(), json!(layers.saturating_sub(1)));
     Ok(())
 }
 
@@ -3470,6 +3542,32 @@ mod tests {
         let t: Vec<_> = moe_tensors(&norms).into_iter().filter(|(n, ..)| !n.contains("gate_inp")).collect();
         let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.ffn_gate_inp.weight`") && got.contains("OLMoE"), "{got}");
+    }
+
+    /// ERNIE 4.5 MoE: its own key names, the sparse layers from the step and the dense lead,
+    /// which the layers holding a router must match.
+    #[test]
+    fn ernie_moe_files_read_their_sparse_layers_from_the_step() {
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m = moe_meta("ernie4_5-moe", 2);
+            m.push(("ernie4_5-moe.expert_feed_forward_length".into(), json!(32)));
+            m.extend(extra.iter().map(|(k, v)| (format!("ernie4_5-moe.{k}"), v.clone())));
+            m
+        };
+        let c = import_of(&as_ref(&meta(&[("interleave_moe_layer_step", json!(1))])), &moe_tensors(&[])).unwrap().config;
+        let got = |k: &str| c.get(k).cloned().unwrap_or(Json::Null);
+        for (k, want) in [("model_type", json!("ernie4_5_moe")), ("moe_num_experts", json!(4)), ("moe_k", json!(2)), ("moe_layer_start_index", json!(0)), ("moe_layer_interval", json!(1)), ("moe_layer_end_index", json!(0)), ("use_bias", json!(false))] {
+            assert_eq!(got(k), want, "{k}");
+        }
+        let e = |m: Vec<(String, Json)>| import_of(&as_ref(&m), &moe_tensors(&[])).err().expect("refused").to_string();
+        let got = e(meta(&[("interleave_moe_layer_step", json!(1)), ("leading_dense_block_count", json!(1))]));
+        assert!(got.contains("layer 0 holds `blk.0.ffn_gate_inp.weight`") && got.contains("dense"), "{got}");
+        let got = e(meta(&[("interleave_moe_layer_step", json!(2))]));
+        assert!(got.contains("`ernie4_5-moe.interleave_moe_layer_step` 2"), "{got}");
+        let got = e(meta(&[("interleave_moe_layer_step", json!(0))]));
+        assert!(got.contains("is 0"), "{got}");
+        let got = e(meta(&[]));
+        assert!(got.contains("`ernie4_5-moe.interleave_moe_layer_step` is missing"), "{got}");
     }
 
     #[test]

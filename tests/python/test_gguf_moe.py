@@ -171,33 +171,48 @@ def test_requantize_experts_turns_experts_with_a_minimum_into_qmoe(bits, tmp_pat
     assert others and all(t["source"].startswith("gguf:") and t["method"] == "imported" for t in others), others
 
 
-def olmoe_as_stated(out: Path, weights: Path) -> Path:
-    """tiny-olmoe's config as an olmoe file states it (no `clip_qkv`: llama.cpp's converter
-    writes none and its graph does not clamp; tiny-olmoe clips at 1.0) with `weights`."""
+# What a GGUF file of these fixtures' architectures can state, where the fixture has more: the
+# config and weights the file's model is (tiny-olmoe clips q/k/v at 1.0, which neither the
+# converter nor llama.cpp's olmoe graph has; tiny-ernie4_5_moe has `use_bias`, whose MLP and head
+# biases llama.cpp's ernie4_5-moe loader does not read: its files are written without biases).
+AS_FILES_STATE = {
+    "tiny-olmoe": (lambda c: {**c, "clip_qkv": None}, lambda st: st),
+    "tiny-ernie4_5_moe": (lambda c: {**c, "use_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}),
+}
+
+
+def as_stated(fixture: str, out: Path, weights: Path) -> Path:
+    """`fixture`'s config and tokenizer with `weights`, both as its GGUF files state them."""
+    from safetensors.numpy import save_file
+
+    config, tensors = AS_FILES_STATE[fixture]
     out.mkdir()
-    for f in (FIXTURES / "tiny-olmoe").iterdir():
+    for f in (FIXTURES / fixture).iterdir():
         if f.suffix == ".json" and not f.name.startswith("reference"):
             shutil.copy(f, out / f.name)
-    cfg = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({**cfg, "clip_qkv": None}))
-    shutil.copy(weights, out / "model.safetensors")
+    (out / "config.json").write_text(json.dumps(config(json.loads((out / "config.json").read_text()))))
+    save_file(tensors(load_file(str(weights))), str(out / "model.safetensors"))
     return out
 
 
-def test_olmoe_files_are_the_fixture_without_clipping(tmp_path):
-    """tiny-olmoe.F32.gguf against tiny-olmoe built from safetensors without `clip_qkv` (within
-    the fixture's f32 bound; the clip matters to the fixture's own reference), MoE fused on cpu;
-    tiny-olmoe.Q.gguf's Q4_0 experts as 4-bit QMoE against its dequantization."""
-    ref = load_file(str(FIXTURES / "tiny-olmoe" / "reference.safetensors"))
-    pkg, _ = build(DATA / "tiny-olmoe.F32.gguf", tmp_path / "pkg")
-    stated, _ = build(olmoe_as_stated(tmp_path / "stated-src", FIXTURES / "tiny-olmoe" / "model.safetensors"), tmp_path / "stated")
+@pytest.mark.parametrize("fixture", sorted(AS_FILES_STATE))
+def test_files_are_the_fixture_as_they_state_it(fixture, tmp_path):
+    """`<fixture>.F32.gguf` against the fixture built from safetensors as the file states it
+    (within the fixture's f32 bound; what the file cannot state matters to the fixture's own
+    reference), experts fused into MoE on cpu; `<fixture>.Q.gguf`'s Q4_0 experts as 4-bit QMoE
+    against its dequantization (within 1e-5 relative)."""
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    pkg, _ = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
+    stated, _ = build(as_stated(fixture, tmp_path / "stated-src", FIXTURES / fixture / "model.safetensors"), tmp_path / "stated")
     got, want = prefill_logits(pkg, ref["input_ids"]), prefill_logits(stated, ref["input_ids"])
-    assert np.abs(got - want).max() <= bound("tiny-olmoe"), np.abs(got - want).max()
-    assert np.abs(want - ref["logits"]).max() > 1e-2, "tiny-olmoe's clip changes its logits: the comparison above must not be with the reference"
+    assert np.abs(got - want).max() <= bound(fixture), np.abs(got - want).max()
+    assert np.abs(want - ref["logits"]).max() > 1e-2, "what the file cannot state changes the fixture's logits: the comparison above must not be with its reference"
     assert "MoE" in ops(pkg)[1]
-    q, _ = build(DATA / "tiny-olmoe.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
-    deq, _ = build(olmoe_as_stated(tmp_path / "deq-src", DATA / "tiny-olmoe.Q.dequantized.safetensors"), tmp_path / "deq")
+    q, _ = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    deq, _ = build(as_stated(fixture, tmp_path / "deq-src", DATA / f"{fixture}.Q.dequantized.safetensors"), tmp_path / "deq")
     got, want = prefill_logits(q, ref["input_ids"]), prefill_logits(deq, ref["input_ids"])
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
     nodes, float_stacks, _ = qmoe_nodes(q)
-    assert len(nodes) == 2 and not float_stacks, float_stacks
+    cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
+    sparse = sum(1 for i in range(cfg["num_hidden_layers"]) if i >= cfg.get("moe_layer_start_index", 0))
+    assert len(nodes) == sparse and not float_stacks, (len(nodes), float_stacks)
