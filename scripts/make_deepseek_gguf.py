@@ -26,9 +26,11 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   the shared experts `ffn_{gate,up,down}_shexp`, the leading dense layers' `ffn_{gate,up,down}`;
 - `kv_b_proj` split per head into `attn_k_b` (its key rows, transposed: numpy `[heads,
   kv_lora_rank, qk_nope_head_dim]`) and `attn_v_b` (`[heads, v_head_dim, kv_lora_rank]`), as
-  current converters write it; files converted before that split hold `attn_kv_b` (`[heads x
-  (nope + v), kv_lora_rank]`, Hugging Face's layout). tiny-deepseek_v3 is written split,
-  tiny-deepseek_v2 (no query compression, softmax routing, no gating key) the older way;
+  converters write it since llama.cpp's MLA change (April 2025); files converted before it hold
+  `attn_kv_b` (`[heads x (nope + v), kv_lora_rank]`, Hugging Face's layout), no `*_mla` keys,
+  `key_length` / `value_length` of the heads themselves (nope + rope, v) and the config's
+  key/value heads. tiny-deepseek_v3 is written the current way, tiny-deepseek_v2 (no query
+  compression, softmax routing, no gating key) the older way;
 - `tokenizer.ggml.pre` `deepseek-v3` (V3) or `deepseek-llm` (V2) over the fixture's vocabulary.
 
 Files (`<fixture>` one of the two):
@@ -131,7 +133,9 @@ def write(path, fixture, cfg, st, quantized):
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(1)
+    # Since the MLA change the converter writes the latent as one MQA head; before it, the
+    # config's key/value heads.
+    w.add_head_count_kv(1 if split else cfg["num_key_value_heads"])
     assert p["rope_type"] == "yarn" and p["mscale"] == p["mscale_all_dim"], p
     w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     w.add_rope_scaling_factor(p["factor"])
@@ -149,10 +153,15 @@ def write(path, fixture, cfg, st, quantized):
     if cfg.get("q_lora_rank") is not None:
         w.add_q_lora_rank(cfg["q_lora_rank"])
     w.add_kv_lora_rank(cfg["kv_lora_rank"])
-    w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
-    w.add_value_length(cfg["kv_lora_rank"])
-    w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
-    w.add_value_length_mla(cfg["v_head_dim"])
+    if split:
+        w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+        w.add_value_length(cfg["kv_lora_rank"])
+        w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_value_length_mla(cfg["v_head_dim"])
+    else:
+        # Before the MLA change: the heads' own key (nope + rope) and value lengths.
+        w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_value_length(cfg["v_head_dim"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     w.add_expert_shared_count(cfg["n_shared_experts"])
     w.add_expert_weights_scale(cfg["routed_scaling_factor"])

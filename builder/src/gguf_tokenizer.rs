@@ -67,10 +67,11 @@ const GPT2_LIKE: &[&str] = &[
 ];
 
 /// `tokenizer.ggml.pre` values after which llama.cpp adds BOS when the file has no
-/// `tokenizer.ggml.add_bos_token` (its Llama 3 pre-tokenizer group, `llama-vocab.cpp`), as
-/// those models' own tokenizers do; llama.cpp also ignores merges for them (a word the
-/// vocabulary holds whole is one token, as in Meta's tokenizer.json).
-const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"];
+/// `tokenizer.ggml.add_bos_token` (its Llama 3 pre-tokenizer group, `llama-vocab.cpp`, and
+/// Mistral's `tekken`, which it flags the same), as those models' own tokenizers do; llama.cpp
+/// also ignores merges for them (a word the vocabulary holds whole is one token, as in Meta's
+/// tokenizer.json).
+const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "tekken"];
 
 /// `tokenizer.ggml.pre` values llama.cpp splits with the Llama 3 regex (its `CHATGLM4` split,
 /// the contractions spelled case by case) and without merges where the vocabulary holds the
@@ -567,9 +568,7 @@ mod tests {
         (dir, file, path)
     }
 
-    /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
-    /// text as their file id) unless a merge needs their respelled form (a run of spaces stored
-    /// decoded as user-defined), which stays respelled in the vocabulary, as before.
+    /// DeepSeek's splits are their models' passes, in order.
     #[test]
     fn deepseek_pre_tokenizers_are_their_models_passes() {
         let passes = |pre: &str| -> Vec<String> {
@@ -584,6 +583,9 @@ mod tests {
         assert!(split_pre_tokenizer(Some("deepseek-coder")).is_none());
     }
 
+    /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
+    /// text as their file id) unless a merge needs their respelled form (a run of spaces stored
+    /// decoded as user-defined), which stays respelled in the vocabulary, as before.
     #[test]
     fn added_tokens_outside_the_alphabet_keep_their_spelling_unless_a_merge_needs_it() {
         let tokens = ["a", "b", "Ġ", "ĠĠ", "ab", "<｜User｜>", "  ", "<｜bos｜>"];
@@ -629,7 +631,11 @@ mod tests {
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
-        assert!(post(Some("tekken"), &[]).3.is_empty());
+        // tekken and jina-v5-nano: BOS by default and merges ignored, as llama.cpp flags them.
+        for pre in ["tekken", "jina-v5-nano"] {
+            let (add, _, ignore, warnings) = post(Some(pre), &[]);
+            assert!(add && ignore && warnings.is_empty(), "{pre}: {warnings:?}");
+        }
     }
 
     #[test]

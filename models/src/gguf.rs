@@ -2057,7 +2057,8 @@ fn corrected_layers(file: &GgufFile, dense: u64, layers: u64, family: &str, key:
 /// GLM-4.5's keys (llama.cpp's `Glm4MoeModel` writes them) as `Glm4MoeConfig` spells them:
 /// the blocks less the `nextn_predict_layers` prediction layers the converter appends (their
 /// tensors are not read), the experts as [`grouped_experts`] reads them with sigmoid scores and
-/// the correction bias required (the converter always writes `expert_gating_func` 2),
+/// the correction bias required (the converter always writes `expert_gating_func` 2; a file
+/// without it is read as sigmoid, as llama.cpp does),
 /// `expert_weights_norm` as `norm_topk_prob`, q/k norms where every layer has them
 /// (`use_qk_norm`).
 fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
@@ -2067,11 +2068,16 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
         return Err(err(format!("metadata key `{}` is {extra}, not fewer than the {blocks} blocks of `{}`", key("nextn_predict_layers"), key("block_count"))));
     }
     let layers = blocks - extra;
+    if !file.tensors.iter().any(|t| t.name.starts_with("blk.0.")) {
+        return Err(err(format!("holds no tensor of the decoder's first layer `blk.0`: a file of the {extra} prediction layer(s) alone (the converter's --mtp) is a draft head, not a model")));
+    }
     c.insert("num_hidden_layers".into(), json!(layers));
     c.insert("num_nextn_predict_layers".into(), json!(0));
+    let stated = uint("expert_gating_func")?.is_some();
     let g = grouped_experts(c, file, float, uint, key, err)?;
-    if !g.sigmoid {
-        return Err(err(format!("metadata key `{}` is absent or softmax (1): GLM-4.5's experts are routed by sigmoid scores (2), as its converter writes", key("expert_gating_func"))));
+    // llama.cpp's glm4moe loader reads a file without the key as sigmoid.
+    if stated && !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is softmax (1): GLM-4.5's experts are routed by sigmoid scores (2), as its converter writes", key("expert_gating_func"))));
     }
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
@@ -2149,10 +2155,13 @@ fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
 /// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
 /// and `DeepseekV2Config` spell them. The latent sizes: `attention.kv_lora_rank`,
 /// `attention.q_lora_rank` (absent: no query compression), `attention.key_length_mla` (nope +
-/// rope) and `attention.value_length_mla`; the file's `key_length` / `value_length` (the latent
-/// as MQA) must agree with them. The routing decides the model: `expert_gating_func` 2
+/// rope) and `attention.value_length_mla`, with which the file's `key_length` / `value_length`
+/// (the latent as MQA) must agree; files converted before llama.cpp's MLA change (April 2025)
+/// have no `*_mla` keys, their `key_length` / `value_length` being the heads' own, and hold a
+/// whole `attn_kv_b`. The routing decides the model: `expert_gating_func` 2
 /// (sigmoid) is V3's (its `exp_probs_b` correction bias, groups scored by their best two,
-/// `expert_weights_norm` as `norm_topk_prob`), 1 or absent (softmax: llama.cpp's reading of
+/// `expert_weights_norm` as `norm_topk_prob`; also when the key is absent but the layers hold
+/// that bias: GLM-4.7-Flash's files), 1 or absent (softmax: llama.cpp's reading of DeepSeek-V2
 /// files older than the key) V2's (`group_limited_greedy` over `expert_group_count` groups when
 /// there are several, a group scored by its best expert as DeepSeek-V2's own router does;
 /// llama.cpp scores it by its best two). V2's router never renormalizes, so a softmax file with
@@ -2165,21 +2174,42 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
     let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
     let (heads, rope, layers) = (get("num_attention_heads"), get("head_dim"), get("num_hidden_layers"));
     let rank = need("attention.kv_lora_rank")?;
-    let key_mla = need("attention.key_length_mla")?;
-    let v = need("attention.value_length_mla")?;
+    let split = file.tensors.iter().any(|t| LATENT_HALVES.iter().any(|h| t.name.ends_with(&format!(".{h}"))));
+    // The head sizes: `*_mla` keys beside the latent-as-MQA lengths (llama.cpp's converter since
+    // its MLA change, April 2025), or, in files converted before it, the heads' own key and
+    // value lengths (and a whole `attn_kv_b`).
+    let (key_k, value_k) = match (uint("attention.key_length_mla")?, uint("attention.value_length_mla")?) {
+        (Some(_), Some(_)) => {
+            for (k, want) in [("attention.key_length", rank + rope), ("attention.value_length", rank)] {
+                if let Some(got) = uint(k)?.filter(|&got| got != want) {
+                    return Err(err(format!("metadata key `{}` is {got}; the latent attention's `kv_lora_rank` {rank} and rotary size {rope} make it {want}", key(k))));
+                }
+            }
+            ("attention.key_length_mla", "attention.value_length_mla")
+        }
+        (None, None) if !split => ("attention.key_length", "attention.value_length"),
+        (None, None) => {
+            return Err(err(format!(
+                "holds `attn_k_b` / `attn_v_b` (the split llama.cpp's converter writes since its MLA change) but not `{}` / `{}`, which that converter writes beside them",
+                key("attention.key_length_mla"),
+                key("attention.value_length_mla")
+            )))
+        }
+        (k, _) => {
+            let (has, lacks) = if k.is_some() { ("key_length_mla", "value_length_mla") } else { ("value_length_mla", "key_length_mla") };
+            return Err(err(format!("metadata key `{}` is set but `{}` is missing: the converter writes both", key(&format!("attention.{has}")), key(&format!("attention.{lacks}")))));
+        }
+    };
+    let key_mla = need(key_k)?;
+    let v = need(value_k)?;
     if rank == 0 || v == 0 || key_mla <= rope {
         return Err(err(format!(
             "metadata keys `{}` {rank}, `{}` {key_mla} and `{}` {v} with `{}` {rope}: the latent rank and value size must be positive and the key size larger than its rotary part",
             key("attention.kv_lora_rank"),
-            key("attention.key_length_mla"),
-            key("attention.value_length_mla"),
+            key(key_k),
+            key(value_k),
             key("rope.dimension_count")
         )));
-    }
-    for (k, want) in [("attention.key_length", rank + rope), ("attention.value_length", rank)] {
-        if let Some(got) = uint(k)?.filter(|&got| got != want) {
-            return Err(err(format!("metadata key `{}` is {got}; the latent attention's `kv_lora_rank` {rank} and rotary size {rope} make it {want}", key(k))));
-        }
     }
     let q_rank = uint("attention.q_lora_rank")?.filter(|&r| r > 0);
     let has = |suffix: &str| file.tensors.iter().any(|t| t.name.starts_with("blk.") && t.name.ends_with(suffix));
@@ -2199,7 +2229,13 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
             )))
         }
     }
-    let g = grouped_experts(c, file, float, uint, key, err)?;
+    let mut g = grouped_experts(c, file, float, uint, key, err)?;
+    // No gating key: softmax for the DeepSeek-V2 files older than the key, sigmoid where the
+    // layers hold the correction bias only V3-style routing reads (llama.cpp reads GLM-4.7-Flash
+    // files, which state no gating, as sigmoid).
+    if uint("expert_gating_func")?.is_none() && file.tensors.iter().any(|t| t.name.ends_with(".exp_probs_b.bias")) {
+        g.sigmoid = true;
+    }
     if g.sigmoid {
         c.insert("model_type".into(), json!("deepseek_v3"));
         c.insert("topk_method".into(), json!("noaux_tc"));
@@ -2228,8 +2264,9 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
         let log_mul = float("rope.scaling.yarn_log_multiplier")?.ok_or_else(|| {
             err(format!("`{}` is yarn but `{}` is missing: DeepSeek's YaRN scales attention by `mscale_all_dim`, which the converter writes there", key("rope.scaling.type"), key("rope.scaling.yarn_log_multiplier")))
         })?;
-        // In f32, as the file holds it, at its shortest decimal: 0.1 x 0.707 reads back as
-        // 0.707, not 0.70700001716.
+        // In f32, as the file holds it, and at the f32's shortest decimal (0.1 x 0.707 stored
+        // as f32 reads back as 0.70699996, not as that f32's f64 expansion): a difference of
+        // 1e-8 in a softmax scale.
         let single = log_mul as f32 / 0.1f32;
         let mscale: f64 = single.to_string().parse().unwrap_or(f64::from(single));
         yarn["mscale"] = json!(mscale);
@@ -3271,7 +3308,8 @@ mod tests {
 
     /// A two-layer deepseek2 file: no query compression, a latent of 32 with 8 rotary and 16
     /// nope / value sizes, layer 0 dense, layer 1 four experts (two routed) in two groups, V3's
-    /// routing; `kv_b_proj` split into an F32 `attn_k_b` and a Q8_0 `attn_v_b`.
+    /// routing; `kv_b_proj` split into F32 `attn_k_b` and `attn_v_b` (a quantized half is
+    /// joined by the same recipes: tests/python/test_gguf_grouped_moe.py's wide file).
     fn deepseek2_meta() -> Vec<(String, Json)> {
         let mut m: Vec<(String, Json)> = meta_of("deepseek2").into_iter().filter(|(k, _)| !k.ends_with("head_count_kv") && !k.ends_with("block_count")).collect();
         for (k, v) in [
@@ -3309,7 +3347,7 @@ mod tests {
                 (name("attn_kv_a_mqa.weight"), 8, vec![64, 40]),
                 (name("attn_kv_a_norm.weight"), 0, vec![32]),
                 (name("attn_k_b.weight"), 0, vec![16, 32, 4]),
-                (name("attn_v_b.weight"), 8, vec![32, 16, 4]),
+                (name("attn_v_b.weight"), 0, vec![32, 16, 4]),
                 (name("attn_output.weight"), 8, vec![64, 64]),
             ]);
         }
@@ -3326,7 +3364,9 @@ mod tests {
         let path = dir.path().join("m.gguf");
         // k_b of layer 0 numbered 0.. in its numpy order [heads 4, rank 32, nope 16].
         let k_b: Vec<f32> = (0..4 * 32 * 16).map(|i| i as f32).collect();
-        std::fs::write(&path, file_with(&as_ref(&deepseek2_meta()), &deepseek2_tensors(), &[("blk.0.attn_k_b.weight", k_b.clone())])).unwrap();
+        // v_b of layer 0 numbered from 100000 in its numpy order [heads 4, v 16, rank 32].
+        let v_b: Vec<f32> = (0..4 * 16 * 32).map(|i| 100000.0 + i as f32).collect();
+        std::fs::write(&path, file_with(&as_ref(&deepseek2_meta()), &deepseek2_tensors(), &[("blk.0.attn_k_b.weight", k_b.clone()), ("blk.0.attn_v_b.weight", v_b.clone())])).unwrap();
         let i = import(&path).unwrap();
         let c = &i.config;
         let got = |k: &str| c.get(k).cloned().unwrap_or(Json::Null);
@@ -3362,8 +3402,10 @@ mod tests {
         for (h, j, r) in [(0, 0, 0), (0, 5, 7), (2, 15, 31), (3, 3, 0)] {
             assert_eq!(values[(h * 32 + j) * 32 + r], k_b[(h * 32 + r) * 16 + j], "head {h} nope {j} rank {r}");
         }
-        // The value rows are the Q8_0 half (its scales are 0 in this file: zeros).
-        assert!((0..4).all(|h| values[(h * 32 + 16) * 32..(h * 32 + 32) * 32].iter().all(|v| *v == 0.0)));
+        // Then its 16 value rows: v_b[h] as stored.
+        for (h, j, r) in [(0, 0, 0), (1, 7, 3), (3, 15, 31)] {
+            assert_eq!(values[(h * 32 + 16 + j) * 32 + r], v_b[(h * 16 + j) * 32 + r], "head {h} value {j} rank {r}");
+        }
         drop(i);
         drop(dir);
 
@@ -3451,6 +3493,11 @@ mod tests {
         let set = |k: &str, v: Json| -> Vec<(String, Json)> { m.iter().cloned().map(|(key, old)| if key == format!("glm4moe.{k}") { (key, v.clone()) } else { (key, old) }).collect() };
         let got = e(&set("expert_gating_func", json!(1)), &t);
         assert!(got.contains("`glm4moe.expert_gating_func`") && got.contains("sigmoid"), "{got}");
+        let unstated: Vec<(String, Json)> = m.iter().filter(|(k, _)| k != "glm4moe.expert_gating_func").cloned().collect();
+        assert_eq!(import_of(&as_ref(&unstated), &t).unwrap().config["model_type"], json!("glm4_moe"));
+        let draft: Vec<_> = t.iter().filter(|(n, ..)| !n.starts_with("blk.0.") && !n.starts_with("blk.1.")).cloned().collect();
+        let got = e(&m, &draft);
+        assert!(got.contains("--mtp") && got.contains("`blk.0`"), "{got}");
         let got = e(&set("nextn_predict_layers", json!(3)), &t);
         assert!(got.contains("`glm4moe.nextn_predict_layers` is 3"), "{got}");
         let got = e(&m, &t.iter().filter(|(n, ..)| *n != "blk.1.exp_probs_b.bias").cloned().collect::<Vec<_>>());
@@ -3490,6 +3537,29 @@ mod tests {
         assert_eq!(import_of(&as_ref(&unstated), &t).unwrap().config["model_type"], json!("dots1"));
     }
 
+    /// A file converted before llama.cpp's MLA change: no `*_mla` keys, the heads' own key and
+    /// value lengths, a whole `attn_kv_b`; and a file with the correction bias but no gating key
+    /// (GLM-4.7-Flash's) routes by sigmoid.
+    #[test]
+    fn older_deepseek2_files_and_files_without_a_gating_key_are_read() {
+        let old: Vec<(String, Json)> = deepseek2_meta()
+            .into_iter()
+            .filter(|(k, _)| !k.ends_with("_mla"))
+            .map(|(k, v)| match k.as_str() {
+                "deepseek2.attention.key_length" => (k, json!(24)),
+                "deepseek2.attention.value_length" => (k, json!(16)),
+                _ => (k, v),
+            })
+            .collect();
+        let mut t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("attn_k_b") && !n.contains("attn_v_b")).collect();
+        t.extend([("blk.0.attn_kv_b.weight", 0, vec![32, 128]), ("blk.1.attn_kv_b.weight", 0, vec![32, 128])]);
+        let i = import_of(&as_ref(&old), &t).unwrap();
+        assert_eq!((i.config["qk_nope_head_dim"].as_u64(), i.config["v_head_dim"].as_u64()), (Some(16), Some(16)));
+        assert!(i.tensors.contains_key("model.layers.1.self_attn.kv_b_proj.weight"));
+        let flash: Vec<(String, Json)> = deepseek2_meta().into_iter().filter(|(k, _)| !k.ends_with("expert_gating_func")).collect();
+        assert_eq!(import_of(&as_ref(&flash), &deepseek2_tensors()).unwrap().config["model_type"], json!("deepseek_v3"));
+    }
+
     #[test]
     fn deepseek2_refusals_name_the_key_or_tensor() {
         let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
@@ -3518,6 +3588,11 @@ mod tests {
         assert!(got.contains("`blk.0.attn_k_b.weight`") && got.contains("[16, 32, 4]"), "{got}");
         let got = e(deepseek2_meta(), [deepseek2_tensors(), vec![("blk.0.attn_kv_b.weight", 0, vec![32, 128])]].concat());
         assert!(got.contains("`blk.0.attn_kv_b.weight` beside"), "{got}");
+        let without = |keys: &[&str]| -> Vec<(String, Json)> { deepseek2_meta().into_iter().filter(|(k, _)| !keys.iter().any(|x| k == &format!("deepseek2.{x}"))).collect() };
+        let got = e(without(&["attention.value_length_mla"]), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.attention.key_length_mla` is set but `deepseek2.attention.value_length_mla` is missing"), "{got}");
+        let got = e(without(&["attention.key_length_mla", "attention.value_length_mla"]), deepseek2_tensors());
+        assert!(got.contains("holds `attn_k_b` / `attn_v_b`") && got.contains("key_length_mla"), "{got}");
         let got = e(with("rope.scaling.type", json!("yarn")), deepseek2_tensors());
         assert!(got.contains("`deepseek2.rope.scaling.factor`"), "{got}");
         let mut m = with("rope.scaling.type", json!("yarn"));

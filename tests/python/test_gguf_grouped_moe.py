@@ -76,12 +76,12 @@ def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
 
 @pytest.mark.parametrize("fixture", FIXTURES_HERE)
 def test_the_config_is_the_fixtures(fixture, tmp_path):
-    """The routing and latent keys the build reads back from the metadata are the fixture's
-    (written to the package's genai_config and build report as the model type)."""
+    """The file is read as the fixture's model type (deepseek2 files: V2 or V3 from the routing
+    the metadata states; the routing and sizes themselves are pinned by the logits above)."""
     pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
     cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
     report = json.loads((pkg / "build_report.json").read_text())
-    assert cfg["model_type"] in json.dumps(report), f"{fixture}: the build reads the file as {cfg['model_type']}"
+    assert report["model_type"] == cfg["model_type"], f"{fixture}: read as {report['model_type']}"
 
 
 def float_checkpoint(fixture: str, out: Path, weights: Path | None = None) -> Path:
