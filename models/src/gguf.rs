@@ -3418,7 +3418,10 @@ mod tests {
 
     /// A glm4moe file: two decoder layers (the first dense) and one prediction layer appended
     /// (`nextn_predict_layers` 1), which is not read.
-    fn glm4moe_file() -> (Vec<(String, Json)>, Vec<(&'static str, u32, Vec<u64>)>) {
+    /// A test file's metadata and its tensors' (name, ggml type, dims).
+    type TestFile = (Vec<(String, Json)>, Vec<(&'static str, u32, Vec<u64>)>);
+
+    fn glm4moe_file() -> TestFile {
         let mut m: Vec<(String, Json)> = meta_of("glm4moe").into_iter().filter(|(k, _)| !k.ends_with("block_count")).collect();
         for (k, v) in [
             ("block_count", json!(3)),
