@@ -24,6 +24,11 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   no biases (tiny-ernie4_5_moe's `use_bias` dropped with its bias tensors: `as_files_state`),
   `interleave_moe_layer_step` and `leading_dense_block_count` for the sparse layers, the shared
   experts `ffn_*_shexp` and the correction bias `exp_probs_b.bias` (`[1, E]`);
+- `hunyuan-moe` (tiny-hunyuan_v1_moe, `conversion/hunyuan.py` `HunYuanMoEModel`): nothing
+  permuted, per-head q/k norms (`query_layernorm` / `key_layernorm`), the router `mlp.gate.wg`,
+  the shared MLP as `ffn_*_shexp`, the widths from the first layer's lists, the NTK-alpha RoPE
+  written as the stretched base with scaling `none`, factor 1 and a 256k context (written
+  without the fixture's biases, which the released model does not have);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -54,8 +59,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -76,6 +81,14 @@ ERNIE = {
 }
 
 
+# HunYuan-A13B's q/k norms and shared MLP.
+HUNYUAN = {
+    "self_attn.query_layernorm.weight": "attn_q_norm.weight", "self_attn.key_layernorm.weight": "attn_k_norm.weight",
+    "mlp.shared_mlp.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_mlp.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_mlp.down_proj.weight": "ffn_down_shexp.weight",
+}
+
+
 def n_experts(cfg):
     return cfg.get("num_local_experts") or cfg.get("num_experts") or cfg["moe_num_experts"]
 
@@ -84,6 +97,8 @@ def experts_of(arch):
     """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
     if arch == "llama":
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
+    if arch == "hunyuan-moe":
+        return "mlp.gate.wg.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     return "mlp.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
 
 
@@ -115,6 +130,8 @@ def tensors_of(cfg, st, arch):
             out.append((f"blk.{i}.ffn_gate_inp_shexp.weight", st[p + "mlp.shared_expert_gate.weight"].reshape(-1)))
         if arch == "ernie4_5-moe":
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in ERNIE.items()]
+        if arch == "hunyuan-moe":
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in HUNYUAN.items()]
     return out
 
 
@@ -146,7 +163,7 @@ def write(path, fixture, cfg, st, quantized):
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
     w.add_expert_count(n_experts(cfg))
-    w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg["moe_k"])
+    w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("moe_k") or cfg["moe_topk"][0])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     if arch == "llama":
         w.add_vocab_size(cfg["vocab_size"])
@@ -159,6 +176,18 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
         w.add_expert_shared_count(cfg["moe_num_shared_experts"])
         w.add_expert_shared_feed_forward_length(cfg["intermediate_size"] // cfg["num_key_value_heads"])
+    elif arch == "hunyuan-moe":
+        # HunYuanMoEModel: the widths (all layers alike), and its NTK-alpha RoPE as a stretched
+        # base with no scaling (dim = hidden / heads, as the converter takes it), 256k context.
+        w.add_expert_shared_feed_forward_length(cfg["intermediate_size"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"][0])
+        w.add_expert_shared_count(cfg["num_shared_expert"][0])
+        dim = hidden // heads
+        w.add_rope_freq_base(p["rope_theta"] * p["alpha"] ** (dim / (dim - 2)))
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+        w.add_rope_scaling_factor(1)
+        w.add_rope_scaling_orig_ctx_len(256 * 1024)
+        w.add_context_length(256 * 1024)
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
@@ -173,7 +202,8 @@ def write(path, fixture, cfg, st, quantized):
 
 def dequantized(path, cfg, arch):
     """gguf-py's dequantization of every tensor of the file, in Hugging Face names and order."""
-    names = {v: k for k, v in {**ATTN, **DENSE, **(ERNIE if arch == "ernie4_5-moe" else SHARED)}.items()}
+    extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN}.get(arch, SHARED)
+    names = {v: k for k, v in {**ATTN, **DENSE, **extra}.items()}
     router, scope, stacks = experts_of(arch)
     out = {}
     for t in gguf.GGUFReader(str(path)).tensors:
@@ -204,9 +234,9 @@ def as_files_state(fixture, cfg, st):
     """The fixture as a GGUF file of its architecture can state it: tiny-ernie4_5_moe without its
     biases (`use_bias` false, as the released ERNIE 4.5 MoE models: llama.cpp's ernie4_5-moe loader
     reads no MLP or head bias), the correction bias kept."""
-    if FIXTURES[fixture] != "ernie4_5-moe":
+    if FIXTURES[fixture] not in ("ernie4_5-moe", "hunyuan-moe"):
         return cfg, st
-    return {**cfg, "use_bias": False}, {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}
+    return {**cfg, "use_bias": False, "attention_bias": False}, {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}
 
 
 def main():

@@ -285,6 +285,9 @@ enum Kind {
     /// ERNIE 4.5 MoE (`ernie4_5-moe`): the dense ERNIE 4.5 layers with softmax experts chosen
     /// with a correction bias, every `interleave_moe_layer_step`-th layer from the dense lead.
     Ernie4_5Moe,
+    /// Hunyuan-A13B (`hunyuan-moe`): per-head q/k norms, softmax top-k experts and a shared MLP
+    /// in every layer, NTK-alpha RoPE written as a stretched base.
+    HunyuanMoe,
 }
 
 /// One architecture's mapping.
@@ -353,6 +356,17 @@ impl Arch {
             // `expert_shared_feed_forward_length`: the converter writes `intermediate_size /
             // num_key_value_heads` there; the shared experts' width is read from their tensors
             // by the family (`moe_intermediate_size x moe_num_shared_experts`), so it is not read.
+            // The NTK-alpha RoPE's stretched base is `rope.freq_base`; the converter also writes
+            // `rope.scaling.type` none with factor 1 and an original context, read as no scaling.
+            Kind::HunyuanMoe => &[
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_shared_feed_forward_length",
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+            ],
             Kind::Ernie4_5Moe => &[
                 "expert_count",
                 "expert_used_count",
@@ -521,6 +535,7 @@ impl Arch {
             Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Olmoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::Ernie4_5Moe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, QWEN_ROUTER, ERNIE_MOE_NAMES],
+            Kind::HunyuanMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_MOE_NAMES],
         }
     }
 }
@@ -535,7 +550,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -568,7 +583,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -641,6 +656,8 @@ fn arch(name: &str) -> Option<Arch> {
         "olmoe" => ("olmoe", false, Kind::Olmoe),
         // Ernie4_5MoeModel is the dense Ernie4_5Model's converter with experts: nothing permuted.
         "ernie4_5-moe" => ("ernie4_5_moe", false, Kind::Ernie4_5Moe),
+        // HunYuanMoEModel is a TextModel: nothing permuted (NEOX rope).
+        "hunyuan-moe" => ("hunyuan_v1_moe", false, Kind::HunyuanMoe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -716,6 +733,16 @@ const ERNIE_MOE_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// Hunyuan-A13B's per-head q/k norms, router and shared MLP.
+const HUNYUAN_MOE_NAMES: &[(&str, &str)] = &[
+    ("attn_q_norm.weight", "self_attn.query_layernorm.weight"),
+    ("attn_k_norm.weight", "self_attn.key_layernorm.weight"),
+    ("ffn_gate_inp.weight", "mlp.gate.wg.weight"),
+    ("ffn_gate_shexp.weight", "mlp.shared_mlp.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_mlp.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_mlp.down_proj.weight"),
 ];
 
 /// The halves current converters split DeepSeek's `kv_b_proj` into (`DeepseekV2Model`), in
@@ -1604,7 +1631,11 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         }
         Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, the YaRN of gpt-oss, OLMo 3, Arcee and Ministral 3, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
-    if linear_factor.is_none() && !a.reads_yarn() && file.get(&key("rope.scaling.factor")).is_some() {
+    if a.kind == Kind::HunyuanMoe {
+        if let Some(f) = float("rope.scaling.factor")?.filter(|f| *f != 1.0) {
+            return Err(err(format!("metadata key `{}` is {f}: Hunyuan's files state their NTK-alpha RoPE as a stretched `{}` and a factor of 1", key("rope.scaling.factor"), key("rope.freq_base"))));
+        }
+    } else if linear_factor.is_none() && !a.reads_yarn() && file.get(&key("rope.scaling.factor")).is_some() {
         return Err(err(format!("metadata key `{}` is set without a linear `{}`", key("rope.scaling.factor"), key("rope.scaling.type"))));
     }
     let hidden = need("embedding_length")?;
@@ -1731,6 +1762,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
+    if a.kind == Kind::HunyuanMoe {
+        c.insert("attention_bias".into(), json!(biased));
+    }
     if matches!(a.kind, Kind::Ernie4_5 | Kind::Ernie4_5Moe) {
         // One switch for every projection's bias in transformers; llama.cpp's loader takes
         // each as optional.
@@ -1822,6 +1856,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         dots1_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Ernie4_5Moe {
         ernie_moe_config(&mut c, file, &uint, &key, &err)?;
+    } else if a.kind == Kind::HunyuanMoe {
+        hunyuan_moe_config(&mut c, file, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2102,6 +2138,40 @@ fn dots1_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("sliding_window".into(), Json::Null);
     c.insert("max_window_layers".into(), json!(layers));
+    Ok(())
+}
+
+/// Hunyuan-A13B's keys (llama.cpp's `HunYuanMoEModel` writes them) as `HunYuanMoEV1Config`
+/// spells them: `expert_count` (`num_experts`), `expert_used_count` (`moe_topk`),
+/// `expert_shared_count` (`num_shared_expert`). transformers' model makes the routed experts
+/// and the shared MLP both `intermediate_size` wide (it reads neither `moe_intermediate_size`
+/// nor the shared count), so the file's `expert_feed_forward_length` and
+/// `expert_shared_feed_forward_length` must be equal (as in the released model); every layer
+/// routes. The converter's 256k `context_length` is kept.
+fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a hunyuan-moe file states its experts)", key(k)))) };
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let experts = need("expert_count")?;
+    let used = need("expert_used_count")?;
+    if experts == 0 || used == 0 || used > experts {
+        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
+    }
+    let routed = need("expert_feed_forward_length")?;
+    let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(routed);
+    if routed != shared {
+        return Err(err(format!(
+            "metadata keys `{}` {routed} and `{}` {shared} differ: transformers' Hunyuan MoE makes its experts and shared MLP one `intermediate_size` wide",
+            key("expert_feed_forward_length"),
+            key("expert_shared_feed_forward_length")
+        )));
+    }
+    if let Some(i) = (0..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
+        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every Hunyuan MoE layer routes over experts")));
+    }
+    c.insert("num_experts".into(), json!(experts));
+    c.insert("moe_topk".into(), json!(used));
+    c.insert("intermediate_size".into(), json!(routed));
+    c.insert("num_shared_expert".into(), json!(uint("expert_shared_count")?.unwrap_or(1)));
     Ok(())
 }
 
@@ -3646,6 +3716,28 @@ mod tests {
         assert!(got.contains("is 0"), "{got}");
         let got = e(meta(&[]));
         assert!(got.contains("`ernie4_5-moe.interleave_moe_layer_step` is missing"), "{got}");
+    }
+
+    /// Hunyuan MoE: one width for experts and shared MLP, every layer routing, the RoPE's
+    /// scaling factor 1 (its stretch is in the base).
+    #[test]
+    fn hunyuan_moe_files_read_one_width_and_no_rope_scaling() {
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m = moe_meta("hunyuan-moe", 2);
+            m.extend(extra.iter().map(|(k, v)| (format!("hunyuan-moe.{k}"), v.clone())));
+            m
+        };
+        let ok = meta(&[("expert_feed_forward_length", json!(32)), ("expert_shared_feed_forward_length", json!(32)), ("rope.scaling.type", json!("none")), ("rope.scaling.factor", json!(1.0f64)), ("rope.scaling.original_context_length", json!(262144))]);
+        let c = import_of(&as_ref(&ok), &moe_tensors(&[])).unwrap().config;
+        for (k, want) in [("model_type", json!("hunyuan_v1_moe")), ("num_experts", json!(4)), ("moe_topk", json!(2)), ("intermediate_size", json!(32)), ("num_shared_expert", json!(1)), ("rope_theta", json!(10000.5))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        assert!(!c.contains_key("rope_scaling"), "{c:?}");
+        let e = |m: Vec<(String, Json)>| import_of(&as_ref(&m), &moe_tensors(&[])).err().expect("refused").to_string();
+        let got = e(meta(&[("expert_feed_forward_length", json!(32)), ("expert_shared_feed_forward_length", json!(64))]));
+        assert!(got.contains("differ") && got.contains("`hunyuan-moe.expert_shared_feed_forward_length` 64"), "{got}");
+        let got = e(meta(&[("expert_feed_forward_length", json!(32)), ("rope.scaling.factor", json!(2.0f64))]));
+        assert!(got.contains("`hunyuan-moe.rope.scaling.factor` is 2"), "{got}");
     }
 
     #[test]

@@ -174,10 +174,13 @@ def test_requantize_experts_turns_experts_with_a_minimum_into_qmoe(bits, tmp_pat
 # What a GGUF file of these fixtures' architectures can state, where the fixture has more: the
 # config and weights the file's model is (tiny-olmoe clips q/k/v at 1.0, which neither the
 # converter nor llama.cpp's olmoe graph has; tiny-ernie4_5_moe has `use_bias`, whose MLP and head
-# biases llama.cpp's ernie4_5-moe loader does not read: its files are written without biases).
+# biases llama.cpp's ernie4_5-moe loader does not read: its files are written without biases;
+# likewise tiny-hunyuan_v1_moe's attention biases).
 AS_FILES_STATE = {
     "tiny-olmoe": (lambda c: {**c, "clip_qkv": None}, lambda st: st),
     "tiny-ernie4_5_moe": (lambda c: {**c, "use_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}),
+    # Hunyuan-A13B has no attention biases; tiny-hunyuan_v1_moe's are left out of its files.
+    "tiny-hunyuan_v1_moe": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
 }
 
 
