@@ -29,6 +29,8 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   the shared MLP as `ffn_*_shexp`, the widths from the first layer's lists, the NTK-alpha RoPE
   written as the stretched base with scaling `none`, factor 1 and a 256k context (written
   without the fixture's biases, which the released model does not have);
+- `hunyuan-dense` (tiny-hunyuan_v1_dense, `HunYuanModel`): the same attention and RoPE (its
+  alpha stretch over `head_dim`) with a plain MLP, no expert keys (written without biases);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -59,8 +61,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -97,7 +99,7 @@ def experts_of(arch):
     """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
     if arch == "llama":
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
-    if arch == "hunyuan-moe":
+    if arch.startswith("hunyuan"):
         return "mlp.gate.wg.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     return "mlp.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
 
@@ -105,7 +107,7 @@ def experts_of(arch):
 def tensors_of(cfg, st, arch):
     """(gguf name, float32 array) as the converter names, permutes and merges them."""
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    n_exp = n_experts(cfg)
+    n_exp = n_experts(cfg) if arch != "hunyuan-dense" else 0
     router, scope, stacks = experts_of(arch)
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
     for i in range(cfg["num_hidden_layers"]):
@@ -119,6 +121,8 @@ def tensors_of(cfg, st, arch):
             if arch == "llama" and g == "attn_k.weight":
                 w = permute(w, kv)
             out.append((f"blk.{i}.{g}", w))
+        if arch == "hunyuan-dense":
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in HUNYUAN.items() if p + hf in st]
         if p + router not in st:
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in DENSE.items()]
             continue
@@ -162,8 +166,9 @@ def write(path, fixture, cfg, st, quantized):
     if cfg.get("head_dim"):
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-    w.add_expert_count(n_experts(cfg))
-    w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("moe_k") or cfg["moe_topk"][0])
+    if arch != "hunyuan-dense":
+        w.add_expert_count(n_experts(cfg))
+        w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("moe_k") or cfg["moe_topk"][0])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     if arch == "llama":
         w.add_vocab_size(cfg["vocab_size"])
@@ -188,6 +193,15 @@ def write(path, fixture, cfg, st, quantized):
         w.add_rope_scaling_factor(1)
         w.add_rope_scaling_orig_ctx_len(256 * 1024)
         w.add_context_length(256 * 1024)
+    elif arch == "hunyuan-dense":
+        # HunYuanModel: the NTK-alpha RoPE as the stretched base (dim = head_dim here), scaling
+        # none, factor 1, a 256k context.
+        dim = cfg["head_dim"]
+        w.add_rope_freq_base(p["rope_theta"] * p["alpha"] ** (dim / (dim - 2)))
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+        w.add_rope_scaling_factor(1)
+        w.add_rope_scaling_orig_ctx_len(256 * 1024)
+        w.add_context_length(256 * 1024)
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
@@ -202,7 +216,7 @@ def write(path, fixture, cfg, st, quantized):
 
 def dequantized(path, cfg, arch):
     """gguf-py's dequantization of every tensor of the file, in Hugging Face names and order."""
-    extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN}.get(arch, SHARED)
+    extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN, "hunyuan-dense": HUNYUAN}.get(arch, SHARED)
     names = {v: k for k, v in {**ATTN, **DENSE, **extra}.items()}
     router, scope, stacks = experts_of(arch)
     out = {}
@@ -234,7 +248,7 @@ def as_files_state(fixture, cfg, st):
     """The fixture as a GGUF file of its architecture can state it: tiny-ernie4_5_moe without its
     biases (`use_bias` false, as the released ERNIE 4.5 MoE models: llama.cpp's ernie4_5-moe loader
     reads no MLP or head bias), the correction bias kept."""
-    if FIXTURES[fixture] not in ("ernie4_5-moe", "hunyuan-moe"):
+    if FIXTURES[fixture] not in ("ernie4_5-moe", "hunyuan-moe", "hunyuan-dense"):
         return cfg, st
     return {**cfg, "use_bias": False, "attention_bias": False}, {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}
 

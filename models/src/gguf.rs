@@ -288,6 +288,9 @@ enum Kind {
     /// Hunyuan-A13B (`hunyuan-moe`): per-head q/k norms, softmax top-k experts and a shared MLP
     /// in every layer, NTK-alpha RoPE written as a stretched base.
     HunyuanMoe,
+    /// Hunyuan's dense models (`hunyuan-dense`: Hunyuan-0.5B to 7B): Hunyuan-A13B's attention
+    /// and RoPE with a plain MLP.
+    HunyuanDense,
 }
 
 /// One architecture's mapping.
@@ -358,6 +361,7 @@ impl Arch {
             // by the family (`moe_intermediate_size x moe_num_shared_experts`), so it is not read.
             // The NTK-alpha RoPE's stretched base is `rope.freq_base`; the converter also writes
             // `rope.scaling.type` none with factor 1 and an original context, read as no scaling.
+            Kind::HunyuanDense => &["rope.scaling.factor", "rope.scaling.original_context_length"],
             Kind::HunyuanMoe => &[
                 "expert_count",
                 "expert_used_count",
@@ -535,7 +539,8 @@ impl Arch {
             Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Olmoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::Ernie4_5Moe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, QWEN_ROUTER, ERNIE_MOE_NAMES],
-            Kind::HunyuanMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_MOE_NAMES],
+            Kind::HunyuanMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_QK_NORMS, HUNYUAN_MOE_NAMES],
+            Kind::HunyuanDense => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_QK_NORMS],
         }
     }
 }
@@ -583,7 +588,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -658,6 +663,8 @@ fn arch(name: &str) -> Option<Arch> {
         "ernie4_5-moe" => ("ernie4_5_moe", false, Kind::Ernie4_5Moe),
         // HunYuanMoEModel is a TextModel: nothing permuted (NEOX rope).
         "hunyuan-moe" => ("hunyuan_v1_moe", false, Kind::HunyuanMoe),
+        // HunYuanModel is a TextModel: nothing permuted (NEOX rope).
+        "hunyuan-dense" => ("hunyuan_v1_dense", false, Kind::HunyuanDense),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -735,10 +742,11 @@ const ERNIE_MOE_NAMES: &[(&str, &str)] = &[
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
 
-/// Hunyuan-A13B's per-head q/k norms, router and shared MLP.
+/// Hunyuan's per-head q/k norms (`query_layernorm` / `key_layernorm`).
+const HUNYUAN_QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.query_layernorm.weight"), ("attn_k_norm.weight", "self_attn.key_layernorm.weight")];
+
+/// Hunyuan-A13B's router and shared MLP.
 const HUNYUAN_MOE_NAMES: &[(&str, &str)] = &[
-    ("attn_q_norm.weight", "self_attn.query_layernorm.weight"),
-    ("attn_k_norm.weight", "self_attn.key_layernorm.weight"),
     ("ffn_gate_inp.weight", "mlp.gate.wg.weight"),
     ("ffn_gate_shexp.weight", "mlp.shared_mlp.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_mlp.up_proj.weight"),
@@ -1631,7 +1639,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         }
         Some((v, _)) => return Err(err(format!("metadata key `{}` is {v:?}: this rope scaling is not imported from GGUF files of {name} (imported: Gemma 3's linear scaling, the YaRN of gpt-oss, OLMo 3, Arcee and Ministral 3, Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factor tensors)", key("rope.scaling.type")))),
     };
-    if a.kind == Kind::HunyuanMoe {
+    if matches!(a.kind, Kind::HunyuanMoe | Kind::HunyuanDense) {
         if let Some(f) = float("rope.scaling.factor")?.filter(|f| *f != 1.0) {
             return Err(err(format!("metadata key `{}` is {f}: Hunyuan's files state their NTK-alpha RoPE as a stretched `{}` and a factor of 1", key("rope.scaling.factor"), key("rope.freq_base"))));
         }
@@ -1762,7 +1770,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
-    if a.kind == Kind::HunyuanMoe {
+    if matches!(a.kind, Kind::HunyuanMoe | Kind::HunyuanDense) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if matches!(a.kind, Kind::Ernie4_5 | Kind::Ernie4_5Moe) {
@@ -3738,6 +3746,18 @@ mod tests {
         assert!(got.contains("differ") && got.contains("`hunyuan-moe.expert_shared_feed_forward_length` 64"), "{got}");
         let got = e(meta(&[("expert_feed_forward_length", json!(32)), ("rope.scaling.factor", json!(2.0f64))]));
         assert!(got.contains("`hunyuan-moe.rope.scaling.factor` is 2"), "{got}");
+    }
+
+    /// Hunyuan dense: Hunyuan's q/k norm names and RoPE keys, no experts.
+    #[test]
+    fn hunyuan_dense_files_map_the_qk_norms_and_read_no_rope_scaling() {
+        let mut m: Vec<(String, Json)> = meta_of("hunyuan-dense");
+        m.extend([("hunyuan-dense.rope.scaling.type".to_string(), json!("none")), ("hunyuan-dense.rope.scaling.factor".to_string(), json!(1.0f64))]);
+        let mut t = llama_tensors();
+        t.extend([("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])]);
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), i.config["attention_bias"].as_bool()), (Some("hunyuan_v1_dense"), Some(false)));
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.query_layernorm.weight") && !i.config.contains_key("rope_scaling"));
     }
 
     #[test]

@@ -181,6 +181,8 @@ AS_FILES_STATE = {
     "tiny-ernie4_5_moe": (lambda c: {**c, "use_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}),
     # Hunyuan-A13B has no attention biases; tiny-hunyuan_v1_moe's are left out of its files.
     "tiny-hunyuan_v1_moe": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
+    # Hunyuan's dense sibling, written by the same script (the same attention and RoPE).
+    "tiny-hunyuan_v1_dense": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
 }
 
 
@@ -202,20 +204,25 @@ def as_stated(fixture: str, out: Path, weights: Path) -> Path:
 def test_files_are_the_fixture_as_they_state_it(fixture, tmp_path):
     """`<fixture>.F32.gguf` against the fixture built from safetensors as the file states it
     (within the fixture's f32 bound; what the file cannot state matters to the fixture's own
-    reference), experts fused into MoE on cpu; `<fixture>.Q.gguf`'s Q4_0 experts as 4-bit QMoE
-    against its dequantization (within 1e-5 relative)."""
+    reference), experts fused into MoE on cpu; `<fixture>.Q.gguf` against its dequantization
+    (within 1e-5 relative), Q4_0 experts as 4-bit QMoE (tiny-hunyuan_v1_dense, dense: its Q8_0
+    layers in MatMulNBits)."""
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     pkg, _ = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
     stated, _ = build(as_stated(fixture, tmp_path / "stated-src", FIXTURES / fixture / "model.safetensors"), tmp_path / "stated")
     got, want = prefill_logits(pkg, ref["input_ids"]), prefill_logits(stated, ref["input_ids"])
     assert np.abs(got - want).max() <= bound(fixture), np.abs(got - want).max()
     assert np.abs(want - ref["logits"]).max() > 1e-2, "what the file cannot state changes the fixture's logits: the comparison above must not be with its reference"
-    assert "MoE" in ops(pkg)[1]
+    cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
+    experts = cfg.get("num_experts") or cfg.get("moe_num_experts")
+    assert not experts or "MoE" in ops(pkg)[1]
     q, _ = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
     deq, _ = build(as_stated(fixture, tmp_path / "deq-src", DATA / f"{fixture}.Q.dequantized.safetensors"), tmp_path / "deq")
     got, want = prefill_logits(q, ref["input_ids"]), prefill_logits(deq, ref["input_ids"])
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
-    nodes, float_stacks, _ = qmoe_nodes(q)
-    cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
+    nodes, float_stacks, kinds = qmoe_nodes(q)
+    if not experts:
+        assert "MatMulNBits" in kinds, "the Q8_0 attention and MLP keep their integers"
+        return
     sparse = sum(1 for i in range(cfg["num_hidden_layers"]) if i >= cfg.get("moe_layer_start_index", 0))
     assert len(nodes) == sparse and not float_stacks, (len(nodes), float_stacks)
