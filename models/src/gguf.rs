@@ -2036,6 +2036,17 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     Ok(())
 }
 
+/// `expert_count` and `expert_used_count`, both required: each token routed to between 1 and
+/// all of the experts.
+fn expert_counts(uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<(u64, u64)> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a file with experts states how many it routes over)", key(k)))) };
+    let (experts, used) = (need("expert_count")?, need("expert_used_count")?);
+    if experts == 0 || used == 0 || used > experts {
+        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
+    }
+    Ok((experts, used))
+}
+
 /// What [`grouped_experts`] read that decides the family's routing.
 struct GroupedExperts {
     /// `expert_gating_func` 2: sigmoid scores (else softmax: 1, or absent, llama.cpp's reading
@@ -2057,11 +2068,7 @@ struct GroupedExperts {
 fn grouped_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<GroupedExperts> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a file of DeepSeek-style experts states them)", key(k)))) };
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    let experts = need("expert_count")?;
-    let used = need("expert_used_count")?;
-    if experts == 0 || used == 0 || used > experts {
-        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
-    }
+    let (experts, used) = expert_counts(uint, key, err)?;
     let dense = uint("leading_dense_block_count")?.unwrap_or(0);
     if dense > layers {
         return Err(err(format!("metadata key `{}` is {dense}, more than the {layers} layers", key("leading_dense_block_count"))));
@@ -2159,11 +2166,7 @@ fn dots1_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
 fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a hunyuan-moe file states its experts)", key(k)))) };
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    let experts = need("expert_count")?;
-    let used = need("expert_used_count")?;
-    if experts == 0 || used == 0 || used > experts {
-        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
-    }
+    let (experts, used) = expert_counts(uint, key, err)?;
     let routed = need("expert_feed_forward_length")?;
     let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(routed);
     if routed != shared {
@@ -2194,11 +2197,7 @@ fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64
 fn ernie_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (an ernie4_5-moe file states its experts)", key(k)))) };
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    let experts = need("expert_count")?;
-    let used = need("expert_used_count")?;
-    if experts == 0 || used == 0 || used > experts {
-        return Err(err(format!("metadata keys `{}` {experts} and `{}` {used}: each token is routed to between 1 and all of the experts", key("expert_count"), key("expert_used_count"))));
-    }
+    let (experts, used) = expert_counts(uint, key, err)?;
     let step = need("interleave_moe_layer_step")?;
     if step == 0 {
         return Err(err(format!("metadata key `{}` is 0: llama.cpp's ernie4_5-moe graph needs a positive step", key("interleave_moe_layer_step"))));
