@@ -31,6 +31,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   without the fixture's biases, which the released model does not have);
 - `hunyuan-dense` (tiny-hunyuan_v1_dense, `HunYuanModel`): the same attention and RoPE (its
   alpha stretch over `head_dim`) with a plain MLP, no expert keys (written without biases);
+- `granitemoe` (tiny-granitemoe, `conversion/granite.py` `GraniteMoeModel`, a LlamaModel): q/k
+  permuted, Granite's four scales, the router `block_sparse_moe.router.layer`, `input_linear`
+  split into `ffn_gate_exps` / `ffn_up_exps`, `output_linear` as `ffn_down_exps` (Q8_0 experts
+  in the Q file);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -61,8 +65,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -99,6 +103,8 @@ def experts_of(arch):
     """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
     if arch == "llama":
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
+    if arch == "granitemoe":
+        return "block_sparse_moe.router.layer.weight", "block_sparse_moe", {}
     if arch.startswith("hunyuan"):
         return "mlp.gate.wg.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     return "mlp.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
@@ -116,9 +122,9 @@ def tensors_of(cfg, st, arch):
             if p + hf not in st:
                 continue
             w = st[p + hf]
-            if arch == "llama" and g == "attn_q.weight":
+            if arch in ("llama", "granitemoe") and g == "attn_q.weight":
                 w = permute(w, heads)
-            if arch == "llama" and g == "attn_k.weight":
+            if arch in ("llama", "granitemoe") and g == "attn_k.weight":
                 w = permute(w, kv)
             out.append((f"blk.{i}.{g}", w))
         if arch == "hunyuan-dense":
@@ -127,6 +133,10 @@ def tensors_of(cfg, st, arch):
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in DENSE.items()]
             continue
         out.append((f"blk.{i}.ffn_gate_inp.weight", st[p + router]))
+        if arch == "granitemoe":
+            # GraniteMoeModel: `input_linear` [E, 2 x inter, hidden] split into gate and up.
+            gate, up = np.split(st[p + "block_sparse_moe.input_linear.weight"], 2, axis=1)
+            out += [(f"blk.{i}.ffn_gate_exps.weight", gate), (f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", st[p + "block_sparse_moe.output_linear.weight"])]
         for g, part in stacks.items():
             out.append((f"blk.{i}.{g}", np.stack([st[f"{p}{scope}.{e}.{part}.weight"] for e in range(n_exp)])))
         if arch == "qwen2moe":
@@ -170,9 +180,15 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_count(n_experts(cfg))
         w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("moe_k") or cfg["moe_topk"][0])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    if arch == "llama":
+    if arch in ("llama", "granitemoe"):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
+        if arch == "granitemoe":
+            # GraniteModel's four scales.
+            w.add_attention_scale(cfg["attention_multiplier"])
+            w.add_embedding_scale(cfg["embedding_multiplier"])
+            w.add_residual_scale(cfg["residual_multiplier"])
+            w.add_logit_scale(cfg["logits_scaling"])
     elif arch == "ernie4_5-moe":
         # Ernie4_5MoeModel: the sparse layers' pattern, the expert widths (the shared one as
         # the converter computes it, intermediate_size / num_key_value_heads, not read back).
@@ -219,7 +235,7 @@ def dequantized(path, cfg, arch):
     extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN, "hunyuan-dense": HUNYUAN}.get(arch, SHARED)
     names = {v: k for k, v in {**ATTN, **DENSE, **extra}.items()}
     router, scope, stacks = experts_of(arch)
-    out = {}
+    out, halves = {}, {}
     for t in gguf.GGUFReader(str(path)).tensors:
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
@@ -231,16 +247,21 @@ def dequantized(path, cfg, arch):
         if rest in stacks:
             for e in range(v.shape[0]):
                 out[f"{p}{scope}.{e}.{stacks[rest]}.weight"] = np.ascontiguousarray(v[e])
+        elif arch == "granitemoe" and rest.endswith("_exps.weight"):
+            halves.setdefault(p, {})[rest] = v
         elif rest == "ffn_gate_inp.weight":
             out[p + router] = v
         elif rest == "ffn_gate_inp_shexp.weight":
             out[p + "mlp.shared_expert_gate.weight"] = v.reshape(1, -1)
         else:
-            if arch == "llama" and rest == "attn_q.weight":
+            if arch in ("llama", "granitemoe") and rest == "attn_q.weight":
                 v = unpermute(v, cfg["num_attention_heads"])
-            if arch == "llama" and rest == "attn_k.weight":
+            if arch in ("llama", "granitemoe") and rest == "attn_k.weight":
                 v = unpermute(v, cfg["num_key_value_heads"])
             out[p + names[rest]] = np.ascontiguousarray(v)
+    for p, h in halves.items():
+        out[p + "block_sparse_moe.input_linear.weight"] = np.ascontiguousarray(np.concatenate([h["ffn_gate_exps.weight"], h["ffn_up_exps.weight"]], axis=1))
+        out[p + "block_sparse_moe.output_linear.weight"] = np.ascontiguousarray(h["ffn_down_exps.weight"])
     return out
 
 

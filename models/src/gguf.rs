@@ -291,6 +291,8 @@ enum Kind {
     /// Hunyuan's dense models (`hunyuan-dense`: Hunyuan-0.5B to 7B): Hunyuan-A13B's attention
     /// and RoPE with a plain MLP.
     HunyuanDense,
+    /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
+    GraniteMoe,
 }
 
 /// One architecture's mapping.
@@ -442,6 +444,7 @@ impl Arch {
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
+            Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count"],
             Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 => &["attention.layer_norm_epsilon"],
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
@@ -468,7 +471,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::Arcee | Kind::Exaone4 | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -517,6 +520,7 @@ impl Arch {
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
+            Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
             // Command R+'s q/k norms are one `[heads, head_dim]` weight each, as Cohere's.
@@ -588,7 +592,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -606,6 +610,9 @@ fn arch(name: &str) -> Option<Arch> {
         "gemma3" => ("gemma3_text", false, Kind::Gemma3),
         // GraniteModel and SmolLM3Model are LlamaModels: q/k permuted (llama.cpp's NORM rope).
         "granite" => ("granite", true, Kind::Granite),
+        // GraniteMoeModel is a GraniteModel (q/k permuted) whose `input_linear` experts it
+        // splits into gate and up stacks ([`granite_experts`]).
+        "granitemoe" => ("granitemoe", true, Kind::GraniteMoe),
         "smollm3" => ("smollm3", true, Kind::Smollm3),
         // Olmo2Model, StarCoder2Model and Phi2Model are plain TextModels: nothing permuted
         // (NEOX rope in `llama_model_rope_type`). `phi2` is Phi-1, 1.5 and 2: our `phi`.
@@ -741,6 +748,9 @@ const ERNIE_MOE_NAMES: &[(&str, &str)] = &[
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
+
+/// GraniteMoE's router.
+const GRANITE_ROUTER: &[(&str, &str)] = &[("ffn_gate_inp.weight", "block_sparse_moe.router.layer.weight")];
 
 /// Hunyuan's per-head q/k norms (`query_layernorm` / `key_layernorm`).
 const HUNYUAN_QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.query_layernorm.weight"), ("attn_k_norm.weight", "self_attn.key_layernorm.weight")];
@@ -1062,6 +1072,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut gpt_oss: BTreeMap<usize, [Option<&TensorInfo>; 6]> = BTreeMap::new();
     // DeepSeek's split `kv_b_proj` halves by layer, joined after the loop.
     let mut latent: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
+    // GraniteMoE's expert stacks by layer, joined after the loop.
+    let mut granite: BTreeMap<usize, [Option<&TensorInfo>; 3]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) || prediction_layer(&whole.name, &a, int("num_hidden_layers")) {
@@ -1074,6 +1086,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         }
         if let Some((layer, slot)) = latent_half(&whole.name, &a) {
             latent.entry(layer).or_default()[slot] = Some(whole);
+            continue;
+        }
+        if let Some((layer, slot)) = granite_expert(&whole.name, &a) {
+            granite.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
         if let Some((layer, template)) = expert_stack(&whole.name, &a) {
@@ -1194,6 +1210,9 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     for (layer, parts) in gpt_oss {
         file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
     }
+    for (layer, parts) in granite {
+        file_bits.extend(granite_experts(path, &file, layer, parts, moe, &mut views)?);
+    }
     for (layer, halves) in latent {
         let name = format!("model.layers.{layer}.self_attn.kv_b_proj.weight");
         if views.contains_key(&name) || tensors.contains_key(&name) || packed.contains_key(&name) {
@@ -1280,23 +1299,7 @@ fn gpt_oss_experts(
     };
     let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a gpt-oss layer has its gate, up and down experts and their biases", GPT_OSS_EXPERTS[slot])));
     let mut bits = Vec::new();
-    let mut stack = |slot: usize, down: bool| -> Result<Recipe> {
-        let t = get(slot)?;
-        let expected = moe.dims(down);
-        if t.dims != expected {
-            return Err(err(format!("tensor `{}` has ggml dims {:?}, where the metadata (expert count, embedding and expert feed-forward lengths) says {expected:?}", t.name, t.dims)));
-        }
-        let [k, rows, experts] = expected;
-        if let Some(dtype) = float_dtype(t.ggml_type) {
-            return Ok(Recipe::source(source(file, t, &t.name, dtype, vec![experts, rows, k])));
-        }
-        if ir::ggml::form(t.ggml_type).is_none() {
-            return Err(err(unimported_type(t)));
-        }
-        let w = PackedWeight::ggml(t.name.clone(), source(file, t, &t.name, DType::U8, vec![t.len]), t.ggml_type, experts * rows, k, None)?;
-        bits.push(w.bits());
-        Ok(Recipe::Packed(w).reshape(vec![experts, rows, k]))
-    };
+    let mut stack = |slot: usize, down: bool| -> Result<Recipe> { whole_stack(path, file, get(slot)?, moe.dims(down), &mut bits) };
     let (gate, up, down) = (stack(0, false)?, stack(1, false)?, stack(2, true)?);
     let bias = |slot: usize, rows: usize| -> Result<Recipe> {
         let t = get(slot)?;
@@ -1365,6 +1368,60 @@ fn joined_kv_b(path: &Path, file: &GgufFile, layer: usize, halves: [Option<&Tens
     let v_rows = half(1, [heads, v, rank])?;
     let joined = Recipe::concat(vec![k, v_rows], 1).map_err(|e| err(format!("layer {layer}: the key and value halves cannot be joined: {e}")))?;
     Ok((joined.reshape(vec![heads * (nope + v), rank]), bits))
+}
+
+/// An expert stack read whole as `[experts, rows, K]` (ggml dims `[K, rows, experts]`, checked
+/// against the metadata's): a float source, or one packed layer of `experts x rows` rows whose
+/// integers the family's row-keeping recipes (and QMoE) still see; its bits pushed to `bits`.
+fn whole_stack(path: &Path, file: &GgufFile, t: &TensorInfo, expected: [usize; 3], bits: &mut Vec<ir::quant::Bits>) -> Result<Recipe> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    if t.dims != expected {
+        return Err(err(format!("tensor `{}` has ggml dims {:?}, where the metadata (expert count, embedding and expert feed-forward lengths) says {expected:?}", t.name, t.dims)));
+    }
+    let [k, rows, experts] = expected;
+    if let Some(dtype) = float_dtype(t.ggml_type) {
+        return Ok(Recipe::source(source(file, t, &t.name, dtype, vec![experts, rows, k])));
+    }
+    if ir::ggml::form(t.ggml_type).is_none() {
+        return Err(err(unimported_type(t)));
+    }
+    let w = PackedWeight::ggml(t.name.clone(), source(file, t, &t.name, DType::U8, vec![t.len]), t.ggml_type, experts * rows, k, None)?;
+    bits.push(w.bits());
+    Ok(Recipe::Packed(w).reshape(vec![experts, rows, k]))
+}
+
+/// The layer and slot (gate, up, down) of a granitemoe expert stack.
+fn granite_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
+    if a.kind != Kind::GraniteMoe {
+        return None;
+    }
+    let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
+    Some((layer.parse().ok()?, ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"].iter().position(|s| *s == suffix)?))
+}
+
+/// GraniteMoE's experts of `layer` as the family reads them (transformers' JetMoE-style
+/// `block_sparse_moe.input_linear` `[E, 2 x inter, hidden]`, gate rows then up rows, and
+/// `output_linear` `[E, hidden, inter]`): llama.cpp's converter split `input_linear` into
+/// `ffn_gate_exps` and `ffn_up_exps`; they are read whole and concatenated back along the rows
+/// (whole rows: quantized experts keep their integers into QMoE). Returns the bits of each
+/// block-quantized stack.
+fn granite_experts(path: &Path, file: &GgufFile, layer: usize, parts: [Option<&TensorInfo>; 3], moe: Option<ExpertShape>, views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let present = parts.iter().flatten().next().map_or(String::new(), |t| t.name.clone());
+    let Some(moe) = moe else {
+        return Err(err(format!("holds the expert stack `{present}`, but `granitemoe.expert_count` is missing or 0: a file with experts says how many it routes over")));
+    };
+    let names = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"];
+    let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a granitemoe layer has its gate, up and down expert stacks", names[slot])));
+    let mut bits = Vec::new();
+    let gate = whole_stack(path, file, get(0)?, moe.dims(false), &mut bits)?;
+    let up = whole_stack(path, file, get(1)?, moe.dims(false), &mut bits)?;
+    let down = whole_stack(path, file, get(2)?, moe.dims(true), &mut bits)?;
+    let (gate, up) = if gate.dtype() == up.dtype() { (gate, up) } else { (gate.cast(DType::F32), up.cast(DType::F32)) };
+    let p = format!("model.layers.{layer}.block_sparse_moe");
+    views.insert(format!("{p}.input_linear.weight"), Recipe::concat(vec![gate, up], 1).map_err(|e| err(format!("layer {layer}: the gate and up experts cannot be joined: {e}")))?);
+    views.insert(format!("{p}.output_linear.weight"), down);
+    Ok(bits)
 }
 
 /// Why tensor `t`'s ggml type is refused, with the types that are imported.
@@ -1727,7 +1784,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -1748,7 +1805,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.gemma() {
         gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
     }
-    if a.kind == Kind::Granite {
+    if matches!(a.kind, Kind::Granite | Kind::GraniteMoe) {
         granite_config(&mut c, file, &float, &key, &err)?;
     }
     if a.kind == Kind::Starcoder2 {
@@ -1986,7 +2043,7 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
 fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let experts = uint("expert_count")?.unwrap_or(0);
     if experts == 0 {
-        if a.qwen_moe() || a.kind == Kind::Olmoe {
+        if a.qwen_moe() || matches!(a.kind, Kind::Olmoe | Kind::GraniteMoe) {
             return Err(err(format!("metadata key `{}` is missing or 0: every {} file routes over experts", key("expert_count"), a.model_type)));
         }
         return Ok(());
@@ -2013,6 +2070,16 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     }
     c.insert("num_experts".into(), json!(experts));
     c.insert("num_experts_per_tok".into(), json!(used));
+    if a.kind == Kind::GraniteMoe {
+        // GraniteMoE: every layer routes over `num_local_experts` of `feed_forward_length` (the
+        // config's `intermediate_size`), softmax over the chosen logits (the family's).
+        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
+            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every GraniteMoE layer routes over experts")));
+        }
+        c.remove("num_experts");
+        c.insert("num_local_experts".into(), json!(experts));
+        return Ok(());
+    }
     if a.kind == Kind::Olmoe {
         // OLMoE: every layer routes; the experts' width is `feed_forward_length` (the config's
         // `intermediate_size`), the chosen weights are not renormalized (llama.cpp's olmoe
@@ -3757,6 +3824,24 @@ mod tests {
         let i = import_of(&as_ref(&m), &t).unwrap();
         assert_eq!((i.config["model_type"].as_str(), i.config["attention_bias"].as_bool()), (Some("hunyuan_v1_dense"), Some(false)));
         assert!(i.tensors.contains_key("model.layers.0.self_attn.query_layernorm.weight") && !i.config.contains_key("rope_scaling"));
+    }
+
+    /// GraniteMoE: the converter's gate and up stacks joined back into `input_linear` (rows
+    /// whole: a quantized stack stays packed), the down stack as `output_linear`; a layer with
+    /// only some of its stacks is refused naming the missing one.
+    #[test]
+    fn granitemoe_files_join_the_gate_and_up_stacks() {
+        let mut meta: Vec<(String, Json)> = moe_meta("granitemoe", 2).into_iter().map(|(k, v)| if k == "granitemoe.feed_forward_length" { (k, json!(32)) } else { (k, v) }).collect();
+        meta.push(("granitemoe.logit_scale".into(), json!(4.0f64)));
+        let i = import_of(&as_ref(&meta), &moe_tensors(&[])).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), i.config["num_local_experts"].as_u64()), (Some("granitemoe"), Some(4)));
+        let joined = &i.views["model.layers.0.block_sparse_moe.input_linear.weight"];
+        assert_eq!(joined.shape(), vec![4, 64, 64]);
+        assert!(ir::PackedStack::from_recipe("w", &joined.clone().reshape(vec![4 * 64, 64])).is_some_and(|s| s.is_ok()), "the Q8_0 stacks keep their integers");
+        assert_eq!(i.views["model.layers.0.block_sparse_moe.output_linear.weight"].shape(), vec![4, 64, 32]);
+        let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("up_exps")).collect();
+        let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.ffn_up_exps.weight`"), "{got}");
     }
 
     #[test]

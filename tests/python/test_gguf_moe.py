@@ -1,6 +1,7 @@
 """Mixture-of-experts GGUF files (issue #29): tests/python/data/gguf-moe/, the tiny MoE fixtures
 written as llama.cpp's converter writes them by scripts/make_moe_gguf.py (experts merged into
-3-D `ffn_{gate,up,down}_exps` stacks, the router `ffn_gate_inp`, Mixtral as `llama` with
+3-D `ffn_{gate,up,down}_exps` stacks, the router `ffn_gate_inp`, GraniteMoE's `input_linear`
+split into gate and up stacks, Mixtral as `llama` with
 q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
@@ -31,7 +32,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -127,6 +128,18 @@ def test_q8_0_experts_become_8_bit_qmoe(tmp_path):
     # --accuracy-level 0 asked for float activations, which 8-bit QMoE does not have: a note.
     notes = json.loads((pkg / "build_report.json").read_text()).get("notes", [])
     assert any("8-bit QMoE" in n and "int8 activations" in n for n in notes), notes
+
+
+def test_granite_input_linear_is_joined_back_keeping_its_integers(tmp_path):
+    """GraniteMoE's `input_linear`, split by the converter into gate and up stacks, is joined
+    back along its rows: the Q8_0 experts stay 8-bit QMoE (int8 activations: the 8-bit bound
+    above) and every attention weight keeps its integers."""
+    worst, pkg, _ = compare("tiny-granitemoe", tmp_path)
+    assert worst < 5e-2, f"relative logit difference {worst}"
+    nodes, float_stacks, _ = qmoe_nodes(pkg)
+    layers = json.loads((FIXTURES / "tiny-granitemoe" / "config.json").read_text())["num_hidden_layers"]
+    assert len(nodes) == layers and not float_stacks, (len(nodes), float_stacks)
+    assert {(attr(n, "expert_weight_bits"), attr(n, "block_size")) for n in nodes} == {(8, 32)}
 
 
 def test_experts_with_a_minimum_are_written_float_with_the_reason(tmp_path):
