@@ -41,10 +41,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   written with the dense `ffn_gate/up/down` (llama.cpp's qwen2moe loader would not load such a
   file; transformers' model has that layer, and the import reads it as `mlp_only_layers`).
 
-Files (`<fixture>` one of the three above):
+Files (`<fixture>` each fixture above):
 - `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
-- `<fixture>.Q.gguf`: attention, embedding and head Q8_0; experts Q4_0 (qwen3-moe, olmoe), Q8_0
-  (mixtral) or Q4_1 (qwen2-moe: a type with a min, which QMoE cannot hold); norms, router and
+- `<fixture>.Q.gguf`: attention, embedding and head Q8_0; experts `EXPERT_TYPE`'s: Q4_0, Q8_0
+  (mixtral, granitemoe) or Q4_1 (qwen2-moe: a type with a min, which QMoE cannot hold); norms, router and
   biases F32 (and rows that are not whole 32-value blocks); beside it `<fixture>.Q.dequantized.safetensors`, gguf-py's `dequantize` of every
   tensor in Hugging Face names and order (q/k un-permuted, experts split), a float checkpoint
   (with the fixture's config.json and tokenizer) the test builds beside the quantized file.
@@ -266,9 +266,10 @@ def dequantized(path, cfg, arch):
 
 
 def as_files_state(fixture, cfg, st):
-    """The fixture as a GGUF file of its architecture can state it: tiny-ernie4_5_moe without its
-    biases (`use_bias` false, as the released ERNIE 4.5 MoE models: llama.cpp's ernie4_5-moe loader
-    reads no MLP or head bias), the correction bias kept."""
+    """The fixture as a GGUF file of its architecture can state it: tiny-ernie4_5_moe,
+    tiny-hunyuan_v1_moe and tiny-hunyuan_v1_dense without their biases (`use_bias` /
+    `attention_bias` false, as the released models: llama.cpp's loaders for them read no MLP or
+    head bias, and Hunyuan's no output-projection bias), ERNIE's correction bias kept."""
     if FIXTURES[fixture] not in ("ernie4_5-moe", "hunyuan-moe", "hunyuan-dense"):
         return cfg, st
     return {**cfg, "use_bias": False, "attention_bias": False}, {k: v for k, v in st.items() if not k.endswith(".bias") or "moe_statics" in k}

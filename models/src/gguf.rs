@@ -1828,6 +1828,11 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }
     if matches!(a.kind, Kind::HunyuanMoe | Kind::HunyuanDense) {
+        // transformers' `attention_bias` switches q/k/v and o biases together; llama.cpp's
+        // Hunyuan loaders read only q/k/v ones.
+        if biased && !file.tensors.iter().any(|t| t.name.ends_with(".attn_output.bias")) {
+            return Err(err("holds q/k/v biases but no `attn_output.bias`: transformers' Hunyuan switches all four together (`attention_bias`)".into()));
+        }
         c.insert("attention_bias".into(), json!(biased));
     }
     if matches!(a.kind, Kind::Ernie4_5 | Kind::Ernie4_5Moe) {
@@ -2236,11 +2241,14 @@ fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64
     let (experts, used) = expert_counts(uint, key, err)?;
     let routed = need("expert_feed_forward_length")?;
     let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(routed);
-    if routed != shared {
+    // llama.cpp's loader sizes the routed experts by `feed_forward_length`.
+    let dense = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(routed);
+    if routed != shared || routed != dense {
         return Err(err(format!(
-            "metadata keys `{}` {routed} and `{}` {shared} differ: transformers' Hunyuan MoE makes its experts and shared MLP one `intermediate_size` wide",
+            "metadata keys `{}` {routed}, `{}` {shared} and `{}` {dense} differ: transformers' Hunyuan MoE makes its experts and shared MLP one `intermediate_size` wide",
             key("expert_feed_forward_length"),
-            key("expert_shared_feed_forward_length")
+            key("expert_shared_feed_forward_length"),
+            key("feed_forward_length")
         )));
     }
     if let Some(i) = (0..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
@@ -3560,11 +3568,11 @@ mod tests {
         assert_eq!((c["model_type"].as_str(), c["topk_method"].as_str()), (Some("deepseek_v2"), Some("group_limited_greedy")));
     }
 
-    /// A glm4moe file: two decoder layers (the first dense) and one prediction layer appended
-    /// (`nextn_predict_layers` 1), which is not read.
     /// A test file's metadata and its tensors' (name, ggml type, dims).
     type TestFile = (Vec<(String, Json)>, Vec<(&'static str, u32, Vec<u64>)>);
 
+    /// A glm4moe file: two decoder layers (the first dense) and one prediction layer appended
+    /// (`nextn_predict_layers` 1), which is not read.
     fn glm4moe_file() -> TestFile {
         let mut m: Vec<(String, Json)> = meta_of("glm4moe").into_iter().filter(|(k, _)| !k.ends_with("block_count")).collect();
         for (k, v) in [
@@ -3797,7 +3805,8 @@ mod tests {
     #[test]
     fn hunyuan_moe_files_read_one_width_and_no_rope_scaling() {
         let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
-            let mut m = moe_meta("hunyuan-moe", 2);
+            // The stacks' width (32) is also the file's `feed_forward_length`.
+            let mut m: Vec<(String, Json)> = moe_meta("hunyuan-moe", 2).into_iter().map(|(k, v)| if k == "hunyuan-moe.feed_forward_length" { (k, json!(32)) } else { (k, v) }).collect();
             m.extend(extra.iter().map(|(k, v)| (format!("hunyuan-moe.{k}"), v.clone())));
             m
         };

@@ -140,6 +140,15 @@ def test_granite_input_linear_is_joined_back_keeping_its_integers(tmp_path):
     layers = json.loads((FIXTURES / "tiny-granitemoe" / "config.json").read_text())["num_hidden_layers"]
     assert len(nodes) == layers and not float_stacks, (len(nodes), float_stacks)
     assert {(attr(n, "expert_weight_bits"), attr(n, "block_size")) for n in nodes} == {(8, 32)}
+    assert_linears_imported(pkg)
+
+
+def assert_linears_imported(pkg):
+    """Every linear weight of the package's report is the file's own integers (`gguf:` source,
+    `imported`), and there are some."""
+    tensors = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]["tensors"]
+    linears = [t for t in tensors if t["role"] == "linear"]
+    assert linears and all(t["source"].startswith("gguf:") and t["method"] == "imported" for t in linears), linears
 
 
 def test_experts_with_a_minimum_are_written_float_with_the_reason(tmp_path):
@@ -234,8 +243,8 @@ def test_files_are_the_fixture_as_they_state_it(fixture, tmp_path):
     got, want = prefill_logits(q, ref["input_ids"]), prefill_logits(deq, ref["input_ids"])
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
     nodes, float_stacks, kinds = qmoe_nodes(q)
+    assert_linears_imported(q)
     if not experts:
-        assert "MatMulNBits" in kinds, "the Q8_0 attention and MLP keep their integers"
         return
     sparse = sum(1 for i in range(cfg["num_hidden_layers"]) if i >= cfg.get("moe_layer_start_index", 0))
     assert len(nodes) == sparse and not float_stacks, (len(nodes), float_stacks)
