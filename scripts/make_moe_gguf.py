@@ -158,6 +158,16 @@ def qtype_of(fixture, quantized):
     return pick
 
 
+def add_ntk_alpha_rope(w, p, dim):
+    """Hunyuan's converters: the NTK-alpha RoPE as the stretched base `theta * alpha^(dim /
+    (dim - 2))`, scaling `none` with factor 1, and a 256k original and model context."""
+    w.add_rope_freq_base(p["rope_theta"] * p["alpha"] ** (dim / (dim - 2)))
+    w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+    w.add_rope_scaling_factor(1)
+    w.add_rope_scaling_orig_ctx_len(256 * 1024)
+    w.add_context_length(256 * 1024)
+
+
 def write(path, fixture, cfg, st, quantized):
     arch = FIXTURES[fixture]
     p = rope_params(cfg)
@@ -203,21 +213,10 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_shared_feed_forward_length(cfg["intermediate_size"])
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"][0])
         w.add_expert_shared_count(cfg["num_shared_expert"][0])
-        dim = hidden // heads
-        w.add_rope_freq_base(p["rope_theta"] * p["alpha"] ** (dim / (dim - 2)))
-        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
-        w.add_rope_scaling_factor(1)
-        w.add_rope_scaling_orig_ctx_len(256 * 1024)
-        w.add_context_length(256 * 1024)
+        add_ntk_alpha_rope(w, p, hidden // heads)
     elif arch == "hunyuan-dense":
-        # HunYuanModel: the NTK-alpha RoPE as the stretched base (dim = head_dim here), scaling
-        # none, factor 1, a 256k context.
-        dim = cfg["head_dim"]
-        w.add_rope_freq_base(p["rope_theta"] * p["alpha"] ** (dim / (dim - 2)))
-        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
-        w.add_rope_scaling_factor(1)
-        w.add_rope_scaling_orig_ctx_len(256 * 1024)
-        w.add_context_length(256 * 1024)
+        # HunYuanModel: the same RoPE keys, the stretch over `head_dim`.
+        add_ntk_alpha_rope(w, p, cfg["head_dim"])
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
