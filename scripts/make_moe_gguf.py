@@ -35,6 +35,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   permuted, Granite's four scales, the router `block_sparse_moe.router.layer`, `input_linear`
   split into `ffn_gate_exps` / `ffn_up_exps`, `output_linear` as `ffn_down_exps` (Q8_0 experts
   in the Q file);
+- `phimoe` (tiny-phimoe, `conversion/phi.py` `PhiMoeModel`, a Phi3MiniModel): nothing
+  permuted, LayerNorm and projection biases, the head's bias, Mixtral's expert names, Phi-3's
+  keys (original context, rotary width, window 0) and LongRoPE's factor tensors with one
+  `attn_factor` computed from the lengths (not the fixture's `short_mscale` / `long_mscale`);
 - `qwen2moe` (tiny-qwen2-moe): q/k/v bias, `expert_shared_feed_forward_length` and the shared
   expert `ffn_{gate,up,down}_shexp` with its gate `ffn_gate_inp_shexp` as a `[hidden]` vector
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
@@ -50,6 +54,7 @@ Files (`<fixture>` each fixture above):
   (with the fixture's config.json and tokenizer) the test builds beside the quantized file.
 """
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -65,8 +70,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -74,6 +79,13 @@ ATTN = {
     "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
     "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
     "self_attn.o_proj.bias": "attn_output.bias",
+    # PhiMoE's LayerNorms have biases.
+    "input_layernorm.bias": "attn_norm.bias", "post_attention_layernorm.bias": "ffn_norm.bias",
+}
+# Outside the layers, with PhiMoE's final LayerNorm bias and head bias where the fixture has them.
+TOP = {
+    "model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight", "model.norm.bias": "output_norm.bias",
+    "lm_head.weight": "output.weight", "lm_head.bias": "output.bias",
 }
 DENSE = {"mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
 SHARED = {
@@ -101,7 +113,7 @@ def n_experts(cfg):
 
 def experts_of(arch):
     """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
-    if arch == "llama":
+    if arch in ("llama", "phimoe"):
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
     if arch == "granitemoe":
         return "block_sparse_moe.router.layer.weight", "block_sparse_moe", {}
@@ -115,7 +127,11 @@ def tensors_of(cfg, st, arch):
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     n_exp = n_experts(cfg) if arch != "hunyuan-dense" else 0
     router, scope, stacks = experts_of(arch)
-    out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
+    out = [(g, st[hf]) for hf, g in TOP.items() if hf in st]
+    if arch == "phimoe":
+        # Phi3MiniModel.generate_extra_tensors: LongRoPE's two factor sets, F32.
+        p = rope_params(cfg)
+        out += [("rope_factors_long.weight", np.array(p["long_factor"], np.float32)), ("rope_factors_short.weight", np.array(p["short_factor"], np.float32))]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         for hf, g in ATTN.items():
@@ -152,7 +168,7 @@ def tensors_of(cfg, st, arch):
 def qtype_of(fixture, quantized):
     def pick(name, data):
         # Rows of a length that is not whole 32-value blocks (qwen2-moe's shared down, 48) stay F32.
-        if not quantized or data.ndim == 1 or name.endswith("norm.weight") or "gate_inp" in name or data.shape[-1] % 32:
+        if not quantized or data.ndim == 1 or name.endswith("norm.weight") or name.startswith("rope_factors") or "gate_inp" in name or data.shape[-1] % 32:
             return T.F32
         return EXPERT_TYPE[fixture] if "_exps" in name else T.Q8_0
     return pick
@@ -217,6 +233,15 @@ def write(path, fixture, cfg, st, quantized):
     elif arch == "hunyuan-dense":
         # HunYuanModel: the same RoPE keys, the stretch over `head_dim`.
         add_ntk_alpha_rope(w, p, cfg["head_dim"])
+    elif arch == "phimoe":
+        # Phi3MiniModel.set_gguf_parameters: the original context, the rotary width, no window
+        # (0); generate_extra_tensors: LongRoPE's cos/sin factor from the lengths (its `su` /
+        # `longrope` formula), not PhiMoE's `short_mscale` / `long_mscale`.
+        scale = cfg["max_position_embeddings"] / p["original_max_position_embeddings"]
+        w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+        w.add_rope_dimension_count(hidden // heads)
+        w.add_sliding_window(cfg.get("sliding_window") or 0)
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(p["original_max_position_embeddings"])) if scale > 1 else 1.0)
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
@@ -237,7 +262,9 @@ def dequantized(path, cfg, arch):
     out, halves = {}, {}
     for t in gguf.GGUFReader(str(path)).tensors:
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
-        top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+        top = {g: hf for hf, g in TOP.items()}
+        if t.name.startswith("rope_factors"):
+            continue
         if t.name in top:
             out[top[t.name]] = v
             continue

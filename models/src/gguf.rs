@@ -22,6 +22,9 @@
 //! `expert_feed_forward_length`, else llama.cpp's default `feed_forward_length /
 //! expert_used_count`; qwen2moe's shared expert is `expert_shared_feed_forward_length`, else
 //! `feed_forward_length`. A qwen layer without a router is a dense MLP (`mlp_only_layers`).
+//! `phimoe` (Phi-3.5-MoE) is Phi-3's keys and LongRoPE tensors with biased LayerNorms and
+//! projections and Mixtral's experts ([`phimoe_config`]: the file's one `attn_factor` stands
+//! for both of PhiMoE's mscales).
 //! Anything else, any metadata key of the architecture that is not read here, a tensor that is
 //! not mapped, and a ggml type with no MatMulNBits form (crate `ir::ggml`) are refused by name
 //! before anything is written.
@@ -293,6 +296,9 @@ enum Kind {
     HunyuanDense,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
+    /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
+    /// projections with biases, Mixtral's expert stacks routed by sparsemixer.
+    Phimoe,
 }
 
 /// One architecture's mapping.
@@ -448,6 +454,7 @@ impl Arch {
             Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 => &["attention.layer_norm_epsilon"],
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
+            Kind::Phimoe => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window", "expert_count", "expert_used_count"],
             Kind::Gemma2 => &["attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window"],
             // `rope.freq_base_swa`: the sliding layers' base, which newer converters write.
             Kind::Gemma3 => &["final_logit_softcapping", "attention.sliding_window", "rope.scaling.factor", "rope.freq_base_swa"],
@@ -472,7 +479,7 @@ impl Arch {
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
             Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::Apertus => &[ROPE_FREQS],
-            Kind::Phi3 => &[ROPE_LONG, ROPE_SHORT],
+            Kind::Phi3 | Kind::Phimoe => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
     }
@@ -484,7 +491,7 @@ impl Arch {
             Kind::Phi3 => PHI3_NAMES,
             // EXAONE 4's blocks are OLMo 2's (post-norms only), with per-head q/k norms.
             Kind::Olmo2 | Kind::Exaone4 => OLMO2_NAMES,
-            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => BIASED_ATTENTION_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm | Kind::Phimoe => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::GptNeox => GPTNEOX_NAMES,
             Kind::Gpt2 => GPT2_NAMES,
@@ -499,6 +506,7 @@ impl Arch {
         match self.kind {
             Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
+            Kind::Phimoe => PHIMOE_GLOBAL_NAMES,
             Kind::GptNeox => GPTNEOX_GLOBAL_NAMES,
             Kind::Gpt2 => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
@@ -521,6 +529,7 @@ impl Arch {
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
+            Kind::Phimoe => &[MIXTRAL_ROUTER],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
             // Command R+'s q/k norms are one `[heads, head_dim]` weight each, as Cohere's.
@@ -554,7 +563,7 @@ impl Arch {
     /// name after `model.layers.N.` (`{e}`: the expert), for the architectures with experts.
     fn expert_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
-            Kind::Llama => &[
+            Kind::Llama | Kind::Phimoe => &[
                 ("ffn_gate_exps.weight", "block_sparse_moe.experts.{e}.w1.weight"),
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
@@ -592,7 +601,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -672,6 +681,8 @@ fn arch(name: &str) -> Option<Arch> {
         "hunyuan-moe" => ("hunyuan_v1_moe", false, Kind::HunyuanMoe),
         // HunYuanModel is a TextModel: nothing permuted (NEOX rope).
         "hunyuan-dense" => ("hunyuan_v1_dense", false, Kind::HunyuanDense),
+        // PhiMoeModel is a Phi3MiniModel (nothing permuted, NEOX rope) with Mixtral's experts.
+        "phimoe" => ("phimoe", false, Kind::Phimoe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -981,6 +992,16 @@ const PHI2_NAMES: &[(&str, &str)] = &[
     ("ffn_up.bias", "mlp.fc1.bias"),
     ("ffn_down.weight", "mlp.fc2.weight"),
     ("ffn_down.bias", "mlp.fc2.bias"),
+];
+
+/// PhiMoE's outside the layers (llama.cpp's `LLM_ARCH_PHIMOE`): the final LayerNorm's bias and
+/// the head's.
+const PHIMOE_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "model.embed_tokens.weight"),
+    ("output_norm.weight", "model.norm.weight"),
+    ("output_norm.bias", "model.norm.bias"),
+    ("output.weight", "lm_head.weight"),
+    ("output.bias", "lm_head.bias"),
 ];
 
 const PHI2_GLOBAL_NAMES: &[(&str, &str)] = &[
@@ -1928,6 +1949,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         ernie_moe_config(&mut c, file, &uint, &key, &err)?;
     } else if a.kind == Kind::HunyuanMoe {
         hunyuan_moe_config(&mut c, file, &uint, &key, &err)?;
+    } else if a.kind == Kind::Phimoe {
+        phimoe_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2040,6 +2063,38 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
     if let Some(w) = uint("attention.sliding_window")?.filter(|&w| w > 0) {
         c.insert("sliding_window".into(), json!(w));
     }
+    Ok(())
+}
+
+/// The PhiMoE keys of the config (`PhiMoeModel`, a `Phi3MiniModel` with Mixtral's experts, in
+/// llama.cpp's converter; its `LLM_ARCH_PHIMOE` loader): Phi-3's LongRoPE keys and window
+/// ([`phi3_config`]), every layer routed over `expert_count` experts, the biases from the
+/// tensors. transformers' PhiMoE scales cos/sin by `short_mscale` / `long_mscale` (Phi-3.5-MoE:
+/// 1.243 both); the converter writes neither, only Phi-3's `attn_factor` (`sqrt(1 + ln(scale) /
+/// ln(original))`, 1.190 for Phi-3.5-MoE), which llama.cpp applies to either set: the config
+/// takes it for both (no mscale keys: `attention_factor` applies to both sets). llama.cpp's
+/// graph departs from the model in two ways the import does not follow: RMS norms (the file's
+/// LayerNorm biases added after them) and softmax top-k routing; transformers' LayerNorm and
+/// sparsemixer (its jitter at PhiMoE's default 0.01, which the file does not state) are the
+/// model the file was converted from.
+#[allow(clippy::too_many_arguments)]
+fn phimoe_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: u64, head_dim: u64, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    phi3_config(c, path, file, rotary, head_dim, float, uint, key, err)?;
+    let (experts, used) = expert_counts(uint, key, err)?;
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    if let Some(i) = (0..layers).find(|&i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
+        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every PhiMoE layer routes over experts")));
+    }
+    c.insert("num_local_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    // One `attention_bias` for q, k, v and o in transformers; llama.cpp's loader requires all.
+    let has = |suffix: &str| file.tensors.iter().any(|t| t.name.ends_with(suffix));
+    let biased = has(".attn_q.bias");
+    if biased != has(".attn_output.bias") {
+        return Err(err("holds biases on some attention projections only (`attn_q.bias`, `attn_output.bias`): transformers' PhiMoE switches all four together (`attention_bias`)".into()));
+    }
+    c.insert("attention_bias".into(), json!(biased));
+    c.insert("lm_head_bias".into(), json!(file.tensors.iter().any(|t| t.name == "output.bias")));
     Ok(())
 }
 
@@ -3851,6 +3906,49 @@ mod tests {
         let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("up_exps")).collect();
         let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.ffn_up_exps.weight`"), "{got}");
+    }
+
+    /// PhiMoE: Phi-3's LongRoPE from the factor tensors with the file's one `attn_factor` for
+    /// both sets (no mscale keys), Mixtral's expert names, the biases from the tensors; a file
+    /// with some attention biases only, or a layer without a router, is refused.
+    #[test]
+    fn phimoe_files_read_longrope_biases_and_mixtral_experts() {
+        let mut meta: Vec<(String, Json)> = moe_meta("phimoe", 2).into_iter().map(|(k, v)| if k == "phimoe.feed_forward_length" { (k, json!(32)) } else { (k, v) }).collect();
+        meta.extend([("phimoe.rope.scaling.original_context_length".to_string(), json!(32)), ("phimoe.rope.scaling.attn_factor".to_string(), json!(1.25f64)), ("phimoe.attention.sliding_window".to_string(), json!(0))]);
+        let biases: Vec<(&'static str, u32, Vec<u64>)> = vec![
+            ("blk.0.attn_q.bias", 0, vec![64]),
+            ("blk.0.attn_k.bias", 0, vec![32]),
+            ("blk.0.attn_v.bias", 0, vec![32]),
+            ("blk.0.attn_output.bias", 0, vec![64]),
+            ("blk.0.attn_norm.bias", 0, vec![64]),
+            ("blk.0.ffn_norm.bias", 0, vec![64]),
+            ("output_norm.bias", 0, vec![64]),
+            ("output.weight", 8, vec![64, 32]),
+            ("output.bias", 0, vec![32]),
+        ];
+        let factors: Vec<(&str, Vec<f32>)> = vec![("rope_factors_long.weight", (1..=8).map(|i| i as f32).collect()), ("rope_factors_short.weight", vec![1.0; 8])];
+        let with = |extra: &[(&'static str, u32, Vec<u64>)]| {
+            let mut t = moe_tensors(extra);
+            t.extend(factors.iter().map(|(n, _)| (*n, 0, vec![8])));
+            t
+        };
+        let i = import_with(&as_ref(&meta), &with(&biases), &factors).unwrap();
+        let c = &i.config;
+        for (k, want) in [("model_type", json!("phimoe")), ("num_local_experts", json!(4)), ("num_experts_per_tok", json!(2)), ("attention_bias", json!(true)), ("lm_head_bias", json!(true)), ("original_max_position_embeddings", json!(32))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        let rope = &c["rope_scaling"];
+        assert_eq!((rope["rope_type"].as_str(), rope["attention_factor"].as_f64(), rope["long_factor"][7].as_f64()), (Some("longrope"), Some(1.25), Some(8.0)));
+        assert!(rope.get("short_mscale").is_none() && rope.get("long_mscale").is_none() && !c.contains_key("sliding_window"), "{c:?}");
+        for name in ["model.norm.bias", "lm_head.bias", "model.layers.0.input_layernorm.bias", "model.layers.0.self_attn.o_proj.bias"] {
+            assert!(i.tensors.contains_key(name), "{name}");
+        }
+        assert!(i.packed.contains_key("model.layers.0.block_sparse_moe.experts.3.w3.weight"));
+        let e = |t: Vec<(&'static str, u32, Vec<u64>)>| import_with(&as_ref(&meta), &t, &factors).err().expect("refused").to_string();
+        let got = e(with(&biases).into_iter().filter(|(n, ..)| *n != "blk.0.attn_output.bias").collect());
+        assert!(got.contains("`attn_output.bias`") && got.contains("attention_bias"), "{got}");
+        let got = e(with(&biases).into_iter().filter(|(n, ..)| !n.contains("gate_inp")).collect());
+        assert!(got.contains("`blk.0.ffn_gate_inp.weight`") && got.contains("PhiMoE"), "{got}");
     }
 
     #[test]

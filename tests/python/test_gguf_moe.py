@@ -17,6 +17,9 @@ q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector), built w
   activations at every accuracy level (tests/python/test_qmoe_facts.py): close, not exact.
   Q4_1 experts (tiny-qwen2-moe, a minimum per block) have no QMoE form (its zero points are
   integers): they are written as their exact float dequantization, and the build says so.
+- Where the fixture has what a file cannot state (AS_FILES_STATE: clips, biases, PhiMoE's
+  mscales and jitter), the file against the fixture built as the file states it; PhiMoE's
+  experts stay a dense float block (no fused form for sparsemixer).
 """
 import json
 import shutil
@@ -205,7 +208,21 @@ AS_FILES_STATE = {
     "tiny-hunyuan_v1_moe": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
     # Hunyuan's dense sibling, written by the same script (the same attention and RoPE).
     "tiny-hunyuan_v1_dense": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
+    # PhiMoE's `short_mscale` / `long_mscale` (1.1 / 1.3 here) are not in the file: the Phi-3
+    # converter writes one `attn_factor` from the lengths, sqrt(1 + ln(256/32) / ln(32)), which
+    # llama.cpp applies to both factor sets. Nor is `router_jitter_noise` (0.1 here): PhiMoE's
+    # default, 0.01 (Phi-3.5-MoE's own), applies.
+    "tiny-phimoe": (
+        lambda c: {
+            **{k: v for k, v in c.items() if k != "router_jitter_noise"},
+            "rope_scaling": {**{k: v for k, v in c["rope_scaling"].items() if not k.endswith("mscale")}, "attention_factor": float(np.sqrt(1 + np.log(8) / np.log(32)))},
+        },
+        lambda st: st,
+    ),
 }
+# Experts with no fused form on cpu (PhiMoE's sparsemixer: docs/models.md): a dense block whose
+# stacks are float, each with its reason.
+DENSE_MOE = {"tiny-phimoe"}
 
 
 def as_stated(fixture: str, out: Path, weights: Path) -> Path:
@@ -232,18 +249,28 @@ def test_files_are_the_fixture_as_they_state_it(fixture, tmp_path):
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     pkg, _ = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
     stated, _ = build(as_stated(fixture, tmp_path / "stated-src", FIXTURES / fixture / "model.safetensors"), tmp_path / "stated")
-    got, want = prefill_logits(pkg, ref["input_ids"]), prefill_logits(stated, ref["input_ids"])
-    assert np.abs(got - want).max() <= bound(fixture), np.abs(got - want).max()
-    assert np.abs(want - ref["logits"]).max() > 1e-2, "what the file cannot state changes the fixture's logits: the comparison above must not be with its reference"
     cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
-    experts = cfg.get("num_experts") or cfg.get("moe_num_experts")
-    assert not experts or "MoE" in ops(pkg)[1]
+    # And a prompt past the original context where the model has one (LongRoPE's long set).
+    long_ids = np.random.default_rng(0).integers(3, cfg["vocab_size"], (1, cfg.get("original_max_position_embeddings", 0) + 8))
+    for ids in (ref["input_ids"], long_ids):
+        got, want = prefill_logits(pkg, ids), prefill_logits(stated, ids)
+        assert np.abs(got - want).max() <= bound(fixture), (ids.shape, np.abs(got - want).max())
+    want = prefill_logits(stated, ref["input_ids"])
+    assert np.abs(want - ref["logits"]).max() > 1e-2, "what the file cannot state changes the fixture's logits: the comparison above must not be with its reference"
+    experts = cfg.get("num_experts") or cfg.get("moe_num_experts") or cfg.get("num_local_experts")
+    assert not experts or ("MoE" in ops(pkg)[1]) != (fixture in DENSE_MOE)
     q, _ = build(DATA / f"{fixture}.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
     deq, _ = build(as_stated(fixture, tmp_path / "deq-src", DATA / f"{fixture}.Q.dequantized.safetensors"), tmp_path / "deq")
     got, want = prefill_logits(q, ref["input_ids"]), prefill_logits(deq, ref["input_ids"])
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
     nodes, float_stacks, kinds = qmoe_nodes(q)
     assert_linears_imported(q)
+    if fixture in DENSE_MOE:
+        kept = json.loads((q / "build_report.json").read_text())["parts"][0]["quantization"]["kept_float"]
+        stacks = [k for k in kept if "experts" in k["weight"]]
+        assert len(stacks) == 3 * cfg["num_hidden_layers"] and all("unfused MoE" in k["why"] for k in stacks), kept
+        assert not nodes and len(float_stacks) == len(stacks), (nodes, float_stacks)
+        return
     if not experts:
         return
     sparse = sum(1 for i in range(cfg["num_hidden_layers"]) if i >= cfg.get("moe_layer_start_index", 0))
