@@ -31,11 +31,16 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   `key_length` / `value_length` of the heads themselves (nope + rope, v) and the config's
   key/value heads. tiny-deepseek_v3 is written the current way, tiny-deepseek_v2 (no query
   compression, softmax routing, no gating key) the older way;
-- `tokenizer.ggml.pre` `deepseek-v3` (V3) or `deepseek-llm` (V2) over the fixture's vocabulary.
+- `tokenizer.ggml.pre` `deepseek-v3` (V3), `deepseek-llm` (V2) or `youtu` over the fixture's
+  vocabulary;
+- Youtu-LLM (tiny-youtu, `YoutuForCausalLM`, which the same class converts): no expert keys but
+  `leading_dense_block_count` = the layer count, `expert_feed_forward_length` = the MLP's width
+  and `expert_shared_count` 0 (the converter's defaults for a model without experts), the
+  current split of kv_b, default RoPE (no scaling keys).
 
-Files (`<fixture>` one of the two):
+Files (`<fixture>` each of `FIXTURES`):
 - `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
-- `<fixture>.Q.gguf`: attention, embedding and head Q8_0, experts Q4_0 (v3) or Q8_0 (v2), where
+- `<fixture>.Q.gguf`: attention, MLP, embedding and head Q8_0, experts Q4_0 (v3) or Q8_0 (v2), where
   rows are whole 32-value blocks (the tiny k_b / v_b rows are 16 and 24 long: F32); norms,
   router and bias F32; beside it `<fixture>.Q.dequantized.safetensors`, gguf-py's `dequantize`
   of every tensor in Hugging Face names (kv_b reassembled, experts split), a float checkpoint.
@@ -59,7 +64,12 @@ FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
 # fixture: (kv_b split into k_b / v_b, expert type in the Q file, `expert_gating_func` written,
 # `tokenizer.ggml.pre` as the converter names DeepSeek-V3's and DeepSeek-V2's tokenizers)
-FIXTURES = {"tiny-deepseek_v3": (True, T.Q4_0, gguf.ExpertGatingFuncType.SIGMOID, "deepseek-v3"), "tiny-deepseek_v2": (False, T.Q8_0, None, "deepseek-llm")}
+FIXTURES = {
+    "tiny-deepseek_v3": (True, T.Q4_0, gguf.ExpertGatingFuncType.SIGMOID, "deepseek-v3"),
+    "tiny-deepseek_v2": (False, T.Q8_0, None, "deepseek-llm"),
+    # Youtu-LLM (`YoutuForCausalLM`, converted by DeepseekV2Model): no experts, default RoPE.
+    "tiny-youtu": (True, None, None, "youtu"),
+}
 
 NAMES = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
@@ -136,19 +146,23 @@ def write(path, fixture, cfg, st, quantized):
     # Since the MLA change the converter writes the latent as one MQA head; before it, the
     # config's key/value heads.
     w.add_head_count_kv(1 if split else cfg["num_key_value_heads"])
-    assert p["rope_type"] == "yarn" and p["mscale"] == p["mscale_all_dim"], p
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-    w.add_rope_scaling_factor(p["factor"])
-    w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
-    w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
-    w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
+    experts = cfg.get("n_routed_experts") is not None
+    if p.get("rope_type") == "yarn":
+        assert p["mscale"] == p["mscale_all_dim"], p
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(p["factor"])
+        w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    add_expert_counts(w, cfg)
+    if experts:
+        add_expert_counts(w, cfg)
     if gating is not None:
         w.add_expert_gating_func(gating)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+    # Without experts (Youtu) every layer is a leading dense one.
+    w.add_leading_dense_block_count(cfg["first_k_dense_replace"] if experts else cfg["num_hidden_layers"])
     w.add_vocab_size(cfg["vocab_size"])
     if cfg.get("q_lora_rank") is not None:
         w.add_q_lora_rank(cfg["q_lora_rank"])
@@ -162,13 +176,16 @@ def write(path, fixture, cfg, st, quantized):
         # Before the MLA change: the heads' own key (nope + rope) and value lengths.
         w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
         w.add_value_length(cfg["v_head_dim"])
-    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    w.add_expert_shared_count(cfg["n_shared_experts"])
-    w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+    # Without experts: the MLP's width and no shared experts, as the converter writes them.
+    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"] if experts else cfg["intermediate_size"])
+    w.add_expert_shared_count(cfg.get("n_shared_experts", 0))
+    if experts:
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
     if cfg.get("norm_topk_prob"):
         w.add_expert_weights_norm(True)
     w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
-    w.add_rope_scaling_yarn_log_mul(0.1 * p["mscale_all_dim"])
+    if "mscale_all_dim" in p:
+        w.add_rope_scaling_yarn_log_mul(0.1 * p["mscale_all_dim"])
     write_vocab(w, fixture, cfg)
     # The fixture's vocabulary under the real model's split rule (the tokenizer test reads the
     # split, not the fixture's own tokenizer).

@@ -79,6 +79,10 @@ const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "f
 /// does not know them.
 const GLM_GROUP: &[&str] = &["glm4", "glm5"];
 
+/// Other `tokenizer.ggml.pre` values llama.cpp encodes with whole-word merges ignored
+/// (`ignore_merges` in `llama-vocab.cpp`): Youtu-LLM's.
+const WHOLE_WORDS: &[&str] = &["youtu"];
+
 /// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them
 /// (5.25's `GGUF_PRE_TOKENIZER_SPLITS`, read for facts; and gpt-oss's, which it does not load);
 /// the rest of llama.cpp's Llama 3 group (`falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`) and
@@ -144,9 +148,17 @@ const DEEPSEEK_LLM_STEPS: &[PreStep] = &[
     PreStep::Digits,
 ];
 
+/// Youtu-LLM's split (`youtu`): runs of Hangul, CJK punctuation, Bopomofo and CJK ideographs
+/// and kana first, then o200k's case-aware words with English contractions, each digit alone.
+/// The two regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_YOUTU` (`llama-vocab.cpp`), in its order.
+const YOUTU_STEPS: &[PreStep] = &[
+    PreStep::Split("[\u{AC00}-\u{D7A3}\u{3131}-\u{318E}]+|[\u{FF01}\u{2026}\u{201C}\u{201D}\u{2018}\u{2019}\u{2014}\u{FF1A}\u{FF1B}\u{FF0C}\u{3001}-\u{303F}\u{FE30}-\u{FE4F}]+|[\u{3105}-\u{312F}]+|[\u{4E00}-\u{9FA5}\u{3040}-\u{309F}\u{30A0}-\u{30FF}]+"),
+    PreStep::Split("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
+];
+
 /// `tokenizer.ggml.pre` values whose models split in several passes ([`PreStep`]s, in order),
 /// as their own tokenizer.json files do; transformers' GGUF loader knows none of them.
-const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS)];
+const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("youtu", YOUTU_STEPS)];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
 /// 256 + their rank.
@@ -434,7 +446,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
             end_of_word_suffix: Some(""),
             fuse_unk: false,
             byte_fallback: false,
-            ignore_merges: llama3_group || pre.is_some_and(|p| GLM_GROUP.contains(&p)),
+            ignore_merges: llama3_group || pre.is_some_and(|p| GLM_GROUP.contains(&p) || WHOLE_WORDS.contains(&p)),
             tokens: spelled,
             vocab,
             merges: Merges::Text(merge_pairs),
@@ -577,6 +589,7 @@ mod tests {
         };
         assert_eq!(passes("deepseek-v3"), ["Split", "Split", "Split", "ByteLevel"]);
         assert_eq!(passes("deepseek-llm"), ["Split", "Split", "Split", "Split", "Split", "Digits", "ByteLevel"]);
+        assert_eq!(passes("youtu"), ["Split", "Split", "ByteLevel"]);
         let v3 = split_pre_tokenizer(Some("deepseek-v3")).unwrap();
         assert_eq!(v3["pretokenizers"][0]["pattern"]["Regex"], json!("\\p{N}{1,3}"));
         assert!(v3["pretokenizers"][2]["pattern"]["Regex"].as_str().unwrap().contains("[^\r\n\\p{L}\\p{P}\\p{S}]?"));
@@ -630,6 +643,9 @@ mod tests {
         assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `deepseek-coder`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
+        assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
+        // Youtu's: its own two passes and no merges for whole words, no BOS by default.
+        let (add, _, ignore, warnings) = post(Some("youtu"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
         // tekken and jina-v5-nano: BOS by default and merges ignored, as llama.cpp flags them.
         for pre in ["tekken", "jina-v5-nano"] {

@@ -601,7 +601,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -2375,11 +2375,11 @@ fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
 /// `expert_weights_norm` true is refused. YaRN as the other families read it, with
 /// `mscale` = `mscale_all_dim` = `rope.scaling.yarn_log_multiplier` / 0.1 (the converter writes
 /// 0.1 x `mscale_all_dim`, and llama.cpp's graph assumes the two equal, as DeepSeek's configs
-/// have them).
+/// have them). A file without `expert_count` is Youtu-LLM's ([`dense_latent_keys`]).
 fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a deepseek2 file states its latent attention and experts)", key(k)))) };
     let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
-    let (heads, rope, layers) = (get("num_attention_heads"), get("head_dim"), get("num_hidden_layers"));
+    let (heads, rope) = (get("num_attention_heads"), get("head_dim"));
     let rank = need("attention.kv_lora_rank")?;
     let split = file.tensors.iter().any(|t| LATENT_HALVES.iter().any(|h| t.name.ends_with(&format!(".{h}"))));
     // The head sizes: `*_mla` keys beside the latent-as-MQA lengths (llama.cpp's converter since
@@ -2436,6 +2436,65 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
             )))
         }
     }
+    if uint("expert_count")?.is_none() {
+        dense_latent_keys(c, file, uint, key, err)?;
+    } else {
+        deepseek2_experts(c, file, float, uint, key, err)?;
+    }
+    c.insert("num_key_value_heads".into(), json!(heads));
+    c.insert("q_lora_rank".into(), q_rank.map_or(Json::Null, |r| json!(r)));
+    c.insert("kv_lora_rank".into(), json!(rank));
+    c.insert("qk_nope_head_dim".into(), json!(key_mla - rope));
+    c.insert("qk_rope_head_dim".into(), json!(rope));
+    c.insert("v_head_dim".into(), json!(v));
+    c.insert("attention_bias".into(), json!(false));
+    if let Some(mut yarn) = yarn_scaling(c, file, float, uint, key, err)? {
+        let log_mul = float("rope.scaling.yarn_log_multiplier")?.ok_or_else(|| {
+            err(format!("`{}` is yarn but `{}` is missing: DeepSeek's YaRN scales attention by `mscale_all_dim`, which the converter writes there", key("rope.scaling.type"), key("rope.scaling.yarn_log_multiplier")))
+        })?;
+        // In f32, as the file holds it, and at the f32's shortest decimal (0.1 x 0.707 stored
+        // as f32 reads back as 0.70699996, not as that f32's f64 expansion): a difference of
+        // 1e-8 in a softmax scale.
+        let single = log_mul as f32 / 0.1f32;
+        let mscale: f64 = single.to_string().parse().unwrap_or(f64::from(single));
+        yarn["mscale"] = json!(mscale);
+        yarn["mscale_all_dim"] = json!(mscale);
+        c.insert("rope_scaling".into(), yarn);
+    } else if float("rope.scaling.yarn_log_multiplier")?.is_some() {
+        return Err(err(format!("metadata key `{}` is set without a yarn `{}`", key("rope.scaling.yarn_log_multiplier"), key("rope.scaling.type"))));
+    }
+    Ok(())
+}
+
+/// A deepseek2 file without `expert_count`: Youtu-LLM (`YoutuForCausalLM`, which llama.cpp
+/// converts as DeepSeek-V2: DeepSeek-V3's latent attention in dense blocks). The converter
+/// writes every layer as a leading dense one, the MLP's width as `expert_feed_forward_length`
+/// and `expert_shared_count` 0; llama.cpp's graph rotates adjacent pairs (`rope_interleave`).
+/// Any routing key, or a router, without `expert_count` is refused.
+fn dense_latent_keys(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let (layers, width) = (get("num_hidden_layers"), get("intermediate_size"));
+    for (k, want) in [("leading_dense_block_count", layers), ("expert_feed_forward_length", width), ("expert_shared_count", 0)] {
+        if let Some(got) = uint(k)?.filter(|&got| got != want) {
+            return Err(err(format!("metadata key `{}` is {got} without `{}`: a file without experts (Youtu-LLM's) states {want} there", key(k), key("expert_count"))));
+        }
+    }
+    for k in ["expert_used_count", "expert_weights_scale", "expert_weights_norm", "expert_gating_func", "expert_group_count", "expert_group_used_count"] {
+        if file.get(&key(k)).is_some() {
+            return Err(err(format!("metadata key `{}` is set without `{}`: routing keys need the number of experts", key(k), key("expert_count"))));
+        }
+    }
+    if let Some(t) = file.tensors.iter().find(|t| t.name.ends_with(".ffn_gate_inp.weight") || t.name.contains("_exps.") || t.name.contains("_shexp.")) {
+        return Err(err(format!("holds `{}` but no `{}`: the number of experts is not stated", t.name, key("expert_count"))));
+    }
+    c.insert("model_type".into(), json!("youtu"));
+    c.insert("rope_interleave".into(), json!(true));
+    Ok(())
+}
+
+/// DeepSeek-V2's or V3's experts (see [`deepseek2_config`]), which decide the model type.
+fn deepseek2_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
     let mut g = grouped_experts(c, file, float, uint, key, err)?;
     // No gating key: softmax for the DeepSeek-V2 files older than the key, sigmoid where the
     // layers hold the correction bias only V3-style routing reads (llama.cpp reads GLM-4.7-Flash
@@ -2459,28 +2518,6 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
         c.insert("model_type".into(), json!("deepseek_v2"));
         c.insert("topk_method".into(), json!(if g.groups > 1 { "group_limited_greedy" } else { "greedy" }));
         c.insert("moe_layer_freq".into(), json!(1));
-    }
-    c.insert("num_key_value_heads".into(), json!(heads));
-    c.insert("q_lora_rank".into(), q_rank.map_or(Json::Null, |r| json!(r)));
-    c.insert("kv_lora_rank".into(), json!(rank));
-    c.insert("qk_nope_head_dim".into(), json!(key_mla - rope));
-    c.insert("qk_rope_head_dim".into(), json!(rope));
-    c.insert("v_head_dim".into(), json!(v));
-    c.insert("attention_bias".into(), json!(false));
-    if let Some(mut yarn) = yarn_scaling(c, file, float, uint, key, err)? {
-        let log_mul = float("rope.scaling.yarn_log_multiplier")?.ok_or_else(|| {
-            err(format!("`{}` is yarn but `{}` is missing: DeepSeek's YaRN scales attention by `mscale_all_dim`, which the converter writes there", key("rope.scaling.type"), key("rope.scaling.yarn_log_multiplier")))
-        })?;
-        // In f32, as the file holds it, and at the f32's shortest decimal (0.1 x 0.707 stored
-        // as f32 reads back as 0.70699996, not as that f32's f64 expansion): a difference of
-        // 1e-8 in a softmax scale.
-        let single = log_mul as f32 / 0.1f32;
-        let mscale: f64 = single.to_string().parse().unwrap_or(f64::from(single));
-        yarn["mscale"] = json!(mscale);
-        yarn["mscale_all_dim"] = json!(mscale);
-        c.insert("rope_scaling".into(), yarn);
-    } else if float("rope.scaling.yarn_log_multiplier")?.is_some() {
-        return Err(err(format!("metadata key `{}` is set without a yarn `{}`", key("rope.scaling.yarn_log_multiplier"), key("rope.scaling.type"))));
     }
     Ok(())
 }
@@ -3906,6 +3943,37 @@ mod tests {
         let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("up_exps")).collect();
         let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.ffn_up_exps.weight`"), "{got}");
+    }
+
+    /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent
+    /// attention's sizes as DeepSeek's, `youtu`; the converter's dense defaults checked, and
+    /// routing keys or a router without the expert count refused.
+    #[test]
+    fn deepseek2_files_without_experts_are_youtu() {
+        const ROUTING: [&str; 8] = ["expert_count", "expert_used_count", "expert_group_count", "expert_group_used_count", "expert_weights_scale", "expert_weights_norm", "expert_gating_func", "leading_dense_block_count"];
+        let dense = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = deepseek2_meta().into_iter().filter(|(k, _)| !ROUTING.iter().any(|r| k == &format!("deepseek2.{r}"))).collect();
+            m.retain(|(k, _)| !k.ends_with("expert_feed_forward_length") && !k.ends_with("expert_shared_count"));
+            m.extend([("deepseek2.leading_dense_block_count".to_string(), json!(2)), ("deepseek2.expert_feed_forward_length".to_string(), json!(128)), ("deepseek2.expert_shared_count".to_string(), json!(0))]);
+            m.extend(extra.iter().map(|(k, v)| (format!("deepseek2.{k}"), v.clone())));
+            m
+        };
+        let mut t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.starts_with("blk.1.ffn") && !n.starts_with("blk.1.exp")).collect();
+        t.extend([("blk.1.ffn_gate.weight", 8, vec![64, 128]), ("blk.1.ffn_up.weight", 8, vec![64, 128]), ("blk.1.ffn_down.weight", 8, vec![128, 64])]);
+        let c = import_of(&as_ref(&dense(&[])), &t).unwrap().config;
+        for (k, want) in [("model_type", json!("youtu")), ("kv_lora_rank", json!(32)), ("qk_nope_head_dim", json!(16)), ("v_head_dim", json!(16)), ("num_key_value_heads", json!(4)), ("rope_interleave", json!(true))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        assert!(!c.contains_key("n_routed_experts"), "{c:?}");
+        let e = |m: Vec<(String, Json)>, t: &[(&'static str, u32, Vec<u64>)]| import_of(&as_ref(&m), t).err().expect("refused").to_string();
+        let got = e(dense(&[("expert_used_count", json!(2))]), &t);
+        assert!(got.contains("`deepseek2.expert_used_count` is set without `deepseek2.expert_count`"), "{got}");
+        let got = e(dense(&[]).into_iter().map(|(k, v)| if k.ends_with("leading_dense_block_count") { (k, json!(1)) } else { (k, v) }).collect(), &t);
+        assert!(got.contains("`deepseek2.leading_dense_block_count` is 1") && got.contains("states 2"), "{got}");
+        let mut routed = t.clone();
+        routed.push(("blk.1.ffn_gate_inp.weight", 0, vec![64, 4]));
+        let got = e(dense(&[]), &routed);
+        assert!(got.contains("`blk.1.ffn_gate_inp.weight`") && got.contains("`deepseek2.expert_count`"), "{got}");
     }
 
     /// PhiMoE: Phi-3's LongRoPE from the factor tensors with the file's one `attn_factor` for

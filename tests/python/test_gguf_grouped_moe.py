@@ -4,7 +4,9 @@ metadata, `kv_b_proj` split into `attn_k_b` / `attn_v_b` for V3 and whole as old
 for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) tiny-glm4_moe.*
 (`glm4moe`: partial rotary, q/k norms and biases, a multi-token prediction layer appended to
 the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
-scripts/make_gqa_moe_gguf.py, built with `tailor build --model FILE.gguf --ep cpu`:
+scripts/make_gqa_moe_gguf.py, and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
+latent attention in dense blocks, make_deepseek_gguf.py), built with `tailor build --model
+FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
   logits (transformers on the original config) within its f32 bound, and genai its greedy
@@ -17,7 +19,8 @@ scripts/make_gqa_moe_gguf.py, built with `tailor build --model FILE.gguf --ep cp
 - `<fixture>.Q.gguf`: against a float checkpoint of gguf-py's dequantization of the same file,
   built for the same EP at `--accuracy-level 0`: Q8_0 attention keeps its integers, Q4_0
   experts (V3, GLM) become 4-bit QMoE, exact to float rounding.
-- the written tokenizer splits text as the models' own (`deepseek-v3`, `deepseek-llm`, `glm4`).
+- the written tokenizer splits text as the models' own (`deepseek-v3`, `deepseek-llm`, `glm4`,
+  `youtu`).
 """
 import json
 import shutil
@@ -33,7 +36,9 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu"]
+# deepseek2 files without experts (Youtu-LLM): latent attention in dense blocks.
+DENSE = {"tiny-youtu"}
 # Fixtures whose config states what their GGUF files cannot: the config a file of the same
 # model reads as (tiny-dots1: no sliding layer).
 AS_FILES_STATE = {"tiny-dots1": lambda c: {**c, "max_window_layers": c["num_hidden_layers"]}}
@@ -68,7 +73,7 @@ def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
             # The window matters to the fixture's reference: the stated model is another one.
             assert np.abs(expected - ref[want]).max() > 1e-2 or want == "short_logits"
     kinds = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
-    assert "MoE" in kinds, f"{fixture}: the cpu table fuses the grouped experts into com.microsoft.MoE: {sorted(kinds)}"
+    assert ("MoE" in kinds) != (fixture in DENSE), f"{fixture}: the cpu table fuses the grouped experts into com.microsoft.MoE: {sorted(kinds)}"
     if stated is None:
         tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
         assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
@@ -112,8 +117,10 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
     assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
-    assert "deepseek" not in fixture or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
-    if fixture != "tiny-deepseek_v2":
+    assert fixture in ("tiny-glm4_moe", "tiny-dots1") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    if fixture in DENSE:
+        assert any("mlp.down_proj" in w for w in imported), sorted(imported)
+    elif fixture != "tiny-deepseek_v2":
         # Q4_0 experts where their rows are whole blocks: QMoE.
         experts = [t for t in q["tensors"] if t["role"] == "experts"]
         assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
@@ -148,12 +155,14 @@ SPLITS = [
     ("tiny-deepseek_v3", ["Hello", " world", " ", "123", "456", "7", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
     ("tiny-deepseek_v2", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
     ("tiny-glm4_moe", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    # youtu: the CJK/kana run first (so the space before it stands alone), then each digit alone.
+    ("tiny-youtu", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "1", "4"]),
 ]
 
 
 @pytest.mark.parametrize("fixture,pieces", SPLITS)
 def test_the_tokenizer_splits_as_the_models_own(fixture, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`, `glm4`) becomes the
+    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`, `glm4`, `youtu`) becomes the
     model's own split, with no warning (an unknown rule would be one, which --strict refuses)."""
     from tokenizers import Tokenizer, pre_tokenizers
 
