@@ -33,7 +33,15 @@ dots.llm1 (`conversion/dots1.py` `Dots1Model`, a `Qwen2MoeModel`): the text size
 `scoring_func` of `sigmoid`); `ffn_norm` before the MLP, q/k norms, no biases, no windows (the
 converter writes none; llama.cpp's dots1 graph has none), no prediction layer.
 
-Files (`<fixture>` one of the two): `<fixture>.F32.gguf` (the fixture's weights) and
+K-EXAONE (tiny-exaone_moe; `conversion/exaone.py` `ExaoneMoEModel`, an `Exaone4Model`):
+TextModel's sizes and expert counts (no gating key: the config has no `scoring_func`), the
+vocabulary size, the window and its per-layer bools, `expert_shared_feed_forward_length` as
+moe_intermediate_size x num_shared_experts, `expert_weights_scale` / `_norm`,
+`leading_dense_block_count`, `nextn_predict_layers` and RoPE scaling `none`; pre-norms
+(`attn_norm`, `ffn_norm`), per-head q/k norms, the correction bias `exp_probs_b.bias`, shared
+experts `ffn_*_shexp`, and one appended prediction layer (`MTP`).
+
+Files (`<fixture>` each of `FIXTURES`): `<fixture>.F32.gguf` (the fixture's weights) and
 `<fixture>.Q.gguf` (Q8_0 attention, embedding and head, Q4_0 experts where rows are whole
 32-value blocks) with `<fixture>.Q.dequantized.safetensors` beside it (gguf-py's
 dequantization, Hugging Face names, a prediction layer left out).
@@ -56,7 +64,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
 # fixture: (architecture, llama.cpp's name of the norm before the MLP, `tokenizer.ggml.pre`)
-FIXTURES = {"tiny-glm4_moe": ("glm4moe", "post_attention_norm.weight", "glm4"), "tiny-dots1": ("dots1", "ffn_norm.weight", None)}
+FIXTURES = {
+    "tiny-glm4_moe": ("glm4moe", "post_attention_norm.weight", "glm4"),
+    "tiny-dots1": ("dots1", "ffn_norm.weight", None),
+    "tiny-exaone_moe": ("exaone-moe", "ffn_norm.weight", None),
+}
+# Prediction layers appended after the decoder: GLM's from its config; tiny-exaone_moe's config
+# states none, so one, as K-EXAONE's own config has (`num_nextn_predict_layers` 1).
+MTP = {"glm4moe": lambda cfg: cfg["num_nextn_predict_layers"], "exaone-moe": lambda cfg: cfg.get("num_nextn_predict_layers", 1)}
 
 NAMES = {
     "input_layernorm.weight": "attn_norm.weight",
@@ -73,7 +88,16 @@ NAMES = {
 
 
 def names_of(fixture):
-    return {**NAMES, "post_attention_layernorm.weight": FIXTURES[fixture][1]}
+    names = {**NAMES, "post_attention_layernorm.weight": FIXTURES[fixture][1]}
+    if FIXTURES[fixture][0] == "exaone-moe":
+        # K-EXAONE's correction bias sits beside the router.
+        del names["mlp.gate.e_score_correction_bias"]
+        names["mlp.e_score_correction_bias"] = "exp_probs_b.bias"
+    return names
+
+
+def n_routed(cfg):
+    return cfg.get("n_routed_experts") or cfg["num_experts"]
 
 
 def layer_tensors(fixture, cfg, st, i, block):
@@ -82,7 +106,7 @@ def layer_tensors(fixture, cfg, st, i, block):
     out = [(f"blk.{block}.{g}", st[p + hf]) for hf, g in names_of(fixture).items() if p + hf in st]
     if p + "mlp.gate.weight" in st:
         for g, part in STACKS.items():
-            out.append((f"blk.{block}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["n_routed_experts"])])))
+            out.append((f"blk.{block}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(n_routed(cfg))])))
     return out
 
 
@@ -91,7 +115,7 @@ def tensors_of(fixture, cfg, st):
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
     for i in range(layers):
         out += layer_tensors(fixture, cfg, st, i, i)
-    if FIXTURES[fixture][0] != "glm4moe":
+    if FIXTURES[fixture][0] not in MTP:
         return out
     # The prediction layer: the last layer's tensors again, and its own.
     rng = np.random.default_rng(0)
@@ -103,9 +127,9 @@ def tensors_of(fixture, cfg, st):
 
 def write(path, fixture, cfg, st, quantized):
     arch, _, pre = FIXTURES[fixture]
-    glm = arch == "glm4moe"
+    glm, exaone = arch == "glm4moe", arch == "exaone-moe"
     p = rope_params(cfg)
-    extra = cfg["num_nextn_predict_layers"] if glm else 0
+    extra = MTP[arch](cfg) if arch in MTP else 0
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(fixture)
     w.add_block_count(cfg["num_hidden_layers"] + extra)
@@ -116,18 +140,41 @@ def write(path, fixture, cfg, st, quantized):
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    add_expert_counts(w, cfg)
-    if glm:
+    if exaone:
+        # TextModel's expert keys under ExaoneMoeConfig's names; no `scoring_func`, so no
+        # gating key.
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        w.add_expert_group_count(cfg["n_group"])
+        w.add_expert_group_used_count(cfg["topk_group"])
+    else:
+        add_expert_counts(w, cfg)
+    if glm or exaone:
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-    else:
+    if not (glm or exaone):
         # TextModel: a `scoring_func` of `sigmoid` (dots.llm1's config states it).
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     if glm:
         w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.5)))
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    if glm:
+    if exaone:
+        # Exaone4Model: the vocabulary size, the window and one bool per layer from an integer
+        # `sliding_window_pattern` (`(i + 1) % n != 0`); ExaoneMoEModel: the shared width as the
+        # product, scale, norm, dense lead, prediction layers, RoPE scaling none.
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_sliding_window(cfg["sliding_window"])
+        n = cfg["sliding_window_pattern"]
+        w.add_sliding_window_pattern([(i + 1) % n != 0 for i in range(cfg["num_hidden_layers"])])
+        w.add_expert_shared_count(cfg["num_shared_experts"])
+        w.add_expert_shared_feed_forward_length(cfg["moe_intermediate_size"] * cfg["num_shared_experts"])
+        w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+        w.add_expert_weights_norm(cfg["norm_topk_prob"])
+        w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+        w.add_nextn_predict_layers(extra)
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+    elif glm:
         w.add_expert_shared_count(cfg["n_shared_experts"])
         w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)

@@ -299,6 +299,10 @@ enum Kind {
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
     /// projections with biases, Mixtral's expert stacks routed by sparsemixer.
     Phimoe,
+    /// K-EXAONE (`exaone-moe`): EXAONE 4's windowed attention (RoPE on the sliding layers only)
+    /// in pre-norm blocks with DeepSeek-V3-style experts; multi-token prediction layers after
+    /// the decoder unread.
+    ExaoneMoe,
 }
 
 /// One architecture's mapping.
@@ -347,6 +351,23 @@ impl Arch {
                 "rope.scaling.yarn_attn_factor",
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
+            Kind::ExaoneMoe => &[
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "rope.freq_base_swa",
+                "nextn_predict_layers",
+                "leading_dense_block_count",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_shared_feed_forward_length",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "expert_group_count",
+                "expert_group_used_count",
+            ],
             Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
             Kind::StableLm | Kind::GptNeox => &["attention.layer_norm_epsilon", "use_parallel_residual"],
             Kind::Cohere2 => &["attention.layer_norm_epsilon", "logit_scale", "attention.sliding_window", "attention.sliding_window_pattern"],
@@ -478,7 +499,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 | Kind::Phimoe => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -530,6 +551,7 @@ impl Arch {
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
+            Kind::ExaoneMoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, EXAONE_MOE_NAMES],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
             // Command R+'s q/k norms are one `[heads, head_dim]` weight each, as Cohere's.
@@ -568,7 +590,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -601,7 +623,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -683,6 +705,9 @@ fn arch(name: &str) -> Option<Arch> {
         "hunyuan-dense" => ("hunyuan_v1_dense", false, Kind::HunyuanDense),
         // PhiMoeModel is a Phi3MiniModel (nothing permuted, NEOX rope) with Mixtral's experts.
         "phimoe" => ("phimoe", false, Kind::Phimoe),
+        // ExaoneMoEModel is an Exaone4Model (a TextModel: nothing permuted, NEOX rope) whose
+        // converter appends the multi-token prediction layers: [`prediction_layer`].
+        "exaone-moe" => ("exaone_moe", false, Kind::ExaoneMoe),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -746,6 +771,15 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
     ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
     ("exp_probs_b.bias", "mlp.gate.e_score_correction_bias"),
+    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// K-EXAONE's correction bias (stored beside the router, `mlp.e_score_correction_bias`) and
+/// shared experts.
+const EXAONE_MOE_NAMES: &[(&str, &str)] = &[
+    ("exp_probs_b.bias", "mlp.e_score_correction_bias"),
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
@@ -1949,6 +1983,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         ernie_moe_config(&mut c, file, &uint, &key, &err)?;
     } else if a.kind == Kind::HunyuanMoe {
         hunyuan_moe_config(&mut c, file, &uint, &key, &err)?;
+    } else if a.kind == Kind::ExaoneMoe {
+        exaone_moe_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Phimoe {
         phimoe_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
     } else {
@@ -2240,16 +2276,7 @@ fn corrected_layers(file: &GgufFile, dense: u64, layers: u64, family: &str, key:
 /// `expert_weights_norm` as `norm_topk_prob`, q/k norms where every layer has them
 /// (`use_qk_norm`).
 fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
-    let blocks = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    let extra = uint("nextn_predict_layers")?.unwrap_or(0);
-    if extra >= blocks {
-        return Err(err(format!("metadata key `{}` is {extra}, not fewer than the {blocks} blocks of `{}`", key("nextn_predict_layers"), key("block_count"))));
-    }
-    let layers = blocks - extra;
-    if !file.tensors.iter().any(|t| t.name.starts_with("blk.0.")) {
-        return Err(err(format!("holds no tensor of the decoder's first layer `blk.0`: a file of the {extra} prediction layer(s) alone (the converter's --mtp) is a draft head, not a model")));
-    }
-    c.insert("num_hidden_layers".into(), json!(layers));
+    let layers = decoder_depth(c, file, uint, key, err)?;
     c.insert("num_nextn_predict_layers".into(), json!(0));
     let stated = uint("expert_gating_func")?.is_some();
     let g = grouped_experts(c, file, float, uint, key, err)?;
@@ -2260,6 +2287,74 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    Ok(())
+}
+
+/// The decoder's depth of a file whose converter appends `nextn_predict_layers` multi-token
+/// prediction layers to the blocks (glm4moe, exaone-moe): `block_count` less them; their tensors
+/// are not read ([`prediction_layer`]); a file of the prediction layers alone is refused.
+fn decoder_depth(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<u64> {
+    let blocks = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let extra = uint("nextn_predict_layers")?.unwrap_or(0);
+    if extra >= blocks {
+        return Err(err(format!("metadata key `{}` is {extra}, not fewer than the {blocks} blocks of `{}`", key("nextn_predict_layers"), key("block_count"))));
+    }
+    if !file.tensors.iter().any(|t| t.name.starts_with("blk.0.")) {
+        return Err(err(format!("holds no tensor of the decoder's first layer `blk.0`: a file of the {extra} prediction layer(s) alone (the converter's --mtp) is a draft head, not a model")));
+    }
+    c.insert("num_hidden_layers".into(), json!(blocks - extra));
+    Ok(blocks - extra)
+}
+
+/// K-EXAONE's keys (llama.cpp's `ExaoneMoEModel` writes them; its `LLM_ARCH_EXAONE_MOE` loader)
+/// as `ExaoneMoeConfig` spells them: the decoder less the prediction layers
+/// ([`decoder_depth`]), the window (required, as llama.cpp's loader requires it) and the
+/// sliding layers (EXAONE 4's reading, [`exaone4_config`]: one bool per layer, or a period,
+/// default 4), one RoPE base (`rope.freq_base_swa`, which llama.cpp reads for the sliding
+/// layers, must equal `rope.freq_base`: the config has one), the experts as [`grouped_experts`]
+/// reads them under `num_experts` / `num_shared_experts`, routed by sigmoid scores with the
+/// correction bias (`expert_gating_func` 2, or absent; softmax is refused: transformers' router
+/// is sigmoid), the shared width `expert_shared_feed_forward_length` = the expert width times
+/// the shared count (the converter's product; the family computes it so), and the layers
+/// holding a router exactly those after the dense lead.
+fn exaone_moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = decoder_depth(c, file, uint, key, err)?;
+    if uint("attention.sliding_window")?.is_none_or(|w| w == 0) {
+        return Err(err(format!("metadata key `{}` is missing or 0 (llama.cpp's exaone-moe loader requires it: K-EXAONE slides most layers)", key("attention.sliding_window"))));
+    }
+    exaone4_config(c, file, uint, key, err)?;
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    if let Some(swa) = float("rope.freq_base_swa")?.filter(|b| *b != theta) {
+        return Err(err(format!("metadata key `{}` is {swa}, not `{}` {theta}: K-EXAONE's config has one RoPE base", key("rope.freq_base_swa"), key("rope.freq_base"))));
+    }
+    let stated = uint("expert_gating_func")?.is_some();
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if stated && !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is softmax (1): K-EXAONE's experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
+    }
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= g.dense)) {
+        return Err(err(format!(
+            "layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {} makes it {}",
+            if routed(i) { "holds" } else { "has no" },
+            key("leading_dense_block_count"),
+            g.dense,
+            if i >= g.dense { "sparse" } else { "dense" }
+        )));
+    }
+    corrected_layers(file, g.dense, layers, "K-EXAONE's", key, err)?;
+    let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let (width, shared) = (get("moe_intermediate_size"), get("n_shared_experts"));
+    if let Some(w) = uint("expert_shared_feed_forward_length")?.filter(|&w| w != width * shared) {
+        return Err(err(format!("metadata key `{}` is {w}; K-EXAONE's shared experts are `{}` {shared} experts of {width}", key("expert_shared_feed_forward_length"), key("expert_shared_count"))));
+    }
+    for (from, to) in [("n_routed_experts", "num_experts"), ("n_shared_experts", "num_shared_experts")] {
+        if let Some(v) = c.remove(from) {
+            c.insert(to.into(), v);
+        }
+    }
+    c.insert("norm_topk_prob".into(), json!(g.norm));
+    c.insert("num_nextn_predict_layers".into(), json!(0));
     Ok(())
 }
 
@@ -2356,7 +2451,7 @@ fn ernie_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>,
 /// Whether tensor `name` belongs to one of the prediction layers glm4moe files append after the
 /// decoder's `layers` (`blk.N.` with N at least `layers`): not read.
 fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
-    a.kind == Kind::Glm4Moe && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
+    matches!(a.kind, Kind::Glm4Moe | Kind::ExaoneMoe) && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
 }
 
 /// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
@@ -3943,6 +4038,66 @@ mod tests {
         let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("up_exps")).collect();
         let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.ffn_up_exps.weight`"), "{got}");
+    }
+
+    /// A K-EXAONE file: GLM-4.5's test file respelled (pre-norms, no biases, full rotary) with
+    /// its window keys.
+    fn exaone_moe_file() -> TestFile {
+        let (m, t) = glm4moe_file();
+        let mut m: Vec<(String, Json)> = m
+            .into_iter()
+            .filter(|(k, _)| !k.ends_with("rope.dimension_count") && !k.ends_with("expert_gating_func"))
+            .map(|(k, v)| if k == "general.architecture" { (k, json!("exaone-moe")) } else { (k.replacen("glm4moe.", "exaone-moe.", 1), v) })
+            .collect();
+        m.extend([("exaone-moe.attention.sliding_window".to_string(), json!(4)), ("exaone-moe.attention.sliding_window_pattern".to_string(), json!([true, false]))]);
+        m.push(("exaone-moe.expert_shared_feed_forward_length".to_string(), json!(32)));
+        let t = t
+            .into_iter()
+            .filter(|(n, ..)| !n.ends_with(".bias") || n.ends_with("exp_probs_b.bias"))
+            .map(|(n, q, d)| -> (&'static str, u32, Vec<u64>) { (Box::leak(n.replace("post_attention_norm", "ffn_norm").into_boxed_str()), q, d) })
+            .collect();
+        (m, t)
+    }
+
+    /// K-EXAONE: the decoder less its prediction layer, the window and its layers, sigmoid
+    /// experts after the dense lead under `ExaoneMoeConfig`'s names; refusals by key.
+    #[test]
+    fn exaone_moe_files_read_windows_and_experts_and_leave_the_prediction_layer() {
+        let (m, t) = exaone_moe_file();
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        for (k, want) in [
+            ("model_type", json!("exaone_moe")),
+            ("num_hidden_layers", json!(2)),
+            ("sliding_window", json!(4)),
+            ("layer_types", json!(["sliding_attention", "full_attention"])),
+            ("num_experts", json!(4)),
+            ("num_shared_experts", json!(1)),
+            ("first_k_dense_replace", json!(1)),
+            ("norm_topk_prob", json!(true)),
+            ("routed_scaling_factor", json!(1.5)),
+        ] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        assert!(!c.contains_key("n_routed_experts") && !c.contains_key("n_shared_experts"), "{c:?}");
+        assert!(i.tensors.contains_key("model.layers.1.mlp.e_score_correction_bias") && i.tensors.contains_key("model.layers.1.post_attention_layernorm.weight"));
+        assert!(i.tensors.keys().chain(i.packed.keys()).all(|n| !n.contains("layers.2.")));
+        let e = |m: Vec<(String, Json)>, t: &[(&'static str, u32, Vec<u64>)]| import_of(&as_ref(&m), t).err().expect("refused").to_string();
+        let with = |k: &str, v: Json| -> Vec<(String, Json)> {
+            let mut out: Vec<(String, Json)> = m.iter().filter(|(key, _)| key != &format!("exaone-moe.{k}")).cloned().collect();
+            out.push((format!("exaone-moe.{k}"), v));
+            out
+        };
+        let got = e(with("expert_gating_func", json!(1)), &t);
+        assert!(got.contains("`exaone-moe.expert_gating_func` is softmax"), "{got}");
+        let got = e(m.iter().filter(|(k, _)| !k.ends_with("attention.sliding_window")).cloned().collect(), &t);
+        assert!(got.contains("`exaone-moe.attention.sliding_window` is missing"), "{got}");
+        let got = e(with("rope.freq_base_swa", json!(500.0f64)), &t);
+        assert!(got.contains("`exaone-moe.rope.freq_base_swa` is 500"), "{got}");
+        let got = e(with("expert_shared_feed_forward_length", json!(64)), &t);
+        assert!(got.contains("`exaone-moe.expert_shared_feed_forward_length` is 64"), "{got}");
+        let got = e(with("leading_dense_block_count", json!(0)), &t);
+        assert!(got.contains("layer 0 has no `blk.0.ffn_gate_inp.weight`") && got.contains("sparse"), "{got}");
     }
 
     /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent

@@ -4,7 +4,8 @@ metadata, `kv_b_proj` split into `attn_k_b` / `attn_v_b` for V3 and whole as old
 for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) tiny-glm4_moe.*
 (`glm4moe`: partial rotary, q/k norms and biases, a multi-token prediction layer appended to
 the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
-scripts/make_gqa_moe_gguf.py, and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
+scripts/make_gqa_moe_gguf.py with tiny-exaone_moe.* (`exaone-moe`: K-EXAONE's windowed
+pre-norm blocks, RoPE on the sliding layers only, a prediction layer appended), and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
 latent attention in dense blocks, make_deepseek_gguf.py), built with `tailor build --model
 FILE.gguf --ep cpu`:
 
@@ -36,7 +37,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe"]
 # deepseek2 files without experts (Youtu-LLM): latent attention in dense blocks.
 DENSE = {"tiny-youtu"}
 # Fixtures whose config states what their GGUF files cannot: the config a file of the same
@@ -117,7 +118,7 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
     assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
-    assert fixture in ("tiny-glm4_moe", "tiny-dots1") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    assert fixture in ("tiny-glm4_moe", "tiny-dots1", "tiny-exaone_moe") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
     if fixture in DENSE:
         assert any("mlp.down_proj" in w for w in imported), sorted(imported)
     elif fixture != "tiny-deepseek_v2":
