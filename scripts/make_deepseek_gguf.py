@@ -33,6 +33,15 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   compression, softmax routing, no gating key) the older way;
 - `tokenizer.ggml.pre` `deepseek-v3` (V3), `deepseek-llm` (V2) or `youtu` over the fixture's
   vocabulary;
+- Mistral 4 (tiny-mistral4, `conversion/mistral3.py` `Mistral3Model.Mistral4Model`, a
+  DeepseekV2Model writing architecture `mistral4`): the same keys without a gating key (its
+  config has no `scoring_func`: softmax), the experts stacked as transformers keeps them
+  (`merge_expert` false: `mlp.experts.gate_up_proj` `[E, 2 x inter, hidden]` as
+  `ffn_gate_up_exps`, `down_proj` as `ffn_down_exps`), and no temperature key (the fixture's
+  `llama_4_scaling_beta` is not written by that converter);
+- `tiny-mistral4-temperature.F32.gguf`: tiny-mistral4 with `attention.temperature_scale` (its
+  `llama_4_scaling_beta`) and `attention.temperature_length` (YaRN's original length), the
+  keys llama.cpp's deepseek2 loader reads as Llama 4's query scaling: the fixture's whole model;
 - Youtu-LLM (tiny-youtu, `YoutuForCausalLM`, which the same class converts): no expert keys but
   `leading_dense_block_count` = the layer count, `expert_feed_forward_length` = the MLP's width
   and `expert_shared_count` 0 (the converter's defaults for a model without experts), the
@@ -69,7 +78,13 @@ FIXTURES = {
     "tiny-deepseek_v2": (False, T.Q8_0, None, "deepseek-llm"),
     # Youtu-LLM (`YoutuForCausalLM`, converted by DeepseekV2Model): no experts, default RoPE.
     "tiny-youtu": (True, None, None, "youtu"),
+    # Mistral 4 (`Mistral3Model.Mistral4Model`, a DeepseekV2Model writing `mistral4`): no
+    # gating key (softmax), the stacked experts as transformers keeps them (`merge_expert`
+    # false: `ffn_gate_up_exps`), no temperature key.
+    "tiny-mistral4": (True, T.Q4_0, None, "tekken"),
 }
+# The architecture each fixture is written as (deepseek2 unless listed).
+ARCH = {"tiny-mistral4": "mistral4"}
 
 NAMES = {
     "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
@@ -111,7 +126,10 @@ def tensors_of(cfg, st, split):
                 out += [(f"blk.{i}.attn_k_b.weight", k_b), (f"blk.{i}.attn_v_b.weight", v_b)]
                 continue
             out.append((f"blk.{i}.{g}", st[p + hf]))
-        if p + "mlp.gate.weight" in st:
+        if p + "mlp.experts.gate_up_proj" in st:
+            # Mistral 4: the stacks as they are, `.weight` appended to their names.
+            out += [(f"blk.{i}.ffn_gate_up_exps.weight", st[p + "mlp.experts.gate_up_proj"]), (f"blk.{i}.ffn_down_exps.weight", st[p + "mlp.experts.down_proj"])]
+        elif p + "mlp.gate.weight" in st:
             for g, part in STACKS.items():
                 out.append((f"blk.{i}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(cfg["n_routed_experts"])])))
     return out
@@ -133,10 +151,10 @@ def add_expert_counts(w, cfg):
     w.add_expert_group_used_count(cfg["topk_group"])
 
 
-def write(path, fixture, cfg, st, quantized):
+def write(path, fixture, cfg, st, quantized, temperature=False):
     split, expert_type, gating, pre = FIXTURES[fixture]
     p = rope_params(cfg)
-    w = gguf.GGUFWriter(str(path), "deepseek2")
+    w = gguf.GGUFWriter(str(path), ARCH.get(fixture, "deepseek2"))
     w.add_name(fixture)
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg["max_position_embeddings"])
@@ -186,6 +204,11 @@ def write(path, fixture, cfg, st, quantized):
     w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
     if "mscale_all_dim" in p:
         w.add_rope_scaling_yarn_log_mul(0.1 * p["mscale_all_dim"])
+    if temperature:
+        # What llama.cpp's deepseek2 loader reads as Llama 4's query scaling (a converter that
+        # writes Mistral 4's `llama_4_scaling_beta`, as the Ministral 3 one does).
+        w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
+        w.add_attn_temperature_length(p["original_max_position_embeddings"])
     write_vocab(w, fixture, cfg)
     # The fixture's vocabulary under the real model's split rule (the tokenizer test reads the
     # split, not the fixture's own tokenizer).
@@ -193,7 +216,7 @@ def write(path, fixture, cfg, st, quantized):
     add_tensors_and_close(w, tensors_of(cfg, st, split), qtype_of(expert_type, quantized))
 
 
-def dequantized(path):
+def dequantized(path, fixture=None):
     """gguf-py's dequantization of every tensor of the file, in Hugging Face names."""
     names = {v: k for k, v in NAMES.items()}
     top = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
@@ -205,7 +228,11 @@ def dequantized(path):
             continue
         _, i, rest = t.name.split(".", 2)
         p = f"model.layers.{i}."
-        if rest in STACKS:
+        if rest == "ffn_gate_up_exps.weight":
+            out[p + "mlp.experts.gate_up_proj"] = np.ascontiguousarray(v)
+        elif rest == "ffn_down_exps.weight" and fixture in ARCH:
+            out[p + "mlp.experts.down_proj"] = np.ascontiguousarray(v)
+        elif rest in STACKS:
             for e in range(v.shape[0]):
                 out[f"{p}mlp.experts.{e}.{STACKS[rest]}.weight"] = np.ascontiguousarray(v[e])
         elif rest in ("attn_k_b.weight", "attn_v_b.weight"):
@@ -275,7 +302,12 @@ def main():
         for quantized in (False, True):
             path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
             write(path, fixture, cfg, st, quantized)
-            check_round_trip(path, dequantized(path), st, quantized)
+            check_round_trip(path, dequantized(path, fixture), st, quantized)
+    # tiny-mistral4 with its query scaling stated (`TEMPERATURE`).
+    cfg = json.loads((FIX / "tiny-mistral4" / "config.json").read_text())
+    path = OUT / "tiny-mistral4-temperature.F32.gguf"
+    write(path, "tiny-mistral4", cfg, load_file(str(FIX / "tiny-mistral4" / "model.safetensors")), False, temperature=True)
+    print(f"{path.name}: {path.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

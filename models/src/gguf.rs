@@ -299,6 +299,9 @@ enum Kind {
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
     /// projections with biases, Mixtral's expert stacks routed by sparsemixer.
     Phimoe,
+    /// Mistral 4 (`mistral4`): DeepSeek-V3's latent attention and loader with softmax-routed
+    /// grouped experts stored fused (`ffn_gate_up_exps`).
+    Mistral4,
     /// K-EXAONE (`exaone-moe`): EXAONE 4's windowed attention (RoPE on the sliding layers only)
     /// in pre-norm blocks with DeepSeek-V3-style experts; multi-token prediction layers after
     /// the decoder unread.
@@ -315,13 +318,18 @@ struct Arch {
 }
 
 impl Arch {
+    /// Whether the attention is DeepSeek's latent one (`deepseek2`, and Mistral 4 on its loader).
+    fn latent(&self) -> bool {
+        matches!(self.kind, Kind::Deepseek2 | Kind::Mistral4)
+    }
+
     fn gemma(&self) -> bool {
         matches!(self.kind, Kind::Gemma | Kind::Gemma2 | Kind::Gemma3)
     }
 
     /// Whether a YaRN `rope.scaling.type` is read ([`yarn_scaling`]).
     fn reads_yarn(&self) -> bool {
-        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee | Kind::Mistral3 | Kind::Deepseek2)
+        matches!(self.kind, Kind::GptOss | Kind::Olmo2 | Kind::Arcee | Kind::Mistral3 | Kind::Deepseek2 | Kind::Mistral4)
     }
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
@@ -433,6 +441,29 @@ impl Arch {
                 "expert_gating_func",
                 "expert_group_count",
                 "expert_group_used_count",
+            ],
+            Kind::Mistral4 => &[
+                "leading_dense_block_count",
+                "attention.q_lora_rank",
+                "attention.kv_lora_rank",
+                "attention.key_length_mla",
+                "attention.value_length_mla",
+                "attention.temperature_scale",
+                "attention.temperature_length",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "expert_group_count",
+                "expert_group_used_count",
+                "rope.scaling.factor",
+                "rope.scaling.original_context_length",
+                "rope.scaling.yarn_beta_fast",
+                "rope.scaling.yarn_beta_slow",
+                "rope.scaling.yarn_log_multiplier",
             ],
             Kind::Deepseek2 => &[
                 "leading_dense_block_count",
@@ -568,7 +599,7 @@ impl Arch {
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
-            Kind::Deepseek2 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            Kind::Deepseek2 | Kind::Mistral4 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
             // GLM-4.5's norm before the MLP is llama.cpp's `post_attention_norm`.
             Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
             Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
@@ -623,7 +654,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -708,6 +739,10 @@ fn arch(name: &str) -> Option<Arch> {
         // ExaoneMoEModel is an Exaone4Model (a TextModel: nothing permuted, NEOX rope) whose
         // converter appends the multi-token prediction layers: [`prediction_layer`].
         "exaone-moe" => ("exaone_moe", false, Kind::ExaoneMoe),
+        // Mistral3Model's Mistral 4 half is a DeepseekV2Model (nothing permuted: llama.cpp's
+        // NORM rope turns adjacent pairs, as Mistral 4's interleaved RoPE) that writes the
+        // fused expert stacks as they are (`merge_expert` false).
+        "mistral4" => ("mistral4", false, Kind::Mistral4),
         _ => return None,
     };
     Some(Arch { model_type, permuted_qk, kind })
@@ -1127,8 +1162,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut gpt_oss: BTreeMap<usize, [Option<&TensorInfo>; 6]> = BTreeMap::new();
     // DeepSeek's split `kv_b_proj` halves by layer, joined after the loop.
     let mut latent: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
-    // GraniteMoE's expert stacks by layer, joined after the loop.
-    let mut granite: BTreeMap<usize, [Option<&TensorInfo>; 3]> = BTreeMap::new();
+    // GraniteMoE's and Mistral 4's expert stacks by layer, joined after the loop.
+    let mut stacked: BTreeMap<usize, [Option<&TensorInfo>; 4]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) || prediction_layer(&whole.name, &a, int("num_hidden_layers")) {
@@ -1143,8 +1178,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             latent.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
-        if let Some((layer, slot)) = granite_expert(&whole.name, &a) {
-            granite.entry(layer).or_default()[slot] = Some(whole);
+        if let Some((layer, slot)) = stacked_expert(&whole.name, &a) {
+            stacked.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
         if let Some((layer, template)) = expert_stack(&whole.name, &a) {
@@ -1265,8 +1300,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     for (layer, parts) in gpt_oss {
         file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
     }
-    for (layer, parts) in granite {
-        file_bits.extend(granite_experts(path, &file, layer, parts, moe, &mut views)?);
+    for (layer, parts) in stacked {
+        file_bits.extend(stacked_experts(path, &file, &a, layer, parts, moe, &mut views)?);
     }
     for (layer, halves) in latent {
         let name = format!("model.layers.{layer}.self_attn.kv_b_proj.weight");
@@ -1382,7 +1417,7 @@ fn gpt_oss_experts(
 
 /// The layer and [`LATENT_HALVES`] slot of a DeepSeek `attn_k_b` / `attn_v_b` tensor.
 fn latent_half(name: &str, a: &Arch) -> Option<(usize, usize)> {
-    if a.kind != Kind::Deepseek2 {
+    if !a.latent() {
         return None;
     }
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
@@ -1445,38 +1480,64 @@ fn whole_stack(path: &Path, file: &GgufFile, t: &TensorInfo, expected: [usize; 3
     Ok(Recipe::Packed(w).reshape(vec![experts, rows, k]))
 }
 
-/// The layer and slot (gate, up, down) of a granitemoe expert stack.
-fn granite_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
-    if a.kind != Kind::GraniteMoe {
+/// The expert stacks of the families that read them stacked ([`stacked_experts`]), by slot.
+const STACK_SLOTS: [&str; 4] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"];
+
+/// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe or mistral4.
+fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
+    if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4) {
         return None;
     }
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
-    Some((layer.parse().ok()?, ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"].iter().position(|s| *s == suffix)?))
+    Some((layer.parse().ok()?, STACK_SLOTS.iter().position(|s| *s == suffix)?))
 }
 
-/// GraniteMoE's experts of `layer` as the family reads them (transformers' JetMoE-style
-/// `block_sparse_moe.input_linear` `[E, 2 x inter, hidden]`, gate rows then up rows, and
-/// `output_linear` `[E, hidden, inter]`): llama.cpp's converter split `input_linear` into
-/// `ffn_gate_exps` and `ffn_up_exps`; they are read whole and concatenated back along the rows
-/// (whole rows: quantized experts keep their integers into QMoE). Returns the bits of each
-/// block-quantized stack.
-fn granite_experts(path: &Path, file: &GgufFile, layer: usize, parts: [Option<&TensorInfo>; 3], moe: Option<ExpertShape>, views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
+/// The experts of `layer` as the families reading them stacked do, gate rows then up rows in one
+/// `[E, 2 x inter, hidden]` stack and down `[E, hidden, inter]`: GraniteMoE's
+/// `block_sparse_moe.input_linear` / `output_linear` (transformers' JetMoE-style names; llama.cpp's
+/// converter split `input_linear` into `ffn_gate_exps` and `ffn_up_exps`) and Mistral 4's
+/// `mlp.experts.gate_up_proj` / `down_proj` (its converter writes the fused `ffn_gate_up_exps`
+/// as transformers stores it; llama.cpp's loader also takes the two halves). Split halves are
+/// read whole and concatenated back along the rows (whole rows: quantized experts keep their
+/// integers into QMoE). Returns the bits of each block-quantized stack.
+fn stacked_experts(path: &Path, file: &GgufFile, a: &Arch, layer: usize, parts: [Option<&TensorInfo>; 4], moe: Option<ExpertShape>, views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let present = parts.iter().flatten().next().map_or(String::new(), |t| t.name.clone());
     let Some(moe) = moe else {
-        return Err(err(format!("holds the expert stack `{present}`, but `granitemoe.expert_count` is missing or 0: a file with experts says how many it routes over")));
+        return Err(err(format!("holds the expert stack `{present}`, but `{}.expert_count` is missing or 0: a file with experts says how many it routes over", arch_name(a))));
     };
-    let names = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"];
-    let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a granitemoe layer has its gate, up and down expert stacks", names[slot])));
+    let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a {} layer has its gate, up and down expert stacks", STACK_SLOTS[slot], arch_name(a))));
     let mut bits = Vec::new();
-    let gate = whole_stack(path, file, get(0)?, moe.dims(false), &mut bits)?;
-    let up = whole_stack(path, file, get(1)?, moe.dims(false), &mut bits)?;
-    let down = whole_stack(path, file, get(2)?, moe.dims(true), &mut bits)?;
-    let (gate, up) = if gate.dtype() == up.dtype() { (gate, up) } else { (gate.cast(DType::F32), up.cast(DType::F32)) };
-    let p = format!("model.layers.{layer}.block_sparse_moe");
-    views.insert(format!("{p}.input_linear.weight"), Recipe::concat(vec![gate, up], 1).map_err(|e| err(format!("layer {layer}: the gate and up experts cannot be joined: {e}")))?);
-    views.insert(format!("{p}.output_linear.weight"), down);
+    let gate_up = match (parts[0], parts[1], parts[2]) {
+        (None, None, Some(fused)) => {
+            let [k, rows, experts] = moe.dims(false);
+            whole_stack(path, file, fused, [k, 2 * rows, experts], &mut bits)?
+        }
+        (_, _, None) => {
+            let gate = whole_stack(path, file, get(0)?, moe.dims(false), &mut bits)?;
+            let up = whole_stack(path, file, get(1)?, moe.dims(false), &mut bits)?;
+            let (gate, up) = if gate.dtype() == up.dtype() { (gate, up) } else { (gate.cast(DType::F32), up.cast(DType::F32)) };
+            Recipe::concat(vec![gate, up], 1).map_err(|e| err(format!("layer {layer}: the gate and up experts cannot be joined: {e}")))?
+        }
+        _ => return Err(err(format!("holds `blk.{layer}.ffn_gate_up_exps.weight` beside `ffn_gate_exps` / `ffn_up_exps`: one form of the layer's gate and up experts is read"))),
+    };
+    let down = whole_stack(path, file, get(3)?, moe.dims(true), &mut bits)?;
+    let (fused, down_name) = match a.kind {
+        Kind::GraniteMoe => (format!("model.layers.{layer}.block_sparse_moe.input_linear.weight"), format!("model.layers.{layer}.block_sparse_moe.output_linear.weight")),
+        _ => (format!("model.layers.{layer}.mlp.experts.gate_up_proj"), format!("model.layers.{layer}.mlp.experts.down_proj")),
+    };
+    views.insert(fused, gate_up);
+    views.insert(down_name, down);
     Ok(bits)
+}
+
+/// The `general.architecture` of `a` (for messages).
+fn arch_name(a: &Arch) -> &'static str {
+    match a.kind {
+        Kind::GraniteMoe => "granitemoe",
+        Kind::Mistral4 => "mistral4",
+        _ => a.model_type,
+    }
 }
 
 /// Why tensor `t`'s ggml type is refused, with the types that are imported.
@@ -1767,7 +1828,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     let head_dim = match (uint("attention.key_length")?, uint("attention.value_length")?) {
         // DeepSeek's latent attention: the config's `head_dim` is the rotary part
         // (`DeepseekV3Config`); its key/value lengths are the latent's, read by deepseek2_config.
-        _ if a.kind == Kind::Deepseek2 => need("rope.dimension_count")?,
+        _ if a.latent() => need("rope.dimension_count")?,
         (Some(k), Some(v)) if k != v => return Err(err(format!("`{}` ({k}) differs from `{}` ({v}): one head size is read", key("attention.key_length"), key("attention.value_length")))),
         (Some(k), _) | (None, Some(k)) => k,
         (None, None) => hidden / heads,
@@ -1973,8 +2034,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
-    } else if a.kind == Kind::Deepseek2 {
-        deepseek2_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.latent() {
+        deepseek2_config(&mut c, a.kind, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Glm4Moe {
         glm4moe_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Dots1 {
@@ -2471,7 +2532,7 @@ fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
 /// `mscale` = `mscale_all_dim` = `rope.scaling.yarn_log_multiplier` / 0.1 (the converter writes
 /// 0.1 x `mscale_all_dim`, and llama.cpp's graph assumes the two equal, as DeepSeek's configs
 /// have them). A file without `expert_count` is Youtu-LLM's ([`dense_latent_keys`]).
-fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+fn deepseek2_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a deepseek2 file states its latent attention and experts)", key(k)))) };
     let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
     let (heads, rope) = (get("num_attention_heads"), get("head_dim"));
@@ -2531,7 +2592,9 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
             )))
         }
     }
-    if uint("expert_count")?.is_none() {
+    if kind == Kind::Mistral4 {
+        mistral4_experts(c, file, float, uint, key, err)?;
+    } else if uint("expert_count")?.is_none() {
         dense_latent_keys(c, file, uint, key, err)?;
     } else {
         deepseek2_experts(c, file, float, uint, key, err)?;
@@ -2557,6 +2620,9 @@ fn deepseek2_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
         c.insert("rope_scaling".into(), yarn);
     } else if float("rope.scaling.yarn_log_multiplier")?.is_some() {
         return Err(err(format!("metadata key `{}` is set without a yarn `{}`", key("rope.scaling.yarn_log_multiplier"), key("rope.scaling.type"))));
+    }
+    if kind == Kind::Mistral4 {
+        mistral4_query_scaling(c, float, uint, key, err)?;
     }
     Ok(())
 }
@@ -2584,6 +2650,52 @@ fn dense_latent_keys(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>
     }
     c.insert("model_type".into(), json!("youtu"));
     c.insert("rope_interleave".into(), json!(true));
+    Ok(())
+}
+
+/// Mistral 4's experts (llama.cpp's `Mistral3Model.Mistral4Model`, a `DeepseekV2Model`
+/// converter, on the deepseek2 loader) as `Mistral4Config` spells them: the counts, groups,
+/// scale and shared experts as [`grouped_experts`] reads them, softmax scores (the converter
+/// writes no gating key for it, llama.cpp's default; sigmoid is refused) with no correction
+/// bias (a layer holding `exp_probs_b` is refused), `expert_weights_norm` as `norm_topk_prob`,
+/// and the query scaling by position: `attention.temperature_scale` as `llama_4_scaling_beta`
+/// over the RoPE's original length (`attention.temperature_length`, where given, must be it;
+/// llama.cpp divides the position by it). The HF converter writes no temperature key, so
+/// such a file scales no query, as llama.cpp runs it.
+fn mistral4_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if g.sigmoid {
+        return Err(err(format!("metadata key `{}` is sigmoid (2): Mistral 4's experts are routed by a softmax", key("expert_gating_func"))));
+    }
+    if let Some(t) = file.tensors.iter().find(|t| t.name.ends_with(".exp_probs_b.bias")) {
+        return Err(err(format!("holds `{}`: Mistral 4's router has no correction bias", t.name)));
+    }
+    c.insert("model_type".into(), json!("mistral4"));
+    c.insert("norm_topk_prob".into(), json!(g.norm));
+    c.insert("rope_interleave".into(), json!(true));
+    Ok(())
+}
+
+/// Mistral 4's query scaling by position, added to the RoPE parameters `deepseek2_config`
+/// wrote (see [`mistral4_experts`]): none without `attention.temperature_scale`.
+fn mistral4_query_scaling(c: &mut Map<String, Json>, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let beta = float("attention.temperature_scale")?.unwrap_or(0.0);
+    if !beta.is_finite() || beta < 0.0 {
+        return Err(err(format!("metadata key `{}` is {beta}, not a non-negative number", key("attention.temperature_scale"))));
+    }
+    let rope = c.entry("rope_scaling").or_insert_with(|| json!({"rope_type": "default"}));
+    let original = rope.get("original_max_position_embeddings").and_then(Json::as_u64);
+    if let Some(l) = uint("attention.temperature_length")?.filter(|l| Some(*l) != original) {
+        return Err(err(format!(
+            "metadata key `{}` is {l}, not YaRN's original length (`{}`): Mistral 4 scales queries over that length",
+            key("attention.temperature_length"),
+            key("rope.scaling.original_context_length")
+        )));
+    }
+    if beta != 0.0 && original.is_none() {
+        return Err(err(format!("metadata key `{}` is {beta} without YaRN's `{}`: Mistral 4 scales queries over the RoPE's original length", key("attention.temperature_scale"), key("rope.scaling.original_context_length"))));
+    }
+    rope["llama_4_scaling_beta"] = json!(beta);
     Ok(())
 }
 
@@ -4098,6 +4210,60 @@ mod tests {
         assert!(got.contains("`exaone-moe.expert_shared_feed_forward_length` is 64"), "{got}");
         let got = e(with("leading_dense_block_count", json!(0)), &t);
         assert!(got.contains("layer 0 has no `blk.0.ffn_gate_inp.weight`") && got.contains("sparse"), "{got}");
+    }
+
+    /// Mistral 4: deepseek2's keys under `mistral4`, softmax routing without a correction bias,
+    /// the fused `ffn_gate_up_exps` read as the family's stacked `gate_up_proj` (or the two
+    /// halves joined), the query scaling from the temperature keys; refusals by key.
+    #[test]
+    fn mistral4_files_read_fused_experts_and_the_query_scaling() {
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = deepseek2_meta()
+                .into_iter()
+                .filter(|(k, _)| !k.ends_with("expert_gating_func"))
+                .map(|(k, v)| if k == "general.architecture" { (k, json!("mistral4")) } else { (k.replacen("deepseek2.", "mistral4.", 1), v) })
+                .collect();
+            m.extend(extra.iter().map(|(k, v)| (format!("mistral4.{k}"), v.clone())));
+            m
+        };
+        let fused = |extra: &[(&'static str, u32, Vec<u64>)]| -> Vec<(&'static str, u32, Vec<u64>)> {
+            let mut t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b") && !n.contains("gate_exps") && !n.contains("up_exps")).collect();
+            t.push(("blk.1.ffn_gate_up_exps.weight", 8, vec![64, 64, 4]));
+            t.extend(extra.iter().cloned());
+            t
+        };
+        let i = import_of(&as_ref(&meta(&[])), &fused(&[])).unwrap();
+        let c = &i.config;
+        for (k, want) in [("model_type", json!("mistral4")), ("n_routed_experts", json!(4)), ("norm_topk_prob", json!(true)), ("n_group", json!(2)), ("rope_interleave", json!(true))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.0), "no temperature key: no query scaling");
+        assert_eq!(i.views["model.layers.1.mlp.experts.gate_up_proj"].shape(), vec![4, 64, 64]);
+        assert_eq!(i.views["model.layers.1.mlp.experts.down_proj"].shape(), vec![4, 64, 32]);
+        // The two halves, as llama.cpp's loader also takes them, joined into the same stack.
+        let halves: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect();
+        assert_eq!(import_of(&as_ref(&meta(&[])), &halves).unwrap().views["model.layers.1.mlp.experts.gate_up_proj"].shape(), vec![4, 64, 64]);
+        let yarn = [
+            ("rope.scaling.type", json!("yarn")),
+            ("rope.scaling.factor", json!(4.0f64)),
+            ("rope.scaling.original_context_length", json!(64)),
+            ("rope.scaling.yarn_log_multiplier", json!(0.1f64)),
+            ("context_length", json!(256)),
+        ];
+        let scaled = [&yarn[..], &[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(64))]].concat();
+        let c = import_of(&as_ref(&meta(&scaled)), &fused(&[])).unwrap().config;
+        assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.25));
+        let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let got = e(meta(&[&yarn[..], &[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(32))]].concat()), fused(&[]));
+        assert!(got.contains("`mistral4.attention.temperature_length` is 32"), "{got}");
+        let got = e(meta(&[("attention.temperature_scale", json!(0.25f64))]), fused(&[]));
+        assert!(got.contains("`mistral4.attention.temperature_scale` is 0.25 without YaRN"), "{got}");
+        let got = e(meta(&[("expert_gating_func", json!(2))]), fused(&[]));
+        assert!(got.contains("`mistral4.expert_gating_func` is sigmoid"), "{got}");
+        let got = e(meta(&[]), fused(&[("blk.1.exp_probs_b.bias", 0, vec![4])]));
+        assert!(got.contains("`blk.1.exp_probs_b.bias`") && got.contains("no correction bias"), "{got}");
+        let got = e(meta(&[]), fused(&[("blk.1.ffn_up_exps.weight", 8, vec![64, 32, 4])]));
+        assert!(got.contains("`blk.1.ffn_gate_up_exps.weight` beside"), "{got}");
     }
 
     /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent

@@ -6,7 +6,10 @@ for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) tiny
 the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
 scripts/make_gqa_moe_gguf.py with tiny-exaone_moe.* (`exaone-moe`: K-EXAONE's windowed
 pre-norm blocks, RoPE on the sliding layers only, a prediction layer appended), and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
-latent attention in dense blocks, make_deepseek_gguf.py), built with `tailor build --model
+latent attention in dense blocks, make_deepseek_gguf.py) and tiny-mistral4.* (`mistral4`:
+the latent attention with softmax-routed grouped experts in one `ffn_gate_up_exps` stack; no
+temperature key, as llama.cpp's converter writes it, so held to the fixture without its query
+scaling; `tiny-mistral4-temperature` states it), built with `tailor build --model
 FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
@@ -37,12 +40,16 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4"]
 # deepseek2 files without experts (Youtu-LLM): latent attention in dense blocks.
 DENSE = {"tiny-youtu"}
 # Fixtures whose config states what their GGUF files cannot: the config a file of the same
 # model reads as (tiny-dots1: no sliding layer).
-AS_FILES_STATE = {"tiny-dots1": lambda c: {**c, "max_window_layers": c["num_hidden_layers"]}}
+AS_FILES_STATE = {
+    "tiny-dots1": lambda c: {**c, "max_window_layers": c["num_hidden_layers"]},
+    # llama.cpp's Mistral 4 converter writes no temperature key: no query scaling by position.
+    "tiny-mistral4": lambda c: {**c, "rope_parameters": {**c["rope_parameters"], "llama_4_scaling_beta": 0.0}},
+}
 
 
 def build(src: Path, out: Path, flags=()):
@@ -71,7 +78,8 @@ def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
         diff = np.abs(prefill_logits(pkg, ref[ids]) - expected).max()
         assert diff <= bound, f"{fixture} {want}: max |logit difference| {diff} > {bound}"
         if stated is not None:
-            # The window matters to the fixture's reference: the stated model is another one.
+            # What the file cannot state matters to the fixture's reference: the stated model
+            # is another one.
             assert np.abs(expected - ref[want]).max() > 1e-2 or want == "short_logits"
     kinds = {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
     assert ("MoE" in kinds) != (fixture in DENSE), f"{fixture}: the cpu table fuses the grouped experts into com.microsoft.MoE: {sorted(kinds)}"
@@ -126,6 +134,20 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
         experts = [t for t in q["tensors"] if t["role"] == "experts"]
         assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
         assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+
+
+def test_mistral4_temperature_keys_are_its_query_scaling(tmp_path):
+    """tiny-mistral4-temperature.F32.gguf states Llama 4's query scaling as llama.cpp's
+    deepseek2 loader reads it (`attention.temperature_scale` = `llama_4_scaling_beta`,
+    `attention.temperature_length` = YaRN's original length): the fixture's own reference, whose
+    positions past that length (4) scale their queries, and genai's greedy tokens."""
+    ref, bound = reference("tiny-mistral4")
+    pkg = build(DATA / "tiny-mistral4-temperature.F32.gguf", tmp_path / "pkg")
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        assert diff <= bound, f"{want}: max |logit difference| {diff} > {bound}"
+    tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
+    assert tokens == ref["greedy_tokens"][0].tolist(), f"genai {tokens}"
 
 
 def test_quantized_split_halves_are_joined_exactly(tmp_path):
