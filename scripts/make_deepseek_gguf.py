@@ -151,8 +151,10 @@ def add_expert_counts(w, cfg):
     w.add_expert_group_used_count(cfg["topk_group"])
 
 
-def write(path, fixture, cfg, st, quantized, temperature=False):
-    split, expert_type, gating, pre = FIXTURES[fixture]
+def write(path, fixture, cfg, st, quantized, temperature=False, pre=None):
+    """`pre`: another `tokenizer.ggml.pre` than the fixture's (a test of a split rule)."""
+    split, expert_type, gating, own_pre = FIXTURES[fixture]
+    pre = pre or own_pre
     p = rope_params(cfg)
     w = gguf.GGUFWriter(str(path), ARCH.get(fixture, "deepseek2"))
     w.add_name(fixture)

@@ -34,12 +34,13 @@ dots.llm1 (`conversion/dots1.py` `Dots1Model`, a `Qwen2MoeModel`): the text size
 converter writes none; llama.cpp's dots1 graph has none), no prediction layer.
 
 K-EXAONE (tiny-exaone_moe; `conversion/exaone.py` `ExaoneMoEModel`, an `Exaone4Model`):
-TextModel's sizes and expert counts (no gating key: the config has no `scoring_func`), the
+TextModel's sizes and expert counts with sigmoid gating (which llama.cpp's loader requires), the
 vocabulary size, the window and its per-layer bools, `expert_shared_feed_forward_length` as
 moe_intermediate_size x num_shared_experts, `expert_weights_scale` / `_norm`,
 `leading_dense_block_count`, `nextn_predict_layers` and RoPE scaling `none`; pre-norms
 (`attn_norm`, `ffn_norm`), per-head q/k norms, the correction bias `exp_probs_b.bias`, shared
-experts `ffn_*_shexp`, and one appended prediction layer (`MTP`).
+experts `ffn_*_shexp`, one appended prediction layer (`MTP`), `tokenizer.ggml.pre`
+`exaone-moe` (K-EXAONE's own split) over the fixture's vocabulary.
 
 Files (`<fixture>` each of `FIXTURES`): `<fixture>.F32.gguf` (the fixture's weights) and
 `<fixture>.Q.gguf` (Q8_0 attention, embedding and head, Q4_0 experts where rows are whole
@@ -67,7 +68,7 @@ OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
 FIXTURES = {
     "tiny-glm4_moe": ("glm4moe", "post_attention_norm.weight", "glm4"),
     "tiny-dots1": ("dots1", "ffn_norm.weight", None),
-    "tiny-exaone_moe": ("exaone-moe", "ffn_norm.weight", None),
+    "tiny-exaone_moe": ("exaone-moe", "ffn_norm.weight", "exaone-moe"),
 }
 # Prediction layers appended after the decoder: GLM's from its config; tiny-exaone_moe's config
 # states none, so one, as K-EXAONE's own config has (`num_nextn_predict_layers` 1).
@@ -141,8 +142,9 @@ def write(path, fixture, cfg, st, quantized):
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     if exaone:
-        # TextModel's expert keys under ExaoneMoeConfig's names; no `scoring_func`, so no
-        # gating key.
+        # TextModel's expert keys under ExaoneMoeConfig's names, and the sigmoid gating that
+        # llama.cpp's exaone-moe loader requires (from the model's `scoring_func`).
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         w.add_expert_count(cfg["num_experts"])
         w.add_expert_used_count(cfg["num_experts_per_tok"])
         w.add_expert_group_count(cfg["n_group"])

@@ -32,6 +32,12 @@ const QWEN35_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{
 /// Mistral's tekken (Mistral-Nemo, Ministral): case-aware words, each digit alone.
 const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// K-EXAONE's split (`exaone-moe`): words joined across single spaces (one piece for a run of
+/// space-separated words), each digit alone, punctuation with at most one line break. The
+/// model's own tokenizer.json regex, as llama.cpp's `LLAMA_VOCAB_PRE_TYPE_EXAONE_MOE` quotes it
+/// (`llama-vocab.cpp`; llama.cpp spells the case-insensitive contractions out for its engine).
+const EXAONE_MOE_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+";
+
 /// o200k's split (gpt-oss, GPT-4o): llama.cpp's `gpt-4o` pre-tokenizer (`llama-vocab.cpp`, the
 /// original regex in its comment), as the gpt-oss checkpoints' own tokenizer.json states it.
 /// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
@@ -40,7 +46,7 @@ const O200K_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\
 /// `tokenizer.ggml.pre` values that split as GPT-2's byte-level pre-tokenizer does (the names
 /// llama.cpp's `llama-vocab.cpp` maps to `LLAMA_VOCAB_PRE_TYPE_GPT2` without adding a separator,
 /// and those of the types it splits with GPT-2's one regex: `mpt`, `olmo` (OLMo, and the GPT-NeoX
-/// tokenizer), `jais`, `trillion`, `granite-docling`; and `default`), or differ from it only in
+/// tokenizer), `jais`, `trillion`, `granite-docling`, `exaone4`; and `default`), or differ from it only in
 /// cutting digits one by one (`smollm`, `starcoder`, `refact`: their vocabularies merge no
 /// digits, so the tokens are the same). Any other value not in [`SPLITS`] or [`SPLIT_SEQUENCES`] is a split rule this
 /// conversion does not know, and the build says so.
@@ -64,6 +70,7 @@ const GPT2_LIKE: &[&str] = &[
     "smollm",
     "starcoder",
     "refact",
+    "exaone4",
 ];
 
 /// `tokenizer.ggml.pre` values after which llama.cpp adds BOS when the file has no
@@ -113,6 +120,7 @@ const SPLITS: &[(&str, &str)] = &[
     ("kanana2", O200K_SPLIT),
     ("talkie", O200K_SPLIT),
     ("minimax-m2", O200K_SPLIT),
+    ("exaone-moe", EXAONE_MOE_SPLIT),
 ];
 
 /// One pass of a pre-tokenizer sequence before its byte-level mapping.
@@ -148,6 +156,18 @@ const DEEPSEEK_LLM_STEPS: &[PreStep] = &[
     PreStep::Digits,
 ];
 
+/// DeepSeek Coder's split (`deepseek-coder`): line breaks, letters with one leading space,
+/// punctuation likewise, runs of CJK and Hangul (and the blocks between), each digit alone. The
+/// five regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_CODER` (`llama-vocab.cpp`), the
+/// last (`\p{N}`) as `Digits` alone, the same pieces.
+const DEEPSEEK_CODER_STEPS: &[PreStep] = &[
+    PreStep::Split("[\r\n]"),
+    PreStep::Split("\\s?\\p{L}+"),
+    PreStep::Split("\\s?\\p{P}+"),
+    PreStep::Split("[\u{4E00}-\u{9FA5}\u{0800}-\u{4E00}\u{AC00}-\u{D7FF}]+"),
+    PreStep::Digits,
+];
+
 /// Youtu-LLM's split (`youtu`): runs of Hangul, CJK punctuation, Bopomofo and CJK ideographs
 /// and kana first, then o200k's case-aware words with English contractions, each digit alone.
 /// The two regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_YOUTU` (`llama-vocab.cpp`), in its order.
@@ -158,7 +178,7 @@ const YOUTU_STEPS: &[PreStep] = &[
 
 /// `tokenizer.ggml.pre` values whose models split in several passes ([`PreStep`]s, in order),
 /// as their own tokenizer.json files do; transformers' GGUF loader knows none of them.
-const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("youtu", YOUTU_STEPS)];
+const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("deepseek-coder", DEEPSEEK_CODER_STEPS), ("youtu", YOUTU_STEPS)];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
 /// 256 + their rank.
@@ -593,7 +613,8 @@ mod tests {
         let v3 = split_pre_tokenizer(Some("deepseek-v3")).unwrap();
         assert_eq!(v3["pretokenizers"][0]["pattern"]["Regex"], json!("\\p{N}{1,3}"));
         assert!(v3["pretokenizers"][2]["pattern"]["Regex"].as_str().unwrap().contains("[^\r\n\\p{L}\\p{P}\\p{S}]?"));
-        assert!(split_pre_tokenizer(Some("deepseek-coder")).is_none());
+        assert_eq!(passes("deepseek-coder"), ["Split", "Split", "Split", "Split", "Digits", "ByteLevel"]);
+        assert!(split_pre_tokenizer(Some("chatglm-bpe")).is_none());
     }
 
     /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
@@ -639,8 +660,8 @@ mod tests {
         assert!(post(Some("smollm"), &[]).3.is_empty() && post(None, &[]).3.is_empty());
         // llama.cpp splits these with GPT-2's regex too: no warning.
         assert!(post(Some("olmo"), &[]).3.is_empty() && post(Some("mpt"), &[]).3.is_empty());
-        let warnings = post(Some("deepseek-coder"), &[]).3;
-        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `deepseek-coder`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
+        let warnings = post(Some("chatglm-bpe"), &[]).3;
+        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `chatglm-bpe`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");

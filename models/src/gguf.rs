@@ -1301,7 +1301,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         file_bits.extend(gpt_oss_experts(path, &file, layer, parts, moe, &mut views)?);
     }
     for (layer, parts) in stacked {
-        file_bits.extend(stacked_experts(path, &file, &a, layer, parts, moe, &mut views)?);
+        file_bits.extend(stacked_experts(path, &file, &arch_name, a.kind, layer, parts, moe, &mut views)?);
     }
     for (layer, halves) in latent {
         let name = format!("model.layers.{layer}.self_attn.kv_b_proj.weight");
@@ -1483,13 +1483,15 @@ fn whole_stack(path: &Path, file: &GgufFile, t: &TensorInfo, expected: [usize; 3
 /// The expert stacks of the families that read them stacked ([`stacked_experts`]), by slot.
 const STACK_SLOTS: [&str; 4] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"];
 
-/// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe or mistral4.
+/// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe or mistral4 (the fused
+/// gate/up stack for mistral4 only: llama.cpp's granitemoe loader takes the two halves alone).
 fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
     if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4) {
         return None;
     }
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
-    Some((layer.parse().ok()?, STACK_SLOTS.iter().position(|s| *s == suffix)?))
+    let slot = STACK_SLOTS.iter().position(|s| *s == suffix)?;
+    (slot != 2 || a.kind == Kind::Mistral4).then_some((layer.parse().ok()?, slot))
 }
 
 /// The experts of `layer` as the families reading them stacked do, gate rows then up rows in one
@@ -1500,13 +1502,20 @@ fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
 /// as transformers stores it; llama.cpp's loader also takes the two halves). Split halves are
 /// read whole and concatenated back along the rows (whole rows: quantized experts keep their
 /// integers into QMoE). Returns the bits of each block-quantized stack.
-fn stacked_experts(path: &Path, file: &GgufFile, a: &Arch, layer: usize, parts: [Option<&TensorInfo>; 4], moe: Option<ExpertShape>, views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
+#[allow(clippy::too_many_arguments)]
+fn stacked_experts(path: &Path, file: &GgufFile, arch: &str, kind: Kind, layer: usize, parts: [Option<&TensorInfo>; 4], moe: Option<ExpertShape>, views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
     let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
     let present = parts.iter().flatten().next().map_or(String::new(), |t| t.name.clone());
     let Some(moe) = moe else {
-        return Err(err(format!("holds the expert stack `{present}`, but `{}.expert_count` is missing or 0: a file with experts says how many it routes over", arch_name(a))));
+        return Err(err(format!("holds the expert stack `{present}`, but `{arch}.expert_count` is missing or 0: a file with experts says how many it routes over")));
     };
-    let get = |slot: usize| parts[slot].ok_or_else(|| err(format!("holds `{present}` but not `blk.{layer}.{}`: a {} layer has its gate, up and down expert stacks", STACK_SLOTS[slot], arch_name(a))));
+    let get = |slot: usize| {
+        parts[slot].ok_or_else(|| {
+            // Mistral 4's converter writes the fused gate/up stack: name that one.
+            let missing = if slot < 2 && kind == Kind::Mistral4 && parts[0].is_none() && parts[1].is_none() { STACK_SLOTS[2] } else { STACK_SLOTS[slot] };
+            err(format!("holds `{present}` but not `blk.{layer}.{missing}`: a {arch} layer has its gate, up and down expert stacks"))
+        })
+    };
     let mut bits = Vec::new();
     let gate_up = match (parts[0], parts[1], parts[2]) {
         (None, None, Some(fused)) => {
@@ -1522,22 +1531,13 @@ fn stacked_experts(path: &Path, file: &GgufFile, a: &Arch, layer: usize, parts: 
         _ => return Err(err(format!("holds `blk.{layer}.ffn_gate_up_exps.weight` beside `ffn_gate_exps` / `ffn_up_exps`: one form of the layer's gate and up experts is read"))),
     };
     let down = whole_stack(path, file, get(3)?, moe.dims(true), &mut bits)?;
-    let (fused, down_name) = match a.kind {
+    let (fused, down_name) = match kind {
         Kind::GraniteMoe => (format!("model.layers.{layer}.block_sparse_moe.input_linear.weight"), format!("model.layers.{layer}.block_sparse_moe.output_linear.weight")),
         _ => (format!("model.layers.{layer}.mlp.experts.gate_up_proj"), format!("model.layers.{layer}.mlp.experts.down_proj")),
     };
     views.insert(fused, gate_up);
     views.insert(down_name, down);
     Ok(bits)
-}
-
-/// The `general.architecture` of `a` (for messages).
-fn arch_name(a: &Arch) -> &'static str {
-    match a.kind {
-        Kind::GraniteMoe => "granitemoe",
-        Kind::Mistral4 => "mistral4",
-        _ => a.model_type,
-    }
 }
 
 /// Why tensor `t`'s ggml type is refused, with the types that are imported.
@@ -2169,7 +2169,7 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
 /// tensors. transformers' PhiMoE scales cos/sin by `short_mscale` / `long_mscale` (Phi-3.5-MoE:
 /// 1.243 both); the converter writes neither, only Phi-3's `attn_factor` (`sqrt(1 + ln(scale) /
 /// ln(original))`, 1.190 for Phi-3.5-MoE), which llama.cpp applies to either set: the config
-/// takes it for both (no mscale keys: `attention_factor` applies to both sets). llama.cpp's
+/// takes it for both (`short_mscale` = `long_mscale`, which `PhimoeConfig` requires). llama.cpp's
 /// graph departs from the model in two ways the import does not follow: RMS norms (the file's
 /// LayerNorm biases added after them) and softmax top-k routing; transformers' LayerNorm and
 /// sparsemixer (its jitter at PhiMoE's default 0.01, which the file does not state) are the
@@ -2177,6 +2177,12 @@ fn phi3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: 
 #[allow(clippy::too_many_arguments)]
 fn phimoe_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: u64, head_dim: u64, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     phi3_config(c, path, file, rotary, head_dim, float, uint, key, err)?;
+    if let Some(rope) = c.get_mut("rope_scaling").and_then(Json::as_object_mut) {
+        if let Some(f) = rope.remove("attention_factor") {
+            rope.insert("short_mscale".into(), f.clone());
+            rope.insert("long_mscale".into(), f);
+        }
+    }
     let (experts, used) = expert_counts(uint, key, err)?;
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
     if let Some(i) = (0..layers).find(|&i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
@@ -2371,11 +2377,11 @@ fn decoder_depth(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, ke
 /// as `ExaoneMoeConfig` spells them: the decoder less the prediction layers
 /// ([`decoder_depth`]), the window (required, as llama.cpp's loader requires it) and the
 /// sliding layers (EXAONE 4's reading, [`exaone4_config`]: one bool per layer, or a period,
-/// default 4), one RoPE base (`rope.freq_base_swa`, which llama.cpp reads for the sliding
+/// default 4; a window of 0 is refused: K-EXAONE slides), one RoPE base (`rope.freq_base_swa`, which llama.cpp reads for the sliding
 /// layers, must equal `rope.freq_base`: the config has one), the experts as [`grouped_experts`]
 /// reads them under `num_experts` / `num_shared_experts`, routed by sigmoid scores with the
-/// correction bias (`expert_gating_func` 2, or absent; softmax is refused: transformers' router
-/// is sigmoid), the shared width `expert_shared_feed_forward_length` = the expert width times
+/// correction bias (`expert_gating_func` 2, which llama.cpp's loader requires; absent is read
+/// as 2; softmax is refused: transformers' router is sigmoid), the shared width `expert_shared_feed_forward_length` = the expert width times
 /// the shared count (the converter's product; the family computes it so), and the layers
 /// holding a router exactly those after the dense lead.
 fn exaone_moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
@@ -2633,13 +2639,7 @@ fn deepseek2_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, floa
 /// and `expert_shared_count` 0; llama.cpp's graph rotates adjacent pairs (`rope_interleave`).
 /// Any routing key, or a router, without `expert_count` is refused.
 fn dense_latent_keys(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
-    let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
-    let (layers, width) = (get("num_hidden_layers"), get("intermediate_size"));
-    for (k, want) in [("leading_dense_block_count", layers), ("expert_feed_forward_length", width), ("expert_shared_count", 0)] {
-        if let Some(got) = uint(k)?.filter(|&got| got != want) {
-            return Err(err(format!("metadata key `{}` is {got} without `{}`: a file without experts (Youtu-LLM's) states {want} there", key(k), key("expert_count"))));
-        }
-    }
+    // A file with experts that lacks only their count is told so first.
     for k in ["expert_used_count", "expert_weights_scale", "expert_weights_norm", "expert_gating_func", "expert_group_count", "expert_group_used_count"] {
         if file.get(&key(k)).is_some() {
             return Err(err(format!("metadata key `{}` is set without `{}`: routing keys need the number of experts", key(k), key("expert_count"))));
@@ -2647,6 +2647,13 @@ fn dense_latent_keys(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>
     }
     if let Some(t) = file.tensors.iter().find(|t| t.name.ends_with(".ffn_gate_inp.weight") || t.name.contains("_exps.") || t.name.contains("_shexp.")) {
         return Err(err(format!("holds `{}` but no `{}`: the number of experts is not stated", t.name, key("expert_count"))));
+    }
+    let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
+    let (layers, width) = (get("num_hidden_layers"), get("intermediate_size"));
+    for (k, want) in [("leading_dense_block_count", layers), ("expert_feed_forward_length", width), ("expert_shared_count", 0)] {
+        if let Some(got) = uint(k)?.filter(|&got| got != want) {
+            return Err(err(format!("metadata key `{}` is {got} without `{}`: a file without experts (Youtu-LLM's) states {want} there", key(k), key("expert_count"))));
+        }
     }
     c.insert("model_type".into(), json!("youtu"));
     c.insert("rope_interleave".into(), json!(true));
@@ -2660,8 +2667,10 @@ fn dense_latent_keys(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>
 /// bias (a layer holding `exp_probs_b` is refused), `expert_weights_norm` as `norm_topk_prob`,
 /// and the query scaling by position: `attention.temperature_scale` as `llama_4_scaling_beta`
 /// over the RoPE's original length (`attention.temperature_length`, where given, must be it;
-/// llama.cpp divides the position by it). The HF converter writes no temperature key, so
-/// such a file scales no query, as llama.cpp runs it.
+/// llama.cpp divides the position by it). The HF converter writes no temperature key: such a
+/// file is read with `Mistral4Config`'s beta, 0.1 (Mistral 4's own), as transformers computes
+/// the model the file was converted from (llama.cpp scales no query without the key; the two
+/// differ only past the original length, 8192 positions in Mistral 4).
 fn mistral4_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let g = grouped_experts(c, file, float, uint, key, err)?;
     if g.sigmoid {
@@ -2676,10 +2685,15 @@ fn mistral4_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>
     Ok(())
 }
 
+/// `Mistral4Config`'s `llama_4_scaling_beta`, which a file without `attention.temperature_scale`
+/// is read with.
+const MISTRAL4_BETA: f64 = 0.1;
+
 /// Mistral 4's query scaling by position, added to the RoPE parameters `deepseek2_config`
-/// wrote (see [`mistral4_experts`]): none without `attention.temperature_scale`.
+/// wrote (see [`mistral4_experts`]).
 fn mistral4_query_scaling(c: &mut Map<String, Json>, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
-    let beta = float("attention.temperature_scale")?.unwrap_or(0.0);
+    let stated = float("attention.temperature_scale")?;
+    let beta = stated.unwrap_or(MISTRAL4_BETA);
     if !beta.is_finite() || beta < 0.0 {
         return Err(err(format!("metadata key `{}` is {beta}, not a non-negative number", key("attention.temperature_scale"))));
     }
@@ -2693,7 +2707,12 @@ fn mistral4_query_scaling(c: &mut Map<String, Json>, float: Read<f64>, uint: Rea
         )));
     }
     if beta != 0.0 && original.is_none() {
-        return Err(err(format!("metadata key `{}` is {beta} without YaRN's `{}`: Mistral 4 scales queries over the RoPE's original length", key("attention.temperature_scale"), key("rope.scaling.original_context_length"))));
+        return Err(err(format!(
+            "`{}` is {beta}{} without YaRN's `{}`: Mistral 4 scales queries over the RoPE's original length",
+            key("attention.temperature_scale"),
+            if stated.is_none() { " (Mistral 4's default; the file has none)" } else { "" },
+            key("rope.scaling.original_context_length")
+        )));
     }
     rope["llama_4_scaling_beta"] = json!(beta);
     Ok(())
@@ -4158,7 +4177,7 @@ mod tests {
         let (m, t) = glm4moe_file();
         let mut m: Vec<(String, Json)> = m
             .into_iter()
-            .filter(|(k, _)| !k.ends_with("rope.dimension_count") && !k.ends_with("expert_gating_func"))
+            .filter(|(k, _)| !k.ends_with("rope.dimension_count"))
             .map(|(k, v)| if k == "general.architecture" { (k, json!("exaone-moe")) } else { (k.replacen("glm4moe.", "exaone-moe.", 1), v) })
             .collect();
         m.extend([("exaone-moe.attention.sliding_window".to_string(), json!(4)), ("exaone-moe.attention.sliding_window_pattern".to_string(), json!([true, false]))]);
@@ -4194,6 +4213,9 @@ mod tests {
         assert!(!c.contains_key("n_routed_experts") && !c.contains_key("n_shared_experts"), "{c:?}");
         assert!(i.tensors.contains_key("model.layers.1.mlp.e_score_correction_bias") && i.tensors.contains_key("model.layers.1.post_attention_layernorm.weight"));
         assert!(i.tensors.keys().chain(i.packed.keys()).all(|n| !n.contains("layers.2.")));
+        // llama.cpp's loader requires the gating key (2 here); a file without it reads as sigmoid.
+        let ungated: Vec<(String, Json)> = m.iter().filter(|(k, _)| !k.ends_with("expert_gating_func")).cloned().collect();
+        assert_eq!(import_of(&as_ref(&ungated), &t).unwrap().config["model_type"], json!("exaone_moe"));
         let e = |m: Vec<(String, Json)>, t: &[(&'static str, u32, Vec<u64>)]| import_of(&as_ref(&m), t).err().expect("refused").to_string();
         let with = |k: &str, v: Json| -> Vec<(String, Json)> {
             let mut out: Vec<(String, Json)> = m.iter().filter(|(key, _)| key != &format!("exaone-moe.{k}")).cloned().collect();
@@ -4217,7 +4239,15 @@ mod tests {
     /// halves joined), the query scaling from the temperature keys; refusals by key.
     #[test]
     fn mistral4_files_read_fused_experts_and_the_query_scaling() {
-        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+        let yarn = [
+            ("rope.scaling.type", json!("yarn")),
+            ("rope.scaling.factor", json!(4.0f64)),
+            ("rope.scaling.original_context_length", json!(64)),
+            ("rope.scaling.yarn_log_multiplier", json!(0.1f64)),
+            ("context_length", json!(256)),
+        ];
+        // Without YaRN's keys (`bare`) or with them.
+        let bare = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
             let mut m: Vec<(String, Json)> = deepseek2_meta()
                 .into_iter()
                 .filter(|(k, _)| !k.ends_with("expert_gating_func"))
@@ -4226,6 +4256,7 @@ mod tests {
             m.extend(extra.iter().map(|(k, v)| (format!("mistral4.{k}"), v.clone())));
             m
         };
+        let meta = |extra: &[(&str, Json)]| bare(&[&yarn[..], extra].concat());
         let fused = |extra: &[(&'static str, u32, Vec<u64>)]| -> Vec<(&'static str, u32, Vec<u64>)> {
             let mut t: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b") && !n.contains("gate_exps") && !n.contains("up_exps")).collect();
             t.push(("blk.1.ffn_gate_up_exps.weight", 8, vec![64, 64, 4]));
@@ -4237,27 +4268,24 @@ mod tests {
         for (k, want) in [("model_type", json!("mistral4")), ("n_routed_experts", json!(4)), ("norm_topk_prob", json!(true)), ("n_group", json!(2)), ("rope_interleave", json!(true))] {
             assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
         }
-        assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.0), "no temperature key: no query scaling");
+        assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.1), "no temperature key: Mistral4Config's beta");
         assert_eq!(i.views["model.layers.1.mlp.experts.gate_up_proj"].shape(), vec![4, 64, 64]);
         assert_eq!(i.views["model.layers.1.mlp.experts.down_proj"].shape(), vec![4, 64, 32]);
         // The two halves, as llama.cpp's loader also takes them, joined into the same stack.
         let halves: Vec<_> = deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect();
         assert_eq!(import_of(&as_ref(&meta(&[])), &halves).unwrap().views["model.layers.1.mlp.experts.gate_up_proj"].shape(), vec![4, 64, 64]);
-        let yarn = [
-            ("rope.scaling.type", json!("yarn")),
-            ("rope.scaling.factor", json!(4.0f64)),
-            ("rope.scaling.original_context_length", json!(64)),
-            ("rope.scaling.yarn_log_multiplier", json!(0.1f64)),
-            ("context_length", json!(256)),
-        ];
-        let scaled = [&yarn[..], &[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(64))]].concat();
-        let c = import_of(&as_ref(&meta(&scaled)), &fused(&[])).unwrap().config;
+        let c = import_of(&as_ref(&meta(&[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(64))])), &fused(&[])).unwrap().config;
         assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.25));
+        // A stated 0 is no scaling, which needs no original length.
+        let c = import_of(&as_ref(&bare(&[("attention.temperature_scale", json!(0.0f64))])), &fused(&[])).unwrap().config;
+        assert_eq!(c["rope_scaling"]["llama_4_scaling_beta"], json!(0.0));
         let e = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
-        let got = e(meta(&[&yarn[..], &[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(32))]].concat()), fused(&[]));
+        let got = e(meta(&[("attention.temperature_scale", json!(0.25f64)), ("attention.temperature_length", json!(32))]), fused(&[]));
         assert!(got.contains("`mistral4.attention.temperature_length` is 32"), "{got}");
-        let got = e(meta(&[("attention.temperature_scale", json!(0.25f64))]), fused(&[]));
+        let got = e(bare(&[("attention.temperature_scale", json!(0.25f64))]), fused(&[]));
         assert!(got.contains("`mistral4.attention.temperature_scale` is 0.25 without YaRN"), "{got}");
+        let got = e(bare(&[]), fused(&[]));
+        assert!(got.contains("is 0.1 (Mistral 4's default; the file has none) without YaRN"), "{got}");
         let got = e(meta(&[("expert_gating_func", json!(2))]), fused(&[]));
         assert!(got.contains("`mistral4.expert_gating_func` is sigmoid"), "{got}");
         let got = e(meta(&[]), fused(&[("blk.1.exp_probs_b.bias", 0, vec![4])]));
@@ -4298,7 +4326,7 @@ mod tests {
     }
 
     /// PhiMoE: Phi-3's LongRoPE from the factor tensors with the file's one `attn_factor` for
-    /// both sets (no mscale keys), Mixtral's expert names, the biases from the tensors; a file
+    /// both sets (as both mscales), Mixtral's expert names, the biases from the tensors; a file
     /// with some attention biases only, or a layer without a router, is refused.
     #[test]
     fn phimoe_files_read_longrope_biases_and_mixtral_experts() {
@@ -4327,8 +4355,9 @@ mod tests {
             assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
         }
         let rope = &c["rope_scaling"];
-        assert_eq!((rope["rope_type"].as_str(), rope["attention_factor"].as_f64(), rope["long_factor"][7].as_f64()), (Some("longrope"), Some(1.25), Some(8.0)));
-        assert!(rope.get("short_mscale").is_none() && rope.get("long_mscale").is_none() && !c.contains_key("sliding_window"), "{c:?}");
+        assert_eq!((rope["rope_type"].as_str(), rope["long_factor"][7].as_f64()), (Some("longrope"), Some(8.0)));
+        assert_eq!((rope["short_mscale"].as_f64(), rope["long_mscale"].as_f64()), (Some(1.25), Some(1.25)), "the file's one factor for both sets");
+        assert!(rope.get("attention_factor").is_none() && !c.contains_key("sliding_window"), "{c:?}");
         for name in ["model.norm.bias", "lm_head.bias", "model.layers.0.input_layernorm.bias", "model.layers.0.self_attn.o_proj.bias"] {
             assert!(i.tensors.contains_key(name), "{name}");
         }

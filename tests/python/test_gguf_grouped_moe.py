@@ -8,8 +8,8 @@ scripts/make_gqa_moe_gguf.py with tiny-exaone_moe.* (`exaone-moe`: K-EXAONE's wi
 pre-norm blocks, RoPE on the sliding layers only, a prediction layer appended), and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
 latent attention in dense blocks, make_deepseek_gguf.py) and tiny-mistral4.* (`mistral4`:
 the latent attention with softmax-routed grouped experts in one `ffn_gate_up_exps` stack; no
-temperature key, as llama.cpp's converter writes it, so held to the fixture without its query
-scaling; `tiny-mistral4-temperature` states it), built with `tailor build --model
+temperature key, as llama.cpp's converter writes it, so held to the fixture with
+Mistral4Config's default beta; `tiny-mistral4-temperature` states the fixture's), built with `tailor build --model
 FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: the fixture's own weights: the package must give the fixture's reference
@@ -47,8 +47,9 @@ DENSE = {"tiny-youtu"}
 # model reads as (tiny-dots1: no sliding layer).
 AS_FILES_STATE = {
     "tiny-dots1": lambda c: {**c, "max_window_layers": c["num_hidden_layers"]},
-    # llama.cpp's Mistral 4 converter writes no temperature key: no query scaling by position.
-    "tiny-mistral4": lambda c: {**c, "rope_parameters": {**c["rope_parameters"], "llama_4_scaling_beta": 0.0}},
+    # llama.cpp's Mistral 4 converter writes no temperature key: Mistral4Config's beta, 0.1
+    # (the fixture's is 0.25).
+    "tiny-mistral4": lambda c: {**c, "rope_parameters": {**c["rope_parameters"], "llama_4_scaling_beta": 0.1}},
 }
 
 
@@ -178,21 +179,50 @@ SPLITS = [
     ("tiny-deepseek_v3", ["Hello", " world", " ", "123", "456", "7", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
     ("tiny-deepseek_v2", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
     ("tiny-glm4_moe", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    # exaone-moe: words joined across single spaces, each digit alone, at most one line break
+    # after punctuation.
+    ("tiny-exaone_moe", ["Hello world", " ", *"1234567", " 日本語のテキスト", ",", " ok", "!!\n", "\n", "x", "=", "3", ".", "1", "4"]),
     # youtu: the CJK/kana run first (so the space before it stands alone), then each digit alone.
     ("tiny-youtu", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "1", "4"]),
 ]
 
 
-@pytest.mark.parametrize("fixture,pieces", SPLITS)
-def test_the_tokenizer_splits_as_the_models_own(fixture, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`, `glm4`, `youtu`) becomes the
-    model's own split, with no warning (an unknown rule would be one, which --strict refuses)."""
+# Split rules no fixture's file has, written over tiny-deepseek_v2's vocabulary by the generator
+# (`pre`): deepseek-coder cuts line breaks, letters and punctuation (each with one leading
+# space), CJK runs and each digit.
+OTHER_SPLITS = [("deepseek-coder", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"])]
+
+
+@pytest.mark.parametrize("pre,pieces", OTHER_SPLITS)
+def test_other_split_rules(pre, pieces, tmp_path):
+    """A `tokenizer.ggml.pre` of a model no fixture has, in a file the DeepSeek generator writes:
+    its passes cut the sample as its regexes do, with no warning."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import make_deepseek_gguf
+
+    cfg = json.loads((FIXTURES / "tiny-deepseek_v2" / "config.json").read_text())
+    src = tmp_path / f"{pre}.gguf"
+    make_deepseek_gguf.write(src, "tiny-deepseek_v2", cfg, load_file(str(FIXTURES / "tiny-deepseek_v2" / "model.safetensors")), False, pre=pre)
+    assert_splits(src, pieces, tmp_path)
+
+
+def assert_splits(src: Path, pieces, tmp_path: Path):
+    """`src` builds with --strict (no unknown split) and its tokenizer.json cuts SAMPLE into
+    `pieces`."""
     from tokenizers import Tokenizer, pre_tokenizers
 
-    src = DATA / f"{fixture}.F32.gguf"
     done = subprocess.run([str(tailor_bin()), "build", "--model", str(src), "--output", str(tmp_path / "pkg"), "--ep", "cpu", "--strict"], capture_output=True, text=True)
     assert done.returncode == 0 and "tokenizer.ggml.pre" not in done.stderr, done.stderr
     got = [p for p, _ in Tokenizer.from_file(str(tmp_path / "pkg" / "tokenizer.json")).pre_tokenizer.pre_tokenize_str(SAMPLE)]
     # The expected text pieces in the byte-level alphabet the written pieces are spelled in.
     spell = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     assert got == [spell.pre_tokenize_str(p)[0][0] for p in pieces], got
+
+
+@pytest.mark.parametrize("fixture,pieces", SPLITS)
+def test_the_tokenizer_splits_as_the_models_own(fixture, pieces, tmp_path):
+    """The file's `tokenizer.ggml.pre` (`deepseek-v3`, `deepseek-llm`, `glm4`, `youtu`) becomes the
+    model's own split, with no warning (an unknown rule would be one, which --strict refuses)."""
+    assert_splits(DATA / f"{fixture}.F32.gguf", pieces, tmp_path)

@@ -210,12 +210,14 @@ AS_FILES_STATE = {
     "tiny-hunyuan_v1_dense": (lambda c: {**c, "attention_bias": False}, lambda st: {k: v for k, v in st.items() if not k.endswith(".bias")}),
     # PhiMoE's `short_mscale` / `long_mscale` (1.1 / 1.3 here) are not in the file: the Phi-3
     # converter writes one `attn_factor` from the lengths, sqrt(1 + ln(256/32) / ln(32)), which
-    # llama.cpp applies to both factor sets. Nor is `router_jitter_noise` (0.1 here): PhiMoE's
-    # default, 0.01 (Phi-3.5-MoE's own), applies.
+    # llama.cpp applies to both factor sets (that value is also LongRoPE's own default for these
+    # lengths, so this test does not tell whether the key is read; the unit test
+    # `phimoe_files_read_longrope_biases_and_mixtral_experts` does). Nor is `router_jitter_noise`
+    # (0.1 here): PhiMoE's default, 0.01 (Phi-3.5-MoE's own), applies.
     "tiny-phimoe": (
         lambda c: {
             **{k: v for k, v in c.items() if k != "router_jitter_noise"},
-            "rope_scaling": {**{k: v for k, v in c["rope_scaling"].items() if not k.endswith("mscale")}, "attention_factor": float(np.sqrt(1 + np.log(8) / np.log(32)))},
+            "rope_scaling": {**c["rope_scaling"], "short_mscale": float(np.sqrt(1 + np.log(8) / np.log(32))), "long_mscale": float(np.sqrt(1 + np.log(8) / np.log(32)))},
         },
         lambda st: st,
     ),
