@@ -450,6 +450,25 @@ FIXTURES_MADE_HERE = {
     ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
+    # Ministral (8B, 2410): Mistral's layers with each layer's window from `layer_types`.
+    "tiny-ministral": dict(
+        cls="Ministral", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=32, sliding_window=4, rms_norm_eps=1e-5,
+                  layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+                  rope_parameters={"rope_type": "default", "rope_theta": 100000000.0}),
+        legacy=legacy_rope,
+        exercises="Ministral: Mistral's layers (no biases, head_dim 32 with hidden 64 and 4 heads), a window of 4 on the layers `layer_types` makes slide (layer 1 full)",
+    ),
+    # Code World Model: Llama's blocks, Llama 3 RoPE scaling, the first of every four layers
+    # full and the rest sliding (no `layer_types` in config.json: CwmConfig's default pattern).
+    "tiny-cwm": dict(
+        cls="Cwm", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=5, head_dim=16, sliding_window=4, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "llama3", "rope_theta": 1000000.0, "factor": 16.0, "high_freq_factor": 4.0,
+                                   "low_freq_factor": 1.0, "original_max_position_embeddings": 64}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "layer_types"},
+        exercises="CWM: layers 0 and 4 full, 1-3 sliding (window 4) by CwmConfig's pattern with no `layer_types` written, Llama 3's RoPE scaling, no biases",
+    ),
     "tiny-exaone4": dict(
         cls="Exaone4", inputs="tiny-llama",
         args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, sliding_window_pattern=4,

@@ -256,7 +256,9 @@ impl DecoderFamily {
         match (w.size, w.null) {
             (Some(size), _) => Ok(Some(size)),
             (None, false) => Ok(self.layers.default_window),
-            (None, true) if self.layers.default_window.is_some() && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
+            // Sliding layers named by `layer_types` or the family's pattern (the generic rule, every
+            // layer sliding, is read as none: Mistral's null window).
+            (None, true) if self.layers.default_window.is_some() && (w.layer_types.is_some() || self.layers.full_every.is_some()) && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
                 path: c.path.clone(),
                 reason: format!(
                     "`sliding_window` is null but the `{}` layers slide by `layer_types` or the family's pattern: transformers builds their sliding mask from the window and cannot run this config; give the window, or `layer_types` with full layers only",
@@ -289,7 +291,8 @@ impl DecoderFamily {
                         break;
                     }
                 }
-                (0..layers).map(|i| !(i + 1).is_multiple_of(n)).collect()
+                let full = |i: usize| if every.first { i.is_multiple_of(n) } else { (i + 1).is_multiple_of(n) };
+                (0..layers).map(|i| !full(i)).collect()
             }
             (None, None, Some(first)) => (0..layers).map(|i| i >= first).collect(),
             (None, None, None) => vec![true; layers],
@@ -913,7 +916,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{APERTUS, COHERE2, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::arch::{APERTUS, COHERE2, CWM, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::{Activation, RopeKind};
     use crate::DecoderConfig;
     use std::path::Path;
@@ -969,7 +972,14 @@ mod tests {
         assert_eq!(w(&GEMMA3, "gemma3_text", types), [f, s, f, f, f, f, s]);
         // Mistral keeps the generic rule: a window, when given, applies to every layer.
         assert_eq!(w(&MISTRAL, "mistral", r#","sliding_window":5"#), [s; 7]);
-        assert_eq!(w(&MISTRAL, "mistral", ""), [None; 7]);
+        // `MistralConfig`'s default window when config.json has no key; none when it says null.
+        assert_eq!(w(&MISTRAL, "mistral", ""), [Some(4096); 7]);
+        assert_eq!(w(&MISTRAL, "mistral", r#","sliding_window":null"#), [None; 7]);
+        // Ministral: every layer slides without layer_types; CWM: the first of every four full,
+        // window 8192 when absent.
+        assert_eq!(w(&MINISTRAL, "ministral", r#","sliding_window":5"#), [s; 7]);
+        assert_eq!(w(&CWM, "cwm", r#","sliding_window":5"#), [f, s, s, s, f, s, s]);
+        assert_eq!(w(&CWM, "cwm", "")[1], Some(8192));
         // Families whose transformers attention has no window ignore every window key.
         let keys = r#","sliding_window":5,"use_sliding_window":true,"layer_types":["sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention"]"#;
         for (family, model_type) in [(&LLAMA, "llama"), (&GRANITE, "granite"), (&GEMMA, "gemma"), (&PHI, "phi"), (&GLM4, "glm4")] {

@@ -78,7 +78,8 @@ pub const LLAMA: DecoderFamily = DecoderFamily {
 };
 
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
-/// `sliding_window` applies as given.
+/// `sliding_window` applies as given (4096 when absent, `MistralConfig`'s default; the published
+/// configs state it, most as null).
 pub const MISTRAL: DecoderFamily = DecoderFamily {
     model_types: &["mistral"],
     names: LLAMA_NAMES,
@@ -86,7 +87,35 @@ pub const MISTRAL: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    layers: LayerKinds { default_window: Some(4096), ..UNIFORM_LAYERS },
+};
+
+/// Ministral (Ministral-8B-Instruct-2410, `MinistralConfig`): Mistral's layers (no biases,
+/// `head_dim` apart, window 4096 when absent) with each layer's window from `layer_types`
+/// (without it every layer slides when there is a window, as the config class derives it).
+pub const MINISTRAL: DecoderFamily = DecoderFamily { model_types: &["ministral"], ..MISTRAL };
+
+/// Code World Model's RoPE when config.json gives none (`CwmConfig`): Llama 3's scaling x16 over
+/// 8192 positions at theta 1e6.
+const CWM_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":1000000.0,"factor":16.0,"high_freq_factor":4.0,"low_freq_factor":1.0,"original_max_position_embeddings":8192}"#;
+
+/// Code World Model (`CwmConfig`, Meta's CWM): Llama's blocks without biases, head_dim 128 when
+/// absent, a window of `sliding_window` (8192) on the layers `layer_types` makes slide, else
+/// three of every four with the first of each four full (layer `i` full when `i % 4 == 0`),
+/// Llama 3's RoPE scaling by default, 131072 positions.
+pub const CWM: DecoderFamily = DecoderFamily {
+    model_types: &["cwm"],
+    names: LLAMA_NAMES,
+    layout: Layout {
+        head_dim_default: Some(128),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
+        rope_default: RopeDefault { theta: 1000000.0, scaling: Some(CWM_ROPE), renamed: &[], ntk_alpha: false },
+        ..MISTRAL.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 4, first: true }), default_window: Some(8192), ..UNIFORM_LAYERS },
 };
 
 /// Ministral 3's RoPE when config.json gives none (`Ministral3Config`): theta 1e6 (whatever a
@@ -373,7 +402,7 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
         final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(30.0) }),
         ..NO_SCALING
     },
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(4096), ..UNIFORM_LAYERS },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2, first: false }), default_window: Some(4096), ..UNIFORM_LAYERS },
 };
 
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
@@ -416,7 +445,7 @@ pub const GEMMA3: DecoderFamily = DecoderFamily {
         ..NO_SCALING
     },
     layers: LayerKinds {
-        full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6 }),
+        full_every: Some(FullEvery { keys: &["sliding_window_pattern", "_sliding_window_pattern"], default: 6, first: false }),
         default_window: Some(4096),
         local_rope: Some(LocalRope::Base(10000.0)),
         ..UNIFORM_LAYERS
@@ -1458,7 +1487,7 @@ pub const GPT_OSS: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2 }), default_window: Some(128), ..UNIFORM_LAYERS },
+    layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2, first: false }), default_window: Some(128), ..UNIFORM_LAYERS },
 };
 
 /// Arcee (AFM): Llama with a plain MLP `down(act(up(x)))`, `relu2` by default (`ArceeConfig`,
@@ -1498,7 +1527,7 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
     model_types: &["olmo3"],
     layout: Layout { rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default }, ..OLMO2.layout },
     layers: LayerKinds {
-        full_every: Some(FullEvery { keys: &[], default: 4 }),
+        full_every: Some(FullEvery { keys: &[], default: 4, first: false }),
         default_window: Some(4096),
         local_rope: Some(LocalRope::Unscaled),
         ..UNIFORM_LAYERS
@@ -1509,7 +1538,7 @@ pub const OLMO3: DecoderFamily = DecoderFamily {
 /// EXAONE 4's and Cohere 2's layers without `layer_types`: every `sliding_window_pattern`th
 /// layer full (default 4), the others sliding, window 4096 when `sliding_window` is absent.
 const EVERY_4TH_FULL: LayerKinds = LayerKinds {
-    full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4 }),
+    full_every: Some(FullEvery { keys: &["sliding_window_pattern"], default: 4, first: false }),
     default_window: Some(4096),
     ..UNIFORM_LAYERS
 };

@@ -227,6 +227,10 @@ pub struct NoRope {
 pub struct FullEvery {
     pub keys: &'static [&'static str],
     pub default: usize,
+    /// Whether the full layers are the first of each group of `n` (layer `i` full when `i % n
+    /// == 0`: Code World Model's `CwmConfig`) rather than the last (`(i + 1) % n == 0`: Gemma 2
+    /// and 3, OLMo 3, EXAONE 4, Cohere 2, gpt-oss).
+    pub first: bool,
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
