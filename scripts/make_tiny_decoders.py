@@ -469,6 +469,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "layer_types"},
         exercises="CWM: layers 0 and 4 full, 1-3 sliding (window 4) by CwmConfig's pattern with no `layer_types` written, Llama 3's RoPE scaling, no biases",
     ),
+    # VaultGemma: Gemma 2 with the norms before attention and before the MLP only.
+    "tiny-vaultgemma": dict(
+        cls="VaultGemma", inputs="tiny-gemma2",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
+                  attn_logit_softcapping=50.0, final_logit_softcapping=30.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  hidden_activation="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="VaultGemma: Gemma 2's attention (softcap 50, `query_pre_attn_scalar` 16, sliding layers 0 and 2 by its alternation, window 4), `(1 + w)` RMSNorms before attention and before the MLP only (no after-norms), logits softcapped at 30, tied head",
+    ),
     "tiny-exaone4": dict(
         cls="Exaone4", inputs="tiny-llama",
         args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, sliding_window_pattern=4,

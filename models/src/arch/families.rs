@@ -405,6 +405,18 @@ pub const GEMMA2: DecoderFamily = DecoderFamily {
     layers: LayerKinds { full_every: Some(FullEvery { keys: &[], default: 2, first: false }), default_window: Some(4096), ..UNIFORM_LAYERS },
 };
 
+/// VaultGemma (`VaultGemmaConfig`, a `Gemma2Config`): Gemma 2 with two norms per layer, before
+/// attention and before the MLP (`input_layernorm`, `pre_feedforward_layernorm`; its decoder
+/// layer deletes the two after-norms), everything else Gemma 2's: scale, softcaps, windows.
+pub const VAULTGEMMA: DecoderFamily = DecoderFamily {
+    model_types: &["vaultgemma"],
+    names: NameTable {
+        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: Some("pre_feedforward_layernorm"), after_mlp: None },
+        ..LLAMA_NAMES
+    },
+    ..GEMMA2
+};
+
 /// `Gemma3TextConfig`'s defaults of the keys the published multimodal configs (4B, 12B, 27B)
 /// leave out of `text_config` (the multimodal config's top-level token ids fill the text
 /// config's first); `head_dim` (256) and `rope_theta` (1e6) are the layout's own defaults.
