@@ -110,6 +110,15 @@ def hunyuan_moe_legacy(config):
     return config
 
 
+def minimax_m2_legacy(config):
+    """MiniMax-M2's published config: `rope_theta` at the top level and the rotated dimensions as
+    `rotary_dim` (no `partial_rotary_factor`)."""
+    params = config.pop("rope_parameters")
+    config["rope_theta"] = params["rope_theta"]
+    config["rotary_dim"] = int(params["partial_rotary_factor"] * config["head_dim"])
+    return config
+
+
 def sarvam_legacy(config):
     """Sarvam-105B's original config (the remote code's): `num_experts` / `num_shared_experts`,
     `head_dim` as `kv_lora_rank + qk_rope_head_dim` (vLLM's MLA width), RoPE `deepseek_yarn` in
@@ -477,6 +486,16 @@ FIXTURES_MADE_HERE = {
                   hidden_activation="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         legacy=legacy_rope,
         exercises="VaultGemma: Gemma 2's attention (softcap 50, `query_pre_attn_scalar` 16, sliding layers 0 and 2 by its alternation, window 4), `(1 + w)` RMSNorms before attention and before the MLP only (no after-norms), logits softcapped at 30, tied head",
+    ),
+    # MiniMax-M2: q/k RMSNorms over the whole projections, RoPE on half of each head (its
+    # `rotary_dim`), sigmoid-routed experts with a correction bias in every layer.
+    "tiny-minimax_m2": dict(
+        cls="MiniMaxM2", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, num_hidden_layers=2, head_dim=16, num_local_experts=8, num_experts_per_tok=2,
+                  rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.5}),
+        legacy=minimax_m2_legacy,
+        tweak=lambda model: [layer.mlp.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers],
+        exercises="MiniMax-M2: q and k RMSNormed over their whole projections, RoPE on the first 8 of each head's 16 dimensions (`rotary_dim` 8 as the published config writes it), 8 experts under Mixtral's names in every layer, sigmoid scores with `e_score_correction_bias` for the choice of the top 2, renormalized",
     ),
     "tiny-exaone4": dict(
         cls="Exaone4", inputs="tiny-llama",

@@ -411,6 +411,19 @@ impl DecoderConfig {
                     map.insert((*generic).to_string(), v);
                 }
             }
+            if let Some(key) = f.rotary_dims_key {
+                let given = |k: &str| map.get(k).and_then(Value::as_f64);
+                if let (None, Some(dims)) = (given("partial_rotary_factor"), given(key)) {
+                    // The head size as read below: the key, the family's default, else hidden / heads.
+                    let per_head = given("head_dim").or(f.head_dim_default.map(|d| d as f64)).or_else(|| Some(given("hidden_size")? / given("num_attention_heads")?));
+                    match per_head.filter(|d| *d > 0.0) {
+                        Some(d) => {
+                            map.insert("partial_rotary_factor".into(), serde_json::json!(dims / d));
+                        }
+                        None => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` ({dims}) needs the head size, which config.json does not give") }),
+                    }
+                }
+            }
         }
         let r = Reader { path, map: &map };
         const HIDDEN: &[&str] = &["hidden_size", "n_embd"];

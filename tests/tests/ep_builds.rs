@@ -506,7 +506,7 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
 }
 
 /// DeepSeek's grouped routing (`grouped_routing`: DeepSeek-V2/V3, GLM-4.5, GLM-4.7-Flash,
-/// Mistral 4, ERNIE 4.5 MoE) fuses into one MoE per sparse layer on cpu f32 (fuse.moe.grouped)
+/// Mistral 4, ERNIE 4.5 MoE, MiniMax-M2's ungrouped sigmoid) fuses into one MoE per sparse layer on cpu f32 (fuse.moe.grouped)
 /// and cuda f16 (its f16 variant): router_probs is the logarithm of the graph's top-k scores,
 /// flattened, the node renormalizes them, the output is multiplied by their sum times the
 /// family's factor, and the dense experts (the batched MatMuls over 3-D stacks) are gone; the
@@ -556,7 +556,8 @@ fn grouped_routing_fuses_every_sparse_layer_into_one_moe_node() {
                 // keeps float stacks (the build says why).
                 let q = optimized_q(name, ep, dtype, Some("int4")).unwrap_or_else(|e| panic!("{name} int4: {e}"));
                 let count = |op: &str| q.graph.nodes.iter().filter(|n| n.op == op && n.domain == "com.microsoft").count();
-                let inter = config.get("moe_intermediate_size").and_then(|v| v.as_u64()).unwrap();
+                // MiniMax-M2's experts are `intermediate_size` wide (it has no dense MLP).
+                let inter = config.get("moe_intermediate_size").or(config.get("intermediate_size")).and_then(|v| v.as_u64()).unwrap();
                 let hidden = config["hidden_size"].as_u64().unwrap();
                 let fits = inter.is_multiple_of(32) && hidden.is_multiple_of(32);
                 assert_eq!((count("QMoE"), count("MoE")), if fits { (sparse, 0) } else { (0, sparse) }, "{name} cpu int4 (hidden {hidden}, experts' inter {inter})");

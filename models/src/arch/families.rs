@@ -65,6 +65,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     ignored_keys: &[],
     prediction_layers: None,
     clip_after_qk_norm: false,
+    rotary_dims_key: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -826,6 +827,59 @@ pub const EXAONE_MOE: DecoderFamily = DecoderFamily {
     unused: EXAONE_MOE_UNUSED,
     scaling: NO_SCALING,
     layers: EXAONE4.layers,
+};
+
+/// MiniMax-M2 (`MiniMaxM2Config`): Llama's pre-norm blocks without biases, q and k each
+/// RMSNormed over the whole projection (FlexOlmo's attention), RoPE (rotate-half) on the first
+/// `rotary_dim` of each head (`partial_rotary_factor` = it / head_dim), head_dim 128, theta 5e6
+/// when absent; in every layer a mixture of `num_local_experts` (256) experts of
+/// `intermediate_size` (1536) under Mixtral's names, routed by sigmoid scores with the
+/// correction `block_sparse_moe.e_score_correction_bias` added for the choice of the top
+/// `num_experts_per_tok` (8), the chosen scores renormalized; no groups, no shared expert, no
+/// window.
+pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
+    model_types: &["minimax_m2"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None, after_rope: false }),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
+            shared: None,
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts", "num_experts"],
+                experts_default: 256,
+                top_k_default: 8,
+                normalize: TopKNorm::Always,
+                intermediate: &["intermediate_size"],
+                intermediate_default: Some(1536),
+                sparse: SparseLayers::All,
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    f32_router: false,
+                    bias: Some("block_sparse_moe.e_score_correction_bias"),
+                    group_best: 1,
+                    method: None,
+                    groups: None,
+                    scale: None,
+                }),
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        head_dim_default: Some(128),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(196608))],
+        rope_default: RopeDefault { theta: 5000000.0, ..LLAMA_LAYOUT.rope_default },
+        rotary_dims_key: Some("rotary_dim"),
+        ..MIXTRAL.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// FlexOlmo: OLMo 2's blocks (norms after attention and after the MLP only, q/k RMSNorms over

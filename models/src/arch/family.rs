@@ -572,6 +572,10 @@ pub struct Layout {
     pub prediction_layers: Option<(&'static [&'static str], usize)>,
     /// `clip_qkv` clamps what the q/k norms give (OLMoE), not the projections (OLMo 1).
     pub clip_after_qk_norm: bool,
+    /// A key giving the rotated dimensions of each head (MiniMax-M2's `rotary_dim`), read as
+    /// `partial_rotary_factor` = it / head size when config.json lacks the generic key (as
+    /// `MiniMaxM2Config.convert_rope_params_to_dict` does).
+    pub rotary_dims_key: Option<&'static str>,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
