@@ -35,6 +35,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   permuted, Granite's four scales, the router `block_sparse_moe.router.layer`, `input_linear`
   split into `ffn_gate_exps` / `ffn_up_exps`, `output_linear` as `ffn_down_exps` (Q8_0 experts
   in the Q file);
+- `minimax-m2` (tiny-minimax_m2, `conversion/minimax.py` `MiniMaxM2Model`, a TextModel): nothing
+  permuted, q/k norms over the whole projections (`attn_q_norm` `[heads x head_dim]`), the
+  experts' width `expert_feed_forward_length`, `rope.dimension_count` the config's `rotary_dim`,
+  sigmoid gating, the correction bias `exp_probs_b.bias`, Mixtral's expert names;
 - `phimoe` (tiny-phimoe, `conversion/phi.py` `PhiMoeModel`, a Phi3MiniModel): nothing
   permuted, LayerNorm and projection biases, the head's bias, Mixtral's expert names, Phi-3's
   keys (original context, rotary width, window 0) and LongRoPE's factor tensors with one
@@ -70,8 +74,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -79,6 +83,8 @@ ATTN = {
     "self_attn.v_proj.bias": "attn_v.bias", "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
     "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
     "self_attn.o_proj.bias": "attn_output.bias",
+    # MiniMax-M2's correction bias sits beside its router.
+    "block_sparse_moe.e_score_correction_bias": "exp_probs_b.bias",
     # PhiMoE's LayerNorms have biases.
     "input_layernorm.bias": "attn_norm.bias", "post_attention_layernorm.bias": "ffn_norm.bias",
 }
@@ -113,7 +119,7 @@ def n_experts(cfg):
 
 def experts_of(arch):
     """(router, expert scope, {gguf stack: per-expert part}) in the family's names."""
-    if arch in ("llama", "phimoe"):
+    if arch in ("llama", "phimoe", "minimax-m2"):
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
     if arch == "granitemoe":
         return "block_sparse_moe.router.layer.weight", "block_sparse_moe", {}
@@ -242,6 +248,12 @@ def write(path, fixture, cfg, st, quantized):
         w.add_rope_dimension_count(hidden // heads)
         w.add_sliding_window(cfg.get("sliding_window") or 0)
         w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(p["original_max_position_embeddings"])) if scale > 1 else 1.0)
+    elif arch == "minimax-m2":
+        # MiniMaxM2Model: the experts' width and the rotated dimensions; TextModel's sigmoid
+        # gating (the published config's `scoring_func`).
+        w.add_expert_feed_forward_length(cfg["intermediate_size"])
+        w.add_rope_dimension_count(cfg["rotary_dim"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.

@@ -299,6 +299,9 @@ enum Kind {
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
     /// projections with biases, Mixtral's expert stacks routed by sparsemixer.
     Phimoe,
+    /// MiniMax-M2 (`minimax-m2`): q/k norms over the whole projections, partial rotary, Mixtral's
+    /// expert stacks routed by sigmoid scores with a correction bias.
+    MinimaxM2,
     /// Mistral 4 (`mistral4`): DeepSeek-V3's latent attention and loader with softmax-routed
     /// grouped experts stored fused (`ffn_gate_up_exps`).
     Mistral4,
@@ -359,6 +362,7 @@ impl Arch {
                 "rope.scaling.yarn_attn_factor",
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
+            Kind::MinimaxM2 => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_gating_func"],
             Kind::ExaoneMoe => &[
                 "attention.sliding_window",
                 "attention.sliding_window_pattern",
@@ -582,6 +586,7 @@ impl Arch {
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
+            Kind::MinimaxM2 => &[PRE_MLP_NORM, QK_NORMS, MIXTRAL_ROUTER, MINIMAX_M2_NAMES],
             Kind::ExaoneMoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, EXAONE_MOE_NAMES],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
@@ -616,7 +621,7 @@ impl Arch {
     /// name after `model.layers.N.` (`{e}`: the expert), for the architectures with experts.
     fn expert_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
-            Kind::Llama | Kind::Phimoe => &[
+            Kind::Llama | Kind::Phimoe | Kind::MinimaxM2 => &[
                 ("ffn_gate_exps.weight", "block_sparse_moe.experts.{e}.w1.weight"),
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
@@ -654,7 +659,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -739,6 +744,9 @@ fn arch(name: &str) -> Option<Arch> {
         // ExaoneMoEModel is an Exaone4Model (a TextModel: nothing permuted, NEOX rope) whose
         // converter appends the multi-token prediction layers: [`prediction_layer`].
         "exaone-moe" => ("exaone_moe", false, Kind::ExaoneMoe),
+        // MiniMaxM2Model is a TextModel: nothing permuted (NEOX rope on the first
+        // `rope.dimension_count` of each head).
+        "minimax-m2" => ("minimax_m2", false, Kind::MinimaxM2),
         // Mistral3Model's Mistral 4 half is a DeepseekV2Model (nothing permuted: llama.cpp's
         // NORM rope turns adjacent pairs, as Mistral 4's interleaved RoPE) that writes the
         // fused expert stacks as they are (`merge_expert` false).
@@ -810,6 +818,9 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
+
+/// MiniMax-M2's correction bias (beside the router, as the published checkpoint names it).
+const MINIMAX_M2_NAMES: &[(&str, &str)] = &[("exp_probs_b.bias", "block_sparse_moe.e_score_correction_bias")];
 
 /// K-EXAONE's correction bias (stored beside the router, `mlp.e_score_correction_bias`) and
 /// shared experts.
@@ -1837,8 +1848,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, glm4moe, nemotron, stablelm and gptneox files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox | Kind::MinimaxM2) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, glm4moe, nemotron, stablelm, gptneox and minimax-m2 files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -2046,6 +2057,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         hunyuan_moe_config(&mut c, file, &uint, &key, &err)?;
     } else if a.kind == Kind::ExaoneMoe {
         exaone_moe_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::MinimaxM2 {
+        minimax_m2_config(&mut c, file, rotary, head_dim, &uint, &key, &err)?;
     } else if a.kind == Kind::Phimoe {
         phimoe_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
     } else {
@@ -2354,6 +2367,32 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    Ok(())
+}
+
+/// MiniMax-M2's keys (llama.cpp's `MiniMaxM2Model` writes TextModel's with the experts' width
+/// `expert_feed_forward_length` and the rotated dimensions `rope.dimension_count`; its
+/// `LLM_ARCH_MINIMAX_M2` loader) as `MiniMaxM2Config` spells them: every layer routes over
+/// `expert_count` experts of that width (`intermediate_size`) with a correction bias (required,
+/// as llama.cpp's loader requires it), sigmoid scores (`expert_gating_func` 2, or absent; softmax
+/// is refused: transformers' router is sigmoid), the chosen scores renormalized (the graph's
+/// `norm_w` true), and `partial_rotary_factor` = the rotated dimensions / head size.
+fn minimax_m2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, head_dim: u64, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let (experts, used) = expert_counts(uint, key, err)?;
+    if uint("expert_gating_func")?.is_some_and(|g| g != 2) {
+        return Err(err(format!("metadata key `{}` is not sigmoid (2): MiniMax-M2's experts are routed by sigmoid scores", key("expert_gating_func"))));
+    }
+    let width = uint("expert_feed_forward_length")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the experts' width there)", key("expert_feed_forward_length"))))?;
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let has = |name: String| file.tensors.iter().any(|t| t.name == name);
+    if let Some(i) = (0..layers).find(|i| !has(format!("blk.{i}.ffn_gate_inp.weight"))) {
+        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every MiniMax-M2 layer routes over experts")));
+    }
+    corrected_layers(file, 0, layers, "MiniMax-M2's", key, err)?;
+    c.insert("intermediate_size".into(), json!(width));
+    c.insert("num_local_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     Ok(())
 }
 
@@ -4292,6 +4331,31 @@ mod tests {
         assert!(got.contains("`blk.1.exp_probs_b.bias`") && got.contains("no correction bias"), "{got}");
         let got = e(meta(&[]), fused(&[("blk.1.ffn_up_exps.weight", 8, vec![64, 32, 4])]));
         assert!(got.contains("`blk.1.ffn_gate_up_exps.weight` beside"), "{got}");
+    }
+
+    /// MiniMax-M2: the experts' width from `expert_feed_forward_length`, the rotated dimensions
+    /// as `partial_rotary_factor`, q/k norms over the projections, the correction bias beside
+    /// the router; softmax gating or a layer without the bias refused.
+    #[test]
+    fn minimax_m2_files_read_partial_rotary_and_corrected_experts() {
+        let mut meta = moe_meta("minimax-m2", 2);
+        meta.extend([("minimax-m2.expert_feed_forward_length".to_string(), json!(32)), ("minimax-m2.rope.dimension_count".to_string(), json!(8)), ("minimax-m2.expert_gating_func".to_string(), json!(2))]);
+        let extra: Vec<(&'static str, u32, Vec<u64>)> = vec![("blk.0.attn_q_norm.weight", 0, vec![64]), ("blk.0.attn_k_norm.weight", 0, vec![32]), ("blk.0.exp_probs_b.bias", 0, vec![4])];
+        let i = import_of(&as_ref(&meta), &moe_tensors(&extra)).unwrap();
+        let c = &i.config;
+        for (k, want) in [("model_type", json!("minimax_m2")), ("num_local_experts", json!(4)), ("num_experts_per_tok", json!(2)), ("intermediate_size", json!(32)), ("partial_rotary_factor", json!(0.5))] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        for name in ["model.layers.0.self_attn.q_norm.weight", "model.layers.0.block_sparse_moe.e_score_correction_bias"] {
+            assert!(i.tensors.contains_key(name), "{name}");
+        }
+        assert!(i.packed.contains_key("model.layers.0.block_sparse_moe.experts.3.w1.weight"));
+        let with = |k: &str, v: Json| -> Vec<(String, Json)> { meta.iter().cloned().map(|(key, old)| if key == format!("minimax-m2.{k}") { (key, v.clone()) } else { (key, old) }).collect() };
+        let got = import_of(&as_ref(&with("expert_gating_func", json!(1))), &moe_tensors(&extra)).err().expect("refused").to_string();
+        assert!(got.contains("`minimax-m2.expert_gating_func` is not sigmoid"), "{got}");
+        let unbiased: Vec<_> = extra.iter().filter(|(n, ..)| !n.contains("exp_probs_b")).cloned().collect();
+        let got = import_of(&as_ref(&meta), &moe_tensors(&unbiased)).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.exp_probs_b.bias`") && got.contains("MiniMax-M2"), "{got}");
     }
 
     /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent

@@ -35,7 +35,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -105,11 +105,12 @@ def attr(node, name):
     return next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name)
 
 
-def test_q4_0_experts_become_4_bit_qmoe_exact_to_their_dequantization(tmp_path):
-    worst, pkg, _ = compare("tiny-qwen3-moe", tmp_path)
+@pytest.mark.parametrize("fixture", ["tiny-qwen3-moe", "tiny-minimax_m2"])
+def test_q4_0_experts_become_4_bit_qmoe_exact_to_their_dequantization(fixture, tmp_path):
+    worst, pkg, _ = compare(fixture, tmp_path)
     assert worst < 1e-5, f"relative logit difference {worst}"
     nodes, float_stacks, kinds = qmoe_nodes(pkg)
-    layers = json.loads((FIXTURES / "tiny-qwen3-moe" / "config.json").read_text())["num_hidden_layers"]
+    layers = json.loads((FIXTURES / fixture / "config.json").read_text())["num_hidden_layers"]
     assert len(nodes) == layers and not float_stacks and "MoE" not in kinds, (kinds, float_stacks)
     for n in nodes:
         assert (attr(n, "expert_weight_bits"), attr(n, "block_size"), attr(n, "weights_prepacked")) == (4, 32, 0)
