@@ -4550,7 +4550,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, glm4moe, nemotron, stablelm and gptneox files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, glm4moe, nemotron, stablelm, gptneox and minimax-m2 files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
