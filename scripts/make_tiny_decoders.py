@@ -457,8 +457,6 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.moe_statics.e_score_correction_bias.copy_(torch.randn(1, 8) * 0.1) for layer in model.model.layers[1:]],
         exercises="ERNIE 4.5 MoE: biases on q/k/v/o, the MLPs and the head (`use_bias`), RoPE on interleaved pairs; layer 0 dense (`moe_layer_start_index` 1), layers 1-2 8 experts top 2 (`moe_k`) by f32 softmax plus `mlp.moe_statics.e_score_correction_bias` `[1, 8]` for the choice, renormalized, one shared expert",
     ),
-    # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
-    # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     # Ministral (8B, 2410): Mistral's layers with each layer's window from `layer_types`.
     "tiny-ministral": dict(
         cls="Ministral", inputs="tiny-llama",
@@ -484,7 +482,8 @@ FIXTURES_MADE_HERE = {
         args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
                   attn_logit_softcapping=50.0, final_logit_softcapping=30.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
                   hidden_activation="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
-        legacy=legacy_rope,
+        # Without `layer_types`, as Gemma 2's published configs: the alternation is read.
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "layer_types"},
         exercises="VaultGemma: Gemma 2's attention (softcap 50, `query_pre_attn_scalar` 16, sliding layers 0 and 2 by its alternation, window 4), `(1 + w)` RMSNorms before attention and before the MLP only (no after-norms), logits softcapped at 30, tied head",
     ),
     # MiniMax-M2: q/k RMSNorms over the whole projections, RoPE on half of each head (its
@@ -497,6 +496,8 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers],
         exercises="MiniMax-M2: q and k RMSNormed over their whole projections, RoPE on the first 8 of each head's 16 dimensions (`rotary_dim` 8 as the published config writes it), 8 experts under Mixtral's names in every layer, sigmoid scores with `e_score_correction_bias` for the choice of the top 2, renormalized",
     ),
+    # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
+    # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(
         cls="Exaone4", inputs="tiny-llama",
         args=dict(SMALL, intermediate_size=96, num_hidden_layers=4, head_dim=16, sliding_window=4, sliding_window_pattern=4,

@@ -246,8 +246,10 @@ impl DecoderFamily {
     /// key is absent. None for a family without windows ([`super::LayerKinds::reads_window`]),
     /// with `use_sliding_window: false` where the family reads that switch
     /// ([`super::LayerKinds::qwen_window_keys`]), or with `sliding_window: null`. A family with
-    /// a default window builds a sliding mask in transformers, which raises without a window:
-    /// `null` there is refused unless no layer slides (`layer_types` all full).
+    /// a default window whose layers slide by `layer_types` or its pattern builds a sliding mask
+    /// in transformers, which raises without a window: `null` there is refused unless no layer
+    /// slides (`layer_types` all full); under the generic rule (Mistral, Ministral without
+    /// `layer_types`, dots.llm1 by `max_window_layers`) `null` is no window, as there.
     fn window(&self, c: &crate::DecoderConfig) -> Result<Option<usize>> {
         let w = &c.sliding_window;
         if !self.layers.reads_window || (self.layers.qwen_window_keys && w.enabled == Some(false)) {
@@ -258,7 +260,7 @@ impl DecoderFamily {
             (None, false) => Ok(self.layers.default_window),
             // Sliding layers named by `layer_types` or the family's pattern (the generic rule, every
             // layer sliding, is read as none: Mistral's null window).
-            (None, true) if self.layers.default_window.is_some() && (w.layer_types.is_some() || self.layers.full_every.is_some()) && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
+            (None, true) if self.layers.default_window.is_some() && (self.layer_types(c).is_some() || self.layers.full_every.is_some()) && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
                 path: c.path.clone(),
                 reason: format!(
                     "`sliding_window` is null but the `{}` layers slide by `layer_types` or the family's pattern: transformers builds their sliding mask from the window and cannot run this config; give the window, or `layer_types` with full layers only",
@@ -276,12 +278,12 @@ impl DecoderFamily {
     fn sliding_layers(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
         let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
         let max_window_layers = w.max_window_layers.filter(|_| self.layers.qwen_window_keys);
-        if w.layer_types.is_none() && self.layers.slide_nope_layers {
+        if self.layer_types(c).is_none() && self.layers.slide_nope_layers {
             // SmolLM3: the layers without RoPE (its NoPE list; `rope_layers` is `All` there, so
             // the windows are not consulted).
             return Ok(self.rotates(c, &vec![None; layers])?.into_iter().map(|r| !r).collect());
         }
-        Ok(match (&w.layer_types, &self.layers.full_every, max_window_layers) {
+        Ok(match (self.layer_types(c), &self.layers.full_every, max_window_layers) {
             (Some(types), _, _) => types.iter().map(|t| t == "sliding_attention").collect(),
             (None, Some(every), _) => {
                 let mut n = every.default;
@@ -297,6 +299,11 @@ impl DecoderFamily {
             (None, None, Some(first)) => (0..layers).map(|i| i >= first).collect(),
             (None, None, None) => vec![true; layers],
         })
+    }
+
+    /// config.json's `layer_types`, where the family's model reads them.
+    fn layer_types<'c>(&self, c: &'c crate::DecoderConfig) -> Option<&'c Vec<String>> {
+        c.sliding_window.layer_types.as_ref().filter(|_| self.layers.reads_layer_types)
     }
 
     /// Whether each layer applies RoPE: the sliding layers only where the family's
@@ -916,7 +923,7 @@ pub(super) fn account_for_every_tensor(ckpt: &Checkpoint, unused: &[super::Unuse
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::{APERTUS, COHERE2, CWM, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
+    use crate::arch::{APERTUS, COHERE2, CWM, DOTS1, EXAONE4, GEMMA, GEMMA2, GEMMA3, GLM4, GPT_OSS, GRANITE, LLAMA, MINISTRAL, MINISTRAL3, MISTRAL, OLMO, PHI, QWEN2, SMOLLM3};
     use crate::{Activation, RopeKind};
     use crate::DecoderConfig;
     use std::path::Path;
@@ -980,6 +987,15 @@ mod tests {
         assert_eq!(w(&MINISTRAL, "ministral", r#","sliding_window":5"#), [s; 7]);
         assert_eq!(w(&CWM, "cwm", r#","sliding_window":5"#), [f, s, s, s, f, s, s]);
         assert_eq!(w(&CWM, "cwm", "")[1], Some(8192));
+        // Mistral's model reads no layer_types: the window applies to every layer, and a null
+        // window is none whatever they say; Ministral's does read them.
+        let sliding_types = r#","layer_types":["sliding_attention","full_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention"]"#;
+        assert_eq!(w(&MISTRAL, "mistral", &format!(r#","sliding_window":5{sliding_types}"#)), [s; 7]);
+        assert_eq!(w(&MISTRAL, "mistral", &format!(r#","sliding_window":null{sliding_types}"#)), [None; 7]);
+        assert_eq!(w(&MINISTRAL, "ministral", &format!(r#","sliding_window":5{sliding_types}"#)), [s, f, s, s, s, s, s]);
+        assert!(MINISTRAL.windows(&config("ministral", &format!(r#","sliding_window":null{sliding_types}"#))).is_err());
+        // dots.llm1 (a default window, Qwen's keys): null is no window.
+        assert_eq!(w(&DOTS1, "dots1", r#","sliding_window":null,"max_window_layers":3"#), [None; 7]);
         // Families whose transformers attention has no window ignore every window key.
         let keys = r#","sliding_window":5,"use_sliding_window":true,"layer_types":["sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention","sliding_attention"]"#;
         for (family, model_type) in [(&LLAMA, "llama"), (&GRANITE, "granite"), (&GEMMA, "gemma"), (&PHI, "phi"), (&GLM4, "glm4")] {

@@ -79,22 +79,30 @@ pub const LLAMA: DecoderFamily = DecoderFamily {
 };
 
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
-/// `sliding_window` applies as given (4096 when absent, `MistralConfig`'s default; the published
-/// configs state it, most as null).
+/// `sliding_window` applies as given to every layer (4096 when absent, `MistralConfig`'s
+/// default; the published configs state it, most as null; `MistralModel` reads no
+/// `layer_types`), 131072 positions when absent.
 pub const MISTRAL: DecoderFamily = DecoderFamily {
     model_types: &["mistral"],
     names: LLAMA_NAMES,
-    layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
+    layout: Layout {
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
+        ..LLAMA_LAYOUT
+    },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: LayerKinds { default_window: Some(4096), ..UNIFORM_LAYERS },
+    layers: LayerKinds { default_window: Some(4096), reads_layer_types: false, ..UNIFORM_LAYERS },
 };
 
 /// Ministral (Ministral-8B-Instruct-2410, `MinistralConfig`): Mistral's layers (no biases,
-/// `head_dim` apart, window 4096 when absent) with each layer's window from `layer_types`
-/// (without it every layer slides when there is a window, as the config class derives it).
-pub const MINISTRAL: DecoderFamily = DecoderFamily { model_types: &["ministral"], ..MISTRAL };
+/// `head_dim` apart, window 4096 and 131072 positions when absent) with each layer's window from
+/// `layer_types` (without it every layer slides when there is a window, as the config class
+/// derives it).
+pub const MINISTRAL: DecoderFamily = DecoderFamily { model_types: &["ministral"], layers: LayerKinds { default_window: Some(4096), ..UNIFORM_LAYERS }, ..MISTRAL };
 
 /// Code World Model's RoPE when config.json gives none (`CwmConfig`): Llama 3's scaling x16 over
 /// 8192 positions at theta 1e6.
@@ -103,7 +111,7 @@ const CWM_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":1000000.0,"factor":
 /// Code World Model (`CwmConfig`, Meta's CWM): Llama's blocks without biases, head_dim 128 when
 /// absent, a window of `sliding_window` (8192) on the layers `layer_types` makes slide, else
 /// three of every four with the first of each four full (layer `i` full when `i % 4 == 0`),
-/// Llama 3's RoPE scaling by default, 131072 positions.
+/// Llama 3's RoPE scaling by default, 131072 positions, `rms_norm_eps` 1e-5.
 pub const CWM: DecoderFamily = DecoderFamily {
     model_types: &["cwm"],
     names: LLAMA_NAMES,
@@ -111,6 +119,7 @@ pub const CWM: DecoderFamily = DecoderFamily {
         head_dim_default: Some(128),
         key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
         rope_default: RopeDefault { theta: 1000000.0, scaling: Some(CWM_ROPE), renamed: &[], ntk_alpha: false },
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
         ..MISTRAL.layout
     },
     optional_prefix: None,
@@ -213,7 +222,8 @@ pub const MIXTRAL: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
-    layers: UNIFORM_LAYERS,
+    // MixtralModel applies `sliding_window`, when set, to every layer; no `layer_types`.
+    layers: LayerKinds { reads_layer_types: false, ..UNIFORM_LAYERS },
 };
 
 /// Qwen's MoE layer choice: layer `i` is sparse when `(i + 1) % decoder_sparse_step == 0` and

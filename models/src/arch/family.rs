@@ -191,6 +191,9 @@ pub struct LayerKinds {
     /// Without `layer_types`, only the layers without RoPE slide (SmolLM3: `SmolLM3Config`
     /// derives `layer_types` so when `use_sliding_window` is on).
     pub slide_nope_layers: bool,
+    /// Whether the family's model reads `layer_types` (false: Mistral's and Mixtral's, whose
+    /// window, when set, applies to every layer whatever `layer_types` says).
+    pub reads_layer_types: bool,
 }
 
 /// Which layers apply RoPE, by their window (beside [`NoRope`]'s listed layers).
@@ -234,7 +237,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false, reads_layer_types: true };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
