@@ -99,8 +99,10 @@ FIXTURES = [
     "tiny-gpt_neox",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox"]
+# `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
+# for the others: granite's rows permuted before the concat, seed_oss's with biases).
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused"]
 
 
 def hf_spellings(cfg):
@@ -193,8 +195,12 @@ def mapped_tensors(cfg, st, arch, fused):
         out[g] = w
     assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2")))
     if fused:
+        # Also what `--fuse-qkv` writes for any architecture (`ModelBase.modify_tensors`): q, k
+        # and v (after a LlamaModel's permutation) concatenated, their biases likewise.
         for i in range(cfg["num_hidden_layers"]):
             for suffix in ("weight", "bias"):
+                if f"blk.{i}.attn_q.{suffix}" not in out:
+                    continue
                 parts = [out.pop(f"blk.{i}.attn_{x}.{suffix}") for x in "qkv"]
                 out[f"blk.{i}.attn_qkv.{suffix}"] = np.concatenate(parts, axis=0)
     return list(out.items())

@@ -39,6 +39,10 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   (`merge_expert` false: `mlp.experts.gate_up_proj` `[E, 2 x inter, hidden]` as
   `ffn_gate_up_exps`, `down_proj` as `ffn_down_exps`), and no temperature key (the fixture's
   `llama_4_scaling_beta` is not written by that converter);
+- `tiny-deepseek_v3-fused.{F32,Q}.gguf` (and the Q file's dequantization): tiny-deepseek_v3 as
+  llama.cpp's `--fuse-gate-up-exps` writes it, each layer's gate and up expert stacks as one
+  `ffn_gate_up_exps` (per expert its gate rows, then its up rows), which the deepseek2 loader
+  takes (`create_tensor_gate_up_exps`);
 - `tiny-mistral4-temperature.F32.gguf`: tiny-mistral4 with `attention.temperature_scale` (its
   `llama_4_scaling_beta`) and `attention.temperature_length` (YaRN's original length), the
   keys llama.cpp's deepseek2 loader reads as Llama 4's query scaling: the fixture's whole model;
@@ -151,8 +155,25 @@ def add_expert_counts(w, cfg):
     w.add_expert_group_used_count(cfg["topk_group"])
 
 
-def write(path, fixture, cfg, st, quantized, temperature=False, pre=None):
-    """`pre`: another `tokenizer.ggml.pre` than the fixture's (a test of a split rule)."""
+def fuse_gate_up(tensors):
+    """llama.cpp's `--fuse-gate-up-exps` (`ModelBase.modify_tensors`): each layer's gate and up
+    expert stacks concatenated per expert (`[E, 2 x inter, hidden]`) as `ffn_gate_up_exps`."""
+    by_name = dict(tensors)
+    out = []
+    for name, w in tensors:
+        if name.endswith("ffn_up_exps.weight"):
+            continue
+        if name.endswith("ffn_gate_exps.weight"):
+            up = by_name[name.replace("ffn_gate_exps", "ffn_up_exps")]
+            out.append((name.replace("ffn_gate_exps", "ffn_gate_up_exps"), np.concatenate([w, up], axis=1)))
+            continue
+        out.append((name, w))
+    return out
+
+
+def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=False):
+    """`pre`: another `tokenizer.ggml.pre` than the fixture's (a test of a split rule); `fused`:
+    the experts' gate and up stacks as one (`fuse_gate_up`)."""
     split, expert_type, gating, own_pre = FIXTURES[fixture]
     pre = pre or own_pre
     p = rope_params(cfg)
@@ -215,7 +236,8 @@ def write(path, fixture, cfg, st, quantized, temperature=False, pre=None):
     # The fixture's vocabulary under the real model's split rule (the tokenizer test reads the
     # split, not the fixture's own tokenizer).
     w.add_tokenizer_pre(pre)
-    add_tensors_and_close(w, tensors_of(cfg, st, split), qtype_of(expert_type, quantized))
+    tensors = tensors_of(cfg, st, split)
+    add_tensors_and_close(w, fuse_gate_up(tensors) if fused else tensors, qtype_of(expert_type, quantized))
 
 
 def dequantized(path, fixture=None):
@@ -230,7 +252,13 @@ def dequantized(path, fixture=None):
             continue
         _, i, rest = t.name.split(".", 2)
         p = f"model.layers.{i}."
-        if rest == "ffn_gate_up_exps.weight":
+        if rest == "ffn_gate_up_exps.weight" and fixture not in ARCH:
+            # A fused gate/up stack (`fuse_gate_up`): each expert's gate rows, then its up rows.
+            half = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{p}mlp.experts.{e}.gate_proj.weight"] = np.ascontiguousarray(v[e, :half])
+                out[f"{p}mlp.experts.{e}.up_proj.weight"] = np.ascontiguousarray(v[e, half:])
+        elif rest == "ffn_gate_up_exps.weight":
             out[p + "mlp.experts.gate_up_proj"] = np.ascontiguousarray(v)
         elif rest == "ffn_down_exps.weight" and fixture in ARCH:
             out[p + "mlp.experts.down_proj"] = np.ascontiguousarray(v)
@@ -305,6 +333,13 @@ def main():
             path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
             write(path, fixture, cfg, st, quantized)
             check_round_trip(path, dequantized(path, fixture), st, quantized)
+    # tiny-deepseek_v3 as `--fuse-gate-up-exps` writes it.
+    cfg = json.loads((FIX / "tiny-deepseek_v3" / "config.json").read_text())
+    st = load_file(str(FIX / "tiny-deepseek_v3" / "model.safetensors"))
+    for quantized in (False, True):
+        path = OUT / f"tiny-deepseek_v3-fused.{'Q' if quantized else 'F32'}.gguf"
+        write(path, "tiny-deepseek_v3", cfg, st, quantized, fused=True)
+        check_round_trip(path, dequantized(path, "tiny-deepseek_v3"), st, quantized)
     # tiny-mistral4 with its query scaling stated (`TEMPERATURE`).
     cfg = json.loads((FIX / "tiny-mistral4" / "config.json").read_text())
     path = OUT / "tiny-mistral4-temperature.F32.gguf"

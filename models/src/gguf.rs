@@ -1193,15 +1193,15 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             stacked.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
-        if let Some((layer, template)) = expert_stack(&whole.name, &a) {
+        if let Some((layer, templates)) = expert_stack(&whole.name, &a) {
             let Some(moe) = moe else {
                 return Err(err(format!(
                     "holds the expert stack `{}`, but `{arch_name}.expert_count` is missing or 0: a file with experts says how many it routes over",
                     whole.name
                 )));
             };
-            let down = whole.name.ends_with("ffn_down_exps.weight");
-            if let Some(bits) = split_experts(path, &file, whole, layer, template, moe.dims(down), &mut tensors, &mut packed)? {
+            let [k, rows, experts] = moe.dims(whole.name.ends_with("ffn_down_exps.weight"));
+            if let Some(bits) = split_experts(path, &file, whole, layer, &templates, [k, rows * templates.len(), experts], &mut tensors, &mut packed)? {
                 file_bits.push(bits);
             }
             continue;
@@ -1363,10 +1363,17 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
 }
 
 /// The layer and the family's per-expert name (`{e}` for the expert) of a 3-D expert tensor.
-fn expert_stack(name: &str, a: &Arch) -> Option<(usize, &'static str)> {
+/// The fused `ffn_gate_up_exps` stack (gate rows then up rows per expert) is the two stacks'
+/// templates together: llama.cpp's `--fuse-gate-up-exps` writes it for any architecture with
+/// experts, and its loaders take it through `create_tensor_gate_up_exps`.
+fn expert_stack(name: &str, a: &Arch) -> Option<(usize, Vec<&'static str>)> {
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
     let layer = layer.parse().ok()?;
-    a.expert_names().iter().find(|(from, _)| *from == suffix).map(|(_, to)| (layer, *to))
+    let template = |s: &str| a.expert_names().iter().find(|(from, _)| *from == s).map(|(_, to)| *to);
+    if suffix == "ffn_gate_up_exps.weight" {
+        return Some((layer, vec![template("ffn_gate_exps.weight")?, template("ffn_up_exps.weight")?]));
+    }
+    Some((layer, vec![template(suffix)?]))
 }
 
 /// The layer and [`GPT_OSS_EXPERTS`] slot of a gpt-oss expert tensor.
@@ -1607,7 +1614,7 @@ fn split_experts(
     file: &GgufFile,
     t: &TensorInfo,
     layer: usize,
-    template: &str,
+    templates: &[&str],
     expected: [usize; 3],
     tensors: &mut BTreeMap<String, SourceTensor>,
     packed: &mut BTreeMap<String, Arc<PackedWeight>>,
@@ -1622,26 +1629,35 @@ fn split_experts(
             t.name, t.dims
         )));
     }
-    if experts == 0 || !t.len.is_multiple_of(experts) {
-        return Err(err(format!("tensor `{}` ({} bytes) does not split into {experts} experts of equal size", t.name, t.len)));
+    let n = templates.len().max(1);
+    if experts == 0 || !t.len.is_multiple_of(experts * n) || !rows.is_multiple_of(n) {
+        return Err(err(format!("tensor `{}` ({} bytes) does not split into {experts} experts of {n} equal part(s)", t.name, t.len)));
     }
     if float_dtype(t.ggml_type).is_none() && ir::ggml::form(t.ggml_type).is_none() {
         return Err(err(unimported_type(t)));
     }
-    let slab = t.len / experts;
+    // Each expert's slab of rows, cut into the templates' parts (a fused gate/up slab: its
+    // gate rows, then its up rows); whole rows, so a quantized part keeps its integers.
+    let (slab, rows) = (t.len / experts / n, rows / n);
     let mut bits = None;
     for e in 0..experts {
-        let name = format!("model.layers.{layer}.{}", template.replace("{e}", &e.to_string()));
-        let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(file.file_of(t)), dtype, shape, offset: t.offset + e * slab, len: slab };
-        match float_dtype(t.ggml_type) {
-            Some(dtype) => {
-                tensors.insert(name.clone(), part(&name, dtype, vec![rows, k]));
+        for (i, template) in templates.iter().enumerate() {
+            let name = format!("model.layers.{layer}.{}", template.replace("{e}", &e.to_string()));
+            if tensors.contains_key(&name) || packed.contains_key(&name) {
+                return Err(err(format!("holds `{}` beside another stack read as `{name}` (a fused gate/up stack and a separate one?)", t.name)));
             }
-            None => {
-                let label = format!("{} (expert {e})", t.name);
-                let w = PackedWeight::ggml(label.clone(), part(&label, DType::U8, vec![slab]), t.ggml_type, rows, k, None)?;
-                bits = Some(w.bits());
-                packed.insert(name, w);
+            let offset = t.offset + (e * n + i) * slab;
+            let part = |label: &str, dtype: DType, shape: Vec<usize>| SourceTensor { name: label.to_string(), file: Arc::clone(file.file_of(t)), dtype, shape, offset, len: slab };
+            match float_dtype(t.ggml_type) {
+                Some(dtype) => {
+                    tensors.insert(name.clone(), part(&name, dtype, vec![rows, k]));
+                }
+                None => {
+                    let label = if n == 1 { format!("{} (expert {e})", t.name) } else { format!("{} (expert {e}, part {i})", t.name) };
+                    let w = PackedWeight::ggml(label.clone(), part(&label, DType::U8, vec![slab]), t.ggml_type, rows, k, None)?;
+                    bits = Some(w.bits());
+                    packed.insert(name, w);
+                }
             }
         }
     }
@@ -1649,10 +1665,13 @@ fn split_experts(
 }
 
 /// The pieces file tensor `t` is read as, each with the llama.cpp name it maps by: `t` itself,
-/// or for a phi2 `attn_qkv` (weight or bias) its q, k and v row ranges (q: the query heads, k
-/// and v: the key/value heads, in that order, as llama.cpp's PHI2 graph views them), named
-/// `attn_q` / `attn_k` / `attn_v`. Rows are contiguous in every ggml type (a row is whole
-/// blocks), so each range is a byte range of the file: quantized pieces keep their integers.
+/// or for an `attn_qkv` (weight or bias) of a family that reads q, k and v apart (phi2's
+/// original `mixer.Wqkv` files; any architecture converted with llama.cpp's `--fuse-qkv`, whose
+/// loaders take the fused form through `create_tensor_qkv`) its q, k and v row ranges (q: the
+/// query heads, k and v: the key/value heads, in that order, as llama.cpp's graphs view them),
+/// named `attn_q` / `attn_k` / `attn_v` (so a llama file's permuted q/k rows are put back as
+/// the separate ones are). Rows are contiguous in every ggml type (a row is whole blocks), so
+/// each range is a byte range of the file: quantized pieces keep their integers.
 fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usize) -> std::result::Result<Vec<(String, TensorInfo)>, String> {
     let per_head = a.kind == Kind::StableLm && t.name.starts_with("blk.") && (t.name.ends_with(".attn_q_norm.weight") || t.name.ends_with(".attn_k_norm.weight"));
     if per_head {
@@ -1676,7 +1695,7 @@ fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usi
             })
             .collect());
     }
-    let fused = a.kind == Kind::Phi2 && t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias"));
+    let fused = t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias")) && family_name(&t.name, a).is_none() && family_name(&t.name.replacen(".attn_qkv.", ".attn_q.", 1), a).is_some();
     if !fused {
         return Ok(vec![(t.name.clone(), t.clone())]);
     }
@@ -1910,7 +1929,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
-    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
+    // q biases, alone or inside a fused `attn_qkv` (`--fuse-qkv`; phi2's original files).
+    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
     if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
@@ -2205,7 +2225,7 @@ fn phimoe_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary
     c.insert("num_experts_per_tok".into(), json!(used));
     // One `attention_bias` for q, k, v and o in transformers; llama.cpp's loader requires all.
     let has = |suffix: &str| file.tensors.iter().any(|t| t.name.ends_with(suffix));
-    let biased = has(".attn_q.bias");
+    let biased = has(".attn_q.bias") || has(".attn_qkv.bias");
     if biased != has(".attn_output.bias") {
         return Err(err("holds biases on some attention projections only (`attn_q.bias`, `attn_output.bias`): transformers' PhiMoE switches all four together (`attention_bias`)".into()));
     }
@@ -2985,7 +3005,8 @@ fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: 
     c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
     let scale = float("logit_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `logit_scale`)", key("logit_scale"))))?;
     c.insert("logit_scale".into(), json!(scale as f32 as f64));
-    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias"));
+    // q biases, alone or inside a fused `attn_qkv` (`--fuse-qkv`; phi2's original files).
+    let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
     if biased && kind == Kind::CommandR {
         // Cohere's `attention_bias` biases o_proj too, which llama.cpp's command-r loader never
         // reads: such a file stands for no Cohere model.
@@ -4356,6 +4377,34 @@ mod tests {
         let unbiased: Vec<_> = extra.iter().filter(|(n, ..)| !n.contains("exp_probs_b")).cloned().collect();
         let got = import_of(&as_ref(&meta), &moe_tensors(&unbiased)).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.exp_probs_b.bias`") && got.contains("MiniMax-M2"), "{got}");
+    }
+
+    /// llama.cpp's `--fuse-qkv` and `--fuse-gate-up-exps` forms: a llama `attn_qkv` read as q, k
+    /// and v row ranges (packed pieces), a fused expert stack as each expert's gate and up rows;
+    /// a fused stack beside a separate one is refused.
+    #[test]
+    fn fused_qkv_and_gate_up_stacks_are_read_as_their_parts() {
+        let mut t: Vec<_> = llama_tensors().into_iter().filter(|(n, ..)| !n.contains(".attn_q.") && !n.contains(".attn_k.") && !n.contains(".attn_v.")).collect();
+        t.push(("blk.0.attn_qkv.weight", 8, vec![64, 128]));
+        let i = import_of(&llama_meta(), &t).unwrap();
+        for (name, rows, permuted) in [("q_proj", 64, true), ("k_proj", 32, true), ("v_proj", 32, false)] {
+            let w = &i.packed[&format!("model.layers.0.self_attn.{name}.weight")];
+            // q and k rows come back from llama.cpp's permutation as the separate ones do.
+            assert_eq!((w.n(), w.order().is_some()), (rows, permuted), "{name}");
+        }
+        let mut meta = moe_meta("qwen3moe", 2);
+        meta.push(("qwen3moe.expert_feed_forward_length".into(), json!(32)));
+        let norms: [(&'static str, u32, Vec<u64>); 2] = [("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])];
+        let fused: Vec<_> = moe_tensors(&norms).into_iter().filter(|(n, ..)| !n.contains("gate_exps") && !n.contains("up_exps")).chain([("blk.0.ffn_gate_up_exps.weight", 8, vec![64, 64, 4])]).collect();
+        let i = import_of(&as_ref(&meta), &fused).unwrap();
+        for e in 0..4 {
+            for part in ["gate_proj", "up_proj"] {
+                assert_eq!(i.packed[&format!("model.layers.0.mlp.experts.{e}.{part}.weight")].n(), 32, "{e} {part}");
+            }
+        }
+        let both: Vec<_> = fused.iter().cloned().chain([("blk.0.ffn_up_exps.weight", 8, vec![64, 32, 4])]).collect();
+        let got = import_of(&as_ref(&meta), &both).err().expect("refused").to_string();
+        assert!(got.contains("beside another stack read as"), "{got}");
     }
 
     /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent

@@ -54,13 +54,16 @@ F32 = [
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
-    "tiny-apertus", "tiny-gpt_neox",
+    "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm"}
+# tiny-granite-fused / tiny-seed_oss-fused: q, k and v in one `attn_qkv` as llama.cpp's
+# `--fuse-qkv` writes it (granite's q/k rows permuted before the concat; seed_oss's biases fused
+# too), which its loaders take through `create_tensor_qkv`.
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
 MISREAD = {

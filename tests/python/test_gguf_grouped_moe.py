@@ -137,6 +137,27 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
         assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
 
 
+def test_fused_gate_up_stacks_are_split_per_expert(tmp_path):
+    """tiny-deepseek_v3-fused.*: the experts' gate and up stacks as one `ffn_gate_up_exps`
+    (llama.cpp's `--fuse-gate-up-exps`, which its deepseek2 loader takes): the F32 file gives the
+    fixture's reference, the Q file (Q4_0 experts) its dequantization within 1e-5 relative with
+    the experts in 4-bit QMoE (each expert's gate and up rows cut apart keep their integers)."""
+    ref, bound = reference("tiny-deepseek_v3")
+    pkg = build(DATA / "tiny-deepseek_v3-fused.F32.gguf", tmp_path / "f32")
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        assert diff <= bound, f"{want}: max |logit difference| {diff} > {bound}"
+    q = build(DATA / "tiny-deepseek_v3-fused.Q.gguf", tmp_path / "q", ["--accuracy-level", "0"])
+    deq = build(float_checkpoint("tiny-deepseek_v3", tmp_path / "deq-src", DATA / "tiny-deepseek_v3-fused.Q.dequantized.safetensors"), tmp_path / "deq")
+    for key in ["input_ids", "short_input_ids"]:
+        got, want = prefill_logits(q, ref[key]), prefill_logits(deq, ref[key])
+        assert float(np.abs(got - want).max() / np.abs(want).max()) < 1e-5
+    report = json.loads((q / "build_report.json").read_text())["parts"][0]["quantization"]
+    experts = [t for t in report["tensors"] if t["role"] == "experts"]
+    assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
+    assert "QMoE" in {n.op_type for n in onnx.load(str(q / "model.onnx"), load_external_data=False).graph.node}
+
+
 def test_mistral4_temperature_keys_are_its_query_scaling(tmp_path):
     """tiny-mistral4-temperature.F32.gguf states Llama 4's query scaling as llama.cpp's
     deepseek2 loader reads it (`attention.temperature_scale` = `llama_4_scaling_beta`,
