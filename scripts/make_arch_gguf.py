@@ -170,8 +170,8 @@ def mapped_tensors(cfg, st, arch, fused):
     """(gguf name, float32 array) of the architectures in MAPPED: gguf-py's TensorNameMap names
     (what `TextModel.map_tensor_name` writes), q/k weights and biases permuted for the
     LlamaModel subclasses (granite, smollm3), the head only when the checkpoint has one (tied
-    otherwise). `fused` (phi2): q, k and v concatenated into `attn_qkv`, as the converter wrote
-    Phi-2 from its original `mixer.Wqkv` checkpoints."""
+    otherwise). `fused`: q, k and v concatenated into `attn_qkv`, as the converter wrote Phi-2
+    from its original `mixer.Wqkv` checkpoints and as `--fuse-qkv` writes any architecture."""
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
     out = {}
@@ -203,6 +203,7 @@ def mapped_tensors(cfg, st, arch, fused):
                     continue
                 parts = [out.pop(f"blk.{i}.attn_{x}.{suffix}") for x in "qkv"]
                 out[f"blk.{i}.attn_qkv.{suffix}"] = np.concatenate(parts, axis=0)
+            assert f"blk.{i}.attn_qkv.weight" in out, f"{arch}: layer {i} has no q/k/v to fuse"
     return list(out.items())
 
 

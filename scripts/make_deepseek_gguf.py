@@ -39,10 +39,12 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   (`merge_expert` false: `mlp.experts.gate_up_proj` `[E, 2 x inter, hidden]` as
   `ffn_gate_up_exps`, `down_proj` as `ffn_down_exps`), and no temperature key (the fixture's
   `llama_4_scaling_beta` is not written by that converter);
-- `tiny-deepseek_v3-fused.{F32,Q}.gguf` (and the Q file's dequantization): tiny-deepseek_v3 as
-  llama.cpp's `--fuse-gate-up-exps` writes it, each layer's gate and up expert stacks as one
-  `ffn_gate_up_exps` (per expert its gate rows, then its up rows), which the deepseek2 loader
-  takes (`create_tensor_gate_up_exps`);
+- `tiny-deepseek_v3-fused.{F32,Q}.gguf` (and the Q file's dequantization): tiny-deepseek_v3 with
+  each layer's gate and up expert stacks as one `ffn_gate_up_exps` (per expert its gate rows,
+  then its up rows: the concatenation `ModelBase.modify_tensors` makes for
+  `--fuse-gate-up-exps`), which the deepseek2 loader takes (`create_tensor_gate_up_exps`); this
+  tree's converter writes it only for architectures listing `FFN_GATE_UP_EXP`, so the file is
+  made here;
 - `tiny-mistral4-temperature.F32.gguf`: tiny-mistral4 with `attention.temperature_scale` (its
   `llama_4_scaling_beta`) and `attention.temperature_length` (YaRN's original length), the
   keys llama.cpp's deepseek2 loader reads as Llama 4's query scaling: the fixture's whole model;
@@ -168,6 +170,7 @@ def fuse_gate_up(tensors):
             out.append((name.replace("ffn_gate_exps", "ffn_gate_up_exps"), np.concatenate([w, up], axis=1)))
             continue
         out.append((name, w))
+    assert any(n.endswith("ffn_gate_up_exps.weight") for n, _ in out), "no expert stacks to fuse"
     return out
 
 
@@ -333,7 +336,7 @@ def main():
             path = OUT / f"{fixture}.{'Q' if quantized else 'F32'}.gguf"
             write(path, fixture, cfg, st, quantized)
             check_round_trip(path, dequantized(path, fixture), st, quantized)
-    # tiny-deepseek_v3 as `--fuse-gate-up-exps` writes it.
+    # tiny-deepseek_v3 with its gate and up expert stacks fused (`fuse_gate_up`).
     cfg = json.loads((FIX / "tiny-deepseek_v3" / "config.json").read_text())
     st = load_file(str(FIX / "tiny-deepseek_v3" / "model.safetensors"))
     for quantized in (False, True):

@@ -1363,9 +1363,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
 }
 
 /// The layer and the family's per-expert name (`{e}` for the expert) of a 3-D expert tensor.
-/// The fused `ffn_gate_up_exps` stack (gate rows then up rows per expert) is the two stacks'
-/// templates together: llama.cpp's `--fuse-gate-up-exps` writes it for any architecture with
-/// experts, and its loaders take it through `create_tensor_gate_up_exps`.
+/// The fused `ffn_gate_up_exps` stack (gate rows then up rows per expert, the concatenation
+/// `ModelBase.modify_tensors` makes for `--fuse-gate-up-exps`) is the two stacks' templates
+/// together. llama.cpp's converter writes it where the architecture lists `FFN_GATE_UP_EXP`
+/// (Mistral 4 among the imported ones, read by [`stacked_experts`]; newer ones) and its
+/// deepseek2 loader takes it (`create_tensor_gate_up_exps`); the import reads it for every family
+/// with per-expert names, the same rows either way.
 fn expert_stack(name: &str, a: &Arch) -> Option<(usize, Vec<&'static str>)> {
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
     let layer = layer.parse().ok()?;
@@ -1695,7 +1698,9 @@ fn pieces(t: &TensorInfo, a: &Arch, heads: usize, kv_heads: usize, head_dim: usi
             })
             .collect());
     }
-    let fused = t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias")) && family_name(&t.name, a).is_none() && family_name(&t.name.replacen(".attn_qkv.", ".attn_q.", 1), a).is_some();
+    // Not for latent attention (its `attn_q` is `q_lora_rank`-free queries of another size;
+    // llama.cpp has no fused form there).
+    let fused = t.name.starts_with("blk.") && (t.name.ends_with(".attn_qkv.weight") || t.name.ends_with(".attn_qkv.bias")) && !a.latent() && family_name(&t.name, a).is_none() && family_name(&t.name.replacen(".attn_qkv.", ".attn_q.", 1), a).is_some();
     if !fused {
         return Ok(vec![(t.name.clone(), t.clone())]);
     }
@@ -1929,7 +1934,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     // llama.cpp writes the output projection only when it is not the embedding matrix.
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
-    // q biases, alone or inside a fused `attn_qkv` (`--fuse-qkv`; phi2's original files).
+    // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
     if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
@@ -2227,7 +2232,7 @@ fn phimoe_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary
     let has = |suffix: &str| file.tensors.iter().any(|t| t.name.ends_with(suffix));
     let biased = has(".attn_q.bias") || has(".attn_qkv.bias");
     if biased != has(".attn_output.bias") {
-        return Err(err("holds biases on some attention projections only (`attn_q.bias`, `attn_output.bias`): transformers' PhiMoE switches all four together (`attention_bias`)".into()));
+        return Err(err("holds biases on some attention projections only (`attn_q.bias` or `attn_qkv.bias`, `attn_output.bias`): transformers' PhiMoE switches all four together (`attention_bias`)".into()));
     }
     c.insert("attention_bias".into(), json!(biased));
     c.insert("lm_head_bias".into(), json!(file.tensors.iter().any(|t| t.name == "output.bias")));
@@ -3005,12 +3010,12 @@ fn cohere_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: 
     c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
     let scale = float("logit_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `logit_scale`)", key("logit_scale"))))?;
     c.insert("logit_scale".into(), json!(scale as f32 as f64));
-    // q biases, alone or inside a fused `attn_qkv` (`--fuse-qkv`; phi2's original files).
+    // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
     if biased && kind == Kind::CommandR {
         // Cohere's `attention_bias` biases o_proj too, which llama.cpp's command-r loader never
         // reads: such a file stands for no Cohere model.
-        return Err(err("has q/k/v biases (`attn_q.bias`): Cohere's `attention_bias` also biases o_proj, which llama.cpp's command-r loader does not read, so the file stands for no Cohere model".into()));
+        return Err(err("has q/k/v biases (`attn_q.bias` or `attn_qkv.bias`): Cohere's `attention_bias` also biases o_proj, which llama.cpp's command-r loader does not read, so the file stands for no Cohere model".into()));
     }
     c.insert("attention_bias".into(), json!(biased));
     if kind == Kind::CommandR {
