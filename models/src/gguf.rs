@@ -446,7 +446,8 @@ impl Arch {
                 "expert_group_count",
                 "expert_group_used_count",
             ],
-            Kind::Mistral4 => &[
+            // Mistral 4's query scaling keys are refused in deepseek2 files by `deepseek2_config`.
+            Kind::Deepseek2 | Kind::Mistral4 => &[
                 "leading_dense_block_count",
                 "attention.q_lora_rank",
                 "attention.kv_lora_rank",
@@ -454,27 +455,6 @@ impl Arch {
                 "attention.value_length_mla",
                 "attention.temperature_scale",
                 "attention.temperature_length",
-                "expert_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "expert_group_count",
-                "expert_group_used_count",
-                "rope.scaling.factor",
-                "rope.scaling.original_context_length",
-                "rope.scaling.yarn_beta_fast",
-                "rope.scaling.yarn_beta_slow",
-                "rope.scaling.yarn_log_multiplier",
-            ],
-            Kind::Deepseek2 => &[
-                "leading_dense_block_count",
-                "attention.q_lora_rank",
-                "attention.kv_lora_rank",
-                "attention.key_length_mla",
-                "attention.value_length_mla",
                 "expert_count",
                 "expert_used_count",
                 "expert_feed_forward_length",
@@ -2662,6 +2642,14 @@ fn deepseek2_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, floa
             )))
         }
     }
+    if kind != Kind::Mistral4 {
+        if let Some(k) = ["attention.temperature_scale", "attention.temperature_length"].into_iter().find(|k| file.get(&key(k)).is_some()) {
+            return Err(err(format!(
+                "metadata key `{}` is set: Llama 4's query scaling (Mistral Large 3's mistral-format conversion) is not imported for deepseek2 files (its transformers model is not a DeepSeek one)",
+                key(k)
+            )));
+        }
+    }
     if kind == Kind::Mistral4 {
         mistral4_experts(c, file, float, uint, key, err)?;
     } else if uint("expert_count")?.is_none() {
@@ -4110,6 +4098,8 @@ mod tests {
         assert!(got.contains("`deepseek2.expert_gating_func` is 3"), "{got}");
         let got = e(with("expert_gating_func", json!(1)), deepseek2_tensors());
         assert!(got.contains("`deepseek2.expert_weights_norm` is true with softmax routing"), "{got}");
+        let got = e(with("attention.temperature_scale", json!(0.1f64)), deepseek2_tensors());
+        assert!(got.contains("`deepseek2.attention.temperature_scale` is set") && got.contains("Mistral Large 3"), "{got}");
         let got = e(deepseek2_meta(), deepseek2_tensors().into_iter().filter(|(n, ..)| !n.contains("exp_probs_b")).collect());
         assert!(got.contains("`blk.1.exp_probs_b.bias`"), "{got}");
         let got = e(with("attention.key_length", json!(24)), deepseek2_tensors());

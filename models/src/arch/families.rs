@@ -205,17 +205,21 @@ const MIXTRAL_KEYS: MoeKeys = MoeKeys {
 /// Mixtral: Mistral's attention; every layer's MLP is `num_local_experts` gated experts
 /// (`w1` gate, `w3` up, `w2` down) routed top-`num_experts_per_tok` with the top-k
 /// probabilities always renormalized (transformers' `MixtralSparseMoeBlock`).
+/// Mixtral's mixture names (`block_sparse_moe.gate`, experts `w1`/`w3`/`w2`), which PhiMoE and
+/// MiniMax-M2 publish too.
+const MIXTRAL_MOE: MoeNames = MoeNames {
+    router: "block_sparse_moe.gate",
+    router_bias: false,
+    experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
+    shared: None,
+    dense: None,
+    keys: MIXTRAL_KEYS,
+};
+
 pub const MIXTRAL: DecoderFamily = DecoderFamily {
     model_types: &["mixtral"],
     names: NameTable {
-        mlp: MlpNames::Experts(MoeNames {
-            router: "block_sparse_moe.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
-            shared: None,
-            dense: None,
-            keys: MIXTRAL_KEYS,
-        }),
+        mlp: MlpNames::Experts(MIXTRAL_MOE),
         ..LLAMA_NAMES
     },
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
@@ -852,11 +856,6 @@ pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
     names: NameTable {
         qk_norm: Some(QkNorm { q: "self_attn.q_norm", k: "self_attn.k_norm", over: NormOver::Projection, when: None, after_rope: false }),
         mlp: MlpNames::Experts(MoeNames {
-            router: "block_sparse_moe.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
-            shared: None,
-            dense: None,
             keys: MoeKeys {
                 experts: &["num_local_experts", "num_experts"],
                 experts_default: 256,
@@ -876,6 +875,7 @@ pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
                 }),
                 activation: ExpertActivation::Gated,
             },
+            ..MIXTRAL_MOE
         }),
         ..LLAMA_NAMES
     },
@@ -1481,11 +1481,6 @@ pub const PHIMOE: DecoderFamily = DecoderFamily {
     model_types: &["phimoe"],
     names: NameTable {
         mlp: MlpNames::Experts(MoeNames {
-            router: "block_sparse_moe.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "block_sparse_moe.experts.{e}", gate: "w1", up: "w3", down: "w2" },
-            shared: None,
-            dense: None,
             keys: MoeKeys {
                 experts: &["num_local_experts"],
                 experts_default: 16,
@@ -1497,6 +1492,7 @@ pub const PHIMOE: DecoderFamily = DecoderFamily {
                 routing: Routing::SparseMixer { jitter: "router_jitter_noise", default: 0.01 },
                 activation: ExpertActivation::Gated,
             },
+            ..MIXTRAL_MOE
         }),
         ..LLAMA_NAMES
     },
