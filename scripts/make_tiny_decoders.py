@@ -496,6 +496,15 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers],
         exercises="MiniMax-M2: q and k RMSNormed over their whole projections, RoPE on the first 8 of each head's 16 dimensions (`rotary_dim` 8 as the published config writes it), 8 experts under Mixtral's names in every layer, sigmoid scores with `e_score_correction_bias` for the choice of the top 2, renormalized",
     ),
+    # GPTBigCode (StarCoder 1): GPT-2's block with Linear weights and one key/value head.
+    "tiny-gpt_bigcode": dict(
+        cls="GPTBigCode", inputs="tiny-gpt2",
+        args=dict(vocab_size=512, n_embd=64, n_head=4, n_layer=2, n_positions=256, n_inner=None, multi_query=True,
+                  activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                  initializer_range=0.2, tie_word_embeddings=True),
+        legacy=lambda config: config,
+        exercises="GPTBigCode (StarCoder 1): GPT-2's block (learned positions, LayerNorms with bias, biases everywhere, tanh GELU, tied head) with Linear weights and multi-query attention (`c_attn`: 64 query rows, one key and one value head of 16)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

@@ -411,6 +411,22 @@ impl DecoderConfig {
                     map.insert((*generic).to_string(), v);
                 }
             }
+            if let Some(key) = f.multi_query_key {
+                if map.get("num_key_value_heads").is_none_or(Value::is_null) {
+                    match map.get(key) {
+                        None | Some(Value::Bool(true)) => {
+                            map.insert("num_key_value_heads".into(), serde_json::json!(1));
+                        }
+                        Some(Value::Bool(false)) => {
+                            return Err(Error::Config {
+                                path: path.to_path_buf(),
+                                reason: format!("`{key}` is false: q, k and v fused per head in `c_attn` (every head its own keys) are not built for this model type; the released checkpoints use one key/value head (`{key}: true`)"),
+                            })
+                        }
+                        Some(v) => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` must be true or false, found {v}") }),
+                    }
+                }
+            }
             if let Some(key) = f.rotary_dims_key {
                 let given = |k: &str| map.get(k).and_then(Value::as_f64);
                 if let (None, Some(dims)) = (given("partial_rotary_factor"), given(key)) {
@@ -1470,6 +1486,20 @@ mod tests {
             vec![Some(2), None]
         );
         assert!(parse(&format!(r#"{{{BASE},"layer_types":["full_attention"]}}"#)).is_err());
+    }
+
+    /// GPTBigCode: `multi_query` (default true) is one key/value head; false is refused by key.
+    #[test]
+    fn gpt_bigcode_reads_multi_query_as_one_kv_head() {
+        let base = r#""model_type":"gpt_bigcode","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512"#;
+        for extra in ["", r#","multi_query":true"#] {
+            let c = parse(&format!("{{{base}{extra}}}")).unwrap();
+            assert_eq!((c.num_key_value_heads, c.num_attention_heads, c.intermediate_size), (1, 4, 256), "{extra}");
+        }
+        let e = parse(&format!(r#"{{{base},"multi_query":false}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`multi_query` is false"), "{e}");
+        let e = parse(&format!(r#"{{{base},"multi_query":1}}"#)).unwrap_err().to_string();
+        assert!(e.contains("key `multi_query` must be true or false"), "{e}");
     }
 
     #[test]

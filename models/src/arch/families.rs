@@ -66,6 +66,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     prediction_layers: None,
     clip_after_qk_norm: false,
     rotary_dims_key: None,
+    multi_query_key: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -363,6 +364,22 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     ],
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
+};
+
+/// GPTBigCode (StarCoder 1, SantaCoder, WizardCoder, OctoCoder: `GPTBigCodeConfig`): GPT-2's
+/// block and names (learned positions, LayerNorms with bias, biases everywhere, tied head by
+/// default, `n_*` keys, tanh GELU from `activation_function`, `scale_attn_weights`) with
+/// `nn.Linear` weights (`[out, in]`, not GPT-2's Conv1D) and multi-query attention: `c_attn`
+/// holds q (hidden rows) then one key head and one value head (`multi_query`, default true;
+/// false, a per-head fused `c_attn`, is refused).
+pub const GPT_BIGCODE: DecoderFamily = DecoderFamily {
+    model_types: &["gpt_bigcode"],
+    layout: Layout { weights: WeightLayout::Linear, multi_query_key: Some("multi_query"), ..GPT2.layout },
+    unused: &[
+        Unused { prefix: "", suffix: ".attn.bias", reason: "a causal-mask buffer; the graph builds its own mask" },
+        Unused { prefix: "", suffix: ".attn.masked_bias", reason: "a mask fill-value buffer; the graph builds its own mask" },
+    ],
+    ..GPT2
 };
 
 /// Qwen3's and Gemma 3's q/k norms: one RMSNorm per head, over `head_dim`.

@@ -579,6 +579,10 @@ pub struct Layout {
     /// `partial_rotary_factor` = it / head size when config.json lacks the generic key (as
     /// `MiniMaxM2Config.convert_rope_params_to_dict` does).
     pub rotary_dims_key: Option<&'static str>,
+    /// A switch for one key/value head (GPTBigCode's `multi_query`, default true): one head when
+    /// on and config.json gives no `num_key_value_heads`; off (a per-head fused `c_attn`) is
+    /// refused, naming the key.
+    pub multi_query_key: Option<&'static str>,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
