@@ -30,6 +30,9 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
   up) as stored; with LongRoPE factors, rope.scaling.attn_factor `sqrt(1 + ln(scale) /
   ln(original))` (scale `max_position_embeddings / original`, 1 when not above 1) and the F32
   tensors `rope_factors_long.weight` / `rope_factors_short.weight`.
+- `starcoder` (tiny-gpt_bigcode, StarCoderModel: GPT-2's keys with `head_count_kv` 1 and
+  `feed_forward_length` 4 x hidden, the `c_attn` q/k/v rows as stored, Linear weights not
+  transposed, `tokenizer.ggml.pre` `starcoder`).
 - `gpt2` (tiny-gpt2, GPT2Model: its own keys, `feed_forward_length` 4 x hidden, no rope, the
   vocabulary's `tokenizer.ggml.pre` `gpt-2`): the Conv1D weights (`c_attn`, `c_proj`, `c_fc`)
   transposed to `[out, in]`, `position_embd` kept F32 (the converter's and llama.cpp's
@@ -72,7 +75,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
-    "gpt_neox": "gptneox",
+    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -82,7 +85,7 @@ MAPPED = {
     "nemotron": gguf.MODEL_ARCH.NEMOTRON, "gpt2": gguf.MODEL_ARCH.GPT2, "seed_oss": gguf.MODEL_ARCH.SEED_OSS, "arcee": gguf.MODEL_ARCH.ARCEE,
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
-    "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX,
+    "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX, "starcoder": gguf.MODEL_ARCH.STARCODER,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -96,13 +99,13 @@ FIXTURES = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-apertus",
     # Not tiny-gpt_neox-sequential: its `rotary_emb_base` (500) is one GPTNeoXModel does not
     # write (llama.cpp runs 10000) and it has no q/k/v bias, which llama.cpp's loader requires.
-    "tiny-gpt_neox",
+    "tiny-gpt_neox", "tiny-gpt_bigcode",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode"]
 
 
 def hf_spellings(cfg):
@@ -111,10 +114,11 @@ def hf_spellings(cfg):
     heads (it has one per query head)."""
     if cfg["model_type"] == "gpt_neox":
         return dict(cfg, num_key_value_heads=cfg["num_attention_heads"])
-    if cfg["model_type"] != "gpt2":
+    if cfg["model_type"] not in ("gpt2", "gpt_bigcode"):
         return cfg
     cfg = dict(cfg)
-    cfg.update(hidden_size=cfg["n_embd"], num_attention_heads=cfg["n_head"], num_key_value_heads=cfg["n_head"], num_hidden_layers=cfg["n_layer"],
+    kv = 1 if cfg["model_type"] == "gpt_bigcode" and cfg.get("multi_query", True) else cfg["n_head"]
+    cfg.update(hidden_size=cfg["n_embd"], num_attention_heads=cfg["n_head"], num_key_value_heads=kv, num_hidden_layers=cfg["n_layer"],
                max_position_embeddings=cfg["n_positions"], intermediate_size=cfg.get("n_inner") or 4 * cfg["n_embd"])
     return cfg
 
@@ -193,7 +197,7 @@ def mapped_tensors(cfg, st, arch, fused):
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
         out[g] = w
-    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2")))
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder")))
     if fused:
         # Also what `--fuse-qkv` writes for any architecture (`ModelBase.modify_tensors`): q, k
         # and v (after a LlamaModel's permutation) concatenated, their biases likewise.
@@ -365,6 +369,19 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         w.add_tokenizer_pre("gpt-2")
+        return
+    if arch == "starcoder":
+        # StarCoderModel.set_gguf_parameters: GPT-2's keys with one key/value head (multi-query);
+        # Linear weights, not transposed.
+        w.add_context_length(cfg["n_positions"])
+        w.add_embedding_length(cfg["n_embd"])
+        w.add_feed_forward_length(4 * cfg["n_embd"])
+        w.add_block_count(cfg["n_layer"])
+        w.add_head_count(cfg["n_head"])
+        w.add_head_count_kv(1)
+        w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_tokenizer_pre("starcoder")
         return
     if arch == "phi2":
         # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
@@ -571,7 +588,7 @@ def dequantized_mapped(r, cfg, arch, st):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox"):
+        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder"):
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:

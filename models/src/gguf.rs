@@ -141,6 +141,8 @@
 //!   Conv1D weights (`c_attn`, `c_proj`, `c_fc`) to `[out, in]`, so they are read back
 //!   transposed, quantized ones as a transpose of the file's rows (their integers kept); the
 //!   head tied when the file has no `output.weight`.
+//! - starcoder (`StarCoderModel`, GPTBigCode): GPT-2's names and keys with Linear weights (read
+//!   as stored) and one key/value head (`multi_query`); more key/value heads are refused.
 //! - olmo (`OlmoModel`, OLMo 1): q/k permuted (LlamaModel's), no norm tensors (transformers'
 //!   LayerNorm without weight or bias at 1e-5, the epsilon the converter writes; another is
 //!   refused), `attention.clamp_kqv` as `clip_qkv` (q, k and v clamped, as llama.cpp does).
@@ -294,6 +296,9 @@ enum Kind {
     /// Hunyuan's dense models (`hunyuan-dense`: Hunyuan-0.5B to 7B): Hunyuan-A13B's attention
     /// and RoPE with a plain MLP.
     HunyuanDense,
+    /// StarCoder 1 and its kin (`starcoder`): GPTBigCode, GPT-2's block with Linear weights and
+    /// one key/value head.
+    StarCoder,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -337,7 +342,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -487,7 +492,7 @@ impl Arch {
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
             Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count"],
-            Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 => &["attention.layer_norm_epsilon"],
+            Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder => &["attention.layer_norm_epsilon"],
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
             Kind::Phimoe => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window", "expert_count", "expert_used_count"],
@@ -530,7 +535,7 @@ impl Arch {
             Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm | Kind::Phimoe => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::GptNeox => GPTNEOX_NAMES,
-            Kind::Gpt2 => GPT2_NAMES,
+            Kind::Gpt2 | Kind::StarCoder => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
             _ => LAYER_NAMES,
         }
@@ -544,7 +549,7 @@ impl Arch {
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
             Kind::Phimoe => PHIMOE_GLOBAL_NAMES,
             Kind::GptNeox => GPTNEOX_GLOBAL_NAMES,
-            Kind::Gpt2 => GPT2_GLOBAL_NAMES,
+            Kind::Gpt2 | Kind::StarCoder => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
@@ -555,7 +560,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::Bert | Kind::GptNeox => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox => &[],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
@@ -618,7 +623,7 @@ impl Arch {
     /// Where the family's layer `layer` lives: `model.layers.N`, GPT-2's `transformer.h.N`.
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
-            Kind::Gpt2 => format!("transformer.h.{layer}"),
+            Kind::Gpt2 | Kind::StarCoder => format!("transformer.h.{layer}"),
             Kind::GptNeox => format!("gpt_neox.layers.{layer}"),
             Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
@@ -639,7 +644,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -698,6 +703,9 @@ fn arch(name: &str) -> Option<Arch> {
         // GPT2Model is a TextModel without rope: nothing permuted; its Conv1D weights were
         // transposed to `[out, in]` by the converter and are read back transposed.
         "gpt2" => ("gpt2", false, Kind::Gpt2),
+        // StarCoderModel is a TextModel: its GPTBigCode weights are Linear (`[out, in]`), as
+        // stored, so nothing is transposed (GPT-2's Conv1D transpose is Kind::Gpt2's alone).
+        "starcoder" => ("gpt_bigcode", false, Kind::StarCoder),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
         // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
         "bert" => ("bert", false, Kind::Bert),
@@ -1946,8 +1954,18 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Phi2 {
         phi2_config(&mut c, file, rotary, head_dim, &float, &key, &err)?;
     }
-    if a.kind == Kind::Gpt2 {
+    if matches!(a.kind, Kind::Gpt2 | Kind::StarCoder) {
         gpt2_config(&mut c, file, &float, &key, &err)?;
+    }
+    if a.kind == Kind::StarCoder {
+        // StarCoderModel writes one key/value head (multi-query) and GELU is ggml's tanh form,
+        // GPTBigCode's `gelu_pytorch_tanh`. A file of more key/value heads would be a
+        // `multi_query: false` model, whose `c_attn` is fused per head: not read as stacked.
+        if kv_heads != 1 {
+            return Err(err(format!("metadata key `{}` is {kv_heads}: StarCoder files have one key/value head (multi-query), as the converter writes; a per-head fused `c_attn` is not imported", key("attention.head_count_kv"))));
+        }
+        c.insert("hidden_act".into(), json!("gelu_pytorch_tanh"));
+        c.insert("multi_query".into(), json!(true));
     }
     if a.kind == Kind::Bert {
         bert_config(&mut c, file, &float, &key, &err)?;
@@ -4800,6 +4818,41 @@ mod tests {
     /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
     /// one still the packed layer underneath, counted in the source's bit widths); the tied
     /// head reads the quantized token table.
+    /// StarCoder 1 (`starcoder`): GPT-2's names with Linear weights kept as stored (packed, not
+    /// transposed), one key/value head; more key/value heads are refused by key.
+    #[test]
+    fn starcoder_files_are_gpt_bigcode_with_one_kv_head() {
+        let meta = |kv: u64| -> Vec<(String, Json)> {
+            [
+                ("general.architecture", json!("starcoder")),
+                ("starcoder.embedding_length", json!(64)),
+                ("starcoder.feed_forward_length", json!(256)),
+                ("starcoder.block_count", json!(1)),
+                ("starcoder.context_length", json!(16)),
+                ("starcoder.attention.head_count", json!(4)),
+                ("starcoder.attention.head_count_kv", json!(kv)),
+                ("starcoder.attention.layer_norm_epsilon", json!(1e-5f64)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        };
+        let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("position_embd.weight", 0, vec![64, 16]), ("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64])];
+        for n in ["attn_norm", "ffn_norm"] {
+            t.extend([(format!("blk.0.{n}.weight"), 0, vec![64]), (format!("blk.0.{n}.bias"), 0, vec![64])].map(|(n, ty, d)| (&*n.leak(), ty, d)));
+        }
+        t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 96]), ("blk.0.attn_qkv.bias", 0, vec![96]), ("blk.0.attn_output.weight", 8, vec![64, 64]), ("blk.0.attn_output.bias", 0, vec![64])]);
+        t.extend([("blk.0.ffn_up.weight", 8, vec![64, 256]), ("blk.0.ffn_up.bias", 0, vec![256]), ("blk.0.ffn_down.weight", 8, vec![256, 64]), ("blk.0.ffn_down.bias", 0, vec![64])]);
+        let i = import_of(&as_ref(&meta(1)), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["hidden_act"].as_str(), c["num_key_value_heads"].as_u64(), c["multi_query"].as_bool()), (Some("gpt_bigcode"), Some("gelu_pytorch_tanh"), Some(1), Some(true)));
+        // Linear weights: packed as they are, no transposing view.
+        assert!(i.packed.contains_key("transformer.h.0.attn.c_attn.weight") && i.packed.contains_key("transformer.h.0.mlp.c_fc.weight"));
+        assert!(!i.views.contains_key("transformer.h.0.attn.c_attn.weight"));
+        let got = import_of(&as_ref(&meta(4)), &t).err().expect("refused").to_string();
+        assert!(got.contains("`starcoder.attention.head_count_kv` is 4"), "{got}");
+    }
+
     #[test]
     fn gpt2_files_read_their_conv1d_weights_transposed() {
         let m: Vec<(String, Json)> = [

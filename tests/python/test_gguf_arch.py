@@ -54,9 +54,9 @@ F32 = [
     "tiny-glm4", "tiny-ernie4_5", "tiny-olmo", "tiny-nemotron", "tiny-gpt2",
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
-    "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused",
+    "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -135,7 +135,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
