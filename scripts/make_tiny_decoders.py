@@ -505,6 +505,18 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="GPTBigCode (StarCoder 1): GPT-2's block (learned positions, LayerNorms with bias, biases everywhere, tanh GELU, tied head) with Linear weights and multi-query attention (`c_attn`: 64 query rows, one key and one value head of 16)",
     ),
+    # AFMoE (Arcee Trinity): gated attention output, per-head q/k norms, four norms a layer,
+    # three sliding layers (RoPE) then a full one (none), a dense first layer, sigmoid experts
+    # with a bias and a route scale beside shared experts, muP embedding scale.
+    "tiny-afmoe": dict(
+        cls="Afmoe", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4, num_dense_layers=1, head_dim=16,
+                  num_experts=8, num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, global_attn_every_n_layers=4,
+                  sliding_window=4, mup_enabled=True, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "layer_types"},
+        tweak=lambda model: [layer.mlp.expert_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="AFMoE (Arcee Trinity): the attention output times sigmoid(gate_proj(x)), per-head q/k RMSNorms, norms before and after attention and around the MLP, layers 0-2 sliding (window 4, RoPE) and layer 3 full (no RoPE) by `global_attn_every_n_layers` 4 (no `layer_types` written), a dense first layer, 8 experts routed by sigmoid scores with `expert_bias` for the choice of the top 2, renormalized and scaled by `route_scale` 1.5, one shared expert, embeddings times sqrt(64) (`mup_enabled`)",
+    ),
     # EXAONE 4: OLMo 2's post-norms with per-head q/k norms, three sliding layers then a full
     # one (`sliding_window_pattern` 4), the full layer without RoPE (hybrid attention's NoPE).
     "tiny-exaone4": dict(

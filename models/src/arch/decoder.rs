@@ -165,6 +165,7 @@ impl DecoderFamily {
         let embedding = match sc.embedding {
             EmbeddingScale::None => None,
             EmbeddingScale::SqrtHidden => Some((c.hidden_size as f64).sqrt()),
+            EmbeddingScale::SqrtHiddenIf(flag) => c.flag(flag, false).then(|| (c.hidden_size as f64).sqrt()),
             EmbeddingScale::Key(k) => key(Some(k))?,
         };
         let attention_scale = match sc.attention {
@@ -640,12 +641,25 @@ impl DecoderFamily {
         let mask = &sh.masks[&window];
         let (scale, softcap) = (scale, sh.scalars.attention_softcap);
         if let Some(sinks) = n.sinks {
+            if n.output_gate.is_some() {
+                return Err(Error::Config { path: sh.c.path.clone(), reason: format!("the `{}` family's attention sinks are not built together with an output gate", sh.c.model_type) });
+            }
             return self.sink_attention_block(b, ckpt, sh, i, layer, [&q, &k, &v], sinks, scale, &attn_scope);
         }
         let y = match &sh.write {
             None => attention(b, &attn_scope, [&q, &k, &v], mask, [past_k, past_v], [present_k, present_v], heads, scale, softcap),
             Some(write) => {
                 static_attention(b, &attn_scope, [&q, &k, &v], mask, write, [past_k, past_v], [present_k, present_v], heads, scale, softcap)
+            }
+        };
+        // AFMoE gates the heads' output by the attention's input.
+        let y = match n.output_gate {
+            None => y,
+            Some(gate) => {
+                let w = LinearWeights::read(ckpt, b, &s(gate), sh.hidden, sh.q_dim, false, l.weights)?;
+                let g = linear(b, &s(gate), x, w);
+                let g = b.op(&s(&format!("{gate}/Sigmoid")), "Sigmoid", &[&g], vec![]);
+                b.op(&s("self_attn.output_gate/Mul"), "Mul", &[&y, &g], vec![])
             }
         };
         let o = LinearWeights::read(ckpt, b, &s(n.o_proj), sh.q_dim, sh.hidden, o_bias, l.weights)?;

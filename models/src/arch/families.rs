@@ -37,6 +37,7 @@ const LLAMA_NAMES: NameTable = NameTable {
     norms: PRE_NORMS,
     mlp: GATED_MLP,
     sinks: None,
+    output_gate: None,
     final_norm: "model.norm",
     lm_head: "lm_head",
 };
@@ -344,6 +345,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         norms: BlockNorms { before_attention: Some("ln_1"), after_attention: None, before_mlp: Some("ln_2"), after_mlp: None },
         mlp: MlpNames::Plain { up: "mlp.c_fc", down: "mlp.c_proj" },
         sinks: None,
+        output_gate: None,
         final_norm: "transformer.ln_f",
         lm_head: "lm_head",
     },
@@ -909,6 +911,74 @@ pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// AFMoE (Arcee's Trinity, `AfmoeConfig`): Llama attention with per-head q/k RMSNorms and the
+/// heads' output gated by `sigmoid(self_attn.gate_proj(x))` before o_proj; four norms a layer
+/// (before and after attention, `pre_mlp_layernorm` and `post_mlp_layernorm` around the MLP);
+/// sliding layers (window `sliding_window`, 1024) from `layer_types`, else every
+/// `global_attn_every_n_layers`th (4) layer full, RoPE on the sliding layers only; the first
+/// `num_dense_layers` (1) layers a dense MLP, the others `num_experts` (64) experts of
+/// `moe_intermediate_size` (1408) under `mlp.experts.{e}`, routed by sigmoid scores with
+/// `mlp.expert_bias` added for the choice of the top `num_experts_per_tok` (6), renormalized and
+/// scaled by `route_scale` (1), beside `num_shared_experts` (2) experts' width of shared MLP;
+/// embeddings times sqrt(hidden) when `mup_enabled`; head_dim 128, rms eps 1e-5, 16384
+/// positions when absent.
+pub const AFMOE: DecoderFamily = DecoderFamily {
+    model_types: &["afmoe"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        norms: BlockNorms {
+            before_attention: Some("input_layernorm"),
+            after_attention: Some("post_attention_layernorm"),
+            before_mlp: Some("pre_mlp_layernorm"),
+            after_mlp: Some("post_mlp_layernorm"),
+        },
+        output_gate: Some("self_attn.gate_proj"),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.router.gate",
+            shared: Some(SharedExpert { width: SharedWidth::Experts("num_shared_experts", 2), ..DEEPSEEK_SHARED }),
+            keys: MoeKeys {
+                experts: &["num_experts"],
+                experts_default: 64,
+                top_k_default: 6,
+                normalize: TopKNorm::Always,
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(1408),
+                sparse: SparseLayers::FirstDense { key: "num_dense_layers", default: 1 },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    f32_router: false,
+                    bias: Some("mlp.expert_bias"),
+                    group_best: 1,
+                    method: None,
+                    groups: None,
+                    scale: Some(Key { name: "route_scale", default: Some(1.0) }),
+                }),
+                activation: ExpertActivation::Gated,
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        head_dim_default: Some(128),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(16384))],
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling { embedding: EmbeddingScale::SqrtHiddenIf("mup_enabled"), ..NO_SCALING },
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &["global_attn_every_n_layers"], default: 4, first: false }),
+        default_window: Some(1024),
+        rope_layers: RopeLayers::Sliding,
+        ..UNIFORM_LAYERS
+    },
+};
+
 /// FlexOlmo: OLMo 2's blocks (norms after attention and after the MLP only, q/k RMSNorms over
 /// the whole projections, no clip) with OLMoE's mixture in every layer under `FlexOlmoConfig`'s
 /// defaults: `num_experts` (7) of `intermediate_size`, top `num_experts_per_tok` (5),
@@ -1176,6 +1246,7 @@ pub const GPT_NEOX: DecoderFamily = DecoderFamily {
         norms: PRE_NORMS,
         mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
         sinks: None,
+        output_gate: None,
         final_norm: "gpt_neox.final_layer_norm",
         lm_head: "embed_out",
     },

@@ -41,6 +41,9 @@ pub struct NameTable {
     /// Attention sinks (gpt-oss `self_attn.sinks`, relative to the layer): one learned logit per
     /// query head that joins each softmax row and is then dropped.
     pub sinks: Option<&'static str>,
+    /// A gate on the attention's output (AFMoE's `self_attn.gate_proj`, relative to the layer):
+    /// the heads' output times `sigmoid(gate_proj(x))` of the attention's input, before o_proj.
+    pub output_gate: Option<&'static str>,
     pub final_norm: &'static str,
     pub lm_head: &'static str,
 }
@@ -107,6 +110,8 @@ pub enum EmbeddingScale {
     SqrtHidden,
     /// A config key's value (Granite `embedding_multiplier`).
     Key(Key),
+    /// `sqrt(hidden_size)` when a boolean key is true (AFMoE's `mup_enabled`, default false).
+    SqrtHiddenIf(&'static str),
 }
 
 /// The attention softmax scale.
