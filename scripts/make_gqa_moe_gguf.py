@@ -42,6 +42,13 @@ moe_intermediate_size x num_shared_experts, `expert_weights_scale` / `_norm`,
 experts `ffn_*_shexp`, one appended prediction layer (`MTP`), `tokenizer.ggml.pre`
 `exaone-moe` (K-EXAONE's own split) over the fixture's vocabulary.
 
+AFMoE (tiny-afmoe; `conversion/afmoe.py` `AfmoeModel`, a LlamaModel whose tensors skip its
+permutation): TextModel's and LlamaModel's keys (vocabulary size, rotary width = head_dim), the
+expert counts, `expert_shared_count`, `expert_feed_forward_length`, `leading_dense_block_count`,
+`expert_weights_norm` (`route_norm`), `expert_weights_scale` (`route_scale`) and the window
+(no pattern key: llama.cpp's period 4); four norms (`attn_norm`, `post_attention_norm`,
+`ffn_norm`, `post_ffw_norm`), `attn_gate`, per-head q/k norms, `exp_probs_b.bias`.
+
 Files (`<fixture>` each of `FIXTURES`): `<fixture>.F32.gguf` (the fixture's weights) and
 `<fixture>.Q.gguf` (Q8_0 attention, embedding and head, Q4_0 experts where rows are whole
 32-value blocks) with `<fixture>.Q.dequantized.safetensors` beside it (gguf-py's
@@ -69,6 +76,7 @@ FIXTURES = {
     "tiny-glm4_moe": ("glm4moe", "post_attention_norm.weight", "glm4"),
     "tiny-dots1": ("dots1", "ffn_norm.weight", None),
     "tiny-exaone_moe": ("exaone-moe", "ffn_norm.weight", "exaone-moe"),
+    "tiny-afmoe": ("afmoe", "post_attention_norm.weight", None),
 }
 # Prediction layers appended after the decoder: GLM's from its config; tiny-exaone_moe's config
 # states none, so one, as K-EXAONE's own config has (`num_nextn_predict_layers` 1).
@@ -90,6 +98,15 @@ NAMES = {
 
 def names_of(fixture):
     names = {**NAMES, "post_attention_layernorm.weight": FIXTURES[fixture][1]}
+    if FIXTURES[fixture][0] == "afmoe":
+        # AfmoeModel (gguf-py's TensorNameMap): four norms, the attention gate, its router and
+        # correction bias.
+        del names["mlp.gate.weight"], names["mlp.gate.e_score_correction_bias"]
+        names.update({
+            "pre_mlp_layernorm.weight": "ffn_norm.weight", "post_mlp_layernorm.weight": "post_ffw_norm.weight",
+            "self_attn.gate_proj.weight": "attn_gate.weight", "mlp.router.gate.weight": "ffn_gate_inp.weight",
+            "mlp.expert_bias": "exp_probs_b.bias",
+        })
     if FIXTURES[fixture][0] == "exaone-moe":
         # K-EXAONE's correction bias sits beside the router.
         del names["mlp.gate.e_score_correction_bias"]
@@ -105,7 +122,7 @@ def layer_tensors(fixture, cfg, st, i, block):
     """Layer `i`'s tensors under `blk.<block>.`."""
     p = f"model.layers.{i}."
     out = [(f"blk.{block}.{g}", st[p + hf]) for hf, g in names_of(fixture).items() if p + hf in st]
-    if p + "mlp.gate.weight" in st:
+    if p + "mlp.gate.weight" in st or p + "mlp.router.gate.weight" in st:
         for g, part in STACKS.items():
             out.append((f"blk.{block}.{g}", np.stack([st[f"{p}mlp.experts.{e}.{part}.weight"] for e in range(n_routed(cfg))])))
     return out
@@ -128,7 +145,7 @@ def tensors_of(fixture, cfg, st):
 
 def write(path, fixture, cfg, st, quantized):
     arch, _, pre = FIXTURES[fixture]
-    glm, exaone = arch == "glm4moe", arch == "exaone-moe"
+    glm, exaone, afmoe = arch == "glm4moe", arch == "exaone-moe", arch == "afmoe"
     p = rope_params(cfg)
     extra = MTP[arch](cfg) if arch in MTP else 0
     w = gguf.GGUFWriter(str(path), arch)
@@ -141,7 +158,12 @@ def write(path, fixture, cfg, st, quantized):
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    if exaone:
+    if afmoe:
+        # TextModel's expert counts (no `scoring_func`: no gating key, llama.cpp's afmoe
+        # default is sigmoid).
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+    elif exaone:
         # TextModel's expert keys under ExaoneMoeConfig's names, and the sigmoid gating that
         # llama.cpp's exaone-moe loader requires (from the model's `scoring_func`).
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
@@ -151,17 +173,28 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_group_used_count(cfg["topk_group"])
     else:
         add_expert_counts(w, cfg)
-    if glm or exaone:
+    if glm or exaone or afmoe:
         w.add_key_length(cfg["head_dim"])
         w.add_value_length(cfg["head_dim"])
-    if not (glm or exaone):
+    if not (glm or exaone or afmoe):
         # TextModel: a `scoring_func` of `sigmoid` (dots.llm1's config states it).
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     if glm:
         w.add_rope_dimension_count(int(cfg["head_dim"] * cfg.get("partial_rotary_factor", 0.5)))
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    if exaone:
+    if afmoe:
+        # LlamaModel: the vocabulary size and rotary width; AfmoeModel: the shared experts, their
+        # width, the dense lead, `route_norm` / `route_scale` (the config's), the window (no
+        # pattern: llama.cpp's period 4).
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_rope_dimension_count(cfg["head_dim"])
+        w.add_expert_shared_count(cfg["num_shared_experts"])
+        w.add_leading_dense_block_count(cfg["num_dense_layers"])
+        w.add_expert_weights_norm(True)
+        w.add_expert_weights_scale(cfg["route_scale"])
+        w.add_sliding_window(cfg["sliding_window"])
+    elif exaone:
         # Exaone4Model: the vocabulary size, the window and one bool per layer from an integer
         # `sliding_window_pattern` (`(i + 1) % n != 0`); ExaoneMoEModel: the shared width as the
         # product, scale, norm, dense lead, prediction layers, RoPE scaling none.

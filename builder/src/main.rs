@@ -81,7 +81,8 @@ enum Command {
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3;
         /// Youtu-LLM without experts),
         /// glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe,
-        /// exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3,
+        /// exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4),
+        /// phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3,
         /// granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5,
         /// nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1) or gpt-oss,
         /// or bert (an encoder: sentence-embedding with the file's pooling, else feature-extraction):

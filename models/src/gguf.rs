@@ -304,6 +304,9 @@ enum Kind {
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
     /// projections with biases, Mixtral's expert stacks routed by sparsemixer.
     Phimoe,
+    /// Arcee's Trinity (`afmoe`): gated attention with per-head q/k norms, four norms a layer,
+    /// windows with RoPE on the sliding layers, DeepSeek-style sigmoid experts after a dense lead.
+    Afmoe,
     /// MiniMax-M2 (`minimax-m2`): q/k norms over the whole projections, partial rotary, Mixtral's
     /// expert stacks routed by sigmoid scores with a correction bias.
     MinimaxM2,
@@ -368,6 +371,20 @@ impl Arch {
             ],
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::MinimaxM2 => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_gating_func"],
+            Kind::Afmoe => &[
+                "vocab_size",
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_count",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "expert_gating_func",
+                "leading_dense_block_count",
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "rope.freq_base_swa",
+            ],
             Kind::ExaoneMoe => &[
                 "attention.sliding_window",
                 "attention.sliding_window_pattern",
@@ -572,6 +589,7 @@ impl Arch {
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
             Kind::MinimaxM2 => &[PRE_MLP_NORM, QK_NORMS, MIXTRAL_ROUTER, MINIMAX_M2_NAMES],
+            Kind::Afmoe => &[AFMOE_NAMES, QK_NORMS],
             Kind::ExaoneMoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, EXAONE_MOE_NAMES],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
@@ -611,7 +629,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe | Kind::Afmoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -644,7 +662,7 @@ impl Arch {
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -735,6 +753,9 @@ fn arch(name: &str) -> Option<Arch> {
         // MiniMaxM2Model is a TextModel: nothing permuted (NEOX rope on the first
         // `rope.dimension_count` of each head).
         "minimax-m2" => ("minimax_m2", false, Kind::MinimaxM2),
+        // AfmoeModel is a LlamaModel whose tensors go through ModelBase.modify_tensors: nothing
+        // permuted (llama.cpp's NEOX rope for afmoe).
+        "afmoe" => ("afmoe", false, Kind::Afmoe),
         // Mistral3Model's Mistral 4 half is a DeepseekV2Model (nothing permuted: llama.cpp's
         // NORM rope turns adjacent pairs, as Mistral 4's interleaved RoPE) that writes the
         // fused expert stacks as they are (`merge_expert` false).
@@ -802,6 +823,22 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
     ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
     ("exp_probs_b.bias", "mlp.gate.e_score_correction_bias"),
+    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// AFMoE's layers (llama.cpp's `LLM_ARCH_AFMOE`): four norms (`attn_norm` before attention,
+/// `post_attention_norm` after it, `ffn_norm` before the MLP, `post_ffw_norm` after it), the
+/// attention gate `attn_gate`, the router `ffn_gate_inp` (`mlp.router.gate`), the correction
+/// bias `exp_probs_b.bias` (`mlp.expert_bias`), the shared experts.
+const AFMOE_NAMES: &[(&str, &str)] = &[
+    ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.weight", "pre_mlp_layernorm.weight"),
+    ("post_ffw_norm.weight", "post_mlp_layernorm.weight"),
+    ("attn_gate.weight", "self_attn.gate_proj.weight"),
+    ("ffn_gate_inp.weight", "mlp.router.gate.weight"),
+    ("exp_probs_b.bias", "mlp.expert_bias"),
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
@@ -2080,6 +2117,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         hunyuan_moe_config(&mut c, file, &uint, &key, &err)?;
     } else if a.kind == Kind::ExaoneMoe {
         exaone_moe_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Afmoe {
+        afmoe_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::MinimaxM2 {
         minimax_m2_config(&mut c, file, rotary, head_dim, &uint, &key, &err)?;
     } else if a.kind == Kind::Phimoe {
@@ -2390,6 +2429,52 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    Ok(())
+}
+
+/// AFMoE's keys (llama.cpp's `AfmoeModel`, a LlamaModel, writes them; its `LLM_ARCH_AFMOE`
+/// loader) as `AfmoeConfig` spells them: the experts as [`grouped_experts`] reads them under
+/// `num_experts` / `num_shared_experts` / `num_dense_layers` / `route_scale`, sigmoid scores with
+/// the correction bias in every sparse layer (`expert_gating_func` 2 or absent, llama.cpp's
+/// default for afmoe; softmax refused), always renormalized (transformers' router always is: a
+/// file saying `expert_weights_norm` false is refused), the window and its layers (one bool per
+/// layer or a period, default 4: llama.cpp's), `rope.freq_base_swa` equal to the base (one base
+/// in the config), and `mup_enabled` (llama.cpp's graph always scales the embeddings by
+/// sqrt(hidden)). A file without a window is refused: llama.cpp then still rotates three of
+/// every four layers, where transformers' AFMoE ties RoPE to the sliding layers.
+fn afmoe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    if uint("attention.sliding_window")?.is_none_or(|w| w == 0) {
+        return Err(err(format!("metadata key `{}` is missing or 0: Trinity's layers slide, and without a window llama.cpp's afmoe graph still rotates three of every four layers, which no AFMoE config states", key("attention.sliding_window"))));
+    }
+    // EXAONE 4's reading of the window and its layers (period 4 by default, as llama.cpp's).
+    exaone4_config(c, file, uint, key, err)?;
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    if let Some(swa) = float("rope.freq_base_swa")?.filter(|b| *b != theta) {
+        return Err(err(format!("metadata key `{}` is {swa}, not `{}` {theta}: AFMoE's config has one RoPE base", key("rope.freq_base_swa"), key("rope.freq_base"))));
+    }
+    let stated = uint("expert_gating_func")?.is_some();
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if stated && !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is softmax (1): AFMoE's experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
+    }
+    if file.get(&key("expert_weights_norm")).is_some() && !g.norm {
+        return Err(err(format!("metadata key `{}` is false: transformers' AFMoE router always renormalizes the chosen scores", key("expert_weights_norm"))));
+    }
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= g.dense)) {
+        return Err(err(format!("layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {} makes it {}", if routed(i) { "holds" } else { "has no" }, key("leading_dense_block_count"), g.dense, if i >= g.dense { "sparse" } else { "dense" })));
+    }
+    corrected_layers(file, g.dense, layers, "AFMoE's", key, err)?;
+    for (from, to) in [("n_routed_experts", "num_experts"), ("n_shared_experts", "num_shared_experts"), ("first_k_dense_replace", "num_dense_layers"), ("routed_scaling_factor", "route_scale")] {
+        if let Some(v) = c.remove(from) {
+            c.insert(to.into(), v);
+        }
+    }
+    for k in ["n_group", "topk_group"] {
+        c.remove(k);
+    }
+    c.insert("mup_enabled".into(), json!(true));
     Ok(())
 }
 
@@ -4418,6 +4503,55 @@ mod tests {
         let both: Vec<_> = fused.iter().cloned().chain([("blk.0.ffn_up_exps.weight", 8, vec![64, 32, 4])]).collect();
         let got = import_of(&as_ref(&meta), &both).err().expect("refused").to_string();
         assert!(got.contains("beside another stack read as"), "{got}");
+    }
+
+    /// AFMoE: GLM-4.5's test file respelled (four norms, the attention gate, no biases, full
+    /// rotary, the window): the config under `AfmoeConfig`'s names, muP on; refusals by key.
+    #[test]
+    fn afmoe_files_read_gates_windows_and_experts() {
+        let (m, t) = glm4moe_file();
+        let mut m: Vec<(String, Json)> = m
+            .into_iter()
+            .filter(|(k, _)| !k.ends_with("rope.dimension_count") && !k.ends_with("nextn_predict_layers") && k != "glm4moe.block_count")
+            .map(|(k, v)| if k == "general.architecture" { (k, json!("afmoe")) } else { (k.replacen("glm4moe.", "afmoe.", 1), v) })
+            .collect();
+        m.extend([("afmoe.block_count".to_string(), json!(2)), ("afmoe.attention.sliding_window".to_string(), json!(4))]);
+        let mut t: Vec<(&'static str, u32, Vec<u64>)> = t
+            .into_iter()
+            .filter(|(n, ..)| !n.starts_with("blk.2.") && (!n.ends_with(".bias") || n.ends_with("exp_probs_b.bias")))
+            .map(|(n, q, d)| -> (&'static str, u32, Vec<u64>) { (Box::leak(n.replace("post_attention_norm", "ffn_norm").into_boxed_str()), q, d) })
+            .collect();
+        for l in 0..2 {
+            for (n, d) in [("post_attention_norm.weight", vec![64]), ("post_ffw_norm.weight", vec![64]), ("attn_gate.weight", vec![64, 64])] {
+                t.push((Box::leak(format!("blk.{l}.{n}").into_boxed_str()), if n == "attn_gate.weight" { 8 } else { 0 }, d));
+            }
+        }
+        let i = import_of(&as_ref(&m), &t).unwrap();
+        let c = &i.config;
+        for (k, want) in [
+            ("model_type", json!("afmoe")),
+            ("num_experts", json!(4)),
+            ("num_shared_experts", json!(1)),
+            ("num_dense_layers", json!(1)),
+            ("route_scale", json!(1.5)),
+            ("mup_enabled", json!(true)),
+            ("sliding_window", json!(4)),
+            ("layer_types", json!(["sliding_attention", "sliding_attention"])),
+        ] {
+            assert_eq!(c.get(k).cloned().unwrap_or(Json::Null), want, "{k}");
+        }
+        assert!(i.packed.contains_key("model.layers.1.self_attn.gate_proj.weight") && i.tensors.contains_key("model.layers.1.mlp.expert_bias"));
+        assert!(i.tensors.contains_key("model.layers.0.pre_mlp_layernorm.weight") && i.tensors.contains_key("model.layers.0.post_mlp_layernorm.weight"));
+        let e = |m: Vec<(String, Json)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let with = |k: &str, v: Json| -> Vec<(String, Json)> {
+            let mut out: Vec<(String, Json)> = m.iter().filter(|(key, _)| key != &format!("afmoe.{k}")).cloned().collect();
+            out.push((format!("afmoe.{k}"), v));
+            out
+        };
+        assert!(e(with("expert_weights_norm", json!(false))).contains("`afmoe.expert_weights_norm` is false"));
+        assert!(e(with("expert_gating_func", json!(1))).contains("`afmoe.expert_gating_func` is softmax"));
+        let got = e(m.iter().filter(|(k, _)| !k.ends_with("sliding_window")).cloned().collect());
+        assert!(got.contains("`afmoe.attention.sliding_window` is missing"), "{got}");
     }
 
     /// A deepseek2 file without `expert_count` (Youtu-LLM): every layer dense, the latent

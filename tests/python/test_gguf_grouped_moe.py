@@ -40,7 +40,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4", "tiny-afmoe"]
 # deepseek2 files without experts (Youtu-LLM): latent attention in dense blocks.
 DENSE = {"tiny-youtu"}
 # Fixtures whose config states what their GGUF files cannot: the config a file of the same
@@ -127,7 +127,7 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
     assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
-    assert fixture in ("tiny-glm4_moe", "tiny-dots1", "tiny-exaone_moe") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    assert fixture in ("tiny-glm4_moe", "tiny-dots1", "tiny-exaone_moe", "tiny-afmoe") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
     if fixture in DENSE:
         assert any("mlp.down_proj" in w for w in imported), sorted(imported)
     elif fixture != "tiny-deepseek_v2":
