@@ -191,6 +191,10 @@ def write(path, fixture, cfg, st, quantized):
         w.add_rope_dimension_count(cfg["head_dim"])
         w.add_expert_shared_count(cfg["num_shared_experts"])
         w.add_leading_dense_block_count(cfg["num_dense_layers"])
+        # What a Trinity config adds (TextModel's group keys from `n_group` / `topk_group` 1,
+        # AfmoeModel's norm from `route_norm` true), which the tiny config does not state.
+        w.add_expert_group_count(1)
+        w.add_expert_group_used_count(1)
         w.add_expert_weights_norm(True)
         w.add_expert_weights_scale(cfg["route_scale"])
         w.add_sliding_window(cfg["sliding_window"])

@@ -411,20 +411,20 @@ impl DecoderConfig {
                     map.insert((*generic).to_string(), v);
                 }
             }
+            // As `GPTBigCodeConfig.__post_init__`: the switch decides the key/value heads whatever
+            // `num_key_value_heads` says (transformers 5 saves that derived count too).
             if let Some(key) = f.multi_query_key {
-                if map.get("num_key_value_heads").is_none_or(Value::is_null) {
-                    match map.get(key) {
-                        None | Some(Value::Bool(true)) => {
-                            map.insert("num_key_value_heads".into(), serde_json::json!(1));
-                        }
-                        Some(Value::Bool(false)) => {
-                            return Err(Error::Config {
-                                path: path.to_path_buf(),
-                                reason: format!("`{key}` is false: q, k and v fused per head in `c_attn` (every head its own keys) are not built for this model type; the released checkpoints use one key/value head (`{key}: true`)"),
-                            })
-                        }
-                        Some(v) => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` must be true or false, found {v}") }),
+                match map.get(key) {
+                    None | Some(Value::Bool(true)) => {
+                        map.insert("num_key_value_heads".into(), serde_json::json!(1));
                     }
+                    Some(Value::Bool(false)) => {
+                        return Err(Error::Config {
+                            path: path.to_path_buf(),
+                            reason: format!("`{key}` is false: q, k and v fused per head in `c_attn` (every head its own keys) are not built for this model type; the released checkpoints use one key/value head (`{key}: true`)"),
+                        })
+                    }
+                    Some(v) => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` must be true or false, found {v}") }),
                 }
             }
             if let Some(key) = f.rotary_dims_key {
@@ -1497,6 +1497,9 @@ mod tests {
             assert_eq!((c.num_key_value_heads, c.num_attention_heads, c.intermediate_size), (1, 4, 256), "{extra}");
         }
         let e = parse(&format!(r#"{{{base},"multi_query":false}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`multi_query` is false"), "{e}");
+        // transformers 5 saves the derived count beside the switch: the switch still decides.
+        let e = parse(&format!(r#"{{{base},"multi_query":false,"num_key_value_heads":4}}"#)).unwrap_err().to_string();
         assert!(e.contains("`multi_query` is false"), "{e}");
         let e = parse(&format!(r#"{{{base},"multi_query":1}}"#)).unwrap_err().to_string();
         assert!(e.contains("key `multi_query` must be true or false"), "{e}");

@@ -372,8 +372,9 @@ impl Arch {
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::MinimaxM2 => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_gating_func"],
             Kind::Afmoe => &[
-                "vocab_size",
                 "expert_count",
+                "expert_group_count",
+                "expert_group_used_count",
                 "expert_used_count",
                 "expert_feed_forward_length",
                 "expert_shared_count",
@@ -1996,8 +1997,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::StarCoder {
         // StarCoderModel writes one key/value head (multi-query) and GELU is ggml's tanh form,
-        // GPTBigCode's `gelu_pytorch_tanh`. A file of more key/value heads would be a
-        // `multi_query: false` model, whose `c_attn` is fused per head: not read as stacked.
+        // GPTBigCode's `gelu_pytorch_tanh`. The converter writes 1 whatever the model: a
+        // `multi_query: false` checkpoint's `c_attn` (3 x hidden rows, fused per head) is then
+        // refused by its shape; another count is refused here.
         if kv_heads != 1 {
             return Err(err(format!("metadata key `{}` is {kv_heads}: StarCoder files have one key/value head (multi-query), as the converter writes; a per-head fused `c_attn` is not imported", key("attention.head_count_kv"))));
         }
@@ -2470,6 +2472,11 @@ fn afmoe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
         if let Some(v) = c.remove(from) {
             c.insert(to.into(), v);
         }
+    }
+    // Trinity's configs state one group (`n_group` / `topk_group` 1, which the converter writes);
+    // transformers' AFMoE router has no groups.
+    if g.groups > 1 {
+        return Err(err(format!("metadata key `{}` is {}: AFMoE's router has no expert groups", key("expert_group_count"), g.groups)));
     }
     for k in ["n_group", "topk_group"] {
         c.remove(k);
@@ -4948,10 +4955,6 @@ mod tests {
         assert!(i.tensors.contains_key("model.layers.0.input_layernorm.bias") && i.tensors.contains_key("model.norm.bias"));
     }
 
-    /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned
-    /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
-    /// one still the packed layer underneath, counted in the source's bit widths); the tied
-    /// head reads the quantized token table.
     /// StarCoder 1 (`starcoder`): GPT-2's names with Linear weights kept as stored (packed, not
     /// transposed), one key/value head; more key/value heads are refused by key.
     #[test]
@@ -4987,6 +4990,10 @@ mod tests {
         assert!(got.contains("`starcoder.attention.head_count_kv` is 4"), "{got}");
     }
 
+    /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned
+    /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
+    /// one still the packed layer underneath, counted in the source's bit widths); the tied
+    /// head reads the quantized token table.
     #[test]
     fn gpt2_files_read_their_conv1d_weights_transposed() {
         let m: Vec<(String, Json)> = [

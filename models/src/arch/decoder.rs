@@ -553,6 +553,9 @@ impl DecoderFamily {
         let s = |part: &str| format!("{layer}.{part}");
         let (qkv_bias, o_bias, _) = sh.biases;
         if let (AttentionNames::Latent(names), Some(dims)) = (&n.attention, &sh.c.latent) {
+            if n.output_gate.is_some() {
+                return Err(Error::Config { path: sh.c.path.clone(), reason: format!("the `{}` family's latent attention is not built together with an output gate", sh.c.model_type) });
+            }
             return latent::block(b, ckpt, sh, self, names, dims, i, layer, x);
         }
         let (q, k, v) = match &n.attention {

@@ -373,10 +373,17 @@ pub const GPT2: DecoderFamily = DecoderFamily {
 /// default, `n_*` keys, tanh GELU from `activation_function`, `scale_attn_weights`) with
 /// `nn.Linear` weights (`[out, in]`, not GPT-2's Conv1D) and multi-query attention: `c_attn`
 /// holds q (hidden rows) then one key head and one value head (`multi_query`, default true;
-/// false, a per-head fused `c_attn`, is refused).
+/// false, a per-head fused `c_attn`, is refused); `gelu_pytorch_tanh` and `layer_norm_epsilon`
+/// 1e-5 when absent (`GPTBigCodeConfig`).
 pub const GPT_BIGCODE: DecoderFamily = DecoderFamily {
     model_types: &["gpt_bigcode"],
-    layout: Layout { weights: WeightLayout::Linear, multi_query_key: Some("multi_query"), ..GPT2.layout },
+    layout: Layout {
+        weights: WeightLayout::Linear,
+        multi_query_key: Some("multi_query"),
+        activation: Some(("activation_function", crate::Activation::GeluTanh)),
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        ..GPT2.layout
+    },
     unused: &[
         Unused { prefix: "", suffix: ".attn.bias", reason: "a causal-mask buffer; the graph builds its own mask" },
         Unused { prefix: "", suffix: ".attn.masked_bias", reason: "a mask fill-value buffer; the graph builds its own mask" },
@@ -963,8 +970,9 @@ pub const AFMOE: DecoderFamily = DecoderFamily {
         head_dim_default: Some(128),
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
         key_defaults: &[("max_position_embeddings", KeyDefault::Count(16384))],
-        qkv_bias: Bias::Never,
-        o_bias: Bias::Never,
+        // `attention_bias` (default false) biases q, k, v and o; the gate never has one.
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Config("attention_bias"),
         mlp_bias: Bias::Never,
         ..LLAMA_LAYOUT
     },

@@ -585,8 +585,8 @@ pub struct Layout {
     /// `MiniMaxM2Config.convert_rope_params_to_dict` does).
     pub rotary_dims_key: Option<&'static str>,
     /// A switch for one key/value head (GPTBigCode's `multi_query`, default true): one head when
-    /// on and config.json gives no `num_key_value_heads`; off (a per-head fused `c_attn`) is
-    /// refused, naming the key.
+    /// on, whatever `num_key_value_heads` says (the config class derives it so); off (a per-head
+    /// fused `c_attn`) is refused, naming the key.
     pub multi_query_key: Option<&'static str>,
 }
 
