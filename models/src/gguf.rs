@@ -2445,44 +2445,75 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
 /// sqrt(hidden)). A file without a window is refused: llama.cpp then still rotates three of
 /// every four layers, where transformers' AFMoE ties RoPE to the sliding layers.
 fn afmoe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
-    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    if uint("attention.sliding_window")?.is_none_or(|w| w == 0) {
-        return Err(err(format!("metadata key `{}` is missing or 0: Trinity's layers slide, and without a window llama.cpp's afmoe graph still rotates three of every four layers, which no AFMoE config states", key("attention.sliding_window"))));
-    }
-    // EXAONE 4's reading of the window and its layers (period 4 by default, as llama.cpp's).
-    exaone4_config(c, file, uint, key, err)?;
-    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
-    if let Some(swa) = float("rope.freq_base_swa")?.filter(|b| *b != theta) {
-        return Err(err(format!("metadata key `{}` is {swa}, not `{}` {theta}: AFMoE's config has one RoPE base", key("rope.freq_base_swa"), key("rope.freq_base"))));
-    }
-    let stated = uint("expert_gating_func")?.is_some();
-    let g = grouped_experts(c, file, float, uint, key, err)?;
-    if stated && !g.sigmoid {
-        return Err(err(format!("metadata key `{}` is softmax (1): AFMoE's experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
-    }
+    let g = windowed_sigmoid_experts(
+        c,
+        file,
+        float,
+        uint,
+        key,
+        err,
+        "AFMoE's",
+        "Trinity's layers slide, and without a window llama.cpp's afmoe graph still rotates three of every four layers, which no AFMoE config states",
+    )?;
     if file.get(&key("expert_weights_norm")).is_some() && !g.norm {
         return Err(err(format!("metadata key `{}` is false: transformers' AFMoE router always renormalizes the chosen scores", key("expert_weights_norm"))));
-    }
-    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
-    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= g.dense)) {
-        return Err(err(format!("layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {} makes it {}", if routed(i) { "holds" } else { "has no" }, key("leading_dense_block_count"), g.dense, if i >= g.dense { "sparse" } else { "dense" })));
-    }
-    corrected_layers(file, g.dense, layers, "AFMoE's", key, err)?;
-    for (from, to) in [("n_routed_experts", "num_experts"), ("n_shared_experts", "num_shared_experts"), ("first_k_dense_replace", "num_dense_layers"), ("routed_scaling_factor", "route_scale")] {
-        if let Some(v) = c.remove(from) {
-            c.insert(to.into(), v);
-        }
     }
     // Trinity's configs state one group (`n_group` / `topk_group` 1, which the converter writes);
     // transformers' AFMoE router has no groups.
     if g.groups > 1 {
         return Err(err(format!("metadata key `{}` is {}: AFMoE's router has no expert groups", key("expert_group_count"), g.groups)));
     }
+    for (from, to) in [("first_k_dense_replace", "num_dense_layers"), ("routed_scaling_factor", "route_scale")] {
+        if let Some(v) = c.remove(from) {
+            c.insert(to.into(), v);
+        }
+    }
     for k in ["n_group", "topk_group"] {
         c.remove(k);
     }
     c.insert("mup_enabled".into(), json!(true));
     Ok(())
+}
+
+/// What K-EXAONE's and AFMoE's files share: the window (required; `why` says why) and its layers
+/// (EXAONE 4's reading: one bool per layer, or a period, default 4, as llama.cpp's), one RoPE
+/// base (`rope.freq_base_swa`, where given, equal to `rope.freq_base`), the experts as
+/// [`grouped_experts`] reads them with sigmoid scores (`expert_gating_func` 2, or absent;
+/// softmax refused) and the correction bias in every sparse layer, a router in exactly the
+/// layers after the dense lead; the counts renamed `num_experts` / `num_shared_experts`.
+#[allow(clippy::too_many_arguments)]
+fn windowed_sigmoid_experts(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error, family: &str, why: &str) -> Result<GroupedExperts> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    if uint("attention.sliding_window")?.is_none_or(|w| w == 0) {
+        return Err(err(format!("metadata key `{}` is missing or 0: {why}", key("attention.sliding_window"))));
+    }
+    exaone4_config(c, file, uint, key, err)?;
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    if let Some(swa) = float("rope.freq_base_swa")?.filter(|b| *b != theta) {
+        return Err(err(format!("metadata key `{}` is {swa}, not `{}` {theta}: {family} config has one RoPE base", key("rope.freq_base_swa"), key("rope.freq_base"))));
+    }
+    let stated = uint("expert_gating_func")?.is_some();
+    let g = grouped_experts(c, file, float, uint, key, err)?;
+    if stated && !g.sigmoid {
+        return Err(err(format!("metadata key `{}` is softmax (1): {family} experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
+    }
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= g.dense)) {
+        return Err(err(format!(
+            "layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {} makes it {}",
+            if routed(i) { "holds" } else { "has no" },
+            key("leading_dense_block_count"),
+            g.dense,
+            if i >= g.dense { "sparse" } else { "dense" }
+        )));
+    }
+    corrected_layers(file, g.dense, layers, family, key, err)?;
+    for (from, to) in [("n_routed_experts", "num_experts"), ("n_shared_experts", "num_shared_experts")] {
+        if let Some(v) = c.remove(from) {
+            c.insert(to.into(), v);
+        }
+    }
+    Ok(g)
 }
 
 /// MiniMax-M2's keys (llama.cpp's `MiniMaxM2Model` writes TextModel's with the experts' width
@@ -2539,40 +2570,12 @@ fn decoder_depth(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, ke
 /// the shared count (the converter's product; the family computes it so), and the layers
 /// holding a router exactly those after the dense lead.
 fn exaone_moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
-    let layers = decoder_depth(c, file, uint, key, err)?;
-    if uint("attention.sliding_window")?.is_none_or(|w| w == 0) {
-        return Err(err(format!("metadata key `{}` is missing or 0 (llama.cpp's exaone-moe loader requires it: K-EXAONE slides most layers)", key("attention.sliding_window"))));
-    }
-    exaone4_config(c, file, uint, key, err)?;
-    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
-    if let Some(swa) = float("rope.freq_base_swa")?.filter(|b| *b != theta) {
-        return Err(err(format!("metadata key `{}` is {swa}, not `{}` {theta}: K-EXAONE's config has one RoPE base", key("rope.freq_base_swa"), key("rope.freq_base"))));
-    }
-    let stated = uint("expert_gating_func")?.is_some();
-    let g = grouped_experts(c, file, float, uint, key, err)?;
-    if stated && !g.sigmoid {
-        return Err(err(format!("metadata key `{}` is softmax (1): K-EXAONE's experts are routed by sigmoid scores (2)", key("expert_gating_func"))));
-    }
-    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
-    if let Some(i) = (0..layers).find(|&i| routed(i) != (i >= g.dense)) {
-        return Err(err(format!(
-            "layer {i} {} `blk.{i}.ffn_gate_inp.weight`, but `{}` {} makes it {}",
-            if routed(i) { "holds" } else { "has no" },
-            key("leading_dense_block_count"),
-            g.dense,
-            if i >= g.dense { "sparse" } else { "dense" }
-        )));
-    }
-    corrected_layers(file, g.dense, layers, "K-EXAONE's", key, err)?;
+    decoder_depth(c, file, uint, key, err)?;
+    let g = windowed_sigmoid_experts(c, file, float, uint, key, err, "K-EXAONE's", "llama.cpp's exaone-moe loader requires it: K-EXAONE slides most layers")?;
     let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
-    let (width, shared) = (get("moe_intermediate_size"), get("n_shared_experts"));
+    let (width, shared) = (get("moe_intermediate_size"), get("num_shared_experts"));
     if let Some(w) = uint("expert_shared_feed_forward_length")?.filter(|&w| w != width * shared) {
         return Err(err(format!("metadata key `{}` is {w}; K-EXAONE's shared experts are `{}` {shared} experts of {width}", key("expert_shared_feed_forward_length"), key("expert_shared_count"))));
-    }
-    for (from, to) in [("n_routed_experts", "num_experts"), ("n_shared_experts", "num_shared_experts")] {
-        if let Some(v) = c.remove(from) {
-            c.insert(to.into(), v);
-        }
     }
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("num_nextn_predict_layers".into(), json!(0));
