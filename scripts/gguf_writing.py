@@ -31,14 +31,16 @@ def tiny_llama_bpe(size):
     return tokens, types, merges
 
 
-def add_text_sizes(w, cfg):
-    """`TextModel.set_gguf_parameters`' size keys, in its order, from a Hugging Face config."""
-    w.add_block_count(cfg["num_hidden_layers"])
+def add_text_sizes(w, cfg, blocks=None, kv_heads=None):
+    """`TextModel.set_gguf_parameters`' size keys, in its order, from a Hugging Face config;
+    `blocks` / `kv_heads` where the converter writes other counts (appended prediction layers,
+    DeepSeek's latent as one MQA head)."""
+    w.add_block_count(cfg["num_hidden_layers"] if blocks is None else blocks)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"] if kv_heads is None else kv_heads)
 
 
 def check_round_trip(path, back, st, quantized, exact=lambda err: err == 0.0):

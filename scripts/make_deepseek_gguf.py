@@ -71,7 +71,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
+from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
 from make_arch_gguf import rope_params, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,14 +182,9 @@ def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=
     p = rope_params(cfg)
     w = gguf.GGUFWriter(str(path), ARCH.get(fixture, "deepseek2"))
     w.add_name(fixture)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
     # Since the MLA change the converter writes the latent as one MQA head; before it, the
     # config's key/value heads.
-    w.add_head_count_kv(1 if split else cfg["num_key_value_heads"])
+    add_text_sizes(w, cfg, kv_heads=1 if split else None)
     experts = cfg.get("n_routed_experts") is not None
     if p.get("rope_type") == "yarn":
         assert p["mscale"] == p["mscale_all_dim"], p

@@ -64,7 +64,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
+from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
 from make_arch_gguf import rope_params, write_vocab  # noqa: E402
 from make_deepseek_gguf import STACKS, add_expert_counts, qtype_of  # noqa: E402
 
@@ -150,12 +150,7 @@ def write(path, fixture, cfg, st, quantized):
     extra = MTP[arch](cfg) if arch in MTP else 0
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(fixture)
-    w.add_block_count(cfg["num_hidden_layers"] + extra)
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
+    add_text_sizes(w, cfg, blocks=cfg["num_hidden_layers"] + extra)
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     if afmoe:

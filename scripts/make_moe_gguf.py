@@ -68,7 +68,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close, check_round_trip  # noqa: E402
+from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
 from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,12 +197,7 @@ def write(path, fixture, cfg, st, quantized):
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(fixture)
     # TextModel.set_gguf_parameters, then the architecture's additions.
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(hidden)
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(heads)
-    w.add_head_count_kv(cfg["num_key_value_heads"])
+    add_text_sizes(w, cfg)
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     if cfg.get("head_dim"):

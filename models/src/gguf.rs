@@ -2261,10 +2261,7 @@ fn phimoe_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary
         }
     }
     let (experts, used) = expert_counts(uint, key, err)?;
-    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    if let Some(i) = (0..layers).find(|&i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
-        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every PhiMoE layer routes over experts")));
-    }
+    every_layer_routes(c, file, "every PhiMoE layer routes over experts", err)?;
     c.insert("num_local_experts".into(), json!(experts));
     c.insert("num_experts_per_tok".into(), json!(used));
     // One `attention_bias` for q, k, v and o in transformers; llama.cpp's loader requires all.
@@ -2298,9 +2295,7 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     if a.kind == Kind::Llama {
         // Mixtral: every layer routes (llama.cpp's llama graph takes the expert branch in
         // every layer of a file with experts).
-        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
-            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: a llama file with `{}` routes every layer", key("expert_count"))));
-        }
+        every_layer_routes(c, file, &format!("a llama file with `{}` routes every layer", key("expert_count")), err)?;
         c.insert("model_type".into(), json!("mixtral"));
         c.remove("attention_bias");
         c.remove("mlp_bias");
@@ -2313,9 +2308,7 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     if a.kind == Kind::GraniteMoe {
         // GraniteMoE: every layer routes over `num_local_experts` of `feed_forward_length` (the
         // config's `intermediate_size`), softmax over the chosen logits (the family's).
-        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
-            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every GraniteMoE layer routes over experts")));
-        }
+        every_layer_routes(c, file, "every GraniteMoE layer routes over experts", err)?;
         c.remove("num_experts");
         c.insert("num_local_experts".into(), json!(experts));
         return Ok(());
@@ -2325,9 +2318,7 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
         // `intermediate_size`), the chosen weights are not renormalized (llama.cpp's olmoe
         // graph: `norm_w` false, as OLMoE's `norm_topk_prob`), and the q/k values are not
         // clipped (no key states `clip_qkv`; llama.cpp's graph has no clamp).
-        if let Some(i) = (0..layers).find(|&i| !routed(i)) {
-            return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every OLMoE layer routes over experts")));
-        }
+        every_layer_routes(c, file, "every OLMoE layer routes over experts", err)?;
         c.insert("norm_topk_prob".into(), json!(false));
         c.insert("clip_qkv".into(), Json::Null);
         return Ok(());
@@ -2341,6 +2332,16 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
         c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
     }
     Ok(())
+}
+
+/// Every decoder layer holds a router (`blk.N.ffn_gate_inp.weight`); else the first that has
+/// none is named, with `why` (the family's rule).
+fn every_layer_routes(c: &Map<String, Json>, file: &GgufFile, why: &str, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    match (0..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
+        Some(i) => Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// `expert_count` and `expert_used_count`, both required: each token routed to between 1 and
@@ -2530,10 +2531,7 @@ fn minimax_m2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, he
     }
     let width = uint("expert_feed_forward_length")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the experts' width there)", key("expert_feed_forward_length"))))?;
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
-    let has = |name: String| file.tensors.iter().any(|t| t.name == name);
-    if let Some(i) = (0..layers).find(|i| !has(format!("blk.{i}.ffn_gate_inp.weight"))) {
-        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every MiniMax-M2 layer routes over experts")));
-    }
+    every_layer_routes(c, file, "every MiniMax-M2 layer routes over experts", err)?;
     corrected_layers(file, 0, layers, "MiniMax-M2's", key, err)?;
     c.insert("intermediate_size".into(), json!(width));
     c.insert("num_local_experts".into(), json!(experts));
@@ -2611,7 +2609,6 @@ fn dots1_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
 /// routes. The converter's 256k `context_length` is kept.
 fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a hunyuan-moe file states its experts)", key(k)))) };
-    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
     let (experts, used) = expert_counts(uint, key, err)?;
     let routed = need("expert_feed_forward_length")?;
     let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(routed);
@@ -2625,9 +2622,7 @@ fn hunyuan_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64
             key("feed_forward_length")
         )));
     }
-    if let Some(i) = (0..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"))) {
-        return Err(err(format!("layer {i} has no `blk.{i}.ffn_gate_inp.weight`: every Hunyuan MoE layer routes over experts")));
-    }
+    every_layer_routes(c, file, "every Hunyuan MoE layer routes over experts", err)?;
     c.insert("num_experts".into(), json!(experts));
     c.insert("moe_topk".into(), json!(used));
     c.insert("intermediate_size".into(), json!(routed));
