@@ -141,6 +141,14 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="plain MLP up -> relu2 -> down (Nemotron's), Llama attention",
     ),
+    # Jais 2: Llama's attention with LayerNorms, a plain relu2 MLP, biases everywhere.
+    "tiny-jais2": dict(
+        cls="Jais2", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=128, num_hidden_layers=2, layer_norm_eps=1e-5, attention_bias=True, mlp_bias=True,
+                  hidden_act="relu2", rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        legacy=legacy_rope,
+        exercises="Jais 2: LayerNorms with weight and bias (`layer_norm_eps`) before attention, before the MLP and at the end, a plain MLP up -> relu2 -> down, biases on q/k/v/o and the MLP (`attention_bias`, `mlp_bias`)",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

@@ -1670,6 +1670,28 @@ pub const ARCEE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Jais 2 (`Jais2Config`, a LlamaConfig): Llama's attention with LayerNorms (weight and bias,
+/// epsilon from `layer_norm_eps`, default 1e-5) for the two block norms and the final one,
+/// Nemotron's plain MLP `down(act(up(x)))` (`relu2` by default), and biases on q/k/v/o and the
+/// MLP unless `attention_bias` / `mlp_bias` say false (both default true).
+pub const JAIS2: DecoderFamily = DecoderFamily {
+    model_types: &["jais2"],
+    names: NameTable { mlp: MlpNames::Plain { up: "mlp.up_proj", down: "mlp.down_proj" }, ..LLAMA_NAMES },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
+        activation: Some(("hidden_act", crate::Activation::Relu2)),
+        qkv_bias: Bias::ConfigOr("attention_bias", true),
+        o_bias: Bias::ConfigOr("attention_bias", true),
+        mlp_bias: Bias::ConfigOr("mlp_bias", true),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
 /// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
 pub const SEED_OSS: DecoderFamily = DecoderFamily {
