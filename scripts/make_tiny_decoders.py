@@ -149,6 +149,17 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="Jais 2: LayerNorms with weight and bias (`layer_norm_eps`) before attention, before the MLP and at the end, a plain MLP up -> relu2 -> down, biases on q/k/v/o and the MLP (`attention_bias`, `mlp_bias`)",
     ),
+    # Hy3 (Tencent): per-head q/k norms, a dense first layer, sigmoid experts chosen with a
+    # bias, renormalized and scaled, beside an ungated shared MLP.
+    "tiny-hy_v3": dict(
+        cls="HYV3", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, head_dim=16, num_experts=8,
+                  num_experts_per_tok=2, num_shared_experts=1, router_scaling_factor=2.5, attention_bias=False, rms_norm_eps=1e-5,
+                  mlp_layer_types=["dense", "sparse", "sparse"], rope_parameters={"rope_type": "default", "rope_theta": 11158840.0}),
+        legacy=legacy_rope,
+        tweak=lambda model: [layer.mlp.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="Hy3: per-head q/k RMSNorms before RoPE, layer 0 dense by `mlp_layer_types`, layers 1-2 8 experts routed by sigmoid scores of an f32 router (`mlp.router.gate`) with `mlp.expert_bias` for the choice of the top 2, renormalized and scaled by `router_scaling_factor` 2.5, beside an ungated shared MLP (`mlp.shared_mlp`, one expert wide)",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

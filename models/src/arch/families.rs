@@ -1692,6 +1692,67 @@ pub const JAIS2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Hy3 (Tencent's `HYV3Config`): Apertus' attention (per-head q/k RMSNorms before RoPE, biases
+/// per `attention_bias`), the first layer dense unless `mlp_layer_types` lists otherwise, the
+/// others `num_experts` (192) experts of `moe_intermediate_size` routed by sigmoid scores of an
+/// f32 router (`mlp.router.gate`) with `mlp.expert_bias` for the choice of the top
+/// `num_experts_per_tok` (8), renormalized and scaled by `router_scaling_factor` (2.826), beside
+/// an ungated shared MLP (`mlp.shared_mlp`) `num_shared_experts` experts wide; head_dim 128,
+/// theta 11158840, rms eps 1e-5 when absent. The layer after the decoder's is its
+/// multi-token prediction layer (`model.layers.{L}`), not loaded by transformers.
+pub const HY_V3: DecoderFamily = DecoderFamily {
+    model_types: &["hy_v3"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.router.gate",
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_mlp.gate_proj",
+                mlp_up: "mlp.shared_mlp.up_proj",
+                mlp_down: "mlp.shared_mlp.down_proj",
+                gate: None,
+                width: SharedWidth::Experts("num_shared_experts", 1),
+            }),
+            keys: MoeKeys {
+                experts: &["num_experts", "num_local_experts"],
+                experts_default: 192,
+                top_k_default: 8,
+                normalize: TopKNorm::Always,
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(1536),
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 1) },
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    f32_router: true,
+                    bias: Some("mlp.expert_bias"),
+                    group_best: 1,
+                    method: None,
+                    groups: None,
+                    scale: Some(Key { name: "router_scaling_factor", default: Some(2.826) }),
+                }),
+                activation: ExpertActivation::Gated,
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        head_dim_default: Some(128),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
+        rope_default: RopeDefault { theta: 11158840.0, ..LLAMA_LAYOUT.rope_default },
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Config("attention_bias"),
+        mlp_bias: Bias::Never,
+        prediction_layers: Some((MTP_KEYS, 1)),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
 /// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
 pub const SEED_OSS: DecoderFamily = DecoderFamily {

@@ -1,0 +1,65 @@
+"""Multi-token prediction layers stored after a decoder's layers (Hy3's `model.layers.{L}`,
+DeepSeek-V3's and GLM-4.5's): transformers does not load them and generation does not run them,
+so a build records them as unused and the package is the decoder's; a layer beyond the count
+the config gives (`num_nextn_predict_layers`, the family's default when absent) is not one of
+them and fails the build by name, as any tensor the graph does not account for."""
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+from safetensors.numpy import load_file, save_file
+
+from conftest import FIXTURES, prefill_logits, tailor_bin
+
+
+def with_extra_layers(tmp_path, fixture, extra, config_keys=None):
+    """A copy of `fixture` whose checkpoint holds `extra` more layers after its last one (its
+    last layer's tensors, perturbed), config.json updated with `config_keys`."""
+    src = FIXTURES / fixture
+    dst = tmp_path / fixture
+    shutil.copytree(src, dst)
+    config = json.loads((src / "config.json").read_text())
+    layers = config["num_hidden_layers"]
+    tensors = load_file(str(src / "model.safetensors"))
+    last = f"model.layers.{layers - 1}."
+    rng = np.random.default_rng(7)
+    for k in range(extra):
+        for name, value in list(tensors.items()):
+            if name.startswith(last):
+                moved = f"model.layers.{layers + k}." + name[len(last):]
+                tensors[moved] = (value + rng.standard_normal(value.shape).astype(value.dtype) * 0.1).astype(value.dtype)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    config.update(config_keys or {})
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+    return dst, layers
+
+
+def build(model, out):
+    cmd = [str(tailor_bin()), "build", "--model", str(model), "--output", str(out), "--ep", "default"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_hy_v3_prediction_layer_is_left_out(tmp_path):
+    model, layers = with_extra_layers(tmp_path, "tiny-hy_v3", 1)
+    done = build(model, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    ref = load_file(str(FIXTURES / "tiny-hy_v3" / "reference.safetensors"))
+    # A prefill of the unpadded prompt gives the fixture's logits: the extra layer is not run.
+    assert ref["attention_mask"].all(), "the fixture's prompt is unpadded"
+    np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)
+    graph = onnx.load(str(tmp_path / "pkg" / "model.onnx"), load_external_data=False).graph
+    assert not [i.name for i in graph.initializer if i.name.startswith(f"model.layers.{layers}.")]
+
+def test_a_layer_beyond_the_prediction_count_fails_by_name(tmp_path):
+    # Two layers after the decoder's: the first is the one prediction layer Hy3 has by default,
+    # the second nothing the family knows.
+    model, layers = with_extra_layers(tmp_path, "tiny-hy_v3", 2)
+    done = build(model, tmp_path / "pkg")
+    assert done.returncode != 0
+    assert f"model.layers.{layers + 1}." in done.stderr, done.stderr
+    assert not (tmp_path / "pkg").exists()
+    # Saying there are two makes both prediction layers.
+    done = build(with_extra_layers(tmp_path / "two", "tiny-hy_v3", 2, {"num_nextn_predict_layers": 2})[0], tmp_path / "pkg2")
+    assert done.returncode == 0, done.stderr
