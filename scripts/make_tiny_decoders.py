@@ -524,6 +524,16 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="GPTBigCode (StarCoder 1): GPT-2's block (learned positions, LayerNorms with bias, biases everywhere, tanh GELU, tied head) with Linear weights and multi-query attention (`c_attn`: 64 query rows, one key and one value head of 16)",
     ),
+    # GPT-J: one LayerNorm feeding attention and the MLP in parallel, RoPE on interleaved pairs
+    # of the first `rotary_dim` dimensions of each head, biased MLP and head, no q/k/v/o biases.
+    "tiny-gptj": dict(
+        cls="GPTJ", inputs="tiny-gpt2",
+        args=dict(vocab_size=512, n_embd=64, n_head=4, n_layer=2, n_positions=256, n_inner=None, rotary_dim=8,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                  initializer_range=0.2, tie_word_embeddings=False),
+        legacy=lambda config: config,
+        exercises="GPT-J: `ln_1` feeding attention and the MLP in parallel (`attn + mlp + residual`), RoPE on interleaved pairs of the first 8 of each head's 16 dimensions (`rotary_dim`), q/k/v/out_proj without biases, `fc_in` -> gelu_new -> `fc_out` 4 x hidden wide (`n_inner` null) with biases, a biased untied head",
+    ),
     # AFMoE (Arcee Trinity): gated attention output, per-head q/k norms, four norms a layer,
     # three sliding layers (RoPE) then a full one (none), a dense first layer, sigmoid experts
     # with a bias and a route scale beside shared experts, muP embedding scale.

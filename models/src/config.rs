@@ -431,10 +431,16 @@ impl DecoderConfig {
                 let given = |k: &str| map.get(k).and_then(Value::as_f64);
                 if let (None, Some(dims)) = (given("partial_rotary_factor"), given(key)) {
                     // The head size as read below: the key, the family's default, else hidden / heads.
-                    let per_head = given("head_dim").or(f.head_dim_default.map(|d| d as f64)).or_else(|| Some(given("hidden_size")? / given("num_attention_heads")?));
+                    let per_head = given("head_dim").or(f.head_dim_default.map(|d| d as f64)).or_else(|| Some(given("hidden_size").or(given("n_embd"))? / given("num_attention_heads").or(given("n_head"))?));
                     match per_head.filter(|d| *d > 0.0) {
-                        Some(d) => {
+                        Some(d) if dims > 0.0 && dims <= d && dims % 2.0 == 0.0 => {
                             map.insert("partial_rotary_factor".into(), serde_json::json!(dims / d));
+                        }
+                        Some(d) => {
+                            return Err(Error::Config {
+                                path: path.to_path_buf(),
+                                reason: format!("key `{key}` ({dims}) must be an even count of rotated dimensions, at most the head size {d}"),
+                            })
                         }
                         None => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` ({dims}) needs the head size, which config.json does not give") }),
                     }
@@ -1503,6 +1509,21 @@ mod tests {
         assert!(e.contains("`multi_query` is false"), "{e}");
         let e = parse(&format!(r#"{{{base},"multi_query":1}}"#)).unwrap_err().to_string();
         assert!(e.contains("key `multi_query` must be true or false"), "{e}");
+    }
+
+    /// GPT-J: RoPE on `rotary_dim` dimensions of each head (64 when absent) at the fixed base
+    /// 10000 whatever RoPE keys the file holds, GPT-2's spellings, `n_inner` null 4 x hidden.
+    #[test]
+    fn gptj_reads_rotary_dim_and_no_rope_keys() {
+        let base = r#""model_type":"gptj","n_embd":512,"n_head":4,"n_layer":2,"n_positions":4096,"n_inner":null,"vocab_size":512"#;
+        let c = parse(&format!("{{{base}}}")).unwrap();
+        assert_eq!((c.head_dim, c.intermediate_size, c.max_position_embeddings), (128, 2048, 4096));
+        assert_eq!((c.rope.partial_rotary_factor, c.rope.theta), (0.5, 10000.0), "rotary_dim 64 of 128 when absent");
+        let c = parse(&format!(r#"{{{base},"rotary_dim":32,"rope_theta":500000.0,"rope_scaling":{{"type":"linear","factor":4.0}},"partial_rotary_factor":1.0,"head_dim":64}}"#)).unwrap();
+        assert_eq!((c.head_dim, c.rope.partial_rotary_factor, c.rope.theta), (128, 0.25, 10000.0));
+        assert!(matches!(c.rope.kind, crate::RopeKind::Default), "{:?}", c.rope.kind);
+        let e = parse(&format!(r#"{{{base},"rotary_dim":256}}"#)).unwrap_err().to_string();
+        assert!(e.contains("key `rotary_dim` (256) must be an even count of rotated dimensions, at most the head size 128"), "{e}");
     }
 
     #[test]

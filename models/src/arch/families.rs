@@ -1491,6 +1491,52 @@ pub const NEMOTRON: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// GPT-J (`GPTJConfig`, GPT-2's key spellings): one LayerNorm `ln_1` feeding attention and the
+/// MLP in parallel (`attn + mlp + residual`), q/k/v/out_proj without biases, a biased
+/// `fc_in` -> `activation_function` (`gelu_new`) -> `fc_out` MLP 4 x hidden wide when `n_inner`
+/// is null, a biased untied head, RoPE on interleaved pairs of the first `rotary_dim` (64)
+/// dimensions of each head at the fixed base 10000 (`create_sinusoidal_positions`: no RoPE key
+/// is read, so a stray `rope_theta` or `rope_scaling` changes nothing, as in transformers).
+pub const GPTJ: DecoderFamily = DecoderFamily {
+    model_types: &["gptj"],
+    names: NameTable {
+        embed_tokens: "transformer.wte.weight",
+        embed_positions: None,
+        layer: "transformer.h.{i}",
+        attention: AttentionNames::Separate { q: "attn.q_proj", k: "attn.k_proj", v: "attn.v_proj" },
+        o_proj: "attn.out_proj",
+        qk_norm: None,
+        norms: BlockNorms { before_attention: Some("ln_1"), after_attention: None, before_mlp: None, after_mlp: None },
+        mlp: MlpNames::Plain { up: "mlp.fc_in", down: "mlp.fc_out" },
+        sinks: None,
+        output_gate: None,
+        final_norm: "transformer.ln_f",
+        lm_head: "lm_head",
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Always,
+        lm_head_bias: Bias::Always,
+        activation: Some(("activation_function", crate::Activation::GeluTanh)),
+        rotary: RotaryPairs::Interleaved,
+        block: BlockShape::Parallel,
+        key_defaults: &[("rotary_dim", KeyDefault::Count(64))],
+        ignored_keys: &["rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "num_key_value_heads", "head_dim"],
+        rotary_dims_key: Some("rotary_dim"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: &[
+        Unused { prefix: "", suffix: ".attn.bias", reason: "GPT-J's causal-mask buffer (older checkpoints saved it); the graph builds its own mask" },
+        Unused { prefix: "", suffix: ".attn.masked_bias", reason: "GPT-J's mask fill-value buffer (older checkpoints saved it); the graph builds its own mask" },
+    ],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Phi (1, 1.5, 2): one LayerNorm (with bias) feeding attention and the MLP in parallel,
 /// biases on q/k/v, `dense`, `fc1`/`fc2` and the head, partial rotary (default 0.5), per-head
 /// LayerNorms on q and k when `qk_layernorm` is true, `final_layernorm` (`PhiConfig`).
