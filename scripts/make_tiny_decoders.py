@@ -160,6 +160,22 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="Hy3: per-head q/k RMSNorms before RoPE, layer 0 dense by `mlp_layer_types`, layers 1-2 8 experts routed by sigmoid scores of an f32 router (`mlp.router.gate`) with `mlp.expert_bias` for the choice of the top 2, renormalized and scaled by `router_scaling_factor` 2.5, beside an ungated shared MLP (`mlp.shared_mlp`, one expert wide)",
     ),
+    # Mellum: Qwen3-MoE's attention and experts, dense or sparse layers by `mlp_layer_types`,
+    # windows by `layer_types`, a RoPE per layer type.
+    "tiny-mellum": dict(
+        cls="Mellum", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4, head_dim=16, num_experts=8,
+                  num_experts_per_tok=2, norm_topk_prob=True, sliding_window=4, rms_norm_eps=1e-6,
+                  layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                  mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
+                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        legacy=lambda config: config,
+        # Sharper router logits: at the init's scale two experts' scores nearly tie on two
+        # prompt positions, and transformers' own f16 run picks the other one there.
+        tweak=lambda model: [layer.mlp.gate.weight.mul_(4.0) for layer in model.model.layers[1:]],
+        exercises="Mellum: per-head q/k RMSNorms, layers 0 and 2 sliding (window 4) by `layer_types` with RoPE base 10000, layers 1 and 3 full with base 500000 (`rope_parameters` per layer type), layer 0 dense and 1-3 sparse by `mlp_layer_types`, 8 experts top 2 by softmax, renormalized (`norm_topk_prob`)",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

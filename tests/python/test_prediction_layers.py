@@ -1,4 +1,4 @@
-"""Multi-token prediction layers stored after a decoder's layers (Hy3's `model.layers.{L}`,
+"""Multi-token prediction layers stored after a decoder's layers (Hy3's `model.layers.{L}`, Mellum's `mtp.*`,
 DeepSeek-V3's and GLM-4.5's): transformers does not load them and generation does not run them,
 so a build records them as unused and the package is the decoder's; a layer beyond the count
 the config gives (`num_nextn_predict_layers`, the family's default when absent) is not one of
@@ -63,3 +63,17 @@ def test_a_layer_beyond_the_prediction_count_fails_by_name(tmp_path):
     # Saying there are two makes both prediction layers.
     done = build(with_extra_layers(tmp_path / "two", "tiny-hy_v3", 2, {"num_nextn_predict_layers": 2})[0], tmp_path / "pkg2")
     assert done.returncode == 0, done.stderr
+
+
+def test_mellum_mtp_module_is_left_out(tmp_path):
+    # Mellum keeps its prediction layer under `mtp.` (transformers ignores `^mtp\.` on load).
+    dst = tmp_path / "tiny-mellum"
+    shutil.copytree(FIXTURES / "tiny-mellum", dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    tensors["mtp.layers.0.input_layernorm.weight"] = tensors["model.norm.weight"] + 1
+    tensors["mtp.layers.0.self_attn.q_proj.weight"] = tensors["model.layers.0.self_attn.q_proj.weight"] * 2
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    done = build(dst, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    ref = load_file(str(FIXTURES / "tiny-mellum" / "reference.safetensors"))
+    np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)

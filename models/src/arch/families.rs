@@ -1799,6 +1799,63 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+const MELLUM_UNUSED: &[Unused] = &[
+    Unused { prefix: "", suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
+    Unused { prefix: "mtp.", suffix: "", reason: "Mellum's multi-token prediction layer (`mtp.*`, `num_mtp_layers`): it drafts tokens in training; transformers does not load it" },
+];
+
+/// Mellum (JetBrains, `MellumConfig`): Qwen3-MoE's attention (per-head q/k RMSNorms, no
+/// biases) and experts (softmax top `num_experts_per_tok` of `num_experts`, renormalized per
+/// `norm_topk_prob`, default true), layers dense (`intermediate_size`) or sparse by
+/// `mlp_layer_types` (all sparse without it), windows by `layer_types` (all full without it;
+/// `sliding_window` 1024), RoPE per layer type from `rope_parameters.full_attention` /
+/// `.sliding_attention` (500000 and 10000 when absent); head_dim 128.
+pub const MELLUM: DecoderFamily = DecoderFamily {
+    model_types: &["mellum"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: None,
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["num_local_experts", "num_experts"],
+                experts_default: 64,
+                top_k_default: 8,
+                normalize: TopKNorm::Key("norm_topk_prob", true),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(896),
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 0) },
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        head_dim_default: Some(128),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
+        rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default },
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: MELLUM_UNUSED,
+    scaling: NO_SCALING,
+    // Without `layer_types` every layer is full (`MellumConfig.__post_init__`): one full
+    // layer in every one.
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &[], default: 1, first: false }),
+        default_window: Some(1024),
+        local_rope: Some(LocalRope::Base(10000.0)),
+        ..UNIFORM_LAYERS
+    },
+};
+
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
 /// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
 pub const SEED_OSS: DecoderFamily = DecoderFamily {
