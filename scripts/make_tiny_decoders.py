@@ -176,6 +176,16 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.weight.mul_(4.0) for layer in model.model.layers[1:]],
         exercises="Mellum: per-head q/k RMSNorms, layers 0 and 2 sliding (window 4) by `layer_types` with RoPE base 10000, layers 1 and 3 full with base 500000 (`rope_parameters` per layer type), layer 0 dense and 1-3 sparse by `mlp_layer_types`, 8 experts top 2 by softmax, renormalized (`norm_topk_prob`)",
     ),
+    # HyperCLOVA X SEED: Granite's multipliers, RMSNorms after attention and after the MLP
+    # (`use_post_norm`), logits multiplied by `logits_scaling`, head_dim apart.
+    "tiny-hyperclovax": dict(
+        cls="HyperCLOVAX", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=32, embedding_multiplier=2.0, residual_multiplier=0.5,
+                  attention_multiplier=0.1, logits_scaling=0.25, use_post_norm=True, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="HyperCLOVA X SEED: RMSNorms after attention (`post_norm1`) and after the MLP (`post_norm2`) before the residual multiplier 0.5 (`use_post_norm`), embeddings x2, attention scale 0.1 (`attention_multiplier`), logits multiplied by 0.25 (`logits_scaling`, which Granite divides by), head_dim 32 with hidden 64 and 4 heads",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

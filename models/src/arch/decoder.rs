@@ -536,12 +536,13 @@ impl DecoderFamily {
             let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
             return Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]));
         }
-        let o = around(b, n.norms.after_attention, &o)?;
+        let after = |scope: Option<&'static str>| scope.filter(|_| l.after_norms_when.is_none_or(|(key, default)| sh.c.flag(key, default)));
+        let o = around(b, after(n.norms.after_attention), &o)?;
         let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
         let x = around(b, n.norms.before_mlp, &h)?;
         let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
-        let m = around(b, n.norms.after_mlp, &m)?;
+        let m = around(b, after(n.norms.after_mlp), &m)?;
         let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
         Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]))
     }

@@ -68,6 +68,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     clip_after_qk_norm: false,
     rotary_dims_key: None,
     multi_query_key: None,
+    after_norms_when: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -1854,6 +1855,34 @@ pub const MELLUM: DecoderFamily = DecoderFamily {
         local_rope: Some(LocalRope::Base(10000.0)),
         ..UNIFORM_LAYERS
     },
+};
+
+/// HyperCLOVA X SEED (`HyperCLOVAXConfig`, a GraniteConfig): Granite's blocks and multipliers
+/// with an RMSNorm after attention (`post_norm1`) and after the MLP (`post_norm2`) before the
+/// residual multiplier, when `use_post_norm` (default true); logits multiplied by
+/// `logits_scaling` (Granite divides); the attention scale `attention_multiplier`, or
+/// `1 / sqrt(head_dim)` when absent or null.
+pub const HYPERCLOVAX: DecoderFamily = DecoderFamily {
+    model_types: &["hyperclovax"],
+    names: NameTable {
+        norms: BlockNorms {
+            before_attention: Some("input_layernorm"),
+            after_attention: Some("post_norm1"),
+            before_mlp: Some("post_attention_layernorm"),
+            after_mlp: Some("post_norm2"),
+        },
+        ..LLAMA_NAMES
+    },
+    layout: Layout { after_norms_when: Some(("use_post_norm", true)), ..LLAMA_LAYOUT },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling {
+        attention: AttentionScale::Key(Key { name: "attention_multiplier", default: None }),
+        logits_divisor: None,
+        logits_multiplier: Some(Key { name: "logits_scaling", default: Some(1.0) }),
+        ..GRANITE.scaling
+    },
+    layers: FULL_ATTENTION_LAYERS,
 };
 
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per

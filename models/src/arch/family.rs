@@ -588,6 +588,10 @@ pub struct Layout {
     /// on, whatever `num_key_value_heads` says (the config class derives it so); off (a per-head
     /// fused `c_attn`) is refused, naming the key.
     pub multi_query_key: Option<&'static str>,
+    /// A boolean key (and its default) that switches the table's after-attention and after-MLP
+    /// norms: off, the block has none (HyperCLOVA X's `use_post_norm`, whose norms are then
+    /// `nn.Identity`).
+    pub after_norms_when: Option<(&'static str, bool)>,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

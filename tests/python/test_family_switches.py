@@ -1,0 +1,50 @@
+"""Config switches that change which weights a family reads, shown on copies of its fixture:
+HyperCLOVA X's `use_post_norm` false has no norms after attention and after the MLP
+(`nn.Identity` in transformers), so the checkpoint holds none and the graph reads none; a
+checkpoint that still holds them under the switch off fails by name (nothing would read them)."""
+import json
+import shutil
+import subprocess
+
+import onnx
+from safetensors.numpy import load_file, save_file
+
+from conftest import FIXTURES, tailor_bin
+
+
+def build(model, out):
+    cmd = [str(tailor_bin()), "build", "--model", str(model), "--output", str(out), "--ep", "default"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def rms_norms(pkg):
+    graph = onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph
+    return sum(n.op_type == "RMSNormalization" for n in graph.node)
+
+
+def copy_with(tmp_path, fixture, config_keys, drop=()):
+    dst = tmp_path / fixture
+    shutil.copytree(FIXTURES / fixture, dst)
+    config = json.loads((dst / "config.json").read_text())
+    config.update(config_keys)
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+    tensors = load_file(str(dst / "model.safetensors"))
+    kept = {k: v for k, v in tensors.items() if not any(d in k for d in drop)}
+    save_file(kept, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst, len(tensors) - len(kept)
+
+
+def test_hyperclovax_use_post_norm_off_reads_no_after_norms(tmp_path):
+    on = build(FIXTURES / "tiny-hyperclovax", tmp_path / "on")
+    assert on.returncode == 0, on.stderr
+    layers = json.loads((FIXTURES / "tiny-hyperclovax" / "config.json").read_text())["num_hidden_layers"]
+    model, dropped = copy_with(tmp_path / "off", "tiny-hyperclovax", {"use_post_norm": False}, drop=(".post_norm1.", ".post_norm2."))
+    assert dropped == 2 * layers
+    off = build(model, tmp_path / "pkg")
+    assert off.returncode == 0, off.stderr
+    assert rms_norms(tmp_path / "on") - rms_norms(tmp_path / "pkg") == 2 * layers
+    # The switch off with the norms still stored: nothing reads them, and the build says which.
+    model, _ = copy_with(tmp_path / "stale", "tiny-hyperclovax", {"use_post_norm": False})
+    stale = build(model, tmp_path / "stale-pkg")
+    assert stale.returncode != 0
+    assert "post_norm1" in stale.stderr, stale.stderr
