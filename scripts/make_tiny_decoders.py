@@ -186,6 +186,18 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="HyperCLOVA X SEED: RMSNorms after attention (`post_norm1`) and after the MLP (`post_norm2`) before the residual multiplier 0.5 (`use_post_norm`), embeddings x2, attention scale 0.1 (`attention_multiplier`), logits multiplied by 0.25 (`logits_scaling`, which Granite divides by), head_dim 32 with hidden 64 and 4 heads",
     ),
+    # Flint: Qwen3-MoE attention with sinks, RoPE on the sliding layers only, sigmoid experts
+    # of an f32 router beside an ungated shared MLP, dense first layers; config.json without
+    # `layer_types` and `mlp_only_layers`, so FlintConfig's own defaults decide them.
+    "tiny-flint": dict(
+        cls="Flint", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=48, num_hidden_layers=6,
+                  head_dim=16, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, sliding_window=4, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k not in ("layer_types", "mlp_only_layers")},
+        tweak=lambda model: [layer.mlp.gate.weight.mul_(4.0) for layer in model.model.layers[2:]],
+        exercises="Flint: per-head q/k RMSNorms, attention sinks (`self_attn.softmax_offset`), layers 2-4 sliding (window 4, RoPE) and 0, 1, 5 full without RoPE by FlintConfig's pattern (no `layer_types` written), layers 0-1 dense by its `mlp_only_layers` default, 8 experts routed by sigmoid scores of an f32 router, top 2 renormalized, beside an ungated shared MLP (`mlp.shared_expert`, 48 wide)",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

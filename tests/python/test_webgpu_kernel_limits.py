@@ -62,6 +62,22 @@ def test_gpt_oss_keeps_its_sinks_through_the_right_padded_form(tmp_path):
     assert len(gqa) == 2 and all(len(n.input) == 12 and n.input[9] == n.input[10] == "" and n.input[11] for n in gqa), [list(n.input) for n in gqa]
 
 
+def test_flint_keeps_its_sinks_on_unrotated_layers_too(tmp_path):
+    """Flint's full layers have no RoPE: their sink attention fuses without rotary in the kernel
+    (fuse.gqa_sink.unrotated) and is right-padded with slots 7-10 empty, the sinks in 11
+    (lower.gqa_right_padding.sink_no_rotary); the sliding layers rotate in the kernel. Run on the
+    CPU EP, the package gives transformers' logits."""
+    pkg = build_with(tmp_path / "pkg", "tiny-flint", "webgpu", ["--dtype", "f32"])
+    gqa = [n for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node if n.op_type == "GroupQueryAttention"]
+    unrotated = [n for n in gqa if n.input[7] == ""]
+    layers = json.loads((FIXTURES / "tiny-flint" / "config.json").read_text())["num_hidden_layers"]
+    assert len(gqa) == layers and len(unrotated) == 3, [list(n.input) for n in gqa]
+    assert all(len(n.input) == 12 and n.input[11] and not any(n.input[7:11]) for n in unrotated), [list(n.input) for n in unrotated]
+    ref = load_file(str(FIXTURES / "tiny-flint" / "reference.safetensors"))
+    diff = float(np.abs(prefill_logits(pkg, ref["input_ids"].astype(np.int64)) - ref["logits"]).max())
+    assert diff < 1e-4, diff
+
+
 def test_dml_refuses_a_sliding_window_it_would_ignore(tmp_path):
     """DML's GroupQueryAttention reads num_heads, kv_num_heads and scale only
     (DmlOperatorGroupQueryAttention.cpp @076c3788): dml.toml says limits.gqa_window = 0, so

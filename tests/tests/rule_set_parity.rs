@@ -565,6 +565,31 @@ fn if_to_where_multi_output_synthetic() {
     }
 }
 
+/// fuse.gqa_sink on Flint: its sliding layers rotate in the kernel (fuse.gqa_sink.window), its
+/// full layers have no RoPE and fuse without rotary (fuse.gqa_sink.unrotated); then the
+/// right-padded form of both, the sinks kept in slot 11 (lower.gqa_right_padding.sink and
+/// .sink_no_rotary), against transformers on the right-padded batch. On gpt-oss, whose
+/// blocks are rotated, the unrotated rules alone take both layers with the RotaryEmbedding
+/// left in place (the full one and the windowed one), as a table without the rotary forms
+/// would.
+#[test]
+fn gqa_sink_unrotated_on_flint_and_gpt_oss() {
+    rule_parity("tiny-flint", &[], &["fuse.gqa_sink"], &[("fuse.gqa_sink.window", 3), ("fuse.gqa_sink.unrotated", 3), ("fuse.gqa_sink", 0)], "GroupQueryAttention");
+    let ids = [("lower.gqa_right_padding.sink", 3), ("lower.gqa_right_padding.sink_no_rotary", 3)];
+    rule_parity("tiny-flint", &["fuse.gqa_sink"], &["lower.gqa_right_padding"], &ids, "GroupQueryAttention");
+    let (m, _) = with_rules("tiny-flint", &["fuse.gqa_sink", "lower.gqa_right_padding"]);
+    let gqa: Vec<_> = m.graph.nodes.iter().filter(|n| n.op == "GroupQueryAttention").collect();
+    assert!(gqa.iter().all(|n| n.inputs.len() == 12 && !n.inputs[11].is_empty() && n.inputs[10].is_empty()), "the sinks stay, no bias: {:?}", gqa[0].inputs);
+    let shape = DecoderShape::of(&m);
+    let (_d, mut s) = session_for(&m);
+    let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-flint")), Cases { left_padding: false, right_padding: true });
+    assert_within("tiny-flint: right-padded sink form vs transformers", &diffs, 1e-4);
+    let unrotated = ["fuse.gqa_sink.unrotated", "fuse.gqa_sink.unrotated_window"];
+    rule_parity("tiny-gpt-oss", &[], &unrotated, &[("fuse.gqa_sink.unrotated", 1), ("fuse.gqa_sink.unrotated_window", 1)], "GroupQueryAttention");
+    let (m, _) = with_rules("tiny-gpt-oss", &unrotated);
+    assert_eq!(count(&m, "RotaryEmbedding"), 4, "q and k of both layers still rotate before the kernel");
+}
+
 /// lower.gqa_right_padding (webgpu, dml, trt-rtx) turns the any-padding GroupQueryAttention
 /// back into the right-padded form: seqlens_k a row sum again, no attention bias. Against the
 /// graph before it on the unpadded prefill and decode step, and against transformers on the

@@ -89,7 +89,7 @@ fn check_structure(name: &str, model: &ir::Model, shape: &DecoderShape, form: Fo
 
 fn check_static(name: &str, ep: &str, form: Form) {
     let out = tempfile::tempdir().unwrap();
-    if tailor_tests::fixtures().get(name).is_some_and(|f| f.has("attention_sinks")) {
+    if tailor_tests::fixtures().get(name).is_some_and(|f| f.has("attention_sinks") || f.has("sinks")) {
         // Attention sinks have no static form: refused by name, nothing written.
         let pkg = out.path().join("pkg");
         let req = builder::BuildRequest { ep: ep.into(), kv_cache: models::KvCache::Static { max_length: N }, ..builder::BuildRequest::new(fixture(name), &pkg) };

@@ -261,7 +261,7 @@ impl DecoderFamily {
             (None, false) => Ok(self.layers.default_window),
             // Sliding layers named by `layer_types` or the family's pattern (the generic rule, every
             // layer sliding, is read as none: Mistral's null window).
-            (None, true) if self.layers.default_window.is_some() && (self.layer_types(c).is_some() || self.layers.full_every.is_some()) && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
+            (None, true) if self.layers.default_window.is_some() && (self.layer_types(c).is_some() || self.layers.full_every.is_some() || self.layers.full_pattern.is_some()) && self.sliding_layers(c)?.contains(&true) => Err(Error::Config {
                 path: c.path.clone(),
                 reason: format!(
                     "`sliding_window` is null but the `{}` layers slide by `layer_types` or the family's pattern: transformers builds their sliding mask from the window and cannot run this config; give the window, or `layer_types` with full layers only",
@@ -274,7 +274,7 @@ impl DecoderFamily {
 
     /// Which layers slide when there is a window: `layer_types` when present, else SmolLM3's
     /// NoPE layers ([`super::LayerKinds::slide_nope_layers`]), else the family's "every nth
-    /// layer is full" pattern, else `max_window_layers` (layers at or above it slide; the Qwen
+    /// layer is full" pattern or its own rule ([`super::LayerKinds::full_pattern`]), else `max_window_layers` (layers at or above it slide; the Qwen
     /// families' key), else every layer.
     fn sliding_layers(&self, c: &crate::DecoderConfig) -> Result<Vec<bool>> {
         let (w, layers) = (&c.sliding_window, c.num_hidden_layers);
@@ -296,6 +296,10 @@ impl DecoderFamily {
                 }
                 let full = |i: usize| if every.first { i.is_multiple_of(n) } else { (i + 1).is_multiple_of(n) };
                 (0..layers).map(|i| !full(i)).collect()
+            }
+            (None, None, _) if self.layers.full_pattern.is_some() => {
+                let full = self.layers.full_pattern.unwrap_or(|_, _| false);
+                (0..layers).map(|i| !full(i, layers)).collect()
             }
             (None, None, Some(first)) => (0..layers).map(|i| i >= first).collect(),
             (None, None, None) => vec![true; layers],

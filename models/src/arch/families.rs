@@ -1885,6 +1885,72 @@ pub const HYPERCLOVAX: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Flint's full layers without `layer_types` (`FlintConfig.__post_init__`): the first two,
+/// every fourth from layer 1, and the last.
+fn flint_full_layer(i: usize, layers: usize) -> bool {
+    i < 2 || i % 4 == 1 || i + 1 == layers
+}
+
+/// Flint (`FlintConfig`, a Qwen2MoeConfig): Qwen3-MoE's attention (per-head q/k RMSNorms) with
+/// gpt-oss's sinks (`self_attn.softmax_offset`, f32), RoPE on the sliding layers only, windows
+/// by `layer_types` (without it: [`flint_full_layer`]; `sliding_window` 513); dense layers by
+/// `mlp_only_layers` (`[0, 1]` when absent) and `decoder_sparse_step`, the others `num_experts`
+/// (256) experts routed by sigmoid scores of an f32 router (no bias), the top
+/// `num_experts_per_tok` (6) renormalized per `norm_topk_prob` (default true), beside an
+/// ungated shared MLP `shared_expert_intermediate_size` (1024) wide; head_dim 128.
+pub const FLINT: DecoderFamily = DecoderFamily {
+    model_types: &["flint"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        sinks: Some("self_attn.softmax_offset"),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_expert.gate_proj",
+                mlp_up: "mlp.shared_expert.up_proj",
+                mlp_down: "mlp.shared_expert.down_proj",
+                gate: None,
+                width: SharedWidth::Key("shared_expert_intermediate_size", 1024),
+            }),
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["num_experts", "num_local_experts"],
+                experts_default: 256,
+                top_k_default: 6,
+                normalize: TopKNorm::Key("norm_topk_prob", true),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(512),
+                sparse: QWEN_SPARSE,
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    f32_router: true,
+                    bias: None,
+                    group_best: 1,
+                    method: None,
+                    groups: None,
+                    scale: None,
+                }),
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Config("attention_bias"),
+        mlp_bias: Bias::Never,
+        head_dim_default: Some(128),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(262144)), ("mlp_only_layers", KeyDefault::Counts(&[0, 1]))],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds { default_window: Some(513), rope_layers: RopeLayers::Sliding, full_pattern: Some(flint_full_layer), ..UNIFORM_LAYERS },
+};
+
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
 /// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
 pub const SEED_OSS: DecoderFamily = DecoderFamily {

@@ -199,6 +199,10 @@ pub struct LayerKinds {
     /// Whether the family's model reads `layer_types` (false: Mistral's and Mixtral's, whose
     /// window, when set, applies to every layer whatever `layer_types` says).
     pub reads_layer_types: bool,
+    /// Without `layer_types` (and without `full_every`): the family's own rule for which of
+    /// `layers` layers are full, `full(i, layers)` (Flint: the first two, every fourth from
+    /// layer 1, and the last).
+    pub full_pattern: Option<fn(usize, usize) -> bool>,
 }
 
 /// Which layers apply RoPE, by their window (beside [`NoRope`]'s listed layers).
@@ -242,7 +246,7 @@ pub struct FullEvery {
 }
 
 /// Every layer alike under the generic window rules (Mistral, Qwen, Phi-3, ...).
-pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false, reads_layer_types: true };
+pub const UNIFORM_LAYERS: LayerKinds = LayerKinds { full_every: None, default_window: None, local_rope: None, no_rope: None, reads_window: true, rope_layers: RopeLayers::All, qwen_window_keys: false, slide_nope_layers: false, reads_layer_types: true, full_pattern: None };
 
 /// Every layer attends to every earlier key, whatever window keys config.json holds (Llama and
 /// the other families whose transformers attention has no window).
@@ -603,6 +607,8 @@ pub enum KeyDefault {
     Number(f64),
     /// A switch.
     Flag(bool),
+    /// A list of whole numbers (Flint's dense layers `mlp_only_layers`: `[0, 1]`).
+    Counts(&'static [u64]),
 }
 
 impl KeyDefault {
@@ -612,6 +618,7 @@ impl KeyDefault {
             KeyDefault::Count(n) => serde_json::Value::from(n),
             KeyDefault::Number(x) => serde_json::Value::from(x),
             KeyDefault::Flag(b) => serde_json::Value::from(b),
+            KeyDefault::Counts(list) => serde_json::Value::from(list.to_vec()),
         }
     }
 }
