@@ -216,6 +216,24 @@ fn right_padding_sink_step(step: &str) -> Option<Breaker> {
     Some(b)
 }
 
+/// tiny-flint after fuse.gqa_sink: layer 0 (full, no RoPE) as GroupQueryAttention without
+/// rotary, with the padding bias and head_sink.
+fn flint_gqa() -> Model {
+    after("tiny-flint", &["fuse.gqa_sink"])
+}
+
+const FLINT_SINK_GQA0: &str = "model.layers.0.self_attn/sink_attention/GroupQueryAttention";
+
+fn right_padding_sink_no_rotary_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        // Rotating in the kernel: lower.gqa_right_padding.sink's form, not this one's.
+        "match.out" => |m| node_mut(m, FLINT_SINK_GQA0).set_attr(Attr::int("do_rotary", 1)),
+        "mask_from_input" => mask_through_identity,
+        _ => return None,
+    };
+    Some(b)
+}
+
 fn right_padding_no_rotary_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
         "match.out" => |m| node_mut(m, GPT2_GQA0).set_attr(Attr::int("do_rotary", 1)),
@@ -1068,6 +1086,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "fuse.moe.swiglu_limit" => Case { graph: gpt_oss, target: "model.layers.0.mlp/ReduceSum", breaker: moe_gpt_oss_step },
         "fuse.gqa_sink" => Case { graph: gpt_oss, target: "model.layers.1.self_attn/sink_attention", breaker: sink_full_step },
         "fuse.gqa_sink.window" => Case { graph: gpt_oss, target: "model.layers.0.self_attn/sink_attention", breaker: sink_window_step },
+        "fuse.gqa_sink.unrotated" => Case { graph: flint, target: "model.layers.0.self_attn/sink_attention", breaker: sink_unrotated_full_step },
+        "lower.gqa_right_padding.sink_no_rotary" => Case { graph: flint_gqa, target: FLINT_SINK_GQA0, breaker: right_padding_sink_no_rotary_step },
         "fuse.moe.grouped" => Case { graph: deepseek_v3, target: GROUPED_OUT, breaker: moe_grouped_step },
         "fuse.moe.grouped.f16" => Case { graph: deepseek_v3_f16, target: GROUPED_OUT, breaker: moe_grouped_step },
         "fuse.moe.unnormalized.f16" => Case { graph: qwen2_moe_f16, target: "model.layers.0.mlp/ReduceSum", breaker: moe_qwen2_step },
@@ -1351,3 +1371,62 @@ macro_rules! sink_steps {
 }
 sink_steps!(sink_full_step, "1", "attn_mask");
 sink_steps!(sink_window_step, "0", "attn_mask_window3");
+
+fn flint() -> Model {
+    generic("tiny-flint")
+}
+
+/// fuse.gqa_sink.unrotated on tiny-flint's layer 0 (full attention, no RoPE: q and k come from
+/// the q/k norms). The head counts are read from q's width and the cache (`let.nh`,
+/// `let.nkv`), so a head check is broken by changing widths, the cache and the sinks together,
+/// every earlier step still passing.
+macro_rules! sink_unrotated_steps {
+    ($name:ident, $layer:literal, $mask:literal, $sinks:literal, $q:literal) => {
+        fn $name(step: &str) -> Option<Breaker> {
+            const A: &str = concat!("model.layers.", $layer, ".self_attn/sink_attention");
+            const SINKS: &str = concat!("model.layers.", $layer, ".self_attn.", $sinks);
+            const PAST: &str = concat!("past_key_values.", $layer, ".key");
+            fn width(m: &mut Model, q: i64) {
+                set_type(m, $q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(q)]);
+            }
+            fn past(m: &mut Model, dims: Vec<Dim>) {
+                m.graph.inputs.iter_mut().find(|v| v.name == PAST).unwrap().shape = Some(dims);
+            }
+            let b: Breaker = match step {
+                "match.out" => |m| node_mut(m, A).set_attr(Attr::int("allowzero", 1)),
+                "let.scale" => |m| set_init(m, &format!("{A}/scale"), Recipe::from_f32("two scales", vec![2], &[0.25, 0.25])),
+                "group_axes" => |m| set_init(m, &format!("{A}/mask_axis"), Recipe::from_i64("axis 2", vec![1], &[2])),
+                "sink_column_dropped" => |m| set_init(m, &format!("{A}/drop/end"), Recipe::from_i64("end -2", vec![1], &[-2])),
+                "masked_out" => |m| set_init(m, &format!("{A}/neg_inf"), Recipe::from_f32("-1e4", vec![], &[-1e4])),
+                "sinks_per_head" => |m| set_init(m, SINKS, Recipe::from_f32("3 sinks", vec![3], &[0.0; 3])),
+                "sinks_dtype" => |m| set_init(m, SINKS, Recipe::from_f32("f16 sinks", vec![4], &[0.0; 4]).cast(ir::DType::F16)),
+                "mask_from_input" => |m| identity_before(m, "attention_mask", concat!($mask, "/padding")),
+                "past_from_inputs" => |m| identity_before(m, PAST, &format!("{A}/key_cache/Concat")),
+                // A q width the graph does not know: no head count to read.
+                "let.nh" => |m| set_type(m, $q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("q_width")]),
+                // A cache whose head count the graph does not know.
+                "let.nkv" => |m| past(m, vec![Dim::sym("batch_size"), Dim::sym("kv_heads"), Dim::sym("past_sequence_length"), Dim::Fixed(16)]),
+                // q as [b, s, 1, 64]: still 4 heads of 16 by its last axis, but not 3-D.
+                "q_3d" => |m| set_type(m, $q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1), Dim::Fixed(64)]),
+                // Three query heads (q 48 wide, three sinks) over two key/value heads.
+                "heads_divide" => |m| {
+                    width(m, 48);
+                    set_init(m, SINKS, Recipe::from_f32("3 sinks", vec![3], &[0.0; 3]));
+                },
+                // A 5-D cache, heads and head size where they were.
+                "cache_bnsh" => |m| past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::sym("past_sequence_length"), Dim::Fixed(16), Dim::Fixed(1)]),
+                // Head size 12: q 48 wide is still 4 heads, the cache [b, 2, past, 12].
+                "head_size_cpu" => |m| {
+                    width(m, 48);
+                    past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::sym("past_sequence_length"), Dim::Fixed(12)]);
+                },
+                "let.window" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("two widths", vec![2], &[3, 3])),
+                "window_positive" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("zero width", vec![], &[0])),
+                "window_in_kernel" => |_| {},
+                _ => return None,
+            };
+            Some(b)
+        }
+    };
+}
+sink_unrotated_steps!(sink_unrotated_full_step, "0", "attn_mask", "softmax_offset", "model.layers.0.self_attn.q_norm/Reshape_merge/out");
