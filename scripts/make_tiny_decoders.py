@@ -198,6 +198,21 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.weight.mul_(4.0) for layer in model.model.layers[2:]],
         exercises="Flint: per-head q/k RMSNorms, attention sinks (`self_attn.softmax_offset`), layers 2-4 sliding (window 4, RoPE) and 0, 1, 5 full without RoPE by FlintConfig's pattern (no `layer_types` written), layers 0-1 dense by its `mlp_only_layers` default, 8 experts routed by sigmoid scores of an f32 router, top 2 renormalized, beside an ungated shared MLP (`mlp.shared_expert`, 48 wide)",
     ),
+    # Kolibri 1: EXAONE 4's attention (per-head q/k norms, RoPE on the sliding layers only, every
+    # fifth layer full), GLM-4's four norms, experts chosen by their logits plus a bias and
+    # weighted by the sigmoid of the chosen logits, beside an ungated shared MLP.
+    "tiny-kolibri1": dict(
+        cls="Kolibri1", inputs="tiny-llama",
+        args=dict(SMALL, moe_intermediate_size=32, shared_expert_intermediate_size=48, num_hidden_layers=5, head_dim=16,
+                  num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, sliding_window=4, rms_norm_eps=1e-6,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "layer_types"},
+        # A correction bias large enough to change the choice the logits alone would make, and
+        # sharper router logits (at the init's scale transformers' own f16 run picks other
+        # experts on near ties).
+        tweak=lambda model: [(layer.mlp.gate.weight.mul_(4.0), layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 2.0)) for layer in model.model.layers],
+        exercises="Kolibri 1: per-head q/k RMSNorms, layers 0-3 sliding (window 4, RoPE) and layer 4 full (no RoPE) by Kolibri1Config's pattern (no `layer_types` written), norms before and after attention and around the MLP (`post_attn_norm`, `post_ffn_norm`), 8 experts in every layer chosen by their logits plus `e_score_correction_bias` (top 2) and weighted by the sigmoid of the chosen logits, renormalized (`norm_topk_prob`), beside an ungated shared MLP 48 wide",
+    ),
     # Seed-OSS: q/k/v biases, no o_proj bias, head_dim apart from hidden / heads.
     "tiny-seed_oss": dict(
         cls="SeedOss", inputs="tiny-llama",

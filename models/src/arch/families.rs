@@ -563,6 +563,7 @@ const DEEPSEEK_V3_ROUTING: GroupedRouting = GroupedRouting {
     sigmoid: true,
     f32_router: true,
     bias: Some("mlp.gate.e_score_correction_bias"),
+    choose_on_logits: false,
     group_best: 2,
     method: None,
     groups: Some(GroupKeys { count: ("n_group", 8), open: ("topk_group", 4) }),
@@ -683,6 +684,7 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: false,
                     bias: None,
+                    choose_on_logits: false,
                     group_best: 1,
                     method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
                     groups: Some(GroupKeys { count: ("n_group", 1), open: ("topk_group", 1) }),
@@ -895,6 +897,7 @@ pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
                     sigmoid: true,
                     f32_router: false,
                     bias: Some("block_sparse_moe.e_score_correction_bias"),
+                    choose_on_logits: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -956,6 +959,7 @@ pub const AFMOE: DecoderFamily = DecoderFamily {
                     sigmoid: true,
                     f32_router: false,
                     bias: Some("mlp.expert_bias"),
+                    choose_on_logits: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -1184,6 +1188,7 @@ pub const ERNIE4_5_MOE: DecoderFamily = DecoderFamily {
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: false,
                     bias: Some("mlp.moe_statics.e_score_correction_bias"),
+                    choose_on_logits: false,
                     group_best: 1,
                     groups: None,
                     scale: None,
@@ -1772,6 +1777,7 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
                     sigmoid: true,
                     f32_router: true,
                     bias: Some("mlp.expert_bias"),
+                    choose_on_logits: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -1927,6 +1933,7 @@ pub const FLINT: DecoderFamily = DecoderFamily {
                     sigmoid: true,
                     f32_router: true,
                     bias: None,
+                    choose_on_logits: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -1949,6 +1956,82 @@ pub const FLINT: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: LayerKinds { default_window: Some(513), rope_layers: RopeLayers::Sliding, full_pattern: Some(flint_full_layer), ..UNIFORM_LAYERS },
+};
+
+/// Kolibri 1 (`Kolibri1Config`, a Qwen3MoeConfig): EXAONE 4's attention (per-head q/k RMSNorms,
+/// RoPE on the sliding layers only when there is a window), windows by `layer_types`, else
+/// every fifth layer full (`sliding_window` 513); GLM-4's four norms, stored as `post_attn_norm`
+/// after attention and `post_ffn_norm` after the MLP; every layer `num_experts` (384) experts
+/// of `moe_intermediate_size`, the top `num_experts_per_tok` (6) chosen by their f32 router
+/// logits plus `moe.router.expert_bias` and weighted by the sigmoid of the chosen logits,
+/// renormalized per `norm_topk_prob` (default false), beside an ungated shared MLP
+/// `shared_expert_intermediate_size` (512) wide; head_dim 128.
+pub const KOLIBRI1: DecoderFamily = DecoderFamily {
+    model_types: &["kolibri1"],
+    names: NameTable {
+        qk_norm: Some(PER_HEAD_QK_NORM),
+        norms: BlockNorms {
+            before_attention: Some("input_layernorm"),
+            after_attention: Some("post_attn_norm"),
+            before_mlp: Some("post_attention_layernorm"),
+            after_mlp: Some("post_ffn_norm"),
+        },
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp_gate: "mlp.shared_experts.gate_proj",
+                mlp_up: "mlp.shared_experts.up_proj",
+                mlp_down: "mlp.shared_experts.down_proj",
+                gate: None,
+                width: SharedWidth::Key("shared_expert_intermediate_size", 512),
+            }),
+            dense: None,
+            keys: MoeKeys {
+                experts: &["num_local_experts", "num_experts"],
+                experts_default: 384,
+                top_k_default: 6,
+                normalize: TopKNorm::Key("norm_topk_prob", false),
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: Some(512),
+                sparse: SparseLayers::All,
+                routing: Routing::Grouped(GroupedRouting {
+                    sigmoid: true,
+                    f32_router: true,
+                    // Where transformers' conversion mapping keeps `e_score_correction_bias`.
+                    bias: Some("moe.router.expert_bias"),
+                    choose_on_logits: true,
+                    group_best: 1,
+                    method: None,
+                    groups: None,
+                    scale: None,
+                }),
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        head_dim_default: Some(128),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(262144))],
+        // `Kolibri1Config` has no `intermediate_size` (no layer is dense): the experts' width
+        // stands in for the generic key.
+        key_aliases: &[("moe_intermediate_size", "intermediate_size")],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: LayerKinds {
+        full_every: Some(FullEvery { keys: &[], default: 5, first: false }),
+        default_window: Some(513),
+        rope_layers: RopeLayers::SlidingIfWindowed,
+        ..UNIFORM_LAYERS
+    },
 };
 
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per

@@ -443,6 +443,10 @@ pub struct GroupedRouting {
     /// up); false: in the build dtype, the logits cast to f32 (Mistral 4).
     pub f32_router: bool,
     pub bias: Option<&'static str>,
+    /// The choice is the router logits plus the correction, not the scores plus it (Kolibri 1:
+    /// `topk(router_logits + e_score_correction_bias)`, weights the sigmoid of the chosen
+    /// logits). A sigmoid is monotonic, so without a correction both choose alike.
+    pub choose_on_logits: bool,
     pub group_best: usize,
     /// `(key, default, grouped value, plain value)`: the method key when one decides whether
     /// the groups apply.

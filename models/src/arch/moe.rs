@@ -242,6 +242,7 @@ pub(super) fn block(
         (Routing::Grouped(r), Some(g)) => Some(GroupedRoutingBlock {
             sigmoid: g.sigmoid,
             f32_router: r.f32_router,
+            choose_on_logits: r.choose_on_logits,
             bias: match r.bias {
                 None => None,
                 // `[experts]` (DeepSeek-V3), or `[1, experts]` (ERNIE 4.5's one group of them).

@@ -79,6 +79,8 @@ pub struct GroupedRouting {
     pub f32_router: bool,
     /// `[experts]` correction (`e_score_correction_bias`) and its initializer name.
     pub bias: Option<(Recipe, String)>,
+    /// The correction joins the logits, not the scores, for the choice (Kolibri 1).
+    pub choose_on_logits: bool,
     pub group_best: usize,
     pub groups: usize,
     pub topk_groups: usize,
@@ -261,7 +263,8 @@ fn grouped_routing(b: &mut GraphBuilder, m: &MoeBlock, g: &GroupedRouting, logit
         // An f32 initializer in every build (transformers keeps the buffer in f32).
         Some((bias, name)) => {
             let bias = b.initializer(name, bias.clone().cast(DType::F32));
-            b.op(&format!("{s}/routing_f32/choice"), "Add", &[&scores, &bias], vec![])
+            let base = if g.choose_on_logits { logits } else { scores.as_str() };
+            b.op(&format!("{s}/routing_f32/choice"), "Add", &[base, &bias], vec![])
         }
     };
     let open = if g.groups > 1 {
