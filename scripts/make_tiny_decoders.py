@@ -301,6 +301,15 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="GraniteMoE: Granite's embedding (2), residual (0.5) and attention (0.125) multipliers and `logits_scaling` (4); 4 experts, top 2, stored as `block_sparse_moe.input_linear` (gate then up) and `output_linear` stacks, router `block_sparse_moe.router.layer`, softmax over the chosen logits",
     ),
+    # GraniteMoeShared: GraniteMoE with a shared MLP (one gate/up projection) beside the experts.
+    "tiny-granitemoeshared": dict(
+        cls="GraniteMoeShared", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, shared_intermediate_size=48, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                  rms_norm_eps=1e-6, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.125, logits_scaling=4.0,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=legacy_rope,
+        exercises="GraniteMoeShared: GraniteMoE's multipliers and experts (4, top 2, softmax over the chosen logits) plus a shared MLP 48 wide (`shared_mlp.input_linear` gate rows then up rows, `output_linear`) added to the experts' output before the residual multiplier",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

@@ -1,7 +1,8 @@
 """Config switches that change which weights a family reads, shown on copies of its fixture:
 HyperCLOVA X's `use_post_norm` false has no norms after attention and after the MLP
 (`nn.Identity` in transformers), so the checkpoint holds none and the graph reads none; a
-checkpoint that still holds them under the switch off fails by name (nothing would read them)."""
+checkpoint that still holds them under the switch off fails by name (nothing would read them).
+GraniteMoeShared's `shared_intermediate_size` 0 has no shared MLP."""
 import json
 import shutil
 import subprocess
@@ -48,3 +49,21 @@ def test_hyperclovax_use_post_norm_off_reads_no_after_norms(tmp_path):
     stale = build(model, tmp_path / "stale-pkg")
     assert stale.returncode != 0
     assert "post_norm1" in stale.stderr, stale.stderr
+
+
+def test_granitemoeshared_without_a_shared_width_has_no_shared_mlp(tmp_path):
+    # `shared_intermediate_size` 0 (GraniteMoeSharedConfig's default): `shared_mlp` is None, so
+    # the checkpoint holds none and the block is GraniteMoE's.
+    def matmuls(pkg):
+        graph = onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph
+        return sum(n.op_type == "MatMul" for n in graph.node)
+
+    with_shared = build(FIXTURES / "tiny-granitemoeshared", tmp_path / "with")
+    assert with_shared.returncode == 0, with_shared.stderr
+    layers = json.loads((FIXTURES / "tiny-granitemoeshared" / "config.json").read_text())["num_hidden_layers"]
+    model, dropped = copy_with(tmp_path / "none", "tiny-granitemoeshared", {"shared_intermediate_size": 0}, drop=(".shared_mlp.",))
+    assert dropped == 2 * layers
+    without = build(model, tmp_path / "pkg")
+    assert without.returncode == 0, without.stderr
+    # The fused gate/up and the down projection of every layer are gone.
+    assert matmuls(tmp_path / "with") - matmuls(tmp_path / "pkg") == 3 * layers

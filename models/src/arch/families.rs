@@ -249,9 +249,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
             router_bias: false,
             experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_expert.gate_proj",
-                mlp_up: "mlp.shared_expert.up_proj",
-                mlp_down: "mlp.shared_expert.down_proj",
+                mlp: &MlpNames::Gated { gate: "mlp.shared_expert.gate_proj", up: "mlp.shared_expert.up_proj", down: "mlp.shared_expert.down_proj" },
                 gate: Some("mlp.shared_expert_gate"),
                 width: SharedWidth::Key("shared_expert_intermediate_size", 5632),
             }),
@@ -533,9 +531,7 @@ const APERTUS_ROPE: &str = r#"{"rope_type":"llama3","rope_theta":12000000.0,"fac
 /// DeepSeek's shared experts: an ungated MLP `n_shared_experts` routed experts wide (1 by
 /// default, as `DeepseekV3Config`).
 const DEEPSEEK_SHARED: SharedExpert = SharedExpert {
-    mlp_gate: "mlp.shared_experts.gate_proj",
-    mlp_up: "mlp.shared_experts.up_proj",
-    mlp_down: "mlp.shared_experts.down_proj",
+    mlp: &MlpNames::Gated { gate: "mlp.shared_experts.gate_proj", up: "mlp.shared_experts.up_proj", down: "mlp.shared_experts.down_proj" },
     gate: None,
     width: SharedWidth::Experts("n_shared_experts", 1),
 };
@@ -1324,9 +1320,7 @@ pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
             router_bias: false,
             experts: DEEPSEEK_V3_EXPERTS.experts,
             shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_mlp.gate_proj",
-                mlp_up: "mlp.shared_mlp.up_proj",
-                mlp_down: "mlp.shared_mlp.down_proj",
+                mlp: &MlpNames::Gated { gate: "mlp.shared_mlp.gate_proj", up: "mlp.shared_mlp.up_proj", down: "mlp.shared_mlp.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("intermediate_size", 11008),
             }),
@@ -1352,6 +1346,16 @@ pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// GraniteMoE's experts and router (GraniteMoeShared's too).
+const GRANITEMOE_EXPERTS: MoeNames = MoeNames {
+    router: "block_sparse_moe.router.layer",
+    router_bias: false,
+    experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear.weight", down: "block_sparse_moe.output_linear.weight" },
+    shared: None,
+    dense: None,
+    keys: MIXTRAL_KEYS,
+};
+
 /// GraniteMoE (Granite 3.x MoE): Granite's four multipliers and attention (biases per
 /// `attention_bias`), every layer's MLP `num_local_experts` gated experts stored as two stacks
 /// (`block_sparse_moe.input_linear` gate-then-up, `output_linear`), routed by
@@ -1359,22 +1363,32 @@ pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
 /// (the renormalized top-k probabilities; `GraniteMoeTopKRouter`).
 pub const GRANITEMOE: DecoderFamily = DecoderFamily {
     model_types: &["granitemoe"],
-    names: NameTable {
-        mlp: MlpNames::Experts(MoeNames {
-            router: "block_sparse_moe.router.layer",
-            router_bias: false,
-            experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.input_linear.weight", down: "block_sparse_moe.output_linear.weight" },
-            shared: None,
-            dense: None,
-            keys: MIXTRAL_KEYS,
-        }),
-        ..LLAMA_NAMES
-    },
+    names: NameTable { mlp: MlpNames::Experts(GRANITEMOE_EXPERTS), ..LLAMA_NAMES },
     layout: LLAMA_LAYOUT,
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: GRANITE.scaling,
     layers: FULL_ATTENTION_LAYERS,
+};
+
+/// GraniteMoeShared (`GraniteMoeSharedConfig`): GraniteMoE with a shared MLP beside the
+/// experts, `shared_mlp.input_linear` (`[2 * width, hidden]`, gate rows then up rows) and
+/// `shared_mlp.output_linear`, `shared_intermediate_size` wide (0, the default: none), its output
+/// added to the experts' before the residual multiplier.
+pub const GRANITEMOESHARED: DecoderFamily = DecoderFamily {
+    model_types: &["granitemoeshared"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            shared: Some(SharedExpert {
+                mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
+                gate: None,
+                width: SharedWidth::Key("shared_intermediate_size", 0),
+            }),
+            ..GRANITEMOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    ..GRANITEMOE
 };
 
 /// OLMo2: norms after attention and after the MLP (none before), and q/k RMSNorms over the
@@ -1759,9 +1773,7 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
         mlp: MlpNames::Experts(MoeNames {
             router: "mlp.router.gate",
             shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_mlp.gate_proj",
-                mlp_up: "mlp.shared_mlp.up_proj",
-                mlp_down: "mlp.shared_mlp.down_proj",
+                mlp: &MlpNames::Gated { gate: "mlp.shared_mlp.gate_proj", up: "mlp.shared_mlp.up_proj", down: "mlp.shared_mlp.down_proj" },
                 gate: None,
                 width: SharedWidth::Experts("num_shared_experts", 1),
             }),
@@ -1914,9 +1926,7 @@ pub const FLINT: DecoderFamily = DecoderFamily {
             router_bias: false,
             experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_expert.gate_proj",
-                mlp_up: "mlp.shared_expert.up_proj",
-                mlp_down: "mlp.shared_expert.down_proj",
+                mlp: &MlpNames::Gated { gate: "mlp.shared_expert.gate_proj", up: "mlp.shared_expert.up_proj", down: "mlp.shared_expert.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("shared_expert_intermediate_size", 1024),
             }),
@@ -1981,9 +1991,7 @@ pub const KOLIBRI1: DecoderFamily = DecoderFamily {
             router_bias: false,
             experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert {
-                mlp_gate: "mlp.shared_experts.gate_proj",
-                mlp_up: "mlp.shared_experts.up_proj",
-                mlp_down: "mlp.shared_experts.down_proj",
+                mlp: &MlpNames::Gated { gate: "mlp.shared_experts.gate_proj", up: "mlp.shared_experts.up_proj", down: "mlp.shared_experts.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("shared_expert_intermediate_size", 512),
             }),

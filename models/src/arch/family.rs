@@ -370,9 +370,10 @@ pub enum ExpertActivation {
 /// `sigmoid(x @ gate^T)` with `gate` a `[1, hidden]` projection (Qwen2-MoE
 /// `mlp.shared_expert_gate`).
 pub struct SharedExpert {
-    pub mlp_gate: &'static str,
-    pub mlp_up: &'static str,
-    pub mlp_down: &'static str,
+    /// Its projections: `MlpNames::Gated` (separate gate, up, down) or `MlpNames::GatedFused`
+    /// (one `[2 * width, hidden]` projection, gate rows then up rows: GraniteMoeShared's
+    /// `shared_mlp.input_linear`); another kind is refused when the model is built.
+    pub mlp: &'static MlpNames,
     /// The `[1, hidden]` sigmoid gate (Qwen2-MoE); `None`: the shared expert's output is added
     /// as it is (DeepSeek-V3).
     pub gate: Option<&'static str>,

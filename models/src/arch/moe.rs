@@ -3,7 +3,7 @@
 //! checkpoint by name, so an expert the config does not count is left unaccounted and fails
 //! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
 
-use super::family::{ExpertActivation, ExpertNames, MoeNames, Routing, SharedWidth, SparseLayers, TopKNorm};
+use super::family::{ExpertActivation, ExpertNames, MlpNames, MoeNames, Routing, SharedWidth, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
 use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, GroupedRouting as GroupedRoutingBlock, MoeBlock};
@@ -54,9 +54,10 @@ impl MoeSettings {
         let intermediate = first(k.intermediate)?.or(k.intermediate_default).unwrap_or(c.intermediate_size);
         let shared_intermediate = match &t.shared {
             None => None,
+            // 0 is no shared expert (GraniteMoeShared's default width).
             Some(sh) => Some(match sh.width {
-                SharedWidth::Key(key, default) => c.count(key)?.unwrap_or(default),
-                SharedWidth::Experts(key, default) => intermediate * c.count(key)?.unwrap_or(default),
+                SharedWidth::Key(key, default) => c.count_or_zero(key)?.unwrap_or(default),
+                SharedWidth::Experts(key, default) => intermediate * c.count_or_zero(key)?.unwrap_or(default),
             }),
         };
         let leading = |n: usize| (0..n.min(c.num_hidden_layers)).collect::<Vec<_>>();
@@ -322,12 +323,26 @@ pub(super) fn block(
     let routed = moe_block(b, block, x);
     let Some(sh) = &t.shared else { return Ok(routed) };
     let inter = m.shared_intermediate.unwrap_or_default();
+    // A width of 0 is no shared expert (GraniteMoeShared's default `shared_intermediate_size`:
+    // `shared_mlp` is None there).
+    if inter == 0 {
+        return Ok(routed);
+    }
     let read = |b: &GraphBuilder, part: &str, inp: usize, out: usize, bias: bool| LinearWeights::torch(ckpt, b, &s(part), inp, out, bias);
     // The shared expert is the family's MLP: its biases follow `mlp_bias` (DeepSeek-V2's key;
     // the other families have none).
-    let weights = [read(b, sh.mlp_gate, hidden, inter, mlp_bias)?, read(b, sh.mlp_up, hidden, inter, mlp_bias)?, read(b, sh.mlp_down, inter, hidden, mlp_bias)?];
-    let shared_scope = s(sh.mlp_down).rsplit_once('.').map_or(s("shared_expert"), |(p, _)| p.to_string());
-    let scopes = GatedScopes { gate: &s(sh.mlp_gate), up: &s(sh.mlp_up), down: &s(sh.mlp_down) };
+    let (weights, gate_scope, up_scope, down) = match *sh.mlp {
+        MlpNames::Gated { gate, up, down } => ([read(b, gate, hidden, inter, mlp_bias)?, read(b, up, hidden, inter, mlp_bias)?, read(b, down, inter, hidden, mlp_bias)?], s(gate), s(up), down),
+        MlpNames::GatedFused { gate_up, down } => {
+            let parts = LinearWeights::read_fused(ckpt, b, &s(gate_up), hidden, &[inter, inter], mlp_bias, WeightLayout::Linear)?;
+            let [g, u]: [LinearWeights; 2] = parts.try_into().map_err(|_| err(&ckpt.config, "internal: the fused shared gate/up split into the wrong number of parts".into()))?;
+            let [gs, us] = crate::lora::GATE_UP_PARTS.map(|p| crate::lora::part_scope(&s(gate_up), p));
+            ([g, u, read(b, down, inter, hidden, mlp_bias)?], gs, us, down)
+        }
+        _ => return Err(err(&ckpt.config, format!("the `{}` table's shared expert is neither gated nor gate/up-fused", ckpt.config.model_type))),
+    };
+    let shared_scope = s(down).rsplit_once('.').map_or(s("shared_expert"), |(p, _)| p.to_string());
+    let scopes = GatedScopes { gate: &gate_scope, up: &up_scope, down: &s(down) };
     let shared = gated(b, &shared_scope, scopes, x, weights, act);
     let shared = match sh.gate {
         None => shared,
