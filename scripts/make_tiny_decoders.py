@@ -596,6 +596,28 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="GPT-J: `ln_1` feeding attention and the MLP in parallel (`attn + mlp + residual`), RoPE on interleaved pairs of the first 8 of each head's 16 dimensions (`rotary_dim`), q/k/v/out_proj without biases, `fc_in` -> gelu_new -> `fc_out` 4 x hidden wide (`n_inner` null) with biases, a biased untied head",
     ),
+    # Falcon (7B's layout): multi-query attention with q/k/v in one projection, one LayerNorm
+    # feeding attention and the MLP in parallel, no biases, a tied head.
+    "tiny-falcon": dict(
+        cls="Falcon", inputs="tiny-llama",
+        args=dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=256,
+                  multi_query=True, new_decoder_architecture=False, parallel_attn=True, bias=False, alibi=False,
+                  layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2,
+                  tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k not in ("num_key_value_heads", "ffn_hidden_size")},
+        exercises="Falcon-7B's layout: `query_key_value` rows the 4 query heads then one key and one value head (`multi_query`), `input_layernorm` feeding attention and the MLP in parallel, `dense_h_to_4h` -> GELU -> `dense_4h_to_h` 4 x hidden wide (no `ffn_hidden_size` written), no biases, tied head; config.json without `num_key_value_heads` (FalconConfig derives it)",
+    ),
+    # Falcon 2 (11B's layout): the new decoder architecture, q/k/v grouped per key/value head,
+    # one LayerNorm, biases.
+    "tiny-falcon2": dict(
+        cls="Falcon", inputs="tiny-llama",
+        args=dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_kv_heads=2, num_hidden_layers=2, max_position_embeddings=256,
+                  new_decoder_architecture=True, num_ln_in_parallel_attn=1, parallel_attn=True, bias=True, alibi=False,
+                  ffn_hidden_size=96, layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2,
+                  tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 500042.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "num_key_value_heads"},
+        exercises="Falcon2-11B's layout: `new_decoder_architecture` with `num_kv_heads` 2, `query_key_value` rows per key/value group (2 query heads, its key, its value), one LayerNorm (`num_ln_in_parallel_attn` 1) feeding attention and the MLP in parallel, biases on every projection (`bias`), `ffn_hidden_size` 96, untied head",
+    ),
     # AFMoE (Arcee Trinity): gated attention output, per-head q/k norms, four norms a layer,
     # three sliding layers (RoPE) then a full one (none), a dense first layer, sigmoid experts
     # with a bias and a route scale beside shared experts, muP embedding scale.

@@ -406,6 +406,9 @@ impl DecoderConfig {
                     map.insert((*key).to_string(), one);
                 }
             }
+            if let Some(rule) = f.config_rule {
+                rule(&mut map).map_err(|reason| Error::Config { path: path.to_path_buf(), reason })?;
+            }
             for (old, generic) in f.key_aliases {
                 if let (true, Some(v)) = (map.get(*generic).is_none_or(Value::is_null), map.get(*old).cloned()) {
                     map.insert((*generic).to_string(), v);
@@ -1524,6 +1527,28 @@ mod tests {
         assert!(matches!(c.rope.kind, crate::RopeKind::Default), "{:?}", c.rope.kind);
         let e = parse(&format!(r#"{{{base},"rotary_dim":256}}"#)).unwrap_err().to_string();
         assert!(e.contains("key `rotary_dim` (256) must be an even count of rotated dimensions, at most the head size 128"), "{e}");
+    }
+
+    /// Falcon: the key/value heads as `FalconConfig.__post_init__` derives them, the 4 x hidden
+    /// MLP when `ffn_hidden_size` is absent, and the forms not built refused by their key.
+    #[test]
+    fn falcon_derives_its_heads_and_refuses_what_it_does_not_build() {
+        let base = r#""model_type":"falcon","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512"#;
+        let kv_and_mlp = |extra: &str| parse(&format!("{{{base}{extra}}}")).map(|c| (c.num_key_value_heads, c.intermediate_size));
+        // multi_query (the default) is one key/value head whatever num_kv_heads says.
+        assert_eq!(kv_and_mlp("").unwrap(), (1, 256));
+        assert_eq!(kv_and_mlp(r#","multi_query":true,"num_kv_heads":4,"ffn_hidden_size":96"#).unwrap(), (1, 96));
+        // Without it (false or null): num_kv_heads, every head when absent.
+        assert_eq!(kv_and_mlp(r#","multi_query":false"#).unwrap(), (4, 256));
+        assert_eq!(kv_and_mlp(r#","multi_query":null,"num_kv_heads":4"#).unwrap(), (4, 256));
+        // The new architecture reads num_kv_heads, with one LayerNorm only.
+        assert_eq!(kv_and_mlp(r#","new_decoder_architecture":true,"num_ln_in_parallel_attn":1,"num_kv_heads":2"#).unwrap(), (2, 256));
+        let e = |extra: &str| kv_and_mlp(extra).unwrap_err().to_string();
+        assert!(e(r#","new_decoder_architecture":true,"num_kv_heads":2"#).contains("`num_ln_in_parallel_attn` is absent (2 there)"));
+        assert!(e(r#","new_decoder_architecture":true,"num_ln_in_parallel_attn":2"#).contains("`ln_attn`, `ln_mlp`"));
+        assert!(e(r#","alibi":true"#).contains("`alibi` is true"));
+        assert!(e(r#","parallel_attn":false"#).contains("`parallel_attn` is false"));
+        assert!(e(r#","multi_query":"yes""#).contains("key `multi_query` must be true or false"));
     }
 
     #[test]

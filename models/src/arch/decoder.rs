@@ -595,6 +595,15 @@ impl DecoderFamily {
                 let scope = |p: &str| format!("{}.{p}", s(qkv));
                 (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
             }
+            AttentionNames::FusedPerGroup { qkv } => {
+                if l.weights != WeightLayout::Linear {
+                    return Err(Error::Config { path: sh.c.path.clone(), reason: format!("`{}`'s grouped fused q/k/v is read as `[out, in]` (Linear) rows only", sh.c.model_type) });
+                }
+                let parts = LinearWeights::read_fused_per_group(ckpt, b, &s(qkv), sh.hidden, heads.kv, heads.q / heads.kv, heads.head_dim, qkv_bias)?;
+                let [wq, wk, wv]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
+                let scope = |p: &str| format!("{}.{p}", s(qkv));
+                (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
+            }
             AttentionNames::Fused { qkv } => {
                 let dims = [sh.q_dim, sh.kv_dim, sh.kv_dim];
                 let parts = LinearWeights::read_fused(ckpt, b, &s(qkv), sh.hidden, &dims, qkv_bias, l.weights)?;

@@ -69,6 +69,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     rotary_dims_key: None,
     multi_query_key: None,
     after_norms_when: None,
+    config_rule: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -1553,6 +1554,96 @@ pub const GPTJ: DecoderFamily = DecoderFamily {
         Unused { prefix: "", suffix: ".attn.bias", reason: "GPT-J's causal-mask buffer (older checkpoints saved it); the graph builds its own mask" },
         Unused { prefix: "", suffix: ".attn.masked_bias", reason: "GPT-J's mask fill-value buffer (older checkpoints saved it); the graph builds its own mask" },
     ],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// `FalconConfig.__post_init__` and the layer's switches, on config.json's object: the key/value
+/// heads (`num_kv_heads`, default every head, under `new_decoder_architecture` or without
+/// `multi_query`; one with `multi_query`, the default), `ffn_hidden_size` 4 x hidden when absent;
+/// refused: ALiBi, the sequential block (`parallel_attn` false), and the two-LayerNorm block of
+/// the new architecture (`num_ln_in_parallel_attn` 2, or absent there: Falcon-40B/180B's
+/// `ln_attn` / `ln_mlp`).
+fn falcon_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    // transformers' truth test: a `null` switch is off.
+    let flag = |map: &serde_json::Map<String, Value>, key: &str, default: bool| match map.get(key) {
+        None => Ok(default),
+        Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("key `{key}` must be true or false, found {v}")),
+    };
+    if flag(map, "alibi", false)? {
+        return Err("`alibi` is true: Falcon's ALiBi position bias (Falcon-RW) is not built; the rotary Falcon models (`alibi: false`) are".into());
+    }
+    if !flag(map, "parallel_attn", true)? {
+        return Err("`parallel_attn` is false: the sequential Falcon block (`input_layernorm`, then `post_attention_layernorm`) is not built; the parallel one (`parallel_attn: true`) is".into());
+    }
+    let new_arch = flag(map, "new_decoder_architecture", false)?;
+    if new_arch {
+        match map.get("num_ln_in_parallel_attn") {
+            Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
+            other => {
+                return Err(format!(
+                    "`new_decoder_architecture` is true and `num_ln_in_parallel_attn` is {}: the block with two LayerNorms (`ln_attn`, `ln_mlp`: Falcon-40B/180B) is not built; one LayerNorm (`num_ln_in_parallel_attn: 1`, Falcon2-11B) is",
+                    other.map_or("absent (2 there)".to_string(), Value::to_string)
+                ))
+            }
+        }
+    }
+    let heads = map.get("num_attention_heads").or(map.get("n_head")).cloned().unwrap_or(Value::Null);
+    let kv = match map.get("num_kv_heads") {
+        None | Some(Value::Null) => heads,
+        Some(v) => v.clone(),
+    };
+    let kv = if new_arch || !flag(map, "multi_query", true)? { kv } else { Value::from(1) };
+    map.insert("num_key_value_heads".into(), kv);
+    if map.get("ffn_hidden_size").is_none_or(Value::is_null) {
+        if let Some(hidden) = map.get("hidden_size").or(map.get("n_embed")).and_then(Value::as_u64) {
+            map.insert("ffn_hidden_size".into(), Value::from(4 * hidden));
+        }
+    }
+    Ok(())
+}
+
+/// Falcon (`FalconConfig`; Falcon-7B, Falcon2-11B): one LayerNorm (`input_layernorm`, with bias)
+/// feeding attention and the MLP in parallel, q/k/v in one `query_key_value` laid out per
+/// key/value group (multi-query: one group of every query head, then the key and the value;
+/// `new_decoder_architecture`: each group's queries, key and value), `dense`, an MLP
+/// `dense_h_to_4h` -> `activation` (GELU) -> `dense_4h_to_h` of `ffn_hidden_size`, biases on
+/// every projection when `bias` (default false), rotate-half RoPE, a tied head by default
+/// ([`falcon_config`] for the derived keys and what is refused).
+pub const FALCON: DecoderFamily = DecoderFamily {
+    model_types: &["falcon"],
+    names: NameTable {
+        embed_tokens: "transformer.word_embeddings.weight",
+        embed_positions: None,
+        layer: "transformer.h.{i}",
+        attention: AttentionNames::FusedPerGroup { qkv: "self_attention.query_key_value" },
+        o_proj: "self_attention.dense",
+        qk_norm: None,
+        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
+        mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
+        sinks: None,
+        output_gate: None,
+        final_norm: "transformer.ln_f",
+        lm_head: "lm_head",
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        qkv_bias: Bias::Config("bias"),
+        o_bias: Bias::Config("bias"),
+        mlp_bias: Bias::Config("bias"),
+        tie_default: true,
+        activation: Some(("activation", crate::Activation::Gelu)),
+        block: BlockShape::Parallel,
+        key_aliases: &[("ffn_hidden_size", "intermediate_size"), ("n_embed", "hidden_size")],
+        config_rule: Some(falcon_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
 };

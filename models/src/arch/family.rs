@@ -262,6 +262,10 @@ pub enum AttentionNames {
     /// `query_key_value`, viewed `[heads, 3 * head_dim]` and chunked): reordered to the stacked
     /// layout by a reshape/transpose recipe, then split as `Fused` (no GQA in such families).
     FusedPerHead { qkv: &'static str },
+    /// One projection whose output rows are, per key/value head, that group's query heads, then
+    /// its key and its value (Falcon's `query_key_value`; multi-query Falcon is one group of
+    /// every query head): each part read as its rows ([`crate::components::linear::LinearWeights::read_fused_per_group`]).
+    FusedPerGroup { qkv: &'static str },
     /// Multi-head latent attention (DeepSeek-V2/V3): see [`LatentNames`] and
     /// [`crate::config::LatentDims`].
     Latent(&'static LatentNames),
@@ -601,6 +605,11 @@ pub struct Layout {
     /// norms: off, the block has none (HyperCLOVA X's `use_post_norm`, whose norms are then
     /// `nn.Identity`).
     pub after_norms_when: Option<(&'static str, bool)>,
+    /// The family config class's own derivations and refusals that keys alone cannot say, run
+    /// on config.json's object before anything is read (Falcon's key/value heads from
+    /// `multi_query` / `new_decoder_architecture` / `num_kv_heads`, its 4 x hidden MLP, ALiBi
+    /// refused); an `Err` is the reason the config is refused.
+    pub config_rule: Option<fn(&mut serde_json::Map<String, serde_json::Value>) -> std::result::Result<(), String>>,
 }
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).

@@ -62,25 +62,38 @@ impl LinearWeights {
     }
 
     /// [`Self::read_fused`] for a `[heads * 3 * head_dim, inp]` (`[out, in]`) projection whose
-    /// rows are per head `[q | k | v]` (GPT-NeoX's `query_key_value`): part `j` is the rows
-    /// `reshape [heads, 3, head_dim, inp] -> slice j on axis 1 -> reshape [heads * head_dim, inp]`
-    /// (the bias alike): whole rows only, so a pre-quantized layer keeps its integers (a
-    /// transpose of the rows would not), and no part reads more than its rows.
+    /// rows are per head `[q | k | v]` (GPT-NeoX's `query_key_value`): [`Self::read_fused_per_group`]
+    /// with one group per head.
     pub fn read_fused_per_head(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, heads: usize, head_dim: usize, bias: bool) -> Result<Vec<Self>> {
-        let rows = 3 * heads * head_dim;
+        Self::read_fused_per_group(ckpt, b, scope, inp, heads, 1, head_dim, bias)
+    }
+
+    /// [`Self::read_fused`] for a projection whose rows are, per key/value group, that group's
+    /// `q_per_group` query heads, then its key head, then its value head (Falcon's
+    /// `query_key_value`: one group holding every query head for multi-query attention, one per
+    /// key/value head for the grouped form; GPT-NeoX's per-head `[q | k | v]` is one query head
+    /// per group): part `j` is the rows `reshape [groups, q_per_group + 2, head_dim, inp] -> slice
+    /// on axis 1 -> reshape`, the bias alike. Whole rows only, so a pre-quantized layer keeps its
+    /// integers (a transpose of the rows would not), and no part reads more than its rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_fused_per_group(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, groups: usize, q_per_group: usize, head_dim: usize, bias: bool) -> Result<Vec<Self>> {
+        let per = q_per_group + 2;
+        let rows = groups * per * head_dim;
         let weight = ckpt.tensor(&format!("{scope}.weight"), &[rows, inp])?;
         let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[rows])?) } else { None };
-        let part = |r: &ir::Recipe, j: usize, rest: &[usize]| {
-            let mut split = vec![heads, 3, head_dim];
+        let part = |r: &ir::Recipe, (start, end): (usize, usize), rest: &[usize]| {
+            let mut split = vec![groups, per, head_dim];
             split.extend_from_slice(rest);
-            let mut merged = vec![heads * head_dim];
+            let mut merged = vec![groups * (end - start) * head_dim];
             merged.extend_from_slice(rest);
-            r.clone().reshape(split).slice(1, j, j + 1).reshape(merged)
+            r.clone().reshape(split).slice(1, start, end).reshape(merged)
         };
-        Ok((0..3)
-            .map(|j| LinearWeights {
-                weight: part(&weight, j, &[inp]).transpose(vec![1, 0]).cast(b.float),
-                bias: bias.as_ref().map(|r| part(r, j, &[]).cast(b.float)),
+        let ranges = [(0, q_per_group), (q_per_group, q_per_group + 1), (q_per_group + 1, per)];
+        Ok(ranges
+            .into_iter()
+            .map(|range| LinearWeights {
+                weight: part(&weight, range, &[inp]).transpose(vec![1, 0]).cast(b.float),
+                bias: bias.as_ref().map(|r| part(r, range, &[]).cast(b.float)),
             })
             .collect())
     }
