@@ -371,6 +371,9 @@ def merged_checkpoint(ckpt, out, tensors, scaling):
     ("tiny-phi3-partial", "default", {"qkv_proj", "gate_up_proj"}),
     ("tiny-gpt2", "cpu", {"c_attn", "c_proj", "c_fc"}),                    # Conv1D, fan_in_fan_out
     ("tiny-glm4", "cpu", {"q_proj", "gate_up_proj", "down_proj"}),         # GLM's fused MLP (gate first)
+    # GraniteMoeShared's shared MLP: one gate/up projection beside the experts (the 3-D expert
+    # stacks of the same name take no adapter).
+    ("tiny-granitemoeshared", "cpu", {"q_proj", "input_linear", "output_linear"}),
 ])
 def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules):
     """For families and adapters the fixtures do not cover (other widths, rsLoRA, biases):

@@ -914,7 +914,7 @@ fn mlp_scope(down: &str) -> &str {
 
 /// The part scopes of the fused projection `module` (`{module}.q`, ...). A LoRA target on the
 /// fused module is a slot on every part (its B split by rows at conversion, `models::lora::FUSED_PARTS`).
-fn fused_scopes<const N: usize>(b: &mut GraphBuilder, module: &str, parts: [&str; N]) -> [String; N] {
+pub(super) fn fused_scopes<const N: usize>(b: &mut GraphBuilder, module: &str, parts: [&str; N]) -> [String; N] {
     let scopes = parts.map(|p| crate::lora::part_scope(module, p));
     if b.lora.contains(module) {
         b.lora.extend(scopes.iter().cloned());

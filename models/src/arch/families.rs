@@ -1899,7 +1899,8 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
         rope_default: RopeDefault { theta: 11158840.0, ..LLAMA_LAYOUT.rope_default },
         qkv_bias: Bias::Config("attention_bias"),
         o_bias: Bias::Config("attention_bias"),
-        mlp_bias: Bias::Never,
+        // LlamaMLP's: the dense layers and the shared MLP biased per `mlp_bias` (default false).
+        mlp_bias: Bias::Config("mlp_bias"),
         prediction_layers: Some((MTP_KEYS, 1)),
         ..LLAMA_LAYOUT
     },
@@ -1945,12 +1946,16 @@ pub const MELLUM: DecoderFamily = DecoderFamily {
         ..LLAMA_NAMES
     },
     layout: Layout {
-        qkv_bias: Bias::Never,
-        o_bias: Bias::Never,
+        // Qwen3-MoE's attention: q/k/v/o biased per `attention_bias` (default false).
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Config("attention_bias"),
         mlp_bias: Bias::Never,
         head_dim_default: Some(128),
         key_defaults: &[("max_position_embeddings", KeyDefault::Count(131072))],
         rope_default: RopeDefault { theta: 500000.0, ..LLAMA_LAYOUT.rope_default },
+        // `MellumConfig` reads its RoPE from `rope_parameters` per layer type only (absent: its
+        // defaults); top-level RoPE keys change nothing there.
+        ignored_keys: &["rope_theta", "rope_scaling", "partial_rotary_factor"],
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,

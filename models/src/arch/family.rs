@@ -609,8 +609,12 @@ pub struct Layout {
     /// on config.json's object before anything is read (Falcon's key/value heads from
     /// `multi_query` / `new_decoder_architecture` / `num_kv_heads`, its 4 x hidden MLP, ALiBi
     /// refused); an `Err` is the reason the config is refused.
-    pub config_rule: Option<fn(&mut serde_json::Map<String, serde_json::Value>) -> std::result::Result<(), String>>,
+    pub config_rule: Option<ConfigRule>,
 }
+
+/// A family's own config derivations and refusals ([`Layout::config_rule`]): config.json's
+/// object in, changed in place; an `Err` is the reason the config is refused.
+pub type ConfigRule = fn(&mut serde_json::Map<String, serde_json::Value>) -> std::result::Result<(), String>;
 
 /// A config key's value when config.json leaves it out (see [`Layout::key_defaults`]).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -336,7 +336,8 @@ pub(super) fn block(
         MlpNames::GatedFused { gate_up, down } => {
             let parts = LinearWeights::read_fused(ckpt, b, &s(gate_up), hidden, &[inter, inter], mlp_bias, WeightLayout::Linear)?;
             let [g, u]: [LinearWeights; 2] = parts.try_into().map_err(|_| err(&ckpt.config, "internal: the fused shared gate/up split into the wrong number of parts".into()))?;
-            let [gs, us] = crate::lora::GATE_UP_PARTS.map(|p| crate::lora::part_scope(&s(gate_up), p));
+            // An adapter on the fused projection is a slot on each part (as the dense fused MLP's).
+            let [gs, us] = super::decoder::fused_scopes(b, &s(gate_up), crate::lora::GATE_UP_PARTS);
             ([g, u, read(b, down, inter, hidden, mlp_bias)?], gs, us, down)
         }
         _ => return Err(err(&ckpt.config, format!("the `{}` table's shared expert is neither gated nor gate/up-fused", ckpt.config.model_type))),

@@ -1420,9 +1420,6 @@ macro_rules! sink_unrotated_steps {
                     width(m, 48);
                     past(m, vec![Dim::sym("batch_size"), Dim::Fixed(2), Dim::sym("past_sequence_length"), Dim::Fixed(12)]);
                 },
-                "let.window" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("two widths", vec![2], &[3, 3])),
-                "window_positive" => |m| set_init(m, concat!($mask, "/window"), Recipe::from_i64("zero width", vec![], &[0])),
-                "window_in_kernel" => |_| {},
                 _ => return None,
             };
             Some(b)
