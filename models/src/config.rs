@@ -1525,6 +1525,9 @@ mod tests {
         let c = parse(&format!(r#"{{{base},"rotary_dim":32,"rope_theta":500000.0,"rope_scaling":{{"type":"linear","factor":4.0}},"partial_rotary_factor":1.0,"head_dim":64}}"#)).unwrap();
         assert_eq!((c.head_dim, c.rope.partial_rotary_factor, c.rope.theta), (128, 0.25, 10000.0));
         assert!(matches!(c.rope.kind, crate::RopeKind::Default), "{:?}", c.rope.kind);
+        // No `n_inner` key at all is GPTJConfig's None too: 4 x hidden.
+        let c = parse(r#"{"model_type":"gptj","n_embd":512,"n_head":4,"n_layer":2,"vocab_size":512}"#).unwrap();
+        assert_eq!(c.intermediate_size, 2048);
         let e = parse(&format!(r#"{{{base},"rotary_dim":256}}"#)).unwrap_err().to_string();
         assert!(e.contains("key `rotary_dim` (256) must be an even count of rotated dimensions, at most the head size 128"), "{e}");
     }

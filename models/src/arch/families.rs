@@ -823,10 +823,11 @@ pub const SOLAR_OPEN: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
-/// EXAONE MoE's multi-token prediction module: transformers ignores `mtp.*` on load.
-const EXAONE_MOE_UNUSED: &[Unused] = &[
+/// A multi-token prediction module stored apart from the layers (EXAONE MoE's and Mellum's
+/// `mtp.*`): transformers ignores it on load.
+const MTP_MODULE_UNUSED: &[Unused] = &[
     Unused { prefix: "", suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
-    Unused { prefix: "mtp.", suffix: "", reason: "EXAONE MoE's multi-token prediction module (`mtp.*`): it drafts tokens in training; transformers does not load it" },
+    Unused { prefix: "mtp.", suffix: "", reason: "a multi-token prediction module (`mtp.*`): it drafts tokens in training; transformers does not load it" },
 ];
 
 /// EXAONE MoE (K-EXAONE): EXAONE 4's attention (per-head q/k RMSNorms, no biases, sliding
@@ -864,7 +865,7 @@ pub const EXAONE_MOE: DecoderFamily = DecoderFamily {
     },
     layout: Layout { qkv_bias: Bias::Never, o_bias: Bias::Never, mlp_bias: Bias::Never, ..LLAMA_LAYOUT },
     optional_prefix: None,
-    unused: EXAONE_MOE_UNUSED,
+    unused: MTP_MODULE_UNUSED,
     scaling: NO_SCALING,
     layers: EXAONE4.layers,
 };
@@ -1512,6 +1513,15 @@ pub const NEMOTRON: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// `GPTJConfig`'s `n_inner` defaults to None (4 x hidden) where GPT-2's reader asks for the
+/// key: absent is written as that null.
+fn gptj_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    if !map.contains_key("n_inner") && !map.contains_key("intermediate_size") {
+        map.insert("n_inner".into(), serde_json::Value::Null);
+    }
+    Ok(())
+}
+
 /// GPT-J (`GPTJConfig`, GPT-2's key spellings): one LayerNorm `ln_1` feeding attention and the
 /// MLP in parallel (`attn + mlp + residual`), q/k/v/out_proj without biases, a biased
 /// `fc_in` -> `activation_function` (`gelu_new`) -> `fc_out` MLP 4 x hidden wide when `n_inner`
@@ -1547,6 +1557,7 @@ pub const GPTJ: DecoderFamily = DecoderFamily {
         key_defaults: &[("rotary_dim", KeyDefault::Count(64))],
         ignored_keys: &["rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "num_key_value_heads", "head_dim"],
         rotary_dims_key: Some("rotary_dim"),
+        config_rule: Some(gptj_config),
         ..LLAMA_LAYOUT
     },
     optional_prefix: Some("transformer."),
@@ -1910,13 +1921,8 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
-const MELLUM_UNUSED: &[Unused] = &[
-    Unused { prefix: "", suffix: "rotary_emb.inv_freq", reason: "a RoPE buffer; the cos/sin caches are recomputed from config.json" },
-    Unused { prefix: "mtp.", suffix: "", reason: "Mellum's multi-token prediction layer (`mtp.*`, `num_mtp_layers`): it drafts tokens in training; transformers does not load it" },
-];
-
-/// Mellum (JetBrains, `MellumConfig`): Qwen3-MoE's attention (per-head q/k RMSNorms, no
-/// biases) and experts (softmax top `num_experts_per_tok` of `num_experts`, renormalized per
+/// Mellum (JetBrains, `MellumConfig`): Qwen3-MoE's attention (per-head q/k RMSNorms, biases
+/// per `attention_bias`) and experts (softmax top `num_experts_per_tok` of `num_experts`, renormalized per
 /// `norm_topk_prob`, default true), layers dense (`intermediate_size`) or sparse by
 /// `mlp_layer_types` (all sparse without it), windows by `layer_types` (all full without it;
 /// `sliding_window` 1024), RoPE per layer type from `rope_parameters.full_attention` /
@@ -1959,7 +1965,7 @@ pub const MELLUM: DecoderFamily = DecoderFamily {
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,
-    unused: MELLUM_UNUSED,
+    unused: MTP_MODULE_UNUSED,
     scaling: NO_SCALING,
     // Without `layer_types` every layer is full (`MellumConfig.__post_init__`): one full
     // layer in every one.
