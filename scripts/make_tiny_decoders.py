@@ -378,6 +378,19 @@ FIXTURES_MADE_HERE = {
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="DeepSeek-V3: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8 key dims, `v_head_dim` 12), interleaved RoPE (`rope_interleave`) with YaRN x4 and `mscale_all_dim` in the softmax scale; layer 0 dense (`first_k_dense_replace` 1), layers 1-2 8 experts top 2 by sigmoid scores plus `e_score_correction_bias` over 4 groups keeping 2 (`n_group`, `topk_group`), `norm_topk_prob`, `routed_scaling_factor` 2.5, one shared expert",
     ),
+    # A.X K1: DeepSeek-V3's attention and grouped experts with an RMSNorm on the MoE block's
+    # output (sparse layers only); its released checkpoints route without a correction bias (left
+    # at zero here: a test builds the file without it).
+    "tiny-axk1": dict(
+        cls="AXK1", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-6,
+                  q_lora_rank=32, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                  n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=4, topk_group=2,
+                  routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True, mlp_layer_types=["dense", "sparse", "sparse"],
+                  rope_parameters=dict(DEEPSEEK_YARN)),
+        legacy=legacy_rope,
+        exercises="A.X K1: DeepSeek-V3's MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` 12, interleaved YaRN RoPE), layer 0 dense and 1-2 sparse (`mlp_layer_types`), 8 experts top 2 by sigmoid scores over 4 groups keeping 2, one shared expert, and `post_mlp_layernorm` on the sparse layers' MoE output before the residual add; the correction bias zero",
+    ),
     # DeepSeek-V2-Lite's shapes in the V3 family: no query compression (`q_lora_rank` null:
     # one `q_proj`), one group, RoPE on rotate-half pairs, plain RoPE, unnormalized weights.
     "tiny-deepseek_v3-lite": dict(

@@ -1554,6 +1554,20 @@ mod tests {
         assert!(e(r#","multi_query":"yes""#).contains("key `multi_query` must be true or false"));
     }
 
+    /// A.X K1: without `mlp_layer_types`, the list `AXK1Config` derives from the legacy keys.
+    #[test]
+    fn axk1_derives_its_mlp_layer_types() {
+        let base = r#""model_type":"axk1","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":5,"vocab_size":512,"intermediate_size":96,"kv_lora_rank":24,"q_lora_rank":32,"qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":12"#;
+        let types = |extra: &str| parse(&format!("{{{base}{extra}}}")).map(|c| c.raw["mlp_layer_types"].clone());
+        let list = |v: &[&str]| serde_json::json!(v);
+        assert_eq!(types("").unwrap(), list(&["dense", "sparse", "sparse", "sparse", "sparse"]));
+        assert_eq!(types(r#","first_k_dense_replace":2,"moe_layer_freq":2"#).unwrap(), list(&["dense", "dense", "sparse", "dense", "sparse"]));
+        // A written list is the model's.
+        assert_eq!(types(r#","mlp_layer_types":["sparse","dense","dense","dense","dense"],"moe_layer_freq":2"#).unwrap(), list(&["sparse", "dense", "dense", "dense", "dense"]));
+        let e = types(r#","moe_layer_freq":0"#).unwrap_err().to_string();
+        assert!(e.contains("`moe_layer_freq` must be at least 1"), "{e}");
+    }
+
     #[test]
     fn gpt2_spellings_are_aliases() {
         let c = parse(

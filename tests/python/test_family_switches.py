@@ -2,7 +2,8 @@
 HyperCLOVA X's `use_post_norm` false has no norms after attention and after the MLP
 (`nn.Identity` in transformers), so the checkpoint holds none and the graph reads none; a
 checkpoint that still holds them under the switch off fails by name (nothing would read them).
-GraniteMoeShared's `shared_intermediate_size` 0 has no shared MLP."""
+GraniteMoeShared's `shared_intermediate_size` 0 has no shared MLP. A.X K1 as released: no
+correction bias, a norm stored on dense layers that only the sparse ones apply."""
 import json
 import shutil
 import subprocess
@@ -67,3 +68,24 @@ def test_granitemoeshared_without_a_shared_width_has_no_shared_mlp(tmp_path):
     assert without.returncode == 0, without.stderr
     # The fused gate/up and the down projection of every layer are gone.
     assert matmuls(tmp_path / "with") - matmuls(tmp_path / "pkg") == 3 * layers
+
+
+def test_axk1_as_released_no_correction_bias_and_a_dense_layers_moe_norm(tmp_path):
+    # A.X K1's released checkpoints route without `e_score_correction_bias` (read as zero, the
+    # fixture's value) and store `post_mlp_layernorm` on the dense layers too (unused there): the
+    # package is the fixture's model.
+    from safetensors.numpy import load_file as load
+
+    model, dropped = copy_with(tmp_path, "tiny-axk1", {}, drop=(".e_score_correction_bias",))
+    assert dropped >= 1
+    tensors = load(str(model / "model.safetensors"))
+    tensors["model.layers.0.post_mlp_layernorm.weight"] = tensors["model.layers.1.post_mlp_layernorm.weight"] * 3
+    save_file(tensors, str(model / "model.safetensors"), metadata={"format": "pt"})
+    done = build(model, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    ref = load(str(FIXTURES / "tiny-axk1" / "reference.safetensors"))
+    import numpy as np
+    from conftest import prefill_logits
+    np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)
+    graph = onnx.load(str(tmp_path / "pkg" / "model.onnx"), load_external_data=False).graph
+    assert not [i.name for i in graph.initializer if i.name.startswith("model.layers.0.post_mlp_layernorm")]

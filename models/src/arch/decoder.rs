@@ -541,12 +541,25 @@ impl DecoderFamily {
             return Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]));
         }
         let after = |scope: Option<&'static str>| scope.filter(|_| l.after_norms_when.is_none_or(|(key, default)| sh.c.flag(key, default)));
+        // A.X K1: the after-MLP norm is the MoE block's; a dense layer's stored copy is unused.
+        let after_mlp = match (&n.mlp, l.after_mlp_norm_sparse_only) {
+            (MlpNames::Experts(moe), true) if !super::moe::MoeSettings::read(moe, sh.c)?.sparse(i) => {
+                if let Some(norm) = n.norms.after_mlp {
+                    let name = format!("{}.weight", s(norm));
+                    if ckpt.has(&name) {
+                        ckpt.mark_unused(&name, "the after-MLP norm of a dense layer: the family applies it to its mixture of experts only");
+                    }
+                }
+                None
+            }
+            _ => after(n.norms.after_mlp),
+        };
         let o = around(b, after(n.norms.after_attention), &o)?;
         let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
         let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
         let x = around(b, n.norms.before_mlp, &h)?;
         let m = self.mlp_block(b, ckpt, sh, i, &layer, &x)?;
-        let m = around(b, after(n.norms.after_mlp), &m)?;
+        let m = around(b, after_mlp, &m)?;
         let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
         Ok(b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]))
     }

@@ -70,6 +70,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     multi_query_key: None,
     after_norms_when: None,
     config_rule: None,
+    after_mlp_norm_sparse_only: false,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -561,6 +562,7 @@ const DEEPSEEK_V3_ROUTING: GroupedRouting = GroupedRouting {
     f32_router: true,
     bias: Some("mlp.gate.e_score_correction_bias"),
     choose_on_logits: false,
+    bias_optional: false,
     group_best: 2,
     method: None,
     groups: Some(GroupKeys { count: ("n_group", 8), open: ("topk_group", 4) }),
@@ -610,6 +612,60 @@ pub const DEEPSEEK_V3: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
+};
+
+/// `AXK1Config.__post_init__`: without `mlp_layer_types`, layer `i` is sparse when `i >=
+/// first_k_dense_replace` (1) and `i % moe_layer_freq == 0` (1); the keys are popped there, so
+/// the list is what the model reads.
+fn axk1_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    if map.get("mlp_layer_types").is_some_and(|v| !v.is_null()) {
+        return Ok(());
+    }
+    let count = |key: &str, default: u64| match map.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_u64().ok_or_else(|| format!("key `{key}` must be a whole number, found {v}")),
+    };
+    let (first, every) = (count("first_k_dense_replace", 1)?, count("moe_layer_freq", 1)?);
+    if every == 0 {
+        return Err("key `moe_layer_freq` must be at least 1, found 0".into());
+    }
+    let Some(layers) = map.get("num_hidden_layers").and_then(Value::as_u64) else { return Ok(()) };
+    let types: Vec<Value> = (0..layers).map(|i| Value::from(if i >= first && i % every == 0 { "sparse" } else { "dense" })).collect();
+    map.insert("mlp_layer_types".into(), Value::Array(types));
+    Ok(())
+}
+
+/// A.X K1 (SK Telecom, `AXK1Config`, a DeepseekV3Config): DeepSeek-V3's latent attention (always
+/// with `q_lora_rank`) and grouped sigmoid experts (`n_routed_experts` 192, `n_group` 8,
+/// `topk_group` 4, top 8, `routed_scaling_factor` 2.5, one shared expert), layers dense or sparse
+/// by `mlp_layer_types` ([`axk1_config`] derives it from the legacy keys), and an RMSNorm on the
+/// MoE block's output (`post_mlp_layernorm`, sparse layers only, before the residual add; the
+/// released checkpoints store it on dense layers too, unused there); the correction bias read
+/// as zero when the checkpoint has none; 32768 positions when absent.
+pub const AXK1: DecoderFamily = DecoderFamily {
+    model_types: &["axk1"],
+    names: NameTable {
+        attention: AttentionNames::Latent(&DEEPSEEK_V3_LATENT),
+        norms: BlockNorms { after_mlp: Some("post_mlp_layernorm"), ..PRE_NORMS },
+        mlp: MlpNames::Experts(MoeNames {
+            keys: MoeKeys {
+                experts_default: 192,
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 1) },
+                routing: Routing::Grouped(GroupedRouting { bias_optional: true, ..DEEPSEEK_V3_ROUTING }),
+                ..DEEPSEEK_V3_EXPERTS.keys
+            },
+            ..DEEPSEEK_V3_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(32768))],
+        config_rule: Some(axk1_config),
+        after_mlp_norm_sparse_only: true,
+        ..DEEPSEEK_V3.layout
+    },
+    ..DEEPSEEK_V3
 };
 
 /// Sarvam-105B's latent attention: DeepSeek-V3's with `SarvamMLAConfig`'s default of no query
@@ -682,6 +738,7 @@ pub const DEEPSEEK_V2: DecoderFamily = DecoderFamily {
                     sigmoid: false,
                     bias: None,
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     method: Some(("topk_method", "greedy", "group_limited_greedy", "greedy")),
                     groups: Some(GroupKeys { count: ("n_group", 1), open: ("topk_group", 1) }),
@@ -896,6 +953,7 @@ pub const MINIMAX_M2: DecoderFamily = DecoderFamily {
                     f32_router: false,
                     bias: Some("block_sparse_moe.e_score_correction_bias"),
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -958,6 +1016,7 @@ pub const AFMOE: DecoderFamily = DecoderFamily {
                     f32_router: false,
                     bias: Some("mlp.expert_bias"),
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -1187,6 +1246,7 @@ pub const ERNIE4_5_MOE: DecoderFamily = DecoderFamily {
                     sigmoid: false,
                     bias: Some("mlp.moe_statics.e_score_correction_bias"),
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     groups: None,
                     scale: None,
@@ -1892,6 +1952,7 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
                     f32_router: true,
                     bias: Some("mlp.expert_bias"),
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -2046,6 +2107,7 @@ pub const FLINT: DecoderFamily = DecoderFamily {
                     f32_router: true,
                     bias: None,
                     choose_on_logits: false,
+                    bias_optional: false,
                     group_best: 1,
                     method: None,
                     groups: None,
@@ -2112,6 +2174,7 @@ pub const KOLIBRI1: DecoderFamily = DecoderFamily {
                     // Where transformers' conversion mapping keeps `e_score_correction_bias`.
                     bias: Some("moe.router.expert_bias"),
                     choose_on_logits: true,
+                    bias_optional: false,
                     group_best: 1,
                     method: None,
                     groups: None,

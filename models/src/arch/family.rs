@@ -452,6 +452,9 @@ pub struct GroupedRouting {
     /// `topk(router_logits + e_score_correction_bias)`, weights the sigmoid of the chosen
     /// logits). A sigmoid is monotonic, so without a correction both choose alike.
     pub choose_on_logits: bool,
+    /// The correction may be absent from the checkpoint, read then as zero (A.X K1's released
+    /// checkpoints route without one; transformers expects it missing there).
+    pub bias_optional: bool,
     pub group_best: usize,
     /// `(key, default, grouped value, plain value)`: the method key when one decides whether
     /// the groups apply.
@@ -610,6 +613,9 @@ pub struct Layout {
     /// `multi_query` / `new_decoder_architecture` / `num_kv_heads`, its 4 x hidden MLP, ALiBi
     /// refused); an `Err` is the reason the config is refused.
     pub config_rule: Option<ConfigRule>,
+    /// The after-MLP norm applies on the sparse layers only (A.X K1's `post_mlp_layernorm`,
+    /// inside its MoE block); a dense layer's stored copy is recorded as unused.
+    pub after_mlp_norm_sparse_only: bool,
 }
 
 /// A family's own config derivations and refusals ([`Layout::config_rule`]): config.json's

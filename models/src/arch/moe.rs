@@ -247,6 +247,8 @@ pub(super) fn block(
             bias: match r.bias {
                 None => None,
                 // `[experts]` (DeepSeek-V3), or `[1, experts]` (ERNIE 4.5's one group of them).
+                // Absent where the family reads a missing correction as zero.
+                Some(bias) if r.bias_optional && !ckpt.has(&s(bias)) => None,
                 Some(bias) => {
                     let name = s(bias);
                     let recipe = match ckpt.tensor(&name, &[m.num_experts]) {
