@@ -280,30 +280,30 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
 /// Qwen3-MoE: Qwen3's attention (per-head q/k norms); `num_experts` experts of
 /// `moe_intermediate_size`, `norm_topk_prob` (default false), no shared expert
 /// (transformers' `Qwen3MoeSparseMoeBlock`; defaults from `Qwen3MoeConfig`).
+/// Qwen3-MoE's mixture (`Qwen3MoeConfig`'s defaults): the router `mlp.gate`, per-expert
+/// weights, softmax top-k; the families built on it change keys and defaults.
+const QWEN3_MOE_EXPERTS: MoeNames = MoeNames {
+    router: "mlp.gate",
+    router_bias: false,
+    experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+    shared: None,
+    dense: Some(&GATED_MLP),
+    keys: MoeKeys {
+        experts: &["num_experts", "num_local_experts"],
+        experts_default: 128,
+        top_k_default: 8,
+        normalize: TopKNorm::Key("norm_topk_prob", false),
+        intermediate: &["moe_intermediate_size"],
+        intermediate_default: Some(768),
+        sparse: QWEN_SPARSE,
+        routing: Routing::SoftmaxTopK,
+        activation: ExpertActivation::Gated,
+    },
+};
+
 pub const QWEN3_MOE: DecoderFamily = DecoderFamily {
     model_types: &["qwen3_moe"],
-    names: NameTable {
-        qk_norm: Some(PER_HEAD_QK_NORM),
-        mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: None,
-            dense: Some(&GATED_MLP),
-            keys: MoeKeys {
-                experts: &["num_experts", "num_local_experts"],
-                experts_default: 128,
-                top_k_default: 8,
-                normalize: TopKNorm::Key("norm_topk_prob", false),
-                intermediate: &["moe_intermediate_size"],
-                intermediate_default: Some(768),
-                sparse: QWEN_SPARSE,
-                routing: Routing::SoftmaxTopK,
-                activation: ExpertActivation::Gated,
-            },
-        }),
-        ..LLAMA_NAMES
-    },
+    names: NameTable { qk_norm: Some(PER_HEAD_QK_NORM), mlp: MlpNames::Experts(QWEN3_MOE_EXPERTS), ..LLAMA_NAMES },
     layout: Layout { mlp_bias: Bias::Never, key_defaults: QWEN_WINDOW_OFF, ..LLAMA_LAYOUT },
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
@@ -1993,22 +1993,15 @@ pub const MELLUM: DecoderFamily = DecoderFamily {
     names: NameTable {
         qk_norm: Some(PER_HEAD_QK_NORM),
         mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
-            shared: None,
-            dense: Some(&GATED_MLP),
             keys: MoeKeys {
                 experts: &["num_local_experts", "num_experts"],
                 experts_default: 64,
-                top_k_default: 8,
                 normalize: TopKNorm::Key("norm_topk_prob", true),
-                intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(896),
                 sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 0) },
-                routing: Routing::SoftmaxTopK,
-                activation: ExpertActivation::Gated,
+                ..QWEN3_MOE_EXPERTS.keys
             },
+            ..QWEN3_MOE_EXPERTS
         }),
         ..LLAMA_NAMES
     },
@@ -2085,23 +2078,16 @@ pub const FLINT: DecoderFamily = DecoderFamily {
         qk_norm: Some(PER_HEAD_QK_NORM),
         sinks: Some("self_attn.softmax_offset"),
         mlp: MlpNames::Experts(MoeNames {
-            router: "mlp.gate",
-            router_bias: false,
-            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
             shared: Some(SharedExpert {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_expert.gate_proj", up: "mlp.shared_expert.up_proj", down: "mlp.shared_expert.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("shared_expert_intermediate_size", 1024),
             }),
-            dense: Some(&GATED_MLP),
             keys: MoeKeys {
-                experts: &["num_experts", "num_local_experts"],
                 experts_default: 256,
                 top_k_default: 6,
                 normalize: TopKNorm::Key("norm_topk_prob", true),
-                intermediate: &["moe_intermediate_size"],
                 intermediate_default: Some(512),
-                sparse: QWEN_SPARSE,
                 routing: Routing::Grouped(GroupedRouting {
                     sigmoid: true,
                     f32_router: true,
@@ -2113,8 +2099,9 @@ pub const FLINT: DecoderFamily = DecoderFamily {
                     groups: None,
                     scale: None,
                 }),
-                activation: ExpertActivation::Gated,
+                ..QWEN3_MOE_EXPERTS.keys
             },
+            ..QWEN3_MOE_EXPERTS
         }),
         ..LLAMA_NAMES
     },
