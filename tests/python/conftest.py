@@ -80,6 +80,13 @@ def build_package(tmp_path_factory):
     return build
 
 
+def build_folder(model: Path, out: Path, ep: str = "default") -> subprocess.CompletedProcess:
+    """`tailor build` of the checkpoint folder `model` (a fixture copy a test edited) into `out`;
+    the finished process, for tests that expect a refusal as well as a package."""
+    cmd = [str(tailor_bin()), "build", "--model", str(model), "--output", str(out), "--ep", ep]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
 def build_with(out: Path, fixture: str, ep: str, flags: list) -> Path:
     """Builds `fixture` for `ep` with extra command-line `flags` into `out`; returns `out`."""
     cmd = [str(tailor_bin()), "build", "--model", str(FIXTURES / fixture), "--output", str(out), "--ep", ep, *flags]

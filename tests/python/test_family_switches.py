@@ -6,17 +6,12 @@ GraniteMoeShared's `shared_intermediate_size` 0 has no shared MLP. A.X K1 as rel
 correction bias, a norm stored on dense layers that only the sparse ones apply."""
 import json
 import shutil
-import subprocess
 
+import numpy as np
 import onnx
 from safetensors.numpy import load_file, save_file
 
-from conftest import FIXTURES, tailor_bin
-
-
-def build(model, out):
-    cmd = [str(tailor_bin()), "build", "--model", str(model), "--output", str(out), "--ep", "default"]
-    return subprocess.run(cmd, capture_output=True, text=True)
+from conftest import FIXTURES, build_folder, prefill_logits
 
 
 def rms_norms(pkg):
@@ -37,17 +32,17 @@ def copy_with(tmp_path, fixture, config_keys, drop=()):
 
 
 def test_hyperclovax_use_post_norm_off_reads_no_after_norms(tmp_path):
-    on = build(FIXTURES / "tiny-hyperclovax", tmp_path / "on")
+    on = build_folder(FIXTURES / "tiny-hyperclovax", tmp_path / "on")
     assert on.returncode == 0, on.stderr
     layers = json.loads((FIXTURES / "tiny-hyperclovax" / "config.json").read_text())["num_hidden_layers"]
     model, dropped = copy_with(tmp_path / "off", "tiny-hyperclovax", {"use_post_norm": False}, drop=(".post_norm1.", ".post_norm2."))
     assert dropped == 2 * layers
-    off = build(model, tmp_path / "pkg")
+    off = build_folder(model, tmp_path / "pkg")
     assert off.returncode == 0, off.stderr
     assert rms_norms(tmp_path / "on") - rms_norms(tmp_path / "pkg") == 2 * layers
     # The switch off with the norms still stored: nothing reads them, and the build says which.
     model, _ = copy_with(tmp_path / "stale", "tiny-hyperclovax", {"use_post_norm": False})
-    stale = build(model, tmp_path / "stale-pkg")
+    stale = build_folder(model, tmp_path / "stale-pkg")
     assert stale.returncode != 0
     assert "post_norm1" in stale.stderr, stale.stderr
 
@@ -59,12 +54,12 @@ def test_granitemoeshared_without_a_shared_width_has_no_shared_mlp(tmp_path):
         graph = onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph
         return sum(n.op_type == "MatMul" for n in graph.node)
 
-    with_shared = build(FIXTURES / "tiny-granitemoeshared", tmp_path / "with")
+    with_shared = build_folder(FIXTURES / "tiny-granitemoeshared", tmp_path / "with")
     assert with_shared.returncode == 0, with_shared.stderr
     layers = json.loads((FIXTURES / "tiny-granitemoeshared" / "config.json").read_text())["num_hidden_layers"]
     model, dropped = copy_with(tmp_path / "none", "tiny-granitemoeshared", {"shared_intermediate_size": 0}, drop=(".shared_mlp.",))
     assert dropped == 2 * layers
-    without = build(model, tmp_path / "pkg")
+    without = build_folder(model, tmp_path / "pkg")
     assert without.returncode == 0, without.stderr
     # The fused gate/up and the down projection of every layer are gone.
     assert matmuls(tmp_path / "with") - matmuls(tmp_path / "pkg") == 3 * layers
@@ -74,18 +69,14 @@ def test_axk1_as_released_no_correction_bias_and_a_dense_layers_moe_norm(tmp_pat
     # A.X K1's released checkpoints route without `e_score_correction_bias` (read as zero, the
     # fixture's value) and store `post_mlp_layernorm` on the dense layers too (unused there): the
     # package is the fixture's model.
-    from safetensors.numpy import load_file as load
-
     model, dropped = copy_with(tmp_path, "tiny-axk1", {}, drop=(".e_score_correction_bias",))
     assert dropped >= 1
-    tensors = load(str(model / "model.safetensors"))
+    tensors = load_file(str(model / "model.safetensors"))
     tensors["model.layers.0.post_mlp_layernorm.weight"] = tensors["model.layers.1.post_mlp_layernorm.weight"] * 3
     save_file(tensors, str(model / "model.safetensors"), metadata={"format": "pt"})
-    done = build(model, tmp_path / "pkg")
+    done = build_folder(model, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
-    ref = load(str(FIXTURES / "tiny-axk1" / "reference.safetensors"))
-    import numpy as np
-    from conftest import prefill_logits
+    ref = load_file(str(FIXTURES / "tiny-axk1" / "reference.safetensors"))
     np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)
     graph = onnx.load(str(tmp_path / "pkg" / "model.onnx"), load_external_data=False).graph
     assert not [i.name for i in graph.initializer if i.name.startswith("model.layers.0.post_mlp_layernorm")]

@@ -5,13 +5,12 @@ the config gives (`num_nextn_predict_layers`, the family's default when absent) 
 them and fails the build by name, as any tensor the graph does not account for."""
 import json
 import shutil
-import subprocess
 
 import numpy as np
 import onnx
 from safetensors.numpy import load_file, save_file
 
-from conftest import FIXTURES, prefill_logits, tailor_bin
+from conftest import FIXTURES, build_folder, prefill_logits
 
 
 def with_extra_layers(tmp_path, fixture, extra, config_keys=None):
@@ -36,14 +35,9 @@ def with_extra_layers(tmp_path, fixture, extra, config_keys=None):
     return dst, layers
 
 
-def build(model, out):
-    cmd = [str(tailor_bin()), "build", "--model", str(model), "--output", str(out), "--ep", "default"]
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
 def test_hy_v3_prediction_layer_is_left_out(tmp_path):
     model, layers = with_extra_layers(tmp_path, "tiny-hy_v3", 1)
-    done = build(model, tmp_path / "pkg")
+    done = build_folder(model, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     ref = load_file(str(FIXTURES / "tiny-hy_v3" / "reference.safetensors"))
     # A prefill of the unpadded prompt gives the fixture's logits: the extra layer is not run.
@@ -56,12 +50,12 @@ def test_a_layer_beyond_the_prediction_count_fails_by_name(tmp_path):
     # Two layers after the decoder's: the first is the one prediction layer Hy3 has by default,
     # the second nothing the family knows.
     model, layers = with_extra_layers(tmp_path, "tiny-hy_v3", 2)
-    done = build(model, tmp_path / "pkg")
+    done = build_folder(model, tmp_path / "pkg")
     assert done.returncode != 0
     assert f"model.layers.{layers + 1}." in done.stderr, done.stderr
     assert not (tmp_path / "pkg").exists()
     # Saying there are two makes both prediction layers.
-    done = build(with_extra_layers(tmp_path / "two", "tiny-hy_v3", 2, {"num_nextn_predict_layers": 2})[0], tmp_path / "pkg2")
+    done = build_folder(with_extra_layers(tmp_path / "two", "tiny-hy_v3", 2, {"num_nextn_predict_layers": 2})[0], tmp_path / "pkg2")
     assert done.returncode == 0, done.stderr
 
 
@@ -73,7 +67,7 @@ def test_mellum_mtp_module_is_left_out(tmp_path):
     tensors["mtp.layers.0.input_layernorm.weight"] = tensors["model.norm.weight"] + 1
     tensors["mtp.layers.0.self_attn.q_proj.weight"] = tensors["model.layers.0.self_attn.q_proj.weight"] * 2
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    done = build(dst, tmp_path / "pkg")
+    done = build_folder(dst, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     ref = load_file(str(FIXTURES / "tiny-mellum" / "reference.safetensors"))
     np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)
