@@ -391,6 +391,19 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="A.X K1: DeepSeek-V3's MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` 12, interleaved YaRN RoPE), layer 0 dense and 1-2 sparse (`mlp_layer_types`), 8 experts top 2 by sigmoid scores over 4 groups keeping 2, one shared expert, and `post_mlp_layernorm` on the sparse layers' MoE output before the residual add; the correction bias zero",
     ),
+    # MiniCPM3: Llama's blocks with DeepSeek-V2's latent attention (rotate-half RoPE, LongRoPE as
+    # published), embeddings x `scale_emb`, residual branches x scale_depth / sqrt(layers),
+    # logits / (hidden / dim_model_base); `v_head_dim` left to its derivation (hidden / heads).
+    "tiny-minicpm3": dict(
+        cls="MiniCPM3", inputs="tiny-llama",
+        args=dict(SMALL, num_key_value_heads=4, intermediate_size=96, num_hidden_layers=3, rms_norm_eps=1e-5,
+                  q_lora_rank=32, kv_lora_rank=24, qk_nope_head_dim=16, qk_rope_head_dim=8, scale_emb=12, scale_depth=1.4,
+                  dim_model_base=16, tie_word_embeddings=True,
+                  rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 64,
+                                   "short_factor": [1.0, 1.1, 1.3, 1.6], "long_factor": [1.2, 1.5, 2.0, 3.0]}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k not in ("v_head_dim", "head_dim", "qk_head_dim")},
+        exercises="MiniCPM3: MLA (`q_lora_rank` 32, `kv_lora_rank` 24, nope 16 + rope 8, `v_head_dim` derived 16) with rotate-half LongRoPE (original 64 of 256 positions), embeddings x12 (`scale_emb`), each block's output x 1.4 / sqrt(3) (`scale_depth`), logits / (64 / 16) (`dim_model_base`), tied head",
+    ),
     # DeepSeek-V2-Lite's shapes in the V3 family: no query compression (`q_lora_rank` null:
     # one `q_proj`), one group, RoPE on rotate-half pairs, plain RoPE, unnormalized weights.
     "tiny-deepseek_v3-lite": dict(

@@ -1568,6 +1568,19 @@ mod tests {
         assert!(e.contains("`moe_layer_freq` must be at least 1"), "{e}");
     }
 
+    /// MiniCPM3: `v_head_dim`, the residual multiplier and the logits divisor as
+    /// `MiniCPM3Config` derives them (null `scale_depth` / `dim_model_base`: no scaling).
+    #[test]
+    fn minicpm3_derives_its_scalings() {
+        let base = r#""model_type":"minicpm3","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":4,"vocab_size":512,"intermediate_size":96,"kv_lora_rank":24,"q_lora_rank":32,"qk_nope_head_dim":16,"qk_rope_head_dim":8"#;
+        let read = |extra: &str| parse(&format!("{{{base}{extra}}}")).map(|c| (c.raw["v_head_dim"].as_u64(), c.raw["residual_multiplier"].as_f64(), c.raw["logits_scaling"].as_f64()));
+        assert_eq!(read("").unwrap(), (Some(16), Some(0.7), Some(0.25)));
+        assert_eq!(read(r#","v_head_dim":12,"scale_depth":null,"dim_model_base":null"#).unwrap(), (Some(12), Some(1.0), Some(1.0)));
+        assert_eq!(read(r#","scale_depth":2.0,"dim_model_base":32"#).unwrap(), (Some(16), Some(1.0), Some(2.0)));
+        let e = read(r#","scale_depth":-1"#).unwrap_err().to_string();
+        assert!(e.contains("key `scale_depth` must be a positive number"), "{e}");
+    }
+
     #[test]
     fn gpt2_spellings_are_aliases() {
         let c = parse(

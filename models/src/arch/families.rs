@@ -2194,6 +2194,65 @@ pub const KOLIBRI1: DecoderFamily = DecoderFamily {
     },
 };
 
+/// MiniCPM3's latent attention: DeepSeek-V2's module names and sizes (`MiniCPM3Config`'s
+/// defaults), its rotary dims rotated as rotate-half pairs as stored (`apply_rotary_pos_emb`).
+const MINICPM3_LATENT: LatentNames = LatentNames {
+    defaults: crate::config::LatentSizes { q_rank: Some(768), kv_rank: 256, nope: 64, rope: 32, v: 64, interleaved: false },
+    interleave_key: None,
+    ..DEEPSEEK_V3_LATENT
+};
+
+/// `MiniCPM3Config.__post_init__` and its `logits_scaling` property, on config.json's object:
+/// `v_head_dim` hidden / heads when absent, each block's output times `scale_depth` (1.4; null:
+/// sqrt of the layers) / sqrt(`num_hidden_layers`) as `residual_multiplier`, the logits divided
+/// by hidden / `dim_model_base` (256; null: hidden) as `logits_scaling`.
+fn minicpm3_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let whole = |map: &serde_json::Map<String, Value>, key: &str| map.get(key).and_then(Value::as_u64).ok_or_else(|| format!("required key `{key}` is missing or not a whole number"));
+    let (hidden, heads, layers) = (whole(map, "hidden_size")?, whole(map, "num_attention_heads")?, whole(map, "num_hidden_layers")?);
+    if heads == 0 || layers == 0 {
+        return Err("`num_attention_heads` and `num_hidden_layers` must be at least 1".into());
+    }
+    if map.get("v_head_dim").is_none_or(Value::is_null) {
+        map.insert("v_head_dim".into(), Value::from(hidden / heads));
+    }
+    let number = |key: &str, default: f64| match map.get(key) {
+        None => Ok(Some(default)),
+        Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().filter(|x| x.is_finite() && *x > 0.0).map(Some).ok_or_else(|| format!("key `{key}` must be a positive number, found {v}")),
+    };
+    let depth = number("scale_depth", 1.4)?.unwrap_or((layers as f64).sqrt());
+    let base = number("dim_model_base", 256.0)?.unwrap_or(hidden as f64);
+    map.insert("residual_multiplier".into(), Value::from(depth / (layers as f64).sqrt()));
+    map.insert("logits_scaling".into(), Value::from(hidden as f64 / base));
+    Ok(())
+}
+
+/// MiniCPM3 (`MiniCPM3Config`, a LlamaConfig): Llama's blocks with DeepSeek-V2's multi-head
+/// latent attention (rotate-half RoPE, the a-norms at epsilon 1e-6), embeddings times
+/// `scale_emb` (12), each block's output scaled and the logits divided as [`minicpm3_config`]
+/// derives, tied head by default.
+pub const MINICPM3: DecoderFamily = DecoderFamily {
+    model_types: &["minicpm3"],
+    names: NameTable { attention: AttentionNames::Latent(&MINICPM3_LATENT), ..LLAMA_NAMES },
+    layout: Layout {
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(32768))],
+        tie_default: true,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        config_rule: Some(minicpm3_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling {
+        embedding: EmbeddingScale::Key(Key { name: "scale_emb", default: Some(12.0) }),
+        residual: Some(Key { name: "residual_multiplier", default: Some(1.0) }),
+        logits_divisor: Some(Key { name: "logits_scaling", default: Some(1.0) }),
+        ..NO_SCALING
+    },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Seed-OSS: Llama with q/k/v biases per `attention_bias` (default true), an o_proj bias per
 /// its own `attention_out_bias` (default false), `head_dim` 128 when absent (`SeedOssConfig`).
 pub const SEED_OSS: DecoderFamily = DecoderFamily {
