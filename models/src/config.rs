@@ -414,22 +414,6 @@ impl DecoderConfig {
                     map.insert((*generic).to_string(), v);
                 }
             }
-            // As `GPTBigCodeConfig.__post_init__`: the switch decides the key/value heads whatever
-            // `num_key_value_heads` says (transformers 5 saves that derived count too).
-            if let Some(key) = f.multi_query_key {
-                match map.get(key) {
-                    None | Some(Value::Bool(true)) => {
-                        map.insert("num_key_value_heads".into(), serde_json::json!(1));
-                    }
-                    Some(Value::Bool(false)) => {
-                        return Err(Error::Config {
-                            path: path.to_path_buf(),
-                            reason: format!("`{key}` is false: q, k and v fused per head in `c_attn` (every head its own keys) are not built for this model type; the released checkpoints use one key/value head (`{key}: true`)"),
-                        })
-                    }
-                    Some(v) => return Err(Error::Config { path: path.to_path_buf(), reason: format!("key `{key}` must be true or false, found {v}") }),
-                }
-            }
             if let Some(key) = f.rotary_dims_key {
                 let given = |k: &str| map.get(k).and_then(Value::as_f64);
                 if let (None, Some(dims)) = (given("partial_rotary_factor"), given(key)) {

@@ -355,8 +355,8 @@ impl Arch {
     }
 
     /// Metadata keys read beyond [`READ_KEYS`].
-    fn extra_keys(&self) -> &'static [&'static str] {
-        match self.kind {
+    fn extra_keys(&self) -> Vec<&'static str> {
+        let own: &[&str] = match self.kind {
             Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus => &[],
             // OLMo 3 (written as olmo2): its windows and the full layers' YaRN.
             Kind::Olmo2 => &[
@@ -372,16 +372,6 @@ impl Arch {
             Kind::Exaone4 => &["attention.sliding_window", "attention.sliding_window_pattern"],
             Kind::MinimaxM2 => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_gating_func"],
             Kind::Afmoe => &[
-                "expert_count",
-                "expert_group_count",
-                "expert_group_used_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "leading_dense_block_count",
                 "attention.sliding_window",
                 "attention.sliding_window_pattern",
                 "rope.freq_base_swa",
@@ -391,17 +381,7 @@ impl Arch {
                 "attention.sliding_window_pattern",
                 "rope.freq_base_swa",
                 "nextn_predict_layers",
-                "leading_dense_block_count",
-                "expert_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
                 "expert_shared_feed_forward_length",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "expert_group_count",
-                "expert_group_used_count",
             ],
             Kind::CommandR => &["attention.layer_norm_epsilon", "logit_scale"],
             Kind::StableLm | Kind::GptNeox => &["attention.layer_norm_epsilon", "use_parallel_residual"],
@@ -444,49 +424,18 @@ impl Arch {
                 "interleave_moe_layer_step",
                 "leading_dense_block_count",
             ],
-            Kind::Dots1 => &[
-                "leading_dense_block_count",
-                "expert_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "expert_group_count",
-                "expert_group_used_count",
-            ],
+            Kind::Dots1 => &[],
             Kind::Glm4Moe => &[
-                "leading_dense_block_count",
                 "nextn_predict_layers",
-                "expert_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "expert_group_count",
-                "expert_group_used_count",
             ],
             // Mistral 4's query scaling keys are refused in deepseek2 files by `deepseek2_config`.
             Kind::Deepseek2 | Kind::Mistral4 => &[
-                "leading_dense_block_count",
                 "attention.q_lora_rank",
                 "attention.kv_lora_rank",
                 "attention.key_length_mla",
                 "attention.value_length_mla",
                 "attention.temperature_scale",
                 "attention.temperature_length",
-                "expert_count",
-                "expert_used_count",
-                "expert_feed_forward_length",
-                "expert_shared_count",
-                "expert_weights_scale",
-                "expert_weights_norm",
-                "expert_gating_func",
-                "expert_group_count",
-                "expert_group_used_count",
                 "rope.scaling.factor",
                 "rope.scaling.original_context_length",
                 "rope.scaling.yarn_beta_fast",
@@ -528,6 +477,10 @@ impl Arch {
                 "rope.scaling.yarn_beta_fast",
                 "rope.scaling.yarn_beta_slow",
             ],
+        };
+        match self.kind {
+            Kind::Afmoe | Kind::ExaoneMoe | Kind::Dots1 | Kind::Glm4Moe | Kind::Deepseek2 | Kind::Mistral4 => [GROUPED_EXPERT_KEYS, own].concat(),
+            _ => own.to_vec(),
         }
     }
 
@@ -660,6 +613,22 @@ impl Arch {
         matches!(self.kind, Kind::Qwen2Moe | Kind::Qwen3Moe)
     }
 }
+
+/// The DeepSeek-style mixture's metadata (a dense lead, routed and shared experts, the gating,
+/// the scale and renormalization, the groups), read by every family whose experts route so
+/// (deepseek2, mistral4, glm4moe, dots1, exaone-moe, afmoe).
+const GROUPED_EXPERT_KEYS: &[&str] = &[
+    "leading_dense_block_count",
+    "expert_count",
+    "expert_used_count",
+    "expert_feed_forward_length",
+    "expert_shared_count",
+    "expert_weights_scale",
+    "expert_weights_norm",
+    "expert_gating_func",
+    "expert_group_count",
+    "expert_group_used_count",
+];
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
@@ -1844,7 +1813,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     for (k, v) in &file.metadata {
         if let Some(rest) = k.strip_prefix(&prefix) {
             if !READ_KEYS.contains(&rest) && !a.extra_keys().contains(&rest) {
-                let read = READ_KEYS.iter().chain(a.extra_keys()).map(|r| format!("{prefix}{r}")).collect::<Vec<_>>().join(", ");
+                let read = READ_KEYS.iter().chain(a.extra_keys().iter()).map(|r| format!("{prefix}{r}")).collect::<Vec<_>>().join(", ");
                 return Err(err(format!("metadata key `{k}` ({v:?}) is not read: a GGUF import of {name} maps {read}")));
             }
         }
@@ -2041,7 +2010,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Olmo2 {
         if uint("attention.sliding_window")?.is_some_and(|w| w > 0) {
             olmo3_config(&mut c, file, &float, &uint, &key, &err)?;
-        } else if let Some(k) = ["rope.scaling.type"].iter().chain(a.extra_keys()).find(|k| **k != "attention.sliding_window" && file.get(&key(k)).is_some_and(|v| v.as_str() != Some("none"))) {
+        } else if let Some(k) = ["rope.scaling.type"].iter().chain(a.extra_keys().iter()).find(|k| **k != "attention.sliding_window" && file.get(&key(k)).is_some_and(|v| v.as_str() != Some("none"))) {
             return Err(err(format!(
                 "metadata key `{}` is set in an OLMo 2 file (no `{}`, so not OLMo 3): OLMo 2 has no windows and no RoPE scaling",
                 key(k),

@@ -121,6 +121,17 @@ def prefill_logits(pkg: Path, ids, config: dict | None = None):
     return sess.run(["logits"], feeds)[0]
 
 
+def assert_reference_logits(pkg: Path, fixture: str, atol: float = 1e-4):
+    """A decoder package built from an edited copy of `fixture` still gives the fixture's
+    reference logits on its unpadded prompt (the edit was left out, as it should be)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
+    assert ref["attention_mask"].all(), f"{fixture}'s prompt is unpadded"
+    np.testing.assert_allclose(prefill_logits(pkg, ref["input_ids"]), ref["logits"], atol=atol)
+
+
 def genai_greedy(model, prompt, new_tokens: int) -> list:
     """The `new_tokens` greedy tokens onnxruntime-genai generates after `prompt` ([1, S] int32)
     with an `og.Model`; min_length = max_length, so eos does not stop it early."""

@@ -7,11 +7,10 @@ correction bias, a norm stored on dense layers that only the sparse ones apply."
 import json
 import shutil
 
-import numpy as np
 import onnx
 from safetensors.numpy import load_file, save_file
 
-from conftest import FIXTURES, build_folder, prefill_logits
+from conftest import FIXTURES, assert_reference_logits, build_folder
 
 
 def rms_norms(pkg):
@@ -76,7 +75,6 @@ def test_axk1_as_released_no_correction_bias_and_a_dense_layers_moe_norm(tmp_pat
     save_file(tensors, str(model / "model.safetensors"), metadata={"format": "pt"})
     done = build_folder(model, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
-    ref = load_file(str(FIXTURES / "tiny-axk1" / "reference.safetensors"))
-    np.testing.assert_allclose(prefill_logits(tmp_path / "pkg", ref["input_ids"]), ref["logits"], atol=1e-4)
+    assert_reference_logits(tmp_path / "pkg", "tiny-axk1")
     graph = onnx.load(str(tmp_path / "pkg" / "model.onnx"), load_external_data=False).graph
     assert not [i.name for i in graph.initializer if i.name.startswith("model.layers.0.post_mlp_layernorm")]

@@ -67,7 +67,6 @@ const LLAMA_LAYOUT: Layout = Layout {
     prediction_layers: None,
     clip_after_qk_norm: false,
     rotary_dims_key: None,
-    multi_query_key: None,
     after_norms_when: None,
     config_rule: None,
     after_mlp_norm_sparse_only: false,
@@ -369,6 +368,21 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// As `GPTBigCodeConfig.__post_init__`: `multi_query` (default true) decides the key/value
+/// heads whatever `num_key_value_heads` says (transformers 5 saves that derived count too); off
+/// (q, k and v fused per head in `c_attn`) is refused, naming the key.
+fn gpt_bigcode_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    match map.get("multi_query") {
+        None | Some(Value::Bool(true)) => {
+            map.insert("num_key_value_heads".into(), Value::from(1));
+            Ok(())
+        }
+        Some(Value::Bool(false)) => Err("`multi_query` is false: q, k and v fused per head in `c_attn` (every head its own keys) are not built for this model type; the released checkpoints use one key/value head (`multi_query: true`)".into()),
+        Some(v) => Err(format!("key `multi_query` must be true or false, found {v}")),
+    }
+}
+
 /// GPTBigCode (StarCoder 1, SantaCoder, WizardCoder, OctoCoder: `GPTBigCodeConfig`): GPT-2's
 /// block and names (learned positions, LayerNorms with bias, biases everywhere, tied head by
 /// default, `n_*` keys, tanh GELU from `activation_function`, `scale_attn_weights`) with
@@ -380,7 +394,7 @@ pub const GPT_BIGCODE: DecoderFamily = DecoderFamily {
     model_types: &["gpt_bigcode"],
     layout: Layout {
         weights: WeightLayout::Linear,
-        multi_query_key: Some("multi_query"),
+        config_rule: Some(gpt_bigcode_config),
         activation: Some(("activation_function", crate::Activation::GeluTanh)),
         norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
         ..GPT2.layout

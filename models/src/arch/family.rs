@@ -600,10 +600,6 @@ pub struct Layout {
     /// `partial_rotary_factor` = it / head size when config.json lacks the generic key (as
     /// `MiniMaxM2Config.convert_rope_params_to_dict` does).
     pub rotary_dims_key: Option<&'static str>,
-    /// A switch for one key/value head (GPTBigCode's `multi_query`, default true): one head when
-    /// on, whatever `num_key_value_heads` says (the config class derives it so); off (a per-head
-    /// fused `c_attn`) is refused, naming the key.
-    pub multi_query_key: Option<&'static str>,
     /// A boolean key (and its default) that switches the table's after-attention and after-MLP
     /// norms: off, the block has none (HyperCLOVA X's `use_post_norm`, whose norms are then
     /// `nn.Identity`).
