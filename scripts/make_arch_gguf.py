@@ -33,6 +33,13 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
 - `starcoder` (tiny-gpt_bigcode, StarCoderModel: GPT-2's keys with `head_count_kv` 1 and
   `feed_forward_length` 4 x hidden, the `c_attn` q/k/v rows as stored, Linear weights not
   transposed, `tokenizer.ggml.pre` `starcoder`).
+- `falcon` (tiny-falcon, tiny-falcon2; FalconModel: its own keys, a context length of 2048,
+  `tensor_data_layout` `jploski`, `feed_forward_length` 4 x hidden, the key/value heads, no
+  rope base; `query_key_value` restacked from per key/value group to q, k, v rows;
+  `tokenizer.ggml.pre` `falcon`). tiny-falcon2 has what the converter cannot write (a rope
+  base, a width, biases): `falcon_states_more`.
+- `jais2` (tiny-jais2, Jais2Model: TextModel's keys with the rotated dimensions,
+  `tokenizer.ggml.pre` `jais-2`).
 - `gpt2` (tiny-gpt2, GPT2Model: its own keys, `feed_forward_length` 4 x hidden, no rope, the
   vocabulary's `tokenizer.ggml.pre` `gpt-2`): the Conv1D weights (`c_attn`, `c_proj`, `c_fc`)
   transposed to `[out, in]`, `position_embd` kept F32 (the converter's and llama.cpp's
@@ -75,7 +82,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
-    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder",
+    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -86,6 +93,7 @@ MAPPED = {
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
     "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX, "starcoder": gguf.MODEL_ARCH.STARCODER,
+    "falcon": gguf.MODEL_ARCH.FALCON, "jais2": gguf.MODEL_ARCH.JAIS2,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -99,13 +107,26 @@ FIXTURES = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-apertus",
     # Not tiny-gpt_neox-sequential: its `rotary_emb_base` (500) is one GPTNeoXModel does not
     # write (llama.cpp runs 10000) and it has no q/k/v bias, which llama.cpp's loader requires.
-    "tiny-gpt_neox", "tiny-gpt_bigcode",
+    "tiny-gpt_neox", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon",
+    # Falcon2-11B's shape (two key/value groups) with what FalconModel does not write: see
+    # `falcon_states_more`.
+    "tiny-falcon2",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2"]
+
+
+def falcon_states_more(cfg):
+    """Whether a Falcon fixture has what FalconModel does not write: a rope base other than
+    10000 (it writes none, which llama.cpp runs at 10000), an MLP width other than 4 x hidden (it
+    writes that), biases (llama.cpp loads none). Such a fixture's file (tiny-falcon2, Falcon2-11B's
+    two key/value groups) states its rope base and width in the keys llama.cpp reads and holds
+    its biases, so that it is the fixture's model; tiny-falcon's is the converter's own."""
+    width = cfg.get("ffn_hidden_size") or 4 * cfg["hidden_size"]
+    return cfg.get("rope_theta", 10000.0) != 10000.0 or width != 4 * cfg["hidden_size"] or cfg.get("bias", False)
 
 
 def hf_spellings(cfg):
@@ -114,6 +135,11 @@ def hf_spellings(cfg):
     heads (it has one per query head)."""
     if cfg["model_type"] == "gpt_neox":
         return dict(cfg, num_key_value_heads=cfg["num_attention_heads"])
+    if cfg["model_type"] == "falcon":
+        # FalconConfig: `num_kv_heads` under the new architecture, else one (multi-query) or one
+        # per query head; the MLP `ffn_hidden_size` (4 x hidden when null).
+        kv = cfg["num_kv_heads"] if cfg.get("new_decoder_architecture") else 1 if cfg.get("multi_query", True) else cfg["num_attention_heads"]
+        return dict(cfg, num_key_value_heads=kv, intermediate_size=cfg.get("ffn_hidden_size") or 4 * cfg["hidden_size"])
     if cfg["model_type"] not in ("gpt2", "gpt_bigcode"):
         return cfg
     cfg = dict(cfg)
@@ -194,10 +220,13 @@ def mapped_tensors(cfg, st, arch, fused):
         if arch == "gptneox" and ".attn_qkv." in g:
             # GPTNeoXModel.modify_tensors: the per-head [q | k | v] rows restacked as q, k, v.
             w = neox_restack(w, heads)
+        if arch == "falcon" and ".attn_qkv." in g:
+            # FalconModel.modify_tensors: per key/value group [queries | k | v] restacked.
+            w = falcon_restack(w, heads, cfg["num_key_value_heads"])
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
         out[g] = w
-    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder")))
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon")))
     if fused:
         # Also what `--fuse-qkv` writes for any architecture (`ModelBase.modify_tensors`): q, k
         # and v (after a LlamaModel's permutation) concatenated, their biases likewise.
@@ -231,6 +260,24 @@ def neox_restack(w, heads):
     """`[heads, 3, head_dim, ...]` rows as `[3, heads, head_dim, ...]` (the converter's order)."""
     rest = w.shape[1:]
     return np.ascontiguousarray(w.reshape(heads, 3, -1, *rest).swapaxes(0, 1).reshape(w.shape))
+
+
+def falcon_restack(w, heads, kv):
+    """`[kv, heads/kv + 2, head_dim, ...]` rows as all query heads, then the key heads, then the
+    value heads (FalconModel.modify_tensors, the `jploski` layout)."""
+    rest = w.shape[1:]
+    g = w.reshape(kv, heads // kv + 2, -1, *rest)
+    return np.ascontiguousarray(np.concatenate([g[:, :-2].reshape(-1, *rest), g[:, -2].reshape(-1, *rest), g[:, -1].reshape(-1, *rest)]))
+
+
+def falcon_unstack(w, heads, kv):
+    """The inverse of `falcon_restack`: the checkpoint's per-group rows."""
+    rest = w.shape[1:]
+    d = w.shape[0] // (heads + 2 * kv)
+    q = w[: heads * d].reshape(kv, heads // kv, d, *rest)
+    k = w[heads * d: (heads + kv) * d].reshape(kv, 1, d, *rest)
+    v = w[(heads + kv) * d:].reshape(kv, 1, d, *rest)
+    return np.ascontiguousarray(np.concatenate([q, k, v], axis=1).reshape(w.shape))
 
 
 def neox_unstack(w, heads):
@@ -383,6 +430,23 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         w.add_tokenizer_pre("starcoder")
         return
+    if arch == "falcon":
+        # FalconModel.set_gguf_parameters (its own keys, in its order: a fixed context length,
+        # the restacked q/k/v layout's name, 4 x hidden as the MLP width, no rope base).
+        w.add_context_length(2048)
+        w.add_tensor_data_layout("jploski")
+        w.add_embedding_length(cfg["hidden_size"])
+        unwritten = falcon_states_more(cfg)
+        w.add_feed_forward_length(cfg["intermediate_size"] if unwritten else 4 * cfg["hidden_size"])
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        if unwritten:
+            w.add_rope_freq_base(cfg["rope_theta"])
+        w.add_tokenizer_pre("falcon")
+        return
     if arch == "phi2":
         # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
         # feed_forward_length: the converter writes 4 x hidden, which llama.cpp checks against
@@ -428,6 +492,10 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_layer_norm_eps(1e-5)
         if cfg.get("clip_qkv") is not None:
             w.add_clamp_kqv(cfg["clip_qkv"])
+    if arch == "jais2":
+        # Jais2Model: the rotated dimensions (the head size); its vocabulary's split.
+        w.add_rope_dimension_count(head_dim)
+        w.add_tokenizer_pre("jais-2")
     if arch == "nemotron":
         # NemotronModel: vocab size, LayerNorm epsilon, rotated dimensions.
         w.add_vocab_size(cfg["vocab_size"])
@@ -588,7 +656,7 @@ def dequantized_mapped(r, cfg, arch, st):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder"):
+        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder", "falcon"):
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:
@@ -598,6 +666,8 @@ def dequantized_mapped(r, cfg, arch, st):
                 x = x.T
             if arch == "gptneox" and ".attn_qkv." in name:
                 x = neox_unstack(x, heads)
+            if arch == "falcon" and ".attn_qkv." in name:
+                x = falcon_unstack(x, heads, kv)
             if arch in PERMUTED and ".attn_q." in name:
                 x = unpermute(x, heads)
             if arch in PERMUTED and ".attn_k." in name:

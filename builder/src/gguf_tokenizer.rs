@@ -38,6 +38,12 @@ const TEKKEN_SPLIT: &str = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[
 /// (`llama-vocab.cpp`; llama.cpp spells the case-insensitive contractions out for its engine).
 const EXAONE_MOE_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+";
 
+/// Jais 2's split (`jais-2`): Llama 3's words, contractions and digit triples, whitespace runs cut
+/// in cascading power-of-two lengths. The model's own tokenizer.json regex, as llama.cpp's
+/// `LLAMA_VOCAB_PRE_TYPE_JAIS2` quotes it (`llama-vocab.cpp`; llama.cpp spells the
+/// case-insensitive contractions out for its engine).
+const JAIS2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}";
+
 /// o200k's split (gpt-oss, GPT-4o): llama.cpp's `gpt-4o` pre-tokenizer (`llama-vocab.cpp`, the
 /// original regex in its comment), as the gpt-oss checkpoints' own tokenizer.json states it.
 /// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
@@ -93,7 +99,8 @@ const WHOLE_WORDS: &[&str] = &["youtu"];
 /// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them
 /// (5.25's `GGUF_PRE_TOKENIZER_SPLITS`, read for facts; and gpt-oss's, which it does not load);
 /// the rest of llama.cpp's Llama 3 group (`falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`) and
-/// [`GLM_GROUP`] with the Llama 3 regex llama.cpp gives them.
+/// [`GLM_GROUP`] with the Llama 3 regex llama.cpp gives them; K-EXAONE's and Jais 2's with their
+/// models' own.
 const SPLITS: &[(&str, &str)] = &[
     ("llama3", LLAMA3_SPLIT),
     ("llama-v3", LLAMA3_SPLIT),
@@ -121,6 +128,7 @@ const SPLITS: &[(&str, &str)] = &[
     ("talkie", O200K_SPLIT),
     ("minimax-m2", O200K_SPLIT),
     ("exaone-moe", EXAONE_MOE_SPLIT),
+    ("jais-2", JAIS2_SPLIT),
 ];
 
 /// One pass of a pre-tokenizer sequence before its byte-level mapping.
@@ -176,9 +184,21 @@ const YOUTU_STEPS: &[PreStep] = &[
     PreStep::Split("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
 ];
 
+/// Falcon's split (`falcon`): runs of punctuation and of the ASCII symbols $ + < = > ^ ~ | and
+/// the backquote, then
+/// GPT-2's words without its case-insensitive contractions, then runs of three digits. The three
+/// regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_FALCON` (`llama-vocab.cpp`), in its order;
+/// Falcon's own tokenizer.json is `Punctuation`, GPT-2's byte-level split, `Digits` and the
+/// three-digit `Split`, which llama.cpp's passes stand for.
+const FALCON_STEPS: &[PreStep] = &[
+    PreStep::Split("[\\p{P}\\$\\+<=>\\^~\\|`]+"),
+    PreStep::Split("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"),
+    PreStep::Split("[0-9][0-9][0-9]"),
+];
+
 /// `tokenizer.ggml.pre` values whose models split in several passes ([`PreStep`]s, in order),
 /// as their own tokenizer.json files do; transformers' GGUF loader knows none of them.
-const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("deepseek-coder", DEEPSEEK_CODER_STEPS), ("youtu", YOUTU_STEPS)];
+const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("deepseek-coder", DEEPSEEK_CODER_STEPS), ("youtu", YOUTU_STEPS), ("falcon", FALCON_STEPS)];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
 /// 256 + their rank.

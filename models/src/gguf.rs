@@ -299,6 +299,12 @@ enum Kind {
     /// StarCoder 1 and its kin (`starcoder`): GPTBigCode, GPT-2's block with Linear weights and
     /// one key/value head.
     StarCoder,
+    /// Jais 2 (`jais2`): Llama's attention with biased LayerNorms and Nemotron's plain relu2
+    /// MLP, biases on every projection.
+    Jais2,
+    /// Falcon-7B and Falcon2-11B (`falcon`): one biased LayerNorm feeding attention and the
+    /// GELU MLP in parallel, q/k/v in one projection (restacked by the converter), no biases.
+    Falcon,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -345,7 +351,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox | Kind::Jais2 | Kind::Falcon)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -451,7 +457,9 @@ impl Arch {
             ],
             Kind::Olmo => &["attention.layer_norm_epsilon", "attention.clamp_kqv"],
             // TextModel writes `norm_eps` as the RMS epsilon too; the LayerNorm one is read.
-            Kind::Nemotron => &["attention.layer_norm_epsilon"],
+            Kind::Nemotron | Kind::Jais2 => &["attention.layer_norm_epsilon"],
+            // `tensor_data_layout`: "jploski", the restacked q/k/v FalconModel writes.
+            Kind::Falcon => &["attention.layer_norm_epsilon", "tensor_data_layout"],
             // `tensor_data_layout`: old convert.py files made from Meta's .pth checkpoints say
             // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
@@ -503,11 +511,12 @@ impl Arch {
             Kind::Phi3 => PHI3_NAMES,
             // EXAONE 4's blocks are OLMo 2's (post-norms only), with per-head q/k norms.
             Kind::Olmo2 | Kind::Exaone4 => OLMO2_NAMES,
-            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm | Kind::Phimoe => BIASED_ATTENTION_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm | Kind::Phimoe | Kind::Jais2 => BIASED_ATTENTION_NAMES,
             Kind::Phi2 => PHI2_NAMES,
             Kind::GptNeox => GPTNEOX_NAMES,
             Kind::Gpt2 | Kind::StarCoder => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
+            Kind::Falcon => FALCON_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -516,12 +525,13 @@ impl Arch {
     /// Phi's names (`model.final_layernorm`, the head's bias).
     fn global_names(&self) -> &'static [(&'static str, &'static str)] {
         match self.kind {
-            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm => STARCODER2_GLOBAL_NAMES,
+            Kind::Starcoder2 | Kind::Nemotron | Kind::StableLm | Kind::Jais2 => STARCODER2_GLOBAL_NAMES,
             Kind::Phi2 => PHI2_GLOBAL_NAMES,
             Kind::Phimoe => PHIMOE_GLOBAL_NAMES,
             Kind::GptNeox => GPTNEOX_GLOBAL_NAMES,
             Kind::Gpt2 | Kind::StarCoder => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
+            Kind::Falcon => FALCON_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
     }
@@ -531,9 +541,9 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon => &[],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
-            Kind::Nemotron => &[NEMOTRON_MLP_NAMES],
+            Kind::Nemotron | Kind::Jais2 => &[PLAIN_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
             Kind::Ernie4_5 => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo => &[],
@@ -595,7 +605,7 @@ impl Arch {
     /// Where the family's layer `layer` lives: `model.layers.N`, GPT-2's `transformer.h.N`.
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
-            Kind::Gpt2 | Kind::StarCoder => format!("transformer.h.{layer}"),
+            Kind::Gpt2 | Kind::StarCoder | Kind::Falcon => format!("transformer.h.{layer}"),
             Kind::GptNeox => format!("gpt_neox.layers.{layer}"),
             Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
@@ -632,7 +642,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -694,6 +704,11 @@ fn arch(name: &str) -> Option<Arch> {
         // StarCoderModel is a TextModel: its GPTBigCode weights are Linear (`[out, in]`), as
         // stored, so nothing is transposed (GPT-2's Conv1D transpose is Kind::Gpt2's alone).
         "starcoder" => ("gpt_bigcode", false, Kind::StarCoder),
+        // FalconModel is a TextModel: nothing permuted (NEOX rope); its `query_key_value`
+        // restacked from per-group to q, k, v rows ([`QkvGroups`] puts them back).
+        "falcon" => ("falcon", false, Kind::Falcon),
+        // Jais2Model is a TextModel: nothing permuted (NEOX rope).
+        "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
         // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
         "bert" => ("bert", false, Kind::Bert),
@@ -863,9 +878,10 @@ const GLM4_NAMES: &[(&str, &str)] = &[
     ("post_ffw_norm.weight", "post_mlp_layernorm.weight"),
 ];
 
-/// Nemotron's MLP (llama.cpp's `LLM_ARCH_NEMOTRON`): the plain `ffn_up` / `ffn_down`, biases
-/// optional; its attention and LayerNorms are [`BIASED_ATTENTION_NAMES`].
-const NEMOTRON_MLP_NAMES: &[(&str, &str)] = &[
+/// Nemotron's and Jais 2's MLP (llama.cpp's `LLM_ARCH_NEMOTRON`, `LLM_ARCH_JAIS2`): the plain
+/// `ffn_up` / `ffn_down`, biases optional; their attention and LayerNorms are
+/// [`BIASED_ATTENTION_NAMES`].
+const PLAIN_MLP_NAMES: &[(&str, &str)] = &[
     ("ffn_up.weight", "mlp.up_proj.weight"),
     ("ffn_up.bias", "mlp.up_proj.bias"),
     ("ffn_down.weight", "mlp.down_proj.weight"),
@@ -987,6 +1003,30 @@ const STARCODER2_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("token_embd.weight", "model.embed_tokens.weight"),
     ("output_norm.weight", "model.norm.weight"),
     ("output_norm.bias", "model.norm.bias"),
+    ("output.weight", "lm_head.weight"),
+];
+
+/// Falcon's layers (llama.cpp's `LLM_ARCH_FALCON`): one LayerNorm with bias, the restacked
+/// `attn_qkv`, `attn_output`, the plain MLP; no projection biases in llama.cpp's loader (Falcon's
+/// `bias` is false in the 7B and 11B checkpoints), read when a file has them. Falcon-40B's second
+/// norm (`attn_norm_2`) is refused by [`falcon_config`].
+const FALCON_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_qkv.weight", "self_attention.query_key_value.weight"),
+    ("attn_qkv.bias", "self_attention.query_key_value.bias"),
+    ("attn_output.weight", "self_attention.dense.weight"),
+    ("attn_output.bias", "self_attention.dense.bias"),
+    ("ffn_up.weight", "mlp.dense_h_to_4h.weight"),
+    ("ffn_up.bias", "mlp.dense_h_to_4h.bias"),
+    ("ffn_down.weight", "mlp.dense_4h_to_h.weight"),
+    ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
+];
+
+const FALCON_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "transformer.word_embeddings.weight"),
+    ("output_norm.weight", "transformer.ln_f.weight"),
+    ("output_norm.bias", "transformer.ln_f.bias"),
     ("output.weight", "lm_head.weight"),
 ];
 
@@ -1241,11 +1281,17 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     return Err(err(format!("tensor `{}` has {rows} rows, not a multiple of 2 x {h} heads, so llama.cpp's q/k permutation cannot be undone", t.name)));
                 }
             }
-            // GPT-NeoX's restacked `attn_qkv` (weight and bias): back to per-head rows.
-            let neox_qkv = (a.kind == Kind::GptNeox && mapped.contains(".attn_qkv.")).then_some(heads);
-            if let Some(h) = neox_qkv {
-                if h == 0 || !rows.is_multiple_of(3 * h) {
-                    return Err(err(format!("tensor `{}` has {rows} rows, not 3 x {h} heads of q, k and v", t.name)));
+            // A restacked `attn_qkv` (weight and bias) back in the family's grouped rows:
+            // GPT-NeoX's per head (groups of one query head), Falcon's per key/value group.
+            let grouped_qkv = match a.kind {
+                _ if !mapped.contains(".attn_qkv.") => None,
+                Kind::GptNeox => Some(QkvGroups { groups: heads, queries: 1 }),
+                Kind::Falcon => Some(QkvGroups { groups: kv_heads, queries: if kv_heads == 0 { 0 } else { heads / kv_heads } }),
+                _ => None,
+            };
+            if let Some(g) = grouped_qkv {
+                if g.groups == 0 || g.queries == 0 || g.groups * g.queries != heads || !rows.is_multiple_of(g.groups * (g.queries + 2)) {
+                    return Err(err(format!("tensor `{}` has {rows} rows, not q, k and v of {heads} query heads in {kv_heads} key/value groups", t.name)));
                 }
             }
             // llama.cpp stores Gemma's and Nemotron's norms as weight + 1; the family adds the 1
@@ -1268,12 +1314,12 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                         views.insert(name, Recipe::source(st).offset(-1.0));
                         continue;
                     }
-                    match (permute_heads, neox_qkv) {
+                    match (permute_heads, grouped_qkv) {
                         (Some(h), _) => {
                             views.insert(name, unpermute_float(Recipe::source(st), &shape, h));
                         }
-                        (None, Some(h)) => {
-                            views.insert(name, per_head_qkv_float(Recipe::source(st), &shape, h));
+                        (None, Some(g)) => {
+                            views.insert(name, g.float(Recipe::source(st), &shape).map_err(|e| err(format!("tensor `{}`: {e}", t.name)))?);
                         }
                         (None, None) => {
                             tensors.insert(name, st);
@@ -1287,7 +1333,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
                     if shape.len() != 2 {
                         return Err(err(format!("tensor `{}` is a {}-D {} tensor; only 2-D weights are block-quantized", t.name, shape.len(), t.ggml_type)));
                     }
-                    let order = permute_heads.map(|h| unpermuted_rows(rows, h)).or_else(|| neox_qkv.map(|h| per_head_qkv_rows(rows, h)));
+                    let order = permute_heads.map(|h| unpermuted_rows(rows, h)).or_else(|| grouped_qkv.map(|g| g.rows(rows)));
                     let st = source(&file, t, &t.name, DType::U8, vec![t.len]);
                     let w = PackedWeight::ggml(t.name.clone(), st, t.ggml_type, shape[0], shape[1], order)?;
                     whole_bits = Some(w.bits());
@@ -1754,27 +1800,51 @@ pub(crate) fn unpermuted_rows(rows: usize, heads: usize) -> Arc<[u32]> {
         .collect()
 }
 
-/// The file row of each family row of a restacked GPT-NeoX `attn_qkv` of `rows` rows: family row
-/// `h*3d + j*d + i` (per head: q, k, v) is file row `j*heads*d + h*d + i` (q, k, v stacked).
-pub(crate) fn per_head_qkv_rows(rows: usize, heads: usize) -> Arc<[u32]> {
-    let d = rows / (3 * heads);
-    (0..rows)
-        .map(|r| {
-            let (h, rest) = (r / (3 * d), r % (3 * d));
-            let (j, i) = (rest / d, rest % d);
-            (j * heads * d + h * d + i) as u32
-        })
-        .collect()
+/// How a checkpoint groups the rows of its fused q/k/v: `groups` times (`queries` query heads,
+/// then one key head, then one value head). llama.cpp's converters restack such a tensor as all
+/// query heads, then all key heads, then all value heads: GPT-NeoX's per-head `query_key_value`
+/// (a group per head, one query each) and Falcon's per key/value group (the `jploski` layout).
+#[derive(Clone, Copy, Debug)]
+struct QkvGroups {
+    groups: usize,
+    queries: usize,
 }
 
-/// A float restacked `attn_qkv` (`[3 * heads * d, ...]`) back in per-head rows: seen as
-/// `[3, heads, d, ...]`, the first two axes swapped.
-fn per_head_qkv_float(r: Recipe, shape: &[usize], heads: usize) -> Recipe {
-    let mut split = vec![3, heads, shape[0] / (3 * heads)];
-    split.extend_from_slice(&shape[1..]);
-    let mut perm = vec![1, 0];
-    perm.extend(2..split.len());
-    r.reshape(split).transpose(perm).reshape(shape.to_vec())
+impl QkvGroups {
+    /// The file row of each family row of a restacked `attn_qkv` of `rows` rows (head size `d`):
+    /// family row `g*(queries+2)*d + j*d + i` is, for `j < queries`, query head
+    /// `g*queries + j`'s row `i`; then group `g`'s key, then its value.
+    fn rows(self, rows: usize) -> Arc<[u32]> {
+        let per_group = self.queries + 2;
+        let d = rows / (self.groups * per_group);
+        let (q_rows, kv_rows) = (self.groups * self.queries * d, self.groups * d);
+        (0..rows)
+            .map(|r| {
+                let (g, rest) = (r / (per_group * d), r % (per_group * d));
+                let (j, i) = (rest / d, rest % d);
+                let file = match j {
+                    _ if j < self.queries => (g * self.queries + j) * d + i,
+                    _ if j == self.queries => q_rows + g * d + i,
+                    _ => q_rows + kv_rows + g * d + i,
+                };
+                file as u32
+            })
+            .collect()
+    }
+
+    /// A float restacked `attn_qkv` (`[rows, ...]`) back in grouped rows: the query, key and
+    /// value row ranges each seen as `[groups, n * d, ...]` and concatenated along the second axis.
+    fn float(self, r: Recipe, shape: &[usize]) -> ir::Result<Recipe> {
+        let d = shape[0] / (self.groups * (self.queries + 2));
+        let (q_rows, kv_rows) = (self.groups * self.queries * d, self.groups * d);
+        let part = |start: usize, rows: usize, per_group: usize| {
+            let mut split = vec![self.groups, per_group];
+            split.extend_from_slice(&shape[1..]);
+            r.clone().slice(0, start, start + rows).reshape(split)
+        };
+        let parts = vec![part(0, q_rows, self.queries * d), part(q_rows, kv_rows, d), part(q_rows + kv_rows, kv_rows, d)];
+        Ok(Recipe::concat(parts, 1)?.reshape(shape.to_vec()))
+    }
 }
 
 /// A float q/k tensor (`[rows, ...]`) with llama.cpp's row permutation undone: its rows seen as
@@ -2005,6 +2075,20 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
         c.insert("norm_eps".into(), json!(eps as f32 as f64));
         c.insert("hidden_act".into(), json!("relu2"));
+        c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
+    }
+    if a.kind == Kind::Falcon {
+        falcon_config(&mut c, file, kv_heads, biased, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Jais2 {
+        // Jais2Model writes TextModel's keys: the LayerNorm epsilon (`layer_norm_eps`); relu2 is
+        // Jais2Config's and llama.cpp's only activation. transformers' `attention_bias` switches
+        // q/k/v and o together (llama.cpp's loader requires `attn_output.bias`), `mlp_bias` both
+        // MLP projections (required there too): the tensors say which.
+        let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+        c.insert("layer_norm_eps".into(), json!(eps as f32 as f64));
+        c.insert("hidden_act".into(), json!("relu2"));
+        c.insert("attention_bias".into(), json!(biased));
         c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
     }
     if a.kind == Kind::Olmo2 {
@@ -3200,6 +3284,52 @@ fn phi2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, head_dim
     check_ffn_up(c, file, key, err)
 }
 
+/// Falcon's config as `FalconModel.set_gguf_parameters` states it: no rope base (10000, the
+/// default llama.cpp runs, when `rope.freq_base` is absent: Falcon2-11B's own 500042 is not in
+/// such a file), `feed_forward_length` (the converter writes 4 x hidden, Falcon-7B's and 11B's
+/// width), the LayerNorm epsilon, the key/value heads (1 for Falcon-7B's multi-query). Read as
+/// `FalconConfig` with `new_decoder_architecture` and one LayerNorm (`num_ln_in_parallel_attn`
+/// 1), which with one key/value head is Falcon-7B's block and with more Falcon2-11B's; exact
+/// GELU (`activation` `gelu`: FalconConfig's; llama.cpp's graph computes ggml's tanh form).
+/// Refused: a `tensor_data_layout` other than the converter's "jploski" and Falcon-40B/180B's
+/// second LayerNorm (`attn_norm_2`), which the family does not build.
+fn falcon_config(
+    c: &mut Map<String, Json>,
+    file: &GgufFile,
+    kv_heads: u64,
+    biased: bool,
+    float: Read<f64>,
+    key: &dyn Fn(&str) -> String,
+    err: &dyn Fn(String) -> Error,
+) -> Result<()> {
+    const LAYOUT: &str = "jploski";
+    match file.get(&key("tensor_data_layout")) {
+        Some(v) if v.as_str() == Some(LAYOUT) => {}
+        None => return Err(err(format!("metadata key `{}` is missing: Falcon files state the restacked q/k/v layout (\"{LAYOUT}\") the converter writes", key("tensor_data_layout")))),
+        Some(v) => return Err(err(format!("metadata key `{}` is {v:?}; the import reads the q/k/v layout llama.cpp's converter writes (\"{LAYOUT}\")", key("tensor_data_layout")))),
+    }
+    if let Some(t) = file.tensors.iter().find(|t| t.name.ends_with(".attn_norm_2.weight")) {
+        return Err(err(format!(
+            "holds `{}`: Falcon-40B/180B's second LayerNorm (`new_decoder_architecture` with `num_ln_in_parallel_attn` 2) is not built; Falcon-7B and Falcon2-11B have one norm a layer",
+            t.name
+        )));
+    }
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
+    check_ffn_up(c, file, key, err)?;
+    let width = c.remove("intermediate_size").unwrap_or(Json::Null);
+    c.insert("ffn_hidden_size".into(), width);
+    c.remove("hidden_act");
+    c.insert("activation".into(), json!("gelu"));
+    c.insert("new_decoder_architecture".into(), json!(true));
+    c.insert("num_ln_in_parallel_attn".into(), json!(1));
+    c.insert("num_kv_heads".into(), json!(kv_heads));
+    c.insert("parallel_attn".into(), json!(true));
+    c.insert("alibi".into(), json!(false));
+    c.insert("bias".into(), json!(biased));
+    Ok(())
+}
+
 /// GPT-2 (`GPT2Model`, `LLM_ARCH_GPT2`): LayerNorm epsilon from `attention.layer_norm_epsilon`,
 /// ggml's GELU (tanh: transformers' `gelu_new`), learned positions (`context_length` rows,
 /// checked against `position_embd` by the family), no rope. The converter writes
@@ -3369,18 +3499,38 @@ fn gemma_config(c: &mut Map<String, Json>, kind: Kind, float: Read<f64>, uint: R
 mod tests {
     use super::*;
 
-    /// GPT-NeoX's restacked `attn_qkv`: the packed rows' order and the float view agree, and put
-    /// each head's q, k, v rows back together.
+    /// A restacked `attn_qkv` (all q heads, all k heads, all v heads) back in the family's
+    /// groups: the packed rows' order and the float view agree, and each group holds its query
+    /// heads, then its key and value head. GPT-NeoX: a group per head, one query each; Falcon:
+    /// two query heads per key/value group.
     #[test]
-    fn gptneox_qkv_rows_go_back_per_head() {
-        let (heads, d) = (2usize, 3usize);
-        let order = per_head_qkv_rows(3 * heads * d, heads);
-        // Family row of head 1's k, element 2 is file row k-block (1) * 6 + head 1 * 3 + 2.
-        assert_eq!(order[3 * d + d + 2], (heads * d + d + 2) as u32);
-        let file: Vec<f32> = (0..3 * heads * d).map(|r| r as f32).collect();
-        let view = per_head_qkv_float(Recipe::from_f32("qkv", vec![3 * heads * d], &file), &[3 * heads * d], heads);
-        let got: Vec<f32> = view.materialize().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
-        assert_eq!(got, order.iter().map(|&r| r as f32).collect::<Vec<_>>());
+    fn restacked_qkv_rows_go_back_per_group() {
+        for (groups, queries, d) in [(2usize, 1usize, 3usize), (2, 2, 3), (1, 4, 2)] {
+            let g = QkvGroups { groups, queries };
+            let rows = groups * (queries + 2) * d;
+            let order = g.rows(rows);
+            // The converter's restack of labelled family rows: file row f holds family row r.
+            let mut file = vec![0f32; rows];
+            let (q_rows, kv_rows) = (groups * queries * d, groups * d);
+            for grp in 0..groups {
+                for j in 0..queries + 2 {
+                    for i in 0..d {
+                        let family = (grp * (queries + 2) + j) * d + i;
+                        let at = match j {
+                            _ if j < queries => (grp * queries + j) * d + i,
+                            _ if j == queries => q_rows + grp * d + i,
+                            _ => q_rows + kv_rows + grp * d + i,
+                        };
+                        file[at] = family as f32;
+                    }
+                }
+            }
+            let back: Vec<f32> = order.iter().map(|&f| file[f as usize]).collect();
+            assert_eq!(back, (0..rows).map(|r| r as f32).collect::<Vec<_>>(), "rows, {groups} groups of {queries}");
+            let view = g.float(Recipe::from_f32("qkv", vec![rows], &file), &[rows]).unwrap();
+            let got: Vec<f32> = view.materialize().unwrap().chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            assert_eq!(got, back, "float view, {groups} groups of {queries}");
+        }
     }
 
     #[test]
@@ -3733,8 +3883,8 @@ mod tests {
     fn what_is_not_mapped_is_refused_by_name() {
         let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
         let mut m = llama_meta();
-        m[0].1 = json!("falcon");
-        assert!(e(m, llama_tensors()).contains("`general.architecture` is `falcon`"));
+        m[0].1 = json!("bloom");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `bloom`"));
         let mut m = llama_meta();
         m.push(("llama.rope.scaling.type", json!("yarn")));
         assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
@@ -4961,6 +5111,60 @@ mod tests {
     /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
     /// one still the packed layer underneath, counted in the source's bit widths); the tied
     /// head reads the quantized token table.
+    /// Falcon (`falcon`): the restacked q/k/v read back per key/value group (packed rows in
+    /// that order), FalconConfig's keys with the file's key/value heads and width; refused by
+    /// name: another `tensor_data_layout`, none, Falcon-40B's second norm, query heads the
+    /// key/value groups do not divide.
+    #[test]
+    fn falcon_files_read_grouped_qkv_and_refuse_what_is_not_built() {
+        let meta = |kv: u64, layout: Option<&str>| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = [
+                ("general.architecture", json!("falcon")),
+                ("falcon.embedding_length", json!(64)),
+                ("falcon.feed_forward_length", json!(256)),
+                ("falcon.block_count", json!(1)),
+                ("falcon.context_length", json!(2048)),
+                ("falcon.attention.head_count", json!(4)),
+                ("falcon.attention.head_count_kv", json!(kv)),
+                ("falcon.attention.layer_norm_epsilon", json!(1e-5f64)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if let Some(l) = layout {
+                m.push(("falcon.tensor_data_layout".into(), json!(l)));
+            }
+            m
+        };
+        let tensors = |kv: u64, second_norm: bool| {
+            let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64])];
+            t.extend([("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.attn_norm.bias", 0, vec![64])]);
+            t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 64 + 2 * 16 * kv]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+            t.extend([("blk.0.ffn_up.weight", 8, vec![64, 256]), ("blk.0.ffn_down.weight", 8, vec![256, 64])]);
+            if second_norm {
+                t.extend([("blk.0.attn_norm_2.weight", 0, vec![64]), ("blk.0.attn_norm_2.bias", 0, vec![64])]);
+            }
+            t
+        };
+        let i = import_of(&as_ref(&meta(2, Some("jploski"))), &tensors(2, false)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_kv_heads"].as_u64(), c["ffn_hidden_size"].as_u64(), c["activation"].as_str()), (Some("falcon"), Some(2), Some(256), Some("gelu")));
+        assert_eq!((c["new_decoder_architecture"].as_bool(), c["num_ln_in_parallel_attn"].as_u64(), c["bias"].as_bool(), c["rope_theta"].as_f64()), (Some(true), Some(1), Some(false), Some(10000.0)));
+        assert!(c["tie_word_embeddings"].as_bool().unwrap());
+        // Packed as the file's rows, read in the family's grouped order (`QkvGroups::rows`; the
+        // order itself: `restacked_qkv_rows_go_back_per_group`).
+        assert!(i.packed.contains_key("transformer.h.0.self_attention.query_key_value.weight"));
+        let refused = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let got = refused(meta(2, None), tensors(2, false));
+        assert!(got.contains("`falcon.tensor_data_layout` is missing"), "{got}");
+        let got = refused(meta(2, Some("Meta AI original pth")), tensors(2, false));
+        assert!(got.contains("`falcon.tensor_data_layout` is") && got.contains("Meta AI original pth"), "{got}");
+        let got = refused(meta(2, Some("jploski")), tensors(2, true));
+        assert!(got.contains("`blk.0.attn_norm_2.weight`") && got.contains("Falcon-40B"), "{got}");
+        let got = refused(meta(3, Some("jploski")), tensors(3, false));
+        assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
+    }
+
     #[test]
     fn gpt2_files_read_their_conv1d_weights_transposed() {
         let m: Vec<(String, Json)> = [

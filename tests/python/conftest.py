@@ -145,3 +145,21 @@ def genai_greedy(model, prompt, new_tokens: int) -> list:
     while not gen.is_done():
         gen.generate_next_token()
     return [int(t) for t in gen.get_sequence(0)[prompt.shape[1]:]]
+
+
+# A text whose pieces tell split rules apart (words, digit runs, a CJK/kana run, punctuation
+# runs, blank lines): the GGUF tests' `tokenizer.ggml.pre` cases list the pieces each rule cuts.
+SPLIT_SAMPLE = "Hello world 1234567 日本語のテキスト, ok!!\n\nx=3.14"
+
+
+def assert_splits(src: Path, pieces, tmp_path: Path):
+    """`src` builds with --strict (no unknown split) and its tokenizer.json cuts SPLIT_SAMPLE into
+    `pieces`."""
+    from tokenizers import Tokenizer, pre_tokenizers
+
+    done = subprocess.run([str(tailor_bin()), "build", "--model", str(src), "--output", str(tmp_path / "pkg"), "--ep", "cpu", "--strict"], capture_output=True, text=True)
+    assert done.returncode == 0 and "tokenizer.ggml.pre" not in done.stderr, done.stderr
+    got = [p for p, _ in Tokenizer.from_file(str(tmp_path / "pkg" / "tokenizer.json")).pre_tokenizer.pre_tokenize_str(SPLIT_SAMPLE)]
+    # The expected text pieces in the byte-level alphabet the written pieces are spelled in.
+    spell = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    assert got == [spell.pre_tokenize_str(p)[0][0] for p in pieces], got

@@ -18,7 +18,10 @@ stacked by the converter and split back per head, and its parallel residual read
 missing `ffn_norm`, StableLM 2 12B; mistral3's YaRN with its log multiplier and the query
 scale's `attention.temperature_scale`, Ministral 3; apertus's xIELU scalars from the global
 `xielu.*` metadata and its Llama 3 `rope_freqs.weight`; gptneox's `attn_qkv` restacked by the
-converter and put back per head, Q8_0 in the Q file through the packed rows' order), built with
+converter and put back per head, Q8_0 in the Q file through the packed rows' order; falcon's
+likewise put back per key/value group (tiny-falcon: Falcon-7B's multi-query file as the converter
+writes it; tiny-falcon2: two groups, and the rope base, MLP width and biases FalconModel does not
+write stated so that the file is the fixture's model); jais2's biased LayerNorms and relu2 MLP), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -45,7 +48,7 @@ import onnx
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import FIXTURES, prefill_logits, tailor_bin
+from conftest import FIXTURES, assert_splits, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-arch"
 F32 = [
@@ -55,8 +58,9 @@ F32 = [
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
+    "tiny-jais2", "tiny-falcon", "tiny-falcon2",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -101,6 +105,10 @@ MISREAD = {
     # Command R+'s `logit_scale` (0.125) missed: transformers' default 0.0625.
     "tiny-cohere-qknorm": {"logit_scale": 0.0625},
     # Ministral 3's `attention.temperature_scale` missed: no query scaling.
+    # tiny-falcon2's `rope.freq_base` (500042) missed: llama.cpp's default 10000.
+    "tiny-falcon2": {"rope_theta": 10000.0},
+    # Jais 2's relu2 read as Llama's default SiLU.
+    "tiny-jais2": {"hidden_act": "silu"},
     "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
                                             "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.0}},
 }
@@ -135,7 +143,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -201,3 +209,20 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
     assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
     assert "GatherBlockQuantized" in ops, ops
     assert not report["parts"][0]["quantization"].get("dequantized"), report["parts"][0]["quantization"]
+
+
+# The pieces of conftest's SPLIT_SAMPLE under the files' `tokenizer.ggml.pre`, read off the
+# rules' regexes. falcon: punctuation runs first (so the blank lines before `x` are cut from it
+# and stand alone), GPT-2's words with one leading space, digits in threes after that (the space
+# before them alone); jais-2: Llama 3's split (digit triples, punctuation with its line breaks).
+ARCH_SPLITS = [
+    ("tiny-falcon", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "14"]),
+    ("tiny-jais2", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+]
+
+
+@pytest.mark.parametrize("stem,pieces", ARCH_SPLITS)
+def test_the_tokenizer_splits_as_the_files_rule(stem, pieces, tmp_path):
+    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`) becomes that rule's split, with no
+    warning (an unknown rule would be one, which --strict refuses)."""
+    assert_splits(DATA / f"{stem}.F32.gguf", pieces, tmp_path)

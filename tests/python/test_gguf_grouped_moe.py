@@ -37,7 +37,7 @@ import onnxruntime_genai as og
 import pytest
 from safetensors.numpy import load_file
 
-from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
+from conftest import FIXTURES, assert_splits, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
 FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4", "tiny-afmoe"]
@@ -192,10 +192,9 @@ def test_quantized_split_halves_are_joined_exactly(tmp_path):
     assert any("kv_b_proj" in w for w in report["warnings"]), report["warnings"]
 
 
-# The pieces each split rule cuts a sample into, read off the rules' regexes: deepseek-v3
-# groups digits in threes and keeps a CJK/kana run whole; deepseek-llm cuts every digit and
-# every line break alone; glm4 (Llama 3's regex) keeps the space before a word.
-SAMPLE = "Hello world 1234567 日本語のテキスト, ok!!\n\nx=3.14"
+# The pieces each split rule cuts conftest's SPLIT_SAMPLE into, read off the rules' regexes:
+# deepseek-v3 groups digits in threes and keeps a CJK/kana run whole; deepseek-llm cuts every
+# digit and every line break alone; glm4 (Llama 3's regex) keeps the space before a word.
 SPLITS = [
     ("tiny-deepseek_v3", ["Hello", " world", " ", "123", "456", "7", " ", "日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
     ("tiny-deepseek_v2", ["Hello", " world", " ", *"1234567", " ", "日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
@@ -227,19 +226,6 @@ def test_other_split_rules(pre, pieces, tmp_path):
     src = tmp_path / f"{pre}.gguf"
     make_deepseek_gguf.write(src, "tiny-deepseek_v2", cfg, load_file(str(FIXTURES / "tiny-deepseek_v2" / "model.safetensors")), False, pre=pre)
     assert_splits(src, pieces, tmp_path)
-
-
-def assert_splits(src: Path, pieces, tmp_path: Path):
-    """`src` builds with --strict (no unknown split) and its tokenizer.json cuts SAMPLE into
-    `pieces`."""
-    from tokenizers import Tokenizer, pre_tokenizers
-
-    done = subprocess.run([str(tailor_bin()), "build", "--model", str(src), "--output", str(tmp_path / "pkg"), "--ep", "cpu", "--strict"], capture_output=True, text=True)
-    assert done.returncode == 0 and "tokenizer.ggml.pre" not in done.stderr, done.stderr
-    got = [p for p, _ in Tokenizer.from_file(str(tmp_path / "pkg" / "tokenizer.json")).pre_tokenizer.pre_tokenize_str(SAMPLE)]
-    # The expected text pieces in the byte-level alphabet the written pieces are spelled in.
-    spell = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    assert got == [spell.pre_tokenize_str(p)[0][0] for p in pieces], got
 
 
 @pytest.mark.parametrize("fixture,pieces", SPLITS)
