@@ -48,6 +48,12 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
   written with the dense `ffn_gate/up/down` (llama.cpp's qwen2moe loader would not load such a
   file; transformers' model has that layer, and the import reads it as `mlp_only_layers`).
+- `mellum` (tiny-mellum, `conversion/mellum.py` `MellumModel`, a TextModel): Qwen3-MoE's names
+  and keys, `rope.freq_base` the full layers' base and `rope.freq_base_swa` the sliding ones',
+  the window with one bool per layer (`layer_types`), `tokenizer.ggml.pre` `mellum`.
+  tiny-mellum's layer 0 is dense (`mlp_layer_types`): written with the dense `ffn_gate/up/down`
+  (llama.cpp's mellum loader wants a router in every layer; MellumConfig allows dense layers and
+  the import reads them from the tensors).
 
 Files (`<fixture>` each fixture above):
 - `<fixture>.F32.gguf`: every tensor F32: the fixture's own model, compared with its reference.
@@ -74,8 +80,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -255,6 +261,13 @@ def write(path, fixture, cfg, st, quantized):
         w.add_layer_norm_rms_eps(1e-5)
     else:
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if arch == "mellum":
+            # TextModel: the sliding layers' base; MellumModel: the window and one bool per layer
+            # (the config slides); its vocabulary's split.
+            w.add_rope_freq_base_swa(cfg["rope_parameters"]["sliding_attention"]["rope_theta"])
+            w.add_sliding_window(cfg["sliding_window"])
+            w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg["layer_types"]])
+            w.add_tokenizer_pre("mellum")
         if arch == "qwen2moe":
             w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
     write_vocab(w, fixture, cfg)

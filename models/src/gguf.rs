@@ -305,6 +305,9 @@ enum Kind {
     /// Falcon-7B and Falcon2-11B (`falcon`): one biased LayerNorm feeding attention and the
     /// GELU MLP in parallel, q/k/v in one projection (restacked by the converter), no biases.
     Falcon,
+    /// JetBrains' Mellum (`mellum`: Mellum2): Qwen3-MoE's attention and softmax experts with
+    /// sliding windows on some layers, each layer type with its own RoPE base.
+    Mellum,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -464,6 +467,14 @@ impl Arch {
             // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
+            Kind::Mellum => &[
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "rope.freq_base_swa",
+            ],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
             Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count"],
@@ -567,7 +578,7 @@ impl Arch {
             Kind::Apertus => &[APERTUS_NAMES, QK_NORMS],
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
-            Kind::Qwen3Moe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
+            Kind::Qwen3Moe | Kind::Mellum => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
@@ -593,7 +604,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe | Kind::Afmoe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Mellum | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe | Kind::Afmoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -642,7 +653,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), mellum (Mellum2), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -707,6 +718,9 @@ fn arch(name: &str) -> Option<Arch> {
         // FalconModel is a TextModel: nothing permuted (NEOX rope); its `query_key_value`
         // restacked from per-group to q, k, v rows ([`QkvGroups`] puts them back).
         "falcon" => ("falcon", false, Kind::Falcon),
+        // MellumModel is a TextModel: nothing permuted (NEOX rope); its experts merged into
+        // stacks as Qwen3MoeModel's.
+        "mellum" => ("mellum", false, Kind::Mellum),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
@@ -2001,7 +2015,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -2178,6 +2192,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         minimax_m2_config(&mut c, file, rotary, head_dim, &uint, &key, &err)?;
     } else if a.kind == Kind::Phimoe {
         phimoe_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::Mellum {
+        mellum_config(&mut c, file, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2384,6 +2400,51 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     if a.kind == Kind::Qwen2Moe {
         c.insert("shared_expert_intermediate_size".into(), json!(uint("expert_shared_feed_forward_length")?.unwrap_or(n_ff)));
     }
+    Ok(())
+}
+
+/// Mellum's keys (llama.cpp's `MellumModel` writes TextModel's with the experts' width
+/// `expert_feed_forward_length`, and the window with one bool per layer when the config slides;
+/// its `LLM_ARCH_MELLUM` loader) as `MellumConfig` spells them: `num_local_experts` of that width
+/// (absent: `feed_forward_length` / used, llama.cpp's fallback), top `expert_used_count`, the
+/// chosen softmax weights renormalized (the graph's `norm_w` is always true), the layers without
+/// a router dense (`mlp_layer_types`; llama.cpp's loader wants one in every layer, MellumConfig
+/// allows dense ones and the tensors say which), the window and `layer_types` (EXAONE 4's
+/// reading of the pattern, llama.cpp's period 4 without one; no window: every layer full), a
+/// RoPE base per layer type in `rope_parameters` (`rope.freq_base_swa` for the sliding layers,
+/// else the full layers' base, as llama.cpp's loader). Sliding layers take no RoPE scaling in
+/// llama.cpp's graph; the full ones would take the file's, which is refused (as for any file
+/// without a scaling reading).
+fn mellum_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let (experts, used) = expert_counts(uint, key, err)?;
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
+    let n_ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    c.insert("num_local_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(uint("expert_feed_forward_length")?.unwrap_or(n_ff / used)));
+    c.insert("norm_topk_prob".into(), json!(true));
+    c.insert("mlp_layer_types".into(), json!((0..layers).map(|i| if routed(i) { "sparse" } else { "dense" }).collect::<Vec<_>>()));
+    match uint("attention.sliding_window")?.filter(|&w| w > 0) {
+        Some(window) => {
+            c.insert("sliding_window".into(), json!(window));
+            let sliding = sliding_layers(c, file, 4, key, err)?;
+            c.insert("layer_types".into(), json!(layer_types(&sliding)));
+        }
+        None => {
+            if file.get(&key("attention.sliding_window_pattern")).is_some() {
+                return Err(err(format!("metadata key `{}` is set without `{}`", key("attention.sliding_window_pattern"), key("attention.sliding_window"))));
+            }
+            c.insert("layer_types".into(), json!(vec!["full_attention"; layers as usize]));
+        }
+    }
+    let theta = float("rope.freq_base")?.unwrap_or(10000.0);
+    let local = float("rope.freq_base_swa")?.unwrap_or(theta);
+    c.remove("rope_theta");
+    c.insert(
+        "rope_parameters".into(),
+        json!({"full_attention": {"rope_type": "default", "rope_theta": theta}, "sliding_attention": {"rope_type": "default", "rope_theta": local}}),
+    );
     Ok(())
 }
 
@@ -3993,6 +4054,31 @@ mod tests {
         m.push((format!("{arch}.expert_count"), json!(4)));
         m.push((format!("{arch}.expert_used_count"), json!(used)));
         m
+    }
+
+    /// Mellum (`mellum`): Qwen3-MoE's reading with the window and its layers from the pattern,
+    /// a RoPE base per layer type (`rope.freq_base_swa`, else the full one's), the renormalized
+    /// softmax llama.cpp's graph fixes, `mlp_layer_types` from the routers; a pattern without a
+    /// window is refused by name.
+    #[test]
+    fn mellum_files_read_windows_and_a_rope_base_per_layer_type() {
+        let norms: [(&str, u32, Vec<u64>); 2] = [("blk.0.attn_q_norm.weight", 0, vec![16]), ("blk.0.attn_k_norm.weight", 0, vec![16])];
+        let mut m = moe_meta("mellum", 2);
+        m.extend([("mellum.attention.sliding_window".to_string(), json!(8)), ("mellum.attention.sliding_window_pattern".to_string(), json!([true])), ("mellum.rope.freq_base_swa".to_string(), json!(5000.0f64))]);
+        let i = import_of(&as_ref(&m), &moe_tensors(&norms)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_local_experts"].as_u64(), c["moe_intermediate_size"].as_u64(), c["norm_topk_prob"].as_bool()), (Some("mellum"), Some(4), Some(32), Some(true)));
+        assert_eq!((c["sliding_window"].as_u64(), c["layer_types"].clone(), c["mlp_layer_types"].clone()), (Some(8), json!(["sliding_attention"]), json!(["sparse"])));
+        assert_eq!(c["rope_parameters"], json!({"full_attention": {"rope_type": "default", "rope_theta": 10000.5}, "sliding_attention": {"rope_type": "default", "rope_theta": 5000.0}}));
+        assert!(!c.contains_key("rope_theta"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // No window: every layer full, the sliding base the full one's.
+        let i = import_of(&as_ref(&moe_meta("mellum", 2)), &moe_tensors(&norms)).unwrap();
+        assert_eq!((i.config["layer_types"].clone(), i.config["rope_parameters"]["sliding_attention"]["rope_theta"].as_f64()), (json!(["full_attention"]), Some(10000.5)));
+        let mut m = moe_meta("mellum", 2);
+        m.push(("mellum.attention.sliding_window_pattern".to_string(), json!([true])));
+        let got = import_of(&as_ref(&m), &moe_tensors(&norms)).err().expect("refused").to_string();
+        assert!(got.contains("`mellum.attention.sliding_window_pattern` is set without `mellum.attention.sliding_window`"), "{got}");
     }
 
     #[test]

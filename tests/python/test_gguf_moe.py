@@ -2,7 +2,8 @@
 written as llama.cpp's converter writes them by scripts/make_moe_gguf.py (experts merged into
 3-D `ffn_{gate,up,down}_exps` stacks, the router `ffn_gate_inp`, GraniteMoE's `input_linear`
 split into gate and up stacks, Mixtral as `llama` with
-q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector), built with
+q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector, Mellum's windows with a
+RoPE base per layer type and its dense first layer), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: every tensor F32, the fixture's own weights: the package must give the
@@ -35,7 +36,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -105,12 +106,18 @@ def attr(node, name):
     return next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name)
 
 
-@pytest.mark.parametrize("fixture", ["tiny-qwen3-moe", "tiny-minimax_m2"])
+def sparse_layers(fixture: str) -> int:
+    """The fixture's layers with experts (tiny-mellum's first is dense: `mlp_layer_types`)."""
+    cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
+    return sum(t == "sparse" for t in cfg.get("mlp_layer_types") or ["sparse"] * cfg["num_hidden_layers"])
+
+
+@pytest.mark.parametrize("fixture", ["tiny-qwen3-moe", "tiny-minimax_m2", "tiny-mellum"])
 def test_q4_0_experts_become_4_bit_qmoe_exact_to_their_dequantization(fixture, tmp_path):
     worst, pkg, _ = compare(fixture, tmp_path)
     assert worst < 1e-5, f"relative logit difference {worst}"
     nodes, float_stacks, kinds = qmoe_nodes(pkg)
-    layers = json.loads((FIXTURES / fixture / "config.json").read_text())["num_hidden_layers"]
+    layers = sparse_layers(fixture)
     assert len(nodes) == layers and not float_stacks and "MoE" not in kinds, (kinds, float_stacks)
     for n in nodes:
         assert (attr(n, "expert_weight_bits"), attr(n, "block_size"), attr(n, "weights_prepacked")) == (4, 32, 0)
