@@ -34,7 +34,10 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
 - `granitemoe` (tiny-granitemoe, `conversion/granite.py` `GraniteMoeModel`, a LlamaModel): q/k
   permuted, Granite's four scales, the router `block_sparse_moe.router.layer`, `input_linear`
   split into `ffn_gate_exps` / `ffn_up_exps`, `output_linear` as `ffn_down_exps` (Q8_0 experts
-  in the Q file);
+  in the Q file); GraniteMoeShared (tiny-granitemoeshared) through the same converter, with
+  `expert_shared_feed_forward_length` and `shared_mlp.input_linear` split into
+  `ffn_gate_shexp` / `ffn_up_shexp`, `output_linear` as `ffn_down_shexp` (its rows of 48 are not
+  whole blocks: F32 in the Q file, the gate and up Q8_0);
 - `minimax-m2` (tiny-minimax_m2, `conversion/minimax.py` `MiniMaxM2Model`, a TextModel): nothing
   permuted, q/k norms over the whole projections (`attn_q_norm` `[heads x head_dim]`), the
   experts' width `expert_feed_forward_length`, `rope.dimension_count` the config's `rotary_dim`,
@@ -80,8 +83,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum", "tiny-granitemoeshared": "granitemoe"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0, "tiny-granitemoeshared": T.Q8_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -165,6 +168,11 @@ def tensors_of(cfg, st, arch):
             # GraniteMoeModel: `input_linear` [E, 2 x inter, hidden] split into gate and up.
             gate, up = np.split(st[p + "block_sparse_moe.input_linear.weight"], 2, axis=1)
             out += [(f"blk.{i}.ffn_gate_exps.weight", gate), (f"blk.{i}.ffn_up_exps.weight", up), (f"blk.{i}.ffn_down_exps.weight", st[p + "block_sparse_moe.output_linear.weight"])]
+            if p + "shared_mlp.input_linear.weight" in st:
+                # GraniteMoeModel (GraniteMoeShared): `shared_mlp.input_linear` split into the
+                # shared gate and up, `output_linear` the shared down.
+                gate, up = np.split(st[p + "shared_mlp.input_linear.weight"], 2, axis=0)
+                out += [(f"blk.{i}.ffn_gate_shexp.weight", gate), (f"blk.{i}.ffn_up_shexp.weight", up), (f"blk.{i}.ffn_down_shexp.weight", st[p + "shared_mlp.output_linear.weight"])]
         for g, part in stacks.items():
             out.append((f"blk.{i}.{g}", np.stack([st[f"{p}{scope}.{e}.{part}.weight"] for e in range(n_exp)])))
         if arch == "qwen2moe":
@@ -222,6 +230,8 @@ def write(path, fixture, cfg, st, quantized):
             w.add_embedding_scale(cfg["embedding_multiplier"])
             w.add_residual_scale(cfg["residual_multiplier"])
             w.add_logit_scale(cfg["logits_scaling"])
+            if cfg.get("shared_intermediate_size"):
+                w.add_expert_shared_feed_forward_length(cfg["shared_intermediate_size"])
     elif arch == "ernie4_5-moe":
         # Ernie4_5MoeModel: the sparse layers' pattern, the expert widths (the shared one as
         # the converter computes it, intermediate_size / num_key_value_heads, not read back).
@@ -293,7 +303,7 @@ def dequantized(path, cfg, arch):
         if rest in stacks:
             for e in range(v.shape[0]):
                 out[f"{p}{scope}.{e}.{stacks[rest]}.weight"] = np.ascontiguousarray(v[e])
-        elif arch == "granitemoe" and rest.endswith("_exps.weight"):
+        elif arch == "granitemoe" and rest.endswith(("_exps.weight", "_shexp.weight")):
             halves.setdefault(p, {})[rest] = v
         elif rest == "ffn_gate_inp.weight":
             out[p + router] = v
@@ -308,6 +318,9 @@ def dequantized(path, cfg, arch):
     for p, h in halves.items():
         out[p + "block_sparse_moe.input_linear.weight"] = np.ascontiguousarray(np.concatenate([h["ffn_gate_exps.weight"], h["ffn_up_exps.weight"]], axis=1))
         out[p + "block_sparse_moe.output_linear.weight"] = np.ascontiguousarray(h["ffn_down_exps.weight"])
+        if "ffn_gate_shexp.weight" in h:
+            out[p + "shared_mlp.input_linear.weight"] = np.ascontiguousarray(np.concatenate([h["ffn_gate_shexp.weight"], h["ffn_up_shexp.weight"]], axis=0))
+            out[p + "shared_mlp.output_linear.weight"] = np.ascontiguousarray(h["ffn_down_shexp.weight"])
     return out
 
 

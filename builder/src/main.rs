@@ -80,7 +80,7 @@ enum Command {
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
         /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3;
         /// Youtu-LLM without experts),
-        /// glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe,
+        /// glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared too),
         /// exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4),
         /// phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3,
         /// granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5,

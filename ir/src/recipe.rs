@@ -208,12 +208,38 @@ impl Recipe {
     /// Elements `start..end` along `axis`. A slice of a transpose is the transpose of the
     /// input's slice along the axis it came from: the same values, with a pre-quantized
     /// weight's rows still visible under it (GPT-2's Conv1D `c_attn` read from a GGUF file is
-    /// the transpose of the file's `[out, in]` rows, split by output columns).
+    /// the transpose of the file's `[out, in]` rows, split by output columns). A slice of a
+    /// concatenation along its axis that lies within one input is that input's slice (the
+    /// whole input when it covers it): a fused projection joined from a GGUF file's halves
+    /// (GraniteMoeShared's shared gate and up) splits back into the halves, integers kept.
     pub fn slice(self, axis: usize, start: usize, end: usize) -> Recipe {
         match self {
             Recipe::Transpose { input, perm } if axis < perm.len() => {
                 let from = perm[axis];
                 input.slice(from, start, end).transpose(perm)
+            }
+            Recipe::Concat { inputs, axis: along } if along == axis => {
+                let mut at = 0;
+                let mut within = None;
+                for (i, r) in inputs.iter().enumerate() {
+                    let n = r.shape()[axis];
+                    if start >= at && end <= at + n {
+                        within = Some((i, at, n));
+                        break;
+                    }
+                    at += n;
+                }
+                match within {
+                    Some((i, at, n)) => {
+                        let input = inputs.into_iter().nth(i).expect("found above");
+                        if start == at && end == at + n {
+                            input
+                        } else {
+                            input.slice(axis, start - at, end - at)
+                        }
+                    }
+                    None => Recipe::Slice { input: Box::new(Recipe::Concat { inputs, axis: along }), axis, start, end },
+                }
             }
             other => Recipe::Slice { input: Box::new(other), axis, start, end },
         }
@@ -754,6 +780,22 @@ mod tests {
         }
         // Other targets are not checked: f32 holds every bf16 value.
         assert!(cast_bytes(&encode(&[1.0e30], DType::BF16), DType::BF16, DType::F32).is_ok());
+    }
+
+    /// A slice of a concatenation within one input is that input (or its slice); across
+    /// inputs, or along another axis, a slice of the whole; the values equal either way.
+    #[test]
+    fn slices_of_a_concat_within_one_input_are_that_inputs() {
+        let cat = || Recipe::concat(vec![iota(vec![2, 3]), Recipe::from_f32("b", vec![3, 3], &[10.0; 9])], 0).unwrap();
+        assert!(matches!(cat().slice(0, 0, 2), Recipe::Data { .. }), "the first input itself");
+        assert!(matches!(cat().slice(0, 2, 5), Recipe::Data { .. }), "the second input itself");
+        let inner = cat().slice(0, 3, 4);
+        assert!(matches!(&inner, Recipe::Slice { input, start: 1, end: 2, .. } if matches!(**input, Recipe::Data { .. })), "{inner:?}");
+        assert_eq!(f32s(&inner.materialize().unwrap()), vec![10.0; 3]);
+        let across = cat().slice(0, 1, 3);
+        assert!(matches!(&across, Recipe::Slice { input, .. } if matches!(**input, Recipe::Concat { .. })));
+        assert_eq!(f32s(&across.materialize().unwrap()), vec![3., 4., 5., 10., 10., 10.]);
+        assert!(matches!(cat().slice(1, 0, 1), Recipe::Slice { .. }));
     }
 
     #[test]

@@ -151,6 +151,13 @@
 //!   Gemma), LayerNorms with bias at `attention.layer_norm_epsilon` (`norm_eps`; the RMS
 //!   epsilon TextModel also writes is not read), relu2 MLP `ffn_up` / `ffn_down`,
 //!   `rope.dimension_count` as `partial_rotary_factor`.
+//! - falcon (`FalconModel`): nothing permuted (NEOX), `query_key_value` restacked from per
+//!   key/value group to q, k, v rows (`tensor_data_layout` `jploski`; put back per group by
+//!   [`QkvGroups`]), no rope base (10000 unless the file says), one LayerNorm a layer (Falcon-40B's
+//!   second refused). jais2 (`Jais2Model`): biased LayerNorms and projections, relu2.
+//! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
+//!   granitemoe files with a shared MLP (`expert_shared_feed_forward_length`) are
+//!   GraniteMoeShared, the shared gate and up joined back ([`joined_shared_mlp`]).
 //!
 //! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
 //! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
@@ -477,7 +484,7 @@ impl Arch {
             ],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
-            Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count"],
+            Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count", "expert_shared_feed_forward_length"],
             Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder => &["attention.layer_norm_epsilon"],
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
             Kind::Phi3 => &["rope.scaling.original_context_length", "rope.scaling.attn_factor", "attention.sliding_window"],
@@ -561,7 +568,7 @@ impl Arch {
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
-            Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER],
+            Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER, GRANITE_SHARED_DOWN],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
             Kind::MinimaxM2 => &[PRE_MLP_NORM, QK_NORMS, MIXTRAL_ROUTER, MINIMAX_M2_NAMES],
             Kind::Afmoe => &[AFMOE_NAMES, QK_NORMS],
@@ -653,7 +660,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe, exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), mellum (Mellum2), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), mellum (Mellum2), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -919,6 +926,10 @@ const GPT_OSS_EXPERTS: [&str; 6] = ["ffn_gate_exps.weight", "ffn_up_exps.weight"
 
 /// q/k RMSNorms: per head (Qwen3, Gemma 3) or over the whole projection (OLMo2), as the family reads them.
 const QK_NORMS: &[(&str, &str)] = &[("attn_q_norm.weight", "self_attn.q_norm.weight"), ("attn_k_norm.weight", "self_attn.k_norm.weight")];
+
+/// GraniteMoeShared's shared MLP down projection (its gate and up halves are joined by
+/// [`joined_shared_mlp`]).
+const GRANITE_SHARED_DOWN: &[(&str, &str)] = &[("ffn_down_shexp.weight", "shared_mlp.output_linear.weight")];
 
 /// Granite's optional biases beyond q/k/v (llama.cpp's GRANITE loader: `attn_output.bias`
 /// and the MLP's, transformers' `attention_bias` / `mlp_bias`).
@@ -1224,6 +1235,8 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     let mut latent: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
     // GraniteMoE's and Mistral 4's expert stacks by layer, joined after the loop.
     let mut stacked: BTreeMap<usize, [Option<&TensorInfo>; 4]> = BTreeMap::new();
+    // GraniteMoeShared's shared gate and up halves by layer, joined after the loop.
+    let mut shared_halves: BTreeMap<usize, [Option<&TensorInfo>; 2]> = BTreeMap::new();
     for whole in &file.tensors {
         // Rope factors are part of the config (read by config_of), not weights.
         if a.rope_tensors().contains(&whole.name.as_str()) || prediction_layer(&whole.name, &a, int("num_hidden_layers")) {
@@ -1240,6 +1253,10 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
         }
         if let Some((layer, slot)) = stacked_expert(&whole.name, &a) {
             stacked.entry(layer).or_default()[slot] = Some(whole);
+            continue;
+        }
+        if let Some((layer, slot)) = shared_half(&whole.name, &a) {
+            shared_halves.entry(layer).or_default()[slot] = Some(whole);
             continue;
         }
         if let Some((layer, templates)) = expert_stack(&whole.name, &a) {
@@ -1368,6 +1385,11 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
     }
     for (layer, parts) in stacked {
         file_bits.extend(stacked_experts(path, &file, &arch_name, a.kind, layer, parts, moe, &mut views)?);
+    }
+    for (layer, halves) in shared_halves {
+        let width = int("shared_intermediate_size");
+        let hidden = int("hidden_size");
+        file_bits.extend(joined_shared_mlp(path, &file, layer, halves, [hidden, width], &mut views)?);
     }
     for (layer, halves) in latent {
         let name = format!("model.layers.{layer}.self_attn.kv_b_proj.weight");
@@ -1613,6 +1635,48 @@ fn stacked_experts(path: &Path, file: &GgufFile, arch: &str, kind: Kind, layer: 
     };
     views.insert(fused, gate_up);
     views.insert(down_name, down);
+    Ok(bits)
+}
+
+/// GraniteMoeShared's shared gate and up halves (`ffn_gate_shexp`, `ffn_up_shexp`: slot 0, 1),
+/// which the converter split from `shared_mlp.input_linear`.
+fn shared_half(name: &str, a: &Arch) -> Option<(usize, usize)> {
+    if a.kind != Kind::GraniteMoe {
+        return None;
+    }
+    let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
+    let slot = ["ffn_gate_shexp.weight", "ffn_up_shexp.weight"].iter().position(|s| *s == suffix)?;
+    Some((layer.parse().ok()?, slot))
+}
+
+/// GraniteMoeShared's `shared_mlp.input_linear` of `layer` (gate rows, then up rows) joined from
+/// the file's halves of ggml dims `[hidden, width]` each (`expected`, from the metadata): float
+/// halves as source tensors, quantized ones as their packed rows (the family's split of the
+/// joined weight gives each half back, integers kept). Returns the halves' bits.
+fn joined_shared_mlp(path: &Path, file: &GgufFile, layer: usize, halves: [Option<&TensorInfo>; 2], expected: [usize; 2], views: &mut BTreeMap<String, Recipe>) -> Result<Vec<ir::quant::Bits>> {
+    let err = |reason: String| Error::Checkpoint { path: path.to_path_buf(), reason };
+    let [k, rows] = expected;
+    let mut bits = Vec::new();
+    let mut half = |slot: usize| -> Result<Recipe> {
+        let names = ["ffn_gate_shexp", "ffn_up_shexp"];
+        let t = halves[slot].ok_or_else(|| err(format!("holds `blk.{layer}.{}.weight` but not `blk.{layer}.{}.weight`: GraniteMoeShared's shared MLP has both halves", names[1 - slot], names[slot])))?;
+        if t.dims != expected {
+            return Err(err(format!("tensor `{}` has ggml dims {:?}, where the metadata (embedding length, `expert_shared_feed_forward_length`) says {expected:?}", t.name, t.dims)));
+        }
+        if let Some(dtype) = float_dtype(t.ggml_type) {
+            return Ok(Recipe::source(source(file, t, &t.name, dtype, vec![rows, k])));
+        }
+        if ir::ggml::form(t.ggml_type).is_none() {
+            return Err(err(unimported_type(t)));
+        }
+        let w = PackedWeight::ggml(t.name.clone(), source(file, t, &t.name, DType::U8, vec![t.len]), t.ggml_type, rows, k, None)?;
+        bits.push(w.bits());
+        Ok(Recipe::Packed(w))
+    };
+    let (gate, up) = (half(0)?, half(1)?);
+    let (gate, up) = if gate.dtype() == up.dtype() { (gate, up) } else { (gate.cast(DType::F32), up.cast(DType::F32)) };
+    let joined = Recipe::concat(vec![gate, up], 0).map_err(|e| err(format!("layer {layer}: the shared gate and up cannot be joined: {e}")))?;
+    views.insert(format!("model.layers.{layer}.shared_mlp.input_linear.weight"), joined);
     Ok(bits)
 }
 
@@ -2377,9 +2441,20 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
     if a.kind == Kind::GraniteMoe {
         // GraniteMoE: every layer routes over `num_local_experts` of `feed_forward_length` (the
         // config's `intermediate_size`), softmax over the chosen logits (the family's).
+        // GraniteMoeShared (its converter is GraniteMoE's) adds a shared MLP of
+        // `expert_shared_feed_forward_length` (`shared_intermediate_size`) in every layer.
         every_layer_routes(c, file, "every GraniteMoE layer routes over experts", err)?;
         c.remove("num_experts");
         c.insert("num_local_experts".into(), json!(experts));
+        if let Some(width) = uint("expert_shared_feed_forward_length")?.filter(|&w| w > 0) {
+            c.insert("model_type".into(), json!("granitemoeshared"));
+            c.insert("shared_intermediate_size".into(), json!(width));
+            if let Some(i) = (0..layers).find(|i| !file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_down_shexp.weight"))) {
+                return Err(err(format!("layer {i} has no `blk.{i}.ffn_down_shexp.weight`: `{}` {width} gives every layer a shared MLP", key("expert_shared_feed_forward_length"))));
+            }
+        } else if let Some(t) = file.tensors.iter().find(|t| t.name.contains("_shexp.")) {
+            return Err(err(format!("holds `{}` but `{}` is missing or 0: the shared MLP's width is stated with it", t.name, key("expert_shared_feed_forward_length"))));
+        }
         return Ok(());
     }
     if a.kind == Kind::Olmoe {
@@ -4537,6 +4612,24 @@ mod tests {
         let t: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("up_exps")).collect();
         let got = import_of(&as_ref(&meta), &t).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.ffn_up_exps.weight`"), "{got}");
+
+        // GraniteMoeShared: `expert_shared_feed_forward_length` and the shared halves joined
+        // into `shared_mlp.input_linear` (Q8_0 halves packed), the down as `output_linear`.
+        let shexp: [(&str, u32, Vec<u64>); 3] = [("blk.0.ffn_gate_shexp.weight", 8, vec![64, 32]), ("blk.0.ffn_up_shexp.weight", 8, vec![64, 32]), ("blk.0.ffn_down_shexp.weight", 0, vec![32, 64])];
+        let mut shared = meta.clone();
+        shared.push(("granitemoe.expert_shared_feed_forward_length".into(), json!(32)));
+        let i = import_of(&as_ref(&shared), &moe_tensors(&shexp)).unwrap();
+        assert_eq!((i.config["model_type"].as_str(), i.config["shared_intermediate_size"].as_u64()), (Some("granitemoeshared"), Some(32)));
+        let joined = &i.views["model.layers.0.shared_mlp.input_linear.weight"];
+        assert_eq!(joined.shape(), vec![64, 64]);
+        assert!(matches!(joined.clone().slice(0, 32, 64), Recipe::Packed(_)), "the up half is the file's packed rows");
+        assert!(i.tensors.contains_key("model.layers.0.shared_mlp.output_linear.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+        // Shared tensors without the width, and a half alone, are refused by name.
+        let got = import_of(&as_ref(&meta), &moe_tensors(&shexp)).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.ffn_gate_shexp.weight`") && got.contains("`granitemoe.expert_shared_feed_forward_length` is missing"), "{got}");
+        let got = import_of(&as_ref(&shared), &moe_tensors(&shexp[1..])).err().expect("refused").to_string();
+        assert!(got.contains("not `blk.0.ffn_gate_shexp.weight`"), "{got}");
     }
 
     /// A K-EXAONE file: GLM-4.5's test file respelled (pre-norms, no biases, full rotary) with

@@ -36,7 +36,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum", "tiny-granitemoeshared"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -141,17 +141,24 @@ def test_q8_0_experts_become_8_bit_qmoe(tmp_path):
     assert any("8-bit QMoE" in n and "int8 activations" in n for n in notes), notes
 
 
-def test_granite_input_linear_is_joined_back_keeping_its_integers(tmp_path):
+@pytest.mark.parametrize("fixture", ["tiny-granitemoe", "tiny-granitemoeshared"])
+def test_granite_input_linear_is_joined_back_keeping_its_integers(fixture, tmp_path):
     """GraniteMoE's `input_linear`, split by the converter into gate and up stacks, is joined
     back along its rows: the Q8_0 experts stay 8-bit QMoE (int8 activations: the 8-bit bound
-    above) and every attention weight keeps its integers."""
-    worst, pkg, _ = compare("tiny-granitemoe", tmp_path)
+    above) and every attention weight keeps its integers. GraniteMoeShared's shared
+    `input_linear`, split into `ffn_gate_shexp` / `ffn_up_shexp`, is joined back too and split
+    again by the family: its Q8_0 gate and up stay MatMulNBits of the file's integers."""
+    worst, pkg, _ = compare(fixture, tmp_path)
     assert worst < 5e-2, f"relative logit difference {worst}"
     nodes, float_stacks, _ = qmoe_nodes(pkg)
-    layers = json.loads((FIXTURES / "tiny-granitemoe" / "config.json").read_text())["num_hidden_layers"]
+    layers = json.loads((FIXTURES / fixture / "config.json").read_text())["num_hidden_layers"]
     assert len(nodes) == layers and not float_stacks, (len(nodes), float_stacks)
     assert {(attr(n, "expert_weight_bits"), attr(n, "block_size")) for n in nodes} == {(8, 32)}
     assert_linears_imported(pkg)
+    if fixture == "tiny-granitemoeshared":
+        tensors = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]["tensors"]
+        shared = [t for t in tensors if "shared_mlp.input_linear" in t["weight"]]
+        assert len(shared) == 2 * layers and all(t["source"] == "gguf:Q8_0" for t in shared), shared
 
 
 def assert_linears_imported(pkg):
