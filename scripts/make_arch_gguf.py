@@ -38,6 +38,9 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
   rope base; `query_key_value` restacked from per key/value group to q, k, v rows;
   `tokenizer.ggml.pre` `falcon`). tiny-falcon2 has what the converter cannot write (a rope
   base, a width, biases): `falcon_states_more`.
+- `minicpm3` (tiny-minicpm3, MiniCPM3Model: its own keys, the ranks, `key_length` nope + rope,
+  `rope.dimension_count` the rope part, no rope base, no value length, none of the scalings;
+  the latent attention's tensors as stored, `attn_kv_b` whole; LongRoPE's factor tensors).
 - `jais2` (tiny-jais2, Jais2Model: TextModel's keys with the rotated dimensions,
   `tokenizer.ggml.pre` `jais-2`).
 - `gpt2` (tiny-gpt2, GPT2Model: its own keys, `feed_forward_length` 4 x hidden, no rope, the
@@ -82,7 +85,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
-    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2",
+    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -93,7 +96,7 @@ MAPPED = {
     "exaone4": gguf.MODEL_ARCH.EXAONE4, "cohere2": gguf.MODEL_ARCH.COHERE2,
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
     "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX, "starcoder": gguf.MODEL_ARCH.STARCODER,
-    "falcon": gguf.MODEL_ARCH.FALCON, "jais2": gguf.MODEL_ARCH.JAIS2,
+    "falcon": gguf.MODEL_ARCH.FALCON, "jais2": gguf.MODEL_ARCH.JAIS2, "minicpm3": gguf.MODEL_ARCH.MINICPM3,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -110,13 +113,13 @@ FIXTURES = [
     "tiny-gpt_neox", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon",
     # Falcon2-11B's shape (two key/value groups) with what FalconModel does not write: see
     # `falcon_states_more`.
-    "tiny-falcon2",
+    "tiny-falcon2", "tiny-minicpm3",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3"]
 
 
 def falcon_states_more(cfg):
@@ -226,7 +229,7 @@ def mapped_tensors(cfg, st, arch, fused):
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
         out[g] = w
-    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon")))
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon", "minicpm3")))
     if fused:
         # Also what `--fuse-qkv` writes for any architecture (`ModelBase.modify_tensors`): q, k
         # and v (after a LlamaModel's permutation) concatenated, their biases likewise.
@@ -328,9 +331,10 @@ def tensors_of(cfg, st, arch, fused=False):
     return out
 
 
-def qtype_of(name, quantized):
-    # The converter keeps learned positions F32 (and llama.cpp's quantizer leaves them).
-    if not quantized or name.endswith("norm.weight") or name == "position_embd.weight":
+def qtype_of(name, data, quantized):
+    # The converter keeps learned positions F32 (and llama.cpp's quantizer leaves them); rows
+    # that are not whole 32-value blocks (tiny-minicpm3's `attn_kv_b`, 24 long) stay F32 too.
+    if not quantized or name.endswith("norm.weight") or name == "position_embd.weight" or data.shape[-1] % 32:
         return T.F32
     return T.Q4_0 if ".ffn_" in name else T.Q8_0
 
@@ -447,6 +451,23 @@ def write_mapped(w, cfg, arch, quantized):
             w.add_rope_freq_base(cfg["rope_theta"])
         w.add_tokenizer_pre("falcon")
         return
+    if arch == "minicpm3":
+        # MiniCPM3Model.set_gguf_parameters (its own keys: no rope base, no value length, none of
+        # the scalings, which llama.cpp's graph fixes at MiniCPM3-4B's values).
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(cfg["hidden_size"])
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_vocab_size(cfg["vocab_size"])
+        w.add_q_lora_rank(cfg["q_lora_rank"])
+        w.add_kv_lora_rank(cfg["kv_lora_rank"])
+        w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+        w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+        return
     if arch == "phi2":
         # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
         # feed_forward_length: the converter writes 4 x hidden, which llama.cpp checks against
@@ -555,6 +576,9 @@ def write(path, fixture, cfg, st, quantized, fused=False):
     extra = []
     if arch in MAPPED:
         write_mapped(w, cfg, arch, quantized)
+        if arch == "minicpm3" and p.get("long_factor"):
+            # MiniCPM3Model.generate_extra_tensors: LongRoPE's two factor sets, F32.
+            extra += [("rope_factors_long.weight", np.array(p["long_factor"], np.float32)), ("rope_factors_short.weight", np.array(p["short_factor"], np.float32))]
         if arch == "apertus":
             # LlamaModel.generate_extra_tensors; ApertusModel's xIELU scalars, one per layer.
             extra.append(("rope_freqs.weight", llama3_factors(cfg)))
@@ -603,7 +627,7 @@ def write(path, fixture, cfg, st, quantized, fused=False):
             if p.get("rope_type") == "llama3":
                 extra.append(("rope_freqs.weight", llama3_factors(cfg)))
     write_vocab(w, fixture, cfg)
-    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, quantized) if data.ndim == 2 else T.F32)
+    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, data, quantized) if data.ndim == 2 else T.F32)
     return arch
 
 
@@ -652,7 +676,7 @@ def dequantized_mapped(r, cfg, arch, st):
                 hf = f"model.layers.{i}.mlp.act_fn.{n}"
                 out[hf] = np.array(f.parts[d], np.float32).reshape(st[hf].shape)
     for t in r.tensors:
-        if t.name == "rope_freqs.weight":
+        if t.name == "rope_freqs.weight" or t.name.startswith("rope_factors_"):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]

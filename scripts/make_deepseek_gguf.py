@@ -45,6 +45,9 @@ the class of both DeepSeek-V2 and V3; `conversion/base.py` `TextModel.set_gguf_p
   `--fuse-gate-up-exps`), which the deepseek2 loader takes (`create_tensor_gate_up_exps`); this
   tree's converter writes it only for architectures listing `FFN_GATE_UP_EXP`, so the file is
   made here;
+- `tiny-deepseek_v3-nextn.F32.gguf`: tiny-deepseek_v3 as `Glm4MoeLiteModel` (GLM-4.7-Flash's
+  converter, a DeepseekV2Model) writes a deepseek2 file: `nextn_predict_layers` 1 and a
+  prediction layer appended to the blocks (`with_prediction_layer`), `tokenizer.ggml.pre` `glm4`;
 - `tiny-mistral4-temperature.F32.gguf`: tiny-mistral4 with `attention.temperature_scale` (its
   `llama_4_scaling_beta`) and `attention.temperature_length` (YaRN's original length), the
   keys llama.cpp's deepseek2 loader reads as Llama 4's query scaling: the fixture's whole model;
@@ -174,9 +177,10 @@ def fuse_gate_up(tensors):
     return out
 
 
-def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=False):
+def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=False, nextn=False):
     """`pre`: another `tokenizer.ggml.pre` than the fixture's (a test of a split rule); `fused`:
-    the experts' gate and up stacks as one (`fuse_gate_up`)."""
+    the experts' gate and up stacks as one (`fuse_gate_up`); `nextn`: one multi-token prediction
+    layer appended after the decoder's (`with_prediction_layer`)."""
     split, expert_type, gating, own_pre = FIXTURES[fixture]
     pre = pre or own_pre
     p = rope_params(cfg)
@@ -184,7 +188,7 @@ def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=
     w.add_name(fixture)
     # Since the MLA change the converter writes the latent as one MQA head; before it, the
     # config's key/value heads.
-    add_text_sizes(w, cfg, kv_heads=1 if split else None)
+    add_text_sizes(w, cfg, blocks=cfg["num_hidden_layers"] + 1 if nextn else None, kv_heads=1 if split else None)
     experts = cfg.get("n_routed_experts") is not None
     if p.get("rope_type") == "yarn":
         assert p["mscale"] == p["mscale_all_dim"], p
@@ -230,11 +234,15 @@ def write(path, fixture, cfg, st, quantized, temperature=False, pre=None, fused=
         # writes Mistral 4's `llama_4_scaling_beta`, as the Ministral 3 one does).
         w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
         w.add_attn_temperature_length(p["original_max_position_embeddings"])
+    if nextn:
+        w.add_nextn_predict_layers(1)
     write_vocab(w, fixture, cfg)
     # The fixture's vocabulary under the real model's split rule (the tokenizer test reads the
     # split, not the fixture's own tokenizer).
     w.add_tokenizer_pre(pre)
     tensors = tensors_of(cfg, st, split)
+    if nextn:
+        tensors = with_prediction_layer(tensors, cfg)
     add_tensors_and_close(w, fuse_gate_up(tensors) if fused else tensors, qtype_of(expert_type, quantized))
 
 
@@ -321,6 +329,19 @@ def write_wide():
     print(f"{path.name}: {path.stat().st_size} bytes; {folder.name}/ its dequantization")
 
 
+def with_prediction_layer(tensors, cfg):
+    """`tensors` with GLM-4.7-Flash's multi-token prediction layer appended as
+    `Glm4MoeLiteModel` (a DeepseekV2Model) writes it by default: block `blk.<layers>` holding a
+    decoder layer's tensors (here the last layer's again) and its own `nextn.eh_proj`,
+    `nextn.enorm`, `nextn.hnorm`, `nextn.shared_head_norm`, which the import must leave unread."""
+    layers, hidden = cfg["num_hidden_layers"], cfg["hidden_size"]
+    last = f"blk.{layers - 1}."
+    out = list(tensors) + [(f"blk.{layers}." + n[len(last):], w) for n, w in tensors if n.startswith(last)]
+    rng = np.random.default_rng(0)
+    out.append((f"blk.{layers}.nextn.eh_proj.weight", rng.standard_normal((hidden, 2 * hidden)).astype(np.float32)))
+    return out + [(f"blk.{layers}.nextn.{n}.weight", np.ones(hidden, np.float32)) for n in ("enorm", "hnorm", "shared_head_norm")]
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     write_wide()
@@ -338,6 +359,11 @@ def main():
         path = OUT / f"tiny-deepseek_v3-fused.{'Q' if quantized else 'F32'}.gguf"
         write(path, "tiny-deepseek_v3", cfg, st, quantized, fused=True)
         check_round_trip(path, dequantized(path, "tiny-deepseek_v3"), st, quantized)
+    # tiny-deepseek_v3 as GLM-4.7-Flash's converter writes a deepseek2 file: a prediction layer
+    # appended, GLM's split rule.
+    path = OUT / "tiny-deepseek_v3-nextn.F32.gguf"
+    write(path, "tiny-deepseek_v3", cfg, st, False, pre="glm4", nextn=True)
+    print(f"{path.name}: {path.stat().st_size} bytes")
     # tiny-mistral4 with its query scaling stated (`TEMPERATURE`).
     cfg = json.loads((FIX / "tiny-mistral4" / "config.json").read_text())
     path = OUT / "tiny-mistral4-temperature.F32.gguf"

@@ -158,6 +158,8 @@
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
 //!   granitemoe files with a shared MLP (`expert_shared_feed_forward_length`) are
 //!   GraniteMoeShared, the shared gate and up joined back ([`joined_shared_mlp`]).
+//! - minicpm3 (`MiniCPM3Model`): DeepSeek-V2's latent names with rotate-half RoPE and LongRoPE
+//!   factor tensors; the scalings llama.cpp's graph fixes are MiniCPM3Config's defaults.
 //!
 //! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
 //! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
@@ -315,6 +317,9 @@ enum Kind {
     /// JetBrains' Mellum (`mellum`: Mellum2): Qwen3-MoE's attention and softmax experts with
     /// sliding windows on some layers, each layer type with its own RoPE base.
     Mellum,
+    /// MiniCPM3 (`minicpm3`): Llama's blocks with DeepSeek-V2's latent attention (rotate-half
+    /// RoPE, LongRoPE factor tensors), llama.cpp's fixed scalings.
+    MiniCpm3,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -345,9 +350,10 @@ struct Arch {
 }
 
 impl Arch {
-    /// Whether the attention is DeepSeek's latent one (`deepseek2`, and Mistral 4 on its loader).
+    /// Whether the attention is DeepSeek's latent one (`deepseek2`, Mistral 4 on its loader,
+    /// MiniCPM3).
     fn latent(&self) -> bool {
-        matches!(self.kind, Kind::Deepseek2 | Kind::Mistral4)
+        matches!(self.kind, Kind::Deepseek2 | Kind::Mistral4 | Kind::MiniCpm3)
     }
 
     fn gemma(&self) -> bool {
@@ -446,6 +452,7 @@ impl Arch {
             ],
             // Mistral 4's query scaling keys are refused in deepseek2 files by `deepseek2_config`.
             Kind::Deepseek2 | Kind::Mistral4 => &[
+                "nextn_predict_layers",
                 "attention.q_lora_rank",
                 "attention.kv_lora_rank",
                 "attention.key_length_mla",
@@ -474,6 +481,7 @@ impl Arch {
             // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
+            Kind::MiniCpm3 => &["attention.q_lora_rank", "attention.kv_lora_rank"],
             Kind::Mellum => &[
                 "expert_count",
                 "expert_used_count",
@@ -517,7 +525,7 @@ impl Arch {
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
             Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
-            Kind::Phi3 | Kind::Phimoe => &[ROPE_LONG, ROPE_SHORT],
+            Kind::Phi3 | Kind::Phimoe | Kind::MiniCpm3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
     }
@@ -586,6 +594,7 @@ impl Arch {
             Kind::Qwen3 => &[PRE_MLP_NORM, QK_NORMS],
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe | Kind::Mellum => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
+            Kind::MiniCpm3 => &[PRE_MLP_NORM, MINICPM3_NAMES],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
@@ -660,7 +669,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), mellum (Mellum2), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -728,6 +737,9 @@ fn arch(name: &str) -> Option<Arch> {
         // MellumModel is a TextModel: nothing permuted (NEOX rope); its experts merged into
         // stacks as Qwen3MoeModel's.
         "mellum" => ("mellum", false, Kind::Mellum),
+        // MiniCPM3Model writes its own keys and the tensors as they are (NEOX rope: rotate-half,
+        // nothing permuted; `attn_kv_b` whole).
+        "minicpm3" => ("minicpm3", false, Kind::MiniCpm3),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
@@ -832,6 +844,17 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// MiniCPM3's latent attention (llama.cpp's `LLM_ARCH_MINICPM3`): DeepSeek-V2's names with
+/// query compression and the whole `attn_kv_b`.
+const MINICPM3_NAMES: &[(&str, &str)] = &[
+    ("attn_q_a.weight", "self_attn.q_a_proj.weight"),
+    ("attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"),
+    ("attn_q_b.weight", "self_attn.q_b_proj.weight"),
+    ("attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"),
+    ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
+    ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
 ];
 
 /// AFMoE's layers (llama.cpp's `LLM_ARCH_AFMOE`): four norms (`attn_norm` before attention,
@@ -2238,6 +2261,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::GptOss {
         gpt_oss_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::MiniCpm3 {
+        minicpm3_config(&mut c, path, file, rotary, &uint, &key, &err)?;
     } else if a.latent() {
         deepseek2_config(&mut c, a.kind, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Glm4Moe {
@@ -2523,6 +2548,49 @@ fn mellum_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, u
     Ok(())
 }
 
+/// MiniCPM3's keys (llama.cpp's `MiniCPM3Model` writes its own: the sizes, the RMS epsilon,
+/// `vocab_size`, `attention.q_lora_rank`, `attention.kv_lora_rank`, `attention.key_length`
+/// (nope + rope), `rope.dimension_count` (the rope part); no rope base, no value length: 10000
+/// and hidden / heads, llama.cpp's defaults and MiniCPM3Config's) as `MiniCPM3Config` spells them.
+/// The scalings are not in the file: llama.cpp's graph fixes `scale_emb` 12, `scale_depth` 1.4
+/// and `dim_model_base` 256 (MiniCPM3-4B's values, and MiniCPM3Config's defaults, which the
+/// family then reads). LongRoPE's factor tensors (`rope_factors_long` / `_short`, written when
+/// the config has them) with no original length stated: llama.cpp's original is the training
+/// context, so within it the short factors apply and no attention factor (its LongRoPE factor
+/// is 1); read as `longrope` with `original_max_position_embeddings` the context length.
+#[allow(clippy::too_many_arguments)]
+fn minicpm3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rotary: u64, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a minicpm3 file states its latent attention)", key(k)))) };
+    let (q_rank, kv_rank, key_len) = (need("attention.q_lora_rank")?, need("attention.kv_lora_rank")?, need("attention.key_length")?);
+    if key_len <= rotary || q_rank == 0 || kv_rank == 0 {
+        return Err(err(format!(
+            "metadata keys `{}` {q_rank}, `{}` {kv_rank} and `{}` {key_len} with `{}` {rotary}: the ranks must be positive and the key size larger than its rotary part",
+            key("attention.q_lora_rank"),
+            key("attention.kv_lora_rank"),
+            key("attention.key_length"),
+            key("rope.dimension_count")
+        )));
+    }
+    c.remove("head_dim");
+    c.insert("q_lora_rank".into(), json!(q_rank));
+    c.insert("kv_lora_rank".into(), json!(kv_rank));
+    c.insert("qk_nope_head_dim".into(), json!(key_len - rotary));
+    c.insert("qk_rope_head_dim".into(), json!(rotary));
+    if let Some(v) = uint("attention.value_length")? {
+        c.insert("v_head_dim".into(), json!(v));
+    }
+    let pair = rotary as usize / 2;
+    match (factor_tensor(path, file, ROPE_LONG, pair)?, factor_tensor(path, file, ROPE_SHORT, pair)?) {
+        (Some(long), Some(short)) => {
+            let original = c.get("max_position_embeddings").cloned().ok_or_else(|| err(format!("holds LongRoPE factors but no `{}`, which llama.cpp takes as their original length", key("context_length"))))?;
+            c.insert("rope_scaling".into(), json!({"rope_type": "longrope", "long_factor": long, "short_factor": short, "original_max_position_embeddings": original}));
+        }
+        (None, None) => {}
+        _ => return Err(err(format!("holds one of `{ROPE_LONG}` / `{ROPE_SHORT}` without the other: LongRoPE has both"))),
+    }
+    Ok(())
+}
+
 /// Every decoder layer holds a router (`blk.N.ffn_gate_inp.weight`); else the first that has
 /// none is named, with `why` (the family's rule).
 fn every_layer_routes(c: &Map<String, Json>, file: &GgufFile, why: &str, err: &dyn Fn(String) -> Error) -> Result<()> {
@@ -2730,7 +2798,8 @@ fn minimax_m2_config(c: &mut Map<String, Json>, file: &GgufFile, rotary: u64, he
 }
 
 /// The decoder's depth of a file whose converter appends `nextn_predict_layers` multi-token
-/// prediction layers to the blocks (glm4moe, exaone-moe): `block_count` less them; their tensors
+/// prediction layers to the blocks (glm4moe, exaone-moe, GLM-4.7-Flash's deepseek2):
+/// `block_count` less them; their tensors
 /// are not read ([`prediction_layer`]); a file of the prediction layers alone is refused.
 fn decoder_depth(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<u64> {
     let blocks = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
@@ -2856,10 +2925,11 @@ fn ernie_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>,
     Ok(())
 }
 
-/// Whether tensor `name` belongs to one of the prediction layers glm4moe files append after the
-/// decoder's `layers` (`blk.N.` with N at least `layers`): not read.
+/// Whether tensor `name` belongs to one of the prediction layers glm4moe, exaone-moe and
+/// deepseek2 (GLM-4.7-Flash's) files append after the decoder's `layers` (`blk.N.` with N at
+/// least `layers`): not read.
 fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
-    matches!(a.kind, Kind::Glm4Moe | Kind::ExaoneMoe) && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
+    matches!(a.kind, Kind::Glm4Moe | Kind::ExaoneMoe | Kind::Deepseek2 | Kind::Mistral4) && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
 }
 
 /// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
@@ -2878,8 +2948,12 @@ fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
 /// `expert_weights_norm` true is refused. YaRN as the other families read it, with
 /// `mscale` = `mscale_all_dim` = `rope.scaling.yarn_log_multiplier` / 0.1 (the converter writes
 /// 0.1 x `mscale_all_dim`, and llama.cpp's graph assumes the two equal, as DeepSeek's configs
-/// have them). A file without `expert_count` is Youtu-LLM's ([`dense_latent_keys`]).
+/// have them). A file without `expert_count` is Youtu-LLM's ([`dense_latent_keys`]). GLM-4.7-Flash's
+/// converter (`Glm4MoeLiteModel`, a DeepseekV2Model) appends `nextn_predict_layers` prediction
+/// layers to the blocks: left unread ([`decoder_depth`]).
 fn deepseek2_config(c: &mut Map<String, Json>, kind: Kind, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    // GLM-4.7-Flash's converter (a DeepseekV2Model) appends its prediction layers by default.
+    decoder_depth(c, file, uint, key, err)?;
     let need = |k: &str| -> Result<u64> { uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (a deepseek2 file states its latent attention and experts)", key(k)))) };
     let get = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(0);
     let (heads, rope) = (get("num_attention_heads"), get("head_dim"));

@@ -6,7 +6,8 @@ for V2, V3's `exp_probs_b` correction bias, the routing in `expert_*` keys) tiny
 the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
 scripts/make_gqa_moe_gguf.py with tiny-exaone_moe.* (`exaone-moe`: K-EXAONE's windowed
 pre-norm blocks, RoPE on the sliding layers only, a prediction layer appended), and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
-latent attention in dense blocks, make_deepseek_gguf.py) and tiny-mistral4.* (`mistral4`:
+latent attention in dense blocks, make_deepseek_gguf.py) and tiny-deepseek_v3-nextn (tiny-deepseek_v3 as GLM-4.7-Flash's converter writes a deepseek2 file, a
+prediction layer appended) and tiny-mistral4.* (`mistral4`:
 the latent attention with softmax-routed grouped experts in one `ffn_gate_up_exps` stack; no
 temperature key, as llama.cpp's converter writes it, so held to the fixture with
 Mistral4Config's default beta; `tiny-mistral4-temperature` states the fixture's), built with `tailor build --model
@@ -135,6 +136,23 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
         experts = [t for t in q["tensors"] if t["role"] == "experts"]
         assert experts and {t["source"] for t in experts} == {"gguf:Q4_0"}, experts
         assert "QMoE" in {n.op_type for n in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.node}
+
+
+def test_appended_prediction_layers_of_a_deepseek2_file_are_left_unread(tmp_path):
+    """GLM-4.7-Flash's converter (a DeepseekV2Model) appends its multi-token prediction layer to
+    a deepseek2 file's blocks (`nextn_predict_layers`): tiny-deepseek_v3 written so is its own
+    model (the fixture's reference and genai's tokens), the appended block left unread."""
+    ref, bound = reference("tiny-deepseek_v3")
+    pkg = build(DATA / "tiny-deepseek_v3-nextn.F32.gguf", tmp_path / "pkg")
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        assert diff <= bound, f"{want}: max |logit difference| {diff} > {bound}"
+    cfg = json.loads((FIXTURES / "tiny-deepseek_v3" / "config.json").read_text())
+    # The decoder's layers only: one cache output per layer, none for the appended block.
+    outputs = [o.name for o in onnx.load(str(pkg / "model.onnx"), load_external_data=False).graph.output if o.name.startswith("present.")]
+    assert len(outputs) == 2 * cfg["num_hidden_layers"], outputs
+    tokens = genai_greedy(og.Model(str(pkg)), ref["input_ids"].astype(np.int32), ref["greedy_tokens"].shape[1])
+    assert tokens == ref["greedy_tokens"][0].tolist(), f"genai {tokens}"
 
 
 def test_fused_gate_up_stacks_are_split_per_expert(tmp_path):
