@@ -4230,6 +4230,57 @@ mod tests {
         assert!(got.contains("`mellum.attention.sliding_window_pattern` is set without `mellum.attention.sliding_window`"), "{got}");
     }
 
+    /// MiniCPM3 (`minicpm3`): the latent sizes from the ranks and key length, the value size left
+    /// to MiniCPM3Config (hidden / heads), LongRoPE from the factor tensors with the context as
+    /// the original length, no scaling keys (the family's defaults are llama.cpp's constants);
+    /// refused by name: a missing rank, one factor set without the other.
+    #[test]
+    fn minicpm3_files_read_the_latent_sizes_and_longrope() {
+        let meta = |q_rank: bool| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = [
+                ("general.architecture", json!("minicpm3")),
+                ("minicpm3.context_length", json!(256)),
+                ("minicpm3.embedding_length", json!(64)),
+                ("minicpm3.block_count", json!(1)),
+                ("minicpm3.feed_forward_length", json!(96)),
+                ("minicpm3.attention.head_count", json!(4)),
+                ("minicpm3.attention.head_count_kv", json!(4)),
+                ("minicpm3.attention.layer_norm_rms_epsilon", json!(1e-5f64)),
+                ("minicpm3.attention.kv_lora_rank", json!(24)),
+                ("minicpm3.attention.key_length", json!(24)),
+                ("minicpm3.rope.dimension_count", json!(8)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if q_rank {
+                m.push(("minicpm3.attention.q_lora_rank".into(), json!(32)));
+            }
+            m
+        };
+        let mut t = vec![("token_embd.weight", 0, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.weight", 0, vec![64])];
+        t.extend([("blk.0.attn_q_a.weight", 0, vec![64, 32]), ("blk.0.attn_q_a_norm.weight", 0, vec![32]), ("blk.0.attn_q_b.weight", 0, vec![32, 96])]);
+        t.extend([("blk.0.attn_kv_a_mqa.weight", 0, vec![64, 32]), ("blk.0.attn_kv_a_norm.weight", 0, vec![24]), ("blk.0.attn_kv_b.weight", 0, vec![24, 128]), ("blk.0.attn_output.weight", 0, vec![64, 64])]);
+        t.extend([("blk.0.ffn_gate.weight", 0, vec![64, 96]), ("blk.0.ffn_up.weight", 0, vec![64, 96]), ("blk.0.ffn_down.weight", 0, vec![96, 64])]);
+        let factors = [(ROPE_LONG, vec![1.5f32; 4]), (ROPE_SHORT, vec![1.1f32; 4])];
+        let mut with_factors = t.clone();
+        with_factors.extend([(ROPE_LONG, 0, vec![4]), (ROPE_SHORT, 0, vec![4])]);
+        let i = import_with(&as_ref(&meta(true)), &with_factors, &factors).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["q_lora_rank"].as_u64(), c["kv_lora_rank"].as_u64(), c["qk_nope_head_dim"].as_u64(), c["qk_rope_head_dim"].as_u64()), (Some("minicpm3"), Some(32), Some(24), Some(16), Some(8)));
+        assert!(!c.contains_key("head_dim") && !c.contains_key("v_head_dim") && !c.contains_key("dim_model_base") && !c.contains_key("scale_emb"));
+        assert_eq!(c["rope_scaling"]["rope_type"], json!("longrope"));
+        assert_eq!((c["rope_scaling"]["original_max_position_embeddings"].as_u64(), c["rope_scaling"]["short_factor"][0].as_f64()), (Some(256), Some(1.100000023841858)));
+        assert!(c["tie_word_embeddings"].as_bool().unwrap());
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        let got = import_of(&as_ref(&meta(false)), &t).err().expect("refused").to_string();
+        assert!(got.contains("`minicpm3.attention.q_lora_rank` is missing"), "{got}");
+        let mut one = t.clone();
+        one.push((ROPE_LONG, 0, vec![4]));
+        let got = import_with(&as_ref(&meta(true)), &one, &factors[..1]).err().expect("refused").to_string();
+        assert!(got.contains("without the other"), "{got}");
+    }
+
     #[test]
     fn moe_files_split_the_expert_stacks_into_each_experts_tensor() {
         // qwen3moe: per-expert names, the Q8_0 slabs packed (each expert its own rows), the F32
