@@ -51,6 +51,12 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   (llama.cpp's loader shape). tiny-qwen2-moe's layer 1 is dense (`mlp_only_layers`): it is
   written with the dense `ffn_gate/up/down` (llama.cpp's qwen2moe loader would not load such a
   file; transformers' model has that layer, and the import reads it as `mlp_only_layers`).
+- `hy_v3` (tiny-hy_v3, `conversion/hunyuan.py` `HYV3Model`, a TextModel): nothing permuted,
+  per-head q/k norms, the router `mlp.router.gate`, its correction bias `mlp.expert_bias` as
+  `exp_probs_b.bias`, the shared MLP as `ffn_*_shexp` with `expert_shared_feed_forward_length`
+  the experts' width x `num_shared_experts`, `expert_weights_norm`, `expert_weights_scale`
+  (`router_scaling_factor`), sigmoid gating; tiny-hy_v3's first layer is dense (`mlp_layer_types`:
+  the dense `ffn_gate/up/down`, which llama.cpp's loader takes too);
 - `mellum` (tiny-mellum, `conversion/mellum.py` `MellumModel`, a TextModel): Qwen3-MoE's names
   and keys, `rope.freq_base` the full layers' base and `rope.freq_base_swa` the sliding ones',
   the window with one bool per layer (`layer_types`), `tokenizer.ggml.pre` `mellum`.
@@ -83,8 +89,8 @@ from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa:
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum", "tiny-granitemoeshared": "granitemoe"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0, "tiny-granitemoeshared": T.Q8_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum", "tiny-granitemoeshared": "granitemoe", "tiny-hy_v3": "hy_v3"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0, "tiny-granitemoeshared": T.Q8_0, "tiny-hy_v3": T.Q4_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -122,6 +128,13 @@ HUNYUAN = {
 }
 
 
+# Hy3's shared MLP and its router's correction bias.
+HY_V3 = {
+    "mlp.shared_mlp.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_mlp.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_mlp.down_proj.weight": "ffn_down_shexp.weight", "mlp.expert_bias": "exp_probs_b.bias",
+}
+
+
 def n_experts(cfg):
     return cfg.get("num_local_experts") or cfg.get("num_experts") or cfg["moe_num_experts"]
 
@@ -132,6 +145,8 @@ def experts_of(arch):
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
     if arch == "granitemoe":
         return "block_sparse_moe.router.layer.weight", "block_sparse_moe", {}
+    if arch == "hy_v3":
+        return "mlp.router.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     if arch.startswith("hunyuan"):
         return "mlp.gate.wg.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     return "mlp.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
@@ -182,6 +197,8 @@ def tensors_of(cfg, st, arch):
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in ERNIE.items()]
         if arch == "hunyuan-moe":
             out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in HUNYUAN.items()]
+        if arch == "hy_v3":
+            out += [(f"blk.{i}.{g}", st[p + hf]) for hf, g in HY_V3.items()]
     return out
 
 
@@ -265,6 +282,14 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_feed_forward_length(cfg["intermediate_size"])
         w.add_rope_dimension_count(cfg["rotary_dim"])
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    elif arch == "hy_v3":
+        # HYV3Model: the experts' width, the shared MLP's (width x shared count), renormalized,
+        # the router's scale, sigmoid scores.
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(cfg["moe_intermediate_size"] * cfg.get("num_shared_experts", 1))
+        w.add_expert_weights_norm(cfg.get("route_norm", True))
+        w.add_expert_weights_scale(float(cfg.get("router_scaling_factor", 1.0)))
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     elif arch == "olmoe":
         # OlmoeModel: TextModel's keys (the experts' width is `feed_forward_length`, OLMoE's
         # `intermediate_size`), and the RMS epsilon written again as 1e-5 whatever the config.
@@ -286,7 +311,7 @@ def write(path, fixture, cfg, st, quantized):
 
 def dequantized(path, cfg, arch):
     """gguf-py's dequantization of every tensor of the file, in Hugging Face names and order."""
-    extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN, "hunyuan-dense": HUNYUAN}.get(arch, SHARED)
+    extra = {"ernie4_5-moe": ERNIE, "hunyuan-moe": HUNYUAN, "hunyuan-dense": HUNYUAN, "hy_v3": HY_V3}.get(arch, SHARED)
     names = {v: k for k, v in {**ATTN, **DENSE, **extra}.items()}
     router, scope, stacks = experts_of(arch)
     out, halves = {}, {}

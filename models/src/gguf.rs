@@ -160,6 +160,8 @@
 //!   GraniteMoeShared, the shared gate and up joined back ([`joined_shared_mlp`]).
 //! - minicpm3 (`MiniCPM3Model`): DeepSeek-V2's latent names with rotate-half RoPE and LongRoPE
 //!   factor tensors; the scalings llama.cpp's graph fixes are MiniCPM3Config's defaults.
+//! - hy_v3 (`HYV3Model`): per-head q/k norms, sigmoid experts with the correction bias beside
+//!   the shared MLP, dense layers where no router is, prediction layers appended and unread.
 //!
 //! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
 //! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
@@ -320,6 +322,9 @@ enum Kind {
     /// MiniCPM3 (`minicpm3`): Llama's blocks with DeepSeek-V2's latent attention (rotate-half
     /// RoPE, LongRoPE factor tensors), llama.cpp's fixed scalings.
     MiniCpm3,
+    /// Tencent's Hy3 (`hy_v3`): Apertus' attention (per-head q/k norms before RoPE), dense
+    /// layers then sigmoid experts with a correction bias beside an always-on shared MLP.
+    HyV3,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -482,6 +487,16 @@ impl Arch {
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::MiniCpm3 => &["attention.q_lora_rank", "attention.kv_lora_rank"],
+            Kind::HyV3 => &[
+                "expert_count",
+                "expert_used_count",
+                "expert_feed_forward_length",
+                "expert_shared_feed_forward_length",
+                "expert_gating_func",
+                "expert_weights_scale",
+                "expert_weights_norm",
+                "nextn_predict_layers",
+            ],
             Kind::Mellum => &[
                 "expert_count",
                 "expert_used_count",
@@ -595,6 +610,7 @@ impl Arch {
             Kind::Qwen2Moe => &[PRE_MLP_NORM, QWEN_ROUTER, QWEN2_SHARED_EXPERT],
             Kind::Qwen3Moe | Kind::Mellum => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::MiniCpm3 => &[PRE_MLP_NORM, MINICPM3_NAMES],
+            Kind::HyV3 => &[PRE_MLP_NORM, QK_NORMS, HY_V3_NAMES],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
@@ -620,7 +636,7 @@ impl Arch {
                 ("ffn_up_exps.weight", "block_sparse_moe.experts.{e}.w3.weight"),
                 ("ffn_down_exps.weight", "block_sparse_moe.experts.{e}.w2.weight"),
             ],
-            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Mellum | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe | Kind::Afmoe => &[
+            Kind::Qwen2Moe | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::Deepseek2 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Ernie4_5Moe | Kind::HunyuanMoe | Kind::ExaoneMoe | Kind::Afmoe => &[
                 ("ffn_gate_exps.weight", "mlp.experts.{e}.gate_proj.weight"),
                 ("ffn_up_exps.weight", "mlp.experts.{e}.up_proj.weight"),
                 ("ffn_down_exps.weight", "mlp.experts.{e}.down_proj.weight"),
@@ -669,7 +685,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -740,6 +756,9 @@ fn arch(name: &str) -> Option<Arch> {
         // MiniCPM3Model writes its own keys and the tensors as they are (NEOX rope: rotate-half,
         // nothing permuted; `attn_kv_b` whole).
         "minicpm3" => ("minicpm3", false, Kind::MiniCpm3),
+        // HYV3Model is a TextModel: nothing permuted (NEOX rope); its experts merged into stacks,
+        // its prediction layers appended to the blocks.
+        "hy_v3" => ("hy_v3", false, Kind::HyV3),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
@@ -844,6 +863,16 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// Hy3's mixture (llama.cpp's `LLM_ARCH_HY_V3`): the router, its correction bias and the shared
+/// MLP.
+const HY_V3_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_inp.weight", "mlp.router.gate.weight"),
+    ("exp_probs_b.bias", "mlp.expert_bias"),
+    ("ffn_gate_shexp.weight", "mlp.shared_mlp.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_mlp.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_mlp.down_proj.weight"),
 ];
 
 /// MiniCPM3's latent attention (llama.cpp's `LLM_ARCH_MINICPM3`): DeepSeek-V2's names with
@@ -2102,7 +2131,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -2283,6 +2312,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         phimoe_config(&mut c, path, file, rotary, head_dim, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::Mellum {
         mellum_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::HyV3 {
+        hy_v3_config(&mut c, file, &float, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2588,6 +2619,46 @@ fn minicpm3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rota
         (None, None) => {}
         _ => return Err(err(format!("holds one of `{ROPE_LONG}` / `{ROPE_SHORT}` without the other: LongRoPE has both"))),
     }
+    Ok(())
+}
+
+/// Hy3's keys (llama.cpp's `HYV3Model` writes TextModel's and the mixture's) as `HYV3Config`
+/// spells them: the blocks less the appended prediction layers ([`decoder_depth`]),
+/// `num_experts` / `num_experts_per_tok`, the experts' width `expert_feed_forward_length`, the
+/// shared MLP `num_shared_experts` experts wide (`expert_shared_feed_forward_length` / the expert
+/// width, which must divide), sigmoid scores (`expert_gating_func` 2, or absent as llama.cpp's
+/// loader reads it; softmax refused), renormalized (`expert_weights_norm`; false refused: the
+/// family always renormalizes, as transformers' Hy3 does), scaled by `expert_weights_scale`
+/// (`router_scaling_factor`, required: the converter always writes it), the correction bias in
+/// every sparse layer, dense layers where no router is (`mlp_layer_types`).
+fn hy_v3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = decoder_depth(c, file, uint, key, err)?;
+    let (experts, used) = expert_counts(uint, key, err)?;
+    let n_ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
+    let width = uint("expert_feed_forward_length")?.unwrap_or(n_ff / used);
+    let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(width);
+    if width == 0 || shared % width != 0 {
+        return Err(err(format!("metadata key `{}` is {shared}: Hy3's shared MLP is a whole number of experts of `{}` {width}", key("expert_shared_feed_forward_length"), key("expert_feed_forward_length"))));
+    }
+    if uint("expert_gating_func")?.is_some_and(|g| g != 2) {
+        return Err(err(format!("metadata key `{}` is not sigmoid (2): Hy3's experts are routed by sigmoid scores", key("expert_gating_func"))));
+    }
+    if file.get(&key("expert_weights_norm")).and_then(Value::as_bool) == Some(false) {
+        return Err(err(format!("metadata key `{}` is false: Hy3 renormalizes the chosen experts' weights", key("expert_weights_norm"))));
+    }
+    let scale = float("expert_weights_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `router_scaling_factor`)", key("expert_weights_scale"))))?;
+    let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
+    let types: Vec<&str> = (0..layers).map(|i| if routed(i) { "sparse" } else { "dense" }).collect();
+    if let Some(i) = (0..layers).find(|&i| routed(i) && !file.tensors.iter().any(|t| t.name == format!("blk.{i}.exp_probs_b.bias"))) {
+        return Err(err(format!("layer {i} has no `blk.{i}.exp_probs_b.bias`: Hy3's sigmoid routing chooses experts with that correction bias")));
+    }
+    c.insert("num_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    c.insert("moe_intermediate_size".into(), json!(width));
+    c.insert("num_shared_experts".into(), json!(shared / width));
+    c.insert("router_scaling_factor".into(), json!(scale as f32 as f64));
+    c.insert("mlp_layer_types".into(), json!(types));
+    c.insert("mlp_bias".into(), json!(false));
     Ok(())
 }
 
@@ -2925,11 +2996,11 @@ fn ernie_moe_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>,
     Ok(())
 }
 
-/// Whether tensor `name` belongs to one of the prediction layers glm4moe, exaone-moe and
+/// Whether tensor `name` belongs to one of the prediction layers glm4moe, exaone-moe, hy_v3 and
 /// deepseek2 (GLM-4.7-Flash's) files append after the decoder's `layers` (`blk.N.` with N at
 /// least `layers`): not read.
 fn prediction_layer(name: &str, a: &Arch, layers: usize) -> bool {
-    matches!(a.kind, Kind::Glm4Moe | Kind::ExaoneMoe | Kind::Deepseek2 | Kind::Mistral4) && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
+    matches!(a.kind, Kind::Glm4Moe | Kind::ExaoneMoe | Kind::Deepseek2 | Kind::Mistral4 | Kind::HyV3) && name.strip_prefix("blk.").and_then(|r| r.split_once('.')).and_then(|(n, _)| n.parse::<usize>().ok()).is_some_and(|n| n >= layers)
 }
 
 /// DeepSeek-V2 / V3's keys (llama.cpp's `DeepseekV2Model` writes them) as `DeepseekV3Config`
@@ -4279,6 +4350,51 @@ mod tests {
         one.push((ROPE_LONG, 0, vec![4]));
         let got = import_with(&as_ref(&meta(true)), &one, &factors[..1]).err().expect("refused").to_string();
         assert!(got.contains("without the other"), "{got}");
+    }
+
+    /// Hy3 (`hy_v3`): HYV3Config's mixture keys from the file's (the shared width as a count of
+    /// experts, the scale, dense layers where no router is); refused by name: softmax gating,
+    /// no renormalization, no scale, a shared width that is not whole experts, a sparse layer
+    /// without its correction bias.
+    #[test]
+    fn hy_v3_files_read_the_mixture_and_refuse_what_hy3_is_not() {
+        let norms: [(&str, u32, Vec<u64>); 5] = [
+            ("blk.0.attn_q_norm.weight", 0, vec![16]),
+            ("blk.0.attn_k_norm.weight", 0, vec![16]),
+            ("blk.0.exp_probs_b.bias", 0, vec![4]),
+            ("blk.0.ffn_gate_shexp.weight", 8, vec![64, 64]),
+            ("blk.0.ffn_up_shexp.weight", 8, vec![64, 64]),
+        ];
+        let mut t = moe_tensors(&norms);
+        t.push(("blk.0.ffn_down_shexp.weight", 0, vec![64, 64]));
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m = moe_meta("hy_v3", 2);
+            m.extend([("hy_v3.expert_feed_forward_length", json!(32)), ("hy_v3.expert_shared_feed_forward_length", json!(64)), ("hy_v3.expert_weights_scale", json!(2.5f64)), ("hy_v3.expert_weights_norm", json!(true)), ("hy_v3.expert_gating_func", json!(2))].map(|(k, v)| (k.to_string(), v)));
+            for (k, v) in extra {
+                m.retain(|(key, _)| key != k);
+                m.push((k.to_string(), v.clone()));
+            }
+            m.retain(|(_, v)| !v.is_null());
+            m
+        };
+        let i = import_of(&as_ref(&meta(&[])), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_experts"].as_u64(), c["moe_intermediate_size"].as_u64(), c["num_shared_experts"].as_u64(), c["router_scaling_factor"].as_f64()), (Some("hy_v3"), Some(4), Some(32), Some(2), Some(2.5)));
+        assert_eq!(c["mlp_layer_types"], json!(["sparse"]));
+        assert!(i.tensors.contains_key("model.layers.0.mlp.expert_bias") && i.packed.contains_key("model.layers.0.mlp.shared_mlp.gate_proj.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        for (extra, want) in [
+            (("hy_v3.expert_gating_func", json!(1)), "is not sigmoid (2)"),
+            (("hy_v3.expert_weights_norm", json!(false)), "`hy_v3.expert_weights_norm` is false"),
+            (("hy_v3.expert_weights_scale", Json::Null), "`hy_v3.expert_weights_scale` is missing"),
+            (("hy_v3.expert_shared_feed_forward_length", json!(48)), "whole number of experts"),
+        ] {
+            let got = import_of(&as_ref(&meta(&[extra])), &t).err().expect("refused").to_string();
+            assert!(got.contains(want), "{want}: {got}");
+        }
+        let unbiased: Vec<_> = t.iter().filter(|(n, ..)| !n.ends_with("exp_probs_b.bias")).cloned().collect();
+        let got = import_of(&as_ref(&meta(&[])), &unbiased).err().expect("refused").to_string();
+        assert!(got.contains("`blk.0.exp_probs_b.bias`"), "{got}");
     }
 
     #[test]

@@ -3,7 +3,8 @@ written as llama.cpp's converter writes them by scripts/make_moe_gguf.py (expert
 3-D `ffn_{gate,up,down}_exps` stacks, the router `ffn_gate_inp`, GraniteMoE's `input_linear`
 split into gate and up stacks, Mixtral as `llama` with
 q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector, Mellum's windows with a
-RoPE base per layer type and its dense first layer), built with
+RoPE base per layer type and its dense first layer, Hy3's sigmoid experts with their correction
+bias beside the shared MLP after a dense layer), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: every tensor F32, the fixture's own weights: the package must give the
@@ -36,7 +37,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum", "tiny-granitemoeshared"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum", "tiny-granitemoeshared", "tiny-hy_v3"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -112,7 +113,7 @@ def sparse_layers(fixture: str) -> int:
     return sum(t == "sparse" for t in cfg.get("mlp_layer_types") or ["sparse"] * cfg["num_hidden_layers"])
 
 
-@pytest.mark.parametrize("fixture", ["tiny-qwen3-moe", "tiny-minimax_m2", "tiny-mellum"])
+@pytest.mark.parametrize("fixture", ["tiny-qwen3-moe", "tiny-minimax_m2", "tiny-mellum", "tiny-hy_v3"])
 def test_q4_0_experts_become_4_bit_qmoe_exact_to_their_dequantization(fixture, tmp_path):
     worst, pkg, _ = compare(fixture, tmp_path)
     assert worst < 1e-5, f"relative logit difference {worst}"
