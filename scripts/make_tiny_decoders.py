@@ -301,6 +301,30 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="GraniteMoE: Granite's embedding (2), residual (0.5) and attention (0.125) multipliers and `logits_scaling` (4); 4 experts, top 2, stored as `block_sparse_moe.input_linear` (gate then up) and `output_linear` stacks, router `block_sparse_moe.router.layer`, softmax over the chosen logits",
     ),
+    # GraniteSWA: Granite's multipliers with attention sinks, sliding windows (every fourth
+    # layer full from layer 0: no `layer_types` written) and a RoPE base per layer (0: NoPE).
+    "tiny-granite_swa": dict(
+        cls="GraniteSWA", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=5, sliding_window=4, rms_norm_eps=1e-5,
+                  embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.125, logits_scaling=4.0,
+                  layer_rope_theta=[0, 10000.0, 10000.0, 10000.0, 500000.0],
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: {k: v for k, v in config.items() if k != "layer_types"},
+        exercises="GraniteSWA: Granite's multipliers (embeddings x2, residual 0.5, attention scale 0.125, logits / 4), a learnable sink per head (`self_attn.sinks`), layers 0 and 4 full and 1-3 sliding (window 4) by GraniteSWAConfig's default pattern (no `layer_types` written), RoPE bases per layer by `layer_rope_theta` [0, 1e4, 1e4, 1e4, 5e5]: layer 0 without RoPE, the sliding layers at 1e4, layer 4 at 5e5",
+    ),
+    # GraniteMoeSWA: GraniteMoeShared's experts and shared MLP with GraniteSWA's attention.
+    "tiny-granitemoe_swa": dict(
+        cls="GraniteMoeSWA", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, shared_intermediate_size=48, num_hidden_layers=4, num_local_experts=4, num_experts_per_tok=2,
+                  sliding_window=4, rms_norm_eps=1e-6, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.125,
+                  logits_scaling=4.0, layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                  layer_rope_theta=[10000.0, 0, 10000.0, 0], rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: config,
+        # Sharper router logits: at the init's scale two experts nearly tie on the left-padded
+        # batch row, and an f16 build picks the other one there.
+        tweak=lambda model: [layer.block_sparse_moe.router.weight.mul_(8.0) for layer in model.model.layers],
+        exercises="GraniteMoeSWA: GraniteMoeShared's multipliers, 4 experts (top 2, softmax over the chosen logits) and shared MLP 48 wide, a learnable sink per head, layers 0 and 2 sliding (window 4, RoPE 1e4) and 1 and 3 full without RoPE (`layer_types`, `layer_rope_theta` [1e4, 0, 1e4, 0])",
+    ),
     # GraniteMoeShared: GraniteMoE with a shared MLP (one gate/up projection) beside the experts.
     "tiny-granitemoeshared": dict(
         cls="GraniteMoeShared", inputs="tiny-llama",

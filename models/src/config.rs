@@ -1552,6 +1552,32 @@ mod tests {
         assert!(e.contains("`moe_layer_freq` must be at least 1"), "{e}");
     }
 
+    /// GraniteSWA: `layer_rope_theta` read as NoPE layers (base 0) and one RoPE per layer type,
+    /// `layer_types` defaulting to a full layer every fourth from layer 0; a type with two
+    /// non-zero bases and lists of the wrong length refused by key.
+    #[test]
+    fn granite_swa_reads_a_rope_base_per_layer() {
+        let base = r#""model_type":"granite_swa","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":5,"vocab_size":512,"intermediate_size":96"#;
+        let read = |extra: &str| {
+            parse(&format!("{{{base}{extra}}}")).map(|c| (c.raw["no_rope_layers"].clone(), c.rope.theta, c.sliding_rope.map(|r| r.theta), c.sliding_window.layer_types.clone()))
+        };
+        let (no_rope, full, sliding, types) = read(r#","layer_rope_theta":[0,10000.0,10000.0,10000.0,500000.0]"#).unwrap();
+        assert_eq!(no_rope, serde_json::json!([0, 1, 1, 1, 1]));
+        assert_eq!((full, sliding), (500000.0, Some(10000.0)));
+        let types = types.unwrap();
+        assert_eq!(types.iter().map(String::as_str).collect::<Vec<_>>(), ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]);
+        // Without the list every layer rotates at the global base (GraniteConfig's 10000).
+        let (no_rope, full, sliding, _) = read("").unwrap();
+        assert_eq!((no_rope, full, sliding), (serde_json::json!([1, 1, 1, 1, 1]), 10000.0, Some(10000.0)));
+        let (_, full, sliding, _) = read(r#","rope_parameters":{"rope_type":"default","rope_theta":50000.0}"#).unwrap();
+        assert_eq!((full, sliding), (50000.0, Some(50000.0)));
+        let e = |extra: &str| read(extra).unwrap_err().to_string();
+        assert!(e(r#","layer_rope_theta":[0,10000.0,20000.0,10000.0,0]"#).contains("gives the sliding_attention layers 2 different RoPE bases"));
+        assert!(e(r#","layer_rope_theta":[0,10000.0]"#).contains("must list one RoPE base per layer (5)"));
+        assert!(e(r#","layer_rope_theta":[0,-1,1,1,1]"#).contains("a RoPE base (0 for no RoPE)"));
+        assert!(e(r#","layer_types":["full_attention"]"#).contains("lists 1 layers; `num_hidden_layers` is 5"));
+    }
+
     /// MiniCPM3: `v_head_dim`, the residual multiplier and the logits divisor as
     /// `MiniCPM3Config` derives them (null `scale_depth` / `dim_model_base`: no scaling).
     #[test]

@@ -19,7 +19,7 @@ PREQUANT_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if f["kind"] == "pre
 # The mixture-of-experts decoders (trait `moe`).
 # Fixtures whose experts the cpu table fuses into MoE (QMoE when quantized): the `moe` trait, and
 # OLMoE (`olmoe`) and gpt-oss (`attention_sinks`), traits of their own because their op counts differ.
-MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "olmoe", "attention_sinks", "grouped_routing"} & set(f.get("traits", []))]
+MOE_FIXTURES = [f["name"] for f in REGISTRY["fixture"] if {"moe", "olmoe", "attention_sinks", "grouped_routing", "sink_moe"} & set(f.get("traits", []))]
 
 
 def real_file(env: str, size: int, what: str) -> Path:

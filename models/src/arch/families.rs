@@ -2474,3 +2474,125 @@ pub const ROBERTA: EncoderFamily = EncoderFamily {
     optional_prefix: Some("roberta."),
     unused: ENCODER_UNUSED,
 };
+
+/// `GraniteSWAConfig` / `GraniteMoeSWAConfig`'s per-layer RoPE on config.json's object:
+/// `layer_types` (absent: layer `i` full when `i % 4 == 0`, as `__post_init__` writes it) and
+/// `layer_rope_theta` (absent: the global base for every layer), where a base of 0 is a layer
+/// without RoPE (NoPE). Written as the keys the generic reader takes: `no_rope_layers` (0 where
+/// the base is 0) and one RoPE per layer type in `rope_parameters` (`{full_attention,
+/// sliding_attention}`, each the global parameters with that type's base; a type whose layers
+/// are all NoPE keeps the global base, which no layer then uses). transformers builds one
+/// rotary embedding per distinct base; a layer type holding two different non-zero bases is
+/// refused by key, as no table here rotates one type two ways.
+fn granite_swa_rope(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let layers = map.get("num_hidden_layers").and_then(Value::as_u64).ok_or("required key `num_hidden_layers` is missing or not a whole number")? as usize;
+    let types: Vec<String> = match map.get("layer_types") {
+        None | Some(Value::Null) => (0..layers).map(|i| if i % 4 == 0 { "full_attention" } else { "sliding_attention" }.to_string()).collect(),
+        Some(Value::Array(t)) => t.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("key `layer_types` holds {v}, not a layer type"))).collect::<Result<_, _>>()?,
+        Some(v) => return Err(format!("key `layer_types` must be a list, found {v}")),
+    };
+    if types.len() != layers {
+        return Err(format!("key `layer_types` lists {} layers; `num_hidden_layers` is {layers}", types.len()));
+    }
+    let mut params = match map.get("rope_parameters").or_else(|| map.get("rope_scaling")) {
+        Some(Value::Object(p)) if p.contains_key("full_attention") || p.contains_key("sliding_attention") => {
+            return Err("key `rope_parameters` is one object of RoPE parameters for GraniteSWA (per-layer bases come from `layer_rope_theta`), not per layer type".into())
+        }
+        Some(Value::Object(p)) => p.clone(),
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(v) => return Err(format!("key `rope_parameters` must be an object, found {v}")),
+    };
+    let global = match params.get("rope_theta").or_else(|| map.get("rope_theta")) {
+        None | Some(Value::Null) => 10000.0,
+        Some(v) => v.as_f64().filter(|t| t.is_finite() && *t > 0.0).ok_or_else(|| format!("key `rope_theta` must be a positive number, found {v}"))?,
+    };
+    params.entry("rope_type").or_insert(Value::from("default"));
+    let thetas: Vec<f64> = match map.get("layer_rope_theta") {
+        None | Some(Value::Null) => vec![global; layers],
+        Some(Value::Array(t)) if t.len() == layers => t
+            .iter()
+            .map(|v| v.as_f64().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| format!("key `layer_rope_theta` holds {v}: a RoPE base (0 for no RoPE)")))
+            .collect::<Result<_, _>>()?,
+        Some(v) => return Err(format!("key `layer_rope_theta` must list one RoPE base per layer ({layers}), found {v}")),
+    };
+    let base_of = |kind: &str| -> Result<f64, String> {
+        let mut bases: Vec<f64> = (0..layers).filter(|&i| types[i] == kind && thetas[i] != 0.0).map(|i| thetas[i]).collect();
+        bases.sort_by(f64::total_cmp);
+        bases.dedup();
+        match bases.as_slice() {
+            [] => Ok(global),
+            [one] => Ok(*one),
+            many => Err(format!("key `layer_rope_theta` gives the {kind} layers {} different RoPE bases {many:?}; one base per layer type is built", many.len())),
+        }
+    };
+    let rope = |theta: f64| {
+        let mut p = params.clone();
+        p.insert("rope_theta".into(), Value::from(theta));
+        Value::Object(p)
+    };
+    let (full, sliding) = (base_of("full_attention")?, base_of("sliding_attention")?);
+    map.insert("rope_parameters".into(), serde_json::json!({"full_attention": rope(full), "sliding_attention": rope(sliding)}));
+    map.remove("rope_scaling");
+    map.remove("rope_theta");
+    map.insert("no_rope_layers".into(), Value::from(thetas.iter().map(|&t| u64::from(t != 0.0)).collect::<Vec<_>>()));
+    map.insert("layer_types".into(), Value::from(types));
+    Ok(())
+}
+
+/// GraniteSWA's and GraniteMoeSWA's layers: windows by `layer_types` (absent: every fourth from
+/// layer 0 full, window `sliding_window` 128), per-layer RoPE and NoPE as [`granite_swa_rope`]
+/// writes them.
+const GRANITE_SWA_LAYERS: LayerKinds = LayerKinds {
+    full_every: Some(FullEvery { keys: &[], default: 4, first: true }),
+    default_window: Some(128),
+    no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
+    local_rope: Some(LocalRope::Unscaled),
+    ..UNIFORM_LAYERS
+};
+
+/// GraniteSWA (`GraniteSWAConfig`): Granite's multipliers and blocks with a learnable sink per
+/// head (`self_attn.sinks`, an extra logit in each softmax), sliding windows and a RoPE base per
+/// layer (0: none) as [`granite_swa_rope`] reads them; tied head, `rms_norm_eps` 1e-5 and
+/// 8192 positions by default.
+pub const GRANITE_SWA: DecoderFamily = DecoderFamily {
+    model_types: &["granite_swa"],
+    names: NameTable { sinks: Some("self_attn.sinks"), ..LLAMA_NAMES },
+    layout: Layout {
+        tie_default: true,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-5) }),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(8192))],
+        config_rule: Some(granite_swa_rope),
+        ..GRANITE.layout
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: GRANITE.scaling,
+    layers: GRANITE_SWA_LAYERS,
+};
+
+/// GraniteMoeSWA (`GraniteMoeSWAConfig`): GraniteMoeShared's experts and shared MLP with
+/// GraniteSWA's attention (sinks, windows, per-layer RoPE). Its checkpoints hold the experts
+/// under transformers 5's names, which no conversion maps from GraniteMoE's older ones:
+/// `block_sparse_moe.experts.gate_up_proj` (`[E, 2 x inter, hidden]`, gate rows then up rows),
+/// `experts.down_proj`, the router `block_sparse_moe.router`.
+pub const GRANITEMOE_SWA: DecoderFamily = DecoderFamily {
+    model_types: &["granitemoe_swa"],
+    names: NameTable {
+        sinks: Some("self_attn.sinks"),
+        mlp: MlpNames::Experts(MoeNames {
+            router: "block_sparse_moe.router",
+            experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.experts.gate_up_proj", down: "block_sparse_moe.experts.down_proj" },
+            shared: Some(SharedExpert {
+                mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
+                gate: None,
+                width: SharedWidth::Key("shared_intermediate_size", 0),
+            }),
+            ..GRANITEMOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout { config_rule: Some(granite_swa_rope), ..GRANITEMOESHARED.layout },
+    layers: GRANITE_SWA_LAYERS,
+    ..GRANITEMOESHARED
+};
