@@ -1574,7 +1574,11 @@ mod tests {
         let e = |extra: &str| read(extra).unwrap_err().to_string();
         assert!(e(r#","layer_rope_theta":[0,10000.0,20000.0,10000.0,0]"#).contains("gives the sliding_attention layers 2 different RoPE bases"));
         assert!(e(r#","layer_rope_theta":[0,10000.0]"#).contains("must list one RoPE base per layer (5)"));
-        assert!(e(r#","layer_rope_theta":[0,-1,1,1,1]"#).contains("a RoPE base (0 for no RoPE)"));
+        assert!(e(r#","layer_rope_theta":[0,-1,10,10,10]"#).contains("a RoPE base above 1, or 0 for no RoPE"));
+        assert!(e(r#","layer_rope_theta":[0,0.5,10,10,10]"#).contains("key `layer_rope_theta` holds 0.5"));
+        // A legacy `rope_scaling` with `type` keeps its scaling on both layer types.
+        let c = parse(&format!(r#"{{{base},"rope_scaling":{{"type":"linear","factor":4.0,"rope_theta":10000.0}}}}"#)).unwrap();
+        assert!(matches!(c.rope.kind, RopeKind::Linear { .. }) && matches!(c.sliding_rope.map(|r| r.kind), Some(RopeKind::Linear { .. })), "{:?}", c.rope.kind);
         assert!(e(r#","layer_types":["full_attention"]"#).contains("lists 1 layers; `num_hidden_layers` is 5"));
     }
 

@@ -2543,9 +2543,10 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
 /// allows dense ones and the tensors say which), the window and `layer_types` (EXAONE 4's
 /// reading of the pattern, llama.cpp's period 4 without one; no window: every layer full), a
 /// RoPE base per layer type in `rope_parameters` (`rope.freq_base_swa` for the sliding layers,
-/// else the full layers' base, as llama.cpp's loader). Sliding layers take no RoPE scaling in
-/// llama.cpp's graph; the full ones would take the file's, which is refused (as for any file
-/// without a scaling reading).
+/// else the full layers' base), as `MellumConfig`'s model rotates them. llama.cpp's loader reads
+/// `rope.freq_base_swa` but its mellum graph rotates every layer at `rope.freq_base`; the import
+/// builds the model the file describes, not that departure. A RoPE scaling (the full layers'
+/// in llama.cpp's graph) is refused, as for any file without a scaling reading.
 fn mellum_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let (experts, used) = expert_counts(uint, key, err)?;
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0);
@@ -2630,23 +2631,31 @@ fn minicpm3_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, rota
 /// loader reads it; softmax refused), renormalized (`expert_weights_norm`; false refused: the
 /// family always renormalizes, as transformers' Hy3 does), scaled by `expert_weights_scale`
 /// (`router_scaling_factor`, required: the converter always writes it), the correction bias in
-/// every sparse layer, dense layers where no router is (`mlp_layer_types`).
+/// every sparse layer, dense layers where no router is (`mlp_layer_types`). A scale of 0 is no
+/// scaling, as in llama.cpp's graph.
 fn hy_v3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let layers = decoder_depth(c, file, uint, key, err)?;
     let (experts, used) = expert_counts(uint, key, err)?;
     let n_ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
     let width = uint("expert_feed_forward_length")?.unwrap_or(n_ff / used);
+    if width == 0 {
+        return Err(err(format!("metadata key `{}` is missing or 0 and `{}` / `{}` is 0: the experts have no width", key("expert_feed_forward_length"), key("feed_forward_length"), key("expert_used_count"))));
+    }
     let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(width);
-    if width == 0 || shared % width != 0 {
+    if shared % width != 0 {
         return Err(err(format!("metadata key `{}` is {shared}: Hy3's shared MLP is a whole number of experts of `{}` {width}", key("expert_shared_feed_forward_length"), key("expert_feed_forward_length"))));
     }
     if uint("expert_gating_func")?.is_some_and(|g| g != 2) {
         return Err(err(format!("metadata key `{}` is not sigmoid (2): Hy3's experts are routed by sigmoid scores", key("expert_gating_func"))));
     }
-    if file.get(&key("expert_weights_norm")).and_then(Value::as_bool) == Some(false) {
-        return Err(err(format!("metadata key `{}` is false: Hy3 renormalizes the chosen experts' weights", key("expert_weights_norm"))));
+    // llama.cpp reads an absent `expert_weights_norm` as false (no renormalization), which is
+    // not Hy3; the converter always writes it.
+    if file.get(&key("expert_weights_norm")).and_then(Value::as_bool) != Some(true) {
+        return Err(err(format!("metadata key `{}` is false or missing: Hy3 renormalizes the chosen experts' weights (the converter writes true)", key("expert_weights_norm"))));
     }
+    // 0 is no scaling in llama.cpp's `build_moe_ffn`, as 1.
     let scale = float("expert_weights_scale")?.ok_or_else(|| err(format!("metadata key `{}` is missing (the converter writes the config's `router_scaling_factor`)", key("expert_weights_scale"))))?;
+    let scale = if scale == 0.0 { 1.0 } else { scale };
     let routed = |i: u64| file.tensors.iter().any(|t| t.name == format!("blk.{i}.ffn_gate_inp.weight"));
     let types: Vec<&str> = (0..layers).map(|i| if routed(i) { "sparse" } else { "dense" }).collect();
     if let Some(i) = (0..layers).find(|&i| routed(i) && !file.tensors.iter().any(|t| t.name == format!("blk.{i}.exp_probs_b.bias"))) {
@@ -3790,20 +3799,20 @@ mod tests {
             let g = QkvGroups { groups, queries };
             let rows = groups * (queries + 2) * d;
             let order = g.rows(rows);
-            // The converter's restack of labelled family rows: file row f holds family row r.
-            let mut file = vec![0f32; rows];
-            let (q_rows, kv_rows) = (groups * queries * d, groups * d);
+            // The converter's restack of labelled family rows (FalconModel / GPTNeoXModel): the rows
+            // seen as [groups, queries + 2, d], then every group's queries, every group's key,
+            // every group's value, concatenated.
+            let family: Vec<f32> = (0..rows).map(|r| r as f32).collect();
+            let block = |grp: usize, j: usize| family[(grp * (queries + 2) + j) * d..][..d].to_vec();
+            let mut file = Vec::new();
             for grp in 0..groups {
-                for j in 0..queries + 2 {
-                    for i in 0..d {
-                        let family = (grp * (queries + 2) + j) * d + i;
-                        let at = match j {
-                            _ if j < queries => (grp * queries + j) * d + i,
-                            _ if j == queries => q_rows + grp * d + i,
-                            _ => q_rows + kv_rows + grp * d + i,
-                        };
-                        file[at] = family as f32;
-                    }
+                for j in 0..queries {
+                    file.extend(block(grp, j));
+                }
+            }
+            for part in [queries, queries + 1] {
+                for grp in 0..groups {
+                    file.extend(block(grp, part));
                 }
             }
             let back: Vec<f32> = order.iter().map(|&f| file[f as usize]).collect();
@@ -4383,9 +4392,13 @@ mod tests {
         assert_eq!(c["mlp_layer_types"], json!(["sparse"]));
         assert!(i.tensors.contains_key("model.layers.0.mlp.expert_bias") && i.packed.contains_key("model.layers.0.mlp.shared_mlp.gate_proj.weight"));
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // A scale of 0 is none (llama.cpp's graph skips it).
+        let i = import_of(&as_ref(&meta(&[("hy_v3.expert_weights_scale", json!(0.0f64))])), &t).unwrap();
+        assert_eq!(i.config["router_scaling_factor"].as_f64(), Some(1.0));
         for (extra, want) in [
             (("hy_v3.expert_gating_func", json!(1)), "is not sigmoid (2)"),
-            (("hy_v3.expert_weights_norm", json!(false)), "`hy_v3.expert_weights_norm` is false"),
+            (("hy_v3.expert_weights_norm", json!(false)), "`hy_v3.expert_weights_norm` is false or missing"),
+            (("hy_v3.expert_weights_norm", Json::Null), "`hy_v3.expert_weights_norm` is false or missing"),
             (("hy_v3.expert_weights_scale", Json::Null), "`hy_v3.expert_weights_scale` is missing"),
             (("hy_v3.expert_shared_feed_forward_length", json!(48)), "whole number of experts"),
         ] {
@@ -5527,10 +5540,6 @@ mod tests {
         assert!(got.contains("`starcoder.attention.head_count_kv` is 4"), "{got}");
     }
 
-    /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned
-    /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
-    /// one still the packed layer underneath, counted in the source's bit widths); the tied
-    /// head reads the quantized token table.
     /// Falcon (`falcon`): the restacked q/k/v read back per key/value group (packed rows in
     /// that order), FalconConfig's keys with the file's key/value heads and width; refused by
     /// name: another `tensor_data_layout`, none, Falcon-40B's second norm, query heads the
@@ -5585,6 +5594,10 @@ mod tests {
         assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
     }
 
+    /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned
+    /// positions, and the Conv1D weights read as the transpose of the file's rows (a quantized
+    /// one still the packed layer underneath, counted in the source's bit widths); the tied
+    /// head reads the quantized token table.
     #[test]
     fn gpt2_files_read_their_conv1d_weights_transposed() {
         let m: Vec<(String, Json)> = [

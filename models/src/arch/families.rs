@@ -2507,12 +2507,15 @@ fn granite_swa_rope(map: &mut serde_json::Map<String, serde_json::Value>) -> Res
         None | Some(Value::Null) => 10000.0,
         Some(v) => v.as_f64().filter(|t| t.is_finite() && *t > 0.0).ok_or_else(|| format!("key `rope_theta` must be a positive number, found {v}"))?,
     };
-    params.entry("rope_type").or_insert(Value::from("default"));
+    // The legacy spelling `type` stays the scaling's name (transformers 5 reads it as `rope_type`).
+    if !params.contains_key("rope_type") && !params.contains_key("type") {
+        params.insert("rope_type".into(), Value::from("default"));
+    }
     let thetas: Vec<f64> = match map.get("layer_rope_theta") {
         None | Some(Value::Null) => vec![global; layers],
         Some(Value::Array(t)) if t.len() == layers => t
             .iter()
-            .map(|v| v.as_f64().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| format!("key `layer_rope_theta` holds {v}: a RoPE base (0 for no RoPE)")))
+            .map(|v| v.as_f64().filter(|x| x.is_finite() && (*x == 0.0 || *x > 1.0)).ok_or_else(|| format!("key `layer_rope_theta` holds {v}: a RoPE base above 1, or 0 for no RoPE")))
             .collect::<Result<_, _>>()?,
         Some(v) => return Err(format!("key `layer_rope_theta` must list one RoPE base per layer ({layers}), found {v}")),
     };
