@@ -38,6 +38,11 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
   rope base; `query_key_value` restacked from per key/value group to q, k, v rows;
   `tokenizer.ggml.pre` `falcon`). tiny-falcon2 has what the converter cannot write (a rope
   base, a width, biases): `falcon_states_more`.
+- `granite_swa` (tiny-granite_swa, GraniteSWAModel, a GraniteModel: q/k permuted, Granite's
+  keys, the sinks as `attn_sinks.weight`, the window with one bool per layer and
+  `attention.rope_pattern` from the config's `no_rope_layers` (derived from `layer_rope_theta`,
+  which the fixture's config carries alone); one rope base: tiny-granite_swa's layer 4 at 5e5 is
+  not stated, see the test's AS_FILES_STATE).
 - `minicpm3` (tiny-minicpm3, MiniCPM3Model: its own keys, the ranks, `key_length` nope + rope,
   `rope.dimension_count` the rope part, no rope base, no value length, none of the scalings;
   the latent attention's tensors as stored, `attn_kv_b` whole; LongRoPE's factor tensors).
@@ -85,7 +90,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
-    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3",
+    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -97,8 +102,11 @@ MAPPED = {
     "stablelm": gguf.MODEL_ARCH.STABLELM, "command-r": gguf.MODEL_ARCH.COMMAND_R, "mistral3": gguf.MODEL_ARCH.MISTRAL3,
     "apertus": gguf.MODEL_ARCH.APERTUS, "gptneox": gguf.MODEL_ARCH.GPTNEOX, "starcoder": gguf.MODEL_ARCH.STARCODER,
     "falcon": gguf.MODEL_ARCH.FALCON, "jais2": gguf.MODEL_ARCH.JAIS2, "minicpm3": gguf.MODEL_ARCH.MINICPM3,
+    # GraniteSWAModel's tensors are Granite's plus the sinks (`attn_sinks`, named by hand below:
+    # this gguf-py predates LLM_ARCH_GRANITE_SWA).
+    "granite_swa": gguf.MODEL_ARCH.GRANITE,
 }
-PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3"}
+PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
 PLUS_ONE_NORMS = {"nemotron"}
 # GPT2Model.modify_tensors: the Conv1D weights (`[in, out]`) transposed to `[out, in]`.
@@ -113,13 +121,13 @@ FIXTURES = [
     "tiny-gpt_neox", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon",
     # Falcon2-11B's shape (two key/value groups) with what FalconModel does not write: see
     # `falcon_states_more`.
-    "tiny-falcon2", "tiny-minicpm3",
+    "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa",
 ]
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa"]
 
 
 def falcon_states_more(cfg):
@@ -213,6 +221,9 @@ def mapped_tensors(cfg, st, arch, fused):
             # ApertusModel.modify_tensors: the xIELU scalars become metadata (`xielu_scalars`).
             continue
         g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if arch == "granite_swa" and hf.endswith(".self_attn.sinks"):
+            # GraniteSWAModel.filter_tensors: `sinks` + `.weight`, LLM_TENSOR_ATTN_SINKS.
+            g = f"blk.{hf.split('.')[2]}.attn_sinks.weight"
         assert g is not None, f"{arch}: no GGUF name for {hf}"
         if arch in PERMUTED and ".attn_q." in g:
             w = permute(w, heads)
@@ -500,7 +511,7 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
         return
-    if arch == "granite":
+    if arch in ("granite", "granite_swa"):
         # GraniteModel: drops head_dim before TextModel's keys.
         cfg = {k: v for k, v in cfg.items() if k != "head_dim"}
     add_text_model(w, cfg, quantized)
@@ -551,11 +562,11 @@ def write_mapped(w, cfg, arch, quantized):
         p = rope_params(cfg)
         w.add_rope_scaling_yarn_log_mul(p["mscale_all_dim"])
         w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
-    if arch in ("granite", "smollm3", "arcee", "mistral3"):
+    if arch in ("granite", "smollm3", "arcee", "mistral3", "granite_swa"):
         # LlamaModel.set_gguf_parameters.
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
-    if arch == "granite":
+    if arch in ("granite", "granite_swa"):
         # GraniteModel: each multiplier when the config sets it (truthy).
         if cfg.get("attention_multiplier"):
             w.add_attention_scale(cfg["attention_multiplier"])
@@ -565,6 +576,28 @@ def write_mapped(w, cfg, arch, quantized):
             w.add_residual_scale(cfg["residual_multiplier"])
         if cfg.get("logits_scaling"):
             w.add_logit_scale(cfg["logits_scaling"])
+    if arch == "granite_swa":
+        add_granite_swa_keys(w, cfg)
+
+
+def granite_swa_layers(cfg):
+    """GraniteSWAConfig's `layer_types` (absent: full when `i % 4 == 0`) and `no_rope_layers`
+    (1: the layer rotates), which the released configs carry beside `layer_rope_theta` and
+    GraniteSWAModel reads; derived here from `layer_rope_theta` (0: no RoPE) when absent."""
+    layers = cfg["num_hidden_layers"]
+    types = cfg.get("layer_types") or ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(layers)]
+    rotates = cfg.get("no_rope_layers") or [int(t != 0) for t in (cfg.get("layer_rope_theta") or [1] * layers)]
+    return types, rotates
+
+
+def add_granite_swa_keys(w, cfg):
+    """GraniteSWAModel.set_gguf_parameters beyond Granite's: the window, one bool per layer
+    (true: sliding), the rope pattern (true: the layer rotates). One `rope.freq_base` for every
+    rotating layer: a config whose `layer_rope_theta` holds another base is not stated by it."""
+    types, rotates = granite_swa_layers(cfg)
+    w.add_sliding_window(cfg.get("sliding_window", 128))
+    w.add_sliding_window_pattern([t == "sliding_attention" for t in types])
+    w.add_array(f"{w.arch}.attention.rope_pattern", [bool(r) for r in rotates])
 
 
 def write(path, fixture, cfg, st, quantized, fused=False):
@@ -666,6 +699,8 @@ def dequantized_mapped(r, cfg, arch, st):
     over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
     inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
+    if arch == "granite_swa":
+        inverse.update({f"blk.{hf.split('.')[2]}.attn_sinks.weight": hf for hf in st if hf.endswith(".self_attn.sinks")})
     heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     out = {}
     if arch == "apertus":

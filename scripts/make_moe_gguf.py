@@ -57,6 +57,11 @@ What llama.cpp's converter writes (read for facts: `conversion/qwen.py` `Qwen2Mo
   the experts' width x `num_shared_experts`, `expert_weights_norm`, `expert_weights_scale`
   (`router_scaling_factor`), sigmoid gating; tiny-hy_v3's first layer is dense (`mlp_layer_types`:
   the dense `ffn_gate/up/down`, which llama.cpp's loader takes too);
+- `granite_swa` with experts (tiny-granitemoe_swa, `conversion/granite.py` `GraniteMoeSWAModel`,
+  a GraniteSWAModel: q/k permuted, Granite's scales, the sinks `attn_sinks.weight`, the window,
+  its pattern and `attention.rope_pattern`): the experts' fused gate/up stack kept as
+  `ffn_gate_up_exps`, `ffn_down_exps`, the router `block_sparse_moe.router`, the shared MLP's
+  fused gate/up kept as `ffn_up_shexp` with `expert_shared_feed_forward_length`;
 - `mellum` (tiny-mellum, `conversion/mellum.py` `MellumModel`, a TextModel): Qwen3-MoE's names
   and keys, `rope.freq_base` the full layers' base and `rope.freq_base_swa` the sliding ones',
   the window with one bool per layer (`layer_types`), `tokenizer.ggml.pre` `mellum`.
@@ -84,13 +89,13 @@ from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
-from make_arch_gguf import permute, rope_params, unpermute, write_vocab  # noqa: E402
+from make_arch_gguf import add_granite_swa_keys, permute, rope_params, unpermute, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "tests" / "python" / "data" / "gguf-moe"
-FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum", "tiny-granitemoeshared": "granitemoe", "tiny-hy_v3": "hy_v3"}
-EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0, "tiny-granitemoeshared": T.Q8_0, "tiny-hy_v3": T.Q4_0}
+FIXTURES = {"tiny-mixtral": "llama", "tiny-qwen3-moe": "qwen3moe", "tiny-qwen2-moe": "qwen2moe", "tiny-olmoe": "olmoe", "tiny-ernie4_5_moe": "ernie4_5-moe", "tiny-hunyuan_v1_moe": "hunyuan-moe", "tiny-hunyuan_v1_dense": "hunyuan-dense", "tiny-granitemoe": "granitemoe", "tiny-phimoe": "phimoe", "tiny-minimax_m2": "minimax-m2", "tiny-mellum": "mellum", "tiny-granitemoeshared": "granitemoe", "tiny-hy_v3": "hy_v3", "tiny-granitemoe_swa": "granite_swa"}
+EXPERT_TYPE = {"tiny-mixtral": T.Q8_0, "tiny-qwen3-moe": T.Q4_0, "tiny-qwen2-moe": T.Q4_1, "tiny-olmoe": T.Q4_0, "tiny-ernie4_5_moe": T.Q4_0, "tiny-hunyuan_v1_moe": T.Q4_0, "tiny-hunyuan_v1_dense": T.Q4_0, "tiny-granitemoe": T.Q8_0, "tiny-phimoe": T.Q4_0, "tiny-minimax_m2": T.Q4_0, "tiny-mellum": T.Q4_0, "tiny-granitemoeshared": T.Q8_0, "tiny-hy_v3": T.Q4_0, "tiny-granitemoe_swa": T.Q8_0}
 
 ATTN = {
     "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
@@ -102,6 +107,8 @@ ATTN = {
     "block_sparse_moe.e_score_correction_bias": "exp_probs_b.bias",
     # PhiMoE's LayerNorms have biases.
     "input_layernorm.bias": "attn_norm.bias", "post_attention_layernorm.bias": "ffn_norm.bias",
+    # GraniteMoeSWA's sinks (GraniteSWAModel.filter_tensors appends `.weight`).
+    "self_attn.sinks": "attn_sinks.weight",
 }
 # Outside the layers, with PhiMoE's final LayerNorm bias and head bias where the fixture has them.
 TOP = {
@@ -135,6 +142,13 @@ HY_V3 = {
 }
 
 
+# GraniteMoeSWA's fused stacks and shared MLP (kept as transformers 5 names them).
+GRANITE_SWA_FUSED = {
+    "ffn_gate_up_exps.weight": "block_sparse_moe.experts.gate_up_proj", "ffn_down_exps.weight": "block_sparse_moe.experts.down_proj",
+    "ffn_up_shexp.weight": "shared_mlp.input_linear.weight", "ffn_down_shexp.weight": "shared_mlp.output_linear.weight",
+}
+
+
 def n_experts(cfg):
     return cfg.get("num_local_experts") or cfg.get("num_experts") or cfg["moe_num_experts"]
 
@@ -145,6 +159,8 @@ def experts_of(arch):
         return "block_sparse_moe.gate.weight", "block_sparse_moe.experts", {"ffn_gate_exps.weight": "w1", "ffn_up_exps.weight": "w3", "ffn_down_exps.weight": "w2"}
     if arch == "granitemoe":
         return "block_sparse_moe.router.layer.weight", "block_sparse_moe", {}
+    if arch == "granite_swa":
+        return "block_sparse_moe.router.weight", "block_sparse_moe.experts", {}
     if arch == "hy_v3":
         return "mlp.router.gate.weight", "mlp.experts", {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj", "ffn_down_exps.weight": "down_proj"}
     if arch.startswith("hunyuan"):
@@ -168,9 +184,9 @@ def tensors_of(cfg, st, arch):
             if p + hf not in st:
                 continue
             w = st[p + hf]
-            if arch in ("llama", "granitemoe") and g == "attn_q.weight":
+            if arch in ("llama", "granitemoe", "granite_swa") and g == "attn_q.weight":
                 w = permute(w, heads)
-            if arch in ("llama", "granitemoe") and g == "attn_k.weight":
+            if arch in ("llama", "granitemoe", "granite_swa") and g == "attn_k.weight":
                 w = permute(w, kv)
             out.append((f"blk.{i}.{g}", w))
         if arch == "hunyuan-dense":
@@ -188,6 +204,11 @@ def tensors_of(cfg, st, arch):
                 # shared gate and up, `output_linear` the shared down.
                 gate, up = np.split(st[p + "shared_mlp.input_linear.weight"], 2, axis=0)
                 out += [(f"blk.{i}.ffn_gate_shexp.weight", gate), (f"blk.{i}.ffn_up_shexp.weight", up), (f"blk.{i}.ffn_down_shexp.weight", st[p + "shared_mlp.output_linear.weight"])]
+        if arch == "granite_swa":
+            # GraniteMoeSWAModel.modify_tensors: the fused gate/up stack and the shared MLP's
+            # fused gate/up kept as they are (`ffn_gate_up_exps`, `ffn_up_shexp`).
+            out += [(f"blk.{i}.ffn_gate_up_exps.weight", st[p + "block_sparse_moe.experts.gate_up_proj"]), (f"blk.{i}.ffn_down_exps.weight", st[p + "block_sparse_moe.experts.down_proj"])]
+            out += [(f"blk.{i}.ffn_up_shexp.weight", st[p + "shared_mlp.input_linear.weight"]), (f"blk.{i}.ffn_down_shexp.weight", st[p + "shared_mlp.output_linear.weight"])]
         for g, part in stacks.items():
             out.append((f"blk.{i}.{g}", np.stack([st[f"{p}{scope}.{e}.{part}.weight"] for e in range(n_exp)])))
         if arch == "qwen2moe":
@@ -238,10 +259,10 @@ def write(path, fixture, cfg, st, quantized):
         w.add_expert_count(n_experts(cfg))
         w.add_expert_used_count(cfg.get("num_experts_per_tok") or cfg.get("moe_k") or cfg["moe_topk"][0])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    if arch in ("llama", "granitemoe"):
+    if arch in ("llama", "granitemoe", "granite_swa"):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
-        if arch == "granitemoe":
+        if arch in ("granitemoe", "granite_swa"):
             # GraniteModel's four scales.
             w.add_attention_scale(cfg["attention_multiplier"])
             w.add_embedding_scale(cfg["embedding_multiplier"])
@@ -249,6 +270,8 @@ def write(path, fixture, cfg, st, quantized):
             w.add_logit_scale(cfg["logits_scaling"])
             if cfg.get("shared_intermediate_size"):
                 w.add_expert_shared_feed_forward_length(cfg["shared_intermediate_size"])
+        if arch == "granite_swa":
+            add_granite_swa_keys(w, cfg)
     elif arch == "ernie4_5-moe":
         # Ernie4_5MoeModel: the sparse layers' pattern, the expert widths (the shared one as
         # the converter computes it, intermediate_size / num_key_value_heads, not read back).
@@ -330,14 +353,16 @@ def dequantized(path, cfg, arch):
                 out[f"{p}{scope}.{e}.{stacks[rest]}.weight"] = np.ascontiguousarray(v[e])
         elif arch == "granitemoe" and rest.endswith(("_exps.weight", "_shexp.weight")):
             halves.setdefault(p, {})[rest] = v
+        elif arch == "granite_swa" and rest in GRANITE_SWA_FUSED:
+            out[p + GRANITE_SWA_FUSED[rest]] = np.ascontiguousarray(v)
         elif rest == "ffn_gate_inp.weight":
             out[p + router] = v
         elif rest == "ffn_gate_inp_shexp.weight":
             out[p + "mlp.shared_expert_gate.weight"] = v.reshape(1, -1)
         else:
-            if arch in ("llama", "granitemoe") and rest == "attn_q.weight":
+            if arch in ("llama", "granitemoe", "granite_swa") and rest == "attn_q.weight":
                 v = unpermute(v, cfg["num_attention_heads"])
-            if arch in ("llama", "granitemoe") and rest == "attn_k.weight":
+            if arch in ("llama", "granitemoe", "granite_swa") and rest == "attn_k.weight":
                 v = unpermute(v, cfg["num_key_value_heads"])
             out[p + names[rest]] = np.ascontiguousarray(v)
     for p, h in halves.items():

@@ -162,6 +162,9 @@
 //!   factor tensors; the scalings llama.cpp's graph fixes are MiniCPM3Config's defaults.
 //! - hy_v3 (`HYV3Model`): per-head q/k norms, sigmoid experts with the correction bias beside
 //!   the shared MLP, dense layers where no router is, prediction layers appended and unread.
+//! - granite_swa (`GraniteSWAModel`, `GraniteMoeSWAModel`): Granite's reading with sinks, the
+//!   window pattern and NoPE layers from `attention.rope_pattern`; with experts GraniteMoeSWA's
+//!   fused stacks and shared MLP under transformers 5's names.
 //!
 //! transformers' GGUF loader (5.24) reads none of these but starcoder2, and for it maps no
 //! `rope.freq_base` (it runs the config default 10000 where the file says otherwise, e.g.
@@ -325,6 +328,11 @@ enum Kind {
     /// Tencent's Hy3 (`hy_v3`): Apertus' attention (per-head q/k norms before RoPE), dense
     /// layers then sigmoid experts with a correction bias beside an always-on shared MLP.
     HyV3,
+    /// IBM's GraniteSWA and GraniteMoeSWA (`granite_swa`): Granite's blocks (q/k permuted) with
+    /// attention sinks, sliding windows by a per-layer pattern and NoPE layers by
+    /// `attention.rope_pattern`; with `expert_count`, GraniteMoeSWA's fused gate/up experts and
+    /// fused shared MLP.
+    GraniteSwa,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -487,6 +495,18 @@ impl Arch {
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
             Kind::Qwen3Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length"],
             Kind::MiniCpm3 => &["attention.q_lora_rank", "attention.kv_lora_rank"],
+            Kind::GraniteSwa => &[
+                "logit_scale",
+                "embedding_scale",
+                "residual_scale",
+                "attention.scale",
+                "expert_count",
+                "expert_used_count",
+                "expert_shared_feed_forward_length",
+                "attention.sliding_window",
+                "attention.sliding_window_pattern",
+                "attention.rope_pattern",
+            ],
             Kind::HyV3 => &[
                 "expert_count",
                 "expert_used_count",
@@ -539,7 +559,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::Arcee | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 | Kind::Phimoe | Kind::MiniCpm3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -611,6 +631,7 @@ impl Arch {
             Kind::Qwen3Moe | Kind::Mellum => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
             Kind::MiniCpm3 => &[PRE_MLP_NORM, MINICPM3_NAMES],
             Kind::HyV3 => &[PRE_MLP_NORM, QK_NORMS, HY_V3_NAMES],
+            Kind::GraniteSwa => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_SWA_NAMES],
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
@@ -685,7 +706,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -759,6 +780,9 @@ fn arch(name: &str) -> Option<Arch> {
         // HYV3Model is a TextModel: nothing permuted (NEOX rope); its experts merged into stacks,
         // its prediction layers appended to the blocks.
         "hy_v3" => ("hy_v3", false, Kind::HyV3),
+        // GraniteSWAModel and GraniteMoeSWAModel are GraniteModels (LlamaModels): q/k permuted;
+        // `granitemoe_swa` when the file has experts (`granite_swa_config`).
+        "granite_swa" => ("granite_swa", true, Kind::GraniteSwa),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
@@ -863,6 +887,16 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
     ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
     ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
+/// GraniteSWA's sinks and GraniteMoeSWA's mixture (llama.cpp's `LLM_ARCH_GRANITE_SWA`): the
+/// router, the shared MLP's fused gate/up (`ffn_up_shexp`, kept as the converter wrote it) and
+/// down, under transformers 5's names; the expert stacks are [`stacked_experts`]'.
+const GRANITE_SWA_NAMES: &[(&str, &str)] = &[
+    ("attn_sinks.weight", "self_attn.sinks"),
+    ("ffn_gate_inp.weight", "block_sparse_moe.router.weight"),
+    ("ffn_up_shexp.weight", "shared_mlp.input_linear.weight"),
+    ("ffn_down_shexp.weight", "shared_mlp.output_linear.weight"),
 ];
 
 /// Hy3's mixture (llama.cpp's `LLM_ARCH_HY_V3`): the router, its correction bias and the shared
@@ -1636,12 +1670,12 @@ const STACK_SLOTS: [&str; 4] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "f
 /// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe or mistral4 (the fused
 /// gate/up stack for mistral4 only: llama.cpp's granitemoe loader takes the two halves alone).
 fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
-    if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4) {
+    if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4 | Kind::GraniteSwa) {
         return None;
     }
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
     let slot = STACK_SLOTS.iter().position(|s| *s == suffix)?;
-    (slot != 2 || a.kind == Kind::Mistral4).then_some((layer.parse().ok()?, slot))
+    (slot != 2 || matches!(a.kind, Kind::Mistral4 | Kind::GraniteSwa)).then_some((layer.parse().ok()?, slot))
 }
 
 /// The experts of `layer` as the families reading them stacked do, gate rows then up rows in one
@@ -1683,6 +1717,7 @@ fn stacked_experts(path: &Path, file: &GgufFile, arch: &str, kind: Kind, layer: 
     let down = whole_stack(path, file, get(3)?, moe.dims(true), &mut bits)?;
     let (fused, down_name) = match kind {
         Kind::GraniteMoe => (format!("model.layers.{layer}.block_sparse_moe.input_linear.weight"), format!("model.layers.{layer}.block_sparse_moe.output_linear.weight")),
+        Kind::GraniteSwa => (format!("model.layers.{layer}.block_sparse_moe.experts.gate_up_proj"), format!("model.layers.{layer}.block_sparse_moe.experts.down_proj")),
         _ => (format!("model.layers.{layer}.mlp.experts.gate_up_proj"), format!("model.layers.{layer}.mlp.experts.down_proj")),
     };
     views.insert(fused, gate_up);
@@ -2131,7 +2166,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::GraniteSwa | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -2152,7 +2187,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.gemma() {
         gemma_config(&mut c, a.kind, &float, &uint, &key, &err)?;
     }
-    if matches!(a.kind, Kind::Granite | Kind::GraniteMoe) {
+    if matches!(a.kind, Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa) {
         granite_config(&mut c, file, &float, &key, &err)?;
     }
     if a.kind == Kind::Starcoder2 {
@@ -2314,6 +2349,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         mellum_config(&mut c, file, &float, &uint, &key, &err)?;
     } else if a.kind == Kind::HyV3 {
         hy_v3_config(&mut c, file, &float, &uint, &key, &err)?;
+    } else if a.kind == Kind::GraniteSwa {
+        granite_swa_config(&mut c, file, &uint, &key, &err)?;
     } else {
         moe_config(&mut c, a, file, &uint, &key, &err)?;
     }
@@ -2668,6 +2705,57 @@ fn hy_v3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
     c.insert("router_scaling_factor".into(), json!(scale as f32 as f64));
     c.insert("mlp_layer_types".into(), json!(types));
     c.insert("mlp_bias".into(), json!(false));
+    Ok(())
+}
+
+/// GraniteSWA's keys (llama.cpp's `GraniteSWAModel` writes Granite's, the window and one bool
+/// per layer in `attention.sliding_window_pattern`, and the converter's `attention.rope_pattern`
+/// from the config's `no_rope_layers`, one bool per layer, false: no RoPE) as `GraniteSWAConfig`
+/// spells them: `layer_types`, `sliding_window`, `layer_rope_theta` (the file's one base where
+/// the layer rotates, 0 where not; no pattern: every layer rotates). With `expert_count` it is
+/// GraniteMoeSWA (`GraniteMoeSWAModel` writes the same architecture): every layer routes over
+/// `num_local_experts` of `feed_forward_length`, top `expert_used_count`, beside the shared MLP of
+/// `expert_shared_feed_forward_length` (0 or absent: none). llama.cpp's loader requires the
+/// window and its pattern; so does the import.
+fn granite_swa_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
+    let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's granite_swa loader requires it)", key("attention.sliding_window"))))?;
+    if file.get(&key("attention.sliding_window_pattern")).is_none() {
+        return Err(err(format!("metadata key `{}` is missing (llama.cpp's granite_swa loader requires one bool per layer)", key("attention.sliding_window_pattern"))));
+    }
+    let sliding = sliding_layers(c, file, 4, key, err)?;
+    let pattern = key("attention.rope_pattern");
+    let rotates: Vec<bool> = match file.get(&pattern) {
+        None => vec![true; layers],
+        Some(Value::Array(flags)) => match flags.iter().map(Value::as_bool).collect::<Option<Vec<bool>>>() {
+            Some(f) if f.len() == layers => f,
+            _ => return Err(err(format!("metadata key `{pattern}` must hold one bool per layer ({layers}): true where the layer rotates"))),
+        },
+        Some(v) => return Err(err(format!("metadata key `{pattern}` is {v:?}: one bool per layer ({layers}), true where the layer rotates"))),
+    };
+    let theta = c.get("rope_theta").and_then(Json::as_f64).unwrap_or(10000.0);
+    c.insert("sliding_window".into(), json!(window));
+    c.insert("layer_types".into(), json!(layer_types(&sliding)));
+    c.insert("layer_rope_theta".into(), json!(rotates.iter().map(|&r| if r { theta } else { 0.0 }).collect::<Vec<_>>()));
+    let experts = uint("expert_count")?.unwrap_or(0);
+    if experts == 0 {
+        if let Some(t) = file.tensors.iter().find(|t| t.name.contains("_exps.") || t.name.ends_with(".ffn_gate_inp.weight") || t.name.contains("_shexp.")) {
+            return Err(err(format!("holds `{}` but `{}` is missing or 0: a GraniteMoeSWA file states its experts", t.name, key("expert_count"))));
+        }
+        return Ok(());
+    }
+    let (experts, used) = expert_counts(uint, key, err)?;
+    every_layer_routes(c, file, "every GraniteMoeSWA layer routes over experts (llama.cpp's loader)", err)?;
+    c.insert("model_type".into(), json!("granitemoe_swa"));
+    c.insert("num_local_experts".into(), json!(experts));
+    c.insert("num_experts_per_tok".into(), json!(used));
+    let shared = uint("expert_shared_feed_forward_length")?.unwrap_or(0);
+    c.insert("shared_intermediate_size".into(), json!(shared));
+    if shared == 0 {
+        if let Some(t) = file.tensors.iter().find(|t| t.name.contains("_shexp.")) {
+            return Err(err(format!("holds `{}` but `{}` is missing or 0: the shared MLP's width is stated with it", t.name, key("expert_shared_feed_forward_length"))));
+        }
+    }
     Ok(())
 }
 
@@ -4408,6 +4496,50 @@ mod tests {
         let unbiased: Vec<_> = t.iter().filter(|(n, ..)| !n.ends_with("exp_probs_b.bias")).cloned().collect();
         let got = import_of(&as_ref(&meta(&[])), &unbiased).err().expect("refused").to_string();
         assert!(got.contains("`blk.0.exp_probs_b.bias`"), "{got}");
+    }
+
+    /// GraniteSWA (`granite_swa`): Granite's keys, the window and its layers from the pattern,
+    /// `layer_rope_theta` from `attention.rope_pattern` and the one base, the sinks; with
+    /// experts, GraniteMoeSWA (every layer routes, fused stacks under transformers 5's names);
+    /// refused by name: no window pattern, a rope pattern of the wrong length, a shared MLP
+    /// without its width.
+    #[test]
+    fn granite_swa_files_read_windows_nope_and_sinks() {
+        let meta = |extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m = meta_of("granite_swa");
+            m.extend([("granite_swa.logit_scale", json!(4.0f64)), ("granite_swa.attention.sliding_window", json!(4)), ("granite_swa.attention.sliding_window_pattern", json!([true])), ("granite_swa.attention.rope_pattern", json!([false]))].map(|(k, v)| (k.to_string(), v)));
+            for (k, v) in extra {
+                m.retain(|(key, _)| key != k);
+                m.push((k.to_string(), v.clone()));
+            }
+            m.retain(|(_, v)| !v.is_null());
+            m
+        };
+        let mut t = llama_tensors();
+        t.push(("blk.0.attn_sinks.weight", 0, vec![4]));
+        let i = import_of(&as_ref(&meta(&[])), &t).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["sliding_window"].as_u64(), c["layer_types"].clone(), c["layer_rope_theta"].clone()), (Some("granite_swa"), Some(4), json!(["sliding_attention"]), json!([0.0])));
+        assert!(i.tensors.contains_key("model.layers.0.self_attn.sinks"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        // No rope pattern: every layer rotates at the file's base.
+        let i = import_of(&as_ref(&meta(&[("granite_swa.attention.rope_pattern", Json::Null)])), &t).unwrap();
+        assert_eq!(i.config["layer_rope_theta"], json!([10000.5]));
+        // With experts: GraniteMoeSWA, its fused stacks under transformers 5's names.
+        let mut moe: Vec<_> = moe_tensors(&[]).into_iter().filter(|(n, ..)| !n.contains("gate_exps") && !n.contains("up_exps")).chain([("blk.0.ffn_gate_up_exps.weight", 8, vec![64, 64, 4]), ("blk.0.attn_sinks.weight", 0, vec![4])]).collect();
+        moe.extend([("blk.0.ffn_up_shexp.weight", 8, vec![64, 96]), ("blk.0.ffn_down_shexp.weight", 0, vec![48, 64])]);
+        let experts = [("granite_swa.expert_count", json!(4)), ("granite_swa.expert_used_count", json!(2)), ("granite_swa.feed_forward_length", json!(32)), ("granite_swa.expert_shared_feed_forward_length", json!(48))];
+        let i = import_of(&as_ref(&meta(&experts)), &moe).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["num_local_experts"].as_u64(), c["shared_intermediate_size"].as_u64()), (Some("granitemoe_swa"), Some(4), Some(48)));
+        assert!(!c.contains_key("moe_intermediate_size") && !c.contains_key("mlp_only_layers"), "the generic mixture reading stays out: {c:?}");
+        assert_eq!(i.views["model.layers.0.block_sparse_moe.experts.gate_up_proj"].shape(), vec![4, 64, 64]);
+        assert!(i.packed.contains_key("model.layers.0.shared_mlp.input_linear.weight"));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
+        let refused = |m: Vec<(String, Json)>, t: &[(&str, u32, Vec<u64>)]| import_of(&as_ref(&m), t).err().expect("refused").to_string();
+        assert!(refused(meta(&[("granite_swa.attention.sliding_window_pattern", Json::Null)]), &t).contains("`granite_swa.attention.sliding_window_pattern` is missing"));
+        assert!(refused(meta(&[("granite_swa.attention.rope_pattern", json!([true, false]))]), &t).contains("one bool per layer (1)"));
+        assert!(refused(meta(&experts[..3]), &moe).contains("`granite_swa.expert_shared_feed_forward_length` is missing or 0"));
     }
 
     #[test]

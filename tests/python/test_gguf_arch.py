@@ -21,7 +21,9 @@ scale's `attention.temperature_scale`, Ministral 3; apertus's xIELU scalars from
 converter and put back per head, Q8_0 in the Q file through the packed rows' order; falcon's
 likewise put back per key/value group (tiny-falcon: Falcon-7B's multi-query file as the converter
 writes it; tiny-falcon2: two groups, and the rope base, MLP width and biases FalconModel does not
-write stated so that the file is the fixture's model); jais2's biased LayerNorms and relu2 MLP), built with
+write stated so that the file is the fixture's model); jais2's biased LayerNorms and relu2 MLP;
+minicpm3's latent attention and LongRoPE factors; granite_swa's sinks, windows and NoPE layers
+from `attention.rope_pattern`), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -58,9 +60,9 @@ F32 = [
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
-    "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3",
+    "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -75,6 +77,9 @@ VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-sta
 # fixture's own checkpoint, so the weights and every other key are the fixture's).
 AS_FILES_STATE = {
     "tiny-minicpm3": lambda c: {**c, "dim_model_base": 256, "rope_scaling": {**c["rope_scaling"], "original_max_position_embeddings": c["max_position_embeddings"]}},
+    # tiny-granite_swa's layer 4 rotates at 5e5, the others at 1e4: a granite_swa file has one
+    # `rope.freq_base` (1e4, the config's) and says per layer only whether it rotates.
+    "tiny-granite_swa": lambda c: {**c, "layer_rope_theta": [0, 10000.0, 10000.0, 10000.0, 10000.0]},
 }
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
@@ -165,7 +170,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 

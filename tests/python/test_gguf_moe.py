@@ -4,7 +4,8 @@ written as llama.cpp's converter writes them by scripts/make_moe_gguf.py (expert
 split into gate and up stacks, Mixtral as `llama` with
 q/k permuted, Qwen2-MoE's shared expert and its `[hidden]` gate vector, Mellum's windows with a
 RoPE base per layer type and its dense first layer, Hy3's sigmoid experts with their correction
-bias beside the shared MLP after a dense layer), built with
+bias beside the shared MLP after a dense layer, GraniteMoeSWA's fused gate/up stacks and shared
+MLP beside sinks, windows and NoPE layers), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<fixture>.F32.gguf`: every tensor F32, the fixture's own weights: the package must give the
@@ -37,7 +38,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum", "tiny-granitemoeshared", "tiny-hy_v3"]
+MOE = ["tiny-mixtral", "tiny-qwen3-moe", "tiny-qwen2-moe", "tiny-granitemoe", "tiny-minimax_m2", "tiny-mellum", "tiny-granitemoeshared", "tiny-hy_v3", "tiny-granitemoe_swa"]
 
 
 def build(src: Path, out: Path, flags=()):
@@ -142,13 +143,14 @@ def test_q8_0_experts_become_8_bit_qmoe(tmp_path):
     assert any("8-bit QMoE" in n and "int8 activations" in n for n in notes), notes
 
 
-@pytest.mark.parametrize("fixture", ["tiny-granitemoe", "tiny-granitemoeshared"])
+@pytest.mark.parametrize("fixture", ["tiny-granitemoe", "tiny-granitemoeshared", "tiny-granitemoe_swa"])
 def test_granite_input_linear_is_joined_back_keeping_its_integers(fixture, tmp_path):
     """GraniteMoE's `input_linear`, split by the converter into gate and up stacks, is joined
     back along its rows: the Q8_0 experts stay 8-bit QMoE (int8 activations: the 8-bit bound
     above) and every attention weight keeps its integers. GraniteMoeShared's shared
     `input_linear`, split into `ffn_gate_shexp` / `ffn_up_shexp`, is joined back too and split
-    again by the family: its Q8_0 gate and up stay MatMulNBits of the file's integers."""
+    again by the family: its Q8_0 gate and up stay MatMulNBits of the file's integers.
+    GraniteMoeSWA's files keep both fused (`ffn_gate_up_exps`, `ffn_up_shexp`): read as they are."""
     worst, pkg, _ = compare(fixture, tmp_path)
     assert worst < 5e-2, f"relative logit difference {worst}"
     nodes, float_stacks, _ = qmoe_nodes(pkg)
@@ -156,7 +158,7 @@ def test_granite_input_linear_is_joined_back_keeping_its_integers(fixture, tmp_p
     assert len(nodes) == layers and not float_stacks, (len(nodes), float_stacks)
     assert {(attr(n, "expert_weight_bits"), attr(n, "block_size")) for n in nodes} == {(8, 32)}
     assert_linears_imported(pkg)
-    if fixture == "tiny-granitemoeshared":
+    if fixture in ("tiny-granitemoeshared", "tiny-granitemoe_swa"):
         tensors = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]["tensors"]
         shared = [t for t in tensors if "shared_mlp.input_linear" in t["weight"]]
         assert len(shared) == 2 * layers and all(t["source"] == "gguf:Q8_0" for t in shared), shared
