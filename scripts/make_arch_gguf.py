@@ -43,6 +43,10 @@ What llama.cpp's converter writes (read for facts: convert_hf_to_gguf.py, split 
   `attention.rope_pattern` from the config's `no_rope_layers` (derived from `layer_rope_theta`,
   which the fixture's config carries alone); one rope base: tiny-granite_swa's layer 4 at 5e5 is
   not stated, see the test's AS_FILES_STATE).
+- `chatglm` (tiny-glm as ChatGLMModel writes THUDM/glm-4-9b-chat: its own keys, the context
+  `seq_length`, `layernorm_epsilon`, the base 10000 x `rope_ratio`, `rope.dimension_count` half
+  the head, no BOS; q, k and v fused in `attn_qkv` with their biases as `query_key_value` holds
+  them, gate and up fused in `ffn_up`; `tokenizer.ggml.pre` `chatglm-bpe`).
 - `minicpm3` (tiny-minicpm3, MiniCPM3Model: its own keys, the ranks, `key_length` nope + rope,
   `rope.dimension_count` the rope part, no rope base, no value length, none of the scalings;
   the latent attention's tensors as stored, `attn_kv_b` whole; LongRoPE's factor tensors).
@@ -90,7 +94,7 @@ ARCH = {
     # Olmo2Model converts Olmo3ForCausalLM too (`olmo2` with the window keys).
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
-    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa",
+    "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa", "glm": "chatglm",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -105,6 +109,7 @@ MAPPED = {
     # GraniteSWAModel's tensors are Granite's plus the sinks (`attn_sinks`, named by hand below:
     # this gguf-py predates LLM_ARCH_GRANITE_SWA).
     "granite_swa": gguf.MODEL_ARCH.GRANITE,
+    "chatglm": gguf.MODEL_ARCH.CHATGLM,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -122,12 +127,17 @@ FIXTURES = [
     # Falcon2-11B's shape (two key/value groups) with what FalconModel does not write: see
     # `falcon_states_more`.
     "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa",
+    # As ChatGLMModel writes THUDM/glm-4-9b-chat (fused query_key_value): `FUSED_AS_STORED`.
+    "tiny-glm",
 ]
+# Fixtures whose checkpoint family stores q, k and v fused, written so (the file's own layout,
+# not llama.cpp's `--fuse-qkv`): THUDM's ChatGLM checkpoints (`query_key_value`).
+FUSED_AS_STORED = {"tiny-glm"}
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
 def falcon_states_more(cfg):
@@ -479,6 +489,24 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_key_length(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
         w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
         return
+    if arch == "chatglm":
+        # ChatGLMModel.set_gguf_parameters (its own keys, in its order) on a THUDM config: its
+        # `seq_length`, `layernorm_epsilon` and `rope_ratio` (the base over 10000) are the
+        # fixture's max_position_embeddings, rms_norm_eps and rope_theta / 10000.
+        heads = cfg["num_attention_heads"]
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(cfg["hidden_size"])
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_rope_dimension_count(int(cfg["hidden_size"] // heads * cfg.get("partial_rotary_factor", 0.5)))
+        w.add_add_bos_token(False)
+        w.add_rope_freq_base(10000 * (rope_params(cfg)["rope_theta"] / 10000))
+        w.add_tokenizer_pre("chatglm-bpe")
+        return
     if arch == "phi2":
         # Phi2Model.set_gguf_parameters (its own keys; no rope base, no vocab size).
         # feed_forward_length: the converter writes 4 x hidden, which llama.cpp checks against
@@ -753,7 +781,7 @@ def main(only=()):
         st = load_file(str(FIX / fixture / "model.safetensors"))
         for quantized in ([False, True] if stem in QUANTIZED else [False]):
             path = OUT / f"{stem}.{'Q' if quantized else 'F32'}.gguf"
-            arch = write(path, fixture, cfg, st, quantized, fused=stem.endswith("-fused"))
+            arch = write(path, fixture, cfg, st, quantized, fused=stem.endswith("-fused") or stem in FUSED_AS_STORED)
             # Norms stored + 1 come back to one f32 rounding of the fixture's.
             exact = lambda err, arch=arch: err == 0.0 or (arch in PLUS_ONE_NORMS and err < 1e-6)  # noqa: E731
             check_round_trip(path, dequantized(path, cfg, arch, st), st, quantized, exact)

@@ -99,8 +99,9 @@ const WHOLE_WORDS: &[&str] = &["youtu"];
 /// `tokenizer.ggml.pre` values with the split regex transformers' GGUF loader gives them
 /// (5.25's `GGUF_PRE_TOKENIZER_SPLITS`, read for facts; and gpt-oss's, which it does not load);
 /// the rest of llama.cpp's Llama 3 group (`falcon-h1`, `pixtral`, `midm-2.0`, `lfm2`) and
-/// [`GLM_GROUP`] with the Llama 3 regex llama.cpp gives them; K-EXAONE's and Jais 2's with their
-/// models' own.
+/// [`GLM_GROUP`] with the Llama 3 regex llama.cpp gives them; ChatGLM's (`chatglm-bpe`,
+/// GLM-4-9B-chat) with it too, llama.cpp's CHATGLM4 split, merges kept and no BOS; K-EXAONE's and
+/// Jais 2's with their models' own.
 const SPLITS: &[(&str, &str)] = &[
     ("llama3", LLAMA3_SPLIT),
     ("llama-v3", LLAMA3_SPLIT),
@@ -115,6 +116,7 @@ const SPLITS: &[(&str, &str)] = &[
     ("dbrx", LLAMA3_SPLIT),
     ("glm4", LLAMA3_SPLIT),
     ("glm5", LLAMA3_SPLIT),
+    ("chatglm-bpe", LLAMA3_SPLIT),
     ("tekken", TEKKEN_SPLIT),
     ("qwen2", QWEN2_SPLIT),
     ("deepseek-r1-qwen", QWEN2_SPLIT),
@@ -634,7 +636,10 @@ mod tests {
         assert_eq!(v3["pretokenizers"][0]["pattern"]["Regex"], json!("\\p{N}{1,3}"));
         assert!(v3["pretokenizers"][2]["pattern"]["Regex"].as_str().unwrap().contains("[^\r\n\\p{L}\\p{P}\\p{S}]?"));
         assert_eq!(passes("deepseek-coder"), ["Split", "Split", "Split", "Split", "Digits", "ByteLevel"]);
-        assert!(split_pre_tokenizer(Some("chatglm-bpe")).is_none());
+        assert!(split_pre_tokenizer(Some("viking")).is_none(), "a split rule not converted is none");
+        // ChatGLM's (GLM-4-9B-chat): Llama 3's regex, llama.cpp's CHATGLM4 split.
+        let glm = split_pre_tokenizer(Some("chatglm-bpe")).unwrap();
+        assert_eq!(glm["pretokenizers"][0]["pattern"]["Regex"], json!(LLAMA3_SPLIT));
     }
 
     /// Added tokens spelled outside the byte alphabet: kept as the file spells them (matched in
@@ -680,8 +685,11 @@ mod tests {
         assert!(post(Some("smollm"), &[]).3.is_empty() && post(None, &[]).3.is_empty());
         // llama.cpp splits these with GPT-2's regex too: no warning.
         assert!(post(Some("olmo"), &[]).3.is_empty() && post(Some("mpt"), &[]).3.is_empty());
-        let warnings = post(Some("chatglm-bpe"), &[]).3;
-        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `chatglm-bpe`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
+        let warnings = post(Some("viking"), &[]).3;
+        assert!(warnings.len() == 1 && warnings[0].contains("`tokenizer.ggml.pre` is `viking`") && warnings[0].contains("llama-bpe"), "{warnings:?}");
+        // ChatGLM's split is known: no warning, no BOS, merges kept (llama.cpp's `chatglm-bpe`).
+        let (add, _, ignore, warnings) = post(Some("chatglm-bpe"), &[]);
+        assert!(!add && !ignore && warnings.is_empty(), "{warnings:?}");
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");

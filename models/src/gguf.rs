@@ -162,6 +162,8 @@
 //!   factor tensors; the scalings llama.cpp's graph fixes are MiniCPM3Config's defaults.
 //! - hy_v3 (`HYV3Model`): per-head q/k norms, sigmoid experts with the correction bias beside
 //!   the shared MLP, dense layers where no router is, prediction layers appended and unread.
+//! - chatglm (`ChatGLMModel`, GLM-4-9B-chat): transformers' `glm`, a fused `attn_qkv` with biases
+//!   read as its rows, half of each head rotated in adjacent pairs, the fused gate/up MLP.
 //! - granite_swa (`GraniteSWAModel`, `GraniteMoeSWAModel`): Granite's reading with sinks, the
 //!   window pattern and NoPE layers from `attention.rope_pattern`; with experts GraniteMoeSWA's
 //!   fused stacks and shared MLP under transformers 5's names.
@@ -333,6 +335,10 @@ enum Kind {
     /// `attention.rope_pattern`; with `expert_count`, GraniteMoeSWA's fused gate/up experts and
     /// fused shared MLP.
     GraniteSwa,
+    /// ChatGLM's last form, GLM-4-9B-chat (`chatglm`): transformers' `glm` (GLM-4), q/k/v with
+    /// biases (fused by the THUDM checkpoints), half the head rotated in adjacent pairs, the
+    /// fused gate/up MLP.
+    ChatGlm,
     /// IBM's GraniteMoE (`granitemoe`): Granite's four scales with stacked experts.
     GraniteMoe,
     /// Phi-3.5-MoE (`phimoe`): Phi-3's LongRoPE keys and factor tensors, LayerNorms and
@@ -392,7 +398,7 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> Vec<&'static str> {
         let own: &[&str] = match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus | Kind::ChatGlm => &[],
             // OLMo 3 (written as olmo2): its windows and the full layers' YaRN.
             Kind::Olmo2 => &[
                 "attention.sliding_window",
@@ -603,6 +609,7 @@ impl Arch {
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
             Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon => &[],
+            Kind::ChatGlm => &[CHATGLM_MLP_NAMES],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron | Kind::Jais2 => &[PLAIN_MLP_NAMES],
             Kind::Glm4 => &[GLM4_NAMES],
@@ -706,7 +713,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -783,6 +790,10 @@ fn arch(name: &str) -> Option<Arch> {
         // GraniteSWAModel and GraniteMoeSWAModel are GraniteModels (LlamaModels): q/k permuted;
         // `granitemoe_swa` when the file has experts (`granite_swa_config`).
         "granite_swa" => ("granite_swa", true, Kind::GraniteSwa),
+        // ChatGLMModel is a TextModel: nothing permuted (llama.cpp's NORM rope turns adjacent
+        // pairs, as GLM's interleaved rotary on the file's order). GLM-4-9B-chat and its `-hf`
+        // port; ChatGLM3 files (the same architecture) are GLM too in transformers' reading.
+        "chatglm" => ("glm", false, Kind::ChatGlm),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
@@ -984,6 +995,11 @@ const GLM4_NAMES: &[(&str, &str)] = &[
     ("ffn_up.weight", "mlp.gate_up_proj.weight"),
     ("post_ffw_norm.weight", "post_mlp_layernorm.weight"),
 ];
+
+/// ChatGLM's MLP (llama.cpp's `LLM_ARCH_CHATGLM`): gate and up fused in `ffn_up` (gate first,
+/// SwiGLU), `ffn_down`; its attention and norms are Llama's names with q/k/v biases (a fused
+/// `attn_qkv`, as the THUDM checkpoints store it, read as its q, k and v rows).
+const CHATGLM_MLP_NAMES: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight"), ("ffn_up.weight", "mlp.gate_up_proj.weight")];
 
 /// Nemotron's and Jais 2's MLP (llama.cpp's `LLM_ARCH_NEMOTRON`, `LLM_ARCH_JAIS2`): the plain
 /// `ffn_up` / `ffn_down`, biases optional; their attention and LayerNorms are
@@ -2102,8 +2118,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     // `rope.dimension_count`, written as `int(partial_rotary_factor * hidden) // heads`.
     let rotary = uint("rope.dimension_count")?.unwrap_or(head_dim);
     if rotary != head_dim {
-        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox | Kind::MinimaxM2) {
-            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, glm4moe, nemotron, stablelm, gptneox and minimax-m2 files only", key("rope.dimension_count"))));
+        if !matches!(a.kind, Kind::Phi3 | Kind::Phi2 | Kind::Glm4 | Kind::Glm4Moe | Kind::ChatGlm | Kind::Nemotron | Kind::StableLm | Kind::GptNeox | Kind::MinimaxM2) {
+            return Err(err(format!("metadata key `{}` is {rotary}, not the head size {head_dim}: partial rotary embeddings are imported from phi2, phi3, glm4, glm4moe, chatglm, nemotron, stablelm, gptneox and minimax-m2 files only", key("rope.dimension_count"))));
         }
         let partial = rotary as f64 / head_dim as f64;
         if rotary == 0 || rotary % 2 != 0 || rotary > head_dim || (head_dim as f64 * partial) as u64 != rotary {
@@ -2216,7 +2232,12 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Smollm3 {
         smollm3_config(&mut c);
     }
-    if matches!(a.kind, Kind::Glm4 | Kind::Glm4Moe | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
+    if a.kind == Kind::ChatGlm {
+        // GlmConfig's `attention_bias` switches the q/k/v biases (none on o_proj, as llama.cpp's
+        // chatglm loader reads none); the activation is SwiGLU on the fused gate/up (gate first).
+        c.insert("attention_bias".into(), json!(biased));
+    }
+    if matches!(a.kind, Kind::Glm4 | Kind::Glm4Moe | Kind::ChatGlm | Kind::Nemotron | Kind::StableLm | Kind::GptNeox) {
         // These families default to 0.5 (StableLM 0.25): the file's value is always written.
         c.insert("partial_rotary_factor".into(), json!(rotary as f64 / head_dim as f64));
     }

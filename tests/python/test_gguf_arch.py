@@ -23,7 +23,8 @@ likewise put back per key/value group (tiny-falcon: Falcon-7B's multi-query file
 writes it; tiny-falcon2: two groups, and the rope base, MLP width and biases FalconModel does not
 write stated so that the file is the fixture's model); jais2's biased LayerNorms and relu2 MLP;
 minicpm3's latent attention and LongRoPE factors; granite_swa's sinks, windows and NoPE layers
-from `attention.rope_pattern`), built with
+from `attention.rope_pattern`; chatglm's fused q/k/v with biases as THUDM's GLM-4-9B-chat stores
+them, half of each head rotated in adjacent pairs, the fused gate/up MLP), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -60,9 +61,9 @@ F32 = [
     "tiny-olmo3", "tiny-seed_oss", "tiny-arcee", "tiny-exaone4", "tiny-cohere2", "tiny-stablelm",
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
-    "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa",
+    "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa"]
+QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -120,6 +121,8 @@ MISREAD = {
     # Ministral 3's `attention.temperature_scale` missed: no query scaling.
     # tiny-falcon2's `rope.freq_base` (500042) missed: llama.cpp's default 10000.
     "tiny-falcon2": {"rope_theta": 10000.0},
+    # chatglm's `rope.dimension_count` (8 of 16) read as the whole head.
+    "tiny-glm": {"partial_rotary_factor": 1.0},
     # Jais 2's relu2 read as Llama's default SiLU.
     "tiny-jais2": {"hidden_act": "silu"},
     "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
@@ -170,7 +173,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -255,11 +258,13 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
 ARCH_SPLITS = [
     ("tiny-falcon", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "14"]),
     ("tiny-jais2", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    # chatglm-bpe: Llama 3's regex (llama.cpp's CHATGLM4 split).
+    ("tiny-glm", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
 ]
 
 
 @pytest.mark.parametrize("stem,pieces", ARCH_SPLITS)
 def test_the_tokenizer_splits_as_the_files_rule(stem, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`) becomes that rule's split, with no
+    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`, `chatglm-bpe`) becomes that rule's split, with no
     warning (an unknown rule would be one, which --strict refuses)."""
     assert_splits(DATA / f"{stem}.F32.gguf", pieces, tmp_path)
