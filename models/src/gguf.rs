@@ -792,7 +792,7 @@ fn arch(name: &str) -> Option<Arch> {
         "granite_swa" => ("granite_swa", true, Kind::GraniteSwa),
         // ChatGLMModel is a TextModel: nothing permuted (llama.cpp's NORM rope turns adjacent
         // pairs, as GLM's interleaved rotary on the file's order). GLM-4-9B-chat and its `-hf`
-        // port; ChatGLM3 files (the same architecture) are GLM too in transformers' reading.
+        // port (ChatGLM2/3 files share the architecture; not shown by a test here).
         "chatglm" => ("glm", false, Kind::ChatGlm),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
