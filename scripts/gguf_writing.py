@@ -31,6 +31,19 @@ def tiny_llama_bpe(size):
     return tokens, types, merges
 
 
+def add_own_sizes(w, cfg):
+    """The size keys in the order the converters that write their own keys use (GemmaModel,
+    MiniCPM3Model): context, embedding, blocks, feed-forward, heads, key/value heads, the RMS
+    epsilon."""
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+
+
 def add_text_sizes(w, cfg, blocks=None, kv_heads=None):
     """`TextModel.set_gguf_parameters`' size keys, in its order, from a Hugging Face config;
     `blocks` / `kv_heads` where the converter writes other counts (appended prediction layers,

@@ -83,7 +83,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
+from gguf_writing import add_own_sizes, add_tensors_and_close, add_text_sizes, check_round_trip  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -476,13 +476,7 @@ def write_mapped(w, cfg, arch, quantized):
         # MiniCPM3Model.set_gguf_parameters (its own keys: no rope base, no value length, none of
         # the scalings, which llama.cpp's graph fixes at MiniCPM3-4B's values).
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-        w.add_context_length(cfg["max_position_embeddings"])
-        w.add_embedding_length(cfg["hidden_size"])
-        w.add_block_count(cfg["num_hidden_layers"])
-        w.add_feed_forward_length(cfg["intermediate_size"])
-        w.add_head_count(cfg["num_attention_heads"])
-        w.add_head_count_kv(cfg["num_key_value_heads"])
-        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        add_own_sizes(w, cfg)
         w.add_vocab_size(cfg["vocab_size"])
         w.add_q_lora_rank(cfg["q_lora_rank"])
         w.add_kv_lora_rank(cfg["kv_lora_rank"])

@@ -41,7 +41,7 @@ from gguf import GGMLQuantizationType as T
 from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_writing import add_tensors_and_close  # noqa: E402
+from gguf_writing import add_own_sizes, add_tensors_and_close  # noqa: E402
 from make_spm_gguf import TEST_STRINGS, train, vocab_of, write_vocab  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,13 +107,7 @@ def qtype_of(name, quantized):
 def write(path, cfg, st, arch, vocab, quantized):
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny {arch}")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    add_own_sizes(w, cfg)
     w.add_key_length(cfg["head_dim"])
     w.add_value_length(cfg["head_dim"])
     if arch == "gemma2":

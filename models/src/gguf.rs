@@ -621,8 +621,8 @@ impl Arch {
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER, GRANITE_SHARED_DOWN],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
             Kind::MinimaxM2 => &[PRE_MLP_NORM, QK_NORMS, MIXTRAL_ROUTER, MINIMAX_M2_NAMES],
-            Kind::Afmoe => &[AFMOE_NAMES, QK_NORMS],
-            Kind::ExaoneMoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, EXAONE_MOE_NAMES],
+            Kind::Afmoe => &[AFMOE_NAMES, QK_NORMS, SHARED_EXPERTS],
+            Kind::ExaoneMoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, EXAONE_MOE_NAMES, SHARED_EXPERTS],
             Kind::Olmo2 | Kind::Exaone4 => &[QK_NORMS],
             // Cohere's one norm a layer is `attn_norm` (the base names); no norm before the MLP.
             // Command R+'s q/k norms are one `[heads, head_dim]` weight each, as Cohere's.
@@ -642,12 +642,12 @@ impl Arch {
             Kind::Gemma2 => &[GEMMA2_NAMES],
             Kind::Gemma3 => &[GEMMA2_NAMES, QK_NORMS],
             Kind::GptOss => &[GPT_OSS_NAMES],
-            Kind::Deepseek2 | Kind::Mistral4 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            Kind::Deepseek2 | Kind::Mistral4 => &[PRE_MLP_NORM, QWEN_ROUTER, DEEPSEEK2_NAMES, SHARED_EXPERTS],
             // GLM-4.5's norm before the MLP is llama.cpp's `post_attention_norm`.
-            Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
-            Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES],
+            Kind::Glm4Moe => &[SEED_OSS_PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES, SHARED_EXPERTS],
+            Kind::Dots1 => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER, DEEPSEEK2_NAMES, SHARED_EXPERTS],
             Kind::Olmoe => &[PRE_MLP_NORM, QK_NORMS, QWEN_ROUTER],
-            Kind::Ernie4_5Moe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, QWEN_ROUTER, ERNIE_MOE_NAMES],
+            Kind::Ernie4_5Moe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, QWEN_ROUTER, ERNIE_MOE_NAMES, SHARED_EXPERTS],
             Kind::HunyuanMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_QK_NORMS, HUNYUAN_MOE_NAMES],
             Kind::HunyuanDense => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, HUNYUAN_QK_NORMS],
         }
@@ -883,8 +883,8 @@ const QWEN2_SHARED_EXPERT: &[(&str, &str)] = &[
 ];
 const SHARED_GATE: &str = "ffn_gate_inp_shexp.weight";
 
-/// DeepSeek's latent attention, V3's routing bias and the shared experts (llama.cpp's
-/// `LLM_ARCH_DEEPSEEK2`); `attn_q` (no query compression), `attn_output` and the leading
+/// DeepSeek's latent attention and V3's routing bias (llama.cpp's `LLM_ARCH_DEEPSEEK2`; the
+/// shared experts are [`SHARED_EXPERTS`]); `attn_q` (no query compression), `attn_output` and the leading
 /// dense layers' MLP are Llama's names. `attn_kv_b` is what converters wrote before splitting it
 /// into `attn_k_b` / `attn_v_b` ([`joined_kv_b`]).
 const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
@@ -895,9 +895,6 @@ const DEEPSEEK2_NAMES: &[(&str, &str)] = &[
     ("attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"),
     ("attn_kv_b.weight", "self_attn.kv_b_proj.weight"),
     ("exp_probs_b.bias", "mlp.gate.e_score_correction_bias"),
-    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
-    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
-    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
 
 /// GraniteSWA's sinks and GraniteMoeSWA's mixture (llama.cpp's `LLM_ARCH_GRANITE_SWA`): the
@@ -920,6 +917,14 @@ const HY_V3_NAMES: &[(&str, &str)] = &[
     ("ffn_down_shexp.weight", "mlp.shared_mlp.down_proj.weight"),
 ];
 
+/// The shared experts as DeepSeek-style families name them (`mlp.shared_experts`: DeepSeek,
+/// GLM-4.5, dots.llm1, K-EXAONE, ERNIE 4.5 MoE, AFMoE), llama.cpp's `ffn_*_shexp`.
+const SHARED_EXPERTS: &[(&str, &str)] = &[
+    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
+    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
+    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
+];
+
 /// MiniCPM3's latent attention (llama.cpp's `LLM_ARCH_MINICPM3`): DeepSeek-V2's names with
 /// query compression and the whole `attn_kv_b`.
 const MINICPM3_NAMES: &[(&str, &str)] = &[
@@ -934,7 +939,7 @@ const MINICPM3_NAMES: &[(&str, &str)] = &[
 /// AFMoE's layers (llama.cpp's `LLM_ARCH_AFMOE`): four norms (`attn_norm` before attention,
 /// `post_attention_norm` after it, `ffn_norm` before the MLP, `post_ffw_norm` after it), the
 /// attention gate `attn_gate`, the router `ffn_gate_inp` (`mlp.router.gate`), the correction
-/// bias `exp_probs_b.bias` (`mlp.expert_bias`), the shared experts.
+/// bias `exp_probs_b.bias` (`mlp.expert_bias`); its shared experts are [`SHARED_EXPERTS`].
 const AFMOE_NAMES: &[(&str, &str)] = &[
     ("post_attention_norm.weight", "post_attention_layernorm.weight"),
     ("ffn_norm.weight", "pre_mlp_layernorm.weight"),
@@ -942,30 +947,21 @@ const AFMOE_NAMES: &[(&str, &str)] = &[
     ("attn_gate.weight", "self_attn.gate_proj.weight"),
     ("ffn_gate_inp.weight", "mlp.router.gate.weight"),
     ("exp_probs_b.bias", "mlp.expert_bias"),
-    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
-    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
-    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
 
 /// MiniMax-M2's correction bias (beside the router, as the published checkpoint names it).
 const MINIMAX_M2_NAMES: &[(&str, &str)] = &[("exp_probs_b.bias", "block_sparse_moe.e_score_correction_bias")];
 
-/// K-EXAONE's correction bias (stored beside the router, `mlp.e_score_correction_bias`) and
-/// shared experts.
+/// K-EXAONE's correction bias (stored beside the router, `mlp.e_score_correction_bias`); its
+/// shared experts are [`SHARED_EXPERTS`].
 const EXAONE_MOE_NAMES: &[(&str, &str)] = &[
     ("exp_probs_b.bias", "mlp.e_score_correction_bias"),
-    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
-    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
-    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
 
-/// ERNIE 4.5 MoE's correction bias (`mlp.moe_statics.e_score_correction_bias`, `[1, experts]`)
-/// and shared experts.
+/// ERNIE 4.5 MoE's correction bias (`mlp.moe_statics.e_score_correction_bias`, `[1, experts]`);
+/// its shared experts are [`SHARED_EXPERTS`].
 const ERNIE_MOE_NAMES: &[(&str, &str)] = &[
     ("exp_probs_b.bias", "mlp.moe_statics.e_score_correction_bias"),
-    ("ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight"),
-    ("ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight"),
-    ("ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight"),
 ];
 
 /// GraniteMoE's router.
@@ -5456,7 +5452,7 @@ mod tests {
         // Partial rotary stays refused for llama.
         let mut m = llama_meta();
         m.push(("llama.rope.dimension_count", json!(8)));
-        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, glm4moe, nemotron, stablelm, gptneox and minimax-m2 files only"));
+        assert!(import_of(&m, &llama_tensors()).err().expect("refused").to_string().contains("phi2, phi3, glm4, glm4moe, chatglm, nemotron, stablelm, gptneox and minimax-m2 files only"));
     }
 
     fn gemma_meta(arch: &'static str) -> Vec<(String, Json)> {
