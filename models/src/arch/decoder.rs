@@ -576,6 +576,8 @@ impl DecoderFamily {
             }
             return latent::block(b, ckpt, sh, self, names, dims, i, layer, x);
         }
+        // MiniCPM5-MoE's per-head gate, read with the query ([`AttentionNames::GatedQuery`]).
+        let mut query_gate = None;
         let (q, k, v) = match &n.attention {
             AttentionNames::Latent(_) => {
                 return Err(Error::Config { path: sh.c.path.clone(), reason: "internal: a latent-attention family's config was read without its sizes".into() })
@@ -592,6 +594,18 @@ impl DecoderFamily {
                     Ok(linear(b, &s(part), x, w))
                 };
                 (proj(q, sh.q_dim)?, proj(k, sh.kv_dim)?, proj(v, sh.kv_dim)?)
+            }
+            AttentionNames::GatedQuery { q_gate, k, v } => {
+                let parts = LinearWeights::read_grouped(ckpt, b, &s(q_gate), sh.hidden, heads.q, &[1, 1], heads.head_dim, qkv_bias)?;
+                let [wq, wg]: [LinearWeights; 2] = parts.try_into().map_err(|_| unreachable_parts())?;
+                let scope = |p: &str| format!("{}.{p}", s(q_gate));
+                query_gate = Some(linear(b, &scope("gate"), x, wg));
+                let mut proj = |part: &str, out: usize| -> Result<String> {
+                    let w = LinearWeights::read(ckpt, b, &s(part), sh.hidden, out, qkv_bias, l.weights)?;
+                    Ok(linear(b, &s(part), x, w))
+                };
+                let (k, v) = (proj(k, sh.kv_dim)?, proj(v, sh.kv_dim)?);
+                (linear(b, &scope("q"), x, wq), k, v)
             }
             AttentionNames::FusedPerHead { qkv } => {
                 if heads.q != heads.kv {
@@ -671,7 +685,7 @@ impl DecoderFamily {
         let mask = &sh.masks[&window];
         let (scale, softcap) = (scale, sh.scalars.attention_softcap);
         if let Some(sinks) = n.sinks {
-            if n.output_gate.is_some() {
+            if n.output_gate.is_some() || query_gate.is_some() {
                 return Err(Error::Config { path: sh.c.path.clone(), reason: format!("the `{}` family's attention sinks are not built together with an output gate", sh.c.model_type) });
             }
             return self.sink_attention_block(b, ckpt, sh, i, layer, [&q, &k, &v], sinks, scale, &attn_scope);
@@ -682,13 +696,21 @@ impl DecoderFamily {
                 static_attention(b, &attn_scope, [&q, &k, &v], mask, write, [past_k, past_v], [present_k, present_v], heads, scale, softcap)
             }
         };
-        // AFMoE gates the heads' output by the attention's input.
-        let y = match n.output_gate {
-            None => y,
-            Some(gate) => {
+        // AFMoE gates the heads' output by the attention's input; MiniCPM5-MoE by the gate its
+        // query projection gave.
+        let y = match (n.output_gate, query_gate) {
+            (None, None) => y,
+            (Some(_), Some(_)) => {
+                return Err(Error::Config { path: sh.c.path.clone(), reason: format!("the `{}` family names two output gates", sh.c.model_type) });
+            }
+            (Some(gate), None) => {
                 let w = LinearWeights::read(ckpt, b, &s(gate), sh.hidden, sh.q_dim, false, l.weights)?;
                 let g = linear(b, &s(gate), x, w);
                 let g = b.op(&s(&format!("{gate}/Sigmoid")), "Sigmoid", &[&g], vec![]);
+                b.op(&s("self_attn.output_gate/Mul"), "Mul", &[&y, &g], vec![])
+            }
+            (None, Some(g)) => {
+                let g = b.op(&s("self_attn.query_gate/Sigmoid"), "Sigmoid", &[&g], vec![]);
                 b.op(&s("self_attn.output_gate/Mul"), "Mul", &[&y, &g], vec![])
             }
         };

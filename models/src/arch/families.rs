@@ -2599,3 +2599,48 @@ pub const GRANITEMOE_SWA: DecoderFamily = DecoderFamily {
     layers: GRANITE_SWA_LAYERS,
     ..GRANITEMOESHARED
 };
+
+/// MiniCPM5-MoE (`MiniCPM5MoeConfig`, a Glm4MoeConfig): Llama's attention whose query projection
+/// also gives a per-head output gate (`self_attn.q_proj` `[heads * 2 * head_dim, hidden]`, each
+/// head's query rows then its gate rows: transformers' `q_gate_proj`, renamed on load), the heads'
+/// output times `sigmoid(gate)` before o_proj; biases per `attention_bias` (q/gate, k, v and o);
+/// RoPE on the whole head (its rotary reads no `partial_rotary_factor`), theta 5e6; DeepSeek-V3's
+/// mixture with an f32 router: `n_routed_experts` (160) of `moe_intermediate_size` (512), top
+/// `num_experts_per_tok` (16) by sigmoid scores plus `e_score_correction_bias` in `n_group` /
+/// `topk_group` groups (1 / 1) scored by their best two, renormalized, times
+/// `routed_scaling_factor` (3.66), beside `n_shared_experts` (1) experts' width of shared MLP;
+/// dense layers by `mlp_layer_types`, else the first `first_k_dense_replace` (1); head_dim 128,
+/// `rms_norm_eps` 1e-6.
+pub const MINICPM5_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["minicpm5_moe"],
+    names: NameTable {
+        attention: AttentionNames::GatedQuery { q_gate: "self_attn.q_proj", k: "self_attn.k_proj", v: "self_attn.v_proj" },
+        mlp: MlpNames::Experts(MoeNames {
+            keys: MoeKeys {
+                experts_default: 160,
+                top_k_default: 16,
+                intermediate_default: Some(512),
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (Some("first_k_dense_replace"), 1) },
+                routing: Routing::Grouped(GroupedRouting { scale: Some(Key { name: "routed_scaling_factor", default: Some(3.66) }), ..GLM4_MOE_ROUTING }),
+                ..GLM4_MOE_EXPERTS.keys
+            },
+            ..GLM4_MOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        qkv_bias: Bias::Config("attention_bias"),
+        o_bias: Bias::Config("attention_bias"),
+        mlp_bias: Bias::Never,
+        head_dim_default: Some(128),
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(524288))],
+        rope_default: RopeDefault { theta: 5000000.0, ..LLAMA_LAYOUT.rope_default },
+        ignored_keys: &["partial_rotary_factor"],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};

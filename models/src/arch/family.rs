@@ -269,6 +269,11 @@ pub enum AttentionNames {
     /// Multi-head latent attention (DeepSeek-V2/V3): see [`LatentNames`] and
     /// [`crate::config::LatentDims`].
     Latent(&'static LatentNames),
+    /// Separate projections whose query one also gives a gate per head (MiniCPM5-MoE's
+    /// `q_proj`, `[heads * 2 * head_dim, hidden]`: each head's query rows, then its gate rows,
+    /// each part read as its rows): the heads' output is multiplied by `sigmoid(gate)` before
+    /// o_proj.
+    GatedQuery { q_gate: &'static str, k: &'static str, v: &'static str },
 }
 
 impl AttentionNames {

@@ -72,12 +72,21 @@ impl LinearWeights {
     /// `q_per_group` query heads, then its key head, then its value head (Falcon's
     /// `query_key_value`: one group holding every query head for multi-query attention, one per
     /// key/value head for the grouped form; GPT-NeoX's per-head `[q | k | v]` is one query head
-    /// per group): part `j` is the rows `reshape [groups, q_per_group + 2, head_dim, inp] -> slice
-    /// on axis 1 -> reshape`, the bias alike. Whole rows only, so a pre-quantized layer keeps its
-    /// integers (a transpose of the rows would not), and no part reads more than its rows.
+    /// per group): [`Self::read_grouped`] with parts of `q_per_group`, 1 and 1 heads.
     #[allow(clippy::too_many_arguments)]
     pub fn read_fused_per_group(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, groups: usize, q_per_group: usize, head_dim: usize, bias: bool) -> Result<Vec<Self>> {
-        let per = q_per_group + 2;
+        Self::read_grouped(ckpt, b, scope, inp, groups, &[q_per_group, 1, 1], head_dim, bias)
+    }
+
+    /// [`Self::read_fused`] for a projection whose rows repeat `groups` times a block of parts,
+    /// part `j` being `parts[j]` heads of `head_dim` rows (Falcon's per-group q/k/v, MiniCPM5's
+    /// per-head query then gate): part `j` is the rows `reshape [groups, sum(parts), head_dim,
+    /// inp] -> slice on axis 1 -> reshape`, the bias alike. Whole rows only, so a pre-quantized
+    /// layer keeps its integers (a transpose of the rows would not), and no part reads more than
+    /// its rows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_grouped(ckpt: &Checkpoint, b: &GraphBuilder, scope: &str, inp: usize, groups: usize, parts: &[usize], head_dim: usize, bias: bool) -> Result<Vec<Self>> {
+        let per: usize = parts.iter().sum();
         let rows = groups * per * head_dim;
         let weight = ckpt.tensor(&format!("{scope}.weight"), &[rows, inp])?;
         let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[rows])?) } else { None };
@@ -88,9 +97,12 @@ impl LinearWeights {
             merged.extend_from_slice(rest);
             r.clone().reshape(split).slice(1, start, end).reshape(merged)
         };
-        let ranges = [(0, q_per_group), (q_per_group, q_per_group + 1), (q_per_group + 1, per)];
+        let ranges = parts.iter().scan(0, |at, &n| {
+            let range = (*at, *at + n);
+            *at += n;
+            Some(range)
+        });
         Ok(ranges
-            .into_iter()
             .map(|range| LinearWeights {
                 weight: part(&weight, range, &[inp]).transpose(vec![1, 0]).cast(b.float),
                 bias: bias.as_ref().map(|r| part(r, range, &[]).cast(b.float)),
