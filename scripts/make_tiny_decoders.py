@@ -307,12 +307,13 @@ FIXTURES_MADE_HERE = {
     # `mlp_layer_types` written), shared experts.
     "tiny-minicpm5_moe": dict(
         cls="MiniCPM5Moe", inputs="tiny-llama",
-        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, head_dim=16, n_routed_experts=8,
+        # head_dim 32: the heads' width (128) is not the hidden size (64), as in the real model.
+        args=dict(SMALL, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3, head_dim=32, n_routed_experts=8,
                   num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True,
                   rms_norm_eps=1e-6, first_k_dense_replace=1, rope_parameters={"rope_type": "default", "rope_theta": 5000000.0}),
         legacy=lambda config: {k: v for k, v in config.items() if k != "mlp_layer_types"} | {"first_k_dense_replace": 1},
         tweak=lambda model: [(layer.mlp.gate.weight.mul_(4.0), layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2)) for layer in model.model.layers[1:]],
-        exercises="MiniCPM5-MoE: Llama attention whose query projection also gives a per-head gate (`self_attn.q_gate_proj`, each head's 16 query rows then its 16 gate rows), the heads' output times sigmoid(gate) before o_proj; layer 0 dense (`first_k_dense_replace` 1, no `mlp_layer_types` written), layers 1-2 8 experts in 2 groups (top 1 group) routed by sigmoid scores of an f32 router plus `e_score_correction_bias`, top 2 renormalized and scaled by 2.5, beside a shared expert 32 wide",
+        exercises="MiniCPM5-MoE: Llama attention whose query projection also gives a per-head gate (`self_attn.q_gate_proj`, each head's 32 query rows then its 32 gate rows; 4 heads of 32 against a hidden size of 64), the heads' output times sigmoid(gate) before o_proj; layer 0 dense (`first_k_dense_replace` 1, no `mlp_layer_types` written), layers 1-2 8 experts in 2 groups (top 1 group) routed by sigmoid scores of an f32 router plus `e_score_correction_bias`, top 2 renormalized and scaled by 2.5, beside a shared expert 32 wide",
     ),
     # GraniteSWA: Granite's multipliers with attention sinks, sliding windows (every fourth
     # layer full from layer 0: no `layer_types` written) and a RoPE base per layer (0: NoPE).

@@ -1582,6 +1582,20 @@ mod tests {
         assert!(e(r#","layer_types":["full_attention"]"#).contains("lists 1 layers; `num_hidden_layers` is 5"));
     }
 
+    /// MiniCPM5-MoE: the default RoPE rotates the whole head whatever `partial_rotary_factor`
+    /// says, top-level or inside `rope_parameters` (as transformers 5 saves it); the key
+    /// holds for another RoPE type; the config class's defaults fill absent keys.
+    #[test]
+    fn minicpm5_moe_rotates_the_whole_head_by_default() {
+        let base = r#""model_type":"minicpm5_moe","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96,"head_dim":32"#;
+        let rope = |extra: &str| parse(&format!("{{{base}{extra}}}")).map(|c| (c.rope.partial_rotary_factor, c.num_key_value_heads, c.eos_token_id.clone()));
+        assert_eq!(rope("").unwrap(), (1.0, 2, vec![1, 130073]));
+        assert_eq!(rope(r#","partial_rotary_factor":0.5"#).unwrap().0, 1.0);
+        assert_eq!(rope(r#","rope_parameters":{"rope_type":"default","rope_theta":5000000.0,"partial_rotary_factor":0.5}"#).unwrap().0, 1.0);
+        let linear = rope(r#","rope_parameters":{"rope_type":"linear","factor":2.0,"rope_theta":5000000.0,"partial_rotary_factor":0.5}"#).unwrap();
+        assert_eq!(linear.0, 0.5);
+    }
+
     /// MiniCPM3: `v_head_dim`, the residual multiplier and the logits divisor as
     /// `MiniCPM3Config` derives them (null `scale_depth` / `dim_model_base`: no scaling).
     #[test]

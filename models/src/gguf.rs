@@ -1679,8 +1679,9 @@ fn whole_stack(path: &Path, file: &GgufFile, t: &TensorInfo, expected: [usize; 3
 /// The expert stacks of the families that read them stacked ([`stacked_experts`]), by slot.
 const STACK_SLOTS: [&str; 4] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_gate_up_exps.weight", "ffn_down_exps.weight"];
 
-/// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe or mistral4 (the fused
-/// gate/up stack for mistral4 only: llama.cpp's granitemoe loader takes the two halves alone).
+/// The layer and [`STACK_SLOTS`] slot of an expert stack of granitemoe, granite_swa or mistral4
+/// (the fused gate/up stack for mistral4 and granite_swa only: llama.cpp's granitemoe loader
+/// takes the two halves alone).
 fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
     if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4 | Kind::GraniteSwa) {
         return None;
@@ -2737,8 +2738,8 @@ fn hy_v3_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, ui
 fn granite_swa_config(c: &mut Map<String, Json>, file: &GgufFile, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let layers = c.get("num_hidden_layers").and_then(Json::as_u64).unwrap_or(0) as usize;
     let window = uint("attention.sliding_window")?.filter(|&w| w > 0).ok_or_else(|| err(format!("metadata key `{}` is missing or 0 (llama.cpp's granite_swa loader requires it)", key("attention.sliding_window"))))?;
-    if file.get(&key("attention.sliding_window_pattern")).is_none() {
-        return Err(err(format!("metadata key `{}` is missing (llama.cpp's granite_swa loader requires one bool per layer)", key("attention.sliding_window_pattern"))));
+    if !matches!(file.get(&key("attention.sliding_window_pattern")), Some(Value::Array(_))) {
+        return Err(err(format!("metadata key `{}` is missing or not a list (llama.cpp's granite_swa loader requires one bool per layer)", key("attention.sliding_window_pattern"))));
     }
     let sliding = sliding_layers(c, file, 4, key, err)?;
     let pattern = key("attention.rope_pattern");
@@ -4554,7 +4555,8 @@ mod tests {
         assert!(i.packed.contains_key("model.layers.0.shared_mlp.input_linear.weight"));
         crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(c.clone()).to_string()).unwrap();
         let refused = |m: Vec<(String, Json)>, t: &[(&str, u32, Vec<u64>)]| import_of(&as_ref(&m), t).err().expect("refused").to_string();
-        assert!(refused(meta(&[("granite_swa.attention.sliding_window_pattern", Json::Null)]), &t).contains("`granite_swa.attention.sliding_window_pattern` is missing"));
+        assert!(refused(meta(&[("granite_swa.attention.sliding_window_pattern", Json::Null)]), &t).contains("`granite_swa.attention.sliding_window_pattern` is missing or not a list"));
+        assert!(refused(meta(&[("granite_swa.attention.sliding_window_pattern", json!(4))]), &t).contains("is missing or not a list"));
         assert!(refused(meta(&[("granite_swa.attention.rope_pattern", json!([true, false]))]), &t).contains("one bool per layer (1)"));
         assert!(refused(meta(&experts[..3]), &moe).contains("`granite_swa.expert_shared_feed_forward_length` is missing or 0"));
     }

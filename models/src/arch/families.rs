@@ -2600,6 +2600,29 @@ pub const GRANITEMOE_SWA: DecoderFamily = DecoderFamily {
     ..GRANITEMOESHARED
 };
 
+/// MiniCPM5-MoE's default RoPE rotates the whole head whatever `partial_rotary_factor` says
+/// (its `compute_default_rope_parameters` reads `head_dim` only): the key is dropped, at the top
+/// level and inside `rope_parameters` / `rope_scaling` (where transformers 5 saves it), when the
+/// RoPE type is the default one. Other types keep it (transformers' own initializers read it).
+fn minicpm5_moe_rope(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let default_type = |p: &serde_json::Map<String, Value>| p.get("rope_type").or_else(|| p.get("type")).and_then(Value::as_str).is_none_or(|t| t == "default");
+    let mut nested_default = true;
+    for key in ["rope_parameters", "rope_scaling"] {
+        if let Some(Value::Object(p)) = map.get_mut(key) {
+            if default_type(p) {
+                p.remove("partial_rotary_factor");
+            } else {
+                nested_default = false;
+            }
+        }
+    }
+    if nested_default {
+        map.remove("partial_rotary_factor");
+    }
+    Ok(())
+}
+
 /// MiniCPM5-MoE (`MiniCPM5MoeConfig`, a Glm4MoeConfig): Llama's attention whose query projection
 /// also gives a per-head output gate (`self_attn.q_proj` `[heads * 2 * head_dim, hidden]`, each
 /// head's query rows then its gate rows: transformers' `q_gate_proj`, renamed on load), the heads'
@@ -2634,9 +2657,15 @@ pub const MINICPM5_MOE: DecoderFamily = DecoderFamily {
         mlp_bias: Bias::Never,
         head_dim_default: Some(128),
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
-        key_defaults: &[("max_position_embeddings", KeyDefault::Count(524288))],
+        key_defaults: &[
+            ("max_position_embeddings", KeyDefault::Count(524288)),
+            ("num_key_value_heads", KeyDefault::Count(2)),
+            ("bos_token_id", KeyDefault::Count(0)),
+            ("eos_token_id", KeyDefault::Counts(&[1, 130073])),
+            ("pad_token_id", KeyDefault::Count(1)),
+        ],
         rope_default: RopeDefault { theta: 5000000.0, ..LLAMA_LAYOUT.rope_default },
-        ignored_keys: &["partial_rotary_factor"],
+        config_rule: Some(minicpm5_moe_rope),
         ..LLAMA_LAYOUT
     },
     optional_prefix: None,
