@@ -301,6 +301,15 @@ FIXTURES_MADE_HERE = {
         legacy=legacy_rope,
         exercises="GraniteMoE: Granite's embedding (2), residual (0.5) and attention (0.125) multipliers and `logits_scaling` (4); 4 experts, top 2, stored as `block_sparse_moe.input_linear` (gate then up) and `output_linear` stacks, router `block_sparse_moe.router.layer`, softmax over the chosen logits",
     ),
+    # NanoChat: weightless RMSNorms (the embeddings normed too), RoPE turned the other way, then
+    # weightless per-head q/k norms, a plain relu2 MLP, soft-capped logits.
+    "tiny-nanochat": dict(
+        cls="NanoChat", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=128, num_hidden_layers=2, rms_norm_eps=1e-6, final_logit_softcapping=15.0,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: config,
+        exercises="NanoChat: weightless RMSNorms before attention, before the MLP, at the end and on the embeddings before the first layer, RoPE turned the other way (`rotate_half` as (x2, -x1)), weightless per-head q/k RMSNorms after RoPE, a plain MLP fc1 -> relu2 -> fc2, logits soft-capped at 15 (`final_logit_softcapping`), GQA",
+    ),
     # MiniCPM5-MoE: Llama attention with a per-head query gate from the query projection
     # (`q_gate_proj`: each head's query rows, then its gate rows), DeepSeek-V3's grouped sigmoid
     # mixture of an f32 router after a dense first layer (`first_k_dense_replace`, no

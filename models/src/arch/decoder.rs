@@ -102,6 +102,9 @@ impl DecoderFamily {
             None => self.embed(b, ckpt, io, scalars.embedding)?,
         };
         let shared = self.shared(b, c, io, scalars)?;
+        if let Some(scope) = self.layout.embedding_norm {
+            h = norm(b, ckpt, self.layout.norm, scope, &h, c.hidden_size, shared.scalars.eps)?;
+        }
         for i in 0..c.num_hidden_layers {
             h = self.layer(b, ckpt, &shared, i, &h)?;
             if let (Some(embeds), true) = (&io.inputs_embeds, i < io.deepstack) {
@@ -452,7 +455,7 @@ impl DecoderFamily {
             return Err(Error::Config { path: c.path.clone(), reason: format!("the `{}` family rotates interleaved pairs, which multimodal RoPE (`mrope_section`) does not", c.model_type) });
         }
         let rope = rotary.then(|| {
-            let cache = RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length());
+            let cache = RopeCache::build(b, "rotary_emb", &c.rope, c.head_dim, c.rotary_dim(), c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length(), l.rope_reversed);
             match &c.mrope {
                 Some(m) => cache.multimodal(b, &io.position_ids, &m.rows()),
                 None => cache.with_interleaved(interleaved),
@@ -475,7 +478,7 @@ impl DecoderFamily {
                     mscale: None,
                 });
                 let dim = (c.head_dim as f64 * local.partial_rotary_factor) as usize;
-                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length()).with_interleaved(interleaved))
+                Some(RopeCache::build(b, "rotary_emb_local", &local, c.head_dim, dim, c.max_position_embeddings, &io.attention_mask, io.kv_cache.max_length(), l.rope_reversed).with_interleaved(interleaved))
             }
             _ => None,
         };

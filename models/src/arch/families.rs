@@ -70,6 +70,8 @@ const LLAMA_LAYOUT: Layout = Layout {
     after_norms_when: None,
     config_rule: None,
     after_mlp_norm_sparse_only: false,
+    rope_reversed: false,
+    embedding_norm: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -2671,5 +2673,35 @@ pub const MINICPM5_MOE: DecoderFamily = DecoderFamily {
     optional_prefix: None,
     unused: ROTARY_BUFFERS,
     scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// NanoChat (`NanoChatConfig`): Llama's blocks with weightless RMSNorms everywhere (`RmsNoAffine`:
+/// before attention, before the MLP, at the end, and on the embeddings before the first layer,
+/// the model's one `norm` module applied twice), RoPE turned the other way (its `rotate_half`
+/// returns `(x2, -x1)`: `rope_reversed`), then per-head weightless q/k RMSNorms on the rotated q
+/// and k, a plain MLP `fc1` -> `hidden_act` (relu2) -> `fc2`, biases per `attention_bias` on
+/// q/k/v/o, the logits soft-capped by `final_logit_softcapping` (15; null: none), `rms_norm_eps`
+/// 1e-6, 2048 positions by default.
+pub const NANOCHAT: DecoderFamily = DecoderFamily {
+    model_types: &["nanochat"],
+    names: NameTable {
+        qk_norm: Some(QkNorm { after_rope: true, ..PER_HEAD_QK_NORM }),
+        mlp: MlpNames::Plain { up: "mlp.fc1", down: "mlp.fc2" },
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::RmsNoAffine,
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
+        activation: Some(("hidden_act", crate::Activation::Relu2)),
+        mlp_bias: Bias::Never,
+        key_defaults: &[("max_position_embeddings", KeyDefault::Count(2048))],
+        rope_reversed: true,
+        embedding_norm: Some("model.embed_norm"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: Scaling { final_softcap: Some(Key { name: "final_logit_softcapping", default: Some(15.0) }), ..NO_SCALING },
     layers: FULL_ATTENTION_LAYERS,
 };

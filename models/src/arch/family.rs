@@ -617,6 +617,12 @@ pub struct Layout {
     /// The after-MLP norm applies on the sparse layers only (A.X K1's `post_mlp_layernorm`,
     /// inside its MoE block); a dense layer's stored copy is recorded as unused.
     pub after_mlp_norm_sparse_only: bool,
+    /// RoPE turned the other way (NanoChat's `rotate_half` returns `(x2, -x1)`): the same as
+    /// every frequency negated, so the sin tables are negated and the cos tables unchanged.
+    pub rope_reversed: bool,
+    /// A norm of the family's kind on the embeddings, before the first layer (NanoChat applies
+    /// its weightless final norm there too), under this scope name.
+    pub embedding_norm: Option<&'static str>,
 }
 
 /// A family's own config derivations and refusals ([`Layout::config_rule`]): config.json's

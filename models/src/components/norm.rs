@@ -21,6 +21,10 @@ pub enum NormKind {
     /// LayerNorm with a weight and no bias (Cohere's mean-centred `CohereLayerNorm`): a
     /// constant zero bias, as for `LayerNoAffine`.
     LayerNoBias,
+    /// RMSNorm without a weight (NanoChat's, Llama 4's `WeightlessRMSNorm`: none in the
+    /// checkpoint): `RMSNormalization` with a constant of ones, so the RMSNorm rules still see
+    /// their op.
+    RmsNoAffine,
 }
 
 /// `RMSNormalization(x, weight)` over the last axis (opset 23+, computed in f32 internally:
@@ -29,11 +33,17 @@ pub fn rms_norm(b: &mut GraphBuilder, ckpt: &Checkpoint, scope: &str, x: &str, d
     rms_norm_of(b, ckpt, NormKind::Rms, scope, x, dim, eps)
 }
 
-/// [`rms_norm`] of either RMS kind (`RmsUnitOffset` folds the `+ 1` into the weight).
+/// [`rms_norm`] of any RMS kind (`RmsUnitOffset` folds the `+ 1` into the weight,
+/// `RmsNoAffine` reads nothing and scales by a constant of ones).
 fn rms_norm_of(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
-    let stored = ckpt.tensor(&format!("{scope}.weight"), &[dim])?;
-    let recipe = if kind == NormKind::RmsUnitOffset { stored.offset(1.0) } else { stored }.cast(b.float);
-    let w = b.initializer(&format!("{scope}.weight"), recipe);
+    let w = if kind == NormKind::RmsNoAffine {
+        let ones = ir::Recipe::from_f32(format!("{scope} ones (no weight)"), vec![dim], &vec![1.0; dim]).cast(b.float);
+        b.initializer(&format!("{scope}.ones"), ones)
+    } else {
+        let stored = ckpt.tensor(&format!("{scope}.weight"), &[dim])?;
+        let recipe = if kind == NormKind::RmsUnitOffset { stored.offset(1.0) } else { stored }.cast(b.float);
+        b.initializer(&format!("{scope}.weight"), recipe)
+    };
     Ok(b.op(
         &format!("{scope}/RMSNormalization"),
         "RMSNormalization",
@@ -76,7 +86,7 @@ fn layer_norm_of(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope:
 /// The family's norm over the last axis.
 pub fn norm(b: &mut GraphBuilder, ckpt: &Checkpoint, kind: NormKind, scope: &str, x: &str, dim: usize, eps: f64) -> Result<String> {
     match kind {
-        NormKind::Rms | NormKind::RmsUnitOffset => rms_norm_of(b, ckpt, kind, scope, x, dim, eps),
+        NormKind::Rms | NormKind::RmsUnitOffset | NormKind::RmsNoAffine => rms_norm_of(b, ckpt, kind, scope, x, dim, eps),
         NormKind::Layer | NormKind::LayerUnitOffset | NormKind::LayerNoAffine | NormKind::LayerNoBias => layer_norm_of(b, ckpt, kind, scope, x, dim, eps),
     }
 }

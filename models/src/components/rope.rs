@@ -162,9 +162,16 @@ impl RopeCache {
         max_positions: usize,
         attention_mask: &str,
         longest_total: Option<usize>,
+        reversed: bool,
     ) -> Self {
         let half = rotary_dim / 2;
-        let sets = frequencies(rope, rotary_dim);
+        let mut sets = frequencies(rope, rotary_dim);
+        // Turned the other way (NanoChat): negated frequencies give the same cos and negated sin.
+        if reversed {
+            for set in &mut sets {
+                set.inv_freq.iter_mut().for_each(|f| *f = -*f);
+            }
+        }
         let float = b.float;
         let add = |b: &mut GraphBuilder, prefix: &str, set: &Frequencies| -> (String, String) {
             let mut label = format!("rope theta={} dim={rotary_dim} positions={max_positions} {:?}", rope.theta, rope.kind);
