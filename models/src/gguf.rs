@@ -1415,7 +1415,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             let grouped_qkv = match a.kind {
                 _ if !mapped.contains(".attn_qkv.") => None,
                 Kind::GptNeox => Some(QkvGroups { groups: heads, queries: 1 }),
-                Kind::Falcon => Some(QkvGroups { groups: kv_heads, queries: if kv_heads == 0 { 0 } else { heads / kv_heads } }),
+                Kind::Falcon => Some(QkvGroups { groups: kv_heads, queries: heads.checked_div(kv_heads).unwrap_or(0) }),
                 _ => None,
             };
             if let Some(g) = grouped_qkv {
