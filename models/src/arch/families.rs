@@ -1449,6 +1449,15 @@ pub const GRANITEMOE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// GraniteMoeShared's and GraniteMoeSWA's shared MLP: gate and up in one projection
+/// (`shared_mlp.input_linear`, gate rows first), `output_linear`, `shared_intermediate_size`
+/// wide (0, the default: none).
+const GRANITE_SHARED_MLP: SharedExpert = SharedExpert {
+    mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
+    gate: None,
+    width: SharedWidth::Key("shared_intermediate_size", 0),
+};
+
 /// GraniteMoeShared (`GraniteMoeSharedConfig`): GraniteMoE with a shared MLP beside the
 /// experts, `shared_mlp.input_linear` (`[2 * width, hidden]`, gate rows then up rows) and
 /// `shared_mlp.output_linear`, `shared_intermediate_size` wide (0, the default: none), its output
@@ -1457,11 +1466,7 @@ pub const GRANITEMOESHARED: DecoderFamily = DecoderFamily {
     model_types: &["granitemoeshared"],
     names: NameTable {
         mlp: MlpNames::Experts(MoeNames {
-            shared: Some(SharedExpert {
-                mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
-                gate: None,
-                width: SharedWidth::Key("shared_intermediate_size", 0),
-            }),
+            shared: Some(GRANITE_SHARED_MLP),
             ..GRANITEMOE_EXPERTS
         }),
         ..LLAMA_NAMES
@@ -2588,11 +2593,7 @@ pub const GRANITEMOE_SWA: DecoderFamily = DecoderFamily {
         mlp: MlpNames::Experts(MoeNames {
             router: "block_sparse_moe.router",
             experts: ExpertNames::Stacked { experts: "block_sparse_moe.experts", gate_up: "block_sparse_moe.experts.gate_up_proj", down: "block_sparse_moe.experts.down_proj" },
-            shared: Some(SharedExpert {
-                mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
-                gate: None,
-                width: SharedWidth::Key("shared_intermediate_size", 0),
-            }),
+            shared: Some(GRANITE_SHARED_MLP),
             ..GRANITEMOE_EXPERTS
         }),
         ..LLAMA_NAMES
