@@ -51,7 +51,9 @@ def add_text_sizes(w, cfg, blocks=None, kv_heads=None):
     w.add_block_count(cfg["num_hidden_layers"] if blocks is None else blocks)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
+    # Optional there (`find_hparam(..., optional=True)`): Solar Open's config has none.
+    if cfg.get("intermediate_size") is not None:
+        w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
     w.add_head_count_kv(cfg["num_key_value_heads"] if kv_heads is None else kv_heads)
 

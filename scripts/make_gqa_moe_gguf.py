@@ -77,10 +77,14 @@ FIXTURES = {
     "tiny-dots1": ("dots1", "ffn_norm.weight", None),
     "tiny-exaone_moe": ("exaone-moe", "ffn_norm.weight", "exaone-moe"),
     "tiny-afmoe": ("afmoe", "post_attention_norm.weight", None),
+    # Solar Open: SolarOpenModel is a Glm4MoeModel writing `glm4moe` (no prediction layers, no
+    # dense lead, no q/k norms; the rotated half of each head its converter writes for a config
+    # without `partial_rotary_factor`: the test's AS_FILES_STATE).
+    "tiny-solar_open": ("glm4moe", "post_attention_norm.weight", None),
 }
 # Prediction layers appended after the decoder: GLM's from its config; tiny-exaone_moe's config
 # states none, so one, as K-EXAONE's own config has (`num_nextn_predict_layers` 1).
-MTP = {"glm4moe": lambda cfg: cfg["num_nextn_predict_layers"], "exaone-moe": lambda cfg: cfg.get("num_nextn_predict_layers", 1)}
+MTP = {"glm4moe": lambda cfg: cfg.get("num_nextn_predict_layers") or 0, "exaone-moe": lambda cfg: cfg.get("num_nextn_predict_layers", 1)}
 
 NAMES = {
     "input_layernorm.weight": "attn_norm.weight",
@@ -133,7 +137,7 @@ def tensors_of(fixture, cfg, st):
     out = [("token_embd.weight", st["model.embed_tokens.weight"]), ("output_norm.weight", st["model.norm.weight"]), ("output.weight", st["lm_head.weight"])]
     for i in range(layers):
         out += layer_tensors(fixture, cfg, st, i, i)
-    if FIXTURES[fixture][0] not in MTP:
+    if FIXTURES[fixture][0] not in MTP or not MTP[FIXTURES[fixture][0]](cfg):
         return out
     # The prediction layer: the last layer's tensors again, and its own.
     rng = np.random.default_rng(0)
@@ -209,12 +213,16 @@ def write(path, fixture, cfg, st, quantized):
         w.add_nextn_predict_layers(extra)
         w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
     elif glm:
+        # Glm4MoeModel: each key where the config has it (Solar Open's has no dense lead and no
+        # prediction layers).
         w.add_expert_shared_count(cfg["n_shared_experts"])
-        w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+        if cfg.get("first_k_dense_replace") is not None:
+            w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         w.add_expert_weights_scale(cfg["routed_scaling_factor"])
         w.add_expert_weights_norm(cfg["norm_topk_prob"])
-        w.add_nextn_predict_layers(extra)
+        if cfg.get("num_nextn_predict_layers") is not None:
+            w.add_nextn_predict_layers(extra)
     else:
         w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
         w.add_expert_shared_count(cfg["n_shared_experts"])

@@ -2139,7 +2139,17 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     let mut c = Map::new();
     c.insert("model_type".into(), json!(a.model_type));
     c.insert("hidden_size".into(), json!(hidden));
-    c.insert("intermediate_size".into(), json!(need("feed_forward_length")?));
+    // Solar Open's glm4moe files (every layer sparse, no `intermediate_size` in its config) have
+    // no `feed_forward_length`: `glm4moe_config` checks no layer needs it.
+    match uint("feed_forward_length")? {
+        Some(ff) => {
+            c.insert("intermediate_size".into(), json!(ff));
+        }
+        None if a.kind == Kind::Glm4Moe => {}
+        None => {
+            need("feed_forward_length")?;
+        }
+    }
     c.insert("num_hidden_layers".into(), json!(need("block_count")?));
     c.insert("num_attention_heads".into(), json!(heads));
     c.insert("num_key_value_heads".into(), json!(kv_heads));
@@ -2875,6 +2885,15 @@ fn glm4moe_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     corrected_layers(file, g.dense, layers, "GLM-4.5's", key, err)?;
     c.insert("norm_topk_prob".into(), json!(g.norm));
     c.insert("use_qk_norm".into(), json!(qk_norms_in_every_layer(file, c, err)?));
+    if !c.contains_key("intermediate_size") {
+        // No `feed_forward_length` (Solar Open's files: every layer sparse): no dense layer may
+        // need it; the experts' width stands in for the key no layer reads.
+        if g.dense > 0 {
+            return Err(err(format!("metadata key `{}` is missing, but `{}` {} makes dense layers, which need it", key("feed_forward_length"), key("leading_dense_block_count"), g.dense)));
+        }
+        let width = c.get("moe_intermediate_size").cloned().unwrap_or(Json::Null);
+        c.insert("intermediate_size".into(), width);
+    }
     Ok(())
 }
 

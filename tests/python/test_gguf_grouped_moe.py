@@ -7,7 +7,8 @@ the blocks) and tiny-dots1.* (`dots1`: Qwen3 attention, no windows), both by
 scripts/make_gqa_moe_gguf.py with tiny-exaone_moe.* (`exaone-moe`: K-EXAONE's windowed
 pre-norm blocks, RoPE on the sliding layers only, a prediction layer appended), and tiny-youtu.* (a `deepseek2` file without experts: Youtu-LLM's
 latent attention in dense blocks, make_deepseek_gguf.py) and tiny-deepseek_v3-nextn (tiny-deepseek_v3 as GLM-4.7-Flash's converter writes a deepseek2 file, a
-prediction layer appended) and tiny-mistral4.* (`mistral4`:
+prediction layer appended), tiny-solar_open.* (Solar Open as its converter writes a `glm4moe` file:
+no dense lead, no prediction layer, no `feed_forward_length`, half of each head rotated) and tiny-mistral4.* (`mistral4`:
 the latent attention with softmax-routed grouped experts in one `ffn_gate_up_exps` stack; no
 temperature key, as llama.cpp's converter writes it, so held to the fixture with
 Mistral4Config's default beta; `tiny-mistral4-temperature` states the fixture's), built with `tailor build --model
@@ -41,7 +42,7 @@ from safetensors.numpy import load_file
 from conftest import FIXTURES, assert_splits, genai_greedy, prefill_logits, tailor_bin
 
 DATA = Path(__file__).parent / "data" / "gguf-moe"
-FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4", "tiny-afmoe"]
+FIXTURES_HERE = ["tiny-deepseek_v3", "tiny-deepseek_v2", "tiny-glm4_moe", "tiny-dots1", "tiny-youtu", "tiny-exaone_moe", "tiny-mistral4", "tiny-afmoe", "tiny-solar_open"]
 # deepseek2 files without experts (Youtu-LLM): latent attention in dense blocks.
 DENSE = {"tiny-youtu"}
 # Fixtures whose config states what their GGUF files cannot: the config a file of the same
@@ -51,7 +52,13 @@ AS_FILES_STATE = {
     # llama.cpp's Mistral 4 converter writes no temperature key: Mistral4Config's beta, 0.1
     # (the fixture's is 0.25).
     "tiny-mistral4": lambda c: {**c, "rope_parameters": {**c["rope_parameters"], "llama_4_scaling_beta": 0.1}},
+    # Solar Open's converter (a Glm4MoeModel) writes the rotated half of each head for a config
+    # without `partial_rotary_factor` (GLM-4.5's default 0.5; Solar Open's own is 1).
+    "tiny-solar_open": lambda c: {**c, "partial_rotary_factor": 0.5},
 }
+# The model type a file is read as where it is not the fixture's own: Solar Open's files are
+# glm4moe files, read as GLM-4.5 (the same model with the file's keys).
+READ_AS = {"tiny-solar_open": "glm4_moe"}
 
 
 def build(src: Path, out: Path, flags=()):
@@ -97,7 +104,7 @@ def test_the_config_is_the_fixtures(fixture, tmp_path):
     pkg = build(DATA / f"{fixture}.F32.gguf", tmp_path / "pkg")
     cfg = json.loads((FIXTURES / fixture / "config.json").read_text())
     report = json.loads((pkg / "build_report.json").read_text())
-    assert report["model_type"] == cfg["model_type"], f"{fixture}: read as {report['model_type']}"
+    assert report["model_type"] == READ_AS.get(fixture, cfg["model_type"]), f"{fixture}: read as {report['model_type']}"
 
 
 def float_checkpoint(fixture: str, out: Path, weights: Path | None = None) -> Path:
@@ -128,7 +135,7 @@ def test_q_file_keeps_its_integers_and_matches_its_dequantization(fixture, tmp_p
     q = json.loads((pkg / "build_report.json").read_text())["parts"][0]["quantization"]
     imported = {t["weight"] for t in q["tensors"] if t["source"] == "gguf:Q8_0"}
     assert any("q_a_proj" in w or "q_proj" in w for w in imported), sorted(imported)
-    assert fixture in ("tiny-glm4_moe", "tiny-dots1", "tiny-exaone_moe", "tiny-afmoe") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
+    assert fixture in ("tiny-glm4_moe", "tiny-dots1", "tiny-exaone_moe", "tiny-afmoe", "tiny-solar_open") or any("kv_a_proj_with_mqa" in w for w in imported), sorted(imported)
     if fixture in DENSE:
         assert any("mlp.down_proj" in w for w in imported), sorted(imported)
     elif fixture != "tiny-deepseek_v2":
