@@ -4802,6 +4802,24 @@ mod tests {
         (m, t)
     }
 
+    /// Solar Open's glm4moe files: no `feed_forward_length`, accepted when no layer is dense (the
+    /// experts' width stands in for the key no layer reads); refused by key with a dense lead.
+    #[test]
+    fn glm4moe_files_without_a_dense_width_have_no_dense_layer() {
+        let (m, t) = glm4moe_file();
+        let m: Vec<(String, Json)> = m.into_iter().filter(|(k, _)| !k.ends_with(".feed_forward_length")).collect();
+        let got = import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        assert!(got.contains("`glm4moe.feed_forward_length` is missing") && got.contains("`glm4moe.leading_dense_block_count` 1"), "{got}");
+        // Every layer sparse: layer 0 holds layer 1's router, experts and bias, no dense MLP.
+        let m: Vec<(String, Json)> = m.into_iter().map(|(k, v)| if k.ends_with("leading_dense_block_count") { (k, json!(0)) } else { (k, v) }).collect();
+        let mut sparse: Vec<(&'static str, u32, Vec<u64>)> = t.iter().filter(|(n, ..)| !n.starts_with("blk.0.ffn_")).cloned().collect();
+        let layer0: Vec<_> = t.iter().filter(|(n, ..)| n.starts_with("blk.1.") && (n.contains("ffn_") || n.contains("exp_probs_b"))).map(|(n, q, d)| (&*Box::leak(n.replacen("blk.1.", "blk.0.", 1).into_boxed_str()), *q, d.clone())).collect();
+        sparse.extend(layer0);
+        let i = import_of(&as_ref(&m), &sparse).unwrap();
+        assert_eq!((i.config["intermediate_size"].as_u64(), i.config["moe_intermediate_size"].as_u64()), (Some(32), Some(32)));
+        crate::DecoderConfig::parse(Path::new("m.gguf"), &Json::Object(i.config.clone()).to_string()).unwrap();
+    }
+
     #[test]
     fn glm4moe_files_read_the_decoder_layers_and_leave_the_prediction_layer() {
         let (m, t) = glm4moe_file();
