@@ -92,11 +92,6 @@ const LLAMA3_GROUP: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "f
 /// does not know them.
 const GLM_GROUP: &[&str] = &["glm4", "glm5"];
 
-/// `tokenizer.ggml.pre` values after which llama.cpp never adds BOS, whatever
-/// `tokenizer.ggml.add_bos_token` says (its `special_bos_id` is null for them, `llama-vocab.cpp`):
-/// ChatGLM's and GLM's.
-const NO_BOS: &[&str] = &["chatglm-bpe", "glm4", "glm5"];
-
 /// Other `tokenizer.ggml.pre` values llama.cpp encodes with whole-word merges ignored
 /// (`ignore_merges` in `llama-vocab.cpp`): Youtu-LLM's.
 const WHOLE_WORDS: &[&str] = &["youtu"];
@@ -464,8 +459,7 @@ pub fn convert<'a>(file: &'a GgufFile, path: &Path) -> Result<Converted<'a>> {
     let pre = file.get("tokenizer.ggml.pre").and_then(Value::as_str);
     let llama3_group = pre.is_some_and(|p| LLAMA3_GROUP.contains(&p));
     let flag = |k: &str, default: bool| file.get(k).and_then(Value::as_bool).unwrap_or(default);
-    let no_bos = pre.is_some_and(|p| NO_BOS.contains(&p));
-    let (add_bos, add_eos) = (!no_bos && flag("tokenizer.ggml.add_bos_token", llama3_group), flag("tokenizer.ggml.add_eos_token", false));
+    let (add_bos, add_eos) = (flag("tokenizer.ggml.add_bos_token", llama3_group), flag("tokenizer.ggml.add_eos_token", false));
     let mut warnings = Vec::new();
     let pre_tokenizer = split_pre_tokenizer(pre).unwrap_or_else(|| {
         if let Some(p) = pre.filter(|p| !GPT2_LIKE.contains(p)) {
@@ -696,10 +690,6 @@ mod tests {
         // ChatGLM's split is known: no warning, no BOS, merges kept (llama.cpp's `chatglm-bpe`).
         let (add, _, ignore, warnings) = post(Some("chatglm-bpe"), &[]);
         assert!(!add && !ignore && warnings.is_empty(), "{warnings:?}");
-        // llama.cpp adds no BOS after ChatGLM's or GLM's split whatever the file's key says.
-        for pre in ["chatglm-bpe", "glm4"] {
-            assert!(!post(Some(pre), &[("tokenizer.ggml.add_bos_token", true)]).0, "{pre}");
-        }
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
