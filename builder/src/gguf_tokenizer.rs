@@ -690,6 +690,10 @@ mod tests {
         // ChatGLM's split is known: no warning, no BOS, merges kept (llama.cpp's `chatglm-bpe`).
         let (add, _, ignore, warnings) = post(Some("chatglm-bpe"), &[]);
         assert!(!add && !ignore && warnings.is_empty(), "{warnings:?}");
+        // No BOS is only the default: the file's key decides, as llama.cpp reads it.
+        for pre in ["chatglm-bpe", "glm4"] {
+            assert!(post(Some(pre), &[("tokenizer.ggml.add_bos_token", true)]).0, "{pre}");
+        }
         // GLM's split: Llama 3's regex and no merges for whole words, but no BOS by default.
         let (add, _, ignore, warnings) = post(Some("glm4"), &[]);
         assert!(!add && ignore && warnings.is_empty(), "{warnings:?}");
