@@ -78,3 +78,18 @@ def test_axk1_as_released_no_correction_bias_and_a_dense_layers_moe_norm(tmp_pat
     assert_reference_logits(tmp_path / "pkg", "tiny-axk1")
     graph = onnx.load(str(tmp_path / "pkg" / "model.onnx"), load_external_data=False).graph
     assert not [i.name for i in graph.initializer if i.name.startswith("model.layers.0.post_mlp_layernorm")]
+
+
+def test_nanochat_keys_a_published_config_leaves_out_take_nanochatconfigs_defaults(tmp_path):
+    # NanoChatConfig: bos 0, eos 1, pad 1, 2048 positions; genai_config.json reads them.
+    dst = tmp_path / "tiny-nanochat"
+    shutil.copytree(FIXTURES / "tiny-nanochat", dst)
+    config = json.loads((dst / "config.json").read_text())
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings"):
+        del config[key]
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+    done = build_folder(dst, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    model = json.loads((tmp_path / "pkg" / "genai_config.json").read_text())["model"]
+    assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (0, 1, 1), model
+    assert model["context_length"] == 2048, model

@@ -2696,7 +2696,14 @@ pub const NANOCHAT: DecoderFamily = DecoderFamily {
         norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
         activation: Some(("hidden_act", crate::Activation::Relu2)),
         mlp_bias: Bias::Never,
-        key_defaults: &[("max_position_embeddings", KeyDefault::Count(2048))],
+        // NanoChatConfig's defaults for the keys a published config may leave out.
+        key_defaults: &[
+            ("max_position_embeddings", KeyDefault::Count(2048)),
+            ("intermediate_size", KeyDefault::Count(8192)),
+            ("bos_token_id", KeyDefault::Count(0)),
+            ("eos_token_id", KeyDefault::Count(1)),
+            ("pad_token_id", KeyDefault::Count(1)),
+        ],
         rope_reversed: true,
         embedding_norm: Some("model.embed_norm"),
         ..LLAMA_LAYOUT
