@@ -49,6 +49,16 @@ def legacy_rope(config):
     return config
 
 
+def granite_hybrid_layers(config):
+    """Granite 4.0's published configs list `attention` / `mamba` per layer (transformers 5
+    saves its own names, `full_attention` / `linear_attention`)."""
+    legacy = {"full_attention": "attention", "linear_attention": "mamba"}
+    config["layer_types"] = [legacy.get(t, t) for t in config["layer_types"]]
+    # transformers 5's own spelling of its infinite default, not a published key.
+    config.pop("time_step_limit", None)
+    return config
+
+
 def hunyuan_rope(config):
     """Hunyuan's published configs: top-level `rope_theta`, `rope_scaling` spelled with `type`
     and the YaRN-style keys its rotary embedding does not read, `use_qk_norm` and
@@ -356,6 +366,26 @@ FIXTURES_MADE_HERE = {
                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         legacy=legacy_rope,
         exercises="GraniteMoeShared: GraniteMoE's multipliers and experts (4, top 2, softmax over the chosen logits) plus a shared MLP 48 wide (`shared_mlp.input_linear` gate rows then up rows, `output_linear`) added to the experts' output before the residual multiplier",
+    ),
+    # GraniteMoeHybrid (Granite 4.0) without Mamba2 layers: granite-4.0-micro's form (dense:
+    # the shared MLP alone, RoPE), and a mixture beside the shared MLP without RoPE.
+    "tiny-granitemoehybrid": dict(
+        cls="GraniteMoeHybrid", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=64, shared_intermediate_size=96, num_hidden_layers=3, num_local_experts=0, num_experts_per_tok=0,
+                  rms_norm_eps=1e-5, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.125, logits_scaling=4.0,
+                  layer_types=["attention"] * 3, position_embedding_type="rope",
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: granite_hybrid_layers(legacy_rope(config)),
+        exercises="GraniteMoeHybrid as granite-4.0-micro: every layer attention (`layer_types` `attention`), no experts (`num_local_experts` 0): each MLP the shared one (`shared_mlp.input_linear` gate rows then up rows, 96 wide by `shared_intermediate_size`, not the 64 of `intermediate_size`), RoPE by `position_embedding_type` `rope`, Granite's multipliers (embeddings x2, residual 0.5, attention scale 0.125, logits / 4)",
+    ),
+    "tiny-granitemoehybrid-moe": dict(
+        cls="GraniteMoeHybrid", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=32, shared_intermediate_size=48, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                  rms_norm_eps=1e-6, embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.125, logits_scaling=4.0,
+                  layer_types=["attention"] * 2, position_embedding_type=None,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        legacy=lambda config: granite_hybrid_layers(legacy_rope(config)),
+        exercises="GraniteMoeHybrid without Mamba2 layers and without RoPE (`position_embedding_type` null): GraniteMoE's experts (4, top 2, softmax over the chosen logits) beside the shared MLP (48 wide), Granite's multipliers",
     ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(

@@ -1582,6 +1582,31 @@ mod tests {
         assert!(e(r#","layer_types":["full_attention"]"#).contains("lists 1 layers; `num_hidden_layers` is 5"));
     }
 
+    /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its
+    /// index, a missing list too); RoPE by `position_embedding_type`; without experts each
+    /// layer is dense at the shared MLP's width.
+    #[test]
+    fn granitemoehybrid_reads_attention_only_layers() {
+        let base = r#""model_type":"granitemoehybrid","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":3,"vocab_size":512,"intermediate_size":64,"shared_intermediate_size":96"#;
+        let read = |extra: &str| {
+            parse(&format!("{{{base}{extra}}}")).map(|c| (c.raw["no_rope_layers"].clone(), c.raw["mlp_layer_types"].clone(), c.intermediate_size, c.raw.get("num_local_experts").cloned()))
+        };
+        let attention = r#","layer_types":["attention","attention","full_attention"]"#;
+        let (no_rope, mlp, width, experts) = read(&format!(r#"{attention},"position_embedding_type":"rope","num_local_experts":0,"num_experts_per_tok":0"#)).unwrap();
+        assert_eq!((no_rope, mlp, width, experts), (serde_json::json!([1, 1, 1]), serde_json::json!(["dense", "dense", "dense"]), 96, None));
+        // The config class's defaults: 8 experts (every layer sparse, experts `intermediate_size`
+        // wide), no RoPE.
+        let (no_rope, mlp, width, experts) = read(attention).unwrap();
+        assert_eq!((no_rope, mlp, width, experts), (serde_json::json!([0, 0, 0]), serde_json::json!(["sparse", "sparse", "sparse"]), 64, Some(serde_json::json!(8))));
+        assert_eq!(read(&format!(r#"{attention},"position_embedding_type":"nope""#)).unwrap().0, serde_json::json!([0, 0, 0]));
+        let e = |extra: &str| read(extra).unwrap_err().to_string();
+        assert!(e(r#","layer_types":["attention","mamba","attention"]"#).contains("layer 1 is a Mamba2 layer (`layer_types` says `mamba`)"));
+        assert!(e("").contains("key `layer_types` is missing"));
+        assert!(e(r#","layer_types":["attention"]"#).contains("for each of the 3 layers"));
+        assert!(e(&format!(r#"{attention},"position_embedding_type":"alibi""#)).contains("key `position_embedding_type` is \"alibi\""));
+        assert!(e(&format!(r#"{attention},"num_local_experts":0,"shared_intermediate_size":0"#)).contains("would have no MLP"));
+    }
+
     /// MiniCPM5-MoE: the default RoPE rotates the whole head whatever `partial_rotary_factor`
     /// says, top-level or inside `rope_parameters` (as transformers 5 saves it); the key
     /// holds for another RoPE type; the config class's defaults fill absent keys.

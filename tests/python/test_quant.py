@@ -522,11 +522,11 @@ def test_genai_generates_what_onnx_runtimes_quantizer_gives(tmp_path, fixture):
     # with a constant B, not one reading the embedding through a Transpose node.
     # ORT's quantizer takes MatMuls only: a MoE fixture's experts stay float there, so here too
     # (test_qmoe_experts_are_onnx_runtimes_bytes_per_expert checks QMoE's bytes).
-    # GraniteMoE (and GraniteMoeShared) stores its experts as `block_sparse_moe.input_linear` /
+    # GraniteMoE (and GraniteMoeShared, GraniteMoeHybrid) stores its experts as `block_sparse_moe.input_linear` /
     # `output_linear` stacks (the shared MLP's `shared_mlp.*` are MatMuls, quantized by both), the
     # others (GraniteMoeSWA's transformers 5 names too) under `experts`.
     granite = ["*.block_sparse_moe.input_linear.*", "*.block_sparse_moe.output_linear.*"]
-    stacks = granite if fixture in ("tiny-granitemoe", "tiny-granitemoeshared") else ["*.experts.*"]
+    stacks = granite if fixture in ("tiny-granitemoe", "tiny-granitemoeshared", "tiny-granitemoehybrid-moe") else ["*.experts.*"]
     experts = [flag for p in stacks for flag in ("--quant-exclude", p)] if fixture in MOE_FIXTURES else []
     ours = build_with(tmp_path / "q", fixture, "cpu", ["--quant", "int4", "--quant-embeddings", "none", "--tied-head", "copy"] + experts)
     f = build_with(tmp_path / "f", fixture, "cpu", ["--tied-head", "copy"])

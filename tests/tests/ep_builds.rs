@@ -474,9 +474,9 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
         // HunYuan MoE spells the top-k `moe_topk`, a list of one value per layer as published.
         let one = |v: &serde_json::Value| v.as_i64().or_else(|| v.as_array().and_then(|a| a.first()).and_then(|v| v.as_i64()));
         let top_k = config.get("num_experts_per_tok").or(config.get("moe_topk")).and_then(one).unwrap();
-        // Mixtral and HunYuan MoE renormalize the top-k probabilities always; GraniteMoE's (and GraniteMoeShared's)
+        // Mixtral and HunYuan MoE renormalize the top-k probabilities always; GraniteMoE's (and GraniteMoeShared's, GraniteMoeHybrid's)
         // softmax over the chosen logits is the same weights; Qwen as `norm_topk_prob` says.
-        let normalize = ["mixtral", "granitemoe", "granitemoeshared", "hunyuan_v1_moe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
+        let normalize = ["mixtral", "granitemoe", "granitemoeshared", "granitemoehybrid", "hunyuan_v1_moe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
         let experts = config.get("num_local_experts").or(config.get("num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
         // HunYuan MoE's experts are `intermediate_size` wide (its per-layer
         // `moe_intermediate_size` list is not read by transformers).

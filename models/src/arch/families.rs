@@ -1474,6 +1474,101 @@ pub const GRANITEMOESHARED: DecoderFamily = DecoderFamily {
     ..GRANITEMOE
 };
 
+/// GraniteMoeHybrid (Granite 4.0) built when it has no Mamba2 layers: `layer_types` must list
+/// `attention` (or `full_attention`) for every layer; a `mamba` / `linear_attention` layer is
+/// refused by its index (the Granite 4.0-H hybrids), and so is a config without the list
+/// (`GraniteMoeHybridConfig` then makes every layer Mamba2). RoPE only when
+/// `position_embedding_type` is `rope` (null, the default, or `nope`: none on any layer, written
+/// as an all-zero `no_rope_layers`). With `num_local_experts` 0 (granite-4.0-micro) every layer's
+/// MLP is the shared one alone: the layers are written dense and `intermediate_size` becomes
+/// `shared_intermediate_size` (transformers builds no experts then and reads no
+/// `intermediate_size`) and the expert counts are dropped (nothing routes); otherwise every
+/// layer is sparse, the experts beside the shared MLP.
+fn granitemoehybrid_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let count = |map: &serde_json::Map<String, Value>, key: &str| match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("key `{key}` must be a whole number, found {v}")),
+    };
+    let Some(layers) = count(map, "num_hidden_layers")? else { return Ok(()) };
+    let layers = layers as usize;
+    match map.get("layer_types") {
+        None | Some(Value::Null) => {
+            return Err("key `layer_types` is missing: GraniteMoeHybridConfig then makes every layer a Mamba2 layer, which is not built; Granite 4.0's attention-only checkpoints (granite-4.0-micro, -350m, -1b) list `attention` for each layer".into())
+        }
+        Some(Value::Array(items)) if items.len() == layers => {
+            for (i, v) in items.iter().enumerate() {
+                match v.as_str() {
+                    Some("attention" | "full_attention") => {}
+                    Some(t @ ("mamba" | "linear_attention")) => {
+                        return Err(format!("layer {i} is a Mamba2 layer (`layer_types` says `{t}`): the hybrid Granite 4.0-H checkpoints are not built (no Mamba2 block yet); the attention-only Granite 4.0 ones are"))
+                    }
+                    _ => return Err(format!("key `layer_types` holds {v} at layer {i}; supported: \"attention\" (Mamba2 layers are not built)")),
+                }
+            }
+        }
+        Some(v) => return Err(format!("key `layer_types` must list \"attention\" for each of the {layers} layers, found {v}")),
+    }
+    map.insert("layer_types".into(), Value::from(vec!["full_attention"; layers]));
+    let rope = match map.get("position_embedding_type") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(t)) if t == "rope" => true,
+        Some(Value::String(t)) if t == "nope" => false,
+        Some(v) => return Err(format!("key `position_embedding_type` is {v}; supported: \"rope\", \"nope\" or null (no RoPE)")),
+    };
+    map.insert("no_rope_layers".into(), Value::from(vec![u64::from(rope); layers]));
+    let experts = count(map, "num_local_experts")?.unwrap_or(8);
+    let kind = if experts == 0 {
+        let shared = count(map, "shared_intermediate_size")?.unwrap_or(1024);
+        if shared == 0 {
+            return Err("keys `num_local_experts` and `shared_intermediate_size` are both 0: the layers would have no MLP".into());
+        }
+        map.insert("intermediate_size".into(), Value::from(shared));
+        // No layer routes: the counts (0, which the mixture's reading refuses) are read by none.
+        map.remove("num_local_experts");
+        map.remove("num_experts_per_tok");
+        "dense"
+    } else {
+        "sparse"
+    };
+    map.insert("mlp_layer_types".into(), Value::from(vec![kind; layers]));
+    Ok(())
+}
+
+/// GraniteMoeHybrid's shared MLP standing alone (no experts: granite-4.0-micro), as the dense
+/// MLP of [`GRANITEMOEHYBRID`]'s layers.
+const GRANITE_SHARED_ALONE: MlpNames = MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" };
+
+/// GraniteMoeHybrid (`GraniteMoeHybridConfig`, Granite 4.0) without Mamba2 layers, as
+/// [`granitemoehybrid_config`] reads it: Granite's multipliers and attention (RoPE per
+/// `position_embedding_type`), GraniteMoE's experts beside GraniteMoeShared's shared MLP
+/// (`shared_intermediate_size`, 1024 by default), or the shared MLP alone with no experts.
+pub const GRANITEMOEHYBRID: DecoderFamily = DecoderFamily {
+    model_types: &["granitemoehybrid"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            shared: Some(GRANITE_SHARED_MLP),
+            dense: Some(&GRANITE_SHARED_ALONE),
+            keys: MoeKeys { sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (None, 0) }, ..MIXTRAL_KEYS },
+            ..GRANITEMOE_EXPERTS
+        }),
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        // GraniteMoeHybridConfig's defaults for the keys the config rule reads.
+        key_defaults: &[
+            ("num_local_experts", KeyDefault::Count(8)),
+            ("num_experts_per_tok", KeyDefault::Count(2)),
+            ("shared_intermediate_size", KeyDefault::Count(1024)),
+            ("intermediate_size", KeyDefault::Count(11008)),
+        ],
+        config_rule: Some(granitemoehybrid_config),
+        ..GRANITEMOE.layout
+    },
+    layers: LayerKinds { no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 1 }), ..FULL_ATTENTION_LAYERS },
+    ..GRANITEMOE
+};
+
 /// OLMo2: norms after attention and after the MLP (none before), and q/k RMSNorms over the
 /// whole projection (all heads at once), before RoPE.
 pub const OLMO2: DecoderFamily = DecoderFamily {
