@@ -59,6 +59,24 @@ def granite_hybrid_layers(config):
     return config
 
 
+def exaone_keys(config):
+    """EXAONE's published configs (its own code's names): `num_layers`, `layer_norm_epsilon`,
+    `activation_function`."""
+    for new, old in (("num_hidden_layers", "num_layers"), ("rms_norm_eps", "layer_norm_epsilon"), ("hidden_act", "activation_function")):
+        config[old] = config.pop(new)
+    config["architectures"] = ["ExaoneForCausalLM"]
+    return config
+
+
+def internlm3_keys(config):
+    """InternLM3's published configs: its own bias keys (`qkv_bias`, `bias`), the legacy RoPE."""
+    config = legacy_rope(config)
+    config["qkv_bias"] = config.pop("attention_bias")
+    config["bias"] = config.pop("mlp_bias")
+    config["architectures"] = ["InternLM3ForCausalLM"]
+    return config
+
+
 def hunyuan_rope(config):
     """Hunyuan's published configs: top-level `rope_theta`, `rope_scaling` spelled with `type`
     and the YaRN-style keys its rotary embedding does not read, `use_qk_norm` and
@@ -386,6 +404,31 @@ FIXTURES_MADE_HERE = {
                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         legacy=lambda config: granite_hybrid_layers(legacy_rope(config)),
         exercises="GraniteMoeHybrid without Mamba2 layers and without RoPE (`position_embedding_type` null): GraniteMoE's experts (4, top 2, softmax over the chosen logits) beside the shared MLP (48 wide), Granite's multipliers",
+    ),
+    # EXAONE 3 / 3.5: Llama under GPT-2-style weight and config names (transformers renames
+    # them on load; the saved checkpoint keeps the published ones).
+    "tiny-exaone": dict(
+        cls="Exaone", model="LlamaForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "llama3", "rope_theta": 1000000.0, "factor": 8.0, "original_max_position_embeddings": 64,
+                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+        legacy=lambda config: exaone_keys(legacy_rope(config)),
+        exercises="EXAONE 3.5: Llama's blocks under `transformer.h.{i}.attn.attention.*`, `ln_1` / `ln_2`, `mlp.c_fc_0` / `c_fc_1` / `c_proj`, `transformer.wte` / `ln_f`; config keys `num_layers`, `layer_norm_epsilon`, `activation_function` as published; Llama 3 RoPE scaling x8 over 64 positions at base 1e6",
+    ),
+    # InternLM3 and IQuestCoder: Llama under their own config classes' keys and defaults.
+    "tiny-internlm3": dict(
+        cls="InternLM3", model="LlamaForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, head_dim=32, attention_bias=True, mlp_bias=True, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "dynamic", "rope_theta": 50000000.0, "factor": 6.0}),
+        legacy=internlm3_keys,
+        exercises="InternLM3: Llama with q/k/v/o biases by `qkv_bias` and MLP biases by `bias` (its own keys), heads 32 wide over a 64-wide hidden size, dynamic NTK RoPE (`factor` 6, base 5e7: the default frequencies within the 256 positions)",
+    ),
+    "tiny-iquestcoder": dict(
+        cls="IQuestCoder", model="LlamaForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=2, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "head_dim"} | {"architectures": ["IQuestCoderForCausalLM"]},
+        exercises="IQuestCoder: Llama whose head is IQuestCoderConfig's default 128 wide (no `head_dim` written; hidden / heads would be 16), base 5e5",
     ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(

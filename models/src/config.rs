@@ -900,13 +900,16 @@ fn read_rope(
             }
             RopeKind::Default
         }
+        // Dynamic NTK (`_compute_dynamic_ntk_parameters`): the base grows with the running length
+        // only once it passes max_position_embeddings; below that the frequencies are the default
+        // ones. The graph's cos/sin caches end at max_position_embeddings (genai's context length,
+        // and a static cache's longest), so no position it accepts sees the stretch: exact.
         "dynamic" => {
-            return Err(r.err(format!(
-                "rope type `dynamic` (dynamic NTK) is not supported: it recomputes the frequencies from the running \
-                 sequence length once it passes max_position_embeddings, which one precomputed cos/sin cache \
-                 cannot express; supported: {}",
-                SUPPORTED_ROPE_TYPES
-            )))
+            let factor = need("factor")?;
+            if !(factor.is_finite() && factor >= 1.0) {
+                return Err(r.err(format!("`{params_key}.factor` must be a number of at least 1 for dynamic NTK RoPE, found {factor}")));
+            }
+            RopeKind::Default
         }
         other => return Err(r.err(format!("rope type `{other}` is not supported; supported: {SUPPORTED_ROPE_TYPES}"))),
     };
@@ -978,7 +981,7 @@ const BOOLEAN_KEYS: &[&str] = &[
 const UNTYPED_ROPE_KEYS: &[&str] = &["rope_theta", "partial_rotary_factor"];
 
 /// The `rope_type` values this tool builds.
-pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, llama3, yarn, longrope, freq_factors";
+pub const SUPPORTED_ROPE_TYPES: &str = "default, linear, dynamic, llama3, yarn, longrope, freq_factors";
 
 /// Multimodal RoPE: which of the three position rows (temporal, height, width) each of the
 /// `rotary_dim / 2` frequencies reads.
@@ -1395,15 +1398,25 @@ mod tests {
     }
 
     #[test]
-    fn dynamic_and_unknown_rope_types_are_refused_with_the_supported_list() {
-        for kind in ["dynamic", "su"] {
-            let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"{kind}","factor":2.0}}}}"#)).unwrap_err().to_string();
-            assert!(e.contains(kind) && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
-        }
+    fn unknown_rope_types_are_refused_with_the_supported_list() {
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"su","factor":2.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("su") && e.contains(SUPPORTED_ROPE_TYPES), "{e}");
+    }
+
+    /// Dynamic NTK stretches the base only past max_position_embeddings, where the graph's
+    /// caches end: the default frequencies, exactly; its `factor` is still required and checked.
+    #[test]
+    fn dynamic_ntk_is_the_default_rope_within_the_positions() {
+        let c = parse(&format!(r#"{{{BASE},"rope_theta":50000000.0,"rope_scaling":{{"rope_type":"dynamic","factor":6.0}}}}"#)).unwrap();
+        assert!(matches!(c.rope.kind, RopeKind::Default) && c.rope.theta == 50000000.0, "{:?}", c.rope);
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic"}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("factor"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","factor":0.5}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("at least 1"), "{e}");
     }
 
     /// HunYuan reads `dynamic` with an `alpha` as a fixed stretch of the base (`theta *
-    /// alpha^(d / (d - 2))`); without `alpha`, and in other families, `dynamic` stays refused.
+    /// alpha^(d / (d - 2))`).
     #[test]
     fn hunyuan_reads_dynamic_with_alpha_as_a_stretched_base() {
         let hunyuan = BASE.replace("llama", "hunyuan_v1_dense");
@@ -1416,10 +1429,12 @@ mod tests {
         assert!((c.rope.theta - want).abs() < 1e-6 * want, "{:?}", c.rope);
         let e = parse(&format!(r#"{{{hunyuan},"rope_scaling":{{"type":"dynamic","alpha":1e300}}}}"#)).unwrap_err().to_string();
         assert!(e.contains("past any finite number"), "{e}");
-        let e = parse(&format!(r#"{{{hunyuan},"rope_scaling":{{"type":"dynamic","factor":2.0}}}}"#)).unwrap_err().to_string();
-        assert!(e.contains("dynamic NTK"), "{e}");
+        // Without `alpha`, and in other families, `dynamic` is dynamic NTK: the default base
+        // within the positions (its `factor` required).
+        let c = parse(&format!(r#"{{{hunyuan},"rope_theta":10000.0,"rope_scaling":{{"type":"dynamic","factor":2.0}}}}"#)).unwrap();
+        assert!(c.rope.theta == 10000.0 && matches!(c.rope.kind, RopeKind::Default), "{:?}", c.rope);
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","alpha":1000.0}}}}"#)).unwrap_err().to_string();
-        assert!(e.contains("dynamic NTK"), "{e}");
+        assert!(e.contains("factor"), "{e}");
     }
 
     /// A `null` switch is false, as transformers' truth test reads the `None` it keeps, whatever
@@ -1580,6 +1595,24 @@ mod tests {
         let c = parse(&format!(r#"{{{base},"rope_scaling":{{"type":"linear","factor":4.0,"rope_theta":10000.0}}}}"#)).unwrap();
         assert!(matches!(c.rope.kind, RopeKind::Linear { .. }) && matches!(c.sliding_rope.map(|r| r.kind), Some(RopeKind::Linear { .. })), "{:?}", c.rope.kind);
         assert!(e(r#","layer_types":["full_attention"]"#).contains("lists 1 layers; `num_hidden_layers` is 5"));
+    }
+
+    /// Llama under other config classes: EXAONE's and InternLM3's own key names, the defaults of
+    /// each class, IQuestCoder's refusals.
+    #[test]
+    fn llama_shaped_config_classes_read_their_own_keys() {
+        let exaone = parse(r#"{"model_type":"exaone","hidden_size":64,"num_attention_heads":8,"num_layers":3,"vocab_size":512,"intermediate_size":96,"layer_norm_epsilon":1e-5,"activation_function":"silu"}"#).unwrap();
+        assert_eq!((exaone.num_hidden_layers, exaone.num_key_value_heads, exaone.norm_eps, exaone.rope.theta, exaone.eos_token_id.clone()), (3, 8, 1e-5, 500000.0, vec![361]));
+        let internlm3 = parse(r#"{"model_type":"internlm3","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96,"qkv_bias":true,"bias":false}"#).unwrap();
+        assert_eq!((internlm3.head_dim, internlm3.num_key_value_heads, internlm3.norm_eps), (128, 2, 1e-5));
+        assert_eq!((internlm3.raw["attention_bias"].as_bool(), internlm3.raw["mlp_bias"].as_bool()), (Some(true), Some(false)));
+        let base = r#""model_type":"iquestcoder","hidden_size":64,"num_attention_heads":8,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96"#;
+        assert_eq!(parse(&format!("{{{base}}}")).unwrap().head_dim, 128);
+        let e = parse(&format!(r#"{{{base},"clip_qkv":8.0}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`clip_qkv`"), "{e}");
+        let e = parse(&format!(r#"{{{base},"use_sliding_window":true}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`use_sliding_window`"), "{e}");
+        assert!(parse(&format!(r#"{{{base},"use_sliding_window":false,"clip_qkv":null}}"#)).is_ok());
     }
 
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its

@@ -84,6 +84,93 @@ pub const LLAMA: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// EXAONE 3 / 3.5 (`ExaoneConfig`; transformers builds it as Llama, renaming the weights on
+/// load): Llama's blocks under GPT-2-style names (`transformer.wte`, `transformer.h.{i}`,
+/// `attn.attention.{q,k,v,out}_proj`, `ln_1` / `ln_2` RMSNorms, `mlp.c_fc_0` gate, `c_fc_1`
+/// up, `c_proj` down, `transformer.ln_f`), its config keys `num_layers`, `layer_norm_epsilon`,
+/// `activation_function`; RoPE base 500000, 8 key/value heads, bos 1, eos 361, pad 0 and 4096
+/// positions when absent.
+pub const EXAONE: DecoderFamily = DecoderFamily {
+    model_types: &["exaone"],
+    names: NameTable {
+        embed_tokens: "transformer.wte.weight",
+        layer: "transformer.h.{i}",
+        attention: AttentionNames::Separate { q: "attn.attention.q_proj", k: "attn.attention.k_proj", v: "attn.attention.v_proj" },
+        o_proj: "attn.attention.out_proj",
+        norms: BlockNorms { before_attention: Some("ln_1"), before_mlp: Some("ln_2"), ..PRE_NORMS },
+        mlp: MlpNames::Gated { gate: "mlp.c_fc_0", up: "mlp.c_fc_1", down: "mlp.c_proj" },
+        final_norm: "transformer.ln_f",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        rope_default: RopeDefault { theta: 500_000.0, ..LLAMA_LAYOUT.rope_default },
+        key_aliases: &[("num_layers", "num_hidden_layers")],
+        key_defaults: &[
+            ("num_key_value_heads", KeyDefault::Count(8)),
+            ("max_position_embeddings", KeyDefault::Count(4096)),
+            ("bos_token_id", KeyDefault::Count(1)),
+            ("eos_token_id", KeyDefault::Count(361)),
+            ("pad_token_id", KeyDefault::Count(0)),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    ..LLAMA
+};
+
+/// InternLM3 (`InternLM3Config`; transformers builds it as Llama): Llama under its own bias keys
+/// (`qkv_bias` for q/k/v/o, `bias` for the MLP), a 128-wide head, 2 key/value heads,
+/// `rms_norm_eps` 1e-5, 32768 positions, bos 1, eos and pad 2 when absent. Its published RoPE is
+/// dynamic NTK (the default frequencies within the positions; docs/models.md).
+pub const INTERNLM3: DecoderFamily = DecoderFamily {
+    model_types: &["internlm3"],
+    layout: Layout {
+        head_dim_default: Some(128),
+        key_aliases: &[("qkv_bias", "attention_bias"), ("bias", "mlp_bias")],
+        key_defaults: &[
+            ("num_key_value_heads", KeyDefault::Count(2)),
+            ("rms_norm_eps", KeyDefault::Number(1e-5)),
+            ("max_position_embeddings", KeyDefault::Count(32768)),
+            ("bos_token_id", KeyDefault::Count(1)),
+            ("eos_token_id", KeyDefault::Count(2)),
+            ("pad_token_id", KeyDefault::Count(2)),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    ..LLAMA
+};
+
+/// IQuestCoder refuses what its config class refuses (`IQuestCoderConfig.validate_architecture`):
+/// a `clip_qkv` and sliding windows.
+fn iquestcoder_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    if let Some(v) = map.get("clip_qkv").filter(|v| !v.is_null()) {
+        return Err(format!("key `clip_qkv` is {v}; IQuestCoder has no q/k/v clipping (transformers refuses the key)"));
+    }
+    if map.get("use_sliding_window").and_then(Value::as_bool) == Some(true) {
+        return Err("key `use_sliding_window` is true; IQuestCoder has no sliding windows (transformers refuses it)".into());
+    }
+    Ok(())
+}
+
+/// IQuestCoder (`IQuestCoderConfig`; transformers builds it as Llama): Llama with a 128-wide head,
+/// 8 key/value heads, `rms_norm_eps` 1e-5, 131072 positions, bos 1 and eos 2 when absent.
+pub const IQUESTCODER: DecoderFamily = DecoderFamily {
+    model_types: &["iquestcoder"],
+    layout: Layout {
+        head_dim_default: Some(128),
+        key_defaults: &[
+            ("num_key_value_heads", KeyDefault::Count(8)),
+            ("rms_norm_eps", KeyDefault::Number(1e-5)),
+            ("max_position_embeddings", KeyDefault::Count(131072)),
+            ("bos_token_id", KeyDefault::Count(1)),
+            ("eos_token_id", KeyDefault::Count(2)),
+        ],
+        config_rule: Some(iquestcoder_config),
+        ..LLAMA_LAYOUT
+    },
+    ..LLAMA
+};
+
 /// Mistral: Llama's layout without biases; `head_dim` may differ from hidden / heads, and
 /// `sliding_window` applies as given to every layer (4096 when absent, `MistralConfig`'s
 /// default; the published configs state it, most as null; `MistralModel` reads no

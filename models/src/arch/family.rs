@@ -665,7 +665,8 @@ pub struct RopeDefault {
     /// (`Phi3Config`: `su` and `yarn` are LongRoPE, whatever else the object holds).
     pub renamed: &'static [(&'static str, &'static str)],
     /// `dynamic` with an `alpha` is a fixed NTK stretch of the base (HunYuan's rotary embedding
-    /// reads it so); elsewhere `dynamic` is dynamic NTK, refused.
+    /// reads it so); elsewhere `dynamic` is dynamic NTK, the default frequencies within the
+    /// positions the graph's caches hold.
     pub ntk_alpha: bool,
 }
 
