@@ -95,6 +95,7 @@ ARCH = {
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
     "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa", "glm": "chatglm",
+    "exaone": "exaone",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -110,6 +111,7 @@ MAPPED = {
     # this gguf-py predates LLM_ARCH_GRANITE_SWA).
     "granite_swa": gguf.MODEL_ARCH.GRANITE,
     "chatglm": gguf.MODEL_ARCH.CHATGLM,
+    "exaone": gguf.MODEL_ARCH.EXAONE,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -129,6 +131,8 @@ FIXTURES = [
     "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa",
     # As ChatGLMModel writes THUDM/glm-4-9b-chat (fused query_key_value): `FUSED_AS_STORED`.
     "tiny-glm",
+    # EXAONE 3.5 (its own weight names, mapped by gguf-py; its own config keys).
+    "tiny-exaone",
 ]
 # Fixtures whose checkpoint family stores q, k and v fused, written so (the file's own layout,
 # not llama.cpp's `--fuse-qkv`): THUDM's ChatGLM checkpoints (`query_key_value`).
@@ -137,7 +141,7 @@ FUSED_AS_STORED = {"tiny-glm"}
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
 def falcon_states_more(cfg):
@@ -153,7 +157,7 @@ def falcon_states_more(cfg):
 def hf_spellings(cfg):
     """GPT-2's config keys (`n_embd`, ...) also under the names the other fixtures use, as
     `GPT2Config.attribute_map` reads them (`n_inner` null: 4 x hidden); GPT-NeoX's key/value
-    heads (it has one per query head)."""
+    heads (it has one per query head); EXAONE's own spellings."""
     if cfg["model_type"] == "gpt_neox":
         return dict(cfg, num_key_value_heads=cfg["num_attention_heads"])
     if cfg["model_type"] == "falcon":
@@ -161,6 +165,9 @@ def hf_spellings(cfg):
         # per query head; the MLP `ffn_hidden_size` (4 x hidden when null).
         kv = cfg["num_kv_heads"] if cfg.get("new_decoder_architecture") else 1 if cfg.get("multi_query", True) else cfg["num_attention_heads"]
         return dict(cfg, num_key_value_heads=kv, intermediate_size=cfg.get("ffn_hidden_size") or 4 * cfg["hidden_size"])
+    if cfg["model_type"] == "exaone":
+        # ExaoneConfig.attribute_map: its own spellings of the layer count, epsilon, activation.
+        return dict(cfg, num_hidden_layers=cfg["num_layers"], rms_norm_eps=cfg["layer_norm_epsilon"], hidden_act=cfg["activation_function"])
     if cfg["model_type"] not in ("gpt2", "gpt_bigcode"):
         return cfg
     cfg = dict(cfg)
@@ -533,6 +540,23 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_vocab_size(cfg["vocab_size"])
         w.add_rope_dimension_count(cfg.get("head_dim") or hidden // heads)
         return
+    if arch == "exaone":
+        # ExaoneModel.set_gguf_parameters as the published EXAONE 3.5 files were written (its
+        # own keys from ExaoneConfig's spellings: `num_layers`, `layer_norm_epsilon` as the RMS
+        # epsilon), the rotated dimensions of `hidden / heads`, the base; its llama3 scaling is
+        # the `rope_freqs.weight` tensor (generate_extra_tensors), its vocabulary's split.
+        w.add_embedding_length(hidden)
+        w.add_head_count(heads)
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_layer_norm_rms_eps(cfg["layer_norm_epsilon"])
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_block_count(cfg["num_layers"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_rope_freq_base(rope_params(cfg)["rope_theta"])
+        w.add_rope_dimension_count(hidden // heads)
+        w.add_tokenizer_pre("exaone")
+        return
     if arch in ("granite", "granite_swa"):
         # GraniteModel: drops head_dim before TextModel's keys.
         cfg = {k: v for k, v in cfg.items() if k != "head_dim"}
@@ -634,6 +658,9 @@ def write(path, fixture, cfg, st, quantized, fused=False):
         if arch == "minicpm3" and p.get("long_factor"):
             # MiniCPM3Model.generate_extra_tensors: LongRoPE's two factor sets, F32.
             extra += [("rope_factors_long.weight", np.array(p["long_factor"], np.float32)), ("rope_factors_short.weight", np.array(p["short_factor"], np.float32))]
+        if arch == "exaone":
+            # ExaoneModel.generate_extra_tensors: the llama3 factors, as LlamaModel's.
+            extra.append(("rope_freqs.weight", llama3_factors(cfg)))
         if arch == "apertus":
             # LlamaModel.generate_extra_tensors; ApertusModel's xIELU scalars, one per layer.
             extra.append(("rope_freqs.weight", llama3_factors(cfg)))

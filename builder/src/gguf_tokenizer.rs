@@ -186,6 +186,10 @@ const YOUTU_STEPS: &[PreStep] = &[
     PreStep::Split("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
 ];
 
+/// GPT-2's words, numbers, punctuation runs and trailing whitespace, as llama.cpp's passes
+/// write it (without GPT-2's final `\s+` alternative): one pass of Falcon's and EXAONE's splits.
+const GPT2_WORDS: &str = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+
 /// Falcon's split (`falcon`): runs of punctuation and of the ASCII symbols $ + < = > ^ ~ | and
 /// the backquote, then
 /// GPT-2's words without its case-insensitive contractions, then runs of three digits. The three
@@ -194,13 +198,19 @@ const YOUTU_STEPS: &[PreStep] = &[
 /// three-digit `Split`, which llama.cpp's passes stand for.
 const FALCON_STEPS: &[PreStep] = &[
     PreStep::Split("[\\p{P}\\$\\+<=>\\^~\\|`]+"),
-    PreStep::Split("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"),
+    PreStep::Split(GPT2_WORDS),
     PreStep::Split("[0-9][0-9][0-9]"),
 ];
 
+/// EXAONE 3 / 3.5's split (`exaone`): each digit alone, then GPT-2's words (without its final
+/// whitespace alternative). The two regexes of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_EXAONE`
+/// (`llama-vocab.cpp`), in its order.
+const EXAONE_STEPS: &[PreStep] = &[PreStep::Split("\\p{N}"), PreStep::Split(GPT2_WORDS)];
+
 /// `tokenizer.ggml.pre` values whose models split in several passes ([`PreStep`]s, in order),
 /// as their own tokenizer.json files do; transformers' GGUF loader knows none of them.
-const SPLIT_SEQUENCES: &[(&str, &[PreStep])] = &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("deepseek-coder", DEEPSEEK_CODER_STEPS), ("youtu", YOUTU_STEPS), ("falcon", FALCON_STEPS)];
+const SPLIT_SEQUENCES: &[(&str, &[PreStep])] =
+    &[("deepseek-v3", DEEPSEEK_V3_STEPS), ("deepseek-llm", DEEPSEEK_LLM_STEPS), ("deepseek-coder", DEEPSEEK_CODER_STEPS), ("youtu", YOUTU_STEPS), ("falcon", FALCON_STEPS), ("exaone", EXAONE_STEPS)];
 
 /// GPT-2's byte-to-character map: printable Latin-1 bytes stand for themselves, the others for
 /// 256 + their rank.

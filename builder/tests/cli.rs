@@ -84,9 +84,9 @@ fn config_key_of_the_wrong_type_or_missing() {
     assert_fails(&model, &[], &["config.json", "`vocab_size`", "missing"]);
     let dir = tempfile::tempdir().unwrap();
     let model = with_config(dir.path(), |c| {
-        c.insert("rope_scaling".into(), serde_json::json!({"rope_type": "dynamic", "factor": 2.0}));
+        c.insert("rope_scaling".into(), serde_json::json!({"rope_type": "ntk-by-parts", "factor": 2.0}));
     });
-    assert_fails(&model, &[], &["config.json", "dynamic", "default, linear, llama3, yarn, longrope"]);
+    assert_fails(&model, &[], &["config.json", "ntk-by-parts", "default, linear, dynamic, llama3, yarn, longrope"]);
 }
 
 #[test]

@@ -111,6 +111,9 @@
 //!   the parallel residual where no layer has `ffn_norm` and StableLM 2 12B's per-head q/k norms
 //!   (stacked `[head_dim, heads]`, split back per head) from the tensors, as llama.cpp's graph
 //!   decides them (the converter writes `use_parallel_residual` true for a config without it).
+//! - exaone (`ExaoneModel`, a TextModel: EXAONE 3 / 3.5): nothing permuted, Llama's blocks and
+//!   `rope_freqs.weight` (llama3), read as the `llama` family (transformers builds EXAONE as
+//!   Llama); the split `tokenizer.ggml.pre` `exaone` names is known.
 //! - exaone4 (`Exaone4Model`, a TextModel): nothing permuted, OLMo 2's post-norms with per-head
 //!   q/k norms, `rope_freqs.weight` (llama3), the window and its per-layer pattern when the
 //!   file states one (else `sliding_window: null` with every layer full); with a window the
@@ -285,6 +288,9 @@ enum Kind {
     Bert,
     SeedOss,
     Arcee,
+    /// EXAONE 3 / 3.5 (`ExaoneModel`): Llama's blocks, read as the `llama` family transformers
+    /// builds them with.
+    Exaone,
     Exaone4,
     CommandR,
     Cohere2,
@@ -398,7 +404,7 @@ impl Arch {
     /// Metadata keys read beyond [`READ_KEYS`].
     fn extra_keys(&self) -> Vec<&'static str> {
         let own: &[&str] = match self.kind {
-            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus | Kind::ChatGlm => &[],
+            Kind::Qwen2 | Kind::Qwen3 | Kind::Gemma | Kind::Smollm3 | Kind::Glm4 | Kind::Ernie4_5 | Kind::SeedOss | Kind::Apertus | Kind::ChatGlm | Kind::Exaone => &[],
             // OLMo 3 (written as olmo2): its windows and the full layers' YaRN.
             Kind::Olmo2 => &[
                 "attention.sliding_window",
@@ -565,7 +571,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 | Kind::Phimoe | Kind::MiniCpm3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -616,7 +622,7 @@ impl Arch {
             Kind::Ernie4_5 => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::Olmo => &[],
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
-            Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 => &[PRE_MLP_NORM],
+            Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 | Kind::Exaone => &[PRE_MLP_NORM],
             Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER, GRANITE_SHARED_DOWN],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
@@ -713,7 +719,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -763,6 +769,9 @@ fn arch(name: &str) -> Option<Arch> {
         "mistral3" => ("ministral3", true, Kind::Mistral3),
         // Exaone4Model is a TextModel: nothing permuted.
         "exaone4" => ("exaone4", false, Kind::Exaone4),
+        // ExaoneModel is a TextModel too: nothing permuted (llama.cpp's NEOX rope, the halves
+        // transformers rotates). Transformers builds EXAONE 3 / 3.5 as Llama.
+        "exaone" => ("llama", false, Kind::Exaone),
         // CommandR2Model and Cohere2Model are TextModels: nothing permuted (llama.cpp's NORM
         // rope turns adjacent pairs, Cohere's interleaved RoPE).
         "command-r" => ("cohere", false, Kind::CommandR),
@@ -2189,7 +2198,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::GraniteSwa | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::GraniteSwa | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus | Kind::Exaone) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {

@@ -1,5 +1,5 @@
 """GGUF files of the llama (Llama 3 rope factors), qwen3, phi3, granite, olmo2 (OLMo 3 too),
-starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone4, command-r, cohere2, stablelm, mistral3, apertus, gptneox and gpt2
+starcoder2, phi2, smollm3, glm4, ernie4_5, olmo, nemotron, seed_oss, arcee, exaone, exaone4, command-r, cohere2, stablelm, mistral3, apertus, gptneox and gpt2
 architectures (issue #29): tests/python/data/gguf-arch/, the tiny fixtures
 written as llama.cpp's converter writes them by scripts/make_arch_gguf.py (llama, granite and
 smollm3 q/k permuted, `rope_freqs.weight` from the llama3 scaling; qwen3's q/k norms; phi3's
@@ -24,7 +24,8 @@ writes it; tiny-falcon2: two groups, and the rope base, MLP width and biases Fal
 write stated so that the file is the fixture's model); jais2's biased LayerNorms and relu2 MLP;
 minicpm3's latent attention and LongRoPE factors; granite_swa's sinks, windows and NoPE layers
 from `attention.rope_pattern`; chatglm's fused q/k/v with biases as THUDM's GLM-4-9B-chat stores
-them, half of each head rotated in adjacent pairs, the fused gate/up MLP), built with
+them, half of each head rotated in adjacent pairs, the fused gate/up MLP; exaone's own names
+mapped by the converter, nothing permuted, its llama3 `rope_freqs.weight`, read as Llama), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -62,8 +63,9 @@ F32 = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
+    "tiny-exaone",
 ]
-QUANTIZED = ["tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -123,6 +125,8 @@ MISREAD = {
     "tiny-falcon2": {"rope_theta": 10000.0},
     # chatglm's `rope.dimension_count` (8 of 16) read as the whole head.
     "tiny-glm": {"partial_rotary_factor": 1.0},
+    # EXAONE's `rope_freqs.weight` (its llama3 scaling) missed: the plain base.
+    "tiny-exaone": {"rope_scaling": None},
     # Jais 2's relu2 read as Llama's default SiLU.
     "tiny-jais2": {"hidden_act": "silu"},
     "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
@@ -173,7 +177,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama", "exaone": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -244,7 +248,7 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
         float_weights = [n for n in float_weights if n not in latent]
     assert not float_weights, f"projections read as float weights: {float_weights}"
     config = json.loads((FIXTURES / fixture / "config.json").read_text())
-    layers = config.get("num_hidden_layers", config.get("n_layer"))
+    layers = config.get("num_hidden_layers", config.get("n_layer", config.get("num_layers")))
     # Per layer at least attention (qkv, o) and MLP (gate/up, down), plus the head.
     assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
     assert "GatherBlockQuantized" in ops, ops
@@ -258,6 +262,9 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
 ARCH_SPLITS = [
     ("tiny-falcon", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "14"]),
     ("tiny-jais2", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    # exaone: each digit alone, then GPT-2's words without its final `\s+` (the blank lines
+    # come apart as falcon's do).
+    ("tiny-exaone", ["Hello", " world", " ", "1", "2", "3", "4", "5", "6", "7", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
     # chatglm-bpe: Llama 3's regex (llama.cpp's CHATGLM4 split).
     ("tiny-glm", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
 ]
@@ -265,6 +272,6 @@ ARCH_SPLITS = [
 
 @pytest.mark.parametrize("stem,pieces", ARCH_SPLITS)
 def test_the_tokenizer_splits_as_the_files_rule(stem, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`, `chatglm-bpe`) becomes that rule's split, with no
+    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`, `chatglm-bpe`, `exaone`) becomes that rule's split, with no
     warning (an unknown rule would be one, which --strict refuses)."""
     assert_splits(DATA / f"{stem}.F32.gguf", pieces, tmp_path)
