@@ -1094,8 +1094,8 @@ mod tests {
         assert_eq!((c.rope.theta, &c.rope.kind), (5000.0, &RopeKind::Default));
         // Other families keep theta 10000 and no scaling.
         assert_eq!((config("llama", "").rope.theta, config("llama", "").rope.kind), (10000.0, RopeKind::Default));
-        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"rope_scaling":{"rope_type":"dynamic","factor":2.0}}"#).unwrap_err().to_string();
-        assert!(e.contains("dynamic"), "{e}");
+        let e = DecoderConfig::parse(Path::new("config.json"), r#"{"model_type":"gpt_oss","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"intermediate_size":64,"vocab_size":512,"rope_scaling":{"rope_type":"ntk-by-parts","factor":2.0}}"#).unwrap_err().to_string();
+        assert!(e.contains("ntk-by-parts"), "{e}");
     }
 
     #[test]
