@@ -161,6 +161,17 @@ def sarvam_legacy(config):
     return config
 
 
+def bailing_keys(config, architecture):
+    """Sarvam-MoE's and Param-2's original configs (Ling 2.0's spellings): `num_experts`,
+    `num_shared_experts`, `use_qkv_bias`, the legacy RoPE keys."""
+    config = legacy_rope(config)
+    config["num_experts"] = config.pop("n_routed_experts")
+    config["num_shared_experts"] = config.pop("n_shared_experts")
+    config["use_qkv_bias"] = config.pop("attention_bias")
+    config["architectures"] = [architecture]
+    return config
+
+
 FIXTURES_MADE_HERE = {
     # Arcee (AFM): Llama with a plain relu2 MLP.
     "tiny-arcee": dict(
@@ -562,6 +573,29 @@ FIXTURES_MADE_HERE = {
         legacy=partial_top_level,
         tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
         exercises="GLM-4.5: q/k/v biases (`attention_bias`), no o_proj bias, per-head q/k RMSNorms (`use_qk_norm`), RoPE on the first half of each head (`partial_rotary_factor` 0.5 at the top level, as published); layer 0 dense, layers 1-2 8 experts top 2 by sigmoid scores plus `e_score_correction_bias` in the better of 2 groups, `norm_topk_prob`, `routed_scaling_factor` 2.5, one shared expert",
+    ),
+    # Sarvam-30B and Param-2 (`sarvam_moe`, `param2moe`; transformers builds both as GLM-4.5's
+    # MoE): the original checkpoints' names (fused `query_key_value`, `dense`, per-expert
+    # modules) and config spellings, RoPE over the whole head by their config classes' default.
+    "tiny-sarvam_moe": dict(
+        cls="SarvamMoE", model="Glm4MoeForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=3, head_dim=16, rms_norm_eps=1e-6, attention_bias=True, use_qk_norm=True,
+                  n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, num_experts_per_tok=2, n_group=2, topk_group=1,
+                  first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 8000000.0}),
+        legacy=lambda config: bailing_keys(config, "SarvamMoEForCausalLM"),
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="Sarvam-30B (`sarvam_moe`, built by transformers as GLM-4.5's MoE) under its original names: `model.word_embeddings`, q/k/v in one `attention.query_key_value` (GQA rows q, k, v) with biases (`use_qkv_bias`), `attention.dense`, per-head `query_layernorm` / `key_layernorm`, per-expert `mlp.experts.{e}.*`, the correction `mlp.gate.expert_bias`; `num_experts` / `num_shared_experts` as published; RoPE over the whole head (no `partial_rotary_factor`: SarvamMoEConfig's 1.0, not GLM-4.5's 0.5); layer 0 dense, 8 experts top 2 in the better of 2 groups, `routed_scaling_factor` 2.5",
+    ),
+    "tiny-param2moe": dict(
+        cls="Param2Moe", model="Glm4MoeForCausalLM", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=96, num_hidden_layers=3, head_dim=16, rms_norm_eps=1e-6, attention_bias=False, use_qk_norm=True,
+                  n_routed_experts=8, n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=2, n_group=1, topk_group=1,
+                  first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True, tie_word_embeddings=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        legacy=lambda config: {k: v for k, v in bailing_keys(config, "Param2MoeForCausalLM").items() if k != "tie_word_embeddings"},
+        tweak=lambda model: [layer.mlp.gate.e_score_correction_bias.copy_(torch.randn(8) * 0.2) for layer in model.model.layers[1:]],
+        exercises="Param-2 (`param2moe`, built as GLM-4.5's MoE) under Sarvam-MoE's original names: no q/k/v biases, two shared experts, the head tied by Param2MoeConfig's default (no `tie_word_embeddings` written), RoPE over the whole head at 5e5",
     ),
     # dots.llm1: Qwen3's attention (q/k norms, windows from `max_window_layers`) with
     # DeepSeek-V3's mixture.

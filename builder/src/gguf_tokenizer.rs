@@ -187,7 +187,9 @@ const YOUTU_STEPS: &[PreStep] = &[
 ];
 
 /// GPT-2's words, numbers, punctuation runs and trailing whitespace, as llama.cpp's passes
-/// write it (without GPT-2's final `\s+` alternative): one pass of Falcon's and EXAONE's splits.
+/// write it (its custom GPT-2 splitter runs the final `\s+` alternative too, which gives the
+/// same pieces here: the text it would match is left as its own piece by `Isolated`): one pass
+/// of Falcon's and EXAONE's splits.
 const GPT2_WORDS: &str = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 
 /// Falcon's split (`falcon`): runs of punctuation and of the ASCII symbols $ + < = > ^ ~ | and

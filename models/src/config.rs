@@ -905,9 +905,10 @@ fn read_rope(
         // ones. The graph's cos/sin caches end at max_position_embeddings (genai's context length,
         // and a static cache's longest), so no position it accepts sees the stretch: exact.
         "dynamic" => {
+            // (transformers warns on a factor below 1; within the positions none changes anything)
             let factor = need("factor")?;
-            if !(factor.is_finite() && factor >= 1.0) {
-                return Err(r.err(format!("`{params_key}.factor` must be a number of at least 1 for dynamic NTK RoPE, found {factor}")));
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(r.err(format!("`{params_key}.factor` must be a positive number for dynamic NTK RoPE, found {factor}")));
             }
             RopeKind::Default
         }
@@ -1404,15 +1405,16 @@ mod tests {
     }
 
     /// Dynamic NTK stretches the base only past max_position_embeddings, where the graph's
-    /// caches end: the default frequencies, exactly; its `factor` is still required and checked.
+    /// caches end (genai's context length, a static cache's longest): the default frequencies,
+    /// exactly; its `factor` is still required and checked.
     #[test]
     fn dynamic_ntk_is_the_default_rope_within_the_positions() {
         let c = parse(&format!(r#"{{{BASE},"rope_theta":50000000.0,"rope_scaling":{{"rope_type":"dynamic","factor":6.0}}}}"#)).unwrap();
         assert!(matches!(c.rope.kind, RopeKind::Default) && c.rope.theta == 50000000.0, "{:?}", c.rope);
         let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic"}}}}"#)).unwrap_err().to_string();
         assert!(e.contains("factor"), "{e}");
-        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","factor":0.5}}}}"#)).unwrap_err().to_string();
-        assert!(e.contains("at least 1"), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"rope_scaling":{{"type":"dynamic","factor":-2.0}}}}"#)).unwrap_err().to_string();
+        assert!(e.contains("positive number"), "{e}");
     }
 
     /// HunYuan reads `dynamic` with an `alpha` as a fixed stretch of the base (`theta *
@@ -1603,16 +1605,48 @@ mod tests {
     fn llama_shaped_config_classes_read_their_own_keys() {
         let exaone = parse(r#"{"model_type":"exaone","hidden_size":64,"num_attention_heads":8,"num_layers":3,"vocab_size":512,"intermediate_size":96,"layer_norm_epsilon":1e-5,"activation_function":"silu"}"#).unwrap();
         assert_eq!((exaone.num_hidden_layers, exaone.num_key_value_heads, exaone.norm_eps, exaone.rope.theta, exaone.eos_token_id.clone()), (3, 8, 1e-5, 500000.0, vec![361]));
-        let internlm3 = parse(r#"{"model_type":"internlm3","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96,"qkv_bias":true,"bias":false}"#).unwrap();
-        assert_eq!((internlm3.head_dim, internlm3.num_key_value_heads, internlm3.norm_eps), (128, 2, 1e-5));
-        assert_eq!((internlm3.raw["attention_bias"].as_bool(), internlm3.raw["mlp_bias"].as_bool()), (Some(true), Some(false)));
+        // EXAONE's epsilon default is its class's 1e-5, not the generic 1e-6.
+        let exaone = parse(r#"{"model_type":"exaone","hidden_size":64,"num_attention_heads":8,"num_layers":3,"vocab_size":512,"intermediate_size":96}"#).unwrap();
+        assert_eq!(exaone.norm_eps, 1e-5);
+        let internlm3 = |bias: &str| parse(&format!(r#"{{"model_type":"internlm3","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96{bias}}}"#));
+        let both = internlm3(r#","qkv_bias":true,"bias":true"#).unwrap();
+        assert_eq!((both.head_dim, both.num_key_value_heads, both.norm_eps), (128, 2, 1e-5));
+        assert_eq!((both.raw["attention_bias"].as_bool(), both.raw["mlp_bias"].as_bool()), (Some(true), Some(true)));
+        // Biases that differ are refused, as InternLM3Config refuses them.
+        let e = internlm3(r#","qkv_bias":true,"bias":false"#).unwrap_err().to_string();
+        assert!(e.contains("`qkv_bias` true and `bias` false differ"), "{e}");
+        let e = internlm3(r#","attention_bias":true"#).unwrap_err().to_string();
+        assert!(e.contains("`attention_bias` true and `bias` absent (false) differ"), "{e}");
+        assert!(internlm3("").is_ok());
         let base = r#""model_type":"iquestcoder","hidden_size":64,"num_attention_heads":8,"num_hidden_layers":2,"vocab_size":512,"intermediate_size":96"#;
         assert_eq!(parse(&format!("{{{base}}}")).unwrap().head_dim, 128);
         let e = parse(&format!(r#"{{{base},"clip_qkv":8.0}}"#)).unwrap_err().to_string();
         assert!(e.contains("`clip_qkv`"), "{e}");
-        let e = parse(&format!(r#"{{{base},"use_sliding_window":true}}"#)).unwrap_err().to_string();
-        assert!(e.contains("`use_sliding_window`"), "{e}");
+        for on in ["true", "1", "\"yes\""] {
+            let e = parse(&format!(r#"{{{base},"use_sliding_window":{on}}}"#)).unwrap_err().to_string();
+            assert!(e.contains("`use_sliding_window`"), "{e}");
+        }
         assert!(parse(&format!(r#"{{{base},"use_sliding_window":false,"clip_qkv":null}}"#)).is_ok());
+    }
+
+    /// Sarvam-MoE and Param-2: their classes' defaults where GLM-4.5's differ (RoPE over the
+    /// whole head, the base, q/k norms on, Param-2's tied head and expert counts), the published
+    /// spellings carried to the generic keys.
+    #[test]
+    fn sarvam_moe_and_param2_read_their_classes_defaults() {
+        let read = |model_type: &str, extra: &str| {
+            parse(&format!(r#"{{"model_type":"{model_type}","hidden_size":64,"num_attention_heads":8,"num_hidden_layers":3,"vocab_size":512{extra}}}"#)).unwrap()
+        };
+        let sarvam = read("sarvam_moe", "");
+        assert_eq!((sarvam.rope.partial_rotary_factor, sarvam.rope.theta, sarvam.head_dim, sarvam.num_key_value_heads, sarvam.tie_word_embeddings), (1.0, 8_000_000.0, 64, 4, None));
+        assert_eq!((sarvam.raw["use_qk_norm"].as_bool(), sarvam.raw["routed_scaling_factor"].as_f64()), (Some(true), Some(2.5)));
+        let param2 = read("param2moe", "");
+        assert_eq!((param2.rope.theta, param2.num_key_value_heads, param2.raw["n_routed_experts"].as_u64(), param2.raw["n_shared_experts"].as_u64()), (500_000.0, 8, Some(64), Some(2)));
+        // A published count wins over the class default; the generic spelling too.
+        let given = read("param2moe", r#","num_experts":8,"num_shared_experts":1,"use_qkv_bias":true"#);
+        assert_eq!((given.raw["n_routed_experts"].as_u64(), given.raw["n_shared_experts"].as_u64(), given.raw["attention_bias"].as_bool()), (Some(8), Some(1), Some(true)));
+        assert_eq!(read("sarvam_moe", r#","n_routed_experts":16"#).raw["n_routed_experts"].as_u64(), Some(16));
+        assert_eq!(read("sarvam_moe", r#","partial_rotary_factor":0.5"#).rope.partial_rotary_factor, 0.5);
     }
 
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its
@@ -1635,6 +1669,8 @@ mod tests {
         let e = |extra: &str| read(extra).unwrap_err().to_string();
         assert!(e(r#","layer_types":["attention","mamba","attention"]"#).contains("layer 1 is a Mamba2 layer (`layer_types` says `mamba`)"));
         assert!(e("").contains("key `layer_types` is missing"));
+        // The class's other spelling.
+        assert_eq!(read(r#","layers_block_type":["attention","attention","attention"]"#).unwrap().1, serde_json::json!(["sparse", "sparse", "sparse"]));
         assert!(e(r#","layer_types":["attention"]"#).contains("for each of the 3 layers"));
         assert!(e(&format!(r#"{attention},"position_embedding_type":"alibi""#)).contains("key `position_embedding_type` is \"alibi\""));
         assert!(e(&format!(r#"{attention},"num_local_experts":0,"shared_intermediate_size":0"#)).contains("would have no MLP"));

@@ -88,8 +88,8 @@ pub const LLAMA: DecoderFamily = DecoderFamily {
 /// load): Llama's blocks under GPT-2-style names (`transformer.wte`, `transformer.h.{i}`,
 /// `attn.attention.{q,k,v,out}_proj`, `ln_1` / `ln_2` RMSNorms, `mlp.c_fc_0` gate, `c_fc_1`
 /// up, `c_proj` down, `transformer.ln_f`), its config keys `num_layers`, `layer_norm_epsilon`,
-/// `activation_function`; RoPE base 500000, 8 key/value heads, bos 1, eos 361, pad 0 and 4096
-/// positions when absent.
+/// `activation_function`; `rms_norm_eps` 1e-5 (under `layer_norm_epsilon` as published), RoPE
+/// base 500000, 8 key/value heads, bos 1, eos 361, pad 0 and 4096 positions when absent.
 pub const EXAONE: DecoderFamily = DecoderFamily {
     model_types: &["exaone"],
     names: NameTable {
@@ -106,6 +106,7 @@ pub const EXAONE: DecoderFamily = DecoderFamily {
         rope_default: RopeDefault { theta: 500_000.0, ..LLAMA_LAYOUT.rope_default },
         key_aliases: &[("num_layers", "num_hidden_layers")],
         key_defaults: &[
+            ("rms_norm_eps", KeyDefault::Number(1e-5)),
             ("num_key_value_heads", KeyDefault::Count(8)),
             ("max_position_embeddings", KeyDefault::Count(4096)),
             ("bos_token_id", KeyDefault::Count(1)),
@@ -118,7 +119,8 @@ pub const EXAONE: DecoderFamily = DecoderFamily {
 };
 
 /// InternLM3 (`InternLM3Config`; transformers builds it as Llama): Llama under its own bias keys
-/// (`qkv_bias` for q/k/v/o, `bias` for the MLP), a 128-wide head, 2 key/value heads,
+/// (`qkv_bias` for q/k/v/o, `bias` for the MLP, which must agree: [`internlm3_config`]), a
+/// 128-wide head, 2 key/value heads,
 /// `rms_norm_eps` 1e-5, 32768 positions, bos 1, eos and pad 2 when absent. Its published RoPE is
 /// dynamic NTK (the default frequencies within the positions; docs/models.md).
 pub const INTERNLM3: DecoderFamily = DecoderFamily {
@@ -126,6 +128,7 @@ pub const INTERNLM3: DecoderFamily = DecoderFamily {
     layout: Layout {
         head_dim_default: Some(128),
         key_aliases: &[("qkv_bias", "attention_bias"), ("bias", "mlp_bias")],
+        config_rule: Some(internlm3_config),
         key_defaults: &[
             ("num_key_value_heads", KeyDefault::Count(2)),
             ("rms_norm_eps", KeyDefault::Number(1e-5)),
@@ -139,6 +142,21 @@ pub const INTERNLM3: DecoderFamily = DecoderFamily {
     ..LLAMA
 };
 
+/// InternLM3's config class refuses q/k/v biases that differ from the MLP's (`qkv_bias` and
+/// `bias`, or their generic spellings; both false when absent): transformers' Llama puts one
+/// switch on q/k/v/o, where the original model biased o_proj by `bias`.
+fn internlm3_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let flag = |keys: [&'static str; 2]| keys.into_iter().find_map(|k| map.get(k).filter(|v| !v.is_null()).map(|v| (k, v.clone())));
+    let truth = |v: &Option<(&str, Value)>| v.as_ref().is_some_and(|(_, v)| v.as_bool() == Some(true));
+    let (qkv, mlp) = (flag(["attention_bias", "qkv_bias"]), flag(["mlp_bias", "bias"]));
+    if truth(&qkv) != truth(&mlp) {
+        let say = |v: &Option<(&str, Value)>, absent: &str| v.as_ref().map_or(format!("`{absent}` absent (false)"), |(k, v)| format!("`{k}` {v}"));
+        return Err(format!("{} and {} differ: InternLM3's q/k/v and MLP biases must agree (transformers refuses this config)", say(&qkv, "qkv_bias"), say(&mlp, "bias")));
+    }
+    Ok(())
+}
+
 /// IQuestCoder refuses what its config class refuses (`IQuestCoderConfig.validate_architecture`):
 /// a `clip_qkv` and sliding windows.
 fn iquestcoder_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
@@ -146,8 +164,9 @@ fn iquestcoder_config(map: &mut serde_json::Map<String, serde_json::Value>) -> R
     if let Some(v) = map.get("clip_qkv").filter(|v| !v.is_null()) {
         return Err(format!("key `clip_qkv` is {v}; IQuestCoder has no q/k/v clipping (transformers refuses the key)"));
     }
-    if map.get("use_sliding_window").and_then(Value::as_bool) == Some(true) {
-        return Err("key `use_sliding_window` is true; IQuestCoder has no sliding windows (transformers refuses it)".into());
+    // Refused when truthy, as the class tests it (`getattr(self, "use_sliding_window", False)`).
+    if let Some(v) = map.get("use_sliding_window").filter(|v| !matches!(v, Value::Null | Value::Bool(false)) && v.as_f64() != Some(0.0) && v.as_str() != Some("")) {
+        return Err(format!("key `use_sliding_window` is {v}; IQuestCoder has no sliding windows (transformers refuses it)"));
     }
     Ok(())
 }
@@ -907,6 +926,88 @@ pub const GLM4_MOE: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Sarvam-MoE's and Param-2's original checkpoints (Ling 2.0's names, which transformers renames
+/// to GLM-4.5's on load): `model.word_embeddings`, q/k/v in one `attention.query_key_value`
+/// (rows q, k, v: GQA), `attention.dense`, per-head `attention.query_layernorm` /
+/// `key_layernorm`, per-expert `mlp.experts.{e}.*`, the correction `mlp.gate.expert_bias`.
+const BAILING_NAMES: NameTable = NameTable {
+    embed_tokens: "model.word_embeddings.weight",
+    attention: AttentionNames::Fused { qkv: "attention.query_key_value" },
+    o_proj: "attention.dense",
+    qk_norm: Some(QkNorm { q: "attention.query_layernorm", k: "attention.key_layernorm", when: Some("use_qk_norm"), ..PER_HEAD_QK_NORM }),
+    mlp: MlpNames::Experts(MoeNames {
+        keys: MoeKeys {
+            routing: Routing::Grouped(GroupedRouting { bias: Some("mlp.gate.expert_bias"), ..GLM4_MOE_ROUTING }),
+            ..GLM4_MOE_EXPERTS.keys
+        },
+        ..GLM4_MOE_EXPERTS
+    }),
+    ..LLAMA_NAMES
+};
+
+/// Sarvam-MoE (`SarvamMoEConfig`, Sarvam-30B; built by transformers as GLM-4.5's MoE) under its
+/// original names ([`BAILING_NAMES`]) and spellings (`num_experts`, `num_shared_experts`,
+/// `use_qkv_bias`); its class's defaults where GLM-4.5's differ: RoPE over the whole head
+/// (`partial_rotary_factor` 1.0), base 8e6, `head_dim` 64, 4 key/value heads, q/k norms on,
+/// `rms_norm_eps` 1e-6, top 6, `routed_scaling_factor` 2.5, eos 1, pad 0.
+pub const SARVAM_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["sarvam_moe"],
+    names: BAILING_NAMES,
+    layout: Layout {
+        partial_rotary_default: 1.0,
+        head_dim_default: Some(64),
+        rope_default: RopeDefault { theta: 8_000_000.0, ..LLAMA_LAYOUT.rope_default },
+        norm_eps: NormEps::Key(Key { name: "rms_norm_eps", default: Some(1e-6) }),
+        key_aliases: BAILING_ALIASES,
+        // `num_mtp_layers` 0: the released checkpoints hold no prediction layers.
+        prediction_layers: Some((MTP_KEYS, 0)),
+        key_defaults: &[
+            ("max_position_embeddings", KeyDefault::Count(131072)),
+            ("intermediate_size", KeyDefault::Count(8192)),
+            ("num_key_value_heads", KeyDefault::Count(4)),
+            ("use_qk_norm", KeyDefault::Flag(true)),
+            ("num_experts_per_tok", KeyDefault::Count(6)),
+            ("moe_intermediate_size", KeyDefault::Count(1024)),
+            ("routed_scaling_factor", KeyDefault::Number(2.5)),
+            ("eos_token_id", KeyDefault::Count(1)),
+            ("pad_token_id", KeyDefault::Count(0)),
+        ],
+        ..GLM4_MOE.layout
+    },
+    ..GLM4_MOE
+};
+
+/// Sarvam-MoE's and Param-2's config spellings (their classes' attribute maps).
+const BAILING_ALIASES: &[(&str, &str)] = &[("num_experts", "n_routed_experts"), ("num_local_experts", "n_routed_experts"), ("num_shared_experts", "n_shared_experts"), ("use_qkv_bias", "attention_bias")];
+
+/// Param-2 (`Param2MoeConfig`; built as GLM-4.5's MoE) under Sarvam-MoE's names and spellings,
+/// its own defaults: a tied head, base 5e5, `head_dim` 64, 8 key/value heads (GLM-4.5's), 64
+/// experts and two shared, top 6, 32768 positions, eos 3.
+pub const PARAM2MOE: DecoderFamily = DecoderFamily {
+    model_types: &["param2moe"],
+    layout: Layout {
+        tie_default: true,
+        rope_default: RopeDefault { theta: 500_000.0, ..LLAMA_LAYOUT.rope_default },
+        key_defaults: &[
+            ("max_position_embeddings", KeyDefault::Count(32768)),
+            ("intermediate_size", KeyDefault::Count(9216)),
+            ("num_key_value_heads", KeyDefault::Count(8)),
+            ("use_qk_norm", KeyDefault::Flag(true)),
+            // Under the published spellings, which the aliases carry to the generic keys (a
+            // default under the generic key would hide a published count).
+            ("num_experts", KeyDefault::Count(64)),
+            ("num_shared_experts", KeyDefault::Count(2)),
+            ("num_experts_per_tok", KeyDefault::Count(6)),
+            ("moe_intermediate_size", KeyDefault::Count(2048)),
+            ("routed_scaling_factor", KeyDefault::Number(2.5)),
+            ("eos_token_id", KeyDefault::Count(3)),
+            ("pad_token_id", KeyDefault::Count(0)),
+        ],
+        ..SARVAM_MOE.layout
+    },
+    ..SARVAM_MOE
+};
+
 /// dots.llm1 (rednote-hilab): Qwen3's attention (per-head q/k RMSNorms, q/k/v/o biases per
 /// `attention_bias`) with DeepSeek-V3's mixture (transformers' `Dots1` is those two modules).
 /// `Dots1Config` has no `use_sliding_window`: without `layer_types`, the layers from
@@ -1579,9 +1680,15 @@ fn granitemoehybrid_config(map: &mut serde_json::Map<String, serde_json::Value>)
     };
     let Some(layers) = count(map, "num_hidden_layers")? else { return Ok(()) };
     let layers = layers as usize;
+    // `layers_block_type` is the class's other spelling (its attribute map).
+    if map.get("layer_types").is_none_or(Value::is_null) {
+        if let Some(v) = map.get("layers_block_type").filter(|v| !v.is_null()).cloned() {
+            map.insert("layer_types".into(), v);
+        }
+    }
     match map.get("layer_types") {
         None | Some(Value::Null) => {
-            return Err("key `layer_types` is missing: GraniteMoeHybridConfig then makes every layer a Mamba2 layer, which is not built; Granite 4.0's attention-only checkpoints (granite-4.0-micro, -350m, -1b) list `attention` for each layer".into())
+            return Err("key `layer_types` is missing: GraniteMoeHybridConfig's default is a Mamba2 layer everywhere, which is not built; Granite 4.0's attention-only checkpoints (granite-4.0-micro, -350m, -1b) list `attention` for each layer".into())
         }
         Some(Value::Array(items)) if items.len() == layers => {
             for (i, v) in items.iter().enumerate() {
@@ -1648,6 +1755,8 @@ pub const GRANITEMOEHYBRID: DecoderFamily = DecoderFamily {
             ("num_experts_per_tok", KeyDefault::Count(2)),
             ("shared_intermediate_size", KeyDefault::Count(1024)),
             ("intermediate_size", KeyDefault::Count(11008)),
+            ("bos_token_id", KeyDefault::Count(1)),
+            ("eos_token_id", KeyDefault::Count(2)),
         ],
         config_rule: Some(granitemoehybrid_config),
         ..GRANITEMOE.layout
