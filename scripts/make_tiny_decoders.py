@@ -441,6 +441,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k != "head_dim"} | {"architectures": ["IQuestCoderForCausalLM"]},
         exercises="IQuestCoder: Llama whose head is IQuestCoderConfig's default 128 wide (no `head_dim` written; hidden / heads would be 16), base 5e5",
     ),
+    # OPT: learned positions read two rows on (`position_ids + 2`), LayerNorms, biased
+    # projections, a plain ReLU MLP `fc1` / `fc2`, the head tied by default.
+    "tiny-opt": dict(
+        cls="OPT", inputs="tiny-llama",
+        args=dict({k: v for k, v in SMALL.items() if k not in ("num_key_value_heads", "initializer_range")}, ffn_dim=128, num_hidden_layers=2,
+                  tie_word_embeddings=True, init_std=0.2),
+        legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
+        exercises="OPT: learned positions `model.decoder.embed_positions` read at `position_ids + 2` (its table holds two more rows), LayerNorms before attention (`self_attn_layer_norm`) and the MLP (`final_layer_norm`), q/k/v/o and MLP biases (`enable_bias`), a plain ReLU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by OPTConfig's default (no `tie_word_embeddings` written)",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

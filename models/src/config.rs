@@ -130,6 +130,9 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
+    /// ReLU, `max(x, 0)` (`relu`, OPT): a `Max` with zero, as the squared one's (every table
+    /// claims `Max`; webgpu lowers it to `Clip`).
+    Relu,
     /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul` (a table that claims no
     /// `Max` fails validation naming the node; tests/expectations/ops.toml [pending]).
     Relu2,
@@ -141,14 +144,15 @@ pub enum Activation {
 impl Activation {
     /// The config spellings this tool accepts, for error messages. Only activations every
     /// EP table runs are listed: one the tables cannot run is refused here, by its key, before
-    /// any weight is read (ReLU, for one, has no table entry yet).
-    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu2, xielu (Apertus)";
+    /// any weight is read.
+    pub const NAMES: &'static str = "silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, relu2, xielu (Apertus)";
 
     pub(crate) fn parse(name: &str) -> Option<Activation> {
         Some(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
             "relu2" => Activation::Relu2,
             "xielu" => Activation::Xielu,
             _ => return None,
@@ -1647,6 +1651,21 @@ mod tests {
         assert_eq!((given.raw["n_routed_experts"].as_u64(), given.raw["n_shared_experts"].as_u64(), given.raw["attention_bias"].as_bool()), (Some(8), Some(1), Some(true)));
         assert_eq!(read("sarvam_moe", r#","n_routed_experts":16"#).raw["n_routed_experts"].as_u64(), Some(16));
         assert_eq!(read("sarvam_moe", r#","partial_rotary_factor":0.5"#).rope.partial_rotary_factor, 0.5);
+    }
+
+    /// OPT: `ffn_dim` as the MLP width, ReLU from `activation_function`, the fixed LayerNorm
+    /// epsilon; the switches it does not follow refused by key.
+    #[test]
+    fn opt_reads_its_keys_and_refuses_what_it_does_not_build() {
+        let base = r#""model_type":"opt","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"ffn_dim":128,"activation_function":"relu""#;
+        let c = parse(&format!("{{{base}}}")).unwrap();
+        assert_eq!((c.intermediate_size, c.hidden_act, c.max_position_embeddings, c.tie_word_embeddings), (128, Activation::Relu, 2048, None));
+        let e = |extra: &str| parse(&format!("{{{base}{extra}}}")).unwrap_err().to_string();
+        assert!(e(r#","do_layer_norm_before":false"#).contains("`do_layer_norm_before`"));
+        assert!(e(r#","word_embed_proj_dim":32"#).contains("`word_embed_proj_dim` (32)"));
+        assert!(e(r#","layer_norm_elementwise_affine":false"#).contains("`layer_norm_elementwise_affine`"));
+        assert!(e(r#","_remove_final_layer_norm":true"#).contains("`_remove_final_layer_norm`"));
+        assert!(parse(&format!(r#"{{{base},"word_embed_proj_dim":64,"do_layer_norm_before":true}}"#)).is_ok());
     }
 
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its

@@ -93,3 +93,16 @@ def test_nanochat_keys_a_published_config_leaves_out_take_nanochatconfigs_defaul
     model = json.loads((tmp_path / "pkg" / "genai_config.json").read_text())["model"]
     assert (model["bos_token_id"], model["eos_token_id"], model["pad_token_id"]) == (0, 1, 1), model
     assert model["context_length"] == 2048, model
+
+
+def test_opt_saved_from_the_bare_model_reads_without_its_prefix(tmp_path):
+    # facebook/opt-* checkpoints saved from OPTModel name their tensors `decoder.*`, without
+    # the causal LM's `model.`: the same model.
+    dst = tmp_path / "tiny-opt"
+    shutil.copytree(FIXTURES / "tiny-opt", dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    assert all(k.startswith("model.") for k in tensors), sorted(tensors)
+    save_file({k.removeprefix("model."): v for k, v in tensors.items()}, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    done = build_folder(dst, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    assert_reference_logits(tmp_path / "pkg", "tiny-opt")

@@ -422,12 +422,16 @@ impl DecoderFamily {
             let k = scalar(b, &format!("{scope}.embedding_scale"), scale);
             h = b.op(&format!("{scope}/Mul"), "Mul", &[&h, &k], vec![]);
         }
-        if self.layout.positions == Positions::Learned {
+        if let Positions::Learned { offset } = self.layout.positions {
             let wpe_name = n.embed_positions.ok_or_else(|| Error::Config {
                 path: c.path.clone(),
                 reason: format!("the `{}` family table has learned positions but no embed_positions name", c.model_type),
             })?;
-            let positions = ckpt.tensor(wpe_name, &[c.max_position_embeddings, c.hidden_size])?.cast(b.float);
+            // OPT's rows start `offset` on: the table is written from there, so position p
+            // reads row p + offset with no index arithmetic (which not every table runs on i64).
+            let rows = c.max_position_embeddings + offset;
+            let positions = ckpt.tensor(wpe_name, &[rows, c.hidden_size])?;
+            let positions = if offset == 0 { positions } else { positions.slice(0, offset, rows) }.cast(b.float);
             let wpe = b.initializer(wpe_name, positions);
             let scope = wpe_name.trim_end_matches(".weight");
             let pos = b.op(&format!("{scope}/Gather"), "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);

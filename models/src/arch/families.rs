@@ -460,7 +460,7 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     layout: Layout {
         weights: WeightLayout::Conv1D,
         norm: NormKind::Layer,
-        positions: Positions::Learned,
+        positions: Positions::Learned { offset: 0 },
         qkv_bias: Bias::Always,
         o_bias: Bias::Always,
         mlp_bias: Bias::Always,
@@ -472,6 +472,72 @@ pub const GPT2: DecoderFamily = DecoderFamily {
         Unused { prefix: "", suffix: ".attn.bias", reason: "GPT-2's causal-mask buffer; the graph builds its own mask" },
         Unused { prefix: "", suffix: ".attn.masked_bias", reason: "GPT-2's mask fill-value buffer; the graph builds its own mask" },
     ],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
+/// OPT's config switches this build does not follow, refused by key: post-norm blocks
+/// (`do_layer_norm_before` false: OPT-350m), a projected embedding (`word_embed_proj_dim` other
+/// than the hidden size: OPT-350m's `project_in` / `project_out`), weightless LayerNorms
+/// (`layer_norm_elementwise_affine` false), no final norm (`_remove_final_layer_norm`).
+fn opt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let flag = |k: &str, default: bool| map.get(k).and_then(Value::as_bool).unwrap_or(default);
+    if !flag("do_layer_norm_before", true) {
+        return Err("key `do_layer_norm_before` is false: OPT's post-norm blocks (OPT-350m) are not built".into());
+    }
+    if !flag("layer_norm_elementwise_affine", true) {
+        return Err("key `layer_norm_elementwise_affine` is false: OPT's LayerNorms without weights are not built".into());
+    }
+    if flag("_remove_final_layer_norm", false) {
+        return Err("key `_remove_final_layer_norm` is true: an OPT without its final LayerNorm is not built".into());
+    }
+    let hidden = map.get("hidden_size").and_then(Value::as_u64);
+    if let Some(proj) = map.get("word_embed_proj_dim").and_then(Value::as_u64).filter(|p| Some(*p) != hidden) {
+        return Err(format!("key `word_embed_proj_dim` ({proj}) differs from `hidden_size`: OPT's projected embeddings (`project_in` / `project_out`, OPT-350m) are not built"));
+    }
+    Ok(())
+}
+
+/// OPT (`OPTConfig`): learned positions read at `position_ids + 2` (the table has
+/// `max_position_embeddings + 2` rows), LayerNorms (epsilon 1e-5, fixed) before attention and
+/// the MLP, q/k/v/o and MLP biases per `enable_bias` (default true), a plain MLP `fc1` /
+/// `fc2` (`ffn_dim`, `activation_function` ReLU), the head tied by default; checkpoints saved
+/// from the bare model lack `model.`. Switches it has that this build does not follow are
+/// refused ([`opt_config`]).
+pub const OPT: DecoderFamily = DecoderFamily {
+    model_types: &["opt"],
+    names: NameTable {
+        embed_tokens: "model.decoder.embed_tokens.weight",
+        embed_positions: Some("model.decoder.embed_positions.weight"),
+        layer: "model.decoder.layers.{i}",
+        o_proj: "self_attn.out_proj",
+        norms: BlockNorms { before_attention: Some("self_attn_layer_norm"), before_mlp: Some("final_layer_norm"), ..PRE_NORMS },
+        mlp: MlpNames::Plain { up: "fc1", down: "fc2" },
+        final_norm: "model.decoder.final_layer_norm",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        positions: Positions::Learned { offset: 2 },
+        qkv_bias: Bias::ConfigOr("enable_bias", true),
+        o_bias: Bias::ConfigOr("enable_bias", true),
+        mlp_bias: Bias::ConfigOr("enable_bias", true),
+        tie_default: true,
+        norm_eps: NormEps::Fixed(1e-5),
+        activation: Some(("activation_function", crate::Activation::Relu)),
+        key_aliases: &[("ffn_dim", "intermediate_size")],
+        key_defaults: &[
+            ("max_position_embeddings", KeyDefault::Count(2048)),
+            ("bos_token_id", KeyDefault::Count(2)),
+            ("eos_token_id", KeyDefault::Count(2)),
+            ("pad_token_id", KeyDefault::Count(1)),
+        ],
+        config_rule: Some(opt_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("model."),
+    unused: &[],
     scaling: NO_SCALING,
     layers: FULL_ATTENTION_LAYERS,
 };

@@ -538,8 +538,10 @@ impl Bias {
 pub enum Positions {
     /// Rotary embedding on q and k (settings from the config's rope keys).
     Rotary,
-    /// Learned absolute embeddings added to the token embeddings (`names.embed_positions`).
-    Learned,
+    /// Learned absolute embeddings added to the token embeddings (`names.embed_positions`),
+    /// row `position + offset` (OPT's table starts two rows on: `OPTLearnedPositionalEmbedding`;
+    /// 0 elsewhere).
+    Learned { offset: usize },
 }
 
 /// Structural choices of a family.

@@ -3,8 +3,8 @@ use crate::{Activation, GraphBuilder};
 use ir::Attr;
 
 /// The activation in standard ONNX: SiLU as `x * Sigmoid(x)` (opset 24 has no SiLU op), GELU
-/// as `Gelu` (opset 20+, `approximate="tanh"` for the tanh variant), squared ReLU as
-/// `Max(x, 0)` squared by a `Mul`.
+/// as `Gelu` (opset 20+, `approximate="tanh"` for the tanh variant), ReLU as `Max(x, 0)` (every
+/// table claims `Max`), squared ReLU as that squared by a `Mul`.
 pub fn activation(b: &mut GraphBuilder, scope: &str, x: &str, act: Activation) -> String {
     match act {
         Activation::Silu => {
@@ -13,9 +13,12 @@ pub fn activation(b: &mut GraphBuilder, scope: &str, x: &str, act: Activation) -
         }
         Activation::Gelu => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![]),
         Activation::GeluTanh => b.op(&format!("{scope}/Gelu"), "Gelu", &[x], vec![Attr::string("approximate", "tanh")]),
-        Activation::Relu2 => {
+        Activation::Relu | Activation::Relu2 => {
             let zero = b.initializer(&format!("{scope}.zero"), ir::Recipe::from_f32(format!("{scope} zero"), vec![], &[0.0]).cast(b.float));
             let r = b.op(&format!("{scope}/Max"), "Max", &[x, &zero], vec![]);
+            if act == Activation::Relu {
+                return r;
+            }
             b.op(&format!("{scope}/Mul"), "Mul", &[&r, &r], vec![])
         }
         // The families refuse `xielu` unless their MLP names its parameters
