@@ -450,6 +450,14 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
         exercises="OPT: learned positions `model.decoder.embed_positions` read at `position_ids + 2` (its table holds two more rows), LayerNorms before attention (`self_attn_layer_norm`) and the MLP (`final_layer_norm`), q/k/v/o and MLP biases (`enable_bias`), a plain ReLU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by OPTConfig's default (no `tie_word_embeddings` written)",
     ),
+    # GPT-Neo: unscaled attention scores, global and local (windowed) layers, learned positions.
+    "tiny-gpt_neo": dict(
+        cls="GPTNeo", inputs="tiny-llama",
+        args=dict(vocab_size=512, hidden_size=64, num_heads=4, num_layers=3, max_position_embeddings=256, window_size=4, intermediate_size=None,
+                  attention_types=[[["global", "local", "local"], 1]], bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: config,
+        exercises="GPT-Neo: layer 0 global and layers 1-2 local with a window of 4 keys (`attention_types`, `window_size`), attention scores never scaled, q/k/v without biases and a biased `out_proj`, learned positions, LayerNorms, a plain biased tanh-GELU MLP 4 x hidden wide (`intermediate_size` null), the head tied",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

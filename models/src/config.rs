@@ -1668,6 +1668,27 @@ mod tests {
         assert!(parse(&format!(r#"{{{base},"word_embed_proj_dim":64,"do_layer_norm_before":true}}"#)).is_ok());
     }
 
+    /// GPT-Neo: `attention_types` expanded as `GPTNeoConfig` does (each entry's kinds repeated
+    /// its count of times) into one window per layer, `window_size` on the local ones (256 by
+    /// default), the class's default pattern when absent, 4 x hidden when `intermediate_size`
+    /// is null; a list that does not cover the layers, or an unknown kind, refused by key.
+    #[test]
+    fn gpt_neo_expands_attention_types_into_windows() {
+        let base = r#""model_type":"gpt_neo","hidden_size":64,"num_heads":4,"vocab_size":512,"intermediate_size":null"#;
+        let read = |extra: &str| parse(&format!("{{{base}{extra}}}"));
+        let c = read(r#","num_layers":5,"window_size":3,"attention_types":[[["global"],1],[["local","global"],2]]"#).unwrap();
+        assert_eq!(c.layer_windows().unwrap(), vec![None, Some(3), None, Some(3), None]);
+        assert_eq!((c.intermediate_size, c.num_hidden_layers, c.num_attention_heads, c.norm_eps), (256, 5, 4, 1e-5));
+        // GPTNeoConfig's defaults: 24 layers alternating global and local, a window of 256.
+        let d = read(r#","num_layers":24"#).unwrap().layer_windows().unwrap();
+        assert_eq!((d.len(), d[0], d[1], d[23]), (24, None, Some(256), Some(256)));
+        let e = |extra: &str| read(extra).unwrap_err().to_string();
+        assert!(e(r#","num_layers":3"#).contains("gives 24 layers; `num_layers` is 3"));
+        assert!(e(r#","num_layers":2,"attention_types":[[["global","sparse"],1]]"#).contains("names \"sparse\""));
+        assert!(e(r#","num_layers":2,"attention_types":[["global",2]]"#).contains("each entry is"));
+        assert!(e(r#","num_layers":2,"window_size":0,"attention_types":[[["local"],2]]"#).contains("`window_size` must be a positive"));
+    }
+
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its
     /// index, a missing list too); RoPE by `position_embedding_type`; without experts each
     /// layer is dense at the shared MLP's width.

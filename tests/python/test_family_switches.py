@@ -7,6 +7,7 @@ correction bias, a norm stored on dense layers that only the sparse ones apply."
 import json
 import shutil
 
+import numpy as np
 import onnx
 from safetensors.numpy import load_file, save_file
 
@@ -106,3 +107,22 @@ def test_opt_saved_from_the_bare_model_reads_without_its_prefix(tmp_path):
     done = build_folder(dst, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg", "tiny-opt")
+
+
+def test_gpt_neo_saved_from_the_bare_model_with_its_mask_buffers(tmp_path):
+    # EleutherAI's GPT-Neo checkpoints carry each layer's causal-mask buffers
+    # (`attn.attention.bias`, `attn.attention.masked_bias`), and a checkpoint saved from
+    # GPTNeoModel has no `transformer.` prefix: both read as the same model (the buffers
+    # recorded as unused, not an error).
+    dst = tmp_path / "tiny-gpt_neo"
+    shutil.copytree(FIXTURES / "tiny-gpt_neo", dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    assert all(k.startswith("transformer.") for k in tensors), sorted(tensors)
+    bare = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    for i in range(3):
+        bare[f"h.{i}.attn.attention.bias"] = np.tril(np.ones((1, 1, 8, 8), dtype=bool))
+        bare[f"h.{i}.attn.attention.masked_bias"] = np.array(-1e9, dtype=np.float32)
+    save_file(bare, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    done = build_folder(dst, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    assert_reference_logits(tmp_path / "pkg", "tiny-gpt_neo")

@@ -60,6 +60,11 @@ const F16_FIXTURE_BOUNDS: &[(&str, f32, &str)] = &[
         0.0622,
         "transformers 5.25 in float16 is 3.1e-2 off this reference (its queries grow by up to 1.17x with position); this build is 5.7e-2, 1.85x that, where the order of the f16 scale and rotation differs (before RoPE here, after it in transformers); not analysed further",
     ),
+    (
+        "tiny-gpt_neo",
+        0.0748,
+        "transformers 5.25 in float16 is 3.74e-2 off this reference: GPT-Neo never scales q.k by 1/sqrt(head_dim), so its scores are 4x those of a scaled model of these heads (16 wide) and their f16 rounding 4x larger; this build is 5.4e-2 (the last layer's values, then the logits), 1.43x transformers'",
+    ),
 ];
 
 /// A fixture's f16 bound: [`F16_ATOL`], or its [`F16_FIXTURE_BOUNDS`] entry.

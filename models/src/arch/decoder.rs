@@ -175,6 +175,7 @@ impl DecoderFamily {
             AttentionScale::Default => None,
             AttentionScale::Key(k) => key(Some(k))?.map(|v| v as f32),
             AttentionScale::InverseSqrt(k) => key(Some(k))?.map(|v| (1.0 / v.sqrt()) as f32),
+            AttentionScale::Fixed(v) => Some(v as f32),
         };
         Ok(Scalars {
             eps,

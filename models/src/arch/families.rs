@@ -542,6 +542,96 @@ pub const OPT: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// GPT-Neo's layer pattern as `GPTNeoConfig` expands it: `attention_types` (default
+/// `[[["global", "local"], 12]]`: each entry's list repeated its count of times) gives each
+/// layer `global` (full) or `local` (a window of `window_size` keys, default 256, the query's own
+/// included: its causal mask minus the one `window_size` below), written as `layer_types` and
+/// `sliding_window`; the list must cover the layers exactly (the class refuses otherwise).
+/// `intermediate_size` null or absent is 4 x hidden.
+fn gpt_neo_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let count = |v: &Value| v.as_u64().map(|n| n as usize);
+    let layers = ["num_layers", "num_hidden_layers"].iter().find_map(|k| map.get(*k).and_then(count)).ok_or("key `num_layers` is missing or not a whole number")?;
+    let default = serde_json::json!([[["global", "local"], 12]]);
+    let types = map.get("attention_types").filter(|v| !v.is_null()).unwrap_or(&default);
+    let mut kinds = Vec::new();
+    for entry in types.as_array().ok_or_else(|| format!("key `attention_types` must be a list of [[kinds...], count] entries, found {types}"))? {
+        let bad = || format!("key `attention_types` holds {entry}; each entry is [[\"global\" or \"local\", ...], count]");
+        let (list, n) = match entry.as_array().map(Vec::as_slice) {
+            Some([list, n]) => (list.as_array().ok_or_else(bad)?, count(n).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        for _ in 0..n {
+            for kind in list {
+                kinds.push(match kind.as_str() {
+                    Some("global") => "full_attention",
+                    Some("local") => "sliding_attention",
+                    _ => return Err(format!("key `attention_types` names {kind}; supported: \"global\", \"local\"")),
+                });
+            }
+        }
+    }
+    if kinds.len() != layers {
+        return Err(format!("key `attention_types` gives {} layers; `num_layers` is {layers} (GPTNeoConfig refuses this too)", kinds.len()));
+    }
+    map.insert("layer_types".into(), Value::from(kinds));
+    let window = match map.get("window_size") {
+        None | Some(Value::Null) => 256,
+        Some(v) => v.as_u64().filter(|w| *w > 0).ok_or_else(|| format!("key `window_size` must be a positive whole number, found {v}"))?,
+    };
+    map.insert("sliding_window".into(), Value::from(window));
+    if map.get("intermediate_size").is_none_or(Value::is_null) {
+        let hidden = map.get("hidden_size").and_then(Value::as_u64).ok_or("key `hidden_size` is missing or not a whole number")?;
+        map.insert("intermediate_size".into(), Value::from(4 * hidden));
+    }
+    Ok(())
+}
+
+/// GPT-Neo (`GPTNeoConfig`, EleutherAI's GPT-Neo 125M to 2.7B): learned positions, LayerNorms,
+/// q/k/v without biases and a biased `out_proj` under `attn.attention`, unscaled attention scores
+/// (`AttentionScale::Fixed(1.0)`), global and local layers as [`gpt_neo_config`] reads them, a
+/// plain biased MLP `c_fc` / `c_proj` with `activation_function` (`gelu_new`), the head tied by
+/// default; `num_layers` / `num_heads` as published.
+pub const GPT_NEO: DecoderFamily = DecoderFamily {
+    model_types: &["gpt_neo"],
+    names: NameTable {
+        embed_tokens: "transformer.wte.weight",
+        embed_positions: Some("transformer.wpe.weight"),
+        layer: "transformer.h.{i}",
+        attention: AttentionNames::Separate { q: "attn.attention.q_proj", k: "attn.attention.k_proj", v: "attn.attention.v_proj" },
+        o_proj: "attn.attention.out_proj",
+        norms: BlockNorms { before_attention: Some("ln_1"), before_mlp: Some("ln_2"), ..PRE_NORMS },
+        mlp: MlpNames::Plain { up: "mlp.c_fc", down: "mlp.c_proj" },
+        final_norm: "transformer.ln_f",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        positions: Positions::Learned { offset: 0 },
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        tie_default: true,
+        activation: Some(("activation_function", crate::Activation::GeluTanh)),
+        key_aliases: &[("num_layers", "num_hidden_layers"), ("num_heads", "num_attention_heads")],
+        key_defaults: &[
+            ("layer_norm_epsilon", KeyDefault::Number(1e-5)),
+            ("max_position_embeddings", KeyDefault::Count(2048)),
+            ("bos_token_id", KeyDefault::Count(50256)),
+            ("eos_token_id", KeyDefault::Count(50256)),
+        ],
+        config_rule: Some(gpt_neo_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: &[
+        Unused { prefix: "", suffix: ".attn.attention.bias", reason: "GPT-Neo's causal-mask buffer; the graph builds its own masks" },
+        Unused { prefix: "", suffix: ".attn.attention.masked_bias", reason: "GPT-Neo's mask fill-value buffer; the graph builds its own masks" },
+    ],
+    scaling: Scaling { attention: AttentionScale::Fixed(1.0), ..NO_SCALING },
+    layers: UNIFORM_LAYERS,
+};
+
 /// As `GPTBigCodeConfig.__post_init__`: `multi_query` (default true) decides the key/value
 /// heads whatever `num_key_value_heads` says (transformers 5 saves that derived count too); off
 /// (q, k and v fused per head in `c_attn`) is refused, naming the key.

@@ -123,6 +123,8 @@ pub enum AttentionScale {
     Key(Key),
     /// `1 / sqrt(value)` of a config key (Gemma 2/3 `query_pre_attn_scalar`).
     InverseSqrt(Key),
+    /// A fixed scale whatever the config says (GPT-Neo: 1, its scores are never scaled).
+    Fixed(f64),
 }
 
 /// Scalars a family applies, each from its own config key.
