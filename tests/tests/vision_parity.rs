@@ -372,6 +372,7 @@ mod reference {
             Activation::Gelu => 0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2)),
             Activation::GeluTanh => 0.5 * x * (1.0 + (0.797_884_6 * (x + 0.044715 * x * x * x)).tanh()),
             Activation::Relu2 => x.max(0.0) * x.max(0.0),
+            Activation::Relu => x.max(0.0),
             Activation::Xielu => unreachable!("a vision config's `xielu` is refused (no tower stores its scalars)"),
         }
     }
