@@ -134,7 +134,9 @@ enum Command {
         /// Weights per quantization block along K: a power of two from 16 to 256.
         #[arg(long, default_value_t = 32, value_name = "N", value_parser = parse_block_size, requires = "quantizing", help_heading = "Quantization")]
         block_size: usize,
-        /// Asymmetric blocks (uint4/uint8 with zero points) instead of symmetric ones.
+        /// Asymmetric blocks (uint4/uint8 with zero points) instead of symmetric ones. Where the
+        /// EP's DequantizeLinear takes no uint4 (trt-rtx), int4 codes against the mid point plus
+        /// each block's offset after the MatMul (docs/quantization.md, "Zero points as offsets").
         #[arg(long, requires = "quantizing", help_heading = "Quantization")]
         asymmetric: bool,
         /// MatMulNBits' accuracy_level: 0 (unset), 1 (f32), 2 (f16), 3 (bf16), 4 (int8: the

@@ -23,8 +23,6 @@ fn requests_a_table_cannot_take_are_refused() {
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
     fails(&model, &["--ep", "trt-rtx", "--quant", "int8"], &["--quant int8", "trt-rtx", "no [quant.int8] section", "it offers int4"]);
-    // trt-rtx takes int4 but not uint4 data: an asymmetric build fails validation, loudly.
-    fails(&model, &["--ep", "trt-rtx", "--quant", "int4", "--asymmetric"], &["DequantizeLinear", "u4"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "48"], &["--block-size 48"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--block-size", "512"], &["--block-size 512"]);
     fails(&model, &["--ep", "cpu", "--quant", "int4", "--accuracy-level", "5"], &["--accuracy-level 5"]);
@@ -34,6 +32,24 @@ fn requests_a_table_cannot_take_are_refused() {
     fails(&model, &["--ep", "cpu", "--quant", "int3"], &["int3", "int4 or int8"]);
     // Quantization flags need --quant.
     fails(&model, &["--ep", "cpu", "--asymmetric"], &["--quant"]);
+}
+
+/// trt-rtx takes int4 but not uint4 DequantizeLinear data: `--asymmetric` writes its blocks in
+/// the offset form (int4 codes against the mid point, each block's offset added after the
+/// MatMul), which the report says per tensor; `default` keeps uint4 data with zero points.
+#[test]
+fn asymmetric_blocks_on_a_table_without_uint4_are_written_as_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m");
+    copy_fixture("tiny-llama", &model);
+    for (ep, zero_points) in [("trt-rtx", "offsets"), ("default", "integers")] {
+        let (_d, v, _) = report(&model, &["--ep", ep, "--quant", "int4", "--asymmetric"]);
+        let tensors = v["parts"][0]["quantization"]["tensors"].as_array().unwrap().clone();
+        assert!(!tensors.is_empty());
+        for t in &tensors {
+            assert_eq!((t["symmetric"].as_bool(), t["zero_points"].as_str()), (Some(false), Some(zero_points)), "{ep}: {t}");
+        }
+    }
 }
 
 #[test]

@@ -108,6 +108,8 @@ pub struct QuantGroup {
     /// HQQ in the DequantizeLinear form: what the first band written finds of the whole
     /// tensor ([`Self::hqq_band`]).
     hqq_solved: Mutex<Option<HqqSolved>>,
+    /// Integer zero points written in the offset form ([`Self::offset_zero_points`]).
+    zeros_as_offsets: bool,
 }
 
 /// What an HQQ group in the DequantizeLinear form solves once for the whole tensor before its
@@ -149,7 +151,7 @@ impl QuantGroup {
         // Transposes on top, where `read_block` reads them by rows of their input.
         let weight = weight.cast(DType::F32).normalized();
         let settings = settings.with_rounding(form.rounding(settings.bits()));
-        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None, hqq_solved: Mutex::default() }))
+        Ok(Arc::new(QuantGroup { name, weight, settings, scale_dtype, form, error: Mutex::default(), packed: None, hqq_solved: Mutex::default(), zeros_as_offsets: false }))
     }
 
     /// A group writing the integers of pre-quantized layers (`stack`, read from `weight`, the
@@ -163,7 +165,26 @@ impl QuantGroup {
             return Err(Error::Recipe { tensor: name, reason: format!("scales must be f32, f16 or bf16, not {scale_dtype}") });
         }
         let settings = stack.settings();
-        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack), hqq_solved: Mutex::default() }))
+        Ok(Arc::new(QuantGroup { name, weight: weight.normalized(), settings, scale_dtype, form, error: Mutex::default(), packed: Some(stack), hqq_solved: Mutex::default(), zeros_as_offsets: false }))
+    }
+
+    /// Writes the group's integer zero points in the offset form, for an EP whose
+    /// DequantizeLinear takes signed data only (trt-rtx registers int4, not uint4): each
+    /// asymmetric block `scale * (q - zero)` becomes the codes against the mid point, `scale *
+    /// (q - mid)` (int4 / int8 data without zero points), plus the block's offset `scale *
+    /// (mid - zero)` added after the MatMul, as float zero points are
+    /// ([`Self::float_zeros`]). The codes and scales stay exact; the offset is exact in f32
+    /// and rounded once to an f16 or bf16 scale type (recorded as the weight error). Only a
+    /// DequantizeLinear group with integer zero points changes; call it before the group is
+    /// shared.
+    pub fn offset_zero_points(&mut self) {
+        self.zeros_as_offsets = self.form == QuantForm::Dq && !self.settings.symmetric();
+    }
+
+    /// Whether integer zero points (checkpoint or RTN) are written as offsets: the group was
+    /// asked to and its zero points are not float already (HQQ, a GGUF type with a min).
+    fn integer_offsets(&self) -> bool {
+        self.zeros_as_offsets && !self.hqq() && !self.packed.as_ref().is_some_and(PackedStack::float_zeros)
     }
 
     /// The pre-quantized layers the parts are repacked from (`None`: quantized from float).
@@ -215,7 +236,7 @@ impl QuantGroup {
     /// (builder/src/quantize/rewrite.rs).
     /// HQQ's float zero points are written the same way.
     pub fn float_zeros(&self) -> bool {
-        self.packed.as_ref().map_or(self.settings.method() == Method::Hqq, PackedStack::float_zeros)
+        self.zeros_as_offsets || self.packed.as_ref().map_or(self.settings.method() == Method::Hqq, PackedStack::float_zeros)
     }
 
     /// Quantized from float by HQQ (not repacked).
@@ -503,8 +524,43 @@ impl QuantGroup {
         let (b, scales, zp) = self.repack::<S>(stack, 0, n, k0, k1)?;
         // `dq_settings`: a float-zero stack's codes are written against the mid point (no
         // integer zero points) and its offsets, repacked `[N, k_blocks]`, go out transposed.
-        let (zero_points, offsets) = if stack.float_zeros() { (None, zp) } else { (zp, None) };
+        let (zero_points, offsets) = if stack.float_zeros() {
+            (None, zp)
+        } else if self.integer_offsets() {
+            (None, Some(self.zero_point_offsets(band, n, &scales, zp.as_deref().expect("asymmetric settings have zero points"))?))
+        } else {
+            (zp, None)
+        };
         self.dq_band_parts(&self.dq_settings(), band, n, &b, &scales, zero_points.as_deref(), offsets)
+    }
+
+    /// Each block's offset `scale * (mid - zero)` of a band's packed integer zero points
+    /// (MatMulNBits' layout, `[N, k_blocks]` scale-type bytes, as float zero points are laid
+    /// out): exact in f32, rounded once to the scale type. The rounding moves every value of
+    /// the block by the same amount; it is added to the error the codes' values already
+    /// counted (their squares summed, no second count: independent errors add in variance).
+    fn zero_point_offsets<S: Scale + ToBytes>(&self, band: usize, n: usize, scales: &[S], zp: &[u8]) -> Result<Vec<u8>> {
+        let layout = self.settings.layout(band)?;
+        let (bits, bs, kb, per_col) = (self.settings.bits(), self.settings.block_size(), layout.k_blocks(), layout.zero_points_per_column());
+        let mut offsets = vec![S::default(); n * kb];
+        let mut error = WeightError::default();
+        for c in 0..n {
+            for b in 0..kb {
+                let byte = zp[c * per_col + b / bits.per_byte()];
+                let zero = match bits {
+                    Bits::Int8 => byte,
+                    Bits::Int4 => (byte >> (4 * (b % 2))) & 0x0f,
+                };
+                let exact = scales[c * kb + b].to_f32() * (f32::from(bits.mid()) - f32::from(zero));
+                let written = S::from_f32(exact);
+                offsets[c * kb + b] = written;
+                let d = (exact - written.to_f32()).abs();
+                error.max_abs = error.max_abs.max(d);
+                error.sum_sq += f64::from(d) * f64::from(d) * bs.min(band - b * bs) as f64;
+            }
+        }
+        self.add_error(&error);
+        Ok(self.scale_bytes(&offsets))
     }
 
     /// A band's MatMulNBits bytes (`b`, `scales`, packed integer `zero_points`) laid out for
@@ -567,6 +623,10 @@ impl QuantGroup {
             quantize_measured(&settings, &view, NBitsOut { b: &mut b, scales: &mut scales, zero_points: zp.as_deref_mut() })
         })?;
         self.add_error(&error);
+        if self.integer_offsets() {
+            let offsets = self.zero_point_offsets(band, n, &scales, zp.as_deref().expect("asymmetric settings have zero points"))?;
+            return self.dq_band_parts(&settings.as_symmetric(), band, n, &b, &scales, None, Some(offsets));
+        }
         self.dq_band_parts(&settings, band, n, &b, &scales, zp.as_deref(), None)
     }
 
@@ -999,6 +1059,75 @@ mod tests {
                 }
                 assert_eq!(g.shape(QuantPart::Data), vec![k, n]);
                 assert_eq!(g.shape(QuantPart::Scales), vec![k / 16, n]);
+            }
+        }
+    }
+
+    /// Integer zero points in the offset form (an EP whose DequantizeLinear takes signed data
+    /// only): the data are the asymmetric codes against the mid point, signed, with no zero
+    /// points; the ZeroPoints part holds each block's `scale * (mid - zero)`, `[k_blocks, N]`
+    /// in the scale type (exact in f32, one rounding in f16), so `scale * code + offset` is the
+    /// asymmetric value; the scales are unchanged. Written in bands of one block.
+    #[test]
+    fn integer_zero_points_as_offsets_keep_the_asymmetric_values() {
+        let (n, k, bs) = (6, 64, 16);
+        let kb = k / bs;
+        let (_, r) = weight(n, k);
+        for bits in [Bits::Int4, Bits::Int8] {
+            for scale_dtype in [DType::F32, DType::F16] {
+                let what = format!("{bits:?} {scale_dtype}");
+                let s = QuantSettings::new(bits, bs, false).unwrap();
+                let plain = QuantGroup::new("w", r.clone(), s, scale_dtype, QuantForm::Dq).unwrap();
+                let mut g = QuantGroup::new("w", r.clone(), s, scale_dtype, QuantForm::Dq).unwrap();
+                Arc::get_mut(&mut g).unwrap().offset_zero_points();
+                assert!(g.float_zeros() && !plain.float_zeros(), "{what}");
+                assert_eq!(g.dtype(QuantPart::Data), if bits == Bits::Int4 { DType::I4 } else { DType::I8 }, "{what}");
+                assert_eq!((g.dtype(QuantPart::ZeroPoints), g.shape(QuantPart::ZeroPoints)), (scale_dtype, vec![kb, n]), "{what}");
+                let mut got = [vec![0u8; g.byte_len(QuantPart::Data)], vec![0u8; g.byte_len(QuantPart::Scales)], vec![0u8; g.byte_len(QuantPart::ZeroPoints)]];
+                let ranges = g.ranges(n * 4 * bs);
+                assert_eq!(ranges.len(), kb, "{what}: one block per band");
+                for (a, e) in ranges {
+                    for (p, bytes) in g.compute(a, e).unwrap() {
+                        let at = g.part_offset(p, a);
+                        got[p as usize][at..at + bytes.len()].copy_from_slice(&bytes);
+                    }
+                }
+                let part = |p| Recipe::quantized(&plain, p).materialize().unwrap();
+                let (codes, scales, zeros) = (part(QuantPart::Data), part(QuantPart::Scales), part(QuantPart::ZeroPoints));
+                assert_eq!(got[1], scales, "{what}: the scales are the asymmetric blocks' own");
+                let float = |b: &[u8], i: usize| match scale_dtype {
+                    DType::F16 => f16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),
+                    _ => f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap()),
+                };
+                let elem = |b: &[u8], i: usize| -> i32 {
+                    match bits {
+                        Bits::Int8 => i32::from(b[i]),
+                        Bits::Int4 => i32::from((b[i / 2] >> (4 * (i % 2))) & 0xf),
+                    }
+                };
+                let signed = |v: i32| match bits {
+                    Bits::Int8 => i32::from(v as u8 as i8),
+                    Bits::Int4 if v >= 8 => v - 16,
+                    Bits::Int4 => v,
+                };
+                let mid = i32::from(bits.mid());
+                let (mut worst, mut largest_scale) = (0f32, 0f32);
+                for row in 0..k {
+                    for c in 0..n {
+                        let (i, blk) = (row * n + c, (row / bs) * n + c);
+                        let (scale, code, zero) = (float(&scales, blk), elem(&codes, i), elem(&zeros, blk));
+                        assert_eq!(signed(elem(&got[0], i)), code - mid, "{what}: row {row} column {c} against the mid point");
+                        let (offset, exact) = (float(&got[2], blk), scale * (mid - zero) as f32);
+                        let rounded = if scale_dtype == DType::F16 { f16::from_f32(exact).to_f32() } else { exact };
+                        assert_eq!(offset, rounded, "{what}: block {blk}");
+                        worst = worst.max((scale * (code - mid) as f32 + offset - scale * (code - zero) as f32).abs());
+                        largest_scale = largest_scale.max(scale.abs());
+                    }
+                }
+                // f16: one rounding of an offset of at most 8 (128) scales; f32: exact offsets.
+                let bound = if scale_dtype == DType::F16 { largest_scale * f32::from(bits.mid()) / 1024.0 } else { 1e-5 };
+                assert!(worst <= bound, "{what}: {worst} > {bound}");
+                assert!(g.error().max_abs >= plain.error().max_abs, "{what}: the offsets' rounding adds to the codes' error");
             }
         }
     }

@@ -256,7 +256,8 @@ fn zero_bias_buffers_are_unused_and_a_real_bias_is_not_dropped() {
 /// the table's form (MatMulNBits, or DequantizeLinear on default and trt-rtx), validated against
 /// the table; scales are exact in f32 and f16 and rounded in bf16 (the report says by how
 /// much). trt-rtx registers DequantizeLinear for int4 data, not uint4: an asymmetric checkpoint
-/// fails validation there, naming u4.
+/// is written there in the offset form (its offsets rounded to f16, reported as the error;
+/// `trt_rtx_writes_asymmetric_checkpoints_in_the_offset_form` checks the values).
 #[test]
 fn every_table_imports_them_in_its_form() {
     let sets = ep_sets::EpSets::builtin().unwrap();
@@ -270,13 +271,8 @@ fn every_table_imports_them_in_its_form() {
             let out = tempfile::tempdir().unwrap();
             let req = BuildRequest { ep: ep.into(), dtype, ..BuildRequest::new(&dir, out.path().join("pkg")) };
             let what = format!("{name} {ep} {dtype}");
-            let built = build(&req, &mut |_| {});
-            if ep == "trt-rtx" && !symmetric {
-                let e = built.unwrap_err().to_string();
-                assert!(e.contains("T1=u4 is not registered"), "{what}: {e}");
-                continue;
-            }
-            let report = built.unwrap_or_else(|e| panic!("{what}: {e}"));
+            let report = build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let offsets = ep == "trt-rtx" && !symmetric;
             let model = ir::load_model(&out.path().join("pkg/model.onnx")).unwrap();
             let form = match plan.format {
                 ep_sets::QuantFormat::MatmulNbits => "MatMulNBits",
@@ -284,14 +280,68 @@ fn every_table_imports_them_in_its_form() {
             };
             assert!(model.graph.nodes.iter().filter(|n| n.op == form).count() >= layers / 3, "{what}: {form}");
             assert!(report.parts[0].quantized.iter().all(|t| t.source != "float"), "{what}: only the packed layers");
+            let zero_points = if symmetric { "none" } else if offsets { "offsets" } else { "integers" };
+            assert!(report.parts[0].quantized.iter().all(|t| t.zero_points == zero_points), "{what}: zero points written as {zero_points}");
+            assert!(model.graph.initializers.iter().all(|(_, r)| r.dtype() != ir::DType::U4) || !offsets, "{what}: no uint4 data on trt-rtx");
             let worst = report.parts[0].quantized.iter().map(|t| t.max_abs_error).fold(0f32, f32::max);
-            if dtype == ir::DType::BF16 {
+            if offsets {
+                // Each offset scale * (8 - zero) is exact in f32 and rounded once to f16: at
+                // most half an f16 ulp of 8 scales (these scales are below 1).
+                assert!(worst > 0.0 && worst <= 8.0 / 2048.0, "{what}: offsets rounded to f16, {worst}");
+            } else if dtype == ir::DType::BF16 {
                 assert!(worst > 0.0, "{what}: f16 scales rounded to bf16 are reported");
             } else {
                 assert_eq!(worst, 0.0, "{what}: f16 scales are exact in {dtype}");
             }
         }
     }
+}
+
+/// trt-rtx's DequantizeLinear takes int4 data, not uint4, so an asymmetric checkpoint (GPTQ
+/// with zero points, AWQ) is written in the offset form: each DequantizeLinear reads the
+/// checkpoint's codes minus the mid point as int4, its scales unchanged and no zero points,
+/// and the MatMul it feeds gets the activation's block sums times `<weight>/quant/offsets`,
+/// each the f16 rounding of the checkpoint's scale * (8 - zero) (exact in f32).
+#[test]
+fn trt_rtx_writes_asymmetric_checkpoints_in_the_offset_form() {
+    let mut checked = 0;
+    for name in ["tiny-llama-gptq-asym", "tiny-qwen2-awq"] {
+        let dir = fixture(name);
+        let config: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let layers = tailor_tests::prequant::checkpoint_layers(&dir);
+        let out = tempfile::tempdir().unwrap();
+        let req = BuildRequest { ep: "trt-rtx".into(), dtype: ir::DType::F16, ..BuildRequest::new(&dir, out.path().join("pkg")) };
+        build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let model = ir::load_model(&out.path().join("pkg/model.onnx")).unwrap();
+        let bytes = |n: &str| model.graph.initializer(n).unwrap_or_else(|| panic!("{name}: no `{n}`")).materialize().unwrap();
+        let f16s = |b: Vec<u8>| -> Vec<f32> { b.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect() };
+        let dqs: Vec<&ir::Node> = model.graph.nodes.iter().filter(|n| n.op == "DequantizeLinear").collect();
+        assert_eq!(dqs.len(), layers.len(), "{name}: one DequantizeLinear per packed layer");
+        for dq in dqs {
+            assert_eq!(dq.inputs.len(), 2, "{name} {}: no zero point input", dq.name);
+            let data = &dq.inputs[0];
+            assert_eq!(model.graph.initializer(data).unwrap().dtype(), ir::DType::I4, "{name} {data}");
+            let scope = tailor_tests::prequant::layers_of(data, &config).remove(0).0;
+            let l = &layers[&scope];
+            let weight = data.strip_suffix("/data").unwrap();
+            let (codes, scales, offsets) = (bytes(data), f16s(bytes(&dq.inputs[1])), f16s(bytes(&format!("{weight}/offsets"))));
+            let block = l.k / (scales.len() / l.n);
+            for row in 0..l.k {
+                for col in 0..l.n {
+                    let i = row * l.n + col;
+                    let nibble = (codes[i / 2] >> (4 * (i % 2))) & 0xf;
+                    let signed = if nibble >= 8 { i32::from(nibble) - 16 } else { i32::from(nibble) };
+                    assert_eq!(signed, i32::from(l.codes[i]) - 8, "{name} {scope} row {row} column {col}");
+                    let (g, b) = (l.g_idx[row], row / block);
+                    assert_eq!(scales[b * l.n + col], l.scales[g * l.n + col], "{name} {scope} scale of row {row} column {col}");
+                    let exact = l.scales[g * l.n + col] * (8.0 - f32::from(l.zeros[g * l.n + col]));
+                    assert_eq!(offsets[b * l.n + col], half::f16::from_f32(exact).to_f32(), "{name} {scope} offset of row {row} column {col}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} layers checked");
 }
 
 /// Pre-quantized experts keep their integers: on cpu (which fuses MoE and runs QMoE) the

@@ -77,6 +77,7 @@ pub fn resolve(req: Option<&QuantRequest>, source: Option<&models::QuantSource>,
     step.embeddings = req.embeddings.and_then(|c| c.bits());
     step.no_gather_block_quantized = no_gather_block_quantized(table);
     step.no_gathered_bytes = no_gathered_bytes(table);
+    step.no_unsigned_dq = no_unsigned_dq(table);
     step.check_embeddings(&table.name)?;
     step.source = Some(source.clone());
     // Pre-quantized experts become QMoE where the table runs it (experts.rs).
@@ -160,8 +161,20 @@ fn float_step(req: &QuantRequest, bits: QuantBits, table: &EpTable, dtype: DType
     step.no_qmoe = no_qmoe(table, dtype);
     step.no_gather_block_quantized = no_gather_block_quantized(table);
     step.no_gathered_bytes = no_gathered_bytes(table);
+    step.no_unsigned_dq = no_unsigned_dq(table);
     step.check_embeddings(&table.name)?;
     Ok(step)
+}
+
+/// Why `table`'s DequantizeLinear cannot take uint4 / uint8 data (`QuantStep::no_unsigned_dq`).
+fn no_unsigned_dq(table: &EpTable) -> [Option<String>; 2] {
+    [DType::U4, DType::U8].map(|data| {
+        let types: std::collections::BTreeMap<String, DType> = [("T1".to_string(), data)].into();
+        match table.claims("", "DequantizeLinear", ir::OPSET, &types) {
+            ep_sets::Claim::Yes { .. } => None,
+            ep_sets::Claim::No { reason } => Some(reason),
+        }
+    })
 }
 
 /// Why `table` cannot write a quantized embedding as `com.microsoft.GatherBlockQuantized`.

@@ -112,7 +112,13 @@ pub struct QuantStep {
     /// Whether `--quant-embeddings` was given (else the table's default chose the embeddings'
     /// bits, and a table it cannot hold stays float rather than failing the build).
     pub embeddings_asked: bool,
+    /// Why the table's DequantizeLinear cannot take unsigned 4-bit / 8-bit data (`None`: it
+    /// can): asymmetric blocks of that width are then written in the offset form, signed
+    /// codes against the mid point plus per-block float offsets after the MatMul
+    /// (`QuantGroup::offset_zero_points`; trt-rtx registers int4, not uint4).
+    pub no_unsigned_dq: [Option<String>; 2],
 }
+
 
 /// How the MatMulNBits format reads a quantized embedding table's rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +168,15 @@ fn dividing_block_sizes(k: usize) -> String {
 }
 
 impl QuantStep {
+    /// Why asymmetric blocks of `bits` cannot keep their integer zero points on this table
+    /// (`None`: they can), from [`Self::no_unsigned_dq`].
+    pub(crate) fn zero_points_as_offsets(&self, bits: ir::quant::Bits) -> Option<&str> {
+        match self.format {
+            QuantFormat::MatmulNbits => None,
+            QuantFormat::DequantizeLinear => self.no_unsigned_dq[usize::from(bits == ir::quant::Bits::Int8)].as_deref(),
+        }
+    }
+
     /// Checks `req` against `plan` (`[quant.<bits>]` of table `table`) for a build in `dtype`.
     pub fn resolve(req: &QuantRequest, plan: &QuantPlan, table: &str, dtype: DType) -> Result<QuantStep> {
         let Some(bits) = req.bits else {
@@ -220,6 +235,7 @@ impl QuantStep {
             no_gathered_bytes: None,
             embeddings_asked: req.embeddings.is_some(),
             embedding_gather_dequantize_linear: plan.embedding_gather_dequantize_linear,
+            no_unsigned_dq: [None, None],
         })
     }
 
@@ -386,6 +402,11 @@ pub struct TensorReport {
     pub bits: usize,
     pub block_size: usize,
     pub symmetric: bool,
+    /// How the zero points are written: `none` (symmetric), `integers` (the format's zero
+    /// point input), or `offsets` (float zero points, HQQ and GGUF types with a min, or integer
+    /// ones on a table whose DequantizeLinear takes no unsigned data: codes against the mid
+    /// point, per-block offsets added after the MatMul).
+    pub zero_points: &'static str,
     pub method: String,
     /// What the written integers come from: `float` (quantized here), the checkpoint's packed
     /// format (`gptq`, `gptq_v2`, `awq_gemm`, `gguf:Q4_0`, `mxfp4`), imported unchanged, or
@@ -411,6 +432,13 @@ impl QuantOutcome {
                     bits: s.bits().count(),
                     block_size: s.block_size(),
                     symmetric: s.symmetric(),
+                    zero_points: if t.group.float_zeros() {
+                        "offsets"
+                    } else if t.group.has(ir::QuantPart::ZeroPoints) {
+                        "integers"
+                    } else {
+                        "none"
+                    },
                     method: match t.group.packed_source() {
                         Some(_) => "imported".to_string(),
                         None => format!("{:?}", s.method()).to_lowercase(),

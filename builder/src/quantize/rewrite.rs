@@ -67,7 +67,7 @@ impl Groups {
             }
             name = if i == 1 { format!("{}/{}", c.weight, c.role.name()) } else { format!("{}/{}{i}", c.weight, c.role.name()) };
         }
-        let g = match settings {
+        let mut g = match settings {
             Some(settings) => QuantGroup::new(name, weight, settings, step.scale_dtype, form)?,
             None => {
                 let stack = PackedStack::from_recipe(&c.weight, &weight).ok_or_else(|| {
@@ -76,6 +76,11 @@ impl Groups {
                 QuantGroup::from_packed(name, weight, stack, step.scale_dtype, form)?
             }
         };
+        // A table whose DequantizeLinear takes no unsigned data of this width (trt-rtx: int4,
+        // not uint4) reads asymmetric blocks in the offset form.
+        if !g.settings().symmetric() && step.zero_points_as_offsets(g.settings().bits()).is_some() {
+            Arc::get_mut(&mut g).expect("a new group is not shared yet").offset_zero_points();
+        }
         self.by_key.insert(key, Arc::clone(&g));
         Ok(g)
     }
