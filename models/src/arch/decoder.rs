@@ -1196,7 +1196,7 @@ mod tests {
         assert_eq!((sc.embedding, sc.residual, sc.attention_scale, sc.logits_divisor), (Some(12.0), Some(1.0), Some(1.0), Some(8.0)));
         let e = GRANITE.scalars(&config("granite", r#","residual_multiplier":"big""#)).err().unwrap().to_string();
         assert!(e.contains("`residual_multiplier`"), "{e}");
-        let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"relu""#)).err().unwrap().to_string();
+        let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"mish""#)).err().unwrap().to_string();
         assert!(e.contains("`hidden_activation`"), "{e}");
     }
 }

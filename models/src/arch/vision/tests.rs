@@ -99,7 +99,7 @@ fn gemma3_options_not_built_are_refused_by_key() {
     let cases = [
         (gemma(&[("mm_tokens_per_image", json!(64))], &[]), "key `mm_tokens_per_image` is 64"),
         (gemma(&[], &[("vision_use_head", json!(true))]), "key `vision_config.vision_use_head` is true"),
-        (gemma(&[], &[("hidden_act", json!("relu"))]), "key `vision_config.hidden_act` is \"relu\""),
+        (gemma(&[], &[("hidden_act", json!("mish"))]), "key `vision_config.hidden_act` is \"mish\""),
         (gemma(&[], &[("model_type", json!("siglip2_vision_model"))]), "key `vision_config.model_type` is \"siglip2_vision_model\""),
         // 30x30 patches do not pool into 16x16 tokens.
         (gemma(&[], &[("image_size", json!(120))]), "does not tile the 30x30 patch grid"),
@@ -140,7 +140,7 @@ fn qwen3_sizes_and_refusals() {
     let cases = [
         (with(qwen3_vision(), "num_position_embeddings", json!(40)), "key `vision_config.num_position_embeddings` is 40"),
         (with(qwen3_vision(), "deepstack_visual_indexes", json!([1, 3])), "key `vision_config.deepstack_visual_indexes` names block 3"),
-        (with(qwen3_vision(), "hidden_act", json!("relu")), "key `vision_config.hidden_act` is \"relu\""),
+        (with(qwen3_vision(), "hidden_act", json!("mish")), "key `vision_config.hidden_act` is \"mish\""),
         (with(qwen3_vision(), "out_hidden_size", json!(32)), "key `vision_config.out_hidden_size` is 32"),
         // Three deepstack blocks but two text layers to add them after.
         (with(qwen3_vision(), "deepstack_visual_indexes", json!([0, 1, 2])), "lists 3 blocks, but the text model has only 2 layers"),
