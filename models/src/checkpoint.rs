@@ -214,6 +214,13 @@ impl Checkpoint {
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
+    /// Whether `name` is a pre-quantized layer (GPTQ / AWQ `qweight`, a GGUF block type): its
+    /// [`Self::tensor`] is the dequantized `[out, in]` value whatever layout the family's float
+    /// weights have (GPTQ and AWQ pack GPT-2's Conv1D layers transposed, as Linear ones).
+    pub fn is_packed(&self, name: &str) -> bool {
+        self.packed.contains_key(self.resolve(name).as_ref())
+    }
+
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
         let name = self.resolve(name);
         let name = name.as_ref();

@@ -201,7 +201,15 @@ pub fn layers_of(data: &str, config: &Value) -> Vec<(String, Option<std::ops::Ra
         None => (weight, false),
     };
     let scope = weight.trim_end_matches(".weight");
-    let dim = |k: &str| config[k].as_u64().unwrap_or(0) as usize;
+    // GPT-2 spells the sizes n_embd / n_head.
+    fn alias(k: &str) -> &str {
+        match k {
+            "hidden_size" => "n_embd",
+            "num_attention_heads" => "n_head",
+            other => other,
+        }
+    }
+    let dim = |k: &str| config[k].as_u64().or_else(|| config[alias(k)].as_u64()).unwrap_or(0) as usize;
     let hd = config.get("head_dim").and_then(Value::as_u64).map_or(dim("hidden_size") / dim("num_attention_heads").max(1), |d| d as usize);
     let (q, kv) = (dim("num_attention_heads") * hd, config.get("num_key_value_heads").and_then(Value::as_u64).map_or(dim("num_attention_heads"), |v| v as usize) * hd);
     let inter = dim("intermediate_size");
@@ -290,10 +298,13 @@ pub struct PrequantSpec {
 /// checkpoint of its dequantized weights into `dst/dequantized`. Every projection named in
 /// `projections` (a suffix such as `self_attn.q_proj`) is quantized per group by round to
 /// nearest from its min/max (symmetric: zero point at mid), with f16 scales; act-order shuffles
-/// the rows into groups. The dequantized weight is `scale * (q - zero)` in f32, exactly.
+/// the rows into groups. The dequantized weight is `scale * (q - zero)` in f32, exactly. GPT-2's
+/// Conv1D weights (`[in, out]`) are packed as GPTQ and AWQ pack them, transposed to a Linear
+/// layer's `[out, in]` first; their dequantized twin keeps the Conv1D layout.
 pub fn write_prequant(src: &Path, dst: &Path, spec: PrequantSpec, projections: &[&str], seed: u64) {
     std::fs::create_dir_all(dst.join("dequantized")).unwrap();
     let mut config: Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    let conv1d = config["model_type"] == "gpt2";
     for f in std::fs::read_dir(src).unwrap() {
         let p = f.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
@@ -337,8 +348,10 @@ pub fn write_prequant(src: &Path, dst: &Path, spec: PrequantSpec, projections: &
             continue;
         }
         let scope = scope.unwrap();
-        let (n, k) = (shape[0], shape[1]);
-        let w = floats(*dtype, data);
+        let (n, k) = if conv1d { (shape[1], shape[0]) } else { (shape[0], shape[1]) };
+        let stored = floats(*dtype, data);
+        // `[n, k]` row-major, whatever the stored layout.
+        let w: Vec<f32> = if conv1d { (0..n * k).map(|i| stored[(i % k) * n + i / k]).collect() } else { stored };
         let gs = spec.group_size.unwrap_or(k);
         let groups = k.div_ceil(gs);
         // Act-order sorts the rows by the Hessian of the layer's input, which layers reading
@@ -400,7 +413,8 @@ pub fn write_prequant(src: &Path, dst: &Path, spec: PrequantSpec, projections: &
         }
         let sc: Vec<u8> = scales.iter().flat_map(|s| half::f16::from_f32(*s).to_le_bytes()).collect();
         packed.push((format!("{scope}.scales"), safetensors::Dtype::F16, vec![groups, n], sc));
-        float.push((name.clone(), safetensors::Dtype::F32, vec![n, k], deq.iter().flat_map(|v| v.to_le_bytes()).collect()));
+        let (deq, deq_shape) = if conv1d { ((0..k * n).map(|i| deq[(i % n) * k + i / n]).collect(), vec![k, n]) } else { (deq, vec![n, k]) };
+        float.push((name.clone(), safetensors::Dtype::F32, deq_shape, deq.iter().flat_map(|v| v.to_le_bytes()).collect()));
     }
     let write = |path: &Path, list: &[(String, safetensors::Dtype, Vec<usize>, Vec<u8>)]| {
         let views: Vec<(String, safetensors::tensor::TensorView)> =

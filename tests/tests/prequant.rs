@@ -50,19 +50,23 @@ fn float_weights(dir: &Path) -> std::collections::BTreeMap<String, Vec<f32>> {
 fn dequantized_mismatches(pkg: &Path, dequantized: &Path) -> (usize, Vec<String>) {
     let float = float_weights(dequantized);
     let config: serde_json::Value = serde_json::from_slice(&std::fs::read(dequantized.join("config.json")).unwrap()).unwrap();
+    // GPT-2's Conv1D weights are stored `[in, out]`, the others `[out, in]`.
+    let conv1d = config["model_type"] == "gpt2";
     let mut problems = Vec::new();
     let mut compared = 0;
     for w in package_weights(pkg) {
         let mut at = 0;
         for (scope, rows) in layers_of(&w.data, &config) {
             let want = &float[&format!("{scope}.weight")];
-            let rows = rows.unwrap_or(0..want.len() / w.k);
+            let outputs = want.len() / w.k;
+            let rows = rows.unwrap_or(0..outputs);
             compared += 1;
+            let index = |c: usize, r: usize| if conv1d { r * outputs + c } else { c * w.k + r };
             let bad = rows
                 .clone()
                 .enumerate()
                 .flat_map(|(j, c)| (0..w.k).map(move |i| (j, c, i)))
-                .filter(|&(j, c, i)| w.value(at + j, i).to_bits() != want[c * w.k + w.order[i]].to_bits())
+                .filter(|&(j, c, i)| w.value(at + j, i).to_bits() != want[index(c, w.order[i])].to_bits())
                 .count();
             if bad > 0 {
                 problems.push(format!("{scope} rows {rows:?}: {bad} values differ from dequantized/"));
@@ -152,11 +156,12 @@ fn spec(method: &'static str, gptq_format: &'static str, bits: usize, group_size
     PrequantSpec { method, gptq_format, bits, group_size, symmetric, desc_act }
 }
 
-const PROJECTIONS: &[&str] = &["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj"];
+const PROJECTIONS: &[&str] = &["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj", "c_attn", "c_proj", "c_fc"];
 
 /// Layouts the shared fixtures lack, made from float fixtures: act-order (its rows gathered),
 /// 8 bits, v2 zeros, one group per column, other group sizes, AWQ of Llama, GPTQ of Qwen2
-/// (biases) and Phi-3 (fused qkv_proj / gate_up_proj, split by row slices). Each package's
+/// (biases), Phi-3 (fused qkv_proj / gate_up_proj, split by row slices) and GPT-2 (Conv1D
+/// layers, packed as Linear ones; the fused c_attn split by row slices). Each package's
 /// integers are the checkpoint's and its outputs are those of the float package of the
 /// dequantized weights, within 2e-5 at accuracy level 0.
 #[test]
@@ -170,6 +175,8 @@ fn other_layouts_keep_their_integers_and_match_the_dequantized_model() {
         ("tiny-qwen2", spec("gptq", "gptq_v2", 4, Some(32), false, true)),
         ("tiny-phi3", spec("gptq", "gptq", 4, Some(32), false, false)),
         ("tiny-mistral", spec("gptq", "gptq", 4, None, false, true)),
+        ("tiny-gpt2", spec("gptq", "gptq", 4, Some(32), false, true)),
+        ("tiny-gpt2", spec("awq", "", 4, Some(32), false, false)),
     ];
     for (i, (base, spec)) in cases.into_iter().enumerate() {
         let what = format!("{base} {spec:?}");

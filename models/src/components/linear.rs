@@ -55,6 +55,10 @@ impl LinearWeights {
         let name = format!("{scope}.weight");
         let (weight, out_axis) = match layout {
             WeightLayout::Linear => (ckpt.tensor(&name, &[total, inp])?, 0),
+            // GPTQ and AWQ pack a Conv1D layer as a Linear one (`[out, in]`, transposed before
+            // packing): read as such, and seen `[in, out]` through a transpose that keeps its
+            // integers visible (as GGUF's GPT-2 rows are).
+            WeightLayout::Conv1D if ckpt.is_packed(&name) => (ckpt.tensor(&name, &[total, inp])?.transpose(vec![1, 0]), 1),
             WeightLayout::Conv1D => (ckpt.tensor(&name, &[inp, total])?, 1),
         };
         let bias = if bias { Some(ckpt.tensor(&format!("{scope}.bias"), &[total])?) } else { None };
