@@ -34,18 +34,19 @@ fn requests_a_table_cannot_take_are_refused() {
     fails(&model, &["--ep", "cpu", "--asymmetric"], &["--quant"]);
 }
 
-/// trt-rtx takes int4 but not uint4 DequantizeLinear data: `--asymmetric` writes its blocks in
-/// the offset form (int4 codes against the mid point, each block's offset added after the
-/// MatMul), which the report says per tensor; `default` keeps uint4 data with zero points.
+/// trt-rtx takes no uint4 or uint8 DequantizeLinear data (TensorRT takes only all-zero zero
+/// points): `--asymmetric` writes its blocks in the offset form (signed codes against the mid
+/// point, each block's offset added after the MatMul), an 8-bit head too, which the report
+/// says per tensor; `default` keeps unsigned data with zero points.
 #[test]
 fn asymmetric_blocks_on_a_table_without_uint4_are_written_as_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("m");
     copy_fixture("tiny-llama", &model);
     for (ep, zero_points) in [("trt-rtx", "offsets"), ("default", "integers")] {
-        let (_d, v, _) = report(&model, &["--ep", ep, "--quant", "int4", "--asymmetric"]);
+        let (_d, v, _) = report(&model, &["--ep", ep, "--quant", "int4", "--asymmetric", "--quant-lm-head", "int8"]);
         let tensors = v["parts"][0]["quantization"]["tensors"].as_array().unwrap().clone();
-        assert!(!tensors.is_empty());
+        assert!(tensors.iter().any(|t| t["role"] == "lm_head" && t["bits"] == 8), "{ep}: an 8-bit head");
         for t in &tensors {
             assert_eq!((t["symmetric"].as_bool(), t["zero_points"].as_str()), (Some(false), Some(zero_points)), "{ep}: {t}");
         }

@@ -160,6 +160,14 @@ NV_PARSER_NOTE = "op support is the TensorRT-RTX parser's (closed source, no op 
 # onnx-tensorrt docs/Changelog.md: Attention importer from TensorRT 10.14, RotaryEmbedding and RMSNormalization
 # from 10.15. Which TensorRT-RTX release carries those importers is not stated there.
 NV_NEW_OPS = {"Attention": "10.14", "RotaryEmbedding": "10.15", "RMSNormalization": "10.15"}
+# Element types the TensorRT ONNX parser takes differently from the schema: onnx-tensorrt
+# onnxOpImporters.cpp @96e78110 (QuantizeLinear / DequantizeLinear) reads a UINT8 zero point as
+# INT8 (a warning) and refuses a constant zero point that is not all zeros, so uint8 data, which
+# needs one, is cut; asymmetric blocks are written without zero points (the offset form).
+NV_PARSER_CUTS = {"DequantizeLinear": ("T1", "u8", "u8 cut: onnx-tensorrt onnxOpImporters.cpp @96e78110 reads a UINT8 "
+                                              "zero point as INT8 and asserts that a constant zero point is all zeros "
+                                              "(TensorRT quantizes symmetrically); the TensorRT-RTX parser is closed and "
+                                              "assumed to share it")}
 # Standard ops the trt-rtx builds (or its rules) may emit; SimplifiedLayerNormalization is an ORT-only
 # default-domain op the TensorRT parser does not know, If is forbidden by the table.
 NV_OPS = """Add And Attention Cast Concat ConstantOfShape Cos CumSum DequantizeLinear Div Equal Erf Expand Gather Gelu Greater
@@ -181,6 +189,10 @@ def trt_rtx():
             if short:
                 types[c.type_param_str] = short
         note = NV_PARSER_NOTE
+        if op in NV_PARSER_CUTS:
+            constraint, cut, why = NV_PARSER_CUTS[op]
+            types[constraint] = [t for t in types[constraint] if t != cut]
+            note += "; " + why
         if op in NV_NEW_OPS:
             note += (f"; onnx-tensorrt docs/Changelog.md adds the {op} importer in TensorRT "
                      f"{NV_NEW_OPS[op]}, the TensorRT-RTX parser release carrying it is not known")

@@ -551,10 +551,12 @@ impl QuantGroup {
                     Bits::Int8 => byte,
                     Bits::Int4 => (byte >> (4 * (b % 2))) & 0x0f,
                 };
-                let exact = scales[c * kb + b].to_f32() * (f32::from(bits.mid()) - f32::from(zero));
-                let written = S::from_f32(exact);
-                offsets[c * kb + b] = written;
-                let d = (exact - written.to_f32()).abs();
+                // The scale as written (a bf16 group computes in f32 and rounds on writing).
+                let scale = round_to(self.scale_dtype, scales[c * kb + b].to_f32());
+                let exact = scale * (f32::from(bits.mid()) - f32::from(zero));
+                let written = round_to(self.scale_dtype, exact);
+                offsets[c * kb + b] = S::from_f32(written);
+                let d = (exact - written).abs();
                 error.max_abs = error.max_abs.max(d);
                 error.sum_sq += f64::from(d) * f64::from(d) * bs.min(band - b * bs) as f64;
             }
@@ -932,6 +934,15 @@ thread_local! {
     static WEIGHTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// `v` rounded to a scale type (f32, f16 or bf16), back in f32.
+fn round_to(dtype: DType, v: f32) -> f32 {
+    match dtype {
+        DType::F16 => f16::from_f32(v).to_f32(),
+        DType::BF16 => bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
 /// B, the scales' bytes and the zero points of a range, MatMulNBits layout.
 type NBitsBytes = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
@@ -1070,12 +1081,13 @@ mod tests {
     /// asymmetric value; the scales are unchanged. Written in bands of one block.
     #[test]
     fn integer_zero_points_as_offsets_keep_the_asymmetric_values() {
-        let (n, k, bs) = (6, 64, 16);
+        let (k, bs) = (64, 16);
         let kb = k / bs;
-        let (_, r) = weight(n, k);
-        for bits in [Bits::Int4, Bits::Int8] {
-            for scale_dtype in [DType::F32, DType::F16] {
-                let what = format!("{bits:?} {scale_dtype}");
+        // An odd N too: its packed 4-bit zero points pad each column.
+        for (n, bits, scale_dtype) in [6, 5].into_iter().flat_map(|n| [Bits::Int4, Bits::Int8].into_iter().flat_map(move |b| [DType::F32, DType::F16, DType::BF16].map(|d| (n, b, d)))) {
+            let (_, r) = weight(n, k);
+            {
+                let what = format!("n={n} {bits:?} {scale_dtype}");
                 let s = QuantSettings::new(bits, bs, false).unwrap();
                 let plain = QuantGroup::new("w", r.clone(), s, scale_dtype, QuantForm::Dq).unwrap();
                 let mut g = QuantGroup::new("w", r.clone(), s, scale_dtype, QuantForm::Dq).unwrap();
@@ -1097,6 +1109,7 @@ mod tests {
                 assert_eq!(got[1], scales, "{what}: the scales are the asymmetric blocks' own");
                 let float = |b: &[u8], i: usize| match scale_dtype {
                     DType::F16 => f16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),
+                    DType::BF16 => bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32(),
                     _ => f32::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap()),
                 };
                 let elem = |b: &[u8], i: usize| -> i32 {
@@ -1118,14 +1131,19 @@ mod tests {
                         let (scale, code, zero) = (float(&scales, blk), elem(&codes, i), elem(&zeros, blk));
                         assert_eq!(signed(elem(&got[0], i)), code - mid, "{what}: row {row} column {c} against the mid point");
                         let (offset, exact) = (float(&got[2], blk), scale * (mid - zero) as f32);
-                        let rounded = if scale_dtype == DType::F16 { f16::from_f32(exact).to_f32() } else { exact };
+                        let rounded = round_to(scale_dtype, exact);
                         assert_eq!(offset, rounded, "{what}: block {blk}");
                         worst = worst.max((scale * (code - mid) as f32 + offset - scale * (code - zero) as f32).abs());
                         largest_scale = largest_scale.max(scale.abs());
                     }
                 }
-                // f16: one rounding of an offset of at most 8 (128) scales; f32: exact offsets.
-                let bound = if scale_dtype == DType::F16 { largest_scale * f32::from(bits.mid()) / 1024.0 } else { 1e-5 };
+                // One rounding of an offset of at most 8 (128) scales (f16: 11 bits, bf16: 8);
+                // f32: exact offsets.
+                let bound = match scale_dtype {
+                    DType::F16 => largest_scale * f32::from(bits.mid()) / 1024.0,
+                    DType::BF16 => largest_scale * f32::from(bits.mid()) / 128.0,
+                    _ => 1e-5,
+                };
                 assert!(worst <= bound, "{what}: {worst} > {bound}");
                 assert!(g.error().max_abs >= plain.error().max_abs, "{what}: the offsets' rounding adds to the codes' error");
             }

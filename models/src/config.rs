@@ -130,8 +130,8 @@ pub enum Activation {
     Gelu,
     /// tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`).
     GeluTanh,
-    /// ReLU, `max(x, 0)` (`relu`, OPT): a `Max` with zero, as the squared one's (every table
-    /// claims `Max`; webgpu lowers it to `Clip`).
+    /// ReLU, `max(x, 0)` (`relu`, OPT): a `Max` with zero, as the squared one's (a table without
+    /// a `Max` kernel schedules `lower.minmax_to_clip`).
     Relu,
     /// Squared ReLU, `max(x, 0)^2` (`relu2`, Nemotron): `Max` and `Mul` (a table that claims no
     /// `Max` fails validation naming the node; tests/expectations/ops.toml [pending]).
@@ -1687,6 +1687,10 @@ mod tests {
         assert!(e(r#","num_layers":2,"attention_types":[[["global","sparse"],1]]"#).contains("names \"sparse\""));
         assert!(e(r#","num_layers":2,"attention_types":[["global",2]]"#).contains("each entry is"));
         assert!(e(r#","num_layers":2,"window_size":0,"attention_types":[[["local"],2]]"#).contains("`window_size` must be a positive"));
+        // The saved expansion must agree with the pattern (GPTNeoBlock reads `attention_layers`).
+        let pattern = r#","num_layers":2,"attention_types":[[["global","local"],1]]"#;
+        assert!(read(&format!(r#"{pattern},"attention_layers":["global","local"]"#)).is_ok());
+        assert!(e(&format!(r#"{pattern},"attention_layers":["local","local"]"#)).contains("key `attention_layers`"));
     }
 
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its
@@ -1781,10 +1785,10 @@ mod tests {
 
     #[test]
     fn activations_no_table_runs_are_refused_by_key() {
-        let e = parse(&format!(r#"{{{BASE},"hidden_act":"relu"}}"#)).unwrap_err().to_string();
-        assert!(e.contains("`hidden_act`") && e.contains("relu") && e.contains(Activation::NAMES), "{e}");
+        let e = parse(&format!(r#"{{{BASE},"hidden_act":"mish"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`hidden_act`") && e.contains("mish") && e.contains(Activation::NAMES), "{e}");
         let e = parse(
-            r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512,"activation_function":"relu"}"#,
+            r#"{"model_type":"gpt2","n_embd":64,"n_head":4,"n_layer":2,"n_inner":null,"vocab_size":512,"activation_function":"mish"}"#,
         )
         .unwrap_err()
         .to_string();

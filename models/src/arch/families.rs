@@ -574,6 +574,14 @@ fn gpt_neo_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Resul
     if kinds.len() != layers {
         return Err(format!("key `attention_types` gives {} layers; `num_layers` is {layers} (GPTNeoConfig refuses this too)", kinds.len()));
     }
+    // The expansion GPTNeoConfig saves beside it, which GPTNeoBlock reads: a hand-edited one
+    // that disagrees would build another model in transformers.
+    if let Some(saved) = map.get("attention_layers").filter(|v| !v.is_null()) {
+        let expanded: Vec<&str> = kinds.iter().map(|k| if *k == "full_attention" { "global" } else { "local" }).collect();
+        if saved.as_array().is_none_or(|a| a.len() != expanded.len() || a.iter().zip(&expanded).any(|(v, e)| v.as_str() != Some(e))) {
+            return Err(format!("key `attention_layers` ({saved}) is not the expansion of `attention_types` ({expanded:?}); transformers builds the layers from `attention_layers`: make the two agree"));
+        }
+    }
     map.insert("layer_types".into(), Value::from(kinds));
     let window = match map.get("window_size") {
         None | Some(Value::Null) => 256,
