@@ -450,6 +450,14 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
         exercises="OPT: learned positions `model.decoder.embed_positions` read at `position_ids + 2` (its table holds two more rows), LayerNorms before attention (`self_attn_layer_norm`) and the MLP (`final_layer_norm`), q/k/v/o and MLP biases (`enable_bias`), a plain ReLU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by OPTConfig's default (no `tie_word_embeddings` written)",
     ),
+    # BioGPT: OPT's block under `biogpt.` with scaled embeddings, exact GELU and `output_projection`.
+    "tiny-biogpt": dict(
+        cls="BioGpt", inputs="tiny-llama",
+        args=dict({k: v for k, v in SMALL.items() if k != "num_key_value_heads"}, intermediate_size=128, num_hidden_layers=2,
+                  tie_word_embeddings=True, hidden_act="gelu", layer_norm_eps=1e-12, scale_embedding=True),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("tie_word_embeddings", "scale_embedding")},
+        exercises="BioGPT: learned positions `biogpt.embed_positions` read at `position_ids + 2`, token embeddings times sqrt(hidden) (`scale_embedding`, BioGptConfig's default: not written), LayerNorms at torch's epsilon 1e-5 whatever `layer_norm_eps` says (1e-12 here), q/k/v/o and MLP biases, an exact-GELU MLP `fc1` / `fc2`, the head `output_projection` tied by BioGptConfig's default (not written)",
+    ),
     # GPT-Neo: unscaled attention scores, global and local (windowed) layers, learned positions.
     "tiny-gpt_neo": dict(
         cls="GPTNeo", inputs="tiny-llama",

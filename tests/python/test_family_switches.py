@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from safetensors.numpy import load_file, save_file
 
-from conftest import FIXTURES, assert_reference_logits, build_folder
+from conftest import FIXTURES, assert_reference_logits, build_folder, prefill_logits
 
 
 def rms_norms(pkg):
@@ -126,3 +126,29 @@ def test_gpt_neo_saved_from_the_bare_model_with_its_mask_buffers(tmp_path):
     done = build_folder(dst, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg", "tiny-gpt_neo")
+
+
+def test_biogpt_saved_from_the_bare_model_with_its_own_head(tmp_path):
+    # A checkpoint saved from BioGptModel names its tensors without `biogpt.`: the fixture's
+    # model. One whose head is stored untied (`output_projection.weight`, `tie_word_embeddings:
+    # false`) reads that tensor: twice the embeddings there doubles every logit.
+    bare = tmp_path / "bare"
+    shutil.copytree(FIXTURES / "tiny-biogpt", bare)
+    tensors = load_file(str(bare / "model.safetensors"))
+    assert all(k.startswith("biogpt.") for k in tensors), sorted(tensors)
+    save_file({k.removeprefix("biogpt."): v for k, v in tensors.items()}, str(bare / "model.safetensors"), metadata={"format": "pt"})
+    done = build_folder(bare, tmp_path / "pkg-bare")
+    assert done.returncode == 0, done.stderr
+    assert_reference_logits(tmp_path / "pkg-bare", "tiny-biogpt")
+
+    untied = tmp_path / "untied"
+    shutil.copytree(FIXTURES / "tiny-biogpt", untied)
+    tensors["output_projection.weight"] = tensors["biogpt.embed_tokens.weight"] * 2
+    save_file(tensors, str(untied / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((untied / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (untied / "config.json").write_text(json.dumps(config, indent=2))
+    done = build_folder(untied, tmp_path / "pkg-untied")
+    assert done.returncode == 0, done.stderr
+    ref = load_file(str(FIXTURES / "tiny-biogpt" / "reference.safetensors"))
+    np.testing.assert_allclose(prefill_logits(tmp_path / "pkg-untied", ref["input_ids"]), 2 * ref["logits"], atol=2e-4)

@@ -1198,5 +1198,14 @@ mod tests {
         assert!(e.contains("`residual_multiplier`"), "{e}");
         let e = GEMMA2.scalars(&config("gemma2", r#","hidden_activation":"mish""#)).err().unwrap().to_string();
         assert!(e.contains("`hidden_activation`"), "{e}");
+        // BioGPT: torch's LayerNorm epsilon whatever `layer_norm_eps` says, embeddings scaled by
+        // sqrt(hidden) unless `scale_embedding` is false, exact GELU by default; GPT-Neo's scores
+        // unscaled and tanh GELU by default.
+        let sc = super::super::BIOGPT.scalars(&config("biogpt", r#","layer_norm_eps":1e-12"#)).unwrap();
+        assert_eq!((sc.eps, sc.embedding, sc.act, sc.attention_scale), (1e-5, Some(8.0), Activation::Gelu, None));
+        assert_eq!(super::super::BIOGPT.scalars(&config("biogpt", r#","scale_embedding":false"#)).unwrap().embedding, None);
+        let neo = config("gpt_neo", r#","num_layers":7,"attention_types":[[["global"],7]]"#);
+        let sc = super::super::GPT_NEO.scalars(&neo).unwrap();
+        assert_eq!((sc.attention_scale, sc.act), (Some(1.0), Activation::GeluTanh));
     }
 }

@@ -542,6 +542,50 @@ pub const OPT: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// BioGPT (`BioGptConfig`, microsoft/biogpt and BioGPT-Large): OPT's block (learned positions
+/// read at `position_ids + 2`, LayerNorms before attention and the MLP, biased q/k/v/o and a
+/// plain biased MLP `fc1` / `fc2`) under `biogpt.`, the token embeddings times sqrt(hidden) by
+/// `scale_embedding` (default true), `hidden_act` (default gelu), every LayerNorm at torch's
+/// default epsilon 1e-5 (`nn.LayerNorm(embed_dim)`: the model never reads the config's
+/// `layer_norm_eps`, 1e-12), the head `output_projection` tied by default; checkpoints saved
+/// from the bare model lack `biogpt.`.
+pub const BIOGPT: DecoderFamily = DecoderFamily {
+    model_types: &["biogpt"],
+    names: NameTable {
+        embed_tokens: "biogpt.embed_tokens.weight",
+        embed_positions: Some("biogpt.embed_positions.weight"),
+        layer: "biogpt.layers.{i}",
+        o_proj: "self_attn.out_proj",
+        norms: BlockNorms { before_attention: Some("self_attn_layer_norm"), before_mlp: Some("final_layer_norm"), ..PRE_NORMS },
+        mlp: MlpNames::Plain { up: "fc1", down: "fc2" },
+        final_norm: "biogpt.layer_norm",
+        lm_head: "output_projection",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        positions: Positions::Learned { offset: 2 },
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        tie_default: true,
+        norm_eps: NormEps::Fixed(1e-5),
+        activation: Some(("hidden_act", crate::Activation::Gelu)),
+        key_defaults: &[
+            ("scale_embedding", KeyDefault::Flag(true)),
+            ("max_position_embeddings", KeyDefault::Count(1024)),
+            ("bos_token_id", KeyDefault::Count(0)),
+            ("eos_token_id", KeyDefault::Count(2)),
+            ("pad_token_id", KeyDefault::Count(1)),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("biogpt."),
+    unused: &[],
+    scaling: Scaling { embedding: EmbeddingScale::SqrtHiddenIf("scale_embedding"), ..NO_SCALING },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// GPT-Neo's layer pattern as `GPTNeoConfig` expands it: `attention_types` (default
 /// `[[["global", "local"], 12]]`: each entry's list repeated its count of times) gives each
 /// layer `global` (full) or `local` (a window of `window_size` keys, default 256, the query's own
