@@ -801,6 +801,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="GPT-J: `ln_1` feeding attention and the MLP in parallel (`attn + mlp + residual`), RoPE on interleaved pairs of the first 8 of each head's 16 dimensions (`rotary_dim`), q/k/v/out_proj without biases, `fc_in` -> gelu_new -> `fc_out` 4 x hidden wide (`n_inner` null) with biases, a biased untied head",
     ),
+    # CodeGen: GPT-J's block with q/k/v in one projection laid out in 4 shards of q, v, k heads.
+    "tiny-codegen": dict(
+        cls="CodeGen", inputs="tiny-gpt2",
+        args=dict(vocab_size=512, n_embd=128, n_head=8, n_layer=2, n_positions=256, n_ctx=256, n_inner=None, rotary_dim=8,
+                  activation_function="gelu_new", layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                  initializer_range=0.2, tie_word_embeddings=False),
+        legacy=lambda config: config,
+        exercises="CodeGen: GPT-J's parallel block with q/k/v in one `qkv_proj` laid out in 4 model-parallel shards, each holding its 2 query heads, then its 2 value heads, then its 2 key heads; RoPE on interleaved pairs of the first 8 of each head's 16 dimensions (`rotary_dim`), `fc_in` -> gelu_new -> `fc_out` 4 x hidden wide (`n_inner` null), a biased untied head",
+    ),
     # Falcon (7B's layout): multi-query attention with q/k/v in one projection, one LayerNorm
     # feeding attention and the MLP in parallel, no biases, a tied head.
     "tiny-falcon": dict(

@@ -152,3 +152,26 @@ def test_biogpt_saved_from_the_bare_model_with_its_own_head(tmp_path):
     assert done.returncode == 0, done.stderr
     ref = load_file(str(FIXTURES / "tiny-biogpt" / "reference.safetensors"))
     np.testing.assert_allclose(prefill_logits(tmp_path / "pkg-untied", ref["input_ids"]), 2 * ref["logits"], atol=2e-4)
+
+
+def test_codegen_reads_its_mask_buffers_and_refuses_heads_that_do_not_fill_its_shards(tmp_path):
+    # Salesforce's CodeGen checkpoints carry each layer's `attn.causal_mask` buffer and may be
+    # saved from CodeGenModel (no `transformer.`): the same model. Its fused q/k/v is laid out in
+    # 4 shards of whole heads, so a head count that does not split over them is refused by name.
+    bare = tmp_path / "bare"
+    shutil.copytree(FIXTURES / "tiny-codegen", bare)
+    tensors = load_file(str(bare / "model.safetensors"))
+    stripped = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    for i in range(2):
+        stripped[f"h.{i}.attn.causal_mask"] = np.tril(np.ones((1, 1, 8, 8), dtype=bool))
+    save_file(stripped, str(bare / "model.safetensors"), metadata={"format": "pt"})
+    done = build_folder(bare, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    assert_reference_logits(tmp_path / "pkg", "tiny-codegen")
+
+    config = json.loads((bare / "config.json").read_text())
+    config["n_head"] = 2
+    (bare / "config.json").write_text(json.dumps(config, indent=2))
+    done = build_folder(bare, tmp_path / "refused")
+    assert done.returncode != 0
+    assert "4 shards of whole heads" in done.stderr and "2 query heads" in done.stderr, done.stderr

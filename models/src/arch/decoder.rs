@@ -639,6 +639,25 @@ impl DecoderFamily {
                 let scope = |p: &str| format!("{}.{p}", s(qkv));
                 (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
             }
+            AttentionNames::FusedShards { qkv, shards } => {
+                if heads.q != heads.kv || !heads.q.is_multiple_of(*shards) {
+                    return Err(Error::Config {
+                        path: sh.c.path.clone(),
+                        reason: format!(
+                            "`{}`'s q/k/v projection is laid out in {shards} shards of whole heads: the {} query heads must split evenly over them, with as many key/value heads ({})",
+                            sh.c.model_type, heads.q, heads.kv
+                        ),
+                    });
+                }
+                if l.weights != WeightLayout::Linear {
+                    return Err(Error::Config { path: sh.c.path.clone(), reason: format!("`{}`'s sharded fused q/k/v is read as `[out, in]` (Linear) rows only", sh.c.model_type) });
+                }
+                let per = heads.q / shards;
+                let parts = LinearWeights::read_grouped(ckpt, b, &s(qkv), sh.hidden, *shards, &[per, per, per], heads.head_dim, qkv_bias)?;
+                let [wq, wv, wk]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
+                let scope = |p: &str| format!("{}.{p}", s(qkv));
+                (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
+            }
             AttentionNames::Fused { qkv } => {
                 let dims = [sh.q_dim, sh.kv_dim, sh.kv_dim];
                 let parts = LinearWeights::read_fused(ckpt, b, &s(qkv), sh.hidden, &dims, qkv_bias, l.weights)?;

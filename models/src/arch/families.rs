@@ -2149,6 +2149,21 @@ pub const GPTJ: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// CodeGen (`CodeGenConfig`, Salesforce/codegen-350M to 16B, mono / multi / nl): GPT-J's block
+/// ([`GPTJ`]: one LayerNorm feeding attention and the MLP in parallel, interleaved RoPE on the
+/// first `rotary_dim` dimensions at base 10000, `fc_in` / `fc_out`, a biased untied head) with
+/// q/k/v in one `qkv_proj` laid out in the 4 model-parallel shards CodeGen was trained on, each
+/// shard's query, value and key heads in that order (`AttentionNames::FusedShards`).
+pub const CODEGEN: DecoderFamily = DecoderFamily {
+    model_types: &["codegen"],
+    names: NameTable { attention: AttentionNames::FusedShards { qkv: "attn.qkv_proj", shards: 4 }, ..GPTJ.names },
+    layout: Layout { key_defaults: &[("rotary_dim", KeyDefault::Count(64)), ("bos_token_id", KeyDefault::Count(50256)), ("eos_token_id", KeyDefault::Count(50256))], ..GPTJ.layout },
+    optional_prefix: Some("transformer."),
+    unused: &[Unused { prefix: "", suffix: ".attn.causal_mask", reason: "CodeGen's causal-mask buffer (its checkpoints saved it); the graph builds its own mask" }],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// `FalconConfig.__post_init__` and the layer's switches, on config.json's object: the key/value
 /// heads (`num_kv_heads`, default every head, under `new_decoder_architecture` or without
 /// `multi_query`; one with `multi_query`, the default), `ffn_hidden_size` 4 x hidden when absent;

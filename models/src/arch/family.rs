@@ -268,6 +268,11 @@ pub enum AttentionNames {
     /// its key and its value (Falcon's `query_key_value`; multi-query Falcon is one group of
     /// every query head): each part read as its rows ([`crate::components::linear::LinearWeights::read_fused_per_group`]).
     FusedPerGroup { qkv: &'static str },
+    /// One projection laid out as `shards` model-parallel shards, each holding its share of
+    /// the query heads, then of the value heads, then of the key heads (CodeGen's `qkv_proj`,
+    /// trained on 4 shards: viewed `[shards, 3 * hidden / shards]` and split q, v, k); each
+    /// part read as its rows ([`crate::components::linear::LinearWeights::read_grouped`]).
+    FusedShards { qkv: &'static str, shards: usize },
     /// Multi-head latent attention (DeepSeek-V2/V3): see [`LatentNames`] and
     /// [`crate::config::LatentDims`].
     Latent(&'static LatentNames),
