@@ -450,6 +450,16 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
         exercises="OPT: learned positions `model.decoder.embed_positions` read at `position_ids + 2` (its table holds two more rows), LayerNorms before attention (`self_attn_layer_norm`) and the MLP (`final_layer_norm`), q/k/v/o and MLP biases (`enable_bias`), a plain ReLU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by OPTConfig's default (no `tie_word_embeddings` written)",
     ),
+    # Cohere2-MoE: Cohere 2's parallel block with a dense prefix and experts beside a shared one.
+    "tiny-cohere2_moe": dict(
+        cls="Cohere2Moe", inputs="tiny-llama",
+        args=dict(SMALL, intermediate_size=64, num_hidden_layers=5, head_dim=16, sliding_window=4, sliding_window_pattern=4,
+                  first_k_dense_replace=1, prefix_dense_sliding_window_pattern=1, prefix_dense_intermediate_size=96,
+                  num_experts=4, num_experts_per_tok=2, num_shared_experts=1, shared_expert_combination_strategy="average",
+                  logit_scale=0.25, tie_word_embeddings=True, layer_norm_eps=1e-5),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("layer_types", "mlp_layer_types")} | {"first_k_dense_replace": 1},
+        exercises="Cohere2-MoE: Cohere 2's parallel block (one bias-free LayerNorm, interleaved RoPE, logits times `logit_scale`, tied head); layer 0 dense (`first_k_dense_replace`, `prefix_dense_intermediate_size` 96 wide) and full with RoPE forced (`prefix_dense_sliding_window_pattern` 1), layers 1-3 sliding (window 4) with RoPE and layer 4 full without, as Cohere2MoeConfig derives them (no `layer_types` or `mlp_layer_types` written); 4 stacked experts 64 wide, softmax of the top 2 logits, one shared expert averaged with them (`shared_expert_combination_strategy`)",
+    ),
     # BioGPT: OPT's block under `biogpt.` with scaled embeddings, exact GELU and `output_projection`.
     "tiny-biogpt": dict(
         cls="BioGpt", inputs="tiny-llama",

@@ -1693,6 +1693,31 @@ mod tests {
         assert!(e(&format!(r#"{pattern},"attention_layers":["local","local"]"#)).contains("key `attention_layers`"));
     }
 
+    /// Cohere2-MoE: `Cohere2MoeConfig`'s layer derivation (a dense prefix with its own window
+    /// pattern, the rest every 4th full), RoPE on sliding layers and on dense ones when the
+    /// prefix pattern is 1, the experts' and the dense layers' widths; RMSNorm layers and
+    /// sigmoid routing refused by key.
+    #[test]
+    fn cohere2_moe_derives_its_layers_rope_and_widths() {
+        let base = r#""model_type":"cohere2_moe","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":6,"vocab_size":512,"head_dim":16,"intermediate_size":64"#;
+        let read = |extra: &str| parse(&format!("{{{base}{extra}}}"));
+        let c = read(r#","first_k_dense_replace":2,"prefix_dense_intermediate_size":96"#).unwrap();
+        let raw = |k: &str| c.raw[k].clone();
+        assert_eq!(raw("layer_types"), serde_json::json!(["full_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]));
+        assert_eq!(raw("mlp_layer_types"), serde_json::json!(["dense", "dense", "sparse", "sparse", "sparse", "sparse"]));
+        assert_eq!(raw("no_rope_layers"), serde_json::json!([1, 1, 1, 1, 1, 0]));
+        assert_eq!((c.intermediate_size, raw("moe_intermediate_size")), (96, serde_json::json!(64)));
+        // A prefix pattern other than 1: dense layers rotate only where they slide.
+        let c = read(r#","first_k_dense_replace":2,"prefix_dense_sliding_window_pattern":2"#).unwrap();
+        assert_eq!(c.raw["layer_types"][0], "sliding_attention");
+        assert_eq!(c.raw["no_rope_layers"], serde_json::json!([1, 0, 1, 1, 1, 0]));
+        assert_eq!(c.intermediate_size, 64, "no prefix width: the experts'");
+        let e = |extra: &str| read(extra).unwrap_err().to_string();
+        assert!(e(r#","rms_norm_eps":1e-6"#).contains("key `rms_norm_eps`"));
+        assert!(e(r#","expert_selection_fn":"sigmoid""#).contains("key `expert_selection_fn`"));
+        assert!(e(r#","mlp_layer_types":["dense"]"#).contains("key `mlp_layer_types` must list one entry for each of the 6 layers"));
+    }
+
     /// GraniteMoeHybrid: built only when every layer is attention (a Mamba2 layer refused by its
     /// index, a missing list too); RoPE by `position_embedding_type`; without experts each
     /// layer is dense at the shared MLP's width.

@@ -175,3 +175,22 @@ def test_codegen_reads_its_mask_buffers_and_refuses_heads_that_do_not_fill_its_s
     done = build_folder(bare, tmp_path / "refused")
     assert done.returncode != 0
     assert "4 shards of whole heads" in done.stderr and "2 query heads" in done.stderr, done.stderr
+
+
+def test_cohere2_moe_shared_expert_combination_is_read(tmp_path):
+    # The fixture averages its shared expert with the routed ones (`average`, the class's
+    # default): `sum` is another model, an unknown strategy is refused by its key.
+    ref = load_file(str(FIXTURES / "tiny-cohere2_moe" / "reference.safetensors"))
+    for strategy, ok in (("sum", True), ("max", False)):
+        dst = tmp_path / strategy
+        shutil.copytree(FIXTURES / "tiny-cohere2_moe", dst)
+        config = json.loads((dst / "config.json").read_text())
+        config["shared_expert_combination_strategy"] = strategy
+        (dst / "config.json").write_text(json.dumps(config, indent=2))
+        done = build_folder(dst, tmp_path / f"pkg-{strategy}")
+        if not ok:
+            assert done.returncode != 0 and "shared_expert_combination_strategy" in done.stderr, done.stderr
+            continue
+        assert done.returncode == 0, done.stderr
+        diff = np.abs(prefill_logits(tmp_path / f"pkg-{strategy}", ref["input_ids"]) - ref["logits"]).max()
+        assert diff > 1e-2, f"summing the shared expert changes the logits (max diff {diff})"

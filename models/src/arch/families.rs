@@ -361,6 +361,7 @@ pub const QWEN2_MOE: DecoderFamily = DecoderFamily {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_expert.gate_proj", up: "mlp.shared_expert.up_proj", down: "mlp.shared_expert.down_proj" },
                 gate: Some("mlp.shared_expert_gate"),
                 width: SharedWidth::Key("shared_expert_intermediate_size", 5632),
+                combine: SharedCombine::Sum,
             }),
             dense: Some(&GATED_MLP),
             keys: MoeKeys {
@@ -866,6 +867,7 @@ const DEEPSEEK_SHARED: SharedExpert = SharedExpert {
     mlp: &MlpNames::Gated { gate: "mlp.shared_experts.gate_proj", up: "mlp.shared_experts.up_proj", down: "mlp.shared_experts.down_proj" },
     gate: None,
     width: SharedWidth::Experts("n_shared_experts", 1),
+    combine: SharedCombine::Sum,
 };
 
 /// The keys counting multi-token prediction layers (`DeepseekV3Config`'s attribute map).
@@ -1797,6 +1799,7 @@ pub const HUNYUAN_MOE: DecoderFamily = DecoderFamily {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_mlp.gate_proj", up: "mlp.shared_mlp.up_proj", down: "mlp.shared_mlp.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("intermediate_size", 11008),
+                combine: SharedCombine::Sum,
             }),
             dense: None,
             keys: MoeKeys {
@@ -1852,6 +1855,7 @@ const GRANITE_SHARED_MLP: SharedExpert = SharedExpert {
     mlp: &MlpNames::GatedFused { gate_up: "shared_mlp.input_linear", down: "shared_mlp.output_linear" },
     gate: None,
     width: SharedWidth::Key("shared_intermediate_size", 0),
+    combine: SharedCombine::Sum,
 };
 
 /// GraniteMoeShared (`GraniteMoeSharedConfig`): GraniteMoE with a shared MLP beside the
@@ -2473,6 +2477,7 @@ pub const HY_V3: DecoderFamily = DecoderFamily {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_mlp.gate_proj", up: "mlp.shared_mlp.up_proj", down: "mlp.shared_mlp.down_proj" },
                 gate: None,
                 width: SharedWidth::Experts("num_shared_experts", 1),
+                combine: SharedCombine::Sum,
             }),
             keys: MoeKeys {
                 experts: &["num_experts", "num_local_experts"],
@@ -2617,6 +2622,7 @@ pub const FLINT: DecoderFamily = DecoderFamily {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_expert.gate_proj", up: "mlp.shared_expert.up_proj", down: "mlp.shared_expert.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("shared_expert_intermediate_size", 1024),
+                combine: SharedCombine::Sum,
             }),
             keys: MoeKeys {
                 experts_default: 256,
@@ -2680,6 +2686,7 @@ pub const KOLIBRI1: DecoderFamily = DecoderFamily {
                 mlp: &MlpNames::Gated { gate: "mlp.shared_experts.gate_proj", up: "mlp.shared_experts.up_proj", down: "mlp.shared_experts.down_proj" },
                 gate: None,
                 width: SharedWidth::Key("shared_expert_intermediate_size", 512),
+                combine: SharedCombine::Sum,
             }),
             dense: None,
             keys: MoeKeys {
@@ -2911,6 +2918,120 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
     unused: ROTARY_BUFFERS,
     scaling: COHERE_SCALING,
     layers: LayerKinds { rope_layers: RopeLayers::Sliding, ..EVERY_4TH_FULL },
+};
+
+/// `Cohere2MoeConfig.__post_init__` and the layer's switches, on config.json's object: without
+/// `layer_types`, the first `first_k_dense_replace` (0) layers slide except every
+/// `prefix_dense_sliding_window_pattern`th (1: none slides), the rest except every
+/// `sliding_window_pattern`th (4); without `mlp_layer_types`, those first layers are dense. A
+/// layer rotates when it slides, or when it is dense and that prefix pattern is 1
+/// (`Cohere2MoeAttention.force_rope`): written as `no_rope_layers`. The experts (and the shared
+/// ones, `num_shared_experts` of them) are `intermediate_size` wide, the dense layers
+/// `prefix_dense_intermediate_size` (else `intermediate_size`): written as
+/// `moe_intermediate_size` and `intermediate_size`. Refused by key: RMSNorm layers
+/// (`rms_norm_eps` set) and sigmoid routing (`expert_selection_fn`), which are not built.
+fn cohere2_moe_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    if let Some(v) = map.get("rms_norm_eps").filter(|v| !v.is_null()) {
+        return Err(format!("key `rms_norm_eps` is {v}: Cohere2-MoE's RMSNorm layers are not built, only its default bias-free LayerNorm (`rms_norm_eps` null, epsilon `layer_norm_eps`)"));
+    }
+    match map.get("expert_selection_fn") {
+        None | Some(Value::Null) => {}
+        Some(v) if v.as_str() == Some("softmax") => {}
+        Some(v) => return Err(format!("key `expert_selection_fn` is {v}: only softmax routing (the softmax of the chosen experts' logits) is built")),
+    }
+    let count = |map: &serde_json::Map<String, Value>, key: &str, default: usize| -> Result<usize, String> {
+        match map.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => v.as_u64().map(|n| n as usize).ok_or_else(|| format!("key `{key}` must be a whole number, found {v}")),
+        }
+    };
+    let layers = map.get("num_hidden_layers").and_then(Value::as_u64).ok_or("key `num_hidden_layers` is missing or not a whole number")? as usize;
+    let first_dense = count(map, "first_k_dense_replace", 0)?.min(layers);
+    let prefix_pattern = count(map, "prefix_dense_sliding_window_pattern", 1)?;
+    let pattern = count(map, "sliding_window_pattern", 4)?;
+    if prefix_pattern == 0 || pattern == 0 {
+        return Err("keys `prefix_dense_sliding_window_pattern` and `sliding_window_pattern` must be positive".into());
+    }
+    if map.get("layer_types").is_none_or(Value::is_null) {
+        let kind = |i: usize, n: usize| if (i + 1) % n != 0 { "sliding_attention" } else { "full_attention" };
+        let types: Vec<&str> = (0..first_dense).map(|i| kind(i, prefix_pattern)).chain((0..layers - first_dense).map(|i| kind(i, pattern))).collect();
+        map.insert("layer_types".into(), Value::from(types));
+    }
+    if map.get("mlp_layer_types").is_none_or(Value::is_null) {
+        let kinds: Vec<&str> = (0..layers).map(|i| if i < first_dense { "dense" } else { "sparse" }).collect();
+        map.insert("mlp_layer_types".into(), Value::from(kinds));
+    }
+    let strings = |key: &str| -> Result<Vec<String>, String> {
+        let list = map[key].as_array().filter(|l| l.len() == layers).ok_or_else(|| format!("key `{key}` must list one entry for each of the {layers} layers"))?;
+        list.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("key `{key}` holds {v}, not a string"))).collect()
+    };
+    let (types, mlp) = (strings("layer_types")?, strings("mlp_layer_types")?);
+    let rope: Vec<u64> = (0..layers).map(|i| u64::from(types[i] == "sliding_attention" || (mlp[i] == "dense" && prefix_pattern == 1))).collect();
+    map.insert("no_rope_layers".into(), Value::from(rope));
+    let experts = count(map, "intermediate_size", 22528)?;
+    let dense = count(map, "prefix_dense_intermediate_size", experts)?;
+    map.insert("moe_intermediate_size".into(), Value::from(experts));
+    map.insert("intermediate_size".into(), Value::from(dense));
+    Ok(())
+}
+
+/// Cohere2-MoE (`Cohere2MoeConfig`): Cohere 2's parallel block (one bias-free LayerNorm feeding
+/// attention and the MLP, interleaved RoPE, logits times `logit_scale`, tied head) with layers
+/// and RoPE as [`cohere2_moe_config`] reads them, and on sparse layers `num_experts` (8)
+/// experts as transformers saves them (`mlp.experts.{e}.gate_proj` / `up_proj` / `down_proj`),
+/// routed by the softmax of the top `num_experts_per_tok` (2) logits, beside
+/// `num_shared_experts` (0) shared ones (`mlp.shared_experts`, their widths summed) whose
+/// output is added or averaged with the routed one (`shared_expert_combination_strategy`,
+/// default `average`); dense layers a gated MLP (`mlp.gate_proj` / `up_proj` / `down_proj`).
+pub const COHERE2_MOE: DecoderFamily = DecoderFamily {
+    model_types: &["cohere2_moe"],
+    names: NameTable {
+        mlp: MlpNames::Experts(MoeNames {
+            router: "mlp.gate",
+            router_bias: false,
+            experts: ExpertNames::PerExpert { expert: "mlp.experts.{e}", gate: "gate_proj", up: "up_proj", down: "down_proj" },
+            shared: Some(SharedExpert {
+                mlp: &MlpNames::Gated { gate: "mlp.shared_experts.gate_proj", up: "mlp.shared_experts.up_proj", down: "mlp.shared_experts.down_proj" },
+                gate: None,
+                width: SharedWidth::Experts("num_shared_experts", 0),
+                combine: SharedCombine::Key { key: "shared_expert_combination_strategy", average_default: true },
+            }),
+            dense: Some(&GATED_MLP),
+            keys: MoeKeys {
+                experts: &["num_experts"],
+                experts_default: 8,
+                top_k_default: 2,
+                // The softmax of the chosen logits: Mixtral's renormalized top k.
+                normalize: TopKNorm::Always,
+                intermediate: &["moe_intermediate_size"],
+                intermediate_default: None,
+                sparse: SparseLayers::Types { key: "mlp_layer_types", default_dense: (Some("first_k_dense_replace"), 0) },
+                routing: Routing::SoftmaxTopK,
+                activation: ExpertActivation::Gated,
+            },
+        }),
+        ..COHERE_NAMES
+    },
+    layout: Layout {
+        key_defaults: &[
+            ("head_dim", KeyDefault::Count(128)),
+            ("max_position_embeddings", KeyDefault::Count(8192)),
+            ("bos_token_id", KeyDefault::Count(5)),
+            ("eos_token_id", KeyDefault::Count(255001)),
+            ("pad_token_id", KeyDefault::Count(0)),
+        ],
+        config_rule: Some(cohere2_moe_config),
+        ..COHERE_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: COHERE_SCALING,
+    layers: LayerKinds {
+        rope_layers: RopeLayers::All,
+        no_rope: Some(NoRope { list: "no_rope_layers", interval: "no_rope_layer_interval", interval_default: 4 }),
+        ..EVERY_4TH_FULL
+    },
 };
 
 /// StableLM (StableLM 2, StableLM-3B-4E1T): LayerNorms with bias (epsilon `layer_norm_eps`,

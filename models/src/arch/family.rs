@@ -394,6 +394,19 @@ pub struct SharedExpert {
     /// as it is (DeepSeek-V3).
     pub gate: Option<&'static str>,
     pub width: SharedWidth,
+    /// How its output joins the routed experts'.
+    pub combine: SharedCombine,
+}
+
+/// How the shared expert's output joins the routed experts'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedCombine {
+    /// Added (Qwen2-MoE, DeepSeek).
+    Sum,
+    /// As a key says, `sum` or `average` (the two outputs added, then halved), with the default
+    /// when absent (Cohere2-MoE's `shared_expert_combination_strategy`, default `average`);
+    /// another value is refused by the key.
+    Key { key: &'static str, average_default: bool },
 }
 
 /// The shared expert's intermediate size.

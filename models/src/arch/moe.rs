@@ -3,7 +3,7 @@
 //! checkpoint by name, so an expert the config does not count is left unaccounted and fails
 //! the build naming it (`account_for_every_tensor`), and a missing one fails as "not found".
 
-use super::family::{ExpertActivation, ExpertNames, MlpNames, MoeNames, Routing, SharedWidth, SparseLayers, TopKNorm};
+use super::family::{ExpertActivation, ExpertNames, MlpNames, MoeNames, Routing, SharedCombine, SharedWidth, SparseLayers, TopKNorm};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::mlp::{gated, GatedScopes};
 use crate::components::moe::{moe_block, ExpertAct, ExpertStacks, GroupedRouting as GroupedRoutingBlock, MoeBlock};
@@ -19,6 +19,8 @@ pub struct MoeSettings {
     pub intermediate: usize,
     /// The shared expert's intermediate size (Qwen2-MoE), when the table has one.
     pub shared_intermediate: Option<usize>,
+    /// Whether the routed and shared outputs are averaged rather than added (Cohere2-MoE).
+    pub shared_average: bool,
     /// Sparse layers: `(i + 1) % step == 0` and not in `dense_layers`.
     pub step: usize,
     pub dense_layers: Vec<usize>,
@@ -59,6 +61,17 @@ impl MoeSettings {
                 SharedWidth::Key(key, default) => c.count_or_zero(key)?.unwrap_or(default),
                 SharedWidth::Experts(key, default) => intermediate * c.count_or_zero(key)?.unwrap_or(default),
             }),
+        };
+        let shared_average = match t.shared.as_ref().map(|sh| sh.combine) {
+            None | Some(SharedCombine::Sum) => false,
+            Some(SharedCombine::Key { key, average_default }) => match c.raw.get(key) {
+                None | Some(serde_json::Value::Null) => average_default,
+                Some(v) => match v.as_str() {
+                    Some("sum") => false,
+                    Some("average") => true,
+                    _ => return Err(err(c, format!("key `{key}` is {v}; supported: \"sum\", \"average\""))),
+                },
+            },
         };
         let leading = |n: usize| (0..n.min(c.num_hidden_layers)).collect::<Vec<_>>();
         let (step, dense_layers) = match k.sparse {
@@ -170,7 +183,7 @@ impl MoeSettings {
                 Some((read(alpha)?, read(limit)?))
             }
         };
-        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, step, dense_layers, sparse_mixer, grouped, clamped_swiglu })
+        Ok(MoeSettings { num_experts, top_k, normalize, intermediate, shared_intermediate, shared_average, step, dense_layers, sparse_mixer, grouped, clamped_swiglu })
     }
 
     /// Whether layer `i` has the mixture of experts.
@@ -356,7 +369,13 @@ pub(super) fn block(
             b.op(&format!("{shared_scope}/scaled"), "Mul", &[&gate, &shared], vec![])
         }
     };
-    Ok(b.op(&format!("{scope}/Add"), "Add", &[&routed, &shared], vec![]))
+    let sum = b.op(&format!("{scope}/Add"), "Add", &[&routed, &shared], vec![]);
+    if !m.shared_average {
+        return Ok(sum);
+    }
+    // Cohere2-MoE's `average`: `(routed + shared) / 2`, in transformers' order.
+    let two = b.initializer("moe.shared_average.divisor", Recipe::from_f32("2", vec![], &[2.0]).cast(b.float));
+    Ok(b.op(&format!("{scope}/average"), "Div", &[&sum, &two], vec![]))
 }
 
 /// `E` experts' `{expert}.{part}.weight` (`[out, in]` each) stacked into `[E, out, in]` in the
