@@ -2954,7 +2954,7 @@ fn cohere2_moe_config(map: &mut serde_json::Map<String, serde_json::Value>) -> R
         return Err("keys `prefix_dense_sliding_window_pattern` and `sliding_window_pattern` must be positive".into());
     }
     if map.get("layer_types").is_none_or(Value::is_null) {
-        let kind = |i: usize, n: usize| if (i + 1) % n != 0 { "sliding_attention" } else { "full_attention" };
+        let kind = |i: usize, n: usize| if !(i + 1).is_multiple_of(n) { "sliding_attention" } else { "full_attention" };
         let types: Vec<&str> = (0..first_dense).map(|i| kind(i, prefix_pattern)).chain((0..layers - first_dense).map(|i| kind(i, pattern))).collect();
         map.insert("layer_types".into(), Value::from(types));
     }
