@@ -458,7 +458,16 @@ FIXTURES_MADE_HERE = {
                   num_experts=4, num_experts_per_tok=2, num_shared_experts=1, shared_expert_combination_strategy="average",
                   logit_scale=0.25, tie_word_embeddings=True, layer_norm_eps=1e-5),
         legacy=lambda config: {k: v for k, v in config.items() if k not in ("layer_types", "mlp_layer_types")} | {"first_k_dense_replace": 1},
-        exercises="Cohere2-MoE: Cohere 2's parallel block (one bias-free LayerNorm, interleaved RoPE, logits times `logit_scale`, tied head); layer 0 dense (`first_k_dense_replace`, `prefix_dense_intermediate_size` 96 wide) and full with RoPE forced (`prefix_dense_sliding_window_pattern` 1), layers 1-3 sliding (window 4) with RoPE and layer 4 full without, as Cohere2MoeConfig derives them (no `layer_types` or `mlp_layer_types` written); 4 stacked experts 64 wide, softmax of the top 2 logits, one shared expert averaged with them (`shared_expert_combination_strategy`)",
+        exercises="Cohere2-MoE: Cohere 2's parallel block (one bias-free LayerNorm, interleaved RoPE, logits times `logit_scale`, tied head); layer 0 dense (`first_k_dense_replace`, `prefix_dense_intermediate_size` 96 wide) and full with RoPE forced (`prefix_dense_sliding_window_pattern` 1), layers 1-3 sliding (window 4) with RoPE and layer 4 full without, as Cohere2MoeConfig derives them (no `layer_types` or `mlp_layer_types` written); 4 experts 64 wide (saved per expert), softmax of the top 2 logits, one shared expert averaged with them (`shared_expert_combination_strategy`)",
+    ),
+    # XGLM: OPT's block with fairseq's fixed sinusoidal positions and scaled embeddings.
+    "tiny-xglm": dict(
+        cls="XGLM", inputs="tiny-llama",
+        args=dict(vocab_size=512, d_model=64, attention_heads=4, num_layers=2, ffn_dim=128, max_position_embeddings=256,
+                  activation_function="gelu", scale_embedding=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                  init_std=0.2, tie_word_embeddings=True),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("tie_word_embeddings", "scale_embedding")},
+        exercises="XGLM: fairseq's sinusoidal positions (computed, no tensor) read at `position_ids + 2`, token embeddings times sqrt(`d_model`) (`scale_embedding`, XGLMConfig's default: not written), LayerNorms at torch's epsilon 1e-5, q/k/v/o and MLP biases, an exact-GELU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by XGLMConfig's default (not written); config keys `d_model`, `num_layers`, `attention_heads`",
     ),
     # BioGPT: OPT's block under `biogpt.` with scaled embeddings, exact GELU and `output_projection`.
     "tiny-biogpt": dict(

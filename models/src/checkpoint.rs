@@ -213,13 +213,15 @@ impl Checkpoint {
         self.tensors.contains_key(name) || self.packed.contains_key(name) || self.views.contains_key(name)
     }
 
-    /// The tensor `name`, checked against the shape config.json implies, as a recipe.
     /// Whether `name` is a pre-quantized layer (GPTQ / AWQ `qweight`, a GGUF block type): its
     /// [`Self::tensor`] is the dequantized `[out, in]` value whatever layout the family's float
-    /// weights have (GPTQ and AWQ pack GPT-2's Conv1D layers transposed, as Linear ones).
+    /// weights have (GPTQ and AWQ pack GPT-2's Conv1D layers transposed, as Linear ones; GGUF's
+    /// GPT-2 files register theirs as transposed views instead, which this does not count).
     pub fn is_packed(&self, name: &str) -> bool {
         self.packed.contains_key(self.resolve(name).as_ref())
     }
+
+    /// The tensor `name`, checked against the shape config.json implies, as a recipe.
 
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
         let name = self.resolve(name);

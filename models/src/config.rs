@@ -1715,6 +1715,8 @@ mod tests {
         let e = |extra: &str| read(extra).unwrap_err().to_string();
         assert!(e(r#","rms_norm_eps":1e-6"#).contains("key `rms_norm_eps`"));
         assert!(e(r#","expert_selection_fn":"sigmoid""#).contains("key `expert_selection_fn`"));
+        // Every layer dense: the routing key is not read.
+        assert!(read(r#","first_k_dense_replace":6,"expert_selection_fn":"sigmoid""#).is_ok());
         assert!(e(r#","mlp_layer_types":["dense"]"#).contains("key `mlp_layer_types` must list one entry for each of the 6 layers"));
     }
 

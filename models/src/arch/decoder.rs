@@ -438,6 +438,14 @@ impl DecoderFamily {
             let pos = b.op(&format!("{scope}/Gather"), "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
             h = b.op(&format!("{scope}/Add"), "Add", &[&h, &pos], vec![]);
         }
+        if let Positions::Sinusoidal { offset } = self.layout.positions {
+            let rows = c.max_position_embeddings;
+            let values = sinusoidal_positions(offset, rows, c.hidden_size);
+            let name = "embed_positions.sinusoidal";
+            let wpe = b.initializer(name, ir::Recipe::from_f32(name, vec![rows, c.hidden_size], &values).cast(b.float));
+            let pos = b.op("embed_positions/Gather", "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
+            h = b.op("embed_positions/Add", "Add", &[&h, &pos], vec![]);
+        }
         Ok((Embedding { table, recipe }, h))
     }
 
@@ -640,20 +648,22 @@ impl DecoderFamily {
                 (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
             }
             AttentionNames::FusedShards { qkv, shards } => {
-                if heads.q != heads.kv || !heads.q.is_multiple_of(*shards) {
+                // transformers splits by width (`hidden / shards` rows per part and shard), so
+                // a head may straddle two shards: rows, not heads, are the unit.
+                if heads.q != heads.kv || !sh.q_dim.is_multiple_of(*shards) {
                     return Err(Error::Config {
                         path: sh.c.path.clone(),
                         reason: format!(
-                            "`{}`'s q/k/v projection is laid out in {shards} shards of whole heads: the {} query heads must split evenly over them, with as many key/value heads ({})",
-                            sh.c.model_type, heads.q, heads.kv
+                            "`{}`'s q/k/v projection is laid out in {shards} shards: its width {} must split evenly over them, with as many key/value heads as query heads ({} and {})",
+                            sh.c.model_type, sh.q_dim, heads.kv, heads.q
                         ),
                     });
                 }
                 if l.weights != WeightLayout::Linear {
                     return Err(Error::Config { path: sh.c.path.clone(), reason: format!("`{}`'s sharded fused q/k/v is read as `[out, in]` (Linear) rows only", sh.c.model_type) });
                 }
-                let per = heads.q / shards;
-                let parts = LinearWeights::read_grouped(ckpt, b, &s(qkv), sh.hidden, *shards, &[per, per, per], heads.head_dim, qkv_bias)?;
+                let local = sh.q_dim / shards;
+                let parts = LinearWeights::read_grouped(ckpt, b, &s(qkv), sh.hidden, *shards, &[local, local, local], 1, qkv_bias)?;
                 let [wq, wv, wk]: [LinearWeights; 3] = parts.try_into().map_err(|_| unreachable_parts())?;
                 let scope = |p: &str| format!("{}.{p}", s(qkv));
                 (linear(b, &scope("q"), x, wq), linear(b, &scope("k"), x, wk), linear(b, &scope("v"), x, wv))
@@ -939,6 +949,26 @@ fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
     b.initializer(name, ir::Recipe::from_f32(label, vec![], &[value as f32]).cast(b.float))
 }
 
+/// Rows `offset..offset + rows` of fairseq's sinusoidal table (`[rows, dim]`, row-major), in
+/// f32 as torch computes it: each frequency `exp(i * -(ln 10000 / (half - 1)))` and each angle
+/// `position * frequency` rounded to f32, the sines of the first half, then the cosines, a zero
+/// column when `dim` is odd ([`Positions::Sinusoidal`]).
+fn sinusoidal_positions(offset: usize, rows: usize, dim: usize) -> Vec<f32> {
+    let half = dim / 2;
+    let step = -((10000f64.ln() / (half.max(2) - 1) as f64) as f32);
+    let freqs: Vec<f32> = (0..half).map(|i| (i as f32 * step).exp()).collect();
+    let mut out = vec![0f32; rows * dim];
+    for (r, row) in out.chunks_exact_mut(dim).enumerate() {
+        let p = (r + offset) as f32;
+        for (i, f) in freqs.iter().enumerate() {
+            let angle = p * f;
+            row[i] = angle.sin();
+            row[half + i] = angle.cos();
+        }
+    }
+    out
+}
+
 /// `x * residual_multiplier` (Granite), or `x` when the family has none.
 fn residual_scale(b: &mut GraphBuilder, sh: &Shared, name: &str, x: &str) -> String {
     match &sh.residual {
@@ -1199,6 +1229,28 @@ mod tests {
         let c = config("olmo", r#","clip_qkv":"big""#);
         let e = c.number("clip_qkv", None).unwrap_err().to_string();
         assert!(e.contains("`clip_qkv`"), "{e}");
+    }
+
+    /// fairseq's sinusoidal table as transformers' `XGLMSinusoidalPositionalEmbedding.get_embedding(2050,
+    /// 10, padding_idx=1)` computes it in torch 2.15 (rows 2, 3, 1002 and 2049: positions 0, 1, 1000
+    /// and 2047 read two rows on), within f32 rounding of the sines of large angles.
+    #[test]
+    fn sinusoidal_positions_are_fairseqs_table() {
+        let table = super::sinusoidal_positions(2, 2048, 10);
+        let torch: [(usize, [f32; 10]); 4] = [
+            (0, [0.909_297_4, 0.198_669_31, 0.019_998_666, 0.001_999_998_5, 0.000_199_999_98, -0.416_146_84, 0.980_066_6, 0.999_800_03, 0.999_998_03, 1.0]),
+            (1, [0.141_12, 0.295_520_2, 0.029_995_5, 0.002_999_995_4, 0.000_299_999_96, -0.989_992_5, 0.955_336_5, 0.999_550_04, 0.999_995_5, 0.999_999_94]),
+            (1000, [0.167_266_55, -0.324_958_62, -0.560_692_2, 0.842_549_86, 0.100_032_404, -0.985_911_7, 0.945_728_24, -0.828_024_27, 0.538_618_3, 0.994_984_15]),
+            (2047, [0.630_028_5, -0.641_514_9, 0.997_575_6, 0.887_823_1, 0.203_469_23, 0.776_572, -0.767_110_6, -0.069_591_23, -0.460_184_9, 0.979_081_3]),
+        ];
+        for (p, row) in torch {
+            for (i, want) in row.iter().enumerate() {
+                let got = table[p * 10 + i];
+                assert!((got - want).abs() <= 2e-7, "position {p}, column {i}: {got} against torch's {want}");
+            }
+        }
+        // An odd width ends in a zero column.
+        assert!(super::sinusoidal_positions(2, 4, 5).chunks(5).all(|r| r[4] == 0.0));
     }
 
     #[test]

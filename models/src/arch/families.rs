@@ -543,6 +543,47 @@ pub const OPT: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// XGLM (`XGLMConfig`, facebook/xglm-564M to 7.5B): OPT's block (LayerNorms at torch's epsilon
+/// 1e-5 before attention and the MLP, biased q/k/v/o and `fc1` / `fc2`) with fairseq's fixed
+/// sinusoidal positions read at `position_ids + 2` (`Positions::Sinusoidal`, computed: no
+/// checkpoint tensor), the token embeddings times sqrt(`d_model`) by `scale_embedding` (default
+/// true), `activation_function` (gelu), the head tied by default; config keys `d_model`,
+/// `num_layers`, `attention_heads`, `ffn_dim` as published.
+pub const XGLM: DecoderFamily = DecoderFamily {
+    model_types: &["xglm"],
+    names: NameTable {
+        embed_positions: None,
+        o_proj: "self_attn.out_proj",
+        norms: BlockNorms { before_attention: Some("self_attn_layer_norm"), before_mlp: Some("final_layer_norm"), ..PRE_NORMS },
+        mlp: MlpNames::Plain { up: "fc1", down: "fc2" },
+        final_norm: "model.layer_norm",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        positions: Positions::Sinusoidal { offset: 2 },
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        tie_default: true,
+        norm_eps: NormEps::Fixed(1e-5),
+        activation: Some(("activation_function", crate::Activation::Gelu)),
+        key_aliases: &[("d_model", "hidden_size"), ("num_layers", "num_hidden_layers"), ("attention_heads", "num_attention_heads"), ("ffn_dim", "intermediate_size")],
+        key_defaults: &[
+            ("scale_embedding", KeyDefault::Flag(true)),
+            ("max_position_embeddings", KeyDefault::Count(2048)),
+            ("bos_token_id", KeyDefault::Count(0)),
+            ("eos_token_id", KeyDefault::Count(2)),
+            ("pad_token_id", KeyDefault::Count(1)),
+        ],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("model."),
+    unused: &[],
+    scaling: Scaling { embedding: EmbeddingScale::SqrtHiddenIf("scale_embedding"), ..NO_SCALING },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// BioGPT (`BioGptConfig`, microsoft/biogpt and BioGPT-Large): OPT's block (learned positions
 /// read at `position_ids + 2`, LayerNorms before attention and the MLP, biased q/k/v/o and a
 /// plain biased MLP `fc1` / `fc2`) under `biogpt.`, the token embeddings times sqrt(hidden) by
@@ -2929,16 +2970,12 @@ pub const COHERE2: DecoderFamily = DecoderFamily {
 /// ones, `num_shared_experts` of them) are `intermediate_size` wide, the dense layers
 /// `prefix_dense_intermediate_size` (else `intermediate_size`): written as
 /// `moe_intermediate_size` and `intermediate_size`. Refused by key: RMSNorm layers
-/// (`rms_norm_eps` set) and sigmoid routing (`expert_selection_fn`), which are not built.
+/// (`rms_norm_eps` set) and, where a layer is sparse, sigmoid routing (`expert_selection_fn`),
+/// which are not built.
 fn cohere2_moe_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
     use serde_json::Value;
     if let Some(v) = map.get("rms_norm_eps").filter(|v| !v.is_null()) {
         return Err(format!("key `rms_norm_eps` is {v}: Cohere2-MoE's RMSNorm layers are not built, only its default bias-free LayerNorm (`rms_norm_eps` null, epsilon `layer_norm_eps`)"));
-    }
-    match map.get("expert_selection_fn") {
-        None | Some(Value::Null) => {}
-        Some(v) if v.as_str() == Some("softmax") => {}
-        Some(v) => return Err(format!("key `expert_selection_fn` is {v}: only softmax routing (the softmax of the chosen experts' logits) is built")),
     }
     let count = |map: &serde_json::Map<String, Value>, key: &str, default: usize| -> Result<usize, String> {
         match map.get(key) {
@@ -2967,6 +3004,14 @@ fn cohere2_moe_config(map: &mut serde_json::Map<String, serde_json::Value>) -> R
         list.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| format!("key `{key}` holds {v}, not a string"))).collect()
     };
     let (types, mlp) = (strings("layer_types")?, strings("mlp_layer_types")?);
+    // Read by the sparse layers only, as transformers reads it.
+    if mlp.iter().any(|m| m == "sparse") {
+        match map.get("expert_selection_fn") {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_str() == Some("softmax") => {}
+            Some(v) => return Err(format!("key `expert_selection_fn` is {v}: only softmax routing (the softmax of the chosen experts' logits) is built")),
+        }
+    }
     let rope: Vec<u64> = (0..layers).map(|i| u64::from(types[i] == "sliding_attention" || (mlp[i] == "dense" && prefix_pattern == 1))).collect();
     map.insert("no_rope_layers".into(), Value::from(rope));
     let experts = count(map, "intermediate_size", 22528)?;

@@ -269,9 +269,10 @@ pub enum AttentionNames {
     /// every query head): each part read as its rows ([`crate::components::linear::LinearWeights::read_fused_per_group`]).
     FusedPerGroup { qkv: &'static str },
     /// One projection laid out as `shards` model-parallel shards, each holding its share of
-    /// the query heads, then of the value heads, then of the key heads (CodeGen's `qkv_proj`,
-    /// trained on 4 shards: viewed `[shards, 3 * hidden / shards]` and split q, v, k); each
-    /// part read as its rows ([`crate::components::linear::LinearWeights::read_grouped`]).
+    /// the query rows, then of the value rows, then of the key rows (CodeGen's `qkv_proj`,
+    /// trained on 4 shards: viewed `[shards, 3 * hidden / shards]` and split q, v, k, so a head
+    /// may straddle two shards); each part read as its rows
+    /// ([`crate::components::linear::LinearWeights::read_grouped`]).
     FusedShards { qkv: &'static str, shards: usize },
     /// Multi-head latent attention (DeepSeek-V2/V3): see [`LatentNames`] and
     /// [`crate::config::LatentDims`].
@@ -562,6 +563,11 @@ pub enum Positions {
     /// row `position + offset` (OPT's table starts two rows on: `OPTLearnedPositionalEmbedding`;
     /// 0 elsewhere).
     Learned { offset: usize },
+    /// Fixed sinusoidal embeddings added to the token embeddings, computed here (no checkpoint
+    /// tensor): fairseq's table (`XGLMSinusoidalPositionalEmbedding.get_embedding`: the sines of
+    /// `position * 10000^(-i / (half - 1))` for `i < half = hidden / 2`, then their cosines, a
+    /// zero column for an odd size), row `position + offset` (XGLM: 2).
+    Sinusoidal { offset: usize },
 }
 
 /// Structural choices of a family.

@@ -62,7 +62,8 @@ impl MoeSettings {
                 SharedWidth::Experts(key, default) => intermediate * c.count_or_zero(key)?.unwrap_or(default),
             }),
         };
-        let shared_average = match t.shared.as_ref().map(|sh| sh.combine) {
+        // Read only where there is a shared expert, as transformers reads it.
+        let shared_average = match t.shared.as_ref().filter(|_| shared_intermediate.unwrap_or(0) > 0).map(|sh| sh.combine) {
             None | Some(SharedCombine::Sum) => false,
             Some(SharedCombine::Key { key, average_default }) => match c.raw.get(key) {
                 None | Some(serde_json::Value::Null) => average_default,
