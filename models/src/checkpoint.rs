@@ -222,7 +222,6 @@ impl Checkpoint {
     }
 
     /// The tensor `name`, checked against the shape config.json implies, as a recipe.
-
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<Recipe> {
         let name = self.resolve(name);
         let name = name.as_ref();
