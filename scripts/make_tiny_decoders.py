@@ -460,6 +460,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k not in ("layer_types", "mlp_layer_types")} | {"first_k_dense_replace": 1},
         exercises="Cohere2-MoE: Cohere 2's parallel block (one bias-free LayerNorm, interleaved RoPE, logits times `logit_scale`, tied head); layer 0 dense (`first_k_dense_replace`, `prefix_dense_intermediate_size` 96 wide) and full with RoPE forced (`prefix_dense_sliding_window_pattern` 1), layers 1-3 sliding (window 4) with RoPE and layer 4 full without, as Cohere2MoeConfig derives them (no `layer_types` or `mlp_layer_types` written); 4 experts 64 wide (saved per expert), softmax of the top 2 logits, one shared expert averaged with them (`shared_expert_combination_strategy`)",
     ),
+    # Persimmon: GPT-NeoX's per-head fused q/k/v, shared per-head q/k LayerNorms, partial RoPE, relu2.
+    "tiny-persimmon": dict(
+        cls="Persimmon", inputs="tiny-llama",
+        args=dict(vocab_size=512, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=128,
+                  max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 25000.0, "partial_rotary_factor": 0.5},
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("rope_parameters", "qk_layernorm")} | {"rope_theta": 25000.0, "partial_rotary_factor": 0.5},
+        exercises="Persimmon: q/k/v in one biased `query_key_value` laid out per head `[q | k | v]`, q and k each by a LayerNorm over the head (weight and bias shared by the heads; `qk_layernorm`, PersimmonConfig's default: not written), rotate-half RoPE on half of each head (`partial_rotary_factor` 0.5, base 25000 as published at the top level), LayerNorms with bias, a biased `dense`, a plain biased relu2 MLP `dense_h_to_4h` / `dense_4h_to_h`, an untied head",
+    ),
     # XGLM: OPT's block with fairseq's fixed sinusoidal positions and scaled embeddings.
     "tiny-xglm": dict(
         cls="XGLM", inputs="tiny-llama",

@@ -203,3 +203,23 @@ def test_cohere2_moe_shared_expert_combination_is_read(tmp_path):
     save_file({k: v for k, v in tensors.items() if ".shared_experts." not in k}, str(dst / "model.safetensors"), metadata={"format": "pt"})
     done = build_folder(dst, tmp_path / "pkg-no-shared")
     assert done.returncode == 0, done.stderr
+
+
+def test_persimmon_without_qk_layernorm_reads_no_qk_norms(tmp_path):
+    # `qk_layernorm` (PersimmonConfig's default true, not written in the fixture) switches the
+    # per-head q/k LayerNorms: off, a checkpoint without them builds another model, and the
+    # fixture's own norms left in place are refused as unread rather than ignored.
+    dst = tmp_path / "off"
+    shutil.copytree(FIXTURES / "tiny-persimmon", dst)
+    config = json.loads((dst / "config.json").read_text())
+    config["qk_layernorm"] = False
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+    done = build_folder(dst, tmp_path / "kept")
+    assert done.returncode != 0 and "q_layernorm" in done.stderr, done.stderr
+    tensors = load_file(str(dst / "model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if "_layernorm." not in k or "self_attn" not in k}, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    done = build_folder(dst, tmp_path / "pkg")
+    assert done.returncode == 0, done.stderr
+    ref = load_file(str(FIXTURES / "tiny-persimmon" / "reference.safetensors"))
+    diff = np.abs(prefill_logits(tmp_path / "pkg", ref["input_ids"]) - ref["logits"]).max()
+    assert diff > 1e-2, f"the q/k norms matter (max diff {diff})"

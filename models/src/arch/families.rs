@@ -1800,6 +1800,46 @@ pub const GPT_NEOX: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// Persimmon (`PersimmonConfig`, adept/persimmon-8b; Fuyu's text model): LayerNorms with bias
+/// (`layer_norm_eps`) before attention and the MLP, q/k/v in one biased
+/// `self_attn.query_key_value` laid out per head `[q | k | v]` (GPT-NeoX's), q and k each by a
+/// LayerNorm over the head (one `[head_dim]` weight and bias shared by the heads, before RoPE)
+/// when `qk_layernorm` (default true), rotate-half RoPE on the first `partial_rotary_factor`
+/// (default 0.5) of each head, a biased `dense` output, a plain biased squared-ReLU MLP
+/// `dense_h_to_4h` / `dense_4h_to_h`, `model.final_layernorm`, an untied head.
+pub const PERSIMMON: DecoderFamily = DecoderFamily {
+    model_types: &["persimmon"],
+    names: NameTable {
+        attention: AttentionNames::FusedPerHead { qkv: "self_attn.query_key_value" },
+        o_proj: "self_attn.dense",
+        qk_norm: Some(QkNorm { q: "self_attn.q_layernorm", k: "self_attn.k_layernorm", over: NormOver::Head, when: Some("qk_layernorm"), after_rope: false }),
+        mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
+        final_norm: "model.final_layernorm",
+        ..LLAMA_NAMES
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_eps", default: Some(1e-5) }),
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        partial_rotary_default: 0.5,
+        activation: Some(("hidden_act", crate::Activation::Relu2)),
+        key_defaults: &[
+            ("qk_layernorm", KeyDefault::Flag(true)),
+            ("max_position_embeddings", KeyDefault::Count(16384)),
+            ("bos_token_id", KeyDefault::Count(1)),
+            ("eos_token_id", KeyDefault::Count(2)),
+        ],
+        ignored_keys: &["num_key_value_heads"],
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: None,
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// HunYuan dense (Hunyuan 0.5B to 7B): Llama with q/k/v/o biases per `attention_bias`, per-head
 /// q/k RMSNorms (`query_layernorm` / `key_layernorm`) applied to the rotated q and k, and
 /// `rope_scaling` `dynamic` with an `alpha` read as the fixed NTK stretch of the base
