@@ -440,7 +440,10 @@ impl DecoderFamily {
         }
         if let Positions::Sinusoidal { offset } = self.layout.positions {
             let rows = c.max_position_embeddings;
-            let values = sinusoidal_positions(offset, rows, c.hidden_size);
+            // fairseq zeroes the padding id's row of the whole table (`padding_idx`): read at
+            // position `pad - offset` when the pad id is at least the offset.
+            let pad = c.pad_token_id.and_then(|p| usize::try_from(p).ok());
+            let values = sinusoidal_positions(offset, rows, c.hidden_size, pad);
             let name = "embed_positions.sinusoidal";
             let wpe = b.initializer(name, ir::Recipe::from_f32(name, vec![rows, c.hidden_size], &values).cast(b.float));
             let pos = b.op("embed_positions/Gather", "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
@@ -952,8 +955,9 @@ fn scalar(b: &mut GraphBuilder, name: &str, value: f64) -> String {
 /// Rows `offset..offset + rows` of fairseq's sinusoidal table (`[rows, dim]`, row-major), in
 /// f32 as torch computes it: each frequency `exp(i * -(ln 10000 / (half - 1)))` and each angle
 /// `position * frequency` rounded to f32, the sines of the first half, then the cosines, a zero
-/// column when `dim` is odd ([`Positions::Sinusoidal`]).
-fn sinusoidal_positions(offset: usize, rows: usize, dim: usize) -> Vec<f32> {
+/// column when `dim` is odd, and the row of the padding id (`padding`, a row of the whole
+/// table) zero ([`Positions::Sinusoidal`]).
+fn sinusoidal_positions(offset: usize, rows: usize, dim: usize, padding: Option<usize>) -> Vec<f32> {
     let half = dim / 2;
     let step = -((10000f64.ln() / (half.max(2) - 1) as f64) as f32);
     let freqs: Vec<f32> = (0..half).map(|i| (i as f32 * step).exp()).collect();
@@ -965,6 +969,9 @@ fn sinusoidal_positions(offset: usize, rows: usize, dim: usize) -> Vec<f32> {
             row[i] = angle.sin();
             row[half + i] = angle.cos();
         }
+    }
+    if let Some(r) = padding.and_then(|p| p.checked_sub(offset)).filter(|&r| r < rows) {
+        out[r * dim..(r + 1) * dim].fill(0.0);
     }
     out
 }
@@ -1236,7 +1243,7 @@ mod tests {
     /// and 2047 read two rows on), within f32 rounding of the sines of large angles.
     #[test]
     fn sinusoidal_positions_are_fairseqs_table() {
-        let table = super::sinusoidal_positions(2, 2048, 10);
+        let table = super::sinusoidal_positions(2, 2048, 10, Some(1));
         let torch: [(usize, [f32; 10]); 4] = [
             (0, [0.909_297_4, 0.198_669_31, 0.019_998_666, 0.001_999_998_5, 0.000_199_999_98, -0.416_146_84, 0.980_066_6, 0.999_8, 0.999_998_03, 1.0]),
             (1, [0.141_12, 0.295_520_2, 0.029_995_5, 0.002_999_995_4, 0.000_299_999_96, -0.989_992_5, 0.955_336_5, 0.999_550_04, 0.999_995_5, 0.999_999_94]),
@@ -1250,7 +1257,11 @@ mod tests {
             }
         }
         // An odd width ends in a zero column.
-        assert!(super::sinusoidal_positions(2, 4, 5).chunks(5).all(|r| r[4] == 0.0));
+        assert!(super::sinusoidal_positions(2, 4, 5, None).chunks(5).all(|r| r[4] == 0.0));
+        // A padding id of 3 zeroes the row position 1 reads (the table's row 3), and only it.
+        let padded = super::sinusoidal_positions(2, 4, 10, Some(3));
+        assert!(padded[10..20].iter().all(|&v| v == 0.0));
+        assert_eq!((&padded[..10], &padded[20..]), (&table[..10], &table[20..40]));
     }
 
     #[test]

@@ -579,7 +579,11 @@ pub const XGLM: DecoderFamily = DecoderFamily {
         ..LLAMA_LAYOUT
     },
     optional_prefix: Some("model."),
-    unused: &[],
+    unused: &[Unused {
+        prefix: "",
+        suffix: "embed_positions.weights",
+        reason: "XGLM's sinusoidal table, which older transformers kept as a parameter (saved by a raw state_dict); the build computes it",
+    }],
     scaling: Scaling { embedding: EmbeddingScale::SqrtHiddenIf("scale_embedding"), ..NO_SCALING },
     layers: FULL_ATTENTION_LAYERS,
 };
