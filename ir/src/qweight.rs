@@ -13,7 +13,7 @@
 //!
 //! The group also accumulates the weight error of what was written, for the build report.
 
-use crate::quant::dq::{dq_lengths, to_dequantize_linear, DqOut, DqType};
+use crate::quant::dq::{dq_lengths, packed_zero, to_dequantize_linear, DqOut, DqType};
 use crate::quant::hqq::{self, HqqBlock};
 use crate::quant::{quantize_measured, Bits, Method, NBits, NBitsOut, QuantSettings, Rounding, Scale, WeightError, WeightView};
 use crate::packed::{PackedStack, ZeroOut};
@@ -546,11 +546,7 @@ impl QuantGroup {
         let mut error = WeightError::default();
         for c in 0..n {
             for b in 0..kb {
-                let byte = zp[c * per_col + b / bits.per_byte()];
-                let zero = match bits {
-                    Bits::Int8 => byte,
-                    Bits::Int4 => (byte >> (4 * (b % 2))) & 0x0f,
-                };
+                let zero = packed_zero(bits, zp, per_col, c, b);
                 // The scale as written (a bf16 group computes in f32 and rounds on writing).
                 let scale = round_to(self.scale_dtype, scales[c * kb + b].to_f32());
                 let exact = scale * (f32::from(bits.mid()) - f32::from(zero));

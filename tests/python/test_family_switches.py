@@ -96,14 +96,23 @@ def test_nanochat_keys_a_published_config_leaves_out_take_nanochatconfigs_defaul
     assert model["context_length"] == 2048, model
 
 
+def bare_model_copy(fixture, prefix, dst, extra=None, head_outside=False):
+    """A copy of `fixture` at `dst` saved as the bare model saves it: every tensor without
+    `prefix` (all start with it, but for an untied `lm_head` when `head_outside`), plus `extra`
+    tensors; returns the fixture's own tensors."""
+    shutil.copytree(FIXTURES / fixture, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    assert all(k.startswith(prefix) or (head_outside and k.startswith("lm_head.")) for k in tensors), sorted(tensors)
+    bare = {k.removeprefix(prefix): v for k, v in tensors.items()} | (extra or {})
+    save_file(bare, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return tensors
+
+
 def test_opt_saved_from_the_bare_model_reads_without_its_prefix(tmp_path):
     # facebook/opt-* checkpoints saved from OPTModel name their tensors `decoder.*`, without
     # the causal LM's `model.`: the same model.
     dst = tmp_path / "tiny-opt"
-    shutil.copytree(FIXTURES / "tiny-opt", dst)
-    tensors = load_file(str(dst / "model.safetensors"))
-    assert all(k.startswith("model.") for k in tensors), sorted(tensors)
-    save_file({k.removeprefix("model."): v for k, v in tensors.items()}, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    bare_model_copy("tiny-opt", "model.", dst)
     done = build_folder(dst, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg", "tiny-opt")
@@ -115,14 +124,11 @@ def test_gpt_neo_saved_from_the_bare_model_with_its_mask_buffers(tmp_path):
     # GPTNeoModel has no `transformer.` prefix: both read as the same model (the buffers
     # recorded as unused, not an error).
     dst = tmp_path / "tiny-gpt_neo"
-    shutil.copytree(FIXTURES / "tiny-gpt_neo", dst)
-    tensors = load_file(str(dst / "model.safetensors"))
-    assert all(k.startswith("transformer.") for k in tensors), sorted(tensors)
-    bare = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    buffers = {}
     for i in range(3):
-        bare[f"h.{i}.attn.attention.bias"] = np.tril(np.ones((1, 1, 8, 8), dtype=bool))
-        bare[f"h.{i}.attn.attention.masked_bias"] = np.array(-1e9, dtype=np.float32)
-    save_file(bare, str(dst / "model.safetensors"), metadata={"format": "pt"})
+        buffers[f"h.{i}.attn.attention.bias"] = np.tril(np.ones((1, 1, 8, 8), dtype=bool))
+        buffers[f"h.{i}.attn.attention.masked_bias"] = np.array(-1e9, dtype=np.float32)
+    bare_model_copy("tiny-gpt_neo", "transformer.", dst, buffers)
     done = build_folder(dst, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg", "tiny-gpt_neo")
@@ -133,10 +139,7 @@ def test_biogpt_saved_from_the_bare_model_with_its_own_head(tmp_path):
     # model. One whose head is stored untied (`output_projection.weight`, `tie_word_embeddings:
     # false`) reads that tensor: twice the embeddings there doubles every logit.
     bare = tmp_path / "bare"
-    shutil.copytree(FIXTURES / "tiny-biogpt", bare)
-    tensors = load_file(str(bare / "model.safetensors"))
-    assert all(k.startswith("biogpt.") for k in tensors), sorted(tensors)
-    save_file({k.removeprefix("biogpt."): v for k, v in tensors.items()}, str(bare / "model.safetensors"), metadata={"format": "pt"})
+    tensors = bare_model_copy("tiny-biogpt", "biogpt.", bare)
     done = build_folder(bare, tmp_path / "pkg-bare")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg-bare", "tiny-biogpt")
@@ -159,12 +162,7 @@ def test_codegen_reads_its_mask_buffers_and_heads_across_its_shards(tmp_path):
     # saved from CodeGenModel (no `transformer.`): the same model. Its fused q/k/v is split in 4
     # shards by width, so 2 heads (each straddling two shards) build as transformers runs them.
     bare = tmp_path / "bare"
-    shutil.copytree(FIXTURES / "tiny-codegen", bare)
-    tensors = load_file(str(bare / "model.safetensors"))
-    stripped = {k.removeprefix("transformer."): v for k, v in tensors.items()}
-    for i in range(2):
-        stripped[f"h.{i}.attn.causal_mask"] = np.tril(np.ones((1, 1, 8, 8), dtype=bool))
-    save_file(stripped, str(bare / "model.safetensors"), metadata={"format": "pt"})
+    bare_model_copy("tiny-codegen", "transformer.", bare, {f"h.{i}.attn.causal_mask": np.tril(np.ones((1, 1, 8, 8), dtype=bool)) for i in range(2)}, head_outside=True)
     done = build_folder(bare, tmp_path / "pkg")
     assert done.returncode == 0, done.stderr
     assert_reference_logits(tmp_path / "pkg", "tiny-codegen")

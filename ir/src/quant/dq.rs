@@ -70,6 +70,16 @@ pub struct DqOut<'a, S> {
     pub zero_points: Option<&'a mut [u8]>,
 }
 
+/// Block `kb`'s zero point of column `c` in MatMulNBits' packed zero points (`per_col` bytes a
+/// column, 4-bit ones two a byte, even block in the low nibble).
+pub(crate) fn packed_zero(bits: Bits, zero_points: &[u8], per_col: usize, c: usize, kb: usize) -> u8 {
+    let byte = zero_points[c * per_col + kb / bits.per_byte()];
+    match bits {
+        Bits::Int8 => byte,
+        Bits::Int4 => (byte >> (4 * (kb % 2))) & 0x0f,
+    }
+}
+
 /// Writes element `i` of a flat packed tensor that was zero-filled first.
 fn put(bits: Bits, dst: &mut [u8], i: usize, v: u8) {
     match bits {
@@ -154,12 +164,7 @@ pub fn to_dequantize_linear<S: Scale>(settings: &QuantSettings, k: usize, n: usi
         let per_col = layout.zero_points_per_column();
         for c in 0..n {
             for kb in 0..kb_count {
-                let byte = src[c * per_col + kb / bits.per_byte()];
-                let z = match bits {
-                    Bits::Int8 => byte,
-                    Bits::Int4 => (byte >> (4 * (kb % 2))) & 0x0f,
-                };
-                put(bits, dst, kb * n + c, z);
+                put(bits, dst, kb * n + c, packed_zero(bits, src, per_col, c, kb));
             }
         }
     }
