@@ -494,6 +494,14 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: config,
         exercises="GPT-Neo: layer 0 global and layers 1-2 local with a window of 4 keys (`attention_types`, `window_size`), attention scores never scaled, q/k/v without biases and a biased `out_proj`, learned positions, LayerNorms, a plain biased tanh-GELU MLP 4 x hidden wide (`intermediate_size` null), the head tied",
     ),
+    # BLOOM: ALiBi (six heads: the slopes past the power of two), the embedding LayerNorm.
+    "tiny-bloom": dict(
+        cls="Bloom", inputs="tiny-llama",
+        args=dict(vocab_size=512, hidden_size=96, n_head=6, n_layer=2, layer_norm_epsilon=1e-5,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("tie_word_embeddings", "hidden_size")} | {"n_embed": config["hidden_size"]},
+        exercises="BLOOM: ALiBi over six heads (four slopes of the power of two, then two odd powers of the next base; positions counted over the kept keys, so left and right padding move them), a LayerNorm on the word embeddings, `query_key_value` laid out per head, biases everywhere, a tanh-GELU MLP 4 x hidden wide, the head tied by BloomConfig's default (not written); the width as `n_embed`, as the 176B's config writes it",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

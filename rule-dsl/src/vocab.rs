@@ -124,10 +124,22 @@ pub const HELPERS: &[(&str, usize, usize, &str)] = &[
         "GroupQueryAttention's inputs for a batch padded on either side, from the 2-D attention_mask, the generic boolean attention mask and the query: seqlens_k (int32 [batch], the padded width - 1 for every row), total_sequence_length (int32 scalar), attention_bias (Where(mask, 0, -10000) in the query's float type); lengths once per graph, the bias once per mask",
     ),
     (
+        "gqa_padded_lengths",
+        1,
+        2,
+        "gqa_padding's seqlens_k (int32 [batch], the padded width - 1 for every row) and total_sequence_length (int32 scalar) alone, for a fusion whose attention bias is the generic graph's own float mask (ALiBi); once per graph, shared with gqa_padding",
+    ),
+    (
         "gqa_static_padding",
         3,
         3,
         "gqa_padding for the static KV cache: the generic boolean mask of N key columns cut to the attention_mask width (Slice on axis 3) before the bias is made, since GroupQueryAttention's attention_bias must be [batch, 1, seq, total_sequence_length]; the cut mask once per mask",
+    ),
+    (
+        "gqa_static_bias",
+        2,
+        3,
+        "gqa_static_padding for a float mask that is already the attention bias (ALiBi): seqlens_k and total_sequence_length of gqa_padded_lengths, and the mask of N key columns cut to the attention_mask width (Slice on axis 3); the cut once per mask",
     ),
     (
         "gqa_positions",

@@ -71,6 +71,37 @@ pub mod allowed {
         Ok(out)
     }
 
+    /// seqlens_k and total_sequence_length of [`gqa_padding`] alone (every row's padded width
+    /// minus one, the width), for a fusion whose attention bias is the generic graph's own
+    /// float mask (fuse.gqa_alibi). Built once per graph, shared with gqa_padding.
+    pub fn gqa_padded_lengths(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [attention_mask] = args else {
+            return Err(fail(em, "gqa_padded_lengths", format!("expects 1 value, got {}", args.len())));
+        };
+        let lengths_key = format!("gqa_padding({attention_mask})");
+        Ok(match em.memo(&lengths_key) {
+            Some(done) => done,
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
+                let axis0 = em.initializer("gqa_padding/axis0", Recipe::from_i64("gqa_padding/axis0", vec![1], &[0]));
+                let one = em.initializer("gqa_padding/one", Recipe::data("gqa_padding/one", DType::I32, vec![], 1i32.to_le_bytes().to_vec()));
+                let i32_code = DType::I32.to_onnx() as i64;
+                let slice = |s: i64, e: i64| vec![Attr::int("start", s), Attr::int("end", e)];
+                let batch = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(0, 1))?;
+                let total = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(1, 2))?;
+                // The total as an int32 scalar, and minus one for every row.
+                let scalar = em.node("", "Squeeze", ir::OPSET, vec![total[0].clone(), axis0], &[true], vec![])?;
+                let total32 = em.node("", "Cast", ir::OPSET, vec![scalar[0].clone()], &[true], vec![Attr::int("to", i32_code)])?;
+                let last = em.node("", "Sub", ir::OPSET, vec![total32[0].clone(), one], &[true], vec![])?;
+                let seqlens = em.node("", "Expand", ir::OPSET, vec![last[0].clone(), batch[0].clone()], &[true], vec![])?;
+                em.base = saved;
+                let out = vec![seqlens[0].clone(), total32[0].clone()];
+                em.remember(lengths_key, out.clone());
+                out
+            }
+        })
+    }
+
     /// GroupQueryAttention's inputs for a batch padded on either side, from the 2-D int64
     /// `attention_mask` [batch, total], the generic graph's boolean attention mask `mask`
     /// [batch, 1, seq, total] (causal AND key padding, AND the window where there is one) and
@@ -100,28 +131,7 @@ pub mod allowed {
             return Err(fail(em, "gqa_padding", format!("expects 3 values, got {}", args.len())));
         };
         let float = query_float(em, "gqa_padding", q)?;
-        let lengths_key = format!("gqa_padding({attention_mask})");
-        let lengths = match em.memo(&lengths_key) {
-            Some(done) => done,
-            None => {
-                let saved = std::mem::replace(&mut em.base, "gqa_padding".to_string());
-                let axis0 = em.initializer("gqa_padding/axis0", Recipe::from_i64("gqa_padding/axis0", vec![1], &[0]));
-                let one = em.initializer("gqa_padding/one", Recipe::data("gqa_padding/one", DType::I32, vec![], 1i32.to_le_bytes().to_vec()));
-                let i32_code = DType::I32.to_onnx() as i64;
-                let slice = |s: i64, e: i64| vec![Attr::int("start", s), Attr::int("end", e)];
-                let batch = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(0, 1))?;
-                let total = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], slice(1, 2))?;
-                // The total as an int32 scalar, and minus one for every row.
-                let scalar = em.node("", "Squeeze", ir::OPSET, vec![total[0].clone(), axis0], &[true], vec![])?;
-                let total32 = em.node("", "Cast", ir::OPSET, vec![scalar[0].clone()], &[true], vec![Attr::int("to", i32_code)])?;
-                let last = em.node("", "Sub", ir::OPSET, vec![total32[0].clone(), one], &[true], vec![])?;
-                let seqlens = em.node("", "Expand", ir::OPSET, vec![last[0].clone(), batch[0].clone()], &[true], vec![])?;
-                em.base = saved;
-                let out = vec![seqlens[0].clone(), total32[0].clone()];
-                em.remember(lengths_key, out.clone());
-                out
-            }
-        };
+        let lengths = gqa_padded_lengths(em, std::slice::from_ref(attention_mask))?;
         let bias_key = format!("gqa_padding({mask}, {float})");
         let bias = match em.memo(&bias_key) {
             Some(done) => done[0].clone(),
@@ -202,6 +212,32 @@ pub mod allowed {
             }
         };
         gqa_padding(em, &[attention_mask.clone(), cut, q.clone()])
+    }
+
+    /// [`gqa_static_padding`] for a float mask (ALiBi's, which is already the attention bias):
+    /// seqlens_k and total_sequence_length of [`gqa_padded_lengths`], and the float mask of N
+    /// key columns cut to the attention_mask width (Slice on axis 3), once per mask.
+    pub fn gqa_static_bias(em: &mut Emitter, args: &[String]) -> Result<Vec<String>, Error> {
+        let [attention_mask, bias] = args else {
+            return Err(fail(em, "gqa_static_bias", format!("expects 2 values, got {}", args.len())));
+        };
+        let key = format!("gqa_static_bias({bias}, {attention_mask})");
+        let cut = match em.memo(&key) {
+            Some(done) => done[0].clone(),
+            None => {
+                let saved = std::mem::replace(&mut em.base, "gqa_static_bias".to_string());
+                let start = em.initializer("gqa_static_bias/start", Recipe::from_i64("gqa_static_bias/start", vec![1], &[0]));
+                let axis = em.initializer("gqa_static_bias/key_axis", Recipe::from_i64("gqa_static_bias/key_axis", vec![1], &[3]));
+                let width = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
+                let cut = em.node("", "Slice", ir::OPSET, vec![bias.clone(), start, width[0].clone(), axis], &[true], vec![])?;
+                em.base = saved;
+                em.remember(key, vec![cut[0].clone()]);
+                cut[0].clone()
+            }
+        };
+        let mut out = gqa_padded_lengths(em, std::slice::from_ref(attention_mask))?;
+        out.push(cut);
+        Ok(out)
     }
 
     /// Positions at the slot index in the padded row, int64 [batch, seq], for a

@@ -20,12 +20,12 @@ def test_passes_the_checker_in_every_dtype(build_package, fixture, dtype):
         t = v.type.tensor_type.elem_type
         assert t not in FLOATS or t == ELEM[dtype], f"{v.name} has elem_type {t}"
     # DeepSeek's routing keeps its router weight, correction and scaling factor in f32, as
-    # transformers does, and its top-k constants: an f32 initializer is allowed where only
-    # routing nodes read it.
+    # transformers does, and its top-k constants, and ALiBi's bias is computed in f32 and cast
+    # (`/alibi_f32/`): an f32 initializer is allowed where only such nodes read it.
     readers = {}
     for n in g.node:
         for i in n.input:
             readers.setdefault(i, []).append(n.name)
     for init in g.initializer:
-        routing = init.data_type == ELEM["f32"] and readers.get(init.name) and all("/routing_f32/" in r for r in readers[init.name])
+        routing = init.data_type == ELEM["f32"] and readers.get(init.name) and all("/routing_f32/" in r or "/alibi_f32/" in r for r in readers[init.name])
         assert init.data_type not in FLOATS or init.data_type == ELEM[dtype] or routing, f"{init.name}: {init.data_type}"

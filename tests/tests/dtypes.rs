@@ -124,20 +124,24 @@ fn assert_structure(g: &Graph, dtype: DType, what: &str) {
     // (as transformers does), and its top-k constants (one form for fuse.moe.grouped in every
     // dtype): an f32 initializer is allowed where only routing nodes
     // (`<block>/routing_f32/...`, models/src/components/moe.rs) read it.
-    let routing_only = |name: &str| {
+    // ALiBi's bias is computed in f32 and cast, as transformers computes it
+    // (`<mask>/alibi_f32/...`, models/src/components/alibi.rs).
+    let f32_island = |node: &str| node.contains("/routing_f32/") || node.contains("/alibi_f32/");
+    let f32_island_only = |name: &str| {
         let readers: Vec<&ir::Node> = g.nodes.iter().filter(|n| n.inputs.iter().any(|i| i == name)).collect();
-        !readers.is_empty() && readers.iter().all(|n| n.name.contains("/routing_f32/"))
+        !readers.is_empty() && readers.iter().all(|n| f32_island(&n.name))
     };
     for (name, r) in &g.initializers {
-        if float(r.dtype()) && !(r.dtype() == DType::F32 && routing_only(name)) {
+        if float(r.dtype()) && !(r.dtype() == DType::F32 && f32_island_only(name)) {
             assert_eq!(r.dtype(), dtype, "{what}: initializer `{name}` is {}", r.dtype());
         }
     }
     for n in &g.nodes {
         // The one deliberate widening: `lower.rotary_f32` rotates f16 in f32 (its nodes say so).
         let widened_rotary = n.metadata.get("rule").is_some_and(|r| r == "lower.rotary_f32") && dtype == DType::F16;
-        // And the MoE routing, in f32 as transformers routes (models/src/components/moe.rs).
-        let widened_routing = n.name.contains("/routing_f32/");
+        // And the MoE routing, in f32 as transformers routes (models/src/components/moe.rs),
+        // and ALiBi's bias.
+        let widened_routing = f32_island(&n.name);
         if n.op == "Cast" && !widened_rotary && !widened_routing {
             let to = n.attr_int("to").and_then(|t| DType::from_onnx(t as i32)).expect("Cast has a known `to`");
             if float(to) {

@@ -6,6 +6,7 @@ use super::DecoderIo;
 use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
 use crate::components::kv_cache::{static_attention, write_indices};
+use crate::components::alibi::alibi_mask;
 use crate::components::mask::causal_padding_mask;
 use crate::components::mlp::{gated, plain, xielu, GatedScopes, XieluParams};
 use crate::components::norm::{norm, per_head_norm, per_head_weighted_layer_norm};
@@ -461,7 +462,20 @@ impl DecoderFamily {
         for &w in &windows {
             masks.entry(w).or_insert_with(|| {
                 let scope = w.map_or("attn_mask".to_string(), |size| format!("attn_mask_window{size}"));
-                causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length())
+                let causal = causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length());
+                match l.positions {
+                    Positions::Alibi(slopes) => {
+                        let dim = |name: &str, axis: usize| b.graph.inputs.iter().find(|v| v.name == name).and_then(|v| v.shape.as_ref()?.get(axis).cloned());
+                        let keys = match io.kv_cache.max_length() {
+                            Some(n) => Some(ir::Dim::Fixed(n as i64)),
+                            None => dim(&io.attention_mask, 1),
+                        };
+                        let unknown = || ir::Dim::sym("unk");
+                        let dims = [dim(&io.input_ids, 0).unwrap_or_else(unknown), dim(&io.input_ids, 1).unwrap_or_else(unknown), keys.unwrap_or_else(unknown)];
+                        alibi_mask(b, &format!("{scope}/alibi"), &causal, slopes, c.num_attention_heads, dims)
+                    }
+                    _ => causal.mask,
+                }
             });
         }
         let rotates = self.rotates(c, &windows)?;
@@ -1236,6 +1250,23 @@ mod tests {
         let c = config("olmo", r#","clip_qkv":"big""#);
         let e = c.number("clip_qkv", None).unwrap_err().to_string();
         assert!(e.contains("`clip_qkv`"), "{e}");
+    }
+
+    /// BLOOM's config as published: `n_embed`, `n_layer`, `n_head`, no width or position keys.
+    /// The MLP is 4 x hidden whatever a stray width key says, the activation tanh-GELU whatever
+    /// `hidden_act` says, the context `seq_length` else 2048; the post-norm residual is refused.
+    #[test]
+    fn bloom_reads_its_own_spellings_and_derives_the_rest() {
+        let parse = |text: &str| DecoderConfig::parse(Path::new("config.json"), text);
+        let base = r#"{"model_type":"bloom","n_embed":96,"n_layer":3,"n_head":6,"vocab_size":512"#;
+        let c = parse(&format!("{base}}}")).unwrap();
+        assert_eq!((c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim), (96, 3, 6, 16));
+        assert_eq!((c.intermediate_size, c.num_key_value_heads, c.max_position_embeddings), (384, 6, 2048));
+        let c = parse(&format!(r#"{base},"seq_length":4096,"intermediate_size":100,"n_inner":7,"hidden_act":"relu"}}"#)).unwrap();
+        assert_eq!((c.intermediate_size, c.max_position_embeddings), (384, 4096));
+        assert_eq!(crate::arch::BLOOM.scalars(&c).unwrap().act, Activation::GeluTanh);
+        let e = parse(&format!(r#"{base},"apply_residual_connection_post_layernorm":true}}"#)).unwrap_err().to_string();
+        assert!(e.contains("`apply_residual_connection_post_layernorm`"), "{e}");
     }
 
     /// fairseq's sinusoidal table as transformers' `XGLMSinusoidalPositionalEmbedding.get_embedding(2050,

@@ -1804,6 +1804,69 @@ pub const GPT_NEOX: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// BLOOM's config switches this build does not follow, and its derived keys: the MLP is
+/// always 4 x hidden wide (`BloomMLP`; BLOOM configs have no width key), and
+/// `apply_residual_connection_post_layernorm` (the normed input as the residual, which no
+/// published BLOOM sets) is refused.
+fn bloom_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    match map.get("apply_residual_connection_post_layernorm") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(v) => return Err(format!("key `apply_residual_connection_post_layernorm` is {v}: BLOOM's block whose residual is the normed input is not built; the standard one (false) is")),
+    }
+    if let Some(hidden) = map.get("hidden_size").or(map.get("n_embed")).and_then(Value::as_u64) {
+        map.insert("intermediate_size".into(), Value::from(4 * hidden));
+    }
+    Ok(())
+}
+
+/// BLOOM (`BloomConfig`; BLOOM, BLOOMZ and their fine-tunes): no position embeddings but
+/// BLOOM's ALiBi ([`Alibi::Bloom`]: a per-head bias over each key's position among the kept
+/// keys), a LayerNorm on the word embeddings (`word_embeddings_layernorm`), LayerNorms with bias
+/// before attention and the MLP (`layer_norm_epsilon`), q/k/v in one biased
+/// `self_attention.query_key_value` laid out per head (`[heads, 3, head_dim]` rows, GPT-NeoX's),
+/// a biased `dense`, a plain biased tanh-GELU MLP `dense_h_to_4h` / `dense_4h_to_h` 4 x hidden
+/// wide, `ln_f`, the head tied by default; checkpoints saved from the bare model lack
+/// `transformer.` ([`bloom_config`] for what is refused). ALiBi has no position table, so the
+/// context is `seq_length` when given, else 2048 (BLOOM's training length).
+pub const BLOOM: DecoderFamily = DecoderFamily {
+    model_types: &["bloom"],
+    names: NameTable {
+        embed_tokens: "transformer.word_embeddings.weight",
+        embed_positions: None,
+        layer: "transformer.h.{i}",
+        attention: AttentionNames::FusedPerHead { qkv: "self_attention.query_key_value" },
+        o_proj: "self_attention.dense",
+        qk_norm: None,
+        norms: PRE_NORMS,
+        mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
+        sinks: None,
+        output_gate: None,
+        final_norm: "transformer.ln_f",
+        lm_head: "lm_head",
+    },
+    layout: Layout {
+        norm: NormKind::Layer,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        positions: Positions::Alibi(Alibi::Bloom),
+        qkv_bias: Bias::Always,
+        o_bias: Bias::Always,
+        mlp_bias: Bias::Always,
+        tie_default: true,
+        // `BloomGelu`: the tanh approximation, whatever `hidden_act` a config carries.
+        activation: Some(("hidden_act", crate::Activation::GeluTanh)),
+        key_aliases: &[("n_embed", "hidden_size"), ("seq_length", "max_position_embeddings")],
+        ignored_keys: &["hidden_act", "num_key_value_heads", "intermediate_size", "n_inner", "max_position_embeddings"],
+        config_rule: Some(bloom_config),
+        embedding_norm: Some("transformer.word_embeddings_layernorm"),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: &[],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Persimmon (`PersimmonConfig`, adept/persimmon-8b; Fuyu's text model): LayerNorms with bias
 /// (`layer_norm_eps`) before attention and the MLP, q/k/v in one biased
 /// `self_attn.query_key_value` laid out per head `[q | k | v]` (GPT-NeoX's), q and k each by a

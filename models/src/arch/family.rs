@@ -568,6 +568,23 @@ pub enum Positions {
     /// `position * 10000^(-i / (half - 1))` for `i < half = hidden / 2`, then their cosines, a
     /// zero column for an odd size), row `position + offset` (XGLM: 2).
     Sinusoidal { offset: usize },
+    /// No position in the embeddings: each score gets a per-head linear bias over the key
+    /// positions (ALiBi), added through the attention mask ([`crate::components::alibi`]).
+    Alibi(Alibi),
+}
+
+/// Whose ALiBi: the slopes per head and the key positions they multiply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alibi {
+    /// BLOOM's (`build_alibi_tensor`): the slopes of `_get_alibi_slopes` (`2^(-8 i / p)` for
+    /// the largest power of two `p` not above the heads, then odd powers of `2^(-4 / p)` for
+    /// the rest) times each key's position among the row's kept keys (`(cumsum(mask) - 1) *
+    /// mask`), the bias rounded to the model's dtype.
+    Bloom,
+    /// MPT's (`build_mpt_alibi_tensor`, `alibi_bias_max` 8): `2^(-8 i / p)` for the power of
+    /// two `p` at or above the heads (odd then even entries when the heads are fewer), times
+    /// `slot - (total - 1)` (the last key at 0), in f32.
+    Mpt,
 }
 
 /// Structural choices of a family.

@@ -11,6 +11,20 @@
 use crate::GraphBuilder;
 use ir::Attr;
 
+/// The boolean mask and the key-axis values it was built from, which a position bias over the
+/// same keys reuses ([`super::alibi::alibi_mask`]).
+pub struct CausalMask {
+    /// `[batch, 1, seq, keys]` bool.
+    pub mask: String,
+    /// The key slots `0..keys` (int64 `[keys]`).
+    pub key_positions: String,
+    /// `attention_mask` over the key axis (int64 `[batch, keys]`; zeros in a static cache's
+    /// unwritten slots).
+    pub key_padding: String,
+    /// The total length `past + seq` (int64 scalar).
+    pub total: String,
+}
+
 /// Builds the mask under the node-name scope `s` (`attn_mask` for full attention). `cache_len`:
 /// the static cache's fixed length, the key axis's length when given (else `total`).
 pub fn causal_padding_mask(
@@ -20,7 +34,7 @@ pub fn causal_padding_mask(
     attention_mask: &str,
     window: Option<usize>,
     cache_len: Option<usize>,
-) -> String {
+) -> CausalMask {
     let seq = b.op(&format!("{s}/seq_len"), "Shape", &[input_ids], vec![Attr::int("start", 1), Attr::int("end", 2)]);
     let total =
         b.op(&format!("{s}/total_len"), "Shape", &[attention_mask], vec![Attr::int("start", 1), Attr::int("end", 2)]);
@@ -64,7 +78,8 @@ pub fn causal_padding_mask(
     let keep = b.op(&format!("{s}/padding"), "Cast", &[&padded], vec![Attr::int("to", ir::DType::Bool.to_onnx() as i64)]);
     let axes12 = b.const_i64_1d(&format!("{s}/axes12"), &[1, 2]);
     let keep4 = b.op(&format!("{s}/padding_4d"), "Unsqueeze", &[&keep, &axes12], vec![]);
-    b.op(s, "And", &[&allowed, &keep4], vec![])
+    let mask = b.op(s, "And", &[&allowed, &keep4], vec![]);
+    CausalMask { mask, key_positions: key_pos, key_padding: padded, total: total_s }
 }
 
 /// An encoder's mask: `attention_mask` `[batch, seq]` cast to bool, unsqueezed to `[batch, 1,
