@@ -502,6 +502,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k not in ("tie_word_embeddings", "hidden_size")} | {"n_embed": config["hidden_size"]},
         exercises="BLOOM: ALiBi over six heads (four slopes of the power of two, then two odd powers of the next base; positions counted over the kept keys, so left and right padding move them), a LayerNorm on the word embeddings, `query_key_value` laid out per head, biases everywhere, a tanh-GELU MLP 4 x hidden wide, the head tied by BloomConfig's default (not written); the width as `n_embed`, as the 176B's config writes it",
     ),
+    # MPT: its ALiBi (six heads: the interleaved slopes), clip_qkv and softmax_scale nested in attn_config.
+    "tiny-mpt": dict(
+        cls="Mpt", inputs="tiny-llama",
+        args=dict(vocab_size=512, d_model=96, n_heads=6, n_layers=2, max_seq_len=256, layer_norm_epsilon=1e-5,
+                  attn_config={"softmax_scale": 0.2, "clip_qkv": 1.5}, bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"} | {"attn_config": {
+            k: v for k, v in config["attn_config"].items() if k in ("alibi", "alibi_bias_max", "attn_impl", "attn_pdrop", "attn_type", "attn_uses_sequence_id", "clip_qkv", "prefix_lm", "qk_ln", "softmax_scale")}},
+        exercises="MPT: its ALiBi over six heads (the slopes of the next power of two, odd entries then even; `key slot - last slot` positions), q/k/v stacked in one `attn.Wqkv` clamped to 1.5 and scores scaled by 0.2 (`attn_config.clip_qkv`, `attn_config.softmax_scale`, nested as published), LayerNorms without bias, an exact-GELU MLP 4 x hidden wide, no biases, the head tied by MptConfig's default (not written); config keys `d_model`, `n_heads`, `n_layers`, `max_seq_len`",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

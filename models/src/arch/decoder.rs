@@ -1269,6 +1269,36 @@ mod tests {
         assert!(e.contains("`apply_residual_connection_post_layernorm`"), "{e}");
     }
 
+    /// MPT's config as published: `d_model`, `n_heads`, `n_layers`, `max_seq_len`, the
+    /// attention's keys nested in `attn_config` (read from there; a clip of 0 is none). What
+    /// transformers' MptModel would not run as the config says is refused, naming the key.
+    #[test]
+    fn mpt_reads_its_nested_attention_keys_and_refuses_what_transformers_ignores() {
+        let parse = |extra: &str| DecoderConfig::parse(Path::new("config.json"), &format!(r#"{{"model_type":"mpt","d_model":96,"n_heads":6,"n_layers":3,"vocab_size":512{extra}}}"#));
+        let c = parse(r#","attn_config":{"clip_qkv":2.5,"softmax_scale":0.3}"#).unwrap();
+        assert_eq!((c.hidden_size, c.num_attention_heads, c.num_hidden_layers, c.intermediate_size, c.max_position_embeddings), (96, 6, 3, 384, 2048));
+        assert_eq!(c.number("clip_qkv", None).unwrap(), Some(2.5));
+        assert_eq!(crate::arch::MPT.scalars(&c).unwrap().attention_scale, Some(0.3));
+        let c = parse(r#","max_seq_len":4096,"clip_qkv":9,"softmax_scale":9,"attn_config":{"clip_qkv":0,"softmax_scale":null}"#).unwrap();
+        assert_eq!(c.max_position_embeddings, 4096);
+        assert_eq!(c.number("clip_qkv", None).unwrap(), None, "attn_config's clip 0 is none, a stray top-level one ignored");
+        assert_eq!(crate::arch::MPT.scalars(&c).unwrap().attention_scale, None);
+        for (extra, key) in [
+            (r#","attn_config":{"alibi":false}"#, "`attn_config.alibi`"),
+            (r#","attn_config":{"qk_ln":true}"#, "`attn_config.qk_ln`"),
+            (r#","attn_config":{"prefix_lm":true}"#, "`attn_config.prefix_lm`"),
+            (r#","attn_config":{"attn_type":"multiquery_attention"}"#, "`attn_config.attn_type`"),
+            (r#","attn_config":{"alibi_bias_max":16}"#, "`attn_config.alibi_bias_max`"),
+            (r#","expansion_ratio":2"#, "`expansion_ratio`"),
+            (r#","no_bias":false"#, "`no_bias`"),
+            (r#","logit_scale":"inv_sqrt_d_model""#, "`logit_scale`"),
+            (r#","attn_config":[1]"#, "`attn_config`"),
+        ] {
+            let e = parse(extra).unwrap_err().to_string();
+            assert!(e.contains(key), "{extra}: {e}");
+        }
+    }
+
     /// fairseq's sinusoidal table as transformers' `XGLMSinusoidalPositionalEmbedding.get_embedding(2050,
     /// 10, padding_idx=1)` computes it in torch 2.15 (rows 2, 3, 1002 and 2049: positions 0, 1, 1000
     /// and 2047 read two rows on), within f32 rounding of the sines of large angles.

@@ -1867,6 +1867,121 @@ pub const BLOOM: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// MPT's config as transformers' `MptModel` reads it, and what that reading does not cover,
+/// refused by key: the nested `attn_config`'s `clip_qkv` and `softmax_scale` become top-level
+/// keys (`clip_qkv` 0 or null: no clamp); the MLP is 4 x hidden. transformers applies ALiBi
+/// with `alibi_bias_max` 8, multi-head attention and no biases whatever the config says, so a
+/// config that says otherwise (`alibi` false: learned positions; `attn_type`
+/// `multiquery_attention`; `alibi_bias_max` other than 8; `no_bias` false; `expansion_ratio`
+/// other than 4) describes a model transformers does not run, and is refused; so are the
+/// switches it does not implement (`qk_ln`, `prefix_lm`, `attn_uses_sequence_id`, a
+/// `logit_scale`).
+fn mpt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let attn = match map.get("attn_config") {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(v) => return Err(format!("key `attn_config` must be an object, found {v}")),
+    };
+    let flag = |key: &str, default: bool| match attn.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(format!("key `attn_config.{key}` must be true or false, found {v}")),
+    };
+    if !flag("alibi", true)? {
+        return Err("key `attn_config.alibi` is false: MPT with learned positions is not built (transformers' MptModel applies ALiBi whatever this key says, so it does not run such a checkpoint either)".into());
+    }
+    for (key, what) in [("qk_ln", "layer norms on q and k"), ("prefix_lm", "prefix-LM attention"), ("attn_uses_sequence_id", "attention within sequence ids")] {
+        if flag(key, false)? {
+            return Err(format!("key `attn_config.{key}` is true: MPT's {what} is not built (transformers' MptModel has none)"));
+        }
+    }
+    match attn.get("attn_type") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(t)) if t == "multihead_attention" => {}
+        Some(v) => return Err(format!("key `attn_config.attn_type` is {v}: only `multihead_attention` is built (transformers' MptAttention splits Wqkv into three equal parts)")),
+    }
+    let number = |v: Option<&Value>| v.filter(|v| !v.is_null()).map(|v| v.as_f64().ok_or_else(|| format!("must be a number, found {v}"))).transpose();
+    if let Some(max) = number(attn.get("alibi_bias_max")).map_err(|e| format!("key `attn_config.alibi_bias_max` {e}"))? {
+        if max != 8.0 {
+            return Err(format!("key `attn_config.alibi_bias_max` is {max}: transformers' MptModel builds its ALiBi slopes with 8 whatever this key says, so only 8 is built"));
+        }
+    }
+    if let Some(ratio) = number(map.get("expansion_ratio")).map_err(|e| format!("key `expansion_ratio` {e}"))? {
+        if ratio != 4.0 {
+            return Err(format!("key `expansion_ratio` is {ratio}: transformers' MptMLP is 4 x hidden wide whatever this key says, so only 4 is built"));
+        }
+    }
+    if map.get("no_bias").is_some_and(|v| v == &Value::Bool(false)) {
+        return Err("key `no_bias` is false: transformers' MPT layers have no biases whatever this key says, so only `no_bias: true` is built".into());
+    }
+    if map.get("logit_scale").is_some_and(|v| !v.is_null()) {
+        return Err(format!("key `logit_scale` is {}: MPT's logit scaling is not built (transformers' MptForCausalLM does not apply it)", map["logit_scale"]));
+    }
+    for key in ["clip_qkv", "softmax_scale"] {
+        match number(attn.get(key)).map_err(|e| format!("key `attn_config.{key}` {e}"))? {
+            // transformers' truth test: a clip of 0 is no clip.
+            Some(v) if !(key == "clip_qkv" && v == 0.0) => {
+                map.insert(key.into(), Value::from(v));
+            }
+            _ => {
+                map.remove(key);
+            }
+        }
+    }
+    if let Some(hidden) = map.get("d_model").or(map.get("hidden_size")).and_then(Value::as_u64) {
+        map.insert("intermediate_size".into(), Value::from(4 * hidden));
+    }
+    Ok(())
+}
+
+/// MPT (`MptConfig`; MPT-7B and MPT-30B and their fine-tunes): no position embeddings but MPT's
+/// ALiBi ([`Alibi::Mpt`]: slopes `2^(-8 i / p)` at `key slot - last slot`, in f32), LayerNorms
+/// without bias (`norm_1`, `norm_2`, `norm_f`; `layer_norm_epsilon`), q/k/v stacked in one
+/// `attn.Wqkv` (clamped to `clip_qkv` when set), `out_proj`, an exact-GELU MLP `ffn.up_proj` /
+/// `ffn.down_proj` 4 x hidden wide, no biases, the softmax scale `softmax_scale` else
+/// `1 / sqrt(head_dim)`, the head tied by default; config keys `d_model`, `n_heads`,
+/// `n_layers`, `max_seq_len` (the context: transformers' ALiBi table ends there), the
+/// attention's in `attn_config` ([`mpt_config`]).
+pub const MPT: DecoderFamily = DecoderFamily {
+    model_types: &["mpt"],
+    names: NameTable {
+        embed_tokens: "transformer.wte.weight",
+        embed_positions: None,
+        layer: "transformer.blocks.{i}",
+        attention: AttentionNames::Fused { qkv: "attn.Wqkv" },
+        o_proj: "attn.out_proj",
+        qk_norm: None,
+        norms: BlockNorms { before_attention: Some("norm_1"), after_attention: None, before_mlp: Some("norm_2"), after_mlp: None },
+        mlp: MlpNames::Plain { up: "ffn.up_proj", down: "ffn.down_proj" },
+        sinks: None,
+        output_gate: None,
+        final_norm: "transformer.norm_f",
+        lm_head: "lm_head",
+    },
+    layout: Layout {
+        norm: NormKind::LayerNoBias,
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        positions: Positions::Alibi(Alibi::Mpt),
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        tie_default: true,
+        // `nn.GELU(approximate="none")`, whatever `hidden_act` a config carries.
+        activation: Some(("hidden_act", crate::Activation::Gelu)),
+        clip_qkv: Some("clip_qkv"),
+        key_aliases: &[("d_model", "hidden_size"), ("n_heads", "num_attention_heads"), ("n_layers", "num_hidden_layers"), ("max_seq_len", "max_position_embeddings")],
+        ignored_keys: &["hidden_act", "num_key_value_heads", "intermediate_size", "max_position_embeddings", "clip_qkv", "softmax_scale"],
+        key_defaults: &[("max_seq_len", KeyDefault::Count(2048))],
+        config_rule: Some(mpt_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: &[],
+    scaling: Scaling { attention: AttentionScale::Key(Key { name: "softmax_scale", default: None }), ..NO_SCALING },
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Persimmon (`PersimmonConfig`, adept/persimmon-8b; Fuyu's text model): LayerNorms with bias
 /// (`layer_norm_eps`) before attention and the MLP, q/k/v in one biased
 /// `self_attn.query_key_value` laid out per head `[q | k | v]` (GPT-NeoX's), q and k each by a
