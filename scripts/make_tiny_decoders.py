@@ -511,6 +511,19 @@ FIXTURES_MADE_HERE = {
             k: v for k, v in config["attn_config"].items() if k in ("alibi", "alibi_bias_max", "attn_impl", "attn_pdrop", "attn_type", "attn_uses_sequence_id", "clip_qkv", "prefix_lm", "qk_ln", "softmax_scale")}},
         exercises="MPT: its ALiBi over six heads (the slopes of the next power of two, odd entries then even; `key slot - last slot` positions), q/k/v stacked in one `attn.Wqkv` clamped to 1.5 and scores scaled by 0.2 (`attn_config.clip_qkv`, `attn_config.softmax_scale`, nested as published), LayerNorms without bias, an exact-GELU MLP 4 x hidden wide, no biases, the head tied by MptConfig's default (not written); config keys `d_model`, `n_heads`, `n_layers`, `max_seq_len`",
     ),
+    # DBRX: attn_config / ffn_config nested as published, the experts' rows in three parameters.
+    "tiny-dbrx": dict(
+        cls="Dbrx", inputs="tiny-llama",
+        args=dict(vocab_size=512, d_model=64, n_heads=4, n_layers=2, max_seq_len=256,
+                  attn_config={"kv_n_heads": 2, "clip_qkv": 1.5, "rope_theta": 500000.0},
+                  ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2},
+                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: config | {
+            "attn_config": {k: v for k, v in config["attn_config"].items() if k in ("attn_pdrop", "clip_qkv", "kv_n_heads", "rope_theta")},
+            "ffn_config": {k: v for k, v in config["ffn_config"].items() if k in ("ffn_act_fn", "ffn_hidden_size", "moe_jitter_eps", "moe_loss_weight", "moe_normalize_expert_weights", "moe_num_experts", "moe_top_k")}},
+        exercises="DBRX: q/k/v stacked in one `Wqkv` with 2 key/value heads of 4 (`attn_config.kv_n_heads`), clamped to 1.5 (`attn_config.clip_qkv`), RoPE at 500000 (top-level `rope_parameters`, as transformers 5.25 reads it, and `attn_config.rope_theta`, as published), bias-free LayerNorms, in every layer 4 SiLU-gated experts of 32 (`ffn_config`), top 2 renormalized (`moe_normalize_expert_weights` 1, the class default), their rows in `ffn.experts.mlp.w1` / `v1` / `w2` ([4 x 32, 64] each, `w2` per expert [in, out]), an untied head",
+    ),
     # HunYuan dense: per-head q/k RMSNorms after RoPE, NTK-alpha RoPE (`dynamic` with `alpha`).
     "tiny-hunyuan_v1_dense": dict(
         cls="HunYuanDenseV1", inputs="tiny-llama",

@@ -438,9 +438,10 @@ def qmoe_fits(fixture, block=32):
     config = config.get("text_config", config)
     # HunYuan MoE's experts are `intermediate_size` wide (its per-layer `moe_intermediate_size`
     # list is not read).
+    # DBRX's are `ffn_config.ffn_hidden_size` wide, its width `d_model`.
     width = config.get("moe_intermediate_size")
-    width = width if isinstance(width, int) else config["intermediate_size"]
-    return config["hidden_size"] % block == 0 and width % block == 0
+    width = width if isinstance(width, int) else config.get("intermediate_size") or config["ffn_config"]["ffn_hidden_size"]
+    return config.get("hidden_size", config.get("d_model")) % block == 0 and width % block == 0
 
 
 @pytest.mark.parametrize("fixture", [f for f in MOE_FIXTURES if qmoe_fits(f)])

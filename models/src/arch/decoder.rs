@@ -1299,6 +1299,36 @@ mod tests {
         }
     }
 
+    /// DBRX's config as published: the attention's and the mixture's keys nested in
+    /// `attn_config` / `ffn_config` (class defaults where absent), the RoPE base in
+    /// `attn_config.rope_theta` unless config.json gives one at the top level; what is not
+    /// built is refused by key.
+    #[test]
+    fn dbrx_reads_its_nested_keys() {
+        let parse = |extra: &str| DecoderConfig::parse(Path::new("config.json"), &format!(r#"{{"model_type":"dbrx","d_model":64,"n_heads":4,"n_layers":2,"vocab_size":512{extra}}}"#));
+        let c = parse(r#","attn_config":{"kv_n_heads":2,"clip_qkv":8,"rope_theta":500000},"ffn_config":{"ffn_hidden_size":32,"moe_num_experts":16,"moe_top_k":4,"ffn_act_fn":{"name":"gelu"}}"#).unwrap();
+        assert_eq!((c.num_key_value_heads, c.intermediate_size, c.max_position_embeddings, c.rope.theta), (2, 32, 2048, 500000.0));
+        assert_eq!(c.number("clip_qkv", None).unwrap(), Some(8.0));
+        assert_eq!((c.count("moe_num_experts").unwrap(), c.count("num_experts_per_tok").unwrap()), (Some(16), Some(4)));
+        assert!(c.flag("norm_topk_prob", false), "moe_normalize_expert_weights defaults to 1");
+        assert_eq!(c.hidden_act, Activation::Gelu);
+        // The class defaults: one key/value head, 4 experts top 1, SiLU; a top-level base wins.
+        let c = parse(r#","rope_theta":20000,"attn_config":{"rope_theta":500000},"ffn_config":{"moe_normalize_expert_weights":null}"#).unwrap();
+        assert_eq!((c.num_key_value_heads, c.intermediate_size, c.rope.theta), (1, 3584, 20000.0));
+        assert_eq!((c.count("moe_num_experts").unwrap(), c.count("num_experts_per_tok").unwrap()), (Some(4), Some(1)));
+        assert!(!c.flag("norm_topk_prob", true));
+        assert_eq!(c.hidden_act, Activation::Silu);
+        for (extra, key) in [
+            (r#","ffn_config":{"moe_normalize_expert_weights":2}"#, "`ffn_config.moe_normalize_expert_weights`"),
+            (r#","ffn_config":{"ffn_act_fn":{"name":"gelu","approximate":"tanh"}}"#, "`ffn_config.ffn_act_fn`"),
+            (r#","tie_word_embeddings":true"#, "`tie_word_embeddings`"),
+            (r#","attn_config":"x""#, "`attn_config`"),
+        ] {
+            let e = parse(extra).unwrap_err().to_string();
+            assert!(e.contains(key), "{extra}: {e}");
+        }
+    }
+
     /// fairseq's sinusoidal table as transformers' `XGLMSinusoidalPositionalEmbedding.get_embedding(2050,
     /// 10, padding_idx=1)` computes it in torch 2.15 (rows 2, 3, 1002 and 2049: positions 0, 1, 1000
     /// and 2047 read two rows on), within f32 rounding of the sines of large angles.

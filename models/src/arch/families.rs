@@ -1982,6 +1982,121 @@ pub const MPT: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// DBRX's config: the attention's and the mixture's keys live in the nested `attn_config` and
+/// `ffn_config` objects, read here as the generic keys (`kv_n_heads` -> `num_key_value_heads`,
+/// default 1; `clip_qkv`; `ffn_hidden_size`; `moe_num_experts`; `moe_top_k` ->
+/// `num_experts_per_tok`; `ffn_act_fn.name` -> `hidden_act`, default SiLU;
+/// `moe_normalize_expert_weights` 1 -> renormalized top-k, null -> not). The RoPE base is the
+/// top-level one when config.json gives it (as transformers 5.25 reads it), else
+/// `attn_config.rope_theta`, where every published DBRX config writes it (Databricks' code and
+/// transformers 4.x read it there; transformers 5.25 ignores it and rotates at 10000). Refused:
+/// a p-norm of the top-k weights other than 1, activation options beyond the name, a tied head
+/// (transformers refuses it).
+fn dbrx_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let object = |map: &serde_json::Map<String, Value>, key: &str| match map.get(key) {
+        None | Some(Value::Null) => Ok(serde_json::Map::new()),
+        Some(Value::Object(o)) => Ok(o.clone()),
+        Some(v) => Err(format!("key `{key}` must be an object, found {v}")),
+    };
+    let (attn, ffn) = (object(map, "attn_config")?, object(map, "ffn_config")?);
+    let given = |o: &serde_json::Map<String, Value>, key: &str| o.get(key).filter(|v| !v.is_null()).cloned();
+    map.insert("num_key_value_heads".into(), given(&attn, "kv_n_heads").unwrap_or(Value::from(1)));
+    if let Some(clip) = given(&attn, "clip_qkv") {
+        map.insert("clip_qkv".into(), clip);
+    }
+    let top_theta = map.contains_key("rope_theta") || map.get("rope_parameters").and_then(|p| p.get("rope_theta")).is_some();
+    if let (false, Some(theta)) = (top_theta, given(&attn, "rope_theta")) {
+        map.insert("rope_theta".into(), theta);
+    }
+    for (nested, generic, default) in [("ffn_hidden_size", "ffn_hidden_size", 3584u64), ("moe_num_experts", "moe_num_experts", 4), ("moe_top_k", "num_experts_per_tok", 1)] {
+        map.insert(generic.into(), given(&ffn, nested).unwrap_or(Value::from(default)));
+    }
+    map.insert("intermediate_size".into(), map["ffn_hidden_size"].clone());
+    let norm = match ffn.get("moe_normalize_expert_weights") {
+        // DbrxFFNConfig's default: 1.
+        None => true,
+        Some(Value::Null) => false,
+        Some(v) if v.as_f64() == Some(1.0) => true,
+        Some(v) => return Err(format!("key `ffn_config.moe_normalize_expert_weights` is {v}: only the 1-norm (the top-k weights renormalized to sum to 1) or null is built")),
+    };
+    map.insert("norm_topk_prob".into(), Value::Bool(norm));
+    match ffn.get("ffn_act_fn") {
+        None | Some(Value::Null) => {
+            map.insert("hidden_act".into(), Value::from("silu"));
+        }
+        Some(Value::Object(act)) if act.keys().all(|k| k == "name") => {
+            map.insert("hidden_act".into(), act.get("name").cloned().unwrap_or(Value::from("silu")));
+        }
+        Some(v) => return Err(format!("key `ffn_config.ffn_act_fn` is {v}: only an activation named by `name` alone is built")),
+    }
+    if map.get("tie_word_embeddings") == Some(&Value::Bool(true)) {
+        return Err("key `tie_word_embeddings` is true: DBRX's head is its own (transformers refuses a tied DBRX)".into());
+    }
+    Ok(())
+}
+
+/// DBRX's mixture: the router `ffn.router.layer`, every expert's rows in `ffn.experts.mlp.w1`
+/// (gate), `v1` (up) and `w2` (down), softmax top-k renormalized as `norm_topk_prob` says
+/// ([`dbrx_config`]).
+const DBRX_MOE: MoeNames = MoeNames {
+    router: "ffn.router.layer",
+    router_bias: false,
+    experts: ExpertNames::Rows { experts: "ffn.experts", gate: "ffn.experts.mlp.w1", up: "ffn.experts.mlp.v1", down: "ffn.experts.mlp.w2" },
+    shared: None,
+    dense: None,
+    keys: MoeKeys {
+        experts: &["moe_num_experts"],
+        experts_default: 4,
+        top_k_default: 1,
+        normalize: TopKNorm::Key("norm_topk_prob", true),
+        intermediate: &["ffn_hidden_size"],
+        intermediate_default: Some(3584),
+        ..MIXTRAL_KEYS
+    },
+};
+
+/// DBRX (`DbrxConfig`; databricks/dbrx-base and -instruct): LayerNorms without bias at torch's
+/// epsilon 1e-5 (`norm_attn_norm.norm_1`, `norm_2`, `transformer.norm_f`), q/k/v stacked in one
+/// `attn.Wqkv` (grouped: `kv_n_heads`) clamped to `clip_qkv` when set, rotate-half RoPE, no
+/// biases, in every layer a mixture of `moe_num_experts` SiLU-gated experts routed top
+/// `moe_top_k` ([`DBRX_MOE`]), an untied head; config keys `d_model`, `n_heads`, `n_layers`,
+/// `max_seq_len`, the nested ones read by [`dbrx_config`].
+pub const DBRX: DecoderFamily = DecoderFamily {
+    model_types: &["dbrx"],
+    names: NameTable {
+        embed_tokens: "transformer.wte.weight",
+        embed_positions: None,
+        layer: "transformer.blocks.{i}",
+        attention: AttentionNames::Fused { qkv: "norm_attn_norm.attn.Wqkv" },
+        o_proj: "norm_attn_norm.attn.out_proj",
+        qk_norm: None,
+        norms: BlockNorms { before_attention: Some("norm_attn_norm.norm_1"), after_attention: None, before_mlp: Some("norm_attn_norm.norm_2"), after_mlp: None },
+        mlp: MlpNames::Experts(DBRX_MOE),
+        sinks: None,
+        output_gate: None,
+        final_norm: "transformer.norm_f",
+        lm_head: "lm_head",
+    },
+    layout: Layout {
+        norm: NormKind::LayerNoBias,
+        norm_eps: NormEps::Fixed(1e-5),
+        qkv_bias: Bias::Never,
+        o_bias: Bias::Never,
+        mlp_bias: Bias::Never,
+        clip_qkv: Some("clip_qkv"),
+        key_aliases: &[("d_model", "hidden_size"), ("n_heads", "num_attention_heads"), ("n_layers", "num_hidden_layers"), ("max_seq_len", "max_position_embeddings")],
+        ignored_keys: &["num_key_value_heads", "intermediate_size", "hidden_act", "clip_qkv", "num_experts_per_tok", "norm_topk_prob", "moe_num_experts", "ffn_hidden_size", "max_position_embeddings"],
+        key_defaults: &[("max_seq_len", KeyDefault::Count(2048)), ("vocab_size", KeyDefault::Count(32000))],
+        config_rule: Some(dbrx_config),
+        ..LLAMA_LAYOUT
+    },
+    optional_prefix: Some("transformer."),
+    unused: ROTARY_BUFFERS,
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// Persimmon (`PersimmonConfig`, adept/persimmon-8b; Fuyu's text model): LayerNorms with bias
 /// (`layer_norm_eps`) before attention and the MLP, q/k/v in one biased
 /// `self_attn.query_key_value` laid out per head `[q | k | v]` (GPT-NeoX's), q and k each by a

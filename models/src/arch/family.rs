@@ -371,6 +371,10 @@ pub enum ExpertNames {
     /// `inter` rows and up on the rest (`chunk(2, dim=-1)`), `down` `[E, hidden, inter]`, no
     /// biases. `experts` is the scope the graph names the stacks under.
     Stacked { experts: &'static str, gate_up: &'static str, down: &'static str },
+    /// All experts in three parameters of `[E * inter, hidden]` rows under `experts`, named in
+    /// full (DBRX's `ffn.experts.mlp.w1` / `v1` / `w2`): gate and up `[out, in]` per expert,
+    /// down `[in, out]` per expert (transformers' `DbrxExpertGLU` multiplies by `w2` itself).
+    Rows { experts: &'static str, gate: &'static str, up: &'static str, down: &'static str },
 }
 
 /// The experts' activation between the gate/up and the down projections.

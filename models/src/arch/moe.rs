@@ -315,6 +315,12 @@ pub(super) fn block(
             };
             (s(experts), stacks)
         }
+        ExpertNames::Rows { experts, gate, up, down } => {
+            let (e, inter) = (m.num_experts, m.intermediate);
+            let read = |name: &str| ckpt.tensor(&s(name), &[e * inter, hidden]).map(|r| r.reshape(vec![e, inter, hidden]).cast(b.float));
+            let stacks = ExpertStacks::Separate { gate: read(gate)?, up: read(up)?, down: read(down)?.transpose(vec![0, 2, 1]) };
+            (s(experts), stacks)
+        }
     };
     let scope = router.rsplit_once('.').map_or(router.clone(), |(p, _)| p.to_string());
     let block = MoeBlock {
