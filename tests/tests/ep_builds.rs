@@ -470,14 +470,17 @@ fn every_sparse_layer_is_one_moe_node(ep: &str, dtype: &str) {
         // (A sliding window's mask compares positions with a Greater of its own.)
         assert!(!built.graph.nodes.iter().any(|n| (n.op == "Softmax" || n.op == "Greater") && !n.name.starts_with("attn_mask")), "{name}: routing left in the graph");
         assert!(!built.graph.nodes.iter().any(|n| n.name.contains("/routing_f32/")), "{name}: a routing_f32 Cast is left");
-        let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
+        // The config as the build reads it: a family's nested keys (DBRX's `ffn_config`) already
+        // read as the generic ones.
+        let path = fixture(name).join("config.json");
+        let config = serde_json::Value::Object(models::DecoderConfig::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap().raw);
         // HunYuan MoE spells the top-k `moe_topk`, a list of one value per layer as published.
         let one = |v: &serde_json::Value| v.as_i64().or_else(|| v.as_array().and_then(|a| a.first()).and_then(|v| v.as_i64()));
         let top_k = config.get("num_experts_per_tok").or(config.get("moe_topk")).and_then(one).unwrap();
         // Mixtral and HunYuan MoE renormalize the top-k probabilities always; GraniteMoE's (and GraniteMoeShared's, GraniteMoeHybrid's)
         // softmax over the chosen logits is the same weights; Qwen as `norm_topk_prob` says.
         let normalize = ["mixtral", "granitemoe", "granitemoeshared", "granitemoehybrid", "hunyuan_v1_moe"].contains(&config["model_type"].as_str().unwrap_or("")) || config["norm_topk_prob"].as_bool().unwrap_or(false);
-        let experts = config.get("num_local_experts").or(config.get("num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
+        let experts = config.get("num_local_experts").or(config.get("num_experts")).or(config.get("moe_num_experts")).and_then(|v| v.as_u64()).unwrap() as usize;
         // HunYuan MoE's experts are `intermediate_size` wide (its per-layer
         // `moe_intermediate_size` list is not read by transformers).
         let inter = config.get("moe_intermediate_size").and_then(|v| v.as_u64()).or(config.get("intermediate_size").and_then(|v| v.as_u64())).unwrap() as usize;
@@ -529,7 +532,10 @@ fn grouped_routing_fuses_every_sparse_layer_into_one_moe_node() {
             let producer = |v: &str| g.nodes.iter().find(|n| n.outputs.iter().any(|o| o == v));
             let dense = g.nodes.iter().filter(|n| n.op == "MatMul").filter_map(|n| n.input(1)).filter_map(producer).filter(|t| t.op == "Transpose" && t.input(0).is_some_and(|w| w.contains("experts") && g.initializer(w).is_some_and(|r| r.shape().len() == 3)));
             assert_eq!(dense.count(), 0, "{name} {ep} {dtype}: no dense expert MatMul is left");
-            let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap()).unwrap();
+            // The config as the build reads it: a family's nested keys (DBRX's `ffn_config`) already
+        // read as the generic ones.
+        let path = fixture(name).join("config.json");
+        let config = serde_json::Value::Object(models::DecoderConfig::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap().raw);
             let config = config.get("text_config").unwrap_or(&config);
             // ERNIE 4.5 spells it `moe_k`.
             let top_k = config.get("num_experts_per_tok").or(config.get("moe_k")).and_then(|v| v.as_i64()).unwrap();

@@ -189,8 +189,21 @@ fn mask_through_identity(m: &mut Model) {
     add_node(m, "attention_mask/Identity", "Identity", &["attention_mask"], copy);
 }
 
+/// The padding bias's kept value through an Identity: a computed value, as ALiBi's bias is.
+fn keep_through_identity(m: &mut Model) {
+    let (value, reader) = m
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.op == "Where" && n.inputs.get(1).is_some_and(|i| i.ends_with("/keep")))
+        .map(|n| (n.inputs[1].clone(), n.name.clone()))
+        .expect("the padding bias's Where");
+    identity_before(m, &value, &reader);
+}
+
 fn right_padding_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
+        "padding_only" => keep_through_identity,
         // position_ids given: not the any-padding form fuse.gqa_rotary emits.
         "match.out" => |m| node_mut(m, GQA0).inputs[9] = "position_ids".into(),
         "mask_from_input" => mask_through_identity,
@@ -208,6 +221,7 @@ const SINK_GQA1: &str = "model.layers.1.self_attn/sink_attention/GroupQueryAtten
 
 fn right_padding_sink_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
+        "padding_only" => keep_through_identity,
         // position_ids given: not the any-padding form fuse.gqa_sink emits.
         "match.out" => |m| node_mut(m, SINK_GQA1).inputs[9] = "position_ids".into(),
         "mask_from_input" => mask_through_identity,
@@ -226,6 +240,7 @@ const FLINT_SINK_GQA0: &str = "model.layers.0.self_attn/sink_attention/GroupQuer
 
 fn right_padding_sink_no_rotary_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
+        "padding_only" => keep_through_identity,
         // Rotating in the kernel: lower.gqa_right_padding.sink's form, not this one's.
         "match.out" => |m| node_mut(m, FLINT_SINK_GQA0).set_attr(Attr::int("do_rotary", 1)),
         "mask_from_input" => mask_through_identity,
@@ -236,6 +251,7 @@ fn right_padding_sink_no_rotary_step(step: &str) -> Option<Breaker> {
 
 fn right_padding_no_rotary_step(step: &str) -> Option<Breaker> {
     let b: Breaker = match step {
+        "padding_only" => keep_through_identity,
         "match.out" => |m| node_mut(m, GPT2_GQA0).set_attr(Attr::int("do_rotary", 1)),
         "mask_from_input" => mask_through_identity,
         _ => return None,
@@ -1126,6 +1142,8 @@ pub fn case(rule: &str) -> Option<Case> {
         "lower.minmax_to_clip.max" => Case { graph: olmo, target: OLMO_CLIP_MAX, breaker: clip_step::<true> },
         "fuse.gqa_static" | "fuse.gqa_static.unrotated" => Case { graph: llama_static, target: MERGE0, breaker: static_step },
         "fuse.gqa_static.window" | "fuse.gqa_static.unrotated_window" => Case { graph: mistral_sw_static, target: MERGE0, breaker: static_step },
+        "fuse.gqa_alibi" => Case { graph: bloom, target: BLOOM_ATTN0, breaker: alibi_step },
+        "fuse.gqa_alibi.static" => Case { graph: bloom_static, target: BLOOM_MERGE0, breaker: alibi_static_step },
         _ => return None,
     })
 }
@@ -1427,3 +1445,113 @@ macro_rules! sink_unrotated_steps {
     };
 }
 sink_unrotated_steps!(sink_unrotated_full_step, "0", "attn_mask", "softmax_offset", "model.layers.0.self_attn.q_norm/Reshape_merge/out");
+
+/// tiny-bloom's generic graph: ALiBi's float mask `attn_mask/alibi` on every Attention.
+fn bloom() -> Model {
+    generic("tiny-bloom")
+}
+
+fn bloom_static() -> Model {
+    static_generic("tiny-bloom")
+}
+
+const BLOOM_ATTN0: &str = "transformer.h.0.self_attention/Attention";
+const BLOOM_MERGE0: &str = "transformer.h.0.self_attention/merge_heads/Reshape";
+const BLOOM_ATTN0_STATIC: &str = "transformer.h.0.self_attention/Attention";
+const ALIBI: &str = "attn_mask/alibi/out";
+
+/// The ALiBi mask recorded as one row for every head ([batch, 1, seq, keys]).
+fn alibi_one_row(m: &mut Model) {
+    let keys = m.graph.value_info.iter().find(|v| v.name == ALIBI).and_then(|v| v.shape.as_ref()?.get(3).cloned()).expect("the mask's recorded shape");
+    set_type(m, ALIBI, ir::DType::F32, &[Dim::sym("batch_size"), Dim::Fixed(1), Dim::sym("sequence_length"), keys]);
+}
+
+/// Sets layer 0's past key head size (dim 3) to `head`.
+fn bloom_past_head(m: &mut Model, head: i64) {
+    let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.key").unwrap();
+    v.shape.as_mut().unwrap()[3] = Dim::Fixed(head);
+}
+
+/// Breakers of fuse.gqa_alibi on tiny-bloom's layer 0 (6 heads of 16, no grouping).
+fn alibi_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, BLOOM_ATTN0).set_attr(Attr::int("is_causal", 1)),
+        "softcap_in_kernel" => |m| node_mut(m, BLOOM_ATTN0).set_attr(Attr::float("softcap", 50.0)),
+        "mask_from_input" => mask_through_identity,
+        "past_from_inputs" => |m| identity_before(m, "past_key_values.0.key", BLOOM_ATTN0),
+        // q as 4-D [b, s, 1, 96] (its last dim still one row of the mask per head).
+        "q_3d" => |m| {
+            let q = node_mut(m, BLOOM_ATTN0).inputs[0].clone();
+            set_type(m, &q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1), Dim::Fixed(96)]);
+        },
+        // Four query heads over six key/value heads.
+        "heads_divide" => |m| node_mut(m, BLOOM_ATTN0).set_attr(Attr::int("q_num_heads", 4)),
+        // One key/value head where the cache holds six.
+        "cache_bnsh" => |m| node_mut(m, BLOOM_ATTN0).set_attr(Attr::int("kv_num_heads", 1)),
+        // Head size 12 in the cache and in q (6 x 12 wide): a multiple of neither 8 nor 16.
+        "head_size_cpu" => |m| {
+            bloom_past_head(m, 12);
+            let q = node_mut(m, BLOOM_ATTN0).inputs[0].clone();
+            set_type(m, &q, ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(72)]);
+        },
+        "bias_per_head" => alibi_one_row,
+        _ => return None,
+    };
+    Some(b)
+}
+
+/// tiny-bloom's static layer 0 with `q` = (heads, head size) and `kv` likewise: the projections'
+/// widths, the head splits, both caches and the mask's rows kept consistent, so that only the
+/// check a breaker aims at fails.
+fn bloom_static_heads(m: &mut Model, q: (i64, i64), kv: (i64, i64)) {
+    let l0 = "transformer.h.0.self_attention";
+    let bs = |w: i64| [Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(w)];
+    let bnsh = |h: i64, d: i64| [Dim::sym("batch_size"), Dim::Fixed(h), Dim::sym("sequence_length"), Dim::Fixed(d)];
+    set_type(m, &format!("{l0}.query_key_value.q/Add/out"), ir::DType::F32, &bs(q.0 * q.1));
+    set_type(m, &format!("{l0}/q_heads/Transpose/out"), ir::DType::F32, &bnsh(q.0, q.1));
+    for side in ["k", "v"] {
+        set_type(m, &format!("{l0}.query_key_value.{side}/Add/out"), ir::DType::F32, &bs(kv.0 * kv.1));
+        set_type(m, &format!("{l0}/{side}_heads/Transpose/out"), ir::DType::F32, &bnsh(kv.0, kv.1));
+    }
+    for cache in ["past_key_values.0.key", "past_key_values.0.value"] {
+        let v = m.graph.inputs.iter_mut().find(|v| v.name == cache).unwrap();
+        v.shape = Some(vec![Dim::sym("batch_size"), Dim::Fixed(kv.0), Dim::Fixed(64), Dim::Fixed(kv.1)]);
+    }
+    set_type(m, ALIBI, ir::DType::F32, &[Dim::sym("batch_size"), Dim::Fixed(q.0), Dim::sym("sequence_length"), Dim::Fixed(64)]);
+}
+
+/// Breakers of fuse.gqa_alibi.static on tiny-bloom's 64-slot static graph.
+fn alibi_static_step(step: &str) -> Option<Breaker> {
+    let b: Breaker = match step {
+        "match.out" => |m| node_mut(m, BLOOM_MERGE0).set_attr(Attr::int("allowzero", 1)),
+        "mask_from_input" => |m| {
+            let concat = m.graph.nodes.iter().find(|n| n.op == "Concat" && n.inputs.first().is_some_and(|i| i == "attention_mask")).unwrap().name.clone();
+            identity_before(m, "attention_mask", &concat);
+            for i in node_mut(m, "kv_cache/write_indices/total_len").inputs.iter_mut() {
+                *i = "attention_mask/copy".into();
+            }
+        },
+        "softcap_in_kernel" => |m| node_mut(m, BLOOM_ATTN0_STATIC).set_attr(Attr::float("softcap", 50.0)),
+        "past_from_inputs" => |m| identity_before(m, "past_key_values.0.key", "transformer.h.0.self_attention/key_cache/TensorScatter"),
+        "split_heads" => |m| set_type(m, "transformer.h.0.self_attention/q_heads/Transpose/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::Fixed(12), Dim::sym("sequence_length"), Dim::Fixed(8)]),
+        "q_3d" => |m| set_type(m, "transformer.h.0.self_attention.query_key_value.q/Add/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::Fixed(1), Dim::Fixed(96)]),
+        "bias_per_head" => alibi_one_row,
+        // Four query heads over six key/value heads.
+        "heads_divide" => |m| bloom_static_heads(m, (4, 16), (6, 16)),
+        // A 5-D key cache (heads and head size where they were).
+        "cache_bnsh" => |m| {
+            let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.key").unwrap();
+            v.shape = Some(vec![Dim::sym("batch_size"), Dim::Fixed(6), Dim::Fixed(64), Dim::Fixed(16), Dim::Fixed(1)]);
+        },
+        // Head size 12 throughout: a multiple of neither 8 nor 16.
+        "head_size_cpu" => |m| bloom_static_heads(m, (6, 12), (6, 12)),
+        // q's width unknown: no head count to read from it.
+        "let.nh" => |m| set_type(m, "transformer.h.0.self_attention.query_key_value.q/Add/out", ir::DType::F32, &[Dim::sym("batch_size"), Dim::sym("sequence_length"), Dim::sym("width")]),
+        "let.nkv" => |m| {
+            let v = m.graph.inputs.iter_mut().find(|v| v.name == "past_key_values.0.value").unwrap();
+            v.shape = Some(vec![Dim::sym("batch_size"), Dim::sym("kv_heads"), Dim::Fixed(64), Dim::Fixed(16)]);
+        },
+        _ => return None,
+    };
+    Some(b)
+}
