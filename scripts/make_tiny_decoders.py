@@ -879,6 +879,15 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in legacy_rope(config).items() if k not in ("num_key_value_heads", "ffn_hidden_size")},
         exercises="Falcon-7B's layout: `query_key_value` rows the 4 query heads then one key and one value head (`multi_query`), `input_layernorm` feeding attention and the MLP in parallel, `dense_h_to_4h` -> GELU -> `dense_4h_to_h` 4 x hidden wide (no `ffn_hidden_size` written), no biases, tied head; config.json without `num_key_value_heads` (FalconConfig derives it)",
     ),
+    # Falcon-RW: ALiBi computed in bf16 (as transformers' Falcon does), the sequential block.
+    "tiny-falcon-rw": dict(
+        cls="Falcon", inputs="tiny-llama", long=300,
+        args=dict(vocab_size=512, hidden_size=96, num_attention_heads=6, num_hidden_layers=2, max_position_embeddings=512,
+                  multi_query=False, new_decoder_architecture=False, parallel_attn=False, bias=True, alibi=True,
+                  layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=0, initializer_range=0.2),
+        legacy=lambda config: {k: v for k, v in config.items() if k not in ("num_key_value_heads", "ffn_hidden_size", "rope_parameters", "tie_word_embeddings")},
+        exercises="Falcon-RW's layout: ALiBi over six heads computed as transformers' Falcon computes it (BLOOM's slopes and positions, each rounded to bf16, their product in bf16, divided by sqrt(head_dim)), `query_key_value` laid out per head (not `multi_query`), the sequential block (`parallel_attn` false: `input_layernorm`, attention, then `post_attention_layernorm` and the MLP), biases everywhere (`bias`), tied head; `long_last_logits`: the last logits of a 300-token prompt, whose positions past 256 bf16 rounds",
+    ),
     # Falcon 2 (11B's layout): the new decoder architecture, q/k/v grouped per key/value head,
     # one LayerNorm, biases.
     "tiny-falcon2": dict(
@@ -939,8 +948,9 @@ def perturbed_and_saved(model, out_dir, tweak=None):
     return model
 
 
-def references(model, inputs_from):
-    """The reference tensors of `model` for the inputs of fixture `inputs_from`."""
+def references(model, inputs_from, long=None):
+    """The reference tensors of `model` for the inputs of fixture `inputs_from` (and, with
+    `long`, the last logits of a prompt that long)."""
     given = load_file(os.path.join(FIXTURES, inputs_from, "reference.safetensors"))
     ref = {k: given[k] for k in given if k.endswith("input_ids") or k.endswith("attention_mask") or k.endswith("position_ids")}
     ids, mask = ref["input_ids"], ref["attention_mask"]
@@ -956,6 +966,12 @@ def references(model, inputs_from):
     with torch.no_grad():
         gen = model.generate(ids, attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
     ref["greedy_tokens"] = gen[:, ids.shape[1]:]
+    if long:
+        # One unpadded prompt of `long` tokens: positions past 256, where a bf16 position
+        # (Falcon's ALiBi) is rounded; only the last position's logits are kept.
+        ids = torch.randint(3, model.config.vocab_size, (1, long), generator=torch.Generator().manual_seed(7))
+        ref["long_input_ids"] = ids
+        ref["long_last_logits"] = run(model, ids, torch.ones_like(ids)).logits[:, -1:]
     return ref
 
 
@@ -1003,7 +1019,7 @@ def make(name, spec):
         f.write("\n")
     for file in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
         shutil.copy(os.path.join(FIXTURES, spec["inputs"], file), os.path.join(out_dir, file))
-    ref = references(model, spec["inputs"])
+    ref = references(model, spec["inputs"], spec.get("long"))
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "reference.safetensors"))
     # The rewritten config.json reloads to the same model: the fixture means what made it. A
     # config class of its own (`model` given) is found by model_type, as a user's load finds it.

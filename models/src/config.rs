@@ -1538,7 +1538,8 @@ mod tests {
     }
 
     /// Falcon: the key/value heads as `FalconConfig.__post_init__` derives them, the 4 x hidden
-    /// MLP when `ffn_hidden_size` is absent, and the forms not built refused by their key.
+    /// MLP when `ffn_hidden_size` is absent, Falcon-RW's `alibi` and `parallel_attn`, and the
+    /// forms not built refused by their key.
     #[test]
     fn falcon_derives_its_heads_and_refuses_what_it_does_not_build() {
         let base = r#""model_type":"falcon","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512"#;
@@ -1554,8 +1555,12 @@ mod tests {
         let e = |extra: &str| kv_and_mlp(extra).unwrap_err().to_string();
         assert!(e(r#","new_decoder_architecture":true,"num_kv_heads":2"#).contains("`num_ln_in_parallel_attn` is absent (2 there)"));
         assert!(e(r#","new_decoder_architecture":true,"num_ln_in_parallel_attn":2"#).contains("`ln_attn`, `ln_mlp`"));
-        assert!(e(r#","alibi":true"#).contains("`alibi` is true"));
-        assert!(e(r#","parallel_attn":false"#).contains("`parallel_attn` is false"));
+        // Falcon-RW's switches are built (read as transformers' truth values); the new
+        // architecture without the parallel block is not (transformers fails on it).
+        let rw = parse(&format!(r#"{{{base},"alibi":true,"parallel_attn":null}}"#)).unwrap();
+        assert_eq!((rw.flag("alibi", false), rw.flag("parallel_attn", true)), (true, false));
+        assert_eq!(crate::arch::FALCON.positions(&rw), crate::arch::Positions::Alibi(crate::arch::Alibi::Falcon));
+        assert!(e(r#","new_decoder_architecture":true,"num_ln_in_parallel_attn":1,"parallel_attn":false"#).contains("`parallel_attn` false"));
         assert!(e(r#","multi_query":"yes""#).contains("key `multi_query` must be true or false"));
     }
 

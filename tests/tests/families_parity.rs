@@ -141,3 +141,31 @@ fn tiny_gemma3_in_the_published_spelling() {
     let diffs = compare_decoder(&mut s, &shape, &Reference::load(&fixture("tiny-gemma3")), Cases::ALL);
     assert_within("tiny-gemma3 (rope_local_base_freq, sliding_window_pattern)", &diffs, 1e-4);
 }
+
+/// Falcon-RW's ALiBi as transformers' Falcon computes it: slopes, positions and their product
+/// rounded to bf16, then divided by sqrt(head_dim). Positions past 256 move in bf16 steps, so a
+/// 300-token prompt's last logits match transformers' only with that rounding (0.087 off with
+/// exact f32 products, measured on the fixture). Built for `default` and `cpu` (the
+/// GroupQueryAttention form, whose attention_bias is the same mask).
+#[test]
+fn falcon_rw_rounds_its_alibi_to_bf16_on_long_prompts() {
+    let r = Reference::load(&fixture("tiny-falcon-rw"));
+    let ids = r.get("long_input_ids").i64();
+    let n = ids.shape()[1];
+    let mask = ndarray::ArrayD::from_elem(vec![1, n], 1i64);
+    let positions = ndarray::Array::from_iter(0..n as i64).into_shape_with_order(vec![1, n]).unwrap();
+    for ep in ["default", "cpu"] {
+        let out = tempfile::tempdir().unwrap();
+        let pkg = out.path().join("pkg");
+        let req = BuildRequest { ep: ep.into(), ..BuildRequest::new(fixture("tiny-falcon-rw"), pkg.clone()) };
+        build(&req, &mut |_| {}).unwrap_or_else(|e| panic!("{ep}: {e}"));
+        let model = ir::load_model(&pkg.join("model.onnx")).unwrap();
+        let shape = DecoderShape::of(&model);
+        let mut s = session(&pkg.join("model.onnx"));
+        let feeds = decoder_feeds(&shape, ids, &mask, &positions, None);
+        let logits = run(&mut s, &feeds)["logits"].f32().clone();
+        let last = logits.slice(ndarray::s![.., n - 1..n, ..]).to_owned().into_dyn();
+        let diff = max_abs_diff(&last, r.get("long_last_logits").f32(), None);
+        assert!(diff < 1e-4, "{ep}: the 300-token prompt's last logits are {diff} off transformers'");
+    }
+}

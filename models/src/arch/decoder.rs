@@ -92,6 +92,14 @@ struct Embedding {
 }
 
 impl DecoderFamily {
+    /// The family's positions, or the ones its `positions_when` key asks for (Falcon's `alibi`).
+    pub(crate) fn positions(&self, c: &crate::DecoderConfig) -> Positions {
+        match self.layout.positions_when {
+            Some(switch) if c.flag(switch.key, switch.default) => switch.on,
+            _ => self.layout.positions,
+        }
+    }
+
     pub(crate) fn build(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo) -> Result<String> {
         let c = &ckpt.config;
         ckpt.set_optional_prefix(self.optional_prefix);
@@ -424,7 +432,7 @@ impl DecoderFamily {
             let k = scalar(b, &format!("{scope}.embedding_scale"), scale);
             h = b.op(&format!("{scope}/Mul"), "Mul", &[&h, &k], vec![]);
         }
-        if let Positions::Learned { offset } = self.layout.positions {
+        if let Positions::Learned { offset } = self.positions(c) {
             let wpe_name = n.embed_positions.ok_or_else(|| Error::Config {
                 path: c.path.clone(),
                 reason: format!("the `{}` family table has learned positions but no embed_positions name", c.model_type),
@@ -439,7 +447,7 @@ impl DecoderFamily {
             let pos = b.op(&format!("{scope}/Gather"), "Gather", &[&wpe, &io.position_ids], vec![ir::Attr::int("axis", 0)]);
             h = b.op(&format!("{scope}/Add"), "Add", &[&h, &pos], vec![]);
         }
-        if let Positions::Sinusoidal { offset } = self.layout.positions {
+        if let Positions::Sinusoidal { offset } = self.positions(c) {
             let rows = c.max_position_embeddings;
             // fairseq zeroes the padding id's row of the whole table (`padding_idx`): read at
             // position `pad - offset` when the pad id is at least the offset.
@@ -463,7 +471,7 @@ impl DecoderFamily {
             masks.entry(w).or_insert_with(|| {
                 let scope = w.map_or("attn_mask".to_string(), |size| format!("attn_mask_window{size}"));
                 let causal = causal_padding_mask(b, &scope, &io.input_ids, &io.attention_mask, w, io.kv_cache.max_length());
-                match l.positions {
+                match self.positions(c) {
                     Positions::Alibi(slopes) => {
                         let dim = |name: &str, axis: usize| b.graph.inputs.iter().find(|v| v.name == name).and_then(|v| v.shape.as_ref()?.get(axis).cloned());
                         let keys = match io.kv_cache.max_length() {
@@ -472,14 +480,14 @@ impl DecoderFamily {
                         };
                         let unknown = || ir::Dim::sym("unk");
                         let dims = [dim(&io.input_ids, 0).unwrap_or_else(unknown), dim(&io.input_ids, 1).unwrap_or_else(unknown), keys.unwrap_or_else(unknown)];
-                        alibi_mask(b, &format!("{scope}/alibi"), &causal, slopes, c.num_attention_heads, dims)
+                        alibi_mask(b, &format!("{scope}/alibi"), &causal, slopes, heads, dims)
                     }
                     _ => causal.mask,
                 }
             });
         }
         let rotates = self.rotates(c, &windows)?;
-        let rotary = l.positions == Positions::Rotary && rotates.iter().any(|&r| r);
+        let rotary = self.positions(c) == Positions::Rotary && rotates.iter().any(|&r| r);
         let interleaved = l.rotary == RotaryPairs::Interleaved;
         if interleaved && c.mrope.is_some() {
             return Err(Error::Config { path: c.path.clone(), reason: format!("the `{}` family rotates interleaved pairs, which multimodal RoPE (`mrope_section`) does not", c.model_type) });
@@ -553,12 +561,14 @@ impl DecoderFamily {
         };
         let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
-        if sh.block == BlockShape::Parallel {
+        if matches!(sh.block, BlockShape::Parallel | BlockShape::ParallelSharedNorm) {
             // Phi: `(attn(ln(h)) + mlp(ln(h))) + h`, in transformers' order; GPT-NeoX's MLP reads
-            // its own norm of `h` (`mlp + attn` first there: the same rounding, `+` commutes).
-            let mx = match n.norms.before_mlp {
-                None => x.clone(),
-                Some(_) => around(b, n.norms.before_mlp, h)?,
+            // its own norm of `h` (`mlp + attn` first there: the same rounding, `+` commutes);
+            // Falcon's parallel block the attention's, its table's before-MLP norm being the
+            // sequential block's.
+            let mx = match (n.norms.before_mlp, sh.block) {
+                (Some(_), BlockShape::Parallel) => around(b, n.norms.before_mlp, h)?,
+                _ => x.clone(),
             };
             let m = self.mlp_block(b, ckpt, sh, i, &layer, &mx)?;
             let both = b.op(&s("parallel/Add"), "Add", &[&o, &m], vec![]);

@@ -57,6 +57,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     head_dim_default: None,
     block: BlockShape::Sequential,
     block_when: None,
+    positions_when: None,
     clip_qkv: None,
     lm_head_bias: Bias::Never,
     rope_default: RopeDefault { theta: 10000.0, scaling: None, renamed: &[], ntk_alpha: false },
@@ -2561,13 +2562,15 @@ fn falcon_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result
         Some(Value::Bool(b)) => Ok(*b),
         Some(v) => Err(format!("key `{key}` must be true or false, found {v}")),
     };
-    if flag(map, "alibi", false)? {
-        return Err("`alibi` is true: Falcon's ALiBi position bias (Falcon-RW) is not built; the rotary Falcon models (`alibi: false`) are".into());
-    }
-    if !flag(map, "parallel_attn", true)? {
-        return Err("`parallel_attn` is false: the sequential Falcon block (`input_layernorm`, then `post_attention_layernorm`) is not built; the parallel one (`parallel_attn: true`) is".into());
-    }
     let new_arch = flag(map, "new_decoder_architecture", false)?;
+    // Written back as booleans, so the table's switches read transformers' truth values.
+    for (key, default) in [("alibi", false), ("parallel_attn", true)] {
+        let on = flag(map, key, default)?;
+        map.insert(key.into(), Value::Bool(on));
+    }
+    if new_arch && !flag(map, "parallel_attn", true)? {
+        return Err("`new_decoder_architecture` is true and `parallel_attn` false: transformers' FalconDecoderLayer has no MLP input for that combination (it fails), so it is not built".into());
+    }
     if new_arch {
         match map.get("num_ln_in_parallel_attn") {
             Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
@@ -2594,13 +2597,15 @@ fn falcon_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result
     Ok(())
 }
 
-/// Falcon (`FalconConfig`; Falcon-7B, Falcon2-11B): one LayerNorm (`input_layernorm`, with bias)
-/// feeding attention and the MLP in parallel, q/k/v in one `query_key_value` laid out per
-/// key/value group (multi-query: one group of every query head, then the key and the value;
-/// `new_decoder_architecture`: each group's queries, key and value), `dense`, an MLP
-/// `dense_h_to_4h` -> `activation` (GELU) -> `dense_4h_to_h` of `ffn_hidden_size`, biases on
-/// every projection when `bias` (default false), rotate-half RoPE, a tied head by default
-/// ([`falcon_config`] for the derived keys and what is refused).
+/// Falcon (`FalconConfig`; Falcon-7B, Falcon2-11B, Falcon-RW): one LayerNorm (`input_layernorm`,
+/// with bias) feeding attention and the MLP in parallel, or, when `parallel_attn` is false
+/// (Falcon-RW), attention then `post_attention_layernorm` and the MLP in sequence; q/k/v in one
+/// `query_key_value` laid out per key/value group (multi-query: one group of every query head,
+/// then the key and the value; `new_decoder_architecture`: each group's queries, key and value;
+/// neither: per head), `dense`, an MLP `dense_h_to_4h` -> `activation` (GELU) -> `dense_4h_to_h`
+/// of `ffn_hidden_size`, biases on every projection when `bias` (default false), rotate-half
+/// RoPE or, when `alibi` (Falcon-RW), Falcon's ALiBi ([`Alibi::Falcon`]), a tied head by
+/// default ([`falcon_config`] for the derived keys and what is refused).
 pub const FALCON: DecoderFamily = DecoderFamily {
     model_types: &["falcon"],
     names: NameTable {
@@ -2610,7 +2615,7 @@ pub const FALCON: DecoderFamily = DecoderFamily {
         attention: AttentionNames::FusedPerGroup { qkv: "self_attention.query_key_value" },
         o_proj: "self_attention.dense",
         qk_norm: None,
-        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: None, after_mlp: None },
+        norms: BlockNorms { before_attention: Some("input_layernorm"), after_attention: None, before_mlp: Some("post_attention_layernorm"), after_mlp: None },
         mlp: MlpNames::Plain { up: "mlp.dense_h_to_4h", down: "mlp.dense_4h_to_h" },
         sinks: None,
         output_gate: None,
@@ -2625,7 +2630,9 @@ pub const FALCON: DecoderFamily = DecoderFamily {
         mlp_bias: Bias::Config("bias"),
         tie_default: true,
         activation: Some(("activation", crate::Activation::Gelu)),
-        block: BlockShape::Parallel,
+        block: BlockShape::Sequential,
+        block_when: Some(BlockSwitch { key: "parallel_attn", default: true, on: BlockShape::ParallelSharedNorm }),
+        positions_when: Some(PositionSwitch { key: "alibi", default: false, on: Positions::Alibi(Alibi::Falcon) }),
         key_aliases: &[("ffn_hidden_size", "intermediate_size"), ("n_embed", "hidden_size")],
         config_rule: Some(falcon_config),
         ..LLAMA_LAYOUT

@@ -589,6 +589,19 @@ pub enum Alibi {
     /// two `p` at or above the heads (odd then even entries when the heads are fewer), times
     /// `slot - (total - 1)` (the last key at 0), in f32.
     Mpt,
+    /// Falcon's (`FalconModel.forward` with `alibi`): BLOOM's slopes and positions, but the
+    /// slopes rounded to bf16 and multiplied in bf16 (the positions rounded to it too, so
+    /// positions past 256 move in steps), then divided by `sqrt(head_dim)`.
+    Falcon,
+}
+
+/// [`Layout::positions_when`]: `on` when the boolean `key` (absent: `default`) is true, the
+/// layout's `positions` otherwise.
+#[derive(Clone, Copy, Debug)]
+pub struct PositionSwitch {
+    pub key: &'static str,
+    pub default: bool,
+    pub on: Positions,
 }
 
 /// Structural choices of a family.
@@ -622,6 +635,9 @@ pub struct Layout {
     /// A boolean config key that, when true, arranges the block as another shape (StableLM's
     /// and GPT-NeoX's `use_parallel_residual`).
     pub block_when: Option<BlockSwitch>,
+    /// A boolean config key that, when true, brings positions in another way (Falcon's
+    /// `alibi`: ALiBi instead of RoPE).
+    pub positions_when: Option<PositionSwitch>,
     /// A config key whose value `c` clamps the q, k and v projections to `[-c, c]` (OLMo's
     /// `clip_qkv`; absent or `null`: no clamp).
     pub clip_qkv: Option<&'static str>,
@@ -738,6 +754,10 @@ pub enum BlockShape {
     /// `norms.before_mlp` on `h` for the MLP where the table names one (GPT-NeoX's
     /// `post_attention_layernorm`: `mlp(ln2(h)) + attn(ln1(h)) + h`, the same sum).
     Parallel,
+    /// [`BlockShape::Parallel`] whose MLP always reads the attention's norm: the table's
+    /// `before_mlp` norm belongs to the family's sequential shape (Falcon's
+    /// `post_attention_layernorm`, built when `parallel_attn` is false).
+    ParallelSharedNorm,
     /// [`BlockShape::Parallel`] with transformers' other order: `(h + attn(ln(h))) + mlp(ln(h))`
     /// (Cohere's `residual + attention + mlp`). The same sum, rounded as transformers rounds it.
     ParallelResidualFirst,

@@ -40,6 +40,12 @@ pub fn mpt_slopes(heads: usize) -> Vec<f32> {
     all.iter().skip(1).step_by(2).chain(all.iter().step_by(2)).copied().take(heads).collect()
 }
 
+/// `x` (f32) rounded to bf16 and back (ONNX Runtime's Cast rounds to nearest even, as torch's).
+fn round_to_bf16(b: &mut GraphBuilder, name: &str, x: &str) -> String {
+    let narrow = b.op(&format!("{name}/Cast"), "Cast", &[x], vec![Attr::int("to", DType::BF16.to_onnx() as i64)]);
+    b.op(&format!("{name}/Cast_back"), "Cast", &[&narrow], vec![Attr::int("to", DType::F32.to_onnx() as i64)])
+}
+
 /// The float type's most negative finite value, the masked keys' bias.
 fn lowest(float: DType) -> f32 {
     match float {
@@ -56,13 +62,14 @@ fn lowest(float: DType) -> f32 {
 /// `<s>_f32`, then cast, as transformers rounds it). `dims` (`[batch, seq, keys]`)
 /// are recorded as its shape, which inference loses through the static cache's padding and
 /// the fusions check.
-pub fn alibi_mask(b: &mut GraphBuilder, s: &str, causal: &CausalMask, kind: Alibi, heads: usize, dims: [ir::Dim; 3]) -> String {
+pub fn alibi_mask(b: &mut GraphBuilder, s: &str, causal: &CausalMask, kind: Alibi, heads: super::attention::Heads, dims: [ir::Dim; 3]) -> String {
+    let (head_dim, heads) = (heads.head_dim, heads.q);
     let f32_code = DType::F32.to_onnx() as i64;
     // The bias is computed in f32 as transformers computes it, then cast to the graph's type:
     // these nodes' names say so (`<mask>/alibi_f32/...`), the one deliberate f32 island.
     let f = format!("{s}_f32");
     let positions = match kind {
-        Alibi::Bloom => {
+        Alibi::Bloom | Alibi::Falcon => {
             // (cumsum(mask) - 1) * mask, counted in f32 (exact far beyond any context).
             let keep = b.op(&format!("{f}/kept"), "Cast", &[&causal.key_padding], vec![Attr::int("to", f32_code)]);
             let axis = b.const_i64(&format!("{f}/key_axis"), &[1]);
@@ -87,9 +94,23 @@ pub fn alibi_mask(b: &mut GraphBuilder, s: &str, causal: &CausalMask, kind: Alib
     let slopes = match kind {
         Alibi::Bloom => bloom_slopes(heads),
         Alibi::Mpt => mpt_slopes(heads),
+        // torch's `.bfloat16()`: round to nearest even.
+        Alibi::Falcon => bloom_slopes(heads).into_iter().map(|v| half::bf16::from_f32(v).to_f32()).collect(),
     };
     let slopes = b.initializer(&format!("{f}/slopes"), ir::Recipe::from_f32(format!("{f}/slopes"), vec![1, heads, 1, 1], &slopes));
-    let mut bias = b.op(&format!("{f}/bias"), "Mul", &[&slopes, &positions], vec![]);
+    let mut bias = match kind {
+        Alibi::Falcon => {
+            // bf16 x int64 in torch: the positions rounded to bf16, the product of two bf16
+            // values (exact in f32) rounded to bf16, then divided by sqrt(head_dim) in f32.
+            let positions = round_to_bf16(b, &format!("{f}/positions_bf16"), &positions);
+            let product = b.op(&format!("{f}/bias_exact"), "Mul", &[&slopes, &positions], vec![]);
+            let product = round_to_bf16(b, &format!("{f}/bias_bf16"), &product);
+            let root = (head_dim as f64).sqrt() as f32;
+            let root = b.initializer(&format!("{f}/sqrt_head_dim"), ir::Recipe::from_f32(format!("{f}/sqrt_head_dim = {root}"), vec![], &[root]));
+            b.op(&format!("{f}/bias"), "Div", &[&product, &root], vec![])
+        }
+        _ => b.op(&format!("{f}/bias"), "Mul", &[&slopes, &positions], vec![]),
+    };
     if b.float != DType::F32 {
         bias = b.op(&format!("{s}/bias_cast"), "Cast", &[&bias], vec![Attr::int("to", b.float.to_onnx() as i64)]);
     }
