@@ -161,9 +161,35 @@ pub fn optimize(model: &mut Model, table: &EpTable, plan: &DtypePlan, explain: b
         quant: quant_outcome,
     };
     if !problems.is_empty() {
+        let mut problems = problems;
+        let hints = exclusion_hints(&model.graph, table, plan, &problems);
+        problems.extend(hints);
         return Err(Error::Validation { ep: table.name.clone(), dtype, problems, report: Box::new(report) });
     }
     Ok(report)
+}
+
+/// For a build that failed validation: the failing nodes (named in `problems`) that a rule the
+/// table excludes for this role and dtype would have taken (its pattern and checks match
+/// them), each with the table's why, so the failure names what was left out on purpose
+/// (ALiBi's attention on dml: fuse.gqa_alibi, which DirectML's GroupQueryAttention could not
+/// run as the model needs).
+fn exclusion_hints(graph: &Graph, table: &EpTable, plan: &DtypePlan, problems: &[String]) -> Vec<String> {
+    let failing = |name: &str| problems.iter().any(|p| p.contains(&format!("`{name}`")));
+    let cx = rules::rt::Cx::new(graph).with_limits(&plan.limits);
+    let applies = |e: &&ep_sets::Exclusion| e.dtype.is_none_or(|d| d == plan.dtype) && e.role.as_deref().is_none_or(|r| r == plan.role.name());
+    let mut out = Vec::new();
+    for ex in table.exclusions().iter().filter(applies) {
+        let Ok(family) = rules::select(&[ex.rule.as_str()]) else { continue };
+        for def in family {
+            for (i, n) in graph.nodes.iter().enumerate().filter(|(_, n)| n.op == def.info.root_op && n.domain == def.info.root_domain && failing(&n.name)) {
+                if (def.matcher)(&cx, i).is_ok() {
+                    out.push(format!("node `{}` is what `{}` fuses, which {}.toml excludes: {}", n.name, def.info.id, table.name, ex.why));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The misses of required fusion `id`: every node of its root op is a candidate, and a

@@ -599,3 +599,17 @@ fn the_quantize_stage_runs_where_the_table_lists_it() {
     let problems = ep_sets::parse("cpu.toml", &dropped).unwrap().validate();
     assert!(problems.iter().any(|p| format!("{p:?}").contains("does not list `quantize`")), "{problems:?}");
 }
+
+/// A build that fails validation names the nodes a rule the table excludes would have taken,
+/// with the table's why: an ALiBi model on dml (whose GroupQueryAttention never reads the
+/// bias) and on webgpu (no kernels for the mask's int64 nodes) says why fuse.gqa_alibi is left
+/// out, not only which fusion or kernel is missing.
+#[test]
+fn a_failed_build_names_the_exclusion_that_would_have_fused_it() {
+    let e = optimized("tiny-bloom", "dml", "f16").unwrap_err().to_string();
+    assert!(e.contains("`transformer.h.0.self_attention/Attention` is what `fuse.gqa_alibi` fuses, which dml.toml excludes") && e.contains("never reads"), "{e}");
+    let e = optimized("tiny-mpt", "webgpu", "f32").unwrap_err().to_string();
+    assert!(e.contains("is what `fuse.gqa_alibi` fuses, which webgpu.toml excludes"), "{e}");
+    // A build that passes carries no such line (the exclusion is only an explanation).
+    assert!(optimized("tiny-bloom", "cpu", "f32").is_ok());
+}

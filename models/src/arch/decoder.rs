@@ -480,7 +480,7 @@ impl DecoderFamily {
                         };
                         let unknown = || ir::Dim::sym("unk");
                         let dims = [dim(&io.input_ids, 0).unwrap_or_else(unknown), dim(&io.input_ids, 1).unwrap_or_else(unknown), keys.unwrap_or_else(unknown)];
-                        alibi_mask(b, &format!("{scope}/alibi"), &causal, slopes, heads, dims)
+                        alibi_mask(b, &format!("{scope}/alibi"), &causal, slopes, heads, c.max_position_embeddings, dims)
                     }
                     _ => causal.mask,
                 }
@@ -1272,8 +1272,8 @@ mod tests {
         let c = parse(&format!("{base}}}")).unwrap();
         assert_eq!((c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim), (96, 3, 6, 16));
         assert_eq!((c.intermediate_size, c.num_key_value_heads, c.max_position_embeddings), (384, 6, 2048));
-        let c = parse(&format!(r#"{base},"seq_length":4096,"intermediate_size":100,"n_inner":7,"hidden_act":"relu"}}"#)).unwrap();
-        assert_eq!((c.intermediate_size, c.max_position_embeddings), (384, 4096));
+        let c = parse(&format!(r#"{base},"seq_length":4096,"intermediate_size":100,"n_inner":7,"hidden_act":"relu","hidden_size":64}}"#)).unwrap();
+        assert_eq!((c.hidden_size, c.intermediate_size, c.max_position_embeddings), (96, 384, 4096), "n_embed wins, as BloomConfig reads it");
         assert_eq!(crate::arch::BLOOM.scalars(&c).unwrap().act, Activation::GeluTanh);
         let e = parse(&format!(r#"{base},"apply_residual_connection_post_layernorm":true}}"#)).unwrap_err().to_string();
         assert!(e.contains("`apply_residual_connection_post_layernorm`"), "{e}");

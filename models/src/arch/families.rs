@@ -1815,7 +1815,11 @@ fn bloom_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<
         None | Some(Value::Null) | Some(Value::Bool(false)) => {}
         Some(v) => return Err(format!("key `apply_residual_connection_post_layernorm` is {v}: BLOOM's block whose residual is the normed input is not built; the standard one (false) is")),
     }
-    if let Some(hidden) = map.get("hidden_size").or(map.get("n_embed")).and_then(Value::as_u64) {
+    // `BloomConfig.__post_init__`: `n_embed`, when given, is the width.
+    if let Some(width) = map.get("n_embed").filter(|v| !v.is_null()).cloned() {
+        map.insert("hidden_size".into(), width);
+    }
+    if let Some(hidden) = map.get("hidden_size").and_then(Value::as_u64) {
         map.insert("intermediate_size".into(), Value::from(4 * hidden));
     }
     Ok(())
@@ -1856,7 +1860,7 @@ pub const BLOOM: DecoderFamily = DecoderFamily {
         tie_default: true,
         // `BloomGelu`: the tanh approximation, whatever `hidden_act` a config carries.
         activation: Some(("hidden_act", crate::Activation::GeluTanh)),
-        key_aliases: &[("n_embed", "hidden_size"), ("seq_length", "max_position_embeddings")],
+        key_aliases: &[("seq_length", "max_position_embeddings")],
         ignored_keys: &["hidden_act", "num_key_value_heads", "intermediate_size", "n_inner", "max_position_embeddings"],
         config_rule: Some(bloom_config),
         embedding_norm: Some("transformer.word_embeddings_layernorm"),

@@ -591,7 +591,8 @@ pub enum Alibi {
     Mpt,
     /// Falcon's (`FalconModel.forward` with `alibi`): BLOOM's slopes and positions, but the
     /// slopes rounded to bf16 and multiplied in bf16 (the positions rounded to it too, so
-    /// positions past 256 move in steps), then divided by `sqrt(head_dim)`.
+    /// positions past 256 move in steps), then divided by `sqrt(head_dim)`: a table the build
+    /// computes over the context, gathered by position.
     Falcon,
 }
 

@@ -40,10 +40,15 @@ pub fn mpt_slopes(heads: usize) -> Vec<f32> {
     all.iter().skip(1).step_by(2).chain(all.iter().step_by(2)).copied().take(heads).collect()
 }
 
-/// `x` (f32) rounded to bf16 and back (ONNX Runtime's Cast rounds to nearest even, as torch's).
-fn round_to_bf16(b: &mut GraphBuilder, name: &str, x: &str) -> String {
-    let narrow = b.op(&format!("{name}/Cast"), "Cast", &[x], vec![Attr::int("to", DType::BF16.to_onnx() as i64)]);
-    b.op(&format!("{name}/Cast_back"), "Cast", &[&narrow], vec![Attr::int("to", DType::F32.to_onnx() as i64)])
+/// Falcon's bias table `[rows, heads]`: row `p`, head `h` is `bf16(bf16(slope[h]) *
+/// bf16(p)) / sqrt(head_dim)` in f32, as transformers' Falcon computes it (`slopes.bfloat16() *
+/// positions`: torch rounds the int64 positions to bf16 and the product too, round to nearest
+/// even as `half` does), then divides in f32. Positions past 256 move in bf16 steps.
+pub fn falcon_bias_table(heads: usize, head_dim: usize, rows: usize) -> Vec<f32> {
+    let bf = |v: f32| half::bf16::from_f32(v).to_f32();
+    let slopes: Vec<f32> = bloom_slopes(heads).into_iter().map(bf).collect();
+    let root = (head_dim as f64).sqrt() as f32;
+    (0..rows).flat_map(|p| slopes.iter().map(move |s| bf(s * bf(p as f32)) / root)).collect()
 }
 
 /// The float type's most negative finite value, the masked keys' bias.
@@ -59,57 +64,59 @@ fn lowest(float: DType) -> f32 {
 /// The float mask `[batch, heads, seq, keys]` under the node-name scope `s`: the slopes of
 /// `kind` for `heads` heads times its key positions where `causal.mask` keeps a key, the
 /// lowest finite value elsewhere, in the graph's float type (the product in f32 under
-/// `<s>_f32`, then cast, as transformers rounds it). `dims` (`[batch, seq, keys]`)
+/// `<s>_f32`, then cast, as transformers rounds it). `rows`: the positions Falcon's table
+/// covers (the context). `dims` (`[batch, seq, keys]`)
 /// are recorded as its shape, which inference loses through the static cache's padding and
 /// the fusions check.
-pub fn alibi_mask(b: &mut GraphBuilder, s: &str, causal: &CausalMask, kind: Alibi, heads: super::attention::Heads, dims: [ir::Dim; 3]) -> String {
+pub fn alibi_mask(b: &mut GraphBuilder, s: &str, causal: &CausalMask, kind: Alibi, heads: super::attention::Heads, rows: usize, dims: [ir::Dim; 3]) -> String {
     let (head_dim, heads) = (heads.head_dim, heads.q);
     let f32_code = DType::F32.to_onnx() as i64;
     // The bias is computed in f32 as transformers computes it, then cast to the graph's type:
     // these nodes' names say so (`<mask>/alibi_f32/...`), the one deliberate f32 island.
     let f = format!("{s}_f32");
-    let positions = match kind {
-        Alibi::Bloom | Alibi::Falcon => {
-            // (cumsum(mask) - 1) * mask, counted in f32 (exact far beyond any context).
+    let slopes = |b: &mut GraphBuilder, values: Vec<f32>| b.initializer(&format!("{f}/slopes"), ir::Recipe::from_f32(format!("{f}/slopes"), vec![1, heads, 1, 1], &values));
+    let mut bias = match kind {
+        Alibi::Bloom => {
+            // (cumsum(mask) - 1) * mask, counted in f32 (exact far beyond any context),
+            // [batch, keys] -> [batch, 1, 1, keys], times the slopes [1, heads, 1, 1].
             let keep = b.op(&format!("{f}/kept"), "Cast", &[&causal.key_padding], vec![Attr::int("to", f32_code)]);
             let axis = b.const_i64(&format!("{f}/key_axis"), &[1]);
             let count = b.op(&format!("{f}/kept_count"), "CumSum", &[&keep, &axis], vec![]);
             let one = b.initializer(&format!("{f}/one"), ir::Recipe::from_f32(format!("{f}/one"), vec![], &[1.0]));
             let index = b.op(&format!("{f}/kept_index"), "Sub", &[&count, &one], vec![]);
-            b.op(&format!("{f}/positions"), "Mul", &[&index, &keep], vec![])
+            let positions = b.op(&format!("{f}/positions"), "Mul", &[&index, &keep], vec![]);
+            let axes12 = b.const_i64_1d(&format!("{f}/axes12"), &[1, 2]);
+            let positions = b.op(&format!("{f}/positions_4d"), "Unsqueeze", &[&positions, &axes12], vec![]);
+            let slopes = slopes(b, bloom_slopes(heads));
+            b.op(&format!("{f}/bias"), "Mul", &[&slopes, &positions], vec![])
         }
         Alibi::Mpt => {
-            // slot - (total - 1): the last key at 0.
-            let one = b.const_i64(&format!("{f}/one"), &[1]);
-            let last = b.op(&format!("{f}/last_slot"), "Sub", &[&causal.total, &one], vec![]);
-            let relative = b.op(&format!("{f}/relative_slots"), "Sub", &[&causal.key_positions, &last], vec![]);
-            let relative = b.op(&format!("{f}/relative_f32"), "Cast", &[&relative], vec![Attr::int("to", f32_code)]);
-            let row = b.const_i64_1d(&format!("{f}/row_axis"), &[0]);
-            b.op(&format!("{f}/positions"), "Unsqueeze", &[&relative, &row], vec![])
+            // transformers' `slot - (total - 1)` differs from `key - query` by a constant per
+            // query row, which the softmax ignores; the latter keeps each query's near keys
+            // small, so the bias stays exact where it matters once rounded to f16 or bf16
+            // (transformers adds it in f32). [seq, keys] -> [1, 1, seq, keys].
+            let relative = b.op(&format!("{f}/relative_positions"), "Sub", &[&causal.key_positions, &causal.query_column], vec![]);
+            let relative = b.op(&format!("{f}/positions"), "Cast", &[&relative], vec![Attr::int("to", f32_code)]);
+            let axes01 = b.const_i64_1d(&format!("{f}/axes01"), &[0, 1]);
+            let positions = b.op(&format!("{f}/positions_4d"), "Unsqueeze", &[&relative, &axes01], vec![]);
+            let slopes = slopes(b, mpt_slopes(heads));
+            b.op(&format!("{f}/bias"), "Mul", &[&slopes, &positions], vec![])
         }
-    };
-    // positions [batch or 1, keys] -> [batch or 1, 1, 1, keys], times slopes [1, heads, 1, 1].
-    let axes12 = b.const_i64_1d(&format!("{f}/axes12"), &[1, 2]);
-    let positions = b.op(&format!("{f}/positions_4d"), "Unsqueeze", &[&positions, &axes12], vec![]);
-    let slopes = match kind {
-        Alibi::Bloom => bloom_slopes(heads),
-        Alibi::Mpt => mpt_slopes(heads),
-        // torch's `.bfloat16()`: round to nearest even.
-        Alibi::Falcon => bloom_slopes(heads).into_iter().map(|v| half::bf16::from_f32(v).to_f32()).collect(),
-    };
-    let slopes = b.initializer(&format!("{f}/slopes"), ir::Recipe::from_f32(format!("{f}/slopes"), vec![1, heads, 1, 1], &slopes));
-    let mut bias = match kind {
         Alibi::Falcon => {
-            // bf16 x int64 in torch: the positions rounded to bf16, the product of two bf16
-            // values (exact in f32) rounded to bf16, then divided by sqrt(head_dim) in f32.
-            let positions = round_to_bf16(b, &format!("{f}/positions_bf16"), &positions);
-            let product = b.op(&format!("{f}/bias_exact"), "Mul", &[&slopes, &positions], vec![]);
-            let product = round_to_bf16(b, &format!("{f}/bias_bf16"), &product);
-            let root = (head_dim as f64).sqrt() as f32;
-            let root = b.initializer(&format!("{f}/sqrt_head_dim"), ir::Recipe::from_f32(format!("{f}/sqrt_head_dim = {root}"), vec![], &[root]));
-            b.op(&format!("{f}/bias"), "Div", &[&product, &root], vec![])
+            // Positions as BLOOM's, in int64, gathering rows of the precomputed bf16-rounded
+            // table ([`falcon_bias_table`]): [batch, keys, heads] -> [batch, heads, 1, keys].
+            let axis = b.const_i64(&format!("{f}/key_axis"), &[1]);
+            let count = b.op(&format!("{f}/kept_count"), "CumSum", &[&causal.key_padding, &axis], vec![]);
+            let one = b.const_i64(&format!("{f}/one"), &[1]);
+            let index = b.op(&format!("{f}/kept_index"), "Sub", &[&count, &one], vec![]);
+            let positions = b.op(&format!("{f}/positions"), "Mul", &[&index, &causal.key_padding], vec![]);
+            let table = falcon_bias_table(heads, head_dim, rows);
+            let table = b.initializer(&format!("{f}/bias_table"), ir::Recipe::from_f32(format!("{f}/bias_table"), vec![rows, heads], &table));
+            let rows = b.op(&format!("{f}/bias_rows"), "Gather", &[&table, &positions], vec![Attr::int("axis", 0)]);
+            let heads_first = b.op(&format!("{f}/bias_heads"), "Transpose", &[&rows], vec![Attr::ints("perm", &[0, 2, 1])]);
+            let axis2 = b.const_i64_1d(&format!("{f}/query_axis"), &[2]);
+            b.op(&format!("{f}/bias"), "Unsqueeze", &[&heads_first, &axis2], vec![])
         }
-        _ => b.op(&format!("{f}/bias"), "Mul", &[&slopes, &positions], vec![]),
     };
     if b.float != DType::F32 {
         bias = b.op(&format!("{s}/bias_cast"), "Cast", &[&bias], vec![Attr::int("to", b.float.to_onnx() as i64)]);
@@ -145,6 +152,26 @@ mod tests {
         assert_eq!(mpt_slopes(4), vec![0.25, 0.0625, 0.015625, 0.00390625]);
         // 6 heads: p = 8, slopes 2^-1..2^-8, odd-indexed (2^-2, 2^-4, 2^-6, 2^-8) then even.
         assert_eq!(mpt_slopes(6), vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]);
+    }
+
+    /// Bits of transformers' Falcon bias (`build_alibi_tensor(ones(1, 2048), 6, float32) /
+    /// sqrt(16)`, transformers 5.25) at positions 1 to 2047: 257 and 2047 land on bf16 steps
+    /// (256 and 2048), 1001 on 1000.
+    #[test]
+    fn falcon_table_is_transformers_bf16_bias() {
+        let table = falcon_bias_table(6, 16, 2048);
+        let torch: [(usize, [u32; 6]); 6] = [
+            (1, [0x3d800000, 0x3c800000, 0x3b800000, 0x3a800000, 0x3e000000, 0x3d000000]),
+            (255, [0x417f0000, 0x407f0000, 0x3f7f0000, 0x3e7f0000, 0x41ff0000, 0x40ff0000]),
+            (257, [0x41800000, 0x40800000, 0x3f800000, 0x3e800000, 0x42000000, 0x41000000]),
+            (300, [0x41960000, 0x40960000, 0x3f960000, 0x3e960000, 0x42160000, 0x41160000]),
+            (1001, [0x427a0000, 0x417a0000, 0x407a0000, 0x3f7a0000, 0x42fa0000, 0x41fa0000]),
+            (2047, [0x43000000, 0x42000000, 0x41000000, 0x40000000, 0x43800000, 0x42800000]),
+        ];
+        for (p, bits) in torch {
+            let ours: Vec<u32> = table[p * 6..(p + 1) * 6].iter().map(|v| v.to_bits()).collect();
+            assert_eq!(ours, bits, "position {p}");
+        }
     }
 
     /// Bits of torch's slopes (transformers 5.25, `_get_alibi_slopes(20)` and

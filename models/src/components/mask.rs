@@ -18,11 +18,11 @@ pub struct CausalMask {
     pub mask: String,
     /// The key slots `0..keys` (int64 `[keys]`).
     pub key_positions: String,
+    /// The queries' slots `past..total` as a column (int64 `[seq, 1]`).
+    pub query_column: String,
     /// `attention_mask` over the key axis (int64 `[batch, keys]`; zeros in a static cache's
     /// unwritten slots).
     pub key_padding: String,
-    /// The total length `past + seq` (int64 scalar).
-    pub total: String,
 }
 
 /// Builds the mask under the node-name scope `s` (`attn_mask` for full attention). `cache_len`:
@@ -79,7 +79,7 @@ pub fn causal_padding_mask(
     let axes12 = b.const_i64_1d(&format!("{s}/axes12"), &[1, 2]);
     let keep4 = b.op(&format!("{s}/padding_4d"), "Unsqueeze", &[&keep, &axes12], vec![]);
     let mask = b.op(s, "And", &[&allowed, &keep4], vec![]);
-    CausalMask { mask, key_positions: key_pos, key_padding: padded, total: total_s }
+    CausalMask { mask, key_positions: key_pos, query_column: query_col, key_padding: padded }
 }
 
 /// An encoder's mask: `attention_mask` `[batch, seq]` cast to bool, unsqueezed to `[batch, 1,
