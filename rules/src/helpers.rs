@@ -197,21 +197,25 @@ pub mod allowed {
         let [attention_mask, mask, q] = args else {
             return Err(fail(em, "gqa_static_padding", format!("expects 3 values, got {}", args.len())));
         };
-        let key = format!("gqa_static_padding({mask}, {attention_mask})");
-        let cut = match em.memo(&key) {
-            Some(done) => done[0].clone(),
-            None => {
-                let saved = std::mem::replace(&mut em.base, "gqa_static_padding".to_string());
-                let start = em.initializer("gqa_static_padding/start", Recipe::from_i64("gqa_static_padding/start", vec![1], &[0]));
-                let axis = em.initializer("gqa_static_padding/key_axis", Recipe::from_i64("gqa_static_padding/key_axis", vec![1], &[3]));
-                let width = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
-                let cut = em.node("", "Slice", ir::OPSET, vec![mask.clone(), start, width[0].clone(), axis], &[true], vec![])?;
-                em.base = saved;
-                em.remember(key, vec![cut[0].clone()]);
-                cut[0].clone()
-            }
-        };
+        let cut = cut_to_width(em, "gqa_static_padding", mask, attention_mask)?;
         gqa_padding(em, &[attention_mask.clone(), cut, q.clone()])
+    }
+
+    /// A static mask of N key columns (boolean, or ALiBi's float one) cut to the
+    /// attention_mask width (Slice on axis 3), under the node-name scope `scope`, once per mask.
+    fn cut_to_width(em: &mut Emitter, scope: &str, mask: &str, attention_mask: &str) -> Result<String, Error> {
+        let key = format!("{scope}({mask}, {attention_mask})");
+        if let Some(done) = em.memo(&key) {
+            return Ok(done[0].clone());
+        }
+        let saved = std::mem::replace(&mut em.base, scope.to_string());
+        let start = em.initializer(&format!("{scope}/start"), Recipe::from_i64(format!("{scope}/start"), vec![1], &[0]));
+        let axis = em.initializer(&format!("{scope}/key_axis"), Recipe::from_i64(format!("{scope}/key_axis"), vec![1], &[3]));
+        let width = em.node("", "Shape", ir::OPSET, vec![attention_mask.to_string()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
+        let cut = em.node("", "Slice", ir::OPSET, vec![mask.to_string(), start, width[0].clone(), axis], &[true], vec![])?;
+        em.base = saved;
+        em.remember(key, vec![cut[0].clone()]);
+        Ok(cut[0].clone())
     }
 
     /// [`gqa_static_padding`] for a float mask (ALiBi's, which is already the attention bias):
@@ -221,20 +225,7 @@ pub mod allowed {
         let [attention_mask, bias] = args else {
             return Err(fail(em, "gqa_static_bias", format!("expects 2 values, got {}", args.len())));
         };
-        let key = format!("gqa_static_bias({bias}, {attention_mask})");
-        let cut = match em.memo(&key) {
-            Some(done) => done[0].clone(),
-            None => {
-                let saved = std::mem::replace(&mut em.base, "gqa_static_bias".to_string());
-                let start = em.initializer("gqa_static_bias/start", Recipe::from_i64("gqa_static_bias/start", vec![1], &[0]));
-                let axis = em.initializer("gqa_static_bias/key_axis", Recipe::from_i64("gqa_static_bias/key_axis", vec![1], &[3]));
-                let width = em.node("", "Shape", ir::OPSET, vec![attention_mask.clone()], &[true], vec![Attr::int("start", 1), Attr::int("end", 2)])?;
-                let cut = em.node("", "Slice", ir::OPSET, vec![bias.clone(), start, width[0].clone(), axis], &[true], vec![])?;
-                em.base = saved;
-                em.remember(key, vec![cut[0].clone()]);
-                cut[0].clone()
-            }
-        };
+        let cut = cut_to_width(em, "gqa_static_bias", bias, attention_mask)?;
         let mut out = gqa_padded_lengths(em, std::slice::from_ref(attention_mask))?;
         out.push(cut);
         Ok(out)

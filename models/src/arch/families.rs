@@ -1941,7 +1941,8 @@ fn mpt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<()
 }
 
 /// MPT (`MptConfig`; MPT-7B and MPT-30B and their fine-tunes): no position embeddings but MPT's
-/// ALiBi ([`Alibi::Mpt`]: slopes `2^(-8 i / p)` at `key slot - last slot`, in f32), LayerNorms
+/// ALiBi ([`Alibi::Mpt`]: slopes `2^(-8 i / p)` at each key's slot relative to the query's),
+/// LayerNorms
 /// without bias (`norm_1`, `norm_2`, `norm_f`; `layer_norm_epsilon`), q/k/v stacked in one
 /// `attn.Wqkv` (clamped to `clip_qkv` when set), `out_proj`, an exact-GELU MLP `ffn.up_proj` /
 /// `ffn.down_proj` 4 x hidden wide, no biases, the softmax scale `softmax_scale` else

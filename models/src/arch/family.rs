@@ -587,7 +587,8 @@ pub enum Alibi {
     Bloom,
     /// MPT's (`build_mpt_alibi_tensor`, `alibi_bias_max` 8): `2^(-8 i / p)` for the power of
     /// two `p` at or above the heads (odd then even entries when the heads are fewer), times
-    /// `slot - (total - 1)` (the last key at 0), in f32.
+    /// `slot - (total - 1)` (the last key at 0); built as `key slot - query slot`, the same
+    /// after the softmax and exact near each query once rounded to f16 or bf16.
     Mpt,
     /// Falcon's (`FalconModel.forward` with `alibi`): BLOOM's slopes and positions, but the
     /// slopes rounded to bf16 and multiplied in bf16 (the positions rounded to it too, so
