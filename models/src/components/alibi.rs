@@ -1,13 +1,13 @@
 //! ALiBi: a per-head linear bias over the key positions, added to every attention score
-//! (BLOOM, MPT). It rides in the attention mask: the boolean causal/padding mask becomes the
+//! (BLOOM, MPT, Falcon-RW). It rides in the attention mask: the boolean causal/padding mask becomes the
 //! float mask `Where(mask, slope[h] * position[b, j], lowest)` `[batch, heads, seq, keys]`,
 //! built once and shared by every layer, which ONNX `Attention` adds to the scaled scores and
 //! GroupQueryAttention takes as its `attention_bias` (rule `fuse.gqa_alibi`).
 //!
 //! Masked keys get the float type's lowest finite value, as transformers fills its mask: a
 //! fixed bias like -10000 would not stay below a far key's own bias (MPT's run to
-//! `-slope * (total - 1)`), and a row whose keys are all masked (a left-pad query) still gets
-//! finite probabilities.
+//! `-slope * query position`), and a row whose keys are all masked (a left-pad query) still
+//! gets finite probabilities.
 
 use super::mask::CausalMask;
 use crate::arch::Alibi;
