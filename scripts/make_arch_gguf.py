@@ -95,7 +95,7 @@ ARCH = {
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
     "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa", "glm": "chatglm",
-    "exaone": "exaone",
+    "exaone": "exaone", "bloom": "bloom", "mpt": "mpt",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -112,6 +112,8 @@ MAPPED = {
     "granite_swa": gguf.MODEL_ARCH.GRANITE,
     "chatglm": gguf.MODEL_ARCH.CHATGLM,
     "exaone": gguf.MODEL_ARCH.EXAONE,
+    "bloom": gguf.MODEL_ARCH.BLOOM,
+    "mpt": gguf.MODEL_ARCH.MPT,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -133,6 +135,9 @@ FIXTURES = [
     "tiny-glm",
     # EXAONE 3.5 (its own weight names, mapped by gguf-py; its own config keys).
     "tiny-exaone",
+    # ALiBi: BLOOM (per-head query_key_value restacked as GPT-NeoX's), MPT (Wqkv as stored, the
+    # clamp; its softmax_scale is not written).
+    "tiny-bloom", "tiny-mpt",
 ]
 # Fixtures whose checkpoint family stores q, k and v fused, written so (the file's own layout,
 # not llama.cpp's `--fuse-qkv`): THUDM's ChatGLM checkpoints (`query_key_value`).
@@ -141,7 +146,7 @@ FUSED_AS_STORED = {"tiny-glm"}
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
 def falcon_states_more(cfg):
@@ -165,6 +170,16 @@ def hf_spellings(cfg):
         # per query head; the MLP `ffn_hidden_size` (4 x hidden when null).
         kv = cfg["num_kv_heads"] if cfg.get("new_decoder_architecture") else 1 if cfg.get("multi_query", True) else cfg["num_attention_heads"]
         return dict(cfg, num_key_value_heads=kv, intermediate_size=cfg.get("ffn_hidden_size") or 4 * cfg["hidden_size"])
+    if cfg["model_type"] == "bloom":
+        # BloomConfig: `n_embed`, `n_head`, `n_layer`; BloomModel.set_gguf_parameters writes the
+        # context `seq_length`, else the width, and the MLP 4 x hidden.
+        h = cfg["n_embed"]
+        return dict(cfg, hidden_size=h, num_attention_heads=cfg["n_head"], num_key_value_heads=cfg["n_head"], num_hidden_layers=cfg["n_layer"],
+                    intermediate_size=4 * h, max_position_embeddings=cfg.get("seq_length", h))
+    if cfg["model_type"] == "mpt":
+        h = cfg["d_model"]
+        return dict(cfg, hidden_size=h, num_attention_heads=cfg["n_heads"], num_key_value_heads=cfg["n_heads"], num_hidden_layers=cfg["n_layers"],
+                    intermediate_size=4 * h, max_position_embeddings=cfg["max_seq_len"])
     if cfg["model_type"] == "exaone":
         # ExaoneConfig.attribute_map: its own spellings of the layer count, epsilon, activation.
         return dict(cfg, num_hidden_layers=cfg["num_layers"], rms_norm_eps=cfg["layer_norm_epsilon"], hidden_act=cfg["activation_function"])
@@ -237,7 +252,7 @@ def mapped_tensors(cfg, st, arch, fused):
         if arch == "apertus" and ".act_fn." in hf:
             # ApertusModel.modify_tensors: the xIELU scalars become metadata (`xielu_scalars`).
             continue
-        g = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        g = names.get_name(converter_name(hf, arch), try_suffixes=(".weight", ".bias"))
         if arch == "granite_swa" and hf.endswith(".self_attn.sinks"):
             # GraniteSWAModel.filter_tensors: `sinks` + `.weight`, LLM_TENSOR_ATTN_SINKS.
             g = f"blk.{hf.split('.')[2]}.attn_sinks.weight"
@@ -254,10 +269,13 @@ def mapped_tensors(cfg, st, arch, fused):
         if arch == "falcon" and ".attn_qkv." in g:
             # FalconModel.modify_tensors: per key/value group [queries | k | v] restacked.
             w = falcon_restack(w, heads, cfg["num_key_value_heads"])
+        if arch == "bloom" and ".attn_qkv." in g:
+            # BloomModel.modify_tensors: the per-head [q | k | v] rows restacked as GPT-NeoX's.
+            w = neox_restack(w, heads)
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
         out[g] = w
-    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon", "minicpm3")))
+    assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon", "minicpm3", "bloom", "mpt")))
     if fused:
         # Also what `--fuse-qkv` writes for any architecture (`ModelBase.modify_tensors`): q, k
         # and v (after a LlamaModel's permutation) concatenated, their biases likewise.
@@ -269,6 +287,11 @@ def mapped_tensors(cfg, st, arch, fused):
                 out[f"blk.{i}.attn_qkv.{suffix}"] = np.concatenate(parts, axis=0)
             assert f"blk.{i}.attn_qkv.weight" in out, f"{arch}: layer {i} has no q/k/v to fuse"
     return list(out.items())
+
+
+def converter_name(hf, arch):
+    """The name the converter maps: BloomModel.modify_tensors strips `transformer.` first."""
+    return hf.removeprefix("transformer.") if arch == "bloom" else hf
 
 
 def stacked_qk_norms(cfg, st, arch):
@@ -478,6 +501,36 @@ def write_mapped(w, cfg, arch, quantized):
         if unwritten:
             w.add_rope_freq_base(cfg["rope_theta"])
         w.add_tokenizer_pre("falcon")
+    if arch == "bloom":
+        # BloomModel.set_gguf_parameters (its own keys, in its order); `bloom` is the hash of
+        # BLOOM's tokenizer in `get_vocab_base_pre`.
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(4 * hidden)
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(heads)
+        w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_tokenizer_pre("bloom")
+        return
+    if arch == "mpt":
+        # MPTModel.set_gguf_parameters: its own keys, the epsilon fixed at 1e-5, the clamp when
+        # set, the ALiBi maximum (0 without ALiBi); no softmax scale.
+        a = cfg["attn_config"]
+        w.add_context_length(cfg["max_seq_len"])
+        w.add_embedding_length(hidden)
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_feed_forward_length(4 * hidden)
+        w.add_head_count(heads)
+        if a.get("kv_n_heads"):
+            w.add_head_count_kv(a["kv_n_heads"])
+        w.add_layer_norm_eps(1e-5)
+        if a.get("clip_qkv") is not None:
+            w.add_clamp_kqv(a["clip_qkv"])
+        w.add_max_alibi_bias(a["alibi_bias_max"] if a.get("alibi") else 0.0)
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_tokenizer_pre("mpt")
         return
     if arch == "minicpm3":
         # MiniCPM3Model.set_gguf_parameters (its own keys: no rope base, no value length, none of
@@ -747,7 +800,7 @@ def dequantized_mapped(r, cfg, arch, st):
     """`dequantized` for the MAPPED architectures: names inverted through the same TensorNameMap
     over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
-    inverse = {names.get_name(hf, try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
+    inverse = {names.get_name(converter_name(hf, arch), try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
     if arch == "granite_swa":
         inverse.update({f"blk.{hf.split('.')[2]}.attn_sinks.weight": hf for hf in st if hf.endswith(".self_attn.sinks")})
     heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
@@ -764,7 +817,7 @@ def dequantized_mapped(r, cfg, arch, st):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder", "falcon"):
+        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder", "falcon", "bloom", "mpt"):
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:
@@ -772,7 +825,7 @@ def dequantized_mapped(r, cfg, arch, st):
                 x = x - 1
             if arch == "gpt2" and inverse[name].endswith(CONV1D):
                 x = x.T
-            if arch == "gptneox" and ".attn_qkv." in name:
+            if arch in ("gptneox", "bloom") and ".attn_qkv." in name:
                 x = neox_unstack(x, heads)
             if arch == "falcon" and ".attn_qkv." in name:
                 x = falcon_unstack(x, heads, kv)

@@ -44,6 +44,13 @@ const EXAONE_MOE_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?
 /// case-insensitive contractions out for its engine).
 const JAIS2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}";
 
+/// BLOOM's split (`bloom`): runs of anything but whitespace and the punctuation `.,!?` and its
+/// CJK and Indic kin, each with one leading space. llama.cpp's `LLAMA_VOCAB_PRE_TYPE_BLOOM`
+/// regex (`llama-vocab.cpp`); BLOOM's own tokenizer.json states the same class with the
+/// punctuation in a nested set (`[^(\s|[.,!?…。，、।۔،])]`), which excludes the same
+/// characters, `(`, `|` and `)` among them.
+const BLOOM_SPLIT: &str = " ?[^(\\s|.,!?…。，、।۔،)]+";
+
 /// o200k's split (gpt-oss, GPT-4o): llama.cpp's `gpt-4o` pre-tokenizer (`llama-vocab.cpp`, the
 /// original regex in its comment), as the gpt-oss checkpoints' own tokenizer.json states it.
 /// transformers' GGUF loader has no gpt-oss, so this one is llama.cpp's, not its.
@@ -131,6 +138,7 @@ const SPLITS: &[(&str, &str)] = &[
     ("minimax-m2", O200K_SPLIT),
     ("exaone-moe", EXAONE_MOE_SPLIT),
     ("jais-2", JAIS2_SPLIT),
+    ("bloom", BLOOM_SPLIT),
 ];
 
 /// One pass of a pre-tokenizer sequence before its byte-level mapping.

@@ -158,6 +158,11 @@
 //!   key/value group to q, k, v rows (`tensor_data_layout` `jploski`; put back per group by
 //!   [`QkvGroups`]), no rope base (10000 unless the file says), one LayerNorm a layer (Falcon-40B's
 //!   second refused). jais2 (`Jais2Model`): biased LayerNorms and projections, relu2.
+//! - bloom (`BloomModel`) and mpt (`MPTModel`): ALiBi, no RoPE keys; BLOOM's restacked
+//!   `query_key_value` put back per head (as GPT-NeoX's), its embedding norm, llama.cpp's fixed
+//!   maximum 8; MPT's `Wqkv` as stored with its clamp, its maximum 8 required, and what the
+//!   file cannot state (`softmax_scale`, exact GELU, MPT's slopes) transformers' MPT
+//!   ([`mpt_config`]).
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
 //!   granitemoe files with a shared MLP (`expert_shared_feed_forward_length`) are
 //!   GraniteMoeShared, the shared gate and up joined back ([`joined_shared_mlp`]).
@@ -363,6 +368,13 @@ enum Kind {
     /// in pre-norm blocks with DeepSeek-V3-style experts; multi-token prediction layers after
     /// the decoder unread.
     ExaoneMoe,
+    /// BLOOM and BLOOMZ (`bloom`): ALiBi (llama.cpp's fixed maximum bias 8: BLOOM's slopes), a
+    /// LayerNorm on the embeddings, biased LayerNorms and projections, q/k/v in one projection
+    /// (restacked by the converter), the tanh-GELU MLP 4 x hidden wide.
+    Bloom,
+    /// MPT-7B and MPT-30B (`mpt`): MPT's ALiBi, bias-free LayerNorms and projections, q/k/v in
+    /// one projection clamped to `attention.clamp_kqv`, the GELU MLP 4 x hidden wide.
+    Mpt,
 }
 
 /// One architecture's mapping.
@@ -392,7 +404,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox | Kind::Jais2 | Kind::Falcon)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox | Kind::Jais2 | Kind::Falcon | Kind::Bloom | Kind::Mpt)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -502,6 +514,9 @@ impl Arch {
             Kind::Nemotron | Kind::Jais2 => &["attention.layer_norm_epsilon"],
             // `tensor_data_layout`: "jploski", the restacked q/k/v FalconModel writes.
             Kind::Falcon => &["attention.layer_norm_epsilon", "tensor_data_layout"],
+            // BLOOM's ALiBi maximum is a constant of llama.cpp's loader (8), no key.
+            Kind::Bloom => &["attention.layer_norm_epsilon"],
+            Kind::Mpt => &["attention.layer_norm_epsilon", "attention.clamp_kqv", "attention.max_alibi_bias"],
             // `tensor_data_layout`: old convert.py files made from Meta's .pth checkpoints say
             // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
@@ -590,6 +605,8 @@ impl Arch {
             Kind::Gpt2 | Kind::StarCoder => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
             Kind::Falcon => FALCON_NAMES,
+            Kind::Bloom => BLOOM_NAMES,
+            Kind::Mpt => MPT_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -605,6 +622,8 @@ impl Arch {
             Kind::Gpt2 | Kind::StarCoder => GPT2_GLOBAL_NAMES,
             Kind::Bert => BERT_GLOBAL_NAMES,
             Kind::Falcon => FALCON_GLOBAL_NAMES,
+            Kind::Bloom => BLOOM_GLOBAL_NAMES,
+            Kind::Mpt => MPT_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
     }
@@ -614,7 +633,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon | Kind::Bloom | Kind::Mpt => &[],
             Kind::ChatGlm => &[CHATGLM_MLP_NAMES],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron | Kind::Jais2 => &[PLAIN_MLP_NAMES],
@@ -682,7 +701,8 @@ impl Arch {
     /// Where the family's layer `layer` lives: `model.layers.N`, GPT-2's `transformer.h.N`.
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
-            Kind::Gpt2 | Kind::StarCoder | Kind::Falcon => format!("transformer.h.{layer}"),
+            Kind::Gpt2 | Kind::StarCoder | Kind::Falcon | Kind::Bloom => format!("transformer.h.{layer}"),
+            Kind::Mpt => format!("transformer.blocks.{layer}"),
             Kind::GptNeox => format!("gpt_neox.layers.{layer}"),
             Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
@@ -719,7 +739,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -805,6 +825,11 @@ fn arch(name: &str) -> Option<Arch> {
         "chatglm" => ("glm", false, Kind::ChatGlm),
         // Jais2Model is a TextModel: nothing permuted (NEOX rope).
         "jais2" => ("jais2", false, Kind::Jais2),
+        // BloomModel and MPTModel are TextModels without RoPE: nothing permuted. BLOOM's
+        // per-head `query_key_value` restacked to q, k, v rows as GPT-NeoX's ([`QkvGroups`]);
+        // MPT's `Wqkv` (q, k, v already) as stored.
+        "bloom" => ("bloom", false, Kind::Bloom),
+        "mpt" => ("mpt", false, Kind::Mpt),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
         // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
         "bert" => ("bert", false, Kind::Bert),
@@ -1155,6 +1180,50 @@ const FALCON_NAMES: &[(&str, &str)] = &[
     ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
 ];
 
+/// BLOOM's layers (llama.cpp's `LLM_ARCH_BLOOM`): LayerNorms with bias before attention and the
+/// MLP, the fused `attn_qkv` (restacked, put back per head by [`QkvGroups`]), biases everywhere.
+const BLOOM_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "input_layernorm.weight"),
+    ("attn_norm.bias", "input_layernorm.bias"),
+    ("attn_qkv.weight", "self_attention.query_key_value.weight"),
+    ("attn_qkv.bias", "self_attention.query_key_value.bias"),
+    ("attn_output.weight", "self_attention.dense.weight"),
+    ("attn_output.bias", "self_attention.dense.bias"),
+    ("ffn_norm.weight", "post_attention_layernorm.weight"),
+    ("ffn_norm.bias", "post_attention_layernorm.bias"),
+    ("ffn_up.weight", "mlp.dense_h_to_4h.weight"),
+    ("ffn_up.bias", "mlp.dense_h_to_4h.bias"),
+    ("ffn_down.weight", "mlp.dense_4h_to_h.weight"),
+    ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
+];
+
+/// BLOOM's names outside the layers: the embedding's LayerNorm (`token_embd_norm`).
+const BLOOM_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "transformer.word_embeddings.weight"),
+    ("token_embd_norm.weight", "transformer.word_embeddings_layernorm.weight"),
+    ("token_embd_norm.bias", "transformer.word_embeddings_layernorm.bias"),
+    ("output_norm.weight", "transformer.ln_f.weight"),
+    ("output_norm.bias", "transformer.ln_f.bias"),
+    ("output.weight", "lm_head.weight"),
+];
+
+/// MPT's layers (llama.cpp's `LLM_ARCH_MPT`) as transformers' MptModel has them: no biases
+/// (llama.cpp's are optional; a file with them is refused by [`mpt_config`]), `Wqkv` as stored.
+const MPT_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "norm_1.weight"),
+    ("attn_qkv.weight", "attn.Wqkv.weight"),
+    ("attn_output.weight", "attn.out_proj.weight"),
+    ("ffn_norm.weight", "norm_2.weight"),
+    ("ffn_up.weight", "ffn.up_proj.weight"),
+    ("ffn_down.weight", "ffn.down_proj.weight"),
+];
+
+const MPT_GLOBAL_NAMES: &[(&str, &str)] = &[
+    ("token_embd.weight", "transformer.wte.weight"),
+    ("output_norm.weight", "transformer.norm_f.weight"),
+    ("output.weight", "lm_head.weight"),
+];
+
 const FALCON_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("token_embd.weight", "transformer.word_embeddings.weight"),
     ("output_norm.weight", "transformer.ln_f.weight"),
@@ -1423,7 +1492,7 @@ pub(crate) fn import(path: &Path) -> Result<Imported> {
             // GPT-NeoX's per head (groups of one query head), Falcon's per key/value group.
             let grouped_qkv = match a.kind {
                 _ if !mapped.contains(".attn_qkv.") => None,
-                Kind::GptNeox => Some(QkvGroups { groups: heads, queries: 1 }),
+                Kind::GptNeox | Kind::Bloom => Some(QkvGroups { groups: heads, queries: 1 }),
                 Kind::Falcon => Some(QkvGroups { groups: kv_heads, queries: heads.checked_div(kv_heads).unwrap_or(0) }),
                 _ => None,
             };
@@ -2281,6 +2350,12 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::Falcon {
         falcon_config(&mut c, file, kv_heads, biased, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Bloom {
+        bloom_config(&mut c, file, &float, &key, &err)?;
+    }
+    if a.kind == Kind::Mpt {
+        mpt_config(&mut c, file, &float, &key, &err)?;
     }
     if a.kind == Kind::Jais2 {
         // Jais2Model writes TextModel's keys: the LayerNorm epsilon (`layer_norm_eps`); relu2 is
@@ -3752,6 +3827,104 @@ fn falcon_config(
     c.insert("alibi".into(), json!(false));
     c.insert("bias".into(), json!(biased));
     Ok(())
+}
+
+/// What an ALiBi architecture's file must not state: RoPE keys (read for every other
+/// architecture), which BLOOM's and MPT's graphs never use (`LLAMA_ROPE_TYPE_NONE`).
+fn refuse_rope_keys(file: &GgufFile, model: &str, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    match ["rope.freq_base", "rope.dimension_count", "rope.scaling.type"].into_iter().find(|k| file.get(&key(k)).is_some()) {
+        Some(k) => Err(err(format!("metadata key `{}` is set, but {model} has no rotary positions (its positions are ALiBi's attention bias)", key(k)))),
+        None => Ok(()),
+    }
+}
+
+/// The checks every ALiBi file shares: one key/value head per query head (the fused q/k/v is
+/// three equal parts), the MLP 4 x hidden wide (`feed_forward_length`, which both converters
+/// write as that, and the tensors), no RoPE keys; the context moved to the family's own key
+/// (`seq_length`, `max_seq_len`: both families ignore `max_position_embeddings`).
+fn alibi_common(c: &mut Map<String, Json>, file: &GgufFile, model: &str, context_key: &str, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    refuse_rope_keys(file, model, key, err)?;
+    let heads = c.get("num_attention_heads").and_then(Json::as_u64).unwrap_or(0);
+    let kv_heads = c.get("num_key_value_heads").and_then(Json::as_u64).unwrap_or(0);
+    if kv_heads != heads {
+        return Err(err(format!("metadata key `{}` is {kv_heads} for {heads} query heads: {model} has one key/value head per query head (its q/k/v projection is three equal parts)", key("attention.head_count_kv"))));
+    }
+    let hidden = c.get("hidden_size").and_then(Json::as_u64).unwrap_or(0);
+    let ff = c.get("intermediate_size").and_then(Json::as_u64).unwrap_or(0);
+    if ff != 4 * hidden {
+        return Err(err(format!("metadata key `{}` is {ff}: {model}'s MLP is 4 x hidden ({}) wide, as the converter writes it", key("feed_forward_length"), 4 * hidden)));
+    }
+    check_ffn_up(c, file, key, err)?;
+    for k in ["max_position_embeddings", "rope_theta", "hidden_act", "intermediate_size"] {
+        let v = c.remove(k);
+        if k == "max_position_embeddings" {
+            if let Some(ctx) = v {
+                c.insert(context_key.into(), ctx);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// BLOOM (`BloomModel`, `LLM_ARCH_BLOOM`): the LayerNorm epsilon, the context (`seq_length`,
+/// which the converter writes as `context_length`, or the hidden size when the config has none),
+/// nothing else: llama.cpp's loader fixes the ALiBi maximum at 8 (BLOOM's slopes, which ggml's
+/// softmax computes as `_get_alibi_slopes` does), its graph the tanh GELU and the embedding
+/// norm. The head tied unless the file has `output.weight` (older converters wrote a copy).
+fn bloom_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing (llama.cpp's bloom loader requires it)", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
+    alibi_common(c, file, "BLOOM", "seq_length", key, err)
+}
+
+/// MPT (`MPTModel`, `LLM_ARCH_MPT`): the LayerNorm epsilon, `attention.clamp_kqv` as
+/// `attn_config.clip_qkv` (absent or 0: none), `attention.max_alibi_bias` 8 (what transformers'
+/// MptModel runs; the converter writes 0 for a config without ALiBi, which llama.cpp then runs
+/// without any positions), the context `max_seq_len`. What MPT's file cannot say is its
+/// config's default: the softmax scale `1 / sqrt(head_dim)` (llama.cpp's graph fixes it; the
+/// converter drops `softmax_scale`), and the GELU is transformers' exact one (llama.cpp's graph
+/// computes the tanh form); the ALiBi slopes are MPT's own (`build_mpt_alibi_tensor`), which
+/// ggml's BLOOM-style slopes equal for a power-of-two head count (MPT-7B's 32, MPT-30B's 64)
+/// and not otherwise. Biases (`no_bias` false), q/k LayerNorms (`qk_ln`), learned positions
+/// and AWQ's activation scales are refused by tensor, as transformers' MPT has none.
+fn mpt_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing (llama.cpp's mpt loader requires it)", key("attention.layer_norm_epsilon"))))?;
+    c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
+    const UNBUILT: &[(&str, &str)] = &[
+        (".bias", "biases (`no_bias` false)"),
+        (".attn_q_norm.weight", "LayerNorms on q and k (`qk_ln`)"),
+        ("position_embd.weight", "learned positions (`alibi` false)"),
+        (".ffn.act.scales", "AWQ's activation scales"),
+    ];
+    for t in &file.tensors {
+        if let Some((_, what)) = UNBUILT.iter().find(|(suffix, _)| t.name.ends_with(suffix)) {
+            return Err(err(format!("holds `{}`: MPT with {what} is not built (transformers' MptModel has none)", t.name)));
+        }
+    }
+    match float("attention.max_alibi_bias")? {
+        Some(8.0) => {}
+        None | Some(0.0) => {
+            return Err(err(format!(
+                "metadata key `{}` is {}: an MPT without ALiBi (`attn_config.alibi` false) has no positions in llama.cpp and is not built; transformers' MptModel runs ALiBi with a maximum of 8",
+                key("attention.max_alibi_bias"),
+                if file.get(&key("attention.max_alibi_bias")).is_some() { "0" } else { "missing" }
+            )))
+        }
+        Some(v) => return Err(err(format!("metadata key `{}` is {v}: transformers' MptModel builds its ALiBi slopes with a maximum of 8, so only 8 is built", key("attention.max_alibi_bias")))),
+    }
+    let mut attn = Map::new();
+    attn.insert("alibi".into(), json!(true));
+    attn.insert("alibi_bias_max".into(), json!(8));
+    match float("attention.clamp_kqv")? {
+        None | Some(0.0) => {}
+        Some(v) if v.is_finite() && v > 0.0 => {
+            attn.insert("clip_qkv".into(), json!(v as f32 as f64));
+        }
+        Some(v) => return Err(err(format!("metadata key `{}` is {v}: a clamp must be positive", key("attention.clamp_kqv")))),
+    }
+    c.insert("attn_config".into(), Json::Object(attn));
+    c.insert("no_bias".into(), json!(true));
+    alibi_common(c, file, "MPT", "max_seq_len", key, err)
 }
 
 /// GPT-2 (`GPT2Model`, `LLM_ARCH_GPT2`): LayerNorm epsilon from `attention.layer_norm_epsilon`,
@@ -5789,6 +5962,78 @@ mod tests {
         assert!(got.contains("`blk.0.attn_norm_2.weight`") && got.contains("Falcon-40B"), "{got}");
         let got = refused(meta(3, Some("jploski")), tensors(3, false));
         assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
+    }
+
+    /// BLOOM and MPT (ALiBi): each family's own keys (the context under `seq_length` /
+    /// `max_seq_len`, MPT's clamp and ALiBi maximum in `attn_config`), no RoPE key left for the
+    /// family to read, BLOOM's restacked q/k/v read per head; refused by name: a RoPE key, grouped
+    /// key/value heads, another MLP width, MPT without ALiBi or with another maximum, MPT's biases,
+    /// q/k norms and learned positions.
+    #[test]
+    fn alibi_files_read_their_families_keys_and_refuse_what_is_not_built() {
+        let meta = |arch: &str, extra: &[(&str, Json)]| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = vec![("general.architecture".into(), json!(arch))];
+            for (k, v) in [("embedding_length", json!(64)), ("feed_forward_length", json!(256)), ("block_count", json!(1)), ("context_length", json!(512)), ("attention.head_count", json!(4)), ("attention.layer_norm_epsilon", json!(1e-5f64))]
+                .into_iter()
+                .chain(extra.iter().cloned())
+            {
+                m.retain(|(have, _)| have != &format!("{arch}.{k}"));
+                m.push((format!("{arch}.{k}"), v));
+            }
+            m
+        };
+        let bloom_tensors = |more: &[(&'static str, u32, Vec<u64>)]| {
+            let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("token_embd_norm.weight", 0, vec![64]), ("token_embd_norm.bias", 0, vec![64])];
+            t.extend([("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64])]);
+            t.extend([("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.attn_norm.bias", 0, vec![64]), ("blk.0.ffn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.bias", 0, vec![64])]);
+            t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 192]), ("blk.0.attn_qkv.bias", 0, vec![192]), ("blk.0.attn_output.weight", 8, vec![64, 64]), ("blk.0.attn_output.bias", 0, vec![64])]);
+            t.extend([("blk.0.ffn_up.weight", 8, vec![64, 256]), ("blk.0.ffn_up.bias", 0, vec![256]), ("blk.0.ffn_down.weight", 8, vec![256, 64]), ("blk.0.ffn_down.bias", 0, vec![64])]);
+            t.extend(more.iter().cloned());
+            t
+        };
+        let mpt_tensors = |more: &[(&'static str, u32, Vec<u64>)]| {
+            let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.ffn_norm.weight", 0, vec![64])];
+            t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 192]), ("blk.0.attn_output.weight", 8, vec![64, 64]), ("blk.0.ffn_up.weight", 8, vec![64, 256]), ("blk.0.ffn_down.weight", 8, vec![256, 64])]);
+            t.extend(more.iter().cloned());
+            t
+        };
+        let i = import_of(&as_ref(&meta("bloom", &[])), &bloom_tensors(&[])).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["seq_length"].as_u64(), c["layer_norm_epsilon"].as_f64()), (Some("bloom"), Some(512), Some(1e-5f32 as f64)));
+        for k in ["max_position_embeddings", "rope_theta", "intermediate_size"] {
+            assert!(!c.contains_key(k), "{k}: {c:?}");
+        }
+        assert!(c["tie_word_embeddings"].as_bool().unwrap());
+        assert!(i.packed.contains_key("transformer.h.0.self_attention.query_key_value.weight"));
+        assert!(i.views.contains_key("transformer.h.0.self_attention.query_key_value.bias"), "the bias read back per head");
+        assert!(i.tensors.contains_key("transformer.word_embeddings_layernorm.bias"));
+        let mpt = meta("mpt", &[("attention.clamp_kqv", json!(6.0f64)), ("attention.max_alibi_bias", json!(8.0f64))]);
+        let i = import_of(&as_ref(&mpt), &mpt_tensors(&[])).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["max_seq_len"].as_u64(), c["no_bias"].as_bool()), (Some("mpt"), Some(512), Some(true)));
+        assert_eq!(c["attn_config"], json!({"alibi": true, "alibi_bias_max": 8, "clip_qkv": 6.0}));
+        assert!(!c.contains_key("rope_theta") && !c.contains_key("max_position_embeddings"), "{c:?}");
+        assert!(i.packed.contains_key("transformer.blocks.0.attn.Wqkv.weight"));
+        let no_clamp = meta("mpt", &[("attention.max_alibi_bias", json!(8.0f64))]);
+        assert!(!import_of(&as_ref(&no_clamp), &mpt_tensors(&[])).unwrap().config["attn_config"].as_object().unwrap().contains_key("clip_qkv"));
+        let refused = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let got = refused(meta("bloom", &[("rope.freq_base", json!(10000.0f64))]), bloom_tensors(&[]));
+        assert!(got.contains("`bloom.rope.freq_base` is set") && got.contains("no rotary positions"), "{got}");
+        let got = refused(meta("bloom", &[("attention.head_count_kv", json!(2))]), bloom_tensors(&[]));
+        assert!(got.contains("`bloom.attention.head_count_kv` is 2 for 4 query heads"), "{got}");
+        let got = refused(meta("bloom", &[("feed_forward_length", json!(128))]), bloom_tensors(&[]));
+        assert!(got.contains("`bloom.feed_forward_length` is 128") && got.contains("4 x hidden (256)"), "{got}");
+        let got = refused(meta("mpt", &[]), mpt_tensors(&[]));
+        assert!(got.contains("`mpt.attention.max_alibi_bias` is missing") && got.contains("without ALiBi"), "{got}");
+        let got = refused(meta("mpt", &[("attention.max_alibi_bias", json!(0.0f64))]), mpt_tensors(&[]));
+        assert!(got.contains("`mpt.attention.max_alibi_bias` is 0"), "{got}");
+        let got = refused(meta("mpt", &[("attention.max_alibi_bias", json!(16.0f64))]), mpt_tensors(&[]));
+        assert!(got.contains("is 16") && got.contains("only 8 is built"), "{got}");
+        let eight = meta("mpt", &[("attention.max_alibi_bias", json!(8.0f64))]);
+        for (tensor, what) in [("blk.0.attn_norm.bias", "biases"), ("blk.0.attn_q_norm.weight", "`qk_ln`"), ("position_embd.weight", "learned positions")] {
+            let got = refused(eight.clone(), mpt_tensors(&[(tensor, 0, vec![64])]));
+            assert!(got.contains(&format!("holds `{tensor}`")) && got.contains(what), "{got}");
+        }
     }
 
     /// GPT-2: its own keys (LayerNorm epsilon, no rope), `transformer.h.N` names, learned

@@ -25,7 +25,11 @@ write stated so that the file is the fixture's model); jais2's biased LayerNorms
 minicpm3's latent attention and LongRoPE factors; granite_swa's sinks, windows and NoPE layers
 from `attention.rope_pattern`; chatglm's fused q/k/v with biases as THUDM's GLM-4-9B-chat stores
 them, half of each head rotated in adjacent pairs, the fused gate/up MLP; exaone's own names
-mapped by the converter, nothing permuted, its llama3 `rope_freqs.weight`, read as Llama), built with
+mapped by the converter, nothing permuted, its llama3 `rope_freqs.weight`, read as Llama; the
+ALiBi architectures: bloom's embedding LayerNorm and per-head `query_key_value` restacked by the
+converter and put back per head, the context the converter writes (the width, for a config
+without `seq_length`); mpt's `Wqkv` as stored, its clamp `attention.clamp_kqv` and ALiBi maximum
+`attention.max_alibi_bias`, its softmax scale unwritten), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -63,9 +67,9 @@ F32 = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
-    "tiny-exaone",
+    "tiny-exaone", "tiny-bloom", "tiny-mpt",
 ]
-QUANTIZED = ["tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -83,6 +87,9 @@ AS_FILES_STATE = {
     # tiny-granite_swa's layer 4 rotates at 5e5, the others at 1e4: a granite_swa file has one
     # `rope.freq_base` (1e4, the config's) and says per layer only whether it rotates.
     "tiny-granite_swa": lambda c: {**c, "layer_rope_theta": [0, 10000.0, 10000.0, 10000.0, 10000.0]},
+    # tiny-mpt's `softmax_scale` 0.2: MPTModel does not write it, and llama.cpp's graph scales by
+    # 1/sqrt(head size), MPT's default; the file is that model.
+    "tiny-mpt": lambda c: {**c, "attn_config": {**c["attn_config"], "softmax_scale": None}},
 }
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
@@ -129,6 +136,8 @@ MISREAD = {
     "tiny-exaone": {"rope_scaling": None},
     # Jais 2's relu2 read as Llama's default SiLU.
     "tiny-jais2": {"hidden_act": "silu"},
+    # MPT's `attention.clamp_kqv` (1.5) missed: no clamp.
+    "tiny-mpt": {"attn_config": {"alibi": True, "alibi_bias_max": 8, "clip_qkv": None, "softmax_scale": 0.2}},
     "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
                                             "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.0}},
 }
@@ -177,7 +186,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama", "exaone": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama", "exaone": "llama", "bloom": "llama", "mpt": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -248,7 +257,7 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
         float_weights = [n for n in float_weights if n not in latent]
     assert not float_weights, f"projections read as float weights: {float_weights}"
     config = json.loads((FIXTURES / fixture / "config.json").read_text())
-    layers = config.get("num_hidden_layers", config.get("n_layer", config.get("num_layers")))
+    layers = next(config[k] for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers") if k in config)
     # Per layer at least attention (qkv, o) and MLP (gate/up, down), plus the head.
     assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
     assert "GatherBlockQuantized" in ops, ops
@@ -267,11 +276,17 @@ ARCH_SPLITS = [
     ("tiny-exaone", ["Hello", " world", " ", "1", "2", "3", "4", "5", "6", "7", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "1", "4"]),
     # chatglm-bpe: Llama 3's regex (llama.cpp's CHATGLM4 split).
     ("tiny-glm", ["Hello", " world", " ", "123", "456", "7", " 日本語のテキスト", ",", " ok", "!!\n\n", "x", "=", "3", ".", "14"]),
+    # bloom: runs of anything but whitespace and `.,!?` (and their CJK and Indic kin) with one
+    # leading space; what the runs leave (the comma, `!!` with the line breaks, the point) alone.
+    ("tiny-bloom", ["Hello", " world", " 1234567", " 日本語のテキスト", ",", " ok", "!!\n\n", "x=3", ".", "14"]),
+    # mpt: GPT-2's split (its trailing-whitespace rule leaves the last line break for the next
+    # piece, and that one alone).
+    ("tiny-mpt", ["Hello", " world", " 1234567", " 日本語のテキスト", ",", " ok", "!!", "\n", "\n", "x", "=", "3", ".", "14"]),
 ]
 
 
 @pytest.mark.parametrize("stem,pieces", ARCH_SPLITS)
 def test_the_tokenizer_splits_as_the_files_rule(stem, pieces, tmp_path):
-    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`, `chatglm-bpe`, `exaone`) becomes that rule's split, with no
+    """The file's `tokenizer.ggml.pre` (`falcon`, `jais-2`, `chatglm-bpe`, `exaone`, `bloom`, `mpt`) becomes that rule's split, with no
     warning (an unknown rule would be one, which --strict refuses)."""
     assert_splits(DATA / f"{stem}.F32.gguf", pieces, tmp_path)
