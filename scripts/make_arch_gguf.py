@@ -95,7 +95,7 @@ ARCH = {
     "olmo3": "olmo2", "seed_oss": "seed_oss", "arcee": "arcee", "exaone4": "exaone4",
     "cohere2": "cohere2", "stablelm": "stablelm", "cohere": "command-r", "ministral3": "mistral3", "apertus": "apertus",
     "gpt_neox": "gptneox", "gpt_bigcode": "starcoder", "falcon": "falcon", "jais2": "jais2", "minicpm3": "minicpm3", "granite_swa": "granite_swa", "glm": "chatglm",
-    "exaone": "exaone", "bloom": "bloom", "mpt": "mpt",
+    "exaone": "exaone", "bloom": "bloom", "mpt": "mpt", "dbrx": "dbrx",
 }
 # The architectures whose tensors are named through gguf-py's TensorNameMap, as the converter
 # names them (`TextModel.map_tensor_name`), and their converter class's q/k permutation.
@@ -114,6 +114,7 @@ MAPPED = {
     "exaone": gguf.MODEL_ARCH.EXAONE,
     "bloom": gguf.MODEL_ARCH.BLOOM,
     "mpt": gguf.MODEL_ARCH.MPT,
+    "dbrx": gguf.MODEL_ARCH.DBRX,
 }
 PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
@@ -138,6 +139,8 @@ FIXTURES = [
     # ALiBi: BLOOM (per-head query_key_value restacked as GPT-NeoX's), MPT (Wqkv as stored, the
     # clamp; its softmax_scale is not written).
     "tiny-bloom", "tiny-mpt",
+    # DBRX: Wqkv as stored, the experts' rows as 3-D stacks (w2 transposed per expert).
+    "tiny-dbrx",
 ]
 # Fixtures whose checkpoint family stores q, k and v fused, written so (the file's own layout,
 # not llama.cpp's `--fuse-qkv`): THUDM's ChatGLM checkpoints (`query_key_value`).
@@ -146,7 +149,7 @@ FUSED_AS_STORED = {"tiny-glm"}
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
 VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
 def falcon_states_more(cfg):
@@ -180,6 +183,10 @@ def hf_spellings(cfg):
         h = cfg["d_model"]
         return dict(cfg, hidden_size=h, num_attention_heads=cfg["n_heads"], num_key_value_heads=cfg["n_heads"], num_hidden_layers=cfg["n_layers"],
                     intermediate_size=4 * h, max_position_embeddings=cfg["max_seq_len"])
+    if cfg["model_type"] == "dbrx":
+        a, f = cfg["attn_config"], cfg["ffn_config"]
+        return dict(cfg, hidden_size=cfg["d_model"], num_attention_heads=cfg["n_heads"], num_key_value_heads=a["kv_n_heads"], num_hidden_layers=cfg["n_layers"],
+                    intermediate_size=f["ffn_hidden_size"], max_position_embeddings=cfg["max_seq_len"])
     if cfg["model_type"] == "exaone":
         # ExaoneConfig.attribute_map: its own spellings of the layer count, epsilon, activation.
         return dict(cfg, num_hidden_layers=cfg["num_layers"], rms_norm_eps=cfg["layer_norm_epsilon"], hidden_act=cfg["activation_function"])
@@ -274,6 +281,14 @@ def mapped_tensors(cfg, st, arch, fused):
             w = neox_restack(w, heads)
         if arch == "gpt2" and hf.endswith(CONV1D):
             w = np.ascontiguousarray(w.T)
+        if arch == "dbrx" and "_exps" in g:
+            # DbrxModel.modify_tensors: `.weight` appended, each `[E * ffn, hidden]` viewed as
+            # `[E, ffn, hidden]`, w2's experts transposed to `[hidden, ffn]`.
+            f = cfg["ffn_config"]
+            w = w.reshape(f["moe_num_experts"], f["ffn_hidden_size"], -1)
+            if "ffn_down_exps" in g:
+                w = np.ascontiguousarray(w.transpose(0, 2, 1))
+            g += ".weight"
         out[g] = w
     assert ("output.weight" in out) != bool(cfg.get("tie_word_embeddings", arch in ("starcoder2", "smollm3", "ernie4_5", "gpt2", "starcoder", "falcon", "minicpm3", "bloom", "mpt")))
     if fused:
@@ -383,9 +398,10 @@ def tensors_of(cfg, st, arch, fused=False):
 
 
 def qtype_of(name, data, quantized):
-    # The converter keeps learned positions F32 (and llama.cpp's quantizer leaves them); rows
-    # that are not whole 32-value blocks (tiny-minicpm3's `attn_kv_b`, 24 long) stay F32 too.
-    if not quantized or name.endswith("norm.weight") or name == "position_embd.weight" or data.shape[-1] % 32:
+    # The converter keeps learned positions F32 (and llama.cpp's quantizer leaves them, and
+    # routers: `ffn_gate_inp`); rows that are not whole 32-value blocks (tiny-minicpm3's
+    # `attn_kv_b`, 24 long) stay F32 too.
+    if not quantized or name.endswith("norm.weight") or name == "position_embd.weight" or "ffn_gate_inp" in name or data.shape[-1] % 32:
         return T.F32
     return T.Q4_0 if ".ffn_" in name else T.Q8_0
 
@@ -513,6 +529,24 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
         w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
         w.add_tokenizer_pre("bloom")
+        return
+    if arch == "dbrx":
+        # DbrxModel.set_gguf_parameters (its own keys, in its order): the clamp written always,
+        # the epsilon fixed at 1e-5; `dbrx` is the hash of DBRX's tokenizer.
+        a, f = cfg["attn_config"], cfg["ffn_config"]
+        w.add_block_count(cfg["num_hidden_layers"])
+        w.add_context_length(cfg["max_seq_len"])
+        w.add_embedding_length(hidden)
+        w.add_feed_forward_length(f["ffn_hidden_size"])
+        w.add_head_count(heads)
+        w.add_head_count_kv(a["kv_n_heads"])
+        w.add_rope_freq_base(a["rope_theta"])
+        w.add_clamp_kqv(a["clip_qkv"])
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+        w.add_expert_count(f["moe_num_experts"])
+        w.add_expert_used_count(f["moe_top_k"])
+        w.add_layer_norm_eps(1e-5)
+        w.add_tokenizer_pre("dbrx")
         return
     if arch == "mpt":
         # MPTModel.set_gguf_parameters: its own keys, the epsilon fixed at 1e-5, the clamp when
@@ -762,7 +796,7 @@ def write(path, fixture, cfg, st, quantized, fused=False):
             if p.get("rope_type") == "llama3":
                 extra.append(("rope_freqs.weight", llama3_factors(cfg)))
     write_vocab(w, fixture, cfg)
-    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, data, quantized) if data.ndim == 2 else T.F32)
+    add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, data, quantized) if data.ndim >= 2 else T.F32)
     return arch
 
 
@@ -800,7 +834,7 @@ def dequantized_mapped(r, cfg, arch, st):
     """`dequantized` for the MAPPED architectures: names inverted through the same TensorNameMap
     over the fixture's own names, a fused `attn_qkv` split back into q, k and v rows."""
     names = gguf.get_tensor_name_map(MAPPED[arch], cfg["num_hidden_layers"])
-    inverse = {names.get_name(converter_name(hf, arch), try_suffixes=(".weight", ".bias")): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
+    inverse = {names.get_name(converter_name(hf, arch), try_suffixes=(".weight", ".bias")) + (".weight" if arch == "dbrx" and ".experts." in hf else ""): hf for hf in stacked_qk_norms(cfg, st, arch) if ".act_fn." not in hf}
     if arch == "granite_swa":
         inverse.update({f"blk.{hf.split('.')[2]}.attn_sinks.weight": hf for hf in st if hf.endswith(".self_attn.sinks")})
     heads, kv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
@@ -817,7 +851,7 @@ def dequantized_mapped(r, cfg, arch, st):
             continue
         v = gguf.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
         parts = [(t.name, v)]
-        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder", "falcon", "bloom", "mpt"):
+        if ".attn_qkv." in t.name and arch not in ("gpt2", "gptneox", "starcoder", "falcon", "bloom", "mpt", "dbrx"):
             q, k = heads * hd, kv * hd
             parts = [(t.name.replace("attn_qkv", "attn_q"), v[:q]), (t.name.replace("attn_qkv", "attn_k"), v[q:q + k]), (t.name.replace("attn_qkv", "attn_v"), v[q + k:])]
         for name, x in parts:
@@ -825,6 +859,9 @@ def dequantized_mapped(r, cfg, arch, st):
                 x = x - 1
             if arch == "gpt2" and inverse[name].endswith(CONV1D):
                 x = x.T
+            if arch == "dbrx" and "_exps" in name:
+                x = x.transpose(0, 2, 1) if "ffn_down_exps" in name else x
+                x = x.reshape(-1, x.shape[-1])
             if arch in ("gptneox", "bloom") and ".attn_qkv." in name:
                 x = neox_unstack(x, heads)
             if arch == "falcon" and ".attn_qkv." in name:

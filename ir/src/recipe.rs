@@ -245,8 +245,17 @@ impl Recipe {
         }
     }
 
+    /// Reshapes to `shape` (row-major, as numpy and ONNX). A reshape of a reshape is one reshape
+    /// of the inner input, and a reshape to the recipe's own shape is no transform: so a stack a
+    /// checkpoint stores transposed per expert and a model reads as rows (DBRX's GGUF `w2`:
+    /// reshaped to rows, reshaped back, transposed back) comes back to the file's own rows,
+    /// whose pre-quantized integers are kept.
     pub fn reshape(self, shape: Vec<usize>) -> Recipe {
-        Recipe::Reshape { input: Box::new(self), shape }
+        match self {
+            Recipe::Reshape { input, .. } => input.reshape(shape),
+            other if other.shape() == shape => other,
+            other => Recipe::Reshape { input: Box::new(other), shape },
+        }
     }
 
     /// The recipe's bytes as `dtype` elements of `shape` ([`Recipe::View`]); the byte lengths
@@ -821,6 +830,21 @@ mod tests {
         let twice = x.transpose(vec![2, 0, 1]).transpose(vec![2, 0, 1]);
         assert_eq!(twice.shape(), vec![3, 4, 2]);
         assert_eq!(f32s(&twice.materialize().unwrap())[..4], [0., 12., 1., 13.]);
+    }
+
+    /// A reshape of a reshape is one reshape, a reshape to the own shape none: a stack read as
+    /// rows, seen as a stack again and transposed back is the input (DBRX's GGUF `w2`).
+    #[test]
+    fn reshapes_compose_and_a_transpose_back_through_them_is_the_input() {
+        let x = iota(vec![2, 3, 4]);
+        let same = x.clone().reshape(vec![2, 3, 4]);
+        assert!(matches!(same, Recipe::Data(_)), "{}", same.describe());
+        let once = x.clone().reshape(vec![6, 4]).reshape(vec![24]);
+        assert!(matches!(&once, Recipe::Reshape { input, shape } if matches!(**input, Recipe::Data(_)) && shape == &vec![24]), "{}", once.describe());
+        let rows = x.clone().transpose(vec![0, 2, 1]).reshape(vec![8, 3]);
+        let back = rows.clone().reshape(vec![2, 4, 3]).transpose(vec![0, 2, 1]);
+        assert!(matches!(back, Recipe::Data(_)), "{}", back.describe());
+        assert_eq!(f32s(&rows.materialize().unwrap())[..4], [0., 4., 8., 1.]);
     }
 
     /// A slice of a transpose moves inside it, along the axis it came from, with the values of

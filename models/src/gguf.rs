@@ -163,6 +163,8 @@
 //!   maximum 8; MPT's `Wqkv` as stored with its clamp, its maximum 8 required, and what the
 //!   file cannot state (`softmax_scale`, exact GELU, MPT's slopes) transformers' MPT
 //!   ([`mpt_config`]).
+//! - dbrx (`DbrxModel`): DbrxConfig's nested keys from the file's ([`dbrx_config`]), `Wqkv` as
+//!   stored, the expert stacks read as DBRX's rows, `w2` transposed back ([`stacked_experts`]).
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
 //!   granitemoe files with a shared MLP (`expert_shared_feed_forward_length`) are
 //!   GraniteMoeShared, the shared gate and up joined back ([`joined_shared_mlp`]).
@@ -375,6 +377,10 @@ enum Kind {
     /// MPT-7B and MPT-30B (`mpt`): MPT's ALiBi, bias-free LayerNorms and projections, q/k/v in
     /// one projection clamped to `attention.clamp_kqv`, the GELU MLP 4 x hidden wide.
     Mpt,
+    /// DBRX (`dbrx`): bias-free LayerNorms, q/k/v in one projection clamped to
+    /// `attention.clamp_kqv`, rotate-half RoPE, softmax top-k experts renormalized, the
+    /// experts' rows read as DBRX's `w1` / `v1` / `w2` ([`stacked_experts`]).
+    Dbrx,
 }
 
 /// One architecture's mapping.
@@ -404,7 +410,7 @@ impl Arch {
 
     /// Whether the norms are LayerNorms (epsilon `attention.layer_norm_epsilon`), not RMSNorms.
     fn layer_norm(&self) -> bool {
-        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox | Kind::Jais2 | Kind::Falcon | Kind::Bloom | Kind::Mpt)
+        matches!(self.kind, Kind::Starcoder2 | Kind::Phi2 | Kind::Olmo | Kind::Nemotron | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::CommandR | Kind::Cohere2 | Kind::StableLm | Kind::GptNeox | Kind::Jais2 | Kind::Falcon | Kind::Bloom | Kind::Mpt | Kind::Dbrx)
     }
 
     /// Whether llama.cpp's converter stored every `*norm.weight` as `weight + 1` for a model
@@ -517,6 +523,7 @@ impl Arch {
             // BLOOM's ALiBi maximum is a constant of llama.cpp's loader (8), no key.
             Kind::Bloom => &["attention.layer_norm_epsilon"],
             Kind::Mpt => &["attention.layer_norm_epsilon", "attention.clamp_kqv", "attention.max_alibi_bias"],
+            Kind::Dbrx => &["attention.layer_norm_epsilon", "attention.clamp_kqv", "expert_count", "expert_used_count"],
             // `tensor_data_layout`: old convert.py files made from Meta's .pth checkpoints say
             // "Meta AI original pth", the layout (q/k rows permuted) every llama file has.
             Kind::Llama => &["expert_count", "expert_used_count", "tensor_data_layout"],
@@ -607,6 +614,7 @@ impl Arch {
             Kind::Falcon => FALCON_NAMES,
             Kind::Bloom => BLOOM_NAMES,
             Kind::Mpt => MPT_NAMES,
+            Kind::Dbrx => DBRX_NAMES,
             _ => LAYER_NAMES,
         }
     }
@@ -623,7 +631,7 @@ impl Arch {
             Kind::Bert => BERT_GLOBAL_NAMES,
             Kind::Falcon => FALCON_GLOBAL_NAMES,
             Kind::Bloom => BLOOM_GLOBAL_NAMES,
-            Kind::Mpt => MPT_GLOBAL_NAMES,
+            Kind::Mpt | Kind::Dbrx => MPT_GLOBAL_NAMES,
             _ => GLOBAL_NAMES,
         }
     }
@@ -633,7 +641,7 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon | Kind::Bloom | Kind::Mpt => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon | Kind::Bloom | Kind::Mpt | Kind::Dbrx => &[],
             Kind::ChatGlm => &[CHATGLM_MLP_NAMES],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron | Kind::Jais2 => &[PLAIN_MLP_NAMES],
@@ -702,7 +710,7 @@ impl Arch {
     fn layer_prefix(&self, layer: usize) -> String {
         match self.kind {
             Kind::Gpt2 | Kind::StarCoder | Kind::Falcon | Kind::Bloom => format!("transformer.h.{layer}"),
-            Kind::Mpt => format!("transformer.blocks.{layer}"),
+            Kind::Mpt | Kind::Dbrx => format!("transformer.blocks.{layer}"),
             Kind::GptNeox => format!("gpt_neox.layers.{layer}"),
             Kind::Bert => format!("encoder.layer.{layer}"),
             _ => format!("model.layers.{layer}"),
@@ -830,6 +838,9 @@ fn arch(name: &str) -> Option<Arch> {
         // MPT's `Wqkv` (q, k, v already) as stored.
         "bloom" => ("bloom", false, Kind::Bloom),
         "mpt" => ("mpt", false, Kind::Mpt),
+        // DbrxModel is a TextModel: nothing permuted (NEOX rope), `Wqkv` as stored; its experts
+        // reshaped into stacks, `w2` transposed per expert ([`stacked_experts`] undoes it).
+        "dbrx" => ("dbrx", false, Kind::Dbrx),
         // BertModel (an encoder: `attention.causal` false): nothing permuted, no rope; the
         // vocabulary is WordPiece in llama.cpp's spelling (builder/src/gguf_tokenizer.rs).
         "bert" => ("bert", false, Kind::Bert),
@@ -1218,6 +1229,18 @@ const MPT_NAMES: &[(&str, &str)] = &[
     ("ffn_down.weight", "ffn.down_proj.weight"),
 ];
 
+/// DBRX's layers (llama.cpp's `LLM_ARCH_DBRX`): the norm before the experts is
+/// `attn_output_norm`, the router `ffn_gate_inp`; the expert stacks are read by
+/// [`stacked_experts`].
+const DBRX_NAMES: &[(&str, &str)] = &[
+    ("attn_norm.weight", "norm_attn_norm.norm_1.weight"),
+    ("attn_qkv.weight", "norm_attn_norm.attn.Wqkv.weight"),
+    ("attn_output.weight", "norm_attn_norm.attn.out_proj.weight"),
+    ("attn_output_norm.weight", "norm_attn_norm.norm_2.weight"),
+    ("ffn_gate_inp.weight", "ffn.router.layer.weight"),
+];
+
+/// MPT's and DBRX's names outside the layers.
 const MPT_GLOBAL_NAMES: &[(&str, &str)] = &[
     ("token_embd.weight", "transformer.wte.weight"),
     ("output_norm.weight", "transformer.norm_f.weight"),
@@ -1761,7 +1784,7 @@ const STACK_SLOTS: [&str; 4] = ["ffn_gate_exps.weight", "ffn_up_exps.weight", "f
 /// (the fused gate/up stack for mistral4 and granite_swa only: llama.cpp's granitemoe loader
 /// takes the two halves alone).
 fn stacked_expert(name: &str, a: &Arch) -> Option<(usize, usize)> {
-    if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4 | Kind::GraniteSwa) {
+    if !matches!(a.kind, Kind::GraniteMoe | Kind::Mistral4 | Kind::GraniteSwa | Kind::Dbrx) {
         return None;
     }
     let (layer, suffix) = name.strip_prefix("blk.")?.split_once('.')?;
@@ -1806,6 +1829,19 @@ fn stacked_experts(path: &Path, file: &GgufFile, arch: &str, kind: Kind, layer: 
         _ => return Err(err(format!("holds `blk.{layer}.ffn_gate_up_exps.weight` beside `ffn_gate_exps` / `ffn_up_exps`: one form of the layer's gate and up experts is read"))),
     };
     let down = whole_stack(path, file, get(3)?, moe.dims(true), &mut bits)?;
+    if kind == Kind::Dbrx {
+        // DBRX's `[E * inter, hidden]` rows: gate (`w1`) and up (`v1`) `[out, in]` per expert,
+        // down (`w2`) `[in, out]` per expert, which DbrxModel transposed to `[out, in]`: read
+        // as the transpose of the file's rows, which the family's own transpose undoes.
+        let (e, inter, hidden) = (moe.experts, moe.ff, moe.hidden);
+        let rows = |r: Recipe| r.reshape(vec![e * inter, hidden]);
+        let (gate, up) = (gate_up.clone().slice(1, 0, inter), gate_up.slice(1, inter, 2 * inter));
+        let p = format!("transformer.blocks.{layer}.ffn.experts.mlp");
+        views.insert(format!("{p}.w1"), rows(gate));
+        views.insert(format!("{p}.v1"), rows(up));
+        views.insert(format!("{p}.w2"), rows(down.transpose(vec![0, 2, 1])));
+        return Ok(bits);
+    }
     let (fused, down_name) = match kind {
         Kind::GraniteMoe => (format!("model.layers.{layer}.block_sparse_moe.input_linear.weight"), format!("model.layers.{layer}.block_sparse_moe.output_linear.weight")),
         Kind::GraniteSwa => (format!("model.layers.{layer}.block_sparse_moe.experts.gate_up_proj"), format!("model.layers.{layer}.block_sparse_moe.experts.down_proj")),
@@ -2357,6 +2393,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     if a.kind == Kind::Mpt {
         mpt_config(&mut c, file, &float, &key, &err)?;
     }
+    if a.kind == Kind::Dbrx {
+        dbrx_config(&mut c, file, theta, &float, &uint, &key, &err)?;
+    }
     if a.kind == Kind::Jais2 {
         // Jais2Model writes TextModel's keys: the LayerNorm epsilon (`layer_norm_eps`); relu2 is
         // Jais2Config's and llama.cpp's only activation. transformers' `attention_bias` switches
@@ -2640,6 +2679,10 @@ fn moe_config(c: &mut Map<String, Json>, a: &Arch, file: &GgufFile, uint: Read<u
         c.insert("num_local_experts".into(), json!(experts));
         c.insert("num_experts_per_tok".into(), json!(used));
         return Ok(());
+    }
+    if a.kind == Kind::Dbrx {
+        // DBRX: every layer routes; its nested keys are written by `dbrx_config`.
+        return every_layer_routes(c, file, "every DBRX layer routes over experts", err);
     }
     c.insert("num_experts".into(), json!(experts));
     c.insert("num_experts_per_tok".into(), json!(used));
@@ -3925,6 +3968,51 @@ fn mpt_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key:
     c.insert("attn_config".into(), Json::Object(attn));
     c.insert("no_bias".into(), json!(true));
     alibi_common(c, file, "MPT", "max_seq_len", key, err)
+}
+
+/// DBRX (`DbrxModel`, `LLM_ARCH_DBRX`): the keys as DbrxConfig's nested objects
+/// (`attn_config`: `kv_n_heads`, `clip_qkv` from `attention.clamp_kqv`, `rope_theta`;
+/// `ffn_config`: `ffn_hidden_size` from `feed_forward_length`, `moe_num_experts`, `moe_top_k`),
+/// the context `max_seq_len`. llama.cpp's loader requires the LayerNorm epsilon (DBRX's fixed
+/// 1e-5: another is refused), the clamp (0: none) and `output.weight`; its graph always
+/// renormalizes the chosen experts' weights to sum 1 (`norm_w` true in `dbrx.cpp`, no key),
+/// DBRX's `moe_normalize_expert_weights` 1, and runs SiLU experts.
+#[allow(clippy::too_many_arguments)]
+fn dbrx_config(c: &mut Map<String, Json>, file: &GgufFile, theta: f64, float: Read<f64>, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    match float("attention.layer_norm_epsilon")? {
+        Some(eps) if eps as f32 == 1e-5f32 => {}
+        Some(eps) => return Err(err(format!("metadata key `{}` is {eps}: DBRX's LayerNorms run at 1e-5 in transformers and llama.cpp's converter", key("attention.layer_norm_epsilon")))),
+        None => return Err(err(format!("metadata key `{}` is missing (llama.cpp's dbrx loader requires it)", key("attention.layer_norm_epsilon")))),
+    }
+    if !file.tensors.iter().any(|t| t.name == "output.weight") {
+        return Err(err("has no `output.weight`: DBRX's head is its own (llama.cpp's dbrx loader requires it, transformers refuses a tied DBRX)".into()));
+    }
+    let need = |k: &str| uint(k)?.ok_or_else(|| err(format!("metadata key `{}` is missing (llama.cpp's dbrx loader requires it)", key(k))));
+    let (experts, top_k) = (need("expert_count")?, need("expert_used_count")?);
+    if experts == 0 || top_k == 0 || top_k > experts {
+        return Err(err(format!("metadata keys `{}` ({experts}) and `{}` ({top_k}) must route over at least one expert, at most as many as there are", key("expert_count"), key("expert_used_count"))));
+    }
+    let mut attn = Map::new();
+    attn.insert("kv_n_heads".into(), c.get("num_key_value_heads").cloned().unwrap_or(Json::Null));
+    attn.insert("rope_theta".into(), json!(theta));
+    match float("attention.clamp_kqv")? {
+        None => return Err(err(format!("metadata key `{}` is missing (llama.cpp's dbrx loader requires it; 0 is no clamp)", key("attention.clamp_kqv")))),
+        Some(0.0) => {}
+        Some(v) if v.is_finite() && v > 0.0 => {
+            attn.insert("clip_qkv".into(), json!(v as f32 as f64));
+        }
+        Some(v) => return Err(err(format!("metadata key `{}` is {v}: a clamp must be positive", key("attention.clamp_kqv")))),
+    }
+    let ff = c.get("intermediate_size").cloned().unwrap_or(Json::Null);
+    let ffn = json!({"ffn_hidden_size": ff, "moe_num_experts": experts, "moe_top_k": top_k, "moe_normalize_expert_weights": 1, "ffn_act_fn": {"name": "silu"}});
+    c.insert("attn_config".into(), Json::Object(attn));
+    c.insert("ffn_config".into(), ffn);
+    // Read by the import's expert shapes ([`ExpertShape::of`]) before the family's nested keys.
+    c.insert("moe_num_experts".into(), json!(experts));
+    if let Some(ctx) = c.remove("max_position_embeddings") {
+        c.insert("max_seq_len".into(), ctx);
+    }
+    Ok(())
 }
 
 /// GPT-2 (`GPT2Model`, `LLM_ARCH_GPT2`): LayerNorm epsilon from `attention.layer_norm_epsilon`,
@@ -5962,6 +6050,79 @@ mod tests {
         assert!(got.contains("`blk.0.attn_norm_2.weight`") && got.contains("Falcon-40B"), "{got}");
         let got = refused(meta(3, Some("jploski")), tensors(3, false));
         assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
+    }
+
+    /// DBRX: DbrxConfig's nested keys from the file (the clamp, key/value heads, RoPE base, the
+    /// experts' width, count and top-k, always renormalized as llama.cpp routes), the expert
+    /// stacks read as DBRX's rows (`w2` the transpose of the file's per-expert rows, which the
+    /// family's reading undoes down to the file's packed rows); refused by name: another
+    /// epsilon, no clamp key, a tied head, a layer without a router.
+    #[test]
+    fn dbrx_files_read_nested_keys_and_expert_rows() {
+        let meta = |extra: &[(&str, Json)], drop: &str| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = vec![("general.architecture".into(), json!("dbrx"))];
+            for (k, v) in [
+                ("embedding_length", json!(64)),
+                ("feed_forward_length", json!(32)),
+                ("block_count", json!(1)),
+                ("context_length", json!(512)),
+                ("attention.head_count", json!(4)),
+                ("attention.head_count_kv", json!(2)),
+                ("rope.freq_base", json!(500000.0f64)),
+                ("attention.clamp_kqv", json!(8.0f64)),
+                ("expert_count", json!(4)),
+                ("expert_used_count", json!(2)),
+                ("attention.layer_norm_epsilon", json!(1e-5f64)),
+            ]
+            .into_iter()
+            .chain(extra.iter().cloned())
+            {
+                m.retain(|(have, _)| have != &format!("dbrx.{k}"));
+                if k != drop {
+                    m.push((format!("dbrx.{k}"), v));
+                }
+            }
+            m
+        };
+        let tensors = |head: bool, router: bool| {
+            let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.attn_output_norm.weight", 0, vec![64])];
+            t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 128]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
+            t.extend([("blk.0.ffn_gate_exps.weight", 2, vec![64, 32, 4]), ("blk.0.ffn_up_exps.weight", 2, vec![64, 32, 4]), ("blk.0.ffn_down_exps.weight", 2, vec![32, 64, 4])]);
+            if router {
+                t.push(("blk.0.ffn_gate_inp.weight", 0, vec![64, 4]));
+            }
+            if head {
+                t.push(("output.weight", 8, vec![64, 32]));
+            }
+            t
+        };
+        let i = import_of(&as_ref(&meta(&[], "")), &tensors(true, true)).unwrap();
+        let c = &i.config;
+        assert_eq!((c["model_type"].as_str(), c["max_seq_len"].as_u64()), (Some("dbrx"), Some(512)));
+        assert_eq!(c["attn_config"], json!({"kv_n_heads": 2, "rope_theta": 500000.0, "clip_qkv": 8.0}));
+        assert_eq!(c["ffn_config"], json!({"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2, "moe_normalize_expert_weights": 1, "ffn_act_fn": {"name": "silu"}}));
+        assert!(!c["tie_word_embeddings"].as_bool().unwrap());
+        let p = "transformer.blocks.0.ffn.experts.mlp";
+        for part in ["w1", "v1", "w2"] {
+            assert_eq!(i.views[&format!("{p}.{part}")].shape(), vec![4 * 32, 64], "{part}");
+        }
+        // The family's reading of `w2` (rows as `[E, inter, hidden]`, transposed to the
+        // `[E, hidden, inter]` stack) is the file's packed rows again; `w1` likewise as it is.
+        let down = i.views[&format!("{p}.w2")].clone().reshape(vec![4, 32, 64]).transpose(vec![0, 2, 1]).reshape(vec![4 * 64, 32]);
+        assert!(matches!(down, Recipe::Packed(_)), "{}", down.describe());
+        assert!(matches!(i.views[&format!("{p}.w1")], Recipe::Packed(_)), "{}", i.views[&format!("{p}.w1")].describe());
+        let refused = |m: Vec<(String, Json)>, t: Vec<(&'static str, u32, Vec<u64>)>| import_of(&as_ref(&m), &t).err().expect("refused").to_string();
+        let got = refused(meta(&[("attention.layer_norm_epsilon", json!(1e-6f64))], ""), tensors(true, true));
+        assert!(got.contains("`dbrx.attention.layer_norm_epsilon` is") && got.contains("1e-5"), "{got}");
+        let got = refused(meta(&[], "attention.clamp_kqv"), tensors(true, true));
+        assert!(got.contains("`dbrx.attention.clamp_kqv` is missing"), "{got}");
+        let got = refused(meta(&[], ""), tensors(false, true));
+        assert!(got.contains("no `output.weight`"), "{got}");
+        let got = refused(meta(&[], ""), tensors(true, false));
+        assert!(got.contains("`blk.0.ffn_gate_inp.weight`") && got.contains("every DBRX layer"), "{got}");
+        // A clamp of 0 is none.
+        let none = import_of(&as_ref(&meta(&[("attention.clamp_kqv", json!(0.0f64))], "")), &tensors(true, true)).unwrap();
+        assert!(!none.config["attn_config"].as_object().unwrap().contains_key("clip_qkv"));
     }
 
     /// BLOOM and MPT (ALiBi): each family's own keys (the context under `seq_length` /

@@ -29,7 +29,9 @@ mapped by the converter, nothing permuted, its llama3 `rope_freqs.weight`, read 
 ALiBi architectures: bloom's embedding LayerNorm and per-head `query_key_value` restacked by the
 converter and put back per head, the context the converter writes (the width, for a config
 without `seq_length`); mpt's `Wqkv` as stored, its clamp `attention.clamp_kqv` and ALiBi maximum
-`attention.max_alibi_bias`, its softmax scale unwritten), built with
+`attention.max_alibi_bias`, its softmax scale unwritten; dbrx's `Wqkv` as stored with its clamp,
+`attn_output_norm` before the experts, the experts' rows as 3-D stacks, `w2` transposed per
+expert by the converter and read back as the file's rows, Q4_0 experts into QMoE), built with
 `tailor build --model FILE.gguf --ep cpu`:
 
 - `<stem>.F32.gguf`: every tensor F32, the fixture's own weights, so the package must give the
@@ -67,9 +69,9 @@ F32 = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
-    "tiny-exaone", "tiny-bloom", "tiny-mpt",
+    "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx",
 ]
-QUANTIZED = ["tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
@@ -136,6 +138,11 @@ MISREAD = {
     "tiny-exaone": {"rope_scaling": None},
     # Jais 2's relu2 read as Llama's default SiLU.
     "tiny-jais2": {"hidden_act": "silu"},
+    # DBRX's `rope.freq_base` (500000) missed: the default 10000.
+    "tiny-dbrx": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "attn_config": {"clip_qkv": 1.5, "kv_n_heads": 2, "rope_theta": 10000.0}},
+    # llama.cpp's renormalized routing (no key: its dbrx graph always divides by the sum) read as
+    # DBRX's unnormalized top-k weights.
+    "tiny-dbrx-routing": {"ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2, "moe_normalize_expert_weights": None}},
     # MPT's `attention.clamp_kqv` (1.5) missed: no clamp.
     "tiny-mpt": {"attn_config": {"alibi": True, "alibi_bias_max": 8, "clip_qkv": None, "softmax_scale": 0.2}},
     "tiny-ministral3": {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 3,
@@ -186,7 +193,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     # onnxruntime-genai's type for the model_type (builder/src/genai.rs: 0.18 lists neither
     # olmo2, starcoder2 nor glm4; its gpt2 wants a combined KV cache), as a build of the
     # fixture's own checkpoint writes it.
-    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama", "exaone": "llama", "bloom": "llama", "mpt": "llama"}.get(model_type, model_type)
+    runtime = {"olmo2": "olmo", "starcoder2": "llama", "glm4": "llama", "gpt2": "llama", "olmo3": "llama", "seed_oss": "llama", "arcee": "llama", "exaone4": "llama", "cohere": "llama", "cohere2": "llama", "stablelm": "llama", "ministral3": "llama", "apertus": "llama", "gpt_neox": "llama", "gpt_bigcode": "llama", "jais2": "llama", "falcon": "llama", "minicpm3": "llama", "granite_swa": "llama", "glm": "llama", "exaone": "llama", "bloom": "llama", "mpt": "llama", "dbrx": "llama"}.get(model_type, model_type)
     assert json.loads((pkg / "genai_config.json").read_text())["model"]["type"] == runtime
 
 
@@ -203,7 +210,7 @@ def test_a_file_of_float_tensors_is_a_float_checkpoint(tmp_path):
 def test_a_misread_key_would_miss_the_reference(case, tmp_path):
     """The fixture's own checkpoint with one key as a wrong reading of the file would give:
     its logits are outside the bound the F32 file meets."""
-    fixture = case.removesuffix("-logits").removesuffix("-attn_factor")
+    fixture = case.removesuffix("-logits").removesuffix("-attn_factor").removesuffix("-routing")
     src = tmp_path / "misread"
     shutil.copytree(FIXTURES / fixture, src)
     cfg = json.loads((src / "config.json").read_text())
@@ -248,7 +255,8 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
     model = onnx.load(str(pkg / "model.onnx"), load_external_data=False)
     inits = {i.name for i in model.graph.initializer}
     ops = [n.op_type for n in model.graph.node]
-    float_weights = [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input)]
+    # Routers stay F32 in llama.cpp's files (its quantizer skips `ffn_gate_inp`).
+    float_weights = [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input) and ".router." not in n.name]
     if stem == "tiny-minicpm3":
         # Its `attn_kv_b` rows (24 values) are not whole blocks, so the file holds it F32: the
         # latent attention's absorbed key and value products read it as the float it is.
@@ -258,8 +266,11 @@ def test_quantized_file_keeps_its_integers_and_matches_its_dequantization(stem, 
     assert not float_weights, f"projections read as float weights: {float_weights}"
     config = json.loads((FIXTURES / fixture / "config.json").read_text())
     layers = next(config[k] for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers") if k in config)
-    # Per layer at least attention (qkv, o) and MLP (gate/up, down), plus the head.
-    assert ops.count("MatMulNBits") >= 4 * layers + 1, ops
+    # Per layer at least attention (qkv, o) and MLP (gate/up, down; a QMoE holds both), plus the
+    # head.
+    assert ops.count("MatMulNBits") + 2 * ops.count("QMoE") >= 4 * layers + 1, ops
+    if "moe_num_experts" in config.get("ffn_config", {}):
+        assert ops.count("QMoE") == layers, "the Q4_0 expert stacks keep their integers in QMoE"
     assert "GatherBlockQuantized" in ops, ops
     assert not report["parts"][0]["quantization"].get("dequantized"), report["parts"][0]["quantization"]
 
