@@ -747,7 +747,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -4568,8 +4568,8 @@ mod tests {
     fn what_is_not_mapped_is_refused_by_name() {
         let e = |meta: Vec<(&str, Json)>, tensors: Vec<(&str, u32, Vec<u64>)>| import_of(&meta, &tensors).err().expect("refused").to_string();
         let mut m = llama_meta();
-        m[0].1 = json!("bloom");
-        assert!(e(m, llama_tensors()).contains("`general.architecture` is `bloom`"));
+        m[0].1 = json!("rwkv7");
+        assert!(e(m, llama_tensors()).contains("`general.architecture` is `rwkv7`"));
         let mut m = llama_meta();
         m.push(("llama.rope.scaling.type", json!("yarn")));
         assert!(e(m, llama_tensors()).contains("llama.rope.scaling.type"));
