@@ -450,6 +450,14 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
         exercises="OPT: learned positions `model.decoder.embed_positions` read at `position_ids + 2` (its table holds two more rows), LayerNorms before attention (`self_attn_layer_norm`) and the MLP (`final_layer_norm`), q/k/v/o and MLP biases (`enable_bias`), a plain ReLU MLP `fc1` / `fc2` (`ffn_dim`), the head tied by OPTConfig's default (no `tie_word_embeddings` written)",
     ),
+    # OPT-350m's shape: post-norm blocks and an embedding narrower than the hidden size.
+    "tiny-opt-350m": dict(
+        cls="OPT", inputs="tiny-llama",
+        args=dict({k: v for k, v in SMALL.items() if k not in ("num_key_value_heads", "initializer_range")}, ffn_dim=128, num_hidden_layers=2,
+                  tie_word_embeddings=True, init_std=0.2, do_layer_norm_before=False, word_embed_proj_dim=32),
+        legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
+        exercises="OPT-350m's shape: post-norm blocks (`do_layer_norm_before` false: `self_attn_layer_norm` after the attention's residual add, `final_layer_norm` after the MLP's, no final LayerNorm), token embeddings 32 wide (`word_embed_proj_dim`) projected to the hidden size 64 by `project_in` before the learned positions are added and back by `project_out` before the tied head, OPT's biases and ReLU MLP",
+    ),
     # Cohere2-MoE: Cohere 2's parallel block with a dense prefix and experts beside a shared one.
     "tiny-cohere2_moe": dict(
         cls="Cohere2Moe", inputs="tiny-llama",

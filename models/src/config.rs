@@ -1659,17 +1659,19 @@ mod tests {
     }
 
     /// OPT: `ffn_dim` as the MLP width, ReLU from `activation_function`, the fixed LayerNorm
-    /// epsilon; the switches it does not follow refused by key.
+    /// epsilon; OPT-350m's post-norm blocks and projected embeddings read; the switches it does
+    /// not follow refused by key.
     #[test]
     fn opt_reads_its_keys_and_refuses_what_it_does_not_build() {
         let base = r#""model_type":"opt","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"ffn_dim":128,"activation_function":"relu""#;
         let c = parse(&format!("{{{base}}}")).unwrap();
         assert_eq!((c.intermediate_size, c.hidden_act, c.max_position_embeddings, c.tie_word_embeddings), (128, Activation::Relu, 2048, None));
         let e = |extra: &str| parse(&format!("{{{base}{extra}}}")).unwrap_err().to_string();
-        assert!(e(r#","do_layer_norm_before":false"#).contains("`do_layer_norm_before`"));
-        assert!(e(r#","word_embed_proj_dim":32"#).contains("`word_embed_proj_dim` (32)"));
         assert!(e(r#","layer_norm_elementwise_affine":false"#).contains("`layer_norm_elementwise_affine`"));
         assert!(e(r#","_remove_final_layer_norm":true"#).contains("`_remove_final_layer_norm`"));
+        // OPT-350m: post-norm (where the final norm is absent anyway) with 32-wide embeddings.
+        let c = parse(&format!(r#"{{{base},"word_embed_proj_dim":32,"do_layer_norm_before":false,"_remove_final_layer_norm":true}}"#)).unwrap();
+        assert_eq!((c.hidden_size, c.number("word_embed_proj_dim", None).unwrap()), (64, Some(32.0)));
         assert!(parse(&format!(r#"{{{base},"word_embed_proj_dim":64,"do_layer_norm_before":true}}"#)).is_ok());
     }
 

@@ -122,7 +122,17 @@ impl DecoderFamily {
                 h = b.op(&format!("model.layers.{i}/deepstack/Add"), "Add", &[&h, &block], vec![]);
             }
         }
-        let h = norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?;
+        let h = match self.layout.final_norm_when {
+            Some((key, default)) if !c.flag(key, default) => h,
+            _ => norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?,
+        };
+        let h = match self.embed_projection(c)? {
+            Some((p, width)) => {
+                let w = LinearWeights::read(ckpt, b, p.out, c.hidden_size, width, false, self.layout.weights)?;
+                linear(b, p.out, &h, w)
+            }
+            None => h,
+        };
         let logits = self.head(b, ckpt, io, &embedding, &h)?;
         let logits = scale_logits(b, &logits, &shared.scalars);
         self.mark_prediction_layers(ckpt)?;
@@ -359,10 +369,27 @@ impl DecoderFamily {
         }
     }
 
+    /// The family's embedding projection and the embeddings' width, when the config asks for one
+    /// (its width key set and not the hidden size).
+    fn embed_projection(&self, c: &crate::DecoderConfig) -> Result<Option<(super::EmbedProjection, usize)>> {
+        let Some(p) = self.layout.embed_projection else { return Ok(None) };
+        match c.number(p.width, None)? {
+            None => Ok(None),
+            Some(w) if w >= 1.0 && w.fract() == 0.0 => Ok((w as usize != c.hidden_size).then_some((p, w as usize))),
+            Some(w) => Err(Error::Config { path: c.path.clone(), reason: format!("key `{}` is {w}: the embeddings' width must be a positive whole number", p.width) }),
+        }
+    }
+
+    /// The width of the token embeddings (and of the head's input): the hidden size, or the
+    /// projected embeddings' own.
+    fn embed_width(&self, c: &crate::DecoderConfig) -> Result<usize> {
+        Ok(self.embed_projection(c)?.map_or(c.hidden_size, |(_, w)| w))
+    }
+
     /// The token embedding table as an initializer, without gathering from it.
     fn embedding_table(&self, b: &mut GraphBuilder, ckpt: &Checkpoint) -> Result<Embedding> {
         let (c, n) = (&ckpt.config, &self.names);
-        let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, c.hidden_size])?;
+        let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, self.embed_width(c)?])?;
         let table = b.initializer(n.embed_tokens, recipe.clone().cast(b.float));
         Ok(Embedding { table, recipe })
     }
@@ -424,13 +451,18 @@ impl DecoderFamily {
     /// which reads the same table, never sees it.
     fn embed(&self, b: &mut GraphBuilder, ckpt: &Checkpoint, io: &DecoderIo, scale: Option<f64>) -> Result<(Embedding, String)> {
         let (c, n) = (&ckpt.config, &self.names);
-        let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, c.hidden_size])?;
+        let recipe = ckpt.tensor(n.embed_tokens, &[c.vocab_size, self.embed_width(c)?])?;
         let table = b.initializer(n.embed_tokens, recipe.clone().cast(b.float));
         let scope = n.embed_tokens.trim_end_matches(".weight");
         let mut h = b.op(&format!("{scope}/Gather"), "Gather", &[&table, &io.input_ids], vec![ir::Attr::int("axis", 0)]);
         if let Some(scale) = scale {
             let k = scalar(b, &format!("{scope}.embedding_scale"), scale);
             h = b.op(&format!("{scope}/Mul"), "Mul", &[&h, &k], vec![]);
+        }
+        // OPT-350m: the narrower rows projected to the hidden size before the positions join.
+        if let Some((p, width)) = self.embed_projection(c)? {
+            let w = LinearWeights::read(ckpt, b, p.into, width, c.hidden_size, false, self.layout.weights)?;
+            h = linear(b, p.into, &h, w);
         }
         if let Positions::Learned { offset } = self.positions(c) {
             let wpe_name = n.embed_positions.ok_or_else(|| Error::Config {
@@ -559,6 +591,17 @@ impl DecoderFamily {
                 Some(scope) => norm(b, ckpt, l.norm, &s(scope), x, sh.hidden, eps),
             }
         };
+        if sh.block == BlockShape::PostNorm {
+            // OPT-350m: `ln1(h + attn(h))`, then `ln2(h + mlp(h))`, in transformers' order.
+            let o = self.attention_block(b, ckpt, sh, i, &layer, h)?;
+            let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
+            let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);
+            let h = around(b, n.norms.before_attention, &h)?;
+            let m = self.mlp_block(b, ckpt, sh, i, &layer, &h)?;
+            let m = residual_scale(b, sh, &s("mlp_residual/Mul"), &m);
+            let h = b.op(&s("mlp_residual/Add"), "Add", &[&h, &m], vec![]);
+            return around(b, n.norms.before_mlp, &h);
+        }
         let x = around(b, n.norms.before_attention, h)?;
         let o = self.attention_block(b, ckpt, sh, i, &layer, &x)?;
         if matches!(sh.block, BlockShape::Parallel | BlockShape::ParallelSharedNorm) {
@@ -893,7 +936,7 @@ impl DecoderFamily {
         let lm_head_weight = format!("{}.weight", n.lm_head);
         let bias = self.layout.lm_head_bias.resolve(c);
         if !c.tie_word_embeddings.unwrap_or(self.layout.tie_default) {
-            let head = LinearWeights::torch(ckpt, b, n.lm_head, c.hidden_size, c.vocab_size, bias)?;
+            let head = LinearWeights::torch(ckpt, b, n.lm_head, self.embed_width(c)?, c.vocab_size, bias)?;
             return Ok(linear(b, HEAD_SCOPE, h, head));
         }
         if bias {

@@ -73,6 +73,8 @@ const LLAMA_LAYOUT: Layout = Layout {
     after_mlp_norm_sparse_only: false,
     rope_reversed: false,
     embedding_norm: None,
+    final_norm_when: None,
+    embed_projection: None,
 };
 
 pub const LLAMA: DecoderFamily = DecoderFamily {
@@ -478,35 +480,32 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
-/// OPT's config switches this build does not follow, refused by key: post-norm blocks
-/// (`do_layer_norm_before` false: OPT-350m), a projected embedding (`word_embed_proj_dim` other
-/// than the hidden size: OPT-350m's `project_in` / `project_out`), weightless LayerNorms
-/// (`layer_norm_elementwise_affine` false), no final norm (`_remove_final_layer_norm`).
+/// OPT's config switches this build does not follow, refused by key: weightless LayerNorms
+/// (`layer_norm_elementwise_affine` false), no final norm in a pre-norm model
+/// (`_remove_final_layer_norm`, a compatibility switch no published checkpoint sets). Post-norm
+/// blocks (`do_layer_norm_before` false) and a projected embedding (`word_embed_proj_dim`),
+/// OPT-350m's, are built.
 fn opt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
     use serde_json::Value;
     let flag = |k: &str, default: bool| map.get(k).and_then(Value::as_bool).unwrap_or(default);
-    if !flag("do_layer_norm_before", true) {
-        return Err("key `do_layer_norm_before` is false: OPT's post-norm blocks (OPT-350m) are not built".into());
-    }
     if !flag("layer_norm_elementwise_affine", true) {
         return Err("key `layer_norm_elementwise_affine` is false: OPT's LayerNorms without weights are not built".into());
     }
-    if flag("_remove_final_layer_norm", false) {
+    if flag("_remove_final_layer_norm", false) && flag("do_layer_norm_before", true) {
         return Err("key `_remove_final_layer_norm` is true: an OPT without its final LayerNorm is not built".into());
-    }
-    let hidden = map.get("hidden_size").and_then(Value::as_u64);
-    if let Some(proj) = map.get("word_embed_proj_dim").and_then(Value::as_u64).filter(|p| Some(*p) != hidden) {
-        return Err(format!("key `word_embed_proj_dim` ({proj}) differs from `hidden_size`: OPT's projected embeddings (`project_in` / `project_out`, OPT-350m) are not built"));
     }
     Ok(())
 }
 
 /// OPT (`OPTConfig`): learned positions read at `position_ids + 2` (the table has
 /// `max_position_embeddings + 2` rows), LayerNorms (epsilon 1e-5, fixed) before attention and
-/// the MLP, q/k/v/o and MLP biases per `enable_bias` (default true), a plain MLP `fc1` /
-/// `fc2` (`ffn_dim`, `activation_function` ReLU), the head tied by default; checkpoints saved
-/// from the bare model lack `model.`. Switches it has that this build does not follow are
-/// refused ([`opt_config`]).
+/// the MLP, or after each residual add with no final norm when `do_layer_norm_before` is false
+/// (OPT-350m: [`BlockShape::PostNorm`]), token embeddings `word_embed_proj_dim` wide projected to
+/// the hidden size and back when it differs (OPT-350m's `project_in` / `project_out`),
+/// q/k/v/o and MLP biases per `enable_bias` (default true), a plain MLP `fc1` / `fc2`
+/// (`ffn_dim`, `activation_function` ReLU), the head tied by default; checkpoints saved from
+/// the bare model lack `model.`. Switches it has that this build does not follow are refused
+/// ([`opt_config`]).
 pub const OPT: DecoderFamily = DecoderFamily {
     model_types: &["opt"],
     names: NameTable {
@@ -536,6 +535,10 @@ pub const OPT: DecoderFamily = DecoderFamily {
             ("pad_token_id", KeyDefault::Count(1)),
         ],
         config_rule: Some(opt_config),
+        block: BlockShape::PostNorm,
+        block_when: Some(BlockSwitch { key: "do_layer_norm_before", default: true, on: BlockShape::Sequential }),
+        final_norm_when: Some(("do_layer_norm_before", true)),
+        embed_projection: Some(EmbedProjection { width: "word_embed_proj_dim", into: "model.decoder.project_in", out: "model.decoder.project_out" }),
         ..LLAMA_LAYOUT
     },
     optional_prefix: Some("model."),

@@ -690,6 +690,23 @@ pub struct Layout {
     /// A norm of the family's kind on the embeddings, before the first layer (NanoChat applies
     /// its weightless final norm there too), under this scope name.
     pub embedding_norm: Option<&'static str>,
+    /// A boolean key (and its default) without which the model has no final norm (OPT's
+    /// `do_layer_norm_before`: its post-norm models end with the last block's norm).
+    pub final_norm_when: Option<(&'static str, bool)>,
+    /// Token embeddings narrower than the hidden size, projected in after the gather and out
+    /// before the head ([`EmbedProjection`]: OPT-350m's `project_in` / `project_out`).
+    pub embed_projection: Option<EmbedProjection>,
+}
+
+/// Token embeddings of their own width (`width`, a config key: absent or the hidden size is no
+/// projection): `into` (`[hidden, width]`, no bias) maps the gathered rows to the hidden size,
+/// `out` (`[width, hidden]`, no bias) the last hidden state back, and the head reads `width`
+/// (a tied head the `[vocab, width]` table).
+#[derive(Clone, Copy, Debug)]
+pub struct EmbedProjection {
+    pub width: &'static str,
+    pub into: &'static str,
+    pub out: &'static str,
 }
 
 /// A family's own config derivations and refusals ([`Layout::config_rule`]): config.json's
@@ -763,6 +780,10 @@ pub enum BlockShape {
     /// [`BlockShape::Parallel`] with transformers' other order: `(h + attn(ln(h))) + mlp(ln(h))`
     /// (Cohere's `residual + attention + mlp`). The same sum, rounded as transformers rounds it.
     ParallelResidualFirst,
+    /// The norms after the residual adds: `h = ln1(h + attn(h))`, then `ln2(h + mlp(h))`, with
+    /// the table's before-attention and before-MLP norms as `ln1` and `ln2` (OPT-350m's
+    /// `do_layer_norm_before` false: `self_attn_layer_norm`, `final_layer_norm`).
+    PostNorm,
 }
 
 /// [`Layout::block_when`]: `on` when the boolean `key` (absent: `default`) is true, the
