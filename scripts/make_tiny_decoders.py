@@ -458,6 +458,13 @@ FIXTURES_MADE_HERE = {
         legacy=lambda config: {k: v for k, v in config.items() if k != "tie_word_embeddings"},
         exercises="OPT-350m's shape: post-norm blocks (`do_layer_norm_before` false: `self_attn_layer_norm` after the attention's residual add, `final_layer_norm` after the MLP's, no final LayerNorm), token embeddings 32 wide (`word_embed_proj_dim`) projected to the hidden size 64 by `project_in` before the learned positions are added and back by `project_out` before the tied head, OPT's biases and ReLU MLP",
     ),
+    # OpenAI GPT (GPT-1): GPT-2's weights with post-norm blocks, no final norm, tanh GELU as `afn` "gelu".
+    "tiny-openai-gpt": dict(
+        cls="OpenAIGPT", model="OpenAIGPTLMHeadModel", inputs="tiny-llama", no_cache=True,
+        args=dict(vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4, afn="gelu", layer_norm_epsilon=1e-5, initializer_range=0.2),
+        legacy=lambda config: config,
+        exercises="OpenAI GPT (GPT-1): learned positions `positions_embed`, Conv1D weights, a fused biased `c_attn`, post-norm blocks (`ln_1(h + attn(h))`, `ln_2(h + mlp(h))`), no final norm, `afn` \"gelu\" (transformers' tanh form), the head tied; transformers runs it without a KV cache (the references' presents and decode step are computed from the whole sequence)",
+    ),
     # Cohere2-MoE: Cohere 2's parallel block with a dense prefix and experts beside a shared one.
     "tiny-cohere2_moe": dict(
         cls="Cohere2Moe", inputs="tiny-llama",
@@ -935,9 +942,12 @@ def positions(mask):
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def run(model, ids, mask, past=None, pos=None):
+def run(model, ids, mask, past=None, pos=None, cache=True):
     pos = positions(mask)[:, -ids.shape[1]:] if pos is None else pos
     with torch.no_grad():
+        if not cache:
+            # A model without a KV cache (OpenAI GPT) takes no cache arguments.
+            return model(input_ids=ids, attention_mask=mask, position_ids=pos)
         return model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
 
 
@@ -956,23 +966,51 @@ def perturbed_and_saved(model, out_dir, tweak=None):
     return model
 
 
-def references(model, inputs_from, long=None):
+def fused_presents(model, ids, mask):
+    """(logits, [(key, value)] per layer `[1, heads, seq, head_dim]`) of a model without a KV
+    cache (OpenAI GPT): the keys and values its fused `c_attn` computes, taken by hooks."""
+    captured = []
+    hooks = [block.attn.c_attn.register_forward_hook(lambda _m, _i, out: captured.append(out)) for block in model.transformer.h]
+    try:
+        logits = run(model, ids, mask, cache=False).logits
+    finally:
+        for h in hooks:
+            h.remove()
+    heads = model.config.n_head
+    presents = []
+    for qkv in captured:
+        _, k, v = qkv.split(qkv.shape[-1] // 3, dim=-1)
+        split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, -1).permute(0, 2, 1, 3)  # noqa: E731
+        presents.append((split(k), split(v)))
+    return logits, presents
+
+
+def references(model, inputs_from, long=None, no_cache=False):
     """The reference tensors of `model` for the inputs of fixture `inputs_from` (and, with
-    `long`, the last logits of a prompt that long)."""
+    `long`, the last logits of a prompt that long). `no_cache`: a model transformers runs without
+    a KV cache (OpenAI GPT): the presents from its projections, the decode step's logits from
+    the whole sequence, generation without a cache."""
     given = load_file(os.path.join(FIXTURES, inputs_from, "reference.safetensors"))
     ref = {k: given[k] for k in given if k.endswith("input_ids") or k.endswith("attention_mask") or k.endswith("position_ids")}
     ids, mask = ref["input_ids"], ref["attention_mask"]
-    out = run(model, ids, mask)
-    ref["logits"] = out.logits
-    for i, layer in enumerate(out.past_key_values.layers):
-        ref[f"present.{i}.key"], ref[f"present.{i}.value"] = layer.keys, layer.values
     dmask = torch.ones(1, ids.shape[1] + 1, dtype=torch.int64)
-    ref["decode_logits"] = run(model, ref["decode_input_ids"], dmask, out.past_key_values, torch.tensor([[ids.shape[1]]])).logits
+    if no_cache:
+        ref["logits"], presents = fused_presents(model, ids, mask)
+        for i, (k, v) in enumerate(presents):
+            ref[f"present.{i}.key"], ref[f"present.{i}.value"] = k, v
+        whole = torch.cat([ids, ref["decode_input_ids"]], dim=1)
+        ref["decode_logits"] = run(model, whole, dmask, cache=False).logits[:, -1:]
+    else:
+        out = run(model, ids, mask)
+        ref["logits"] = out.logits
+        for i, layer in enumerate(out.past_key_values.layers):
+            ref[f"present.{i}.key"], ref[f"present.{i}.value"] = layer.keys, layer.values
+        ref["decode_logits"] = run(model, ref["decode_input_ids"], dmask, out.past_key_values, torch.tensor([[ids.shape[1]]])).logits
     for b in ["batch", "rbatch"]:
-        ref[f"{b}_logits"] = run(model, ref[f"{b}_input_ids"], ref[f"{b}_attention_mask"], pos=ref[f"{b}_position_ids"]).logits
-    ref["short_logits"] = run(model, ref["short_input_ids"], torch.ones_like(ref["short_input_ids"])).logits
+        ref[f"{b}_logits"] = run(model, ref[f"{b}_input_ids"], ref[f"{b}_attention_mask"], pos=ref[f"{b}_position_ids"], cache=not no_cache).logits
+    ref["short_logits"] = run(model, ref["short_input_ids"], torch.ones_like(ref["short_input_ids"]), cache=not no_cache).logits
     with torch.no_grad():
-        gen = model.generate(ids, attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0)
+        gen = model.generate(ids, attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, eos_token_id=None, pad_token_id=0, use_cache=not no_cache)
     ref["greedy_tokens"] = gen[:, ids.shape[1]:]
     if long:
         # One unpadded prompt of `long` tokens: positions past 256, where a bf16 position
@@ -1027,19 +1065,20 @@ def make(name, spec):
         f.write("\n")
     for file in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
         shutil.copy(os.path.join(FIXTURES, spec["inputs"], file), os.path.join(out_dir, file))
-    ref = references(model, spec["inputs"], spec.get("long"))
+    ref = references(model, spec["inputs"], spec.get("long"), spec.get("no_cache", False))
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "reference.safetensors"))
     # The rewritten config.json reloads to the same model: the fixture means what made it. A
     # config class of its own (`model` given) is found by model_type, as a user's load finds it.
     if "model" in spec:
         model_cls = transformers.AutoModelForCausalLM
     again = model_cls.from_pretrained(out_dir, attn_implementation="eager").eval()
-    reload_err = float((run(again, ref["input_ids"], ref["attention_mask"]).logits - ref["logits"]).abs().max())
+    cache = not spec.get("no_cache", False)
+    reload_err = float((run(again, ref["input_ids"], ref["attention_mask"], cache=cache).logits - ref["logits"]).abs().max())
     # Same bytes, but BLAS may sum a reloaded (mmapped, differently aligned) weight in another
     # order: one or two f32 ulps of the logits, far below what a misread key changes.
     assert reload_err <= 2e-6, f"{name}: the rewritten config.json reloads to another model ({reload_err})"
     half = model_cls.from_pretrained(out_dir, attn_implementation="eager", dtype=torch.float16).eval()
-    f16_err = float((run(half, ref["input_ids"], ref["attention_mask"]).logits.float() - ref["logits"]).abs().max())
+    f16_err = float((run(half, ref["input_ids"], ref["attention_mask"], cache=cache).logits.float() - ref["logits"]).abs().max())
     generator = (f"{SCRIPT} {name}: transformers {transformers.__version__}, torch {torch.__version__}, eager attention, "
                  f"float32, seed 1234 weights; inputs of {spec['inputs']}")
     write_reference_json(os.path.join(out_dir, "reference.json"), config.model_type, generator, f16_err)

@@ -155,15 +155,11 @@ pub fn genai_config(
     // cache (fixed-length past inputs written with TensorScatter).
     let static_len = static_cache_len(graph);
     let share_buffer = static_len.is_some() || graph.nodes.iter().any(|n| n.op == "GroupQueryAttention");
-    let eos = match c.eos_token_id.as_slice() {
-        [one] => json!(one),
-        many => json!(many),
-    };
+    let ids = TokenIds::of(c, generation);
     let (model_type, note) = runtime_model_type(&c.model_type);
     notes.extend(note);
-    let config = json!({
+    let mut config = json!({
         "model": {
-            "bos_token_id": c.bos_token_id,
             "context_length": c.max_position_embeddings,
             "decoder": {
                 "session_options": { "log_id": "onnxruntime-genai", "provider_options": provider_options },
@@ -176,19 +172,79 @@ pub fn genai_config(
                 "num_hidden_layers": c.num_hidden_layers,
                 "num_key_value_heads": c.num_key_value_heads,
             },
-            "eos_token_id": eos,
-            "pad_token_id": c.pad_token_id.or(c.eos_token_id.first().copied()),
             "type": model_type,
             "vocab_size": c.vocab_size,
         },
         "search": search_section(c, generation, share_buffer, static_len),
     });
+    let model = config["model"].as_object_mut().expect("an object above");
+    if let Some(bos) = ids.bos {
+        model.insert("bos_token_id".into(), json!(bos));
+    }
+    match ids.eos.as_slice() {
+        [] => {}
+        [one] => {
+            model.insert("eos_token_id".into(), json!(one));
+        }
+        many => {
+            model.insert("eos_token_id".into(), json!(many));
+        }
+    }
+    if let Some(pad) = ids.pad.or(ids.eos.first().copied()) {
+        model.insert("pad_token_id".into(), json!(pad));
+    }
     (config, notes)
+}
+
+/// The special token ids genai_config.json states: config.json's, else generation_config.json's
+/// (as transformers' `generate` reads them: OpenAI GPT's config.json holds `null`s). An id stated
+/// nowhere is left out: onnxruntime-genai's JSON reader refuses `null`, and its defaults (0, and
+/// the pad id as end of stream) apply.
+struct TokenIds {
+    bos: Option<i64>,
+    eos: Vec<i64>,
+    pad: Option<i64>,
+}
+
+impl TokenIds {
+    fn of(c: &DecoderConfig, generation: Option<&Value>) -> TokenIds {
+        let given = |k: &str| generation.and_then(|g| g.get(k));
+        let one = |k: &str| given(k).and_then(Value::as_i64);
+        let eos = if c.eos_token_id.is_empty() {
+            match given("eos_token_id") {
+                Some(Value::Array(a)) => a.iter().filter_map(Value::as_i64).collect(),
+                Some(v) => v.as_i64().into_iter().collect(),
+                None => Vec::new(),
+            }
+        } else {
+            c.eos_token_id.clone()
+        };
+        TokenIds { bos: c.bos_token_id.or_else(|| one("bos_token_id")), eos, pad: c.pad_token_id.or_else(|| one("pad_token_id")) }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Special ids: config.json's, else generation_config.json's; an id stated nowhere is left
+    /// out (genai's reader refuses `null`), the pad id falling back to the first end id.
+    #[test]
+    fn token_ids_come_from_the_config_then_the_generation_config() {
+        let config = |ids: &str| models::DecoderConfig::parse(std::path::Path::new("config.json"), &format!(r#"{{"model_type":"openai-gpt","n_embd":64,"n_head":4,"n_layer":2,"vocab_size":512{ids}}}"#)).unwrap();
+        let graph = Graph::default();
+        let model = |c: &models::DecoderConfig, g: Option<&Value>| genai_config(c, &graph, "model.onnx", vec![], g).0["model"].clone();
+        let nulls = config(r#","bos_token_id":null,"eos_token_id":null,"pad_token_id":null"#);
+        let m = model(&nulls, Some(&json!({"bos_token_id": 1, "eos_token_id": [2, 5]})));
+        assert_eq!((m["bos_token_id"].clone(), m["eos_token_id"].clone(), m["pad_token_id"].clone()), (json!(1), json!([2, 5]), json!(2)));
+        let m = model(&nulls, None);
+        for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
+            assert!(m.get(k).is_none(), "{k}: {m}");
+        }
+        let own = config(r#","bos_token_id":7,"eos_token_id":8"#);
+        let m = model(&own, Some(&json!({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3})));
+        assert_eq!((m["bos_token_id"].clone(), m["eos_token_id"].clone(), m["pad_token_id"].clone()), (json!(7), json!(8), json!(3)));
+    }
 
     #[test]
     fn runtime_types_record_why_they_differ() {

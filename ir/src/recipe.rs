@@ -249,10 +249,13 @@ impl Recipe {
     /// of the inner input, and a reshape to the recipe's own shape is no transform: so a stack a
     /// checkpoint stores transposed per expert and a model reads as rows (DBRX's GGUF `w2`:
     /// reshaped to rows, reshaped back, transposed back) comes back to the file's own rows,
-    /// whose pre-quantized integers are kept.
+    /// whose pre-quantized integers are kept. An inner reshape of the wrong element count stays,
+    /// so reading the recipe still fails on it. (An identity reshape no longer marks a tensor
+    /// as a view of another: `save`'s byte sharing keys on `Reshape`, so a caller that wants two
+    /// initializers to share bytes reshapes to another shape, as every one does.)
     pub fn reshape(self, shape: Vec<usize>) -> Recipe {
         match self {
-            Recipe::Reshape { input, .. } => input.reshape(shape),
+            Recipe::Reshape { input, shape: inner } if input.numel() == inner.iter().product::<usize>() => input.reshape(shape),
             other if other.shape() == shape => other,
             other => Recipe::Reshape { input: Box::new(other), shape },
         }
@@ -845,6 +848,8 @@ mod tests {
         let back = rows.clone().reshape(vec![2, 4, 3]).transpose(vec![0, 2, 1]);
         assert!(matches!(back, Recipe::Data(_)), "{}", back.describe());
         assert_eq!(f32s(&rows.materialize().unwrap())[..4], [0., 4., 8., 1.]);
+        // A wrong inner reshape is kept, so reading still fails on it.
+        assert!(iota(vec![2, 2]).reshape(vec![3]).reshape(vec![2, 2]).materialize().is_err());
     }
 
     /// A slice of a transpose moves inside it, along the axis it came from, with the values of

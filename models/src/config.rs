@@ -1658,6 +1658,19 @@ mod tests {
         assert_eq!(read("sarvam_moe", r#","partial_rotary_factor":0.5"#).rope.partial_rotary_factor, 0.5);
     }
 
+    /// OpenAI GPT: GPT-2's spellings, the MLP 4 x `n_embd` (no width key), `afn` as transformers'
+    /// ACT_FNS maps it (`gelu` the tanh form, `swish` SiLU); another activation refused by key.
+    #[test]
+    fn openai_gpt_reads_afn_as_transformers_maps_it() {
+        let base = r#""model_type":"openai-gpt","n_embd":64,"n_head":4,"n_layer":2,"n_positions":256,"vocab_size":512"#;
+        let act = |afn: &str| parse(&format!(r#"{{{base},"afn":"{afn}"}}"#)).unwrap().activation("afn", Activation::GeluTanh).unwrap();
+        assert_eq!((act("gelu"), act("swish"), act("relu")), (Activation::GeluTanh, Activation::Silu, Activation::Relu));
+        let c = parse(&format!("{{{base}}}")).unwrap();
+        assert_eq!((c.hidden_size, c.intermediate_size, c.max_position_embeddings, c.activation("afn", Activation::GeluTanh).unwrap()), (64, 256, 256, Activation::GeluTanh));
+        let e = parse(&format!(r#"{{{base},"afn":"tanh"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("key `afn` is `tanh`"), "{e}");
+    }
+
     /// OPT: `ffn_dim` as the MLP width, ReLU from `activation_function`, the fixed LayerNorm
     /// epsilon; OPT-350m's post-norm blocks and projected embeddings read; the switches it does
     /// not follow refused by key.

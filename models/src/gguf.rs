@@ -3910,13 +3910,19 @@ fn alibi_common(c: &mut Map<String, Json>, file: &GgufFile, model: &str, context
 }
 
 /// BLOOM (`BloomModel`, `LLM_ARCH_BLOOM`): the LayerNorm epsilon, the context (`seq_length`,
-/// which the converter writes as `context_length`, or the hidden size when the config has none),
-/// nothing else: llama.cpp's loader fixes the ALiBi maximum at 8 (BLOOM's slopes, which ggml's
+/// which the converter writes as `context_length`, or the hidden size when the config has none:
+/// a context equal to the width is read as that absent key, BLOOM's 2048), nothing else: llama.cpp's loader fixes the ALiBi maximum at 8 (BLOOM's slopes, which ggml's
 /// softmax computes as `_get_alibi_slopes` does), its graph the tanh GELU and the embedding
 /// norm. The head tied unless the file has `output.weight` (older converters wrote a copy).
 fn bloom_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let eps = float("attention.layer_norm_epsilon")?.ok_or_else(|| err(format!("metadata key `{}` is missing (llama.cpp's bloom loader requires it)", key("attention.layer_norm_epsilon"))))?;
     c.insert("layer_norm_epsilon".into(), json!(eps as f32 as f64));
+    // The converter writes the width as the context when the config has no `seq_length` (most
+    // BLOOM configs): read as that config, the family's 2048 (BLOOM's training length), as a
+    // build of the checkpoint itself gives.
+    if c.get("max_position_embeddings").is_some() && c.get("max_position_embeddings") == c.get("hidden_size") {
+        c.remove("max_position_embeddings");
+    }
     alibi_common(c, file, "BLOOM", "seq_length", key, err)
 }
 
@@ -6161,6 +6167,10 @@ mod tests {
         let i = import_of(&as_ref(&meta("bloom", &[])), &bloom_tensors(&[])).unwrap();
         let c = &i.config;
         assert_eq!((c["model_type"].as_str(), c["seq_length"].as_u64(), c["layer_norm_epsilon"].as_f64()), (Some("bloom"), Some(512), Some(1e-5f32 as f64)));
+        // The converter's fallback (the width, for a config without `seq_length`): no context
+        // key, so the family's 2048.
+        let fallback = import_of(&as_ref(&meta("bloom", &[("context_length", json!(64))])), &bloom_tensors(&[])).unwrap();
+        assert!(!fallback.config.contains_key("seq_length") && !fallback.config.contains_key("max_position_embeddings"), "{:?}", fallback.config);
         for k in ["max_position_embeddings", "rope_theta", "intermediate_size"] {
             assert!(!c.contains_key(k), "{k}: {c:?}");
         }

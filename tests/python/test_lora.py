@@ -374,6 +374,8 @@ def merged_checkpoint(ckpt, out, tensors, scaling):
     # GraniteMoeShared's shared MLP: one gate/up projection beside the experts (the 3-D expert
     # stacks of the same name take no adapter).
     ("tiny-granitemoeshared", "cpu", {"q_proj", "input_linear", "output_linear"}),
+    # OPT-350m: post-norm blocks, and the embedding projections as adapter slots too.
+    ("tiny-opt-350m", "cpu", {"q_proj", "v_proj", "fc1", "project_in", "project_out"}),
 ])
 def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules):
     """For families and adapters the fixtures do not cover (other widths, rsLoRA, biases):
@@ -389,12 +391,12 @@ def test_an_adapter_bound_equals_the_merged_model(tmp_path, fixture, ep, modules
     def fired(path):
         report = json.loads((path / "build_report.json").read_text())
         return {r["rule"]: r["fired"] for r in report["parts"][0]["pipeline"]["diagnostics"]["rules"]}
-    # Where the plain build packs Q/K/V (cpu, except qwen3's q/k norms, GPT-2's unrotated
-    # attention and GLM-4's partial rotary), the build with slots packs them too, LoRA branches
-    # and all.
+    # Where the plain build packs Q/K/V (cpu, except qwen3's q/k norms, GPT-2's and OPT's
+    # unrotated attention and GLM-4's partial rotary), the build with slots packs them too, LoRA
+    # branches and all.
     packed, with_slots = fired(tmp_path / "m"), fired(pkg)
     plain_packs = packed.get("fuse.pack_qkv", 0) + packed.get("fuse.pack_qkv.bias", 0) > 0
-    assert plain_packs == (ep == "cpu" and fixture not in ("tiny-qwen3", "tiny-gpt2", "tiny-glm4")), packed
+    assert plain_packs == (ep == "cpu" and fixture not in ("tiny-qwen3", "tiny-gpt2", "tiny-glm4", "tiny-opt-350m")), packed
     if plain_packs:
         assert with_slots.get("fuse.pack_qkv.lora", 0) + with_slots.get("fuse.pack_qkv.bias.lora", 0) > 0, with_slots
     ref = load_file(ckpt / "reference.safetensors")

@@ -1,7 +1,7 @@
 //! The one generic decoder builder: reads a [`DecoderFamily`] table and the config, and
 //! composes components into the generic graph. No family has code of its own.
 
-use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, HeadWeights, MlpNames, NormEps, NormOver, Positions, QkNorm, RotaryPairs};
+use super::family::{AttentionNames, AttentionScale, BlockShape, DecoderFamily, EmbeddingScale, FinalNorm, HeadWeights, MlpNames, NormEps, NormOver, Positions, QkNorm, RotaryPairs};
 use super::DecoderIo;
 use crate::components::attention::{attention, sink_attention, Heads};
 use crate::components::linear::{linear, LinearWeights, WeightLayout};
@@ -122,10 +122,12 @@ impl DecoderFamily {
                 h = b.op(&format!("model.layers.{i}/deepstack/Add"), "Add", &[&h, &block], vec![]);
             }
         }
-        let h = match self.layout.final_norm_when {
-            Some((key, default)) if !c.flag(key, default) => h,
-            _ => norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)?,
+        let final_norm = match self.layout.final_norm {
+            FinalNorm::Always => true,
+            FinalNorm::Never => false,
+            FinalNorm::When { key, default } => c.flag(key, default),
         };
+        let h = if final_norm { norm(b, ckpt, self.layout.norm, self.names.final_norm, &h, shared.hidden, shared.scalars.eps)? } else { h };
         let h = match self.embed_projection(c)? {
             Some((p, width)) => {
                 let w = LinearWeights::read(ckpt, b, p.out, c.hidden_size, width, false, self.layout.weights)?;
@@ -592,7 +594,15 @@ impl DecoderFamily {
             }
         };
         if sh.block == BlockShape::PostNorm {
-            // OPT-350m: `ln1(h + attn(h))`, then `ln2(h + mlp(h))`, in transformers' order.
+            // OPT-350m: `ln1(h + attn(h))`, then `ln2(h + mlp(h))`, in transformers' order. Its
+            // norms are the before-attention and before-MLP ones; a table naming after-norms too
+            // describes another block.
+            if let Some(extra) = n.norms.after_attention.or(n.norms.after_mlp) {
+                return Err(Error::Config {
+                    path: sh.c.path.clone(),
+                    reason: format!("internal: the `{}` table's post-norm block names an after-norm (`{extra}`), which that block does not apply", sh.c.model_type),
+                });
+            }
             let o = self.attention_block(b, ckpt, sh, i, &layer, h)?;
             let o = residual_scale(b, sh, &s("attn_residual/Mul"), &o);
             let h = b.op(&s("attn_residual/Add"), "Add", &[h, &o], vec![]);

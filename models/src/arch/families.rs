@@ -73,7 +73,7 @@ const LLAMA_LAYOUT: Layout = Layout {
     after_mlp_norm_sparse_only: false,
     rope_reversed: false,
     embedding_norm: None,
-    final_norm_when: None,
+    final_norm: FinalNorm::Always,
     embed_projection: None,
 };
 
@@ -480,6 +480,60 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     layers: FULL_ATTENTION_LAYERS,
 };
 
+/// OpenAI GPT's activation key `afn` as transformers' `ACT_FNS` maps it: `gelu` is the tanh
+/// form (`gelu_new`), `swish` SiLU; `relu` and `silu` as they are. The MLP is 4 x `n_embd`.
+fn openai_gpt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    use serde_json::Value;
+    let afn = match map.get("afn") {
+        None | Some(Value::Null) => "gelu".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => return Err(format!("key `afn` must be a string, found {v}")),
+    };
+    let act = match afn.as_str() {
+        "gelu" => "gelu_new",
+        "swish" | "silu" => "silu",
+        "relu" => "relu",
+        other => return Err(format!("key `afn` is `{other}`: OpenAI GPT's activations are `gelu` (the tanh form), `relu`, `silu` and `swish` (transformers' ACT_FNS)")),
+    };
+    map.insert("afn".into(), Value::from(act));
+    // `MLP(4 * n_embd, config)`: no width key.
+    if let Some(hidden) = map.get("n_embd").or(map.get("hidden_size")).and_then(Value::as_u64) {
+        map.insert("intermediate_size".into(), Value::from(4 * hidden));
+    }
+    Ok(())
+}
+
+/// OpenAI GPT (`OpenAIGPTConfig`, openai-community/openai-gpt): GPT-2's weights (Conv1D
+/// `[in, out]`, a fused biased `attn.c_attn`, biased `c_proj`, `mlp.c_fc` / `mlp.c_proj`) and
+/// learned positions (`positions_embed`), in post-norm blocks (`ln_1(h + attn(h))`, then
+/// `ln_2(h + mlp(h))`, [`BlockShape::PostNorm`]) with no final norm, the MLP 4 x `n_embd` wide
+/// with `afn` ([`openai_gpt_config`]: `gelu` is the tanh form), the head tied; checkpoints saved
+/// from the bare model lack `transformer.`. transformers runs it without a KV cache; the package
+/// has one, which gives the same logits.
+pub const OPENAI_GPT: DecoderFamily = DecoderFamily {
+    model_types: &["openai-gpt"],
+    names: NameTable {
+        embed_tokens: "transformer.tokens_embed.weight",
+        embed_positions: Some("transformer.positions_embed.weight"),
+        ..GPT2.names
+    },
+    layout: Layout {
+        block: BlockShape::PostNorm,
+        final_norm: FinalNorm::Never,
+        activation: Some(("afn", crate::Activation::GeluTanh)),
+        key_defaults: &[("n_positions", KeyDefault::Count(512)), ("vocab_size", KeyDefault::Count(40478))],
+        config_rule: Some(openai_gpt_config),
+        ..GPT2.layout
+    },
+    optional_prefix: Some("transformer."),
+    unused: &[
+        Unused { prefix: "", suffix: ".attn.bias", reason: "OpenAI GPT's causal-mask buffer (checkpoints saved before it was made non-persistent); the graph builds its own mask" },
+        Unused { prefix: "", suffix: "position_ids", reason: "OpenAI GPT's position-index buffer (older checkpoints); the graph takes position_ids as an input" },
+    ],
+    scaling: NO_SCALING,
+    layers: FULL_ATTENTION_LAYERS,
+};
+
 /// OPT's config switches this build does not follow, refused by key: weightless LayerNorms
 /// (`layer_norm_elementwise_affine` false), no final norm in a pre-norm model
 /// (`_remove_final_layer_norm`, a compatibility switch no published checkpoint sets). Post-norm
@@ -537,7 +591,7 @@ pub const OPT: DecoderFamily = DecoderFamily {
         config_rule: Some(opt_config),
         block: BlockShape::PostNorm,
         block_when: Some(BlockSwitch { key: "do_layer_norm_before", default: true, on: BlockShape::Sequential }),
-        final_norm_when: Some(("do_layer_norm_before", true)),
+        final_norm: FinalNorm::When { key: "do_layer_norm_before", default: true },
         embed_projection: Some(EmbedProjection { width: "word_embed_proj_dim", into: "model.decoder.project_in", out: "model.decoder.project_out" }),
         ..LLAMA_LAYOUT
     },

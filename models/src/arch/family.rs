@@ -690,12 +690,21 @@ pub struct Layout {
     /// A norm of the family's kind on the embeddings, before the first layer (NanoChat applies
     /// its weightless final norm there too), under this scope name.
     pub embedding_norm: Option<&'static str>,
-    /// A boolean key (and its default) without which the model has no final norm (OPT's
-    /// `do_layer_norm_before`: its post-norm models end with the last block's norm).
-    pub final_norm_when: Option<(&'static str, bool)>,
+    /// Whether the model ends with the table's final norm ([`FinalNorm`]).
+    pub final_norm: FinalNorm,
     /// Token embeddings narrower than the hidden size, projected in after the gather and out
     /// before the head ([`EmbedProjection`]: OPT-350m's `project_in` / `project_out`).
     pub embed_projection: Option<EmbedProjection>,
+}
+
+/// Whether a model ends with its table's final norm: always (most), never (OpenAI GPT's
+/// post-norm blocks end with their own norm), or when a boolean key (absent: its default) is
+/// true (OPT's `do_layer_norm_before`: its post-norm models, OPT-350m, have none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalNorm {
+    Always,
+    Never,
+    When { key: &'static str, default: bool },
 }
 
 /// Token embeddings of their own width (`width`, a config key: absent or the hidden size is no
