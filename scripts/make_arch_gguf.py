@@ -115,8 +115,9 @@ MAPPED = {
     "bloom": gguf.MODEL_ARCH.BLOOM,
     "mpt": gguf.MODEL_ARCH.MPT,
     "dbrx": gguf.MODEL_ARCH.DBRX,
+    "minicpm": gguf.MODEL_ARCH.MINICPM,
 }
-PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa"}
+PERMUTED = {"llama", "granite", "smollm3", "olmo", "arcee", "mistral3", "granite_swa", "minicpm"}
 # NemotronModel.modify_tensors: every `norm.weight` stored + 1 (LayerNorm1P).
 PLUS_ONE_NORMS = {"nemotron"}
 # GPT2Model.modify_tensors: the Conv1D weights (`[in, out]`) transposed to `[out, in]`.
@@ -148,8 +149,12 @@ FUSED_AS_STORED = {"tiny-glm"}
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-QUANTIZED = ["tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite"}
+# Variants written as another architecture than their fixture's: tiny-granite as MiniCPMModel
+# writes a MiniCPM checkpoint (`minicpm`: Granite's scalings under MiniCPM's keys, no attention
+# scale), whose model is Granite's.
+STEM_ARCH = {"tiny-granite-minicpm": "minicpm"}
+QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
 def falcon_states_more(cfg):
@@ -711,6 +716,13 @@ def write_mapped(w, cfg, arch, quantized):
             w.add_logit_scale(cfg["logits_scaling"])
     if arch == "granite_swa":
         add_granite_swa_keys(w, cfg)
+    if arch == "minicpm":
+        # MiniCPMModel.set_gguf_parameters: TextModel's keys, then `scale_emb`, `scale_depth /
+        # sqrt(layers)` and `hidden / dim_model_base`: Granite's three multipliers here (its
+        # attention multiplier has no MiniCPM key).
+        w.add_embedding_scale(cfg["embedding_multiplier"])
+        w.add_residual_scale(cfg["residual_multiplier"])
+        w.add_logit_scale(cfg["logits_scaling"])
 
 
 def granite_swa_layers(cfg):
@@ -733,8 +745,8 @@ def add_granite_swa_keys(w, cfg):
     w.add_array(f"{w.arch}.attention.rope_pattern", [bool(r) for r in rotates])
 
 
-def write(path, fixture, cfg, st, quantized, fused=False):
-    arch = ARCH[cfg["model_type"]]
+def write(path, fixture, cfg, st, quantized, fused=False, arch=None):
+    arch = arch or ARCH[cfg["model_type"]]
     p = rope_params(cfg)
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     w = gguf.GGUFWriter(str(path), arch)
@@ -892,7 +904,7 @@ def main(only=()):
         st = load_file(str(FIX / fixture / "model.safetensors"))
         for quantized in ([False, True] if stem in QUANTIZED else [False]):
             path = OUT / f"{stem}.{'Q' if quantized else 'F32'}.gguf"
-            arch = write(path, fixture, cfg, st, quantized, fused=stem.endswith("-fused") or stem in FUSED_AS_STORED)
+            arch = write(path, fixture, cfg, st, quantized, fused=stem.endswith("-fused") or stem in FUSED_AS_STORED, arch=STEM_ARCH.get(stem))
             # Norms stored + 1 come back to one f32 rounding of the fixture's.
             exact = lambda err, arch=arch: err == 0.0 or (arch in PLUS_ONE_NORMS and err < 1e-6)  # noqa: E731
             check_round_trip(path, dequantized(path, cfg, arch, st), st, quantized, exact)

@@ -163,6 +163,7 @@
 //!   maximum 8; MPT's `Wqkv` as stored with its clamp, its maximum 8 required, and what the
 //!   file cannot state (`softmax_scale`, exact GELU, MPT's slopes) transformers' MPT
 //!   ([`mpt_config`]).
+//! - minicpm (`MiniCPMModel`): read as `granite` with MiniCPM's scalings ([`minicpm_config`]).
 //! - dbrx (`DbrxModel`): DbrxConfig's nested keys from the file's ([`dbrx_config`]), `Wqkv` as
 //!   stored, the expert stacks read as DBRX's rows, `w2` transposed back ([`stacked_experts`]).
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
@@ -381,6 +382,9 @@ enum Kind {
     /// `attention.clamp_kqv`, rotate-half RoPE, softmax top-k experts renormalized, the
     /// experts' rows read as DBRX's `w1` / `v1` / `w2` ([`stacked_experts`]).
     Dbrx,
+    /// MiniCPM (`minicpm`: MiniCPM-2B, MiniCPM-1B): Llama's blocks with Granite's four
+    /// scalings (llama.cpp runs it with its granite graph), read as transformers' `granite`.
+    MiniCpm,
 }
 
 /// One architecture's mapping.
@@ -561,6 +565,8 @@ impl Arch {
             ],
             Kind::Qwen2Moe => &["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"],
             Kind::Granite => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale"],
+            // No `attention.scale`: llama.cpp's minicpm loader does not read one.
+            Kind::MiniCpm => &["logit_scale", "embedding_scale", "residual_scale"],
             Kind::GraniteMoe => &["logit_scale", "embedding_scale", "residual_scale", "attention.scale", "expert_count", "expert_used_count", "expert_shared_feed_forward_length"],
             Kind::Starcoder2 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder => &["attention.layer_norm_epsilon"],
             Kind::Bert => &["attention.layer_norm_epsilon", "attention.causal", "pooling_type"],
@@ -593,7 +599,7 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::MiniCpm | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 | Kind::Phimoe | Kind::MiniCpm3 => &[ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
@@ -650,7 +656,7 @@ impl Arch {
             Kind::Olmo => &[],
             Kind::Llama => &[PRE_MLP_NORM, MIXTRAL_ROUTER],
             Kind::Qwen2 | Kind::Gemma | Kind::Smollm3 | Kind::Exaone => &[PRE_MLP_NORM],
-            Kind::Granite => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
+            Kind::Granite | Kind::MiniCpm => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES],
             Kind::GraniteMoe => &[PRE_MLP_NORM, OUT_AND_MLP_BIASES, GRANITE_ROUTER, GRANITE_SHARED_DOWN],
             Kind::Phimoe => &[MIXTRAL_ROUTER],
             Kind::MinimaxM2 => &[PRE_MLP_NORM, QK_NORMS, MIXTRAL_ROUTER, MINIMAX_M2_NAMES],
@@ -747,7 +753,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -765,6 +771,9 @@ fn arch(name: &str) -> Option<Arch> {
         "gemma3" => ("gemma3_text", false, Kind::Gemma3),
         // GraniteModel and SmolLM3Model are LlamaModels: q/k permuted (llama.cpp's NORM rope).
         "granite" => ("granite", true, Kind::Granite),
+        // MiniCPMModel is a TextModel that permutes q/k as LlamaModel does (llama.cpp's NORM
+        // rope); llama.cpp runs the file with its granite graph, so it is read as `granite`.
+        "minicpm" => ("granite", true, Kind::MiniCpm),
         // GraniteMoeModel is a GraniteModel (q/k permuted) whose `input_linear` experts it
         // splits into gate and up stacks ([`granite_experts`]).
         "granitemoe" => ("granitemoe", true, Kind::GraniteMoe),
@@ -2303,7 +2312,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     c.insert("tie_word_embeddings".into(), json!(!file.tensors.iter().any(|t| t.name == "output.weight")));
     // q biases, alone or inside a fused `attn_qkv` (llama.cpp's `--fuse-qkv`).
     let biased = file.tensors.iter().any(|t| t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_qkv.bias"));
-    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::GraniteSwa | Kind::Granite | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus | Kind::Exaone) {
+    if matches!(a.kind, Kind::Llama | Kind::Qwen3 | Kind::Qwen3Moe | Kind::Mellum | Kind::HyV3 | Kind::GraniteSwa | Kind::Granite | Kind::MiniCpm | Kind::GraniteMoe | Kind::Olmo2 | Kind::Smollm3 | Kind::GptOss | Kind::Glm4 | Kind::Glm4Moe | Kind::Dots1 | Kind::Olmoe | Kind::Olmo | Kind::Nemotron | Kind::SeedOss | Kind::Arcee | Kind::Apertus | Kind::Exaone) {
         c.insert("attention_bias".into(), json!(biased));
     }
     if a.kind == Kind::Qwen2Moe {
@@ -2326,6 +2335,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if matches!(a.kind, Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa) {
         granite_config(&mut c, file, &float, &key, &err)?;
+    }
+    if a.kind == Kind::MiniCpm {
+        minicpm_config(&mut c, file, &float, &key, &err)?;
     }
     if a.kind == Kind::Starcoder2 {
         starcoder2_config(&mut c, biased, &float, &key, &err)?;
@@ -3766,6 +3778,28 @@ fn granite_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     c.insert("embedding_multiplier".into(), json!(scale_key(float, "embedding_scale", key, err)?.unwrap_or(1.0)));
     c.insert("residual_multiplier".into(), json!(scale_key(float, "residual_scale", key, err)?.unwrap_or(1.0)));
     c.insert("attention_multiplier".into(), json!(attention));
+    c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
+    Ok(())
+}
+
+/// MiniCPM (`MiniCPMModel`, `LLM_ARCH_MINICPM`: MiniCPM-2B, MiniCPM-1B) as Granite, whose four
+/// scalings are MiniCPM's (llama.cpp's minicpm graph is its granite one): `embedding_scale`
+/// (`scale_emb`) multiplies the embeddings, `residual_scale` (`scale_depth / sqrt(layers)`)
+/// each block's output before its residual add, the logits are divided by `logit_scale`
+/// (`hidden / dim_model_base`), and the attention scale is `1 / sqrt(head size)` (no key).
+/// Files from converters before late 2024 state none of the three: MiniCPM-2B's constants
+/// apply, which llama.cpp's graph hard-coded then (12, 1.4 / sqrt(layers), hidden / 256). Its
+/// loader's fallback today is `256 / hidden` for the logit scale, the inverse of what the
+/// converter writes (the logits multiplied by hidden / 256); this import keeps the model's
+/// own division. LongRoPE files (MiniCPM-1B's, MiniCPM4's `rope.scaling.type` longrope) are
+/// refused by that key with the other unread scalings.
+fn minicpm_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let size = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(1).max(1) as f64;
+    let (hidden, layers, head_dim) = (size("hidden_size"), size("num_hidden_layers"), size("head_dim"));
+    c.insert("embedding_multiplier".into(), json!(scale_key(float, "embedding_scale", key, err)?.unwrap_or(12.0)));
+    c.insert("residual_multiplier".into(), json!(scale_key(float, "residual_scale", key, err)?.unwrap_or(1.4 / layers.sqrt())));
+    c.insert("logits_scaling".into(), json!(scale_key(float, "logit_scale", key, err)?.unwrap_or(hidden / 256.0)));
+    c.insert("attention_multiplier".into(), json!((1.0 / (head_dim as f32).sqrt()) as f64));
     c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
     Ok(())
 }
@@ -6056,6 +6090,33 @@ mod tests {
         assert!(got.contains("`blk.0.attn_norm_2.weight`") && got.contains("Falcon-40B"), "{got}");
         let got = refused(meta(3, Some("jploski")), tensors(3, false));
         assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
+    }
+
+    /// MiniCPM: read as Granite with the file's three scalings and the attention scale 1 /
+    /// sqrt(head size); a file without them (converters before late 2024) gets MiniCPM-2B's
+    /// constants (12, 1.4 / sqrt(layers), hidden / 256: the logits divided, as the model does).
+    #[test]
+    fn minicpm_files_are_granite_with_minicpms_scalings() {
+        let meta = |scales: bool| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = llama_meta().into_iter().map(|(k, v)| (k.replacen("llama", "minicpm", 1), v)).collect();
+            m[0].1 = json!("minicpm");
+            if scales {
+                m.extend([("minicpm.embedding_scale".into(), json!(8.0f64)), ("minicpm.residual_scale".into(), json!(0.5f64)), ("minicpm.logit_scale".into(), json!(4.0f64))]);
+            }
+            m
+        };
+        let read = |scales: bool| import_of(&as_ref(&meta(scales)), &llama_tensors()).unwrap().config;
+        let c = read(true);
+        let got = |c: &Map<String, Json>, k: &str| c[k].as_f64().unwrap();
+        assert_eq!(c["model_type"].as_str(), Some("granite"));
+        assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling"), got(&c, "attention_multiplier")], [8.0, 0.5, 4.0, 0.25]);
+        let c = read(false);
+        assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling")], [12.0, 1.4, 64.0 / 256.0]);
+        // The attention scale has no key in llama.cpp's minicpm loader: one is refused as unread.
+        let mut m = meta(true);
+        m.push(("minicpm.attention.scale".into(), json!(0.1f64)));
+        let e = import_of(&as_ref(&m), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("minicpm.attention.scale"), "{e}");
     }
 
     /// DBRX: DbrxConfig's nested keys from the file (the clamp, key/value heads, RoPE base, the

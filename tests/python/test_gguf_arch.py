@@ -69,17 +69,19 @@ F32 = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
-    "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx",
+    "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx", "tiny-granite-minicpm",
 ]
-QUANTIZED = ["tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
+QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
 # tiny-stablelm-key-default: `use_parallel_residual` true as the converter writes it for a config
 # without the key, beside the sequential tensors (`ffn_norm` present): read from the tensors.
 # tiny-granite-fused / tiny-seed_oss-fused: q, k and v in one `attn_qkv` as llama.cpp's
 # `--fuse-qkv` writes it (granite's q/k rows permuted before the concat; seed_oss's biases fused
 # too), which its loaders take through `create_tensor_qkv`.
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss"}
-# Fixtures whose config states what their files cannot (the config the file is read as):
+# tiny-granite-minicpm: tiny-granite as MiniCPMModel writes a MiniCPM checkpoint (`minicpm`:
+# Granite's scalings are MiniCPM's; no attention scale key, so 1/sqrt(head size): AS_FILES_STATE).
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite"}
+# Files whose fixture's config states what they cannot (the config the file is read as), by stem:
 # tiny-minicpm3's `dim_model_base` 16, where llama.cpp's graph fixes MiniCPM3-4B's 256 (the file
 # has no key for it), and LongRoPE's original length 64, where the file states none and llama.cpp
 # takes the context length (256). Its file is held to the fixture built with those values (the
@@ -92,6 +94,9 @@ AS_FILES_STATE = {
     # tiny-mpt's `softmax_scale` 0.2: MPTModel does not write it, and llama.cpp's graph scales by
     # 1/sqrt(head size), MPT's default; the file is that model.
     "tiny-mpt": lambda c: {**c, "attn_config": {**c["attn_config"], "softmax_scale": None}},
+    # MiniCPM has no attention scale key (llama.cpp's minicpm loader reads none): 1/sqrt(16),
+    # where tiny-granite's multiplier is 0.05.
+    "tiny-granite-minicpm": lambda c: {**c, "attention_multiplier": 0.25},
 }
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
@@ -165,11 +170,11 @@ def bound(fixture: str) -> float:
     return json.loads((FIXTURES / fixture / "reference.json").read_text())["tolerance"]["float32"]["atol"]
 
 
-def as_file_states(fixture: str, out: Path) -> Path:
-    """The fixture's checkpoint with AS_FILES_STATE's config."""
-    shutil.copytree(FIXTURES / fixture, out)
+def as_file_states(stem: str, out: Path) -> Path:
+    """The file's fixture's checkpoint with AS_FILES_STATE's config for the file."""
+    shutil.copytree(FIXTURES / fixture_of(stem), out)
     cfg = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps(AS_FILES_STATE[fixture](cfg)))
+    (out / "config.json").write_text(json.dumps(AS_FILES_STATE[stem](cfg)))
     return out
 
 
@@ -179,7 +184,7 @@ def test_f32_file_gives_the_fixtures_reference(stem, tmp_path):
     ref = load_file(str(FIXTURES / fixture / "reference.safetensors"))
     pkg = build(DATA / f"{stem}.F32.gguf", tmp_path / "pkg")
     atol = bound(fixture)
-    stated = fixture in AS_FILES_STATE and build(as_file_states(fixture, tmp_path / "stated"), tmp_path / "stated-pkg")
+    stated = stem in AS_FILES_STATE and build(as_file_states(stem, tmp_path / "stated"), tmp_path / "stated-pkg")
     for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
         got = prefill_logits(pkg, ref[ids])
         if stated:
@@ -228,9 +233,9 @@ def float_checkpoint(stem: str, out: Path) -> Path:
     for f in (FIXTURES / fixture_of(stem)).iterdir():
         if f.suffix == ".json" and not f.name.startswith("reference"):
             shutil.copy(f, out / f.name)
-    if fixture_of(stem) in AS_FILES_STATE:
+    if stem in AS_FILES_STATE:
         cfg = json.loads((out / "config.json").read_text())
-        (out / "config.json").write_text(json.dumps(AS_FILES_STATE[fixture_of(stem)](cfg)))
+        (out / "config.json").write_text(json.dumps(AS_FILES_STATE[stem](cfg)))
     shutil.copy(DATA / f"{stem}.Q.dequantized.safetensors", out / "model.safetensors")
     return out
 
