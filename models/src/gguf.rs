@@ -617,8 +617,7 @@ impl Arch {
             Kind::GptNeox => GPTNEOX_NAMES,
             Kind::Gpt2 | Kind::StarCoder => GPT2_NAMES,
             Kind::Bert => BERT_NAMES,
-            Kind::Falcon => FALCON_NAMES,
-            Kind::Bloom => BLOOM_NAMES,
+            Kind::Falcon | Kind::Bloom => FALCON_NAMES,
             Kind::Mpt => MPT_NAMES,
             Kind::Dbrx => DBRX_NAMES,
             _ => LAYER_NAMES,
@@ -647,7 +646,8 @@ impl Arch {
     /// GLM-4's fused `ffn_up`, which renames Llama's).
     fn layer_names(&self) -> &'static [&'static [(&'static str, &'static str)]] {
         match self.kind {
-            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon | Kind::Bloom | Kind::Mpt | Kind::Dbrx => &[],
+            Kind::Phi3 | Kind::Phi2 | Kind::Gpt2 | Kind::StarCoder | Kind::Bert | Kind::GptNeox | Kind::Falcon | Kind::Mpt | Kind::Dbrx => &[],
+            Kind::Bloom => &[BLOOM_PRE_MLP_NORM],
             Kind::ChatGlm => &[CHATGLM_MLP_NAMES],
             Kind::Starcoder2 => &[STARCODER2_MLP_NAMES],
             Kind::Nemotron | Kind::Jais2 => &[PLAIN_MLP_NAMES],
@@ -1200,22 +1200,10 @@ const FALCON_NAMES: &[(&str, &str)] = &[
     ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
 ];
 
-/// BLOOM's layers (llama.cpp's `LLM_ARCH_BLOOM`): LayerNorms with bias before attention and the
-/// MLP, the fused `attn_qkv` (restacked, put back per head by [`QkvGroups`]), biases everywhere.
-const BLOOM_NAMES: &[(&str, &str)] = &[
-    ("attn_norm.weight", "input_layernorm.weight"),
-    ("attn_norm.bias", "input_layernorm.bias"),
-    ("attn_qkv.weight", "self_attention.query_key_value.weight"),
-    ("attn_qkv.bias", "self_attention.query_key_value.bias"),
-    ("attn_output.weight", "self_attention.dense.weight"),
-    ("attn_output.bias", "self_attention.dense.bias"),
-    ("ffn_norm.weight", "post_attention_layernorm.weight"),
-    ("ffn_norm.bias", "post_attention_layernorm.bias"),
-    ("ffn_up.weight", "mlp.dense_h_to_4h.weight"),
-    ("ffn_up.bias", "mlp.dense_h_to_4h.bias"),
-    ("ffn_down.weight", "mlp.dense_4h_to_h.weight"),
-    ("ffn_down.bias", "mlp.dense_4h_to_h.bias"),
-];
+/// BLOOM's layers beyond Falcon's names (llama.cpp's `LLM_ARCH_BLOOM`: the same fused
+/// `attn_qkv`, restacked, put back per head by [`QkvGroups`]): the biased LayerNorm before the
+/// MLP.
+const BLOOM_PRE_MLP_NORM: &[(&str, &str)] = &[("ffn_norm.weight", "post_attention_layernorm.weight"), ("ffn_norm.bias", "post_attention_layernorm.bias")];
 
 /// BLOOM's names outside the layers: the embedding's LayerNorm (`token_embd_norm`).
 const BLOOM_GLOBAL_NAMES: &[(&str, &str)] = &[
@@ -4397,6 +4385,19 @@ mod tests {
         t
     }
 
+    /// `general.architecture` and `base`'s keys under `{arch}.`, each of `extra` replacing or
+    /// adding one, `drop` left out.
+    fn arch_meta(arch: &str, base: &[(&str, Json)], extra: &[(&str, Json)], drop: &str) -> Vec<(String, Json)> {
+        let mut m: Vec<(String, Json)> = vec![("general.architecture".into(), json!(arch))];
+        for (k, v) in base.iter().chain(extra) {
+            m.retain(|(have, _)| have != &format!("{arch}.{k}"));
+            if *k != drop {
+                m.push((format!("{arch}.{k}"), v.clone()));
+            }
+        }
+        m
+    }
+
     fn import_of(meta: &[(&str, Json)], tensors: &[(&str, u32, Vec<u64>)]) -> Result<Imported> {
         import_with(meta, tensors, &[])
     }
@@ -6126,31 +6127,20 @@ mod tests {
     /// epsilon, no clamp key, a tied head, a layer without a router.
     #[test]
     fn dbrx_files_read_nested_keys_and_expert_rows() {
-        let meta = |extra: &[(&str, Json)], drop: &str| -> Vec<(String, Json)> {
-            let mut m: Vec<(String, Json)> = vec![("general.architecture".into(), json!("dbrx"))];
-            for (k, v) in [
-                ("embedding_length", json!(64)),
-                ("feed_forward_length", json!(32)),
-                ("block_count", json!(1)),
-                ("context_length", json!(512)),
-                ("attention.head_count", json!(4)),
-                ("attention.head_count_kv", json!(2)),
-                ("rope.freq_base", json!(500000.0f64)),
-                ("attention.clamp_kqv", json!(8.0f64)),
-                ("expert_count", json!(4)),
-                ("expert_used_count", json!(2)),
-                ("attention.layer_norm_epsilon", json!(1e-5f64)),
-            ]
-            .into_iter()
-            .chain(extra.iter().cloned())
-            {
-                m.retain(|(have, _)| have != &format!("dbrx.{k}"));
-                if k != drop {
-                    m.push((format!("dbrx.{k}"), v));
-                }
-            }
-            m
-        };
+        let base = [
+            ("embedding_length", json!(64)),
+            ("feed_forward_length", json!(32)),
+            ("block_count", json!(1)),
+            ("context_length", json!(512)),
+            ("attention.head_count", json!(4)),
+            ("attention.head_count_kv", json!(2)),
+            ("rope.freq_base", json!(500000.0f64)),
+            ("attention.clamp_kqv", json!(8.0f64)),
+            ("expert_count", json!(4)),
+            ("expert_used_count", json!(2)),
+            ("attention.layer_norm_epsilon", json!(1e-5f64)),
+        ];
+        let meta = |extra: &[(&str, Json)], drop: &str| arch_meta("dbrx", &base, extra, drop);
         let tensors = |head: bool, router: bool| {
             let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("output_norm.weight", 0, vec![64]), ("blk.0.attn_norm.weight", 0, vec![64]), ("blk.0.attn_output_norm.weight", 0, vec![64])];
             t.extend([("blk.0.attn_qkv.weight", 8, vec![64, 128]), ("blk.0.attn_output.weight", 8, vec![64, 64])]);
@@ -6199,17 +6189,8 @@ mod tests {
     /// q/k norms and learned positions.
     #[test]
     fn alibi_files_read_their_families_keys_and_refuse_what_is_not_built() {
-        let meta = |arch: &str, extra: &[(&str, Json)]| -> Vec<(String, Json)> {
-            let mut m: Vec<(String, Json)> = vec![("general.architecture".into(), json!(arch))];
-            for (k, v) in [("embedding_length", json!(64)), ("feed_forward_length", json!(256)), ("block_count", json!(1)), ("context_length", json!(512)), ("attention.head_count", json!(4)), ("attention.layer_norm_epsilon", json!(1e-5f64))]
-                .into_iter()
-                .chain(extra.iter().cloned())
-            {
-                m.retain(|(have, _)| have != &format!("{arch}.{k}"));
-                m.push((format!("{arch}.{k}"), v));
-            }
-            m
-        };
+        let base = [("embedding_length", json!(64)), ("feed_forward_length", json!(256)), ("block_count", json!(1)), ("context_length", json!(512)), ("attention.head_count", json!(4)), ("attention.layer_norm_epsilon", json!(1e-5f64))];
+        let meta = |arch: &str, extra: &[(&str, Json)]| arch_meta(arch, &base, extra, "");
         let bloom_tensors = |more: &[(&'static str, u32, Vec<u64>)]| {
             let mut t = vec![("token_embd.weight", 8, vec![64, 32]), ("token_embd_norm.weight", 0, vec![64]), ("token_embd_norm.bias", 0, vec![64])];
             t.extend([("output_norm.weight", 0, vec![64]), ("output_norm.bias", 0, vec![64])]);
