@@ -156,6 +156,15 @@ pub fn genai_config(
     let static_len = static_cache_len(graph);
     let share_buffer = static_len.is_some() || graph.nodes.iter().any(|n| n.op == "GroupQueryAttention");
     let ids = TokenIds::of(c, generation);
+    if ids.eos.is_empty() {
+        notes.push(format!(
+            "no end-of-stream id in config.json or generation_config.json: onnxruntime-genai stops at the pad id{} instead (its default), where transformers generates to max_length; set `eos_token_id` in generation_config.json to choose one",
+            match ids.pad {
+                Some(p) => format!(" {p}"),
+                None => " 0".to_string(),
+            }
+        ));
+    }
     let (model_type, note) = runtime_model_type(&c.model_type);
     notes.extend(note);
     let mut config = json!({
@@ -196,10 +205,12 @@ pub fn genai_config(
     (config, notes)
 }
 
-/// The special token ids genai_config.json states: config.json's, else generation_config.json's
-/// (as transformers' `generate` reads them: OpenAI GPT's config.json holds `null`s). An id stated
-/// nowhere is left out: onnxruntime-genai's JSON reader refuses `null`, and its defaults (0, and
-/// the pad id as end of stream) apply.
+/// The special token ids genai_config.json states: generation_config.json's, else config.json's,
+/// id by id (transformers' `generate` reads the generation config, which `from_pretrained` loads
+/// from generation_config.json when the checkpoint has one and derives from config.json
+/// otherwise: Gemma 2's and Qwen2.5's instruct models list more end ids there). An id stated
+/// nowhere is left out (onnxruntime-genai's JSON reader refuses `null`; OpenAI GPT states none)
+/// and its defaults apply: 0, and the pad id as end of stream, which [`genai_config`] notes.
 struct TokenIds {
     bos: Option<i64>,
     eos: Vec<i64>,
@@ -208,18 +219,14 @@ struct TokenIds {
 
 impl TokenIds {
     fn of(c: &DecoderConfig, generation: Option<&Value>) -> TokenIds {
-        let given = |k: &str| generation.and_then(|g| g.get(k));
+        let given = |k: &str| generation.and_then(|g| g.get(k)).filter(|v| !v.is_null());
         let one = |k: &str| given(k).and_then(Value::as_i64);
-        let eos = if c.eos_token_id.is_empty() {
-            match given("eos_token_id") {
-                Some(Value::Array(a)) => a.iter().filter_map(Value::as_i64).collect(),
-                Some(v) => v.as_i64().into_iter().collect(),
-                None => Vec::new(),
-            }
-        } else {
-            c.eos_token_id.clone()
+        let eos = match given("eos_token_id") {
+            Some(Value::Array(a)) if !a.is_empty() => a.iter().filter_map(Value::as_i64).collect(),
+            Some(v) if v.as_i64().is_some() => v.as_i64().into_iter().collect(),
+            _ => c.eos_token_id.clone(),
         };
-        TokenIds { bos: c.bos_token_id.or_else(|| one("bos_token_id")), eos, pad: c.pad_token_id.or_else(|| one("pad_token_id")) }
+        TokenIds { bos: one("bos_token_id").or(c.bos_token_id), eos, pad: one("pad_token_id").or(c.pad_token_id) }
     }
 }
 
@@ -227,23 +234,26 @@ impl TokenIds {
 mod tests {
     use super::*;
 
-    /// Special ids: config.json's, else generation_config.json's; an id stated nowhere is left
-    /// out (genai's reader refuses `null`), the pad id falling back to the first end id.
+    /// Special ids: generation_config.json's, else config.json's; an id stated nowhere is left
+    /// out (genai's reader refuses `null`; a note says where it then stops), the pad id falling
+    /// back to the first end id.
     #[test]
-    fn token_ids_come_from_the_config_then_the_generation_config() {
+    fn token_ids_come_from_the_generation_config_then_the_config() {
         let config = |ids: &str| models::DecoderConfig::parse(std::path::Path::new("config.json"), &format!(r#"{{"model_type":"openai-gpt","n_embd":64,"n_head":4,"n_layer":2,"vocab_size":512{ids}}}"#)).unwrap();
         let graph = Graph::default();
         let model = |c: &models::DecoderConfig, g: Option<&Value>| genai_config(c, &graph, "model.onnx", vec![], g).0["model"].clone();
         let nulls = config(r#","bos_token_id":null,"eos_token_id":null,"pad_token_id":null"#);
         let m = model(&nulls, Some(&json!({"bos_token_id": 1, "eos_token_id": [2, 5]})));
         assert_eq!((m["bos_token_id"].clone(), m["eos_token_id"].clone(), m["pad_token_id"].clone()), (json!(1), json!([2, 5]), json!(2)));
-        let m = model(&nulls, None);
+        let (config_of_nulls, notes) = genai_config(&nulls, &graph, "model.onnx", vec![], None);
         for k in ["bos_token_id", "eos_token_id", "pad_token_id"] {
-            assert!(m.get(k).is_none(), "{k}: {m}");
+            assert!(config_of_nulls["model"].get(k).is_none(), "{k}: {config_of_nulls}");
         }
-        let own = config(r#","bos_token_id":7,"eos_token_id":8"#);
-        let m = model(&own, Some(&json!({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3})));
-        assert_eq!((m["bos_token_id"].clone(), m["eos_token_id"].clone(), m["pad_token_id"].clone()), (json!(7), json!(8), json!(3)));
+        assert!(notes.iter().any(|n| n.contains("no end-of-stream id") && n.contains("pad id 0")), "{notes:?}");
+        // The generation config wins, id by id (an instruct model's extra end ids).
+        let own = config(r#","bos_token_id":7,"eos_token_id":8,"pad_token_id":9"#);
+        let m = model(&own, Some(&json!({"eos_token_id": [8, 107], "bos_token_id": null})));
+        assert_eq!((m["bos_token_id"].clone(), m["eos_token_id"].clone(), m["pad_token_id"].clone()), (json!(7), json!([8, 107]), json!(9)));
     }
 
     #[test]

@@ -2196,6 +2196,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         None | Some((_, Some("none"))) => None,
         // YaRN, read by `yarn_scaling` (gpt-oss, OLMo 3, Arcee).
         Some((_, Some("yarn"))) if a.reads_yarn() => None,
+        Some((_, Some("longrope"))) if a.kind == Kind::MiniCpm => {
+            return Err(err(format!("metadata key `{}` is longrope: MiniCPM's LongRoPE files (MiniCPM-1B's 128k, MiniCPM4) are not imported; MiniCPM-2B's files (no rope scaling) are", key("rope.scaling.type"))))
+        }
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
@@ -3784,9 +3787,14 @@ fn granite_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
 fn minicpm_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let size = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(1).max(1) as f64;
     let (hidden, layers, head_dim) = (size("hidden_size"), size("num_hidden_layers"), size("head_dim"));
+    if let Some(t) = file.tensors.iter().find(|t| t.name.starts_with("rope_factors_")) {
+        return Err(err(format!("holds `{}`: MiniCPM's LongRoPE factors (MiniCPM-1B's 128k, MiniCPM4) are not imported; MiniCPM-2B's files (no rope scaling) are", t.name)));
+    }
+    // The fallbacks in f32, as the file's keys and llama.cpp's old graph (`1.4f / sqrtf(L)`).
+    let f32_of = |v: f64| v as f32 as f64;
     c.insert("embedding_multiplier".into(), json!(scale_key(float, "embedding_scale", key, err)?.unwrap_or(12.0)));
-    c.insert("residual_multiplier".into(), json!(scale_key(float, "residual_scale", key, err)?.unwrap_or(1.4 / layers.sqrt())));
-    c.insert("logits_scaling".into(), json!(scale_key(float, "logit_scale", key, err)?.unwrap_or(hidden / 256.0)));
+    c.insert("residual_multiplier".into(), json!(scale_key(float, "residual_scale", key, err)?.unwrap_or(f32_of((1.4f32 / (layers as f32).sqrt()) as f64))));
+    c.insert("logits_scaling".into(), json!(scale_key(float, "logit_scale", key, err)?.unwrap_or(f32_of(hidden / 256.0))));
     c.insert("attention_multiplier".into(), json!((1.0 / (head_dim as f32).sqrt()) as f64));
     c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
     Ok(())
@@ -6112,7 +6120,16 @@ mod tests {
         assert_eq!(c["model_type"].as_str(), Some("granite"));
         assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling"), got(&c, "attention_multiplier")], [8.0, 0.5, 4.0, 0.25]);
         let c = read(false);
-        assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling")], [12.0, 1.4, 64.0 / 256.0]);
+        assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling")], [12.0, 1.4f32 as f64, 64.0 / 256.0]);
+        // LongRoPE files (MiniCPM-1B's 128k, MiniCPM4) are refused with MiniCPM's own words.
+        let mut m = meta(true);
+        m.push(("minicpm.rope.scaling.type".into(), json!("longrope")));
+        let e = import_of(&as_ref(&m), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("MiniCPM's LongRoPE"), "{e}");
+        let mut t = llama_tensors();
+        t.push(("rope_factors_long.weight", 0, vec![8]));
+        let e = import_of(&as_ref(&meta(true)), &t).err().expect("refused").to_string();
+        assert!(e.contains("`rope_factors_long.weight`") && e.contains("MiniCPM's LongRoPE"), "{e}");
         // The attention scale has no key in llama.cpp's minicpm loader: one is refused as unread.
         let mut m = meta(true);
         m.push(("minicpm.attention.scale".into(), json!(0.1f64)));

@@ -464,6 +464,8 @@ pub const GPT2: DecoderFamily = DecoderFamily {
     layout: Layout {
         weights: WeightLayout::Conv1D,
         norm: NormKind::Layer,
+        // GPT2Config's default when config.json leaves the key out.
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
         positions: Positions::Learned { offset: 0 },
         qkv_bias: Bias::Always,
         o_bias: Bias::Always,
@@ -497,7 +499,7 @@ fn openai_gpt_config(map: &mut serde_json::Map<String, serde_json::Value>) -> Re
     };
     map.insert("afn".into(), Value::from(act));
     // `MLP(4 * n_embd, config)`: no width key.
-    if let Some(hidden) = map.get("n_embd").or(map.get("hidden_size")).and_then(Value::as_u64) {
+    if let Some(hidden) = map.get("n_embd").and_then(Value::as_u64).or(map.get("hidden_size").and_then(Value::as_u64)) {
         map.insert("intermediate_size".into(), Value::from(4 * hidden));
     }
     Ok(())
@@ -521,7 +523,14 @@ pub const OPENAI_GPT: DecoderFamily = DecoderFamily {
         block: BlockShape::PostNorm,
         final_norm: FinalNorm::Never,
         activation: Some(("afn", crate::Activation::GeluTanh)),
-        key_defaults: &[("n_positions", KeyDefault::Count(512)), ("vocab_size", KeyDefault::Count(40478))],
+        norm_eps: NormEps::Key(Key { name: "layer_norm_epsilon", default: Some(1e-5) }),
+        key_defaults: &[
+            ("n_positions", KeyDefault::Count(512)),
+            ("vocab_size", KeyDefault::Count(40478)),
+            ("n_embd", KeyDefault::Count(768)),
+            ("n_head", KeyDefault::Count(12)),
+            ("n_layer", KeyDefault::Count(12)),
+        ],
         config_rule: Some(openai_gpt_config),
         ..GPT2.layout
     },
