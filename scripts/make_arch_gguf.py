@@ -149,11 +149,14 @@ FUSED_AS_STORED = {"tiny-glm"}
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite"}
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite"}
 # Variants written as another architecture than their fixture's: tiny-granite as MiniCPMModel
 # writes a MiniCPM checkpoint (`minicpm`: Granite's scalings under MiniCPM's keys, no attention
 # scale), whose model is Granite's.
-STEM_ARCH = {"tiny-granite-minicpm": "minicpm"}
+STEM_ARCH = {"tiny-granite-minicpm": "minicpm", "tiny-granite-minicpm-longrope": "minicpm"}
+# MiniCPM4's LongRoPE as MiniCPMModel writes it: `rope.scaling.type` longrope and the two F32
+# factor sets (one per rotary pair: tiny-granite's head of 16), no original length.
+MINICPM_LONGROPE = {"tiny-granite-minicpm-longrope": ([2.0 + i for i in range(8)], [1.0 + 0.25 * i for i in range(8)])}
 QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 
 
@@ -723,6 +726,9 @@ def write_mapped(w, cfg, arch, quantized):
         w.add_embedding_scale(cfg["embedding_multiplier"])
         w.add_residual_scale(cfg["residual_multiplier"])
         w.add_logit_scale(cfg["logits_scaling"])
+        if w.name_stem in MINICPM_LONGROPE:
+            # TextModel writes the type alone for a longrope config.
+            w.add_rope_scaling_type(gguf.RopeScalingType.LONGROPE)
 
 
 def granite_swa_layers(cfg):
@@ -751,6 +757,8 @@ def write(path, fixture, cfg, st, quantized, fused=False, arch=None):
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(fixture)
+    # The file's stem, for the variants written with more than their fixture states.
+    w.name_stem = path.name.split(".")[0]
     extra = []
     if arch in MAPPED:
         write_mapped(w, cfg, arch, quantized)
@@ -760,6 +768,10 @@ def write(path, fixture, cfg, st, quantized, fused=False, arch=None):
         if arch == "exaone":
             # ExaoneModel.generate_extra_tensors: the llama3 factors, as LlamaModel's.
             extra.append(("rope_freqs.weight", llama3_factors(cfg)))
+        if arch == "minicpm" and w.name_stem in MINICPM_LONGROPE:
+            # MiniCPMModel.generate_extra_tensors: the long and short factor sets, F32.
+            long, short = MINICPM_LONGROPE[w.name_stem]
+            extra += [("rope_factors_long.weight", np.array(long, np.float32)), ("rope_factors_short.weight", np.array(short, np.float32))]
         if arch == "apertus":
             # LlamaModel.generate_extra_tensors; ApertusModel's xIELU scalars, one per layer.
             extra.append(("rope_freqs.weight", llama3_factors(cfg)))

@@ -85,7 +85,7 @@ enum Command {
         /// phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3,
         /// granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5,
         /// nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1),
-        /// falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3),
+        /// falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3),
         /// granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat) or gpt-oss,
         /// or bert (an encoder: sentence-embedding with the file's pooling, else feature-extraction):
         /// config and tokenizer from its metadata,

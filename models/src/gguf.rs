@@ -599,8 +599,10 @@ impl Arch {
     /// graph applies the factors as Llama's does (`get_rope_factors`).
     fn rope_tensors(&self) -> &'static [&'static str] {
         match self.kind {
-            Kind::Llama | Kind::Granite | Kind::MiniCpm | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
+            Kind::Llama | Kind::Granite | Kind::GraniteMoe | Kind::GraniteSwa | Kind::Arcee | Kind::Exaone | Kind::Exaone4 | Kind::ExaoneMoe | Kind::Apertus => &[ROPE_FREQS],
             Kind::Phi3 | Kind::Phimoe | Kind::MiniCpm3 => &[ROPE_LONG, ROPE_SHORT],
+            // MiniCPM: Llama 3's factors, or MiniCPM4's LongRoPE sets with `rope.scaling.type`.
+            Kind::MiniCpm => &[ROPE_FREQS, ROPE_LONG, ROPE_SHORT],
             _ => &[],
         }
     }
@@ -753,7 +755,7 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -2196,9 +2198,8 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         None | Some((_, Some("none"))) => None,
         // YaRN, read by `yarn_scaling` (gpt-oss, OLMo 3, Arcee).
         Some((_, Some("yarn"))) if a.reads_yarn() => None,
-        Some((_, Some("longrope"))) if a.kind == Kind::MiniCpm => {
-            return Err(err(format!("metadata key `{}` is longrope: MiniCPM's LongRoPE files (MiniCPM-1B's 128k, MiniCPM4) are not imported; MiniCPM-2B's files (no rope scaling) are", key("rope.scaling.type"))))
-        }
+        // MiniCPM4's LongRoPE: its factor tensors, read by `minicpm_config`.
+        Some((_, Some("longrope"))) if a.kind == Kind::MiniCpm => None,
         Some((_, Some("linear"))) if a.kind == Kind::Gemma3 => {
             Some(float("rope.scaling.factor")?.ok_or_else(|| err(format!("`{}` is linear but `{}` is missing", key("rope.scaling.type"), key("rope.scaling.factor"))))?)
         }
@@ -2328,7 +2329,7 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
         granite_config(&mut c, file, &float, &key, &err)?;
     }
     if a.kind == Kind::MiniCpm {
-        minicpm_config(&mut c, file, &float, &key, &err)?;
+        minicpm_config(&mut c, path, file, &float, &key, &err)?;
     }
     if a.kind == Kind::Starcoder2 {
         starcoder2_config(&mut c, biased, &float, &key, &err)?;
@@ -3773,7 +3774,7 @@ fn granite_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     Ok(())
 }
 
-/// MiniCPM (`MiniCPMModel`, `LLM_ARCH_MINICPM`: MiniCPM-2B, MiniCPM-1B) as Granite, whose four
+/// MiniCPM (`MiniCPMModel`, `LLM_ARCH_MINICPM`: MiniCPM-2B, MiniCPM-1B, MiniCPM4) as Granite, whose four
 /// scalings are MiniCPM's (llama.cpp's minicpm graph is its granite one): `embedding_scale`
 /// (`scale_emb`) multiplies the embeddings, `residual_scale` (`scale_depth / sqrt(layers)`)
 /// each block's output before its residual add, the logits are divided by `logit_scale`
@@ -3782,14 +3783,11 @@ fn granite_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
 /// apply, which llama.cpp's graph hard-coded then (12, 1.4 / sqrt(layers), hidden / 256). Its
 /// loader's fallback today is `256 / hidden` for the logit scale, the inverse of what the
 /// converter writes (the logits multiplied by hidden / 256); this import keeps the model's
-/// own division. LongRoPE files (MiniCPM-1B's, MiniCPM4's `rope.scaling.type` longrope) are
-/// refused by that key with the other unread scalings.
-fn minicpm_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+/// own division. LongRoPE ([`minicpm_longrope`]: MiniCPM4) as llama.cpp runs it.
+fn minicpm_config(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, float: Read<f64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
     let size = |k: &str| c.get(k).and_then(Json::as_u64).unwrap_or(1).max(1) as f64;
     let (hidden, layers, head_dim) = (size("hidden_size"), size("num_hidden_layers"), size("head_dim"));
-    if let Some(t) = file.tensors.iter().find(|t| t.name.starts_with("rope_factors_")) {
-        return Err(err(format!("holds `{}`: MiniCPM's LongRoPE factors (MiniCPM-1B's 128k, MiniCPM4) are not imported; MiniCPM-2B's files (no rope scaling) are", t.name)));
-    }
+    minicpm_longrope(c, path, file, key, err)?;
     // The fallbacks in f32, as the file's keys and llama.cpp's old graph (`1.4f / sqrtf(L)`).
     let f32_of = |v: f64| v as f32 as f64;
     c.insert("embedding_multiplier".into(), json!(scale_key(float, "embedding_scale", key, err)?.unwrap_or(12.0)));
@@ -3798,6 +3796,34 @@ fn minicpm_config(c: &mut Map<String, Json>, file: &GgufFile, float: Read<f64>, 
     c.insert("attention_multiplier".into(), json!((1.0 / (head_dim as f32).sqrt()) as f64));
     c.insert("mlp_bias".into(), json!(file.tensors.iter().any(|t| t.name.ends_with(".ffn_up.bias"))));
     Ok(())
+}
+
+/// MiniCPM4's LongRoPE (`rope.scaling.type` longrope; MiniCPMModel writes the two F32 factor
+/// sets and no original length or attention factor): llama.cpp's original length is the
+/// training context, so within it the short factors apply with no attention factor, which is
+/// MiniCPM4's own model (its `original_max_position_embeddings` is its context, 32768); read as
+/// `longrope` with the context as the original length (the long factors past it). A config
+/// whose original length is shorter than its context (a 128k MiniCPM-1B) states no such length
+/// in its file, so that file is read as llama.cpp reads it. Factors without the key (llama.cpp
+/// would not load them), the key without factors, or one set alone are refused; Llama 3's
+/// `rope_freqs.weight` beside them too.
+fn minicpm_longrope(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let longrope = file.get(&key("rope.scaling.type")).and_then(Value::as_str) == Some("longrope");
+    let pair = c.get("head_dim").and_then(Json::as_u64).unwrap_or(0) as usize / 2;
+    match (factor_tensor(path, file, ROPE_LONG, pair)?, factor_tensor(path, file, ROPE_SHORT, pair)?, longrope) {
+        (Some(long), Some(short), true) => {
+            if c.contains_key("rope_scaling") {
+                return Err(err(format!("holds both `{ROPE_FREQS}` and LongRoPE's factor sets: one RoPE scaling is read")));
+            }
+            let original = c.get("max_position_embeddings").cloned().ok_or_else(|| err(format!("holds LongRoPE factors but no `{}`, which llama.cpp takes as their original length", key("context_length"))))?;
+            c.insert("rope_scaling".into(), json!({"rope_type": "longrope", "long_factor": long, "short_factor": short, "original_max_position_embeddings": original}));
+            Ok(())
+        }
+        (None, None, false) => Ok(()),
+        (Some(_), Some(_), false) => Err(err(format!("holds `{ROPE_LONG}` and `{ROPE_SHORT}` but `{}` is not longrope: llama.cpp loads them only for a LongRoPE file", key("rope.scaling.type")))),
+        (None, None, true) => Err(err(format!("metadata key `{}` is longrope but the file has no `{ROPE_LONG}` / `{ROPE_SHORT}`", key("rope.scaling.type")))),
+        _ => Err(err(format!("holds one of `{ROPE_LONG}` / `{ROPE_SHORT}` without the other: LongRoPE has both"))),
+    }
 }
 
 /// StarCoder2 (`LLM_ARCH_STARCODER2`): LayerNorm epsilon from `attention.layer_norm_epsilon`
@@ -6121,15 +6147,21 @@ mod tests {
         assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling"), got(&c, "attention_multiplier")], [8.0, 0.5, 4.0, 0.25]);
         let c = read(false);
         assert_eq!([got(&c, "embedding_multiplier"), got(&c, "residual_multiplier"), got(&c, "logits_scaling")], [12.0, 1.4f32 as f64, 64.0 / 256.0]);
-        // LongRoPE files (MiniCPM-1B's 128k, MiniCPM4) are refused with MiniCPM's own words.
+        // MiniCPM4's LongRoPE: the key and both factor sets (8 per set: a head of 16), the
+        // context as the original length; each half of it alone refused.
         let mut m = meta(true);
         m.push(("minicpm.rope.scaling.type".into(), json!("longrope")));
-        let e = import_of(&as_ref(&m), &llama_tensors()).err().expect("refused").to_string();
-        assert!(e.contains("MiniCPM's LongRoPE"), "{e}");
+        m.push(("minicpm.context_length".into(), json!(256)));
+        let (long, short): (Vec<f32>, Vec<f32>) = ((0..8).map(|i| 2.0 + i as f32).collect(), vec![1.5; 8]);
         let mut t = llama_tensors();
-        t.push(("rope_factors_long.weight", 0, vec![8]));
-        let e = import_of(&as_ref(&meta(true)), &t).err().expect("refused").to_string();
-        assert!(e.contains("`rope_factors_long.weight`") && e.contains("MiniCPM's LongRoPE"), "{e}");
+        t.extend([("rope_factors_long.weight", 0, vec![8]), ("rope_factors_short.weight", 0, vec![8])]);
+        let values = [("rope_factors_long.weight", long), ("rope_factors_short.weight", short)];
+        let c = import_with(&as_ref(&m), &t, &values).unwrap().config;
+        assert_eq!((c["rope_scaling"]["rope_type"].as_str(), c["rope_scaling"]["original_max_position_embeddings"].as_u64(), c["rope_scaling"]["long_factor"][7].as_f64()), (Some("longrope"), Some(256), Some(9.0)));
+        let e = import_with(&as_ref(&meta(true)), &t, &values).err().expect("refused").to_string();
+        assert!(e.contains("is not longrope"), "{e}");
+        let e = import_of(&as_ref(&m), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("is longrope but the file has no"), "{e}");
         // The attention scale has no key in llama.cpp's minicpm loader: one is refused as unread.
         let mut m = meta(true);
         m.push(("minicpm.attention.scale".into(), json!(0.1f64)));

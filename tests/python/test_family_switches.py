@@ -82,9 +82,12 @@ def test_axk1_as_released_no_correction_bias_and_a_dense_layers_moe_norm(tmp_pat
 
 
 def test_nanochat_keys_a_published_config_leaves_out_take_nanochatconfigs_defaults(tmp_path):
-    # NanoChatConfig: bos 0, eos 1, pad 1, 2048 positions; genai_config.json reads them.
+    # NanoChatConfig: bos 0, eos 1, pad 1, 2048 positions; genai_config.json reads them. Without
+    # generation_config.json (the fixture's is tiny-llama's, whose ids would win, as they do in
+    # transformers' generate).
     dst = tmp_path / "tiny-nanochat"
     shutil.copytree(FIXTURES / "tiny-nanochat", dst)
+    (dst / "generation_config.json").unlink()
     config = json.loads((dst / "config.json").read_text())
     for key in ("bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings"):
         del config[key]

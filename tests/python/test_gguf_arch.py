@@ -69,7 +69,7 @@ F32 = [
     "tiny-cohere-qknorm", "tiny-stablelm2-12b", "tiny-ministral3", "tiny-stablelm-key-default",
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
-    "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx", "tiny-granite-minicpm",
+    "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx", "tiny-granite-minicpm", "tiny-granite-minicpm-longrope",
 ]
 QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
@@ -80,7 +80,7 @@ QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tin
 # too), which its loaders take through `create_tensor_qkv`.
 # tiny-granite-minicpm: tiny-granite as MiniCPMModel writes a MiniCPM checkpoint (`minicpm`:
 # Granite's scalings are MiniCPM's; no attention scale key, so 1/sqrt(head size): AS_FILES_STATE).
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite"}
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite"}
 # Files whose fixture's config states what they cannot (the config the file is read as), by stem:
 # tiny-minicpm3's `dim_model_base` 16, where llama.cpp's graph fixes MiniCPM3-4B's 256 (the file
 # has no key for it), and LongRoPE's original length 64, where the file states none and llama.cpp
@@ -97,6 +97,12 @@ AS_FILES_STATE = {
     # MiniCPM has no attention scale key (llama.cpp's minicpm loader reads none): 1/sqrt(16),
     # where tiny-granite's multiplier is 0.05.
     "tiny-granite-minicpm": lambda c: {**c, "attention_multiplier": 0.25},
+    # And MiniCPM4's LongRoPE factor sets (scripts/make_arch_gguf.py's MINICPM_LONGROPE), with the
+    # context as their original length (the file states none; llama.cpp takes the context): the
+    # short set within it, no attention factor.
+    "tiny-granite-minicpm-longrope": lambda c: {**c, "attention_multiplier": 0.25, "rope_parameters": {
+        "rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 256,
+        "long_factor": [2.0 + i for i in range(8)], "short_factor": [1.0 + 0.25 * i for i in range(8)]}},
 }
 # What the import reads from each new architecture's file (or takes from llama.cpp's loader),
 # and a wrong reading of it: the config key it becomes, with the wrong value.
