@@ -149,11 +149,11 @@ FUSED_AS_STORED = {"tiny-glm"}
 # Files of another layout than the fixture's own: `<stem>` -> the fixture it is written from.
 # `-fused`: q, k and v in one `attn_qkv` (phi2's original checkpoints; llama.cpp's `--fuse-qkv`
 # for the others: granite's rows permuted before the concat, seed_oss's with biases).
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite"}
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite", "tiny-qwen3-vl": "tiny-qwen3"}
 # Variants written as another architecture than their fixture's: tiny-granite as MiniCPMModel
 # writes a MiniCPM checkpoint (`minicpm`: Granite's scalings under MiniCPM's keys, no attention
 # scale), whose model is Granite's.
-STEM_ARCH = {"tiny-granite-minicpm": "minicpm", "tiny-granite-minicpm-longrope": "minicpm"}
+STEM_ARCH = {"tiny-granite-minicpm": "minicpm", "tiny-granite-minicpm-longrope": "minicpm", "tiny-qwen3-vl": "qwen3vl"}
 # MiniCPM4's LongRoPE as MiniCPMModel writes it: `rope.scaling.type` longrope and the two F32
 # factor sets (one per rotary pair: tiny-granite's head of 16), no original length.
 MINICPM_LONGROPE = {"tiny-granite-minicpm-longrope": ([2.0 + i for i in range(8)], [1.0 + 0.25 * i for i in range(8)])}
@@ -389,7 +389,7 @@ def tensors_of(cfg, st, arch, fused=False):
             "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
             "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
         }
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3vl"):
             names["self_attn.q_norm.weight"] = "attn_q_norm.weight"
             names["self_attn.k_norm.weight"] = "attn_k_norm.weight"
     for i in range(cfg["num_hidden_layers"]):
@@ -819,6 +819,12 @@ def write(path, fixture, cfg, st, quantized, fused=False, arch=None):
             w.add_rope_dimension_count(cfg["head_dim"])
             if p.get("rope_type") == "llama3":
                 extra.append(("rope_freqs.weight", llama3_factors(cfg)))
+        if arch == "qwen3vl":
+            # Qwen3VLTextModel (a Qwen3Model): TextModel writes the config's `mrope_section` padded
+            # to four (here a head of 16: 8 rotary pairs as 2 + 3 + 3), and the deepstack count
+            # from the vision config (Qwen3-VL's 3); the vision tower goes to a separate mmproj file.
+            w.add_rope_dimension_sections([2, 3, 3, 0])
+            w.add_num_deepstack_layers(3)
     write_vocab(w, fixture, cfg)
     add_tensors_and_close(w, extra + tensors_of(cfg, st, arch, fused), lambda name, data: qtype_of(name, data, quantized) if data.ndim >= 2 else T.F32)
     return arch

@@ -164,6 +164,7 @@
 //!   file cannot state (`softmax_scale`, exact GELU, MPT's slopes) transformers' MPT
 //!   ([`mpt_config`]).
 //! - minicpm (`MiniCPMModel`): read as `granite` with MiniCPM's scalings ([`minicpm_config`]).
+//! - qwen2vl, qwen3vl (`Qwen2VLModel`, `Qwen3VLTextModel`): the text model ([`vl_text_config`]).
 //! - dbrx (`DbrxModel`): DbrxConfig's nested keys from the file's ([`dbrx_config`]), `Wqkv` as
 //!   stored, the expert stacks read as DBRX's rows, `w2` transposed back ([`stacked_experts`]).
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
@@ -394,6 +395,10 @@ struct Arch {
     /// Whether llama.cpp permuted the rows of q and k.
     permuted_qk: bool,
     kind: Kind,
+    /// A vision-language model's text part (`qwen2vl`, `qwen3vl`: the vision tower is a separate
+    /// mmproj file): its multimodal RoPE sections and deepstack count are read and checked, and
+    /// the text model built, where every section sees the same position (plain RoPE).
+    vl_text: bool,
 }
 
 impl Arch {
@@ -589,6 +594,7 @@ impl Arch {
         };
         match self.kind {
             Kind::Afmoe | Kind::ExaoneMoe | Kind::Dots1 | Kind::Glm4Moe | Kind::Deepseek2 | Kind::Mistral4 => [GROUPED_EXPERT_KEYS, own].concat(),
+            _ if self.vl_text => [own, VL_TEXT_KEYS].concat(),
             _ => own.to_vec(),
         }
     }
@@ -753,9 +759,14 @@ const GROUPED_EXPERT_KEYS: &[&str] = &[
     "expert_group_used_count",
 ];
 
+/// What a vision-language model's text file states of its vision side (llama.cpp's
+/// `Qwen2VLModel` / `Qwen3VLTextModel`): the multimodal RoPE sections (`mrope_section`, padded to
+/// four) and Qwen3-VL's deepstack count, both checked and otherwise unread for text.
+const VL_TEXT_KEYS: &[&str] = &["rope.dimension_sections", "n_deepstack_layers"];
+
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, qwen2vl and qwen3vl (their text models), deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -763,6 +774,10 @@ fn arch(name: &str) -> Option<Arch> {
         "qwen2" => ("qwen2", false, Kind::Qwen2),
         // llama.cpp's Qwen3Model is its Qwen2Model (no permutation) with q/k norms.
         "qwen3" => ("qwen3", false, Kind::Qwen3),
+        // Qwen2-VL / Qwen2.5-VL and Qwen3-VL text files (Qwen2VLModel, Qwen3VLTextModel: the
+        // dense text models' converters, nothing permuted): their text model ([`vl_text_config`]).
+        "qwen2vl" => ("qwen2", false, Kind::Qwen2),
+        "qwen3vl" => ("qwen3", false, Kind::Qwen3),
         // Qwen2MoeModel / Qwen3MoeModel: their dense parents' tensors plus experts and router.
         "qwen2moe" => ("qwen2_moe", false, Kind::Qwen2Moe),
         "qwen3moe" => ("qwen3_moe", false, Kind::Qwen3Moe),
@@ -890,7 +905,7 @@ fn arch(name: &str) -> Option<Arch> {
         "mistral4" => ("mistral4", false, Kind::Mistral4),
         _ => return None,
     };
-    Some(Arch { model_type, permuted_qk, kind })
+    Some(Arch { model_type, permuted_qk, kind, vl_text: matches!(name, "qwen2vl" | "qwen3vl") })
 }
 
 /// llama.cpp's rope frequency factors (`LlamaModel.generate_extra_tensors`): one f32 per
@@ -2330,6 +2345,9 @@ fn config_of(path: &Path, file: &GgufFile, name: &str, a: &Arch) -> Result<Map<S
     }
     if a.kind == Kind::MiniCpm {
         minicpm_config(&mut c, path, file, &float, &key, &err)?;
+    }
+    if a.vl_text {
+        vl_text_config(file, head_dim, &uint, &key, &err)?;
     }
     if a.kind == Kind::Starcoder2 {
         starcoder2_config(&mut c, biased, &float, &key, &err)?;
@@ -3826,6 +3844,29 @@ fn minicpm_longrope(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, key
     }
 }
 
+/// A vision-language model's text part (`qwen2vl`: Qwen2-VL, Qwen2.5-VL; `qwen3vl`: Qwen3-VL),
+/// the language model of the checkpoint without its vision tower (llama.cpp writes that to a
+/// separate mmproj file, not read here). Its multimodal RoPE splits each head's rotary pairs into
+/// sections turned by the temporal, height and width positions; a text token has the same
+/// position in all three, so the sections turn as plain RoPE does and the package is the text
+/// model (`qwen2`, `qwen3`), as `--text-only` builds a Hugging Face checkpoint of these models.
+/// The sections (`rope.dimension_sections`, four counts of pairs, at most the head's) are
+/// checked; Qwen3-VL's deepstack count (`n_deepstack_layers`: vision features added after
+/// early layers) adds nothing at text tokens.
+fn vl_text_config(file: &GgufFile, head_dim: u64, uint: Read<u64>, key: &dyn Fn(&str) -> String, err: &dyn Fn(String) -> Error) -> Result<()> {
+    let k = key("rope.dimension_sections");
+    let sections: Vec<u64> = match file.get(&k) {
+        None => return Err(err(format!("metadata key `{k}` is missing: a vision-language model's text file states its multimodal RoPE sections"))),
+        Some(v) => v.as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default(),
+    };
+    let pairs: u64 = sections.iter().sum();
+    if sections.is_empty() || sections.len() > 4 || pairs == 0 || pairs > head_dim / 2 {
+        return Err(err(format!("metadata key `{k}` is {sections:?}: up to four counts of rotary pairs, together at most the head's {} pairs", head_dim / 2)));
+    }
+    uint("n_deepstack_layers")?;
+    Ok(())
+}
+
 /// StarCoder2 (`LLM_ARCH_STARCODER2`): LayerNorm epsilon from `attention.layer_norm_epsilon`
 /// (required there), tanh GELU (ggml's GELU), biases as the file holds them (llama.cpp
 /// requires them; transformers' `use_bias`). No sliding window: neither the converter nor the
@@ -4351,6 +4392,13 @@ mod tests {
                     b.extend(6u32.to_le_bytes());
                     b.extend((items.len() as u64).to_le_bytes());
                     items.iter().for_each(|t| b.extend((t.as_f64().unwrap() as f32).to_le_bytes()));
+                }
+                Json::Array(items) if !items.is_empty() && items.iter().all(Json::is_u64) => {
+                    // An array of int32 (multimodal RoPE sections, as gguf-py writes Python ints).
+                    b.extend(9u32.to_le_bytes());
+                    b.extend(5u32.to_le_bytes());
+                    b.extend((items.len() as u64).to_le_bytes());
+                    items.iter().for_each(|t| b.extend((t.as_u64().unwrap() as i32).to_le_bytes()));
                 }
                 Json::Array(items) => {
                     // An array of strings (a token list).
@@ -6125,6 +6173,27 @@ mod tests {
         assert!(got.contains("`blk.0.attn_norm_2.weight`") && got.contains("Falcon-40B"), "{got}");
         let got = refused(meta(3, Some("jploski")), tensors(3, false));
         assert!(got.contains("not q, k and v of 4 query heads in 3 key/value groups"), "{got}");
+    }
+
+    /// Qwen2-VL's text file: the text model (`qwen2`) with its RoPE sections checked (four
+    /// counts of pairs within the head) and the deepstack count read; a file without sections, or
+    /// with more pairs than the head has, is refused by the key.
+    #[test]
+    fn vl_text_files_build_their_text_model() {
+        let meta = |sections: Option<Json>| -> Vec<(String, Json)> {
+            let mut m: Vec<(String, Json)> = llama_meta().into_iter().map(|(k, v)| (k.replacen("llama", "qwen2vl", 1), v)).collect();
+            m[0].1 = json!("qwen2vl");
+            if let Some(s) = sections {
+                m.push(("qwen2vl.rope.dimension_sections".into(), s));
+            }
+            m
+        };
+        let c = import_of(&as_ref(&meta(Some(json!([2, 3, 3, 0])))), &llama_tensors()).unwrap().config;
+        assert_eq!((c["model_type"].as_str(), c["head_dim"].as_u64()), (Some("qwen2"), Some(16)));
+        let e = import_of(&as_ref(&meta(None)), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("`qwen2vl.rope.dimension_sections` is missing"), "{e}");
+        let e = import_of(&as_ref(&meta(Some(json!([4, 4, 4, 0])))), &llama_tensors()).err().expect("refused").to_string();
+        assert!(e.contains("at most the head's 8 pairs"), "{e}");
     }
 
     /// MiniCPM: read as Granite with the file's three scalings and the attention scale 1 /

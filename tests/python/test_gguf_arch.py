@@ -70,6 +70,7 @@ F32 = [
     "tiny-apertus", "tiny-gpt_neox", "tiny-granite-fused", "tiny-seed_oss-fused", "tiny-gpt_bigcode",
     "tiny-jais2", "tiny-falcon", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm",
     "tiny-exaone", "tiny-bloom", "tiny-mpt", "tiny-dbrx", "tiny-granite-minicpm", "tiny-granite-minicpm-longrope",
+    "tiny-qwen3-vl",
 ]
 QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tiny-exaone", "tiny-llama3-rope", "tiny-phi3-longrope", "tiny-granite", "tiny-phi-fused", "tiny-glm4", "tiny-nemotron", "tiny-gpt2", "tiny-olmo3", "tiny-gpt_neox", "tiny-granite-fused", "tiny-gpt_bigcode", "tiny-jais2", "tiny-falcon2", "tiny-minicpm3", "tiny-granite_swa", "tiny-glm"]
 # Files of another layout than their fixture's (scripts/make_arch_gguf.py's VARIANTS).
@@ -80,7 +81,9 @@ QUANTIZED = ["tiny-granite-minicpm", "tiny-dbrx", "tiny-bloom", "tiny-mpt", "tin
 # too), which its loaders take through `create_tensor_qkv`.
 # tiny-granite-minicpm: tiny-granite as MiniCPMModel writes a MiniCPM checkpoint (`minicpm`:
 # Granite's scalings are MiniCPM's; no attention scale key, so 1/sqrt(head size): AS_FILES_STATE).
-VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite"}
+# tiny-qwen3-vl: tiny-qwen3 as Qwen3-VL's text file (`qwen3vl`: multimodal RoPE sections and a
+# deepstack count beside Qwen3's keys), whose text model is the fixture's.
+VARIANTS = {"tiny-phi-fused": "tiny-phi", "tiny-stablelm-key-default": "tiny-stablelm", "tiny-granite-fused": "tiny-granite", "tiny-seed_oss-fused": "tiny-seed_oss", "tiny-granite-minicpm": "tiny-granite", "tiny-granite-minicpm-longrope": "tiny-granite", "tiny-qwen3-vl": "tiny-qwen3"}
 # Files whose fixture's config states what they cannot (the config the file is read as), by stem:
 # tiny-minicpm3's `dim_model_base` 16, where llama.cpp's graph fixes MiniCPM3-4B's 256 (the file
 # has no key for it), and LongRoPE's original length 64, where the file states none and llama.cpp
