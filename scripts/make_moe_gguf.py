@@ -242,8 +242,14 @@ def add_ntk_alpha_rope(w, p, dim):
     w.add_context_length(256 * 1024)
 
 
-def write(path, fixture, cfg, st, quantized):
-    arch = FIXTURES[fixture]
+# Files of a fixture written as another architecture: tiny-qwen3-moe as Qwen3-VL-MoE's text file
+# (Qwen3VLMoeTextModel, a Qwen3MoeModel: `qwen3vlmoe` with the multimodal RoPE sections, here 2 +
+# 3 + 3 of its 8 rotary pairs, and the deepstack count), F32 only.
+VL_VARIANTS = {"tiny-qwen3-moe-vl": ("tiny-qwen3-moe", "qwen3vlmoe")}
+
+
+def write(path, fixture, cfg, st, quantized, arch=None):
+    arch = arch or FIXTURES[fixture]
     p = rope_params(cfg)
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     w = gguf.GGUFWriter(str(path), arch)
@@ -319,6 +325,9 @@ def write(path, fixture, cfg, st, quantized):
         w.add_layer_norm_rms_eps(1e-5)
     else:
         w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if arch == "qwen3vlmoe":
+            w.add_rope_dimension_sections([2, 3, 3, 0])
+            w.add_num_deepstack_layers(3)
         if arch == "mellum":
             # TextModel: the sliding layers' base; MellumModel: the window and one bool per layer
             # (the config slides); its vocabulary's split.
@@ -386,6 +395,14 @@ def as_files_state(fixture, cfg, st):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
+    for stem, (fixture, arch) in VL_VARIANTS.items():
+        cfg = json.loads((FIX / fixture / "config.json").read_text())
+        st = load_file(str(FIX / fixture / "model.safetensors"))
+        path = OUT / f"{stem}.F32.gguf"
+        write(path, fixture, cfg, st, False, arch)
+        check_round_trip(path, dequantized(path, cfg, arch), st, False)
+    if sys.argv[1:] == ["--vl-only"]:
+        return
     for fixture, arch in FIXTURES.items():
         cfg = json.loads((FIX / fixture / "config.json").read_text())
         cfg, st = as_files_state(fixture, cfg, load_file(str(FIX / fixture / "model.safetensors")))

@@ -78,7 +78,7 @@ enum Command {
         /// default 10, three attempts). Or a llama.cpp GGUF file (FILE.gguf, or a folder
         /// without config.json holding one; a split model by its PREFIX-00001-of-0000N.gguf
         /// file, the others read from beside it) whose `general.architecture` is llama (Mixtral's
-        /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, qwen2vl and qwen3vl (their text models), deepseek2 (DeepSeek-V2 and V3;
+        /// experts included), qwen2, qwen2moe, qwen3, qwen3moe, qwen2vl, qwen3vl and qwen3vlmoe (their text models), deepseek2 (DeepSeek-V2 and V3;
         /// Youtu-LLM without experts),
         /// glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared too),
         /// exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4),

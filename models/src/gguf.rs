@@ -164,7 +164,8 @@
 //!   file cannot state (`softmax_scale`, exact GELU, MPT's slopes) transformers' MPT
 //!   ([`mpt_config`]).
 //! - minicpm (`MiniCPMModel`): read as `granite` with MiniCPM's scalings ([`minicpm_config`]).
-//! - qwen2vl, qwen3vl (`Qwen2VLModel`, `Qwen3VLTextModel`): the text model ([`vl_text_config`]).
+//! - qwen2vl, qwen3vl, qwen3vlmoe (`Qwen2VLModel`, `Qwen3VLTextModel`, `Qwen3VLMoeTextModel`):
+//!   the text model ([`vl_text_config`]).
 //! - dbrx (`DbrxModel`): DbrxConfig's nested keys from the file's ([`dbrx_config`]), `Wqkv` as
 //!   stored, the expert stacks read as DBRX's rows, `w2` transposed back ([`stacked_experts`]).
 //! - mellum (`MellumModel`): Qwen3-MoE's reading with windows and a RoPE base per layer type;
@@ -766,7 +767,7 @@ const VL_TEXT_KEYS: &[&str] = &["rope.dimension_sections", "n_deepstack_layers"]
 
 /// The architectures [`arch`] maps (`general.architecture`), for messages and `--help` (a
 /// builder test checks that `tailor build --help` names each).
-pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, qwen2vl and qwen3vl (their text models), deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
+pub const ARCHITECTURES: &str = "llama (Mixtral's experts included), qwen2, qwen2moe, qwen3, qwen3moe, qwen2vl, qwen3vl and qwen3vlmoe (their text models), deepseek2 (DeepSeek-V2 and V3; Youtu-LLM without experts), glm4moe (GLM-4.5 to 4.7), dots1, olmoe, ernie4_5-moe, hunyuan-moe (Hunyuan-A13B), hunyuan-dense, granitemoe (GraniteMoeShared included), exaone-moe (K-EXAONE), minimax-m2 (MiniMax-M2), afmoe (Arcee Trinity), mistral4 (Mistral 4), phi3, phimoe (Phi-3.5-MoE), gemma, gemma2, gemma3, granite, olmo, olmo2 (OLMo 3 included), starcoder2, phi2, smollm3, glm4, ernie4_5, nemotron, seed_oss, arcee, exaone (EXAONE 3 / 3.5), exaone4, command-r, cohere2, stablelm, mistral3 (Ministral 3), apertus, gptneox (Pythia), gpt2, starcoder (StarCoder 1), falcon (Falcon-7B, Falcon2-11B), bloom (BLOOM, BLOOMZ), mpt (MPT-7B, MPT-30B), dbrx (DBRX), minicpm (MiniCPM-2B, MiniCPM4), jais2 (Jais 2), minicpm3 (MiniCPM3), mellum (Mellum2), hy_v3 (Hy3), granite_swa (GraniteSWA, GraniteMoeSWA), chatglm (GLM-4-9B-chat), gpt-oss and bert (an encoder)";
 
 fn arch(name: &str) -> Option<Arch> {
     let (model_type, permuted_qk, kind) = match name {
@@ -778,6 +779,9 @@ fn arch(name: &str) -> Option<Arch> {
         // dense text models' converters, nothing permuted): their text model ([`vl_text_config`]).
         "qwen2vl" => ("qwen2", false, Kind::Qwen2),
         "qwen3vl" => ("qwen3", false, Kind::Qwen3),
+        // Qwen3VLMoeTextModel is a Qwen3MoeModel whose fused experts it writes as the usual
+        // stacks: Qwen3-VL-MoE's text model is Qwen3-MoE's.
+        "qwen3vlmoe" => ("qwen3_moe", false, Kind::Qwen3Moe),
         // Qwen2MoeModel / Qwen3MoeModel: their dense parents' tensors plus experts and router.
         "qwen2moe" => ("qwen2_moe", false, Kind::Qwen2Moe),
         "qwen3moe" => ("qwen3_moe", false, Kind::Qwen3Moe),
@@ -905,7 +909,7 @@ fn arch(name: &str) -> Option<Arch> {
         "mistral4" => ("mistral4", false, Kind::Mistral4),
         _ => return None,
     };
-    Some(Arch { model_type, permuted_qk, kind, vl_text: matches!(name, "qwen2vl" | "qwen3vl") })
+    Some(Arch { model_type, permuted_qk, kind, vl_text: matches!(name, "qwen2vl" | "qwen3vl" | "qwen3vlmoe") })
 }
 
 /// llama.cpp's rope frequency factors (`LlamaModel.generate_extra_tensors`): one f32 per
@@ -3844,7 +3848,8 @@ fn minicpm_longrope(c: &mut Map<String, Json>, path: &Path, file: &GgufFile, key
     }
 }
 
-/// A vision-language model's text part (`qwen2vl`: Qwen2-VL, Qwen2.5-VL; `qwen3vl`: Qwen3-VL),
+/// A vision-language model's text part (`qwen2vl`: Qwen2-VL, Qwen2.5-VL; `qwen3vl`, `qwen3vlmoe`:
+/// Qwen3-VL and its mixture of experts),
 /// the language model of the checkpoint without its vision tower (llama.cpp writes that to a
 /// separate mmproj file, not read here). Its multimodal RoPE splits each head's rotary pairs into
 /// sections turned by the temporal, height and width positions; a text token has the same

@@ -70,6 +70,18 @@ def test_f32_file_gives_the_fixtures_reference(fixture, tmp_path):
     assert tokens == ref["greedy_tokens"][0].tolist(), f"{fixture}: genai {tokens}"
 
 
+def test_qwen3_vl_moe_text_file_gives_the_text_models_reference(tmp_path):
+    """`qwen3vlmoe` (Qwen3VLMoeTextModel: Qwen3-MoE's keys and stacks with the multimodal RoPE
+    sections and the deepstack count; scripts/make_moe_gguf.py's VL_VARIANTS): the text model,
+    where a text token has one position in every section, is tiny-qwen3-moe's."""
+    ref = load_file(str(FIXTURES / "tiny-qwen3-moe" / "reference.safetensors"))
+    pkg, _ = build(DATA / "tiny-qwen3-moe-vl.F32.gguf", tmp_path / "pkg")
+    for ids, want in [("input_ids", "logits"), ("short_input_ids", "short_logits")]:
+        diff = np.abs(prefill_logits(pkg, ref[ids]) - ref[want]).max()
+        assert diff <= bound("tiny-qwen3-moe"), f"{want}: max |logit difference| {diff}"
+    assert "MoE" in ops(pkg)[1]
+
+
 def float_checkpoint(fixture: str, out: Path) -> Path:
     """The fixture's config and tokenizer with gguf-py's dequantized weights of the Q file."""
     out.mkdir()
