@@ -158,11 +158,8 @@ pub fn genai_config(
     let ids = TokenIds::of(c, generation);
     if ids.eos.is_empty() {
         notes.push(format!(
-            "no end-of-stream id in config.json or generation_config.json: onnxruntime-genai stops at the pad id{} instead (its default), where transformers generates to max_length; set `eos_token_id` in generation_config.json to choose one",
-            match ids.pad {
-                Some(p) => format!(" {p}"),
-                None => " 0".to_string(),
-            }
+            "no end-of-stream id in config.json or generation_config.json: onnxruntime-genai stops at the pad id {} instead (its default), where transformers generates to max_length; set `eos_token_id` in generation_config.json to choose one",
+            ids.pad.unwrap_or(0)
         ));
     }
     let (model_type, note) = runtime_model_type(&c.model_type);
